@@ -1,0 +1,339 @@
+/* backend.c: shared, pipelined TLS connections to the backend instances, with reconnect. */
+#include "proxy.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
+#include <hiredis/hiredis.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 2000
+
+static void backend_connect(struct backend *b);
+
+static void backend_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    backend_connect(arg);
+}
+
+static const struct instance_conf *backend_conf(const struct backend *b)
+{
+    return &b->worker->cfg->instances[b->instance];
+}
+
+/* Build the client-side TLS context of one instance: CA, optional client cert. */
+static SSL_CTX *backend_ssl_ctx(const struct instance_conf *ic)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    if (!ctx) return NULL;
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    if (SSL_CTX_load_verify_locations(ctx, ic->ca, NULL) != 1) {
+        log_msg(LOG_ERROR, "instance '%s': cannot load CA %s", ic->name, ic->ca);
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    if (ic->cert && ic->key) {
+        if (SSL_CTX_use_certificate_chain_file(ctx, ic->cert) != 1 ||
+            SSL_CTX_use_PrivateKey_file(ctx, ic->key, SSL_FILETYPE_PEM) != 1) {
+            log_msg(LOG_ERROR, "instance '%s': cannot load client certificate %s / key %s", ic->name, ic->cert,
+                    ic->key);
+            SSL_CTX_free(ctx);
+            return NULL;
+        }
+    }
+    return ctx;
+}
+
+int backend_pools_start(struct worker *w)
+{
+    const struct config *cfg = w->cfg;
+    for (size_t i = 0; i < cfg->ninstances; i++) {
+        const struct instance_conf *ic = &cfg->instances[i];
+        struct backend_pool *pool = &w->pools[i];
+        pool->nconns = ic->connections > 0 ? ic->connections : 1;
+        pool->conns = calloc((size_t)pool->nconns, sizeof(*pool->conns));
+        if (!pool->conns) return -1;
+        if (ic->tls) {
+            pool->ssl_ctx = backend_ssl_ctx(ic);
+            if (!pool->ssl_ctx) return -1;
+        }
+        for (int j = 0; j < pool->nconns; j++) {
+            struct backend *b = &pool->conns[j];
+            b->worker = w;
+            b->instance = (int)i;
+            b->slot = j;
+            b->backoff_ms = BACKOFF_MIN_MS;
+            b->retry_timer = evtimer_new(w->base, backend_retry_cb, b);
+            if (!b->retry_timer) return -1;
+            backend_connect(b);
+        }
+    }
+    return 0;
+}
+
+/* Fail and forget every request in flight on b. */
+static void backend_fail_fifo(struct backend *b)
+{
+    char msg[128];
+    int n = snprintf(msg, sizeof(msg), "-UNAVAILABLE instance '%s' is unreachable\r\n", backend_conf(b)->name);
+    while (b->fifo_count > 0) {
+        struct pending pd = b->fifo[b->fifo_head];
+        b->fifo_head = (b->fifo_head + 1) % b->fifo_cap;
+        b->fifo_count--;
+        if (!pd.req) continue;
+        if (pd.kind == PENDING_PASS) {
+            pd.req->waiting--;
+            STAT_INC(&b->worker->stats, errors_unavailable);
+            request_complete(pd.req, msg, (size_t)n);
+        } else {
+            request_reply_consumed(pd.req);
+        }
+    }
+}
+
+void backend_pools_free(struct worker *w)
+{
+    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
+        struct backend_pool *pool = &w->pools[i];
+        for (int j = 0; j < pool->nconns; j++) {
+            struct backend *b = &pool->conns[j];
+            if (b->bev) bufferevent_free(b->bev);
+            b->bev = NULL;
+            backend_fail_fifo(b);
+            if (b->retry_timer) event_free(b->retry_timer);
+            free(b->fifo);
+            free(b->rbuf);
+        }
+        free(pool->conns);
+        if (pool->ssl_ctx) SSL_CTX_free(pool->ssl_ctx);
+        memset(pool, 0, sizeof(*pool));
+    }
+}
+
+struct backend *backend_for(struct worker *w, int instance, uint64_t client_id)
+{
+    struct backend_pool *pool = &w->pools[instance];
+    if (pool->nconns == 0) return NULL;
+    struct backend *b = &pool->conns[client_id % (uint64_t)pool->nconns];
+    return b->state == BACKEND_DOWN ? NULL : b;
+}
+
+void backend_expect(struct backend *b, struct request *req, enum pending_kind kind)
+{
+    if (b->fifo_count == b->fifo_cap) {
+        size_t cap = b->fifo_cap ? b->fifo_cap * 2 : 64;
+        struct pending *f = malloc(cap * sizeof(*f));
+        if (!f) abort(); /* cannot keep the FIFO aligned without it */
+        for (size_t i = 0; i < b->fifo_count; i++) f[i] = b->fifo[(b->fifo_head + i) % b->fifo_cap];
+        free(b->fifo);
+        b->fifo = f;
+        b->fifo_head = 0;
+        b->fifo_cap = cap;
+    }
+    b->fifo[(b->fifo_head + b->fifo_count) % b->fifo_cap] = (struct pending){.req = req, .kind = (uint8_t)kind};
+    b->fifo_count++;
+    if (req) req->waiting++;
+}
+
+/* Send one of keygate's own commands (AUTH, INFO) formatted by hiredis. */
+static void backend_send_internal(struct backend *b, enum pending_kind kind, int argc, const char **argv)
+{
+    char *cmd = NULL;
+    int len = redisFormatCommandArgv(&cmd, argc, argv, NULL);
+    if (len < 0) return;
+    bufferevent_write(b->bev, cmd, (size_t)len);
+    free(cmd);
+    backend_expect(b, NULL, kind);
+}
+
+void backend_close(struct backend *b, const char *reason)
+{
+    const struct instance_conf *ic = backend_conf(b);
+    if (!b->warned_down || b->state == BACKEND_READY)
+        log_msg(LOG_WARN, "instance '%s' (%s:%d) connection %d: %s; retrying", ic->name, ic->host, ic->port,
+                b->slot, reason);
+    b->warned_down = 1;
+    STAT_INC(&b->worker->stats, backend_failures);
+    if (b->bev) bufferevent_free(b->bev);
+    b->bev = NULL;
+    b->state = BACKEND_DOWN;
+    b->rlen = 0;
+    resp_scanner_reset(&b->scan);
+    backend_fail_fifo(b);
+    struct timeval tv = {b->backoff_ms / 1000, (b->backoff_ms % 1000) * 1000};
+    b->backoff_ms = b->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : b->backoff_ms * 2;
+    if (!b->worker->stopping) evtimer_add(b->retry_timer, &tv);
+}
+
+/* Reserve room for `more` received bytes. */
+static int backend_rbuf_reserve(struct backend *b, size_t more)
+{
+    if (b->rlen + more <= b->rcap) return 0;
+    size_t cap = b->rcap ? b->rcap : 16384;
+    while (cap < b->rlen + more) cap *= 2;
+    char *r = realloc(b->rbuf, cap);
+    if (!r) return -1;
+    b->rbuf = r;
+    b->rcap = cap;
+    return 0;
+}
+
+/* One framed reply for the FIFO head. Returns 0, or -1 when b was closed. */
+static int backend_deliver(struct backend *b, const char *reply, size_t len)
+{
+    if (b->fifo_count == 0) {
+        backend_close(b, "reply with no request in flight");
+        return -1;
+    }
+    struct pending pd = b->fifo[b->fifo_head];
+    b->fifo_head = (b->fifo_head + 1) % b->fifo_cap;
+    b->fifo_count--;
+    switch (pd.kind) {
+    case PENDING_AUTH:
+        if (reply[0] == '-') {
+            char why[160];
+            snprintf(why, sizeof(why), "AUTH refused: %.*s", (int)(len > 120 ? 120 : len - 2), reply + 1);
+            backend_close(b, why);
+            return -1;
+        }
+        return 0;
+    case PENDING_INFO:
+        return 0;
+    case PENDING_DROP:
+        request_reply_consumed(pd.req);
+        return 0;
+    case PENDING_PASS:
+    default:
+        pd.req->waiting--;
+        request_complete(pd.req, reply, len);
+        return 0;
+    }
+}
+
+static void backend_read_cb(struct bufferevent *bev, void *arg)
+{
+    struct backend *b = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    size_t avail = evbuffer_get_length(in);
+    if (backend_rbuf_reserve(b, avail) != 0) {
+        backend_close(b, "out of memory for replies");
+        return;
+    }
+    evbuffer_remove(in, b->rbuf + b->rlen, avail);
+    b->rlen += avail;
+
+    size_t pos = 0;
+    while (pos < b->rlen) {
+        long long n = resp_scan_reply(&b->scan, b->rbuf + pos, b->rlen - pos);
+        if (n == 0) break;
+        if (n < 0) {
+            backend_close(b, "malformed reply");
+            return;
+        }
+        if (backend_deliver(b, b->rbuf + pos, (size_t)n) != 0) return;
+        pos += (size_t)n;
+    }
+    if (pos > 0) {
+        memmove(b->rbuf, b->rbuf + pos, b->rlen - pos);
+        b->rlen -= pos;
+    }
+}
+
+static void backend_event_cb(struct bufferevent *bev, short events, void *arg)
+{
+    struct backend *b = arg;
+    const struct instance_conf *ic = backend_conf(b);
+    if (events & BEV_EVENT_CONNECTED) {
+        int fd = bufferevent_getfd(bev);
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        bufferevent_set_timeouts(bev, NULL, NULL);
+        b->state = BACKEND_READY;
+        b->backoff_ms = BACKOFF_MIN_MS;
+        if (b->warned_down) log_msg(LOG_INFO, "instance '%s' connection %d is back", ic->name, b->slot);
+        b->warned_down = 0;
+        STAT_INC(&b->worker->stats, backend_connects);
+        return;
+    }
+    char why[256];
+    if (events & BEV_EVENT_TIMEOUT) {
+        snprintf(why, sizeof(why), "connect timed out");
+    } else if (events & BEV_EVENT_EOF) {
+        snprintf(why, sizeof(why), "connection closed by the server");
+    } else {
+        unsigned long err = bufferevent_get_openssl_error(bev);
+        int sock_err = EVUTIL_SOCKET_ERROR();
+        if (err) {
+            char ebuf[200];
+            ERR_error_string_n(err, ebuf, sizeof(ebuf));
+            snprintf(why, sizeof(why), "TLS error: %s", ebuf);
+        } else {
+            snprintf(why, sizeof(why), "%s", evutil_socket_error_to_string(sock_err));
+        }
+    }
+    backend_close(b, why);
+}
+
+static void backend_connect(struct backend *b)
+{
+    struct worker *w = b->worker;
+    const struct instance_conf *ic = backend_conf(b);
+    struct backend_pool *pool = &w->pools[b->instance];
+
+    struct sockaddr_storage ss;
+    int sslen = sizeof(ss);
+    char addr[300];
+    snprintf(addr, sizeof(addr), strchr(ic->host, ':') ? "[%s]:%d" : "%s:%d", ic->host, ic->port);
+    if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &sslen) != 0) {
+        backend_close(b, "host is not a numeric address");
+        return;
+    }
+    if (pool->ssl_ctx) {
+        SSL *ssl = SSL_new(pool->ssl_ctx);
+        if (!ssl) {
+            backend_close(b, "SSL_new failed");
+            return;
+        }
+        const char *name = ic->server_name ? ic->server_name : ic->host;
+        SSL_set_tlsext_host_name(ssl, name);
+        if (!SSL_set1_host(ssl, name)) {
+            SSL_free(ssl);
+            backend_close(b, "SSL_set1_host failed");
+            return;
+        }
+        b->bev = bufferevent_openssl_socket_new(w->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
+        if (b->bev) bufferevent_openssl_set_allow_dirty_shutdown(b->bev, 1);
+    } else {
+        b->bev = bufferevent_socket_new(w->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    }
+    if (!b->bev) {
+        backend_close(b, "cannot create a connection");
+        return;
+    }
+    bufferevent_setcb(b->bev, backend_read_cb, NULL, backend_event_cb, b);
+    bufferevent_enable(b->bev, EV_READ | EV_WRITE);
+    struct timeval tv = {w->cfg->connect_timeout_ms / 1000, (w->cfg->connect_timeout_ms % 1000) * 1000};
+    bufferevent_set_timeouts(b->bev, &tv, &tv);
+    b->state = BACKEND_CONNECTING;
+    if (bufferevent_socket_connect(b->bev, (struct sockaddr *)&ss, sslen) != 0) {
+        backend_close(b, "connect failed");
+        return;
+    }
+    /* Pipelined behind the handshake: AUTH first, then the topology check. */
+    if (ic->password) {
+        const char *argv[3] = {"AUTH", ic->username ? ic->username : ic->password, ic->password};
+        backend_send_internal(b, PENDING_AUTH, ic->username ? 3 : 2, argv);
+    }
+}

@@ -1,0 +1,152 @@
+/* commands.h: the command table (generated from Redis 7.0's COMMAND) and key extraction. */
+#ifndef KEYGATE_COMMANDS_H
+#define KEYGATE_COMMANDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Command flags, as Redis 7.0 COMMAND reports them. */
+enum command_flag {
+    CMD_WRITE = 1u << 0,
+    CMD_READONLY = 1u << 1,
+    CMD_DENYOOM = 1u << 2,
+    CMD_MODULE = 1u << 3,
+    CMD_ADMIN = 1u << 4,
+    CMD_PUBSUB = 1u << 5,
+    CMD_NOSCRIPT = 1u << 6,
+    CMD_BLOCKING = 1u << 7,
+    CMD_LOADING = 1u << 8,
+    CMD_STALE = 1u << 9,
+    CMD_SKIP_MONITOR = 1u << 10,
+    CMD_SKIP_SLOWLOG = 1u << 11,
+    CMD_ASKING = 1u << 12,
+    CMD_FAST = 1u << 13,
+    CMD_NO_AUTH = 1u << 14,
+    CMD_MAY_REPLICATE = 1u << 15,
+    CMD_NO_MANDATORY_KEYS = 1u << 16,
+    CMD_NO_ASYNC_LOADING = 1u << 17,
+    CMD_NO_MULTI = 1u << 18,
+    CMD_MOVABLE_KEYS = 1u << 19,
+    CMD_ALLOW_BUSY = 1u << 20,
+};
+
+/* ACL categories (the "@name" list of COMMAND). */
+enum command_acl {
+    ACL_KEYSPACE = 1u << 0,
+    ACL_READ = 1u << 1,
+    ACL_WRITE = 1u << 2,
+    ACL_SET = 1u << 3,
+    ACL_SORTEDSET = 1u << 4,
+    ACL_LIST = 1u << 5,
+    ACL_HASH = 1u << 6,
+    ACL_STRING = 1u << 7,
+    ACL_BITMAP = 1u << 8,
+    ACL_HYPERLOGLOG = 1u << 9,
+    ACL_GEO = 1u << 10,
+    ACL_STREAM = 1u << 11,
+    ACL_PUBSUB = 1u << 12,
+    ACL_ADMIN = 1u << 13,
+    ACL_FAST = 1u << 14,
+    ACL_SLOW = 1u << 15,
+    ACL_BLOCKING = 1u << 16,
+    ACL_DANGEROUS = 1u << 17,
+    ACL_CONNECTION = 1u << 18,
+    ACL_TRANSACTION = 1u << 19,
+    ACL_SCRIPTING = 1u << 20,
+};
+
+/* Key-spec flags (Redis 7.0 "flags" of a key spec). */
+enum key_spec_flag {
+    KS_RO = 1u << 0,
+    KS_RW = 1u << 1,
+    KS_OW = 1u << 2,
+    KS_RM = 1u << 3,
+    KS_ACCESS = 1u << 4,
+    KS_UPDATE = 1u << 5,
+    KS_INSERT = 1u << 6,
+    KS_DELETE = 1u << 7,
+    KS_NOT_KEY = 1u << 8,
+    KS_INCOMPLETE = 1u << 9,
+    KS_VARIABLE_FLAGS = 1u << 10,
+};
+
+enum begin_search_type { BS_INVALID = 0, BS_UNKNOWN, BS_INDEX, BS_KEYWORD };
+enum find_keys_type { FK_INVALID = 0, FK_UNKNOWN, FK_RANGE, FK_KEYNUM };
+
+struct key_spec {
+    uint32_t flags; /* enum key_spec_flag */
+    uint8_t bs_type;
+    int bs_index;          /* BS_INDEX: argv position (1 = first arg after the name) */
+    const char *bs_keyword; /* BS_KEYWORD: the keyword (upper case, as Redis reports) */
+    int bs_startfrom;      /* BS_KEYWORD: where to start looking; negative counts from the end */
+    uint8_t fk_type;
+    int fk_lastkey;        /* FK_RANGE: relative to the first key; -1 = last arg, -2 ... */
+    int fk_keystep;        /* FK_RANGE / FK_KEYNUM */
+    int fk_limit;          /* FK_RANGE: 0 = none, else keys = remaining / limit */
+    int fk_keynumidx;      /* FK_KEYNUM: index of the key count, relative to begin_search */
+    int fk_firstkey;       /* FK_KEYNUM: first key, relative to begin_search */
+};
+
+struct command_def {
+    const char *name;      /* lower case; subcommands are "parent|sub" */
+    int arity;             /* Redis's: >0 exact, <0 at least -arity */
+    uint32_t flags;        /* enum command_flag */
+    uint32_t acl;          /* enum command_acl */
+    int first_key, last_key, key_step; /* legacy range, as COMMAND reports */
+    const struct key_spec *specs;
+    int nspecs;
+    const struct command_def *subcommands; /* NULL if none */
+    int nsubcommands;
+    const char *info_resp; /* this command's COMMAND INFO entry, raw RESP2 */
+    size_t info_resp_len;
+    const char *docs_resp; /* its COMMAND DOCS entry: "$len name" + docs map, raw RESP2 */
+    size_t docs_resp_len;
+};
+
+/* The generated table (src/command_table.c), sorted by name. */
+extern const struct command_def command_table[];
+extern const size_t command_table_len;
+
+/*
+ * Find the command for argv (argv[0] is the name; for container commands such as
+ * CLIENT or CONFIG, argv[1] selects the subcommand). Case-insensitive.
+ * Returns NULL for an unknown command. *unknown_subcommand (may be NULL) is set to 1
+ * when argv[0] is a container but the subcommand is missing/unknown (the container's
+ * def is then returned, so the caller can word Redis's error), else to 0.
+ * argvlen may be NULL for NUL-terminated argv.
+ */
+const struct command_def *command_lookup(size_t argc, const char *const *argv, const size_t *argvlen,
+                                         int *unknown_subcommand);
+
+/* Lookup by name ("get", "client|setname"; case-insensitive, as COMMAND INFO); NULL if none. */
+const struct command_def *command_by_name(const char *name);
+
+/* 1 when argc satisfies cmd->arity. */
+int command_arity_ok(const struct command_def *cmd, size_t argc);
+
+/* One key found in argv. */
+struct key_ref {
+    int index;      /* argv index of the key */
+    uint32_t flags; /* the key spec's flags (KS_*) */
+};
+
+/*
+ * Extract every key of the command from argv using its key specs, plus the
+ * hand-written finders where Redis has none (SORT/SORT_RO BY/GET/STORE patterns,
+ * MIGRATE KEYS). Keys are returned in key-spec order (no dedup), at most `max` are
+ * stored; returns the number found, which exceeds `max` when `out` was too small
+ * (argc entries suffice for every Redis 7.0 command), or -1 when the arguments are
+ * inconsistent (e.g. a key count past the end of argv: Redis would answer a syntax
+ * error, so the caller lets the command through to the backend only when it has no
+ * keys at all, otherwise refuses it). Specs flagged KS_NOT_KEY are skipped.
+ * `*incomplete` is set to 1 when some spec was BS_UNKNOWN/FK_UNKNOWN/KS_INCOMPLETE
+ * and no hand-written finder covered it (callers must then refuse, not guess).
+ * A key count of 0 (EVAL script 0) yields no keys from that spec, not -1.
+ * The hand-written SORT/MIGRATE finders walk the options like Redis's own parsers
+ * and return -1 where Redis answers a syntax error (e.g. SORT_RO ... STORE).
+ * argvlen may be NULL for NUL-terminated argv.
+ */
+int command_find_keys(const struct command_def *cmd, size_t argc, const char *const *argv,
+                      const size_t *argvlen, struct key_ref *out, int max, int *incomplete);
+
+#endif

@@ -1,0 +1,688 @@
+/* config.c: keygate.conf parsing: a table of directives into one struct config snapshot. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+/* Parsing state for one config_load call. */
+struct cfg_ctx {
+    struct config *c;
+    struct diag *errs;
+    int line;
+};
+
+#define CFG_ERR(ctx, ...) diag_add((ctx)->errs, (ctx)->c->path, (ctx)->line, __VA_ARGS__)
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (!p)
+        abort();
+    return p;
+}
+
+static void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n);
+    if (!q)
+        abort();
+    return q;
+}
+
+static char *xstrdup(const char *s)
+{
+    char *d = strdup(s);
+    if (!d)
+        abort();
+    return d;
+}
+
+/* A decimal integer in [min, max], nothing else. */
+static int int_parse(const char *s, long long min, long long max, long long *out)
+{
+    long long n = 0;
+    if (!*s)
+        return -1;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9' || n > (max - (*p - '0')) / 10)
+            return -1;
+        n = n * 10 + (*p - '0');
+    }
+    if (n < min)
+        return -1;
+    *out = n;
+    return 0;
+}
+
+int size_parse(const char *s, int64_t *bytes)
+{
+    static const struct {
+        const char *unit;
+        int64_t mul;
+    } units[] = {{"", 1},           {"b", 1},           {"k", 1000},
+                 {"kb", 1024},      {"m", 1000000},     {"mb", 1024 * 1024},
+                 {"g", 1000000000}, {"gb", 1024 * 1024 * 1024}};
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    int64_t n = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (n > (INT64_MAX - 9) / 10)
+            return -1;
+        n = n * 10 + (*p - '0');
+    }
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcasecmp(p, units[i].unit) != 0)
+            continue;
+        if (n > INT64_MAX / units[i].mul)
+            return -1;
+        *bytes = n * units[i].mul;
+        return 0;
+    }
+    return -1;
+}
+
+/* HOST:PORT or [V6]:PORT. On error returns -1 with *why set. */
+static int addr_parse(const char *s, char **host, int *port, const char **why)
+{
+    const char *h = s, *colon;
+    size_t hlen;
+    if (*s == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close[1] != ':') {
+            *why = "expected [IPV6]:PORT";
+            return -1;
+        }
+        h = s + 1;
+        hlen = (size_t)(close - h);
+        colon = close + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon) {
+            *why = "expected HOST:PORT";
+            return -1;
+        }
+        hlen = (size_t)(colon - s);
+        if (memchr(s, ':', hlen)) {
+            *why = "IPv6 addresses need brackets, e.g. [::1]:6400";
+            return -1;
+        }
+    }
+    long long p;
+    if (hlen == 0) {
+        *why = "missing host";
+        return -1;
+    }
+    if (int_parse(colon + 1, 1, 65535, &p) != 0) {
+        *why = "bad port (1..65535)";
+        return -1;
+    }
+    *host = xcalloc(hlen + 1, 1);
+    memcpy(*host, h, hlen);
+    *port = (int)p;
+    return 0;
+}
+
+/* Check a password file (exists, regular, no group/other read or write) and read it. */
+static char *password_load(struct cfg_ctx *ctx, const char *path, size_t *len)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        CFG_ERR(ctx, "password file '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        CFG_ERR(ctx, "password file '%s' is not a regular file", path);
+        return NULL;
+    }
+    if (st.st_mode & 0066) {
+        CFG_ERR(ctx, "password file '%s' has mode %04o: it must not be readable or writable by "
+                     "group or other (chmod 600 '%s')",
+                path, (unsigned)(st.st_mode & 07777), path);
+        return NULL;
+    }
+    char *pw = file_read_secret(path, len);
+    if (!pw) {
+        CFG_ERR(ctx, "cannot read password file '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    if (*len == 0) {
+        CFG_ERR(ctx, "password file '%s' is empty", path);
+        free(pw);
+        return NULL;
+    }
+    return pw;
+}
+
+static void secret_free(char *s)
+{
+    if (s) {
+        OPENSSL_cleanse(s, strlen(s));
+        free(s);
+    }
+}
+
+/* Take a path option into *dst (resolved against the config's folder); repeats are errors. */
+static int opt_set(struct cfg_ctx *ctx, char **dst, const char *name, const char *value, int path)
+{
+    if (*dst) {
+        CFG_ERR(ctx, "repeated option '%s='", name);
+        return -1;
+    }
+    if (!*value) {
+        CFG_ERR(ctx, "empty value for '%s='", name);
+        return -1;
+    }
+    *dst = path ? path_resolve(ctx->c->path, value) : xstrdup(value);
+    return 0;
+}
+
+/* ---- directives -------------------------------------------------------------------- */
+
+/* listen HOST:PORT | [V6]:PORT | unix:/path [mode=0660] [tls cert=F key=F [ca=F]] */
+static void dir_listen(struct cfg_ctx *ctx, const struct tokens *t)
+{
+    struct config *c = ctx->c;
+    c->listens = xrealloc(c->listens, (c->nlistens + 1) * sizeof *c->listens);
+    struct listen_addr *l = &c->listens[c->nlistens++];
+    memset(l, 0, sizeof *l);
+    l->unix_mode = 0660;
+    const char *addr = t->v[1].text, *why = NULL;
+    if (strncmp(addr, "unix:", 5) == 0) {
+        if (!addr[5])
+            CFG_ERR(ctx, "listen unix: needs a socket path");
+        else
+            l->unix_path = path_resolve(c->path, addr + 5);
+    } else if (addr_parse(addr, &l->host, &l->port, &why) != 0) {
+        CFG_ERR(ctx, "bad listen address '%s': %s", addr, why);
+    }
+    int mode_seen = 0;
+    for (size_t i = 2; i < t->n; i++) {
+        const char *tok = t->v[i].text, *v = tok + t->v[i].eq + 1;
+        long long mode;
+        if (t->v[i].eq < 0 && strcmp(tok, "tls") == 0)
+            l->tls = 1;
+        else if (t->v[i].eq < 0)
+            CFG_ERR(ctx, "unknown listen option '%s' (tls cert= key= ca= mode=)", tok);
+        else if (strncmp(tok, "cert=", 5) == 0)
+            (void)opt_set(ctx, &l->tls_cert, "cert", v, 1);
+        else if (strncmp(tok, "key=", 4) == 0)
+            (void)opt_set(ctx, &l->tls_key, "key", v, 1);
+        else if (strncmp(tok, "ca=", 3) == 0)
+            (void)opt_set(ctx, &l->tls_ca, "ca", v, 1);
+        else if (strncmp(tok, "mode=", 5) == 0) {
+            if (!addr[0] || strncmp(addr, "unix:", 5) != 0)
+                CFG_ERR(ctx, "mode= applies to unix sockets only");
+            else if (mode_seen++)
+                CFG_ERR(ctx, "repeated option 'mode='");
+            else if (!*v || strspn(v, "01234567") != strlen(v) ||
+                     (mode = strtoll(v, NULL, 8)) > 0777)
+                CFG_ERR(ctx, "bad mode '%s' (octal, e.g. 0660)", v);
+            else
+                l->unix_mode = (int)mode;
+        } else
+            CFG_ERR(ctx, "unknown listen option '%.*s=' (tls cert= key= ca= mode=)", t->v[i].eq, tok);
+    }
+    if (l->tls && (!l->tls_cert || !l->tls_key))
+        CFG_ERR(ctx, "listen ... tls needs cert= and key=");
+    if (!l->tls && (l->tls_cert || l->tls_key || l->tls_ca))
+        CFG_ERR(ctx, "cert=/key=/ca= need the word tls");
+    for (size_t i = 0; i + 1 < c->nlistens; i++) {
+        const struct listen_addr *o = &c->listens[i];
+        int same = (l->unix_path && o->unix_path && strcmp(l->unix_path, o->unix_path) == 0) ||
+                   (l->host && o->host && l->port == o->port && strcmp(l->host, o->host) == 0);
+        if (same)
+            CFG_ERR(ctx, "duplicate listen address '%s'", addr);
+    }
+}
+
+/* admin-listen HOST:PORT */
+static void dir_admin_listen(struct cfg_ctx *ctx, const struct tokens *t)
+{
+    const char *why = NULL;
+    if (addr_parse(t->v[1].text, &ctx->c->admin_host, &ctx->c->admin_port, &why) != 0)
+        CFG_ERR(ctx, "bad admin-listen address '%s': %s", t->v[1].text, why);
+}
+
+/* registry PATH */
+static void dir_registry(struct cfg_ctx *ctx, const struct tokens *t)
+{
+    ctx->c->registry_path = path_resolve(ctx->c->path, t->v[1].text);
+}
+
+static int name_valid(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && *s != '-' && *s != '_')
+            return 0;
+    return 1;
+}
+
+/* instance NAME HOST:PORT tls|plain [ca= cert= key= server-name= password-file= user= connections=N] */
+static void dir_instance(struct cfg_ctx *ctx, const struct tokens *t)
+{
+    struct config *c = ctx->c;
+    const char *name = t->v[1].text, *why = NULL;
+    if (!name_valid(name)) {
+        CFG_ERR(ctx, "bad instance name '%s' (letters, digits, - and _)", name);
+        return;
+    }
+    int dup = config_instance_index(c, name);
+    if (dup >= 0) {
+        CFG_ERR(ctx, "duplicate instance '%s' (first defined on line %d)", name,
+                c->instances[dup].line);
+        return;
+    }
+    if (c->ninstances == CONFIG_MAX_INSTANCES) {
+        CFG_ERR(ctx, "too many instances (at most %d)", CONFIG_MAX_INSTANCES);
+        return;
+    }
+    /* The name counts from here on, so registry errors are not blamed on a bad option. */
+    struct instance_conf *in = &c->instances[c->ninstances];
+    memset(in, 0, sizeof *in);
+    in->name = xstrdup(name);
+    in->line = ctx->line;
+    in->connections = 2;
+    c->instance_names[c->ninstances++] = in->name;
+
+    if (addr_parse(t->v[2].text, &in->host, &in->port, &why) != 0)
+        CFG_ERR(ctx, "bad instance address '%s': %s", t->v[2].text, why);
+    int ntls = 0, nplain = 0, conns_seen = 0;
+    for (size_t i = 3; i < t->n; i++) {
+        const char *tok = t->v[i].text, *v = tok + t->v[i].eq + 1;
+        long long n;
+        if (t->v[i].eq < 0 && strcmp(tok, "tls") == 0)
+            ntls++;
+        else if (t->v[i].eq < 0 && strcmp(tok, "plain") == 0)
+            nplain++;
+        else if (t->v[i].eq < 0)
+            CFG_ERR(ctx, "unknown instance option '%s'", tok);
+        else if (strncmp(tok, "ca=", 3) == 0)
+            (void)opt_set(ctx, &in->ca, "ca", v, 1);
+        else if (strncmp(tok, "cert=", 5) == 0)
+            (void)opt_set(ctx, &in->cert, "cert", v, 1);
+        else if (strncmp(tok, "key=", 4) == 0)
+            (void)opt_set(ctx, &in->key, "key", v, 1);
+        else if (strncmp(tok, "server-name=", 12) == 0)
+            (void)opt_set(ctx, &in->server_name, "server-name", v, 0);
+        else if (strncmp(tok, "password-file=", 14) == 0)
+            (void)opt_set(ctx, &in->password_file, "password-file", v, 1);
+        else if (strncmp(tok, "user=", 5) == 0)
+            (void)opt_set(ctx, &in->username, "user", v, 0);
+        else if (strncmp(tok, "connections=", 12) == 0) {
+            if (conns_seen++)
+                CFG_ERR(ctx, "repeated option 'connections='");
+            else if (int_parse(v, 1, 64, &n) != 0)
+                CFG_ERR(ctx, "bad connections '%s' (1..64)", v);
+            else
+                in->connections = (int)n;
+        } else
+            CFG_ERR(ctx, "unknown instance option '%.*s=' (ca= cert= key= server-name= "
+                         "password-file= user= connections=)",
+                    t->v[i].eq, tok);
+    }
+    in->tls = ntls > 0;
+    if (ntls + nplain != 1)
+        CFG_ERR(ctx, "instance '%s': give exactly one of tls or plain (plain TCP must be asked "
+                     "for)",
+                name);
+    else if (in->tls && !in->ca)
+        CFG_ERR(ctx, "instance '%s': tls needs ca= (the CA that signs the server certificate)",
+                name);
+    else if (!in->tls && (in->ca || in->cert || in->key || in->server_name))
+        CFG_ERR(ctx, "instance '%s': ca=/cert=/key=/server-name= need tls", name);
+    if (!in->cert != !in->key)
+        CFG_ERR(ctx, "instance '%s': cert= and key= go together", name);
+    if (in->username && !in->password_file)
+        CFG_ERR(ctx, "instance '%s': user= needs password-file=", name);
+    if (in->password_file) {
+        size_t len;
+        in->password = password_load(ctx, in->password_file, &len);
+    }
+}
+
+static int hex_decode(const char *s, unsigned char *out, size_t n)
+{
+    if (strlen(s) != 2 * n)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned v = 0;
+        for (int j = 0; j < 2; j++) {
+            int ch = tolower((unsigned char)s[2 * i + j]);
+            if (!isxdigit(ch))
+                return -1;
+            v = v * 16 + (unsigned)(isdigit(ch) ? ch - '0' : ch - 'a' + 10);
+        }
+        out[i] = (unsigned char)v;
+    }
+    return 0;
+}
+
+static void user_owners(struct cfg_ctx *ctx, struct user_conf *u, const char *list)
+{
+    if (u->nowners) {
+        CFG_ERR(ctx, "repeated option 'owners='");
+        return;
+    }
+    for (const char *p = list;;) {
+        size_t n = strcspn(p, ",");
+        if (n == 0) {
+            CFG_ERR(ctx, "empty owner in owners='%s'", list);
+            return;
+        }
+        u->owners = xrealloc(u->owners, (u->nowners + 1) * sizeof *u->owners);
+        u->owners[u->nowners] = xcalloc(n + 1, 1);
+        memcpy(u->owners[u->nowners++], p, n);
+        if (n == 1 && *p == '*')
+            u->all_owners = 1;
+        if (!p[n])
+            break;
+        p += n + 1;
+    }
+    if (u->all_owners && u->nowners > 1)
+        CFG_ERR(ctx, "owners=* stands alone");
+}
+
+/* user NAME password-file=F|sha256=HEX owners=a,b|* access=rw|ro [scripts=yes|no] */
+static void dir_user(struct cfg_ctx *ctx, const struct tokens *t)
+{
+    struct config *c = ctx->c;
+    const char *name = t->v[1].text;
+    if (t->v[1].eq >= 0 || !*name) {
+        CFG_ERR(ctx, "user needs a name first");
+        return;
+    }
+    for (size_t i = 0; i < c->nusers; i++)
+        if (strcmp(c->users[i].name, name) == 0) {
+            CFG_ERR(ctx, "duplicate user '%s' (first defined on line %d)", name, c->users[i].line);
+            return;
+        }
+    c->users = xrealloc(c->users, (c->nusers + 1) * sizeof *c->users);
+    struct user_conf *u = &c->users[c->nusers++];
+    memset(u, 0, sizeof *u);
+    u->name = xstrdup(name);
+    u->line = ctx->line;
+    int have_secret = 0, access_seen = 0, scripts_seen = 0;
+    for (size_t i = 2; i < t->n; i++) {
+        const char *tok = t->v[i].text, *v = tok + t->v[i].eq + 1;
+        if (t->v[i].eq < 0)
+            CFG_ERR(ctx, "unknown user option '%s'", tok);
+        else if (strncmp(tok, "password-file=", 14) == 0 || strncmp(tok, "sha256=", 7) == 0) {
+            if (have_secret++) {
+                CFG_ERR(ctx, "user '%s': give one password-file= or sha256=", name);
+            } else if (tok[0] == 's') {
+                if (hex_decode(v, u->password_sha256, sizeof u->password_sha256) != 0)
+                    CFG_ERR(ctx, "bad sha256 '%s' (64 hex digits)", v);
+            } else if (opt_set(ctx, &u->password_file, "password-file", v, 1) == 0) {
+                size_t len = 0;
+                char *pw = password_load(ctx, u->password_file, &len);
+                if (pw && !EVP_Digest(pw, len, u->password_sha256, NULL, EVP_sha256(), NULL))
+                    CFG_ERR(ctx, "cannot hash the password of user '%s'", name);
+                secret_free(pw);
+            }
+        } else if (strncmp(tok, "owners=", 7) == 0)
+            user_owners(ctx, u, v);
+        else if (strncmp(tok, "access=", 7) == 0) {
+            if (access_seen++)
+                CFG_ERR(ctx, "repeated option 'access='");
+            else if (strcmp(v, "rw") == 0 || strcmp(v, "ro") == 0)
+                u->read_only = v[1] == 'o';
+            else
+                CFG_ERR(ctx, "bad access '%s' (rw or ro)", v);
+        } else if (strncmp(tok, "scripts=", 8) == 0) {
+            if (scripts_seen++)
+                CFG_ERR(ctx, "repeated option 'scripts='");
+            else if (strcmp(v, "yes") == 0 || strcmp(v, "no") == 0)
+                u->scripts = v[0] == 'y';
+            else
+                CFG_ERR(ctx, "bad scripts '%s' (yes or no)", v);
+        } else
+            CFG_ERR(ctx, "unknown user option '%.*s=' (password-file= sha256= owners= access= "
+                         "scripts=)",
+                    t->v[i].eq, tok);
+    }
+    if (!have_secret)
+        CFG_ERR(ctx, "user '%s' needs password-file= or sha256=", name);
+    if (!u->nowners)
+        CFG_ERR(ctx, "user '%s' needs owners= (a,b or *)", name);
+    if (!access_seen)
+        CFG_ERR(ctx, "user '%s' needs access=rw or access=ro", name);
+}
+
+/* log-level debug|info|warn|error */
+static void dir_log_level(struct cfg_ctx *ctx, const struct tokens *t)
+{
+    static const char *const levels[] = {"debug", "info", "warn", "error"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(t->v[1].text, levels[i]) == 0) {
+            ctx->c->log_level = i;
+            return;
+        }
+    CFG_ERR(ctx, "bad log-level '%s' (debug, info, warn or error)", t->v[1].text);
+}
+
+enum value_kind { V_FUNC, V_INT, V_SIZE, V_DURATION };
+
+static const struct directive {
+    const char *name;
+    const char *usage;
+    int min_args, max_args; /* after the directive's name; -1 = unbounded */
+    int repeatable;
+    enum value_kind kind;
+    void (*apply)(struct cfg_ctx *, const struct tokens *); /* V_FUNC */
+    size_t offset;                                            /* V_INT: int; else int64_t */
+    long long min, max;                                       /* V_INT, V_SIZE range */
+} directives[] = {
+    {"listen", "HOST:PORT|[V6]:PORT|unix:/PATH [mode=0660] [tls cert=F key=F [ca=F]]", 1, -1, 1,
+     V_FUNC, dir_listen, 0, 0, 0},
+    {"admin-listen", "HOST:PORT", 1, 1, 0, V_FUNC, dir_admin_listen, 0, 0, 0},
+    {"registry", "PATH", 1, 1, 0, V_FUNC, dir_registry, 0, 0, 0},
+    {"instance", "NAME HOST:PORT tls|plain [ca=F cert=F key=F server-name=N password-file=F "
+                 "user=U connections=N]",
+     3, -1, 1, V_FUNC, dir_instance, 0, 0, 0},
+    {"user", "NAME password-file=F|sha256=HEX owners=a,b|* access=rw|ro [scripts=yes|no]", 2, -1,
+     1, V_FUNC, dir_user, 0, 0, 0},
+    {"threads", "N", 1, 1, 0, V_INT, NULL, offsetof(struct config, threads), 1, 64},
+    {"max-clients", "N", 1, 1, 0, V_INT, NULL, offsetof(struct config, max_clients), 1, 1000000},
+    {"max-pending", "N", 1, 1, 0, V_INT, NULL, offsetof(struct config, max_pending), 1, 1000000},
+    {"max-request-size", "SIZE", 1, 1, 0, V_SIZE, NULL, offsetof(struct config, max_request_bytes),
+     1, INT64_MAX},
+    {"client-output-limit", "SIZE", 1, 1, 0, V_SIZE, NULL,
+     offsetof(struct config, client_output_limit), 1, INT64_MAX},
+    {"connect-timeout", "DURATION", 1, 1, 0, V_DURATION, NULL,
+     offsetof(struct config, connect_timeout_ms), 0, 0},
+    {"shutdown-timeout", "DURATION", 1, 1, 0, V_DURATION, NULL,
+     offsetof(struct config, shutdown_timeout_ms), 0, 0},
+    {"log-level", "debug|info|warn|error", 1, 1, 0, V_FUNC, dir_log_level, 0, 0, 0},
+};
+#define NDIRECTIVES (sizeof directives / sizeof directives[0])
+
+static void directive_apply(struct cfg_ctx *ctx, const struct directive *d, const struct tokens *t)
+{
+    const char *v = t->v[1].text;
+    char *field = (char *)ctx->c + d->offset;
+    long long n;
+    int64_t n64;
+    switch (d->kind) {
+    case V_FUNC:
+        d->apply(ctx, t);
+        break;
+    case V_INT:
+        if (int_parse(v, d->min, d->max, &n) != 0)
+            CFG_ERR(ctx, "bad %s '%s' (an integer %lld..%lld)", d->name, v, d->min, d->max);
+        else
+            *(int *)(void *)field = (int)n;
+        break;
+    case V_SIZE:
+        if (size_parse(v, &n64) != 0 || n64 < d->min)
+            CFG_ERR(ctx, "bad %s '%s' (a size such as 1024, 64kb, 16mb, 1gb)", d->name, v);
+        else
+            *(int64_t *)(void *)field = n64;
+        break;
+    case V_DURATION:
+        if (duration_parse(v, &n64) != 0)
+            CFG_ERR(ctx, "bad %s '%s' (a duration such as 500ms, 2s, 1m)", d->name, v);
+        else
+            *(int64_t *)(void *)field = n64;
+        break;
+    }
+}
+
+static void line_parse(struct cfg_ctx *ctx, const struct tokens *t, int first_line[NDIRECTIVES])
+{
+    const char *name = t->v[0].text;
+    for (size_t i = 0; i < NDIRECTIVES; i++) {
+        const struct directive *d = &directives[i];
+        if (strcmp(d->name, name) != 0)
+            continue;
+        int nargs = (int)t->n - 1;
+        if (nargs < d->min_args)
+            CFG_ERR(ctx, "%s: missing argument (usage: %s %s)", name, name, d->usage);
+        else if (d->max_args >= 0 && nargs > d->max_args)
+            CFG_ERR(ctx, "%s: too many arguments, unexpected '%s' (usage: %s %s)", name,
+                    t->v[1 + d->max_args].text, name, d->usage);
+        else if (!d->repeatable && first_line[i])
+            CFG_ERR(ctx, "%s given twice (first on line %d)", name, first_line[i]);
+        else {
+            first_line[i] = ctx->line;
+            directive_apply(ctx, d, t);
+        }
+        return;
+    }
+    CFG_ERR(ctx, "unknown directive '%s'", name);
+}
+
+/* Warn about user owners that no namespace carries: they grant nothing (likely a typo). */
+static void owners_check(const struct config *c)
+{
+    for (size_t u = 0; u < c->nusers; u++) {
+        for (size_t o = 0; o < c->users[u].nowners && !c->users[u].all_owners; o++) {
+            const char *owner = c->users[u].owners[o];
+            size_t i = 0;
+            while (i < c->registry->count && strcmp(c->registry->entries[i].owner, owner) != 0)
+                i++;
+            if (i == c->registry->count)
+                log_msg(LOG_WARN, "%s:%d: user '%s': no namespace has owner '%s'", c->path,
+                        c->users[u].line, c->users[u].name, owner);
+        }
+    }
+}
+
+struct config *config_load(const char *path, struct diag *errs)
+{
+    struct config *c = xcalloc(1, sizeof *c);
+    c->path = xstrdup(path);
+    c->threads = 1;
+    c->max_clients = 10000;
+    c->max_request_bytes = 512LL * 1024 * 1024;
+    c->client_output_limit = 64LL * 1024 * 1024;
+    c->max_pending = 1024;
+    c->connect_timeout_ms = 2000;
+    c->shutdown_timeout_ms = 5000;
+    c->log_level = LOG_INFO;
+    struct cfg_ctx ctx = {.c = c, .errs = errs};
+    size_t errs_before = errs->count;
+
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        diag_add(errs, path, 0, "cannot open config: %s", strerror(errno));
+        config_free(c);
+        return NULL;
+    }
+    int first_line[NDIRECTIVES] = {0};
+    char *buf = NULL;
+    size_t cap = 0;
+    while (getline(&buf, &cap, f) >= 0) {
+        ctx.line++;
+        struct tokens t;
+        const char *why = NULL;
+        if (tokens_split(buf, &t, &why) != 0) {
+            CFG_ERR(&ctx, "%s", why);
+            continue;
+        }
+        if (t.n > 0)
+            line_parse(&ctx, &t, first_line);
+        tokens_free(&t);
+    }
+    free(buf);
+    fclose(f);
+
+    ctx.line = 0;
+    if (c->nlistens == 0)
+        CFG_ERR(&ctx, "no listen directive (at least one is required)");
+    if (!c->registry_path)
+        CFG_ERR(&ctx, "no registry directive");
+    if (c->ninstances == 0)
+        CFG_ERR(&ctx, "no instance directive (at least one is required)");
+    if (c->registry_path && c->ninstances > 0)
+        c->registry = registry_load(c->registry_path, c->instance_names, c->ninstances, errs);
+
+    if (errs->count > errs_before) {
+        config_free(c);
+        return NULL;
+    }
+    if (c->nusers == 0)
+        log_msg(LOG_WARN, "%s: no user lines: clients need no AUTH (development only)", c->path);
+    owners_check(c);
+    return c;
+}
+
+void config_free(struct config *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->nlistens; i++) {
+        struct listen_addr *l = &c->listens[i];
+        free(l->host);
+        free(l->unix_path);
+        free(l->tls_cert);
+        free(l->tls_key);
+        free(l->tls_ca);
+    }
+    free(c->listens);
+    for (size_t i = 0; i < c->ninstances; i++) {
+        struct instance_conf *in = &c->instances[i];
+        free(in->name);
+        free(in->host);
+        free(in->ca);
+        free(in->cert);
+        free(in->key);
+        free(in->server_name);
+        free(in->password_file);
+        secret_free(in->password);
+        free(in->username);
+    }
+    for (size_t i = 0; i < c->nusers; i++) {
+        struct user_conf *u = &c->users[i];
+        free(u->name);
+        free(u->password_file);
+        for (size_t o = 0; o < u->nowners; o++)
+            free(u->owners[o]);
+        free(u->owners);
+        OPENSSL_cleanse(u->password_sha256, sizeof u->password_sha256);
+    }
+    free(c->users);
+    free(c->admin_host);
+    free(c->registry_path);
+    registry_free(c->registry);
+    free(c->path);
+    free(c);
+}
+
+int config_instance_index(const struct config *c, const char *name)
+{
+    for (size_t i = 0; i < c->ninstances; i++)
+        if (strcmp(c->instances[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}

@@ -1,0 +1,91 @@
+/* config.h: keygate.conf directives parsed into one immutable struct config (a snapshot). */
+#ifndef KEYGATE_CONFIG_H
+#define KEYGATE_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "registry.h"
+#include "util.h"
+
+#define CONFIG_MAX_INSTANCES 8
+
+struct listen_addr {
+    char *host;      /* NULL for unix sockets */
+    int port;
+    char *unix_path; /* "unix:/run/keygate/keygate.sock" -> "/run/keygate/keygate.sock" */
+    int unix_mode;   /* mode=0660 (octal); default 0660 */
+    int tls;         /* listen ADDR tls cert=... key=... [ca=...] */
+    char *tls_cert, *tls_key, *tls_ca;
+};
+
+struct instance_conf {
+    char *name;           /* "durable", "cache", ... */
+    char *host;
+    int port;
+    int tls;              /* 1 = tls (default when neither word is given: error), 0 = plain */
+    char *ca, *cert, *key;/* resolved paths; tls requires ca, cert and key go together */
+    char *server_name;    /* server-name=: name the certificate must carry; NULL = host */
+    char *password_file;  /* resolved path; NULL = no AUTH */
+    char *password;       /* read from password_file at load time; NULL if none */
+    char *username;       /* user=NAME for AUTH NAME PASS (optional) */
+    int connections;      /* shared pipelined connections per worker (connections=N, default 2) */
+    int line;             /* line of the instance directive */
+};
+
+struct user_conf {
+    char *name;
+    char *password_file;  /* resolved; NULL when sha256= was given. The plain text is not kept. */
+    unsigned char password_sha256[32]; /* from password-file or sha256=HEX */
+    char **owners;       /* "*" alone means every owner */
+    size_t nowners;
+    int all_owners;
+    int read_only;       /* access=ro */
+    int scripts;         /* scripts=yes */
+    int line;
+};
+
+struct config {
+    char *path;
+    struct listen_addr *listens;
+    size_t nlistens;
+    char *admin_host;     /* admin-listen; NULL = none */
+    int admin_port;
+    char *registry_path;  /* resolved */
+    struct instance_conf instances[CONFIG_MAX_INSTANCES];
+    size_t ninstances;
+    const char *instance_names[CONFIG_MAX_INSTANCES]; /* for registry_load */
+    struct user_conf *users;
+    size_t nusers;
+    int threads;              /* threads N, default 1 */
+    int max_clients;          /* max-clients N, default 10000 */
+    int64_t max_request_bytes;/* max-request-size SIZE (bytes; 512mb default like Redis) */
+    int64_t client_output_limit; /* client-output-limit SIZE: reply bytes queued per client */
+    int max_pending;          /* max-pending N: requests in flight per client, default 1024 */
+    int64_t connect_timeout_ms;  /* backend connect timeout, default 2s */
+    int64_t shutdown_timeout_ms; /* shutdown-timeout: drain bound on SIGTERM, default 5s */
+    int log_level;            /* log-level debug|info|warn|error (enum log_level), default info */
+    struct registry *registry;
+};
+
+/*
+ * Parse keygate.conf at `path`, then the registry it names (and the password files).
+ * Every error goes to `errs` as "FILE:LINE: message". Unknown directives, missing
+ * required directives (listen, registry, at least one instance), malformed addresses,
+ * instance without tls/plain, duplicate instance names, unreadable or group/other-
+ * readable password files are errors. Touches no network. Warns (log_msg) when there
+ * is no user line (no AUTH) and when a user names an owner no namespace has.
+ * Returns the config (free with config_free) when there were no errors, else NULL.
+ */
+struct config *config_load(const char *path, struct diag *errs) KG_MUST_CHECK;
+
+void config_free(struct config *c);
+
+/* Index of the instance called `name`, or -1. */
+int config_instance_index(const struct config *c, const char *name);
+
+/* Parse a size: "1024", "64kb", "16mb", "1gb" (case-insensitive; as Redis, k/m/g are
+ * powers of 1000 and kb/mb/gb powers of 1024). 0 on success, -1 on junk or overflow. */
+int size_parse(const char *s, int64_t *bytes) KG_MUST_CHECK;
+
+#endif

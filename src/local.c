@@ -1,0 +1,393 @@
+/* local.c: the commands keygate answers itself: PING, ECHO, AUTH, HELLO, SELECT 0, CLIENT, COMMAND, INFO. */
+#include "proxy.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#define REDIS_COMPAT_VERSION "7.0.15"
+
+static void add_bulk(struct evbuffer *out, const char *s, size_t len)
+{
+    evbuffer_add_printf(out, "$%zu\r\n", len);
+    evbuffer_add(out, s, len);
+    evbuffer_add(out, "\r\n", 2);
+}
+
+static void add_cstr(struct evbuffer *out, const char *s)
+{
+    add_bulk(out, s, strlen(s));
+}
+
+static int arg_eq(const char *a, size_t len, const char *word)
+{
+    return len == strlen(word) && strncasecmp(a, word, len) == 0;
+}
+
+/* Complete req with the bytes of `out` and free it. */
+static void reply_buffer(struct request *req, struct evbuffer *out)
+{
+    size_t len = evbuffer_get_length(out);
+    request_complete(req, (const char *)evbuffer_pullup(out, -1), len);
+    evbuffer_free(out);
+}
+
+static void reply_str(struct request *req, const char *s)
+{
+    request_complete(req, s, strlen(s));
+}
+
+static void reply_error(struct client *c, struct request *req, const char *error)
+{
+    char buf[256];
+    int n = snprintf(buf, sizeof(buf), "-%s\r\n", error);
+    stats_count_error(&c->worker->stats, error);
+    request_complete(req, buf, (size_t)n);
+}
+
+/*
+ * Check a password for a user name (NULL: the "default" user, else the first user
+ * whose password matches). Digests are compared in constant time.
+ */
+static const struct user_conf *auth_check(const struct config *cfg, const char *user, size_t ulen, const char *pass,
+                                          size_t plen)
+{
+    unsigned char digest[32];
+    unsigned int dlen = 0;
+    if (!EVP_Digest(pass, plen, digest, &dlen, EVP_sha256(), NULL)) return NULL;
+    const struct user_conf *found = NULL;
+    for (size_t i = 0; i < cfg->nusers; i++) {
+        const struct user_conf *u = &cfg->users[i];
+        int name_ok = user ? arg_eq(user, ulen, u->name) : 1;
+        int pass_ok = CRYPTO_memcmp(digest, u->password_sha256, sizeof(digest)) == 0;
+        if (name_ok && pass_ok && !found) found = u;
+    }
+    return found;
+}
+
+/* AUTH [user] pass -> 0 ok, else writes the error and returns -1. */
+static int local_auth(struct client *c, struct request *req, const char *user, size_t ulen, const char *pass,
+                      size_t plen)
+{
+    const struct config *cfg = c->worker->cfg;
+    if (cfg->nusers == 0) {
+        reply_error(c, req,
+                    "ERR AUTH <password> called without any password configured for the default user. Are you "
+                    "sure your configuration is correct?");
+        return -1;
+    }
+    const struct user_conf *u = auth_check(cfg, user, ulen, pass, plen);
+    if (!u) {
+        reply_error(c, req, "WRONGPASS invalid username-password pair or user is disabled.");
+        return -1;
+    }
+    c->session.authenticated = 1;
+    c->session.user = u;
+    return 0;
+}
+
+static int valid_client_name(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (s[i] < '!' || s[i] > '~') return 0;
+    return 1;
+}
+
+static int set_client_name(struct client *c, const char *s, size_t len)
+{
+    if (!valid_client_name(s, len)) return -1;
+    free(c->name);
+    c->name = NULL;
+    if (len) {
+        c->name = malloc(len + 1);
+        if (!c->name) return -1;
+        memcpy(c->name, s, len);
+        c->name[len] = '\0';
+    }
+    return 0;
+}
+
+static void local_hello(struct client *c, struct request *req, size_t argc, const char *const *argv,
+                        const size_t *argvlen)
+{
+    for (size_t i = 2; i < argc; i++) {
+        if (arg_eq(argv[i], argvlen[i], "AUTH") && i + 2 < argc) {
+            if (local_auth(c, req, argv[i + 1], argvlen[i + 1], argv[i + 2], argvlen[i + 2]) != 0) return;
+            i += 2;
+        } else if (arg_eq(argv[i], argvlen[i], "SETNAME") && i + 1 < argc) {
+            if (set_client_name(c, argv[i + 1], argvlen[i + 1]) != 0) {
+                reply_error(c, req, "ERR Client names cannot contain spaces, newlines or special characters.");
+                return;
+            }
+            i += 1;
+        } else {
+            char msg[200];
+            snprintf(msg, sizeof(msg), "ERR Syntax error in HELLO option '%.*s'", (int)(argvlen[i] > 100 ? 100 : argvlen[i]),
+                     argv[i]);
+            reply_error(c, req, msg);
+            return;
+        }
+    }
+    if (!c->session.authenticated) {
+        reply_error(c, req, "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
+                            "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
+                            "select the RESP protocol version at the same time");
+        return;
+    }
+    struct evbuffer *out = evbuffer_new();
+    evbuffer_add_printf(out, "*14\r\n");
+    add_cstr(out, "server");
+    add_cstr(out, "keygate");
+    add_cstr(out, "version");
+    add_cstr(out, REDIS_COMPAT_VERSION);
+    add_cstr(out, "proto");
+    evbuffer_add_printf(out, ":2\r\n");
+    add_cstr(out, "id");
+    evbuffer_add_printf(out, ":%llu\r\n", (unsigned long long)c->id);
+    add_cstr(out, "mode");
+    add_cstr(out, "standalone");
+    add_cstr(out, "role");
+    add_cstr(out, "master");
+    add_cstr(out, "modules");
+    evbuffer_add_printf(out, "*0\r\n");
+    reply_buffer(req, out);
+}
+
+/* "id=.. addr=.. name=.. age=.. db=0 cmd=..\n" for one client. */
+static void client_info_line(struct evbuffer *out, const struct client *c)
+{
+    int64_t age = (clock_wall_ms() - c->created_ms) / 1000;
+    evbuffer_add_printf(out, "id=%llu addr=%s name=%s age=%lld db=0 user=%s cmd=%s\n", (unsigned long long)c->id,
+                        c->addr, c->name ? c->name : "", (long long)age,
+                        c->session.user ? c->session.user->name : "default", c->last_cmd);
+}
+
+static void local_client_list(struct client *c, struct request *req, int only_self)
+{
+    struct evbuffer *lines = evbuffer_new();
+    if (only_self) {
+        client_info_line(lines, c);
+    } else {
+        const struct client *it;
+        TAILQ_FOREACH(it, &c->worker->clients, link) client_info_line(lines, it);
+    }
+    struct evbuffer *out = evbuffer_new();
+    size_t len = evbuffer_get_length(lines);
+    add_bulk(out, (const char *)evbuffer_pullup(lines, -1), len);
+    evbuffer_free(lines);
+    reply_buffer(req, out);
+}
+
+/* COMMAND / COMMAND INFO / COMMAND DOCS / COMMAND LIST / COMMAND COUNT, from the generated table. */
+static void local_command(struct client *c, struct request *req, enum local_cmd what, size_t argc,
+                          const char *const *argv, const size_t *argvlen)
+{
+    struct evbuffer *out = evbuffer_new();
+    if (what == LOCAL_COMMAND_COUNT) {
+        evbuffer_add_printf(out, ":%zu\r\n", command_table_len);
+    } else if (what == LOCAL_COMMAND || ((what == LOCAL_COMMAND_INFO || what == LOCAL_COMMAND_DOCS) && argc == 2)) {
+        if (what == LOCAL_COMMAND_DOCS) {
+            evbuffer_add_printf(out, "*%zu\r\n", command_table_len * 2);
+            for (size_t i = 0; i < command_table_len; i++)
+                evbuffer_add(out, command_table[i].docs_resp, command_table[i].docs_resp_len);
+        } else {
+            evbuffer_add_printf(out, "*%zu\r\n", command_table_len);
+            for (size_t i = 0; i < command_table_len; i++)
+                evbuffer_add(out, command_table[i].info_resp, command_table[i].info_resp_len);
+        }
+    } else if (what == LOCAL_COMMAND_INFO || what == LOCAL_COMMAND_DOCS) {
+        struct evbuffer *body = evbuffer_new();
+        size_t found = 0;
+        for (size_t i = 2; i < argc; i++) {
+            char name[64];
+            size_t n = argvlen[i] < sizeof(name) - 1 ? argvlen[i] : sizeof(name) - 1;
+            for (size_t j = 0; j < n; j++) name[j] = (char)((argv[i][j] >= 'A' && argv[i][j] <= 'Z') ? argv[i][j] + 32 : argv[i][j]);
+            name[n] = '\0';
+            const struct command_def *cmd = argvlen[i] < sizeof(name) ? command_by_name(name) : NULL;
+            if (what == LOCAL_COMMAND_INFO) {
+                if (cmd) evbuffer_add(body, cmd->info_resp, cmd->info_resp_len);
+                else evbuffer_add(body, "*-1\r\n", 5);
+                found++;
+            } else if (cmd) {
+                evbuffer_add(body, cmd->docs_resp, cmd->docs_resp_len);
+                found += 2;
+            }
+        }
+        evbuffer_add_printf(out, "*%zu\r\n", found);
+        evbuffer_add_buffer(out, body);
+        evbuffer_free(body);
+    } else { /* LOCAL_COMMAND_LIST */
+        size_t total = 0;
+        for (size_t i = 0; i < command_table_len; i++) total += 1 + (size_t)command_table[i].nsubcommands;
+        evbuffer_add_printf(out, "*%zu\r\n", total);
+        for (size_t i = 0; i < command_table_len; i++) {
+            add_cstr(out, command_table[i].name);
+            for (int j = 0; j < command_table[i].nsubcommands; j++) add_cstr(out, command_table[i].subcommands[j].name);
+        }
+    }
+    (void)c;
+    reply_buffer(req, out);
+}
+
+static int section_wanted(size_t argc, const char *const *argv, const size_t *argvlen, const char *section)
+{
+    if (argc < 2) return 1;
+    for (size_t i = 1; i < argc; i++) {
+        if (arg_eq(argv[i], argvlen[i], section) || arg_eq(argv[i], argvlen[i], "all") ||
+            arg_eq(argv[i], argvlen[i], "everything") || arg_eq(argv[i], argvlen[i], "default"))
+            return 1;
+    }
+    return 0;
+}
+
+/* INFO: keygate's own sections (server, clients, stats, namespaces, instances). */
+static void local_info(struct client *c, struct request *req, size_t argc, const char *const *argv,
+                       const size_t *argvlen)
+{
+    struct worker *w = c->worker;
+    struct proxy *px = w->proxy;
+    const struct config *cfg = w->cfg;
+    struct evbuffer *body = evbuffer_new();
+    if (section_wanted(argc, argv, argvlen, "server")) {
+        evbuffer_add_printf(body,
+                            "# Server\r\nredis_version:%s\r\nkeygate_version:%s\r\nredis_mode:standalone\r\n"
+                            "process_id:%ld\r\nthreads:%d\r\nuptime_in_seconds:%lld\r\nconfig_file:%s\r\n\r\n",
+                            REDIS_COMPAT_VERSION, KEYGATE_VERSION, (long)getpid(), px->nworkers,
+                            (long long)((clock_wall_ms() - px->started_ms) / 1000), cfg->path);
+    }
+    if (section_wanted(argc, argv, argvlen, "clients")) {
+        evbuffer_add_printf(body, "# Clients\r\nconnected_clients:%d\r\nmaxclients:%d\r\n\r\n",
+                            __atomic_load_n(&px->clients_now, __ATOMIC_RELAXED), cfg->max_clients);
+    }
+    if (section_wanted(argc, argv, argvlen, "stats")) {
+        struct stats sum;
+        stats_sum(&px->workers[0].stats, sizeof(struct worker), px->nworkers, &sum);
+        evbuffer_add_printf(body, "# Stats\r\n");
+#define STATS_INFO(name, help) evbuffer_add_printf(body, "%s:%llu\r\n", #name, (unsigned long long)sum.name);
+        STATS_COUNTERS(STATS_INFO)
+#undef STATS_INFO
+        evbuffer_add_printf(body, "\r\n");
+    }
+    if (section_wanted(argc, argv, argvlen, "namespaces")) {
+        const struct registry *r = cfg->registry;
+        evbuffer_add_printf(body, "# Namespaces\r\n");
+        for (size_t i = 0; i < r->count; i++) {
+            const struct namespace_entry *e = &r->entries[i];
+            char ttl[32] = "none", max[32] = "none";
+            if (e->ttl_ms) duration_format(e->ttl_ms, ttl, sizeof(ttl));
+            if (e->max_ttl_ms) duration_format(e->max_ttl_ms, max, sizeof(max));
+            evbuffer_add_printf(body, "%s:%s,instance=%s,ttl=%s,max_ttl=%s,sliding=%d,owner=%s\r\n",
+                                e->kind == NS_CHANNEL ? "channel" : "namespace", e->prefix,
+                                cfg->instance_names[e->instance], ttl, max, e->sliding, e->owner);
+        }
+        evbuffer_add_printf(body, "\r\n");
+    }
+    if (section_wanted(argc, argv, argvlen, "instances")) {
+        evbuffer_add_printf(body, "# Instances\r\n");
+        for (size_t i = 0; i < cfg->ninstances; i++) {
+            const struct backend_pool *pool = &w->pools[i];
+            int up = 0;
+            size_t inflight = 0;
+            for (int j = 0; j < pool->nconns; j++) {
+                if (pool->conns[j].state == BACKEND_READY) up++;
+                inflight += pool->conns[j].fifo_count;
+            }
+            evbuffer_add_printf(body, "instance_%s:addr=%s:%d,tls=%d,connections=%d,up=%d,in_flight=%zu\r\n",
+                                cfg->instances[i].name, cfg->instances[i].host, cfg->instances[i].port,
+                                cfg->instances[i].tls, pool->nconns, up, inflight);
+        }
+        evbuffer_add_printf(body, "\r\n");
+    }
+    struct evbuffer *out = evbuffer_new();
+    size_t len = evbuffer_get_length(body);
+    /* Redis ends INFO without the last blank line */
+    add_bulk(out, (const char *)evbuffer_pullup(body, -1), len >= 2 ? len - 2 : len);
+    evbuffer_free(body);
+    reply_buffer(req, out);
+}
+
+void local_execute(struct client *c, struct request *req, const struct plan *plan, size_t argc,
+                   const char *const *argv, const size_t *argvlen)
+{
+    char buf[64];
+    switch (plan->local) {
+    case LOCAL_PING:
+        if (argc == 2) {
+            struct evbuffer *out = evbuffer_new();
+            add_bulk(out, argv[1], argvlen[1]);
+            reply_buffer(req, out);
+        } else {
+            reply_str(req, "+PONG\r\n");
+        }
+        break;
+    case LOCAL_ECHO: {
+        struct evbuffer *out = evbuffer_new();
+        add_bulk(out, argv[1], argvlen[1]);
+        reply_buffer(req, out);
+        break;
+    }
+    case LOCAL_QUIT:
+        c->closing = 1;
+        reply_str(req, "+OK\r\n");
+        break;
+    case LOCAL_SELECT:
+    case LOCAL_CLIENT_SETINFO:
+        reply_str(req, "+OK\r\n");
+        break;
+    case LOCAL_AUTH:
+        if (argc == 2) {
+            if (local_auth(c, req, NULL, 0, argv[1], argvlen[1]) == 0) reply_str(req, "+OK\r\n");
+        } else if (local_auth(c, req, argv[1], argvlen[1], argv[2], argvlen[2]) == 0) {
+            reply_str(req, "+OK\r\n");
+        }
+        break;
+    case LOCAL_HELLO:
+        local_hello(c, req, argc, argv, argvlen);
+        break;
+    case LOCAL_CLIENT_SETNAME:
+        if (set_client_name(c, argv[2], argvlen[2]) != 0)
+            reply_error(c, req, "ERR Client names cannot contain spaces, newlines or special characters.");
+        else
+            reply_str(req, "+OK\r\n");
+        break;
+    case LOCAL_CLIENT_GETNAME:
+        if (c->name) {
+            struct evbuffer *out = evbuffer_new();
+            add_cstr(out, c->name);
+            reply_buffer(req, out);
+        } else {
+            reply_str(req, "$-1\r\n");
+        }
+        break;
+    case LOCAL_CLIENT_ID:
+        snprintf(buf, sizeof(buf), ":%llu\r\n", (unsigned long long)c->id);
+        reply_str(req, buf);
+        break;
+    case LOCAL_CLIENT_INFO:
+        local_client_list(c, req, 1);
+        break;
+    case LOCAL_CLIENT_LIST:
+        local_client_list(c, req, 0);
+        break;
+    case LOCAL_COMMAND:
+    case LOCAL_COMMAND_COUNT:
+    case LOCAL_COMMAND_INFO:
+    case LOCAL_COMMAND_DOCS:
+    case LOCAL_COMMAND_LIST:
+        local_command(c, req, plan->local, argc, argv, argvlen);
+        break;
+    case LOCAL_INFO:
+        local_info(c, req, argc, argv, argvlen);
+        break;
+    case LOCAL_NONE:
+    default:
+        reply_error(c, req, "ERR internal error: no local handler");
+        break;
+    }
+}

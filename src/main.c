@@ -1,0 +1,226 @@
+/* main.c: command line, start-up, signals, sd_notify, worker threads, reload and shutdown. */
+#include "proxy.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <hiredis/hiredis.h>
+#include <openssl/err.h>
+#include <openssl/opensslv.h>
+#include <systemd/sd-daemon.h>
+
+struct daemon_state {
+    const char *config_path;
+    struct config *cfg;          /* current */
+    struct config *retired;      /* previous, freed once every worker took the new one */
+    struct proxy proxy;
+    pthread_t *threads;
+    struct event_base *base;     /* main thread: signals */
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: keygate -c FILE               run the proxy (foreground)\n"
+            "       keygate --check -c FILE       validate config, registry and users; exit 1 on errors\n"
+            "       keygate registry -c FILE [--markdown]  print the effective registry\n"
+            "       keygate --version\n");
+}
+
+static void print_version(void)
+{
+    printf("keygate %s\nlibevent %s\nhiredis %d.%d.%d\n%s\n", KEYGATE_VERSION, event_get_version(), HIREDIS_MAJOR,
+           HIREDIS_MINOR, HIREDIS_PATCH, OpenSSL_version(OPENSSL_VERSION));
+}
+
+/* Load config + registry; print every error as FILE:LINE: message. */
+static struct config *load_or_report(const char *path)
+{
+    struct diag errs = {0};
+    struct config *cfg = config_load(path, &errs);
+    for (size_t i = 0; i < errs.count; i++) fprintf(stderr, "%s\n", errs.lines[i]);
+    diag_free(&errs);
+    return cfg;
+}
+
+/* TLS contexts of the `listen ... tls` entries. */
+static int listen_tls_init(struct daemon_state *d)
+{
+    const struct config *cfg = d->cfg;
+    for (size_t i = 0; i < cfg->nlistens && i < 16; i++) {
+        const struct listen_addr *la = &cfg->listens[i];
+        if (!la->tls) continue;
+        SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+        if (!ctx) return -1;
+        SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+        if (SSL_CTX_use_certificate_chain_file(ctx, la->tls_cert) != 1 ||
+            SSL_CTX_use_PrivateKey_file(ctx, la->tls_key, SSL_FILETYPE_PEM) != 1) {
+            log_msg(LOG_ERROR, "listen tls: cannot load %s / %s", la->tls_cert, la->tls_key);
+            SSL_CTX_free(ctx);
+            return -1;
+        }
+        if (la->tls_ca) {
+            if (SSL_CTX_load_verify_locations(ctx, la->tls_ca, NULL) != 1) {
+                log_msg(LOG_ERROR, "listen tls: cannot load CA %s", la->tls_ca);
+                SSL_CTX_free(ctx);
+                return -1;
+            }
+            SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+        }
+        d->proxy.listen_ssl[i] = ctx;
+    }
+    return 0;
+}
+
+static void reload(struct daemon_state *d)
+{
+    if (d->retired) {
+        if (__atomic_load_n(&d->proxy.reload_acks, __ATOMIC_ACQUIRE) != 0) {
+            log_msg(LOG_WARN, "reload: the previous reload is still being applied; try again");
+            return;
+        }
+        config_free(d->retired);
+        d->retired = NULL;
+    }
+    struct config *next = load_or_report(d->config_path);
+    if (!next) {
+        log_msg(LOG_ERROR, "reload: %s has errors; keeping the running configuration", d->config_path);
+        return;
+    }
+    int same = next->ninstances == d->cfg->ninstances;
+    for (size_t i = 0; same && i < next->ninstances; i++)
+        same = strcmp(next->instances[i].name, d->cfg->instances[i].name) == 0;
+    if (!same) {
+        log_msg(LOG_ERROR, "reload: instances changed; that needs a restart. Keeping the running configuration");
+        config_free(next);
+        return;
+    }
+    d->retired = d->cfg;
+    d->cfg = next;
+    __atomic_store_n(&d->proxy.reload_acks, d->proxy.nworkers, __ATOMIC_RELEASE);
+    for (int i = 0; i < d->proxy.nworkers; i++) worker_post(&d->proxy.workers[i], next, 0);
+    log_msg(LOG_INFO, "reloaded registry (%zu namespaces) and %zu users", next->registry->count, next->nusers);
+}
+
+static void signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+    struct daemon_state *d = arg;
+    (void)what;
+    if (sig == SIGHUP) {
+        sd_notify(0, "RELOADING=1");
+        reload(d);
+        sd_notify(0, "READY=1");
+        return;
+    }
+    log_msg(LOG_INFO, "signal %d: stopping (draining for at most %lldms)", (int)sig,
+            (long long)d->cfg->shutdown_timeout_ms);
+    sd_notify(0, "STOPPING=1");
+    event_base_loopbreak(d->base);
+}
+
+static int run(const char *path)
+{
+    struct daemon_state d;
+    memset(&d, 0, sizeof(d));
+    d.config_path = path;
+    d.cfg = load_or_report(path);
+    if (!d.cfg) return 1;
+    log_min_level = d.cfg->log_level;
+    if (d.cfg->nusers == 0) log_msg(LOG_WARN, "no user lines: clients need no AUTH (development only)");
+    signal(SIGPIPE, SIG_IGN);
+    if (evthread_use_pthreads() != 0) return 1;
+    if (listen_tls_init(&d) != 0) return 1;
+
+    d.proxy.nworkers = d.cfg->threads;
+    d.proxy.started_ms = clock_wall_ms();
+    d.proxy.workers = calloc((size_t)d.proxy.nworkers, sizeof(struct worker));
+    d.threads = calloc((size_t)d.proxy.nworkers, sizeof(pthread_t));
+    if (!d.proxy.workers || !d.threads) return 1;
+    int rc = 0, started = 0;
+    for (int i = 0; i < d.proxy.nworkers; i++) {
+        if (worker_init(&d.proxy.workers[i], &d.proxy, i, d.cfg) != 0) {
+            log_msg(LOG_ERROR, "worker %d failed to start", i);
+            rc = 1;
+            break;
+        }
+    }
+    d.base = event_base_new();
+    struct event *sigs[3] = {0};
+    if (rc == 0) {
+        int signums[3] = {SIGHUP, SIGTERM, SIGINT};
+        for (int i = 0; i < 3; i++) {
+            sigs[i] = evsignal_new(d.base, signums[i], signal_cb, &d);
+            event_add(sigs[i], NULL);
+        }
+        for (; started < d.proxy.nworkers; started++)
+            if (pthread_create(&d.threads[started], NULL, worker_run, &d.proxy.workers[started]) != 0) break;
+        if (started < d.proxy.nworkers) rc = 1;
+    }
+    if (rc == 0) {
+        log_msg(LOG_INFO, "keygate %s ready: %zu listener(s), %d thread(s), %zu namespaces", KEYGATE_VERSION,
+                d.cfg->nlistens, d.proxy.nworkers, d.cfg->registry->count);
+        sd_notify(0, "READY=1");
+        event_base_dispatch(d.base);
+    }
+    for (int i = 0; i < started; i++) worker_post(&d.proxy.workers[i], NULL, 1);
+    for (int i = 0; i < started; i++) pthread_join(d.threads[i], NULL);
+    for (int i = 0; i < d.proxy.nworkers; i++) worker_free(&d.proxy.workers[i]);
+    for (int i = 0; i < 3; i++)
+        if (sigs[i]) event_free(sigs[i]);
+    if (d.base) event_base_free(d.base);
+    for (int i = 0; i < 16; i++)
+        if (d.proxy.listen_ssl[i]) SSL_CTX_free(d.proxy.listen_ssl[i]);
+    free(d.proxy.workers);
+    free(d.threads);
+    if (d.retired) config_free(d.retired);
+    config_free(d.cfg);
+    libevent_global_shutdown();
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    const char *config_path = NULL;
+    int check = 0, markdown = 0, registry_cmd = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
+            config_path = argv[++i];
+        } else if (strcmp(argv[i], "--check") == 0) {
+            check = 1;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            print_version();
+            return 0;
+        } else if (strcmp(argv[i], "--markdown") == 0) {
+            markdown = 1;
+        } else if (strcmp(argv[i], "registry") == 0 && i == 1) {
+            registry_cmd = 1;
+        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "keygate: unknown argument '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!config_path) {
+        usage(stderr);
+        return 2;
+    }
+    if (check || registry_cmd) {
+        struct config *cfg = load_or_report(config_path);
+        if (!cfg) return 1;
+        if (registry_cmd) registry_print(cfg->registry, cfg->instance_names, markdown, stdout);
+        else printf("%s: OK (%zu namespaces, %zu instances, %zu users)\n", config_path, cfg->registry->count,
+                    cfg->ninstances, cfg->nusers);
+        config_free(cfg);
+        return 0;
+    }
+    return run(config_path);
+}

@@ -1,0 +1,406 @@
+/* policy.c: the pure request decision: auth, deny list, namespaces, instance, TTL rewrite. */
+#include "policy.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Commands keygate never forwards (DESIGN.md §3), beyond those flagged admin. */
+static const char *const denied_names[] = {
+    "config",   "debug",       "shutdown", "replicaof",    "slaveof",  "sync",
+    "psync",    "replconf",    "module",   "acl",          "monitor",  "migrate",
+    "flushall", "flushdb",     "save",     "bgsave",       "bgrewriteaof", "swapdb",
+    "failover", "cluster",     "restore",  "restore-asking", "dump",   "randomkey",
+    "latency",  "slowlog",     "lastsave", "script|flush", "script|kill", "function|delete",
+    "function|flush", "function|load", "function|restore", "function|kill", "function|dump",
+    "client|kill", "client|pause", "client|unpause", "client|no-evict", "client|no-touch",
+    "client|reply", "client|unblock", "client|tracking", "client|caching", "client|trackinginfo",
+    "client|getredir", "object|freq", "memory|purge", "memory|malloc-stats", "memory|doctor",
+    "memory|stats", "pfdebug", "pfselftest", "psetex-unused", NULL,
+};
+
+/* Commands that hold connection state: they need a pinned backend connection. */
+static const char *const stateful_names[] = {
+    "multi", "exec", "discard", "watch", "unwatch", "subscribe", "unsubscribe",
+    "psubscribe", "punsubscribe", "ssubscribe", "sunsubscribe", "reset", NULL,
+};
+
+static int name_in(const char *name, const char *const *list)
+{
+    for (size_t i = 0; list[i]; i++)
+        if (strcmp(name, list[i]) == 0) return 1;
+    return 0;
+}
+
+static int arg_is(const struct policy_request *r, size_t i, const char *word)
+{
+    return i < r->argc && r->argvlen[i] == strlen(word) && strncasecmp(r->argv[i], word, r->argvlen[i]) == 0;
+}
+
+/* Copy at most 128 bytes of an argument for an error message, CR/LF made spaces. */
+static void arg_for_error(const char *s, size_t len, char *out, size_t outlen)
+{
+    size_t n = len < 128 ? len : 128;
+    if (n > outlen - 1) n = outlen - 1;
+    for (size_t i = 0; i < n; i++) out[i] = (s[i] == '\r' || s[i] == '\n' || s[i] == '\0') ? ' ' : s[i];
+    out[n] = '\0';
+}
+
+static void plan_error(struct plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void plan_error(struct plan *p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    p->kind = PLAN_ERROR;
+    vsnprintf(p->error, sizeof(p->error), fmt, ap);
+    va_end(ap);
+}
+
+static void plan_local(struct plan *p, enum local_cmd local)
+{
+    p->kind = PLAN_LOCAL;
+    p->local = local;
+}
+
+void policy_unknown_command_error(const struct policy_request *req, char *buf, size_t len)
+{
+    char name[130], args[160] = "", one[130];
+    size_t used = 0;
+    arg_for_error(req->argv[0], req->argvlen[0], name, sizeof(name));
+    /* Redis: "'%.*s' " per argument while the list is shorter than 128 bytes. */
+    for (size_t i = 1; i < req->argc && used < 128; i++) {
+        size_t room = 128 - used;
+        arg_for_error(req->argv[i], req->argvlen[i] < room ? req->argvlen[i] : room, one, sizeof(one));
+        int n = snprintf(args + used, sizeof(args) - used, "'%s' ", one);
+        if (n < 0 || (size_t)n >= sizeof(args) - used) break;
+        used += (size_t)n;
+    }
+    snprintf(buf, len, "ERR unknown command '%s', with args beginning with: %s", name, args);
+}
+
+/* Upper-cased copy of a container command name, for "Try CLIENT HELP." */
+static void upper_copy(const char *s, size_t len, char *out, size_t outlen)
+{
+    size_t n = len < outlen - 1 ? len : outlen - 1;
+    for (size_t i = 0; i < n; i++) out[i] = (s[i] >= 'a' && s[i] <= 'z') ? (char)(s[i] - 32) : s[i];
+    out[n] = '\0';
+}
+
+/* Strict integer from an argument; 0 on success. */
+static int arg_ll(const struct policy_request *r, size_t i, long long *out)
+{
+    char buf[32];
+    if (i >= r->argc || r->argvlen[i] == 0 || r->argvlen[i] >= sizeof(buf)) return -1;
+    memcpy(buf, r->argv[i], r->argvlen[i]);
+    buf[r->argvlen[i]] = '\0';
+    char *end;
+    errno = 0;
+    long long v = strtoll(buf, &end, 10);
+    if (errno || *end != '\0') return -1;
+    *out = v;
+    return 0;
+}
+
+/* Decide the commands keygate answers itself; returns 1 when `p` was filled. */
+static int decide_local(const struct policy_request *r, struct plan *p)
+{
+    const char *name = r->cmd->name;
+    if (strcmp(name, "ping") == 0) {
+        if (r->argc > 2) plan_error(p, "ERR wrong number of arguments for 'ping' command");
+        else plan_local(p, LOCAL_PING);
+    } else if (strcmp(name, "echo") == 0) {
+        plan_local(p, LOCAL_ECHO);
+    } else if (strcmp(name, "quit") == 0) {
+        plan_local(p, LOCAL_QUIT);
+    } else if (strcmp(name, "auth") == 0) {
+        if (r->argc > 3) plan_error(p, "ERR syntax error");
+        else plan_local(p, LOCAL_AUTH);
+    } else if (strcmp(name, "select") == 0) {
+        long long db;
+        if (arg_ll(r, 1, &db) != 0) plan_error(p, "ERR value is not an integer or out of range");
+        else if (db != 0) plan_error(p, "DENIED keygate serves database 0 only");
+        else plan_local(p, LOCAL_SELECT);
+    } else if (strcmp(name, "hello") == 0) {
+        long long ver = 2;
+        if (r->argc >= 2 && arg_ll(r, 1, &ver) != 0)
+            plan_error(p, "ERR Protocol version is not an integer or out of range");
+        else if (ver != 2)
+            plan_error(p, "NOPROTO unsupported protocol version");
+        else
+            plan_local(p, LOCAL_HELLO);
+    } else if (strcmp(name, "info") == 0) {
+        plan_local(p, LOCAL_INFO);
+    } else if (strcmp(name, "command") == 0) {
+        plan_local(p, LOCAL_COMMAND);
+    } else if (strcmp(name, "command|count") == 0) {
+        plan_local(p, LOCAL_COMMAND_COUNT);
+    } else if (strcmp(name, "command|info") == 0) {
+        plan_local(p, LOCAL_COMMAND_INFO);
+    } else if (strcmp(name, "command|docs") == 0) {
+        plan_local(p, LOCAL_COMMAND_DOCS);
+    } else if (strcmp(name, "command|list") == 0) {
+        plan_local(p, LOCAL_COMMAND_LIST);
+    } else if (strcmp(name, "client|setname") == 0) {
+        plan_local(p, LOCAL_CLIENT_SETNAME);
+    } else if (strcmp(name, "client|getname") == 0) {
+        plan_local(p, LOCAL_CLIENT_GETNAME);
+    } else if (strcmp(name, "client|id") == 0) {
+        plan_local(p, LOCAL_CLIENT_ID);
+    } else if (strcmp(name, "client|setinfo") == 0) {
+        plan_local(p, LOCAL_CLIENT_SETINFO);
+    } else if (strcmp(name, "client|info") == 0) {
+        plan_local(p, LOCAL_CLIENT_INFO);
+    } else if (strcmp(name, "client|list") == 0) {
+        plan_local(p, LOCAL_CLIENT_LIST);
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* Commands allowed before AUTH (the list: AUTH, HELLO, PING, QUIT). */
+static int allowed_before_auth(const char *name)
+{
+    return strcmp(name, "auth") == 0 || strcmp(name, "hello") == 0 || strcmp(name, "ping") == 0 ||
+           strcmp(name, "quit") == 0;
+}
+
+static int denied_command(const struct command_def *cmd)
+{
+    if (name_in(cmd->name, denied_names)) return 1;
+    if (cmd->flags & CMD_ADMIN) return 1;
+    return 0;
+}
+
+/* XREAD/XREADGROUP block only with a BLOCK argument before STREAMS. */
+static int blocks(const struct policy_request *r)
+{
+    const char *name = r->cmd->name;
+    if (strcmp(name, "xread") == 0 || strcmp(name, "xreadgroup") == 0) {
+        for (size_t i = 1; i < r->argc; i++) {
+            if (arg_is(r, i, "STREAMS")) return 0;
+            if (arg_is(r, i, "BLOCK")) return 1;
+        }
+        return 0;
+    }
+    return (r->cmd->flags & CMD_BLOCKING) != 0 || strcmp(name, "wait") == 0;
+}
+
+/*
+ * The TTL (ms, relative) a command asks for itself, for max-ttl checks.
+ * Returns 1 and sets *ttl_ms when the command sets a TTL, 0 when it sets none,
+ * -1 when its TTL argument is not an integer (Redis will answer the error).
+ * *option_given is set when SET/GETEX carries EX/PX/EXAT/PXAT/KEEPTTL/PERSIST.
+ */
+static int client_ttl(const struct policy_request *r, int64_t now_ms, int64_t *ttl_ms, int *option_given)
+{
+    const char *name = r->cmd->name;
+    long long v;
+    *option_given = 0;
+    if (strcmp(name, "expire") == 0 || strcmp(name, "setex") == 0) {
+        if (arg_ll(r, 2, &v) != 0) return -1;
+        *ttl_ms = v * 1000;
+        return 1;
+    }
+    if (strcmp(name, "pexpire") == 0 || strcmp(name, "psetex") == 0) {
+        if (arg_ll(r, 2, &v) != 0) return -1;
+        *ttl_ms = v;
+        return 1;
+    }
+    if (strcmp(name, "expireat") == 0) {
+        if (arg_ll(r, 2, &v) != 0) return -1;
+        *ttl_ms = v * 1000 - now_ms;
+        return 1;
+    }
+    if (strcmp(name, "pexpireat") == 0) {
+        if (arg_ll(r, 2, &v) != 0) return -1;
+        *ttl_ms = v - now_ms;
+        return 1;
+    }
+    size_t first_opt;
+    if (strcmp(name, "set") == 0) first_opt = 3;
+    else if (strcmp(name, "getex") == 0) first_opt = 2;
+    else return 0;
+    for (size_t i = first_opt; i < r->argc; i++) {
+        int64_t scale = 0, absolute = 0;
+        if (arg_is(r, i, "EX")) scale = 1000;
+        else if (arg_is(r, i, "PX")) scale = 1;
+        else if (arg_is(r, i, "EXAT")) scale = 1000, absolute = 1;
+        else if (arg_is(r, i, "PXAT")) scale = 1, absolute = 1;
+        else if (arg_is(r, i, "KEEPTTL") || arg_is(r, i, "PERSIST")) *option_given = 1;
+        if (scale) {
+            *option_given = 1;
+            if (arg_ll(r, i + 1, &v) != 0) return -1;
+            *ttl_ms = v * scale - (absolute ? now_ms : 0);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* TTL rules of the namespace for this command (first cut: max-ttl, PERSIST, SET EX). */
+static void decide_ttl(const struct policy_request *r, const struct namespace_entry *ns, int64_t now_ms,
+                       struct plan *p)
+{
+    const char *name = r->cmd->name;
+    int64_t ttl_ms = 0;
+    int option_given = 0;
+    int has_ttl = client_ttl(r, now_ms, &ttl_ms, &option_given);
+
+    if (ns->ttl_ms > 0 && (strcmp(name, "persist") == 0 || (strcmp(name, "getex") == 0 && option_given && has_ttl == 0 &&
+                                                            arg_is(r, r->argc - 1, "PERSIST")))) {
+        plan_error(p, "DENIED PERSIST is refused in namespace '%s': its keys must keep a TTL", ns->prefix);
+        return;
+    }
+    if (has_ttl == 1 && ns->max_ttl_ms > 0 && ttl_ms > ns->max_ttl_ms) {
+        char lim[32];
+        duration_format(ns->max_ttl_ms, lim, sizeof(lim));
+        plan_error(p, "DENIED TTL of %lldms exceeds max-ttl %s of namespace '%s'", (long long)ttl_ms, lim,
+                   ns->prefix);
+        return;
+    }
+    if (strcmp(name, "set") == 0 && ns->ttl_ms > 0 && !option_given && has_ttl == 0) {
+        if (ns->ttl_ms % 1000 == 0) {
+            p->append[0] = "EX";
+            p->append_len[0] = 2;
+            p->append_len[1] = (size_t)snprintf(p->append_store, sizeof(p->append_store), "%lld",
+                                                (long long)(ns->ttl_ms / 1000));
+        } else {
+            p->append[0] = "PX";
+            p->append_len[0] = 2;
+            p->append_len[1] =
+                (size_t)snprintf(p->append_store, sizeof(p->append_store), "%lld", (long long)ns->ttl_ms);
+        }
+        p->append[1] = p->append_store;
+        p->nappend = 2;
+    }
+}
+
+static int owner_allowed(const struct user_conf *u, const char *owner)
+{
+    if (u->all_owners) return 1;
+    for (size_t i = 0; i < u->nowners; i++)
+        if (strcmp(u->owners[i], owner) == 0) return 1;
+    return 0;
+}
+
+static void decide_keys(const struct config *cfg, const struct registry *reg, const struct session *s,
+                        const struct policy_request *r, struct key_ref *keys, struct plan *p);
+
+void policy_decide(const struct config *cfg, const struct registry *reg, const struct session *s,
+                   const struct policy_request *r, struct plan *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->instance = -1;
+
+    if (!r->cmd) {
+        policy_unknown_command_error(r, p->error, sizeof(p->error));
+        p->kind = PLAN_ERROR;
+        return;
+    }
+    if (!s->authenticated && !allowed_before_auth(r->cmd->name)) {
+        plan_error(p, "NOAUTH Authentication required.");
+        return;
+    }
+    if (r->unknown_subcommand && r->argc >= 2) {
+        char sub[130], parent[64];
+        arg_for_error(r->argv[1], r->argvlen[1], sub, sizeof(sub));
+        upper_copy(r->argv[0], r->argvlen[0], parent, sizeof(parent));
+        plan_error(p, "ERR unknown subcommand '%s'. Try %s HELP.", sub, parent);
+        return;
+    }
+    if (!command_arity_ok(r->cmd, r->argc)) {
+        plan_error(p, "ERR wrong number of arguments for '%s' command", r->cmd->name);
+        return;
+    }
+    if (decide_local(r, p)) return;
+
+    const char *name = r->cmd->name;
+    if (denied_command(r->cmd)) {
+        plan_error(p, "DENIED command '%s' is never forwarded by keygate", name);
+        return;
+    }
+    if (name_in(name, stateful_names) || blocks(r)) {
+        plan_error(p, "DENIED command '%s' needs a dedicated backend connection, not supported yet", name);
+        return;
+    }
+    if (r->cmd->acl & ACL_SCRIPTING) {
+        if (!s->user || !s->user->scripts) {
+            plan_error(p, "DENIED scripts are refused: user has no scripts=yes");
+            return;
+        }
+    }
+    p->writes = (r->cmd->flags & CMD_WRITE) != 0;
+    if (s->user && s->user->read_only && p->writes) {
+        plan_error(p, "NOPERM user '%s' is read-only and '%s' writes", s->user->name, name);
+        return;
+    }
+
+    /* A command has at most argc keys; small commands use the stack. */
+    struct key_ref stack_keys[256];
+    struct key_ref *keys = stack_keys;
+    if (r->argc > 256) {
+        keys = malloc(r->argc * sizeof(*keys));
+        if (!keys) {
+            plan_error(p, "OOM keygate is out of memory");
+            return;
+        }
+    }
+    decide_keys(cfg, reg, s, r, keys, p);
+    if (keys != stack_keys) free(keys);
+}
+
+/* Namespace, permission and instance checks over every key, then the TTL rules. */
+static void decide_keys(const struct config *cfg, const struct registry *reg, const struct session *s,
+                        const struct policy_request *r, struct key_ref *keys, struct plan *p)
+{
+    const char *name = r->cmd->name;
+    int incomplete = 0;
+    int nkeys = command_find_keys(r->cmd, r->argc, r->argv, r->argvlen, keys, (int)(r->argc > 256 ? r->argc : 256),
+                                  &incomplete);
+    if (nkeys < 0) {
+        plan_error(p, "ERR syntax error");
+        return;
+    }
+    if (incomplete) {
+        plan_error(p, "DENIED keygate cannot find every key of '%s'", name);
+        return;
+    }
+    if (nkeys == 0) {
+        plan_error(p, "DENIED command '%s' names no key; keygate routes by key namespace", name);
+        return;
+    }
+
+    const struct namespace_entry *first = NULL;
+    for (int i = 0; i < nkeys; i++) {
+        size_t ai = (size_t)keys[i].index;
+        const struct namespace_entry *ns = registry_lookup(reg, NS_KEY, r->argv[ai], r->argvlen[ai]);
+        char key[130];
+        if (!ns) {
+            arg_for_error(r->argv[ai], r->argvlen[ai], key, sizeof(key));
+            plan_error(p, "NONAMESPACE key '%s' matches no namespace in the registry", key);
+            return;
+        }
+        if (s->user && !owner_allowed(s->user, ns->owner)) {
+            plan_error(p, "NOPERM user '%s' may not use namespace '%s' (owner %s) with '%s'", s->user->name,
+                       ns->prefix, ns->owner, name);
+            return;
+        }
+        if (!first) {
+            first = ns;
+        } else if (ns->instance != first->instance) {
+            arg_for_error(r->argv[ai], r->argvlen[ai], key, sizeof(key));
+            plan_error(p, "CROSSINSTANCE keys of '%s' live on instances '%s' and '%s' ('%s'); it cannot be split",
+                       name, cfg->instance_names[first->instance], cfg->instance_names[ns->instance], key);
+            return;
+        }
+    }
+    p->ns = first;
+    decide_ttl(r, first, r->now_ms, p);
+    if (p->error[0]) return;
+    p->kind = PLAN_FORWARD;
+    p->instance = first->instance;
+}

@@ -1,0 +1,212 @@
+/* proxy.h: the connection objects of one worker: clients, requests, backend connections. */
+#ifndef KEYGATE_PROXY_H
+#define KEYGATE_PROXY_H
+
+/*
+ *  client socket                                              backend socket (TLS)
+ *      |                                                              ^
+ *      v                                                              |
+ *  [client: qbuf] -> resp_parse_request -> policy_decide -> router -> [backend: out]
+ *      ^                                                              |
+ *      |                                                              v
+ *  [client: queue of requests, in arrival order] <- reply framer <- [backend: rbuf + FIFO]
+ *
+ * A request is appended to its client's queue when parsed. Local and error replies
+ * complete it at once; forwarded ones complete when their backend reply is framed.
+ * Replies are written only from the head of the queue (client_flush), so each
+ * client sees its replies in its request order whatever instance answered first.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <openssl/ssl.h>
+
+#include "config.h"
+#include "policy.h"
+#include "resp.h"
+#include "stats.h"
+
+struct worker;
+struct client;
+
+/* One client command waiting for its reply. */
+struct request {
+    TAILQ_ENTRY(request) link;
+    struct client *client; /* NULL once the client closed (orphaned) */
+    int waiting;           /* backend replies still expected */
+    int done;              /* the reply is complete */
+    char *reply;           /* stored reply bytes when not written straight through */
+    size_t reply_len;
+    uint64_t start_ns;     /* for latency stats */
+};
+TAILQ_HEAD(request_queue, request);
+
+/* What a backend reply is for. */
+enum pending_kind {
+    PENDING_PASS = 0, /* the reply is the request's reply */
+    PENDING_DROP,     /* an injected command: swallow the reply */
+    PENDING_AUTH,     /* keygate's own AUTH at connect */
+    PENDING_INFO,     /* keygate's own INFO at connect (topology guard) */
+};
+
+struct pending {
+    struct request *req;
+    uint8_t kind;
+};
+
+enum backend_state { BACKEND_DOWN = 0, BACKEND_CONNECTING, BACKEND_READY };
+
+/* One connection to a backend instance, shared and pipelined by many clients. */
+struct backend {
+    struct worker *worker;
+    int instance;             /* config instance index */
+    int slot;                 /* index in the instance's pool */
+    enum backend_state state;
+    struct bufferevent *bev;
+    struct pending *fifo;     /* ring buffer of requests in flight, oldest first */
+    size_t fifo_head, fifo_count, fifo_cap;
+    char *rbuf;               /* received bytes not yet framed */
+    size_t rlen, rcap;
+    struct resp_scanner scan;
+    struct event *retry_timer;
+    int backoff_ms;
+    int warned_down;          /* "unreachable" logged once per outage */
+};
+
+struct backend_pool {
+    struct backend *conns;
+    int nconns;
+    SSL_CTX *ssl_ctx;         /* NULL for plain instances */
+};
+
+struct client {
+    TAILQ_ENTRY(client) link;
+    struct worker *worker;
+    struct bufferevent *bev;
+    uint64_t id;
+    char addr[64];
+    char *name;               /* CLIENT SETNAME */
+    int64_t created_ms;
+    char *qbuf;               /* unparsed input */
+    size_t qlen, qcap;
+    struct resp_parser parser;
+    struct request_queue queue;
+    int nqueued;
+    struct session session;
+    int closing;              /* close once every queued reply is written */
+    int closed;               /* client_close ran; memory freed by client_reap */
+    int read_paused;          /* backpressure: EV_READ is off */
+    /* argv scratch for the command being handled */
+    const char **argv;
+    size_t *argvlen;
+    size_t argv_cap;
+    char last_cmd[32];
+};
+TAILQ_HEAD(client_list, client);
+
+struct worker {
+    int id;
+    struct event_base *base;
+    const struct config *cfg;           /* current snapshot (swapped on reload) */
+    struct backend_pool pools[CONFIG_MAX_INSTANCES];
+    struct client_list clients;
+    struct client_list dead_clients;    /* closed, freed at the next reap */
+    struct event *reap_ev;
+    struct evconnlistener **listeners;
+    size_t nlisteners;
+    void **listen_ctxs;                 /* what each listener's callback gets; freed with w */
+    size_t nlisten_ctxs;
+    const struct config *next_cfg;      /* posted by the main thread (atomic) */
+    int stop_requested;                 /* posted by the main thread (atomic) */
+    int drain_left_ms;
+    struct event *control_ev;           /* woken by the main thread: reload, shutdown */
+    struct event *drain_timer;
+    int stopping;
+    struct stats stats;
+    struct proxy *proxy;
+};
+
+/* Process-wide state shared by the workers (read-only after start, but for counters). */
+struct proxy {
+    struct worker *workers;
+    int nworkers;
+    int64_t started_ms;
+    int clients_now;                    /* atomic: connected clients, all workers */
+    uint64_t next_client_id;            /* atomic */
+    int reload_acks;                    /* atomic: workers yet to take the new config */
+    SSL_CTX *listen_ssl[16];            /* per TLS listen entry, NULL for plain */
+};
+
+/* ---- client.c ---- */
+
+/* Accept a new client socket on worker w (takes ownership of fd). */
+void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int salen, SSL_CTX *tls);
+
+/* The one close path of a client: orphans requests still in flight, frees the rest. */
+void client_close(struct client *c, const char *reason);
+
+/* Free the clients closed since the last reap (runs from an event, outside their callbacks). */
+void client_reap(struct worker *w);
+
+/* Write every complete reply at the head of c's queue; closes c if it is closing and done. */
+void client_flush(struct client *c);
+
+/* A backend reply owed to req was swallowed (injected command, or its backend failed):
+ * frees req when it was its last reference. */
+void request_reply_consumed(struct request *req);
+
+/* Complete req with a copy of reply[0..len) and flush its client (or free it if orphaned). */
+void request_complete(struct request *req, const char *reply, size_t len);
+
+/* ---- backend.c ---- */
+
+/* Create the pools of worker w and start connecting. 0 on success. */
+int backend_pools_start(struct worker *w) KG_MUST_CHECK;
+
+/* Close every backend connection of w and free the pools. */
+void backend_pools_free(struct worker *w);
+
+/* The connection client `client_id` uses for `instance`: fixed, so one client's requests
+ * to one instance keep their order. NULL when that connection is down. */
+struct backend *backend_for(struct worker *w, int instance, uint64_t client_id);
+
+/* Queue bytes on b and expect one reply of `kind` for req. The caller wrote the bytes. */
+void backend_expect(struct backend *b, struct request *req, enum pending_kind kind);
+
+/* The one close path of a backend connection: fails its FIFO with -UNAVAILABLE, schedules a reconnect. */
+void backend_close(struct backend *b, const char *reason);
+
+/* ---- router.c ---- */
+
+/* Send a FORWARD plan's bytes (frame with appended args) to its instance for req. */
+void router_forward(struct client *c, struct request *req, const struct plan *plan, const char *frame);
+
+/* ---- local.c ---- */
+
+/* Answer a PLAN_LOCAL request; writes the reply into req via request_complete. */
+void local_execute(struct client *c, struct request *req, const struct plan *plan, size_t argc,
+                   const char *const *argv, const size_t *argvlen);
+
+/* ---- worker.c ---- */
+
+/* Create worker w's event base, listeners and backend pools. 0 on success. */
+int worker_init(struct worker *w, struct proxy *p, int id, const struct config *cfg) KG_MUST_CHECK;
+
+/* Run w's event loop until it is stopped (thread entry point). */
+void *worker_run(void *arg);
+
+/* From any thread: ask w to swap in cfg (reload) or to stop (cfg == NULL). */
+void worker_post(struct worker *w, const struct config *cfg, int stop);
+
+void worker_free(struct worker *w);
+
+/* Milliseconds and nanoseconds of the monotonic / wall clocks. */
+int64_t clock_wall_ms(void);
+uint64_t clock_mono_ns(void);
+
+#endif

@@ -1,0 +1,560 @@
+/* registry.c: registry.conf parsing and validation, longest-prefix lookup, table printing. */
+#include "registry.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * One entry a line:
+ *
+ *   kind     prefix      fields (name=value, "quoted values", the flag word sliding)
+ *   namespace cache:     instance=cache ttl=1h max-ttl=7d owner=cache purpose="..."
+ *   channel  push:       instance=cache owner=notifications
+ *
+ * Parsing collects every problem (with its line), then reports them sorted by line.
+ */
+
+enum field_id { F_INSTANCE, F_OWNER, F_TTL, F_MAX_TTL, F_NEAR_CACHE, F_PURPOSE, F_SLIDING, F_COUNT };
+
+static const struct {
+    const char *name;
+    int channel_ok; /* allowed on a channel line */
+} fields[F_COUNT] = {
+    [F_INSTANCE] = {"instance", 1}, [F_OWNER] = {"owner", 1},       [F_TTL] = {"ttl", 0},
+    [F_MAX_TTL] = {"max-ttl", 0},   [F_NEAR_CACHE] = {"near-cache", 0},
+    [F_PURPOSE] = {"purpose", 1},   [F_SLIDING] = {"sliding", 0},
+};
+
+struct line_error {
+    int line;
+    size_t seq; /* keeps errors of one line in the order found */
+    char *msg;
+};
+
+/* Parsing state for one registry_load call. */
+struct parse_ctx {
+    const char *path;
+    const char *const *instances;
+    size_t ninstances;
+    struct line_error *errs;
+    size_t nerrs, errs_cap;
+    struct namespace_entry *entries; /* every line with a kind and a prefix, in file order */
+    size_t count, cap;
+};
+
+static void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n);
+    if (!q)
+        abort();
+    return q;
+}
+
+static char *xstrdup(const char *s)
+{
+    char *d = strdup(s);
+    if (!d)
+        abort();
+    return d;
+}
+
+static void __attribute__((format(printf, 3, 4)))
+err_add(struct parse_ctx *ctx, int line, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (ctx->nerrs == ctx->errs_cap) {
+        ctx->errs_cap = ctx->errs_cap ? ctx->errs_cap * 2 : 8;
+        ctx->errs = xrealloc(ctx->errs, ctx->errs_cap * sizeof *ctx->errs);
+    }
+    ctx->errs[ctx->nerrs].line = line;
+    ctx->errs[ctx->nerrs].seq = ctx->nerrs;
+    ctx->errs[ctx->nerrs].msg = xstrdup(msg);
+    ctx->nerrs++;
+}
+
+static int line_error_cmp(const void *a, const void *b)
+{
+    const struct line_error *x = a, *y = b;
+    if (x->line != y->line)
+        return x->line < y->line ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int bytes_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+    int c = memcmp(a, b, alen < blen ? alen : blen);
+    if (c)
+        return c;
+    return alen < blen ? -1 : alen > blen;
+}
+
+/* Order by (kind, prefix, line): the registry's sort order, first-defined first among equals. */
+static int entry_cmp(const void *a, const void *b)
+{
+    const struct namespace_entry *x = a, *y = b;
+    if (x->kind != y->kind)
+        return x->kind < y->kind ? -1 : 1;
+    int c = bytes_cmp(x->prefix, x->prefix_len, y->prefix, y->prefix_len);
+    if (c)
+        return c;
+    return x->line < y->line ? -1 : x->line > y->line;
+}
+
+static int len_desc_cmp(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x > y ? -1 : x < y;
+}
+
+static void entry_free(struct namespace_entry *e)
+{
+    free(e->prefix);
+    free(e->owner);
+    free(e->purpose);
+}
+
+static int instance_find(const struct parse_ctx *ctx, const char *name)
+{
+    for (size_t i = 0; i < ctx->ninstances; i++)
+        if (strcmp(ctx->instances[i], name) == 0)
+            return (int)i;
+    return -1;
+}
+
+static void instance_unknown(struct parse_ctx *ctx, int line, const char *name)
+{
+    char list[512] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < ctx->ninstances && used < sizeof list; i++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
+                                 ctx->instances[i]);
+    if (ctx->ninstances == 0)
+        err_add(ctx, line, "unknown instance '%s' (the config defines no instances)", name);
+    else
+        err_add(ctx, line, "unknown instance '%s' (valid instances: %s)", name, list);
+}
+
+/* A duration field: D, or "none" where allow_none. 0 = ok (none -> 0 ms). */
+static int field_duration(struct parse_ctx *ctx, int line, const char *field, const char *v,
+                          int allow_none, int64_t *ms)
+{
+    if (allow_none && strcmp(v, "none") == 0) {
+        *ms = 0;
+        return 0;
+    }
+    if (duration_parse(v, ms) == 0)
+        return 0;
+    err_add(ctx, line, "bad duration for %s: '%s' (expected a positive integer and a unit: "
+                       "500ms 90s 10m 24h 7d%s)",
+            field, v, allow_none ? ", or none" : "");
+    return -1;
+}
+
+/* Apply one name=value token (or the flag word) to `e`. `seen` tracks repeats.
+ * Returns the field's id, or -1 (reported) when the token is bad. */
+static int field_apply(struct parse_ctx *ctx, int line, struct namespace_entry *e,
+                       const struct token *tok, int seen[F_COUNT])
+{
+    const char *name = tok->text;
+    const char *value = tok->eq >= 0 ? tok->text + tok->eq + 1 : NULL;
+    size_t name_len = tok->eq >= 0 ? (size_t)tok->eq : strlen(name);
+    int f = -1;
+    for (int i = 0; i < F_COUNT; i++)
+        if (strlen(fields[i].name) == name_len && memcmp(fields[i].name, name, name_len) == 0)
+            f = i;
+    if (f < 0 || (f == F_SLIDING) != (value == NULL)) {
+        if (f == F_SLIDING)
+            err_add(ctx, line, "'sliding' is a flag word and takes no value");
+        else if (f >= 0)
+            err_add(ctx, line, "field '%s' needs a value (%s=...)", fields[f].name, fields[f].name);
+        else
+            err_add(ctx, line, "unknown field '%.*s' (fields: instance= owner= ttl= max-ttl= "
+                               "near-cache= purpose= and the flag word sliding)",
+                    (int)name_len, name);
+        return -1;
+    }
+    if (seen[f]++) {
+        err_add(ctx, line, "repeated field '%s'", fields[f].name);
+        return -1;
+    }
+    if (e->kind == NS_CHANNEL && !fields[f].channel_ok) {
+        err_add(ctx, line, "%s%s is not allowed on a channel line (channels hold no keys)",
+                fields[f].name, f == F_SLIDING ? "" : "=");
+        return -1;
+    }
+    switch (f) {
+    case F_INSTANCE:
+        e->instance = instance_find(ctx, value);
+        if (e->instance < 0) {
+            instance_unknown(ctx, line, value);
+            return -1;
+        }
+        return f;
+    case F_OWNER:
+        if (!*value || strchr(value, ',') || strcmp(value, "*") == 0) {
+            err_add(ctx, line, "bad owner '%s' (a name; no commas, not '*')", value);
+            return -1;
+        }
+        e->owner = xstrdup(value);
+        return f;
+    case F_PURPOSE:
+        e->purpose = xstrdup(value);
+        return f;
+    case F_TTL:
+        return field_duration(ctx, line, "ttl", value, 1, &e->ttl_ms) ? -1 : f;
+    case F_MAX_TTL:
+        return field_duration(ctx, line, "max-ttl", value, 0, &e->max_ttl_ms) ? -1 : f;
+    case F_NEAR_CACHE:
+        return field_duration(ctx, line, "near-cache", value, 0, &e->near_cache_ms) ? -1 : f;
+    default: /* F_SLIDING */
+        e->sliding = 1;
+        return f;
+    }
+}
+
+/* Parse one tokenized, non-empty line. Keeps the entry (for duplicate checks) if it has a
+ * kind and a prefix; returns 0 when the line is valid. */
+static int line_parse(struct parse_ctx *ctx, int line, const struct tokens *t)
+{
+    struct namespace_entry e = {.line = line, .instance = -1};
+    const char *kind = t->v[0].text;
+    if (strcmp(kind, "namespace") == 0)
+        e.kind = NS_KEY;
+    else if (strcmp(kind, "channel") == 0)
+        e.kind = NS_CHANNEL;
+    else {
+        err_add(ctx, line, "unknown kind '%s' (expected namespace or channel)", kind);
+        return -1;
+    }
+    if (t->n < 2 || t->v[1].eq >= 0) {
+        err_add(ctx, line, "missing prefix after '%s'", kind);
+        return -1;
+    }
+    if (t->v[1].text[0] == '\0') {
+        err_add(ctx, line, "empty prefix");
+        return -1;
+    }
+    int bad = 0, seen[F_COUNT] = {0}, ok[F_COUNT] = {0};
+    for (size_t i = 2; i < t->n; i++) {
+        int f = field_apply(ctx, line, &e, &t->v[i], seen);
+        if (f < 0)
+            bad = 1;
+        else
+            ok[f] = 1;
+    }
+    if (!seen[F_INSTANCE])
+        err_add(ctx, line, "missing instance= (required)"), bad = 1;
+    if (!seen[F_OWNER])
+        err_add(ctx, line, "missing owner= (required)"), bad = 1;
+    if (e.kind == NS_KEY && !seen[F_TTL])
+        err_add(ctx, line, "missing ttl= (required on namespace lines; say ttl=none for keys "
+                           "that never expire)"),
+            bad = 1;
+    if (ok[F_TTL] && ok[F_MAX_TTL] && e.ttl_ms > 0 && e.max_ttl_ms < e.ttl_ms) {
+        char a[32], b[32];
+        duration_format(e.max_ttl_ms, a, sizeof a);
+        duration_format(e.ttl_ms, b, sizeof b);
+        err_add(ctx, line, "max-ttl=%s is less than ttl=%s", a, b);
+        bad = 1;
+    }
+    if (ok[F_TTL] && e.sliding && e.ttl_ms == 0) {
+        err_add(ctx, line, "sliding needs a ttl to slide (ttl=none)");
+        bad = 1;
+    }
+    e.prefix = xstrdup(t->v[1].text);
+    e.prefix_len = strlen(e.prefix);
+    if (!e.owner)
+        e.owner = xstrdup("");
+    if (!e.purpose)
+        e.purpose = xstrdup("");
+    if (ctx->count == ctx->cap) {
+        ctx->cap = ctx->cap ? ctx->cap * 2 : 32;
+        ctx->entries = xrealloc(ctx->entries, ctx->cap * sizeof *ctx->entries);
+    }
+    ctx->entries[ctx->count++] = e;
+    return bad ? -1 : 0;
+}
+
+/* Report every prefix defined twice for the same kind; entries must be sorted by entry_cmp. */
+static void duplicates_check(struct parse_ctx *ctx)
+{
+    size_t first = 0;
+    for (size_t i = 1; i < ctx->count; i++) {
+        const struct namespace_entry *a = &ctx->entries[first], *b = &ctx->entries[i];
+        if (a->kind != b->kind || bytes_cmp(a->prefix, a->prefix_len, b->prefix, b->prefix_len)) {
+            first = i;
+            continue;
+        }
+        err_add(ctx, b->line, "duplicate %s prefix '%s' (first defined on line %d)",
+                b->kind == NS_KEY ? "namespace" : "channel", b->prefix, a->line);
+    }
+}
+
+/* Build the per-kind ranges and distinct prefix lengths used by registry_lookup. */
+static void index_build(struct registry *r)
+{
+    for (int k = 0; k < 2; k++) {
+        r->first[k] = r->count;
+        r->n[k] = 0;
+        r->lens[k] = xrealloc(NULL, (r->count ? r->count : 1) * sizeof(size_t));
+        r->nlens[k] = 0;
+    }
+    for (size_t i = 0; i < r->count; i++) {
+        int k = r->entries[i].kind;
+        if (r->n[k]++ == 0)
+            r->first[k] = i;
+        r->lens[k][r->nlens[k]++] = r->entries[i].prefix_len;
+    }
+    for (int k = 0; k < 2; k++) {
+        qsort(r->lens[k], r->nlens[k], sizeof(size_t), len_desc_cmp);
+        size_t out = 0;
+        for (size_t i = 0; i < r->nlens[k]; i++)
+            if (out == 0 || r->lens[k][out - 1] != r->lens[k][i])
+                r->lens[k][out++] = r->lens[k][i];
+        r->nlens[k] = out;
+    }
+}
+
+struct registry *registry_load(const char *path, const char *const *instances, size_t ninstances,
+                               struct diag *errs)
+{
+    struct parse_ctx ctx = {.path = path, .instances = instances, .ninstances = ninstances};
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        diag_add(errs, path, 0, "cannot open registry: %s", strerror(errno));
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t bufcap = 0;
+    int lineno = 0, nonempty = 0;
+    while (getline(&buf, &bufcap, f) >= 0) {
+        lineno++;
+        struct tokens t;
+        const char *why = NULL;
+        if (tokens_split(buf, &t, &why) != 0) {
+            err_add(&ctx, lineno, "%s", why);
+            nonempty = 1;
+            continue;
+        }
+        if (t.n > 0) {
+            nonempty = 1;
+            (void)line_parse(&ctx, lineno, &t);
+        }
+        tokens_free(&t);
+    }
+    free(buf);
+    fclose(f);
+    if (!nonempty)
+        err_add(&ctx, 0, "no entries (an empty registry would refuse every key)");
+
+    if (ctx.count > 0)
+        qsort(ctx.entries, ctx.count, sizeof *ctx.entries, entry_cmp);
+    duplicates_check(&ctx);
+
+    if (ctx.nerrs > 0)
+        qsort(ctx.errs, ctx.nerrs, sizeof *ctx.errs, line_error_cmp);
+    for (size_t i = 0; i < ctx.nerrs; i++) {
+        diag_add(errs, path, ctx.errs[i].line, "%s", ctx.errs[i].msg);
+        free(ctx.errs[i].msg);
+    }
+    free(ctx.errs);
+    if (ctx.nerrs > 0) {
+        for (size_t i = 0; i < ctx.count; i++)
+            entry_free(&ctx.entries[i]);
+        free(ctx.entries);
+        return NULL;
+    }
+    struct registry *r = xrealloc(NULL, sizeof *r);
+    memset(r, 0, sizeof *r);
+    r->path = xstrdup(path);
+    r->entries = ctx.entries;
+    r->count = ctx.count;
+    index_build(r);
+    return r;
+}
+
+void registry_free(struct registry *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->count; i++)
+        entry_free(&r->entries[i]);
+    free(r->entries);
+    free(r->lens[0]);
+    free(r->lens[1]);
+    free(r->path);
+    free(r);
+}
+
+const struct namespace_entry *registry_lookup(const struct registry *r, enum ns_kind kind,
+                                              const char *key, size_t len)
+{
+    if (!r || (kind != NS_KEY && kind != NS_CHANNEL))
+        return NULL;
+    const struct namespace_entry *base = r->entries + r->first[kind];
+    for (size_t li = 0; li < r->nlens[kind]; li++) {
+        size_t plen = r->lens[kind][li];
+        if (plen > len)
+            continue;
+        size_t lo = 0, hi = r->n[kind];
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            int c = bytes_cmp(base[mid].prefix, base[mid].prefix_len, key, plen);
+            if (c == 0)
+                return &base[mid];
+            if (c < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+    }
+    return NULL;
+}
+
+/* ---- printing ---------------------------------------------------------------------- */
+
+enum { COL_NS, COL_PURPOSE, COL_INSTANCE, COL_TTL, COL_MAX_TTL, COL_OWNER, NCOLS };
+
+static const char *const col_titles[NCOLS] = {"Namespace", "Purpose", "Instance",
+                                              "TTL",       "Max TTL", "Owner"};
+
+/* The cells of one row, with room for the formatted ones. */
+struct row {
+    const char *cell[NCOLS];
+    char ttl[96], max_ttl[32], instance[32];
+};
+
+static void row_fill(struct row *row, const struct namespace_entry *e,
+                     const char *const *instances)
+{
+    row->cell[COL_NS] = e->prefix;
+    row->cell[COL_PURPOSE] = e->purpose;
+    row->cell[COL_OWNER] = e->owner;
+    if (instances)
+        row->cell[COL_INSTANCE] = instances[e->instance];
+    else {
+        snprintf(row->instance, sizeof row->instance, "#%d", e->instance);
+        row->cell[COL_INSTANCE] = row->instance;
+    }
+    if (e->kind == NS_CHANNEL) {
+        snprintf(row->ttl, sizeof row->ttl, "(pub/sub)");
+    } else {
+        char d[32] = "none", nc[32];
+        if (e->ttl_ms > 0)
+            duration_format(e->ttl_ms, d, sizeof d);
+        size_t used = (size_t)snprintf(row->ttl, sizeof row->ttl, "%s%s", d,
+                                       e->sliding ? " sliding" : "");
+        if (e->near_cache_ms > 0 && used < sizeof row->ttl) {
+            duration_format(e->near_cache_ms, nc, sizeof nc);
+            snprintf(row->ttl + used, sizeof row->ttl - used, ", near-cache %s", nc);
+        }
+    }
+    if (e->max_ttl_ms > 0 && e->kind == NS_KEY)
+        duration_format(e->max_ttl_ms, row->max_ttl, sizeof row->max_ttl);
+    else
+        snprintf(row->max_ttl, sizeof row->max_ttl, "-");
+    row->cell[COL_TTL] = row->ttl;
+    row->cell[COL_MAX_TTL] = row->max_ttl;
+}
+
+/* Display width: UTF-8 code points, so "—" counts as one column. */
+static size_t text_width(const char *s)
+{
+    size_t w = 0;
+    for (; *s; s++)
+        if (((unsigned char)*s & 0xC0) != 0x80)
+            w++;
+    return w;
+}
+
+static void markdown_cell(FILE *out, const char *s)
+{
+    fputs(" ", out);
+    for (; *s; s++) {
+        if (*s == '|')
+            fputs("\\|", out);
+        else if (*s == '\n' || *s == '\r')
+            fputc(' ', out);
+        else
+            fputc(*s, out);
+    }
+    fputs(" |", out);
+}
+
+static void plain_row(FILE *out, const char *const cells[NCOLS], const size_t width[NCOLS])
+{
+    for (int c = 0; c < NCOLS; c++) {
+        fputs(cells[c], out);
+        if (c + 1 < NCOLS)
+            fprintf(out, "%*s", (int)(width[c] - text_width(cells[c]) + 2), "");
+    }
+    fputc('\n', out);
+}
+
+static int entry_line_cmp(const void *a, const void *b)
+{
+    const struct namespace_entry *x = *(const struct namespace_entry *const *)a;
+    const struct namespace_entry *y = *(const struct namespace_entry *const *)b;
+    return x->line < y->line ? -1 : x->line > y->line;
+}
+
+void registry_print(const struct registry *r, const char *const *instances, int markdown, FILE *out)
+{
+    size_t n = r ? r->count : 0;
+    const struct namespace_entry **order = xrealloc(NULL, (n ? n : 1) * sizeof *order);
+    struct row *rows = xrealloc(NULL, (n ? n : 1) * sizeof *rows);
+    for (size_t i = 0; i < n; i++)
+        order[i] = &r->entries[i];
+    qsort(order, n, sizeof *order, entry_line_cmp);
+
+    size_t width[NCOLS];
+    for (int c = 0; c < NCOLS; c++)
+        width[c] = text_width(col_titles[c]);
+    for (size_t i = 0; i < n; i++) {
+        row_fill(&rows[i], order[i], instances);
+        for (int c = 0; c < NCOLS; c++) {
+            size_t w = text_width(rows[i].cell[c]);
+            if (w > width[c])
+                width[c] = w;
+        }
+    }
+
+    if (markdown) {
+        fputs("|", out);
+        for (int c = 0; c < NCOLS; c++)
+            markdown_cell(out, col_titles[c]);
+        fputs("\n|", out);
+        for (int c = 0; c < NCOLS; c++)
+            fputs("---|", out);
+        fputc('\n', out);
+        for (size_t i = 0; i < n; i++) {
+            fputs("|", out);
+            for (int c = 0; c < NCOLS; c++)
+                markdown_cell(out, rows[i].cell[c]);
+            fputc('\n', out);
+        }
+    } else {
+        const char *dashes[NCOLS];
+        char *rule[NCOLS];
+        for (int c = 0; c < NCOLS; c++) {
+            rule[c] = xrealloc(NULL, width[c] + 1);
+            memset(rule[c], '-', width[c]);
+            rule[c][width[c]] = '\0';
+            dashes[c] = rule[c];
+        }
+        plain_row(out, col_titles, width);
+        plain_row(out, dashes, width);
+        for (size_t i = 0; i < n; i++)
+            plain_row(out, rows[i].cell, width);
+        for (int c = 0; c < NCOLS; c++)
+            free(rule[c]);
+    }
+    free(rows);
+    free(order);
+}

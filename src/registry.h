@@ -1,0 +1,66 @@
+/* registry.h: the namespace registry (registry.conf): parsing, validation, longest-prefix lookup. */
+#ifndef KEYGATE_REGISTRY_H
+#define KEYGATE_REGISTRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "util.h"
+
+enum ns_kind { NS_KEY = 0, NS_CHANNEL = 1 };
+
+struct namespace_entry {
+    enum ns_kind kind;    /* "namespace" -> NS_KEY, "channel" -> NS_CHANNEL */
+    char *prefix;
+    size_t prefix_len;
+    int instance;         /* index into the instance names given to registry_load */
+    int64_t ttl_ms;       /* 0 = ttl=none (channels: always 0) */
+    int64_t max_ttl_ms;   /* 0 = no max-ttl given (then the effective max is unbounded) */
+    int sliding;          /* "sliding" flag word */
+    int64_t near_cache_ms;/* 0 = no near cache */
+    char *owner;
+    char *purpose;        /* may be "" */
+    int line;             /* line in the registry file */
+};
+
+struct registry {
+    char *path;
+    struct namespace_entry *entries; /* sorted by (kind, prefix) */
+    size_t count;
+    /* Lookup index, per kind: entries[first[k] .. first[k]+n[k]) are that kind's, and
+     * lens[k] holds the distinct prefix lengths of that kind, longest first. */
+    size_t first[2], n[2];
+    size_t *lens[2];
+    size_t nlens[2];
+};
+
+/*
+ * Parse and validate the registry file at `path`. `instances` are the instance
+ * names the config defines (e.g. "durable", "cache"). Every problem is added to
+ * `errs` as "PATH:LINE: message"; parsing continues past errors so all are
+ * reported. Errors: unknown kind word, missing prefix, unknown field, missing
+ * instance=/owner=, missing ttl= on a namespace line, repeated field, unknown
+ * instance, bad duration, max-ttl < ttl, sliding with ttl=none, duplicate prefix
+ * (same kind), unterminated quote, ttl/max-ttl/sliding/near-cache on a channel line,
+ * a file with no entries (reported at line 0). max-ttl with ttl=none is allowed: it
+ * caps the TTLs clients set themselves. Errors are reported in line order.
+ * Returns the registry (caller frees with registry_free) when there were no
+ * errors, else NULL.
+ */
+struct registry *registry_load(const char *path, const char *const *instances, size_t ninstances,
+                               struct diag *errs) KG_MUST_CHECK;
+
+void registry_free(struct registry *r);
+
+/* The entry of `kind` with the longest prefix of key[0..len), or NULL.
+ * One binary search per distinct prefix length: O(lengths * log n * prefix). */
+const struct namespace_entry *registry_lookup(const struct registry *r, enum ns_kind kind,
+                                              const char *key, size_t len);
+
+/* Print the registry as the seed's table, in file order: Namespace | Purpose | Instance |
+ * TTL | Max TTL | Owner; aligned plain text, or a Markdown table when markdown != 0.
+ * TTL reads "90s", "30m sliding", "none" (+ ", near-cache 60s"); channels "(pub/sub)". */
+void registry_print(const struct registry *r, const char *const *instances, int markdown, FILE *out);
+
+#endif

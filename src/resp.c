@@ -1,0 +1,530 @@
+/* resp.c: resumable RESP request parser (Redis 7.0 multibulk + inline semantics) and reply framer. */
+#include "resp.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * Request parser states. A frame is a sequence of lines and payloads:
+ *
+ *   PS_START --'*'--> PS_MBULK_LEN --"*N\r\n"--> PS_BULK_LEN --"$L\r\n"--> PS_BULK_DATA --+
+ *      |                                              ^                                   |
+ *      |                                              +------- more bulks expected -------+
+ *      +--other--> PS_INLINE --"...\n"--> done
+ *
+ * p->pos is always the start of the line (or payload) being waited for, so every
+ * decision is taken on complete lines only: the outcome never depends on how the
+ * bytes were split between calls.
+ */
+enum parse_state { PS_START = 0, PS_MBULK_LEN, PS_BULK_LEN, PS_BULK_DATA, PS_INLINE, PS_ERROR };
+
+#define STEP_AGAIN 2 /* internal: a state transition happened, keep going */
+
+/* ---------------------------------------------------------------------------------------------
+ * Integers
+ * ------------------------------------------------------------------------------------------- */
+
+/* Redis's string2ll: optional '-', no '+', no spaces, no leading zeros, no "-0", no overflow. */
+int resp_parse_ll(const char *s, size_t len, long long *out)
+{
+    unsigned long long v = 0;
+    size_t i = 0;
+    int neg = 0;
+
+    if (len == 0)
+        return -1;
+    if (len == 1 && s[0] == '0') {
+        *out = 0;
+        return 0;
+    }
+    if (s[0] == '-') {
+        neg = 1;
+        i = 1;
+    }
+    if (i >= len || s[i] < '1' || s[i] > '9')
+        return -1;
+    for (; i < len; i++) {
+        unsigned d;
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        d = (unsigned)(s[i] - '0');
+        if (v > (ULLONG_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    if (neg) {
+        if (v > (unsigned long long)LLONG_MAX + 1)
+            return -1;
+        *out = v == (unsigned long long)LLONG_MAX + 1 ? LLONG_MIN : -(long long)v;
+    } else {
+        if (v > (unsigned long long)LLONG_MAX)
+            return -1;
+        *out = (long long)v;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Request parser: lifecycle and buffers
+ * ------------------------------------------------------------------------------------------- */
+
+void resp_parser_init(struct resp_parser *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->max_bulk = RESP_DEFAULT_MAX_BULK;
+    p->max_args = RESP_MAX_MULTIBULK;
+}
+
+void resp_parser_free(struct resp_parser *p)
+{
+    free(p->args);
+    free(p->inline_buf);
+    p->args = NULL;
+    p->inline_buf = NULL;
+    p->args_cap = p->inline_cap = 0;
+    resp_parser_reset(p);
+}
+
+void resp_parser_reset(struct resp_parser *p)
+{
+    p->state = PS_START;
+    p->pos = p->scan = 0;
+    p->bulks_left = p->bulk_len = 0;
+    p->argc = p->header_len = p->frame_len = 0;
+    p->error[0] = '\0';
+}
+
+static enum resp_status parser_fail(struct resp_parser *p, const char *msg)
+{
+    snprintf(p->error, sizeof(p->error), "%s", msg);
+    p->state = PS_ERROR;
+    return RESP_ERROR;
+}
+
+/* Make room for `need` args; grows geometrically and is kept across frames. 0 on success. */
+static int args_reserve(struct resp_parser *p, size_t need)
+{
+    size_t cap = p->args_cap ? p->args_cap : 8;
+    struct resp_arg *v;
+
+    if (need <= p->args_cap)
+        return 0;
+    while (cap < need)
+        cap *= 2;
+    v = realloc(p->args, cap * sizeof(*v));
+    if (v == NULL)
+        return -1;
+    p->args = v;
+    p->args_cap = cap;
+    return 0;
+}
+
+static int inline_reserve(struct resp_parser *p, size_t need)
+{
+    size_t cap = p->inline_cap ? p->inline_cap : 64;
+    char *b;
+
+    if (need <= p->inline_cap)
+        return 0;
+    while (cap < need)
+        cap *= 2;
+    b = realloc(p->inline_buf, cap);
+    if (b == NULL)
+        return -1;
+    p->inline_buf = b;
+    p->inline_cap = cap;
+    return 0;
+}
+
+/*
+ * Find byte `ch` ending the line that starts at p->pos, resuming at p->scan so that
+ * feeding byte by byte stays O(n). Returns 1 (index in *at), 0 (need more) or -1
+ * when RESP_MAX_INLINE bytes of the line went by without it: Redis's "too big" rule
+ * (more than PROTO_INLINE_MAX_SIZE bytes buffered without a line end), applied to
+ * the line itself so the answer does not depend on how the bytes arrived.
+ */
+static int line_find(struct resp_parser *p, const char *buf, size_t len, char ch, size_t *at)
+{
+    size_t limit = p->pos + RESP_MAX_INLINE + 1;
+    size_t end = len < limit ? len : limit;
+    const char *hit;
+
+    if (p->scan < p->pos)
+        p->scan = p->pos;
+    if (p->scan < end) {
+        hit = memchr(buf + p->scan, ch, end - p->scan);
+        if (hit != NULL) {
+            p->scan = (size_t)(hit - buf);
+            *at = p->scan;
+            return 1;
+        }
+        p->scan = end;
+    }
+    return len - p->pos > RESP_MAX_INLINE ? -1 : 0;
+}
+
+static enum resp_status frame_done(struct resp_parser *p)
+{
+    p->frame_len = p->pos;
+    p->state = PS_START;
+    p->pos = p->scan = 0;
+    return RESP_DONE;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Multibulk: "*N\r\n" then N times "$L\r\n" + L bytes + 2 bytes (Redis skips the last two
+ * bytes of each line without checking them, and so do we: the backend parses alike).
+ * ------------------------------------------------------------------------------------------- */
+
+static int parse_mbulk_len(struct resp_parser *p, const char *buf, size_t len)
+{
+    size_t cr;
+    long long ll;
+    int r = line_find(p, buf, len, '\r', &cr);
+
+    if (r < 0)
+        return parser_fail(p, "Protocol error: too big mbulk count string");
+    if (r == 0 || cr + 1 >= len)
+        return RESP_NEED_MORE;
+    if (resp_parse_ll(buf + 1, cr - 1, &ll) != 0 ||
+        (ll > 0 && (unsigned long long)ll > p->max_args))
+        return parser_fail(p, "Protocol error: invalid multibulk length");
+    p->pos = p->header_len = cr + 2;
+    if (ll <= 0)
+        return frame_done(p); /* "*0", "*-1", "*-10": consumed, nothing to run */
+    p->bulks_left = ll;
+    p->state = PS_BULK_LEN;
+    return STEP_AGAIN;
+}
+
+static int parse_bulk_len(struct resp_parser *p, const char *buf, size_t len)
+{
+    size_t cr, i;
+    long long ll;
+    int r = line_find(p, buf, len, '\r', &cr);
+
+    if (r < 0)
+        return parser_fail(p, "Protocol error: too big bulk count string");
+    if (r == 0 || cr + 1 >= len)
+        return RESP_NEED_MORE;
+    if (buf[p->pos] != '$') {
+        /* As Redis's addReplyErrorFormat: a NUL cuts the text, CR/LF become spaces. */
+        snprintf(p->error, sizeof(p->error), "Protocol error: expected '$', got '%c'", buf[p->pos]);
+        for (i = 0; p->error[i] != '\0'; i++)
+            if (p->error[i] == '\r' || p->error[i] == '\n')
+                p->error[i] = ' ';
+        p->state = PS_ERROR;
+        return RESP_ERROR;
+    }
+    if (resp_parse_ll(buf + p->pos + 1, cr - p->pos - 1, &ll) != 0 || ll < 0 || ll > p->max_bulk)
+        return parser_fail(p, "Protocol error: invalid bulk length");
+    p->bulk_len = ll;
+    p->pos = cr + 2;
+    p->state = PS_BULK_DATA;
+    return STEP_AGAIN;
+}
+
+static int parse_bulk_data(struct resp_parser *p, size_t len)
+{
+    if (len - p->pos < (size_t)p->bulk_len + 2)
+        return RESP_NEED_MORE;
+    if (args_reserve(p, p->argc + 1) != 0)
+        return parser_fail(p, "out of memory");
+    p->args[p->argc].off = p->pos;
+    p->args[p->argc].len = (size_t)p->bulk_len;
+    p->argc++;
+    p->pos += (size_t)p->bulk_len + 2;
+    if (--p->bulks_left == 0)
+        return frame_done(p);
+    p->state = PS_BULK_LEN;
+    return STEP_AGAIN;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Inline: one line split like Redis's sdssplitargs().
+ * ------------------------------------------------------------------------------------------- */
+
+static int is_space(int c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+static int hex_value(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/*
+ * Split line[0..n) into p->args / p->inline_buf. Reading past the end (or an embedded
+ * NUL, as sdssplitargs works on a C string) yields 0. Output never exceeds input.
+ * Returns 0, -1 on unbalanced quotes, -2 when out of memory.
+ */
+static int split_args(struct resp_parser *p, const char *line, size_t n)
+{
+#define AT(k) ((k) < n ? (unsigned char)line[k] : 0)
+    size_t i = 0, out = 0, start;
+    int inq, insq, done;
+    char *dst;
+
+    if (inline_reserve(p, n + 1) != 0)
+        return -2;
+    dst = p->inline_buf;
+    for (;;) {
+        while (AT(i) != 0 && is_space(AT(i)))
+            i++;
+        if (AT(i) == 0)
+            return 0;
+        start = out;
+        inq = insq = done = 0;
+        while (!done) {
+            int c = AT(i);
+            if (inq) {
+                if (c == '\\' && AT(i + 1) == 'x' && hex_value(AT(i + 2)) >= 0 &&
+                    hex_value(AT(i + 3)) >= 0) {
+                    dst[out++] = (char)(hex_value(AT(i + 2)) * 16 + hex_value(AT(i + 3)));
+                    i += 3;
+                } else if (c == '\\' && AT(i + 1) != 0) {
+                    i++;
+                    switch (AT(i)) {
+                    case 'n': dst[out++] = '\n'; break;
+                    case 'r': dst[out++] = '\r'; break;
+                    case 't': dst[out++] = '\t'; break;
+                    case 'b': dst[out++] = '\b'; break;
+                    case 'a': dst[out++] = '\a'; break;
+                    default: dst[out++] = (char)AT(i); break;
+                    }
+                } else if (c == '"') {
+                    if (AT(i + 1) != 0 && !is_space(AT(i + 1)))
+                        return -1; /* closing quote must be followed by a space or the end */
+                    done = 1;
+                } else if (c == 0) {
+                    return -1;
+                } else {
+                    dst[out++] = (char)c;
+                }
+            } else if (insq) {
+                if (c == '\\' && AT(i + 1) == '\'') {
+                    i++;
+                    dst[out++] = '\'';
+                } else if (c == '\'') {
+                    if (AT(i + 1) != 0 && !is_space(AT(i + 1)))
+                        return -1;
+                    done = 1;
+                } else if (c == 0) {
+                    return -1;
+                } else {
+                    dst[out++] = (char)c;
+                }
+            } else {
+                switch (c) {
+                case ' ': case '\n': case '\r': case '\t': case 0: done = 1; break;
+                case '"': inq = 1; break;
+                case '\'': insq = 1; break;
+                default: dst[out++] = (char)c; break;
+                }
+            }
+            if (AT(i) != 0)
+                i++;
+        }
+        if (args_reserve(p, p->argc + 1) != 0)
+            return -2;
+        p->args[p->argc].off = start;
+        p->args[p->argc].len = out - start;
+        p->argc++;
+    }
+#undef AT
+}
+
+static int parse_inline(struct resp_parser *p, const char *buf, size_t len)
+{
+    size_t nl, line_len;
+    int r = line_find(p, buf, len, '\n', &nl);
+
+    if (r < 0)
+        return parser_fail(p, "Protocol error: too big inline request");
+    if (r == 0)
+        return RESP_NEED_MORE;
+    line_len = nl > 0 && buf[nl - 1] == '\r' ? nl - 1 : nl;
+    r = split_args(p, buf, line_len);
+    if (r == -1)
+        return parser_fail(p, "Protocol error: unbalanced quotes in request");
+    if (r != 0)
+        return parser_fail(p, "out of memory");
+    p->pos = nl + 1;
+    return frame_done(p);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Request parser: entry point
+ * ------------------------------------------------------------------------------------------- */
+
+enum resp_status resp_parse_request(struct resp_parser *p, const char *buf, size_t len)
+{
+    int r;
+
+    if (p->state != PS_START && p->state != PS_ERROR && len < p->pos)
+        return parser_fail(p, "internal error: frame bytes were dropped between calls");
+    for (;;) {
+        switch (p->state) {
+        case PS_START:
+            if (len == 0)
+                return RESP_NEED_MORE;
+            p->argc = p->header_len = p->frame_len = 0;
+            p->pos = p->scan = 0;
+            p->is_inline = buf[0] != '*';
+            p->state = p->is_inline ? PS_INLINE : PS_MBULK_LEN;
+            r = STEP_AGAIN;
+            break;
+        case PS_MBULK_LEN: r = parse_mbulk_len(p, buf, len); break;
+        case PS_BULK_LEN: r = parse_bulk_len(p, buf, len); break;
+        case PS_BULK_DATA: r = parse_bulk_data(p, len); break;
+        case PS_INLINE: r = parse_inline(p, buf, len); break;
+        default: return RESP_ERROR;
+        }
+        if (r != STEP_AGAIN)
+            return (enum resp_status)r;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Reply framer
+ *
+ *   line types  + - :            (RESP3: _ , # ( )        one "...\r\n" line
+ *   bulk types  $                (RESP3: ! =)             "$L\r\n" + L bytes + "\r\n", $-1 null
+ *   aggregates  *                (RESP3: ~ > and % x2)    "*N\r\n" + N replies, *-1 null
+ *
+ * s->remaining[d] counts the elements still expected by the aggregate open at depth d;
+ * when an element ends, the counts unwind until one is still non-zero or depth is 0.
+ * ------------------------------------------------------------------------------------------- */
+
+void resp_scanner_reset(struct resp_scanner *s)
+{
+    char first = s->first;
+
+    memset(s, 0, sizeof(*s));
+    s->bulk_left = -1;
+    s->first = first;
+}
+
+/* Find "\r\n" ending the line that starts at s->pos (a lone CR is content, as hiredis). */
+static int scan_line(struct resp_scanner *s, const char *buf, size_t len, size_t *cr)
+{
+    const char *hit;
+
+    if (s->scan < s->pos + 1)
+        s->scan = s->pos + 1; /* the type byte is never the terminator */
+    while (s->scan < len) {
+        hit = memchr(buf + s->scan, '\r', len - s->scan);
+        if (hit == NULL) {
+            s->scan = len;
+            return 0;
+        }
+        s->scan = (size_t)(hit - buf);
+        if (s->scan + 1 >= len)
+            return 0;
+        if (buf[s->scan + 1] == '\n') {
+            *cr = s->scan;
+            return 1;
+        }
+        s->scan++;
+    }
+    return 0;
+}
+
+/* One element ended: unwind the aggregates it completes. 1 when the whole reply is done. */
+static int scan_element_done(struct resp_scanner *s)
+{
+    while (s->depth > 0) {
+        if (--s->remaining[s->depth - 1] > 0)
+            return 0;
+        s->depth--;
+    }
+    return 1;
+}
+
+static long long scan_finish(struct resp_scanner *s, long long result)
+{
+    resp_scanner_reset(s);
+    return result;
+}
+
+long long resp_scan_reply(struct resp_scanner *s, const char *buf, size_t len)
+{
+    size_t cr;
+    long long n;
+    char type;
+    int opened;
+
+    if (s->pos == 0) {
+        s->bulk_left = -1; /* a zeroed scanner works too: no payload can precede a header */
+        if (len > 0)
+            s->first = buf[0];
+    }
+    if (len < s->pos)
+        return scan_finish(s, -1);
+    for (;;) {
+        if (s->bulk_left >= 0) {
+            size_t end = s->pos + (size_t)s->bulk_left;
+            if (len < end)
+                return 0;
+            if (buf[end - 2] != '\r' || buf[end - 1] != '\n')
+                return scan_finish(s, -1);
+            s->pos = end;
+            s->bulk_left = -1;
+            if (scan_element_done(s))
+                return scan_finish(s, (long long)end);
+            continue;
+        }
+        if (s->pos >= len)
+            return 0;
+        type = buf[s->pos];
+        if (strchr("+-:$*_,#(!=~>%", type) == NULL || type == '\0')
+            return scan_finish(s, -1); /* judged as soon as it is seen */
+        if (!scan_line(s, buf, len, &cr))
+            return 0;
+        opened = 0;
+        switch (type) {
+        case '+': case '-': case '_': case ',': case '#': case '(':
+            break;
+        case ':':
+            if (resp_parse_ll(buf + s->pos + 1, cr - s->pos - 1, &n) != 0)
+                return scan_finish(s, -1);
+            break;
+        case '$': case '!': case '=':
+            if (resp_parse_ll(buf + s->pos + 1, cr - s->pos - 1, &n) != 0 || n < -1 ||
+                n > LLONG_MAX - 2)
+                return scan_finish(s, -1);
+            if (n >= 0)
+                s->bulk_left = n + 2;
+            break;
+        case '*': case '~': case '>': case '%':
+            if (resp_parse_ll(buf + s->pos + 1, cr - s->pos - 1, &n) != 0 || n < -1 ||
+                (type == '%' && n > LLONG_MAX / 2))
+                return scan_finish(s, -1);
+            if (type == '%' && n > 0)
+                n *= 2;
+            if (n > 0) {
+                if (s->depth >= RESP_SCAN_MAX_DEPTH)
+                    return scan_finish(s, -1);
+                s->remaining[s->depth++] = n;
+                opened = 1;
+            }
+            break;
+        default:
+            return scan_finish(s, -1);
+        }
+        s->pos = cr + 2;
+        if (s->bulk_left >= 0 || opened)
+            continue; /* a payload or elements follow */
+        if (scan_element_done(s))
+            return scan_finish(s, (long long)s->pos);
+    }
+}

@@ -1,0 +1,111 @@
+/* resp.h: incremental RESP2 request parser (multibulk + inline) and reply framer. */
+#ifndef KEYGATE_RESP_H
+#define KEYGATE_RESP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Redis's own limits (src/networking.c). */
+#define RESP_MAX_INLINE 65536           /* PROTO_INLINE_MAX_SIZE */
+#define RESP_MAX_MULTIBULK (1024 * 1024) /* largest accepted "*N" */
+#define RESP_DEFAULT_MAX_BULK (512LL * 1024 * 1024)
+
+enum resp_status {
+    RESP_NEED_MORE = 0, /* frame incomplete: call again with the same start and more bytes */
+    RESP_DONE = 1,      /* one whole request parsed: see parser fields, frame_len bytes used */
+    RESP_ERROR = -1,    /* protocol error: p->error holds Redis's text (without "-ERR ") */
+};
+
+/* One argument: `off` is relative to the start of the frame (multibulk) or to
+ * p->inline_buf (inline requests). */
+struct resp_arg {
+    size_t off;
+    size_t len;
+};
+
+/*
+ * Request parser. Resumable: state survives between calls, so feeding a frame
+ * byte by byte gives the same result as feeding it whole, in O(n) total.
+ *
+ * Contract of a call: `buf` points at the first unconsumed byte of the client's
+ * input (the start of the current frame) and `len` is every byte available.
+ * Between two calls for the same frame the caller may move the buffer (realloc),
+ * but must not drop or alter the bytes already given.
+ */
+struct resp_parser {
+    /* limits, set by resp_parser_init; may be changed between frames */
+    long long max_bulk;    /* largest bulk length accepted (proto-max-bulk-len) */
+    size_t max_args;       /* largest multibulk count accepted */
+
+    /* result, valid after RESP_DONE until the next call */
+    int is_inline;         /* 1: args index inline_buf; 0: args index the frame */
+    size_t argc;
+    struct resp_arg *args; /* argc entries */
+    size_t header_len;     /* multibulk: bytes of the "*N\r\n" line; inline: 0 */
+    size_t frame_len;      /* bytes of the whole frame (caller consumes them) */
+    char *inline_buf;      /* unquoted inline arguments */
+    char error[128];       /* set on RESP_ERROR, e.g. "Protocol error: invalid bulk length" */
+
+    /* private state */
+    int state;
+    size_t pos;            /* bytes of the frame already examined (start of the current line) */
+    size_t scan;           /* where the search for the current line's end resumes */
+    long long bulks_left;
+    long long bulk_len;
+    size_t args_cap;
+    size_t inline_cap;
+};
+
+/* Initialise a parser with Redis's default limits. */
+void resp_parser_init(struct resp_parser *p);
+
+/* Free the parser's buffers (the struct itself belongs to the caller). */
+void resp_parser_free(struct resp_parser *p);
+
+/*
+ * Parse from the frame start `buf` (len bytes available). On RESP_DONE the caller
+ * consumes p->frame_len bytes and the next call starts a new frame. Empty
+ * multibulk ("*0\r\n", "*-1\r\n") and blank inline lines are consumed silently:
+ * RESP_DONE with argc == 0, which the caller skips. After RESP_ERROR the parser
+ * must be reset (resp_parser_reset) before reuse; callers close the connection.
+ */
+enum resp_status resp_parse_request(struct resp_parser *p, const char *buf, size_t len);
+
+/* Forget any partial frame (keeps limits and buffers). */
+void resp_parser_reset(struct resp_parser *p);
+
+/* Pointer to argument i of the frame just parsed, given the frame start. */
+static inline const char *resp_arg_ptr(const struct resp_parser *p, const char *frame, size_t i)
+{
+    return (p->is_inline ? p->inline_buf : frame) + p->args[i].off;
+}
+
+/*
+ * Reply framer: finds where one complete RESP2 reply ends without building it.
+ * Resumable like the request parser (nested arrays keep a depth stack).
+ */
+#define RESP_SCAN_MAX_DEPTH 64
+struct resp_scanner {
+    size_t pos;                                /* bytes of the reply already examined */
+    size_t scan;                               /* where the search for the current CRLF resumes */
+    int depth;                                 /* open aggregates */
+    long long remaining[RESP_SCAN_MAX_DEPTH];  /* elements still expected at each depth */
+    long long bulk_left;                       /* >= 0 while inside a bulk payload (+CRLF) */
+    char first;                                /* first byte of the reply: + - : $ * (kept
+                                                  after completion until the next reply) */
+};
+
+void resp_scanner_reset(struct resp_scanner *s);
+
+/*
+ * Scan from the reply start `buf` (len bytes available). Returns the reply's total
+ * length (> 0) when complete, 0 when more bytes are needed, -1 on malformed input
+ * (the backend connection is then unusable). After a complete reply the scanner is
+ * reset for the next one.
+ */
+long long resp_scan_reply(struct resp_scanner *s, const char *buf, size_t len);
+
+/* Parse a decimal integer of exactly len bytes (optional leading '-'). 0 on success. */
+int resp_parse_ll(const char *s, size_t len, long long *out);
+
+#endif

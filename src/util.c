@@ -1,0 +1,230 @@
+/* util.c: diagnostics lists, durations, paths, secret files, line tokens and logging. */
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SECRET_MAX_BYTES 4096
+
+int log_min_level = LOG_INFO;
+
+static void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n);
+    if (!q) {
+        fputs("ERROR out of memory\n", stderr);
+        abort();
+    }
+    return q;
+}
+
+void diag_add(struct diag *d, const char *file, int line, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+
+    char *out = NULL;
+    int n = line > 0 ? asprintf(&out, "%s:%d: %s", file, line, msg)
+                     : asprintf(&out, "%s: %s", file, msg);
+    if (n < 0) {
+        fputs("ERROR out of memory\n", stderr);
+        abort();
+    }
+    if (d->count == d->cap) {
+        d->cap = d->cap ? d->cap * 2 : 8;
+        d->lines = xrealloc(d->lines, d->cap * sizeof *d->lines);
+    }
+    d->lines[d->count++] = out;
+}
+
+void diag_free(struct diag *d)
+{
+    for (size_t i = 0; i < d->count; i++)
+        free(d->lines[i]);
+    free(d->lines);
+    d->lines = NULL;
+    d->count = d->cap = 0;
+}
+
+static const struct {
+    const char *name;
+    int64_t ms;
+} duration_units[] = {
+    {"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}, {"ms", 1},
+};
+
+int duration_parse(const char *s, int64_t *ms)
+{
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    int64_t n = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (n > (INT64_MAX - 9) / 10)
+            return -1;
+        n = n * 10 + (*p - '0');
+    }
+    if (n == 0)
+        return -1;
+    for (size_t i = 0; i < sizeof duration_units / sizeof duration_units[0]; i++) {
+        if (strcmp(p, duration_units[i].name) != 0)
+            continue;
+        if (n > INT64_MAX / duration_units[i].ms)
+            return -1;
+        *ms = n * duration_units[i].ms;
+        return 0;
+    }
+    return -1;
+}
+
+void duration_format(int64_t ms, char *buf, size_t len)
+{
+    if (ms > 0) {
+        for (size_t i = 0; i < sizeof duration_units / sizeof duration_units[0]; i++) {
+            if (ms % duration_units[i].ms == 0) {
+                snprintf(buf, len, "%lld%s", (long long)(ms / duration_units[i].ms),
+                         duration_units[i].name);
+                return;
+            }
+        }
+    }
+    snprintf(buf, len, "%lldms", (long long)ms);
+}
+
+char *path_resolve(const char *relative_to_file, const char *path)
+{
+    const char *slash = relative_to_file ? strrchr(relative_to_file, '/') : NULL;
+    char *out = NULL;
+    if (path[0] == '/' || !slash)
+        out = strdup(path);
+    else if (asprintf(&out, "%.*s/%s", (int)(slash - relative_to_file), relative_to_file, path) < 0)
+        out = NULL;
+    if (!out) {
+        fputs("ERROR out of memory\n", stderr);
+        abort();
+    }
+    return out;
+}
+
+char *file_read_secret(const char *path, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    char *buf = malloc(SECRET_MAX_BYTES + 1);
+    size_t n = 0;
+    ssize_t r = 0;
+    while (buf && n <= SECRET_MAX_BYTES &&
+           (r = read(fd, buf + n, SECRET_MAX_BYTES + 1 - n)) != 0) {
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        n += (size_t)r;
+    }
+    int saved = r < 0 ? errno : (n > SECRET_MAX_BYTES ? EFBIG : 0);
+    close(fd);
+    if (!buf || saved) {
+        free(buf);
+        errno = buf ? saved : ENOMEM;
+        return NULL;
+    }
+    if (n > 0 && buf[n - 1] == '\n')
+        n--;
+    if (n > 0 && buf[n - 1] == '\r')
+        n--;
+    buf[n] = '\0';
+    if (len)
+        *len = n;
+    return buf;
+}
+
+/* Append one byte to a growing token buffer. */
+static void buf_put(char **buf, size_t *n, size_t *cap, char c)
+{
+    if (*n + 1 >= *cap) {
+        *cap = *cap ? *cap * 2 : 32;
+        *buf = xrealloc(*buf, *cap);
+    }
+    (*buf)[(*n)++] = c;
+    (*buf)[*n] = '\0';
+}
+
+int tokens_split(const char *line, struct tokens *t, const char **err)
+{
+    size_t cap = 0;
+    t->v = NULL;
+    t->n = 0;
+    const char *p = line;
+    for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
+            p++;
+        if (*p == '\0' || *p == '#')
+            return 0;
+        char *text = NULL;
+        size_t n = 0, tcap = 0;
+        int eq = -1;
+        while (*p && *p != ' ' && *p != '\t' && *p != '\r' && *p != '\n' && *p != '#') {
+            if (*p != '"') {
+                if (*p == '=' && eq < 0)
+                    eq = (int)n;
+                buf_put(&text, &n, &tcap, *p++);
+                continue;
+            }
+            p++; /* a quoted section: up to the closing quote */
+            buf_put(&text, &n, &tcap, '\0');
+            n--;
+            while (*p && *p != '"') {
+                if (*p == '\\' && (p[1] == '"' || p[1] == '\\'))
+                    p++;
+                buf_put(&text, &n, &tcap, *p++);
+            }
+            if (*p != '"') {
+                free(text);
+                tokens_free(t);
+                if (err)
+                    *err = "unterminated quote";
+                return -1;
+            }
+            p++;
+        }
+        if (t->n == cap) {
+            cap = cap ? cap * 2 : 8;
+            t->v = xrealloc(t->v, cap * sizeof *t->v);
+        }
+        t->v[t->n].text = text;
+        t->v[t->n].eq = eq;
+        t->n++;
+    }
+}
+
+void tokens_free(struct tokens *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        free(t->v[i].text);
+    free(t->v);
+    t->v = NULL;
+    t->n = 0;
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+    static const char *const names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
+    if ((int)level < log_min_level)
+        return;
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s %s\n", names[level <= LOG_ERROR ? level : LOG_ERROR], msg);
+}

@@ -1,0 +1,209 @@
+/* worker.c: one event loop per thread: listeners (SO_REUSEPORT), clients, backend pools, control. */
+#include "proxy.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/thread.h>
+
+/* What a listener hands to its accept callback. */
+struct listen_ctx {
+    struct worker *worker;
+    SSL_CTX *tls;
+};
+
+int64_t clock_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint64_t clock_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
+{
+    struct listen_ctx *lc = arg;
+    (void)l;
+    if (lc->worker->stopping) {
+        close(fd);
+        return;
+    }
+    client_accept(lc->worker, fd, sa, salen, lc->tls);
+}
+
+static void accept_error_cb(struct evconnlistener *l, void *arg)
+{
+    (void)l;
+    (void)arg;
+    log_msg(LOG_WARN, "accept failed: %s", evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+}
+
+static void reap_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    client_reap(arg);
+}
+
+/* Bind one listen entry for worker w; unix sockets only on worker 0. */
+static int worker_listen(struct worker *w, const struct listen_addr *la, SSL_CTX *tls)
+{
+    struct listen_ctx *lc = calloc(1, sizeof(*lc));
+    if (!lc) return -1;
+    lc->worker = w;
+    lc->tls = tls;
+    struct evconnlistener *l = NULL;
+    if (la->unix_path) {
+        struct sockaddr_un sun;
+        memset(&sun, 0, sizeof(sun));
+        sun.sun_family = AF_UNIX;
+        if (strlen(la->unix_path) >= sizeof(sun.sun_path)) {
+            free(lc);
+            log_msg(LOG_ERROR, "unix socket path too long: %s", la->unix_path);
+            return -1;
+        }
+        strcpy(sun.sun_path, la->unix_path);
+        unlink(la->unix_path);
+        l = evconnlistener_new_bind(w->base, accept_cb, lc, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 511,
+                                    (struct sockaddr *)&sun, sizeof(sun));
+        if (l && chmod(la->unix_path, (mode_t)la->unix_mode) != 0)
+            log_msg(LOG_WARN, "chmod %s: %s", la->unix_path, strerror(errno));
+    } else {
+        struct sockaddr_storage ss;
+        int sslen = sizeof(ss);
+        char addr[300];
+        snprintf(addr, sizeof(addr), strchr(la->host, ':') ? "[%s]:%d" : "%s:%d", la->host, la->port);
+        if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &sslen) != 0) {
+            free(lc);
+            log_msg(LOG_ERROR, "listen %s: not a numeric address", addr);
+            return -1;
+        }
+        l = evconnlistener_new_bind(w->base, accept_cb, lc,
+                                    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_REUSEABLE_PORT |
+                                        LEV_OPT_CLOSE_ON_EXEC,
+                                    511, (struct sockaddr *)&ss, sslen);
+    }
+    if (!l) {
+        log_msg(LOG_ERROR, "cannot listen on %s%s:%d: %s", la->unix_path ? la->unix_path : la->host,
+                la->unix_path ? "" : "", la->port, strerror(errno));
+        free(lc);
+        return -1;
+    }
+    evconnlistener_set_error_cb(l, accept_error_cb);
+    w->listen_ctxs[w->nlisten_ctxs++] = lc;
+    w->listeners[w->nlisteners++] = l;
+    return 0;
+}
+
+static void worker_close_listeners(struct worker *w)
+{
+    for (size_t i = 0; i < w->nlisteners; i++) evconnlistener_free(w->listeners[i]);
+    w->nlisteners = 0;
+}
+
+/* While stopping: exit once no client waits for a backend reply, or at the deadline. */
+static void drain_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    (void)fd;
+    (void)what;
+    int busy = 0;
+    struct client *c;
+    TAILQ_FOREACH(c, &w->clients, link) {
+        if (!TAILQ_EMPTY(&c->queue)) busy = 1;
+    }
+    static const int step_ms = 20;
+    w->drain_left_ms -= step_ms;
+    if (busy && w->drain_left_ms > 0) {
+        struct timeval tv = {0, step_ms * 1000};
+        evtimer_add(w->drain_timer, &tv);
+        return;
+    }
+    while ((c = TAILQ_FIRST(&w->clients))) client_close(c, "shutting down");
+    client_reap(w);
+    event_base_loopbreak(w->base);
+}
+
+static void control_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    (void)fd;
+    (void)what;
+    const struct config *next = __atomic_exchange_n(&w->next_cfg, NULL, __ATOMIC_ACQ_REL);
+    if (next) {
+        w->cfg = next;
+        __atomic_sub_fetch(&w->proxy->reload_acks, 1, __ATOMIC_ACQ_REL);
+    }
+    if (__atomic_load_n(&w->stop_requested, __ATOMIC_ACQUIRE) && !w->stopping) {
+        w->stopping = 1;
+        worker_close_listeners(w);
+        w->drain_left_ms = (int)w->cfg->shutdown_timeout_ms;
+        drain_cb(-1, 0, w);
+    }
+}
+
+void worker_post(struct worker *w, const struct config *cfg, int stop)
+{
+    if (cfg) __atomic_store_n(&w->next_cfg, cfg, __ATOMIC_RELEASE);
+    if (stop) __atomic_store_n(&w->stop_requested, 1, __ATOMIC_RELEASE);
+    event_active(w->control_ev, EV_READ, 0);
+}
+
+int worker_init(struct worker *w, struct proxy *p, int id, const struct config *cfg)
+{
+    memset(w, 0, sizeof(*w));
+    w->id = id;
+    w->proxy = p;
+    w->cfg = cfg;
+    TAILQ_INIT(&w->clients);
+    TAILQ_INIT(&w->dead_clients);
+    w->base = event_base_new();
+    if (!w->base) return -1;
+    w->control_ev = event_new(w->base, -1, 0, control_cb, w);
+    w->reap_ev = event_new(w->base, -1, 0, reap_cb, w);
+    w->drain_timer = evtimer_new(w->base, drain_cb, w);
+    w->listeners = calloc(cfg->nlistens ? cfg->nlistens : 1, sizeof(*w->listeners));
+    w->listen_ctxs = calloc(cfg->nlistens ? cfg->nlistens : 1, sizeof(void *));
+    if (!w->control_ev || !w->reap_ev || !w->drain_timer || !w->listeners || !w->listen_ctxs) return -1;
+    for (size_t i = 0; i < cfg->nlistens; i++) {
+        const struct listen_addr *la = &cfg->listens[i];
+        if (la->unix_path && id != 0) continue;
+        if (worker_listen(w, la, p->listen_ssl[i]) != 0) return -1;
+    }
+    return backend_pools_start(w);
+}
+
+void *worker_run(void *arg)
+{
+    struct worker *w = arg;
+    event_base_dispatch(w->base);
+    return NULL;
+}
+
+void worker_free(struct worker *w)
+{
+    worker_close_listeners(w);
+    struct client *c;
+    while ((c = TAILQ_FIRST(&w->clients))) client_close(c, "shutting down");
+    client_reap(w);
+    backend_pools_free(w);
+    if (w->control_ev) event_free(w->control_ev);
+    if (w->reap_ev) event_free(w->reap_ev);
+    if (w->drain_timer) event_free(w->drain_timer);
+    free(w->listeners);
+    for (size_t i = 0; w->listen_ctxs && i < w->nlisten_ctxs; i++) free(w->listen_ctxs[i]);
+    free(w->listen_ctxs);
+    if (w->base) event_base_free(w->base);
+}

@@ -1,0 +1,89 @@
+/* harness.h: starts real TLS redis-servers (durable, cache) and keygate on free loopback ports for integration tests. */
+#ifndef KEYGATE_HARNESS_H
+#define KEYGATE_HARNESS_H
+
+#include <limits.h>
+#include <sys/types.h>
+
+#include <hiredis/hiredis.h>
+
+/*
+ * Usage (one harness per test binary, started in an unchecked fixture):
+ *
+ *   static struct harness h;
+ *   static void setup(void) { ck_assert_msg(harness_start(&h, NULL) == 0, "%s", h.error); }
+ *   static void teardown(void) { harness_stop(&h); }
+ *   ...
+ *   srunner_set_fork_status(sr, CK_NOFORK);
+ *
+ * Integration tests run with CK_NOFORK: the harness's child pids live in the
+ * runner process, and harness_backend_restart() must update the same struct the
+ * teardown later reads. A forked test would restart a backend nobody stops.
+ *
+ * Safety net: every child gets PR_SET_PDEATHSIG=SIGKILL, and an atexit handler
+ * plus SIGINT/SIGTERM/SIGSEGV/SIGABRT/SIGBUS handlers kill all children, so no
+ * redis-server or keygate outlives the test process. SIGPIPE is ignored in the
+ * test process (keygate closing a socket must fail a test, not kill it).
+ *
+ * Environment: KEYGATE_BIN (default build/keygate); HARNESS_KEEP=1 keeps the
+ * temp dir (logs, configs) after harness_stop. The cwd must be the repo root.
+ */
+
+struct harness_opts {
+    const char *registry_text; /* registry.conf contents; NULL: copy the repo's conf/registry.conf */
+    const char *extra_config;  /* lines appended to keygate.conf (newline-terminated); may be NULL */
+    int admin;                 /* nonzero: add `admin-listen 127.0.0.1:<admin_port>` */
+};
+
+struct harness_backend {
+    char name[16];          /* "durable" or "cache" */
+    int tls_port;           /* what keygate connects to */
+    int plain_port;         /* direct, unencrypted test access */
+    pid_t pid;              /* 0 when not running */
+    char password[65];      /* also in pass_file, mode 0600 */
+    char pass_file[PATH_MAX];
+    char conf_file[PATH_MAX]; /* redis.conf: ports, TLS, policy, dir; reused on restart */
+    char log_file[PATH_MAX];
+};
+
+struct harness {
+    char root[1024];       /* repo root (the cwd at start) */
+    char dir[256];         /* temp dir holding configs, data, logs */
+    char conf_file[PATH_MAX];
+    char registry_file[PATH_MAX];
+    char log_file[PATH_MAX]; /* keygate's stdout + stderr */
+    int port;              /* keygate's listen port on 127.0.0.1 */
+    int admin_port;        /* 0 unless opts->admin */
+    pid_t keygate_pid;     /* 0 when not running */
+    int keygate_status;    /* waitpid status once keygate exited, else -1 */
+    struct harness_backend backends[2]; /* [0] durable, [1] cache */
+    char error[1024];      /* why the last failing call failed */
+};
+
+/* Start backends and keygate; waits until keygate answers PING (10 s). On failure
+ * returns -1, fills h->error, prints the logs to stderr and leaves nothing running. */
+int harness_start(struct harness *h, const struct harness_opts *o) __attribute__((warn_unused_result));
+
+/* Stop keygate then the backends (SIGTERM, SIGKILL after 5 s); remove the temp dir. Idempotent. */
+void harness_stop(struct harness *h);
+
+/* A new blocking connection to keygate (5 s connect, 10 s I/O timeouts); NULL on failure.
+ * The caller redisFree()s it. */
+redisContext *harness_client(struct harness *h);
+
+/* A new plain, authenticated connection to backend "durable" or "cache"; NULL on failure. */
+redisContext *harness_direct(struct harness *h, const char *name);
+
+/* The backend named "durable" or "cache", or NULL. */
+struct harness_backend *harness_backend(struct harness *h, const char *name);
+
+/* SIGKILL a backend and reap it. Returns 0, or -1 when the name is unknown or it was not running. */
+int harness_backend_kill(struct harness *h, const char *name) __attribute__((warn_unused_result));
+
+/* Start a backend again with the same ports and data dir; waits until it answers (10 s). */
+int harness_backend_restart(struct harness *h, const char *name) __attribute__((warn_unused_result));
+
+/* keygate's log so far, malloc'd and NUL-terminated (the caller frees it); NULL if unreadable. */
+char *harness_keygate_log(struct harness *h);
+
+#endif

@@ -1,0 +1,445 @@
+/* test_proxy.c: integration tests of keygate's foundation: routing, TTL injection, refusals, pipelining, local commands, failures. */
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/*
+ * One harness (two TLS redis-servers + keygate, the repo's conf/registry.conf)
+ * serves the whole suite; it starts in an unchecked fixture and the runner uses
+ * CK_NOFORK (see harness.h). Tests stay independent by using distinct keys
+ * (q:tN:..., cache:tN:...). The registry facts they rely on:
+ *   q:      instance=durable ttl=none
+ *   cache:  instance=cache   ttl=1h
+ */
+
+static struct harness h;
+
+static void setup(void) {
+    ck_assert_msg(harness_start(&h, NULL) == 0, "harness_start: %s", h.error);
+}
+
+static void teardown(void) {
+    harness_stop(&h);
+}
+
+static long long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- helpers: every reply helper takes ownership of the reply ---- */
+
+static redisContext *client(void) {
+    redisContext *c = harness_client(&h);
+    ck_assert_msg(c != NULL, "cannot connect to keygate on 127.0.0.1:%d", h.port);
+    return c;
+}
+
+static redisContext *direct(const char *backend) {
+    redisContext *c = harness_direct(&h, backend);
+    ck_assert_msg(c != NULL, "cannot connect directly to backend %s", backend);
+    return c;
+}
+
+static redisReply *cmd(redisContext *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(r != NULL, "`%s`: connection error: %s", fmt, c->errstr);
+    return r;
+}
+
+static redisReply *next_reply(redisContext *c) {
+    void *r = NULL;
+    ck_assert_msg(redisGetReply(c, &r) == REDIS_OK && r != NULL, "reading a reply: %s", c->errstr);
+    return r;
+}
+
+static const char *describe(const redisReply *r) {
+    static char buf[256];
+    switch (r->type) {
+    case REDIS_REPLY_STATUS: snprintf(buf, sizeof buf, "+%.200s", r->str); break;
+    case REDIS_REPLY_ERROR: snprintf(buf, sizeof buf, "-%.200s", r->str); break;
+    case REDIS_REPLY_STRING: snprintf(buf, sizeof buf, "\"%.200s\"", r->str); break;
+    case REDIS_REPLY_INTEGER: snprintf(buf, sizeof buf, ":%lld", r->integer); break;
+    case REDIS_REPLY_NIL: snprintf(buf, sizeof buf, "(nil)"); break;
+    case REDIS_REPLY_ARRAY: snprintf(buf, sizeof buf, "array of %zu", r->elements); break;
+    default: snprintf(buf, sizeof buf, "reply type %d", r->type);
+    }
+    return buf;
+}
+
+static void expect_status_at(int line, redisReply *r, const char *want, const char *what) {
+    ck_assert_msg(r->type == REDIS_REPLY_STATUS && strcmp(r->str, want) == 0, "line %d: %s: want +%s, got %s", line, what,
+                  want, describe(r));
+    freeReplyObject(r);
+}
+
+static void expect_bulk_at(int line, redisReply *r, const char *want, const char *what) {
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == strlen(want) && memcmp(r->str, want, r->len) == 0,
+                  "line %d: %s: want \"%s\", got %s", line, what, want, describe(r));
+    freeReplyObject(r);
+}
+
+static void expect_int_at(int line, redisReply *r, long long want, const char *what) {
+    ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer == want, "line %d: %s: want :%lld, got %s", line, what, want,
+                  describe(r));
+    freeReplyObject(r);
+}
+
+static void expect_nil_at(int line, redisReply *r, const char *what) {
+    ck_assert_msg(r->type == REDIS_REPLY_NIL, "line %d: %s: want (nil), got %s", line, what, describe(r));
+    freeReplyObject(r);
+}
+
+static void expect_error_at(int line, redisReply *r, const char *prefix, const char *what) {
+    ck_assert_msg(r->type == REDIS_REPLY_ERROR && strncmp(r->str, prefix, strlen(prefix)) == 0,
+                  "line %d: %s: want an error starting \"%s\", got %s", line, what, prefix, describe(r));
+    freeReplyObject(r);
+}
+
+#define expect_status(r, want, what) expect_status_at(__LINE__, r, want, what)
+#define expect_bulk(r, want, what) expect_bulk_at(__LINE__, r, want, what)
+#define expect_int(r, want, what) expect_int_at(__LINE__, r, want, what)
+#define expect_nil(r, what) expect_nil_at(__LINE__, r, what)
+#define expect_error(r, prefix, what) expect_error_at(__LINE__, r, prefix, what)
+
+/* An integer reply of one command run directly on a backend. */
+static long long direct_int(const char *backend, const char *fmt, ...) {
+    redisContext *c = direct(backend);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(r != NULL && r->type == REDIS_REPLY_INTEGER, "%s: `%s`: want an integer, got %s", backend,
+                  fmt, r != NULL ? describe(r) : c->errstr);
+    long long v = r->integer;
+    freeReplyObject(r);
+    redisFree(c);
+    return v;
+}
+
+/* ---- 1. routing and TTL injection ---- */
+
+START_TEST(test_set_routes_by_namespace_and_injects_ttl) {
+    redisContext *c = client();
+    expect_status(cmd(c, "SET cache:t1:x 1"), "OK", "SET cache:t1:x 1");
+    ck_assert_int_eq(direct_int("cache", "EXISTS cache:t1:x"), 1);
+    ck_assert_int_eq(direct_int("durable", "EXISTS cache:t1:x"), 0);
+    long long ttl = direct_int("cache", "TTL cache:t1:x");
+    ck_assert_msg(ttl > 0 && ttl <= 3600, "cache: has ttl=1h, backend TTL is %lld", ttl);
+
+    expect_status(cmd(c, "SET q:t1:x 1"), "OK", "SET q:t1:x 1");
+    ck_assert_int_eq(direct_int("durable", "EXISTS q:t1:x"), 1);
+    ck_assert_int_eq(direct_int("cache", "EXISTS q:t1:x"), 0);
+    ck_assert_int_eq(direct_int("durable", "TTL q:t1:x"), -1);
+    redisFree(c);
+}
+END_TEST
+
+/* ---- 2, 3. refusals write nothing ---- */
+
+START_TEST(test_unknown_namespace_is_refused_and_writes_nothing) {
+    redisContext *c = client();
+    long long durable = direct_int("durable", "DBSIZE"), cache = direct_int("cache", "DBSIZE");
+    expect_error(cmd(c, "SET nope 1"), "NONAMESPACE key 'nope' matches no namespace in the registry", "SET nope 1");
+    ck_assert_int_eq(direct_int("durable", "DBSIZE"), durable);
+    ck_assert_int_eq(direct_int("cache", "DBSIZE"), cache);
+    ck_assert_int_eq(direct_int("durable", "EXISTS nope"), 0);
+    ck_assert_int_eq(direct_int("cache", "EXISTS nope"), 0);
+    redisFree(c);
+}
+END_TEST
+
+START_TEST(test_mset_across_instances_is_refused_and_writes_nothing) {
+    redisContext *c = client();
+    long long durable = direct_int("durable", "DBSIZE"), cache = direct_int("cache", "DBSIZE");
+    expect_error(cmd(c, "MSET q:t3:a 1 cache:t3:b 2"), "CROSSINSTANCE", "MSET q:t3:a 1 cache:t3:b 2");
+    ck_assert_int_eq(direct_int("durable", "DBSIZE"), durable);
+    ck_assert_int_eq(direct_int("cache", "DBSIZE"), cache);
+    ck_assert_int_eq(direct_int("durable", "EXISTS q:t3:a"), 0);
+    ck_assert_int_eq(direct_int("cache", "EXISTS cache:t3:b"), 0);
+    redisFree(c);
+}
+END_TEST
+
+/* ---- 4. data round-trips ---- */
+
+START_TEST(test_commands_round_trip) {
+    redisContext *c = client();
+    expect_nil(cmd(c, "GET q:t4:missing"), "GET of a missing key");
+    expect_status(cmd(c, "SET q:t4:s hello"), "OK", "SET q:t4:s");
+    expect_bulk(cmd(c, "GET q:t4:s"), "hello", "GET q:t4:s");
+    expect_int(cmd(c, "INCR q:t4:n"), 1, "first INCR");
+    expect_int(cmd(c, "INCR q:t4:n"), 2, "second INCR");
+    expect_int(cmd(c, "HSET q:t4:h f v"), 1, "HSET");
+    expect_bulk(cmd(c, "HGET q:t4:h f"), "v", "HGET");
+    expect_int(cmd(c, "LPUSH q:t4:l a b c"), 3, "LPUSH");
+    redisReply *r = cmd(c, "LRANGE q:t4:l 0 -1");
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 3, "LRANGE: got %s", describe(r));
+    const char *want[] = {"c", "b", "a"};
+    for (size_t i = 0; i < 3; i++)
+        ck_assert_msg(r->element[i]->type == REDIS_REPLY_STRING && strcmp(r->element[i]->str, want[i]) == 0,
+                      "LRANGE element %zu: want %s, got %s", i, want[i], describe(r->element[i]));
+    freeReplyObject(r);
+
+    static const char value[] = "a\0b\r\nc\r\n$3\r\n*1";
+    const char *keys[] = {"q:t4:bin", "cache:t4:bin"};
+    for (int i = 0; i < 2; i++) {
+        expect_status(cmd(c, "SET %s %b", keys[i], value, sizeof value - 1), "OK", "SET binary value");
+        r = cmd(c, "GET %s", keys[i]);
+        ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == sizeof value - 1 &&
+                          memcmp(r->str, value, r->len) == 0,
+                      "GET %s: binary value came back as %s (len %zu)", keys[i], describe(r),
+                      r->type == REDIS_REPLY_STRING ? r->len : 0);
+        freeReplyObject(r);
+    }
+    redisFree(c);
+}
+END_TEST
+
+/* ---- 5, 6. pipelining and concurrent clients ---- */
+
+START_TEST(test_pipeline_of_10000_commands_across_instances) {
+    enum { PAIRS = 2500 };
+    redisContext *c = client();
+    for (int i = 0; i < PAIRS; i++) {
+        redisAppendCommand(c, "SET q:t5:%d %d", i, i);
+        redisAppendCommand(c, "SET cache:t5:%d %d", i, i);
+    }
+    for (int i = 0; i < PAIRS; i++) {
+        redisAppendCommand(c, "GET q:t5:%d", i);
+        redisAppendCommand(c, "GET cache:t5:%d", i);
+    }
+    for (int i = 0; i < 2 * PAIRS; i++) expect_status(next_reply(c), "OK", "pipelined SET");
+    for (int i = 0; i < PAIRS; i++) {
+        char want[16], what[48];
+        snprintf(want, sizeof want, "%d", i);
+        snprintf(what, sizeof what, "pipelined GET q:t5:%d", i);
+        expect_bulk(next_reply(c), want, what);
+        snprintf(what, sizeof what, "pipelined GET cache:t5:%d", i);
+        expect_bulk(next_reply(c), want, what);
+    }
+    ck_assert_int_eq(direct_int("durable", "EXISTS q:t5:1234"), 1);
+    ck_assert_int_eq(direct_int("cache", "EXISTS cache:t5:1234"), 1);
+    ck_assert_int_eq(direct_int("durable", "EXISTS cache:t5:1234"), 0);
+    redisFree(c);
+}
+END_TEST
+
+START_TEST(test_concurrent_clients_get_their_own_replies_in_order) {
+    enum { CLIENTS = 8, ROUNDS = 20, KEYS = 10 };
+    redisContext *cs[CLIENTS];
+    for (int k = 0; k < CLIENTS; k++) cs[k] = client();
+    for (int round = 0; round < ROUNDS; round++) {
+        /* Every client queues a mixed batch (durable, cache, local), all batches are sent,
+         * then replies are read back in reverse client order. */
+        for (int k = 0; k < CLIENTS; k++)
+            for (int j = 0; j < KEYS; j++) {
+                char v[48];
+                snprintf(v, sizeof v, "c%dr%dj%d", k, round, j);
+                redisAppendCommand(cs[k], "SET q:t6:%d:%d %s", k, j, v);
+                redisAppendCommand(cs[k], "SET cache:t6:%d:%d %s", k, j, v);
+                redisAppendCommand(cs[k], "GET q:t6:%d:%d", k, j);
+                redisAppendCommand(cs[k], "ECHO %s", v);
+                redisAppendCommand(cs[k], "GET cache:t6:%d:%d", k, j);
+            }
+        for (int k = 0; k < CLIENTS; k++) {
+            int done = 0;
+            for (int tries = 0; !done && tries < 1000; tries++)
+                ck_assert_msg(redisBufferWrite(cs[k], &done) == REDIS_OK, "client %d write: %s", k, cs[k]->errstr);
+            ck_assert_msg(done, "client %d: batch not written", k);
+        }
+        for (int k = CLIENTS - 1; k >= 0; k--)
+            for (int j = 0; j < KEYS; j++) {
+                char v[48];
+                snprintf(v, sizeof v, "c%dr%dj%d", k, round, j);
+                expect_status(next_reply(cs[k]), "OK", "SET q:");
+                expect_status(next_reply(cs[k]), "OK", "SET cache:");
+                expect_bulk(next_reply(cs[k]), v, "GET q:");
+                expect_bulk(next_reply(cs[k]), v, "ECHO");
+                expect_bulk(next_reply(cs[k]), v, "GET cache:");
+            }
+    }
+    for (int k = 0; k < CLIENTS; k++) redisFree(cs[k]);
+}
+END_TEST
+
+/* ---- 7. commands keygate answers itself ---- */
+
+START_TEST(test_local_commands) {
+    redisContext *c = client();
+    expect_status(cmd(c, "PING"), "PONG", "PING");
+    expect_bulk(cmd(c, "PING hello"), "hello", "PING hello");
+    expect_bulk(cmd(c, "ECHO x"), "x", "ECHO x");
+    expect_status(cmd(c, "SELECT 0"), "OK", "SELECT 0");
+    expect_error(cmd(c, "SELECT 1"), "", "SELECT 1");
+    expect_error(cmd(c, "HELLO 3"), "NOPROTO", "HELLO 3");
+
+    redisReply *r = cmd(c, "HELLO 2");
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->elements % 2 == 0,
+                  "HELLO 2: want a map as a flat array, got %s", describe(r));
+    int proto_seen = 0;
+    for (size_t i = 0; i + 1 < r->elements; i += 2)
+        if (r->element[i]->type == REDIS_REPLY_STRING && strcmp(r->element[i]->str, "proto") == 0) {
+            ck_assert_msg(r->element[i + 1]->type == REDIS_REPLY_INTEGER && r->element[i + 1]->integer == 2,
+                          "HELLO 2: proto is %s", describe(r->element[i + 1]));
+            proto_seen = 1;
+        }
+    ck_assert_msg(proto_seen, "HELLO 2: no \"proto\" field");
+    freeReplyObject(r);
+
+    expect_status(cmd(c, "CLIENT SETNAME foo"), "OK", "CLIENT SETNAME foo");
+    expect_bulk(cmd(c, "CLIENT GETNAME"), "foo", "CLIENT GETNAME");
+
+    r = cmd(c, "COMMAND COUNT");
+    ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer > 200, "COMMAND COUNT: got %s", describe(r));
+    freeReplyObject(r);
+    r = cmd(c, "COMMAND INFO get");
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->type == REDIS_REPLY_ARRAY &&
+                      r->element[0]->elements > 0 && r->element[0]->element[0]->type == REDIS_REPLY_STRING &&
+                      strcmp(r->element[0]->element[0]->str, "get") == 0,
+                  "COMMAND INFO get: got %s", describe(r));
+    freeReplyObject(r);
+
+    expect_error(cmd(c, "FOO"), "ERR unknown command 'FOO'", "FOO");
+    r = cmd(c, "GET");
+    ck_assert_msg(r->type == REDIS_REPLY_ERROR && strcmp(r->str, "ERR wrong number of arguments for 'get' command") == 0,
+                  "GET without a key: got %s", describe(r));
+    freeReplyObject(r);
+    expect_status(cmd(c, "PING"), "PONG", "PING after errors");
+    redisFree(c);
+}
+END_TEST
+
+/* ---- 8. protocol errors ---- */
+
+/* Send bytes on a new plain socket and read until keygate closes it (3 s at most).
+ * Returns 1 when it closed, 0 when it was still open at the deadline. */
+static int raw_exchange(const char *bytes, char *out, size_t cap) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(h.port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct timeval tv = {.tv_sec = 3};
+    ck_assert_msg(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "raw connect: %s", strerror(errno));
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ck_assert_int_eq(send(fd, bytes, strlen(bytes), MSG_NOSIGNAL), (ssize_t)strlen(bytes));
+    size_t len = 0;
+    int closed = 0;
+    for (;;) {
+        ssize_t n = recv(fd, out + len, cap - 1 - len, 0);
+        if (n > 0 && len + (size_t)n < cap - 1) {
+            len += (size_t)n;
+            continue;
+        }
+        closed = n == 0 || (n < 0 && errno == ECONNRESET);
+        break;
+    }
+    out[len] = '\0';
+    close(fd);
+    return closed;
+}
+
+START_TEST(test_protocol_errors_reply_then_close) {
+    redisContext *bystander = client();
+    expect_status(cmd(bystander, "SET q:t8:k before"), "OK", "bystander SET");
+
+    char out[512];
+    int closed = raw_exchange("*1\r\nx\r\n", out, sizeof out);
+    ck_assert_str_eq(out, "-ERR Protocol error: expected '$', got 'x'\r\n");
+    ck_assert_msg(closed, "keygate kept the connection open after a protocol error");
+
+    closed = raw_exchange("*abc\r\n", out, sizeof out);
+    ck_assert_str_eq(out, "-ERR Protocol error: invalid multibulk length\r\n");
+    ck_assert_msg(closed, "keygate kept the connection open after a protocol error");
+
+    expect_bulk(cmd(bystander, "GET q:t8:k"), "before", "bystander GET after protocol errors");
+    redisContext *fresh = client();
+    expect_status(cmd(fresh, "PING"), "PONG", "new client after protocol errors");
+    redisFree(fresh);
+    redisFree(bystander);
+}
+END_TEST
+
+/* ---- 9. a backend dies and comes back ---- */
+
+START_TEST(test_backend_down_answers_unavailable_then_recovers) {
+    redisContext *c = client();
+    expect_status(cmd(c, "SET cache:t9:x 1"), "OK", "SET cache:t9:x before the kill");
+    expect_status(cmd(c, "SET q:t9:x 1"), "OK", "SET q:t9:x before the kill");
+    ck_assert_msg(harness_backend_kill(&h, "cache") == 0, "could not kill the cache backend");
+
+    long long start = now_ms();
+    expect_error(cmd(c, "GET cache:t9:x"), "UNAVAILABLE instance 'cache' is unreachable", "GET with cache down");
+    long long first = now_ms() - start;
+    ck_assert_msg(first < 3000, "first UNAVAILABLE took %lld ms", first);
+    start = now_ms();
+    expect_error(cmd(c, "GET cache:t9:x"), "UNAVAILABLE instance 'cache' is unreachable", "second GET, cache down");
+    long long second = now_ms() - start;
+    ck_assert_msg(second < 1000, "UNAVAILABLE once the failure is known took %lld ms", second);
+    expect_bulk(cmd(c, "GET q:t9:x"), "1", "GET on durable while cache is down");
+
+    ck_assert_msg(harness_backend_restart(&h, "cache") == 0, "restarting cache: %s", h.error);
+    int recovered = 0;
+    for (long long deadline = now_ms() + 10000; !recovered && now_ms() < deadline;) {
+        redisReply *r = cmd(c, "SET cache:t9:y 1");
+        recovered = r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
+        if (!recovered) {
+            expect_error(r, "UNAVAILABLE instance 'cache'", "SET while cache restarts");
+            usleep(100 * 1000);
+        } else {
+            freeReplyObject(r);
+        }
+    }
+    ck_assert_msg(recovered, "cache commands still fail 10 s after the backend restarted");
+    expect_bulk(cmd(c, "GET cache:t9:y"), "1", "GET after recovery");
+    ck_assert_int_eq(direct_int("cache", "EXISTS cache:t9:y"), 1);
+    redisFree(c);
+}
+END_TEST
+
+/* ---- 10. QUIT ---- */
+
+START_TEST(test_quit_replies_ok_then_closes) {
+    redisContext *c = client();
+    expect_status(cmd(c, "QUIT"), "OK", "QUIT");
+    ck_assert_int_eq(redisBufferRead(c), REDIS_ERR);
+    ck_assert_msg(c->err == REDIS_ERR_EOF, "after QUIT: want EOF, got %s", c->errstr);
+    redisFree(c);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("proxy");
+    TCase *tc = tcase_create("foundation");
+    tcase_add_unchecked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_set_routes_by_namespace_and_injects_ttl);
+    tcase_add_test(tc, test_unknown_namespace_is_refused_and_writes_nothing);
+    tcase_add_test(tc, test_mset_across_instances_is_refused_and_writes_nothing);
+    tcase_add_test(tc, test_commands_round_trip);
+    tcase_add_test(tc, test_pipeline_of_10000_commands_across_instances);
+    tcase_add_test(tc, test_concurrent_clients_get_their_own_replies_in_order);
+    tcase_add_test(tc, test_local_commands);
+    tcase_add_test(tc, test_protocol_errors_reply_then_close);
+    tcase_add_test(tc, test_backend_down_answers_unavailable_then_recovers);
+    tcase_add_test(tc, test_quit_replies_ok_then_closes);
+    suite_add_tcase(s, tc);
+
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK); /* harness pids live in this process; see harness.h */
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

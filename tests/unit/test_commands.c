@@ -1,0 +1,525 @@
+/* test_commands.c: Check tests for the generated command table, lookup, arity and key extraction. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+
+#define MAX_ARGS 32
+
+/* A command line split on spaces; the token "" stands for an empty argument. */
+struct args {
+    char buf[512];
+    const char *argv[MAX_ARGS];
+    size_t argvlen[MAX_ARGS];
+    size_t argc;
+};
+
+static void args_split(struct args *a, const char *line)
+{
+    ck_assert_uint_lt(strlen(line), sizeof(a->buf));
+    strcpy(a->buf, line);
+    a->argc = 0;
+    for (char *tok = strtok(a->buf, " "); tok; tok = strtok(NULL, " ")) {
+        ck_assert_uint_lt(a->argc, MAX_ARGS);
+        if (strcmp(tok, "\"\"") == 0)
+            tok[0] = '\0';
+        a->argv[a->argc] = tok;
+        a->argvlen[a->argc] = strlen(tok);
+        a->argc++;
+    }
+}
+
+static const struct command_def *lookup(const char *line, int *unknown_sub)
+{
+    struct args a;
+    args_split(&a, line);
+    return command_lookup(a.argc, a.argv, a.argvlen, unknown_sub);
+}
+
+/*
+ * Key positions of `line` as "1 3 5" in out (or "-1"); asserts the command exists
+ * and, when want_incomplete >= 0, the incomplete flag. Flags of key i go to flags[i].
+ */
+static int keys_of(const char *line, char *out, size_t outlen, uint32_t *flags)
+{
+    struct args a;
+    struct key_ref refs[MAX_ARGS];
+    int unknown = 0, incomplete = -1;
+    args_split(&a, line);
+    const struct command_def *cmd = command_lookup(a.argc, a.argv, a.argvlen, &unknown);
+    ck_assert_msg(cmd != NULL, "no command for '%s'", line);
+    ck_assert_int_eq(unknown, 0);
+    int n = command_find_keys(cmd, a.argc, a.argv, a.argvlen, refs, MAX_ARGS, &incomplete);
+    ck_assert_int_eq(incomplete, 0);
+    out[0] = '\0';
+    if (n < 0) {
+        snprintf(out, outlen, "-1");
+        return n;
+    }
+    size_t used = 0;
+    for (int i = 0; i < n; i++) {
+        used += (size_t)snprintf(out + used, outlen - used, "%s%d", i ? " " : "", refs[i].index);
+        if (flags)
+            flags[i] = refs[i].flags;
+    }
+    return n;
+}
+
+#define ck_keys(line, expect)                                                                       \
+    do {                                                                                            \
+        char got_[128];                                                                             \
+        keys_of((line), got_, sizeof(got_), NULL);                                                  \
+        ck_assert_msg(strcmp(got_, (expect)) == 0, "%s: keys [%s], expected [%s]", (line), got_,    \
+                      (expect));                                                                    \
+    } while (0)
+
+/* ---- table ---- */
+
+START_TEST(test_table_size_and_order)
+{
+    ck_assert_uint_ge(command_table_len, 200);
+    for (size_t i = 1; i < command_table_len; i++)
+        ck_assert_msg(strcmp(command_table[i - 1].name, command_table[i].name) < 0, "%s !< %s",
+                      command_table[i - 1].name, command_table[i].name);
+}
+END_TEST
+
+START_TEST(test_table_entries_have_resp)
+{
+    for (size_t i = 0; i < command_table_len; i++) {
+        const struct command_def *c = &command_table[i];
+        ck_assert_msg(c->info_resp[0] == '*' && c->info_resp_len == strlen(c->info_resp), "%s",
+                      c->name);
+        ck_assert_msg(c->docs_resp[0] == '$' && c->docs_resp_len == strlen(c->docs_resp), "%s",
+                      c->name);
+        for (int j = 0; j < c->nsubcommands; j++) {
+            const struct command_def *s = &c->subcommands[j];
+            size_t plen = strlen(c->name);
+            ck_assert_msg(strncmp(s->name, c->name, plen) == 0 && s->name[plen] == '|', "%s",
+                          s->name);
+            ck_assert(s->info_resp[0] == '*' && s->info_resp_len > 0);
+            if (j > 0)
+                ck_assert(strcmp(c->subcommands[j - 1].name, s->name) < 0);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_table_client_setname)
+{
+    const struct command_def *c = command_by_name("client|setname");
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->arity, 3);
+    ck_assert_uint_gt(c->info_resp_len, 0);
+    ck_assert_int_eq(c->info_resp[0], '*');
+    const char *info = "*10\r\n$14\r\nclient|setname\r\n:3\r\n";
+    const char *docs = "$14\r\nclient|setname\r\n*";
+    ck_assert(strncmp(c->info_resp, info, strlen(info)) == 0);
+    ck_assert(strncmp(c->docs_resp, docs, strlen(docs)) == 0);
+}
+END_TEST
+
+START_TEST(test_table_flags_and_acl)
+{
+    const struct command_def *get = command_by_name("get");
+    ck_assert_ptr_nonnull(get);
+    ck_assert(get->flags & CMD_READONLY);
+    ck_assert(get->flags & CMD_FAST);
+    ck_assert(!(get->flags & CMD_WRITE));
+    ck_assert(get->acl & ACL_READ);
+    ck_assert(get->acl & ACL_STRING);
+    ck_assert_int_eq(get->first_key, 1);
+    ck_assert_int_eq(get->nspecs, 1);
+    ck_assert_int_eq(get->specs[0].bs_type, BS_INDEX);
+    ck_assert_int_eq(get->specs[0].fk_type, FK_RANGE);
+
+    const struct command_def *blpop = command_by_name("blpop");
+    ck_assert(blpop->flags & CMD_BLOCKING && blpop->flags & CMD_WRITE);
+
+    const struct command_def *eval = command_by_name("eval");
+    ck_assert(eval->flags & CMD_MOVABLE_KEYS);
+    ck_assert_int_eq(eval->specs[0].fk_type, FK_KEYNUM);
+    ck_assert_int_eq(eval->specs[0].fk_keynumidx, 0);
+    ck_assert_int_eq(eval->specs[0].fk_firstkey, 1);
+
+    const struct command_def *xread = command_by_name("xread");
+    ck_assert_int_eq(xread->specs[0].bs_type, BS_KEYWORD);
+    ck_assert_str_eq(xread->specs[0].bs_keyword, "STREAMS");
+    ck_assert_int_eq(xread->specs[0].fk_limit, 2);
+}
+END_TEST
+
+/* ---- lookup ---- */
+
+START_TEST(test_lookup_case_insensitive)
+{
+    int unk = -1;
+    const struct command_def *c = lookup("GeT k", &unk);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_str_eq(c->name, "get");
+    ck_assert_int_eq(unk, 0);
+    ck_assert_str_eq(lookup("sort_RO k", NULL)->name, "sort_ro");
+    ck_assert_str_eq(command_by_name("CLIENT|SetName")->name, "client|setname");
+}
+END_TEST
+
+START_TEST(test_lookup_subcommand)
+{
+    int unk = -1;
+    const struct command_def *c = lookup("client SETNAME foo", &unk);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_str_eq(c->name, "client|setname");
+    ck_assert_int_eq(unk, 0);
+    ck_assert_str_eq(lookup("Object encoding k", &unk)->name, "object|encoding");
+    ck_assert_str_eq(lookup("CONFIG get maxmemory", &unk)->name, "config|get");
+    ck_assert_str_eq(lookup("client no-evict on", &unk)->name, "client|no-evict");
+    ck_assert_str_eq(command_by_name("xinfo|stream")->name, "xinfo|stream");
+}
+END_TEST
+
+START_TEST(test_lookup_unknown_command)
+{
+    int unk = -1;
+    ck_assert_ptr_null(lookup("NOSUCHCOMMAND a b", &unk));
+    ck_assert_int_eq(unk, 0);
+    ck_assert_ptr_null(lookup("ge", &unk));
+    ck_assert_ptr_null(lookup("gett", &unk));
+    ck_assert_ptr_null(command_lookup(0, NULL, NULL, &unk));
+    ck_assert_ptr_null(command_by_name("nosuch"));
+    ck_assert_ptr_null(command_by_name("get|x"));
+    ck_assert_ptr_null(command_by_name("client|nosuch"));
+
+    /* argv is binary: an embedded NUL never matches */
+    const char *argv[] = {"get\0x", "k"};
+    size_t len[] = {5, 1};
+    ck_assert_ptr_null(command_lookup(2, argv, len, &unk));
+}
+END_TEST
+
+START_TEST(test_lookup_unknown_subcommand)
+{
+    int unk = 0;
+    const struct command_def *c = lookup("CLIENT", &unk);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_str_eq(c->name, "client");
+    ck_assert_int_eq(unk, 1);
+    unk = 0;
+    c = lookup("client bogus x", &unk);
+    ck_assert_str_eq(c->name, "client");
+    ck_assert_int_eq(unk, 1);
+    c = lookup("xinfo", &unk);
+    ck_assert_str_eq(c->name, "xinfo");
+    ck_assert_int_eq(unk, 1);
+    /* a plain command never sets the flag */
+    lookup("get k", &unk);
+    ck_assert_int_eq(unk, 0);
+}
+END_TEST
+
+START_TEST(test_lookup_argvlen_null)
+{
+    const char *argv[] = {"Client", "GetName"};
+    const struct command_def *c = command_lookup(2, argv, NULL, NULL);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_str_eq(c->name, "client|getname");
+}
+END_TEST
+
+/* ---- arity ---- */
+
+START_TEST(test_arity_exact)
+{
+    const struct command_def *get = command_by_name("get");
+    ck_assert_int_eq(get->arity, 2);
+    ck_assert(command_arity_ok(get, 2));
+    ck_assert(!command_arity_ok(get, 1));
+    ck_assert(!command_arity_ok(get, 3));
+}
+END_TEST
+
+START_TEST(test_arity_variadic)
+{
+    const struct command_def *mset = command_by_name("mset");
+    ck_assert_int_eq(mset->arity, -3);
+    ck_assert(!command_arity_ok(mset, 2));
+    ck_assert(command_arity_ok(mset, 3));
+    ck_assert(command_arity_ok(mset, 5));
+    const struct command_def *ping = command_by_name("ping");
+    ck_assert(command_arity_ok(ping, 1));
+    ck_assert(command_arity_ok(ping, 2));
+}
+END_TEST
+
+START_TEST(test_arity_subcommand)
+{
+    /* subcommand arity counts the whole argv, parent name included */
+    const struct command_def *c = lookup("CLIENT SETNAME foo", NULL);
+    ck_assert(command_arity_ok(c, 3));
+    ck_assert(!command_arity_ok(c, 2));
+    ck_assert(!command_arity_ok(c, 4));
+    c = lookup("CONFIG GET a b", NULL);
+    ck_assert_int_eq(c->arity, -3);
+    ck_assert(command_arity_ok(c, 4));
+    ck_assert(!command_arity_ok(c, 2));
+}
+END_TEST
+
+/* ---- key extraction ---- */
+
+START_TEST(test_keys_index_range)
+{
+    uint32_t flags[MAX_ARGS];
+    char got[64];
+    ck_assert_int_eq(keys_of("GET k", got, sizeof(got), flags), 1);
+    ck_assert_str_eq(got, "1");
+    ck_assert_uint_eq(flags[0], KS_RO | KS_ACCESS);
+    ck_keys("SET k v EX 10", "1");
+    keys_of("SET k v", got, sizeof(got), flags);
+    ck_assert(flags[0] & KS_RW || flags[0] & KS_OW);
+}
+END_TEST
+
+START_TEST(test_keys_range_step)
+{
+    ck_keys("MSET a 1 b 2 c 3", "1 3 5");
+    ck_keys("MSETNX a 1 b 2", "1 3");
+    ck_keys("HSET h f v f2 v2", "1");
+}
+END_TEST
+
+START_TEST(test_keys_range_to_last)
+{
+    ck_keys("MGET a b c", "1 2 3");
+    ck_keys("DEL a", "1");
+    ck_keys("DEL a b", "1 2");
+    ck_keys("EXISTS a b c d", "1 2 3 4");
+    ck_keys("SUNIONSTORE d a b", "1 2 3");
+}
+END_TEST
+
+START_TEST(test_keys_keynum)
+{
+    ck_keys("EVAL script 2 k1 k2 arg", "3 4");
+    ck_keys("EVALSHA sha 1 k1 arg", "3");
+    ck_keys("EVAL script 0", "");
+    ck_keys("EVAL script 0 arg", "");
+    ck_keys("FCALL fn 2 a b x", "3 4");
+    ck_keys("ZUNIONSTORE dst 2 a b WEIGHTS 1 2", "1 3 4");
+    ck_keys("ZINTER 2 a b", "2 3");
+    ck_keys("LMPOP 2 a b LEFT COUNT 3", "2 3");
+    ck_keys("BLMPOP 0 2 a b LEFT", "3 4");
+}
+END_TEST
+
+START_TEST(test_keys_keynum_past_argv)
+{
+    ck_keys("EVAL script 3 k1 k2", "-1");
+    ck_keys("ZUNIONSTORE dst 5 a b", "-1");
+    ck_keys("LMPOP 9 a LEFT", "-1");
+    ck_keys("EVAL script notanumber k", "-1");
+    ck_keys("EVAL script -1 k", "-1");
+    ck_keys("EVAL script 01 k", "-1");
+}
+END_TEST
+
+START_TEST(test_keys_keyword_limit)
+{
+    ck_keys("XREAD COUNT 2 STREAMS s1 s2 0 0", "4 5");
+    ck_keys("xread block 0 streams s1 $", "4");
+    ck_keys("XREADGROUP GROUP g c STREAMS s1 s2 > >", "5 6");
+    ck_keys("XREADGROUP GROUP g c COUNT 1 NOACK STREAMS a >", "8");
+    /* an odd count of ids after STREAMS is inconsistent */
+    ck_keys("XREAD STREAMS s1", "-1");
+}
+END_TEST
+
+START_TEST(test_keys_keyword_store)
+{
+    uint32_t flags[MAX_ARGS];
+    char got[64];
+    keys_of("GEORADIUS k 0 0 1 km STORE dst", got, sizeof(got), flags);
+    ck_assert_str_eq(got, "1 7");
+    ck_assert(flags[1] & KS_OW);
+    ck_keys("GEORADIUS k 0 0 1 km WITHDIST STOREDIST d2", "1 8");
+    ck_keys("GEORADIUS k 0 0 1 km STORE a STOREDIST b", "1 7 9");
+    ck_keys("GEORADIUS k 0 0 1 km", "1");
+    ck_keys("GEORADIUSBYMEMBER k m 1 km store x", "1 6");
+    ck_keys("GEOSEARCHSTORE dst src FROMMEMBER m BYRADIUS 1 km", "1 2");
+}
+END_TEST
+
+START_TEST(test_keys_sort)
+{
+    uint32_t flags[MAX_ARGS];
+    char got[64];
+    int incomplete = -1;
+    ck_assert_int_eq(keys_of("SORT k BY w_* GET # GET o_*->f STORE dst", got, sizeof(got), flags),
+                     2);
+    ck_assert_str_eq(got, "1 9");
+    ck_assert_uint_eq(flags[0], KS_RO | KS_ACCESS);
+    ck_assert_uint_eq(flags[1], KS_OW | KS_UPDATE);
+    ck_keys("SORT k", "1");
+    ck_keys("sort k limit 0 10 desc alpha", "1");
+    ck_keys("SORT k STORE a STORE b", "1 5");
+    /* the STORE argument is taken by BY, as Redis's parser does */
+    ck_keys("SORT k BY store", "1");
+    ck_keys("SORT k BY store STORE d", "1 5");
+    ck_keys("SORT_RO k BY w_* GET #", "1");
+    /* Redis answers a syntax error: SORT_RO has no STORE, bad options, dangling STORE */
+    ck_keys("SORT_RO k STORE d", "-1");
+    ck_keys("SORT k NOSUCH", "-1");
+    ck_keys("SORT k STORE", "-1");
+
+    struct args a;
+    struct key_ref refs[4];
+    args_split(&a, "SORT k GET x");
+    command_find_keys(lookup("SORT k", NULL), a.argc, a.argv, a.argvlen, refs, 4, &incomplete);
+    ck_assert_int_eq(incomplete, 0);
+}
+END_TEST
+
+START_TEST(test_keys_migrate)
+{
+    ck_keys("MIGRATE host 6379 k 0 5000", "3");
+    ck_keys("MIGRATE host 6379 k 0 5000 COPY REPLACE", "3");
+    ck_keys("MIGRATE host 6379 \"\" 0 5000 KEYS a b c", "7 8 9");
+    ck_keys("MIGRATE host 6379 \"\" 0 5000 COPY AUTH pw KEYS a", "10");
+    ck_keys("MIGRATE host 6379 \"\" 0 5000 AUTH2 u pw keys a b", "10 11");
+    /* KEYS needs the empty key argument; unknown options are syntax errors */
+    ck_keys("MIGRATE host 6379 k 0 5000 KEYS a", "-1");
+    ck_keys("MIGRATE host 6379 k 0 5000 BOGUS", "-1");
+}
+END_TEST
+
+START_TEST(test_keys_two_specs)
+{
+    uint32_t flags[MAX_ARGS];
+    char got[64];
+    keys_of("LMOVE src dst LEFT RIGHT", got, sizeof(got), flags);
+    ck_assert_str_eq(got, "1 2");
+    ck_assert(flags[0] & KS_DELETE);
+    ck_assert(flags[1] & KS_INSERT);
+    ck_keys("RENAME a b", "1 2");
+    ck_keys("COPY a b DB 0 REPLACE", "1 2");
+    ck_keys("SMOVE a b m", "1 2");
+}
+END_TEST
+
+START_TEST(test_keys_bitop)
+{
+    uint32_t flags[MAX_ARGS];
+    char got[64];
+    keys_of("BITOP AND dst a b", got, sizeof(got), flags);
+    ck_assert_str_eq(got, "2 3 4");
+    ck_assert(flags[0] & KS_OW);
+    ck_assert(flags[1] & KS_RO);
+    ck_keys("BITOP NOT dst a", "2 3");
+}
+END_TEST
+
+START_TEST(test_keys_subcommand)
+{
+    ck_keys("OBJECT ENCODING k", "2");
+    ck_keys("object freq k", "2");
+    ck_keys("XINFO STREAM s FULL", "2");
+    ck_keys("MEMORY USAGE k SAMPLES 5", "2");
+    ck_keys("CLIENT SETNAME x", "");
+}
+END_TEST
+
+START_TEST(test_keys_none)
+{
+    char got[64];
+    ck_assert_int_eq(keys_of("PING", got, sizeof(got), NULL), 0);
+    ck_assert_int_eq(keys_of("PING hello", got, sizeof(got), NULL), 0);
+    ck_assert_int_eq(keys_of("DBSIZE", got, sizeof(got), NULL), 0);
+    /* pub/sub channels are NOT_KEY specs: skipped */
+    ck_assert_int_eq(keys_of("SPUBLISH ch msg", got, sizeof(got), NULL), 0);
+    ck_assert_int_eq(keys_of("PUBLISH ch msg", got, sizeof(got), NULL), 0);
+}
+END_TEST
+
+START_TEST(test_keys_out_too_small)
+{
+    struct args a;
+    struct key_ref refs[2];
+    int incomplete = 0;
+    args_split(&a, "MGET a b c");
+    const struct command_def *c = command_lookup(a.argc, a.argv, a.argvlen, NULL);
+    ck_assert_int_eq(command_find_keys(c, a.argc, a.argv, a.argvlen, refs, 2, &incomplete), 3);
+    ck_assert_int_eq(refs[0].index, 1);
+    ck_assert_int_eq(refs[1].index, 2);
+    ck_assert_int_eq(command_find_keys(c, a.argc, a.argv, a.argvlen, NULL, 0, NULL), 3);
+}
+END_TEST
+
+START_TEST(test_keys_incomplete_spec)
+{
+    /* a spec Redis reports as unknown, on a command without a hand-written finder */
+    static const struct key_spec specs[] = {
+        {.flags = KS_RO | KS_ACCESS, .bs_type = BS_INDEX, .bs_index = 1, .fk_type = FK_RANGE,
+         .fk_lastkey = 0, .fk_keystep = 1},
+        {.flags = KS_RW, .bs_type = BS_UNKNOWN, .fk_type = FK_UNKNOWN},
+    };
+    static const struct command_def fake = {.name = "fake", .arity = -2, .specs = specs,
+                                            .nspecs = 2};
+    const char *argv[] = {"fake", "k", "x"};
+    struct key_ref refs[4];
+    int incomplete = 0;
+    ck_assert_int_eq(command_find_keys(&fake, 3, argv, NULL, refs, 4, &incomplete), 1);
+    ck_assert_int_eq(incomplete, 1);
+    ck_assert_int_eq(refs[0].index, 1);
+}
+END_TEST
+
+static Suite *commands_suite(void)
+{
+    Suite *s = suite_create("commands");
+    TCase *t = tcase_create("table");
+    tcase_add_test(t, test_table_size_and_order);
+    tcase_add_test(t, test_table_entries_have_resp);
+    tcase_add_test(t, test_table_client_setname);
+    tcase_add_test(t, test_table_flags_and_acl);
+    suite_add_tcase(s, t);
+
+    t = tcase_create("lookup");
+    tcase_add_test(t, test_lookup_case_insensitive);
+    tcase_add_test(t, test_lookup_subcommand);
+    tcase_add_test(t, test_lookup_unknown_command);
+    tcase_add_test(t, test_lookup_unknown_subcommand);
+    tcase_add_test(t, test_lookup_argvlen_null);
+    tcase_add_test(t, test_arity_exact);
+    tcase_add_test(t, test_arity_variadic);
+    tcase_add_test(t, test_arity_subcommand);
+    suite_add_tcase(s, t);
+
+    t = tcase_create("keys");
+    tcase_add_test(t, test_keys_index_range);
+    tcase_add_test(t, test_keys_range_step);
+    tcase_add_test(t, test_keys_range_to_last);
+    tcase_add_test(t, test_keys_keynum);
+    tcase_add_test(t, test_keys_keynum_past_argv);
+    tcase_add_test(t, test_keys_keyword_limit);
+    tcase_add_test(t, test_keys_keyword_store);
+    tcase_add_test(t, test_keys_sort);
+    tcase_add_test(t, test_keys_migrate);
+    tcase_add_test(t, test_keys_two_specs);
+    tcase_add_test(t, test_keys_bitop);
+    tcase_add_test(t, test_keys_subcommand);
+    tcase_add_test(t, test_keys_none);
+    tcase_add_test(t, test_keys_out_too_small);
+    tcase_add_test(t, test_keys_incomplete_spec);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(commands_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,509 @@
+/* test_config.c: unit tests for config.c: every directive, defaults, password files, errors. */
+#include <check.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+
+/* Each test gets a fresh folder: registry.conf, secrets/{durable,cache,u}.pass (0600),
+ * secrets/open.pass (0644). */
+static char dir[64];
+static char conf_path[128];
+
+static void write_file(const char *name, const char *content, mode_t mode)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    size_t len = strlen(content);
+    ck_assert_int_eq(write(fd, content, len), (ssize_t)len);
+    close(fd);
+    ck_assert_int_eq(chmod(path, mode), 0);
+}
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/kg_config_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char sub[128];
+    snprintf(sub, sizeof sub, "%s/secrets", dir);
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    write_file("registry.conf",
+               "namespace q: instance=durable ttl=none owner=queues\n"
+               "namespace cache: instance=cache ttl=1h owner=cache\n"
+               "channel push: instance=cache owner=notifications\n",
+               0644);
+    write_file("secrets/durable.pass", "d-pass\n", 0600);
+    write_file("secrets/cache.pass", "c-pass", 0600);
+    write_file("secrets/u.pass", "hunter2\n", 0400);
+    write_file("secrets/open.pass", "leaky\n", 0644);
+    write_file("secrets/empty.pass", "", 0600);
+    snprintf(conf_path, sizeof conf_path, "%s/keygate.conf", dir);
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", dir);
+}
+
+#define BASE                                                                                     \
+    "listen 127.0.0.1:6400\n"                                                                    \
+    "registry registry.conf\n"                                                                   \
+    "instance durable 127.0.0.1:6401 plain password-file=secrets/durable.pass\n"                 \
+    "instance cache 127.0.0.1:6402 plain\n"
+
+static struct config *load(const char *content, struct diag *d)
+{
+    write_file("keygate.conf", content, 0644);
+    memset(d, 0, sizeof *d);
+    return config_load(conf_path, d);
+}
+
+/* Assert that some line of `d` starts with "FILE:LINE: " and contains `word`. */
+static void assert_diag(const struct diag *d, const char *file, int line, const char *word)
+{
+    char prefix[512];
+    if (line > 0)
+        snprintf(prefix, sizeof prefix, "%s:%d: ", file, line);
+    else
+        snprintf(prefix, sizeof prefix, "%s: ", file);
+    for (size_t i = 0; i < d->count; i++)
+        if (strncmp(d->lines[i], prefix, strlen(prefix)) == 0 && strstr(d->lines[i], word))
+            return;
+    for (size_t i = 0; i < d->count; i++)
+        fprintf(stderr, "  diag: %s\n", d->lines[i]);
+    ck_abort_msg("no diagnostic '%s...%s'", prefix, word);
+}
+
+/* `content` must fail with an error at `line` of keygate.conf mentioning `word`. */
+static void expect_error(const char *content, int line, const char *word)
+{
+    struct diag d;
+    struct config *c = load(content, &d);
+    ck_assert_ptr_null(c);
+    assert_diag(&d, conf_path, line, word);
+    diag_free(&d);
+}
+
+START_TEST(full_config)
+{
+    struct diag d;
+    struct config *c = load(
+        "# every directive\n"
+        "listen 127.0.0.1:6400\n"
+        "listen [::1]:6401   # comment after\n"
+        "listen unix:run/kg.sock mode=0600\n"
+        "listen unix:/run/keygate/keygate.sock\n"
+        "listen 0.0.0.0:6443 tls cert=certs/s.crt key=/etc/s.key ca=certs/ca.crt\n"
+        "admin-listen 127.0.0.1:9400\n"
+        "registry registry.conf\n"
+        "instance durable 10.0.0.1:6401 tls ca=certs/ca.crt cert=certs/c.crt key=certs/c.key "
+        "server-name=redis.internal password-file=secrets/durable.pass user=keygate connections=4\n"
+        "instance cache [fd00::1]:6402 plain password-file=secrets/cache.pass\n"
+        "user queues password-file=secrets/u.pass owners=queues,cache access=rw\n"
+        "user ops sha256=F52FBD32B2B3B86FF88EF6C490628285F482AF15DDCB29541F94BCF526A3F6C7 "
+        "owners=* access=ro scripts=yes\n"
+        "threads 4\nmax-clients 100\nmax-request-size 1mb\nclient-output-limit 16MB\n"
+        "max-pending 10\nconnect-timeout 500ms\nshutdown-timeout 1m\nlog-level debug\n",
+        &d);
+    for (size_t i = 0; i < d.count; i++)
+        fprintf(stderr, "  diag: %s\n", d.lines[i]);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_uint_eq(d.count, 0);
+    char want[256];
+
+    ck_assert_uint_eq(c->nlistens, 5);
+    ck_assert_str_eq(c->listens[0].host, "127.0.0.1");
+    ck_assert_int_eq(c->listens[0].port, 6400);
+    ck_assert_int_eq(c->listens[0].tls, 0);
+    ck_assert_ptr_null(c->listens[0].unix_path);
+    ck_assert_str_eq(c->listens[1].host, "::1");
+    ck_assert_int_eq(c->listens[1].port, 6401);
+    ck_assert_ptr_null(c->listens[2].host);
+    snprintf(want, sizeof want, "%s/run/kg.sock", dir);
+    ck_assert_str_eq(c->listens[2].unix_path, want);
+    ck_assert_int_eq(c->listens[2].unix_mode, 0600);
+    ck_assert_str_eq(c->listens[3].unix_path, "/run/keygate/keygate.sock");
+    ck_assert_int_eq(c->listens[3].unix_mode, 0660);
+    ck_assert_int_eq(c->listens[4].tls, 1);
+    snprintf(want, sizeof want, "%s/certs/s.crt", dir);
+    ck_assert_str_eq(c->listens[4].tls_cert, want);
+    ck_assert_str_eq(c->listens[4].tls_key, "/etc/s.key");
+    snprintf(want, sizeof want, "%s/certs/ca.crt", dir);
+    ck_assert_str_eq(c->listens[4].tls_ca, want);
+
+    ck_assert_str_eq(c->admin_host, "127.0.0.1");
+    ck_assert_int_eq(c->admin_port, 9400);
+    snprintf(want, sizeof want, "%s/registry.conf", dir);
+    ck_assert_str_eq(c->registry_path, want);
+    ck_assert_ptr_nonnull(c->registry);
+    ck_assert_uint_eq(c->registry->count, 3);
+
+    ck_assert_uint_eq(c->ninstances, 2);
+    const struct instance_conf *in = &c->instances[0];
+    ck_assert_str_eq(in->name, "durable");
+    ck_assert_str_eq(in->host, "10.0.0.1");
+    ck_assert_int_eq(in->port, 6401);
+    ck_assert_int_eq(in->tls, 1);
+    snprintf(want, sizeof want, "%s/certs/ca.crt", dir);
+    ck_assert_str_eq(in->ca, want);
+    snprintf(want, sizeof want, "%s/certs/c.crt", dir);
+    ck_assert_str_eq(in->cert, want);
+    snprintf(want, sizeof want, "%s/certs/c.key", dir);
+    ck_assert_str_eq(in->key, want);
+    ck_assert_str_eq(in->server_name, "redis.internal");
+    snprintf(want, sizeof want, "%s/secrets/durable.pass", dir);
+    ck_assert_str_eq(in->password_file, want);
+    ck_assert_str_eq(in->password, "d-pass");
+    ck_assert_str_eq(in->username, "keygate");
+    ck_assert_int_eq(in->connections, 4);
+    in = &c->instances[1];
+    ck_assert_str_eq(in->host, "fd00::1");
+    ck_assert_int_eq(in->tls, 0);
+    ck_assert_str_eq(in->password, "c-pass");
+    ck_assert_int_eq(in->connections, 2);
+    ck_assert_str_eq(c->instance_names[0], "durable");
+    ck_assert_str_eq(c->instance_names[1], "cache");
+    ck_assert_int_eq(config_instance_index(c, "cache"), 1);
+    ck_assert_int_eq(config_instance_index(c, "durable"), 0);
+    ck_assert_int_eq(config_instance_index(c, "nope"), -1);
+
+    static const unsigned char hunter2[32] = {
+        0xf5, 0x2f, 0xbd, 0x32, 0xb2, 0xb3, 0xb8, 0x6f, 0xf8, 0x8e, 0xf6,
+        0xc4, 0x90, 0x62, 0x82, 0x85, 0xf4, 0x82, 0xaf, 0x15, 0xdd, 0xcb,
+        0x29, 0x54, 0x1f, 0x94, 0xbc, 0xf5, 0x26, 0xa3, 0xf6, 0xc7};
+    ck_assert_uint_eq(c->nusers, 2);
+    const struct user_conf *u = &c->users[0];
+    ck_assert_str_eq(u->name, "queues");
+    ck_assert(memcmp(u->password_sha256, hunter2, 32) == 0);
+    ck_assert_uint_eq(u->nowners, 2);
+    ck_assert_str_eq(u->owners[0], "queues");
+    ck_assert_str_eq(u->owners[1], "cache");
+    ck_assert_int_eq(u->all_owners, 0);
+    ck_assert_int_eq(u->read_only, 0);
+    ck_assert_int_eq(u->scripts, 0);
+    ck_assert_int_eq(u->line, 11);
+    u = &c->users[1];
+    ck_assert(memcmp(u->password_sha256, hunter2, 32) == 0);
+    ck_assert_ptr_null(u->password_file);
+    ck_assert_int_eq(u->all_owners, 1);
+    ck_assert_int_eq(u->read_only, 1);
+    ck_assert_int_eq(u->scripts, 1);
+
+    ck_assert_int_eq(c->threads, 4);
+    ck_assert_int_eq(c->max_clients, 100);
+    ck_assert_int_eq(c->max_request_bytes, 1024 * 1024);
+    ck_assert_int_eq(c->client_output_limit, 16 * 1024 * 1024);
+    ck_assert_int_eq(c->max_pending, 10);
+    ck_assert_int_eq(c->connect_timeout_ms, 500);
+    ck_assert_int_eq(c->shutdown_timeout_ms, 60000);
+    ck_assert_int_eq(c->log_level, LOG_DEBUG);
+    config_free(c);
+}
+END_TEST
+
+START_TEST(defaults_and_no_user_warning)
+{
+    char logpath[160];
+    snprintf(logpath, sizeof logpath, "%s/stderr.log", dir);
+    fflush(stderr);
+    int saved = dup(2);
+    ck_assert_ptr_nonnull(freopen(logpath, "w", stderr));
+    struct diag d;
+    struct config *c = load(BASE, &d);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->threads, 1);
+    ck_assert_int_eq(c->max_clients, 10000);
+    ck_assert_int_eq(c->max_request_bytes, 512LL * 1024 * 1024);
+    ck_assert_int_eq(c->client_output_limit, 64LL * 1024 * 1024);
+    ck_assert_int_eq(c->max_pending, 1024);
+    ck_assert_int_eq(c->connect_timeout_ms, 2000);
+    ck_assert_int_eq(c->shutdown_timeout_ms, 5000);
+    ck_assert_int_eq(c->log_level, LOG_INFO);
+    ck_assert_ptr_null(c->admin_host);
+    ck_assert_uint_eq(c->nusers, 0);
+    ck_assert_ptr_null(c->instances[1].password);
+    ck_assert_ptr_null(c->instances[1].password_file);
+    config_free(c);
+    size_t len;
+    char *log = file_read_secret(logpath, &len);
+    ck_assert_ptr_nonnull(log);
+    ck_assert_msg(strncmp(log, "WARN ", 5) == 0 && strstr(log, "no AUTH"), "log: %s", log);
+    free(log);
+}
+END_TEST
+
+START_TEST(dev_config_parses)
+{
+    /* conf/keygate.conf needs build/secrets (mode 0600) from scripts/gen-certs; run it
+     * when they exist, else check that only the password files are missing. */
+    struct diag d = {0};
+    struct config *c = config_load("conf/keygate.conf", &d);
+    if (c) {
+        ck_assert_uint_eq(c->nlistens, 1);
+        ck_assert_str_eq(c->listens[0].host, "127.0.0.1");
+        ck_assert_int_eq(c->listens[0].port, 6400);
+        ck_assert_int_eq(c->admin_port, 9400);
+        ck_assert_str_eq(c->registry_path, "conf/registry.conf");
+        ck_assert_uint_eq(c->ninstances, 2);
+        ck_assert_str_eq(c->instances[0].ca, "conf/../build/certs/ca.crt");
+        ck_assert_str_eq(c->instances[1].server_name, "localhost");
+        ck_assert_uint_eq(c->registry->count, 14);
+        config_free(c);
+        return;
+    }
+    for (size_t i = 0; i < d.count; i++)
+        ck_assert_msg(strstr(d.lines[i], "password file 'conf/../build/secrets/"),
+                      "unexpected: %s", d.lines[i]);
+    diag_free(&d);
+}
+END_TEST
+
+START_TEST(error_unknown_directive)
+{
+    expect_error(BASE "listne 1.2.3.4:5\n", 5, "unknown directive 'listne'");
+}
+END_TEST
+
+START_TEST(error_argument_counts)
+{
+    expect_error(BASE "threads\n", 5, "missing argument");
+    expect_error(BASE "threads 1 2\n", 5, "too many arguments");
+    expect_error(BASE "registry a b\n", 5, "too many arguments");
+    expect_error(BASE "instance x 1.2.3.4:5\n", 5, "missing argument");
+    expect_error(BASE "user\n", 5, "missing argument");
+    expect_error(BASE "listen\n", 5, "missing argument");
+}
+END_TEST
+
+START_TEST(error_bad_numbers)
+{
+    expect_error(BASE "threads 0\n", 5, "bad threads '0'");
+    expect_error(BASE "threads 65\n", 5, "bad threads '65'");
+    expect_error(BASE "threads four\n", 5, "bad threads");
+    expect_error(BASE "max-clients -1\n", 5, "bad max-clients");
+    expect_error(BASE "max-clients 99999999999999999999\n", 5, "bad max-clients");
+    expect_error(BASE "max-pending 0\n", 5, "bad max-pending");
+    expect_error(BASE "max-request-size 1xb\n", 5, "bad max-request-size");
+    expect_error(BASE "client-output-limit 0\n", 5, "bad client-output-limit");
+    expect_error(BASE "connect-timeout 10\n", 5, "bad connect-timeout '10'");
+    expect_error(BASE "shutdown-timeout 0s\n", 5, "bad shutdown-timeout");
+    expect_error(BASE "log-level verbose\n", 5, "bad log-level 'verbose'");
+    expect_error(BASE "threads 2\nthreads 3\n", 6, "given twice (first on line 5)");
+    expect_error(BASE "admin-listen 127.0.0.1:1\nadmin-listen 127.0.0.1:2\n", 6, "given twice");
+    expect_error(BASE "instance c2 1.2.3.4:5 plain connections=0\n", 5, "bad connections");
+}
+END_TEST
+
+START_TEST(error_listen_forms)
+{
+    expect_error(BASE "listen localhost\n", 5, "expected HOST:PORT");
+    expect_error(BASE "listen ::1:6400\n", 5, "brackets");
+    expect_error(BASE "listen [::1]6400\n", 5, "[IPV6]:PORT");
+    expect_error(BASE "listen 1.2.3.4:0\n", 5, "bad port");
+    expect_error(BASE "listen 1.2.3.4:65536\n", 5, "bad port");
+    expect_error(BASE "listen 1.2.3.4:12ab\n", 5, "bad port");
+    expect_error(BASE "listen :6400\n", 5, "missing host");
+    expect_error(BASE "listen unix:\n", 5, "socket path");
+    expect_error(BASE "listen 1.2.3.4:5 tls cert=a.crt\n", 5, "needs cert= and key=");
+    expect_error(BASE "listen 1.2.3.4:5 cert=a.crt key=a.key\n", 5, "need the word tls");
+    expect_error(BASE "listen 1.2.3.4:5 mode=0600\n", 5, "unix sockets only");
+    expect_error(BASE "listen unix:/x.sock mode=999\n", 5, "bad mode");
+    expect_error(BASE "listen unix:/x.sock speed=fast\n", 5, "unknown listen option 'speed='");
+    expect_error(BASE "listen 127.0.0.1:6400\n", 5, "duplicate listen address");
+    expect_error(BASE "admin-listen nowhere\n", 5, "bad admin-listen address");
+}
+END_TEST
+
+START_TEST(error_instance_forms)
+{
+    expect_error(BASE "instance x 1.2.3.4:5 ca=a\n", 5, "exactly one of tls or plain");
+    expect_error(BASE "instance x 1.2.3.4:5\n", 5, "missing argument");
+    expect_error(BASE "instance x 1.2.3.4:5 tls plain ca=a\n", 5, "exactly one of tls or plain");
+    expect_error(BASE "instance x 1.2.3.4:5 tls\n", 5, "tls needs ca=");
+    expect_error(BASE "instance x 1.2.3.4:5 tls ca=a cert=c\n", 5, "cert= and key= go together");
+    expect_error(BASE "instance x 1.2.3.4:5 tls ca=a key=k\n", 5, "cert= and key= go together");
+    expect_error(BASE "instance x 1.2.3.4:5 plain ca=a\n", 5, "need tls");
+    expect_error(BASE "instance x 1.2.3.4:5 plain ca=a ca=b\n", 5, "repeated option 'ca='");
+    expect_error(BASE "instance x 1.2.3.4:5 plain color=red\n", 5, "unknown instance option");
+    expect_error(BASE "instance x 1.2.3.4:5 plain user=u\n", 5, "user= needs password-file=");
+    expect_error(BASE "instance cache 1.2.3.4:5 plain\n", 5,
+                 "duplicate instance 'cache' (first defined on line 4)");
+    expect_error(BASE "instance x/y 1.2.3.4:5 plain\n", 5, "bad instance name");
+    expect_error(BASE "instance x 1.2.3.4 plain\n", 5, "bad instance address");
+}
+END_TEST
+
+START_TEST(error_password_files)
+{
+    char want[256];
+    snprintf(want, sizeof want, "password file '%s/secrets/open.pass' has mode 0644", dir);
+    expect_error(BASE "instance x 1.2.3.4:5 plain password-file=secrets/open.pass\n", 5, want);
+    expect_error(BASE "user a password-file=secrets/open.pass owners=q access=rw\n", 5, want);
+    snprintf(want, sizeof want, "password file '%s/secrets/missing.pass'", dir);
+    expect_error(BASE "instance x 1.2.3.4:5 plain password-file=secrets/missing.pass\n", 5, want);
+    expect_error(BASE "instance x 1.2.3.4:5 plain password-file=secrets/empty.pass\n", 5, "empty");
+    expect_error(BASE "instance x 1.2.3.4:5 plain password-file=secrets\n", 5,
+                 "not a regular file");
+}
+END_TEST
+
+START_TEST(error_user_forms)
+{
+    expect_error(BASE "user a owners=q access=rw\n", 5, "needs password-file= or sha256=");
+    expect_error(BASE "user a password-file=secrets/u.pass sha256=00 owners=q access=rw\n", 5,
+                 "give one password-file= or sha256=");
+    expect_error(BASE "user a sha256=abc owners=q access=rw\n", 5, "bad sha256");
+    expect_error(BASE "user a password-file=secrets/u.pass access=rw\n", 5, "needs owners=");
+    expect_error(BASE "user a password-file=secrets/u.pass owners=q\n", 5, "needs access=");
+    expect_error(BASE "user a password-file=secrets/u.pass owners=q access=rx\n", 5,
+                 "bad access 'rx'");
+    expect_error(BASE "user a password-file=secrets/u.pass owners=q,,c access=ro\n", 5,
+                 "empty owner");
+    expect_error(BASE "user a password-file=secrets/u.pass owners=*,q access=ro\n", 5,
+                 "owners=* stands alone");
+    expect_error(BASE "user a password-file=secrets/u.pass owners=q access=ro scripts=maybe\n", 5,
+                 "bad scripts");
+    expect_error(BASE "user a password-file=secrets/u.pass owners=q access=ro\n"
+                      "user a password-file=secrets/u.pass owners=q access=ro\n",
+                 6, "duplicate user 'a' (first defined on line 5)");
+    expect_error(BASE "user a password-file=secrets/u.pass owners=q access=ro bogus\n", 5,
+                 "unknown user option 'bogus'");
+}
+END_TEST
+
+START_TEST(error_required_directives_at_line_0)
+{
+    struct diag d;
+    ck_assert_ptr_null(load("# nothing\n", &d));
+    ck_assert_uint_eq(d.count, 3);
+    assert_diag(&d, conf_path, 0, "no listen");
+    assert_diag(&d, conf_path, 0, "no registry");
+    assert_diag(&d, conf_path, 0, "no instance");
+    diag_free(&d);
+}
+END_TEST
+
+START_TEST(error_unterminated_quote)
+{
+    expect_error(BASE "log-level \"info\n", 5, "unterminated quote");
+}
+END_TEST
+
+START_TEST(registry_errors_join_the_same_diag)
+{
+    write_file("bad-registry.conf",
+               "namespace q: instance=durable ttl=none owner=queues\n"
+               "namespace x: instance=elsewhere ttl=1h owner=o\n",
+               0644);
+    struct diag d;
+    ck_assert_ptr_null(load("listen 127.0.0.1:6400\n"
+                            "registry bad-registry.conf\n"
+                            "instance durable 127.0.0.1:6401 plain\n"
+                            "instance cache 127.0.0.1:6402 plain\n"
+                            "threads 0\n",
+                            &d));
+    ck_assert_uint_eq(d.count, 2);
+    assert_diag(&d, conf_path, 5, "bad threads");
+    char reg[160];
+    snprintf(reg, sizeof reg, "%s/bad-registry.conf", dir);
+    assert_diag(&d, reg, 2, "unknown instance 'elsewhere' (valid instances: durable, cache)");
+    diag_free(&d);
+
+    /* an instance line with a bad option still defines its name for the registry */
+    ck_assert_ptr_null(load("listen 127.0.0.1:6400\n"
+                            "registry registry.conf\n"
+                            "instance durable 127.0.0.1:6401 tls\n"
+                            "instance cache 127.0.0.1:6402 plain\n",
+                            &d));
+    ck_assert_uint_eq(d.count, 1);
+    assert_diag(&d, conf_path, 3, "tls needs ca=");
+    diag_free(&d);
+
+    snprintf(reg, sizeof reg, "%s/missing.conf", dir);
+    ck_assert_ptr_null(load("listen 127.0.0.1:6400\nregistry missing.conf\n"
+                            "instance durable 127.0.0.1:6401 plain\n",
+                            &d));
+    assert_diag(&d, reg, 0, "cannot open");
+    diag_free(&d);
+}
+END_TEST
+
+START_TEST(missing_config_file)
+{
+    struct diag d = {0};
+    ck_assert_ptr_null(config_load("/nonexistent/keygate.conf", &d));
+    assert_diag(&d, "/nonexistent/keygate.conf", 0, "cannot open");
+    diag_free(&d);
+}
+END_TEST
+
+START_TEST(size_parse_forms)
+{
+    static const struct {
+        const char *s;
+        int64_t bytes;
+    } good[] = {{"1024", 1024},          {"0", 0},         {"64kb", 65536},
+                {"16mb", 16777216},      {"1gb", 1073741824}, {"1GB", 1073741824},
+                {"2k", 2000},            {"3m", 3000000},  {"1g", 1000000000},
+                {"512MB", 536870912},    {"7b", 7}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        int64_t n = -1;
+        ck_assert_msg(size_parse(good[i].s, &n) == 0, "%s", good[i].s);
+        ck_assert_int_eq(n, good[i].bytes);
+    }
+    static const char *const bad[] = {"", "kb", "-1", "1.5mb", "1 mb", "1tb", "1mbb",
+                                      "99999999999gb", "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int64_t n;
+        ck_assert_msg(size_parse(bad[i], &n) == -1, "'%s' should be refused", bad[i]);
+    }
+}
+END_TEST
+
+static Suite *config_suite(void)
+{
+    Suite *s = suite_create("config");
+    TCase *tc = tcase_create("load");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, full_config);
+    tcase_add_test(tc, defaults_and_no_user_warning);
+    tcase_add_test(tc, dev_config_parses);
+    tcase_add_test(tc, size_parse_forms);
+    tcase_add_test(tc, missing_config_file);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("errors");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, error_unknown_directive);
+    tcase_add_test(tc, error_argument_counts);
+    tcase_add_test(tc, error_bad_numbers);
+    tcase_add_test(tc, error_listen_forms);
+    tcase_add_test(tc, error_instance_forms);
+    tcase_add_test(tc, error_password_files);
+    tcase_add_test(tc, error_user_forms);
+    tcase_add_test(tc, error_required_directives_at_line_0);
+    tcase_add_test(tc, error_unterminated_quote);
+    tcase_add_test(tc, registry_errors_join_the_same_diag);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(config_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

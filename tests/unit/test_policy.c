@@ -1,0 +1,337 @@
+/* test_policy.c: unit tests of the pure request decision (policy_decide) over the real registry. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "config.h"
+#include "policy.h"
+#include "registry.h"
+
+static struct registry *reg;
+static struct config cfg;
+static struct user_conf user_ro, user_queues;
+
+static void setup(void)
+{
+    static const char *const names[] = {"durable", "cache"};
+    struct diag errs = {0};
+    reg = registry_load("conf/registry.conf", names, 2, &errs);
+    for (size_t i = 0; i < errs.count; i++) fprintf(stderr, "%s\n", errs.lines[i]);
+    ck_assert_ptr_nonnull(reg);
+    diag_free(&errs);
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.ninstances = 2;
+    cfg.instance_names[0] = "durable";
+    cfg.instance_names[1] = "cache";
+    cfg.registry = reg;
+
+    static char *q_owners[] = {"queues", "lifecycle"};
+    memset(&user_queues, 0, sizeof(user_queues));
+    user_queues.name = "queues";
+    user_queues.owners = q_owners;
+    user_queues.nowners = 2;
+    memset(&user_ro, 0, sizeof(user_ro));
+    user_ro.name = "ops";
+    user_ro.all_owners = 1;
+    user_ro.read_only = 1;
+}
+
+static void teardown(void)
+{
+    registry_free(reg);
+}
+
+/* Decide for a space-separated command line (no quoting needed in these tests). */
+static void decide_as(const struct session *s, const char *line, struct plan *p)
+{
+    static char buf[65536];
+    static const char *argv[4096];
+    static size_t argvlen[4096];
+    size_t argc = 0;
+    snprintf(buf, sizeof(buf), "%s", line);
+    for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
+        argv[argc] = tok;
+        argvlen[argc] = strlen(tok);
+        argc++;
+    }
+    struct policy_request r = {.argc = argc, .argv = argv, .argvlen = argvlen, .now_ms = 1700000000000LL};
+    r.cmd = command_lookup(argc, argv, argvlen, &r.unknown_subcommand);
+    policy_decide(&cfg, reg, s, &r, p);
+}
+
+static void decide(const char *line, struct plan *p)
+{
+    struct session open = {.authenticated = 1, .user = NULL};
+    decide_as(&open, line, p);
+}
+
+static void assert_error_prefix(const struct plan *p, const char *prefix)
+{
+    ck_assert_int_eq(p->kind, PLAN_ERROR);
+    ck_assert_msg(strncmp(p->error, prefix, strlen(prefix)) == 0, "error '%s' does not start with '%s'", p->error,
+                  prefix);
+}
+
+START_TEST(set_cache_key_gets_registry_ttl)
+{
+    struct plan p;
+    decide("SET cache:x 1", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.instance, 1);
+    ck_assert_uint_eq(p.nappend, 2);
+    ck_assert_mem_eq(p.append[0], "EX", 2);
+    ck_assert_mem_eq(p.append[1], "3600", p.append_len[1]);
+    ck_assert_uint_eq(p.append_len[1], 4);
+}
+END_TEST
+
+START_TEST(longest_prefix_decides_ttl)
+{
+    struct plan p;
+    decide("SET cache:mattermost:listener {}", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_uint_eq(p.nappend, 2);
+    ck_assert_uint_eq(p.append_len[1], 2);
+    ck_assert_mem_eq(p.append[1], "90", 2);
+    ck_assert_str_eq(p.ns->prefix, "cache:mattermost:listener");
+}
+END_TEST
+
+START_TEST(set_durable_queue_key_has_no_ttl)
+{
+    struct plan p;
+    decide("SET q:run:1 payload", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.instance, 0);
+    ck_assert_uint_eq(p.nappend, 0);
+}
+END_TEST
+
+START_TEST(set_with_client_ttl_is_kept)
+{
+    struct plan p;
+    decide("SET cache:x 1 EX 10", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_uint_eq(p.nappend, 0);
+    decide("SET cache:x 1 px 10000", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_uint_eq(p.nappend, 0);
+}
+END_TEST
+
+START_TEST(client_ttl_above_max_ttl_is_denied)
+{
+    struct plan p;
+    decide("SET cache:x 1 EX 999999999", &p);
+    assert_error_prefix(&p, "DENIED");
+    ck_assert_ptr_nonnull(strstr(p.error, "cache:"));
+    decide("EXPIRE rl:ip:1 86401", &p);
+    assert_error_prefix(&p, "DENIED");
+    decide("EXPIRE rl:ip:1 86400", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    decide("SETEX rl:ip:1 90000 v", &p);
+    assert_error_prefix(&p, "DENIED");
+    decide("PEXPIREAT rl:ip:1 1800000000000", &p);
+    assert_error_prefix(&p, "DENIED");
+}
+END_TEST
+
+START_TEST(persist_refused_only_in_ttl_namespaces)
+{
+    struct plan p;
+    decide("PERSIST cache:x", &p);
+    assert_error_prefix(&p, "DENIED");
+    decide("PERSIST q:x", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    decide("GETEX cache:x PERSIST", &p);
+    assert_error_prefix(&p, "DENIED");
+}
+END_TEST
+
+START_TEST(unknown_namespace_is_refused)
+{
+    struct plan p;
+    decide("SET nope 1", &p);
+    ck_assert_int_eq(p.kind, PLAN_ERROR);
+    ck_assert_str_eq(p.error, "NONAMESPACE key 'nope' matches no namespace in the registry");
+    decide("MGET cache:a nope:b", &p);
+    ck_assert_str_eq(p.error, "NONAMESPACE key 'nope:b' matches no namespace in the registry");
+}
+END_TEST
+
+START_TEST(keys_on_two_instances_are_refused)
+{
+    struct plan p;
+    decide("MSET q:a 1 cache:b 2", &p);
+    assert_error_prefix(&p, "CROSSINSTANCE");
+    decide("RENAME q:a cache:b", &p);
+    assert_error_prefix(&p, "CROSSINSTANCE");
+    decide("MSET q:a 1 rl:b 2", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.instance, 0);
+}
+END_TEST
+
+START_TEST(many_keys_route_together)
+{
+    char line[65536] = "MGET";
+    for (int i = 0; i < 600; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), " cache:k%d", i);
+        strcat(line, k);
+    }
+    struct plan p;
+    decide(line, &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.instance, 1);
+    strcat(line, " q:last");
+    decide(line, &p);
+    assert_error_prefix(&p, "CROSSINSTANCE");
+}
+END_TEST
+
+START_TEST(redis_error_texts)
+{
+    struct plan p;
+    decide("FOO", &p);
+    ck_assert_str_eq(p.error, "ERR unknown command 'FOO', with args beginning with: ");
+    decide("foo a b", &p);
+    ck_assert_str_eq(p.error, "ERR unknown command 'foo', with args beginning with: 'a' 'b' ");
+    decide("GET", &p);
+    ck_assert_str_eq(p.error, "ERR wrong number of arguments for 'get' command");
+    decide("CLIENT FOO", &p);
+    ck_assert_str_eq(p.error, "ERR unknown subcommand 'FOO'. Try CLIENT HELP.");
+    decide("client setname", &p);
+    ck_assert_str_eq(p.error, "ERR wrong number of arguments for 'client|setname' command");
+}
+END_TEST
+
+START_TEST(local_commands)
+{
+    struct plan p;
+    decide("PING", &p);
+    ck_assert_int_eq(p.kind, PLAN_LOCAL);
+    ck_assert_int_eq(p.local, LOCAL_PING);
+    decide("ping hello", &p);
+    ck_assert_int_eq(p.local, LOCAL_PING);
+    decide("ECHO x", &p);
+    ck_assert_int_eq(p.local, LOCAL_ECHO);
+    decide("SELECT 0", &p);
+    ck_assert_int_eq(p.local, LOCAL_SELECT);
+    decide("SELECT 3", &p);
+    assert_error_prefix(&p, "DENIED");
+    decide("HELLO 3", &p);
+    assert_error_prefix(&p, "NOPROTO");
+    decide("HELLO 2", &p);
+    ck_assert_int_eq(p.local, LOCAL_HELLO);
+    decide("COMMAND COUNT", &p);
+    ck_assert_int_eq(p.local, LOCAL_COMMAND_COUNT);
+    decide("COMMAND", &p);
+    ck_assert_int_eq(p.local, LOCAL_COMMAND);
+    decide("CLIENT SETNAME x", &p);
+    ck_assert_int_eq(p.local, LOCAL_CLIENT_SETNAME);
+    decide("QUIT", &p);
+    ck_assert_int_eq(p.local, LOCAL_QUIT);
+}
+END_TEST
+
+START_TEST(dangerous_commands_are_denied)
+{
+    const char *lines[] = {"CONFIG SET dir /tmp", "FLUSHALL", "FLUSHDB", "SAVE", "BGSAVE", "SHUTDOWN",
+                           "REPLICAOF 127.0.0.1 1", "MODULE LOAD /x.so", "DEBUG SLEEP 0", "MONITOR",
+                           "ACL LIST", "RANDOMKEY", "CLIENT KILL 1.2.3.4:5", "SWAPDB 0 1", "DUMP cache:x",
+                           "RESTORE cache:x 0 x", "MIGRATE h 1 cache:x 0 1"};
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+        struct plan p;
+        decide(lines[i], &p);
+        ck_assert_msg(p.kind == PLAN_ERROR && strncmp(p.error, "DENIED", 6) == 0, "'%s' -> kind %d '%s'", lines[i],
+                      p.kind, p.error);
+    }
+}
+END_TEST
+
+START_TEST(keyless_commands_cannot_be_routed)
+{
+    struct plan p;
+    decide("DBSIZE", &p);
+    assert_error_prefix(&p, "DENIED");
+    decide("EVAL return 1 0", &p);
+    assert_error_prefix(&p, "DENIED");
+}
+END_TEST
+
+START_TEST(auth_is_required_when_users_exist)
+{
+    struct session s = {.authenticated = 0};
+    struct plan p;
+    decide_as(&s, "GET q:x", &p);
+    ck_assert_str_eq(p.error, "NOAUTH Authentication required.");
+    decide_as(&s, "PING", &p);
+    ck_assert_int_eq(p.kind, PLAN_LOCAL);
+    decide_as(&s, "AUTH pw", &p);
+    ck_assert_int_eq(p.local, LOCAL_AUTH);
+}
+END_TEST
+
+START_TEST(owners_and_read_only_users)
+{
+    struct session q = {.authenticated = 1, .user = &user_queues};
+    struct session ro = {.authenticated = 1, .user = &user_ro};
+    struct plan p;
+    decide_as(&q, "SET q:a 1", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    decide_as(&q, "SET dedup:job:1 1", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    decide_as(&q, "GET rl:x", &p);
+    assert_error_prefix(&p, "NOPERM");
+    decide_as(&ro, "GET rl:x", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    decide_as(&ro, "SET rl:x 1", &p);
+    assert_error_prefix(&p, "NOPERM");
+}
+END_TEST
+
+START_TEST(stateful_commands_are_refused_for_now)
+{
+    struct plan p;
+    decide("BLPOP q:a 0", &p);
+    assert_error_prefix(&p, "DENIED");
+    decide("MULTI", &p);
+    assert_error_prefix(&p, "DENIED");
+    decide("XREAD COUNT 1 STREAMS q:s 0", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    decide("XREAD BLOCK 10 STREAMS q:s 0", &p);
+    assert_error_prefix(&p, "DENIED");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("policy");
+    TCase *tc = tcase_create("decide");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, set_cache_key_gets_registry_ttl);
+    tcase_add_test(tc, longest_prefix_decides_ttl);
+    tcase_add_test(tc, set_durable_queue_key_has_no_ttl);
+    tcase_add_test(tc, set_with_client_ttl_is_kept);
+    tcase_add_test(tc, client_ttl_above_max_ttl_is_denied);
+    tcase_add_test(tc, persist_refused_only_in_ttl_namespaces);
+    tcase_add_test(tc, unknown_namespace_is_refused);
+    tcase_add_test(tc, keys_on_two_instances_are_refused);
+    tcase_add_test(tc, many_keys_route_together);
+    tcase_add_test(tc, redis_error_texts);
+    tcase_add_test(tc, local_commands);
+    tcase_add_test(tc, dangerous_commands_are_denied);
+    tcase_add_test(tc, keyless_commands_cannot_be_routed);
+    tcase_add_test(tc, auth_is_required_when_users_exist);
+    tcase_add_test(tc, owners_and_read_only_users);
+    tcase_add_test(tc, stateful_commands_are_refused_for_now);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,223 @@
+/* test_util.c: unit tests for util.c: durations, paths, secrets, tokens, diagnostics. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+
+START_TEST(duration_parse_good)
+{
+    static const struct {
+        const char *s;
+        int64_t ms;
+    } cases[] = {
+        {"500ms", 500},      {"1ms", 1},           {"90s", 90000},
+        {"10m", 600000},     {"24h", 86400000},    {"7d", 604800000},
+        {"1s", 1000},        {"010s", 10000},      {"106751991167d", 106751991167LL * 86400000},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int64_t ms = -1;
+        ck_assert_msg(duration_parse(cases[i].s, &ms) == 0, "%s should parse", cases[i].s);
+        ck_assert_int_eq(ms, cases[i].ms);
+    }
+}
+END_TEST
+
+START_TEST(duration_parse_bad)
+{
+    static const char *const bad[] = {
+        "0s", "0ms", "10", "1.5h", "-1s", "+1s", "", "s", "1 s", " 1s", "1s ", "1S", "1sec",
+        "1hh", "1w", "ms", "1m1s", "9223372036854775807ms0", "9223372036854775808ms",
+        "106751991168d", "99999999999999999999s", "none",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int64_t ms = 42;
+        ck_assert_msg(duration_parse(bad[i], &ms) == -1, "'%s' should be refused", bad[i]);
+        ck_assert_int_eq(ms, 42);
+    }
+    int64_t ms;
+    ck_assert_int_eq(duration_parse(NULL, &ms), -1);
+}
+END_TEST
+
+START_TEST(duration_format_shortest_exact)
+{
+    static const struct {
+        int64_t ms;
+        const char *s;
+    } cases[] = {
+        {86400000, "1d"},  {5400000, "90m"},  {1500, "1500ms"}, {90000, "90s"},
+        {3600000, "1h"},   {500, "500ms"},    {604800000, "7d"}, {90000000, "25h"},
+        {60000, "1m"},     {1000, "1s"},      {1, "1ms"},
+    };
+    char buf[32];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        duration_format(cases[i].ms, buf, sizeof buf);
+        ck_assert_str_eq(buf, cases[i].s);
+        int64_t back;
+        ck_assert_int_eq(duration_parse(buf, &back), 0);
+        ck_assert_int_eq(back, cases[i].ms);
+    }
+    duration_format(86400000, buf, 2); /* truncates, never overflows */
+    ck_assert_str_eq(buf, "1");
+}
+END_TEST
+
+START_TEST(path_resolve_forms)
+{
+    char *p = path_resolve("conf/keygate.conf", "registry.conf");
+    ck_assert_str_eq(p, "conf/registry.conf");
+    free(p);
+    p = path_resolve("conf/keygate.conf", "../build/certs/ca.crt");
+    ck_assert_str_eq(p, "conf/../build/certs/ca.crt");
+    free(p);
+    p = path_resolve("/etc/keygate/keygate.conf", "secrets/a.pass");
+    ck_assert_str_eq(p, "/etc/keygate/secrets/a.pass");
+    free(p);
+    p = path_resolve("/etc/keygate/keygate.conf", "/run/x.sock");
+    ck_assert_str_eq(p, "/run/x.sock");
+    free(p);
+    p = path_resolve("keygate.conf", "registry.conf"); /* config in the cwd */
+    ck_assert_str_eq(p, "registry.conf");
+    free(p);
+    p = path_resolve("/keygate.conf", "r.conf");
+    ck_assert_str_eq(p, "/r.conf");
+    free(p);
+}
+END_TEST
+
+static char *write_temp(const char *content, size_t len)
+{
+    char *path = strdup("/tmp/kg_util_XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, content, len), (ssize_t)len);
+    close(fd);
+    return path;
+}
+
+START_TEST(file_read_secret_strips_one_newline)
+{
+    char *path = write_temp("s3cret\n", 7);
+    size_t len = 0;
+    char *s = file_read_secret(path, &len);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_str_eq(s, "s3cret");
+    ck_assert_uint_eq(len, 6);
+    free(s);
+    unlink(path);
+    free(path);
+
+    path = write_temp("a b\r\n\n", 6); /* only the last newline goes */
+    s = file_read_secret(path, &len);
+    ck_assert_str_eq(s, "a b\r\n");
+    free(s);
+    unlink(path);
+    free(path);
+
+    path = write_temp("crlf\r\n", 6);
+    s = file_read_secret(path, &len);
+    ck_assert_str_eq(s, "crlf");
+    free(s);
+    unlink(path);
+    free(path);
+
+    ck_assert_ptr_null(file_read_secret("/nonexistent/kg.pass", &len));
+}
+END_TEST
+
+START_TEST(tokens_split_quotes_and_comments)
+{
+    struct tokens t;
+    const char *err = NULL;
+    ck_assert_int_eq(tokens_split("namespace  q: purpose=\"a # b\" x=\"say \\\"hi\\\" \\\\\" # c\n",
+                                  &t, &err),
+                     0);
+    ck_assert_uint_eq(t.n, 4);
+    ck_assert_str_eq(t.v[0].text, "namespace");
+    ck_assert_int_eq(t.v[0].eq, -1);
+    ck_assert_str_eq(t.v[1].text, "q:");
+    ck_assert_str_eq(t.v[2].text, "purpose=a # b");
+    ck_assert_int_eq(t.v[2].eq, 7);
+    ck_assert_str_eq(t.v[3].text, "x=say \"hi\" \\");
+    tokens_free(&t);
+
+    ck_assert_int_eq(tokens_split("  # only a comment", &t, &err), 0);
+    ck_assert_uint_eq(t.n, 0);
+    ck_assert_int_eq(tokens_split("a=\"\" \"b=c\"", &t, &err), 0);
+    ck_assert_uint_eq(t.n, 2);
+    ck_assert_str_eq(t.v[0].text, "a=");
+    ck_assert_str_eq(t.v[1].text, "b=c");
+    ck_assert_int_eq(t.v[1].eq, -1); /* '=' inside quotes does not split */
+    tokens_free(&t);
+
+    ck_assert_int_eq(tokens_split("a x=\"open", &t, &err), -1);
+    ck_assert_str_eq(err, "unterminated quote");
+    ck_assert_uint_eq(t.n, 0);
+}
+END_TEST
+
+START_TEST(diag_formats_file_and_line)
+{
+    struct diag d = {0};
+    diag_add(&d, "conf/x.conf", 3, "bad %s", "thing");
+    diag_add(&d, "conf/x.conf", 0, "no entries");
+    ck_assert_uint_eq(d.count, 2);
+    ck_assert_str_eq(d.lines[0], "conf/x.conf:3: bad thing");
+    ck_assert_str_eq(d.lines[1], "conf/x.conf: no entries");
+    diag_free(&d);
+    ck_assert_uint_eq(d.count, 0);
+}
+END_TEST
+
+START_TEST(log_msg_respects_level)
+{
+    char *path = write_temp("", 0);
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *f = freopen(path, "w", stderr);
+    ck_assert_ptr_nonnull(f);
+    log_min_level = LOG_WARN;
+    log_msg(LOG_INFO, "hidden %d", 1);
+    log_msg(LOG_WARN, "shown %d", 2);
+    log_msg(LOG_ERROR, "boom");
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    log_min_level = LOG_INFO;
+    size_t len;
+    char *s = file_read_secret(path, &len);
+    ck_assert_str_eq(s, "WARN shown 2\nERROR boom");
+    free(s);
+    unlink(path);
+    free(path);
+}
+END_TEST
+
+static Suite *util_suite(void)
+{
+    Suite *s = suite_create("util");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, duration_parse_good);
+    tcase_add_test(tc, duration_parse_bad);
+    tcase_add_test(tc, duration_format_shortest_exact);
+    tcase_add_test(tc, path_resolve_forms);
+    tcase_add_test(tc, file_read_secret_strips_one_newline);
+    tcase_add_test(tc, tokens_split_quotes_and_comments);
+    tcase_add_test(tc, diag_formats_file_and_line);
+    tcase_add_test(tc, log_msg_respects_level);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(util_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
