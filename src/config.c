@@ -255,7 +255,10 @@ static void dir_admin_listen(struct cfg_ctx *ctx, const struct tokens *t)
 /* registry PATH */
 static void dir_registry(struct cfg_ctx *ctx, const struct tokens *t)
 {
-    ctx->c->registry_path = path_resolve(ctx->c->path, t->v[1].text);
+    if (!t->v[1].text[0])
+        CFG_ERR(ctx, "registry: empty path");
+    else
+        ctx->c->registry_path = path_resolve(ctx->c->path, t->v[1].text);
 }
 
 static int name_valid(const char *s)

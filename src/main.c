@@ -132,7 +132,6 @@ static int run(const char *path)
     d.cfg = load_or_report(path);
     if (!d.cfg) return 1;
     log_min_level = d.cfg->log_level;
-    if (d.cfg->nusers == 0) log_msg(LOG_WARN, "no user lines: clients need no AUTH (development only)");
     signal(SIGPIPE, SIG_IGN);
     if (evthread_use_pthreads() != 0) return 1;
     if (listen_tls_init(&d) != 0) return 1;

@@ -149,12 +149,11 @@ static int line_find(struct resp_parser *p, const char *buf, size_t len, char ch
 {
     size_t limit = p->pos + RESP_MAX_INLINE + 1;
     size_t end = len < limit ? len : limit;
-    const char *hit;
 
     if (p->scan < p->pos)
         p->scan = p->pos;
     if (p->scan < end) {
-        hit = memchr(buf + p->scan, ch, end - p->scan);
+        const char *hit = memchr(buf + p->scan, ch, end - p->scan);
         if (hit != NULL) {
             p->scan = (size_t)(hit - buf);
             *at = p->scan;
@@ -201,7 +200,7 @@ static int parse_mbulk_len(struct resp_parser *p, const char *buf, size_t len)
 
 static int parse_bulk_len(struct resp_parser *p, const char *buf, size_t len)
 {
-    size_t cr, i;
+    size_t cr;
     long long ll;
     int r = line_find(p, buf, len, '\r', &cr);
 
@@ -210,6 +209,7 @@ static int parse_bulk_len(struct resp_parser *p, const char *buf, size_t len)
     if (r == 0 || cr + 1 >= len)
         return RESP_NEED_MORE;
     if (buf[p->pos] != '$') {
+        size_t i;
         /* As Redis's addReplyErrorFormat: a NUL cuts the text, CR/LF become spaces. */
         snprintf(p->error, sizeof(p->error), "Protocol error: expected '$', got '%c'", buf[p->pos]);
         for (i = 0; p->error[i] != '\0'; i++)
@@ -270,8 +270,7 @@ static int hex_value(int c)
 static int split_args(struct resp_parser *p, const char *line, size_t n)
 {
 #define AT(k) ((k) < n ? (unsigned char)line[k] : 0)
-    size_t i = 0, out = 0, start;
-    int inq, insq, done;
+    size_t i = 0, out = 0;
     char *dst;
 
     if (inline_reserve(p, n + 1) != 0)
@@ -282,8 +281,8 @@ static int split_args(struct resp_parser *p, const char *line, size_t n)
             i++;
         if (AT(i) == 0)
             return 0;
-        start = out;
-        inq = insq = done = 0;
+        size_t start = out;
+        int inq = 0, insq = 0, done = 0;
         while (!done) {
             int c = AT(i);
             if (inq) {
@@ -352,6 +351,8 @@ static int parse_inline(struct resp_parser *p, const char *buf, size_t len)
         return parser_fail(p, "Protocol error: too big inline request");
     if (r == 0)
         return RESP_NEED_MORE;
+    /* Redis finds the '\n' with strchr() (a NUL before it stalls the client); memchr here,
+     * and split_args() stops at a NUL as sdssplitargs() does. */
     line_len = nl > 0 && buf[nl - 1] == '\r' ? nl - 1 : nl;
     r = split_args(p, buf, line_len);
     if (r == -1)
@@ -407,22 +408,17 @@ enum resp_status resp_parse_request(struct resp_parser *p, const char *buf, size
 
 void resp_scanner_reset(struct resp_scanner *s)
 {
-    char first = s->first;
-
     memset(s, 0, sizeof(*s));
     s->bulk_left = -1;
-    s->first = first;
 }
 
 /* Find "\r\n" ending the line that starts at s->pos (a lone CR is content, as hiredis). */
 static int scan_line(struct resp_scanner *s, const char *buf, size_t len, size_t *cr)
 {
-    const char *hit;
-
     if (s->scan < s->pos + 1)
         s->scan = s->pos + 1; /* the type byte is never the terminator */
     while (s->scan < len) {
-        hit = memchr(buf + s->scan, '\r', len - s->scan);
+        const char *hit = memchr(buf + s->scan, '\r', len - s->scan);
         if (hit == NULL) {
             s->scan = len;
             return 0;
@@ -450,9 +446,13 @@ static int scan_element_done(struct resp_scanner *s)
     return 1;
 }
 
+/* Reset for the next reply, keeping `first` for the caller. */
 static long long scan_finish(struct resp_scanner *s, long long result)
 {
+    char first = s->first;
+
     resp_scanner_reset(s);
+    s->first = first;
     return result;
 }
 

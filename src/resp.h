@@ -63,6 +63,12 @@ void resp_parser_init(struct resp_parser *p);
 void resp_parser_free(struct resp_parser *p);
 
 /*
+ * Semantics are Redis 7.0's processMultibulkBuffer/processInlineBuffer, error texts
+ * included. The "too big" errors fire once a header line ("*N", "$N") or an inline line
+ * runs past RESP_MAX_INLINE bytes without its terminator, judged on the line itself so
+ * whole and split feeds always agree. Like Redis, the two bytes after each header's CR
+ * and after each bulk payload are skipped unchecked.
+ *
  * Parse from the frame start `buf` (len bytes available). On RESP_DONE the caller
  * consumes p->frame_len bytes and the next call starts a new frame. Empty
  * multibulk ("*0\r\n", "*-1\r\n") and blank inline lines are consumed silently:

@@ -291,8 +291,9 @@ static int backend_spawn(struct harness *h, struct harness_backend *b) {
     }
     char what[64];
     snprintf(what, sizeof what, "redis-server %s", b->name);
-    if (wait_ready(h, what, b->pid, b->plain_port, b->password) != 0) {
-        if (b->pid > 0 && kill(b->pid, 0) == 0) stop_pid(b->pid);
+    int rc = wait_ready(h, what, b->pid, b->plain_port, b->password);
+    if (rc == -1) stop_pid(b->pid); /* -2: it exited and was reaped */
+    if (rc != 0) {
         b->pid = 0;
         return -1;
     }

@@ -281,6 +281,7 @@ START_TEST(error_argument_counts)
     expect_error(BASE "threads\n", 5, "missing argument");
     expect_error(BASE "threads 1 2\n", 5, "too many arguments");
     expect_error(BASE "registry a b\n", 5, "too many arguments");
+    expect_error("registry \"\"\n", 1, "empty path");
     expect_error(BASE "instance x 1.2.3.4:5\n", 5, "missing argument");
     expect_error(BASE "user\n", 5, "missing argument");
     expect_error(BASE "listen\n", 5, "missing argument");

@@ -3,6 +3,7 @@
 
 #include <check.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,10 +35,16 @@ static void text_add(struct text *t, const char *s, size_t n)
     t->s[t->len] = '\0';
 }
 
-static void text_printf(struct text *t, const char *fmt, size_t a, size_t b)
+static void text_printf(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void text_printf(struct text *t, const char *fmt, ...)
 {
     char tmp[64];
-    int n = snprintf(tmp, sizeof(tmp), fmt, a, b);
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
     text_add(t, tmp, (size_t)n);
 }
 
@@ -515,7 +522,7 @@ static char *run_scanner(const char *in, size_t n, enum feed_mode mode, unsigned
             ck_assert_int_eq(s.first, in[off]);
             if (nf + 1 < firsts_cap)
                 firsts[nf++] = s.first;
-            text_printf(&t, "L%zu ", (size_t)r, 0);
+            text_printf(&t, "L%zu ", (size_t)r);
             off += (size_t)r;
         } else if (r < 0) {
             text_add(&t, "X", 1);
@@ -638,11 +645,10 @@ END_TEST
 
 START_TEST(test_scan_depth_limit)
 {
-    char want[32];
-
     /* RESP_SCAN_MAX_DEPTH open arrays are fine, one more is malformed */
     {
         struct text t = {0};
+        char want[32];
         int i;
         for (i = 0; i < RESP_SCAN_MAX_DEPTH; i++)
             text_add(&t, "*1\r\n", 4);
