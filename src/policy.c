@@ -1,26 +1,14 @@
 /* policy.c: the pure request decision: auth, deny list, namespaces, instance, TTL rewrite. */
 #include "policy.h"
 
+#include "access.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-/* Commands keygate never forwards (DESIGN.md §3), beyond those flagged admin. */
-static const char *const denied_names[] = {
-    "config",   "debug",       "shutdown", "replicaof",    "slaveof",  "sync",
-    "psync",    "replconf",    "module",   "acl",          "monitor",  "migrate",
-    "flushall", "flushdb",     "save",     "bgsave",       "bgrewriteaof", "swapdb",
-    "failover", "cluster",     "restore",  "restore-asking", "dump",   "randomkey",
-    "latency",  "slowlog",     "lastsave", "script|flush", "script|kill", "function|delete",
-    "function|flush", "function|load", "function|restore", "function|kill", "function|dump",
-    "client|kill", "client|pause", "client|unpause", "client|no-evict", "client|no-touch",
-    "client|reply", "client|unblock", "client|tracking", "client|caching", "client|trackinginfo",
-    "client|getredir", "object|freq", "memory|purge", "memory|malloc-stats", "memory|doctor",
-    "memory|stats", "pfdebug", "pfselftest", "psetex-unused", NULL,
-};
 
 /* Commands that hold connection state: they need a pinned backend connection. */
 static const char *const stateful_names[] = {
@@ -161,20 +149,6 @@ static int decide_local(const struct policy_request *r, struct plan *p)
     return 1;
 }
 
-/* Commands allowed before AUTH (the list: AUTH, HELLO, PING, QUIT). */
-static int allowed_before_auth(const char *name)
-{
-    return strcmp(name, "auth") == 0 || strcmp(name, "hello") == 0 || strcmp(name, "ping") == 0 ||
-           strcmp(name, "quit") == 0;
-}
-
-static int denied_command(const struct command_def *cmd)
-{
-    if (name_in(cmd->name, denied_names)) return 1;
-    if (cmd->flags & CMD_ADMIN) return 1;
-    return 0;
-}
-
 /* XREAD/XREADGROUP block only with a BLOCK argument before STREAMS. */
 static int blocks(const struct policy_request *r)
 {
@@ -279,14 +253,6 @@ static void decide_ttl(const struct policy_request *r, const struct namespace_en
     }
 }
 
-static int owner_allowed(const struct user_conf *u, const char *owner)
-{
-    if (u->all_owners) return 1;
-    for (size_t i = 0; i < u->nowners; i++)
-        if (strcmp(u->owners[i], owner) == 0) return 1;
-    return 0;
-}
-
 static void decide_keys(const struct config *cfg, const struct registry *reg, const struct session *s,
                         const struct policy_request *r, struct key_ref *keys, struct plan *p);
 
@@ -301,7 +267,7 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
         p->kind = PLAN_ERROR;
         return;
     }
-    if (!s->authenticated && !allowed_before_auth(r->cmd->name)) {
+    if (!s->authenticated && !access_allowed_before_auth(r->cmd->name)) {
         plan_error(p, "NOAUTH Authentication required.");
         return;
     }
@@ -319,23 +285,21 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
     if (decide_local(r, p)) return;
 
     const char *name = r->cmd->name;
-    if (denied_command(r->cmd)) {
-        plan_error(p, "DENIED command '%s' is never forwarded by keygate", name);
+    struct access_result ar;
+    access_check_command(cfg, reg, s, r, &ar);
+    if (ar.verdict == ACCESS_DENY) {
+        plan_error(p, "%s", ar.error);
+        return;
+    }
+    p->writes = (r->cmd->flags & CMD_WRITE) != 0;
+    if (ar.verdict == ACCESS_PATTERN) {
+        p->kind = PLAN_FORWARD;
+        p->instance = ar.ns->instance;
+        p->ns = ar.ns;
         return;
     }
     if (name_in(name, stateful_names) || blocks(r)) {
         plan_error(p, "DENIED command '%s' needs a dedicated backend connection, not supported yet", name);
-        return;
-    }
-    if (r->cmd->acl & ACL_SCRIPTING) {
-        if (!s->user || !s->user->scripts) {
-            plan_error(p, "DENIED scripts are refused: user has no scripts=yes");
-            return;
-        }
-    }
-    p->writes = (r->cmd->flags & CMD_WRITE) != 0;
-    if (s->user && s->user->read_only && p->writes) {
-        plan_error(p, "NOPERM user '%s' is read-only and '%s' writes", s->user->name, name);
         return;
     }
 
@@ -384,9 +348,8 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
             plan_error(p, "NONAMESPACE key '%s' matches no namespace in the registry", key);
             return;
         }
-        if (s->user && !owner_allowed(s->user, ns->owner)) {
-            plan_error(p, "NOPERM user '%s' may not use namespace '%s' (owner %s) with '%s'", s->user->name,
-                       ns->prefix, ns->owner, name);
+        if (access_check_namespace(s, ns, r->cmd, p->error, sizeof(p->error)) != 0) {
+            p->kind = PLAN_ERROR;
             return;
         }
         if (!first) {
