@@ -190,6 +190,33 @@ static int backend_rbuf_reserve(struct backend *b, size_t more)
     return 0;
 }
 
+/*
+ * keygate's own MULTI ... EXEC around a client's command: the client's reply is
+ * element 0 of the EXEC array; when EXEC was aborted, the command's queue-time error.
+ */
+static void backend_exec_pick(struct request *req, const char *reply, size_t len)
+{
+    if (reply[0] == '-' && req->queued_error) {
+        request_complete(req, req->queued_error, req->queued_error_len);
+        return;
+    }
+    if (reply[0] == '*') {
+        const char *crlf = memchr(reply, '\n', len);
+        long long count = 0;
+        if (crlf && resp_parse_ll(reply + 1, (size_t)(crlf - reply) - 2, &count) == 0 && count > 0) {
+            const char *elem = crlf + 1;
+            struct resp_scanner sc;
+            resp_scanner_reset(&sc);
+            long long n = resp_scan_reply(&sc, elem, len - (size_t)(elem - reply));
+            if (n > 0) {
+                request_complete(req, elem, (size_t)n);
+                return;
+            }
+        }
+    }
+    request_complete(req, reply, len); /* nil (aborted by WATCH) or an error: as it came */
+}
+
 /* One framed reply for the FIFO head. Returns 0, or -1 when b was closed. */
 static int backend_deliver(struct backend *b, const char *reply, size_t len)
 {
@@ -213,6 +240,20 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
         return 0;
     case PENDING_DROP:
         request_reply_consumed(pd.req);
+        return 0;
+    case PENDING_QUEUED:
+        if (reply[0] == '-' && !pd.req->queued_error) {
+            pd.req->queued_error = malloc(len);
+            if (pd.req->queued_error) {
+                memcpy(pd.req->queued_error, reply, len);
+                pd.req->queued_error_len = len;
+            }
+        }
+        request_reply_consumed(pd.req);
+        return 0;
+    case PENDING_EXEC_PICK:
+        pd.req->waiting--;
+        backend_exec_pick(pd.req, reply, len);
         return 0;
     case PENDING_PASS:
     default:

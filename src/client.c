@@ -94,6 +94,7 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
 
 static void request_free(struct request *req)
 {
+    free(req->queued_error);
     free(req->reply);
     free(req);
 }
@@ -291,6 +292,7 @@ static void client_handle_frame(struct client *c, const char *frame)
         router_forward(c, req, &plan, frame);
         break;
     }
+    plan_release(&plan);
 }
 
 /* Make room for `more` bytes in the query buffer. */

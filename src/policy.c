@@ -163,98 +163,9 @@ static int blocks(const struct policy_request *r)
     return (r->cmd->flags & CMD_BLOCKING) != 0 || strcmp(name, "wait") == 0;
 }
 
-/*
- * The TTL (ms, relative) a command asks for itself, for max-ttl checks.
- * Returns 1 and sets *ttl_ms when the command sets a TTL, 0 when it sets none,
- * -1 when its TTL argument is not an integer (Redis will answer the error).
- * *option_given is set when SET/GETEX carries EX/PX/EXAT/PXAT/KEEPTTL/PERSIST.
- */
-static int client_ttl(const struct policy_request *r, int64_t now_ms, int64_t *ttl_ms, int *option_given)
-{
-    const char *name = r->cmd->name;
-    long long v;
-    *option_given = 0;
-    if (strcmp(name, "expire") == 0 || strcmp(name, "setex") == 0) {
-        if (arg_ll(r, 2, &v) != 0) return -1;
-        *ttl_ms = v * 1000;
-        return 1;
-    }
-    if (strcmp(name, "pexpire") == 0 || strcmp(name, "psetex") == 0) {
-        if (arg_ll(r, 2, &v) != 0) return -1;
-        *ttl_ms = v;
-        return 1;
-    }
-    if (strcmp(name, "expireat") == 0) {
-        if (arg_ll(r, 2, &v) != 0) return -1;
-        *ttl_ms = v * 1000 - now_ms;
-        return 1;
-    }
-    if (strcmp(name, "pexpireat") == 0) {
-        if (arg_ll(r, 2, &v) != 0) return -1;
-        *ttl_ms = v - now_ms;
-        return 1;
-    }
-    size_t first_opt;
-    if (strcmp(name, "set") == 0) first_opt = 3;
-    else if (strcmp(name, "getex") == 0) first_opt = 2;
-    else return 0;
-    for (size_t i = first_opt; i < r->argc; i++) {
-        int64_t scale = 0, absolute = 0;
-        if (arg_is(r, i, "EX")) scale = 1000;
-        else if (arg_is(r, i, "PX")) scale = 1;
-        else if (arg_is(r, i, "EXAT")) scale = 1000, absolute = 1;
-        else if (arg_is(r, i, "PXAT")) scale = 1, absolute = 1;
-        else if (arg_is(r, i, "KEEPTTL") || arg_is(r, i, "PERSIST")) *option_given = 1;
-        if (scale) {
-            *option_given = 1;
-            if (arg_ll(r, i + 1, &v) != 0) return -1;
-            *ttl_ms = v * scale - (absolute ? now_ms : 0);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* TTL rules of the namespace for this command (first cut: max-ttl, PERSIST, SET EX). */
-static void decide_ttl(const struct policy_request *r, const struct namespace_entry *ns, int64_t now_ms,
-                       struct plan *p)
-{
-    const char *name = r->cmd->name;
-    int64_t ttl_ms = 0;
-    int option_given = 0;
-    int has_ttl = client_ttl(r, now_ms, &ttl_ms, &option_given);
-
-    if (ns->ttl_ms > 0 && (strcmp(name, "persist") == 0 || (strcmp(name, "getex") == 0 && option_given && has_ttl == 0 &&
-                                                            arg_is(r, r->argc - 1, "PERSIST")))) {
-        plan_error(p, "DENIED PERSIST is refused in namespace '%s': its keys must keep a TTL", ns->prefix);
-        return;
-    }
-    if (has_ttl == 1 && ns->max_ttl_ms > 0 && ttl_ms > ns->max_ttl_ms) {
-        char lim[32];
-        duration_format(ns->max_ttl_ms, lim, sizeof(lim));
-        plan_error(p, "DENIED TTL of %lldms exceeds max-ttl %s of namespace '%s'", (long long)ttl_ms, lim,
-                   ns->prefix);
-        return;
-    }
-    if (strcmp(name, "set") == 0 && ns->ttl_ms > 0 && !option_given && has_ttl == 0) {
-        if (ns->ttl_ms % 1000 == 0) {
-            p->append[0] = "EX";
-            p->append_len[0] = 2;
-            p->append_len[1] = (size_t)snprintf(p->append_store, sizeof(p->append_store), "%lld",
-                                                (long long)(ns->ttl_ms / 1000));
-        } else {
-            p->append[0] = "PX";
-            p->append_len[0] = 2;
-            p->append_len[1] =
-                (size_t)snprintf(p->append_store, sizeof(p->append_store), "%lld", (long long)ns->ttl_ms);
-        }
-        p->append[1] = p->append_store;
-        p->nappend = 2;
-    }
-}
-
 static void decide_keys(const struct config *cfg, const struct registry *reg, const struct session *s,
-                        const struct policy_request *r, struct key_ref *keys, struct plan *p);
+                        const struct policy_request *r, struct key_ref *keys,
+                        const struct namespace_entry **ns, struct plan *p);
 
 void policy_decide(const struct config *cfg, const struct registry *reg, const struct session *s,
                    const struct policy_request *r, struct plan *p)
@@ -305,21 +216,35 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
 
     /* A command has at most argc keys; small commands use the stack. */
     struct key_ref stack_keys[256];
+    const struct namespace_entry *stack_ns[256];
     struct key_ref *keys = stack_keys;
+    const struct namespace_entry **ns = stack_ns;
     if (r->argc > 256) {
         keys = malloc(r->argc * sizeof(*keys));
-        if (!keys) {
+        ns = malloc(r->argc * sizeof(*ns));
+        if (!keys || !ns) {
+            free(keys);
+            free(ns);
             plan_error(p, "OOM keygate is out of memory");
             return;
         }
     }
-    decide_keys(cfg, reg, s, r, keys, p);
-    if (keys != stack_keys) free(keys);
+    decide_keys(cfg, reg, s, r, keys, ns, p);
+    if (keys != stack_keys) {
+        free(keys);
+        free(ns);
+    }
+}
+
+void plan_release(struct plan *p)
+{
+    ttl_rewrite_release(&p->ttl);
 }
 
 /* Namespace, permission and instance checks over every key, then the TTL rules. */
 static void decide_keys(const struct config *cfg, const struct registry *reg, const struct session *s,
-                        const struct policy_request *r, struct key_ref *keys, struct plan *p)
+                        const struct policy_request *r, struct key_ref *keys,
+                        const struct namespace_entry **ns_of, struct plan *p)
 {
     const char *name = r->cmd->name;
     int incomplete = 0;
@@ -352,6 +277,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
             p->kind = PLAN_ERROR;
             return;
         }
+        ns_of[i] = ns;
         if (!first) {
             first = ns;
         } else if (ns->instance != first->instance) {
@@ -362,7 +288,11 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
         }
     }
     p->ns = first;
-    decide_ttl(r, first, r->now_ms, p);
+    if (ttl_decide(r, keys, ns_of, nkeys, p) != 0) {
+        plan_release(p);
+        plan_error(p, "OOM keygate is out of memory");
+        return;
+    }
     if (p->error[0]) return;
     p->kind = PLAN_FORWARD;
     p->instance = first->instance;

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "config.h"
 #include "registry.h"
+#include "ttl.h"
 
 /*
  * request bytes -> parser -> command_lookup -> policy_decide -> plan
@@ -15,7 +16,8 @@
  *   PLAN_ERROR    reply `-<error>` and forward nothing
  *   PLAN_LOCAL    keygate answers itself (PING, ECHO, HELLO, CLIENT SETNAME, COMMAND ...)
  *   PLAN_FORWARD  send to instance `instance`: the original frame, with `append`
- *                 arguments spliced on the end (SET k v -> SET k v EX 3600)
+ *                 arguments spliced on the end (SET k v -> SET k v EX 3600), and the
+ *                 TTL commands of `ttl` around it (MULTI ... PEXPIRE k D NX ... EXEC)
  */
 enum plan_kind { PLAN_ERROR = 0, PLAN_LOCAL, PLAN_FORWARD };
 
@@ -55,7 +57,11 @@ struct plan {
     size_t append_len[PLAN_MAX_APPEND];
     char append_store[64];      /* storage the append pointers may point into */
     const struct namespace_entry *ns; /* namespace of the first key (NULL if none) */
+    struct ttl_rewrite ttl;     /* PLAN_FORWARD: injected TTL commands (see ttl.h) */
 };
+
+/* Free what policy_decide allocated in plan (call once the plan was carried out). */
+void plan_release(struct plan *plan);
 
 /* What policy knows about the client. */
 struct session {

@@ -42,6 +42,8 @@ struct request {
     int done;              /* the reply is complete */
     char *reply;           /* stored reply bytes when not written straight through */
     size_t reply_len;
+    char *queued_error;    /* wrapped in MULTI: the command's queue-time error, if any */
+    size_t queued_error_len;
     uint64_t start_ns;     /* for latency stats */
 };
 TAILQ_HEAD(request_queue, request);
@@ -52,6 +54,8 @@ enum pending_kind {
     PENDING_DROP,     /* an injected command: swallow the reply */
     PENDING_AUTH,     /* keygate's own AUTH at connect */
     PENDING_INFO,     /* keygate's own INFO at connect (topology guard) */
+    PENDING_QUEUED,   /* the client's command inside keygate's MULTI: keep a queue-time error */
+    PENDING_EXEC_PICK,/* keygate's EXEC: the client's reply is element 0 (or the queued error) */
 };
 
 struct pending {
