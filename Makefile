@@ -42,10 +42,10 @@ $(BUILD)/keygate: $(OBJS)
 $(BUILD)/obj $(BUILD)/tests/unit $(BUILD)/tests/integration:
 	mkdir -p $@
 
-$(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_OBJS) $(HDRS) | $(BUILD)/tests/unit
+$(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_OBJS) $(HDRS) $(wildcard tests/integration/*.h) | $(BUILD)/tests/unit
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJS) $(CHECK_LIBS) $(LDLIBS)
 
-$(BUILD)/tests/integration/%: tests/integration/%.c $(HARNESS) tests/integration/harness.h $(LIB_OBJS) $(HDRS) | $(BUILD)/tests/integration
+$(BUILD)/tests/integration/%: tests/integration/%.c $(HARNESS) $(wildcard tests/integration/*.h) $(LIB_OBJS) $(HDRS) | $(BUILD)/tests/integration
 	$(CC) $(CFLAGS) -Itests/integration $(LDFLAGS) -o $@ $< $(HARNESS) $(LIB_OBJS) $(CHECK_LIBS) $(LDLIBS)
 
 certs:

@@ -1,22 +1,96 @@
-/* access.c: the never-forwarded list, script gate, and per-user namespace rights (all pure). */
+/* access.c: who may run what: the never-forwarded list, pattern commands, scripts, users' rights (all pure). */
 #include "access.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
-/* Commands keygate never forwards (DESIGN.md §3), beyond those flagged admin. */
-static const char *const denied_names[] = {
-    "config",   "debug",       "shutdown", "replicaof",    "slaveof",  "sync",
-    "psync",    "replconf",    "module",   "acl",          "monitor",  "migrate",
-    "flushall", "flushdb",     "save",     "bgsave",       "bgrewriteaof", "swapdb",
-    "failover", "cluster",     "restore",  "restore-asking", "dump",   "randomkey",
-    "latency",  "slowlog",     "lastsave", "script|flush", "script|kill", "function|delete",
-    "function|flush", "function|load", "function|restore", "function|kill", "function|dump",
-    "client|kill", "client|pause", "client|unpause", "client|no-evict", "client|no-touch",
-    "client|reply", "client|unblock", "client|tracking", "client|caching", "client|trackinginfo",
-    "client|getredir", "object|freq", "memory|purge", "memory|malloc-stats", "memory|doctor",
-    "memory|stats", "pfdebug", "pfselftest", NULL,
+/*
+ * access_check_command, in this order:
+ *
+ *   never forwarded   in denied[] (a parent name covers all its subcommands), or
+ *                     flagged admin / @dangerous and not one of safe_exceptions[]
+ *   scripts           @scripting needs a user with scripts=yes
+ *   read-only users   a write (SORT only with STORE), EVAL/EVALSHA/FCALL, PUBLISH/SPUBLISH -> NOPERM
+ *   database 0        COPY ... DB n (n != 0) -> DENIED
+ *   patterns          KEYS p / SCAN c MATCH p -> ACCESS_PATTERN(namespace of p) or DENIED
+ *                     SORT BY/GET p: p's literal prefix must stay in the sorted key's namespace
+ *                     SCRIPT LOAD/EXISTS -> ACCESS_PATTERN(the user's one instance) or DENIED
+ *   otherwise         ACCESS_ALLOW: policy looks every key up and calls access_check_namespace
+ */
+
+struct denied_entry {
+    const char *name; /* lower case; "parent" covers "parent|*" */
+    const char *why;
 };
+
+/* Never forwarded (DESIGN.md §3 and issue #5), whatever their flags say. */
+static const struct denied_entry denied[] = {
+    {"acl", "server administration"},
+    {"bgrewriteaof", "persistence is the operator's"},
+    {"bgsave", "persistence is the operator's"},
+    {"client|caching", "client-side caching state is not supported through keygate"},
+    {"client|getredir", "client-side caching state is not supported through keygate"},
+    {"client|kill", "it acts on the backend's connections"},
+    {"client|no-evict", "it acts on the backend's connections"},
+    {"client|no-touch", "it acts on the backend's connections"},
+    {"client|pause", "it acts on the backend's connections"},
+    {"client|reply", "keygate owns the reply stream of its shared connections"},
+    {"client|tracking", "client-side caching state is not supported through keygate"},
+    {"client|trackinginfo", "client-side caching state is not supported through keygate"},
+    {"client|unblock", "it acts on the backend's connections"},
+    {"client|unpause", "it acts on the backend's connections"},
+    {"cluster", "server administration"},
+    {"config", "server administration"},
+    {"debug", "server administration"},
+    {"dump", "raw serialized values bypass the registry"},
+    {"failover", "replication is the operator's"},
+    {"flushall", "it deletes every namespace"},
+    {"flushdb", "it deletes every namespace"},
+    {"function|delete", "functions are loaded by the operator"},
+    {"function|dump", "functions are loaded by the operator"},
+    {"function|flush", "functions are loaded by the operator"},
+    {"function|kill", "functions are loaded by the operator"},
+    {"function|load", "functions are loaded by the operator"},
+    {"function|restore", "functions are loaded by the operator"},
+    {"lastsave", "server administration"},
+    {"latency", "server administration"},
+    {"memory|doctor", "server administration"},
+    {"memory|malloc-stats", "server administration"},
+    {"memory|purge", "server administration"},
+    {"memory|stats", "server administration"},
+    {"migrate", "it moves keys out of the registry's instances"},
+    {"module", "server administration"},
+    {"monitor", "it would show every client's commands"},
+    {"move", "keygate serves database 0 only"},
+    {"pfdebug", "server administration"},
+    {"pfselftest", "server administration"},
+    {"psync", "replication is the operator's"},
+    {"randomkey", "it names a key of any namespace"},
+    {"replconf", "replication is the operator's"},
+    {"replicaof", "replication is the operator's"},
+    {"restore", "raw serialized values bypass the registry"},
+    {"restore-asking", "raw serialized values bypass the registry"},
+    {"role", "server administration"},
+    {"save", "persistence is the operator's"},
+    {"script|debug", "script debugging blocks or forks the backend"},
+    {"script|flush", "it drops every user's scripts"},
+    {"script|kill", "it stops another client's script"},
+    {"shutdown", "server administration"},
+    {"slaveof", "replication is the operator's"},
+    {"slowlog", "server administration"},
+    {"swapdb", "keygate serves database 0 only"},
+    {"sync", "replication is the operator's"},
+    {NULL, NULL},
+};
+
+/*
+ * Flagged admin or @dangerous in Redis's table, yet safe through keygate:
+ *   keys, sort, sort_ro  patterns checked here, keys through the registry
+ *   info, client|list    answered by keygate itself (keygate's own sections / clients)
+ */
+static const char *const safe_exceptions[] = {"keys", "sort", "sort_ro", "info", "client|list", NULL};
 
 static int name_in(const char *name, const char *const *list)
 {
@@ -25,35 +99,271 @@ static int name_in(const char *name, const char *const *list)
     return 0;
 }
 
+/* The denied[] entry for name: exact, or its parent ("config" for "config|set"). */
+static const struct denied_entry *denied_find(const char *name)
+{
+    const char *bar = strchr(name, '|');
+    size_t plen = bar ? (size_t)(bar - name) : strlen(name);
+    for (size_t i = 0; denied[i].name; i++) {
+        if (strcmp(name, denied[i].name) == 0) return &denied[i];
+        if (bar && strlen(denied[i].name) == plen && strncmp(name, denied[i].name, plen) == 0) return &denied[i];
+    }
+    return NULL;
+}
+
+const char *access_never_forwarded(const struct command_def *cmd)
+{
+    const struct denied_entry *d = denied_find(cmd->name);
+    if (d) return d->why;
+    if ((cmd->flags & CMD_ADMIN) && !name_in(cmd->name, safe_exceptions)) return "flagged admin";
+    if ((cmd->acl & ACL_DANGEROUS) && !name_in(cmd->name, safe_exceptions)) return "in the @dangerous category";
+    return NULL;
+}
+
 int access_allowed_before_auth(const char *name)
 {
     return strcmp(name, "auth") == 0 || strcmp(name, "hello") == 0 || strcmp(name, "ping") == 0 ||
            strcmp(name, "quit") == 0;
 }
 
-static void deny(struct access_result *out, const char *fmt, const char *a, const char *b)
+static void deny(struct access_result *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void deny(struct access_result *out, const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
     out->verdict = ACCESS_DENY;
-    snprintf(out->error, sizeof(out->error), fmt, a, b);
+    vsnprintf(out->error, sizeof(out->error), fmt, ap);
+    va_end(ap);
+}
+
+static int arg_is(const struct policy_request *r, size_t i, const char *word)
+{
+    return i < r->argc && r->argvlen[i] == strlen(word) && strncasecmp(r->argv[i], word, r->argvlen[i]) == 0;
+}
+
+/* Printable copy of at most 100 bytes of s for an error message (CR, LF, NUL become spaces). */
+static const char *printable(const char *s, size_t len, char *out, size_t outlen)
+{
+    size_t n = len < 100 ? len : 100;
+    if (n > outlen - 1) n = outlen - 1;
+    for (size_t i = 0; i < n; i++) out[i] = (s[i] == '\r' || s[i] == '\n' || s[i] == '\0') ? ' ' : s[i];
+    out[n] = '\0';
+    return out;
+}
+
+/* 1 when SORT's options carry STORE (walked like sortCommandGeneric). */
+static int sort_stores(const struct policy_request *r)
+{
+    for (size_t j = 2; j < r->argc; j++) {
+        size_t left = r->argc - j - 1;
+        if (arg_is(r, j, "LIMIT") && left >= 2) j += 2;
+        else if ((arg_is(r, j, "BY") || arg_is(r, j, "GET")) && left >= 1) j++;
+        else if (arg_is(r, j, "STORE") && left >= 1) return 1;
+    }
+    return 0;
+}
+
+/* Does the command change data, for an access=ro user? */
+static int command_writes(const struct policy_request *r)
+{
+    static const char *const keyless_writers[] = {"eval", "evalsha", "fcall", "publish", "spublish", NULL};
+    const char *name = r->cmd->name;
+    if (strcmp(name, "sort") == 0) return sort_stores(r);
+    return (r->cmd->flags & CMD_WRITE) || name_in(name, keyless_writers);
+}
+
+/* The namespace of the command's first key that has one (for messages), or NULL. */
+static const struct namespace_entry *first_key_namespace(const struct registry *reg, const struct policy_request *r)
+{
+    struct key_ref keys[16];
+    int incomplete = 0;
+    int n = command_find_keys(r->cmd, r->argc, r->argv, r->argvlen, keys, 16, &incomplete);
+    for (int i = 0; i < n && i < 16; i++) {
+        size_t ai = (size_t)keys[i].index;
+        const struct namespace_entry *ns = registry_lookup(reg, NS_KEY, r->argv[ai], r->argvlen[ai]);
+        if (ns) return ns;
+    }
+    return NULL;
+}
+
+/*
+ * The namespace that every key matching a glob lies in: the namespace of its literal
+ * prefix (the bytes before the first of `stops`). Every match starts with that literal,
+ * so it lies in that namespace or in a longer one nested inside it whose prefix starts
+ * with the literal; the user must be allowed to use all of those. Returns the
+ * namespace, or NULL with the reason in why.
+ */
+static const struct namespace_entry *glob_namespace(const struct registry *reg, const struct session *s,
+                                                    const struct command_def *cmd, const char *pat, size_t len,
+                                                    const char *stops, char *why, size_t whylen)
+{
+    size_t lit = 0;
+    while (lit < len && !strchr(stops, pat[lit])) lit++;
+    char shown[104];
+    const struct namespace_entry *ns = registry_lookup(reg, NS_KEY, pat, lit);
+    if (!ns) {
+        snprintf(why, whylen, "its literal prefix '%s' lies in no namespace", printable(pat, lit, shown, sizeof(shown)));
+        return NULL;
+    }
+    char err[PLAN_ERROR_MAX];
+    if (access_check_namespace(s, ns, cmd, err, sizeof(err)) != 0) {
+        snprintf(why, whylen, "user '%s' may not use namespace '%s' (owner %s)", s->user->name, ns->prefix, ns->owner);
+        return NULL;
+    }
+    size_t from = reg->first[NS_KEY], to = from + reg->n[NS_KEY];
+    for (size_t i = from; i < to; i++) {
+        const struct namespace_entry *e = &reg->entries[i];
+        if (e == ns || e->prefix_len <= lit || memcmp(e->prefix, pat, lit) != 0) continue;
+        if (access_check_namespace(s, e, cmd, err, sizeof(err)) != 0) {
+            snprintf(why, whylen, "it also matches nested namespace '%s' (owner %s) that user '%s' may not use",
+                     e->prefix, e->owner, s->user->name);
+            return NULL;
+        }
+    }
+    return ns;
+}
+
+/* KEYS pattern / SCAN cursor [MATCH p] [COUNT n] [TYPE t]: forward only inside one namespace. */
+static void check_keys_scan(const struct registry *reg, const struct session *s, const struct policy_request *r,
+                            struct access_result *out)
+{
+    const char *name = r->cmd->name;
+    size_t pat = 0; /* argv index of the pattern; 0 = none */
+    if (strcmp(name, "keys") == 0) {
+        pat = 1;
+    } else {
+        for (size_t i = 2; i < r->argc; i += 2) { /* as scanGenericCommand: the last MATCH wins */
+            if (i + 1 >= r->argc || !(arg_is(r, i, "MATCH") || arg_is(r, i, "COUNT") || arg_is(r, i, "TYPE"))) {
+                deny(out, "ERR syntax error");
+                return;
+            }
+            if (arg_is(r, i, "MATCH")) pat = i + 1;
+        }
+        if (!pat) {
+            deny(out, "DENIED SCAN needs MATCH with a pattern inside one namespace (e.g. SCAN 0 MATCH cache:x:*)");
+            return;
+        }
+    }
+    char why[PLAN_ERROR_MAX - 128];
+    const struct namespace_entry *ns =
+        glob_namespace(reg, s, r->cmd, r->argv[pat], r->argvlen[pat], "*?[\\", why, sizeof(why));
+    if (!ns) {
+        char shown[104];
+        deny(out, "DENIED %s pattern '%s' must stay inside one namespace you may read: %s", name,
+             printable(r->argv[pat], r->argvlen[pat], shown, sizeof(shown)), why);
+        return;
+    }
+    out->verdict = ACCESS_PATTERN;
+    out->ns = ns;
+}
+
+/* SORT/SORT_RO key ... BY p / GET p: each p with a '*' must stay in the sorted key's namespace. */
+static void check_sort(const struct registry *reg, const struct session *s, const struct policy_request *r,
+                       struct access_result *out)
+{
+    const struct namespace_entry *key_ns = registry_lookup(reg, NS_KEY, r->argv[1], r->argvlen[1]);
+    out->verdict = ACCESS_ALLOW;
+    if (!key_ns) return; /* policy answers NONAMESPACE for the key itself */
+    for (size_t j = 2; j < r->argc; j++) {
+        size_t left = r->argc - j - 1;
+        if (arg_is(r, j, "LIMIT") && left >= 2) {
+            j += 2;
+            continue;
+        }
+        if (arg_is(r, j, "STORE") && left >= 1) {
+            j++;
+            continue;
+        }
+        if (!((arg_is(r, j, "BY") || arg_is(r, j, "GET")) && left >= 1)) continue; /* ASC, ALPHA, or a syntax error */
+        j++;
+        const char *p = r->argv[j];
+        size_t len = r->argvlen[j];
+        /* No '*': BY sorts nothing, GET returns nil; "GET #" is the element itself. No key is read. */
+        if (!memchr(p, '*', len)) continue;
+        char why[PLAN_ERROR_MAX - 160], shown[104];
+        const struct namespace_entry *ns = glob_namespace(reg, s, r->cmd, p, len, "*", why, sizeof(why));
+        if (ns && ns != key_ns)
+            snprintf(why, sizeof(why), "it reads namespace '%s', the sorted key is in '%s'", ns->prefix,
+                     key_ns->prefix);
+        if (!ns || ns != key_ns) {
+            deny(out, "DENIED %s %s pattern '%s' must stay in the sorted key's namespace: %s", r->cmd->name,
+                 arg_is(r, j - 1, "BY") ? "BY" : "GET", printable(p, len, shown, sizeof(shown)), why);
+            return;
+        }
+    }
+}
+
+/*
+ * SCRIPT LOAD / SCRIPT EXISTS name no key. They go to the one instance that holds
+ * every namespace the user may use (that is where its EVALSHA can run); a user whose
+ * namespaces span instances is refused and uses EVAL, which caches the script on the
+ * instance that runs it.
+ */
+static void check_script_cache(const struct config *cfg, const struct registry *reg, const struct session *s,
+                               const struct policy_request *r, struct access_result *out)
+{
+    const struct namespace_entry *pick = NULL;
+    int spans = 0;
+    char err[PLAN_ERROR_MAX];
+    size_t from = reg->first[NS_KEY], to = from + reg->n[NS_KEY];
+    for (size_t i = from; i < to; i++) {
+        const struct namespace_entry *e = &reg->entries[i];
+        if (access_check_namespace(s, e, r->cmd, err, sizeof(err)) != 0) continue;
+        if (!pick) pick = e;
+        else if (e->instance != pick->instance) spans = 1;
+    }
+    if (!pick || spans) {
+        deny(out,
+             "DENIED %s needs one instance, and user '%s' has namespaces on %s; use EVAL (it caches the script on "
+             "the instance that runs it)",
+             r->cmd->name, s->user ? s->user->name : "default", pick ? "several instances" : "none");
+        return;
+    }
+    (void)cfg;
+    out->verdict = ACCESS_PATTERN;
+    out->ns = pick;
 }
 
 void access_check_command(const struct config *cfg, const struct registry *reg, const struct session *s,
                           const struct policy_request *r, struct access_result *out)
 {
-    (void)cfg;
-    (void)reg;
     const struct command_def *cmd = r->cmd;
+    const char *name = cmd->name;
     memset(out, 0, sizeof(*out));
-    if (name_in(cmd->name, denied_names) || (cmd->flags & CMD_ADMIN)) {
-        deny(out, "DENIED command '%s' is never forwarded by keygate%s", cmd->name, "");
+
+    const char *why = access_never_forwarded(cmd);
+    if (why) {
+        deny(out, "DENIED command '%s' is never forwarded by keygate: %s", name, why);
         return;
     }
     if ((cmd->acl & ACL_SCRIPTING) && (!s->user || !s->user->scripts)) {
-        deny(out, "DENIED scripts are refused: '%s' needs a user with scripts=yes%s", cmd->name, "");
+        deny(out, "DENIED scripts are refused: '%s' needs a user with scripts=yes", name);
         return;
     }
-    if (s->user && s->user->read_only && (cmd->flags & CMD_WRITE)) {
-        deny(out, "NOPERM user '%s' is read-only and '%s' writes", s->user->name, cmd->name);
+    if (s->user && s->user->read_only && command_writes(r)) {
+        const struct namespace_entry *ns = first_key_namespace(reg, r);
+        deny(out, "NOPERM user '%s' has access=ro and '%s' writes%s%s%s", s->user->name, name,
+             ns ? " namespace '" : "", ns ? ns->prefix : "", ns ? "'" : "");
+        return;
+    }
+    if (strcmp(name, "copy") == 0) {
+        for (size_t i = 3; i + 1 < r->argc; i++)
+            if (arg_is(r, i, "DB") && !arg_is(r, i + 1, "0")) {
+                deny(out, "DENIED keygate serves database 0 only: COPY ... DB is refused");
+                return;
+            }
+    }
+    if (strcmp(name, "keys") == 0 || strcmp(name, "scan") == 0) {
+        check_keys_scan(reg, s, r, out);
+        return;
+    }
+    if (strcmp(name, "sort") == 0 || strcmp(name, "sort_ro") == 0) {
+        check_sort(reg, s, r, out);
+        return;
+    }
+    if (strcmp(name, "script|load") == 0 || strcmp(name, "script|exists") == 0) {
+        check_script_cache(cfg, reg, s, r, out);
         return;
     }
     out->verdict = ACCESS_ALLOW;

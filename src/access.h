@@ -1,4 +1,4 @@
-/* access.h: who may run what: the never-forwarded list, scripts, users' owners and read-only rights. */
+/* access.h: who may run what: the never-forwarded list, pattern commands, scripts, users' owners and read-only rights. */
 #ifndef KEYGATE_ACCESS_H
 #define KEYGATE_ACCESS_H
 
@@ -9,7 +9,8 @@
 enum access_verdict {
     ACCESS_ALLOW = 0, /* go on: policy checks every key's namespace next */
     ACCESS_DENY,      /* refuse with `error` */
-    ACCESS_PATTERN,   /* KEYS/SCAN with a MATCH inside one namespace: forward to ns's instance */
+    ACCESS_PATTERN,   /* a keyless command keygate routes itself (KEYS/SCAN MATCH inside one
+                         namespace, SCRIPT LOAD/EXISTS): forward to ns's instance, no key loop */
 };
 
 struct access_result {
@@ -18,20 +19,42 @@ struct access_result {
     const struct namespace_entry *ns; /* ACCESS_PATTERN */
 };
 
-/* 1 when `name` (lower-case command name) may run before AUTH. */
+/* 1 when `name` (lower-case command name) may run before AUTH: auth, hello, ping, quit. */
 int access_allowed_before_auth(const char *name);
 
 /*
- * Command-level rights, before any key is looked up: the never-forwarded list
- * (DESIGN.md §3), scripts without scripts=yes, a read-only user's writes, and the
- * pattern commands (KEYS/SCAN). Pure.
+ * Why keygate never forwards cmd (a short reason for the -DENIED text), or NULL when it
+ * may be forwarded. Never forwarded: the explicit list in access.c (DESIGN.md §3, issue
+ * #5; a parent name such as "config" covers every subcommand), and every command flagged
+ * `admin` or in `@dangerous`, except KEYS, SORT, SORT_RO (made safe by pattern checks)
+ * and INFO, CLIENT LIST (answered by keygate). Pure.
+ */
+const char *access_never_forwarded(const struct command_def *cmd);
+
+/*
+ * Command-level rights, before any key is looked up. Pure. In order:
+ *   - never forwarded (access_never_forwarded)              -> DENY "DENIED ..."
+ *   - @scripting without a user with scripts=yes            -> DENY "DENIED ..."
+ *   - an access=ro user and a command that writes (SORT only with STORE; EVAL, EVALSHA,
+ *     FCALL, PUBLISH, SPUBLISH count as writes)             -> DENY "NOPERM ..."
+ *   - COPY ... DB n with n != 0                              -> DENY "DENIED ..."
+ *   - KEYS p / SCAN c MATCH p: p's literal prefix (before the first of * ? [ \) must lie
+ *     in a namespace the user may use, and no nested namespace the pattern can reach may
+ *     belong to an owner the user lacks                      -> PATTERN(ns) or DENY "DENIED ..."
+ *     (SCAN without MATCH is DENIED; a malformed SCAN gets Redis's "ERR syntax error")
+ *   - SORT/SORT_RO BY/GET patterns containing '*': the literal before the '*' must lie in
+ *     the sorted key's namespace (same nested rule)         -> ALLOW or DENY "DENIED ..."
+ *   - SCRIPT LOAD / SCRIPT EXISTS: to the one instance holding every namespace the user
+ *     may use                                               -> PATTERN(ns) or DENY "DENIED ..."
+ *   - anything else                                         -> ALLOW
  */
 void access_check_command(const struct config *cfg, const struct registry *reg, const struct session *s,
                           const struct policy_request *r, struct access_result *out);
 
 /*
- * May session s touch namespace ns with command cmd? 0 when yes; otherwise -1 with
- * a "NOPERM ..." message in error. Pure.
+ * May session s touch namespace ns with command cmd? 0 when yes (no users configured,
+ * owners=*, or ns's owner among the user's owners); otherwise -1 with
+ * "NOPERM user 'U' may not use namespace 'P' (owner O) with 'cmd'" in error. Pure.
  */
 int access_check_namespace(const struct session *s, const struct namespace_entry *ns,
                            const struct command_def *cmd, char *error, size_t len);

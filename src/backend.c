@@ -19,6 +19,8 @@
 #define BACKOFF_MAX_MS 2000
 
 static void backend_connect(struct backend *b);
+static void backend_make_idle(struct backend *b);
+static void backend_part_done(struct request *req, int part, const char *reply, size_t len);
 
 static void backend_retry_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -63,6 +65,7 @@ int backend_pools_start(struct worker *w)
         const struct instance_conf *ic = &cfg->instances[i];
         struct backend_pool *pool = &w->pools[i];
         pool->nconns = ic->connections > 0 ? ic->connections : 1;
+        TAILQ_INIT(&pool->idle);
         pool->conns = calloc((size_t)pool->nconns, sizeof(*pool->conns));
         if (!pool->conns) return -1;
         if (ic->tls) {
@@ -83,6 +86,19 @@ int backend_pools_start(struct worker *w)
     return 0;
 }
 
+/* One instance's reply to a split request; the last one merges. */
+static void backend_part_done(struct request *req, int part, const char *reply, size_t len)
+{
+    struct request_part *pt = &req->parts[part];
+    req->waiting--;
+    pt->reply = malloc(len ? len : 1);
+    if (pt->reply) {
+        memcpy(pt->reply, reply, len);
+        pt->len = len;
+    }
+    if (--req->parts_left == 0) router_merge(req);
+}
+
 /* Fail and forget every request in flight on b. */
 static void backend_fail_fifo(struct backend *b)
 {
@@ -93,10 +109,12 @@ static void backend_fail_fifo(struct backend *b)
         b->fifo_head = (b->fifo_head + 1) % b->fifo_cap;
         b->fifo_count--;
         if (!pd.req) continue;
-        if (pd.kind == PENDING_PASS) {
+        if (pd.kind == PENDING_PASS || pd.kind == PENDING_EXEC_PICK || pd.kind == PENDING_EXEC_FILTER) {
             pd.req->waiting--;
             STAT_INC(&b->worker->stats, errors_unavailable);
             request_complete(pd.req, msg, (size_t)n);
+        } else if (pd.kind == PENDING_PART) {
+            backend_part_done(pd.req, pd.part, msg, (size_t)n);
         } else {
             request_reply_consumed(pd.req);
         }
@@ -107,6 +125,7 @@ void backend_pools_free(struct worker *w)
 {
     for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
         struct backend_pool *pool = &w->pools[i];
+        if (!pool->conns) continue;
         for (int j = 0; j < pool->nconns; j++) {
             struct backend *b = &pool->conns[j];
             if (b->bev) bufferevent_free(b->bev);
@@ -117,6 +136,13 @@ void backend_pools_free(struct worker *w)
             free(b->rbuf);
         }
         free(pool->conns);
+        struct backend *idle;
+        while ((idle = TAILQ_FIRST(&pool->idle))) {
+            TAILQ_REMOVE(&pool->idle, idle, link);
+            idle->in_idle = 0;
+            backend_abandon(idle);
+        }
+        backend_reap(w);
         if (pool->ssl_ctx) SSL_CTX_free(pool->ssl_ctx);
         memset(pool, 0, sizeof(*pool));
     }
@@ -161,6 +187,22 @@ static void backend_send_internal(struct backend *b, enum pending_kind kind, int
 void backend_close(struct backend *b, const char *reason)
 {
     const struct instance_conf *ic = backend_conf(b);
+    if (b->pinned) {
+        struct client *owner = b->owner;
+        log_msg(owner ? LOG_WARN : LOG_DEBUG, "instance '%s' dedicated connection: %s", ic->name, reason);
+        if (b->bev) bufferevent_free(b->bev);
+        b->bev = NULL;
+        b->state = BACKEND_DOWN;
+        b->owner = NULL;
+        backend_fail_fifo(b);
+        if (b->in_idle) TAILQ_REMOVE(&b->worker->pools[b->instance].idle, b, link);
+        b->in_idle = 0;
+        b->worker->pools[b->instance].npinned--;
+        TAILQ_INSERT_TAIL(&b->worker->dead_backends, b, link);
+        event_active(b->worker->reap_ev, EV_TIMEOUT, 0);
+        if (owner) client_pin_lost(owner, b);
+        return;
+    }
     if (!b->warned_down || b->state == BACKEND_READY)
         log_msg(LOG_WARN, "instance '%s' (%s:%d) connection %d: %s; retrying", ic->name, ic->host, ic->port,
                 b->slot, reason);
@@ -174,7 +216,7 @@ void backend_close(struct backend *b, const char *reason)
     backend_fail_fifo(b);
     struct timeval tv = {b->backoff_ms / 1000, (b->backoff_ms % 1000) * 1000};
     b->backoff_ms = b->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : b->backoff_ms * 2;
-    if (!b->worker->stopping) evtimer_add(b->retry_timer, &tv);
+    if (!b->worker->stopping && b->retry_timer) evtimer_add(b->retry_timer, &tv);
 }
 
 /* Reserve room for `more` received bytes. */
@@ -217,6 +259,37 @@ static void backend_exec_pick(struct request *req, const char *reply, size_t len
     request_complete(req, reply, len); /* nil (aborted by WATCH) or an error: as it came */
 }
 
+/*
+ * The client's own transaction: its EXEC array also holds the replies of the TTL
+ * commands keygate queued; drop those so the client sees what Redis would answer it.
+ */
+static void backend_exec_filter(struct request *req, const char *reply, size_t len)
+{
+    long long count = -1;
+    const char *crlf = reply[0] == '*' ? memchr(reply, '\n', len) : NULL;
+    if (!crlf || resp_parse_ll(reply + 1, (size_t)(crlf - reply) - 2, &count) != 0 || count < 0 ||
+        (size_t)count != req->exec_nkeep) {
+        request_complete(req, reply, len); /* nil (WATCH) or EXECABORT: as it came */
+        return;
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < req->exec_nkeep; i++) kept += req->exec_keep[i];
+    struct evbuffer *out = evbuffer_new();
+    evbuffer_add_printf(out, "*%zu\r\n", kept);
+    const char *elem = crlf + 1, *end = reply + len;
+    for (size_t i = 0; i < req->exec_nkeep; i++) {
+        struct resp_scanner sc;
+        resp_scanner_reset(&sc);
+        long long n = resp_scan_reply(&sc, elem, (size_t)(end - elem));
+        if (n <= 0) break;
+        if (req->exec_keep[i]) evbuffer_add(out, elem, (size_t)n);
+        elem += n;
+    }
+    size_t olen = evbuffer_get_length(out);
+    request_complete(req, (const char *)evbuffer_pullup(out, -1), olen);
+    evbuffer_free(out);
+}
+
 /* One framed reply for the FIFO head. Returns 0, or -1 when b was closed. */
 static int backend_deliver(struct backend *b, const char *reply, size_t len)
 {
@@ -255,6 +328,13 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
         pd.req->waiting--;
         backend_exec_pick(pd.req, reply, len);
         return 0;
+    case PENDING_EXEC_FILTER:
+        pd.req->waiting--;
+        backend_exec_filter(pd.req, reply, len);
+        return 0;
+    case PENDING_PART:
+        backend_part_done(pd.req, pd.part, reply, len);
+        return 0;
     case PENDING_PASS:
     default:
         pd.req->waiting--;
@@ -283,9 +363,15 @@ static void backend_read_cb(struct bufferevent *bev, void *arg)
             backend_close(b, "malformed reply");
             return;
         }
-        if (backend_deliver(b, b->rbuf + pos, (size_t)n) != 0) return;
+        if (b->subscriber && !(b->fifo_count > 0 && b->fifo[b->fifo_head].kind == PENDING_AUTH)) {
+            if (b->owner) client_push(b->owner, b, b->rbuf + pos, (size_t)n);
+            if (!b->bev) return; /* the push ended the subscription and closed b */
+        } else if (backend_deliver(b, b->rbuf + pos, (size_t)n) != 0) {
+            return;
+        }
         pos += (size_t)n;
     }
+    if (b->pinned && b->release_when_idle && b->fifo_count == 0 && !b->subscriber) backend_make_idle(b);
     if (pos > 0) {
         memmove(b->rbuf, b->rbuf + pos, b->rlen - pos);
         b->rlen -= pos;
@@ -310,7 +396,12 @@ static void backend_event_cb(struct bufferevent *bev, short events, void *arg)
     }
     char why[256];
     if (events & BEV_EVENT_TIMEOUT) {
-        snprintf(why, sizeof(why), "connect timed out");
+        struct sockaddr_storage peer;
+        socklen_t peerlen = sizeof(peer);
+        if (ic->tls && getpeername(bufferevent_getfd(bev), (struct sockaddr *)&peer, &peerlen) == 0)
+            snprintf(why, sizeof(why), "TLS handshake timed out (is the server speaking TLS on this port?)");
+        else
+            snprintf(why, sizeof(why), "connect timed out");
     } else if (events & BEV_EVENT_EOF) {
         snprintf(why, sizeof(why), "connection closed by the server");
     } else {
@@ -319,7 +410,13 @@ static void backend_event_cb(struct bufferevent *bev, short events, void *arg)
         if (err) {
             char ebuf[200];
             ERR_error_string_n(err, ebuf, sizeof(ebuf));
-            snprintf(why, sizeof(why), "TLS error: %s", ebuf);
+            SSL *ssl = bufferevent_openssl_get_ssl(bev);
+            long verify = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+            if (verify != X509_V_OK) /* say which check failed: CA, name, dates */
+                snprintf(why, sizeof(why), "TLS error: %s: server certificate: %s", ebuf,
+                         X509_verify_cert_error_string(verify));
+            else
+                snprintf(why, sizeof(why), "TLS error: %s", ebuf);
         } else {
             snprintf(why, sizeof(why), "%s", evutil_socket_error_to_string(sock_err));
         }
@@ -376,5 +473,78 @@ static void backend_connect(struct backend *b)
     if (ic->password) {
         const char *argv[3] = {"AUTH", ic->username ? ic->username : ic->password, ic->password};
         backend_send_internal(b, PENDING_AUTH, ic->username ? 3 : 2, argv);
+    }
+}
+
+/* Put a clean dedicated connection on its instance's idle list. */
+static void backend_make_idle(struct backend *b)
+{
+    struct backend_pool *pool = &b->worker->pools[b->instance];
+    b->release_when_idle = 0;
+    b->owner = NULL;
+    if (b->state != BACKEND_READY && b->state != BACKEND_CONNECTING) {
+        backend_abandon(b);
+        return;
+    }
+    if (!b->in_idle) {
+        TAILQ_INSERT_TAIL(&pool->idle, b, link);
+        b->in_idle = 1;
+    }
+}
+
+struct backend *backend_pin(struct worker *w, int instance, struct client *c)
+{
+    struct backend_pool *pool = &w->pools[instance];
+    struct backend *b;
+    while ((b = TAILQ_FIRST(&pool->idle))) {
+        TAILQ_REMOVE(&pool->idle, b, link);
+        b->in_idle = 0;
+        if (b->state != BACKEND_DOWN) {
+            b->owner = c;
+            return b;
+        }
+        backend_abandon(b);
+    }
+    if (pool->npinned >= w->cfg->max_pinned) return NULL;
+    b = calloc(1, sizeof(*b));
+    if (!b) return NULL;
+    b->worker = w;
+    b->instance = instance;
+    b->slot = -1;
+    b->pinned = 1;
+    b->backoff_ms = BACKOFF_MIN_MS;
+    pool->npinned++;
+    backend_connect(b);
+    if (b->state == BACKEND_DOWN) return NULL; /* backend_close already queued it for reaping */
+    b->owner = c;
+    return b;
+}
+
+void backend_unpin(struct backend *b)
+{
+    b->owner = NULL;
+    if (b->subscriber) {
+        backend_abandon(b); /* still subscribed to something: never reuse */
+        return;
+    }
+    if (b->fifo_count == 0) backend_make_idle(b);
+    else b->release_when_idle = 1;
+}
+
+void backend_abandon(struct backend *b)
+{
+    b->owner = NULL;
+    if (b->state == BACKEND_DOWN && !b->bev) return; /* already closed and queued for reaping */
+    backend_close(b, "released");
+}
+
+void backend_reap(struct worker *w)
+{
+    struct backend *b;
+    while ((b = TAILQ_FIRST(&w->dead_backends))) {
+        TAILQ_REMOVE(&w->dead_backends, b, link);
+        free(b->fifo);
+        free(b->rbuf);
+        free(b);
     }
 }

@@ -69,6 +69,9 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
     resp_parser_init(&c->parser);
     c->parser.max_bulk = cfg->max_request_bytes;
     c->session.authenticated = cfg->nusers == 0;
+    c->session.multi_instance = -1;
+    c->session.watch_instance = -1;
+    c->parser.unauthenticated = !c->session.authenticated; /* Redis's pre-AUTH request limits */
     if (tls) {
         SSL *ssl = SSL_new(tls);
         if (!ssl) {
@@ -94,6 +97,10 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
 
 static void request_free(struct request *req)
 {
+    for (int i = 0; i < req->nparts; i++) free(req->parts[i].reply);
+    free(req->parts);
+    free(req->key_instance);
+    free(req->exec_keep);
     free(req->queued_error);
     free(req->reply);
     free(req);
@@ -124,6 +131,15 @@ void client_close(struct client *c, const char *reason)
         request_release(req); /* replies still due from backends free it when they come */
     }
     c->nqueued = 0;
+    /* dedicated connections holding this client's state are closed, never reused */
+    if (c->watch_pin) backend_abandon(c->watch_pin);
+    if (c->block_pin) backend_abandon(c->block_pin);
+    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++)
+        if (c->sub_pin[i]) backend_abandon(c->sub_pin[i]);
+    c->watch_pin = c->block_pin = NULL;
+    memset(c->sub_pin, 0, sizeof(c->sub_pin));
+    if (c->multi_buf) evbuffer_free(c->multi_buf);
+    c->multi_buf = NULL;
     if (c->bev) {
         TAILQ_REMOVE(&w->clients, c, link);
         bufferevent_free(c->bev);
@@ -145,8 +161,17 @@ void client_reap(struct worker *w)
         free(c->argv);
         free(c->argvlen);
         free(c->name);
+        free(c->multi_keep);
         free(c);
     }
+}
+
+/* Frames may wait in qbuf (backpressure, a stall): parse them from a deferred callback,
+ * never from inside the read loop that may be running now. */
+static void client_resume_parsing(struct client *c)
+{
+    if (c->qlen > 0 || evbuffer_get_length(bufferevent_get_input(c->bev)) > 0)
+        bufferevent_trigger(c->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
 }
 
 /* Backpressure: stop reading while too much is queued; resume when it drains. */
@@ -162,9 +187,7 @@ static void client_update_reading(struct client *c)
     } else if (!over && c->read_paused) {
         c->read_paused = 0;
         bufferevent_enable(c->bev, EV_READ);
-        /* input may already hold frames we stopped parsing */
-        if (c->qlen > 0 || evbuffer_get_length(bufferevent_get_input(c->bev)) > 0)
-            client_read_cb(c->bev, c);
+        client_resume_parsing(c);
     }
 }
 
@@ -186,6 +209,7 @@ void client_flush(struct client *c)
         client_close(c, "closing");
         return;
     }
+    if (c->stall && TAILQ_EMPTY(&c->queue)) client_resume_parsing(c);
     client_update_reading(c);
 }
 
@@ -193,6 +217,7 @@ void request_complete(struct request *req, const char *reply, size_t len)
 {
     struct client *c = req->client;
     req->done = 1;
+    if (c && req->blocking) c->block_pin = NULL; /* it answered: the pin is back in the pool */
     if (!c || c->closed) {
         if (req->waiting == 0) request_free(req);
         return;
@@ -252,19 +277,169 @@ static int client_argv_reserve(struct client *c, size_t n)
     return 0;
 }
 
-/* Handle one parsed frame: decide, then answer, refuse or forward. */
-static void client_handle_frame(struct client *c, const char *frame)
+/* Reply +QUEUED/-error to a command inside the client's MULTI, buffering it for EXEC. */
+static void client_multi_queue(struct client *c, struct request *req, const struct plan *plan, const char *frame)
+{
+    if (plan->kind == PLAN_ERROR) {
+        c->multi_dirty = 1;
+        request_error(c, req, plan->error);
+        return;
+    }
+    if (router_write_queued(c->multi_buf, c, plan, frame, &c->multi_keep, &c->multi_nkeep, &c->multi_keep_cap) < 0) {
+        c->multi_dirty = 1;
+        request_error(c, req, "OOM keygate is out of memory");
+        return;
+    }
+    if (c->session.multi_instance < 0) c->session.multi_instance = plan->instance;
+    request_complete(req, "+QUEUED\r\n", 9);
+}
+
+static void client_multi_reset(struct client *c)
+{
+    if (c->multi_buf) evbuffer_free(c->multi_buf);
+    c->multi_buf = NULL;
+    free(c->multi_keep);
+    c->multi_keep = NULL;
+    c->multi_nkeep = c->multi_keep_cap = 0;
+    c->multi_dirty = 0;
+    c->session.in_multi = 0;
+    c->session.multi_instance = -1;
+}
+
+/* WATCH state ends (EXEC, DISCARD, UNWATCH): the pin goes back once its replies are in. */
+static void client_watch_end(struct client *c)
+{
+    if (!c->watch_pin) return;
+    backend_unpin(c->watch_pin);
+    c->watch_pin = NULL;
+    c->session.watch_instance = -1;
+    c->stall = 1; /* the next command may go to another connection: keep the order */
+}
+
+/* EXEC: send MULTI + the buffered commands + EXEC in one write, or answer EXECABORT. */
+static void client_exec(struct client *c, struct request *req)
+{
+    struct worker *w = c->worker;
+    if (c->multi_dirty) {
+        client_multi_reset(c);
+        if (c->watch_pin) {
+            backend_abandon(c->watch_pin); /* still WATCHing: never reuse */
+            c->watch_pin = NULL;
+            c->session.watch_instance = -1;
+            c->stall = 1;
+        }
+        request_error(c, req, "EXECABORT Transaction discarded because of previous errors.");
+        return;
+    }
+    if (c->multi_nkeep == 0 && !c->watch_pin) {
+        client_multi_reset(c);
+        request_complete(req, "*0\r\n", 4);
+        return;
+    }
+    int instance = c->session.multi_instance >= 0 ? c->session.multi_instance : c->session.watch_instance;
+    struct backend *b = c->watch_pin ? c->watch_pin : backend_for(w, instance, c->id);
+    if (!b) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "UNAVAILABLE instance '%s' is unreachable", w->cfg->instance_names[instance]);
+        client_multi_reset(c);
+        client_watch_end(c);
+        request_error(c, req, msg);
+        return;
+    }
+    struct evbuffer *out = bufferevent_get_output(b->bev);
+    evbuffer_add(out, "*1\r\n$5\r\nMULTI\r\n", 15);
+    backend_expect(b, req, PENDING_DROP);
+    evbuffer_add_buffer(out, c->multi_buf);
+    for (size_t i = 0; i < c->multi_nkeep; i++) backend_expect(b, req, PENDING_DROP);
+    evbuffer_add(out, "*1\r\n$4\r\nEXEC\r\n", 14);
+    backend_expect(b, req, PENDING_EXEC_FILTER);
+    req->exec_keep = c->multi_keep;
+    req->exec_nkeep = c->multi_nkeep;
+    c->multi_keep = NULL;
+    client_multi_reset(c);
+    client_watch_end(c);
+    STAT_INC(&w->stats, commands_forwarded);
+}
+
+static void client_discard(struct client *c, struct request *req)
+{
+    client_multi_reset(c);
+    if (c->watch_pin) {
+        /* DISCARD also unwatches: do it on the pin before it goes back */
+        evbuffer_add(bufferevent_get_output(c->watch_pin->bev), "*1\r\n$7\r\nUNWATCH\r\n", 17);
+        backend_expect(c->watch_pin, req, PENDING_DROP);
+        client_watch_end(c);
+    }
+    request_complete(req, "+OK\r\n", 5);
+}
+
+/* The connection that carries a FLOW_SHARED command: the WATCH pin for its instance, else shared. */
+static struct backend *client_target(struct client *c, int instance)
+{
+    if (c->watch_pin && c->session.watch_instance == instance) return c->watch_pin;
+    return backend_for(c->worker, instance, c->id);
+}
+
+static void request_pin_full(struct client *c, struct request *req, int instance)
+{
+    char msg[200];
+    snprintf(msg, sizeof(msg), "UNAVAILABLE no dedicated connection free for instance '%s' (max-pinned %d)",
+             c->worker->cfg->instance_names[instance], c->worker->cfg->max_pinned);
+    request_error(c, req, msg);
+}
+
+/* (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE: written to the subscriber connection, whose frames
+ * go straight to the client (client_push); no reply is matched to a request. */
+static void client_subscribe(struct client *c, const struct plan *plan, const char *frame)
+{
+    struct worker *w = c->worker;
+    for (int i = 0; i < (int)w->cfg->ninstances; i++) {
+        int wanted = plan->flow == FLOW_SUBSCRIBE ? i == plan->instance
+                                                  : (plan->all_instances || i == plan->instance);
+        if (!wanted) continue;
+        struct backend *b = c->sub_pin[i];
+        if (!b && plan->flow == FLOW_SUBSCRIBE) {
+            b = backend_pin(w, i, c);
+            if (!b) {
+                struct request *req = request_new(c);
+                if (req) request_pin_full(c, req, i);
+                return;
+            }
+            b->subscriber = 1;
+            c->sub_pin[i] = b;
+            c->session.subscribed = 1;
+        }
+        if (!b) continue;
+        evbuffer_add(bufferevent_get_output(b->bev), frame, c->parser.frame_len);
+        STAT_INC(&w->stats, commands_forwarded);
+    }
+}
+
+/* 1 when the client holds no subscriber connection (UNSUBSCRIBE then answers locally). */
+static int client_has_no_subscription(const struct client *c, const struct plan *plan)
+{
+    if (plan->all_instances) {
+        for (int i = 0; i < CONFIG_MAX_INSTANCES; i++)
+            if (c->sub_pin[i]) return 0;
+        return 1;
+    }
+    return c->sub_pin[plan->instance] == NULL;
+}
+
+/*
+ * Handle one parsed frame: decide, then answer, refuse, buffer or forward.
+ * Returns 1 when the frame must wait (a switch of connection while earlier replies
+ * are due): the caller leaves it unconsumed and parses it again once the queue is empty.
+ */
+static int client_handle_frame(struct client *c, const char *frame)
 {
     struct worker *w = c->worker;
     struct resp_parser *p = &c->parser;
-    STAT_INC(&w->stats, commands_processed);
 
-    struct request *req = request_new(c);
-    if (!req || client_argv_reserve(c, p->argc) != 0) {
-        if (req) request_error(c, req, "OOM keygate is out of memory");
-        return;
+    if (client_argv_reserve(c, p->argc) != 0) {
+        client_close(c, "out of memory");
+        return 0;
     }
-    req->start_ns = clock_mono_ns();
     for (size_t i = 0; i < p->argc; i++) {
         c->argv[i] = resp_arg_ptr(p, frame, i);
         c->argvlen[i] = p->args[i].len;
@@ -276,23 +451,135 @@ static void client_handle_frame(struct client *c, const char *frame)
         .now_ms = clock_wall_ms(),
     };
     pr.cmd = command_lookup(p->argc, c->argv, c->argvlen, &pr.unknown_subcommand);
-    if (pr.cmd) snprintf(c->last_cmd, sizeof(c->last_cmd), "%s", pr.cmd->name);
 
     struct plan plan;
     policy_decide(w->cfg, w->cfg->registry, &c->session, &pr, &plan);
+    int needs_empty_queue = plan.kind == PLAN_FORWARD && !c->session.in_multi &&
+                            (plan.flow == FLOW_BLOCK || (plan.flow == FLOW_WATCH && !c->watch_pin) ||
+                             (plan.flow == FLOW_SUBSCRIBE && !c->session.subscribed));
+    if (needs_empty_queue && c->nqueued > 0) {
+        plan_release(&plan);
+        c->stall = 1;
+        return 1;
+    }
+    STAT_INC(&w->stats, commands_processed);
+    if (pr.cmd) snprintf(c->last_cmd, sizeof(c->last_cmd), "%s", pr.cmd->name);
+
+    if (plan.kind == PLAN_FORWARD && (plan.flow == FLOW_SUBSCRIBE || plan.flow == FLOW_UNSUBSCRIBE) &&
+        !(plan.flow == FLOW_UNSUBSCRIBE && client_has_no_subscription(c, &plan))) {
+        client_subscribe(c, &plan, frame);
+        plan_release(&plan);
+        return 0;
+    }
+
+    if (plan.kind == PLAN_FORWARD && plan.flow == FLOW_UNSUBSCRIBE) {
+        plan.kind = PLAN_LOCAL; /* nothing subscribed: Redis's empty confirmation */
+        plan.local = LOCAL_UNSUBSCRIBE_NONE;
+    }
+    struct request *req = request_new(c);
+    if (!req) {
+        plan_release(&plan);
+        client_close(c, "out of memory");
+        return 0;
+    }
+    req->start_ns = clock_mono_ns();
+    if (c->session.in_multi && (plan.kind == PLAN_FORWARD || (plan.kind == PLAN_ERROR && plan.local == LOCAL_NONE &&
+                                                               strcmp(plan.error, "ERR MULTI calls can not be nested")))) {
+        client_multi_queue(c, req, &plan, frame);
+        plan_release(&plan);
+        return 0;
+    }
     switch (plan.kind) {
     case PLAN_ERROR:
         request_error(c, req, plan.error);
         break;
     case PLAN_LOCAL:
         STAT_INC(&w->stats, commands_local);
-        local_execute(c, req, &plan, p->argc, c->argv, c->argvlen);
+        if (plan.local == LOCAL_MULTI) {
+            c->multi_buf = evbuffer_new();
+            c->session.in_multi = 1;
+            c->session.multi_instance = -1;
+            request_complete(req, "+OK\r\n", 5);
+        } else if (plan.local == LOCAL_EXEC) {
+            client_exec(c, req);
+        } else if (plan.local == LOCAL_DISCARD) {
+            client_discard(c, req);
+        } else {
+            local_execute(c, req, &plan, p->argc, c->argv, c->argvlen);
+        }
         break;
     case PLAN_FORWARD:
-        router_forward(c, req, &plan, frame);
+        if (plan.merge != MERGE_NONE) {
+            router_forward_split(c, req, &plan, frame);
+        } else if (plan.flow == FLOW_WATCH) {
+            if (!c->watch_pin) {
+                c->watch_pin = backend_pin(w, plan.instance, c);
+                if (!c->watch_pin) {
+                    request_pin_full(c, req, plan.instance);
+                    break;
+                }
+                c->session.watch_instance = plan.instance;
+            }
+            router_forward(c, c->watch_pin, req, &plan, frame);
+        } else if (plan.flow == FLOW_UNWATCH) {
+            router_forward(c, c->watch_pin, req, &plan, frame);
+            client_watch_end(c);
+        } else if (plan.flow == FLOW_BLOCK) {
+            struct backend *b = backend_pin(w, plan.instance, c);
+            if (!b) {
+                request_pin_full(c, req, plan.instance);
+                break;
+            }
+            req->blocking = 1;
+            c->block_pin = b;
+            router_forward(c, b, req, &plan, frame);
+            backend_unpin(b); /* back to the idle list once it answered */
+            c->stall = 1;     /* later commands wait for it, as they would on Redis */
+        } else {
+            router_forward(c, client_target(c, plan.instance), req, &plan, frame);
+        }
         break;
     }
     plan_release(&plan);
+    return 0;
+}
+
+void client_push(struct client *c, struct backend *b, const char *frame, size_t len)
+{
+    if (c->closed) return;
+    bufferevent_write(c->bev, frame, len);
+    STAT_ADD(&c->worker->stats, bytes_to_clients, len);
+    /* ["unsubscribe"|"punsubscribe"|"sunsubscribe", channel, remaining]: 0 ends it */
+    if (len < 20 || frame[0] != '*' || frame[1] != '3') return;
+    const char *kind = memchr(frame, '\n', len);
+    if (!kind || kind + 4 >= frame + len || kind[1] != '$') return;
+    const char *word = memchr(kind + 1, '\n', (size_t)(frame + len - kind - 1));
+    if (!word) return;
+    word++;
+    if (!(frame + len - word > 12 && (memcmp(word, "unsubscribe", 11) == 0 || memcmp(word + 1, "unsubscribe", 11) == 0)))
+        return;
+    const char *last = frame + len - 2; /* points at the final CRLF */
+    const char *colon = last;
+    while (colon > frame && *colon != ':') colon--;
+    if (colon == frame || colon[1] != '0' || colon + 2 != last) return;
+    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
+        if (c->sub_pin[i] != b) continue;
+        c->sub_pin[i] = NULL;
+        b->subscriber = 0;  /* nothing subscribed on it any more: clean */
+        backend_unpin(b);
+    }
+    int any = 0;
+    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) any |= c->sub_pin[i] != NULL;
+    c->session.subscribed = any;
+}
+
+void client_pin_lost(struct client *c, struct backend *b)
+{
+    if (c->block_pin == b) {
+        c->block_pin = NULL; /* its request got -UNAVAILABLE; no other state */
+        return;
+    }
+    client_close(c, "its dedicated backend connection closed (WATCH or subscriptions lost)");
 }
 
 /* Make room for `more` bytes in the query buffer. */
@@ -360,10 +647,15 @@ static void client_read_cb(struct bufferevent *bev, void *arg)
             return;
         }
         const char *frame = c->qbuf + pos;
+        if (c->parser.argc > 0 && c->stall && c->nqueued > 0) break; /* parsed again later */
+        c->stall = 0;
+        if (c->parser.argc > 0) {
+            if (client_handle_frame(c, frame)) break;
+            if (c->closed) return;
+        }
         pos += c->parser.frame_len;
         if (c->parser.argc > 0) {
-            client_handle_frame(c, frame);
-            if (c->closed) return;
+            c->parser.unauthenticated = !c->session.authenticated; /* AUTH lifts the limits */
         }
     }
     if (pos > 0) {

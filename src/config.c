@@ -498,6 +498,7 @@ static const struct directive {
     {"threads", "N", 1, 1, 0, V_INT, NULL, offsetof(struct config, threads), 1, 64},
     {"max-clients", "N", 1, 1, 0, V_INT, NULL, offsetof(struct config, max_clients), 1, 1000000},
     {"max-pending", "N", 1, 1, 0, V_INT, NULL, offsetof(struct config, max_pending), 1, 1000000},
+    {"max-pinned", "N", 1, 1, 0, V_INT, NULL, offsetof(struct config, max_pinned), 1, 100000},
     {"max-request-size", "SIZE", 1, 1, 0, V_SIZE, NULL, offsetof(struct config, max_request_bytes),
      1, INT64_MAX},
     {"client-output-limit", "SIZE", 1, 1, 0, V_SIZE, NULL,
@@ -590,6 +591,7 @@ struct config *config_load(const char *path, struct diag *errs)
     c->max_request_bytes = 512LL * 1024 * 1024;
     c->client_output_limit = 64LL * 1024 * 1024;
     c->max_pending = 1024;
+    c->max_pinned = 64;
     c->connect_timeout_ms = 2000;
     c->shutdown_timeout_ms = 5000;
     c->log_level = LOG_INFO;

@@ -62,6 +62,7 @@ struct config {
     int64_t max_request_bytes;/* max-request-size SIZE (bytes; 512mb default like Redis) */
     int64_t client_output_limit; /* client-output-limit SIZE: reply bytes queued per client */
     int max_pending;          /* max-pending N: requests in flight per client, default 1024 */
+    int max_pinned;           /* max-pinned N: dedicated connections per instance per worker, default 64 */
     int64_t connect_timeout_ms;  /* backend connect timeout, default 2s */
     int64_t shutdown_timeout_ms; /* shutdown-timeout: drain bound on SIGTERM, default 5s */
     int log_level;            /* log-level debug|info|warn|error (enum log_level), default info */

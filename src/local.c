@@ -159,13 +159,22 @@ static void local_hello(struct client *c, struct request *req, size_t argc, cons
     reply_buffer(req, out);
 }
 
-/* "id=.. addr=.. name=.. age=.. db=0 cmd=..\n" for one client. */
+/* One client as Redis 7.0's CLIENT LIST prints it (every field, keygate's values). */
 static void client_info_line(struct evbuffer *out, const struct client *c)
 {
     int64_t age = (clock_wall_ms() - c->created_ms) / 1000;
-    evbuffer_add_printf(out, "id=%llu addr=%s name=%s age=%lld db=0 user=%s cmd=%s\n", (unsigned long long)c->id,
-                        c->addr, c->name ? c->name : "", (long long)age,
-                        c->session.user ? c->session.user->name : "default", c->last_cmd);
+    int subs = 0;
+    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) subs += c->sub_pin[i] != NULL;
+    size_t obl = c->bev ? evbuffer_get_length(bufferevent_get_output(c->bev)) : 0;
+    evbuffer_add_printf(out,
+                        "id=%llu addr=%s laddr=? fd=%d name=%s age=%lld idle=0 flags=%s db=0 sub=%d psub=0 ssub=0 "
+                        "multi=%d qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu rbp=0 obl=%zu oll=0 "
+                        "omem=%zu tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=2\n",
+                        (unsigned long long)c->id, c->addr, c->bev ? (int)bufferevent_getfd(c->bev) : -1,
+                        c->name ? c->name : "", (long long)age, c->session.in_multi ? "x" : "N", subs,
+                        c->session.in_multi ? (int)c->multi_nkeep : -1, c->qlen, c->qcap - c->qlen, c->qcap, obl, obl,
+                        c->qcap + obl, c->last_cmd[0] ? c->last_cmd : "NULL",
+                        c->session.user ? c->session.user->name : "default");
 }
 
 static void local_client_list(struct client *c, struct request *req, int only_self)
@@ -282,8 +291,9 @@ static void local_info(struct client *c, struct request *req, size_t argc, const
             char ttl[32] = "none", max[32] = "none";
             if (e->ttl_ms) duration_format(e->ttl_ms, ttl, sizeof(ttl));
             if (e->max_ttl_ms) duration_format(e->max_ttl_ms, max, sizeof(max));
-            evbuffer_add_printf(body, "%s:%s,instance=%s,ttl=%s,max_ttl=%s,sliding=%d,owner=%s\r\n",
-                                e->kind == NS_CHANNEL ? "channel" : "namespace", e->prefix,
+            /* one "name:k=v,..." line per entry, unique names, as clients' INFO parsers expect */
+            evbuffer_add_printf(body, "ns%zu:prefix=%s,kind=%s,instance=%s,ttl=%s,max_ttl=%s,sliding=%d,owner=%s\r\n",
+                                i, e->prefix, e->kind == NS_CHANNEL ? "channel" : "namespace",
                                 cfg->instance_names[e->instance], ttl, max, e->sliding, e->owner);
         }
         evbuffer_add_printf(body, "\r\n");
@@ -385,6 +395,39 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
     case LOCAL_INFO:
         local_info(c, req, argc, argv, argvlen);
         break;
+    case LOCAL_UNWATCH:
+        reply_str(req, "+OK\r\n");
+        break;
+    case LOCAL_PING_SUBSCRIBED: {
+        struct evbuffer *out = evbuffer_new();
+        evbuffer_add_printf(out, "*2\r\n$4\r\npong\r\n");
+        if (argc == 2) add_bulk(out, argv[1], argvlen[1]);
+        else evbuffer_add(out, "$0\r\n\r\n", 6);
+        reply_buffer(req, out);
+        break;
+    }
+    case LOCAL_UNSUBSCRIBE_NONE: {
+        /* Redis: one confirmation per channel named, or one with a nil channel */
+        struct evbuffer *out = evbuffer_new();
+        const char *kind = argv[0];
+        size_t kind_len = argvlen[0];
+        char lower[16];
+        size_t n = kind_len < sizeof(lower) ? kind_len : sizeof(lower) - 1;
+        for (size_t i = 0; i < n; i++) lower[i] = (char)((kind[i] >= 'A' && kind[i] <= 'Z') ? kind[i] + 32 : kind[i]);
+        if (argc == 1) {
+            evbuffer_add_printf(out, "*3\r\n");
+            add_bulk(out, lower, n);
+            evbuffer_add_printf(out, "$-1\r\n:0\r\n");
+        }
+        for (size_t i = 1; i < argc; i++) {
+            evbuffer_add_printf(out, "*3\r\n");
+            add_bulk(out, lower, n);
+            add_bulk(out, argv[i], argvlen[i]);
+            evbuffer_add_printf(out, ":0\r\n");
+        }
+        reply_buffer(req, out);
+        break;
+    }
     case LOCAL_NONE:
     default:
         reply_error(c, req, "ERR internal error: no local handler");

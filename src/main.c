@@ -1,5 +1,7 @@
 /* main.c: command line, start-up, signals, sd_notify, worker threads, reload and shutdown. */
 #include "proxy.h"
+#include "admin.h"
+#include "audit.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -30,6 +32,7 @@ static void usage(FILE *out)
             "usage: keygate -c FILE               run the proxy (foreground)\n"
             "       keygate --check -c FILE       validate config, registry and users; exit 1 on errors\n"
             "       keygate registry -c FILE [--markdown]  print the effective registry\n"
+            "       keygate audit -c FILE [--limit N]  report keys on the instances that break the registry\n"
             "       keygate --version\n");
 }
 
@@ -150,6 +153,10 @@ static int run(const char *path)
         }
     }
     d.base = event_base_new();
+    struct admin *admin = NULL;
+    if (rc == 0 && d.cfg->admin_host &&
+        !(admin = admin_start(d.base, d.cfg->admin_host, d.cfg->admin_port, &d.proxy, &d.cfg)))
+        rc = 1;
     struct event *sigs[3] = {0};
     if (rc == 0) {
         int signums[3] = {SIGHUP, SIGTERM, SIGINT};
@@ -167,6 +174,7 @@ static int run(const char *path)
         sd_notify(0, "READY=1");
         event_base_dispatch(d.base);
     }
+    admin_stop(admin);
     for (int i = 0; i < started; i++) worker_post(&d.proxy.workers[i], NULL, 1);
     for (int i = 0; i < started; i++) pthread_join(d.threads[i], NULL);
     for (int i = 0; i < d.proxy.nworkers; i++) worker_free(&d.proxy.workers[i]);
@@ -187,6 +195,7 @@ int main(int argc, char **argv)
 {
     const char *config_path = NULL;
     int check = 0, markdown = 0, registry_cmd = 0;
+    if (argc > 1 && strcmp(argv[1], "audit") == 0) return audit_main(argc - 1, argv + 1);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
             config_path = argv[++i];

@@ -10,12 +10,6 @@
 #include <string.h>
 #include <strings.h>
 
-/* Commands that hold connection state: they need a pinned backend connection. */
-static const char *const stateful_names[] = {
-    "multi", "exec", "discard", "watch", "unwatch", "subscribe", "unsubscribe",
-    "psubscribe", "punsubscribe", "ssubscribe", "sunsubscribe", "reset", NULL,
-};
-
 static int name_in(const char *name, const char *const *list)
 {
     for (size_t i = 0; list[i]; i++)
@@ -166,6 +160,170 @@ static int blocks(const struct policy_request *r)
 static void decide_keys(const struct config *cfg, const struct registry *reg, const struct session *s,
                         const struct policy_request *r, struct key_ref *keys,
                         const struct namespace_entry **ns, struct plan *p);
+static void decide_multi_instance(const struct config *cfg, const struct session *s, struct plan *p);
+
+
+/* Commands Redis accepts from a client in subscribed mode (RESP2). */
+static int allowed_subscribed(const char *name)
+{
+    static const char *const ok[] = {"subscribe", "psubscribe", "ssubscribe", "unsubscribe", "punsubscribe",
+                                     "sunsubscribe", "ping", "quit", "reset", NULL};
+    return name_in(name, ok);
+}
+
+enum channel_role { CH_NONE = 0, CH_CHANNELS, CH_PATTERNS, CH_FIRST_ONLY, CH_OPTIONAL_PATTERN };
+
+/* Where a pub/sub command names channels (argv[1..]) and whether they are patterns. */
+static enum channel_role channel_role(const char *name)
+{
+    if (!strcmp(name, "subscribe") || !strcmp(name, "ssubscribe") || !strcmp(name, "unsubscribe") ||
+        !strcmp(name, "sunsubscribe"))
+        return CH_CHANNELS;
+    if (!strcmp(name, "psubscribe") || !strcmp(name, "punsubscribe")) return CH_PATTERNS;
+    if (!strcmp(name, "publish") || !strcmp(name, "spublish")) return CH_FIRST_ONLY;
+    if (!strcmp(name, "pubsub|numsub") || !strcmp(name, "pubsub|shardnumsub")) return CH_CHANNELS;
+    if (!strcmp(name, "pubsub|channels") || !strcmp(name, "pubsub|shardchannels")) return CH_OPTIONAL_PATTERN;
+    if (!strcmp(name, "pubsub|numpat")) return CH_OPTIONAL_PATTERN;
+    return CH_NONE;
+}
+
+/* Length of a glob pattern's literal prefix (up to the first * ? [ or backslash). */
+static size_t pattern_literal_len(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (s[i] == '*' || s[i] == '?' || s[i] == '[' || s[i] == '\\') return i;
+    return len;
+}
+
+/*
+ * Channel namespace checks of a pub/sub command: every channel (or a pattern's literal
+ * prefix) must lie in a `channel` entry the user may use, all on one instance.
+ * Fills p->instance / p->ns or an error.
+ */
+static void decide_channels(const struct config *cfg, const struct registry *reg, const struct session *s,
+                            const struct policy_request *r, enum channel_role role, struct plan *p)
+{
+    size_t first = 1, last = r->argc;
+    if (role == CH_FIRST_ONLY) last = 2;
+    if (r->cmd->name[0] == 'p' && !strncmp(r->cmd->name, "pubsub|", 7)) first = 2;
+    int patterns = role == CH_PATTERNS || role == CH_OPTIONAL_PATTERN;
+    const struct namespace_entry *seen = NULL;
+    for (size_t i = first; i < last; i++) {
+        size_t len = patterns ? pattern_literal_len(r->argv[i], r->argvlen[i]) : r->argvlen[i];
+        const struct namespace_entry *ns = registry_lookup(reg, NS_CHANNEL, r->argv[i], len);
+        char ch[130];
+        if (!ns || (patterns && len < ns->prefix_len)) {
+            arg_for_error(r->argv[i], r->argvlen[i], ch, sizeof(ch));
+            plan_error(p, "NONAMESPACE %s '%s' matches no channel namespace in the registry",
+                       patterns ? "pattern" : "channel", ch);
+            return;
+        }
+        if (access_check_namespace(s, ns, r->cmd, p->error, sizeof(p->error)) != 0) {
+            p->kind = PLAN_ERROR;
+            return;
+        }
+        if (seen && seen->instance != ns->instance) {
+            plan_error(p, "CROSSINSTANCE channels of '%s' live on instances '%s' and '%s'", r->cmd->name,
+                       cfg->instance_names[seen->instance], cfg->instance_names[ns->instance]);
+            return;
+        }
+        seen = ns;
+    }
+    if (!seen) {
+        /* no channel named: PUBSUB NUMPAT / CHANNELS without a pattern, UNSUBSCRIBE all */
+        if (role == CH_CHANNELS || role == CH_PATTERNS) {
+            p->all_instances = 1;
+        } else {
+            for (size_t i = 0; i < reg->count; i++) {
+                const struct namespace_entry *e = &reg->entries[i];
+                if (e->kind != NS_CHANNEL) continue;
+                if (seen && seen->instance != e->instance) {
+                    plan_error(p, "DENIED '%s' without a channel pattern spans several instances", r->cmd->name);
+                    return;
+                }
+                seen = e;
+            }
+            if (!seen) {
+                plan_error(p, "DENIED the registry has no channel namespace");
+                return;
+            }
+        }
+    }
+    p->kind = PLAN_FORWARD;
+    p->ns = seen;
+    p->instance = seen ? seen->instance : -1;
+}
+
+/* Transaction, WATCH and subscribed-mode rules that depend on the session. 1 when p was filled. */
+static int decide_session(const struct session *s, const struct policy_request *r, struct plan *p)
+{
+    const char *name = r->cmd->name;
+    if (s->subscribed && !allowed_subscribed(name)) {
+        plan_error(p,
+                   "ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are "
+                   "allowed in this context",
+                   name);
+        return 1;
+    }
+    if (s->subscribed && !strcmp(name, "ping")) {
+        plan_local(p, LOCAL_PING_SUBSCRIBED);
+        return 1;
+    }
+    if (!strcmp(name, "multi")) {
+        if (s->in_multi) plan_error(p, "ERR MULTI calls can not be nested");
+        else plan_local(p, LOCAL_MULTI);
+        return 1;
+    }
+    if (!strcmp(name, "exec") || !strcmp(name, "discard")) {
+        if (!s->in_multi) plan_error(p, "ERR %s without MULTI", name[0] == 'e' ? "EXEC" : "DISCARD");
+        else plan_local(p, name[0] == 'e' ? LOCAL_EXEC : LOCAL_DISCARD);
+        return 1;
+    }
+    if (!strcmp(name, "watch") && s->in_multi) {
+        plan_error(p, "ERR WATCH inside MULTI is not allowed");
+        return 1;
+    }
+    if (!strcmp(name, "unwatch")) {
+        if (s->in_multi) plan_error(p, "DENIED keygate does not queue UNWATCH inside MULTI");
+        else if (s->watch_instance < 0) plan_local(p, LOCAL_UNWATCH);
+        else {
+            p->kind = PLAN_FORWARD;
+            p->flow = FLOW_UNWATCH;
+            p->instance = s->watch_instance;
+        }
+        return 1;
+    }
+    if (!strcmp(name, "reset")) {
+        plan_error(p, "DENIED RESET is not supported by keygate; reconnect instead");
+        return 1;
+    }
+    if (s->in_multi && (r->cmd->flags & CMD_PUBSUB) && channel_role(name) != CH_FIRST_ONLY &&
+        strncmp(name, "pubsub|", 7) != 0) {
+        plan_error(p, "DENIED '%s' inside MULTI is not supported by keygate", name);
+        return 1;
+    }
+    return 0;
+}
+
+/* Inside MULTI keygate forwards PING/ECHO (their replies belong in the EXEC array). */
+static int decide_local_in_multi(const struct session *s, const struct policy_request *r, struct plan *p)
+{
+    if (!s->in_multi || p->kind != PLAN_LOCAL) return 0;
+    if (p->local == LOCAL_PING || p->local == LOCAL_ECHO) {
+        p->kind = PLAN_FORWARD;
+        p->instance = s->multi_instance >= 0 ? s->multi_instance : (s->watch_instance >= 0 ? s->watch_instance : 0);
+        return 1;
+    }
+    if (p->local == LOCAL_QUIT) return 0;
+    plan_error(p, "DENIED keygate cannot queue '%s' inside MULTI", r->cmd->name);
+    return 1;
+}
+
+static int splittable(const char *name)
+{
+    return !strcmp(name, "mget") || !strcmp(name, "del") || !strcmp(name, "unlink") || !strcmp(name, "exists") ||
+           !strcmp(name, "touch");
+}
 
 void policy_decide(const struct config *cfg, const struct registry *reg, const struct session *s,
                    const struct policy_request *r, struct plan *p)
@@ -193,7 +351,11 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
         plan_error(p, "ERR wrong number of arguments for '%s' command", r->cmd->name);
         return;
     }
-    if (decide_local(r, p)) return;
+    if (decide_session(s, r, p)) return;
+    if (decide_local(r, p)) {
+        decide_local_in_multi(s, r, p);
+        return;
+    }
 
     const char *name = r->cmd->name;
     struct access_result ar;
@@ -209,8 +371,17 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
         p->ns = ar.ns;
         return;
     }
-    if (name_in(name, stateful_names) || blocks(r)) {
-        plan_error(p, "DENIED command '%s' needs a dedicated backend connection, not supported yet", name);
+    enum channel_role role = channel_role(name);
+    if (role != CH_NONE) {
+        decide_channels(cfg, reg, s, r, role, p);
+        if (p->kind != PLAN_FORWARD) return;
+        if (!strcmp(name, "subscribe") || !strcmp(name, "psubscribe") || !strcmp(name, "ssubscribe")) {
+            p->flow = FLOW_SUBSCRIBE;
+        } else if (strstr(name, "unsubscribe")) {
+            p->flow = FLOW_UNSUBSCRIBE;
+        } else if (s->in_multi) {
+            decide_multi_instance(cfg, s, p);
+        }
         return;
     }
 
@@ -239,6 +410,8 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
 void plan_release(struct plan *p)
 {
     ttl_rewrite_release(&p->ttl);
+    free(p->key_instance);
+    p->key_instance = NULL;
 }
 
 /* Namespace, permission and instance checks over every key, then the TTL rules. */
@@ -264,6 +437,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
     }
 
     const struct namespace_entry *first = NULL;
+    int split_instance = -1;
     for (int i = 0; i < nkeys; i++) {
         size_t ai = (size_t)keys[i].index;
         const struct namespace_entry *ns = registry_lookup(reg, NS_KEY, r->argv[ai], r->argvlen[ai]);
@@ -280,6 +454,8 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
         ns_of[i] = ns;
         if (!first) {
             first = ns;
+        } else if (ns->instance != first->instance && splittable(name)) {
+            split_instance = ns->instance;
         } else if (ns->instance != first->instance) {
             arg_for_error(r->argv[ai], r->argvlen[ai], key, sizeof(key));
             plan_error(p, "CROSSINSTANCE keys of '%s' live on instances '%s' and '%s' ('%s'); it cannot be split",
@@ -288,6 +464,21 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
         }
     }
     p->ns = first;
+    if (split_instance >= 0) {
+        if (s->in_multi) {
+            plan_error(p, "CROSSINSTANCE keys of '%s' live on instances '%s' and '%s'; inside MULTI it cannot be split",
+                       name, cfg->instance_names[first->instance], cfg->instance_names[split_instance]);
+            return;
+        }
+        p->key_instance = malloc(r->argc);
+        if (!p->key_instance) {
+            plan_error(p, "OOM keygate is out of memory");
+            return;
+        }
+        memset(p->key_instance, -1, r->argc);
+        for (int i = 0; i < nkeys; i++) p->key_instance[keys[i].index] = (int8_t)ns_of[i]->instance;
+        p->merge = !strcmp(name, "mget") ? MERGE_MGET : MERGE_SUM;
+    }
     if (ttl_decide(r, keys, ns_of, nkeys, p) != 0) {
         plan_release(p);
         plan_error(p, "OOM keygate is out of memory");
@@ -296,4 +487,29 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
     if (p->error[0]) return;
     p->kind = PLAN_FORWARD;
     p->instance = first->instance;
+    if (s->in_multi) {
+        decide_multi_instance(cfg, s, p);
+        return;
+    }
+    if (!strcmp(name, "watch")) {
+        if (s->watch_instance >= 0 && s->watch_instance != p->instance) {
+            plan_error(p, "CROSSINSTANCE WATCH keys live on instance '%s' but earlier WATCHed keys on '%s'",
+                       cfg->instance_names[p->instance], cfg->instance_names[s->watch_instance]);
+            return;
+        }
+        p->flow = FLOW_WATCH;
+    } else if (blocks(r)) {
+        p->flow = FLOW_BLOCK;
+    }
+}
+
+/* Every command of one transaction goes to one instance (and the WATCH pin's). */
+static void decide_multi_instance(const struct config *cfg, const struct session *s, struct plan *p)
+{
+    int want = s->multi_instance >= 0 ? s->multi_instance : s->watch_instance;
+    if (want >= 0 && p->instance != want) {
+        plan_release(p);
+        plan_error(p, "CROSSINSTANCE this transaction runs on instance '%s'; the command's keys live on '%s'",
+                   cfg->instance_names[want], cfg->instance_names[p->instance]);
+    }
 }

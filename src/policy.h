@@ -41,6 +41,29 @@ enum local_cmd {
     LOCAL_COMMAND_DOCS,
     LOCAL_COMMAND_LIST,
     LOCAL_INFO,
+    LOCAL_MULTI,           /* start buffering a transaction in keygate */
+    LOCAL_EXEC,            /* send the buffered transaction (or EXECABORT) */
+    LOCAL_DISCARD,
+    LOCAL_UNWATCH,         /* UNWATCH with nothing watched */
+    LOCAL_PING_SUBSCRIBED, /* PING in subscribed mode: ["pong", msg] */
+    LOCAL_UNSUBSCRIBE_NONE,/* (P|S)UNSUBSCRIBE with no subscription: Redis's empty confirmation */
+};
+
+/* How a FORWARD plan uses backend connections. */
+enum plan_flow {
+    FLOW_SHARED = 0,   /* the client's shared pipelined connection (or its WATCH pin) */
+    FLOW_WATCH,        /* WATCH: pin a dedicated connection until EXEC/DISCARD/UNWATCH */
+    FLOW_UNWATCH,      /* UNWATCH on the pinned connection, then release it */
+    FLOW_BLOCK,        /* blocking command: a dedicated connection until it answers */
+    FLOW_SUBSCRIBE,    /* (P|S)SUBSCRIBE: the client's subscriber connection on that instance */
+    FLOW_UNSUBSCRIBE,  /* (P|S)UNSUBSCRIBE: to the subscriber connection(s) */
+};
+
+/* Multi-key commands split across instances. */
+enum plan_merge {
+    MERGE_NONE = 0,
+    MERGE_MGET,        /* values back in the client's key order */
+    MERGE_SUM,         /* DEL/UNLINK/EXISTS/TOUCH: integers summed */
 };
 
 #define PLAN_MAX_APPEND 4
@@ -58,6 +81,10 @@ struct plan {
     char append_store[64];      /* storage the append pointers may point into */
     const struct namespace_entry *ns; /* namespace of the first key (NULL if none) */
     struct ttl_rewrite ttl;     /* PLAN_FORWARD: injected TTL commands (see ttl.h) */
+    enum plan_flow flow;        /* PLAN_FORWARD */
+    int all_instances;          /* FLOW_UNSUBSCRIBE with no argument: every subscriber connection */
+    enum plan_merge merge;      /* != MERGE_NONE: split per instance, see key_instance */
+    int8_t *key_instance;       /* merge: instance of argv[i] for i in 1..argc-1 (heap), -1 = not a key */
 };
 
 /* Free what policy_decide allocated in plan (call once the plan was carried out). */
@@ -67,6 +94,10 @@ void plan_release(struct plan *plan);
 struct session {
     int authenticated;              /* 1 when no auth is required or AUTH succeeded */
     const struct user_conf *user;   /* NULL when no users are configured */
+    int in_multi;                   /* between MULTI and EXEC/DISCARD */
+    int multi_instance;             /* instance of the transaction's keys so far, -1 none */
+    int watch_instance;             /* instance of the WATCH pin, -1 none */
+    int subscribed;                 /* has a subscriber connection */
 };
 
 /* One parsed request, as policy sees it. */

@@ -45,6 +45,22 @@ struct request {
     char *queued_error;    /* wrapped in MULTI: the command's queue-time error, if any */
     size_t queued_error_len;
     uint64_t start_ns;     /* for latency stats */
+    uint8_t blocking;      /* sent on the client's blocking pin */
+    /* the client's own transaction: which EXEC elements are the client's (1) or injected (0) */
+    uint8_t *exec_keep;
+    size_t exec_nkeep;
+    /* split across instances: one reply part per instance, merged when all arrived */
+    struct request_part *parts;
+    int nparts, parts_left;
+    int merge;             /* enum plan_merge */
+    int8_t *key_instance;  /* moved from the plan */
+    size_t argc;
+};
+
+struct request_part {
+    int instance;
+    char *reply;
+    size_t len;
 };
 TAILQ_HEAD(request_queue, request);
 
@@ -56,11 +72,14 @@ enum pending_kind {
     PENDING_INFO,     /* keygate's own INFO at connect (topology guard) */
     PENDING_QUEUED,   /* the client's command inside keygate's MULTI: keep a queue-time error */
     PENDING_EXEC_PICK,/* keygate's EXEC: the client's reply is element 0 (or the queued error) */
+    PENDING_EXEC_FILTER, /* the client's EXEC: drop the injected elements (req->exec_keep) */
+    PENDING_PART,     /* one instance's part of a split command */
 };
 
 struct pending {
     struct request *req;
     uint8_t kind;
+    uint8_t part;     /* PENDING_PART: index in req->parts */
 };
 
 enum backend_state { BACKEND_DOWN = 0, BACKEND_CONNECTING, BACKEND_READY };
@@ -80,12 +99,22 @@ struct backend {
     struct event *retry_timer;
     int backoff_ms;
     int warned_down;          /* "unreachable" logged once per outage */
+    /* dedicated (pinned) connections only */
+    int pinned;               /* 1: not in the shared pool; freed, never reconnected */
+    struct client *owner;     /* the client holding it; NULL when idle or releasing */
+    int subscriber;           /* pub/sub mode: frames go straight to owner */
+    int release_when_idle;    /* back to the idle list once the FIFO is empty */
+    int in_idle;
+    TAILQ_ENTRY(backend) link; /* idle list, or the worker's dead list */
 };
+TAILQ_HEAD(backend_list, backend);
 
 struct backend_pool {
     struct backend *conns;
     int nconns;
     SSL_CTX *ssl_ctx;         /* NULL for plain instances */
+    struct backend_list idle; /* clean dedicated connections ready for the next pin */
+    int npinned;              /* dedicated connections alive (in use + idle) */
 };
 
 struct client {
@@ -110,6 +139,15 @@ struct client {
     size_t *argvlen;
     size_t argv_cap;
     char last_cmd[32];
+    /* stateful commands */
+    struct backend *watch_pin;                     /* WATCH: until EXEC/DISCARD/UNWATCH */
+    struct backend *block_pin;                     /* a blocking command in flight */
+    struct backend *sub_pin[CONFIG_MAX_INSTANCES]; /* subscriber connections */
+    int stall;                /* parse nothing more until every queued reply is written */
+    struct evbuffer *multi_buf; /* the transaction's commands, sent at EXEC */
+    uint8_t *multi_keep;      /* per backend reply inside EXEC: the client's (1) or injected (0) */
+    size_t multi_nkeep, multi_keep_cap;
+    int multi_dirty;          /* a queue-time error: EXEC answers EXECABORT */
 };
 TAILQ_HEAD(client_list, client);
 
@@ -120,6 +158,7 @@ struct worker {
     struct backend_pool pools[CONFIG_MAX_INSTANCES];
     struct client_list clients;
     struct client_list dead_clients;    /* closed, freed at the next reap */
+    struct backend_list dead_backends;  /* closed dedicated connections, freed at the next reap */
     struct event *reap_ev;
     struct evconnlistener **listeners;
     size_t nlisteners;
@@ -164,6 +203,12 @@ void client_flush(struct client *c);
  * frees req when it was its last reference. */
 void request_reply_consumed(struct request *req);
 
+/* A frame from c's subscriber connection b: straight to the client; tracks the end of subscriptions. */
+void client_push(struct client *c, struct backend *b, const char *frame, size_t len);
+
+/* c's dedicated connection b closed under it: c loses its state, so c is closed too. */
+void client_pin_lost(struct client *c, struct backend *b);
+
 /* Complete req with a copy of reply[0..len) and flush its client (or free it if orphaned). */
 void request_complete(struct request *req, const char *reply, size_t len);
 
@@ -182,13 +227,39 @@ struct backend *backend_for(struct worker *w, int instance, uint64_t client_id);
 /* Queue bytes on b and expect one reply of `kind` for req. The caller wrote the bytes. */
 void backend_expect(struct backend *b, struct request *req, enum pending_kind kind);
 
-/* The one close path of a backend connection: fails its FIFO with -UNAVAILABLE, schedules a reconnect. */
+/* The one close path of a backend connection: fails its FIFO with -UNAVAILABLE; a shared
+ * connection reconnects with backoff, a dedicated one tells its owner and is freed. */
 void backend_close(struct backend *b, const char *reason);
+
+/* A dedicated connection to `instance` for client c (idle or new). NULL at max-pinned. */
+struct backend *backend_pin(struct worker *w, int instance, struct client *c);
+
+/* c's state on b ended: b goes back to the idle list once its FIFO is empty. */
+void backend_unpin(struct backend *b);
+
+/* c went away while b held its state (mid-block, WATCH, subscribed): close b, never reuse it. */
+void backend_abandon(struct backend *b);
+
+/* Free the dedicated connections closed since the last reap. */
+void backend_reap(struct worker *w);
 
 /* ---- router.c ---- */
 
-/* Send a FORWARD plan's bytes (frame with appended args) to its instance for req. */
-void router_forward(struct client *c, struct request *req, const struct plan *plan, const char *frame);
+/* Send a FORWARD plan's bytes to backend b (NULL: the instance is down) for req. */
+void router_forward(struct client *c, struct backend *b, struct request *req, const struct plan *plan,
+                    const char *frame);
+
+/* A split plan (MGET/DEL/... across instances): one part per instance, merged later. */
+void router_forward_split(struct client *c, struct request *req, struct plan *plan, const char *frame);
+
+/* Write the plan's command (and its TTL fixes, no MULTI wrap) to out, for a client transaction.
+ * Appends one keep flag per backend reply to keep[] (1 = the client's, 0 = injected);
+ * returns the number of replies, or -1 when out of memory. */
+int router_write_queued(struct evbuffer *out, const struct client *c, const struct plan *plan, const char *frame,
+                        uint8_t **keep, size_t *nkeep, size_t *cap);
+
+/* Merge a split request's parts into its reply (called when the last part arrived). */
+void router_merge(struct request *req);
 
 /* ---- local.c ---- */
 

@@ -187,8 +187,11 @@ static int parse_mbulk_len(struct resp_parser *p, const char *buf, size_t len)
         return parser_fail(p, "Protocol error: too big mbulk count string");
     if (r == 0 || cr + 1 >= len)
         return RESP_NEED_MORE;
-    if (resp_parse_ll(buf + 1, cr - 1, &ll) != 0 ||
-        (ll > 0 && (unsigned long long)ll > p->max_args))
+    if (resp_parse_ll(buf + 1, cr - 1, &ll) != 0)
+        return parser_fail(p, "Protocol error: invalid multibulk length");
+    if (p->unauthenticated && ll > RESP_UNAUTH_MAX_ARGS && ll <= INT_MAX)
+        return parser_fail(p, "Protocol error: unauthenticated multibulk length");
+    if (ll > 0 && (unsigned long long)ll > p->max_args)
         return parser_fail(p, "Protocol error: invalid multibulk length");
     p->pos = p->header_len = cr + 2;
     if (ll <= 0)
@@ -220,6 +223,8 @@ static int parse_bulk_len(struct resp_parser *p, const char *buf, size_t len)
     }
     if (resp_parse_ll(buf + p->pos + 1, cr - p->pos - 1, &ll) != 0 || ll < 0 || ll > p->max_bulk)
         return parser_fail(p, "Protocol error: invalid bulk length");
+    if (p->unauthenticated && ll > RESP_UNAUTH_MAX_BULK)
+        return parser_fail(p, "Protocol error: unauthenticated bulk length");
     p->bulk_len = ll;
     p->pos = cr + 2;
     p->state = PS_BULK_DATA;

@@ -9,6 +9,8 @@
 #define RESP_MAX_INLINE 65536           /* PROTO_INLINE_MAX_SIZE */
 #define RESP_MAX_MULTIBULK (1024 * 1024) /* largest accepted "*N" */
 #define RESP_DEFAULT_MAX_BULK (512LL * 1024 * 1024)
+#define RESP_UNAUTH_MAX_ARGS 10    /* before AUTH: at most 10 arguments (networking.c) */
+#define RESP_UNAUTH_MAX_BULK 16384 /* before AUTH: bulks of at most 16 KiB */
 
 enum resp_status {
     RESP_NEED_MORE = 0, /* frame incomplete: call again with the same start and more bytes */
@@ -36,6 +38,8 @@ struct resp_parser {
     /* limits, set by resp_parser_init; may be changed between frames */
     long long max_bulk;    /* largest bulk length accepted (proto-max-bulk-len) */
     size_t max_args;       /* largest multibulk count accepted */
+    int unauthenticated;   /* 1: Redis's pre-AUTH limits apply too (RESP_UNAUTH_MAX_*), with its
+                              "unauthenticated multibulk/bulk length" errors */
 
     /* result, valid after RESP_DONE until the next call */
     int is_inline;         /* 1: args index inline_buf; 0: args index the frame */

@@ -48,10 +48,11 @@ static void write_fix(struct evbuffer *out, const struct client *c, const char *
 {
     char ms[24];
     int n = snprintf(ms, sizeof(ms), "%lld", (long long)f->ttl_ms);
-    evbuffer_add(out, f->mode == TTL_FIX_NX ? "*4\r\n$7\r\nPEXPIRE\r\n" : "*3\r\n$7\r\nPEXPIRE\r\n", 17);
+    evbuffer_add(out, f->mode == TTL_FIX_RESET ? "*3\r\n$7\r\nPEXPIRE\r\n" : "*4\r\n$7\r\nPEXPIRE\r\n", 17);
     add_bulk(out, resp_arg_ptr(&c->parser, frame, f->argi), c->parser.args[f->argi].len);
     add_bulk(out, ms, (size_t)n);
     if (f->mode == TTL_FIX_NX) add_bulk(out, "NX", 2);
+    else if (f->mode == TTL_FIX_CAP) add_bulk(out, "LT", 2);
 }
 
 /*
@@ -61,16 +62,21 @@ static void write_fix(struct evbuffer *out, const struct client *c, const char *
  *   [MULTI]  client command  [PEXPIRE k D NX ...]  [EXEC]
  *   DROP     PASS | QUEUED   DROP ...              EXEC_PICK
  */
-void router_forward(struct client *c, struct request *req, const struct plan *plan, const char *frame)
+static void request_unavailable(struct client *c, struct request *req, int instance)
+{
+    char msg[128];
+    int n = snprintf(msg, sizeof(msg), "-UNAVAILABLE instance '%s' is unreachable\r\n",
+                     c->worker->cfg->instance_names[instance]);
+    STAT_INC(&c->worker->stats, errors_unavailable);
+    request_complete(req, msg, (size_t)n);
+}
+
+void router_forward(struct client *c, struct backend *b, struct request *req, const struct plan *plan,
+                    const char *frame)
 {
     struct worker *w = c->worker;
-    struct backend *b = backend_for(w, plan->instance, c->id);
-    if (!b) {
-        char msg[128];
-        int n = snprintf(msg, sizeof(msg), "-UNAVAILABLE instance '%s' is unreachable\r\n",
-                         w->cfg->instance_names[plan->instance]);
-        STAT_INC(&w->stats, errors_unavailable);
-        request_complete(req, msg, (size_t)n);
+    if (!b || b->state == BACKEND_DOWN) {
+        request_unavailable(c, req, plan->instance);
         return;
     }
     struct evbuffer *out = bufferevent_get_output(b->bev);
@@ -91,4 +97,151 @@ void router_forward(struct client *c, struct request *req, const struct plan *pl
     }
     STAT_INC(&w->stats, commands_forwarded);
     if (plan->nappend || plan->ttl.nfix) STAT_INC(&w->stats, ttl_injected);
+}
+
+static int keep_push(uint8_t **keep, size_t *n, size_t *cap, uint8_t v)
+{
+    if (*n == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 16;
+        uint8_t *k = realloc(*keep, ncap);
+        if (!k) return -1;
+        *keep = k;
+        *cap = ncap;
+    }
+    (*keep)[(*n)++] = v;
+    return 0;
+}
+
+int router_write_queued(struct evbuffer *out, const struct client *c, const struct plan *plan, const char *frame,
+                        uint8_t **keep, size_t *nkeep, size_t *cap)
+{
+    write_frame(out, c, plan, frame);
+    if (keep_push(keep, nkeep, cap, 1) != 0) return -1;
+    for (size_t i = 0; i < plan->ttl.nfix; i++) {
+        write_fix(out, c, frame, &plan->ttl.fix[i]);
+        if (keep_push(keep, nkeep, cap, 0) != 0) return -1;
+    }
+    return (int)(1 + plan->ttl.nfix);
+}
+
+/*
+ * MGET/DEL/UNLINK/EXISTS/TOUCH across instances: one sub-command per instance with
+ * that instance's keys, in the client's order; router_merge puts the replies together.
+ */
+void router_forward_split(struct client *c, struct request *req, struct plan *plan, const char *frame)
+{
+    struct worker *w = c->worker;
+    const struct resp_parser *p = &c->parser;
+    int count[CONFIG_MAX_INSTANCES] = {0};
+    for (size_t i = 1; i < p->argc; i++)
+        if (plan->key_instance[i] >= 0) count[(int)plan->key_instance[i]]++;
+    req->parts = calloc(CONFIG_MAX_INSTANCES, sizeof(*req->parts));
+    if (!req->parts) {
+        request_complete(req, "-OOM keygate is out of memory\r\n", 31);
+        return;
+    }
+    req->merge = plan->merge;
+    req->key_instance = plan->key_instance;
+    plan->key_instance = NULL;
+    req->argc = p->argc;
+    for (int inst = 0; inst < CONFIG_MAX_INSTANCES; inst++)
+        if (count[inst]) req->parts[req->nparts++].instance = inst;
+    req->parts_left = req->nparts;
+    /* write every part before any reply can complete the request */
+    struct backend *conns[CONFIG_MAX_INSTANCES] = {0};
+    for (int k = 0; k < req->nparts; k++) conns[k] = backend_for(w, req->parts[k].instance, c->id);
+    for (int k = 0; k < req->nparts; k++) {
+        int inst = req->parts[k].instance;
+        struct backend *b = conns[k];
+        if (!b) continue;
+        struct evbuffer *out = bufferevent_get_output(b->bev);
+        char hdr[32];
+        int n = snprintf(hdr, sizeof(hdr), "*%d\r\n", 1 + count[inst]);
+        evbuffer_add(out, hdr, (size_t)n);
+        add_bulk(out, resp_arg_ptr(p, frame, 0), p->args[0].len);
+        for (size_t i = 1; i < p->argc; i++)
+            if (req->key_instance[i] == inst) add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
+        backend_expect(b, req, PENDING_PART);
+        b->fifo[(b->fifo_head + b->fifo_count - 1) % b->fifo_cap].part = (uint8_t)k;
+        for (size_t f = 0; f < plan->ttl.nfix; f++) {
+            if (req->key_instance[plan->ttl.fix[f].argi] != inst) continue;
+            write_fix(out, c, frame, &plan->ttl.fix[f]);
+            backend_expect(b, req, PENDING_DROP);
+        }
+        STAT_INC(&w->stats, commands_forwarded);
+    }
+    /* parts whose instance is down fail at once; the merge reports it */
+    char msg[128];
+    for (int k = 0; k < req->nparts; k++) {
+        if (conns[k]) continue;
+        int n = snprintf(msg, sizeof(msg), "-UNAVAILABLE instance '%s' is unreachable\r\n",
+                         w->cfg->instance_names[req->parts[k].instance]);
+        req->parts[k].reply = malloc((size_t)n);
+        if (req->parts[k].reply) memcpy(req->parts[k].reply, msg, (size_t)n);
+        req->parts[k].len = req->parts[k].reply ? (size_t)n : 0;
+        STAT_INC(&w->stats, errors_unavailable);
+        if (--req->parts_left == 0) router_merge(req);
+    }
+}
+
+/* Skip the "*N\r\n" header of an array reply; NULL when it is not a non-empty array. */
+static const char *array_first(const char *reply, size_t len, long long *count)
+{
+    const char *crlf = reply[0] == '*' ? memchr(reply, '\n', len) : NULL;
+    if (!crlf || resp_parse_ll(reply + 1, (size_t)(crlf - reply) - 2, count) != 0) return NULL;
+    return crlf + 1;
+}
+
+void router_merge(struct request *req)
+{
+    /* any failed part: the client gets that error, never a silent partial result */
+    for (int k = 0; k < req->nparts; k++) {
+        const struct request_part *pt = &req->parts[k];
+        if (!pt->reply || pt->len == 0) {
+            request_complete(req, "-OOM keygate is out of memory\r\n", 31);
+            return;
+        }
+        if (pt->reply[0] == '-') {
+            request_complete(req, pt->reply, pt->len);
+            return;
+        }
+    }
+    struct evbuffer *out = evbuffer_new();
+    if (req->merge == MERGE_SUM) {
+        long long sum = 0;
+        for (int k = 0; k < req->nparts; k++) {
+            long long v = 0;
+            const struct request_part *pt = &req->parts[k];
+            if (pt->reply[0] == ':' && pt->len > 3) (void)resp_parse_ll(pt->reply + 1, pt->len - 3, &v);
+            sum += v;
+        }
+        evbuffer_add_printf(out, ":%lld\r\n", sum);
+    } else {
+        const char *cursor[CONFIG_MAX_INSTANCES] = {0};
+        const char *end[CONFIG_MAX_INSTANCES] = {0};
+        int part_of[CONFIG_MAX_INSTANCES];
+        for (int k = 0; k < req->nparts; k++) {
+            long long n = 0;
+            cursor[k] = array_first(req->parts[k].reply, req->parts[k].len, &n);
+            end[k] = req->parts[k].reply + req->parts[k].len;
+            part_of[req->parts[k].instance] = k;
+        }
+        evbuffer_add_printf(out, "*%zu\r\n", req->argc - 1);
+        for (size_t i = 1; i < req->argc; i++) {
+            int k = part_of[(int)req->key_instance[i]];
+            struct resp_scanner sc;
+            resp_scanner_reset(&sc);
+            long long n = cursor[k] ? resp_scan_reply(&sc, cursor[k], (size_t)(end[k] - cursor[k])) : -1;
+            if (n <= 0) {
+                evbuffer_free(out);
+                request_complete(req, "-ERR keygate could not merge the MGET replies\r\n", 47);
+                return;
+            }
+            evbuffer_add(out, cursor[k], (size_t)n);
+            cursor[k] += n;
+        }
+    }
+    size_t len = evbuffer_get_length(out);
+    request_complete(req, (const char *)evbuffer_pullup(out, -1), len);
+    evbuffer_free(out);
 }

@@ -92,6 +92,12 @@ static int sets_own_ttl(const struct policy_request *r, int has_ttl)
            strcmp(n, "pexpireat") == 0;
 }
 
+/* Commands whose destination (argv[2]) takes over the source key's TTL. */
+static int carries_ttl(const char *name)
+{
+    return !strcmp(name, "rename") || !strcmp(name, "renamenx") || !strcmp(name, "copy");
+}
+
 static int ttl_add_fix(struct ttl_rewrite *t, size_t cap_hint, uint32_t argi, uint32_t mode, int64_t ttl_ms)
 {
     if (t->nfix == TTL_FIX_INLINE && t->fix == t->fix_inline) {
@@ -164,7 +170,9 @@ int ttl_decide(const struct policy_request *r, const struct key_ref *keys,
         if (e->ttl_ms <= 0) continue;
         if (own && keys[i].index == 1) continue;   /* the client's TTL for its own key */
         if (keys[i].flags & KS_RM) continue;       /* DEL/UNLINK: nothing left to expire */
-        int written = (keys[i].flags & (KS_RW | KS_OW | KS_INSERT | KS_UPDATE)) != 0 && writes;
+        /* every key of a write command counts as written: Redis 7.0 flags some written keys
+         * read-only (XREADGROUP's stream), and a PEXPIRE NX on a key that has its TTL is a no-op */
+        int written = writes;
         uint32_t mode;
         if (e->sliding) mode = TTL_FIX_RESET;      /* every touch restarts the window */
         else if (written) mode = TTL_FIX_NX;       /* a write never extends an existing TTL */
@@ -178,7 +186,11 @@ int ttl_decide(const struct policy_request *r, const struct key_ref *keys,
                 dup = 1;
         }
         if (dup) continue;
-        if (ttl_add_fix(&p->ttl, (size_t)nkeys, (uint32_t)keys[i].index, mode, e->ttl_ms) != 0) return -1;
+        if (ttl_add_fix(&p->ttl, 2 * (size_t)nkeys, (uint32_t)keys[i].index, mode, e->ttl_ms) != 0) return -1;
+        /* RENAME/COPY move the source's TTL along: cut it to the destination's max-ttl */
+        if (carries_ttl(name) && e->max_ttl_ms > 0 && keys[i].index == 2 &&
+            ttl_add_fix(&p->ttl, 2 * (size_t)nkeys, (uint32_t)keys[i].index, TTL_FIX_CAP, e->max_ttl_ms) != 0)
+            return -1;
     }
     /* A write and its TTL are applied atomically; a read's window reset needs no transaction. */
     p->ttl.wrap = p->ttl.nfix > 0 && writes;

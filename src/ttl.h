@@ -14,6 +14,7 @@ struct policy_request;
 enum ttl_fix_mode {
     TTL_FIX_NX = 0,    /* PEXPIRE key D NX: give a TTL only to a key that has none */
     TTL_FIX_RESET = 1, /* PEXPIRE key D: sliding namespaces restart the window */
+    TTL_FIX_CAP = 2,   /* PEXPIRE key MAX LT: a TTL carried from another key is cut to max-ttl */
 };
 
 /* One injected PEXPIRE after the client's command. */

@@ -55,6 +55,7 @@ static void reap_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     client_reap(arg);
+    backend_reap(arg);
 }
 
 /* Bind one listen entry for worker w; unix sockets only on worker 0. */
@@ -169,6 +170,7 @@ int worker_init(struct worker *w, struct proxy *p, int id, const struct config *
     w->cfg = cfg;
     TAILQ_INIT(&w->clients);
     TAILQ_INIT(&w->dead_clients);
+    TAILQ_INIT(&w->dead_backends);
     w->base = event_base_new();
     if (!w->base) return -1;
     w->control_ev = event_new(w->base, -1, 0, control_cb, w);

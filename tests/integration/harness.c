@@ -389,18 +389,21 @@ static int write_keygate_files(struct harness *h, const struct harness_opts *o) 
     struct harness_backend *d = &h->backends[0], *c = &h->backends[1];
     char admin[64] = "";
     if (h->admin_port) snprintf(admin, sizeof admin, "admin-listen  127.0.0.1:%d\n", h->admin_port);
-    char conf[8 * PATH_MAX];
-    int n = snprintf(conf, sizeof conf,
-                     "# keygate.conf written by tests/integration/harness.c\n"
-                     "listen        127.0.0.1:%d\n%s"
-                     "registry      registry.conf\n"
+    char conf[8 * PATH_MAX], instances[4 * PATH_MAX];
+    int n = snprintf(instances, sizeof instances,
                      "instance durable 127.0.0.1:%d tls ca=%s/%s/ca.crt cert=%s/%s/client.crt "
                      "key=%s/%s/client.key server-name=localhost password-file=%s\n"
                      "instance cache   127.0.0.1:%d tls ca=%s/%s/ca.crt server-name=localhost "
-                     "password-file=%s\n%s",
-                     h->port, admin, d->tls_port, h->root, certs, h->root, certs, h->root, certs,
-                     d->pass_file, c->tls_port, h->root, certs, c->pass_file,
-                     o->extra_config != NULL ? o->extra_config : "");
+                     "password-file=%s\n",
+                     d->tls_port, h->root, certs, h->root, certs, h->root, certs, d->pass_file, c->tls_port,
+                     h->root, certs, c->pass_file);
+    if (n < 0 || (size_t)n >= sizeof instances) rc = -1;
+    n = snprintf(conf, sizeof conf,
+                 "# keygate.conf written by tests/integration/harness.c\n"
+                 "listen        127.0.0.1:%d\n%s"
+                 "registry      registry.conf\n%s%s",
+                 h->port, admin, o->instances_text != NULL ? o->instances_text : instances,
+                 o->extra_config != NULL ? o->extra_config : "");
     if (rc != 0 || n < 0 || (size_t)n >= sizeof conf || write_file(h->conf_file, conf, 0644) != 0) {
         set_error(h, "writing keygate.conf / registry.conf in %s failed", h->dir);
         return -1;
@@ -523,6 +526,23 @@ void harness_stop(struct harness *h) {
 
 redisContext *harness_client(struct harness *h) {
     return connect_to(h->port, 5000, 10000);
+}
+
+int harness_keygate_restart(struct harness *h, const struct harness_opts *o) {
+    static const struct harness_opts defaults;
+    if (o == NULL) o = &defaults;
+    if (h->keygate_pid > 0) h->keygate_status = stop_pid(h->keygate_pid);
+    h->keygate_pid = 0;
+    h->keygate_status = -1;
+    if (truncate(h->log_file, 0) != 0 && errno != ENOENT) {
+        set_error(h, "truncate %s: %s", h->log_file, strerror(errno));
+        return -1;
+    }
+    if (write_keygate_files(h, o) != 0 || keygate_start(h) != 0) {
+        print_log_tail("keygate log", h->log_file);
+        return -1;
+    }
+    return 0;
 }
 
 char *harness_keygate_log(struct harness *h) {

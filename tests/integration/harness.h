@@ -33,6 +33,9 @@ struct harness_opts {
     const char *registry_text; /* registry.conf contents; NULL: copy the repo's conf/registry.conf */
     const char *extra_config;  /* lines appended to keygate.conf (newline-terminated); may be NULL */
     int admin;                 /* nonzero: add `admin-listen 127.0.0.1:<admin_port>` */
+    const char *instances_text; /* NULL: the two TLS `instance` lines the harness writes; else these
+                                   lines (newline-terminated) replace them (harness_keygate_restart
+                                   builds them from the running backends' ports) */
 };
 
 struct harness_backend {
@@ -82,6 +85,12 @@ int harness_backend_kill(struct harness *h, const char *name) __attribute__((war
 
 /* Start a backend again with the same ports and data dir; waits until it answers (10 s). */
 int harness_backend_restart(struct harness *h, const char *name) __attribute__((warn_unused_result));
+
+/* Stop keygate and start it again with options o (NULL: defaults), rewriting keygate.conf
+ * and registry.conf; the backends keep running, the admin port is kept only if the
+ * harness was started with one, and keygate's log is truncated first. Waits until it
+ * answers PING, like harness_start. */
+int harness_keygate_restart(struct harness *h, const struct harness_opts *o) __attribute__((warn_unused_result));
 
 /* keygate's log so far, malloc'd and NUL-terminated (the caller frees it); NULL if unreadable. */
 char *harness_keygate_log(struct harness *h);

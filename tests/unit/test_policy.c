@@ -63,7 +63,7 @@ static void decide_as(const struct session *s, const char *line, struct plan *p)
 
 static void decide(const char *line, struct plan *p)
 {
-    struct session open = {.authenticated = 1, .user = NULL};
+    struct session open = {.authenticated = 1, .user = NULL, .multi_instance = -1, .watch_instance = -1};
     decide_as(&open, line, p);
 }
 
@@ -187,6 +187,14 @@ START_TEST(many_keys_route_together)
     ck_assert_int_eq(p.kind, PLAN_FORWARD);
     ck_assert_int_eq(p.instance, 1);
     strcat(line, " q:last");
+    decide(line, &p); /* MGET across instances is split per instance */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.merge, MERGE_MGET);
+    ck_assert_int_eq(p.key_instance[1], 1);
+    ck_assert_int_eq(p.key_instance[601], 0);
+    plan_release(&p);
+    line[1] = 'S'; /* MSET across instances cannot be split */
+    strcat(line, " v");
     decide(line, &p);
     assert_error_prefix(&p, "CROSSINSTANCE");
 }
@@ -293,17 +301,70 @@ START_TEST(owners_and_read_only_users)
 }
 END_TEST
 
-START_TEST(stateful_commands_are_refused_for_now)
+START_TEST(stateful_commands_pin_or_buffer)
 {
     struct plan p;
     decide("BLPOP q:a 0", &p);
-    assert_error_prefix(&p, "DENIED");
-    decide("MULTI", &p);
-    assert_error_prefix(&p, "DENIED");
-    decide("XREAD COUNT 1 STREAMS q:s 0", &p);
     ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.flow, FLOW_BLOCK);
+    decide("XREAD COUNT 1 STREAMS q:s 0", &p);
+    ck_assert_int_eq(p.flow, FLOW_SHARED);
     decide("XREAD BLOCK 10 STREAMS q:s 0", &p);
-    assert_error_prefix(&p, "DENIED");
+    ck_assert_int_eq(p.flow, FLOW_BLOCK);
+    decide("MULTI", &p);
+    ck_assert_int_eq(p.local, LOCAL_MULTI);
+    decide("EXEC", &p);
+    ck_assert_str_eq(p.error, "ERR EXEC without MULTI");
+    decide("WATCH q:a rl:b", &p);
+    ck_assert_int_eq(p.flow, FLOW_WATCH);
+    ck_assert_int_eq(p.instance, 0);
+    decide("WATCH q:a cache:b", &p);
+    assert_error_prefix(&p, "CROSSINSTANCE");
+
+    struct session in_multi = {.authenticated = 1, .in_multi = 1, .multi_instance = 1, .watch_instance = -1};
+    decide_as(&in_multi, "SET q:a 1", &p);
+    assert_error_prefix(&p, "CROSSINSTANCE");
+    decide_as(&in_multi, "SET cache:a 1", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    decide_as(&in_multi, "BLPOP cache:l 0", &p); /* inside MULTI Redis never blocks */
+    ck_assert_int_eq(p.flow, FLOW_SHARED);
+    decide_as(&in_multi, "MULTI", &p);
+    ck_assert_str_eq(p.error, "ERR MULTI calls can not be nested");
+    decide_as(&in_multi, "WATCH cache:a", &p);
+    ck_assert_str_eq(p.error, "ERR WATCH inside MULTI is not allowed");
+    decide_as(&in_multi, "PING", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.instance, 1);
+}
+END_TEST
+
+START_TEST(channels_need_a_channel_namespace)
+{
+    struct plan p;
+    decide("SUBSCRIBE push:feed", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.flow, FLOW_SUBSCRIBE);
+    ck_assert_int_eq(p.instance, 1);
+    decide("PSUBSCRIBE push:*", &p);
+    ck_assert_int_eq(p.flow, FLOW_SUBSCRIBE);
+    decide("PSUBSCRIBE pu*", &p);
+    assert_error_prefix(&p, "NONAMESPACE");
+    decide("SUBSCRIBE q:x", &p); /* a key namespace is not a channel namespace */
+    assert_error_prefix(&p, "NONAMESPACE");
+    decide("PUBLISH push:feed hello", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.flow, FLOW_SHARED);
+    decide("PUBSUB NUMSUB push:feed", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    decide("UNSUBSCRIBE", &p);
+    ck_assert_int_eq(p.flow, FLOW_UNSUBSCRIBE);
+    ck_assert_int_eq(p.all_instances, 1);
+    struct session sub = {.authenticated = 1, .subscribed = 1, .multi_instance = -1, .watch_instance = -1};
+    decide_as(&sub, "GET q:x", &p);
+    ck_assert_str_eq(p.error, "ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET "
+                              "are allowed in this context");
+    decide_as(&sub, "PING", &p);
+    ck_assert_int_eq(p.local, LOCAL_PING_SUBSCRIBED);
 }
 END_TEST
 
@@ -327,7 +388,8 @@ int main(void)
     tcase_add_test(tc, keyless_commands_cannot_be_routed);
     tcase_add_test(tc, auth_is_required_when_users_exist);
     tcase_add_test(tc, owners_and_read_only_users);
-    tcase_add_test(tc, stateful_commands_are_refused_for_now);
+    tcase_add_test(tc, stateful_commands_pin_or_buffer);
+    tcase_add_test(tc, channels_need_a_channel_namespace);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -123,9 +123,12 @@ START_TEST(destination_keys_get_their_namespace_ttl)
     ck_assert_uint_eq(p.ttl.nfix, 1);
     ck_assert_str_eq(fix_key(&p, 0), "t:dst");
     plan_release(&p);
-    decide("RENAME n:src t:dst", &p);
-    ck_assert_uint_eq(p.ttl.nfix, 1);
+    decide("RENAME n:src t:dst", &p); /* NX, then the carried TTL cut to max-ttl */
+    ck_assert_uint_eq(p.ttl.nfix, 2);
     ck_assert_str_eq(fix_key(&p, 0), "t:dst");
+    ck_assert_int_eq(p.ttl.fix[0].mode, TTL_FIX_NX);
+    ck_assert_int_eq(p.ttl.fix[1].mode, TTL_FIX_CAP);
+    ck_assert_int_eq(p.ttl.fix[1].ttl_ms, 86400000);
     plan_release(&p);
     decide("LMOVE t:a t:b LEFT RIGHT", &p);
     ck_assert_uint_eq(p.ttl.nfix, 2);

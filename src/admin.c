@@ -1,0 +1,199 @@
+/* admin.c: the admin HTTP endpoint (evhttp on the main thread): /metrics, /healthz, /registry. */
+#include "admin.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "proxy.h"
+#include "topology.h"
+
+struct admin {
+    struct evhttp *http;
+    struct proxy *proxy;
+    struct config *const *cfgp;
+};
+
+/* READY connections of `instance` over every worker. Pools belong to the worker
+ * threads; their arrays are fixed from worker_init to worker_free and `state` is
+ * read with a relaxed load, so this is a snapshot. */
+static int instance_ready(const struct proxy *p, int instance)
+{
+    int ready = 0;
+    for (int w = 0; w < p->nworkers; w++) {
+        const struct backend_pool *pool = &p->workers[w].pools[instance];
+        for (int j = 0; j < pool->nconns; j++)
+            if (__atomic_load_n(&pool->conns[j].state, __ATOMIC_RELAXED) == BACKEND_READY) ready++;
+    }
+    return ready;
+}
+
+static void reply(struct evhttp_request *req, int code, const char *reason, const char *type, struct evbuffer *body)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Content-Type", type);
+    evhttp_add_header(h, "Cache-Control", "no-store");
+    evhttp_send_reply(req, code, reason, body);
+}
+
+/* GET /metrics: Prometheus text exposition format 0.0.4. */
+static void admin_metrics(struct admin *a, struct evbuffer *out)
+{
+    const struct proxy *p = a->proxy;
+    const struct config *cfg = *a->cfgp;
+    struct stats sum;
+    stats_sum(&p->workers[0].stats, sizeof(struct worker), p->nworkers, &sum);
+#define STATS_PROM(name, help)                                                                                    \
+    evbuffer_add_printf(out, "# HELP keygate_" #name "_total " help "\n# TYPE keygate_" #name "_total counter\n" \
+                             "keygate_" #name "_total %llu\n",                                                    \
+                        (unsigned long long)sum.name);
+    STATS_COUNTERS(STATS_PROM)
+#undef STATS_PROM
+
+    evbuffer_add_printf(out,
+                        "# HELP keygate_connected_clients client connections open now\n"
+                        "# TYPE keygate_connected_clients gauge\nkeygate_connected_clients %d\n",
+                        __atomic_load_n(&p->clients_now, __ATOMIC_RELAXED));
+    evbuffer_add_printf(out,
+                        "# HELP keygate_uptime_seconds seconds since keygate started\n"
+                        "# TYPE keygate_uptime_seconds gauge\nkeygate_uptime_seconds %lld\n",
+                        (long long)((clock_wall_ms() - p->started_ms) / 1000));
+    evbuffer_add_printf(out,
+                        "# HELP keygate_registry_namespaces entries (namespaces and channels) in the registry\n"
+                        "# TYPE keygate_registry_namespaces gauge\nkeygate_registry_namespaces %zu\n",
+                        cfg->registry->count);
+
+    evbuffer_add_printf(out, "# HELP keygate_instance_up 1 when the instance has at least one ready connection\n"
+                             "# TYPE keygate_instance_up gauge\n");
+    for (size_t i = 0; i < cfg->ninstances; i++)
+        evbuffer_add_printf(out, "keygate_instance_up{instance=\"%s\"} %d\n", cfg->instances[i].name,
+                            instance_ready(p, (int)i) > 0);
+    evbuffer_add_printf(out, "# HELP keygate_instance_connections_ready ready backend connections, all workers\n"
+                             "# TYPE keygate_instance_connections_ready gauge\n");
+    for (size_t i = 0; i < cfg->ninstances; i++)
+        evbuffer_add_printf(out, "keygate_instance_connections_ready{instance=\"%s\"} %d\n", cfg->instances[i].name,
+                            instance_ready(p, (int)i));
+
+    char problems[TOPOLOGY_PROBLEMS_MAX];
+    int checked[CONFIG_MAX_INSTANCES], ok[CONFIG_MAX_INSTANCES];
+    for (size_t i = 0; i < cfg->ninstances; i++) {
+        checked[i] = topology_get(p, (int)i, problems, sizeof(problems));
+        ok[i] = problems[0] == '\0';
+    }
+    evbuffer_add_printf(out, "# HELP keygate_topology_ok 0 when the last INFO check of the instance found a problem\n"
+                             "# TYPE keygate_topology_ok gauge\n");
+    for (size_t i = 0; i < cfg->ninstances; i++)
+        evbuffer_add_printf(out, "keygate_topology_ok{instance=\"%s\"} %d\n", cfg->instances[i].name, ok[i]);
+    evbuffer_add_printf(out, "# HELP keygate_topology_checked 1 once the instance's INFO was checked\n"
+                             "# TYPE keygate_topology_checked gauge\n");
+    for (size_t i = 0; i < cfg->ninstances; i++)
+        evbuffer_add_printf(out, "keygate_topology_checked{instance=\"%s\"} %d\n", cfg->instances[i].name,
+                            checked[i]);
+}
+
+/* GET /healthz: the problems, one a line; returns how many. */
+static int admin_health(struct admin *a, struct evbuffer *out)
+{
+    const struct config *cfg = *a->cfgp;
+    int n = 0;
+    char problems[TOPOLOGY_PROBLEMS_MAX];
+    for (size_t i = 0; i < cfg->ninstances; i++) {
+        if (instance_ready(a->proxy, (int)i) == 0) {
+            evbuffer_add_printf(out, "instance '%s' is unreachable\n", cfg->instances[i].name);
+            n++;
+        }
+        topology_get(a->proxy, (int)i, problems, sizeof(problems));
+        for (const char *c = problems; *c; c++) n += *c == '\n';
+        evbuffer_add(out, problems, strlen(problems));
+    }
+    return n;
+}
+
+static void admin_request_cb(struct evhttp_request *req, void *arg)
+{
+    struct admin *a = arg;
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    if (!path) path = "";
+    struct evbuffer *out = evbuffer_new();
+    if (!out) {
+        evhttp_send_error(req, HTTP_INTERNAL, NULL);
+        return;
+    }
+    enum evhttp_cmd_type method = evhttp_request_get_command(req);
+    if (method != EVHTTP_REQ_GET && method != EVHTTP_REQ_HEAD) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
+        evbuffer_add_printf(out, "only GET and HEAD\n");
+        reply(req, 405, "Method Not Allowed", "text/plain; charset=utf-8", out);
+    } else if (strcmp(path, "/metrics") == 0) {
+        admin_metrics(a, out);
+        reply(req, HTTP_OK, "OK", "text/plain; version=0.0.4; charset=utf-8", out);
+    } else if (strcmp(path, "/healthz") == 0) {
+        if (admin_health(a, out) == 0) {
+            evbuffer_add(out, "ok\n", 3);
+            reply(req, HTTP_OK, "OK", "text/plain; charset=utf-8", out);
+        } else {
+            reply(req, HTTP_SERVUNAVAIL, "Service Unavailable", "text/plain; charset=utf-8", out);
+        }
+    } else if (strcmp(path, "/registry") == 0) {
+        const struct config *cfg = *a->cfgp;
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        if (f) {
+            registry_print(cfg->registry, cfg->instance_names, 1, f);
+            fclose(f);
+        }
+        if (f && text) {
+            evbuffer_add(out, text, len);
+            reply(req, HTTP_OK, "OK", "text/markdown; charset=utf-8", out);
+        } else {
+            evbuffer_add_printf(out, "cannot print the registry\n");
+            reply(req, HTTP_INTERNAL, "Internal Server Error", "text/plain; charset=utf-8", out);
+        }
+        free(text);
+    } else {
+        evbuffer_add_printf(out, "not found; try /metrics, /healthz or /registry\n");
+        reply(req, HTTP_NOTFOUND, "Not Found", "text/plain; charset=utf-8", out);
+    }
+    evbuffer_free(out);
+}
+
+struct admin *admin_start(struct event_base *base, const char *host, int port, struct proxy *p,
+                          struct config *const *cfgp)
+{
+    struct admin *a = calloc(1, sizeof(*a));
+    if (!a) return NULL;
+    a->proxy = p;
+    a->cfgp = cfgp;
+    a->http = evhttp_new(base);
+    if (!a->http) {
+        free(a);
+        return NULL;
+    }
+    /* every method reaches the callback, which answers 405 to all but GET and HEAD */
+    evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+                                            EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+    evhttp_set_timeout(a->http, 10);
+    evhttp_set_max_headers_size(a->http, 16384);
+    evhttp_set_max_body_size(a->http, 0);
+    evhttp_set_gencb(a->http, admin_request_cb, a);
+    if (port < 0 || port > 65535 || !evhttp_bind_socket_with_handle(a->http, host, (ev_uint16_t)port)) {
+        log_msg(LOG_ERROR, "admin-listen %s:%d: cannot listen", host, port);
+        admin_stop(a);
+        return NULL;
+    }
+    log_msg(LOG_INFO, "admin endpoint on http://%s:%d/ (/metrics, /healthz, /registry)", host, port);
+    return a;
+}
+
+void admin_stop(struct admin *a)
+{
+    if (!a) return;
+    if (a->http) evhttp_free(a->http);
+    free(a);
+}

@@ -1,0 +1,309 @@
+/* syncconn.c: a small blocking Redis client (TLS via OpenSSL or plain TCP; hiredis formats and parses). */
+#include "syncconn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+struct syncconn {
+    int fd;
+    SSL_CTX *ctx;
+    SSL *ssl;
+    redisReader *reader;
+    char *out;        /* queued command bytes */
+    size_t outlen, outcap;
+    char err[256];
+};
+
+static void set_err(struct syncconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_err(struct syncconn *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof(c->err), fmt, ap);
+    va_end(ap);
+}
+
+/* The OpenSSL error queue's oldest entry, or the socket errno, as text. */
+static void set_ssl_err(struct syncconn *c, const char *what, int ret)
+{
+    unsigned long e = ERR_get_error();
+    int sslerr = SSL_get_error(c->ssl, ret);
+    if (e) {
+        char buf[200];
+        ERR_error_string_n(e, buf, sizeof(buf));
+        set_err(c, "%s: %s", what, buf);
+    } else if (sslerr == SSL_ERROR_ZERO_RETURN || (sslerr == SSL_ERROR_SYSCALL && errno == 0)) {
+        set_err(c, "%s: connection closed by the server", what);
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        set_err(c, "%s: timed out", what);
+    } else {
+        set_err(c, "%s: %s", what, strerror(errno));
+    }
+    ERR_clear_error();
+}
+
+/* Non-blocking connect bounded by timeout_ms, then back to blocking with I/O timeouts. */
+static int tcp_connect(struct syncconn *c, const char *host, int port, int timeout_ms)
+{
+    char portstr[16];
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int gai = getaddrinfo(host, portstr, &hints, &res);
+    if (gai != 0) {
+        set_err(c, "cannot resolve %s: %s", host, gai_strerror(gai));
+        return -1;
+    }
+    int rc = -1;
+    for (struct addrinfo *ai = res; ai && rc != 0; ai = ai->ai_next) {
+        if (c->fd >= 0) close(c->fd);
+        c->fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+        if (c->fd < 0) {
+            set_err(c, "socket: %s", strerror(errno));
+            continue;
+        }
+        if (connect(c->fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+            if (errno != EINPROGRESS) {
+                set_err(c, "connect: %s", strerror(errno));
+                continue;
+            }
+            struct pollfd pfd = {.fd = c->fd, .events = POLLOUT};
+            int n = poll(&pfd, 1, timeout_ms);
+            int soerr = 0;
+            socklen_t sl = sizeof(soerr);
+            if (n == 0) {
+                set_err(c, "connect: timed out after %d ms", timeout_ms);
+                continue;
+            }
+            if (n < 0 || getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0) {
+                set_err(c, "connect: %s", strerror(n < 0 ? errno : soerr));
+                continue;
+            }
+        }
+        rc = 0;
+    }
+    freeaddrinfo(res);
+    if (rc != 0) return -1;
+    int flags = fcntl(c->fd, F_GETFL);
+    fcntl(c->fd, F_SETFL, flags & ~O_NONBLOCK);
+    int io_ms = timeout_ms > SYNCCONN_IO_TIMEOUT_MS ? timeout_ms : SYNCCONN_IO_TIMEOUT_MS;
+    struct timeval tv = {io_ms / 1000, (io_ms % 1000) * 1000};
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return 0;
+}
+
+static int tls_handshake(struct syncconn *c, const struct instance_conf *ic)
+{
+    c->ctx = SSL_CTX_new(TLS_client_method());
+    if (!c->ctx) {
+        set_err(c, "SSL_CTX_new failed");
+        return -1;
+    }
+    SSL_CTX_set_min_proto_version(c->ctx, TLS1_2_VERSION);
+    SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, NULL);
+    if (!ic->ca || SSL_CTX_load_verify_locations(c->ctx, ic->ca, NULL) != 1) {
+        set_err(c, "cannot load CA %s", ic->ca ? ic->ca : "(none given)");
+        return -1;
+    }
+    if (ic->cert && ic->key &&
+        (SSL_CTX_use_certificate_chain_file(c->ctx, ic->cert) != 1 ||
+         SSL_CTX_use_PrivateKey_file(c->ctx, ic->key, SSL_FILETYPE_PEM) != 1)) {
+        set_err(c, "cannot load client certificate %s / key %s", ic->cert, ic->key);
+        return -1;
+    }
+    c->ssl = SSL_new(c->ctx);
+    if (!c->ssl) {
+        set_err(c, "SSL_new failed");
+        return -1;
+    }
+    const char *name = ic->server_name ? ic->server_name : ic->host;
+    SSL_set_tlsext_host_name(c->ssl, name);
+    if (!SSL_set1_host(c->ssl, name) || !SSL_set_fd(c->ssl, c->fd)) {
+        set_err(c, "TLS set-up failed");
+        return -1;
+    }
+    ERR_clear_error();
+    errno = 0;
+    int ret = SSL_connect(c->ssl);
+    if (ret != 1) {
+        long v = SSL_get_verify_result(c->ssl);
+        if (v != X509_V_OK) {
+            set_err(c, "TLS: certificate verification failed: %s", X509_verify_cert_error_string(v));
+            ERR_clear_error();
+        } else {
+            set_ssl_err(c, "TLS handshake", ret);
+        }
+        return -1;
+    }
+    return 0;
+}
+
+struct syncconn *syncconn_open(const struct instance_conf *ic, int timeout_ms, char *err, size_t errlen)
+{
+    struct syncconn *c = calloc(1, sizeof(*c));
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    c->fd = -1;
+    c->reader = redisReaderCreate();
+    int rc = c->reader ? 0 : -1;
+    if (rc != 0) set_err(c, "out of memory");
+    if (rc == 0) rc = tcp_connect(c, ic->host, ic->port, timeout_ms > 0 ? timeout_ms : 2000);
+    if (rc == 0 && ic->tls) rc = tls_handshake(c, ic);
+    if (rc == 0 && ic->password) {
+        /* AUTH password, or AUTH user password */
+        const char *argv[3] = {"AUTH", ic->username ? ic->username : ic->password, ic->password};
+        size_t argvlen[3] = {4, strlen(argv[1]), strlen(argv[2])};
+        redisReply *r = syncconn_command(c, ic->username ? 3 : 2, argv, argvlen);
+        if (!r) {
+            rc = -1;
+        } else if (r->type == REDIS_REPLY_ERROR) {
+            set_err(c, "AUTH refused: %s", r->str);
+            rc = -1;
+        }
+        freeReplyObject(r);
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "%s", c->err);
+        syncconn_close(c);
+        return NULL;
+    }
+    return c;
+}
+
+int syncconn_append(struct syncconn *c, int argc, const char **argv, const size_t *argvlen)
+{
+    char *cmd = NULL;
+    int len = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
+    if (len < 0) {
+        set_err(c, "out of memory");
+        return -1;
+    }
+    if (c->outlen + (size_t)len > c->outcap) {
+        size_t cap = c->outcap ? c->outcap : 4096;
+        while (cap < c->outlen + (size_t)len) cap *= 2;
+        char *o = realloc(c->out, cap);
+        if (!o) {
+            free(cmd);
+            set_err(c, "out of memory");
+            return -1;
+        }
+        c->out = o;
+        c->outcap = cap;
+    }
+    memcpy(c->out + c->outlen, cmd, (size_t)len);
+    c->outlen += (size_t)len;
+    free(cmd);
+    return 0;
+}
+
+int syncconn_flush(struct syncconn *c)
+{
+    size_t off = 0;
+    while (off < c->outlen) {
+        ssize_t n;
+        errno = 0;
+        if (c->ssl) {
+            ERR_clear_error();
+            int want = c->outlen - off > (size_t)1 << 30 ? 1 << 30 : (int)(c->outlen - off);
+            int r = SSL_write(c->ssl, c->out + off, want);
+            if (r <= 0) {
+                set_ssl_err(c, "write", r);
+                return -1;
+            }
+            n = r;
+        } else {
+            n = send(c->fd, c->out + off, c->outlen - off, MSG_NOSIGNAL);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) {
+                set_err(c, "write: %s", errno == EAGAIN ? "timed out" : strerror(errno));
+                return -1;
+            }
+        }
+        off += (size_t)n;
+    }
+    c->outlen = 0;
+    return 0;
+}
+
+redisReply *syncconn_read(struct syncconn *c)
+{
+    for (;;) {
+        void *reply = NULL;
+        if (redisReaderGetReply(c->reader, &reply) != REDIS_OK) {
+            set_err(c, "protocol error: %s", c->reader->errstr);
+            return NULL;
+        }
+        if (reply) return reply;
+        char buf[16384];
+        ssize_t n;
+        errno = 0;
+        if (c->ssl) {
+            ERR_clear_error();
+            int r = SSL_read(c->ssl, buf, (int)sizeof(buf));
+            if (r <= 0) {
+                set_ssl_err(c, "read", r);
+                return NULL;
+            }
+            n = r;
+        } else {
+            n = recv(c->fd, buf, sizeof(buf), 0);
+            if (n < 0 && errno == EINTR) continue;
+            if (n == 0) {
+                set_err(c, "read: connection closed by the server");
+                return NULL;
+            }
+            if (n < 0) {
+                set_err(c, "read: %s", errno == EAGAIN ? "timed out" : strerror(errno));
+                return NULL;
+            }
+        }
+        if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) {
+            set_err(c, "protocol error: %s", c->reader->errstr);
+            return NULL;
+        }
+    }
+}
+
+redisReply *syncconn_command(struct syncconn *c, int argc, const char **argv, const size_t *argvlen)
+{
+    if (syncconn_append(c, argc, argv, argvlen) != 0 || syncconn_flush(c) != 0) return NULL;
+    return syncconn_read(c);
+}
+
+const char *syncconn_error(const struct syncconn *c)
+{
+    return c->err;
+}
+
+void syncconn_close(struct syncconn *c)
+{
+    if (!c) return;
+    if (c->ssl) {
+        SSL_shutdown(c->ssl);
+        SSL_free(c->ssl);
+    }
+    if (c->ctx) SSL_CTX_free(c->ctx);
+    if (c->fd >= 0) close(c->fd);
+    if (c->reader) redisReaderFree(c->reader);
+    free(c->out);
+    free(c);
+}

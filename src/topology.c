@@ -1,0 +1,198 @@
+/* topology.c: the backend topology guard: what INFO must say per instance role, and the last result per instance. */
+#include "topology.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "util.h"
+
+/* ---- the pure check ---- */
+
+struct problem_buf {
+    char *buf;
+    size_t len, used;
+    int count;
+    int full;
+};
+
+static void problem_add(struct problem_buf *pb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem_add(struct problem_buf *pb, const char *fmt, ...)
+{
+    pb->count++;
+    if (pb->full || pb->len == 0) return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n > sizeof(line) - 2) n = (int)sizeof(line) - 2;
+    line[n++] = '\n';
+    line[n] = '\0';
+    if (pb->used + (size_t)n + 1 > pb->len) { /* keep whole lines only */
+        pb->full = 1;
+        return;
+    }
+    memcpy(pb->buf + pb->used, line, (size_t)n + 1);
+    pb->used += (size_t)n;
+}
+
+/* The value of `field` in INFO text (a line "field:value"), copied into out; 0 if found, else -1. */
+static int info_field(const char *info, const char *field, char *out, size_t outlen)
+{
+    size_t flen = strlen(field);
+    for (const char *line = info; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t llen = end ? (size_t)(end - line) : strlen(line);
+        if (llen > 0 && line[llen - 1] == '\r') llen--;
+        if (llen > flen && memcmp(line, field, flen) == 0 && line[flen] == ':') {
+            size_t vlen = llen - flen - 1;
+            if (vlen >= outlen) vlen = outlen - 1;
+            memcpy(out, line + flen + 1, vlen);
+            out[vlen] = '\0';
+            return 0;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return -1;
+}
+
+static int policy_evicts(const char *policy)
+{
+    return strcmp(policy, "allkeys-lru") == 0 || strcmp(policy, "allkeys-lfu") == 0 ||
+           strcmp(policy, "allkeys-random") == 0 || strncmp(policy, "volatile-", 9) == 0;
+}
+
+int topology_check(const char *name, const char *info, char *problems, size_t len)
+{
+    struct problem_buf pb = {.buf = problems, .len = len};
+    if (len > 0) problems[0] = '\0';
+    char version[64], policy[64], aof[16], maxmem[32];
+
+    if (info_field(info, "redis_version", version, sizeof(version)) != 0) {
+        problem_add(&pb, "instance '%s' INFO has no redis_version", name);
+    } else {
+        int major = atoi(version);
+        if (major < 7) problem_add(&pb, "instance '%s' runs Redis %s, must be 7.0 or newer", name, version);
+    }
+
+    if (strcmp(name, "durable") == 0) {
+        if (info_field(info, "maxmemory_policy", policy, sizeof(policy)) != 0)
+            problem_add(&pb, "instance '%s' INFO has no maxmemory_policy", name);
+        else if (strcmp(policy, "noeviction") != 0)
+            problem_add(&pb, "instance '%s' maxmemory-policy is %s, must be noeviction", name, policy);
+        if (info_field(info, "aof_enabled", aof, sizeof(aof)) != 0)
+            problem_add(&pb, "instance '%s' INFO has no aof_enabled", name);
+        else if (strcmp(aof, "1") != 0)
+            problem_add(&pb, "instance '%s' has AOF off (aof_enabled:%s), must be appendonly yes", name, aof);
+    } else if (strcmp(name, "cache") == 0) {
+        if (info_field(info, "maxmemory", maxmem, sizeof(maxmem)) != 0)
+            problem_add(&pb, "instance '%s' INFO has no maxmemory", name);
+        else if (strtoull(maxmem, NULL, 10) == 0)
+            problem_add(&pb, "instance '%s' has no maxmemory (maxmemory:%s), must have a limit to evict under", name,
+                        maxmem);
+        if (info_field(info, "maxmemory_policy", policy, sizeof(policy)) != 0)
+            problem_add(&pb, "instance '%s' INFO has no maxmemory_policy", name);
+        else if (!policy_evicts(policy))
+            problem_add(&pb,
+                        "instance '%s' maxmemory-policy is %s, must evict (allkeys-lru, allkeys-lfu, "
+                        "allkeys-random or volatile-*)",
+                        name, policy);
+    }
+    return pb.count;
+}
+
+/* ---- the recorded results: written by workers at connect, read by the admin endpoint ---- */
+
+struct topology_slot {
+    int checked;
+    char problems[TOPOLOGY_PROBLEMS_MAX];
+};
+
+static pthread_mutex_t topology_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct topology_slot topology_slots[CONFIG_MAX_INSTANCES];
+
+/* Log every line of `problems` as a warning. */
+static void log_problems(const char *problems)
+{
+    for (const char *line = problems; *line;) {
+        const char *end = strchr(line, '\n');
+        int n = end ? (int)(end - line) : (int)strlen(line);
+        log_msg(LOG_WARN, "topology: %.*s", n, line);
+        line = end ? end + 1 : line + n;
+    }
+}
+
+void topology_record(struct proxy *p, int instance, const char *problems)
+{
+    (void)p;
+    if (instance < 0 || instance >= CONFIG_MAX_INSTANCES) return;
+    if (!problems) problems = "";
+    char was[TOPOLOGY_PROBLEMS_MAX];
+    pthread_mutex_lock(&topology_lock);
+    struct topology_slot *s = &topology_slots[instance];
+    int was_checked = s->checked;
+    memcpy(was, s->problems, sizeof(was));
+    snprintf(s->problems, sizeof(s->problems), "%s", problems);
+    s->checked = 1;
+    int changed = !was_checked || strcmp(was, s->problems) != 0;
+    pthread_mutex_unlock(&topology_lock);
+    if (!changed) return;
+    if (problems[0]) log_problems(problems);
+    else if (was[0]) { /* the old lines start "instance 'NAME' ..." */
+        const char *q = strchr(was, '\'');
+        const char *e = q ? strchr(q + 1, '\'') : NULL;
+        log_msg(LOG_INFO, "topology: instance '%.*s' is now configured as its role requires", e ? (int)(e - q - 1) : 0,
+                e ? q + 1 : "");
+    }
+}
+
+void topology_on_info_reply(struct proxy *p, int instance, const char *name, const char *reply, size_t len)
+{
+    char problems[TOPOLOGY_PROBLEMS_MAX];
+    if (len >= 4 && reply[0] == '$') {
+        size_t blen = 0, i = 1; /* "$N\r\n", read within len: reply is not NUL-terminated */
+        while (i < len && i < 19 && reply[i] >= '0' && reply[i] <= '9') blen = blen * 10 + (size_t)(reply[i++] - '0');
+        size_t hdr = i + 2;
+        char *text = i > 1 && hdr <= len && reply[i] == '\r' && blen <= len - hdr ? malloc(blen + 1) : NULL;
+        if (text) {
+            memcpy(text, reply + hdr, blen);
+            text[blen] = '\0';
+            topology_check(name, text, problems, sizeof(problems));
+            free(text);
+            topology_record(p, instance, problems);
+            return;
+        }
+    }
+    size_t n = len;
+    while (n > 0 && (reply[n - 1] == '\r' || reply[n - 1] == '\n')) n--;
+    if (n > 200) n = 200;
+    if (n > 0 && reply[0] == '-')
+        snprintf(problems, sizeof(problems), "instance '%s' INFO failed: %.*s\n", name, (int)n - 1, reply + 1);
+    else
+        snprintf(problems, sizeof(problems), "instance '%s' INFO gave no text (%.*s)\n", name, (int)n, reply);
+    topology_record(p, instance, problems);
+}
+
+int topology_get(const struct proxy *p, int instance, char *buf, size_t len)
+{
+    (void)p;
+    if (len > 0) buf[0] = '\0';
+    if (instance < 0 || instance >= CONFIG_MAX_INSTANCES) return 0;
+    pthread_mutex_lock(&topology_lock);
+    int checked = topology_slots[instance].checked;
+    if (len > 0) snprintf(buf, len, "%s", topology_slots[instance].problems);
+    pthread_mutex_unlock(&topology_lock);
+    return checked;
+}
+
+void topology_reset(void)
+{
+    pthread_mutex_lock(&topology_lock);
+    memset(topology_slots, 0, sizeof(topology_slots));
+    pthread_mutex_unlock(&topology_lock);
+}

@@ -1,0 +1,52 @@
+/* topology.h: the backend topology guard (DESIGN.md §4): INFO checks and the per-instance results. */
+#ifndef KEYGATE_TOPOLOGY_H
+#define KEYGATE_TOPOLOGY_H
+
+#include <stddef.h>
+
+struct proxy;
+
+/* Room for one instance's problem lines; longer lists are cut at a line boundary. */
+#define TOPOLOGY_PROBLEMS_MAX 1024
+
+/*
+ * Check one instance's `INFO` reply text (the bulk string's contents, "field:value"
+ * lines ending in CRLF or LF) against the rules for its role, chosen by name:
+ *   every instance  redis_version 7.0 or newer
+ *   "durable"       maxmemory_policy:noeviction and aof_enabled:1
+ *   "cache"         maxmemory > 0 and maxmemory_policy allkeys-lru, allkeys-lfu,
+ *                   allkeys-random or volatile-*
+ * A field the rule needs and INFO lacks is a problem too. Writes one line per problem
+ * ("instance 'cache' maxmemory-policy is noeviction, must evict ...\n") into
+ * problems[0..len) (always NUL-terminated, "" when none) and returns how many there
+ * are (also those that did not fit). Pure: no I/O, no state.
+ */
+int topology_check(const char *instance_name, const char *info_text, char *problems, size_t len);
+
+/*
+ * Record the result of the latest check of `instance` (config index): `problems` as
+ * topology_check wrote it, "" when the instance is fine. Any thread may call it; a
+ * mutex guards the table (not the hot path: once per backend connect). Logs each
+ * problem as a warning when the result changed, and "ok" when problems went away.
+ * The results are process-wide (one proxy per process); `p` names that proxy.
+ */
+void topology_record(struct proxy *p, int instance, const char *problems);
+
+/*
+ * The backend hook: `reply[0..len)` is the framed RESP reply to keygate's own `INFO`
+ * at connect (a bulk string, or an error). Checks it with topology_check under the
+ * instance's `name` and records the result with topology_record; an error reply or a
+ * non-bulk reply is recorded as a problem ("instance 'cache' INFO failed: NOPERM ...").
+ */
+void topology_on_info_reply(struct proxy *p, int instance, const char *name, const char *reply, size_t len);
+
+/*
+ * Copy the recorded problems of `instance` into buf[0..len) ("" when none or not yet
+ * checked). Returns 1 when the instance was checked at least once, else 0.
+ */
+int topology_get(const struct proxy *p, int instance, char *buf, size_t len);
+
+/* Forget every recorded result (tests). */
+void topology_reset(void);
+
+#endif
