@@ -61,6 +61,10 @@ unit: $(UNIT_BINS)
 integration: $(BUILD)/keygate $(INTEG_BINS)
 	@set -e; for t in $(INTEG_BINS); do echo "== $$t"; KEYGATE_BIN=$(BUILD)/keygate $$t; done
 
+# Real clients (redis-py, ioredis, node-redis, redis-cli) against keygate on real TLS backends.
+clients: $(BUILD)/keygate
+	@KEYGATE_BIN=$(BUILD)/keygate BUILD=$(BUILD) tests/clients/run
+
 check-conf: $(BUILD)/keygate
 	$(BUILD)/keygate --check -c conf/keygate.conf
 
@@ -72,6 +76,7 @@ test:
 	@$(MAKE) --no-print-directory check-conf
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
+	@$(MAKE) --no-print-directory clients
 
 format:
 	clang-format -i src/*.c src/*.h tests/unit/*.c tests/integration/*.c
