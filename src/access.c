@@ -369,6 +369,19 @@ void access_check_command(const struct config *cfg, const struct registry *reg, 
     out->verdict = ACCESS_ALLOW;
 }
 
+void access_session_rebind(struct session *s, const struct config *next)
+{
+    const struct user_conf *old = s->user;
+    s->user = NULL;
+    if (next->nusers == 0) {
+        s->authenticated = 1;
+        return;
+    }
+    for (size_t i = 0; old && i < next->nusers; i++)
+        if (strcmp(next->users[i].name, old->name) == 0) s->user = &next->users[i];
+    s->authenticated = s->user != NULL;
+}
+
 int access_check_namespace(const struct session *s, const struct namespace_entry *ns,
                            const struct command_def *cmd, char *error, size_t len)
 {

@@ -52,6 +52,15 @@ void access_check_command(const struct config *cfg, const struct registry *reg, 
                           const struct policy_request *r, struct access_result *out);
 
 /*
+ * After a reload, before the old config is released: point s->user at the user of the
+ * same name in `next`, whose owners and rights then apply. A session whose user is gone
+ * is logged out (-NOAUTH until it AUTHs again); with no user lines in next every
+ * session is open; an open session of a config without users must AUTH once next has
+ * users. Never keeps a pointer into the old config.
+ */
+void access_session_rebind(struct session *s, const struct config *next);
+
+/*
  * May session s touch namespace ns with command cmd? 0 when yes (no users configured,
  * owners=*, or ns's owner among the user's owners); otherwise -1 with
  * "NOPERM user 'U' may not use namespace 'P' (owner O) with 'cmd'" in error. Pure.

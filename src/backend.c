@@ -1,6 +1,8 @@
 /* backend.c: shared, pipelined TLS connections to the backend instances, with reconnect. */
 #include "proxy.h"
 
+#include "topology.h"
+
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -310,6 +312,7 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
         }
         return 0;
     case PENDING_INFO:
+        topology_on_info_reply(b->worker->proxy, b->instance, backend_conf(b)->name, reply, len);
         return 0;
     case PENDING_DROP:
         request_reply_consumed(pd.req);
@@ -473,6 +476,11 @@ static void backend_connect(struct backend *b)
     if (ic->password) {
         const char *argv[3] = {"AUTH", ic->username ? ic->username : ic->password, ic->password};
         backend_send_internal(b, PENDING_AUTH, ic->username ? 3 : 2, argv);
+    }
+    /* topology guard (shared connections only): durable noeviction + AOF, cache evicting, Redis >= 7 */
+    if (!b->pinned) {
+        const char *info[1] = {"INFO"};
+        backend_send_internal(b, PENDING_INFO, 1, info);
     }
 }
 

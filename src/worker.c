@@ -1,6 +1,8 @@
 /* worker.c: one event loop per thread: listeners (SO_REUSEPORT), clients, backend pools, control. */
 #include "proxy.h"
 
+#include "access.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +146,11 @@ static void control_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     const struct config *next = __atomic_exchange_n(&w->next_cfg, NULL, __ATOMIC_ACQ_REL);
     if (next) {
+        struct client *c; /* sessions must not keep users of the config about to be freed */
+        TAILQ_FOREACH(c, &w->clients, link) {
+            access_session_rebind(&c->session, next);
+            c->parser.unauthenticated = !c->session.authenticated;
+        }
         w->cfg = next;
         __atomic_sub_fetch(&w->proxy->reload_acks, 1, __ATOMIC_ACQ_REL);
     }

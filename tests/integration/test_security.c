@@ -2,6 +2,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -693,6 +694,73 @@ START_TEST(test_password_files_must_be_private)
 }
 END_TEST
 
+/* ---- 8. reload: sessions follow the new users ---- */
+
+static int count_in_log(const char *what)
+{
+    char *log = harness_keygate_log(&h);
+    int n = 0;
+    for (const char *p = log ? strstr(log, what) : NULL; p; p = strstr(p + 1, what)) n++;
+    free(log);
+    return n;
+}
+
+/* SIGHUP keygate and wait until it logged one more "reloaded" line. */
+static void reload(void)
+{
+    int before = count_in_log("reloaded registry");
+    ck_assert_int_eq(kill(h.keygate_pid, SIGHUP), 0);
+    for (int i = 0; i < 100 && count_in_log("reloaded registry") == before; i++) usleep(50 * 1000);
+    ck_assert_msg(count_in_log("reloaded registry") > before, "keygate did not log a reload");
+    usleep(200 * 1000); /* the workers take the new config on their next loop turn */
+}
+
+static void write_conf(const char *text)
+{
+    FILE *f = fopen(h.conf_file, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+START_TEST(test_reload_rebinds_sessions_to_new_users)
+{
+    redisContext *alice = login("alice", ALICE_PW), *ops = login("ops", OPS_PW);
+    /* two reloads free the config alice logged in under: her session must not point into it */
+    reload();
+    reload();
+    expect_status(cmd(alice, "SET cache:sec8:a 1"), "OK");
+    expect_error(cmd(alice, "SET q:sec8:a 1"), "NOPERM user 'alice'");
+
+    /* alice removed from keygate.conf: her session is logged out, ops's is not */
+    FILE *f = fopen(h.conf_file, "r");
+    ck_assert_ptr_nonnull(f);
+    static char conf[65536], without[65536];
+    size_t n = fread(conf, 1, sizeof conf - 1, f);
+    conf[n] = '\0';
+    fclose(f);
+    without[0] = '\0';
+    for (char *line = conf; *line;) {
+        size_t len = strcspn(line, "\n") + (line[strcspn(line, "\n")] == '\n');
+        if (strncmp(line, "user alice ", 11) != 0) strncat(without, line, len);
+        line += len;
+    }
+    ck_assert_msg(strlen(without) < strlen(conf), "no alice line in %s", h.conf_file);
+    write_conf(without);
+    reload();
+    expect_error(cmd(alice, "GET cache:sec8:a"), "NOAUTH");
+    expect_error(cmd(alice, "AUTH alice %s", ALICE_PW), "WRONGPASS");
+    expect_bulk(cmd(ops, "GET cache:sec8:a"), "1");
+
+    write_conf(conf);
+    reload();
+    expect_status(cmd(alice, "AUTH alice %s", ALICE_PW), "OK");
+    expect_bulk(cmd(alice, "GET cache:sec8:a"), "1");
+    redisFree(alice);
+    redisFree(ops);
+}
+END_TEST
+
 /* ---- 8. backend TLS is verified (these restart keygate: they run last) ---- */
 
 /* Restart keygate with the cache instance line replaced by `cache_line` (printf: port, root, pass). */
@@ -779,6 +847,7 @@ int main(void)
     tcase_add_test(tc, test_client_tls_listeners);
     tcase_add_test(tc, test_unix_socket_listener);
     tcase_add_test(tc, test_password_files_must_be_private);
+    tcase_add_test(tc, test_reload_rebinds_sessions_to_new_users);
     tcase_add_test(tc, test_secrets_never_in_logs_or_info); /* after every login above */
     tcase_add_test(tc, test_backend_with_wrong_ca_is_refused);
     tcase_add_test(tc, test_backend_with_wrong_name_is_refused);
