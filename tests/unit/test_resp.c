@@ -84,6 +84,7 @@ static size_t next_avail(enum feed_mode mode, size_t avail, size_t n, unsigned *
 struct limits {
     size_t max_args;     /* 0: default */
     long long max_bulk;  /* 0: default */
+    int unauthenticated; /* Redis's pre-AUTH limits */
 };
 
 /* Parse every frame of in[0..n) under one feed schedule; returns the transcript (malloc'd). */
@@ -100,6 +101,8 @@ static char *run_parser(const char *in, size_t n, enum feed_mode mode, unsigned 
         p.max_args = lim->max_args;
     if (lim && lim->max_bulk)
         p.max_bulk = lim->max_bulk;
+    if (lim)
+        p.unauthenticated = lim->unauthenticated;
     text_add(&t, "", 0);
     for (;;) {
         /* random mode hands the parser a fresh copy each call: the buffer may move */
@@ -169,6 +172,22 @@ static void check_req_lim(const char *in, size_t n, const char *want, const stru
 }
 
 #define check_req(lit, want) check_req_lim((lit), sizeof(lit) - 1, (want), NULL)
+
+/* ---------------------------------------------------------------------------------------------
+ * Pre-AUTH limits (Redis 7.0: at most 10 arguments, bulks of at most 16 KiB)
+ * ------------------------------------------------------------------------------------------- */
+
+START_TEST(test_unauthenticated_limits)
+{
+    static const struct limits unauth = {.unauthenticated = 1};
+    check_req_lim("*10\r\n", 5, "M", &unauth);
+    check_req_lim("*11\r\n", 5, "EProtocol error: unauthenticated multibulk length", &unauth);
+    check_req_lim("*abc\r\n", 6, "EProtocol error: invalid multibulk length", &unauth);
+    check_req_lim("*1\r\n$16384\r\n", 13, "M", &unauth);
+    check_req_lim("*1\r\n$16385\r\n", 13, "EProtocol error: unauthenticated bulk length", &unauth);
+    check_req_lim("*11\r\n", 5, "M", NULL); /* authenticated: Redis's ordinary limits */
+}
+END_TEST
 
 /* ---------------------------------------------------------------------------------------------
  * Multibulk
@@ -316,7 +335,7 @@ END_TEST
 
 START_TEST(test_limits_max_args_max_bulk)
 {
-    struct limits lim = {2, 5};
+    struct limits lim = {.max_args = 2, .max_bulk = 5};
 
     check_req_lim("*2\r\n$5\r\nhello\r\n$0\r\n\r\n", 21, "Dm h4 f21 [hello|]", &lim);
     check_req_lim("*3\r\n", 4, "EProtocol error: invalid multibulk length", &lim);
@@ -721,6 +740,7 @@ static Suite *resp_suite(void)
     tcase_set_timeout(req, 60);
     tcase_set_timeout(inl, 60);
     tcase_set_timeout(scan, 60);
+    tcase_add_test(req, test_unauthenticated_limits);
     tcase_add_test(req, test_multibulk_basic);
     tcase_add_test(req, test_multibulk_offsets);
     tcase_add_test(req, test_multibulk_pipelined);
