@@ -1,6 +1,8 @@
 /* access.c: who may run what: the never-forwarded list, pattern commands, scripts, users' rights (all pure). */
 #include "access.h"
 
+#include "cmdclass.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -120,10 +122,10 @@ const char *access_never_forwarded(const struct command_def *cmd)
     return NULL;
 }
 
-int access_allowed_before_auth(const char *name)
+int access_allowed_before_auth(const struct command_def *cmd)
 {
-    return strcmp(name, "auth") == 0 || strcmp(name, "hello") == 0 || strcmp(name, "ping") == 0 ||
-           strcmp(name, "quit") == 0;
+    enum cmd_id cid = cmdclass_id(cmd);
+    return cid == CID_AUTH || cid == CID_HELLO || cid == CID_PING || cid == CID_QUIT;
 }
 
 static void deny(struct access_result *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -167,10 +169,10 @@ static int sort_stores(const struct policy_request *r)
 /* Does the command change data, for an access=ro user? */
 static int command_writes(const struct policy_request *r)
 {
-    static const char *const keyless_writers[] = {"eval", "evalsha", "fcall", "publish", "spublish", NULL};
-    const char *name = r->cmd->name;
-    if (strcmp(name, "sort") == 0) return sort_stores(r);
-    return (r->cmd->flags & CMD_WRITE) || name_in(name, keyless_writers);
+    enum cmd_id cid = cmdclass_id(r->cmd);
+    if (cid == CID_SORT) return sort_stores(r);
+    return (r->cmd->flags & CMD_WRITE) || cid == CID_EVAL || cid == CID_EVALSHA || cid == CID_FCALL ||
+           cid == CID_PUBLISH || cid == CID_SPUBLISH;
 }
 
 /* The namespace of the command's first key that has one (for messages), or NULL. */
@@ -230,7 +232,7 @@ static void check_keys_scan(const struct registry *reg, const struct session *s,
 {
     const char *name = r->cmd->name;
     size_t pat = 0; /* argv index of the pattern; 0 = none */
-    if (strcmp(name, "keys") == 0) {
+    if (cmdclass_id(r->cmd) == CID_KEYS) {
         pat = 1;
     } else {
         for (size_t i = 2; i < r->argc; i += 2) { /* as scanGenericCommand: the last MATCH wins */
@@ -332,7 +334,8 @@ void access_check_command(const struct config *cfg, const struct registry *reg, 
     const char *name = cmd->name;
     memset(out, 0, sizeof(*out));
 
-    const char *why = access_never_forwarded(cmd);
+    enum cmd_id cid = cmdclass_id(cmd);
+    const char *why = cmdclass_never_forwarded(cmd, access_never_forwarded);
     if (why) {
         deny(out, "DENIED command '%s' is never forwarded by keygate: %s", name, why);
         return;
@@ -347,22 +350,22 @@ void access_check_command(const struct config *cfg, const struct registry *reg, 
              ns ? " namespace '" : "", ns ? ns->prefix : "", ns ? "'" : "");
         return;
     }
-    if (strcmp(name, "copy") == 0) {
+    if ((cid == CID_COPY)) {
         for (size_t i = 3; i + 1 < r->argc; i++)
             if (arg_is(r, i, "DB") && !arg_is(r, i + 1, "0")) {
                 deny(out, "DENIED keygate serves database 0 only: COPY ... DB is refused");
                 return;
             }
     }
-    if (strcmp(name, "keys") == 0 || strcmp(name, "scan") == 0) {
+    if ((cid == CID_KEYS) || (cid == CID_SCAN)) {
         check_keys_scan(reg, s, r, out);
         return;
     }
-    if (strcmp(name, "sort") == 0 || strcmp(name, "sort_ro") == 0) {
+    if ((cid == CID_SORT) || (cid == CID_SORT_RO)) {
         check_sort(reg, s, r, out);
         return;
     }
-    if (strcmp(name, "script|load") == 0 || strcmp(name, "script|exists") == 0) {
+    if ((cid == CID_SCRIPT_LOAD) || (cid == CID_SCRIPT_EXISTS)) {
         check_script_cache(cfg, reg, s, r, out);
         return;
     }

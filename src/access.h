@@ -19,8 +19,8 @@ struct access_result {
     const struct namespace_entry *ns; /* ACCESS_PATTERN */
 };
 
-/* 1 when `name` (lower-case command name) may run before AUTH: auth, hello, ping, quit. */
-int access_allowed_before_auth(const char *name);
+/* 1 when cmd may run before AUTH: AUTH, HELLO, PING, QUIT. */
+int access_allowed_before_auth(const struct command_def *cmd);
 
 /*
  * Why keygate never forwards cmd (a short reason for the -DENIED text), or NULL when it

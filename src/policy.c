@@ -2,6 +2,7 @@
 #include "policy.h"
 
 #include "access.h"
+#include "cmdclass.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -9,13 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-static int name_in(const char *name, const char *const *list)
-{
-    for (size_t i = 0; list[i]; i++)
-        if (strcmp(name, list[i]) == 0) return 1;
-    return 0;
-}
 
 static int arg_is(const struct policy_request *r, size_t i, const char *word)
 {
@@ -89,23 +83,23 @@ static int arg_ll(const struct policy_request *r, size_t i, long long *out)
 /* Decide the commands keygate answers itself; returns 1 when `p` was filled. */
 static int decide_local(const struct policy_request *r, struct plan *p)
 {
-    const char *name = r->cmd->name;
-    if (strcmp(name, "ping") == 0) {
+    enum cmd_id cid = cmdclass_id(r->cmd);
+    if ((cid == CID_PING)) {
         if (r->argc > 2) plan_error(p, "ERR wrong number of arguments for 'ping' command");
         else plan_local(p, LOCAL_PING);
-    } else if (strcmp(name, "echo") == 0) {
+    } else if ((cid == CID_ECHO)) {
         plan_local(p, LOCAL_ECHO);
-    } else if (strcmp(name, "quit") == 0) {
+    } else if ((cid == CID_QUIT)) {
         plan_local(p, LOCAL_QUIT);
-    } else if (strcmp(name, "auth") == 0) {
+    } else if ((cid == CID_AUTH)) {
         if (r->argc > 3) plan_error(p, "ERR syntax error");
         else plan_local(p, LOCAL_AUTH);
-    } else if (strcmp(name, "select") == 0) {
+    } else if ((cid == CID_SELECT)) {
         long long db;
         if (arg_ll(r, 1, &db) != 0) plan_error(p, "ERR value is not an integer or out of range");
         else if (db != 0) plan_error(p, "DENIED keygate serves database 0 only");
         else plan_local(p, LOCAL_SELECT);
-    } else if (strcmp(name, "hello") == 0) {
+    } else if ((cid == CID_HELLO)) {
         long long ver = 2;
         if (r->argc >= 2 && arg_ll(r, 1, &ver) != 0)
             plan_error(p, "ERR Protocol version is not an integer or out of range");
@@ -113,29 +107,29 @@ static int decide_local(const struct policy_request *r, struct plan *p)
             plan_error(p, "NOPROTO unsupported protocol version");
         else
             plan_local(p, LOCAL_HELLO);
-    } else if (strcmp(name, "info") == 0) {
+    } else if ((cid == CID_INFO)) {
         plan_local(p, LOCAL_INFO);
-    } else if (strcmp(name, "command") == 0) {
+    } else if ((cid == CID_COMMAND)) {
         plan_local(p, LOCAL_COMMAND);
-    } else if (strcmp(name, "command|count") == 0) {
+    } else if ((cid == CID_COMMAND_COUNT)) {
         plan_local(p, LOCAL_COMMAND_COUNT);
-    } else if (strcmp(name, "command|info") == 0) {
+    } else if ((cid == CID_COMMAND_INFO)) {
         plan_local(p, LOCAL_COMMAND_INFO);
-    } else if (strcmp(name, "command|docs") == 0) {
+    } else if ((cid == CID_COMMAND_DOCS)) {
         plan_local(p, LOCAL_COMMAND_DOCS);
-    } else if (strcmp(name, "command|list") == 0) {
+    } else if ((cid == CID_COMMAND_LIST)) {
         plan_local(p, LOCAL_COMMAND_LIST);
-    } else if (strcmp(name, "client|setname") == 0) {
+    } else if ((cid == CID_CLIENT_SETNAME)) {
         plan_local(p, LOCAL_CLIENT_SETNAME);
-    } else if (strcmp(name, "client|getname") == 0) {
+    } else if ((cid == CID_CLIENT_GETNAME)) {
         plan_local(p, LOCAL_CLIENT_GETNAME);
-    } else if (strcmp(name, "client|id") == 0) {
+    } else if ((cid == CID_CLIENT_ID)) {
         plan_local(p, LOCAL_CLIENT_ID);
-    } else if (strcmp(name, "client|setinfo") == 0) {
+    } else if ((cid == CID_CLIENT_SETINFO)) {
         plan_local(p, LOCAL_CLIENT_SETINFO);
-    } else if (strcmp(name, "client|info") == 0) {
+    } else if ((cid == CID_CLIENT_INFO)) {
         plan_local(p, LOCAL_CLIENT_INFO);
-    } else if (strcmp(name, "client|list") == 0) {
+    } else if ((cid == CID_CLIENT_LIST)) {
         plan_local(p, LOCAL_CLIENT_LIST);
     } else {
         return 0;
@@ -146,15 +140,15 @@ static int decide_local(const struct policy_request *r, struct plan *p)
 /* XREAD/XREADGROUP block only with a BLOCK argument before STREAMS. */
 static int blocks(const struct policy_request *r)
 {
-    const char *name = r->cmd->name;
-    if (strcmp(name, "xread") == 0 || strcmp(name, "xreadgroup") == 0) {
+    enum cmd_id cid = cmdclass_id(r->cmd);
+    if ((cid == CID_XREAD) || (cid == CID_XREADGROUP)) {
         for (size_t i = 1; i < r->argc; i++) {
             if (arg_is(r, i, "STREAMS")) return 0;
             if (arg_is(r, i, "BLOCK")) return 1;
         }
         return 0;
     }
-    return (r->cmd->flags & CMD_BLOCKING) != 0 || strcmp(name, "wait") == 0;
+    return (r->cmd->flags & CMD_BLOCKING) != 0 || (cid == CID_WAIT);
 }
 
 static void decide_keys(const struct config *cfg, const struct registry *reg, const struct session *s,
@@ -164,26 +158,26 @@ static void decide_multi_instance(const struct config *cfg, const struct session
 
 
 /* Commands Redis accepts from a client in subscribed mode (RESP2). */
-static int allowed_subscribed(const char *name)
+static int allowed_subscribed(enum cmd_id cid)
 {
-    static const char *const ok[] = {"subscribe", "psubscribe", "ssubscribe", "unsubscribe", "punsubscribe",
-                                     "sunsubscribe", "ping", "quit", "reset", NULL};
-    return name_in(name, ok);
+    return cid == CID_SUBSCRIBE || cid == CID_PSUBSCRIBE || cid == CID_SSUBSCRIBE || cid == CID_UNSUBSCRIBE ||
+           cid == CID_PUNSUBSCRIBE || cid == CID_SUNSUBSCRIBE || cid == CID_PING || cid == CID_QUIT ||
+           cid == CID_RESET;
 }
 
 enum channel_role { CH_NONE = 0, CH_CHANNELS, CH_PATTERNS, CH_FIRST_ONLY, CH_OPTIONAL_PATTERN };
 
 /* Where a pub/sub command names channels (argv[1..]) and whether they are patterns. */
-static enum channel_role channel_role(const char *name)
+static enum channel_role channel_role(enum cmd_id cid)
 {
-    if (!strcmp(name, "subscribe") || !strcmp(name, "ssubscribe") || !strcmp(name, "unsubscribe") ||
-        !strcmp(name, "sunsubscribe"))
+    if ((cid == CID_SUBSCRIBE) || (cid == CID_SSUBSCRIBE) || (cid == CID_UNSUBSCRIBE) ||
+        (cid == CID_SUNSUBSCRIBE))
         return CH_CHANNELS;
-    if (!strcmp(name, "psubscribe") || !strcmp(name, "punsubscribe")) return CH_PATTERNS;
-    if (!strcmp(name, "publish") || !strcmp(name, "spublish")) return CH_FIRST_ONLY;
-    if (!strcmp(name, "pubsub|numsub") || !strcmp(name, "pubsub|shardnumsub")) return CH_CHANNELS;
-    if (!strcmp(name, "pubsub|channels") || !strcmp(name, "pubsub|shardchannels")) return CH_OPTIONAL_PATTERN;
-    if (!strcmp(name, "pubsub|numpat")) return CH_OPTIONAL_PATTERN;
+    if ((cid == CID_PSUBSCRIBE) || (cid == CID_PUNSUBSCRIBE)) return CH_PATTERNS;
+    if ((cid == CID_PUBLISH) || (cid == CID_SPUBLISH)) return CH_FIRST_ONLY;
+    if ((cid == CID_PUBSUB_NUMSUB) || (cid == CID_PUBSUB_SHARDNUMSUB)) return CH_CHANNELS;
+    if ((cid == CID_PUBSUB_CHANNELS) || (cid == CID_PUBSUB_SHARDCHANNELS)) return CH_OPTIONAL_PATTERN;
+    if ((cid == CID_PUBSUB_NUMPAT)) return CH_OPTIONAL_PATTERN;
     return CH_NONE;
 }
 
@@ -258,32 +252,33 @@ static void decide_channels(const struct config *cfg, const struct registry *reg
 static int decide_session(const struct session *s, const struct policy_request *r, struct plan *p)
 {
     const char *name = r->cmd->name;
-    if (s->subscribed && !allowed_subscribed(name)) {
+    enum cmd_id cid = cmdclass_id(r->cmd);
+    if (s->subscribed && !allowed_subscribed(cid)) {
         plan_error(p,
                    "ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are "
                    "allowed in this context",
                    name);
         return 1;
     }
-    if (s->subscribed && !strcmp(name, "ping")) {
+    if (s->subscribed && (cid == CID_PING)) {
         plan_local(p, LOCAL_PING_SUBSCRIBED);
         return 1;
     }
-    if (!strcmp(name, "multi")) {
+    if ((cid == CID_MULTI)) {
         if (s->in_multi) plan_error(p, "ERR MULTI calls can not be nested");
         else plan_local(p, LOCAL_MULTI);
         return 1;
     }
-    if (!strcmp(name, "exec") || !strcmp(name, "discard")) {
+    if ((cid == CID_EXEC) || (cid == CID_DISCARD)) {
         if (!s->in_multi) plan_error(p, "ERR %s without MULTI", name[0] == 'e' ? "EXEC" : "DISCARD");
         else plan_local(p, name[0] == 'e' ? LOCAL_EXEC : LOCAL_DISCARD);
         return 1;
     }
-    if (!strcmp(name, "watch") && s->in_multi) {
+    if ((cid == CID_WATCH) && s->in_multi) {
         plan_error(p, "ERR WATCH inside MULTI is not allowed");
         return 1;
     }
-    if (!strcmp(name, "unwatch")) {
+    if ((cid == CID_UNWATCH)) {
         if (s->in_multi) plan_error(p, "DENIED keygate does not queue UNWATCH inside MULTI");
         else if (s->watch_instance < 0) plan_local(p, LOCAL_UNWATCH);
         else {
@@ -293,11 +288,11 @@ static int decide_session(const struct session *s, const struct policy_request *
         }
         return 1;
     }
-    if (!strcmp(name, "reset")) {
+    if ((cid == CID_RESET)) {
         plan_error(p, "DENIED RESET is not supported by keygate; reconnect instead");
         return 1;
     }
-    if (s->in_multi && (r->cmd->flags & CMD_PUBSUB) && channel_role(name) != CH_FIRST_ONLY &&
+    if (s->in_multi && (r->cmd->flags & CMD_PUBSUB) && channel_role(cid) != CH_FIRST_ONLY &&
         strncmp(name, "pubsub|", 7) != 0) {
         plan_error(p, "DENIED '%s' inside MULTI is not supported by keygate", name);
         return 1;
@@ -319,10 +314,10 @@ static int decide_local_in_multi(const struct session *s, const struct policy_re
     return 1;
 }
 
-static int splittable(const char *name)
+static int splittable(enum cmd_id cid)
 {
-    return !strcmp(name, "mget") || !strcmp(name, "del") || !strcmp(name, "unlink") || !strcmp(name, "exists") ||
-           !strcmp(name, "touch");
+    return (cid == CID_MGET) || (cid == CID_DEL) || (cid == CID_UNLINK) || (cid == CID_EXISTS) ||
+           (cid == CID_TOUCH);
 }
 
 void policy_decide(const struct config *cfg, const struct registry *reg, const struct session *s,
@@ -336,7 +331,7 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
         p->kind = PLAN_ERROR;
         return;
     }
-    if (!s->authenticated && !access_allowed_before_auth(r->cmd->name)) {
+    if (!s->authenticated && !access_allowed_before_auth(r->cmd)) {
         plan_error(p, "NOAUTH Authentication required.");
         return;
     }
@@ -358,6 +353,7 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
     }
 
     const char *name = r->cmd->name;
+    enum cmd_id cid = cmdclass_id(r->cmd);
     struct access_result ar;
     access_check_command(cfg, reg, s, r, &ar);
     if (ar.verdict == ACCESS_DENY) {
@@ -371,11 +367,11 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
         p->ns = ar.ns;
         return;
     }
-    enum channel_role role = channel_role(name);
+    enum channel_role role = channel_role(cid);
     if (role != CH_NONE) {
         decide_channels(cfg, reg, s, r, role, p);
         if (p->kind != PLAN_FORWARD) return;
-        if (!strcmp(name, "subscribe") || !strcmp(name, "psubscribe") || !strcmp(name, "ssubscribe")) {
+        if ((cid == CID_SUBSCRIBE) || (cid == CID_PSUBSCRIBE) || (cid == CID_SSUBSCRIBE)) {
             p->flow = FLOW_SUBSCRIBE;
         } else if (strstr(name, "unsubscribe")) {
             p->flow = FLOW_UNSUBSCRIBE;
@@ -420,6 +416,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
                         const struct namespace_entry **ns_of, struct plan *p)
 {
     const char *name = r->cmd->name;
+    enum cmd_id cid = cmdclass_id(r->cmd);
     int incomplete = 0;
     int nkeys = command_find_keys(r->cmd, r->argc, r->argv, r->argvlen, keys, (int)(r->argc > 256 ? r->argc : 256),
                                   &incomplete);
@@ -454,7 +451,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
         ns_of[i] = ns;
         if (!first) {
             first = ns;
-        } else if (ns->instance != first->instance && splittable(name)) {
+        } else if (ns->instance != first->instance && splittable(cid)) {
             split_instance = ns->instance;
         } else if (ns->instance != first->instance) {
             arg_for_error(r->argv[ai], r->argvlen[ai], key, sizeof(key));
@@ -477,7 +474,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
         }
         memset(p->key_instance, -1, r->argc);
         for (int i = 0; i < nkeys; i++) p->key_instance[keys[i].index] = (int8_t)ns_of[i]->instance;
-        p->merge = !strcmp(name, "mget") ? MERGE_MGET : MERGE_SUM;
+        p->merge = (cid == CID_MGET) ? MERGE_MGET : MERGE_SUM;
     }
     if (ttl_decide(r, keys, ns_of, nkeys, p) != 0) {
         plan_release(p);
@@ -491,7 +488,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
         decide_multi_instance(cfg, s, p);
         return;
     }
-    if (!strcmp(name, "watch")) {
+    if ((cid == CID_WATCH)) {
         if (s->watch_instance >= 0 && s->watch_instance != p->instance) {
             plan_error(p, "CROSSINSTANCE WATCH keys live on instance '%s' but earlier WATCHed keys on '%s'",
                        cfg->instance_names[p->instance], cfg->instance_names[s->watch_instance]);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "cmdclass.h"
 #include "policy.h"
 
 static int arg_is(const struct policy_request *r, size_t i, const char *word)
@@ -50,22 +51,22 @@ static int64_t mul_sat(long long v, int64_t scale)
 
 int ttl_client_ttl(const struct policy_request *r, int64_t now_ms, int64_t *ttl_ms, int *option_given)
 {
-    const char *name = r->cmd->name;
+    enum cmd_id cid = cmdclass_id(r->cmd);
     long long v;
     *option_given = 0;
     int64_t scale = 0, absolute = 0;
-    if (strcmp(name, "expire") == 0 || strcmp(name, "setex") == 0) scale = 1000;
-    else if (strcmp(name, "pexpire") == 0 || strcmp(name, "psetex") == 0) scale = 1;
-    else if (strcmp(name, "expireat") == 0) scale = 1000, absolute = 1;
-    else if (strcmp(name, "pexpireat") == 0) scale = 1, absolute = 1;
+    if ((cid == CID_EXPIRE) || (cid == CID_SETEX)) scale = 1000;
+    else if ((cid == CID_PEXPIRE) || (cid == CID_PSETEX)) scale = 1;
+    else if ((cid == CID_EXPIREAT)) scale = 1000, absolute = 1;
+    else if ((cid == CID_PEXPIREAT)) scale = 1, absolute = 1;
     if (scale) {
         if (arg_ll(r, 2, &v) != 0) return -1;
         *ttl_ms = mul_sat(v, scale) - (absolute ? now_ms : 0);
         return 1;
     }
     size_t first_opt;
-    if (strcmp(name, "set") == 0) first_opt = 3;
-    else if (strcmp(name, "getex") == 0) first_opt = 2;
+    if ((cid == CID_SET)) first_opt = 3;
+    else if ((cid == CID_GETEX)) first_opt = 2;
     else return 0;
     for (size_t i = first_opt; i < r->argc; i++) {
         if (arg_is(r, i, "EX")) scale = 1000;
@@ -86,16 +87,16 @@ int ttl_client_ttl(const struct policy_request *r, int64_t now_ms, int64_t *ttl_
 /* The client's own command sets (or removes) the first key's TTL: no fix for it. */
 static int sets_own_ttl(const struct policy_request *r, int has_ttl)
 {
-    const char *n = r->cmd->name;
+    enum cmd_id cid = cmdclass_id(r->cmd);
     if (has_ttl == 1) return 1;
-    return strcmp(n, "expire") == 0 || strcmp(n, "pexpire") == 0 || strcmp(n, "expireat") == 0 ||
-           strcmp(n, "pexpireat") == 0;
+    return (cid == CID_EXPIRE) || (cid == CID_PEXPIRE) || (cid == CID_EXPIREAT) ||
+           (cid == CID_PEXPIREAT);
 }
 
 /* Commands whose destination (argv[2]) takes over the source key's TTL. */
-static int carries_ttl(const char *name)
+static int carries_ttl(enum cmd_id cid)
 {
-    return !strcmp(name, "rename") || !strcmp(name, "renamenx") || !strcmp(name, "copy");
+    return (cid == CID_RENAME) || (cid == CID_RENAMENX) || (cid == CID_COPY);
 }
 
 static int ttl_add_fix(struct ttl_rewrite *t, size_t cap_hint, uint32_t argi, uint32_t mode, int64_t ttl_ms)
@@ -126,15 +127,15 @@ static void ttl_append(struct plan *p, int64_t ttl_ms)
 int ttl_decide(const struct policy_request *r, const struct key_ref *keys,
                const struct namespace_entry *const *ns, int nkeys, struct plan *p)
 {
-    const char *name = r->cmd->name;
+    enum cmd_id cid = cmdclass_id(r->cmd);
     const struct namespace_entry *first = ns[0];
     int64_t ttl_ms = 0;
     int option_given = 0;
     int has_ttl = ttl_client_ttl(r, r->now_ms, &ttl_ms, &option_given);
     int writes = (r->cmd->flags & CMD_WRITE) != 0;
 
-    int persist = strcmp(name, "persist") == 0 ||
-                  (strcmp(name, "getex") == 0 && option_given && has_ttl == 0 && arg_is(r, r->argc - 1, "PERSIST"));
+    int persist = (cid == CID_PERSIST) ||
+                  ((cid == CID_GETEX) && option_given && has_ttl == 0 && arg_is(r, r->argc - 1, "PERSIST"));
     if (persist && first->ttl_ms > 0) {
         deny(p, "DENIED PERSIST is refused in namespace '%s': its keys must keep a TTL", first->prefix);
         return 0;
@@ -147,13 +148,13 @@ int ttl_decide(const struct policy_request *r, const struct key_ref *keys,
     }
 
     /* SET without a TTL option: the TTL travels in the command itself. */
-    int is_set = strcmp(name, "set") == 0;
+    int is_set = (cid == CID_SET);
     if (is_set && first->ttl_ms > 0 && !option_given && has_ttl == 0) {
         ttl_append(p, first->ttl_ms);
         return 0;
     }
     /* GET in a sliding namespace: GETEX reads and restarts the window in one command. */
-    if (strcmp(name, "get") == 0 && first->sliding && first->ttl_ms > 0) {
+    if ((cid == CID_GET) && first->sliding && first->ttl_ms > 0) {
         p->ttl.getex = 1;
         p->append[0] = "PX";
         p->append_len[0] = 2;
@@ -188,7 +189,7 @@ int ttl_decide(const struct policy_request *r, const struct key_ref *keys,
         if (dup) continue;
         if (ttl_add_fix(&p->ttl, 2 * (size_t)nkeys, (uint32_t)keys[i].index, mode, e->ttl_ms) != 0) return -1;
         /* RENAME/COPY move the source's TTL along: cut it to the destination's max-ttl */
-        if (carries_ttl(name) && e->max_ttl_ms > 0 && keys[i].index == 2 &&
+        if (carries_ttl(cid) && e->max_ttl_ms > 0 && keys[i].index == 2 &&
             ttl_add_fix(&p->ttl, 2 * (size_t)nkeys, (uint32_t)keys[i].index, TTL_FIX_CAP, e->max_ttl_ms) != 0)
             return -1;
     }
