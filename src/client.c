@@ -290,7 +290,7 @@ static void client_multi_queue(struct client *c, struct request *req, const stru
         request_error(c, req, "OOM keygate is out of memory");
         return;
     }
-    if (c->session.multi_instance < 0) c->session.multi_instance = plan->instance;
+    if (c->session.multi_instance < 0 && plan->instance >= 0) c->session.multi_instance = plan->instance;
     request_complete(req, "+QUEUED\r\n", 9);
 }
 
@@ -320,6 +320,13 @@ static void client_watch_end(struct client *c)
 static void client_exec(struct client *c, struct request *req)
 {
     struct worker *w = c->worker;
+    if (c->watch_lost) {
+        c->watch_lost = 0;
+        client_multi_reset(c);
+        c->session.watch_instance = -1;
+        request_error(c, req, "UNAVAILABLE the WATCHed instance's connection was lost; transaction discarded");
+        return;
+    }
     if (c->multi_dirty) {
         client_multi_reset(c);
         if (c->watch_pin) {
@@ -337,6 +344,7 @@ static void client_exec(struct client *c, struct request *req)
         return;
     }
     int instance = c->session.multi_instance >= 0 ? c->session.multi_instance : c->session.watch_instance;
+    if (instance < 0) instance = 0; /* only keyless commands (PING, ECHO): any instance answers them */
     struct backend *b = c->watch_pin ? c->watch_pin : backend_for(w, instance, c->id);
     if (!b) {
         char msg[128];
@@ -364,6 +372,8 @@ static void client_exec(struct client *c, struct request *req)
 static void client_discard(struct client *c, struct request *req)
 {
     client_multi_reset(c);
+    c->watch_lost = 0;
+    c->session.watch_instance = c->watch_pin ? c->session.watch_instance : -1;
     if (c->watch_pin) {
         /* DISCARD also unwatches: do it on the pin before it goes back */
         evbuffer_add(bufferevent_get_output(c->watch_pin->bev), "*1\r\n$7\r\nUNWATCH\r\n", 17);
@@ -373,8 +383,7 @@ static void client_discard(struct client *c, struct request *req)
     request_complete(req, "+OK\r\n", 5);
 }
 
-/* The connection that carries a FLOW_SHARED command: the WATCH pin for its instance, else shared. */
-static struct backend *client_target(struct client *c, int instance)
+struct backend *client_backend(struct client *c, int instance)
 {
     if (c->watch_pin && c->session.watch_instance == instance) return c->watch_pin;
     return backend_for(c->worker, instance, c->id);
@@ -383,10 +392,22 @@ static struct backend *client_target(struct client *c, int instance)
 static void request_pin_full(struct client *c, struct request *req, int instance)
 {
     char msg[200];
-    snprintf(msg, sizeof(msg), "UNAVAILABLE no dedicated connection free for instance '%s' (max-pinned %d)",
-             c->worker->cfg->instance_names[instance], c->worker->cfg->max_pinned);
+    if (c->worker->pools[instance].npinned < c->worker->cfg->max_pinned)
+        snprintf(msg, sizeof(msg), "UNAVAILABLE instance '%s' is unreachable", c->worker->cfg->instance_names[instance]);
+    else
+        snprintf(msg, sizeof(msg), "UNAVAILABLE no dedicated connection free for instance '%s' (max-pinned %d)",
+                 c->worker->cfg->instance_names[instance], c->worker->cfg->max_pinned);
     request_error(c, req, msg);
 }
+
+/*
+ * After each (P|S)(UN)SUBSCRIBE keygate sends PING with this argument on the subscriber
+ * connection. Redis answers it after every confirmation of that command, so its answer
+ * (["pong", marker] when subscribed, a bulk when not) tells keygate the counts are final:
+ * only then are the client's next commands parsed, in Redis's order.
+ */
+#define SUB_MARKER "keygate-subscription-marker"
+#define SUB_MARKER_CMD "*2\r\n$4\r\nPING\r\n$27\r\n" SUB_MARKER "\r\n"
 
 /* (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE: written to the subscriber connection, whose frames
  * go straight to the client (client_push); no reply is matched to a request. */
@@ -410,7 +431,13 @@ static void client_subscribe(struct client *c, const struct plan *plan, const ch
             c->session.subscribed = 1;
         }
         if (!b) continue;
-        evbuffer_add(bufferevent_get_output(b->bev), frame, c->parser.frame_len);
+        struct evbuffer *out = bufferevent_get_output(b->bev);
+        evbuffer_add(out, frame, c->parser.frame_len);
+        /* its answer marks the end of this command's confirmations (client_push) */
+        evbuffer_add(out, SUB_MARKER_CMD, sizeof(SUB_MARKER_CMD) - 1);
+        b->sub_markers++;
+        c->sub_markers++;
+        c->stall = 1;
         STAT_INC(&w->stats, commands_forwarded);
     }
 }
@@ -483,8 +510,7 @@ static int client_handle_frame(struct client *c, const char *frame)
         return 0;
     }
     req->start_ns = clock_mono_ns();
-    if (c->session.in_multi && (plan.kind == PLAN_FORWARD || (plan.kind == PLAN_ERROR && plan.local == LOCAL_NONE &&
-                                                               strcmp(plan.error, "ERR MULTI calls can not be nested")))) {
+    if (c->session.in_multi && (plan.kind == PLAN_FORWARD || (plan.kind == PLAN_ERROR && !plan.keeps_transaction))) {
         client_multi_queue(c, req, &plan, frame);
         plan_release(&plan);
         return 0;
@@ -521,6 +547,10 @@ static int client_handle_frame(struct client *c, const char *frame)
                 c->session.watch_instance = plan.instance;
             }
             router_forward(c, c->watch_pin, req, &plan, frame);
+        } else if (plan.flow == FLOW_UNWATCH && !c->watch_pin) {
+            c->watch_lost = 0; /* its connection is already gone: nothing is watched */
+            c->session.watch_instance = -1;
+            request_complete(req, "+OK\r\n", 5);
         } else if (plan.flow == FLOW_UNWATCH) {
             router_forward(c, c->watch_pin, req, &plan, frame);
             client_watch_end(c);
@@ -536,7 +566,7 @@ static int client_handle_frame(struct client *c, const char *frame)
             backend_unpin(b); /* back to the idle list once it answered */
             c->stall = 1;     /* later commands wait for it, as they would on Redis */
         } else {
-            router_forward(c, client_target(c, plan.instance), req, &plan, frame);
+            router_forward(c, client_backend(c, plan.instance), req, &plan, frame);
         }
         break;
     }
@@ -544,33 +574,62 @@ static int client_handle_frame(struct client *c, const char *frame)
     return 0;
 }
 
+/* Is c subscribed to anything on any instance (from the confirmed counts)? */
+static int client_any_subscription(const struct client *c)
+{
+    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++)
+        if (c->sub_pin[i] && c->sub_pin[i]->sub_normal + c->sub_pin[i]->sub_shard > 0) return 1;
+    return 0;
+}
+
+/* The bulk that ends at `p` (len bytes): "$n\r\n<n bytes>\r\n" equal to word? */
+static int bulk_is(const char *p, size_t len, const char *word)
+{
+    size_t wl = strlen(word);
+    char hdr[16];
+    int n = snprintf(hdr, sizeof(hdr), "$%zu\r\n", wl);
+    return len == (size_t)n + wl + 2 && memcmp(p, hdr, (size_t)n) == 0 && memcmp(p + n, word, wl) == 0;
+}
+
+/* Parse a confirmation ["(p|s)(un)subscribe", channel, count]; 1 when it is one. */
+static int confirmation_parse(const char *frame, size_t len, int *shard, long long *count)
+{
+    if (len < 20 || memcmp(frame, "*3\r\n$", 5) != 0) return 0;
+    const char *p = frame + 5, *end = frame + len;
+    long long wl;
+    const char *crlf = memchr(p, '\r', (size_t)(end - p));
+    if (!crlf || resp_parse_ll(p, (size_t)(crlf - p), &wl) != 0 || wl < 9 || wl > 12) return 0;
+    const char *word = crlf + 2;
+    if (word + wl + 2 > end) return 0;
+    if (!(wl >= 9 && memcmp(word + wl - 9, "subscribe", 9) == 0)) return 0;
+    *shard = word[0] == 's' && (wl == 10 || wl == 12); /* ssubscribe / sunsubscribe, not subscribe */
+    const char *colon = end - 3;
+    while (colon > word && *colon != ':') colon--;
+    return colon > word && resp_parse_ll(colon + 1, (size_t)(end - 2 - colon - 1), count) == 0;
+}
+
 void client_push(struct client *c, struct backend *b, const char *frame, size_t len)
 {
     if (c->closed) return;
+    /* the marker's answer: this command's confirmations are all in */
+    if (bulk_is(frame, len, SUB_MARKER) ||
+        (len > 18 && memcmp(frame, "*2\r\n$4\r\npong\r\n", 14) == 0 && bulk_is(frame + 14, len - 14, SUB_MARKER))) {
+        if (b->sub_markers > 0) b->sub_markers--;
+        if (c->sub_markers > 0) c->sub_markers--;
+        if (c->sub_markers == 0) {
+            c->session.subscribed = client_any_subscription(c);
+            client_resume_parsing(c);
+        }
+        return;
+    }
+    int shard = 0;
+    long long count = 0;
+    if (confirmation_parse(frame, len, &shard, &count)) {
+        if (shard) b->sub_shard = (int)count;
+        else b->sub_normal = (int)count;
+    }
     bufferevent_write(c->bev, frame, len);
     STAT_ADD(&c->worker->stats, bytes_to_clients, len);
-    /* ["unsubscribe"|"punsubscribe"|"sunsubscribe", channel, remaining]: 0 ends it */
-    if (len < 20 || frame[0] != '*' || frame[1] != '3') return;
-    const char *kind = memchr(frame, '\n', len);
-    if (!kind || kind + 4 >= frame + len || kind[1] != '$') return;
-    const char *word = memchr(kind + 1, '\n', (size_t)(frame + len - kind - 1));
-    if (!word) return;
-    word++;
-    if (!(frame + len - word > 12 && (memcmp(word, "unsubscribe", 11) == 0 || memcmp(word + 1, "unsubscribe", 11) == 0)))
-        return;
-    const char *last = frame + len - 2; /* points at the final CRLF */
-    const char *colon = last;
-    while (colon > frame && *colon != ':') colon--;
-    if (colon == frame || colon[1] != '0' || colon + 2 != last) return;
-    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
-        if (c->sub_pin[i] != b) continue;
-        c->sub_pin[i] = NULL;
-        b->subscriber = 0;  /* nothing subscribed on it any more: clean */
-        backend_unpin(b);
-    }
-    int any = 0;
-    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) any |= c->sub_pin[i] != NULL;
-    c->session.subscribed = any;
 }
 
 void client_pin_lost(struct client *c, struct backend *b)
@@ -579,7 +638,31 @@ void client_pin_lost(struct client *c, struct backend *b)
         c->block_pin = NULL; /* its request got -UNAVAILABLE; no other state */
         return;
     }
-    client_close(c, "its dedicated backend connection closed (WATCH or subscriptions lost)");
+    if (c->watch_pin == b) {
+        /* the WATCH is gone: EXEC must not run as if nothing were watched */
+        c->watch_pin = NULL;
+        c->watch_lost = 1;
+        return;
+    }
+    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
+        if (c->sub_pin[i] != b) continue;
+        int had = b->sub_normal + b->sub_shard > 0;
+        c->sub_pin[i] = NULL;
+        c->sub_markers -= b->sub_markers;
+        if (c->sub_markers < 0) c->sub_markers = 0;
+        char msg[128];
+        int n = snprintf(msg, sizeof(msg), "-UNAVAILABLE instance '%s' is unreachable\r\n",
+                         c->worker->cfg->instance_names[i]);
+        bufferevent_write(c->bev, msg, (size_t)n);
+        c->session.subscribed = client_any_subscription(c);
+        if (had) {
+            /* its subscriptions are gone: close after the error, never lose messages silently */
+            c->closing = 1;
+            client_flush(c);
+        } else if (c->sub_markers == 0) {
+            client_resume_parsing(c);
+        }
+    }
 }
 
 /* Make room for `more` bytes in the query buffer. */
@@ -647,7 +730,7 @@ static void client_read_cb(struct bufferevent *bev, void *arg)
             return;
         }
         const char *frame = c->qbuf + pos;
-        if (c->parser.argc > 0 && c->stall && c->nqueued > 0) break; /* parsed again later */
+        if (c->parser.argc > 0 && c->stall && (c->nqueued > 0 || c->sub_markers > 0)) break; /* parsed again later */
         c->stall = 0;
         if (c->parser.argc > 0) {
             if (client_handle_frame(c, frame)) break;

@@ -396,6 +396,8 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
         local_info(c, req, argc, argv, argvlen);
         break;
     case LOCAL_UNWATCH:
+        c->watch_lost = 0;
+        c->session.watch_instance = -1;
         reply_str(req, "+OK\r\n");
         break;
     case LOCAL_PING_SUBSCRIBED: {

@@ -265,8 +265,12 @@ static int decide_session(const struct session *s, const struct policy_request *
         return 1;
     }
     if ((cid == CID_MULTI)) {
-        if (s->in_multi) plan_error(p, "ERR MULTI calls can not be nested");
-        else plan_local(p, LOCAL_MULTI);
+        if (s->in_multi) {
+            plan_error(p, "ERR MULTI calls can not be nested");
+            p->keeps_transaction = 1;
+        } else {
+            plan_local(p, LOCAL_MULTI);
+        }
         return 1;
     }
     if ((cid == CID_EXEC) || (cid == CID_DISCARD)) {
@@ -276,11 +280,14 @@ static int decide_session(const struct session *s, const struct policy_request *
     }
     if ((cid == CID_WATCH) && s->in_multi) {
         plan_error(p, "ERR WATCH inside MULTI is not allowed");
+        p->keeps_transaction = 1;
         return 1;
     }
     if ((cid == CID_UNWATCH)) {
-        if (s->in_multi) plan_error(p, "DENIED keygate does not queue UNWATCH inside MULTI");
-        else if (s->watch_instance < 0) plan_local(p, LOCAL_UNWATCH);
+        if (s->in_multi) {
+            p->kind = PLAN_FORWARD; /* queued like Redis does; runs wherever the transaction runs */
+            p->instance = -1;
+        } else if (s->watch_instance < 0) plan_local(p, LOCAL_UNWATCH);
         else {
             p->kind = PLAN_FORWARD;
             p->flow = FLOW_UNWATCH;
@@ -306,7 +313,7 @@ static int decide_local_in_multi(const struct session *s, const struct policy_re
     if (!s->in_multi || p->kind != PLAN_LOCAL) return 0;
     if (p->local == LOCAL_PING || p->local == LOCAL_ECHO) {
         p->kind = PLAN_FORWARD;
-        p->instance = s->multi_instance >= 0 ? s->multi_instance : (s->watch_instance >= 0 ? s->watch_instance : 0);
+        p->instance = -1; /* no key: it runs wherever the transaction's keys decide */
         return 1;
     }
     if (p->local == LOCAL_QUIT) return 0;
@@ -497,6 +504,8 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
         p->flow = FLOW_WATCH;
     } else if (blocks(r)) {
         p->flow = FLOW_BLOCK;
+        /* Redis never blocks inside MULTI: the TTL fixes follow the command on its pin */
+        p->ttl.wrap = 0;
     }
 }
 
@@ -504,7 +513,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
 static void decide_multi_instance(const struct config *cfg, const struct session *s, struct plan *p)
 {
     int want = s->multi_instance >= 0 ? s->multi_instance : s->watch_instance;
-    if (want >= 0 && p->instance != want) {
+    if (want >= 0 && p->instance >= 0 && p->instance != want) {
         plan_release(p);
         plan_error(p, "CROSSINSTANCE this transaction runs on instance '%s'; the command's keys live on '%s'",
                    cfg->instance_names[want], cfg->instance_names[p->instance]);

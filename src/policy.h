@@ -73,7 +73,7 @@ struct plan {
     enum plan_kind kind;
     char error[PLAN_ERROR_MAX]; /* PLAN_ERROR: "CODE message" (no '-', no CRLF) */
     enum local_cmd local;       /* PLAN_LOCAL */
-    int instance;               /* PLAN_FORWARD: config instance index */
+    int instance;               /* PLAN_FORWARD: config instance index; -1 inside MULTI: any (PING) */
     int writes;                 /* the command writes (for stats/ro users) */
     size_t nappend;             /* PLAN_FORWARD: arguments to add at the end */
     const char *append[PLAN_MAX_APPEND];
@@ -85,6 +85,7 @@ struct plan {
     int all_instances;          /* FLOW_UNSUBSCRIBE with no argument: every subscriber connection */
     enum plan_merge merge;      /* != MERGE_NONE: split per instance, see key_instance */
     int8_t *key_instance;       /* merge: instance of argv[i] for i in 1..argc-1 (heap), -1 = not a key */
+    int keeps_transaction;      /* PLAN_ERROR inside MULTI that does not make EXEC abort (as Redis) */
 };
 
 /* Free what policy_decide allocated in plan (call once the plan was carried out). */

@@ -103,6 +103,8 @@ struct backend {
     int pinned;               /* 1: not in the shared pool; freed, never reconnected */
     struct client *owner;     /* the client holding it; NULL when idle or releasing */
     int subscriber;           /* pub/sub mode: frames go straight to owner */
+    int sub_normal, sub_shard;/* channels+patterns / shard channels subscribed, from the confirmations */
+    int sub_markers;          /* marker PINGs sent and not yet answered */
     int release_when_idle;    /* back to the idle list once the FIFO is empty */
     int in_idle;
     TAILQ_ENTRY(backend) link; /* idle list, or the worker's dead list */
@@ -144,6 +146,8 @@ struct client {
     struct backend *block_pin;                     /* a blocking command in flight */
     struct backend *sub_pin[CONFIG_MAX_INSTANCES]; /* subscriber connections */
     int stall;                /* parse nothing more until every queued reply is written */
+    int sub_markers;          /* (un)subscribe commands whose confirmations are still coming */
+    int watch_lost;           /* the WATCH pin dropped: the next EXEC must not run unwatched */
     struct evbuffer *multi_buf; /* the transaction's commands, sent at EXEC */
     uint8_t *multi_keep;      /* per backend reply inside EXEC: the client's (1) or injected (0) */
     size_t multi_nkeep, multi_keep_cap;
@@ -202,6 +206,10 @@ void client_flush(struct client *c);
 /* A backend reply owed to req was swallowed (injected command, or its backend failed):
  * frees req when it was its last reference. */
 void request_reply_consumed(struct request *req);
+
+/* The connection for c's commands to `instance`: its WATCH pin there, else its shared one.
+ * NULL when that connection is down. */
+struct backend *client_backend(struct client *c, int instance);
 
 /* A frame from c's subscriber connection b: straight to the client; tracks the end of subscriptions. */
 void client_push(struct client *c, struct backend *b, const char *frame, size_t len);

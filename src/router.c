@@ -149,7 +149,7 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
     req->parts_left = req->nparts;
     /* write every part before any reply can complete the request */
     struct backend *conns[CONFIG_MAX_INSTANCES] = {0};
-    for (int k = 0; k < req->nparts; k++) conns[k] = backend_for(w, req->parts[k].instance, c->id);
+    for (int k = 0; k < req->nparts; k++) conns[k] = client_backend(c, req->parts[k].instance);
     for (int k = 0; k < req->nparts; k++) {
         int inst = req->parts[k].instance;
         struct backend *b = conns[k];

@@ -365,6 +365,11 @@ static const char *mon_text(const struct mon_window *w)
  * Atomicity of one row: every TTL keygate injected for a key of `keys` is in the same
  * MULTI/EXEC block as the client's command, or the client's command carries it itself
  * (SET ... EX D). Returns 0, or -1 after noting the failure.
+ *
+ * The one listed exception: blocking commands (INV_BLOCKING rows). Redis never blocks
+ * inside MULTI, so keygate sends their TTLs as the very next commands on the same
+ * dedicated connection; a pop creates no key, and a blocking move's destination gets
+ * its TTL by the next command Redis runs for that connection. Checked as exactly that.
  */
 static int mon_check_atomic(struct failures *f, const char *nsname, const struct ttl_invocation *row,
                             const struct inv_cmd *inv, const struct inv_cmd *keys, struct mon_window *w)
@@ -389,7 +394,14 @@ static int mon_check_atomic(struct failures *f, const char *nsname, const struct
             if (i == ci || !is_expire_family(l->argv[0]) || l->argc < 2 || strcmp(l->argv[1], keys->argv[k]) != 0)
                 continue;
             injected++;
-            if (l->block < 0 || l->block != w->lines[ci].block) bad++;
+            if (row->flags & INV_BLOCKING) {
+                /* right behind the command: only expire-family lines between them */
+                for (int j = ci + 1; j < i; j++)
+                    if (!is_expire_family(w->lines[j].argv[0])) bad++;
+                if (i < ci) bad++;
+            } else if (l->block < 0 || l->block != w->lines[ci].block) {
+                bad++;
+            }
         }
         int carried = 0; /* the client's own line sets a TTL (SET k v EX D, SETEX ...) */
         const struct mon_line *cl = &w->lines[ci];

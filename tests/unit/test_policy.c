@@ -332,9 +332,13 @@ START_TEST(stateful_commands_pin_or_buffer)
     ck_assert_str_eq(p.error, "ERR MULTI calls can not be nested");
     decide_as(&in_multi, "WATCH cache:a", &p);
     ck_assert_str_eq(p.error, "ERR WATCH inside MULTI is not allowed");
-    decide_as(&in_multi, "PING", &p);
+    decide_as(&in_multi, "PING", &p); /* queued; keyless, so it runs wherever the transaction does */
     ck_assert_int_eq(p.kind, PLAN_FORWARD);
-    ck_assert_int_eq(p.instance, 1);
+    ck_assert_int_eq(p.instance, -1);
+    decide_as(&in_multi, "WATCH cache:a", &p); /* an error that does not abort the transaction */
+    ck_assert_int_eq(p.keeps_transaction, 1);
+    decide_as(&in_multi, "UNWATCH", &p); /* queued like Redis */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
 }
 END_TEST
 
