@@ -22,6 +22,7 @@
 
 static void backend_connect(struct backend *b);
 static void backend_make_idle(struct backend *b);
+static void backend_unstage(struct backend *b);
 static void backend_part_done(struct request *req, int part, const char *reply, size_t len);
 
 static void backend_retry_cb(evutil_socket_t fd, short what, void *arg)
@@ -132,8 +133,10 @@ void backend_pools_free(struct worker *w)
             struct backend *b = &pool->conns[j];
             if (b->bev) bufferevent_free(b->bev);
             b->bev = NULL;
+            backend_unstage(b);
             backend_fail_fifo(b);
             if (b->retry_timer) event_free(b->retry_timer);
+            bytebuf_free(&b->out);
             free(b->fifo);
             free(b->rbuf);
         }
@@ -175,13 +178,76 @@ void backend_expect(struct backend *b, struct request *req, enum pending_kind ki
     if (req) req->waiting++;
 }
 
+void stage_add(struct bytebuf *out, const void *data, size_t n)
+{
+    if (bytebuf_add(out, data, n) != 0) {
+        log_msg(LOG_ERROR, "out of memory staging a backend request");
+        abort();
+    }
+}
+
+void stage_add_bulk(struct bytebuf *out, const void *data, size_t n)
+{
+    if (bytebuf_add_bulk(out, data, n) != 0) {
+        log_msg(LOG_ERROR, "out of memory staging a backend request");
+        abort();
+    }
+}
+
+struct bytebuf *backend_stage(struct backend *b)
+{
+    struct worker *w = b->worker;
+    if (!b->dirty) {
+        if (w->ndirty == w->dirty_cap) {
+            size_t cap = w->dirty_cap ? w->dirty_cap * 2 : 16;
+            struct backend **d = realloc(w->dirty, cap * sizeof(*d));
+            if (!d) {
+                log_msg(LOG_ERROR, "out of memory staging a backend request");
+                abort();
+            }
+            w->dirty = d;
+            w->dirty_cap = cap;
+        }
+        w->dirty[w->ndirty++] = b;
+        b->dirty = 1;
+        if (w->ndirty == 1) event_active(w->flush_ev, EV_TIMEOUT, 0);
+    }
+    return &b->out;
+}
+
+/* Forget b's staged bytes and take it off the flush list (it closed). */
+static void backend_unstage(struct backend *b)
+{
+    struct worker *w = b->worker;
+    b->out.len = 0;
+    if (!b->dirty) return;
+    for (size_t i = 0; i < w->ndirty; i++) {
+        if (w->dirty[i] != b) continue;
+        w->dirty[i] = w->dirty[--w->ndirty];
+        break;
+    }
+    b->dirty = 0;
+}
+
+void backend_flush_all(struct worker *w)
+{
+    for (size_t i = 0; i < w->ndirty; i++) {
+        struct backend *b = w->dirty[i];
+        b->dirty = 0;
+        if (b->bev && b->out.len) bufferevent_write(b->bev, b->out.p, b->out.len);
+        b->out.len = 0;
+        if (b->out.cap > (1u << 20)) bytebuf_free(&b->out); /* a huge request: give the memory back */
+    }
+    w->ndirty = 0;
+}
+
 /* Send one of keygate's own commands (AUTH, INFO) formatted by hiredis. */
 static void backend_send_internal(struct backend *b, enum pending_kind kind, int argc, const char **argv)
 {
     char *cmd = NULL;
     int len = redisFormatCommandArgv(&cmd, argc, argv, NULL);
     if (len < 0) return;
-    bufferevent_write(b->bev, cmd, (size_t)len);
+    stage_add(backend_stage(b), cmd, (size_t)len);
     free(cmd);
     backend_expect(b, NULL, kind);
 }
@@ -189,6 +255,7 @@ static void backend_send_internal(struct backend *b, enum pending_kind kind, int
 void backend_close(struct backend *b, const char *reason)
 {
     const struct instance_conf *ic = backend_conf(b);
+    backend_unstage(b);
     if (b->pinned) {
         struct client *owner = b->owner;
         log_msg(owner ? LOG_WARN : LOG_DEBUG, "instance '%s' dedicated connection: %s", ic->name, reason);
@@ -551,6 +618,7 @@ void backend_reap(struct worker *w)
     struct backend *b;
     while ((b = TAILQ_FIRST(&w->dead_backends))) {
         TAILQ_REMOVE(&w->dead_backends, b, link);
+        bytebuf_free(&b->out);
         free(b->fifo);
         free(b->rbuf);
         free(b);

@@ -138,8 +138,7 @@ void client_close(struct client *c, const char *reason)
         if (c->sub_pin[i]) backend_abandon(c->sub_pin[i]);
     c->watch_pin = c->block_pin = NULL;
     memset(c->sub_pin, 0, sizeof(c->sub_pin));
-    if (c->multi_buf) evbuffer_free(c->multi_buf);
-    c->multi_buf = NULL;
+    bytebuf_free(&c->multi_buf);
     if (c->bev) {
         TAILQ_REMOVE(&w->clients, c, link);
         bufferevent_free(c->bev);
@@ -285,7 +284,7 @@ static void client_multi_queue(struct client *c, struct request *req, const stru
         request_error(c, req, plan->error);
         return;
     }
-    if (router_write_queued(c->multi_buf, c, plan, frame, &c->multi_keep, &c->multi_nkeep, &c->multi_keep_cap) < 0) {
+    if (router_write_queued(&c->multi_buf, c, plan, frame, &c->multi_keep, &c->multi_nkeep, &c->multi_keep_cap) < 0) {
         c->multi_dirty = 1;
         request_error(c, req, "OOM keygate is out of memory");
         return;
@@ -296,8 +295,8 @@ static void client_multi_queue(struct client *c, struct request *req, const stru
 
 static void client_multi_reset(struct client *c)
 {
-    if (c->multi_buf) evbuffer_free(c->multi_buf);
-    c->multi_buf = NULL;
+    c->multi_buf.len = 0;
+    if (c->multi_buf.cap > 65536) bytebuf_free(&c->multi_buf);
     free(c->multi_keep);
     c->multi_keep = NULL;
     c->multi_nkeep = c->multi_keep_cap = 0;
@@ -354,12 +353,12 @@ static void client_exec(struct client *c, struct request *req)
         request_error(c, req, msg);
         return;
     }
-    struct evbuffer *out = bufferevent_get_output(b->bev);
-    evbuffer_add(out, "*1\r\n$5\r\nMULTI\r\n", 15);
+    struct bytebuf *out = backend_stage(b);
+    stage_add(out, "*1\r\n$5\r\nMULTI\r\n", 15);
     backend_expect(b, req, PENDING_DROP);
-    evbuffer_add_buffer(out, c->multi_buf);
+    stage_add(out, c->multi_buf.p, c->multi_buf.len);
     for (size_t i = 0; i < c->multi_nkeep; i++) backend_expect(b, req, PENDING_DROP);
-    evbuffer_add(out, "*1\r\n$4\r\nEXEC\r\n", 14);
+    stage_add(out, "*1\r\n$4\r\nEXEC\r\n", 14);
     backend_expect(b, req, PENDING_EXEC_FILTER);
     req->exec_keep = c->multi_keep;
     req->exec_nkeep = c->multi_nkeep;
@@ -376,7 +375,7 @@ static void client_discard(struct client *c, struct request *req)
     c->session.watch_instance = c->watch_pin ? c->session.watch_instance : -1;
     if (c->watch_pin) {
         /* DISCARD also unwatches: do it on the pin before it goes back */
-        evbuffer_add(bufferevent_get_output(c->watch_pin->bev), "*1\r\n$7\r\nUNWATCH\r\n", 17);
+        stage_add(backend_stage(c->watch_pin), "*1\r\n$7\r\nUNWATCH\r\n", 17);
         backend_expect(c->watch_pin, req, PENDING_DROP);
         client_watch_end(c);
     }
@@ -431,10 +430,10 @@ static void client_subscribe(struct client *c, const struct plan *plan, const ch
             c->session.subscribed = 1;
         }
         if (!b) continue;
-        struct evbuffer *out = bufferevent_get_output(b->bev);
-        evbuffer_add(out, frame, c->parser.frame_len);
+        struct bytebuf *out = backend_stage(b);
+        stage_add(out, frame, c->parser.frame_len);
         /* its answer marks the end of this command's confirmations (client_push) */
-        evbuffer_add(out, SUB_MARKER_CMD, sizeof(SUB_MARKER_CMD) - 1);
+        stage_add(out, SUB_MARKER_CMD, sizeof(SUB_MARKER_CMD) - 1);
         b->sub_markers++;
         c->sub_markers++;
         c->stall = 1;
@@ -522,7 +521,7 @@ static int client_handle_frame(struct client *c, const char *frame)
     case PLAN_LOCAL:
         STAT_INC(&w->stats, commands_local);
         if (plan.local == LOCAL_MULTI) {
-            c->multi_buf = evbuffer_new();
+            c->multi_buf.len = 0;
             c->session.in_multi = 1;
             c->session.multi_instance = -1;
             request_complete(req, "+OK\r\n", 5);

@@ -136,7 +136,8 @@ static int run(const char *path)
     if (!d.cfg) return 1;
     log_min_level = d.cfg->log_level;
     signal(SIGPIPE, SIG_IGN);
-    if (evthread_use_pthreads() != 0) return 1;
+    /* No evthread_use_pthreads(): each event base belongs to one thread, and the main
+     * thread wakes a worker through its pipe (worker_post), so libevent takes no locks. */
     if (listen_tls_init(&d) != 0) return 1;
 
     d.proxy.nworkers = d.cfg->threads;

@@ -93,6 +93,8 @@ struct backend {
     struct bufferevent *bev;
     struct pending *fifo;     /* ring buffer of requests in flight, oldest first */
     size_t fifo_head, fifo_count, fifo_cap;
+    struct bytebuf out;       /* staged requests: one write per loop iteration (backend_stage) */
+    int dirty;                /* on the worker's list of backends to flush */
     char *rbuf;               /* received bytes not yet framed */
     size_t rlen, rcap;
     struct resp_scanner scan;
@@ -148,7 +150,7 @@ struct client {
     int stall;                /* parse nothing more until every queued reply is written */
     int sub_markers;          /* (un)subscribe commands whose confirmations are still coming */
     int watch_lost;           /* the WATCH pin dropped: the next EXEC must not run unwatched */
-    struct evbuffer *multi_buf; /* the transaction's commands, sent at EXEC */
+    struct bytebuf multi_buf; /* the transaction's commands, sent at EXEC */
     uint8_t *multi_keep;      /* per backend reply inside EXEC: the client's (1) or injected (0) */
     size_t multi_nkeep, multi_keep_cap;
     int multi_dirty;          /* a queue-time error: EXEC answers EXECABORT */
@@ -164,6 +166,9 @@ struct worker {
     struct client_list dead_clients;    /* closed, freed at the next reap */
     struct backend_list dead_backends;  /* closed dedicated connections, freed at the next reap */
     struct event *reap_ev;
+    struct event *flush_ev;             /* writes every staged backend output, once per loop iteration */
+    struct backend **dirty;             /* backends with staged output */
+    size_t ndirty, dirty_cap;
     struct evconnlistener **listeners;
     size_t nlisteners;
     void **listen_ctxs;                 /* what each listener's callback gets; freed with w */
@@ -172,6 +177,7 @@ struct worker {
     int stop_requested;                 /* posted by the main thread (atomic) */
     int drain_left_ms;
     struct event *control_ev;           /* woken by the main thread: reload, shutdown */
+    int control_pipe[2];                /* the main thread writes a byte to wake the loop */
     struct event *drain_timer;
     int stopping;
     struct stats stats;
@@ -232,6 +238,20 @@ void backend_pools_free(struct worker *w);
  * to one instance keep their order. NULL when that connection is down. */
 struct backend *backend_for(struct worker *w, int instance, uint64_t client_id);
 
+/*
+ * The staging buffer of b, for the caller to append a request's bytes to. Many clients'
+ * requests collect there during one loop iteration and go to the socket (and TLS) in one
+ * write (backend_flush_all), instead of one TLS record per small buffer chain.
+ */
+struct bytebuf *backend_stage(struct backend *b);
+
+/* Append to a staging buffer; out of memory here would desynchronise the FIFO: abort. */
+void stage_add(struct bytebuf *out, const void *data, size_t n);
+void stage_add_bulk(struct bytebuf *out, const void *data, size_t n);
+
+/* Write every staged backend output of w (the flush event's callback). */
+void backend_flush_all(struct worker *w);
+
 /* Queue bytes on b and expect one reply of `kind` for req. The caller wrote the bytes. */
 void backend_expect(struct backend *b, struct request *req, enum pending_kind kind);
 
@@ -263,7 +283,7 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
 /* Write the plan's command (and its TTL fixes, no MULTI wrap) to out, for a client transaction.
  * Appends one keep flag per backend reply to keep[] (1 = the client's, 0 = injected);
  * returns the number of replies, or -1 when out of memory. */
-int router_write_queued(struct evbuffer *out, const struct client *c, const struct plan *plan, const char *frame,
+int router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,
                         uint8_t **keep, size_t *nkeep, size_t *cap);
 
 /* Merge a split request's parts into its reply (called when the last part arrived). */

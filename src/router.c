@@ -6,15 +6,7 @@
 
 #include <event2/buffer.h>
 
-/* Append "$len\r\n<arg>\r\n" to out. */
-static void add_bulk(struct evbuffer *out, const char *arg, size_t len)
-{
-    char hdr[32];
-    int n = snprintf(hdr, sizeof(hdr), "$%zu\r\n", len);
-    evbuffer_add(out, hdr, (size_t)n);
-    evbuffer_add(out, arg, len);
-    evbuffer_add(out, "\r\n", 2);
-}
+#define add_bulk stage_add_bulk
 
 /*
  * Write the client's frame to `out`, with plan->append spliced on the end:
@@ -22,18 +14,18 @@ static void add_bulk(struct evbuffer *out, const char *arg, size_t len)
  *   multibulk + appended  -> new "*N" header + the frame's arguments + the new ones
  *   inline, or GET->GETEX -> re-encoded as multibulk
  */
-static void write_frame(struct evbuffer *out, const struct client *c, const struct plan *plan, const char *frame)
+static void write_frame(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame)
 {
     const struct resp_parser *p = &c->parser;
     if (!p->is_inline && plan->nappend == 0 && !plan->ttl.getex) {
-        evbuffer_add(out, frame, p->frame_len);
+        stage_add(out, frame, p->frame_len);
         return;
     }
     char hdr[32];
     int n = snprintf(hdr, sizeof(hdr), "*%zu\r\n", p->argc + plan->nappend);
-    evbuffer_add(out, hdr, (size_t)n);
+    stage_add(out, hdr, (size_t)n);
     if (!p->is_inline && !plan->ttl.getex) {
-        evbuffer_add(out, frame + p->header_len, p->frame_len - p->header_len);
+        stage_add(out, frame + p->header_len, p->frame_len - p->header_len);
     } else {
         for (size_t i = 0; i < p->argc; i++) {
             if (i == 0 && plan->ttl.getex) add_bulk(out, "GETEX", 5);
@@ -44,11 +36,11 @@ static void write_frame(struct evbuffer *out, const struct client *c, const stru
 }
 
 /* PEXPIRE key ms [NX] for one ttl_fix. */
-static void write_fix(struct evbuffer *out, const struct client *c, const char *frame, const struct ttl_fix *f)
+static void write_fix(struct bytebuf *out, const struct client *c, const char *frame, const struct ttl_fix *f)
 {
     char ms[24];
     int n = snprintf(ms, sizeof(ms), "%lld", (long long)f->ttl_ms);
-    evbuffer_add(out, f->mode == TTL_FIX_RESET ? "*3\r\n$7\r\nPEXPIRE\r\n" : "*4\r\n$7\r\nPEXPIRE\r\n", 17);
+    stage_add(out, f->mode == TTL_FIX_RESET ? "*3\r\n$7\r\nPEXPIRE\r\n" : "*4\r\n$7\r\nPEXPIRE\r\n", 17);
     add_bulk(out, resp_arg_ptr(&c->parser, frame, f->argi), c->parser.args[f->argi].len);
     add_bulk(out, ms, (size_t)n);
     if (f->mode == TTL_FIX_NX) add_bulk(out, "NX", 2);
@@ -79,10 +71,10 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
         request_unavailable(c, req, plan->instance);
         return;
     }
-    struct evbuffer *out = bufferevent_get_output(b->bev);
+    struct bytebuf *out = backend_stage(b);
     int wrap = plan->ttl.wrap;
     if (wrap) {
-        evbuffer_add(out, "*1\r\n$5\r\nMULTI\r\n", 15);
+        stage_add(out, "*1\r\n$5\r\nMULTI\r\n", 15);
         backend_expect(b, req, PENDING_DROP);
     }
     write_frame(out, c, plan, frame);
@@ -92,7 +84,7 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
         backend_expect(b, req, PENDING_DROP);
     }
     if (wrap) {
-        evbuffer_add(out, "*1\r\n$4\r\nEXEC\r\n", 14);
+        stage_add(out, "*1\r\n$4\r\nEXEC\r\n", 14);
         backend_expect(b, req, PENDING_EXEC_PICK);
     }
     STAT_INC(&w->stats, commands_forwarded);
@@ -112,7 +104,7 @@ static int keep_push(uint8_t **keep, size_t *n, size_t *cap, uint8_t v)
     return 0;
 }
 
-int router_write_queued(struct evbuffer *out, const struct client *c, const struct plan *plan, const char *frame,
+int router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,
                         uint8_t **keep, size_t *nkeep, size_t *cap)
 {
     write_frame(out, c, plan, frame);
@@ -154,10 +146,10 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
         int inst = req->parts[k].instance;
         struct backend *b = conns[k];
         if (!b) continue;
-        struct evbuffer *out = bufferevent_get_output(b->bev);
+        struct bytebuf *out = backend_stage(b);
         char hdr[32];
         int n = snprintf(hdr, sizeof(hdr), "*%d\r\n", 1 + count[inst]);
-        evbuffer_add(out, hdr, (size_t)n);
+        stage_add(out, hdr, (size_t)n);
         add_bulk(out, resp_arg_ptr(p, frame, 0), p->args[0].len);
         for (size_t i = 1; i < p->argc; i++)
             if (req->key_instance[i] == inst) add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);

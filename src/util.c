@@ -228,3 +228,34 @@ void log_msg(enum log_level level, const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, "%s %s\n", names[level <= LOG_ERROR ? level : LOG_ERROR], msg);
 }
+
+int bytebuf_add(struct bytebuf *b, const void *data, size_t n)
+{
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) return -1;
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, data, n);
+    b->len += n;
+    return 0;
+}
+
+int bytebuf_add_bulk(struct bytebuf *b, const void *data, size_t n)
+{
+    char hdr[32];
+    int h = snprintf(hdr, sizeof(hdr), "$%zu\r\n", n);
+    if (bytebuf_add(b, hdr, (size_t)h) != 0 || bytebuf_add(b, data, n) != 0 || bytebuf_add(b, "\r\n", 2) != 0)
+        return -1;
+    return 0;
+}
+
+void bytebuf_free(struct bytebuf *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}

@@ -59,6 +59,20 @@ struct tokens {
 int tokens_split(const char *line, struct tokens *t, const char **err) KG_MUST_CHECK;
 void tokens_free(struct tokens *t);
 
+/* A growable linear byte buffer (staging of backend output, a client's transaction). */
+struct bytebuf {
+    char *p;
+    size_t len, cap;
+};
+
+/* Append n bytes; 0, or -1 when out of memory (the buffer is unchanged then). */
+int bytebuf_add(struct bytebuf *b, const void *data, size_t n) KG_MUST_CHECK;
+
+/* Append "$<n>\r\n<data>\r\n" (a RESP bulk string). 0 or -1 as bytebuf_add. */
+int bytebuf_add_bulk(struct bytebuf *b, const void *data, size_t n) KG_MUST_CHECK;
+
+void bytebuf_free(struct bytebuf *b);
+
 enum log_level { LOG_DEBUG = 0, LOG_INFO, LOG_WARN, LOG_ERROR };
 extern int log_min_level;
 /* Log one line to stderr: "LEVEL message" (journald adds time and unit). */
