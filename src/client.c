@@ -95,15 +95,34 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
 
+#define FREE_REQUESTS_MAX 4096 /* recycled per worker; beyond that they go back to malloc */
+
 static void request_free(struct request *req)
 {
+    struct worker *w = req->worker;
     for (int i = 0; i < req->nparts; i++) free(req->parts[i].reply);
     free(req->parts);
     free(req->key_instance);
     free(req->exec_keep);
     free(req->queued_error);
     free(req->reply);
-    free(req);
+    if (w->nfree_requests >= FREE_REQUESTS_MAX) {
+        free(req);
+        return;
+    }
+    req->link.tqe_next = w->free_requests;
+    w->free_requests = req;
+    w->nfree_requests++;
+}
+
+void request_pool_free(struct worker *w)
+{
+    struct request *req;
+    while ((req = w->free_requests)) {
+        w->free_requests = req->link.tqe_next;
+        free(req);
+    }
+    w->nfree_requests = 0;
 }
 
 /* Detach req from its client; free it unless backend replies for it are still due. */
@@ -242,8 +261,17 @@ void request_complete(struct request *req, const char *reply, size_t len)
 
 static struct request *request_new(struct client *c)
 {
-    struct request *req = calloc(1, sizeof(*req));
-    if (!req) return NULL;
+    struct worker *w = c->worker;
+    struct request *req = w->free_requests;
+    if (req) {
+        w->free_requests = req->link.tqe_next;
+        w->nfree_requests--;
+        memset(req, 0, sizeof(*req));
+    } else {
+        req = calloc(1, sizeof(*req));
+        if (!req) return NULL;
+    }
+    req->worker = w;
     req->client = c;
     TAILQ_INSERT_TAIL(&c->queue, req, link);
     c->nqueued++;
@@ -474,7 +502,7 @@ static int client_handle_frame(struct client *c, const char *frame)
         .argc = p->argc,
         .argv = c->argv,
         .argvlen = c->argvlen,
-        .now_ms = clock_wall_ms(),
+        .now_ms = c->now_ms,
     };
     pr.cmd = command_lookup(p->argc, c->argv, c->argvlen, &pr.unknown_subcommand);
 
@@ -489,7 +517,7 @@ static int client_handle_frame(struct client *c, const char *frame)
         return 1;
     }
     STAT_INC(&w->stats, commands_processed);
-    if (pr.cmd) snprintf(c->last_cmd, sizeof(c->last_cmd), "%s", pr.cmd->name);
+    if (pr.cmd) c->last_cmd = pr.cmd->name;
 
     if (plan.kind == PLAN_FORWARD && (plan.flow == FLOW_SUBSCRIBE || plan.flow == FLOW_UNSUBSCRIBE) &&
         !(plan.flow == FLOW_UNSUBSCRIBE && client_has_no_subscription(c, &plan))) {
@@ -508,7 +536,6 @@ static int client_handle_frame(struct client *c, const char *frame)
         client_close(c, "out of memory");
         return 0;
     }
-    req->start_ns = clock_mono_ns();
     if (c->session.in_multi && (plan.kind == PLAN_FORWARD || (plan.kind == PLAN_ERROR && !plan.keeps_transaction))) {
         client_multi_queue(c, req, &plan, frame);
         plan_release(&plan);
@@ -668,7 +695,7 @@ void client_pin_lost(struct client *c, struct backend *b)
 static int client_qbuf_reserve(struct client *c, size_t more)
 {
     if (c->qlen + more <= c->qcap) return 0;
-    size_t cap = c->qcap ? c->qcap : 16384;
+    size_t cap = c->qcap ? c->qcap : 1024; /* small: most clients send small commands */
     while (cap < c->qlen + more) cap *= 2;
     char *q = realloc(c->qbuf, cap);
     if (!q) return -1;
@@ -715,6 +742,7 @@ static void client_read_cb(struct bufferevent *bev, void *arg)
 
     size_t pos = 0;
     const struct config *cfg = c->worker->cfg;
+    c->now_ms = clock_wall_ms();
     while (pos < c->qlen && !c->closing && c->nqueued < cfg->max_pending) {
         enum resp_status st = resp_parse_request(&c->parser, c->qbuf + pos, c->qlen - pos);
         if (st == RESP_NEED_MORE) {
@@ -743,6 +771,12 @@ static void client_read_cb(struct bufferevent *bev, void *arg)
     if (pos > 0) {
         memmove(c->qbuf, c->qbuf + pos, c->qlen - pos);
         c->qlen -= pos;
+    }
+    if (c->qlen == 0 && c->qcap > 65536) {
+        /* a big request came and went: an idle client keeps no big buffer */
+        free(c->qbuf);
+        c->qbuf = NULL;
+        c->qcap = 0;
     }
     client_update_reading(c);
 }

@@ -173,7 +173,7 @@ static void client_info_line(struct evbuffer *out, const struct client *c)
                         (unsigned long long)c->id, c->addr, c->bev ? (int)bufferevent_getfd(c->bev) : -1,
                         c->name ? c->name : "", (long long)age, c->session.in_multi ? "x" : "N", subs,
                         c->session.in_multi ? (int)c->multi_nkeep : -1, c->qlen, c->qcap - c->qlen, c->qcap, obl, obl,
-                        c->qcap + obl, c->last_cmd[0] ? c->last_cmd : "NULL",
+                        c->qcap + obl, c->last_cmd ? c->last_cmd : "NULL",
                         c->session.user ? c->session.user->name : "default");
 }
 

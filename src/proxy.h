@@ -37,6 +37,7 @@ struct client;
 /* One client command waiting for its reply. */
 struct request {
     TAILQ_ENTRY(request) link;
+    struct worker *worker;
     struct client *client; /* NULL once the client closed (orphaned) */
     int waiting;           /* backend replies still expected */
     int done;              /* the reply is complete */
@@ -44,7 +45,6 @@ struct request {
     size_t reply_len;
     char *queued_error;    /* wrapped in MULTI: the command's queue-time error, if any */
     size_t queued_error_len;
-    uint64_t start_ns;     /* for latency stats */
     uint8_t blocking;      /* sent on the client's blocking pin */
     /* the client's own transaction: which EXEC elements are the client's (1) or injected (0) */
     uint8_t *exec_keep;
@@ -142,7 +142,8 @@ struct client {
     const char **argv;
     size_t *argvlen;
     size_t argv_cap;
-    char last_cmd[32];
+    const char *last_cmd;     /* name of the last command (the command table's string) */
+    int64_t now_ms;           /* wall clock read once per batch of frames */
     /* stateful commands */
     struct backend *watch_pin;                     /* WATCH: until EXEC/DISCARD/UNWATCH */
     struct backend *block_pin;                     /* a blocking command in flight */
@@ -165,6 +166,8 @@ struct worker {
     struct client_list clients;
     struct client_list dead_clients;    /* closed, freed at the next reap */
     struct backend_list dead_backends;  /* closed dedicated connections, freed at the next reap */
+    struct request *free_requests;      /* recycled requests (linked through link.tqe_next) */
+    size_t nfree_requests;
     struct event *reap_ev;
     struct event *flush_ev;             /* writes every staged backend output, once per loop iteration */
     struct backend **dirty;             /* backends with staged output */
@@ -202,6 +205,9 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
 
 /* The one close path of a client: orphans requests still in flight, frees the rest. */
 void client_close(struct client *c, const char *reason);
+
+/* Free w's recycled requests (at worker exit). */
+void request_pool_free(struct worker *w);
 
 /* Free the clients closed since the last reap (runs from an event, outside their callbacks). */
 void client_reap(struct worker *w);

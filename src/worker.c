@@ -223,6 +223,7 @@ void worker_free(struct worker *w)
     while ((c = TAILQ_FIRST(&w->clients))) client_close(c, "shutting down");
     client_reap(w);
     backend_pools_free(w);
+    request_pool_free(w);
     if (w->control_ev) event_free(w->control_ev);
     if (w->control_pipe[0] > 0) close(w->control_pipe[0]);
     if (w->control_pipe[1] > 0) close(w->control_pipe[1]);
