@@ -59,8 +59,16 @@ static const struct slot *slot_find(const struct command_def *cmd)
 
 enum cmd_id cmdclass_id(const struct command_def *cmd)
 {
+    /* policy, access and ttl ask about the same command several times per request */
+    static __thread const struct command_def *last;
+    static __thread enum cmd_id last_id;
+    if (cmd == last) return last_id;
     const struct slot *s = slot_find(cmd);
-    if (s) return (enum cmd_id)s->id;
+    if (s) {
+        last = cmd;
+        last_id = (enum cmd_id)s->id;
+        return last_id;
+    }
     /* a command outside the table (tests): compare once */
     for (int id = 1; id < CID_COUNT; id++)
         if (strcmp(cmd->name, id_names[id]) == 0) return (enum cmd_id)id;

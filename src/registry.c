@@ -319,6 +319,13 @@ static void index_build(struct registry *r)
                 r->lens[k][out++] = r->lens[k][i];
         r->nlens[k] = out;
     }
+    /* entries are sorted by prefix, so one first byte is one contiguous run */
+    memset(r->bucket_n, 0, sizeof(r->bucket_n));
+    for (size_t i = 0; i < r->count; i++) {
+        const struct namespace_entry *e = &r->entries[i];
+        unsigned char b0 = (unsigned char)e->prefix[0];
+        if (r->bucket_n[e->kind][b0]++ == 0) r->bucket_at[e->kind][b0] = (uint32_t)i;
+    }
 }
 
 struct registry *registry_load(const char *path, const char *const *instances, size_t ninstances,
@@ -395,8 +402,20 @@ void registry_free(struct registry *r)
 const struct namespace_entry *registry_lookup(const struct registry *r, enum ns_kind kind,
                                               const char *key, size_t len)
 {
-    if (!r || (kind != NS_KEY && kind != NS_CHANNEL))
+    if (!r || (kind != NS_KEY && kind != NS_CHANNEL) || len == 0)
         return NULL;
+    /* Usual registries: a handful of prefixes share a first byte; scan them, keep the longest. */
+    unsigned char b0 = (unsigned char)key[0];
+    if (r->bucket_n[kind][b0] <= 16) {
+        const struct namespace_entry *best = NULL;
+        const struct namespace_entry *e = r->entries + r->bucket_at[kind][b0];
+        for (uint32_t i = 0; i < r->bucket_n[kind][b0]; i++, e++) {
+            if (e->prefix_len <= len && (!best || e->prefix_len > best->prefix_len) &&
+                memcmp(e->prefix, key, e->prefix_len) == 0)
+                best = e;
+        }
+        return best;
+    }
     const struct namespace_entry *base = r->entries + r->first[kind];
     for (size_t li = 0; li < r->nlens[kind]; li++) {
         size_t plen = r->lens[kind][li];

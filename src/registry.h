@@ -33,6 +33,8 @@ struct registry {
     size_t first[2], n[2];
     size_t *lens[2];
     size_t nlens[2];
+    /* entries of kind k whose prefix starts with byte b: [bucket_at[k][b], +bucket_n[k][b]) */
+    uint32_t bucket_at[2][256], bucket_n[2][256];
 };
 
 /*
