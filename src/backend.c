@@ -229,16 +229,31 @@ static void backend_unstage(struct backend *b)
     b->dirty = 0;
 }
 
+static void staged_free(const void *data, size_t len, void *arg)
+{
+    (void)len;
+    (void)arg;
+    free((void *)data);
+}
+
 void backend_flush_all(struct worker *w)
 {
-    for (size_t i = 0; i < w->ndirty; i++) {
-        struct backend *b = w->dirty[i];
+    /* pop from the end: a write may close a connection, which unstages it (swap with last) */
+    while (w->ndirty > 0) {
+        struct backend *b = w->dirty[--w->ndirty];
         b->dirty = 0;
-        if (b->bev && b->out.len) bufferevent_write(b->bev, b->out.p, b->out.len);
-        b->out.len = 0;
-        if (b->out.cap > (1u << 20)) bytebuf_free(&b->out); /* a huge request: give the memory back */
+        if (!b->bev || b->out.len == 0) {
+            b->out.len = 0;
+            continue;
+        }
+        /* hand the buffer itself to libevent (no copy): one chain, so one SSL_write */
+        struct bytebuf staged = b->out;
+        memset(&b->out, 0, sizeof(b->out));
+        if (evbuffer_add_reference(bufferevent_get_output(b->bev), staged.p, staged.len, staged_free, NULL) != 0) {
+            bufferevent_write(b->bev, staged.p, staged.len);
+            free(staged.p);
+        }
     }
-    w->ndirty = 0;
 }
 
 /* Send one of keygate's own commands (AUTH, INFO) formatted by hiredis. */

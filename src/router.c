@@ -22,8 +22,11 @@ static void write_frame(struct bytebuf *out, const struct client *c, const struc
         return;
     }
     char hdr[32];
-    int n = snprintf(hdr, sizeof(hdr), "*%zu\r\n", p->argc + plan->nappend);
-    stage_add(out, hdr, (size_t)n);
+    hdr[0] = '*';
+    size_t n = 1 + format_ll(hdr + 1, (long long)(p->argc + plan->nappend));
+    hdr[n++] = '\r';
+    hdr[n++] = '\n';
+    stage_add(out, hdr, n);
     if (!p->is_inline && !plan->ttl.getex) {
         stage_add(out, frame + p->header_len, p->frame_len - p->header_len);
     } else {
@@ -39,7 +42,7 @@ static void write_frame(struct bytebuf *out, const struct client *c, const struc
 static void write_fix(struct bytebuf *out, const struct client *c, const char *frame, const struct ttl_fix *f)
 {
     char ms[24];
-    int n = snprintf(ms, sizeof(ms), "%lld", (long long)f->ttl_ms);
+    size_t n = format_ll(ms, (long long)f->ttl_ms);
     stage_add(out, f->mode == TTL_FIX_RESET ? "*3\r\n$7\r\nPEXPIRE\r\n" : "*4\r\n$7\r\nPEXPIRE\r\n", 17);
     add_bulk(out, resp_arg_ptr(&c->parser, frame, f->argi), c->parser.args[f->argi].len);
     add_bulk(out, ms, (size_t)n);

@@ -118,8 +118,7 @@ static void ttl_append(struct plan *p, int64_t ttl_ms)
     int whole = ttl_ms % 1000 == 0;
     p->append[0] = whole ? "EX" : "PX";
     p->append_len[0] = 2;
-    p->append_len[1] = (size_t)snprintf(p->append_store, sizeof(p->append_store), "%lld",
-                                        (long long)(whole ? ttl_ms / 1000 : ttl_ms));
+    p->append_len[1] = format_ll(p->append_store, (long long)(whole ? ttl_ms / 1000 : ttl_ms));
     p->append[1] = p->append_store;
     p->nappend = 2;
 }
@@ -158,8 +157,7 @@ int ttl_decide(const struct policy_request *r, const struct key_ref *keys,
         p->ttl.getex = 1;
         p->append[0] = "PX";
         p->append_len[0] = 2;
-        p->append_len[1] = (size_t)snprintf(p->append_store, sizeof(p->append_store), "%lld",
-                                            (long long)first->ttl_ms);
+        p->append_len[1] = format_ll(p->append_store, (long long)first->ttl_ms);
         p->append[1] = p->append_store;
         p->nappend = 2;
         return 0;

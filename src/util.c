@@ -244,11 +244,28 @@ int bytebuf_add(struct bytebuf *b, const void *data, size_t n)
     return 0;
 }
 
+size_t format_ll(char *buf, long long v)
+{
+    char tmp[24];
+    size_t n = 0, out = 0;
+    unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) buf[out++] = '-';
+    while (n) buf[out++] = tmp[--n];
+    return out;
+}
+
 int bytebuf_add_bulk(struct bytebuf *b, const void *data, size_t n)
 {
     char hdr[32];
-    int h = snprintf(hdr, sizeof(hdr), "$%zu\r\n", n);
-    if (bytebuf_add(b, hdr, (size_t)h) != 0 || bytebuf_add(b, data, n) != 0 || bytebuf_add(b, "\r\n", 2) != 0)
+    hdr[0] = '$';
+    size_t h = 1 + format_ll(hdr + 1, (long long)n);
+    hdr[h++] = '\r';
+    hdr[h++] = '\n';
+    if (bytebuf_add(b, hdr, h) != 0 || bytebuf_add(b, data, n) != 0 || bytebuf_add(b, "\r\n", 2) != 0)
         return -1;
     return 0;
 }

@@ -73,6 +73,9 @@ int bytebuf_add_bulk(struct bytebuf *b, const void *data, size_t n) KG_MUST_CHEC
 
 void bytebuf_free(struct bytebuf *b);
 
+/* Write the decimal digits of v into buf (at least 21 bytes); returns their count. No NUL. */
+size_t format_ll(char *buf, long long v);
+
 enum log_level { LOG_DEBUG = 0, LOG_INFO, LOG_WARN, LOG_ERROR };
 extern int log_min_level;
 /* Log one line to stderr: "LEVEL message" (journald adds time and unit). */

@@ -8,6 +8,20 @@
 
 #include "util.h"
 
+START_TEST(test_format_ll)
+{
+    char buf[32];
+    const long long cases[] = {0, 7, 10, 3600, 86400000, -1, -90, 9223372036854775807LL, (-9223372036854775807LL - 1)};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char want[32];
+        int wn = snprintf(want, sizeof(want), "%lld", cases[i]);
+        size_t n = format_ll(buf, cases[i]);
+        ck_assert_uint_eq(n, (size_t)wn);
+        ck_assert_mem_eq(buf, want, n);
+    }
+}
+END_TEST
+
 START_TEST(duration_parse_good)
 {
     static const struct {
@@ -201,6 +215,7 @@ static Suite *util_suite(void)
 {
     Suite *s = suite_create("util");
     TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_format_ll);
     tcase_add_test(tc, duration_parse_good);
     tcase_add_test(tc, duration_parse_bad);
     tcase_add_test(tc, duration_format_shortest_exact);
