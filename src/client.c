@@ -18,6 +18,8 @@
 static void client_read_cb(struct bufferevent *bev, void *arg);
 static void client_write_cb(struct bufferevent *bev, void *arg);
 static void client_event_cb(struct bufferevent *bev, short events, void *arg);
+static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg);
+static void client_raw_write_cb(evutil_socket_t fd, short what, void *arg);
 
 static void addr_format(const struct sockaddr *sa, char *out, size_t len)
 {
@@ -72,27 +74,33 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
     c->session.multi_instance = -1;
     c->session.watch_instance = -1;
     c->parser.unauthenticated = !c->session.authenticated; /* Redis's pre-AUTH request limits */
+    c->fd = fd;
     if (tls) {
+        /* TLS clients: libevent's OpenSSL bufferevent does the handshake and records */
         SSL *ssl = SSL_new(tls);
-        if (!ssl) {
+        c->bev = ssl ? bufferevent_openssl_socket_new(w->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                                      BEV_OPT_CLOSE_ON_FREE)
+                     : NULL;
+        if (!c->bev) {
+            if (ssl) SSL_free(ssl);
             close(fd);
-            client_close(c, "SSL_new failed");
+            client_close(c, "cannot set up TLS");
             return;
         }
-        c->bev = bufferevent_openssl_socket_new(w->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
-                                                BEV_OPT_CLOSE_ON_FREE);
+        bufferevent_setcb(c->bev, client_read_cb, client_write_cb, client_event_cb, c);
+        bufferevent_enable(c->bev, EV_READ | EV_WRITE);
     } else {
-        c->bev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+        /* plain TCP and unix sockets: read() and write() on the fd, no buffer layer */
+        c->rev = event_new(w->base, fd, EV_READ | EV_PERSIST, client_raw_read_cb, c);
+        c->wev = event_new(w->base, fd, EV_WRITE | EV_PERSIST, client_raw_write_cb, c);
+        if (!c->rev || !c->wev || event_add(c->rev, NULL) != 0) {
+            client_close(c, "cannot watch the socket");
+            return;
+        }
     }
-    if (!c->bev) {
-        close(fd);
-        client_close(c, "bufferevent failed");
-        return;
-    }
+    c->in_list = 1;
     TAILQ_INSERT_TAIL(&w->clients, c, link);
     STAT_INC(&w->stats, connections_received);
-    bufferevent_setcb(c->bev, client_read_cb, client_write_cb, client_event_cb, c);
-    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
 
 #define FREE_REQUESTS_MAX 4096 /* recycled per worker; beyond that they go back to malloc */
@@ -158,11 +166,29 @@ void client_close(struct client *c, const char *reason)
     c->watch_pin = c->block_pin = NULL;
     memset(c->sub_pin, 0, sizeof(c->sub_pin));
     bytebuf_free(&c->multi_buf);
-    if (c->bev) {
+    if (c->in_list) {
         TAILQ_REMOVE(&w->clients, c, link);
-        bufferevent_free(c->bev);
-        c->bev = NULL;
+        c->in_list = 0;
     }
+    if (c->bev) {
+        bufferevent_free(c->bev); /* closes the fd */
+        c->bev = NULL;
+    } else if (c->fd >= 0) {
+        if (c->rev) event_free(c->rev);
+        if (c->wev) event_free(c->wev);
+        c->rev = c->wev = NULL;
+        close(c->fd);
+    }
+    c->fd = -1;
+    if (c->out_dirty) {
+        for (size_t i = 0; i < w->ndirty_clients; i++) {
+            if (w->dirty_clients[i] != c) continue;
+            w->dirty_clients[i] = w->dirty_clients[--w->ndirty_clients];
+            break;
+        }
+        c->out_dirty = 0;
+    }
+    bytebuf_free(&c->obuf);
     __atomic_sub_fetch(&w->proxy->clients_now, 1, __ATOMIC_RELAXED);
     /* freed by client_reap once no callback of this loop iteration can hold it */
     TAILQ_INSERT_TAIL(&w->dead_clients, c, link);
@@ -184,46 +210,146 @@ void client_reap(struct worker *w)
     }
 }
 
+/*
+ * Client I/O. Plain TCP and unix clients are read with read() into the worker's scratch
+ * buffer (a client keeps bytes only for an unfinished frame) and written with write()
+ * from c->obuf once per loop iteration (client_write_all), waiting for EV_WRITE only when
+ * the socket is full. TLS clients go through libevent's OpenSSL bufferevent.
+ */
+
+/* Queue reply bytes for c. */
+static void client_out(struct client *c, const char *data, size_t len)
+{
+    if (c->bev) {
+        bufferevent_write(c->bev, data, len);
+        return;
+    }
+    if (bytebuf_add(&c->obuf, data, len) != 0) {
+        client_close(c, "out of memory for replies");
+        return;
+    }
+    if (!c->out_dirty) {
+        struct worker *w = c->worker;
+        if (w->ndirty_clients == w->dirty_clients_cap) {
+            size_t cap = w->dirty_clients_cap ? w->dirty_clients_cap * 2 : 64;
+            struct client **d = realloc(w->dirty_clients, cap * sizeof(*d));
+            if (!d) {
+                client_close(c, "out of memory for replies");
+                return;
+            }
+            w->dirty_clients = d;
+            w->dirty_clients_cap = cap;
+        }
+        w->dirty_clients[w->ndirty_clients++] = c;
+        c->out_dirty = 1;
+        event_active(w->flush_ev, EV_TIMEOUT, 0);
+    }
+}
+
+size_t client_out_pending(const struct client *c)
+{
+    if (c->bev) return evbuffer_get_length(bufferevent_get_output(c->bev));
+    return c->obuf.len - c->obuf_off;
+}
+
+static void client_set_reading(struct client *c, int on)
+{
+    if (c->bev) {
+        if (on) bufferevent_enable(c->bev, EV_READ);
+        else bufferevent_disable(c->bev, EV_READ);
+    } else if (c->rev) {
+        if (on) event_add(c->rev, NULL);
+        else event_del(c->rev);
+    }
+}
+
 /* Frames may wait in qbuf (backpressure, a stall): parse them from a deferred callback,
- * never from inside the read loop that may be running now. */
+ * never from inside the parse loop that may be running now. */
 static void client_resume_parsing(struct client *c)
 {
-    if (c->qlen > 0 || evbuffer_get_length(bufferevent_get_input(c->bev)) > 0)
-        bufferevent_trigger(c->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+    if (c->bev) {
+        if (c->qlen > 0 || evbuffer_get_length(bufferevent_get_input(c->bev)) > 0)
+            bufferevent_trigger(c->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+    } else if (c->rev && c->qlen > 0) {
+        event_active(c->rev, EV_READ, 0);
+    }
 }
 
 /* Backpressure: stop reading while too much is queued; resume when it drains. */
 static void client_update_reading(struct client *c)
 {
     const struct config *cfg = c->worker->cfg;
-    size_t out = evbuffer_get_length(bufferevent_get_output(c->bev));
+    size_t out = client_out_pending(c);
     int over = c->nqueued >= cfg->max_pending || (int64_t)out > cfg->client_output_limit;
     if (c->closing) over = 1;
     if (over && !c->read_paused) {
-        bufferevent_disable(c->bev, EV_READ);
+        client_set_reading(c, 0);
         c->read_paused = 1;
     } else if (!over && c->read_paused) {
         c->read_paused = 0;
-        bufferevent_enable(c->bev, EV_READ);
+        client_set_reading(c, 1);
         client_resume_parsing(c);
     }
+}
+
+/* Write c's queued replies now; EV_WRITE only when the socket is full. */
+static void client_write_now(struct client *c)
+{
+    while (c->obuf_off < c->obuf.len) {
+        ssize_t n = write(c->fd, c->obuf.p + c->obuf_off, c->obuf.len - c->obuf_off);
+        if (n > 0) {
+            c->obuf_off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (!c->wev_pending && event_add(c->wev, NULL) == 0) c->wev_pending = 1;
+            return;
+        }
+        client_close(c, "write error");
+        return;
+    }
+    c->obuf.len = c->obuf_off = 0;
+    if (c->obuf.cap > 65536) bytebuf_free(&c->obuf); /* a big reply came and went */
+    if (c->wev_pending) {
+        event_del(c->wev);
+        c->wev_pending = 0;
+    }
+    if (c->closing || c->read_paused) client_flush(c);
+}
+
+void client_write_all(struct worker *w)
+{
+    while (w->ndirty_clients > 0) {
+        struct client *c = w->dirty_clients[--w->ndirty_clients];
+        c->out_dirty = 0;
+        if (!c->closed) client_write_now(c);
+    }
+}
+
+static void client_raw_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct client *c = arg;
+    (void)fd;
+    (void)what;
+    if (!c->closed) client_write_now(c);
 }
 
 void client_flush(struct client *c)
 {
     struct request *req;
     if (c->closed) return;
-    struct evbuffer *out = bufferevent_get_output(c->bev);
     while ((req = TAILQ_FIRST(&c->queue)) && req->done) {
         TAILQ_REMOVE(&c->queue, req, link);
         c->nqueued--;
         if (req->reply_len) {
-            evbuffer_add(out, req->reply, req->reply_len);
+            client_out(c, req->reply, req->reply_len);
             STAT_ADD(&c->worker->stats, bytes_to_clients, req->reply_len);
         }
         request_release(req);
+        if (c->closed) return;
     }
-    if (c->closing && TAILQ_EMPTY(&c->queue) && evbuffer_get_length(out) == 0) {
+    if (c->closing && TAILQ_EMPTY(&c->queue) && client_out_pending(c) == 0) {
         client_close(c, "closing");
         return;
     }
@@ -244,7 +370,7 @@ void request_complete(struct request *req, const char *reply, size_t len)
         /* the head: straight to the socket, no copy into the request */
         TAILQ_REMOVE(&c->queue, req, link);
         c->nqueued--;
-        bufferevent_write(c->bev, reply, len);
+        client_out(c, reply, len);
         STAT_ADD(&c->worker->stats, bytes_to_clients, len);
         request_release(req);
         client_flush(c);
@@ -654,7 +780,7 @@ void client_push(struct client *c, struct backend *b, const char *frame, size_t 
         if (shard) b->sub_shard = (int)count;
         else b->sub_normal = (int)count;
     }
-    bufferevent_write(c->bev, frame, len);
+    client_out(c, frame, len);
     STAT_ADD(&c->worker->stats, bytes_to_clients, len);
 }
 
@@ -679,7 +805,7 @@ void client_pin_lost(struct client *c, struct backend *b)
         char msg[128];
         int n = snprintf(msg, sizeof(msg), "-UNAVAILABLE instance '%s' is unreachable\r\n",
                          c->worker->cfg->instance_names[i]);
-        bufferevent_write(c->bev, msg, (size_t)n);
+        client_out(c, msg, (size_t)n);
         c->session.subscribed = client_any_subscription(c);
         if (had) {
             /* its subscriptions are gone: close after the error, never lose messages silently */
@@ -718,8 +844,123 @@ static void client_protocol_error(struct client *c, const char *text)
     char buf[200];
     int n = snprintf(buf, sizeof(buf), "-ERR %s\r\n", text);
     request_complete(req, buf, (size_t)n);
+    if (!c->closed) client_flush(c); /* close once the error is written */
 }
 
+/*
+ * Parse and handle every whole frame of buf[0..len); returns the bytes consumed. Stops at
+ * an unfinished frame, a stall, backpressure, or a protocol error (which closes c).
+ */
+static size_t client_parse(struct client *c, const char *buf, size_t len)
+{
+    size_t pos = 0;
+    const struct config *cfg = c->worker->cfg;
+    c->now_ms = clock_wall_ms();
+    while (pos < len && !c->closing && c->nqueued < cfg->max_pending) {
+        enum resp_status st = resp_parse_request(&c->parser, buf + pos, len - pos);
+        if (st == RESP_NEED_MORE) {
+            if ((int64_t)(len - pos) > cfg->max_request_bytes + 65536) {
+                client_protocol_error(c, "Protocol error: request larger than max-request-size");
+                return len;
+            }
+            break;
+        }
+        if (st == RESP_ERROR) {
+            client_protocol_error(c, c->parser.error);
+            return len;
+        }
+        const char *frame = buf + pos;
+        if (c->parser.argc > 0 && c->stall && (c->nqueued > 0 || c->sub_markers > 0)) break; /* parsed again later */
+        c->stall = 0;
+        if (c->parser.argc > 0) {
+            if (client_handle_frame(c, frame)) break;
+            if (c->closed) return len;
+        }
+        pos += c->parser.frame_len;
+        if (c->parser.argc > 0) c->parser.unauthenticated = !c->session.authenticated; /* AUTH lifts the limits */
+    }
+    return pos;
+}
+
+/* Keep buf[from..len) (an unfinished or postponed frame) in c->qbuf; 0, or -1 out of memory. */
+static int client_keep_rest(struct client *c, const char *buf, size_t len, size_t from)
+{
+    size_t rest = len - from;
+    if (buf == c->qbuf) {
+        if (from > 0) memmove(c->qbuf, c->qbuf + from, rest);
+        c->qlen = rest;
+    } else {
+        c->qlen = 0;
+        if (client_qbuf_reserve(c, rest) != 0) return -1;
+        memcpy(c->qbuf, buf + from, rest);
+        c->qlen = rest;
+    }
+    if (c->qlen == 0 && c->qcap > 0) {
+        /* nothing pending: an idle client keeps no query buffer */
+        free(c->qbuf);
+        c->qbuf = NULL;
+        c->qcap = 0;
+    }
+    return 0;
+}
+
+static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct client *c = arg;
+    struct worker *w = c->worker;
+    (void)what;
+    if (c->closed) return;
+    for (int rounds = 0; rounds < 4; rounds++) {
+        const char *buf;
+        size_t len;
+        ssize_t n;
+        if (c->qlen == 0) {
+            /* the common case: whole frames straight from the worker's scratch buffer */
+            n = read(fd, w->scratch, sizeof(w->scratch));
+            buf = w->scratch;
+            len = n > 0 ? (size_t)n : 0;
+        } else {
+            if (client_qbuf_reserve(c, 16384) != 0) {
+                client_close(c, "out of memory for the query buffer");
+                return;
+            }
+            n = read(fd, c->qbuf + c->qlen, c->qcap - c->qlen);
+            if (n > 0) c->qlen += (size_t)n;
+            buf = c->qbuf;
+            len = c->qlen;
+        }
+        if (n == 0) {
+            client_close(c, "connection closed by client");
+            return;
+        }
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            client_close(c, "read error");
+            return;
+        }
+        if (n > 0) STAT_ADD(&w->stats, bytes_from_clients, (size_t)n);
+        if (c->closing) { /* a protocol error or QUIT: the rest is ignored */
+            c->qlen = 0;
+            if (n < 0) return;
+            continue;
+        }
+        if (len == 0) return;
+        size_t used = client_parse(c, buf, len);
+        if (c->closed) return;
+        if (c->closing) {
+            c->qlen = 0;
+            return;
+        }
+        if (client_keep_rest(c, buf, len, used) != 0) {
+            client_close(c, "out of memory for the query buffer");
+            return;
+        }
+        if (n <= 0 || (size_t)n < (buf == w->scratch ? sizeof(w->scratch) : 1)) break; /* drained */
+        if (c->read_paused || c->stall) break;
+    }
+    client_update_reading(c);
+}
+
+/* TLS clients: the bufferevent decrypted the bytes into its input buffer. */
 static void client_read_cb(struct bufferevent *bev, void *arg)
 {
     struct client *c = arg;
@@ -739,44 +980,15 @@ static void client_read_cb(struct bufferevent *bev, void *arg)
         c->qlen += avail;
         STAT_ADD(&c->worker->stats, bytes_from_clients, avail);
     }
-
-    size_t pos = 0;
-    const struct config *cfg = c->worker->cfg;
-    c->now_ms = clock_wall_ms();
-    while (pos < c->qlen && !c->closing && c->nqueued < cfg->max_pending) {
-        enum resp_status st = resp_parse_request(&c->parser, c->qbuf + pos, c->qlen - pos);
-        if (st == RESP_NEED_MORE) {
-            if ((int64_t)(c->qlen - pos) > cfg->max_request_bytes + 65536) {
-                client_protocol_error(c, "Protocol error: request larger than max-request-size");
-                return;
-            }
-            break;
-        }
-        if (st == RESP_ERROR) {
-            client_protocol_error(c, c->parser.error);
-            return;
-        }
-        const char *frame = c->qbuf + pos;
-        if (c->parser.argc > 0 && c->stall && (c->nqueued > 0 || c->sub_markers > 0)) break; /* parsed again later */
-        c->stall = 0;
-        if (c->parser.argc > 0) {
-            if (client_handle_frame(c, frame)) break;
-            if (c->closed) return;
-        }
-        pos += c->parser.frame_len;
-        if (c->parser.argc > 0) {
-            c->parser.unauthenticated = !c->session.authenticated; /* AUTH lifts the limits */
-        }
+    size_t used = client_parse(c, c->qbuf, c->qlen);
+    if (c->closed) return;
+    if (c->closing) {
+        c->qlen = 0;
+        return;
     }
-    if (pos > 0) {
-        memmove(c->qbuf, c->qbuf + pos, c->qlen - pos);
-        c->qlen -= pos;
-    }
-    if (c->qlen == 0 && c->qcap > 65536) {
-        /* a big request came and went: an idle client keeps no big buffer */
-        free(c->qbuf);
-        c->qbuf = NULL;
-        c->qcap = 0;
+    if (client_keep_rest(c, c->qbuf, c->qlen, used) != 0) {
+        client_close(c, "out of memory for the query buffer");
+        return;
     }
     client_update_reading(c);
 }

@@ -165,12 +165,12 @@ static void client_info_line(struct evbuffer *out, const struct client *c)
     int64_t age = (clock_wall_ms() - c->created_ms) / 1000;
     int subs = 0;
     for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) subs += c->sub_pin[i] != NULL;
-    size_t obl = c->bev ? evbuffer_get_length(bufferevent_get_output(c->bev)) : 0;
+    size_t obl = client_out_pending(c);
     evbuffer_add_printf(out,
                         "id=%llu addr=%s laddr=? fd=%d name=%s age=%lld idle=0 flags=%s db=0 sub=%d psub=0 ssub=0 "
                         "multi=%d qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu rbp=0 obl=%zu oll=0 "
                         "omem=%zu tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=2\n",
-                        (unsigned long long)c->id, c->addr, c->bev ? (int)bufferevent_getfd(c->bev) : -1,
+                        (unsigned long long)c->id, c->addr, c->fd,
                         c->name ? c->name : "", (long long)age, c->session.in_multi ? "x" : "N", subs,
                         c->session.in_multi ? (int)c->multi_nkeep : -1, c->qlen, c->qcap - c->qlen, c->qcap, obl, obl,
                         c->qcap + obl, c->last_cmd ? c->last_cmd : "NULL",

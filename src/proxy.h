@@ -124,7 +124,14 @@ struct backend_pool {
 struct client {
     TAILQ_ENTRY(client) link;
     struct worker *worker;
-    struct bufferevent *bev;
+    struct bufferevent *bev;  /* TLS clients only */
+    int fd;
+    struct event *rev, *wev;  /* plain clients: readable / writable (only while the socket is full) */
+    struct bytebuf obuf;      /* plain clients: replies not yet written */
+    size_t obuf_off;          /* bytes of obuf already written */
+    int out_dirty;            /* on the worker's list of clients to write */
+    int wev_pending;
+    int in_list;              /* on the worker's client list */
     uint64_t id;
     char addr[64];
     char *name;               /* CLIENT SETNAME */
@@ -172,6 +179,9 @@ struct worker {
     struct event *flush_ev;             /* writes every staged backend output, once per loop iteration */
     struct backend **dirty;             /* backends with staged output */
     size_t ndirty, dirty_cap;
+    struct client **dirty_clients;      /* plain clients with replies to write */
+    size_t ndirty_clients, dirty_clients_cap;
+    char scratch[65536];                /* plain clients are read into this, one at a time */
     struct evconnlistener **listeners;
     size_t nlisteners;
     void **listen_ctxs;                 /* what each listener's callback gets; freed with w */
@@ -211,6 +221,12 @@ void request_pool_free(struct worker *w);
 
 /* Free the clients closed since the last reap (runs from an event, outside their callbacks). */
 void client_reap(struct worker *w);
+
+/* Write the queued replies of every plain client of w (the flush event, after the backends). */
+void client_write_all(struct worker *w);
+
+/* Reply bytes queued for c and not yet written. */
+size_t client_out_pending(const struct client *c);
 
 /* Write every complete reply at the head of c's queue; closes c if it is closing and done. */
 void client_flush(struct client *c);

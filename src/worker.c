@@ -58,6 +58,7 @@ static void flush_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     backend_flush_all(arg);
+    client_write_all(arg);
 }
 
 static void reap_cb(evutil_socket_t fd, short what, void *arg)
@@ -230,6 +231,7 @@ void worker_free(struct worker *w)
     if (w->reap_ev) event_free(w->reap_ev);
     if (w->flush_ev) event_free(w->flush_ev);
     free(w->dirty);
+    free(w->dirty_clients);
     if (w->drain_timer) event_free(w->drain_timer);
     free(w->listeners);
     for (size_t i = 0; w->listen_ctxs && i < w->nlisten_ctxs; i++) free(w->listen_ctxs[i]);
