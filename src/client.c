@@ -20,6 +20,7 @@ static void client_write_cb(struct bufferevent *bev, void *arg);
 static void client_event_cb(struct bufferevent *bev, short events, void *arg);
 static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg);
 static void client_raw_write_cb(evutil_socket_t fd, short what, void *arg);
+static void client_raw_closed_cb(evutil_socket_t fd, short what, void *arg);
 
 static void addr_format(const struct sockaddr *sa, char *out, size_t len)
 {
@@ -93,7 +94,10 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
         /* plain TCP and unix sockets: read() and write() on the fd, no buffer layer */
         c->rev = event_new(w->base, fd, EV_READ | EV_PERSIST, client_raw_read_cb, c);
         c->wev = event_new(w->base, fd, EV_WRITE | EV_PERSIST, client_raw_write_cb, c);
-        if (!c->rev || !c->wev || event_add(c->rev, NULL) != 0) {
+        /* the peer's close is seen even while reading is paused (a client that leaves
+         * while its BLPOP blocks must release its dedicated connection) */
+        c->cev = event_new(w->base, fd, EV_CLOSED | EV_PERSIST, client_raw_closed_cb, c);
+        if (!c->rev || !c->wev || !c->cev || event_add(c->rev, NULL) != 0 || event_add(c->cev, NULL) != 0) {
             client_close(c, "cannot watch the socket");
             return;
         }
@@ -176,7 +180,8 @@ void client_close(struct client *c, const char *reason)
     } else if (c->fd >= 0) {
         if (c->rev) event_free(c->rev);
         if (c->wev) event_free(c->wev);
-        c->rev = c->wev = NULL;
+        if (c->cev) event_free(c->cev);
+        c->rev = c->wev = c->cev = NULL;
         close(c->fd);
     }
     c->fd = -1;
@@ -270,7 +275,9 @@ static void client_resume_parsing(struct client *c)
     if (c->bev) {
         if (c->qlen > 0 || evbuffer_get_length(bufferevent_get_input(c->bev)) > 0)
             bufferevent_trigger(c->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
-    } else if (c->rev && c->qlen > 0) {
+    } else if (c->rev && c->qlen > 0 && !c->read_paused) {
+        /* never while paused: libevent's event_add() skips the epoll registration of an
+         * event that sits in the active queue, so un-pausing adds first, then activates */
         event_active(c->rev, EV_READ, 0);
     }
 }
@@ -282,6 +289,8 @@ static void client_update_reading(struct client *c)
     size_t out = client_out_pending(c);
     int over = c->nqueued >= cfg->max_pending || (int64_t)out > cfg->client_output_limit;
     if (c->closing) over = 1;
+    /* waiting for earlier replies before a switch of connection: read nothing meanwhile */
+    if (c->stall && (c->nqueued > 0 || c->sub_markers > 0)) over = 1;
     if (over && !c->read_paused) {
         client_set_reading(c, 0);
         c->read_paused = 1;
@@ -325,6 +334,14 @@ void client_write_all(struct worker *w)
         c->out_dirty = 0;
         if (!c->closed) client_write_now(c);
     }
+}
+
+static void client_raw_closed_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct client *c = arg;
+    (void)fd;
+    (void)what;
+    if (!c->closed) client_close(c, "connection closed by client");
 }
 
 static void client_raw_write_cb(evutil_socket_t fd, short what, void *arg)
@@ -771,6 +788,7 @@ void client_push(struct client *c, struct backend *b, const char *frame, size_t 
         if (c->sub_markers == 0) {
             c->session.subscribed = client_any_subscription(c);
             client_resume_parsing(c);
+            client_update_reading(c);
         }
         return;
     }
@@ -904,13 +922,41 @@ static int client_keep_rest(struct client *c, const char *buf, size_t len, size_
     return 0;
 }
 
+/* Can c take more requests now? While it cannot, keygate reads nothing more from it. */
+static int client_can_parse(const struct client *c)
+{
+    if (c->closing || c->read_paused) return 0;
+    if (c->nqueued >= c->worker->cfg->max_pending) return 0;
+    if (c->stall && (c->nqueued > 0 || c->sub_markers > 0)) return 0;
+    return 1;
+}
+
+/* Parse buf (the scratch buffer or c->qbuf) and keep what is left; -1 when c was closed. */
+static int client_parse_and_keep(struct client *c, const char *buf, size_t len)
+{
+    size_t used = client_parse(c, buf, len);
+    if (c->closed) return -1;
+    if (c->closing) {
+        c->qlen = 0;
+        return 0;
+    }
+    if (client_keep_rest(c, buf, len, used) != 0) {
+        client_close(c, "out of memory for the query buffer");
+        return -1;
+    }
+    return 0;
+}
+
 static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct client *c = arg;
     struct worker *w = c->worker;
     (void)what;
     if (c->closed) return;
-    for (int rounds = 0; rounds < 4; rounds++) {
+    /* first what is already buffered (resumed after backpressure or a stall) */
+    if (c->qlen > 0 && !c->closing && client_parse_and_keep(c, c->qbuf, c->qlen) != 0) return;
+    /* then read, but only while requests can be taken: backpressure bounds the buffer */
+    for (int rounds = 0; rounds < 4 && (client_can_parse(c) || c->closing); rounds++) {
         const char *buf;
         size_t len;
         ssize_t n;
@@ -943,19 +989,8 @@ static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg)
             if (n < 0) return;
             continue;
         }
-        if (len == 0) return;
-        size_t used = client_parse(c, buf, len);
-        if (c->closed) return;
-        if (c->closing) {
-            c->qlen = 0;
-            return;
-        }
-        if (client_keep_rest(c, buf, len, used) != 0) {
-            client_close(c, "out of memory for the query buffer");
-            return;
-        }
-        if (n <= 0 || (size_t)n < (buf == w->scratch ? sizeof(w->scratch) : 1)) break; /* drained */
-        if (c->read_paused || c->stall) break;
+        if (len > 0 && client_parse_and_keep(c, buf, len) != 0) return;
+        if (n <= 0 || (buf == w->scratch && (size_t)n < sizeof(w->scratch))) break; /* drained */
     }
     client_update_reading(c);
 }

@@ -127,6 +127,7 @@ struct client {
     struct bufferevent *bev;  /* TLS clients only */
     int fd;
     struct event *rev, *wev;  /* plain clients: readable / writable (only while the socket is full) */
+    struct event *cev;        /* plain clients: the peer closed (EV_CLOSED, armed even while paused) */
     struct bytebuf obuf;      /* plain clients: replies not yet written */
     size_t obuf_off;          /* bytes of obuf already written */
     int out_dirty;            /* on the worker's list of clients to write */

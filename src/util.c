@@ -232,7 +232,7 @@ void log_msg(enum log_level level, const char *fmt, ...)
 int bytebuf_add(struct bytebuf *b, const void *data, size_t n)
 {
     if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
+        size_t cap = b->cap ? b->cap : 256; /* small: an idle client keeps its reply buffer */
         while (cap < b->len + n) cap *= 2;
         char *p = realloc(b->p, cap);
         if (!p) return -1;
