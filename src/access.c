@@ -139,11 +139,6 @@ static void deny(struct access_result *out, const char *fmt, ...)
     va_end(ap);
 }
 
-static int arg_is(const struct policy_request *r, size_t i, const char *word)
-{
-    return i < r->argc && r->argvlen[i] == strlen(word) && strncasecmp(r->argv[i], word, r->argvlen[i]) == 0;
-}
-
 /* Printable copy of at most 100 bytes of s for an error message (CR, LF, NUL become spaces). */
 static const char *printable(const char *s, size_t len, char *out, size_t outlen)
 {
@@ -159,9 +154,9 @@ static int sort_stores(const struct policy_request *r)
 {
     for (size_t j = 2; j < r->argc; j++) {
         size_t left = r->argc - j - 1;
-        if (arg_is(r, j, "LIMIT") && left >= 2) j += 2;
-        else if ((arg_is(r, j, "BY") || arg_is(r, j, "GET")) && left >= 1) j++;
-        else if (arg_is(r, j, "STORE") && left >= 1) return 1;
+        if (policy_arg_is(r, j, "LIMIT") && left >= 2) j += 2;
+        else if ((policy_arg_is(r, j, "BY") || policy_arg_is(r, j, "GET")) && left >= 1) j++;
+        else if (policy_arg_is(r, j, "STORE") && left >= 1) return 1;
     }
     return 0;
 }
@@ -236,11 +231,11 @@ static void check_keys_scan(const struct registry *reg, const struct session *s,
         pat = 1;
     } else {
         for (size_t i = 2; i < r->argc; i += 2) { /* as scanGenericCommand: the last MATCH wins */
-            if (i + 1 >= r->argc || !(arg_is(r, i, "MATCH") || arg_is(r, i, "COUNT") || arg_is(r, i, "TYPE"))) {
+            if (i + 1 >= r->argc || !(policy_arg_is(r, i, "MATCH") || policy_arg_is(r, i, "COUNT") || policy_arg_is(r, i, "TYPE"))) {
                 deny(out, "ERR syntax error");
                 return;
             }
-            if (arg_is(r, i, "MATCH")) pat = i + 1;
+            if (policy_arg_is(r, i, "MATCH")) pat = i + 1;
         }
         if (!pat) {
             deny(out, "DENIED SCAN needs MATCH with a pattern inside one namespace (e.g. SCAN 0 MATCH cache:x:*)");
@@ -269,15 +264,15 @@ static void check_sort(const struct registry *reg, const struct session *s, cons
     if (!key_ns) return; /* policy answers NONAMESPACE for the key itself */
     for (size_t j = 2; j < r->argc; j++) {
         size_t left = r->argc - j - 1;
-        if (arg_is(r, j, "LIMIT") && left >= 2) {
+        if (policy_arg_is(r, j, "LIMIT") && left >= 2) {
             j += 2;
             continue;
         }
-        if (arg_is(r, j, "STORE") && left >= 1) {
+        if (policy_arg_is(r, j, "STORE") && left >= 1) {
             j++;
             continue;
         }
-        if (!((arg_is(r, j, "BY") || arg_is(r, j, "GET")) && left >= 1)) continue; /* ASC, ALPHA, or a syntax error */
+        if (!((policy_arg_is(r, j, "BY") || policy_arg_is(r, j, "GET")) && left >= 1)) continue; /* ASC, ALPHA, or a syntax error */
         j++;
         const char *p = r->argv[j];
         size_t len = r->argvlen[j];
@@ -290,7 +285,7 @@ static void check_sort(const struct registry *reg, const struct session *s, cons
                      key_ns->prefix);
         if (!ns || ns != key_ns) {
             deny(out, "DENIED %s %s pattern '%s' must stay in the sorted key's namespace: %s", r->cmd->name,
-                 arg_is(r, j - 1, "BY") ? "BY" : "GET", printable(p, len, shown, sizeof(shown)), why);
+                 policy_arg_is(r, j - 1, "BY") ? "BY" : "GET", printable(p, len, shown, sizeof(shown)), why);
             return;
         }
     }
@@ -352,7 +347,7 @@ void access_check_command(const struct config *cfg, const struct registry *reg, 
     }
     if ((cid == CID_COPY)) {
         for (size_t i = 3; i + 1 < r->argc; i++)
-            if (arg_is(r, i, "DB") && !arg_is(r, i + 1, "0")) {
+            if (policy_arg_is(r, i, "DB") && !policy_arg_is(r, i + 1, "0")) {
                 deny(out, "DENIED keygate serves database 0 only: COPY ... DB is refused");
                 return;
             }

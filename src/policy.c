@@ -11,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-static int arg_is(const struct policy_request *r, size_t i, const char *word)
+int policy_arg_is(const struct policy_request *r, size_t i, const char *word)
 {
     return i < r->argc && r->argvlen[i] == strlen(word) && strncasecmp(r->argv[i], word, r->argvlen[i]) == 0;
 }
@@ -65,8 +65,7 @@ static void upper_copy(const char *s, size_t len, char *out, size_t outlen)
     out[n] = '\0';
 }
 
-/* Strict integer from an argument; 0 on success. */
-static int arg_ll(const struct policy_request *r, size_t i, long long *out)
+int policy_arg_ll(const struct policy_request *r, size_t i, long long *out)
 {
     char buf[32];
     if (i >= r->argc || r->argvlen[i] == 0 || r->argvlen[i] >= sizeof(buf)) return -1;
@@ -96,12 +95,12 @@ static int decide_local(const struct policy_request *r, struct plan *p)
         else plan_local(p, LOCAL_AUTH);
     } else if ((cid == CID_SELECT)) {
         long long db;
-        if (arg_ll(r, 1, &db) != 0) plan_error(p, "ERR value is not an integer or out of range");
+        if (policy_arg_ll(r, 1, &db) != 0) plan_error(p, "ERR value is not an integer or out of range");
         else if (db != 0) plan_error(p, "DENIED keygate serves database 0 only");
         else plan_local(p, LOCAL_SELECT);
     } else if ((cid == CID_HELLO)) {
         long long ver = 2;
-        if (r->argc >= 2 && arg_ll(r, 1, &ver) != 0)
+        if (r->argc >= 2 && policy_arg_ll(r, 1, &ver) != 0)
             plan_error(p, "ERR Protocol version is not an integer or out of range");
         else if (ver != 2)
             plan_error(p, "NOPROTO unsupported protocol version");
@@ -143,8 +142,8 @@ static int blocks(const struct policy_request *r)
     enum cmd_id cid = cmdclass_id(r->cmd);
     if ((cid == CID_XREAD) || (cid == CID_XREADGROUP)) {
         for (size_t i = 1; i < r->argc; i++) {
-            if (arg_is(r, i, "STREAMS")) return 0;
-            if (arg_is(r, i, "BLOCK")) return 1;
+            if (policy_arg_is(r, i, "STREAMS")) return 0;
+            if (policy_arg_is(r, i, "BLOCK")) return 1;
         }
         return 0;
     }

@@ -120,6 +120,12 @@ struct policy_request {
 void policy_decide(const struct config *cfg, const struct registry *reg, const struct session *s,
                    const struct policy_request *req, struct plan *plan);
 
+/* 1 when argv[i] exists and equals `word`, ignoring case (option words such as EX, STORE). */
+int policy_arg_is(const struct policy_request *r, size_t i, const char *word);
+
+/* argv[i] as a strict decimal integer (Redis's rules: no spaces, no trailing junk): 0, or -1. */
+int policy_arg_ll(const struct policy_request *r, size_t i, long long *out);
+
 /* Format Redis's "unknown command" error for argv into buf (no '-', no CRLF). */
 void policy_unknown_command_error(const struct policy_request *req, char *buf, size_t len);
 

@@ -11,25 +11,6 @@
 #include "cmdclass.h"
 #include "policy.h"
 
-static int arg_is(const struct policy_request *r, size_t i, const char *word)
-{
-    return i < r->argc && r->argvlen[i] == strlen(word) && strncasecmp(r->argv[i], word, r->argvlen[i]) == 0;
-}
-
-static int arg_ll(const struct policy_request *r, size_t i, long long *out)
-{
-    char buf[32];
-    if (i >= r->argc || r->argvlen[i] == 0 || r->argvlen[i] >= sizeof(buf)) return -1;
-    memcpy(buf, r->argv[i], r->argvlen[i]);
-    buf[r->argvlen[i]] = '\0';
-    char *end;
-    errno = 0;
-    long long v = strtoll(buf, &end, 10);
-    if (errno || *end != '\0') return -1;
-    *out = v;
-    return 0;
-}
-
 static void deny(struct plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void deny(struct plan *p, const char *fmt, ...)
 {
@@ -60,7 +41,7 @@ int ttl_client_ttl(const struct policy_request *r, int64_t now_ms, int64_t *ttl_
     else if ((cid == CID_EXPIREAT)) scale = 1000, absolute = 1;
     else if ((cid == CID_PEXPIREAT)) scale = 1, absolute = 1;
     if (scale) {
-        if (arg_ll(r, 2, &v) != 0) return -1;
+        if (policy_arg_ll(r, 2, &v) != 0) return -1;
         *ttl_ms = mul_sat(v, scale) - (absolute ? now_ms : 0);
         return 1;
     }
@@ -69,14 +50,14 @@ int ttl_client_ttl(const struct policy_request *r, int64_t now_ms, int64_t *ttl_
     else if ((cid == CID_GETEX)) first_opt = 2;
     else return 0;
     for (size_t i = first_opt; i < r->argc; i++) {
-        if (arg_is(r, i, "EX")) scale = 1000;
-        else if (arg_is(r, i, "PX")) scale = 1;
-        else if (arg_is(r, i, "EXAT")) scale = 1000, absolute = 1;
-        else if (arg_is(r, i, "PXAT")) scale = 1, absolute = 1;
-        else if (arg_is(r, i, "KEEPTTL") || arg_is(r, i, "PERSIST")) *option_given = 1;
+        if (policy_arg_is(r, i, "EX")) scale = 1000;
+        else if (policy_arg_is(r, i, "PX")) scale = 1;
+        else if (policy_arg_is(r, i, "EXAT")) scale = 1000, absolute = 1;
+        else if (policy_arg_is(r, i, "PXAT")) scale = 1, absolute = 1;
+        else if (policy_arg_is(r, i, "KEEPTTL") || policy_arg_is(r, i, "PERSIST")) *option_given = 1;
         if (scale) {
             *option_given = 1;
-            if (arg_ll(r, i + 1, &v) != 0) return -1;
+            if (policy_arg_ll(r, i + 1, &v) != 0) return -1;
             *ttl_ms = mul_sat(v, scale) - (absolute ? now_ms : 0);
             return 1;
         }
@@ -134,7 +115,7 @@ int ttl_decide(const struct policy_request *r, const struct key_ref *keys,
     int writes = (r->cmd->flags & CMD_WRITE) != 0;
 
     int persist = (cid == CID_PERSIST) ||
-                  ((cid == CID_GETEX) && option_given && has_ttl == 0 && arg_is(r, r->argc - 1, "PERSIST"));
+                  ((cid == CID_GETEX) && option_given && has_ttl == 0 && policy_arg_is(r, r->argc - 1, "PERSIST"));
     if (persist && first->ttl_ms > 0) {
         deny(p, "DENIED PERSIST is refused in namespace '%s': its keys must keep a TTL", first->prefix);
         return 0;
