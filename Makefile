@@ -42,7 +42,7 @@ $(BUILD)/keygate: $(OBJS)
 $(BUILD)/obj $(BUILD)/tests/unit $(BUILD)/tests/integration:
 	mkdir -p $@
 
-$(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_OBJS) $(HDRS) $(wildcard tests/integration/*.h) | $(BUILD)/tests/unit
+$(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_OBJS) $(HDRS) $(wildcard tests/integration/*.h) $(wildcard tests/unit/*.h) | $(BUILD)/tests/unit
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJS) $(CHECK_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/integration/%: tests/integration/%.c $(HARNESS) $(wildcard tests/integration/*.h) $(LIB_OBJS) $(HDRS) | $(BUILD)/tests/integration

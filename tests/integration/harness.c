@@ -1,4 +1,4 @@
-/* harness.c: starts real TLS redis-servers (durable, cache) and keygate on free loopback ports for integration tests. */
+/* harness.c: starts real TLS redis-servers (durable, cache) and keygate on free loopback ports for integration tests, plus the Check helpers they share. */
 #include "harness.h"
 
 #include <errno.h>
@@ -76,13 +76,13 @@ static void set_error(struct harness *h, const char *fmt, ...) {
     va_end(ap);
 }
 
-static long long now_ms(void) {
+long long now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void sleep_ms(int ms) {
+void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
     nanosleep(&ts, NULL);
 }
@@ -547,4 +547,149 @@ int harness_keygate_restart(struct harness *h, const struct harness_opts *o) {
 
 char *harness_keygate_log(struct harness *h) {
     return read_file(h->log_file);
+}
+
+/* ---- shared test helpers (Check) ---- */
+
+TCase *harness_tcase(Suite *s, const char *name, int timeout_s, void (*setup)(void), void (*teardown)(void)) {
+    TCase *tc = tcase_create(name);
+    if (timeout_s > 0) tcase_set_timeout(tc, timeout_s);
+    tcase_add_unchecked_fixture(tc, setup, teardown);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
+int harness_run(Suite *s) {
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK); /* harness pids live in this process; see harness.h */
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed;
+}
+
+redisContext *harness_must_client(struct harness *h) {
+    redisContext *c = harness_client(h);
+    ck_assert_msg(c != NULL, "cannot connect to keygate on 127.0.0.1:%d", h->port);
+    return c;
+}
+
+redisContext *harness_must_direct(struct harness *h, const char *backend) {
+    redisContext *c = harness_direct(h, backend);
+    ck_assert_msg(c != NULL, "cannot connect directly to backend %s", backend);
+    return c;
+}
+
+long long harness_direct_int(struct harness *h, const char *backend, const char *fmt, ...) {
+    redisContext *c = harness_must_direct(h, backend);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(r != NULL && r->type == REDIS_REPLY_INTEGER, "%s: `%s`: want an integer, got %s", backend, fmt,
+                  r != NULL ? describe(r) : c->errstr);
+    long long v = r->integer;
+    freeReplyObject(r);
+    redisFree(c);
+    return v;
+}
+
+redisReply *cmd(redisContext *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(r != NULL, "`%s`: connection error: %s", fmt, c->errstr);
+    return r;
+}
+
+redisReply *next_reply(redisContext *c) {
+    void *r = NULL;
+    ck_assert_msg(redisGetReply(c, &r) == REDIS_OK && r != NULL, "reading a reply: %s", c->errstr);
+    return r;
+}
+
+void describe_into(const redisReply *r, char *buf, size_t len) {
+    if (r == NULL) {
+        snprintf(buf, len, "(no reply)");
+        return;
+    }
+    switch (r->type) {
+    case REDIS_REPLY_STATUS: snprintf(buf, len, "+%.300s", r->str); break;
+    case REDIS_REPLY_ERROR: snprintf(buf, len, "-%.300s", r->str); break;
+    case REDIS_REPLY_STRING: snprintf(buf, len, "\"%.300s\"", r->str); break;
+    case REDIS_REPLY_INTEGER: snprintf(buf, len, ":%lld", r->integer); break;
+    case REDIS_REPLY_NIL: snprintf(buf, len, "(nil)"); break;
+    case REDIS_REPLY_ARRAY: {
+        int n = snprintf(buf, len, "array of %zu [", r->elements);
+        size_t used = n > 0 ? (size_t)n : 0;
+        for (size_t i = 0; i < r->elements && used + 8 < len; i++) {
+            char one[128];
+            describe_into(r->element[i], one, sizeof one);
+            n = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", one);
+            used = n > 0 && (size_t)n < len - used ? used + (size_t)n : len - 1;
+        }
+        if (used + 2 < len) snprintf(buf + used, len - used, "]");
+        break;
+    }
+    default: snprintf(buf, len, "reply type %d", r->type);
+    }
+}
+
+const char *describe(const redisReply *r) {
+    static char buf[512];
+    describe_into(r, buf, sizeof buf);
+    return buf;
+}
+
+/* "what: " for a message, or nothing when what is NULL: two %s arguments. */
+#define WHAT(what) (what) != NULL ? (what) : "", (what) != NULL ? ": " : ""
+
+void expect_status_at(int line, redisReply *r, const char *want, const char *what) {
+    ck_assert_msg(r->type == REDIS_REPLY_STATUS && strcmp(r->str, want) == 0, "line %d: %s%swant +%s, got %s", line,
+                  WHAT(what), want, describe(r));
+    freeReplyObject(r);
+}
+
+void expect_bulk_at(int line, redisReply *r, const char *want, const char *what) {
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == strlen(want) && memcmp(r->str, want, r->len) == 0,
+                  "line %d: %s%swant \"%s\", got %s", line, WHAT(what), want, describe(r));
+    freeReplyObject(r);
+}
+
+void expect_int_at(int line, redisReply *r, long long want, const char *what) {
+    ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer == want, "line %d: %s%swant :%lld, got %s", line,
+                  WHAT(what), want, describe(r));
+    freeReplyObject(r);
+}
+
+void expect_nil_at(int line, redisReply *r, const char *what) {
+    ck_assert_msg(r->type == REDIS_REPLY_NIL, "line %d: %s%swant (nil), got %s", line, WHAT(what), describe(r));
+    freeReplyObject(r);
+}
+
+void expect_error_at(int line, redisReply *r, const char *prefix, const char *what) {
+    ck_assert_msg(r->type == REDIS_REPLY_ERROR && strncmp(r->str, prefix, strlen(prefix)) == 0,
+                  "line %d: %s%swant an error starting \"%s\", got %s", line, WHAT(what), prefix, describe(r));
+    freeReplyObject(r);
+}
+
+void expect_array_at(int line, redisReply *r, const char *what, int n, ...) {
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == (size_t)n, "line %d: %s%swant an array of %d, got %s",
+                  line, WHAT(what), n, describe(r));
+    va_list ap;
+    va_start(ap, n);
+    for (int i = 0; i < n; i++) {
+        const char *want = va_arg(ap, const char *);
+        const redisReply *e = r->element[i];
+        int ok;
+        if (strcmp(want, "nil") == 0) ok = e->type == REDIS_REPLY_NIL;
+        else if (want[0] == '+') ok = e->type == REDIS_REPLY_STATUS && strcmp(e->str, want + 1) == 0;
+        else if (want[0] == ':') ok = e->type == REDIS_REPLY_INTEGER && e->integer == atoll(want + 1);
+        else if (want[0] == '-') ok = e->type == REDIS_REPLY_ERROR && strncmp(e->str, want + 1, strlen(want + 1)) == 0;
+        else ok = e->type == REDIS_REPLY_STRING && strcmp(e->str, want) == 0;
+        ck_assert_msg(ok, "line %d: %s%selement %d: want %s, got %s", line, WHAT(what), i, want, describe(e));
+    }
+    va_end(ap);
+    freeReplyObject(r);
 }

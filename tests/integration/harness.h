@@ -1,10 +1,12 @@
-/* harness.h: starts real TLS redis-servers (durable, cache) and keygate on free loopback ports for integration tests. */
+/* harness.h: starts real TLS redis-servers (durable, cache) and keygate on free loopback ports for integration tests, plus the Check helpers they share. */
 #ifndef KEYGATE_HARNESS_H
 #define KEYGATE_HARNESS_H
 
 #include <limits.h>
+#include <stddef.h>
 #include <sys/types.h>
 
+#include <check.h>
 #include <hiredis/hiredis.h>
 
 /*
@@ -14,7 +16,12 @@
  *   static void setup(void) { ck_assert_msg(harness_start(&h, NULL) == 0, "%s", h.error); }
  *   static void teardown(void) { harness_stop(&h); }
  *   ...
- *   srunner_set_fork_status(sr, CK_NOFORK);
+ *   int main(void) {
+ *       Suite *s = suite_create("name");
+ *       TCase *tc = harness_tcase(s, "name", 60, setup, teardown);
+ *       tcase_add_test(tc, ...);
+ *       return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;   (CK_NOFORK)
+ *   }
  *
  * Integration tests run with CK_NOFORK: the harness's child pids live in the
  * runner process, and harness_backend_restart() must update the same struct the
@@ -94,5 +101,76 @@ int harness_keygate_restart(struct harness *h, const struct harness_opts *o) __a
 
 /* keygate's log so far, malloc'd and NUL-terminated (the caller frees it); NULL if unreadable. */
 char *harness_keygate_log(struct harness *h);
+
+/* ---- shared test helpers (Check): suite runner, connections, reply checks ----
+ *
+ * Every helper below that checks something fails the running test with ck_assert_msg
+ * (a message naming the caller's line and what was expected). The reply helpers
+ * (expect_*) take ownership of the reply and free it. */
+
+/* Milliseconds on the monotonic clock. */
+long long now_ms(void);
+
+/* Sleep for ms milliseconds. */
+void sleep_ms(int ms);
+
+/* A test case `name` added to s, with the unchecked fixture setup/teardown (one harness
+ * for all its tests) and a timeout of timeout_s seconds (0: Check's default). */
+TCase *harness_tcase(Suite *s, const char *name, int timeout_s, void (*setup)(void), void (*teardown)(void));
+
+/* Run every test of s with CK_NOFORK (see above) and CK_ENV output, free the runner;
+ * returns the number of failed tests. */
+int harness_run(Suite *s);
+
+/* harness_client, failing the test when keygate cannot be reached. */
+redisContext *harness_must_client(struct harness *h);
+
+/* harness_direct, failing the test when the backend cannot be reached. */
+redisContext *harness_must_direct(struct harness *h, const char *backend);
+
+/* The integer reply of one command run on a new direct connection to backend; any other
+ * reply fails the test. */
+long long harness_direct_int(struct harness *h, const char *backend, const char *fmt, ...);
+
+/* A reply to the command (hiredis format); never NULL: a connection error fails the test.
+ * The caller frees it. */
+redisReply *cmd(redisContext *c, const char *fmt, ...);
+
+/* The next reply on c (pipelined commands); never NULL: a read error or timeout fails the
+ * test. The caller frees it. */
+redisReply *next_reply(redisContext *c);
+
+/* r as text for messages into buf: +status, -error, "bulk", :int, (nil), array of N [..]
+ * (elements described recursively while buf has room); NULL reads "(no reply)". */
+void describe_into(const redisReply *r, char *buf, size_t len);
+
+/* describe_into a static buffer: valid until the next call. */
+const char *describe(const redisReply *r);
+
+/* r is the status `want`. what (may be NULL) names the check in the message. */
+void expect_status_at(int line, redisReply *r, const char *want, const char *what);
+
+/* r is the bulk string `want` (same length and bytes). */
+void expect_bulk_at(int line, redisReply *r, const char *want, const char *what);
+
+/* r is the integer `want`. */
+void expect_int_at(int line, redisReply *r, long long want, const char *what);
+
+/* r is a nil reply. */
+void expect_nil_at(int line, redisReply *r, const char *what);
+
+/* r is an error whose text starts with `prefix`. */
+void expect_error_at(int line, redisReply *r, const char *prefix, const char *what);
+
+/* r is an array of n elements, each matching its word in order: "nil", "+status",
+ * ":int", "-error prefix", anything else a bulk string. */
+void expect_array_at(int line, redisReply *r, const char *what, int n, ...);
+
+#define expect_status(r, want, what) expect_status_at(__LINE__, r, want, what)
+#define expect_bulk(r, want, what) expect_bulk_at(__LINE__, r, want, what)
+#define expect_int(r, want, what) expect_int_at(__LINE__, r, want, what)
+#define expect_nil(r, what) expect_nil_at(__LINE__, r, what)
+#define expect_error(r, prefix, what) expect_error_at(__LINE__, r, prefix, what)
+#define expect_array(r, what, ...) expect_array_at(__LINE__, r, what, __VA_ARGS__)
 
 #endif

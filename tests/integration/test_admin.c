@@ -8,7 +8,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -28,17 +27,6 @@ static void setup(void) {
 
 static void teardown(void) {
     harness_stop(&h);
-}
-
-static long long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
 }
 
 struct http_reply {
@@ -275,20 +263,11 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("admin");
-    TCase *tc = tcase_create("admin");
-    tcase_set_timeout(tc, 60);
-    tcase_add_unchecked_fixture(tc, setup, teardown);
+    TCase *tc = harness_tcase(s, "admin", 60, setup, teardown);
     tcase_add_test(tc, test_metrics_counters_move_after_commands);
     tcase_add_test(tc, test_healthz_follows_backend_down_and_back);
     tcase_add_test(tc, test_topology_problem_shows_in_healthz_and_metrics);
     tcase_add_test(tc, test_registry_is_markdown);
     tcase_add_test(tc, test_unknown_path_is_404_and_post_405);
-    suite_add_tcase(s, tc);
-
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* harness pids live in this process; see harness.h */
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

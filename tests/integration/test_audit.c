@@ -39,9 +39,7 @@ static void direct_ok(redisContext *c, const char *fmt, ...) {
 }
 
 static redisContext *direct(const char *name) {
-    redisContext *c = harness_direct(&h, name);
-    ck_assert_msg(c != NULL, "cannot connect directly to %s", name);
-    return c;
+    return harness_must_direct(&h, name);
 }
 
 static void flush_both(void) {
@@ -229,20 +227,11 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("audit");
-    TCase *tc = tcase_create("audit");
-    tcase_set_timeout(tc, 120);
-    tcase_add_unchecked_fixture(tc, setup, teardown);
+    TCase *tc = harness_tcase(s, "audit", 120, setup, teardown);
     tcase_add_test(tc, test_clean_backends_exit_0);
     tcase_add_test(tc, test_each_rule_is_reported_exit_1);
     tcase_add_test(tc, test_bad_arguments_exit_2);
     tcase_add_test(tc, test_tls_server_name_is_verified_exit_2);
     tcase_add_test(tc, test_unreachable_instance_exit_2_and_other_audited);
-    suite_add_tcase(s, tc);
-
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* harness pids live in this process; see harness.h */
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

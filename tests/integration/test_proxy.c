@@ -2,12 +2,10 @@
 #include <check.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -31,104 +29,14 @@ static void teardown(void) {
     harness_stop(&h);
 }
 
-static long long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* ---- helpers: every reply helper takes ownership of the reply ---- */
+/* ---- helpers (cmd, next_reply and the expect_* reply checks are in harness.h) ---- */
 
 static redisContext *client(void) {
-    redisContext *c = harness_client(&h);
-    ck_assert_msg(c != NULL, "cannot connect to keygate on 127.0.0.1:%d", h.port);
-    return c;
+    return harness_must_client(&h);
 }
-
-static redisContext *direct(const char *backend) {
-    redisContext *c = harness_direct(&h, backend);
-    ck_assert_msg(c != NULL, "cannot connect directly to backend %s", backend);
-    return c;
-}
-
-static redisReply *cmd(redisContext *c, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    ck_assert_msg(r != NULL, "`%s`: connection error: %s", fmt, c->errstr);
-    return r;
-}
-
-static redisReply *next_reply(redisContext *c) {
-    void *r = NULL;
-    ck_assert_msg(redisGetReply(c, &r) == REDIS_OK && r != NULL, "reading a reply: %s", c->errstr);
-    return r;
-}
-
-static const char *describe(const redisReply *r) {
-    static char buf[256];
-    switch (r->type) {
-    case REDIS_REPLY_STATUS: snprintf(buf, sizeof buf, "+%.200s", r->str); break;
-    case REDIS_REPLY_ERROR: snprintf(buf, sizeof buf, "-%.200s", r->str); break;
-    case REDIS_REPLY_STRING: snprintf(buf, sizeof buf, "\"%.200s\"", r->str); break;
-    case REDIS_REPLY_INTEGER: snprintf(buf, sizeof buf, ":%lld", r->integer); break;
-    case REDIS_REPLY_NIL: snprintf(buf, sizeof buf, "(nil)"); break;
-    case REDIS_REPLY_ARRAY: snprintf(buf, sizeof buf, "array of %zu", r->elements); break;
-    default: snprintf(buf, sizeof buf, "reply type %d", r->type);
-    }
-    return buf;
-}
-
-static void expect_status_at(int line, redisReply *r, const char *want, const char *what) {
-    ck_assert_msg(r->type == REDIS_REPLY_STATUS && strcmp(r->str, want) == 0, "line %d: %s: want +%s, got %s", line, what,
-                  want, describe(r));
-    freeReplyObject(r);
-}
-
-static void expect_bulk_at(int line, redisReply *r, const char *want, const char *what) {
-    ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == strlen(want) && memcmp(r->str, want, r->len) == 0,
-                  "line %d: %s: want \"%s\", got %s", line, what, want, describe(r));
-    freeReplyObject(r);
-}
-
-static void expect_int_at(int line, redisReply *r, long long want, const char *what) {
-    ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer == want, "line %d: %s: want :%lld, got %s", line, what, want,
-                  describe(r));
-    freeReplyObject(r);
-}
-
-static void expect_nil_at(int line, redisReply *r, const char *what) {
-    ck_assert_msg(r->type == REDIS_REPLY_NIL, "line %d: %s: want (nil), got %s", line, what, describe(r));
-    freeReplyObject(r);
-}
-
-static void expect_error_at(int line, redisReply *r, const char *prefix, const char *what) {
-    ck_assert_msg(r->type == REDIS_REPLY_ERROR && strncmp(r->str, prefix, strlen(prefix)) == 0,
-                  "line %d: %s: want an error starting \"%s\", got %s", line, what, prefix, describe(r));
-    freeReplyObject(r);
-}
-
-#define expect_status(r, want, what) expect_status_at(__LINE__, r, want, what)
-#define expect_bulk(r, want, what) expect_bulk_at(__LINE__, r, want, what)
-#define expect_int(r, want, what) expect_int_at(__LINE__, r, want, what)
-#define expect_nil(r, what) expect_nil_at(__LINE__, r, what)
-#define expect_error(r, prefix, what) expect_error_at(__LINE__, r, prefix, what)
 
 /* An integer reply of one command run directly on a backend. */
-static long long direct_int(const char *backend, const char *fmt, ...) {
-    redisContext *c = direct(backend);
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    ck_assert_msg(r != NULL && r->type == REDIS_REPLY_INTEGER, "%s: `%s`: want an integer, got %s", backend,
-                  fmt, r != NULL ? describe(r) : c->errstr);
-    long long v = r->integer;
-    freeReplyObject(r);
-    redisFree(c);
-    return v;
-}
+#define direct_int(...) harness_direct_int(&h, __VA_ARGS__)
 
 /* ---- 1. routing and TTL injection ---- */
 
@@ -422,8 +330,7 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("proxy");
-    TCase *tc = tcase_create("foundation");
-    tcase_add_unchecked_fixture(tc, setup, teardown);
+    TCase *tc = harness_tcase(s, "foundation", 0, setup, teardown);
     tcase_add_test(tc, test_set_routes_by_namespace_and_injects_ttl);
     tcase_add_test(tc, test_unknown_namespace_is_refused_and_writes_nothing);
     tcase_add_test(tc, test_mset_across_instances_is_refused_and_writes_nothing);
@@ -434,12 +341,5 @@ int main(void) {
     tcase_add_test(tc, test_protocol_errors_reply_then_close);
     tcase_add_test(tc, test_backend_down_answers_unavailable_then_recovers);
     tcase_add_test(tc, test_quit_replies_ok_then_closes);
-    suite_add_tcase(s, tc);
-
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* harness pids live in this process; see harness.h */
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

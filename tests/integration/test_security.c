@@ -119,91 +119,25 @@ static void teardown(void)
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
-/* ---- helpers: every reply helper takes ownership of the reply ---- */
+/* ---- helpers (cmd and the expect_* reply checks are in harness.h) ---- */
 
 static redisContext *client(void)
 {
-    redisContext *c = harness_client(&h);
-    ck_assert_msg(c != NULL, "cannot connect to keygate on 127.0.0.1:%d", h.port);
-    return c;
-}
-
-static redisReply *cmd(redisContext *c, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    ck_assert_msg(r != NULL, "`%s`: connection error: %s", fmt, c->errstr);
-    return r;
-}
-
-static const char *describe(const redisReply *r)
-{
-    static char buf[300];
-    switch (r->type) {
-    case REDIS_REPLY_STATUS: snprintf(buf, sizeof buf, "+%.250s", r->str); break;
-    case REDIS_REPLY_ERROR: snprintf(buf, sizeof buf, "-%.250s", r->str); break;
-    case REDIS_REPLY_STRING: snprintf(buf, sizeof buf, "\"%.250s\"", r->str); break;
-    case REDIS_REPLY_INTEGER: snprintf(buf, sizeof buf, ":%lld", r->integer); break;
-    case REDIS_REPLY_NIL: snprintf(buf, sizeof buf, "(nil)"); break;
-    case REDIS_REPLY_ARRAY: snprintf(buf, sizeof buf, "array of %zu", r->elements); break;
-    default: snprintf(buf, sizeof buf, "reply type %d", r->type);
-    }
-    return buf;
-}
-
-#define expect_status(r, want) expect_status_at(__LINE__, r, want)
-static void expect_status_at(int line, redisReply *r, const char *want)
-{
-    ck_assert_msg(r->type == REDIS_REPLY_STATUS && strcmp(r->str, want) == 0, "line %d: want +%s, got %s", line, want,
-                  describe(r));
-    freeReplyObject(r);
-}
-
-#define expect_error(r, prefix) expect_error_at(__LINE__, r, prefix)
-static void expect_error_at(int line, redisReply *r, const char *prefix)
-{
-    ck_assert_msg(r->type == REDIS_REPLY_ERROR && strncmp(r->str, prefix, strlen(prefix)) == 0,
-                  "line %d: want an error starting \"%s\", got %s", line, prefix, describe(r));
-    freeReplyObject(r);
-}
-
-#define expect_bulk(r, want) expect_bulk_at(__LINE__, r, want)
-static void expect_bulk_at(int line, redisReply *r, const char *want)
-{
-    ck_assert_msg(r->type == REDIS_REPLY_STRING && strcmp(r->str, want) == 0, "line %d: want \"%s\", got %s", line,
-                  want, describe(r));
-    freeReplyObject(r);
-}
-
-#define expect_int(r, want) expect_int_at(__LINE__, r, want)
-static void expect_int_at(int line, redisReply *r, long long want)
-{
-    ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer == want, "line %d: want :%lld, got %s", line, want,
-                  describe(r));
-    freeReplyObject(r);
+    return harness_must_client(&h);
 }
 
 /* A keygate connection authenticated as user/pass. */
 static redisContext *login(const char *user, const char *pass)
 {
     redisContext *c = client();
-    expect_status(cmd(c, "AUTH %s %s", user, pass), "OK");
-    return c;
-}
-
-static redisContext *direct(const char *backend)
-{
-    redisContext *c = harness_direct(&h, backend);
-    ck_assert_msg(c != NULL, "cannot connect directly to backend %s", backend);
+    expect_status(cmd(c, "AUTH %s %s", user, pass), "OK", "AUTH %s %s");
     return c;
 }
 
 /* A reply of one command run directly on a backend (the caller frees it). */
 static redisReply *direct_cmd(const char *backend, const char *fmt, ...)
 {
-    redisContext *c = direct(backend);
+    redisContext *c = harness_must_direct(&h, backend);
     va_list ap;
     va_start(ap, fmt);
     redisReply *r = redisvCommand(c, fmt, ap);
@@ -213,14 +147,8 @@ static redisReply *direct_cmd(const char *backend, const char *fmt, ...)
     return r;
 }
 
-static long long direct_int(const char *backend, const char *fmt, const char *arg)
-{
-    redisReply *r = direct_cmd(backend, fmt, arg);
-    ck_assert_msg(r->type == REDIS_REPLY_INTEGER, "%s: `%s`: got %s", backend, fmt, describe(r));
-    long long v = r->integer;
-    freeReplyObject(r);
-    return v;
-}
+/* An integer reply of one command run directly on a backend. */
+#define direct_int(...) harness_direct_int(&h, __VA_ARGS__)
 
 /* CONFIG GET name on a backend, copied into out. */
 static void direct_config(const char *backend, const char *name, char *out, size_t cap)
@@ -280,13 +208,13 @@ static int raw_closed(int fd)
 START_TEST(test_noauth_before_auth)
 {
     redisContext *c = client();
-    expect_status(cmd(c, "PING"), "PONG");
-    expect_error(cmd(c, "GET cache:sec1:x"), "NOAUTH Authentication required.");
-    expect_error(cmd(c, "SET cache:sec1:x 1"), "NOAUTH Authentication required.");
-    expect_error(cmd(c, "KEYS cache:sec1:*"), "NOAUTH Authentication required.");
-    expect_error(cmd(c, "CONFIG SET dir /tmp"), "NOAUTH Authentication required.");
-    expect_error(cmd(c, "INFO"), "NOAUTH Authentication required.");
-    expect_error(cmd(c, "HELLO 2"), "NOAUTH HELLO must be called with the client already authenticated");
+    expect_status(cmd(c, "PING"), "PONG", "PING");
+    expect_error(cmd(c, "GET cache:sec1:x"), "NOAUTH Authentication required.", "GET cache:sec1:x");
+    expect_error(cmd(c, "SET cache:sec1:x 1"), "NOAUTH Authentication required.", "SET cache:sec1:x 1");
+    expect_error(cmd(c, "KEYS cache:sec1:*"), "NOAUTH Authentication required.", "KEYS cache:sec1:*");
+    expect_error(cmd(c, "CONFIG SET dir /tmp"), "NOAUTH Authentication required.", "CONFIG SET dir /tmp");
+    expect_error(cmd(c, "INFO"), "NOAUTH Authentication required.", "INFO");
+    expect_error(cmd(c, "HELLO 2"), "NOAUTH HELLO must be called with the client already authenticated", "HELLO 2");
     ck_assert_int_eq(direct_int("cache", "EXISTS %s", "cache:sec1:x"), 0);
     redisFree(c);
 }
@@ -295,30 +223,33 @@ END_TEST
 START_TEST(test_auth_flows)
 {
     redisContext *c = client();
-    expect_error(cmd(c, "AUTH %s", WRONG_PW), "WRONGPASS invalid username-password pair or user is disabled.");
-    expect_error(cmd(c, "AUTH alice %s", WRONG_PW), "WRONGPASS invalid username-password pair or user is disabled.");
-    expect_error(cmd(c, "AUTH alice %s", BOB_PW), "WRONGPASS");
-    expect_error(cmd(c, "AUTH nobody %s", ALICE_PW), "WRONGPASS");
-    expect_error(cmd(c, "AUTH a b c"), "ERR syntax error");
-    expect_error(cmd(c, "GET cache:sec2:x"), "NOAUTH");
+    expect_error(cmd(c, "AUTH %s", WRONG_PW), "WRONGPASS invalid username-password pair or user is disabled.",
+                 "AUTH %s");
+    expect_error(cmd(c, "AUTH alice %s", WRONG_PW), "WRONGPASS invalid username-password pair or user is disabled.",
+                 "AUTH alice %s");
+    expect_error(cmd(c, "AUTH alice %s", BOB_PW), "WRONGPASS", "AUTH alice %s");
+    expect_error(cmd(c, "AUTH nobody %s", ALICE_PW), "WRONGPASS", "AUTH nobody %s");
+    expect_error(cmd(c, "AUTH a b c"), "ERR syntax error", "AUTH a b c");
+    expect_error(cmd(c, "GET cache:sec2:x"), "NOAUTH", "GET cache:sec2:x");
     /* AUTH password: the user whose password it is (file with a trailing newline) */
-    expect_status(cmd(c, "AUTH %s", ALICE_PW), "OK");
-    expect_status(cmd(c, "SET cache:sec2:x 1"), "OK");
-    expect_error(cmd(c, "SET q:sec2:x 1"), "NOPERM user 'alice' may not use namespace 'q:'");
+    expect_status(cmd(c, "AUTH %s", ALICE_PW), "OK", "AUTH %s");
+    expect_status(cmd(c, "SET cache:sec2:x 1"), "OK", "SET cache:sec2:x 1");
+    expect_error(cmd(c, "SET q:sec2:x 1"), "NOPERM user 'alice' may not use namespace 'q:'", "SET q:sec2:x 1");
     /* AUTH user password with a sha256= user switches identity */
-    expect_status(cmd(c, "AUTH bob %s", BOB_PW), "OK");
-    expect_status(cmd(c, "SET q:sec2:x 1"), "OK");
-    expect_error(cmd(c, "GET cache:sec2:x"), "NOPERM user 'bob'");
+    expect_status(cmd(c, "AUTH bob %s", BOB_PW), "OK", "AUTH bob %s");
+    expect_status(cmd(c, "SET q:sec2:x 1"), "OK", "SET q:sec2:x 1");
+    expect_error(cmd(c, "GET cache:sec2:x"), "NOPERM user 'bob'", "GET cache:sec2:x");
     redisFree(c);
 
     /* HELLO 2 AUTH user password */
     c = client();
-    expect_error(cmd(c, "HELLO 2 AUTH ops %s", WRONG_PW), "WRONGPASS");
+    expect_error(cmd(c, "HELLO 2 AUTH ops %s", WRONG_PW), "WRONGPASS", "HELLO 2 AUTH ops %s");
     redisReply *r = cmd(c, "HELLO 2 AUTH ops %s", OPS_PW);
     ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements >= 2, "HELLO 2 AUTH: %s", describe(r));
     freeReplyObject(r);
-    expect_bulk(cmd(c, "GET cache:sec2:x"), "1");
-    expect_error(cmd(c, "SET cache:sec2:y 1"), "NOPERM user 'ops' has access=ro and 'set' writes namespace 'cache:'");
+    expect_bulk(cmd(c, "GET cache:sec2:x"), "1", "GET cache:sec2:x");
+    expect_error(cmd(c, "SET cache:sec2:y 1"), "NOPERM user 'ops' has access=ro and 'set' writes namespace 'cache:'",
+                 "SET cache:sec2:y 1");
     ck_assert_int_eq(direct_int("cache", "EXISTS %s", "cache:sec2:y"), 0);
     ck_assert_int_eq(direct_int("durable", "EXISTS %s", "q:sec2:x"), 1);
     ck_assert_int_eq(direct_int("cache", "EXISTS %s", "q:sec2:x"), 0);
@@ -378,10 +309,11 @@ END_TEST
 START_TEST(test_rights_and_patterns_through_keygate)
 {
     redisContext *alice = login("alice", ALICE_PW);
-    expect_status(cmd(alice, "SET cache:sec4:a 1"), "OK");
-    expect_error(cmd(alice, "SET q:sec4:a 1"), "NOPERM");
-    expect_error(cmd(alice, "SET cache:mattermost:listener 1"), "NOPERM user 'alice' may not use namespace "
-                                                                "'cache:mattermost:listener'");
+    expect_status(cmd(alice, "SET cache:sec4:a 1"), "OK", "SET cache:sec4:a 1");
+    expect_error(cmd(alice, "SET q:sec4:a 1"), "NOPERM", "SET q:sec4:a 1");
+    expect_error(cmd(alice, "SET cache:mattermost:listener 1"),
+                 "NOPERM user 'alice' may not use namespace 'cache:mattermost:listener'",
+                 "SET cache:mattermost:listener 1");
     ck_assert_int_eq(direct_int("durable", "EXISTS %s", "q:sec4:a"), 0);
     ck_assert_int_eq(direct_int("cache", "EXISTS %s", "cache:mattermost:listener"), 0);
 
@@ -392,17 +324,17 @@ START_TEST(test_rights_and_patterns_through_keygate)
     r = cmd(alice, "SCAN 0 MATCH cache:sec4:* COUNT 1000");
     ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 2, "SCAN: %s", describe(r));
     freeReplyObject(r);
-    expect_error(cmd(alice, "KEYS *"), "DENIED");
-    expect_error(cmd(alice, "keys cache:*"), "DENIED"); /* would reach cache:mattermost:listener */
-    expect_error(cmd(alice, "SCAN 0"), "DENIED");
-    expect_error(cmd(alice, "SCAN 0 MATCH q:*"), "DENIED");
+    expect_error(cmd(alice, "KEYS *"), "DENIED", "KEYS *");
+    expect_error(cmd(alice, "keys cache:*"), "DENIED", "keys cache:*"); /* would reach cache:mattermost:listener */
+    expect_error(cmd(alice, "SCAN 0"), "DENIED", "SCAN 0");
+    expect_error(cmd(alice, "SCAN 0 MATCH q:*"), "DENIED", "SCAN 0 MATCH q:*");
     redisFree(alice);
 
     redisContext *ops = login("ops", OPS_PW);
     r = cmd(ops, "KEYS cache:*");
     ck_assert_msg(r->type == REDIS_REPLY_ARRAY, "ops KEYS cache:*: %s", describe(r));
     freeReplyObject(r);
-    expect_error(cmd(ops, "DEL cache:sec4:a"), "NOPERM");
+    expect_error(cmd(ops, "DEL cache:sec4:a"), "NOPERM", "DEL cache:sec4:a");
     ck_assert_int_eq(direct_int("cache", "EXISTS %s", "cache:sec4:a"), 1);
     redisFree(ops);
 }
@@ -440,15 +372,15 @@ START_TEST(test_classic_attacks_change_nothing)
         freeReplyObject(r);
     }
     expect_error(cmd(c, "EVAL %s 1 %s", "redis.call('set', KEYS[1], 'x') return 1", "cache:sec5:evil"),
-                 "DENIED scripts are refused");
+                 "DENIED scripts are refused", "EVAL %s 1 %s");
     /* SORT ... BY/GET q:* would read another namespace (and instance) through the data */
-    expect_error(cmd(c, "SORT cache:sec5:list BY q:*"), "DENIED");
-    expect_error(cmd(c, "SORT cache:sec5:list GET q:*"), "DENIED");
+    expect_error(cmd(c, "SORT cache:sec5:list BY q:*"), "DENIED", "SORT cache:sec5:list BY q:*");
+    expect_error(cmd(c, "SORT cache:sec5:list GET q:*"), "DENIED", "SORT cache:sec5:list GET q:*");
     r = cmd(c, "SORT cache:sec5:list");
     ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 2 && strcmp(r->element[0]->str, "1") == 0,
                   "SORT cache:sec5:list: %s", describe(r));
     freeReplyObject(r);
-    expect_status(cmd(c, "PING"), "PONG");
+    expect_status(cmd(c, "PING"), "PONG", "PING");
     redisFree(c);
 
     /* nothing changed on the backends */
@@ -485,26 +417,26 @@ END_TEST
 START_TEST(test_scripts_only_with_scripts_yes)
 {
     redisContext *alice = login("alice", ALICE_PW);
-    expect_error(cmd(alice, "EVAL %s 1 %s", "return 1", "cache:sec6:a"), "DENIED scripts are refused");
-    expect_error(cmd(alice, "SCRIPT LOAD %s", "return 1"), "DENIED");
+    expect_error(cmd(alice, "EVAL %s 1 %s", "return 1", "cache:sec6:a"), "DENIED scripts are refused", "EVAL %s 1 %s");
+    expect_error(cmd(alice, "SCRIPT LOAD %s", "return 1"), "DENIED", "SCRIPT LOAD %s");
     redisFree(alice);
 
     redisContext *bob = login("bob", BOB_PW);
     expect_status(cmd(bob, "EVAL %s 1 %s", "return redis.status_reply(redis.call('set', KEYS[1], 'v')['ok'])",
                       "q:sec6:s"),
-                  "OK");
+                  "OK", "EVAL %s 1 %s");
     redisReply *r = direct_cmd("durable", "GET q:sec6:s");
     ck_assert_msg(r->type == REDIS_REPLY_STRING && strcmp(r->str, "v") == 0, "durable GET q:sec6:s: %s", describe(r));
     freeReplyObject(r);
-    expect_error(cmd(bob, "EVAL %s 1 %s", "return 1", "cache:sec6:a"), "NOPERM user 'bob'");
-    expect_error(cmd(bob, "EVAL %s 0", "return 1"), "DENIED");
+    expect_error(cmd(bob, "EVAL %s 1 %s", "return 1", "cache:sec6:a"), "NOPERM user 'bob'", "EVAL %s 1 %s");
+    expect_error(cmd(bob, "EVAL %s 0", "return 1"), "DENIED", "EVAL %s 0");
     /* SCRIPT LOAD goes to durable, where every namespace of bob lives */
     r = cmd(bob, "SCRIPT LOAD %s", "return 42");
     ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == 40, "SCRIPT LOAD: %s", describe(r));
     char sha[41];
     snprintf(sha, sizeof sha, "%s", r->str);
     freeReplyObject(r);
-    expect_int(cmd(bob, "EVALSHA %s 1 %s", sha, "q:sec6:x"), 42);
+    expect_int(cmd(bob, "EVALSHA %s 1 %s", sha, "q:sec6:x"), 42, "EVALSHA %s 1 %s");
     r = cmd(bob, "SCRIPT EXISTS %s", sha);
     ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->integer == 1, "SCRIPT EXISTS: %s",
                   describe(r));
@@ -612,7 +544,7 @@ START_TEST(test_client_tls_listeners)
 
     /* the plain listener still works alongside */
     redisContext *c = login("alice", ALICE_PW);
-    expect_status(cmd(c, "PING"), "PONG");
+    expect_status(cmd(c, "PING"), "PONG", "PING");
     redisFree(c);
 }
 END_TEST
@@ -626,9 +558,9 @@ START_TEST(test_unix_socket_listener)
     struct timeval tv = {5, 0};
     redisContext *c = redisConnectUnixWithTimeout(sock_path, tv);
     ck_assert_msg(c != NULL && !c->err, "connect %s: %s", sock_path, c ? c->errstr : "oom");
-    expect_error(cmd(c, "GET cache:sec7:x"), "NOAUTH");
-    expect_status(cmd(c, "AUTH alice %s", ALICE_PW), "OK");
-    expect_status(cmd(c, "SET cache:sec7:x 1"), "OK");
+    expect_error(cmd(c, "GET cache:sec7:x"), "NOAUTH", "GET cache:sec7:x");
+    expect_status(cmd(c, "AUTH alice %s", ALICE_PW), "OK", "AUTH alice %s");
+    expect_status(cmd(c, "SET cache:sec7:x 1"), "OK", "SET cache:sec7:x 1");
     redisFree(c);
     ck_assert_int_eq(direct_int("cache", "EXISTS %s", "cache:sec7:x"), 1);
 }
@@ -729,8 +661,8 @@ START_TEST(test_reload_rebinds_sessions_to_new_users)
     /* two reloads free the config alice logged in under: her session must not point into it */
     reload();
     reload();
-    expect_status(cmd(alice, "SET cache:sec8:a 1"), "OK");
-    expect_error(cmd(alice, "SET q:sec8:a 1"), "NOPERM user 'alice'");
+    expect_status(cmd(alice, "SET cache:sec8:a 1"), "OK", "SET cache:sec8:a 1");
+    expect_error(cmd(alice, "SET q:sec8:a 1"), "NOPERM user 'alice'", "SET q:sec8:a 1");
 
     /* alice removed from keygate.conf: her session is logged out, ops's is not */
     FILE *f = fopen(h.conf_file, "r");
@@ -748,14 +680,14 @@ START_TEST(test_reload_rebinds_sessions_to_new_users)
     ck_assert_msg(strlen(without) < strlen(conf), "no alice line in %s", h.conf_file);
     write_conf(without);
     reload();
-    expect_error(cmd(alice, "GET cache:sec8:a"), "NOAUTH");
-    expect_error(cmd(alice, "AUTH alice %s", ALICE_PW), "WRONGPASS");
-    expect_bulk(cmd(ops, "GET cache:sec8:a"), "1");
+    expect_error(cmd(alice, "GET cache:sec8:a"), "NOAUTH", "GET cache:sec8:a");
+    expect_error(cmd(alice, "AUTH alice %s", ALICE_PW), "WRONGPASS", "AUTH alice %s");
+    expect_bulk(cmd(ops, "GET cache:sec8:a"), "1", "GET cache:sec8:a");
 
     write_conf(conf);
     reload();
-    expect_status(cmd(alice, "AUTH alice %s", ALICE_PW), "OK");
-    expect_bulk(cmd(alice, "GET cache:sec8:a"), "1");
+    expect_status(cmd(alice, "AUTH alice %s", ALICE_PW), "OK", "AUTH alice %s");
+    expect_bulk(cmd(alice, "GET cache:sec8:a"), "1", "GET cache:sec8:a");
     redisFree(alice);
     redisFree(ops);
 }
@@ -782,9 +714,9 @@ static void expect_cache_unavailable(const char *why)
 {
     redisContext *c = login("root", ROOT_PW);
     for (int i = 0; i < 3; i++)
-        expect_error(cmd(c, "GET cache:sec9:x"), "UNAVAILABLE instance 'cache' is unreachable");
-    expect_error(cmd(c, "SET cache:sec9:x 1"), "UNAVAILABLE instance 'cache' is unreachable");
-    expect_status(cmd(c, "SET q:sec9:x 1"), "OK");
+        expect_error(cmd(c, "GET cache:sec9:x"), "UNAVAILABLE instance 'cache' is unreachable", "GET cache:sec9:x");
+    expect_error(cmd(c, "SET cache:sec9:x 1"), "UNAVAILABLE instance 'cache' is unreachable", "SET cache:sec9:x 1");
+    expect_status(cmd(c, "SET q:sec9:x 1"), "OK", "SET q:sec9:x 1");
     redisFree(c);
     char *log = NULL;
     for (int tries = 0; tries < 50; tries++) { /* the log line may trail the reply by a moment */
@@ -835,9 +767,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("security");
-    TCase *tc = tcase_create("access");
-    tcase_set_timeout(tc, 120);
-    tcase_add_unchecked_fixture(tc, setup, teardown);
+    TCase *tc = harness_tcase(s, "access", 120, setup, teardown);
     tcase_add_test(tc, test_noauth_before_auth);
     tcase_add_test(tc, test_auth_flows);
     tcase_add_test(tc, test_pre_auth_limits);
@@ -852,11 +782,5 @@ int main(void)
     tcase_add_test(tc, test_backend_with_wrong_ca_is_refused);
     tcase_add_test(tc, test_backend_with_wrong_name_is_refused);
     tcase_add_test(tc, test_plaintext_backend_configured_as_tls_is_refused);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* harness pids live in this process; see harness.h */
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

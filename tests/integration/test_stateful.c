@@ -1,10 +1,8 @@
 /* test_stateful.c: integration tests of keygate's stateful commands (issue #4): transactions, WATCH, blocking commands, pub/sub, split MGET/DEL, max-pinned. */
 #include <check.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -37,44 +35,14 @@ static void teardown(void) {
     harness_stop(&h);
 }
 
-static long long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* ---- helpers: every expect_* helper takes ownership of the reply ---- */
+/* ---- helpers (cmd, next_reply and the expect_* reply checks are in harness.h) ---- */
 
 static redisContext *client(void) {
-    redisContext *c = harness_client(&h);
-    ck_assert_msg(c != NULL, "cannot connect to keygate on 127.0.0.1:%d", h.port);
-    return c;
+    return harness_must_client(&h);
 }
 
 static redisContext *direct(const char *backend) {
-    redisContext *c = harness_direct(&h, backend);
-    ck_assert_msg(c != NULL, "cannot connect directly to backend %s", backend);
-    return c;
-}
-
-static redisReply *cmd(redisContext *c, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    ck_assert_msg(r != NULL, "`%s`: connection error: %s", fmt, c->errstr);
-    return r;
-}
-
-static redisReply *next_reply(redisContext *c) {
-    void *r = NULL;
-    ck_assert_msg(redisGetReply(c, &r) == REDIS_OK && r != NULL, "reading a reply: %s", c->errstr);
-    return r;
+    return harness_must_direct(&h, backend);
 }
 
 /* next_reply, saying what was awaited when nothing comes (timeout, close). */
@@ -92,106 +60,8 @@ static void flush_out(redisContext *c) {
     ck_assert_msg(done, "pipeline not written");
 }
 
-static const char *describe(const redisReply *r) {
-    static char buf[320];
-    switch (r->type) {
-    case REDIS_REPLY_STATUS: snprintf(buf, sizeof buf, "+%.250s", r->str); break;
-    case REDIS_REPLY_ERROR: snprintf(buf, sizeof buf, "-%.250s", r->str); break;
-    case REDIS_REPLY_STRING: snprintf(buf, sizeof buf, "\"%.250s\"", r->str); break;
-    case REDIS_REPLY_INTEGER: snprintf(buf, sizeof buf, ":%lld", r->integer); break;
-    case REDIS_REPLY_NIL: snprintf(buf, sizeof buf, "(nil)"); break;
-    case REDIS_REPLY_ARRAY: {
-        int n = snprintf(buf, sizeof buf, "array of %zu [", r->elements);
-        for (size_t i = 0; i < r->elements && i < 4 && n > 0 && (size_t)n < sizeof buf - 40; i++) {
-            const redisReply *e = r->element[i];
-            if (e->type == REDIS_REPLY_STRING || e->type == REDIS_REPLY_STATUS || e->type == REDIS_REPLY_ERROR)
-                n += snprintf(buf + n, sizeof buf - (size_t)n, "%s\"%.30s\"", i ? " " : "", e->str);
-            else if (e->type == REDIS_REPLY_INTEGER)
-                n += snprintf(buf + n, sizeof buf - (size_t)n, "%s:%lld", i ? " " : "", e->integer);
-            else if (e->type == REDIS_REPLY_NIL)
-                n += snprintf(buf + n, sizeof buf - (size_t)n, "%snil", i ? " " : "");
-            else
-                n += snprintf(buf + n, sizeof buf - (size_t)n, "%s[..]", i ? " " : "");
-        }
-        if (n > 0 && (size_t)n < sizeof buf - 2) snprintf(buf + n, sizeof buf - (size_t)n, "]");
-        break;
-    }
-    default: snprintf(buf, sizeof buf, "reply type %d", r->type);
-    }
-    return buf;
-}
-
-static void expect_status_at(int line, redisReply *r, const char *want, const char *what) {
-    ck_assert_msg(r->type == REDIS_REPLY_STATUS && strcmp(r->str, want) == 0, "line %d: %s: want +%s, got %s", line, what,
-                  want, describe(r));
-    freeReplyObject(r);
-}
-
-static void expect_bulk_at(int line, redisReply *r, const char *want, const char *what) {
-    ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == strlen(want) && memcmp(r->str, want, r->len) == 0,
-                  "line %d: %s: want \"%s\", got %s", line, what, want, describe(r));
-    freeReplyObject(r);
-}
-
-static void expect_int_at(int line, redisReply *r, long long want, const char *what) {
-    ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer == want, "line %d: %s: want :%lld, got %s", line, what, want,
-                  describe(r));
-    freeReplyObject(r);
-}
-
-static void expect_nil_at(int line, redisReply *r, const char *what) {
-    ck_assert_msg(r->type == REDIS_REPLY_NIL, "line %d: %s: want (nil), got %s", line, what, describe(r));
-    freeReplyObject(r);
-}
-
-static void expect_error_at(int line, redisReply *r, const char *prefix, const char *what) {
-    ck_assert_msg(r->type == REDIS_REPLY_ERROR && strncmp(r->str, prefix, strlen(prefix)) == 0,
-                  "line %d: %s: want an error starting \"%s\", got %s", line, what, prefix, describe(r));
-    freeReplyObject(r);
-}
-
-/* An array whose elements are the given bulk strings / "+status" / ":int" / "nil" words. */
-static void expect_array_at(int line, redisReply *r, const char *what, int n, ...) {
-    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == (size_t)n, "line %d: %s: want an array of %d, got %s",
-                  line, what, n, describe(r));
-    va_list ap;
-    va_start(ap, n);
-    for (int i = 0; i < n; i++) {
-        const char *want = va_arg(ap, const char *);
-        const redisReply *e = r->element[i];
-        int ok;
-        if (strcmp(want, "nil") == 0) ok = e->type == REDIS_REPLY_NIL;
-        else if (want[0] == '+') ok = e->type == REDIS_REPLY_STATUS && strcmp(e->str, want + 1) == 0;
-        else if (want[0] == ':') ok = e->type == REDIS_REPLY_INTEGER && e->integer == atoll(want + 1);
-        else if (want[0] == '-') ok = e->type == REDIS_REPLY_ERROR && strncmp(e->str, want + 1, strlen(want + 1)) == 0;
-        else ok = e->type == REDIS_REPLY_STRING && strcmp(e->str, want) == 0;
-        ck_assert_msg(ok, "line %d: %s: element %d: want %s, got %s", line, what, i, want, describe(e));
-    }
-    va_end(ap);
-    freeReplyObject(r);
-}
-
-#define expect_status(r, want, what) expect_status_at(__LINE__, r, want, what)
-#define expect_bulk(r, want, what) expect_bulk_at(__LINE__, r, want, what)
-#define expect_int(r, want, what) expect_int_at(__LINE__, r, want, what)
-#define expect_nil(r, what) expect_nil_at(__LINE__, r, what)
-#define expect_error(r, prefix, what) expect_error_at(__LINE__, r, prefix, what)
-#define expect_array(r, what, ...) expect_array_at(__LINE__, r, what, __VA_ARGS__)
-
 /* An integer reply of one command run directly on a backend. */
-static long long direct_int(const char *backend, const char *fmt, ...) {
-    redisContext *c = direct(backend);
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    ck_assert_msg(r != NULL && r->type == REDIS_REPLY_INTEGER, "%s: `%s`: want an integer, got %s", backend, fmt,
-                  r != NULL ? describe(r) : c->errstr);
-    long long v = r->integer;
-    freeReplyObject(r);
-    redisFree(c);
-    return v;
-}
+#define direct_int(...) harness_direct_int(&h, __VA_ARGS__)
 
 /* Backend clients (CLIENT LIST on the backend itself) whose line holds both substrings. */
 static int backend_clients(const char *backend, const char *a, const char *b) {
@@ -1216,9 +1086,7 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("stateful");
-    TCase *tc = tcase_create("stateful");
-    tcase_add_unchecked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
+    TCase *tc = harness_tcase(s, "stateful", 120, setup, teardown);
     tcase_add_test(tc, test_watch_race_exactly_one_exec_wins);
     tcase_add_test(tc, test_watch_semantics_match_redis);
     tcase_add_test(tc, test_multi_on_ttl_namespace_replies_like_redis);
@@ -1240,18 +1108,9 @@ int main(void) {
     tcase_add_test(tc, test_bug_sunsubscribe_keeps_other_subscriptions); /* its bug leaks a subscribed connection */
     tcase_add_test(tc, test_split_with_a_backend_down_is_an_error); /* last two: kill and restart cache */
     tcase_add_test(tc, test_bug_pin_on_down_instance_replies_unavailable);
-    suite_add_tcase(s, tc);
 
-    TCase *tp = tcase_create("max-pinned");
-    tcase_add_unchecked_fixture(tp, setup_max_pinned, teardown);
-    tcase_set_timeout(tp, 60);
+    TCase *tp = harness_tcase(s, "max-pinned", 60, setup_max_pinned, teardown);
     tcase_add_test(tp, test_max_pinned_limit);
-    suite_add_tcase(s, tp);
 
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* harness pids live in this process; see harness.h */
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

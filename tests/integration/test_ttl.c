@@ -6,7 +6,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/time.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -70,28 +69,15 @@ static void teardown(void)
 
 static redisContext *client(void)
 {
-    redisContext *c = harness_client(&h);
-    ck_assert_msg(c != NULL, "cannot connect to keygate on 127.0.0.1:%d", h.port);
-    return c;
+    return harness_must_client(&h);
 }
 
 static redisContext *direct(const char *backend)
 {
-    redisContext *c = harness_direct(&h, backend);
-    ck_assert_msg(c != NULL, "cannot connect directly to backend %s", backend);
-    return c;
+    return harness_must_direct(&h, backend);
 }
 
-/* A reply (never NULL: a connection error fails the test). The caller frees it. */
-static redisReply *cmd(redisContext *c, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    ck_assert_msg(r != NULL, "`%s`: connection error: %s", fmt, c->errstr);
-    return r;
-}
+/* cmd (a reply, never NULL) and describe are in harness.h. */
 
 static redisReply *cmd_argv(redisContext *c, const struct inv_cmd *ic)
 {
@@ -100,39 +86,6 @@ static redisReply *cmd_argv(redisContext *c, const struct inv_cmd *ic)
     redisReply *r = redisCommandArgv(c, ic->argc, argv, ic->argvlen);
     ck_assert_msg(r != NULL, "`%s ...`: connection error: %s", ic->argv[0], c->errstr);
     return r;
-}
-
-static void describe_into(const redisReply *r, char *buf, size_t len)
-{
-    if (r == NULL) {
-        snprintf(buf, len, "(no reply)");
-        return;
-    }
-    switch (r->type) {
-    case REDIS_REPLY_STATUS: snprintf(buf, len, "+%.200s", r->str); break;
-    case REDIS_REPLY_ERROR: snprintf(buf, len, "-%.300s", r->str); break;
-    case REDIS_REPLY_STRING: snprintf(buf, len, "\"%.200s\"", r->str); break;
-    case REDIS_REPLY_INTEGER: snprintf(buf, len, ":%lld", r->integer); break;
-    case REDIS_REPLY_NIL: snprintf(buf, len, "(nil)"); break;
-    case REDIS_REPLY_ARRAY: {
-        size_t used = (size_t)snprintf(buf, len, "[");
-        for (size_t i = 0; i < r->elements && used + 8 < len; i++) {
-            char one[128];
-            describe_into(r->element[i], one, sizeof one);
-            used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", one);
-        }
-        if (used + 2 < len) snprintf(buf + used, len - used, "]");
-        break;
-    }
-    default: snprintf(buf, len, "reply type %d", r->type);
-    }
-}
-
-static const char *describe(const redisReply *r)
-{
-    static char buf[512];
-    describe_into(r, buf, sizeof buf);
-    return buf;
 }
 
 static long long reply_int(redisReply *r, const char *what)
@@ -1154,9 +1107,7 @@ int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     Suite *s = suite_create("ttl");
-    TCase *tc = tcase_create("ttl");
-    tcase_set_timeout(tc, 300);
-    tcase_add_unchecked_fixture(tc, setup, teardown);
+    TCase *tc = harness_tcase(s, "ttl", 300, setup, teardown);
     tcase_add_test(tc, test_every_write_command_is_covered);
     tcase_add_test(tc, test_walk_ttl_namespace);
     tcase_add_test(tc, test_walk_durable_ttl_namespace);
@@ -1171,12 +1122,5 @@ int main(void)
     tcase_add_test(tc, test_each_key_gets_its_own_namespace_ttl);
     tcase_add_test(tc, test_reply_fidelity_sample);
     tcase_add_test(tc, test_atomicity_commandstats);
-    suite_add_tcase(s, tc);
-
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* harness pids live in this process; see harness.h */
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -5,13 +5,7 @@
 #include <string.h>
 
 #include "access.h"
-#include "commands.h"
-#include "config.h"
-#include "policy.h"
-#include "registry.h"
-
-static struct registry *reg;
-static struct config cfg;
+#include "policy_fixture.h"
 
 /* root: every owner, rw, scripts. cacheteam: owner cache. queues: queues + lifecycle, scripts.
  * ops: every owner, read-only, scripts. */
@@ -30,17 +24,7 @@ static void user_init(struct user_conf *u, const char *name, char **owners, size
 
 static void setup(void)
 {
-    static const char *const names[] = {"durable", "cache"};
-    struct diag errs = {0};
-    reg = registry_load("conf/registry.conf", names, 2, &errs);
-    for (size_t i = 0; i < errs.count; i++) fprintf(stderr, "%s\n", errs.lines[i]);
-    ck_assert_ptr_nonnull(reg);
-    diag_free(&errs);
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.ninstances = 2;
-    cfg.instance_names[0] = "durable";
-    cfg.instance_names[1] = "cache";
-    cfg.registry = reg;
+    fixture_load("conf/registry.conf");
 
     static char *cache_owners[] = {"cache"};
     static char *queue_owners[] = {"queues", "lifecycle"};
@@ -52,7 +36,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    registry_free(reg);
+    fixture_free();
 }
 
 static struct session session_of(const struct user_conf *u)
@@ -70,26 +54,15 @@ static void decide_argv(const struct user_conf *u, size_t argc, const char **arg
                         struct plan *p)
 {
     struct session s = session_of(u);
-    struct policy_request r = {.argc = argc, .argv = argv, .argvlen = argvlen, .now_ms = 1700000000000LL};
-    r.cmd = command_lookup(argc, argv, argvlen, &r.unknown_subcommand);
-    policy_decide(&cfg, reg, &s, &r, p);
+    fixture_decide_argv(&s, argc, argv, argvlen, p);
     plan_release(p); /* these tests read only kind, error, instance and ns */
 }
 
 /* Decide for a space-separated command line as user u (NULL: no users configured). */
 static void decide_as(const struct user_conf *u, const char *line, struct plan *p)
 {
-    static char buf[4096];
-    static const char *argv[256];
-    static size_t argvlen[256];
-    size_t argc = 0;
-    snprintf(buf, sizeof(buf), "%s", line);
-    for (char *tok = strtok(buf, " "); tok && argc < 256; tok = strtok(NULL, " ")) {
-        argv[argc] = tok;
-        argvlen[argc] = strlen(tok);
-        argc++;
-    }
-    decide_argv(u, argc, argv, argvlen, p);
+    size_t argc = fixture_split(line);
+    decide_argv(u, argc, fixture_argv, fixture_argvlen, p);
 }
 
 #define expect_forward(u, line, inst) expect_forward_at(__LINE__, u, line, inst)

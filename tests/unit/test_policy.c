@@ -4,28 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "commands.h"
-#include "config.h"
-#include "policy.h"
-#include "registry.h"
+#include "policy_fixture.h"
 
-static struct registry *reg;
-static struct config cfg;
 static struct user_conf user_ro, user_queues;
 
 static void setup(void)
 {
-    static const char *const names[] = {"durable", "cache"};
-    struct diag errs = {0};
-    reg = registry_load("conf/registry.conf", names, 2, &errs);
-    for (size_t i = 0; i < errs.count; i++) fprintf(stderr, "%s\n", errs.lines[i]);
-    ck_assert_ptr_nonnull(reg);
-    diag_free(&errs);
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.ninstances = 2;
-    cfg.instance_names[0] = "durable";
-    cfg.instance_names[1] = "cache";
-    cfg.registry = reg;
+    fixture_load("conf/registry.conf");
 
     static char *q_owners[] = {"queues", "lifecycle"};
     memset(&user_queues, 0, sizeof(user_queues));
@@ -40,25 +25,13 @@ static void setup(void)
 
 static void teardown(void)
 {
-    registry_free(reg);
+    fixture_free();
 }
 
-/* Decide for a space-separated command line (no quoting needed in these tests). */
+/* Decide for a space-separated command line as session s (no quoting needed in these tests). */
 static void decide_as(const struct session *s, const char *line, struct plan *p)
 {
-    static char buf[65536];
-    static const char *argv[4096];
-    static size_t argvlen[4096];
-    size_t argc = 0;
-    snprintf(buf, sizeof(buf), "%s", line);
-    for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
-        argv[argc] = tok;
-        argvlen[argc] = strlen(tok);
-        argc++;
-    }
-    struct policy_request r = {.argc = argc, .argv = argv, .argvlen = argvlen, .now_ms = 1700000000000LL};
-    r.cmd = command_lookup(argc, argv, argvlen, &r.unknown_subcommand);
-    policy_decide(&cfg, reg, s, &r, p);
+    fixture_decide(s, line, p);
 }
 
 static void decide(const char *line, struct plan *p)

@@ -3,15 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "commands.h"
-#include "config.h"
-#include "policy.h"
-#include "registry.h"
-
-static struct registry *reg;
-static struct config cfg;
+#include "policy_fixture.h"
 
 static const char registry_text[] =
     "namespace t: instance=cache ttl=1h max-ttl=1d owner=t\n"
@@ -22,53 +15,24 @@ static const char registry_text[] =
 
 static void setup(void)
 {
-    static const char *const names[] = {"durable", "cache"};
-    char path[] = "/tmp/keygate-test-ttl-XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(write(fd, registry_text, sizeof(registry_text) - 1), (ssize_t)(sizeof(registry_text) - 1));
-    close(fd);
-    struct diag errs = {0};
-    reg = registry_load(path, names, 2, &errs);
-    for (size_t i = 0; i < errs.count; i++) fprintf(stderr, "%s\n", errs.lines[i]);
-    diag_free(&errs);
-    unlink(path);
-    ck_assert_ptr_nonnull(reg);
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.ninstances = 2;
-    cfg.instance_names[0] = "durable";
-    cfg.instance_names[1] = "cache";
-    cfg.registry = reg;
+    fixture_load_text(registry_text);
 }
 
 static void teardown(void)
 {
-    registry_free(reg);
+    fixture_free();
 }
-
-static const char *argv_store[1024];
-static size_t argvlen_store[1024];
-static char line_store[8192];
 
 static void decide(const char *line, struct plan *p)
 {
-    size_t argc = 0;
-    snprintf(line_store, sizeof(line_store), "%s", line);
-    for (char *tok = strtok(line_store, " "); tok; tok = strtok(NULL, " ")) {
-        argv_store[argc] = tok;
-        argvlen_store[argc] = strlen(tok);
-        argc++;
-    }
-    struct policy_request r = {.argc = argc, .argv = argv_store, .argvlen = argvlen_store, .now_ms = 1700000000000LL};
-    r.cmd = command_lookup(argc, argv_store, argvlen_store, &r.unknown_subcommand);
     struct session s = {.authenticated = 1};
-    policy_decide(&cfg, reg, &s, &r, p);
+    fixture_decide(&s, line, p);
 }
 
 /* The key a fix applies to, as a C string (argv of the last decide). */
 static const char *fix_key(const struct plan *p, size_t i)
 {
-    return argv_store[p->ttl.fix[i].argi];
+    return fixture_argv[p->ttl.fix[i].argi];
 }
 
 START_TEST(set_appends_ex_without_transaction)
