@@ -26,7 +26,7 @@ INTEG_SRCS := $(wildcard tests/integration/test_*.c)
 INTEG_BINS := $(INTEG_SRCS:tests/integration/%.c=$(BUILD)/tests/integration/%)
 HARNESS    := tests/integration/harness.c
 
-.PHONY: all deps certs run test unit integration clients check-conf clean format
+.PHONY: all deps certs run test unit integration clients check-conf clean format install
 
 all: $(BUILD)/keygate
 
@@ -77,6 +77,19 @@ test:
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory clients
+
+# Install as a systemd service: binary, unit, tmpfiles entry, and the example config
+# (never overwriting an existing /etc/keygate). DESTDIR works for packaging.
+PREFIX ?= /usr/local
+install: $(BUILD)/keygate
+	install -D -m 0755 $(BUILD)/keygate $(DESTDIR)$(PREFIX)/bin/keygate
+	install -D -m 0644 systemd/keygate.service $(DESTDIR)/etc/systemd/system/keygate.service
+	install -D -m 0644 systemd/keygate-tmpfiles.conf $(DESTDIR)/usr/lib/tmpfiles.d/keygate.conf
+	@if [ ! -e $(DESTDIR)/etc/keygate/keygate.conf ]; then \
+		install -D -m 0640 conf/keygate.conf $(DESTDIR)/etc/keygate/keygate.conf; \
+		install -D -m 0640 conf/registry.conf $(DESTDIR)/etc/keygate/registry.conf; \
+		echo "installed example config in $(DESTDIR)/etc/keygate: edit instances, certificates and users"; \
+	fi
 
 format:
 	clang-format -i src/*.c src/*.h tests/unit/*.c tests/integration/*.c
