@@ -84,8 +84,7 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
                      : NULL;
         if (!c->bev) {
             if (ssl) SSL_free(ssl);
-            close(fd);
-            client_close(c, "cannot set up TLS");
+            client_close(c, "cannot set up TLS"); /* closes fd */
             return;
         }
         bufferevent_setcb(c->bev, client_read_cb, client_write_cb, client_event_cb, c);
