@@ -214,7 +214,7 @@ void router_merge(struct request *req)
     } else {
         const char *cursor[CONFIG_MAX_INSTANCES] = {0};
         const char *end[CONFIG_MAX_INSTANCES] = {0};
-        int part_of[CONFIG_MAX_INSTANCES];
+        int part_of[CONFIG_MAX_INSTANCES] = {0};
         for (int k = 0; k < req->nparts; k++) {
             long long n = 0;
             cursor[k] = array_first(req->parts[k].reply, req->parts[k].len, &n);
