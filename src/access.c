@@ -139,16 +139,6 @@ static void deny(struct access_result *out, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Printable copy of at most 100 bytes of s for an error message (CR, LF, NUL become spaces). */
-static const char *printable(const char *s, size_t len, char *out, size_t outlen)
-{
-    size_t n = len < 100 ? len : 100;
-    if (n > outlen - 1) n = outlen - 1;
-    for (size_t i = 0; i < n; i++) out[i] = (s[i] == '\r' || s[i] == '\n' || s[i] == '\0') ? ' ' : s[i];
-    out[n] = '\0';
-    return out;
-}
-
 /* 1 when SORT's options carry STORE (walked like sortCommandGeneric). */
 static int sort_stores(const struct policy_request *r)
 {
@@ -200,7 +190,7 @@ static const struct namespace_entry *glob_namespace(const struct registry *reg, 
     char shown[104];
     const struct namespace_entry *ns = registry_lookup(reg, NS_KEY, pat, lit);
     if (!ns) {
-        snprintf(why, whylen, "its literal prefix '%s' lies in no namespace", printable(pat, lit, shown, sizeof(shown)));
+        snprintf(why, whylen, "its literal prefix '%s' lies in no namespace", policy_printable(pat, lit, shown, sizeof(shown)));
         return NULL;
     }
     char err[PLAN_ERROR_MAX];
@@ -248,7 +238,7 @@ static void check_keys_scan(const struct registry *reg, const struct session *s,
     if (!ns) {
         char shown[104];
         deny(out, "DENIED %s pattern '%s' must stay inside one namespace you may read: %s", name,
-             printable(r->argv[pat], r->argvlen[pat], shown, sizeof(shown)), why);
+             policy_printable(r->argv[pat], r->argvlen[pat], shown, sizeof(shown)), why);
         return;
     }
     out->verdict = ACCESS_PATTERN;
@@ -285,7 +275,7 @@ static void check_sort(const struct registry *reg, const struct session *s, cons
                      key_ns->prefix);
         if (!ns || ns != key_ns) {
             deny(out, "DENIED %s %s pattern '%s' must stay in the sorted key's namespace: %s", r->cmd->name,
-                 policy_arg_is(r, j - 1, "BY") ? "BY" : "GET", printable(p, len, shown, sizeof(shown)), why);
+                 policy_arg_is(r, j - 1, "BY") ? "BY" : "GET", policy_printable(p, len, shown, sizeof(shown)), why);
             return;
         }
     }
@@ -327,7 +317,7 @@ void access_check_command(const struct config *cfg, const struct registry *reg, 
 {
     const struct command_def *cmd = r->cmd;
     const char *name = cmd->name;
-    memset(out, 0, sizeof(*out));
+    out->ns = NULL; /* no memset of the error buffer on every request: deny() fills it */
 
     enum cmd_id cid = cmdclass_id(cmd);
     const char *why = cmdclass_never_forwarded(cmd, access_never_forwarded);
@@ -345,22 +335,22 @@ void access_check_command(const struct config *cfg, const struct registry *reg, 
              ns ? " namespace '" : "", ns ? ns->prefix : "", ns ? "'" : "");
         return;
     }
-    if ((cid == CID_COPY)) {
+    if (cid == CID_COPY) {
         for (size_t i = 3; i + 1 < r->argc; i++)
             if (policy_arg_is(r, i, "DB") && !policy_arg_is(r, i + 1, "0")) {
                 deny(out, "DENIED keygate serves database 0 only: COPY ... DB is refused");
                 return;
             }
     }
-    if ((cid == CID_KEYS) || (cid == CID_SCAN)) {
+    if (cid == CID_KEYS || cid == CID_SCAN) {
         check_keys_scan(reg, s, r, out);
         return;
     }
-    if ((cid == CID_SORT) || (cid == CID_SORT_RO)) {
+    if (cid == CID_SORT || cid == CID_SORT_RO) {
         check_sort(reg, s, r, out);
         return;
     }
-    if ((cid == CID_SCRIPT_LOAD) || (cid == CID_SCRIPT_EXISTS)) {
+    if (cid == CID_SCRIPT_LOAD || cid == CID_SCRIPT_EXISTS) {
         check_script_cache(cfg, reg, s, r, out);
         return;
     }

@@ -106,7 +106,7 @@ static void backend_part_done(struct request *req, int part, const char *reply, 
 static void backend_fail_fifo(struct backend *b)
 {
     char msg[128];
-    int n = snprintf(msg, sizeof(msg), "-UNAVAILABLE instance '%s' is unreachable\r\n", backend_conf(b)->name);
+    int n = snprintf(msg, sizeof(msg), "-" UNAVAILABLE_FMT "\r\n", backend_conf(b)->name);
     while (b->fifo_count > 0) {
         struct pending pd = b->fifo[b->fifo_head];
         b->fifo_head = (b->fifo_head + 1) % b->fifo_cap;
@@ -198,19 +198,12 @@ struct bytebuf *backend_stage(struct backend *b)
 {
     struct worker *w = b->worker;
     if (!b->dirty) {
-        if (w->ndirty == w->dirty_cap) {
-            size_t cap = w->dirty_cap ? w->dirty_cap * 2 : 16;
-            struct backend **d = realloc(w->dirty, cap * sizeof(*d));
-            if (!d) {
-                log_msg(LOG_ERROR, "out of memory staging a backend request");
-                abort();
-            }
-            w->dirty = d;
-            w->dirty_cap = cap;
+        if (ptrvec_push(&w->dirty, b) != 0) {
+            log_msg(LOG_ERROR, "out of memory staging a backend request");
+            abort();
         }
-        w->dirty[w->ndirty++] = b;
         b->dirty = 1;
-        if (w->ndirty == 1) event_active(w->flush_ev, EV_TIMEOUT, 0);
+        event_active(w->flush_ev, EV_TIMEOUT, 0);
     }
     return &b->out;
 }
@@ -218,14 +211,9 @@ struct bytebuf *backend_stage(struct backend *b)
 /* Forget b's staged bytes and take it off the flush list (it closed). */
 static void backend_unstage(struct backend *b)
 {
-    struct worker *w = b->worker;
     b->out.len = 0;
     if (!b->dirty) return;
-    for (size_t i = 0; i < w->ndirty; i++) {
-        if (w->dirty[i] != b) continue;
-        w->dirty[i] = w->dirty[--w->ndirty];
-        break;
-    }
+    ptrvec_remove(&b->worker->dirty, b);
     b->dirty = 0;
 }
 
@@ -239,8 +227,8 @@ static void staged_free(const void *data, size_t len, void *arg)
 void backend_flush_all(struct worker *w)
 {
     /* pop from the end: a write may close a connection, which unstages it (swap with last) */
-    while (w->ndirty > 0) {
-        struct backend *b = w->dirty[--w->ndirty];
+    while (w->dirty.n > 0) {
+        struct backend *b = w->dirty.items[--w->dirty.n];
         b->dirty = 0;
         if (!b->bev || b->out.len == 0) {
             b->out.len = 0;
@@ -352,21 +340,21 @@ static void backend_exec_filter(struct request *req, const char *reply, size_t l
     long long count = -1;
     const char *crlf = reply[0] == '*' ? memchr(reply, '\n', len) : NULL;
     if (!crlf || resp_parse_ll(reply + 1, (size_t)(crlf - reply) - 2, &count) != 0 || count < 0 ||
-        (size_t)count != req->exec_nkeep) {
+        (size_t)count != req->exec_keep.len) {
         request_complete(req, reply, len); /* nil (WATCH) or EXECABORT: as it came */
         return;
     }
     size_t kept = 0;
-    for (size_t i = 0; i < req->exec_nkeep; i++) kept += req->exec_keep[i];
+    for (size_t i = 0; i < req->exec_keep.len; i++) kept += (size_t)req->exec_keep.p[i];
     struct evbuffer *out = evbuffer_new();
     evbuffer_add_printf(out, "*%zu\r\n", kept);
     const char *elem = crlf + 1, *end = reply + len;
-    for (size_t i = 0; i < req->exec_nkeep; i++) {
+    for (size_t i = 0; i < req->exec_keep.len; i++) {
         struct resp_scanner sc;
         resp_scanner_reset(&sc);
         long long n = resp_scan_reply(&sc, elem, (size_t)(end - elem));
         if (n <= 0) break;
-        if (req->exec_keep[i]) evbuffer_add(out, elem, (size_t)n);
+        if (req->exec_keep.p[i]) evbuffer_add(out, elem, (size_t)n);
         elem += n;
     }
     size_t olen = evbuffer_get_length(out);

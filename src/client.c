@@ -114,7 +114,7 @@ static void request_free(struct request *req)
     for (int i = 0; i < req->nparts; i++) free(req->parts[i].reply);
     free(req->parts);
     free(req->key_instance);
-    free(req->exec_keep);
+    bytebuf_free(&req->exec_keep);
     free(req->queued_error);
     free(req->reply);
     if (w->nfree_requests >= FREE_REQUESTS_MAX) {
@@ -185,11 +185,7 @@ void client_close(struct client *c, const char *reason)
     }
     c->fd = -1;
     if (c->out_dirty) {
-        for (size_t i = 0; i < w->ndirty_clients; i++) {
-            if (w->dirty_clients[i] != c) continue;
-            w->dirty_clients[i] = w->dirty_clients[--w->ndirty_clients];
-            break;
-        }
+        ptrvec_remove(&w->dirty_clients, c);
         c->out_dirty = 0;
     }
     bytebuf_free(&c->obuf);
@@ -209,7 +205,7 @@ void client_reap(struct worker *w)
         free(c->argv);
         free(c->argvlen);
         free(c->name);
-        free(c->multi_keep);
+        bytebuf_free(&c->multi_keep);
         free(c);
     }
 }
@@ -233,20 +229,12 @@ static void client_out(struct client *c, const char *data, size_t len)
         return;
     }
     if (!c->out_dirty) {
-        struct worker *w = c->worker;
-        if (w->ndirty_clients == w->dirty_clients_cap) {
-            size_t cap = w->dirty_clients_cap ? w->dirty_clients_cap * 2 : 64;
-            struct client **d = realloc(w->dirty_clients, cap * sizeof(*d));
-            if (!d) {
-                client_close(c, "out of memory for replies");
-                return;
-            }
-            w->dirty_clients = d;
-            w->dirty_clients_cap = cap;
+        if (ptrvec_push(&c->worker->dirty_clients, c) != 0) {
+            client_close(c, "out of memory for replies");
+            return;
         }
-        w->dirty_clients[w->ndirty_clients++] = c;
         c->out_dirty = 1;
-        event_active(w->flush_ev, EV_TIMEOUT, 0);
+        event_active(c->worker->flush_ev, EV_TIMEOUT, 0);
     }
 }
 
@@ -328,8 +316,8 @@ static void client_write_now(struct client *c)
 
 void client_write_all(struct worker *w)
 {
-    while (w->ndirty_clients > 0) {
-        struct client *c = w->dirty_clients[--w->ndirty_clients];
+    while (w->dirty_clients.n > 0) {
+        struct client *c = w->dirty_clients.items[--w->dirty_clients.n];
         c->out_dirty = 0;
         if (!c->closed) client_write_now(c);
     }
@@ -454,7 +442,7 @@ static void client_multi_queue(struct client *c, struct request *req, const stru
         request_error(c, req, plan->error);
         return;
     }
-    if (router_write_queued(&c->multi_buf, c, plan, frame, &c->multi_keep, &c->multi_nkeep, &c->multi_keep_cap) < 0) {
+    if (router_write_queued(&c->multi_buf, c, plan, frame, &c->multi_keep) != 0) {
         c->multi_dirty = 1;
         request_error(c, req, "OOM keygate is out of memory");
         return;
@@ -467,9 +455,7 @@ static void client_multi_reset(struct client *c)
 {
     c->multi_buf.len = 0;
     if (c->multi_buf.cap > 65536) bytebuf_free(&c->multi_buf);
-    free(c->multi_keep);
-    c->multi_keep = NULL;
-    c->multi_nkeep = c->multi_keep_cap = 0;
+    bytebuf_free(&c->multi_keep);
     c->multi_dirty = 0;
     c->session.in_multi = 0;
     c->session.multi_instance = -1;
@@ -507,7 +493,7 @@ static void client_exec(struct client *c, struct request *req)
         request_error(c, req, "EXECABORT Transaction discarded because of previous errors.");
         return;
     }
-    if (c->multi_nkeep == 0 && !c->watch_pin) {
+    if (c->multi_keep.len == 0 && !c->watch_pin) {
         client_multi_reset(c);
         request_complete(req, "*0\r\n", 4);
         return;
@@ -517,7 +503,7 @@ static void client_exec(struct client *c, struct request *req)
     struct backend *b = c->watch_pin ? c->watch_pin : backend_for(w, instance, c->id);
     if (!b) {
         char msg[128];
-        snprintf(msg, sizeof(msg), "UNAVAILABLE instance '%s' is unreachable", w->cfg->instance_names[instance]);
+        snprintf(msg, sizeof(msg), UNAVAILABLE_FMT, w->cfg->instance_names[instance]);
         client_multi_reset(c);
         client_watch_end(c);
         request_error(c, req, msg);
@@ -527,12 +513,11 @@ static void client_exec(struct client *c, struct request *req)
     stage_add(out, "*1\r\n$5\r\nMULTI\r\n", 15);
     backend_expect(b, req, PENDING_DROP);
     stage_add(out, c->multi_buf.p, c->multi_buf.len);
-    for (size_t i = 0; i < c->multi_nkeep; i++) backend_expect(b, req, PENDING_DROP);
+    for (size_t i = 0; i < c->multi_keep.len; i++) backend_expect(b, req, PENDING_DROP);
     stage_add(out, "*1\r\n$4\r\nEXEC\r\n", 14);
     backend_expect(b, req, PENDING_EXEC_FILTER);
-    req->exec_keep = c->multi_keep;
-    req->exec_nkeep = c->multi_nkeep;
-    c->multi_keep = NULL;
+    req->exec_keep = c->multi_keep; /* the request owns the flags now */
+    memset(&c->multi_keep, 0, sizeof(c->multi_keep));
     client_multi_reset(c);
     client_watch_end(c);
     STAT_INC(&w->stats, commands_forwarded);
@@ -562,7 +547,7 @@ static void request_pin_full(struct client *c, struct request *req, int instance
 {
     char msg[200];
     if (c->worker->pools[instance].npinned < c->worker->cfg->max_pinned)
-        snprintf(msg, sizeof(msg), "UNAVAILABLE instance '%s' is unreachable", c->worker->cfg->instance_names[instance]);
+        snprintf(msg, sizeof(msg), UNAVAILABLE_FMT, c->worker->cfg->instance_names[instance]);
     else
         snprintf(msg, sizeof(msg), "UNAVAILABLE no dedicated connection free for instance '%s' (max-pinned %d)",
                  c->worker->cfg->instance_names[instance], c->worker->cfg->max_pinned);
@@ -661,16 +646,13 @@ static int client_handle_frame(struct client *c, const char *frame)
     STAT_INC(&w->stats, commands_processed);
     if (pr.cmd) c->last_cmd = pr.cmd->name;
 
-    if (plan.kind == PLAN_FORWARD && (plan.flow == FLOW_SUBSCRIBE || plan.flow == FLOW_UNSUBSCRIBE) &&
-        !(plan.flow == FLOW_UNSUBSCRIBE && client_has_no_subscription(c, &plan))) {
+    if (plan.kind == PLAN_FORWARD && plan.flow == FLOW_UNSUBSCRIBE && client_has_no_subscription(c, &plan)) {
+        plan.kind = PLAN_LOCAL; /* nothing subscribed: Redis's empty confirmation */
+        plan.local = LOCAL_UNSUBSCRIBE_NONE;
+    } else if (plan.kind == PLAN_FORWARD && (plan.flow == FLOW_SUBSCRIBE || plan.flow == FLOW_UNSUBSCRIBE)) {
         client_subscribe(c, &plan, frame);
         plan_release(&plan);
         return 0;
-    }
-
-    if (plan.kind == PLAN_FORWARD && plan.flow == FLOW_UNSUBSCRIBE) {
-        plan.kind = PLAN_LOCAL; /* nothing subscribed: Redis's empty confirmation */
-        plan.local = LOCAL_UNSUBSCRIBE_NONE;
     }
     struct request *req = request_new(c);
     if (!req) {
@@ -820,8 +802,7 @@ void client_pin_lost(struct client *c, struct backend *b)
         c->sub_markers -= b->sub_markers;
         if (c->sub_markers < 0) c->sub_markers = 0;
         char msg[128];
-        int n = snprintf(msg, sizeof(msg), "-UNAVAILABLE instance '%s' is unreachable\r\n",
-                         c->worker->cfg->instance_names[i]);
+        int n = snprintf(msg, sizeof(msg), "-" UNAVAILABLE_FMT "\r\n", c->worker->cfg->instance_names[i]);
         client_out(c, msg, (size_t)n);
         c->session.subscribed = client_any_subscription(c);
         if (had) {

@@ -172,7 +172,7 @@ static void client_info_line(struct evbuffer *out, const struct client *c)
                         "omem=%zu tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=2\n",
                         (unsigned long long)c->id, c->addr, c->fd,
                         c->name ? c->name : "", (long long)age, c->session.in_multi ? "x" : "N", subs,
-                        c->session.in_multi ? (int)c->multi_nkeep : -1, c->qlen, c->qcap - c->qlen, c->qcap, obl, obl,
+                        c->session.in_multi ? (int)c->multi_keep.len : -1, c->qlen, c->qcap - c->qlen, c->qcap, obl, obl,
                         c->qcap + obl, c->last_cmd ? c->last_cmd : "NULL",
                         c->session.user ? c->session.user->name : "default");
 }

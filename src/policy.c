@@ -16,13 +16,13 @@ int policy_arg_is(const struct policy_request *r, size_t i, const char *word)
     return i < r->argc && r->argvlen[i] == strlen(word) && strncasecmp(r->argv[i], word, r->argvlen[i]) == 0;
 }
 
-/* Copy at most 128 bytes of an argument for an error message, CR/LF made spaces. */
-static void arg_for_error(const char *s, size_t len, char *out, size_t outlen)
+const char *policy_printable(const char *s, size_t len, char *out, size_t outlen)
 {
     size_t n = len < 128 ? len : 128;
     if (n > outlen - 1) n = outlen - 1;
     for (size_t i = 0; i < n; i++) out[i] = (s[i] == '\r' || s[i] == '\n' || s[i] == '\0') ? ' ' : s[i];
     out[n] = '\0';
+    return out;
 }
 
 static void plan_error(struct plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -45,11 +45,11 @@ void policy_unknown_command_error(const struct policy_request *req, char *buf, s
 {
     char name[130], args[160] = "", one[130];
     size_t used = 0;
-    arg_for_error(req->argv[0], req->argvlen[0], name, sizeof(name));
+    policy_printable(req->argv[0], req->argvlen[0], name, sizeof(name));
     /* Redis: "'%.*s' " per argument while the list is shorter than 128 bytes. */
     for (size_t i = 1; i < req->argc && used < 128; i++) {
         size_t room = 128 - used;
-        arg_for_error(req->argv[i], req->argvlen[i] < room ? req->argvlen[i] : room, one, sizeof(one));
+        policy_printable(req->argv[i], req->argvlen[i] < room ? req->argvlen[i] : room, one, sizeof(one));
         int n = snprintf(args + used, sizeof(args) - used, "'%s' ", one);
         if (n < 0 || (size_t)n >= sizeof(args) - used) break;
         used += (size_t)n;
@@ -79,26 +79,39 @@ int policy_arg_ll(const struct policy_request *r, size_t i, long long *out)
     return 0;
 }
 
+/* Commands keygate answers itself with no argument check (the others are in decide_local). */
+static const uint8_t local_of[CID_COUNT] = {
+    [CID_ECHO] = LOCAL_ECHO,
+    [CID_QUIT] = LOCAL_QUIT,
+    [CID_INFO] = LOCAL_INFO,
+    [CID_COMMAND] = LOCAL_COMMAND,
+    [CID_COMMAND_COUNT] = LOCAL_COMMAND_COUNT,
+    [CID_COMMAND_INFO] = LOCAL_COMMAND_INFO,
+    [CID_COMMAND_DOCS] = LOCAL_COMMAND_DOCS,
+    [CID_COMMAND_LIST] = LOCAL_COMMAND_LIST,
+    [CID_CLIENT_SETNAME] = LOCAL_CLIENT_SETNAME,
+    [CID_CLIENT_GETNAME] = LOCAL_CLIENT_GETNAME,
+    [CID_CLIENT_ID] = LOCAL_CLIENT_ID,
+    [CID_CLIENT_SETINFO] = LOCAL_CLIENT_SETINFO,
+    [CID_CLIENT_INFO] = LOCAL_CLIENT_INFO,
+    [CID_CLIENT_LIST] = LOCAL_CLIENT_LIST,
+};
+
 /* Decide the commands keygate answers itself; returns 1 when `p` was filled. */
-static int decide_local(const struct policy_request *r, struct plan *p)
+static int decide_local(enum cmd_id cid, const struct policy_request *r, struct plan *p)
 {
-    enum cmd_id cid = cmdclass_id(r->cmd);
-    if ((cid == CID_PING)) {
+    if (cid == CID_PING) {
         if (r->argc > 2) plan_error(p, "ERR wrong number of arguments for 'ping' command");
         else plan_local(p, LOCAL_PING);
-    } else if ((cid == CID_ECHO)) {
-        plan_local(p, LOCAL_ECHO);
-    } else if ((cid == CID_QUIT)) {
-        plan_local(p, LOCAL_QUIT);
-    } else if ((cid == CID_AUTH)) {
+    } else if (cid == CID_AUTH) {
         if (r->argc > 3) plan_error(p, "ERR syntax error");
         else plan_local(p, LOCAL_AUTH);
-    } else if ((cid == CID_SELECT)) {
+    } else if (cid == CID_SELECT) {
         long long db;
         if (policy_arg_ll(r, 1, &db) != 0) plan_error(p, "ERR value is not an integer or out of range");
         else if (db != 0) plan_error(p, "DENIED keygate serves database 0 only");
         else plan_local(p, LOCAL_SELECT);
-    } else if ((cid == CID_HELLO)) {
+    } else if (cid == CID_HELLO) {
         long long ver = 2;
         if (r->argc >= 2 && policy_arg_ll(r, 1, &ver) != 0)
             plan_error(p, "ERR Protocol version is not an integer or out of range");
@@ -106,30 +119,8 @@ static int decide_local(const struct policy_request *r, struct plan *p)
             plan_error(p, "NOPROTO unsupported protocol version");
         else
             plan_local(p, LOCAL_HELLO);
-    } else if ((cid == CID_INFO)) {
-        plan_local(p, LOCAL_INFO);
-    } else if ((cid == CID_COMMAND)) {
-        plan_local(p, LOCAL_COMMAND);
-    } else if ((cid == CID_COMMAND_COUNT)) {
-        plan_local(p, LOCAL_COMMAND_COUNT);
-    } else if ((cid == CID_COMMAND_INFO)) {
-        plan_local(p, LOCAL_COMMAND_INFO);
-    } else if ((cid == CID_COMMAND_DOCS)) {
-        plan_local(p, LOCAL_COMMAND_DOCS);
-    } else if ((cid == CID_COMMAND_LIST)) {
-        plan_local(p, LOCAL_COMMAND_LIST);
-    } else if ((cid == CID_CLIENT_SETNAME)) {
-        plan_local(p, LOCAL_CLIENT_SETNAME);
-    } else if ((cid == CID_CLIENT_GETNAME)) {
-        plan_local(p, LOCAL_CLIENT_GETNAME);
-    } else if ((cid == CID_CLIENT_ID)) {
-        plan_local(p, LOCAL_CLIENT_ID);
-    } else if ((cid == CID_CLIENT_SETINFO)) {
-        plan_local(p, LOCAL_CLIENT_SETINFO);
-    } else if ((cid == CID_CLIENT_INFO)) {
-        plan_local(p, LOCAL_CLIENT_INFO);
-    } else if ((cid == CID_CLIENT_LIST)) {
-        plan_local(p, LOCAL_CLIENT_LIST);
+    } else if (local_of[cid] != LOCAL_NONE) {
+        plan_local(p, (enum local_cmd)local_of[cid]);
     } else {
         return 0;
     }
@@ -137,21 +128,20 @@ static int decide_local(const struct policy_request *r, struct plan *p)
 }
 
 /* XREAD/XREADGROUP block only with a BLOCK argument before STREAMS. */
-static int blocks(const struct policy_request *r)
+static int blocks(enum cmd_id cid, const struct policy_request *r)
 {
-    enum cmd_id cid = cmdclass_id(r->cmd);
-    if ((cid == CID_XREAD) || (cid == CID_XREADGROUP)) {
+    if (cid == CID_XREAD || cid == CID_XREADGROUP) {
         for (size_t i = 1; i < r->argc; i++) {
             if (policy_arg_is(r, i, "STREAMS")) return 0;
             if (policy_arg_is(r, i, "BLOCK")) return 1;
         }
         return 0;
     }
-    return (r->cmd->flags & CMD_BLOCKING) != 0 || (cid == CID_WAIT);
+    return (r->cmd->flags & CMD_BLOCKING) != 0 || cid == CID_WAIT;
 }
 
 static void decide_keys(const struct config *cfg, const struct registry *reg, const struct session *s,
-                        const struct policy_request *r, struct key_ref *keys,
+                        const struct policy_request *r, enum cmd_id cid, struct key_ref *keys,
                         const struct namespace_entry **ns, struct plan *p);
 static void decide_multi_instance(const struct config *cfg, const struct session *s, struct plan *p);
 
@@ -164,19 +154,31 @@ static int allowed_subscribed(enum cmd_id cid)
            cid == CID_RESET;
 }
 
+static int is_unsubscribe(enum cmd_id cid)
+{
+    return cid == CID_UNSUBSCRIBE || cid == CID_PUNSUBSCRIBE || cid == CID_SUNSUBSCRIBE;
+}
+
+/* PUBSUB subcommands name channels from argv[2] on; the others from argv[1]. */
+static int is_pubsub_query(enum cmd_id cid)
+{
+    return cid == CID_PUBSUB_NUMSUB || cid == CID_PUBSUB_SHARDNUMSUB || cid == CID_PUBSUB_CHANNELS ||
+           cid == CID_PUBSUB_SHARDCHANNELS || cid == CID_PUBSUB_NUMPAT;
+}
+
 enum channel_role { CH_NONE = 0, CH_CHANNELS, CH_PATTERNS, CH_FIRST_ONLY, CH_OPTIONAL_PATTERN };
 
 /* Where a pub/sub command names channels (argv[1..]) and whether they are patterns. */
 static enum channel_role channel_role(enum cmd_id cid)
 {
-    if ((cid == CID_SUBSCRIBE) || (cid == CID_SSUBSCRIBE) || (cid == CID_UNSUBSCRIBE) ||
-        (cid == CID_SUNSUBSCRIBE))
+    if (cid == CID_SUBSCRIBE || cid == CID_SSUBSCRIBE || cid == CID_UNSUBSCRIBE ||
+        cid == CID_SUNSUBSCRIBE)
         return CH_CHANNELS;
-    if ((cid == CID_PSUBSCRIBE) || (cid == CID_PUNSUBSCRIBE)) return CH_PATTERNS;
-    if ((cid == CID_PUBLISH) || (cid == CID_SPUBLISH)) return CH_FIRST_ONLY;
-    if ((cid == CID_PUBSUB_NUMSUB) || (cid == CID_PUBSUB_SHARDNUMSUB)) return CH_CHANNELS;
-    if ((cid == CID_PUBSUB_CHANNELS) || (cid == CID_PUBSUB_SHARDCHANNELS)) return CH_OPTIONAL_PATTERN;
-    if ((cid == CID_PUBSUB_NUMPAT)) return CH_OPTIONAL_PATTERN;
+    if (cid == CID_PSUBSCRIBE || cid == CID_PUNSUBSCRIBE) return CH_PATTERNS;
+    if (cid == CID_PUBLISH || cid == CID_SPUBLISH) return CH_FIRST_ONLY;
+    if (cid == CID_PUBSUB_NUMSUB || cid == CID_PUBSUB_SHARDNUMSUB) return CH_CHANNELS;
+    if (cid == CID_PUBSUB_CHANNELS || cid == CID_PUBSUB_SHARDCHANNELS) return CH_OPTIONAL_PATTERN;
+    if (cid == CID_PUBSUB_NUMPAT) return CH_OPTIONAL_PATTERN;
     return CH_NONE;
 }
 
@@ -194,11 +196,9 @@ static size_t pattern_literal_len(const char *s, size_t len)
  * Fills p->instance / p->ns or an error.
  */
 static void decide_channels(const struct config *cfg, const struct registry *reg, const struct session *s,
-                            const struct policy_request *r, enum channel_role role, struct plan *p)
+                            const struct policy_request *r, enum cmd_id cid, enum channel_role role, struct plan *p)
 {
-    size_t first = 1, last = r->argc;
-    if (role == CH_FIRST_ONLY) last = 2;
-    if (r->cmd->name[0] == 'p' && !strncmp(r->cmd->name, "pubsub|", 7)) first = 2;
+    size_t first = is_pubsub_query(cid) ? 2 : 1, last = role == CH_FIRST_ONLY ? 2 : r->argc;
     int patterns = role == CH_PATTERNS || role == CH_OPTIONAL_PATTERN;
     const struct namespace_entry *seen = NULL;
     for (size_t i = first; i < last; i++) {
@@ -206,7 +206,7 @@ static void decide_channels(const struct config *cfg, const struct registry *reg
         const struct namespace_entry *ns = registry_lookup(reg, NS_CHANNEL, r->argv[i], len);
         char ch[130];
         if (!ns || (patterns && len < ns->prefix_len)) {
-            arg_for_error(r->argv[i], r->argvlen[i], ch, sizeof(ch));
+            policy_printable(r->argv[i], r->argvlen[i], ch, sizeof(ch));
             plan_error(p, "NONAMESPACE %s '%s' matches no channel namespace in the registry",
                        patterns ? "pattern" : "channel", ch);
             return;
@@ -248,10 +248,10 @@ static void decide_channels(const struct config *cfg, const struct registry *reg
 }
 
 /* Transaction, WATCH and subscribed-mode rules that depend on the session. 1 when p was filled. */
-static int decide_session(const struct session *s, const struct policy_request *r, struct plan *p)
+static int decide_session(enum cmd_id cid, const struct session *s, const struct policy_request *r,
+                          struct plan *p)
 {
     const char *name = r->cmd->name;
-    enum cmd_id cid = cmdclass_id(r->cmd);
     if (s->subscribed && !allowed_subscribed(cid)) {
         plan_error(p,
                    "ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are "
@@ -259,11 +259,11 @@ static int decide_session(const struct session *s, const struct policy_request *
                    name);
         return 1;
     }
-    if (s->subscribed && (cid == CID_PING)) {
+    if (s->subscribed && cid == CID_PING) {
         plan_local(p, LOCAL_PING_SUBSCRIBED);
         return 1;
     }
-    if ((cid == CID_MULTI)) {
+    if (cid == CID_MULTI) {
         if (s->in_multi) {
             plan_error(p, "ERR MULTI calls can not be nested");
             p->keeps_transaction = 1;
@@ -272,17 +272,17 @@ static int decide_session(const struct session *s, const struct policy_request *
         }
         return 1;
     }
-    if ((cid == CID_EXEC) || (cid == CID_DISCARD)) {
-        if (!s->in_multi) plan_error(p, "ERR %s without MULTI", name[0] == 'e' ? "EXEC" : "DISCARD");
-        else plan_local(p, name[0] == 'e' ? LOCAL_EXEC : LOCAL_DISCARD);
+    if (cid == CID_EXEC || cid == CID_DISCARD) {
+        if (!s->in_multi) plan_error(p, "ERR %s without MULTI", cid == CID_EXEC ? "EXEC" : "DISCARD");
+        else plan_local(p, cid == CID_EXEC ? LOCAL_EXEC : LOCAL_DISCARD);
         return 1;
     }
-    if ((cid == CID_WATCH) && s->in_multi) {
+    if (cid == CID_WATCH && s->in_multi) {
         plan_error(p, "ERR WATCH inside MULTI is not allowed");
         p->keeps_transaction = 1;
         return 1;
     }
-    if ((cid == CID_UNWATCH)) {
+    if (cid == CID_UNWATCH) {
         if (s->in_multi) {
             p->kind = PLAN_FORWARD; /* queued like Redis does; runs wherever the transaction runs */
             p->instance = -1;
@@ -294,12 +294,12 @@ static int decide_session(const struct session *s, const struct policy_request *
         }
         return 1;
     }
-    if ((cid == CID_RESET)) {
+    if (cid == CID_RESET) {
         plan_error(p, "DENIED RESET is not supported by keygate; reconnect instead");
         return 1;
     }
-    if (s->in_multi && (r->cmd->flags & CMD_PUBSUB) && channel_role(cid) != CH_FIRST_ONLY &&
-        strncmp(name, "pubsub|", 7) != 0) {
+    if (s->in_multi && (cid == CID_SUBSCRIBE || cid == CID_SSUBSCRIBE || cid == CID_PSUBSCRIBE ||
+                        is_unsubscribe(cid))) {
         plan_error(p, "DENIED '%s' inside MULTI is not supported by keygate", name);
         return 1;
     }
@@ -322,8 +322,8 @@ static int decide_local_in_multi(const struct session *s, const struct policy_re
 
 static int splittable(enum cmd_id cid)
 {
-    return (cid == CID_MGET) || (cid == CID_DEL) || (cid == CID_UNLINK) || (cid == CID_EXISTS) ||
-           (cid == CID_TOUCH);
+    return cid == CID_MGET || cid == CID_DEL || cid == CID_UNLINK || cid == CID_EXISTS ||
+           cid == CID_TOUCH;
 }
 
 void policy_decide(const struct config *cfg, const struct registry *reg, const struct session *s,
@@ -343,7 +343,7 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
     }
     if (r->unknown_subcommand && r->argc >= 2) {
         char sub[130], parent[64];
-        arg_for_error(r->argv[1], r->argvlen[1], sub, sizeof(sub));
+        policy_printable(r->argv[1], r->argvlen[1], sub, sizeof(sub));
         upper_copy(r->argv[0], r->argvlen[0], parent, sizeof(parent));
         plan_error(p, "ERR unknown subcommand '%s'. Try %s HELP.", sub, parent);
         return;
@@ -352,14 +352,13 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
         plan_error(p, "ERR wrong number of arguments for '%s' command", r->cmd->name);
         return;
     }
-    if (decide_session(s, r, p)) return;
-    if (decide_local(r, p)) {
+    enum cmd_id cid = cmdclass_id(r->cmd);
+    if (decide_session(cid, s, r, p)) return;
+    if (decide_local(cid, r, p)) {
         decide_local_in_multi(s, r, p);
         return;
     }
 
-    const char *name = r->cmd->name;
-    enum cmd_id cid = cmdclass_id(r->cmd);
     struct access_result ar;
     access_check_command(cfg, reg, s, r, &ar);
     if (ar.verdict == ACCESS_DENY) {
@@ -375,11 +374,11 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
     }
     enum channel_role role = channel_role(cid);
     if (role != CH_NONE) {
-        decide_channels(cfg, reg, s, r, role, p);
+        decide_channels(cfg, reg, s, r, cid, role, p);
         if (p->kind != PLAN_FORWARD) return;
-        if ((cid == CID_SUBSCRIBE) || (cid == CID_PSUBSCRIBE) || (cid == CID_SSUBSCRIBE)) {
+        if (cid == CID_SUBSCRIBE || cid == CID_PSUBSCRIBE || cid == CID_SSUBSCRIBE) {
             p->flow = FLOW_SUBSCRIBE;
-        } else if (strstr(name, "unsubscribe")) {
+        } else if (is_unsubscribe(cid)) {
             p->flow = FLOW_UNSUBSCRIBE;
         } else if (s->in_multi) {
             decide_multi_instance(cfg, s, p);
@@ -402,7 +401,7 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
             return;
         }
     }
-    decide_keys(cfg, reg, s, r, keys, ns, p);
+    decide_keys(cfg, reg, s, r, cid, keys, ns, p);
     if (keys != stack_keys) {
         free(keys);
         free(ns);
@@ -418,11 +417,10 @@ void plan_release(struct plan *p)
 
 /* Namespace, permission and instance checks over every key, then the TTL rules. */
 static void decide_keys(const struct config *cfg, const struct registry *reg, const struct session *s,
-                        const struct policy_request *r, struct key_ref *keys,
+                        const struct policy_request *r, enum cmd_id cid, struct key_ref *keys,
                         const struct namespace_entry **ns_of, struct plan *p)
 {
     const char *name = r->cmd->name;
-    enum cmd_id cid = cmdclass_id(r->cmd);
     int incomplete = 0;
     int nkeys = command_find_keys(r->cmd, r->argc, r->argv, r->argvlen, keys, (int)(r->argc > 256 ? r->argc : 256),
                                   &incomplete);
@@ -446,7 +444,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
         const struct namespace_entry *ns = registry_lookup(reg, NS_KEY, r->argv[ai], r->argvlen[ai]);
         char key[130];
         if (!ns) {
-            arg_for_error(r->argv[ai], r->argvlen[ai], key, sizeof(key));
+            policy_printable(r->argv[ai], r->argvlen[ai], key, sizeof(key));
             plan_error(p, "NONAMESPACE key '%s' matches no namespace in the registry", key);
             return;
         }
@@ -460,7 +458,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
         } else if (ns->instance != first->instance && splittable(cid)) {
             split_instance = ns->instance;
         } else if (ns->instance != first->instance) {
-            arg_for_error(r->argv[ai], r->argvlen[ai], key, sizeof(key));
+            policy_printable(r->argv[ai], r->argvlen[ai], key, sizeof(key));
             plan_error(p, "CROSSINSTANCE keys of '%s' live on instances '%s' and '%s' ('%s'); it cannot be split",
                        name, cfg->instance_names[first->instance], cfg->instance_names[ns->instance], key);
             return;
@@ -480,7 +478,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
         }
         memset(p->key_instance, -1, r->argc);
         for (int i = 0; i < nkeys; i++) p->key_instance[keys[i].index] = (int8_t)ns_of[i]->instance;
-        p->merge = (cid == CID_MGET) ? MERGE_MGET : MERGE_SUM;
+        p->merge = cid == CID_MGET ? MERGE_MGET : MERGE_SUM;
     }
     if (ttl_decide(r, keys, ns_of, nkeys, p) != 0) {
         plan_release(p);
@@ -494,14 +492,14 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
         decide_multi_instance(cfg, s, p);
         return;
     }
-    if ((cid == CID_WATCH)) {
+    if (cid == CID_WATCH) {
         if (s->watch_instance >= 0 && s->watch_instance != p->instance) {
             plan_error(p, "CROSSINSTANCE WATCH keys live on instance '%s' but earlier WATCHed keys on '%s'",
                        cfg->instance_names[p->instance], cfg->instance_names[s->watch_instance]);
             return;
         }
         p->flow = FLOW_WATCH;
-    } else if (blocks(r)) {
+    } else if (blocks(cid, r)) {
         p->flow = FLOW_BLOCK;
         /* Redis never blocks inside MULTI: the TTL fixes follow the command on its pin */
         p->ttl.wrap = 0;

@@ -126,6 +126,9 @@ int policy_arg_is(const struct policy_request *r, size_t i, const char *word);
 /* argv[i] as a strict decimal integer (Redis's rules: no spaces, no trailing junk): 0, or -1. */
 int policy_arg_ll(const struct policy_request *r, size_t i, long long *out);
 
+/* A copy of at most 128 bytes of s for an error message (CR, LF, NUL become spaces); returns out. */
+const char *policy_printable(const char *s, size_t len, char *out, size_t outlen);
+
 /* Format Redis's "unknown command" error for argv into buf (no '-', no CRLF). */
 void policy_unknown_command_error(const struct policy_request *req, char *buf, size_t len);
 

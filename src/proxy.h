@@ -47,8 +47,7 @@ struct request {
     size_t queued_error_len;
     uint8_t blocking;      /* sent on the client's blocking pin */
     /* the client's own transaction: which EXEC elements are the client's (1) or injected (0) */
-    uint8_t *exec_keep;
-    size_t exec_nkeep;
+    struct bytebuf exec_keep; /* one byte per reply inside EXEC: the client's (1) or injected (0) */
     /* split across instances: one reply part per instance, merged when all arrived */
     struct request_part *parts;
     int nparts, parts_left;
@@ -160,8 +159,7 @@ struct client {
     int sub_markers;          /* (un)subscribe commands whose confirmations are still coming */
     int watch_lost;           /* the WATCH pin dropped: the next EXEC must not run unwatched */
     struct bytebuf multi_buf; /* the transaction's commands, sent at EXEC */
-    uint8_t *multi_keep;      /* per backend reply inside EXEC: the client's (1) or injected (0) */
-    size_t multi_nkeep, multi_keep_cap;
+    struct bytebuf multi_keep; /* per backend reply inside EXEC: the client's (1) or injected (0) */
     int multi_dirty;          /* a queue-time error: EXEC answers EXECABORT */
 };
 TAILQ_HEAD(client_list, client);
@@ -178,10 +176,8 @@ struct worker {
     size_t nfree_requests;
     struct event *reap_ev;
     struct event *flush_ev;             /* writes every staged backend output, once per loop iteration */
-    struct backend **dirty;             /* backends with staged output */
-    size_t ndirty, dirty_cap;
-    struct client **dirty_clients;      /* plain clients with replies to write */
-    size_t ndirty_clients, dirty_clients_cap;
+    struct ptrvec dirty;                /* backends with staged output */
+    struct ptrvec dirty_clients;        /* plain clients with replies to write */
     char scratch[65536];                /* plain clients are read into this, one at a time */
     struct evconnlistener **listeners;
     size_t nlisteners;
@@ -208,6 +204,9 @@ struct proxy {
     int reload_acks;                    /* atomic: workers yet to take the new config */
     SSL_CTX *listen_ssl[16];            /* per TLS listen entry, NULL for plain */
 };
+
+/* The reply (without '-' and CRLF) for requests whose instance is down. */
+#define UNAVAILABLE_FMT "UNAVAILABLE instance '%s' is unreachable"
 
 /* ---- client.c ---- */
 
@@ -304,10 +303,10 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
 void router_forward_split(struct client *c, struct request *req, struct plan *plan, const char *frame);
 
 /* Write the plan's command (and its TTL fixes, no MULTI wrap) to out, for a client transaction.
- * Appends one keep flag per backend reply to keep[] (1 = the client's, 0 = injected);
- * returns the number of replies, or -1 when out of memory. */
+ * Appends one keep flag per backend reply to keep (1 = the client's, 0 = injected);
+ * 0, or -1 when out of memory. */
 int router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,
-                        uint8_t **keep, size_t *nkeep, size_t *cap);
+                        struct bytebuf *keep);
 
 /* Merge a split request's parts into its reply (called when the last part arrived). */
 void router_merge(struct request *req);

@@ -6,8 +6,6 @@
 
 #include <event2/buffer.h>
 
-#define add_bulk stage_add_bulk
-
 /*
  * Write the client's frame to `out`, with plan->append spliced on the end:
  *   unchanged multibulk   -> the frame's bytes as they came (one copy)
@@ -31,11 +29,11 @@ static void write_frame(struct bytebuf *out, const struct client *c, const struc
         stage_add(out, frame + p->header_len, p->frame_len - p->header_len);
     } else {
         for (size_t i = 0; i < p->argc; i++) {
-            if (i == 0 && plan->ttl.getex) add_bulk(out, "GETEX", 5);
-            else add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
+            if (i == 0 && plan->ttl.getex) stage_add_bulk(out, "GETEX", 5);
+            else stage_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
         }
     }
-    for (size_t i = 0; i < plan->nappend; i++) add_bulk(out, plan->append[i], plan->append_len[i]);
+    for (size_t i = 0; i < plan->nappend; i++) stage_add_bulk(out, plan->append[i], plan->append_len[i]);
 }
 
 /* PEXPIRE key ms [NX] for one ttl_fix. */
@@ -44,10 +42,18 @@ static void write_fix(struct bytebuf *out, const struct client *c, const char *f
     char ms[24];
     size_t n = format_ll(ms, (long long)f->ttl_ms);
     stage_add(out, f->mode == TTL_FIX_RESET ? "*3\r\n$7\r\nPEXPIRE\r\n" : "*4\r\n$7\r\nPEXPIRE\r\n", 17);
-    add_bulk(out, resp_arg_ptr(&c->parser, frame, f->argi), c->parser.args[f->argi].len);
-    add_bulk(out, ms, (size_t)n);
-    if (f->mode == TTL_FIX_NX) add_bulk(out, "NX", 2);
-    else if (f->mode == TTL_FIX_CAP) add_bulk(out, "LT", 2);
+    stage_add_bulk(out, resp_arg_ptr(&c->parser, frame, f->argi), c->parser.args[f->argi].len);
+    stage_add_bulk(out, ms, (size_t)n);
+    if (f->mode == TTL_FIX_NX) stage_add_bulk(out, "NX", 2);
+    else if (f->mode == TTL_FIX_CAP) stage_add_bulk(out, "LT", 2);
+}
+
+static void request_unavailable(struct client *c, struct request *req, int instance)
+{
+    char msg[128];
+    int n = snprintf(msg, sizeof(msg), "-" UNAVAILABLE_FMT "\r\n", c->worker->cfg->instance_names[instance]);
+    STAT_INC(&c->worker->stats, errors_unavailable);
+    request_complete(req, msg, (size_t)n);
 }
 
 /*
@@ -57,15 +63,6 @@ static void write_fix(struct bytebuf *out, const struct client *c, const char *f
  *   [MULTI]  client command  [PEXPIRE k D NX ...]  [EXEC]
  *   DROP     PASS | QUEUED   DROP ...              EXEC_PICK
  */
-static void request_unavailable(struct client *c, struct request *req, int instance)
-{
-    char msg[128];
-    int n = snprintf(msg, sizeof(msg), "-UNAVAILABLE instance '%s' is unreachable\r\n",
-                     c->worker->cfg->instance_names[instance]);
-    STAT_INC(&c->worker->stats, errors_unavailable);
-    request_complete(req, msg, (size_t)n);
-}
-
 void router_forward(struct client *c, struct backend *b, struct request *req, const struct plan *plan,
                     const char *frame)
 {
@@ -94,29 +91,17 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
     if (plan->nappend || plan->ttl.nfix) STAT_INC(&w->stats, ttl_injected);
 }
 
-static int keep_push(uint8_t **keep, size_t *n, size_t *cap, uint8_t v)
-{
-    if (*n == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 16;
-        uint8_t *k = realloc(*keep, ncap);
-        if (!k) return -1;
-        *keep = k;
-        *cap = ncap;
-    }
-    (*keep)[(*n)++] = v;
-    return 0;
-}
-
 int router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,
-                        uint8_t **keep, size_t *nkeep, size_t *cap)
+                        struct bytebuf *keep)
 {
+    static const uint8_t client_reply = 1, injected = 0;
     write_frame(out, c, plan, frame);
-    if (keep_push(keep, nkeep, cap, 1) != 0) return -1;
+    if (bytebuf_add(keep, &client_reply, 1) != 0) return -1;
     for (size_t i = 0; i < plan->ttl.nfix; i++) {
         write_fix(out, c, frame, &plan->ttl.fix[i]);
-        if (keep_push(keep, nkeep, cap, 0) != 0) return -1;
+        if (bytebuf_add(keep, &injected, 1) != 0) return -1;
     }
-    return (int)(1 + plan->ttl.nfix);
+    return 0;
 }
 
 /*
@@ -153,9 +138,9 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
         char hdr[32];
         int n = snprintf(hdr, sizeof(hdr), "*%d\r\n", 1 + count[inst]);
         stage_add(out, hdr, (size_t)n);
-        add_bulk(out, resp_arg_ptr(p, frame, 0), p->args[0].len);
+        stage_add_bulk(out, resp_arg_ptr(p, frame, 0), p->args[0].len);
         for (size_t i = 1; i < p->argc; i++)
-            if (req->key_instance[i] == inst) add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
+            if (req->key_instance[i] == inst) stage_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
         backend_expect(b, req, PENDING_PART);
         b->fifo[(b->fifo_head + b->fifo_count - 1) % b->fifo_cap].part = (uint8_t)k;
         for (size_t f = 0; f < plan->ttl.nfix; f++) {
@@ -169,8 +154,7 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
     char msg[128];
     for (int k = 0; k < req->nparts; k++) {
         if (conns[k]) continue;
-        int n = snprintf(msg, sizeof(msg), "-UNAVAILABLE instance '%s' is unreachable\r\n",
-                         w->cfg->instance_names[req->parts[k].instance]);
+        int n = snprintf(msg, sizeof(msg), "-" UNAVAILABLE_FMT "\r\n", w->cfg->instance_names[req->parts[k].instance]);
         req->parts[k].reply = malloc((size_t)n);
         if (req->parts[k].reply) memcpy(req->parts[k].reply, msg, (size_t)n);
         req->parts[k].len = req->parts[k].reply ? (size_t)n : 0;

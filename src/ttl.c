@@ -36,18 +36,18 @@ int ttl_client_ttl(const struct policy_request *r, int64_t now_ms, int64_t *ttl_
     long long v;
     *option_given = 0;
     int64_t scale = 0, absolute = 0;
-    if ((cid == CID_EXPIRE) || (cid == CID_SETEX)) scale = 1000;
-    else if ((cid == CID_PEXPIRE) || (cid == CID_PSETEX)) scale = 1;
-    else if ((cid == CID_EXPIREAT)) scale = 1000, absolute = 1;
-    else if ((cid == CID_PEXPIREAT)) scale = 1, absolute = 1;
+    if (cid == CID_EXPIRE || cid == CID_SETEX) scale = 1000;
+    else if (cid == CID_PEXPIRE || cid == CID_PSETEX) scale = 1;
+    else if (cid == CID_EXPIREAT) scale = 1000, absolute = 1;
+    else if (cid == CID_PEXPIREAT) scale = 1, absolute = 1;
     if (scale) {
         if (policy_arg_ll(r, 2, &v) != 0) return -1;
         *ttl_ms = mul_sat(v, scale) - (absolute ? now_ms : 0);
         return 1;
     }
     size_t first_opt;
-    if ((cid == CID_SET)) first_opt = 3;
-    else if ((cid == CID_GETEX)) first_opt = 2;
+    if (cid == CID_SET) first_opt = 3;
+    else if (cid == CID_GETEX) first_opt = 2;
     else return 0;
     for (size_t i = first_opt; i < r->argc; i++) {
         if (policy_arg_is(r, i, "EX")) scale = 1000;
@@ -70,14 +70,14 @@ static int sets_own_ttl(const struct policy_request *r, int has_ttl)
 {
     enum cmd_id cid = cmdclass_id(r->cmd);
     if (has_ttl == 1) return 1;
-    return (cid == CID_EXPIRE) || (cid == CID_PEXPIRE) || (cid == CID_EXPIREAT) ||
-           (cid == CID_PEXPIREAT);
+    return cid == CID_EXPIRE || cid == CID_PEXPIRE || cid == CID_EXPIREAT ||
+           cid == CID_PEXPIREAT;
 }
 
 /* Commands whose destination (argv[2]) takes over the source key's TTL. */
 static int carries_ttl(enum cmd_id cid)
 {
-    return (cid == CID_RENAME) || (cid == CID_RENAMENX) || (cid == CID_COPY);
+    return cid == CID_RENAME || cid == CID_RENAMENX || cid == CID_COPY;
 }
 
 static int ttl_add_fix(struct ttl_rewrite *t, size_t cap_hint, uint32_t argi, uint32_t mode, int64_t ttl_ms)
@@ -93,13 +93,13 @@ static int ttl_add_fix(struct ttl_rewrite *t, size_t cap_hint, uint32_t argi, ui
     return 0;
 }
 
-/* SET k v [NX|XX] [GET] -> ... EX D (or PX D when D is not whole seconds). */
-static void ttl_append(struct plan *p, int64_t ttl_ms)
+/* Append "EX D" (whole seconds, unless ms_only) or "PX D" to the client's command. */
+static void ttl_append(struct plan *p, int64_t ttl_ms, int ms_only)
 {
-    int whole = ttl_ms % 1000 == 0;
-    p->append[0] = whole ? "EX" : "PX";
+    int seconds = !ms_only && ttl_ms % 1000 == 0;
+    p->append[0] = seconds ? "EX" : "PX";
     p->append_len[0] = 2;
-    p->append_len[1] = format_ll(p->append_store, (long long)(whole ? ttl_ms / 1000 : ttl_ms));
+    p->append_len[1] = format_ll(p->append_store, (long long)(seconds ? ttl_ms / 1000 : ttl_ms));
     p->append[1] = p->append_store;
     p->nappend = 2;
 }
@@ -114,8 +114,8 @@ int ttl_decide(const struct policy_request *r, const struct key_ref *keys,
     int has_ttl = ttl_client_ttl(r, r->now_ms, &ttl_ms, &option_given);
     int writes = (r->cmd->flags & CMD_WRITE) != 0;
 
-    int persist = (cid == CID_PERSIST) ||
-                  ((cid == CID_GETEX) && option_given && has_ttl == 0 && policy_arg_is(r, r->argc - 1, "PERSIST"));
+    int persist = cid == CID_PERSIST ||
+                  (cid == CID_GETEX && option_given && has_ttl == 0 && policy_arg_is(r, r->argc - 1, "PERSIST"));
     if (persist && first->ttl_ms > 0) {
         deny(p, "DENIED PERSIST is refused in namespace '%s': its keys must keep a TTL", first->prefix);
         return 0;
@@ -128,19 +128,15 @@ int ttl_decide(const struct policy_request *r, const struct key_ref *keys,
     }
 
     /* SET without a TTL option: the TTL travels in the command itself. */
-    int is_set = (cid == CID_SET);
+    int is_set = cid == CID_SET;
     if (is_set && first->ttl_ms > 0 && !option_given && has_ttl == 0) {
-        ttl_append(p, first->ttl_ms);
+        ttl_append(p, first->ttl_ms, 0); /* SET k v [NX|XX] [GET] -> ... EX D */
         return 0;
     }
     /* GET in a sliding namespace: GETEX reads and restarts the window in one command. */
-    if ((cid == CID_GET) && first->sliding && first->ttl_ms > 0) {
+    if (cid == CID_GET && first->sliding && first->ttl_ms > 0) {
         p->ttl.getex = 1;
-        p->append[0] = "PX";
-        p->append_len[0] = 2;
-        p->append_len[1] = format_ll(p->append_store, (long long)first->ttl_ms);
-        p->append[1] = p->append_store;
-        p->nappend = 2;
+        ttl_append(p, first->ttl_ms, 1);
         return 0;
     }
 
@@ -150,22 +146,13 @@ int ttl_decide(const struct policy_request *r, const struct key_ref *keys,
         if (e->ttl_ms <= 0) continue;
         if (own && keys[i].index == 1) continue;   /* the client's TTL for its own key */
         if (keys[i].flags & KS_RM) continue;       /* DEL/UNLINK: nothing left to expire */
-        /* every key of a write command counts as written: Redis 7.0 flags some written keys
-         * read-only (XREADGROUP's stream), and a PEXPIRE NX on a key that has its TTL is a no-op */
-        int written = writes;
+        /* Every key of a write command counts as written: Redis 7.0 flags some written keys
+         * read-only (XREADGROUP's stream), and a PEXPIRE NX on a key that has its TTL is a
+         * no-op; so is a second one for a key named twice (RENAME k k). */
         uint32_t mode;
         if (e->sliding) mode = TTL_FIX_RESET;      /* every touch restarts the window */
-        else if (written) mode = TTL_FIX_NX;       /* a write never extends an existing TTL */
+        else if (writes) mode = TTL_FIX_NX;        /* a write never extends an existing TTL */
         else continue;
-        /* the same key twice (RENAME k k, SUNIONSTORE d d) needs one fix */
-        int dup = 0;
-        for (size_t j = 0; j < p->ttl.nfix; j++) {
-            const struct ttl_fix *f = &p->ttl.fix[j];
-            if (r->argvlen[f->argi] == r->argvlen[keys[i].index] &&
-                memcmp(r->argv[f->argi], r->argv[keys[i].index], r->argvlen[f->argi]) == 0)
-                dup = 1;
-        }
-        if (dup) continue;
         if (ttl_add_fix(&p->ttl, 2 * (size_t)nkeys, (uint32_t)keys[i].index, mode, e->ttl_ms) != 0) return -1;
         /* RENAME/COPY move the source's TTL along: cut it to the destination's max-ttl */
         if (carries_ttl(cid) && e->max_ttl_ms > 0 && keys[i].index == 2 &&

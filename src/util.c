@@ -276,3 +276,25 @@ void bytebuf_free(struct bytebuf *b)
     b->p = NULL;
     b->len = b->cap = 0;
 }
+
+int ptrvec_push(struct ptrvec *v, void *item)
+{
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 16;
+        void **items = realloc(v->items, cap * sizeof(*items));
+        if (!items) return -1;
+        v->items = items;
+        v->cap = cap;
+    }
+    v->items[v->n++] = item;
+    return 0;
+}
+
+void ptrvec_remove(struct ptrvec *v, const void *item)
+{
+    for (size_t i = 0; i < v->n; i++) {
+        if (v->items[i] != item) continue;
+        v->items[i] = v->items[--v->n];
+        return;
+    }
+}

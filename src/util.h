@@ -73,6 +73,18 @@ int bytebuf_add_bulk(struct bytebuf *b, const void *data, size_t n) KG_MUST_CHEC
 
 void bytebuf_free(struct bytebuf *b);
 
+/* A growable array of pointers (the worker's lists of connections to flush). */
+struct ptrvec {
+    void **items;
+    size_t n, cap;
+};
+
+/* Append item; 0, or -1 when out of memory. */
+int ptrvec_push(struct ptrvec *v, void *item) KG_MUST_CHECK;
+
+/* Remove item if present (the last element takes its place: order is not kept). */
+void ptrvec_remove(struct ptrvec *v, const void *item);
+
 /* Write the decimal digits of v into buf (at least 21 bytes); returns their count. No NUL. */
 size_t format_ll(char *buf, long long v);
 

@@ -230,8 +230,8 @@ void worker_free(struct worker *w)
     if (w->control_pipe[1] > 0) close(w->control_pipe[1]);
     if (w->reap_ev) event_free(w->reap_ev);
     if (w->flush_ev) event_free(w->flush_ev);
-    free(w->dirty);
-    free(w->dirty_clients);
+    free(w->dirty.items);
+    free(w->dirty_clients.items);
     if (w->drain_timer) event_free(w->drain_timer);
     free(w->listeners);
     for (size_t i = 0; w->listen_ctxs && i < w->nlisten_ctxs; i++) free(w->listen_ctxs[i]);
