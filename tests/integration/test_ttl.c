@@ -23,8 +23,8 @@
  * The walks (test_walk_*) run every row of ttl_invocations.h: setup DIRECTLY on the
  * namespace's backend, the command THROUGH keygate, then PTTL/EXISTS directly. They
  * collect every failure (one line each: namespace, command, key, expected, got) and
- * assert zero at the end. Rows with INV_BLOCKING that keygate refuses because pinned
- * connections have not landed are printed as "pending", not counted as TTL failures.
+ * assert zero at the end. Blocking rows (INV_BLOCKING) run on a ready key through a
+ * dedicated connection and are checked like every other row.
  *
  *   direct (plain port) --setup-->  backend  <--TLS-- keygate <-- invoke (client)
  *   direct (plain port) --PTTL/EXISTS/MONITOR/INFO commandstats--> backend
@@ -412,7 +412,7 @@ enum walk_mode {
 };
 
 struct walk_stats {
-    int rows, checked, pending, listed;
+    int rows, checked, listed;
 };
 
 static int run_setup(redisContext *dc, const struct ttl_invocation *row, const struct inv_values *v,
@@ -438,7 +438,6 @@ static int run_setup(redisContext *dc, const struct ttl_invocation *row, const s
 static void check_ttls(redisContext *dc, struct failures *f, const struct ns_case *ns, const struct ttl_invocation *row,
                        const struct inv_cmd *inv, const struct inv_cmd *keys, int persisted)
 {
-    const char *where = (row->flags & INV_DB1) ? " (in db 1, where MOVE put it; -DENIED would also do)" : "";
     for (int k = 0; k < keys->argc; k++) {
         long long got = pttl(dc, keys->argv[k]);
         long long want = row->client_ttl_s > 0 ? row->client_ttl_s * 1000LL : ns->ttl_ms;
@@ -446,16 +445,16 @@ static void check_ttls(redisContext *dc, struct failures *f, const struct ns_cas
         if (persisted) want = 0, whose = "PERSIST forwarded in a ttl=none namespace";
         if (want == 0) {
             if (got != -1)
-                fail_note(f, row->command, "[%s] %s: key %s%s: expected PTTL -1 (%s), got %lld", ns->prefix,
-                          cmd_text(inv), keys->argv[k], where, ns->ttl_ms ? whose : "ttl=none: nothing injected", got);
+                fail_note(f, row->command, "[%s] %s: key %s: expected PTTL -1 (%s), got %lld", ns->prefix,
+                          cmd_text(inv), keys->argv[k], ns->ttl_ms ? whose : "ttl=none: nothing injected", got);
             continue;
         }
         long long max = ns->max_ms > 0 ? ns->max_ms : want;
         if (got <= 0 || got > max || got < want - TOLERANCE_MS || got > want + 1000) {
             char range[64] = "";
             if (ns->max_ms > 0) snprintf(range, sizeof range, ", in (0, %lld]", ns->max_ms);
-            fail_note(f, row->command, "[%s] %s: key %s%s: expected PTTL ~%lld (%s%s), got %lld%s", ns->prefix,
-                      cmd_text(inv), keys->argv[k], where, want, whose, range, got,
+            fail_note(f, row->command, "[%s] %s: key %s: expected PTTL ~%lld (%s%s), got %lld%s", ns->prefix,
+                      cmd_text(inv), keys->argv[k], want, whose, range, got,
                       got == -1 ? " (no TTL)" : got == -2 ? " (key missing)" : "");
         }
     }
@@ -526,13 +525,7 @@ static int walk(const struct ns_case *ns, unsigned mode, const char *title, stru
         int denied = is_error(r, "DENIED");
         if (row->listed != NULL) st->listed++;
 
-        if ((row->flags & INV_BLOCKING) && denied &&
-            (strstr(r->str, "dedicated") != NULL || strstr(r->str, "not supported yet") != NULL)) {
-            if (mode & WALK_TTL)
-                printf("PENDING [%s] %s: refused until pinned connections land (%s); listed, TTL not checked\n",
-                       ns->prefix, cmd_text(&inv), describe(r));
-            st->pending++;
-        } else if (want_denied) {
+        if (want_denied) {
             if (!denied)
                 fail_note(&f, row->command, "[%s] %s: expected -DENIED (%s), got %s", ns->prefix, cmd_text(&inv),
                           row->listed ? row->listed : "PERSIST in a TTL namespace", describe(r));
@@ -541,23 +534,15 @@ static int walk(const struct ns_case *ns, unsigned mode, const char *title, stru
                 check_gone(dc, &f, ns, row, &inv, &gone_keys);
             }
             st->checked++;
-        } else if ((row->flags & INV_MAY_DENY) && denied) {
-            if ((mode & WALK_TTL) && reply_int(cmd(dc, "EXISTS %s", v.k[0]), "EXISTS") != 1)
-                fail_note(&f, row->command, "[%s] %s: refused, expected the key unchanged, got it gone", ns->prefix,
-                          cmd_text(&inv));
-            st->checked++;
         } else if (r->type == REDIS_REPLY_ERROR) {
             fail_note(&f, row->command, "[%s] %s: expected a reply, got %s", ns->prefix, cmd_text(&inv), describe(r));
         } else {
             st->checked++;
             if (mode & WALK_TTL) {
-                int db1 = (row->flags & INV_DB1) != 0;
-                if (db1) freeReplyObject(cmd(dc, "SELECT 1"));
                 check_ttls(dc, &f, ns, row, &inv, &ttl_keys, row->expect == INV_DENIED_IF_TTL);
-                if (db1) freeReplyObject(cmd(dc, "SELECT 0"));
                 check_gone(dc, &f, ns, row, &inv, &gone_keys);
             }
-            if ((mode & WALK_MONITOR) && ttl_ns && row->client_ttl_s == 0 && !(row->flags & INV_DB1) &&
+            if ((mode & WALK_MONITOR) && ttl_ns && row->client_ttl_s == 0 &&
                 row->expect == INV_OK && ttl_keys.argc > 0)
                 mon_check_atomic(&f, ns->prefix, row, &inv, &ttl_keys, &w);
             if (mode & WALK_FIDELITY) {
@@ -584,9 +569,9 @@ static int walk(const struct ns_case *ns, unsigned mode, const char *title, stru
         mon_window_free(&w);
         freeReplyObject(r);
     }
-    printf("%s: %d rows, %d checked, %d pending (blocking, refused until pinning), %d listed (expected -DENIED); "
+    printf("%s: %d rows, %d checked, %d listed (expected -DENIED); "
            "%d failure(s)%s%s\n",
-           title, st->rows, st->checked, st->pending, st->listed, f.count, f.count ? " in: " : "", f.commands);
+           title, st->rows, st->checked, st->listed, f.count, f.count ? " in: " : "", f.commands);
     fflush(stdout);
     if (mon) redisFree(mon);
     redisFree(dc);
