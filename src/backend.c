@@ -1,6 +1,7 @@
 /* backend.c: shared, pipelined TLS connections to the backend instances, with reconnect. */
 #include "proxy.h"
 
+#include "tls.h"
 #include "topology.h"
 
 #include <netdb.h>
@@ -37,30 +38,6 @@ static const struct instance_conf *backend_conf(const struct backend *b)
     return &b->worker->cfg->instances[b->instance];
 }
 
-/* Build the client-side TLS context of one instance: CA, optional client cert. */
-static SSL_CTX *backend_ssl_ctx(const struct instance_conf *ic)
-{
-    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
-    if (!ctx) return NULL;
-    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-    if (SSL_CTX_load_verify_locations(ctx, ic->ca, NULL) != 1) {
-        log_msg(LOG_ERROR, "instance '%s': cannot load CA %s", ic->name, ic->ca);
-        SSL_CTX_free(ctx);
-        return NULL;
-    }
-    if (ic->cert && ic->key) {
-        if (SSL_CTX_use_certificate_chain_file(ctx, ic->cert) != 1 ||
-            SSL_CTX_use_PrivateKey_file(ctx, ic->key, SSL_FILETYPE_PEM) != 1) {
-            log_msg(LOG_ERROR, "instance '%s': cannot load client certificate %s / key %s", ic->name, ic->cert,
-                    ic->key);
-            SSL_CTX_free(ctx);
-            return NULL;
-        }
-    }
-    return ctx;
-}
-
 int backend_pools_start(struct worker *w)
 {
     const struct config *cfg = w->cfg;
@@ -72,8 +49,12 @@ int backend_pools_start(struct worker *w)
         pool->conns = calloc((size_t)pool->nconns, sizeof(*pool->conns));
         if (!pool->conns) return -1;
         if (ic->tls) {
-            pool->ssl_ctx = backend_ssl_ctx(ic);
-            if (!pool->ssl_ctx) return -1;
+            char err[300];
+            pool->ssl_ctx = tls_instance_ctx(ic, err, sizeof(err));
+            if (!pool->ssl_ctx) {
+                log_msg(LOG_ERROR, "instance '%s': %s", ic->name, err);
+                return -1;
+            }
         }
         for (int j = 0; j < pool->nconns; j++) {
             struct backend *b = &pool->conns[j];
@@ -314,18 +295,15 @@ static void backend_exec_pick(struct request *req, const char *reply, size_t len
         request_complete(req, req->queued_error, req->queued_error_len);
         return;
     }
-    if (reply[0] == '*') {
-        const char *crlf = memchr(reply, '\n', len);
-        long long count = 0;
-        if (crlf && resp_parse_ll(reply + 1, (size_t)(crlf - reply) - 2, &count) == 0 && count > 0) {
-            const char *elem = crlf + 1;
-            struct resp_scanner sc;
-            resp_scanner_reset(&sc);
-            long long n = resp_scan_reply(&sc, elem, len - (size_t)(elem - reply));
-            if (n > 0) {
-                request_complete(req, elem, (size_t)n);
-                return;
-            }
+    long long count = 0;
+    const char *elem = resp_array_first(reply, len, &count);
+    if (elem && count > 0) {
+        struct resp_scanner sc;
+        resp_scanner_reset(&sc);
+        long long n = resp_scan_reply(&sc, elem, len - (size_t)(elem - reply));
+        if (n > 0) {
+            request_complete(req, elem, (size_t)n);
+            return;
         }
     }
     request_complete(req, reply, len); /* nil (aborted by WATCH) or an error: as it came */
@@ -338,9 +316,8 @@ static void backend_exec_pick(struct request *req, const char *reply, size_t len
 static void backend_exec_filter(struct request *req, const char *reply, size_t len)
 {
     long long count = -1;
-    const char *crlf = reply[0] == '*' ? memchr(reply, '\n', len) : NULL;
-    if (!crlf || resp_parse_ll(reply + 1, (size_t)(crlf - reply) - 2, &count) != 0 || count < 0 ||
-        (size_t)count != req->exec_keep.len) {
+    const char *elem = resp_array_first(reply, len, &count);
+    if (!elem || count < 0 || (size_t)count != req->exec_keep.len) {
         request_complete(req, reply, len); /* nil (WATCH) or EXECABORT: as it came */
         return;
     }
@@ -348,7 +325,7 @@ static void backend_exec_filter(struct request *req, const char *reply, size_t l
     for (size_t i = 0; i < req->exec_keep.len; i++) kept += (size_t)req->exec_keep.p[i];
     struct evbuffer *out = evbuffer_new();
     evbuffer_add_printf(out, "*%zu\r\n", kept);
-    const char *elem = crlf + 1, *end = reply + len;
+    const char *end = reply + len;
     for (size_t i = 0; i < req->exec_keep.len; i++) {
         struct resp_scanner sc;
         resp_scanner_reset(&sc);
@@ -438,7 +415,7 @@ static void backend_read_cb(struct bufferevent *bev, void *arg)
         }
         if (b->subscriber && !(b->fifo_count > 0 && b->fifo[b->fifo_head].kind == PENDING_AUTH)) {
             if (b->owner) client_push(b->owner, b, b->rbuf + pos, (size_t)n);
-            if (!b->bev) return; /* the push ended the subscription and closed b */
+            if (!b->bev) return; /* the client failed (out of memory) and its close closed b */
         } else if (backend_deliver(b, b->rbuf + pos, (size_t)n) != 0) {
             return;
         }
@@ -517,9 +494,7 @@ static void backend_connect(struct backend *b)
             backend_close(b, "SSL_new failed");
             return;
         }
-        const char *name = ic->server_name ? ic->server_name : ic->host;
-        SSL_set_tlsext_host_name(ssl, name);
-        if (!SSL_set1_host(ssl, name)) {
+        if (tls_instance_expect_name(ssl, ic) != 0) {
             SSL_free(ssl);
             backend_close(b, "SSL_set1_host failed");
             return;

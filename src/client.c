@@ -269,6 +269,13 @@ static void client_resume_parsing(struct client *c)
     }
 }
 
+/* Waiting for its earlier replies (or subscription confirmations) before a switch of
+ * connection: nothing more is parsed or read from c until they are in. */
+static int client_stalled(const struct client *c)
+{
+    return c->stall && (c->nqueued > 0 || c->sub_markers > 0);
+}
+
 /* Backpressure: stop reading while too much is queued; resume when it drains. */
 static void client_update_reading(struct client *c)
 {
@@ -276,8 +283,7 @@ static void client_update_reading(struct client *c)
     size_t out = client_out_pending(c);
     int over = c->nqueued >= cfg->max_pending || (int64_t)out > cfg->client_output_limit;
     if (c->closing) over = 1;
-    /* waiting for earlier replies before a switch of connection: read nothing meanwhile */
-    if (c->stall && (c->nqueued > 0 || c->sub_markers > 0)) over = 1;
+    if (client_stalled(c)) over = 1;
     if (over && !c->read_paused) {
         client_set_reading(c, 0);
         c->read_paused = 1;
@@ -868,7 +874,7 @@ static size_t client_parse(struct client *c, const char *buf, size_t len)
             return len;
         }
         const char *frame = buf + pos;
-        if (c->parser.argc > 0 && c->stall && (c->nqueued > 0 || c->sub_markers > 0)) break; /* parsed again later */
+        if (c->parser.argc > 0 && client_stalled(c)) break; /* parsed again later */
         c->stall = 0;
         if (c->parser.argc > 0) {
             if (client_handle_frame(c, frame)) break;
@@ -907,7 +913,7 @@ static int client_can_parse(const struct client *c)
 {
     if (c->closing || c->read_paused) return 0;
     if (c->nqueued >= c->worker->cfg->max_pending) return 0;
-    if (c->stall && (c->nqueued > 0 || c->sub_markers > 0)) return 0;
+    if (client_stalled(c)) return 0;
     return 1;
 }
 

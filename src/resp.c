@@ -533,3 +533,11 @@ long long resp_scan_reply(struct resp_scanner *s, const char *buf, size_t len)
             return scan_finish(s, (long long)s->pos);
     }
 }
+
+const char *resp_array_first(const char *reply, size_t len, long long *count)
+{
+    if (len < 4 || reply[0] != '*') return NULL;
+    const char *crlf = memchr(reply, '\n', len);
+    if (!crlf || crlf - reply < 3 || resp_parse_ll(reply + 1, (size_t)(crlf - reply) - 2, count) != 0) return NULL;
+    return crlf + 1;
+}

@@ -115,6 +115,12 @@ void resp_scanner_reset(struct resp_scanner *s);
  */
 long long resp_scan_reply(struct resp_scanner *s, const char *buf, size_t len);
 
+/*
+ * For a complete array reply: its element count in *count (-1 for a nil array) and a
+ * pointer to its first element (right after "*N\r\n"). NULL when reply is not an array.
+ */
+const char *resp_array_first(const char *reply, size_t len, long long *count);
+
 /* Parse a decimal integer of exactly len bytes (optional leading '-'). 0 on success. */
 int resp_parse_ll(const char *s, size_t len, long long *out);
 

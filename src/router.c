@@ -163,14 +163,6 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
     }
 }
 
-/* Skip the "*N\r\n" header of an array reply; NULL when it is not a non-empty array. */
-static const char *array_first(const char *reply, size_t len, long long *count)
-{
-    const char *crlf = reply[0] == '*' ? memchr(reply, '\n', len) : NULL;
-    if (!crlf || resp_parse_ll(reply + 1, (size_t)(crlf - reply) - 2, count) != 0) return NULL;
-    return crlf + 1;
-}
-
 void router_merge(struct request *req)
 {
     /* any failed part: the client gets that error, never a silent partial result */
@@ -201,7 +193,7 @@ void router_merge(struct request *req)
         int part_of[CONFIG_MAX_INSTANCES] = {0};
         for (int k = 0; k < req->nparts; k++) {
             long long n = 0;
-            cursor[k] = array_first(req->parts[k].reply, req->parts[k].len, &n);
+            cursor[k] = resp_array_first(req->parts[k].reply, req->parts[k].len, &n);
             end[k] = req->parts[k].reply + req->parts[k].len;
             part_of[req->parts[k].instance] = k;
         }

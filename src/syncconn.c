@@ -1,5 +1,6 @@
 /* syncconn.c: a small blocking Redis client (TLS via OpenSSL or plain TCP; hiredis formats and parses). */
 #include "syncconn.h"
+#include "tls.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -111,21 +112,10 @@ static int tcp_connect(struct syncconn *c, const char *host, int port, int timeo
 
 static int tls_handshake(struct syncconn *c, const struct instance_conf *ic)
 {
-    c->ctx = SSL_CTX_new(TLS_client_method());
+    char err[300];
+    c->ctx = tls_instance_ctx(ic, err, sizeof(err));
     if (!c->ctx) {
-        set_err(c, "SSL_CTX_new failed");
-        return -1;
-    }
-    SSL_CTX_set_min_proto_version(c->ctx, TLS1_2_VERSION);
-    SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, NULL);
-    if (!ic->ca || SSL_CTX_load_verify_locations(c->ctx, ic->ca, NULL) != 1) {
-        set_err(c, "cannot load CA %s", ic->ca ? ic->ca : "(none given)");
-        return -1;
-    }
-    if (ic->cert && ic->key &&
-        (SSL_CTX_use_certificate_chain_file(c->ctx, ic->cert) != 1 ||
-         SSL_CTX_use_PrivateKey_file(c->ctx, ic->key, SSL_FILETYPE_PEM) != 1)) {
-        set_err(c, "cannot load client certificate %s / key %s", ic->cert, ic->key);
+        set_err(c, "%s", err);
         return -1;
     }
     c->ssl = SSL_new(c->ctx);
@@ -133,9 +123,7 @@ static int tls_handshake(struct syncconn *c, const struct instance_conf *ic)
         set_err(c, "SSL_new failed");
         return -1;
     }
-    const char *name = ic->server_name ? ic->server_name : ic->host;
-    SSL_set_tlsext_host_name(c->ssl, name);
-    if (!SSL_set1_host(c->ssl, name) || !SSL_set_fd(c->ssl, c->fd)) {
+    if (tls_instance_expect_name(c->ssl, ic) != 0 || !SSL_set_fd(c->ssl, c->fd)) {
         set_err(c, "TLS set-up failed");
         return -1;
     }

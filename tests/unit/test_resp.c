@@ -177,6 +177,21 @@ static void check_req_lim(const char *in, size_t n, const char *want, const stru
  * Pre-AUTH limits (Redis 7.0: at most 10 arguments, bulks of at most 16 KiB)
  * ------------------------------------------------------------------------------------------- */
 
+START_TEST(test_array_first)
+{
+    long long n = 0;
+    static const char exec[] = "*2\r\n:1\r\n$1\r\nx\r\n";
+    const char *first = resp_array_first(exec, sizeof(exec) - 1, &n);
+    ck_assert_ptr_eq(first, exec + 4);
+    ck_assert_int_eq(n, 2);
+    ck_assert_ptr_nonnull(resp_array_first("*-1\r\n", 5, &n));
+    ck_assert_int_eq(n, -1);
+    ck_assert_ptr_null(resp_array_first("+OK\r\n", 5, &n));
+    ck_assert_ptr_null(resp_array_first("-EXECABORT x\r\n", 15, &n));
+    ck_assert_ptr_null(resp_array_first("*x\r\n", 5, &n));
+}
+END_TEST
+
 START_TEST(test_unauthenticated_limits)
 {
     static const struct limits unauth = {.unauthenticated = 1};
@@ -741,6 +756,7 @@ static Suite *resp_suite(void)
     tcase_set_timeout(inl, 60);
     tcase_set_timeout(scan, 60);
     tcase_add_test(req, test_unauthenticated_limits);
+    tcase_add_test(req, test_array_first);
     tcase_add_test(req, test_multibulk_basic);
     tcase_add_test(req, test_multibulk_offsets);
     tcase_add_test(req, test_multibulk_pipelined);
