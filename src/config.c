@@ -21,30 +21,6 @@ struct cfg_ctx {
 
 #define CFG_ERR(ctx, ...) diag_add((ctx)->errs, (ctx)->c->path, (ctx)->line, __VA_ARGS__)
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size);
-    if (!p)
-        abort();
-    return p;
-}
-
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n);
-    if (!q)
-        abort();
-    return q;
-}
-
-static char *xstrdup(const char *s)
-{
-    char *d = strdup(s);
-    if (!d)
-        abort();
-    return d;
-}
-
 /* A decimal integer in [min, max], nothing else. */
 static int int_parse(const char *s, long long min, long long max, long long *out)
 {
@@ -64,30 +40,10 @@ static int int_parse(const char *s, long long min, long long max, long long *out
 
 int size_parse(const char *s, int64_t *bytes)
 {
-    static const struct {
-        const char *unit;
-        int64_t mul;
-    } units[] = {{"", 1},           {"b", 1},           {"k", 1000},
-                 {"kb", 1024},      {"m", 1000000},     {"mb", 1024 * 1024},
-                 {"g", 1000000000}, {"gb", 1024 * 1024 * 1024}};
-    if (!s || *s < '0' || *s > '9')
-        return -1;
-    int64_t n = 0;
-    const char *p = s;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        if (n > (INT64_MAX - 9) / 10)
-            return -1;
-        n = n * 10 + (*p - '0');
-    }
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (strcasecmp(p, units[i].unit) != 0)
-            continue;
-        if (n > INT64_MAX / units[i].mul)
-            return -1;
-        *bytes = n * units[i].mul;
-        return 0;
-    }
-    return -1;
+    static const struct scale_unit units[] = {{"", 1},           {"b", 1},           {"k", 1000},
+                                              {"kb", 1024},      {"m", 1000000},     {"mb", 1024 * 1024},
+                                              {"g", 1000000000}, {"gb", 1024 * 1024 * 1024}};
+    return scaled_parse(s, units, sizeof units / sizeof units[0], 1, bytes);
 }
 
 /* HOST:PORT or [V6]:PORT. On error returns -1 with *why set. */

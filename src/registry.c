@@ -44,22 +44,6 @@ struct parse_ctx {
     size_t count, cap;
 };
 
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n);
-    if (!q)
-        abort();
-    return q;
-}
-
-static char *xstrdup(const char *s)
-{
-    char *d = strdup(s);
-    if (!d)
-        abort();
-    return d;
-}
-
 static void __attribute__((format(printf, 3, 4)))
 err_add(struct parse_ctx *ctx, int line, const char *fmt, ...)
 {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,14 +14,49 @@
 
 int log_min_level = LOG_INFO;
 
-static void *xrealloc(void *p, size_t n)
+static void out_of_memory(void)
+{
+    fputs("ERROR out of memory\n", stderr);
+    abort();
+}
+
+void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) out_of_memory();
+    return p;
+}
+
+void *xrealloc(void *p, size_t n)
 {
     void *q = realloc(p, n);
-    if (!q) {
-        fputs("ERROR out of memory\n", stderr);
-        abort();
-    }
+    if (!q) out_of_memory();
     return q;
+}
+
+char *xstrdup(const char *s)
+{
+    char *d = strdup(s);
+    if (!d) out_of_memory();
+    return d;
+}
+
+int scaled_parse(const char *s, const struct scale_unit *units, size_t nunits, int ignore_case, int64_t *out)
+{
+    if (!s || *s < '0' || *s > '9') return -1;
+    int64_t n = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (n > (INT64_MAX - 9) / 10) return -1;
+        n = n * 10 + (*p - '0');
+    }
+    for (size_t i = 0; i < nunits; i++) {
+        if ((ignore_case ? strcasecmp(p, units[i].name) : strcmp(p, units[i].name)) != 0) continue;
+        if (n > INT64_MAX / units[i].mul) return -1;
+        *out = n * units[i].mul;
+        return 0;
+    }
+    return -1;
 }
 
 void diag_add(struct diag *d, const char *file, int line, const char *fmt, ...)
@@ -54,43 +90,26 @@ void diag_free(struct diag *d)
     d->count = d->cap = 0;
 }
 
-static const struct {
-    const char *name;
-    int64_t ms;
-} duration_units[] = {
+/* Largest first: duration_format prints the largest unit that divides exactly. */
+static const struct scale_unit duration_units[] = {
     {"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}, {"ms", 1},
 };
 
 int duration_parse(const char *s, int64_t *ms)
 {
-    if (!s || *s < '0' || *s > '9')
+    int64_t v;
+    if (scaled_parse(s, duration_units, sizeof duration_units / sizeof duration_units[0], 0, &v) != 0 || v == 0)
         return -1;
-    int64_t n = 0;
-    const char *p = s;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        if (n > (INT64_MAX - 9) / 10)
-            return -1;
-        n = n * 10 + (*p - '0');
-    }
-    if (n == 0)
-        return -1;
-    for (size_t i = 0; i < sizeof duration_units / sizeof duration_units[0]; i++) {
-        if (strcmp(p, duration_units[i].name) != 0)
-            continue;
-        if (n > INT64_MAX / duration_units[i].ms)
-            return -1;
-        *ms = n * duration_units[i].ms;
-        return 0;
-    }
-    return -1;
+    *ms = v;
+    return 0;
 }
 
 void duration_format(int64_t ms, char *buf, size_t len)
 {
     if (ms > 0) {
         for (size_t i = 0; i < sizeof duration_units / sizeof duration_units[0]; i++) {
-            if (ms % duration_units[i].ms == 0) {
-                snprintf(buf, len, "%lld%s", (long long)(ms / duration_units[i].ms),
+            if (ms % duration_units[i].mul == 0) {
+                snprintf(buf, len, "%lld%s", (long long)(ms / duration_units[i].mul),
                          duration_units[i].name);
                 return;
             }

@@ -10,6 +10,25 @@
 
 #define KEYGATE_VERSION "0.1.0"
 
+/* Allocation for configuration-time code: on out of memory, log and abort. */
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+
+/* One unit of a number-with-unit syntax: "90s", "16mb". */
+struct scale_unit {
+    const char *name;
+    int64_t mul;
+};
+
+/*
+ * Parse "<digits><unit>" where unit is one of units[] (compared ignoring case when
+ * ignore_case): the digits times its multiplier into *out. 0, or -1 when there are no
+ * digits, the unit is unknown, or the value overflows.
+ */
+int scaled_parse(const char *s, const struct scale_unit *units, size_t nunits, int ignore_case,
+                 int64_t *out) KG_MUST_CHECK;
+
 /* A growable list of error lines, each already formatted as "FILE:LINE: message". */
 struct diag {
     char **lines;
