@@ -480,6 +480,17 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
         for (int i = 0; i < nkeys; i++) p->key_instance[keys[i].index] = (int8_t)ns_of[i]->instance;
         p->merge = cid == CID_MGET ? MERGE_MGET : MERGE_SUM;
     }
+    /* the connection flow first: the TTL engine needs to know whether it may wrap */
+    if (!s->in_multi && cid == CID_WATCH) {
+        if (s->watch_instance >= 0 && s->watch_instance != first->instance) {
+            plan_error(p, "CROSSINSTANCE WATCH keys live on instance '%s' but earlier WATCHed keys on '%s'",
+                       cfg->instance_names[first->instance], cfg->instance_names[s->watch_instance]);
+            return;
+        }
+        p->flow = FLOW_WATCH;
+    } else if (!s->in_multi && blocks(cid, r)) {
+        p->flow = FLOW_BLOCK;
+    }
     if (ttl_decide(r, keys, ns_of, nkeys, p) != 0) {
         plan_release(p);
         plan_error(p, "OOM keygate is out of memory");
@@ -488,22 +499,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
     if (p->error[0]) return;
     p->kind = PLAN_FORWARD;
     p->instance = first->instance;
-    if (s->in_multi) {
-        decide_multi_instance(cfg, s, p);
-        return;
-    }
-    if (cid == CID_WATCH) {
-        if (s->watch_instance >= 0 && s->watch_instance != p->instance) {
-            plan_error(p, "CROSSINSTANCE WATCH keys live on instance '%s' but earlier WATCHed keys on '%s'",
-                       cfg->instance_names[p->instance], cfg->instance_names[s->watch_instance]);
-            return;
-        }
-        p->flow = FLOW_WATCH;
-    } else if (blocks(cid, r)) {
-        p->flow = FLOW_BLOCK;
-        /* Redis never blocks inside MULTI: the TTL fixes follow the command on its pin */
-        p->ttl.wrap = 0;
-    }
+    if (s->in_multi) decide_multi_instance(cfg, s, p);
 }
 
 /* Every command of one transaction goes to one instance (and the WATCH pin's). */

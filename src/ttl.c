@@ -159,8 +159,9 @@ int ttl_decide(const struct policy_request *r, const struct key_ref *keys,
             ttl_add_fix(&p->ttl, 2 * (size_t)nkeys, (uint32_t)keys[i].index, TTL_FIX_CAP, e->max_ttl_ms) != 0)
             return -1;
     }
-    /* A write and its TTL are applied atomically; a read's window reset needs no transaction. */
-    p->ttl.wrap = p->ttl.nfix > 0 && writes;
+    /* A write and its TTL are applied atomically; a read's window reset needs no transaction.
+     * Redis never blocks inside MULTI: a blocking command's fixes follow it on its pin. */
+    p->ttl.wrap = p->ttl.nfix > 0 && writes && p->flow != FLOW_BLOCK;
     return 0;
 }
 

@@ -55,7 +55,8 @@ int ttl_client_ttl(const struct policy_request *r, int64_t now_ms, int64_t *ttl_
 
 /*
  * Decide the TTL rules for a command whose keys were found (keys[i], with ns[i] its
- * namespace, all on one instance). Fills plan->ttl and plan->append, or sets
+ * namespace, all on one instance); plan->flow must already be set (a FLOW_BLOCK command
+ * is never wrapped in MULTI, which would keep it from blocking). Fills plan->ttl and plan->append, or sets
  * plan->kind = PLAN_ERROR with a DENIED message (PERSIST in a TTL namespace, a client
  * TTL above max-ttl). Returns 0, or -1 when out of memory. Pure.
  */

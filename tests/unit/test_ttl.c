@@ -142,6 +142,21 @@ START_TEST(deletes_and_own_ttls_need_no_fix)
 }
 END_TEST
 
+START_TEST(blocking_writes_are_never_wrapped)
+{
+    struct plan p;
+    decide("BLMOVE t:a t:b LEFT RIGHT 5", &p); /* MULTI would keep it from blocking */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.flow, FLOW_BLOCK);
+    ck_assert_int_eq(p.ttl.wrap, 0);
+    ck_assert_uint_eq(p.ttl.nfix, 2);
+    plan_release(&p);
+    decide("LMOVE t:a t:b LEFT RIGHT", &p); /* the non-blocking twin is wrapped */
+    ck_assert_int_eq(p.ttl.wrap, 1);
+    plan_release(&p);
+}
+END_TEST
+
 START_TEST(keepttl_still_ends_with_a_ttl)
 {
     struct plan p;
@@ -210,6 +225,7 @@ int main(void)
     tcase_add_test(tc, many_keys_use_the_heap);
     tcase_add_test(tc, deletes_and_own_ttls_need_no_fix);
     tcase_add_test(tc, keepttl_still_ends_with_a_ttl);
+    tcase_add_test(tc, blocking_writes_are_never_wrapped);
     tcase_add_test(tc, sliding_reads_reset_the_window);
     tcase_add_test(tc, max_ttl_and_persist);
     suite_add_tcase(s, tc);
