@@ -94,6 +94,8 @@ struct backend {
     size_t fifo_head, fifo_count, fifo_cap;
     struct bytebuf out;       /* staged requests: one write per loop iteration (backend_stage) */
     int dirty;                /* on the worker's list of backends to flush */
+    int held;                 /* shared: staged bytes wait until the batch in flight is answered */
+    size_t unsent;            /* FIFO entries (at its tail) staged but not written yet */
     char *rbuf;               /* received bytes not yet framed */
     size_t rlen, rcap;
     struct resp_scanner scan;

@@ -23,6 +23,7 @@
     X(errors_other, "other error replies made by keygate")                         \
     X(backend_connects, "backend connections established")                         \
     X(backend_failures, "backend connections lost or failed")                      \
+    X(backend_writes, "batches of requests written to backend connections")        \
     X(bytes_from_clients, "bytes read from clients")                               \
     X(bytes_to_clients, "bytes written to clients")
 

@@ -184,6 +184,71 @@ START_TEST(test_concurrent_clients_get_their_own_replies_in_order) {
 }
 END_TEST
 
+/* ---- 6b. batching on shared connections ---- */
+
+/* Counter `name` of keygate's INFO stats (answered by keygate itself). */
+static long long info_stat(redisContext *c, const char *name) {
+    redisReply *r = cmd(c, "INFO stats");
+    ck_assert_msg(r->type == REDIS_REPLY_STRING, "INFO stats: not a bulk string");
+    char key[64];
+    snprintf(key, sizeof key, "\r\n%s:", name);
+    const char *at = strstr(r->str, key);
+    ck_assert_msg(at != NULL, "INFO stats has no %s:\n%s", name, r->str);
+    long long v = atoll(at + strlen(key));
+    freeReplyObject(r);
+    return v;
+}
+
+/* Send what is appended on c without waiting for a reply. */
+static void send_now(redisContext *c, const char *what) {
+    int done = 0;
+    for (int tries = 0; !done && tries < 1000; tries++)
+        ck_assert_msg(redisBufferWrite(c, &done) == REDIS_OK, "%s: %s", what, c->errstr);
+    ck_assert_msg(done, "%s: not written", what);
+}
+
+START_TEST(test_requests_arriving_while_a_batch_is_in_flight_go_as_one_write) {
+    /* A script on a direct connection keeps the cache server busy for 600 ms, so
+     * nothing keygate sends meanwhile is answered. Ten clients then send one SET each,
+     * 20 ms apart (separate loop iterations). Each shared connection to cache (the
+     * harness's default `connections=2`) writes its first request at once and keeps
+     * the others until that one is answered, then writes them together: at most 2
+     * writes per connection, where writing per iteration would make 10. */
+    enum { CLIENTS = 10 };
+    redisContext *info = client();
+    redisContext *busy = harness_must_direct(&h, "cache");
+    redisAppendCommand(busy, "EVAL %s 0",
+                       "local t0 = redis.call('TIME') "
+                       "repeat local t = redis.call('TIME') "
+                       "until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > 600000 return 1");
+    send_now(busy, "EVAL on cache");
+    sleep_ms(50);
+    long long writes_before = info_stat(info, "backend_writes");
+    redisContext *cs[CLIENTS];
+    for (int k = 0; k < CLIENTS; k++) {
+        cs[k] = client();
+        redisAppendCommand(cs[k], "SET cache:t11:%d v%d", k, k);
+        send_now(cs[k], "SET");
+        sleep_ms(20);
+    }
+    long long writes_sent = info_stat(info, "backend_writes") - writes_before;
+    ck_assert_msg(writes_sent <= 2, "while the server is busy: %lld writes, want one per connection", writes_sent);
+    expect_int(next_reply(busy), 1, "the busy script");
+    for (int k = 0; k < CLIENTS; k++) {
+        expect_status(next_reply(cs[k]), "OK", "SET while the server was busy");
+        char want[16];
+        snprintf(want, sizeof want, "v%d", k);
+        expect_bulk(cmd(cs[k], "GET cache:t11:%d", k), want, "GET after the batch");
+        redisFree(cs[k]);
+    }
+    long long writes = info_stat(info, "backend_writes") - writes_before;
+    /* the batch writes (<= 2 per connection) plus the 10 GETs, each alone on an idle connection */
+    ck_assert_msg(writes <= 4 + CLIENTS, "%d SETs and %d GETs took %lld writes", CLIENTS, CLIENTS, writes);
+    redisFree(busy);
+    redisFree(info);
+}
+END_TEST
+
 /* ---- 7. commands keygate answers itself ---- */
 
 START_TEST(test_local_commands) {
@@ -337,6 +402,7 @@ int main(void) {
     tcase_add_test(tc, test_commands_round_trip);
     tcase_add_test(tc, test_pipeline_of_10000_commands_across_instances);
     tcase_add_test(tc, test_concurrent_clients_get_their_own_replies_in_order);
+    tcase_add_test(tc, test_requests_arriving_while_a_batch_is_in_flight_go_as_one_write);
     tcase_add_test(tc, test_local_commands);
     tcase_add_test(tc, test_protocol_errors_reply_then_close);
     tcase_add_test(tc, test_backend_down_answers_unavailable_then_recovers);
