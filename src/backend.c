@@ -4,6 +4,8 @@
 #include "tls.h"
 #include "topology.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -11,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent_ssl.h>
 #include <hiredis/hiredis.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
@@ -22,18 +24,16 @@
 #define BACKOFF_MAX_MS 2000
 /* Staged bytes past which a shared connection writes even with a batch in flight. */
 #define HOLD_MAX_BYTES 65536
+/* Free room asked of the reply buffer before each read (one TLS record and more). */
+#define READ_CHUNK 16384
 
 static void backend_connect(struct backend *b);
 static void backend_make_idle(struct backend *b);
 static void backend_unstage(struct backend *b);
 static void backend_part_done(struct request *req, int part, const char *reply, size_t len);
 
-static void backend_retry_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    backend_connect(arg);
-}
+static void backend_do_write(struct backend *b);
+static void backend_timer_cb(evutil_socket_t fd, short what, void *arg);
 
 static const struct instance_conf *backend_conf(const struct backend *b)
 {
@@ -63,9 +63,10 @@ int backend_pools_start(struct worker *w)
             b->worker = w;
             b->instance = (int)i;
             b->slot = j;
+            b->fd = -1;
             b->backoff_ms = BACKOFF_MIN_MS;
-            b->retry_timer = evtimer_new(w->base, backend_retry_cb, b);
-            if (!b->retry_timer) return -1;
+            b->timer = evtimer_new(w->base, backend_timer_cb, b);
+            if (!b->timer) return -1;
             backend_connect(b);
         }
     }
@@ -109,6 +110,22 @@ static void backend_fail_fifo(struct backend *b)
     }
 }
 
+/* Close b's socket and TLS session and forget any partial write; the FIFO is left alone. */
+static void backend_io_close(struct backend *b)
+{
+    if (b->rev) event_free(b->rev);
+    if (b->wev) event_free(b->wev);
+    b->rev = b->wev = NULL;
+    if (b->ssl) SSL_free(b->ssl); /* the socket BIO does not own fd */
+    b->ssl = NULL;
+    if (b->fd >= 0) close(b->fd);
+    b->fd = -1;
+    b->tcp_up = b->read_wants_write = b->write_wants_read = 0;
+    b->wbuf.len = 0;
+    b->woff = 0;
+    if (b->timer) evtimer_del(b->timer);
+}
+
 void backend_pools_free(struct worker *w)
 {
     for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
@@ -116,12 +133,12 @@ void backend_pools_free(struct worker *w)
         if (!pool->conns) continue;
         for (int j = 0; j < pool->nconns; j++) {
             struct backend *b = &pool->conns[j];
-            if (b->bev) bufferevent_free(b->bev);
-            b->bev = NULL;
+            backend_io_close(b);
             backend_unstage(b);
             backend_fail_fifo(b);
-            if (b->retry_timer) event_free(b->retry_timer);
+            if (b->timer) event_free(b->timer);
             bytebuf_free(&b->out);
+            bytebuf_free(&b->wbuf);
             free(b->fifo);
             free(b->rbuf);
         }
@@ -204,13 +221,6 @@ static void backend_unstage(struct backend *b)
     b->dirty = 0;
 }
 
-static void staged_free(const void *data, size_t len, void *arg)
-{
-    (void)len;
-    (void)arg;
-    free((void *)data);
-}
-
 /*
  * A shared connection keeps one batch in flight: requests staged while earlier ones
  * are unanswered wait for those replies (or for HOLD_MAX_BYTES), then go as one write.
@@ -223,27 +233,38 @@ static int backend_holds(const struct backend *b)
     return !b->pinned && b->fifo_count > b->unsent && b->out.len < HOLD_MAX_BYTES;
 }
 
+/*
+ * Move b's staged batch into its write buffer and start writing it, unless a
+ * write is still in progress or the connection is not ready (then the batch stays
+ * staged; backend_do_write or the handshake stages it again). The buffers swap, so
+ * no batch is copied and the old write buffer's memory is reused.
+ */
+static void backend_send_staged(struct backend *b)
+{
+    if (b->state != BACKEND_READY || b->woff < b->wbuf.len) return;
+    struct bytebuf t = b->wbuf;
+    b->wbuf = b->out;
+    b->out = t;
+    b->out.len = 0;
+    b->woff = 0;
+    b->unsent = 0;
+    STAT_INC(&b->worker->stats, backend_writes);
+    backend_do_write(b);
+}
+
 void backend_flush_all(struct worker *w)
 {
     /* pop from the end: a write may close a connection, which unstages it (swap with last) */
     while (w->dirty.n > 0) {
         struct backend *b = w->dirty.items[--w->dirty.n];
         b->dirty = 0;
-        if (!b->bev || b->out.len == 0) {
+        if (b->fd < 0 || b->out.len == 0) {
             b->out.len = 0;
             continue;
         }
         b->held = backend_holds(b);
-        if (b->held) continue; /* backend_read_cb stages it again when the batch is answered */
-        b->unsent = 0;
-        STAT_INC(&w->stats, backend_writes);
-        /* hand the buffer itself to libevent (no copy): one chain, so one SSL_write */
-        struct bytebuf staged = b->out;
-        memset(&b->out, 0, sizeof(b->out));
-        if (evbuffer_add_reference(bufferevent_get_output(b->bev), staged.p, staged.len, staged_free, NULL) != 0) {
-            bufferevent_write(b->bev, staged.p, staged.len);
-            free(staged.p);
-        }
+        if (b->held) continue; /* backend_read stages it again when the batch is answered */
+        backend_send_staged(b);
     }
 }
 
@@ -265,8 +286,7 @@ void backend_close(struct backend *b, const char *reason)
     if (b->pinned) {
         struct client *owner = b->owner;
         log_msg(owner ? LOG_WARN : LOG_DEBUG, "instance '%s' dedicated connection: %s", ic->name, reason);
-        if (b->bev) bufferevent_free(b->bev);
-        b->bev = NULL;
+        backend_io_close(b);
         b->state = BACKEND_DOWN;
         b->owner = NULL;
         backend_fail_fifo(b);
@@ -283,15 +303,14 @@ void backend_close(struct backend *b, const char *reason)
                 b->slot, reason);
     b->warned_down = 1;
     STAT_INC(&b->worker->stats, backend_failures);
-    if (b->bev) bufferevent_free(b->bev);
-    b->bev = NULL;
+    backend_io_close(b);
     b->state = BACKEND_DOWN;
     b->rlen = 0;
     resp_scanner_reset(&b->scan);
     backend_fail_fifo(b);
     struct timeval tv = {b->backoff_ms / 1000, (b->backoff_ms % 1000) * 1000};
     b->backoff_ms = b->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : b->backoff_ms * 2;
-    if (!b->worker->stopping && b->retry_timer) evtimer_add(b->retry_timer, &tv);
+    if (!b->worker->stopping && b->timer) evtimer_add(b->timer, &tv);
 }
 
 /* Reserve room for `more` received bytes. */
@@ -415,86 +434,254 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
     }
 }
 
-static void backend_read_cb(struct bufferevent *bev, void *arg)
+/*
+ * Frame and deliver every whole reply in b->rbuf. Returns 0, or -1 when b was
+ * closed meanwhile (a malformed reply, a failed AUTH, its client went away).
+ */
+static int backend_frame_replies(struct backend *b)
 {
-    struct backend *b = arg;
-    struct evbuffer *in = bufferevent_get_input(bev);
-    size_t avail = evbuffer_get_length(in);
-    if (backend_rbuf_reserve(b, avail) != 0) {
-        backend_close(b, "out of memory for replies");
-        return;
-    }
-    evbuffer_remove(in, b->rbuf + b->rlen, avail);
-    b->rlen += avail;
-
     size_t pos = 0;
     while (pos < b->rlen) {
         long long n = resp_scan_reply(&b->scan, b->rbuf + pos, b->rlen - pos);
         if (n == 0) break;
         if (n < 0) {
             backend_close(b, "malformed reply");
-            return;
+            return -1;
         }
         if (b->subscriber && !(b->fifo_count > 0 && b->fifo[b->fifo_head].kind == PENDING_AUTH)) {
             if (b->owner) client_push(b->owner, b, b->rbuf + pos, (size_t)n);
-            if (!b->bev) return; /* the client failed (out of memory) and its close closed b */
-        } else if (backend_deliver(b, b->rbuf + pos, (size_t)n) != 0) {
-            return;
+            if (b->fd < 0) return -1; /* the client failed (out of memory) and its close closed b */
+        } else if (backend_deliver(b, b->rbuf + pos, (size_t)n) != 0 || b->fd < 0) {
+            return -1;
         }
         pos += (size_t)n;
     }
-    if (b->pinned && b->release_when_idle && b->fifo_count == 0 && !b->subscriber) backend_make_idle(b);
-    if (b->held && b->fifo_count == b->unsent) backend_stage(b); /* written at the end of this iteration */
     if (pos > 0) {
         memmove(b->rbuf, b->rbuf + pos, b->rlen - pos);
         b->rlen -= pos;
     }
+    if (b->pinned && b->release_when_idle && b->fifo_count == 0 && !b->subscriber) backend_make_idle(b);
+    if (b->held && b->fifo_count == b->unsent) backend_stage(b); /* written at the end of this iteration */
+    return 0;
 }
 
-static void backend_event_cb(struct bufferevent *bev, short events, void *arg)
+/* Why a TLS call failed, for the log: OpenSSL's first error and any certificate verdict. */
+static void backend_tls_reason(struct backend *b, const char *what, char *why, size_t size)
 {
-    struct backend *b = arg;
-    const struct instance_conf *ic = backend_conf(b);
-    if (events & BEV_EVENT_CONNECTED) {
-        int fd = bufferevent_getfd(bev);
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        bufferevent_set_timeouts(bev, NULL, NULL);
-        b->state = BACKEND_READY;
-        b->backoff_ms = BACKOFF_MIN_MS;
-        if (b->warned_down) log_msg(LOG_INFO, "instance '%s' connection %d is back", ic->name, b->slot);
-        b->warned_down = 0;
-        STAT_INC(&b->worker->stats, backend_connects);
+    unsigned long err = ERR_get_error();
+    ERR_clear_error();
+    if (!err) {
+        snprintf(why, size, "%s: %s", what, errno ? strerror(errno) : "connection closed by the server");
         return;
     }
-    char why[256];
-    if (events & BEV_EVENT_TIMEOUT) {
-        struct sockaddr_storage peer;
-        socklen_t peerlen = sizeof(peer);
-        if (ic->tls && getpeername(bufferevent_getfd(bev), (struct sockaddr *)&peer, &peerlen) == 0)
-            snprintf(why, sizeof(why), "TLS handshake timed out (is the server speaking TLS on this port?)");
-        else
-            snprintf(why, sizeof(why), "connect timed out");
-    } else if (events & BEV_EVENT_EOF) {
-        snprintf(why, sizeof(why), "connection closed by the server");
-    } else {
-        unsigned long err = bufferevent_get_openssl_error(bev);
-        int sock_err = EVUTIL_SOCKET_ERROR();
-        if (err) {
-            char ebuf[200];
-            ERR_error_string_n(err, ebuf, sizeof(ebuf));
-            SSL *ssl = bufferevent_openssl_get_ssl(bev);
-            long verify = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
-            if (verify != X509_V_OK) /* say which check failed: CA, name, dates */
-                snprintf(why, sizeof(why), "TLS error: %s: server certificate: %s", ebuf,
-                         X509_verify_cert_error_string(verify));
-            else
-                snprintf(why, sizeof(why), "TLS error: %s", ebuf);
-        } else {
-            snprintf(why, sizeof(why), "%s", evutil_socket_error_to_string(sock_err));
+    char ebuf[200];
+    ERR_error_string_n(err, ebuf, sizeof(ebuf));
+    long verify = SSL_get_verify_result(b->ssl);
+    if (verify != X509_V_OK) /* say which check failed: CA, name, dates */
+        snprintf(why, size, "TLS error: %s: server certificate: %s", ebuf, X509_verify_cert_error_string(verify));
+    else
+        snprintf(why, size, "TLS error: %s", ebuf);
+}
+
+/*
+ * Read what the socket has and deliver the replies. With TLS read-ahead one read()
+ * takes several records; SSL_has_pending says when decrypted-but-unread bytes are
+ * left that epoll cannot report, so the loop goes on until both are drained.
+ */
+static void backend_do_read(struct backend *b)
+{
+    b->read_wants_write = 0;
+    for (;;) {
+        if (backend_rbuf_reserve(b, READ_CHUNK) != 0) {
+            backend_close(b, "out of memory for replies");
+            return;
         }
+        size_t room = b->rcap - b->rlen;
+        ssize_t n;
+        if (b->ssl) {
+            ERR_clear_error();
+            int r = SSL_read(b->ssl, b->rbuf + b->rlen, room > INT_MAX ? INT_MAX : (int)room);
+            if (r <= 0) {
+                int e = SSL_get_error(b->ssl, r);
+                if (e == SSL_ERROR_WANT_READ) return;
+                if (e == SSL_ERROR_WANT_WRITE) {
+                    b->read_wants_write = 1;
+                    event_add(b->wev, NULL);
+                    return;
+                }
+                char why[300];
+                if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && (r == 0 || errno == 0)))
+                    snprintf(why, sizeof(why), "connection closed by the server");
+                else if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
+                    snprintf(why, sizeof(why), "%s", strerror(errno));
+                else
+                    backend_tls_reason(b, "TLS read", why, sizeof(why));
+                backend_close(b, why);
+                return;
+            }
+            n = r;
+        } else {
+            n = read(b->fd, b->rbuf + b->rlen, room);
+            if (n == 0) {
+                backend_close(b, "connection closed by the server");
+                return;
+            }
+            if (n < 0) {
+                if (errno == EINTR) continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+                backend_close(b, strerror(errno));
+                return;
+            }
+        }
+        b->rlen += (size_t)n;
+        if (backend_frame_replies(b) != 0) return;
+        int more = b->ssl ? SSL_has_pending(b->ssl) : (size_t)n == room;
+        if (!more) return; /* level-triggered: epoll reports what is still in the socket */
     }
+}
+
+/* Write b->wbuf from b->woff; on a full socket wait for EV_WRITE. */
+static void backend_do_write(struct backend *b)
+{
+    b->write_wants_read = 0;
+    while (b->woff < b->wbuf.len) {
+        size_t left = b->wbuf.len - b->woff;
+        ssize_t n;
+        if (b->ssl) {
+            ERR_clear_error();
+            int r = SSL_write(b->ssl, b->wbuf.p + b->woff, left > INT_MAX ? INT_MAX : (int)left);
+            if (r <= 0) {
+                int e = SSL_get_error(b->ssl, r);
+                if (e == SSL_ERROR_WANT_WRITE) {
+                    event_add(b->wev, NULL);
+                    return;
+                }
+                if (e == SSL_ERROR_WANT_READ) {
+                    b->write_wants_read = 1; /* the read event (always armed) resumes it */
+                    return;
+                }
+                char why[300];
+                if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
+                    snprintf(why, sizeof(why), "%s", errno ? strerror(errno) : "connection closed by the server");
+                else
+                    backend_tls_reason(b, "TLS write", why, sizeof(why));
+                backend_close(b, why);
+                return;
+            }
+            n = r;
+        } else {
+            n = write(b->fd, b->wbuf.p + b->woff, left);
+            if (n < 0) {
+                if (errno == EINTR) continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                    event_add(b->wev, NULL);
+                    return;
+                }
+                backend_close(b, strerror(errno));
+                return;
+            }
+        }
+        b->woff += (size_t)n;
+    }
+    b->wbuf.len = 0;
+    b->woff = 0;
+    if (!b->read_wants_write) event_del(b->wev);
+    if (b->out.len > 0) backend_stage(b); /* staged while this write waited */
+}
+
+/* The connection (and its TLS handshake) is up: send what was staged meanwhile. */
+static void backend_ready(struct backend *b)
+{
+    const struct instance_conf *ic = backend_conf(b);
+    evtimer_del(b->timer);
+    event_del(b->wev);
+    event_add(b->rev, NULL);
+    b->state = BACKEND_READY;
+    b->backoff_ms = BACKOFF_MIN_MS;
+    if (b->warned_down) log_msg(LOG_INFO, "instance '%s' connection %d is back", ic->name, b->slot);
+    b->warned_down = 0;
+    STAT_INC(&b->worker->stats, backend_connects);
+    if (b->out.len > 0) backend_stage(b);
+}
+
+/* Drive the TCP connect, then the TLS handshake, one readiness event at a time. */
+static void backend_continue_connect(struct backend *b)
+{
+    if (!b->tcp_up) {
+        int err = 0;
+        socklen_t len = sizeof(err);
+        if (getsockopt(b->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+        if (err == EINPROGRESS) return;
+        if (err) {
+            backend_close(b, strerror(err));
+            return;
+        }
+        b->tcp_up = 1;
+    }
+    if (!b->ssl) {
+        backend_ready(b);
+        return;
+    }
+    ERR_clear_error();
+    int r = SSL_connect(b->ssl);
+    if (r == 1) {
+        backend_ready(b);
+        return;
+    }
+    int e = SSL_get_error(b->ssl, r);
+    if (e == SSL_ERROR_WANT_READ) {
+        event_del(b->wev);
+        event_add(b->rev, NULL);
+        return;
+    }
+    if (e == SSL_ERROR_WANT_WRITE) {
+        event_add(b->wev, NULL);
+        return;
+    }
+    char why[300];
+    if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
+        snprintf(why, sizeof(why), "TLS handshake: %s",
+                 errno ? strerror(errno) : "connection closed by the server (is it speaking TLS on this port?)");
+    else
+        backend_tls_reason(b, "TLS handshake", why, sizeof(why));
     backend_close(b, why);
+}
+
+static void backend_io_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    struct backend *b = arg;
+    if (b->state == BACKEND_CONNECTING) {
+        backend_continue_connect(b);
+        return;
+    }
+    int readable = (what & EV_READ) != 0, writable = (what & EV_WRITE) != 0;
+    if (readable || (writable && b->read_wants_write)) {
+        int resume_write = readable && b->write_wants_read;
+        backend_do_read(b);
+        if (b->fd < 0) return;
+        if (resume_write) backend_do_write(b);
+        if (b->fd < 0) return;
+    }
+    if (writable) {
+        if (b->woff < b->wbuf.len) backend_do_write(b);
+        else if (!b->read_wants_write) event_del(b->wev);
+    }
+}
+
+/* DOWN: time to reconnect. CONNECTING: the connect or handshake took too long. */
+static void backend_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct backend *b = arg;
+    if (b->state == BACKEND_DOWN) {
+        backend_connect(b);
+        return;
+    }
+    if (b->state == BACKEND_CONNECTING)
+        backend_close(b, b->ssl && b->tcp_up ? "TLS handshake timed out (is the server speaking TLS on this port?)"
+                                             : "connect timed out");
 }
 
 static void backend_connect(struct backend *b)
@@ -511,35 +698,38 @@ static void backend_connect(struct backend *b)
         backend_close(b, "host is not a numeric address");
         return;
     }
-    if (pool->ssl_ctx) {
-        SSL *ssl = SSL_new(pool->ssl_ctx);
-        if (!ssl) {
-            backend_close(b, "SSL_new failed");
-            return;
-        }
-        if (tls_instance_expect_name(ssl, ic) != 0) {
-            SSL_free(ssl);
-            backend_close(b, "SSL_set1_host failed");
-            return;
-        }
-        b->bev = bufferevent_openssl_socket_new(w->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
-        if (b->bev) bufferevent_openssl_set_allow_dirty_shutdown(b->bev, 1);
-    } else {
-        b->bev = bufferevent_socket_new(w->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (!b->timer) b->timer = evtimer_new(w->base, backend_timer_cb, b);
+    b->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (b->fd < 0 || !b->timer) {
+        backend_close(b, b->fd < 0 ? strerror(errno) : "cannot create a timer");
+        return;
     }
-    if (!b->bev) {
+    int one = 1;
+    setsockopt(b->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    b->rev = event_new(w->base, b->fd, EV_READ | EV_PERSIST, backend_io_cb, b);
+    b->wev = event_new(w->base, b->fd, EV_WRITE | EV_PERSIST, backend_io_cb, b);
+    if (!b->rev || !b->wev) {
         backend_close(b, "cannot create a connection");
         return;
     }
-    bufferevent_setcb(b->bev, backend_read_cb, NULL, backend_event_cb, b);
-    bufferevent_enable(b->bev, EV_READ | EV_WRITE);
-    struct timeval tv = {w->cfg->connect_timeout_ms / 1000, (w->cfg->connect_timeout_ms % 1000) * 1000};
-    bufferevent_set_timeouts(b->bev, &tv, &tv);
+    if (pool->ssl_ctx) {
+        b->ssl = SSL_new(pool->ssl_ctx);
+        if (!b->ssl || tls_instance_expect_name(b->ssl, ic) != 0 || SSL_set_fd(b->ssl, b->fd) != 1) {
+            backend_close(b, "cannot set up TLS (SSL_new / SSL_set1_host / SSL_set_fd failed)");
+            return;
+        }
+        SSL_set_connect_state(b->ssl);
+        SSL_set_mode(b->ssl, SSL_MODE_ENABLE_PARTIAL_WRITE);
+        SSL_set_read_ahead(b->ssl, 1);
+    }
     b->state = BACKEND_CONNECTING;
-    if (bufferevent_socket_connect(b->bev, (struct sockaddr *)&ss, sslen) != 0) {
-        backend_close(b, "connect failed");
+    if (connect(b->fd, (struct sockaddr *)&ss, (socklen_t)sslen) != 0 && errno != EINPROGRESS) {
+        backend_close(b, strerror(errno));
         return;
     }
+    event_add(b->wev, NULL); /* writable: the TCP connect finished (or failed: SO_ERROR) */
+    struct timeval tv = {w->cfg->connect_timeout_ms / 1000, (w->cfg->connect_timeout_ms % 1000) * 1000};
+    evtimer_add(b->timer, &tv);
     /* Pipelined behind the handshake: AUTH first, then the topology check. */
     if (ic->password) {
         const char *argv[3] = {"AUTH", ic->username ? ic->username : ic->password, ic->password};
@@ -587,6 +777,7 @@ struct backend *backend_pin(struct worker *w, int instance, struct client *c)
     b->worker = w;
     b->instance = instance;
     b->slot = -1;
+    b->fd = -1;
     b->pinned = 1;
     b->backoff_ms = BACKOFF_MIN_MS;
     pool->npinned++;
@@ -610,7 +801,7 @@ void backend_unpin(struct backend *b)
 void backend_abandon(struct backend *b)
 {
     b->owner = NULL;
-    if (b->state == BACKEND_DOWN && !b->bev) return; /* already closed and queued for reaping */
+    if (b->state == BACKEND_DOWN && b->fd < 0) return; /* already closed and queued for reaping */
     backend_close(b, "released");
 }
 
@@ -619,7 +810,9 @@ void backend_reap(struct worker *w)
     struct backend *b;
     while ((b = TAILQ_FIRST(&w->dead_backends))) {
         TAILQ_REMOVE(&w->dead_backends, b, link);
+        if (b->timer) event_free(b->timer);
         bytebuf_free(&b->out);
+        bytebuf_free(&b->wbuf);
         free(b->fifo);
         free(b->rbuf);
         free(b);

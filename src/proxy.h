@@ -89,7 +89,14 @@ struct backend {
     int instance;             /* config instance index */
     int slot;                 /* index in the instance's pool */
     enum backend_state state;
-    struct bufferevent *bev;
+    int fd;                   /* -1 while closed */
+    SSL *ssl;                 /* TLS instances: the session on fd; NULL for plain */
+    struct event *rev, *wev;  /* fd readable (always armed while open) / writable (only while needed) */
+    int tcp_up;               /* the TCP connect finished (a handshake may still be running) */
+    int read_wants_write;     /* TLS: SSL_read asked for a writable socket */
+    int write_wants_read;     /* TLS: SSL_write asked for a readable socket */
+    struct bytebuf wbuf;      /* the batch being written (out is moved here whole) */
+    size_t woff;              /* bytes of wbuf already written */
     struct pending *fifo;     /* ring buffer of requests in flight, oldest first */
     size_t fifo_head, fifo_count, fifo_cap;
     struct bytebuf out;       /* staged requests: one write per loop iteration (backend_stage) */
@@ -99,7 +106,7 @@ struct backend {
     char *rbuf;               /* received bytes not yet framed */
     size_t rlen, rcap;
     struct resp_scanner scan;
-    struct event *retry_timer;
+    struct event *timer;      /* DOWN: reconnect backoff; CONNECTING: connect + handshake timeout */
     int backoff_ms;
     int warned_down;          /* "unreachable" logged once per outage */
     /* dedicated (pinned) connections only */
