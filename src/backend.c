@@ -600,6 +600,9 @@ static void backend_ready(struct backend *b)
     b->backoff_ms = BACKOFF_MIN_MS;
     if (b->warned_down) log_msg(LOG_INFO, "instance '%s' connection %d is back", ic->name, b->slot);
     b->warned_down = 0;
+    if (b->ssl)
+        log_msg(LOG_DEBUG, "instance '%s' connection %d: %s %s", ic->name, b->slot, SSL_get_version(b->ssl),
+                SSL_get_cipher_name(b->ssl));
     STAT_INC(&b->worker->stats, backend_connects);
     if (b->out.len > 0) backend_stage(b);
 }

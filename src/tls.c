@@ -11,6 +11,10 @@ SSL_CTX *tls_instance_ctx(const struct instance_conf *ic, char *err, size_t errl
         return NULL;
     }
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    /* TLS 1.3: AES-128-GCM first (OpenSSL's default order puts AES-256 first). Redis
+     * takes the client's order unless tls-prefer-server-ciphers is on; AES-128 is
+     * 10 rounds instead of 14 on both ends of every request and reply. */
+    SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256");
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
     if (!ic->ca || SSL_CTX_load_verify_locations(ctx, ic->ca, NULL) != 1) {
         snprintf(err, errlen, "cannot load CA %s", ic->ca ? ic->ca : "(none given)");
