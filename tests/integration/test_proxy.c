@@ -249,6 +249,65 @@ START_TEST(test_requests_arriving_while_a_batch_is_in_flight_go_as_one_write) {
 }
 END_TEST
 
+/* The value client k writes as its j-th large value: a fill byte plus markers at both ends. */
+static void large_value(char *val, size_t size, int k, int j) {
+    memset(val, 'a' + (k * 7 + j) % 26, size);
+    val[0] = (char)('0' + k);
+    val[size - 1] = (char)('0' + j);
+}
+
+START_TEST(test_large_values_cross_full_sockets_intact) {
+    /* While a script keeps durable busy (it reads nothing), 4 clients pipeline 3 SETs of
+     * 4 MiB each to it (48 MiB, more than the socket buffers hold: SSL_write stops
+     * half-way and waits for EV_WRITE) plus one 1 MiB SET to cache. Then every value is
+     * read back through keygate (replies spanning many TLS records) and checked. */
+    enum { CLIENTS = 4, EACH = 3, SIZE = 4 * 1024 * 1024, SMALL = 1024 * 1024 };
+    char *val = malloc(SIZE);
+    ck_assert_ptr_nonnull(val);
+    redisContext *busy = harness_must_direct(&h, "durable");
+    redisAppendCommand(busy, "EVAL %s 0",
+                       "local t0 = redis.call('TIME') "
+                       "repeat local t = redis.call('TIME') "
+                       "until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > 500000 return 1");
+    send_now(busy, "EVAL on durable");
+    sleep_ms(50);
+    redisContext *cs[CLIENTS];
+    for (int k = 0; k < CLIENTS; k++) {
+        cs[k] = client();
+        for (int j = 0; j < EACH; j++) {
+            large_value(val, SIZE, k, j);
+            redisAppendCommand(cs[k], "SET q:t12:%d:%d %b", k, j, val, (size_t)SIZE);
+        }
+        large_value(val, SMALL, k, EACH);
+        redisAppendCommand(cs[k], "SET cache:t12:%d %b", k, val, (size_t)SMALL);
+    }
+    for (int k = 0; k < CLIENTS; k++) /* sent in turns: no client waits for its replies yet */
+        for (int done = 0; !done;) ck_assert_msg(redisBufferWrite(cs[k], &done) == REDIS_OK, "%s", cs[k]->errstr);
+    expect_int(next_reply(busy), 1, "the busy script");
+    for (int k = 0; k < CLIENTS; k++) {
+        for (int j = 0; j <= EACH; j++) expect_status(next_reply(cs[k]), "OK", "large SET");
+        for (int j = 0; j < EACH; j++) redisAppendCommand(cs[k], "GET q:t12:%d:%d", k, j);
+        redisAppendCommand(cs[k], "GET cache:t12:%d", k);
+    }
+    for (int k = 0; k < CLIENTS; k++) {
+        for (int j = 0; j <= EACH; j++) {
+            size_t size = j < EACH ? SIZE : SMALL;
+            redisReply *r = next_reply(cs[k]);
+            ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == size, "GET %d/%d: type %d len %zu", k, j, r->type,
+                          r->type == REDIS_REPLY_STRING ? r->len : 0);
+            large_value(val, size, k, j);
+            ck_assert_msg(memcmp(r->str, val, size) == 0, "client %d value %d came back changed", k, j);
+            freeReplyObject(r);
+        }
+        ck_assert_int_eq(direct_int("durable", "STRLEN q:t12:%d:2", k), SIZE);
+        ck_assert_int_eq(direct_int("durable", "DEL q:t12:%d:0 q:t12:%d:1 q:t12:%d:2", k, k, k), 3);
+        redisFree(cs[k]);
+    }
+    redisFree(busy);
+    free(val);
+}
+END_TEST
+
 /* ---- 7. commands keygate answers itself ---- */
 
 START_TEST(test_local_commands) {
@@ -403,6 +462,7 @@ int main(void) {
     tcase_add_test(tc, test_pipeline_of_10000_commands_across_instances);
     tcase_add_test(tc, test_concurrent_clients_get_their_own_replies_in_order);
     tcase_add_test(tc, test_requests_arriving_while_a_batch_is_in_flight_go_as_one_write);
+    tcase_add_test(tc, test_large_values_cross_full_sockets_intact);
     tcase_add_test(tc, test_local_commands);
     tcase_add_test(tc, test_protocol_errors_reply_then_close);
     tcase_add_test(tc, test_backend_down_answers_unavailable_then_recovers);
