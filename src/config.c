@@ -251,7 +251,7 @@ static void dir_instance(struct cfg_ctx *ctx, const struct tokens *t)
     memset(in, 0, sizeof *in);
     in->name = xstrdup(name);
     in->line = ctx->line;
-    in->connections = 2;
+    in->connections = 1; /* Redis runs commands one at a time: one connection batches best */
     c->instance_names[c->ninstances++] = in->name;
 
     if (addr_parse(t->v[2].text, &in->host, &in->port, &why) != 0)

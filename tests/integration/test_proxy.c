@@ -210,10 +210,10 @@ static void send_now(redisContext *c, const char *what) {
 START_TEST(test_requests_arriving_while_a_batch_is_in_flight_go_as_one_write) {
     /* A script on a direct connection keeps the cache server busy for 600 ms, so
      * nothing keygate sends meanwhile is answered. Ten clients then send one SET each,
-     * 20 ms apart (separate loop iterations). Each shared connection to cache (the
-     * harness's default `connections=2`) writes its first request at once and keeps
-     * the others until that one is answered, then writes them together: at most 2
-     * writes per connection, where writing per iteration would make 10. */
+     * 20 ms apart (separate loop iterations). The shared connection to cache writes
+     * the first request at once and keeps the others until that one is answered,
+     * then writes them together: 2 writes (at most 2 per connection, were there more
+     * connections), where writing per iteration would make 10. */
     enum { CLIENTS = 10 };
     redisContext *info = client();
     redisContext *busy = harness_must_direct(&h, "cache");

@@ -169,7 +169,7 @@ START_TEST(full_config)
     ck_assert_str_eq(in->host, "fd00::1");
     ck_assert_int_eq(in->tls, 0);
     ck_assert_str_eq(in->password, "c-pass");
-    ck_assert_int_eq(in->connections, 2);
+    ck_assert_int_eq(in->connections, 1); /* the default */
     ck_assert_str_eq(c->instance_names[0], "durable");
     ck_assert_str_eq(c->instance_names[1], "cache");
     ck_assert_int_eq(config_instance_index(c, "cache"), 1);
