@@ -483,6 +483,20 @@ static void backend_tls_reason(struct backend *b, const char *what, char *why, s
         snprintf(why, size, "TLS error: %s", ebuf);
 }
 
+/* Close b after SSL_read/SSL_write/SSL_connect returned r with SSL_get_error e, saying why. */
+static void backend_tls_failed(struct backend *b, int e, int r, const char *what)
+{
+    char why[300];
+    if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && (r == 0 || errno == 0)))
+        snprintf(why, sizeof(why), "%sconnection closed by the server%s", b->state == BACKEND_READY ? "" : "TLS handshake: ",
+                 b->state == BACKEND_READY ? "" : " (is it speaking TLS on this port?)");
+    else if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
+        snprintf(why, sizeof(why), "%s: %s", what, strerror(errno));
+    else
+        backend_tls_reason(b, what, why, sizeof(why));
+    backend_close(b, why);
+}
+
 /*
  * Read what the socket has and deliver the replies. With TLS read-ahead one read()
  * takes several records; SSL_has_pending says when decrypted-but-unread bytes are
@@ -509,14 +523,7 @@ static void backend_do_read(struct backend *b)
                     event_add(b->wev, NULL);
                     return;
                 }
-                char why[300];
-                if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && (r == 0 || errno == 0)))
-                    snprintf(why, sizeof(why), "connection closed by the server");
-                else if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
-                    snprintf(why, sizeof(why), "%s", strerror(errno));
-                else
-                    backend_tls_reason(b, "TLS read", why, sizeof(why));
-                backend_close(b, why);
+                backend_tls_failed(b, e, r, "TLS read");
                 return;
             }
             n = r;
@@ -560,12 +567,7 @@ static void backend_do_write(struct backend *b)
                     b->write_wants_read = 1; /* the read event (always armed) resumes it */
                     return;
                 }
-                char why[300];
-                if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
-                    snprintf(why, sizeof(why), "%s", errno ? strerror(errno) : "connection closed by the server");
-                else
-                    backend_tls_reason(b, "TLS write", why, sizeof(why));
-                backend_close(b, why);
+                backend_tls_failed(b, e, r, "TLS write");
                 return;
             }
             n = r;
@@ -641,13 +643,7 @@ static void backend_continue_connect(struct backend *b)
         event_add(b->wev, NULL);
         return;
     }
-    char why[300];
-    if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
-        snprintf(why, sizeof(why), "TLS handshake: %s",
-                 errno ? strerror(errno) : "connection closed by the server (is it speaking TLS on this port?)");
-    else
-        backend_tls_reason(b, "TLS handshake", why, sizeof(why));
-    backend_close(b, why);
+    backend_tls_failed(b, e, r, "TLS handshake");
 }
 
 static void backend_io_cb(evutil_socket_t fd, short what, void *arg)
