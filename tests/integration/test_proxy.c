@@ -308,6 +308,48 @@ START_TEST(test_large_values_cross_full_sockets_intact) {
 }
 END_TEST
 
+START_TEST(test_held_requests_fail_cleanly_when_the_backend_dies) {
+    /* A batch in flight and requests held behind it: killing the server answers every
+     * one of them -UNAVAILABLE (none is lost or left hanging), and once the server is
+     * back the same clients are served again. */
+    enum { CLIENTS = 6 };
+    redisContext *busy = harness_must_direct(&h, "cache");
+    redisAppendCommand(busy, "EVAL %s 0",
+                       "local t0 = redis.call('TIME') "
+                       "repeat local t = redis.call('TIME') "
+                       "until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > 3000000 return 1");
+    send_now(busy, "EVAL on cache");
+    sleep_ms(50);
+    redisContext *cs[CLIENTS];
+    for (int k = 0; k < CLIENTS; k++) {
+        cs[k] = client();
+        redisAppendCommand(cs[k], "SET cache:t13:%d v", k);
+        send_now(cs[k], "SET");
+        sleep_ms(20);
+    }
+    long long start = now_ms();
+    ck_assert_msg(harness_backend_kill(&h, "cache") == 0, "could not kill the cache backend");
+    for (int k = 0; k < CLIENTS; k++)
+        expect_error(next_reply(cs[k]), "UNAVAILABLE instance 'cache' is unreachable", "SET held or in flight");
+    long long took = now_ms() - start;
+    ck_assert_msg(took < 2000, "the UNAVAILABLE replies took %lld ms", took);
+    redisFree(busy);
+    ck_assert_msg(harness_backend_restart(&h, "cache") == 0, "restarting cache: %s", h.error);
+    for (int k = 0; k < CLIENTS; k++) {
+        int ok = 0;
+        for (long long deadline = now_ms() + 10000; !ok && now_ms() < deadline;) {
+            redisReply *r = cmd(cs[k], "SET cache:t13:%d again", k);
+            ok = r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
+            freeReplyObject(r);
+            if (!ok) sleep_ms(100);
+        }
+        ck_assert_msg(ok, "client %d not served 10 s after cache came back", k);
+        expect_bulk(cmd(cs[k], "GET cache:t13:%d", k), "again", "GET after recovery");
+        redisFree(cs[k]);
+    }
+}
+END_TEST
+
 /* ---- 7. commands keygate answers itself ---- */
 
 START_TEST(test_local_commands) {
@@ -463,6 +505,7 @@ int main(void) {
     tcase_add_test(tc, test_concurrent_clients_get_their_own_replies_in_order);
     tcase_add_test(tc, test_requests_arriving_while_a_batch_is_in_flight_go_as_one_write);
     tcase_add_test(tc, test_large_values_cross_full_sockets_intact);
+    tcase_add_test(tc, test_held_requests_fail_cleanly_when_the_backend_dies);
     tcase_add_test(tc, test_local_commands);
     tcase_add_test(tc, test_protocol_errors_reply_then_close);
     tcase_add_test(tc, test_backend_down_answers_unavailable_then_recovers);
