@@ -895,9 +895,11 @@ static int client_keep_rest(struct client *c, const char *buf, size_t len, size_
         c->qlen = rest;
     } else {
         c->qlen = 0;
-        if (client_qbuf_reserve(c, rest) != 0) return -1;
-        memcpy(c->qbuf, buf + from, rest);
-        c->qlen = rest;
+        if (rest > 0) { /* nothing to keep: qbuf may be NULL, and memcpy(NULL, ..., 0) is undefined */
+            if (client_qbuf_reserve(c, rest) != 0) return -1;
+            memcpy(c->qbuf, buf + from, rest);
+            c->qlen = rest;
+        }
     }
     if (c->qlen == 0 && c->qcap > 0) {
         /* nothing pending: an idle client keeps no query buffer */
