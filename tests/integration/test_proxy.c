@@ -207,6 +207,21 @@ static void send_now(redisContext *c, const char *what) {
     ck_assert_msg(done, "%s: not written", what);
 }
 
+/* A direct connection to backend running a script that keeps the server busy for ms
+ * milliseconds (it reads and answers nothing meanwhile); its reply is the integer 1.
+ * Returns once the script has started. */
+static redisContext *busy_server(const char *backend, int ms) {
+    redisContext *busy = harness_must_direct(&h, backend);
+    redisAppendCommand(busy, "EVAL %s 0 %d",
+                       "local t0 = redis.call('TIME') "
+                       "repeat local t = redis.call('TIME') "
+                       "until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > tonumber(ARGV[1]) * 1000 return 1",
+                       ms);
+    send_now(busy, "the busy script");
+    sleep_ms(50);
+    return busy;
+}
+
 START_TEST(test_requests_arriving_while_a_batch_is_in_flight_go_as_one_write) {
     /* A script on a direct connection keeps the cache server busy for 600 ms, so
      * nothing keygate sends meanwhile is answered. Ten clients then send one SET each,
@@ -216,13 +231,7 @@ START_TEST(test_requests_arriving_while_a_batch_is_in_flight_go_as_one_write) {
      * connections), where writing per iteration would make 10. */
     enum { CLIENTS = 10 };
     redisContext *info = client();
-    redisContext *busy = harness_must_direct(&h, "cache");
-    redisAppendCommand(busy, "EVAL %s 0",
-                       "local t0 = redis.call('TIME') "
-                       "repeat local t = redis.call('TIME') "
-                       "until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > 600000 return 1");
-    send_now(busy, "EVAL on cache");
-    sleep_ms(50);
+    redisContext *busy = busy_server("cache", 600);
     long long writes_before = info_stat(info, "backend_writes");
     redisContext *cs[CLIENTS];
     for (int k = 0; k < CLIENTS; k++) {
@@ -264,13 +273,7 @@ START_TEST(test_large_values_cross_full_sockets_intact) {
     enum { CLIENTS = 4, EACH = 3, SIZE = 4 * 1024 * 1024, SMALL = 1024 * 1024 };
     char *val = malloc(SIZE);
     ck_assert_ptr_nonnull(val);
-    redisContext *busy = harness_must_direct(&h, "durable");
-    redisAppendCommand(busy, "EVAL %s 0",
-                       "local t0 = redis.call('TIME') "
-                       "repeat local t = redis.call('TIME') "
-                       "until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > 500000 return 1");
-    send_now(busy, "EVAL on durable");
-    sleep_ms(50);
+    redisContext *busy = busy_server("durable", 500);
     redisContext *cs[CLIENTS];
     for (int k = 0; k < CLIENTS; k++) {
         cs[k] = client();
@@ -313,13 +316,7 @@ START_TEST(test_held_requests_fail_cleanly_when_the_backend_dies) {
      * one of them -UNAVAILABLE (none is lost or left hanging), and once the server is
      * back the same clients are served again. */
     enum { CLIENTS = 6 };
-    redisContext *busy = harness_must_direct(&h, "cache");
-    redisAppendCommand(busy, "EVAL %s 0",
-                       "local t0 = redis.call('TIME') "
-                       "repeat local t = redis.call('TIME') "
-                       "until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > 3000000 return 1");
-    send_now(busy, "EVAL on cache");
-    sleep_ms(50);
+    redisContext *busy = busy_server("cache", 3000);
     redisContext *cs[CLIENTS];
     for (int k = 0; k < CLIENTS; k++) {
         cs[k] = client();
