@@ -88,8 +88,12 @@ static int worker_listen(struct worker *w, const struct listen_addr *la, SSL_CTX
         }
         strcpy(sun.sun_path, la->unix_path);
         unlink(la->unix_path);
+        /* created with its final mode (no moment where the default umask lets others
+         * connect); umask is process-wide, fine here: workers are set up before any thread */
+        mode_t old_umask = umask((mode_t)(~la->unix_mode & 0777));
         l = evconnlistener_new_bind(w->base, accept_cb, lc, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 511,
                                     (struct sockaddr *)&sun, sizeof(sun));
+        umask(old_umask);
         if (l && chmod(la->unix_path, (mode_t)la->unix_mode) != 0)
             log_msg(LOG_WARN, "chmod %s: %s", la->unix_path, strerror(errno));
     } else {
