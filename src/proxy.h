@@ -99,7 +99,7 @@ struct backend {
     size_t woff;              /* bytes of wbuf already written */
     struct pending *fifo;     /* ring buffer of requests in flight, oldest first */
     size_t fifo_head, fifo_count, fifo_cap;
-    struct bytebuf out;       /* staged requests: one write per loop iteration (backend_stage) */
+    struct bytebuf out;       /* staged requests: leave together when the connection may write (backend_flush_all) */
     int dirty;                /* on the worker's list of backends to flush */
     int held;                 /* shared: staged bytes wait until the batch in flight is answered */
     size_t unsent;            /* FIFO entries (at its tail) staged but not written yet */
@@ -184,7 +184,7 @@ struct worker {
     struct request *free_requests;      /* recycled requests (linked through link.tqe_next) */
     size_t nfree_requests;
     struct event *reap_ev;
-    struct event *flush_ev;             /* writes every staged backend output, once per loop iteration */
+    struct event *flush_ev;             /* end of each loop iteration: staged backend output goes out (or waits, see backend_holds) */
     struct ptrvec dirty;                /* backends with staged output */
     struct ptrvec dirty_clients;        /* plain clients with replies to write */
     char scratch[65536];                /* plain clients are read into this, one at a time */
@@ -271,8 +271,9 @@ struct backend *backend_for(struct worker *w, int instance, uint64_t client_id);
 
 /*
  * The staging buffer of b, for the caller to append a request's bytes to. Many clients'
- * requests collect there during one loop iteration and go to the socket (and TLS) in one
- * write (backend_flush_all), instead of one TLS record per small buffer chain.
+ * requests collect there and go to the socket (and TLS) in one write at the end of the
+ * loop iteration (backend_flush_all) or, on a shared connection with a batch in flight,
+ * once that batch is answered.
  */
 struct bytebuf *backend_stage(struct backend *b);
 
@@ -280,7 +281,8 @@ struct bytebuf *backend_stage(struct backend *b);
 void stage_add(struct bytebuf *out, const void *data, size_t n);
 void stage_add_bulk(struct bytebuf *out, const void *data, size_t n);
 
-/* Write every staged backend output of w (the flush event's callback). */
+/* Write the staged output of every backend of w that may write now; a shared connection
+ * with an unanswered batch keeps its output until the replies come (the flush event's callback). */
 void backend_flush_all(struct worker *w);
 
 /* Queue bytes on b and expect one reply of `kind` for req. The caller wrote the bytes. */
