@@ -460,7 +460,10 @@ static int backend_frame_replies(struct backend *b)
         memmove(b->rbuf, b->rbuf + pos, b->rlen - pos);
         b->rlen -= pos;
     }
-    if (b->pinned && b->release_when_idle && b->fifo_count == 0 && !b->subscriber) backend_make_idle(b);
+    if (b->pinned && b->release_when_idle && b->fifo_count == 0 && !b->subscriber) {
+        backend_make_idle(b);
+        if (b->fd < 0) return -1; /* not reusable: make_idle closed it */
+    }
     if (b->held && b->fifo_count == b->unsent) backend_stage(b); /* written at the end of this iteration */
     return 0;
 }
