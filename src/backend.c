@@ -92,7 +92,6 @@ static void backend_fail_fifo(struct backend *b)
     char msg[128];
     int n = snprintf(msg, sizeof(msg), "-" UNAVAILABLE_FMT "\r\n", backend_conf(b)->name);
     b->unsent = 0;
-    b->held = 0;
     while (b->fifo_count > 0) {
         struct pending pd = b->fifo[b->fifo_head];
         b->fifo_head = (b->fifo_head + 1) % b->fifo_cap;
@@ -215,7 +214,6 @@ struct bytebuf *backend_stage(struct backend *b)
 static void backend_unstage(struct backend *b)
 {
     b->out.len = 0;
-    b->held = 0;
     if (!b->dirty) return;
     ptrvec_remove(&b->worker->dirty, b);
     b->dirty = 0;
@@ -262,8 +260,7 @@ void backend_flush_all(struct worker *w)
             b->out.len = 0;
             continue;
         }
-        b->held = backend_holds(b);
-        if (b->held) continue; /* backend_read stages it again when the batch is answered */
+        if (backend_holds(b)) continue; /* backend_frame_replies stages it again once answered */
         backend_send_staged(b);
     }
 }
@@ -464,7 +461,8 @@ static int backend_frame_replies(struct backend *b)
         backend_make_idle(b);
         if (b->fd < 0) return -1; /* not reusable: make_idle closed it */
     }
-    if (b->held && b->fifo_count == b->unsent) backend_stage(b); /* written at the end of this iteration */
+    /* output kept back for this batch: written at the end of this iteration */
+    if (b->out.len > 0 && b->fifo_count == b->unsent) backend_stage(b);
     return 0;
 }
 

@@ -101,7 +101,6 @@ struct backend {
     size_t fifo_head, fifo_count, fifo_cap;
     struct bytebuf out;       /* staged requests: leave together when the connection may write (backend_flush_all) */
     int dirty;                /* on the worker's list of backends to flush */
-    int held;                 /* shared: staged bytes wait until the batch in flight is answered */
     size_t unsent;            /* FIFO entries (at its tail) staged but not written yet */
     char *rbuf;               /* received bytes not yet framed */
     size_t rlen, rcap;
