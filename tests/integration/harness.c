@@ -609,6 +609,13 @@ redisReply *next_reply(redisContext *c) {
     return r;
 }
 
+void send_appended(redisContext *c, const char *what) {
+    int done = 0;
+    for (int tries = 0; !done && tries < 1000; tries++)
+        ck_assert_msg(redisBufferWrite(c, &done) == REDIS_OK, "%s: write: %s", what, c->errstr);
+    ck_assert_msg(done, "%s: not written", what);
+}
+
 void describe_into(const redisReply *r, char *buf, size_t len) {
     if (r == NULL) {
         snprintf(buf, len, "(no reply)");

@@ -140,6 +140,10 @@ redisReply *cmd(redisContext *c, const char *fmt, ...);
  * test. The caller frees it. */
 redisReply *next_reply(redisContext *c);
 
+/* Write everything appended to c (redisAppendCommand) without reading a reply; a write
+ * error, or bytes still unwritten after 1000 tries, fails the test naming `what`. */
+void send_appended(redisContext *c, const char *what);
+
 /* r as text for messages into buf: +status, -error, "bulk", :int, (nil), array of N [..]
  * (elements described recursively while buf has room); NULL reads "(no reply)". */
 void describe_into(const redisReply *r, char *buf, size_t len);

@@ -163,12 +163,7 @@ START_TEST(test_concurrent_clients_get_their_own_replies_in_order) {
                 redisAppendCommand(cs[k], "ECHO %s", v);
                 redisAppendCommand(cs[k], "GET cache:t6:%d:%d", k, j);
             }
-        for (int k = 0; k < CLIENTS; k++) {
-            int done = 0;
-            for (int tries = 0; !done && tries < 1000; tries++)
-                ck_assert_msg(redisBufferWrite(cs[k], &done) == REDIS_OK, "client %d write: %s", k, cs[k]->errstr);
-            ck_assert_msg(done, "client %d: batch not written", k);
-        }
+        for (int k = 0; k < CLIENTS; k++) send_appended(cs[k], "a client's batch");
         for (int k = CLIENTS - 1; k >= 0; k--)
             for (int j = 0; j < KEYS; j++) {
                 char v[48];
@@ -199,14 +194,6 @@ static long long info_stat(redisContext *c, const char *name) {
     return v;
 }
 
-/* Send what is appended on c without waiting for a reply. */
-static void send_now(redisContext *c, const char *what) {
-    int done = 0;
-    for (int tries = 0; !done && tries < 1000; tries++)
-        ck_assert_msg(redisBufferWrite(c, &done) == REDIS_OK, "%s: %s", what, c->errstr);
-    ck_assert_msg(done, "%s: not written", what);
-}
-
 /* A direct connection to backend running a script that keeps the server busy for ms
  * milliseconds (it reads and answers nothing meanwhile); its reply is the integer 1.
  * Returns once the script has started. */
@@ -217,7 +204,7 @@ static redisContext *busy_server(const char *backend, int ms) {
                        "repeat local t = redis.call('TIME') "
                        "until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > tonumber(ARGV[1]) * 1000 return 1",
                        ms);
-    send_now(busy, "the busy script");
+    send_appended(busy, "the busy script");
     sleep_ms(50);
     return busy;
 }
@@ -237,7 +224,7 @@ START_TEST(test_requests_arriving_while_a_batch_is_in_flight_go_as_one_write) {
     for (int k = 0; k < CLIENTS; k++) {
         cs[k] = client();
         redisAppendCommand(cs[k], "SET cache:t11:%d v%d", k, k);
-        send_now(cs[k], "SET");
+        send_appended(cs[k], "SET");
         sleep_ms(20);
     }
     long long writes_sent = info_stat(info, "backend_writes") - writes_before;
@@ -286,7 +273,7 @@ START_TEST(test_large_values_cross_full_sockets_intact) {
         redisAppendCommand(cs[k], "SET cache:t12:%d %b", k, val, (size_t)SMALL);
     }
     for (int k = 0; k < CLIENTS; k++) /* sent in turns: no client waits for its replies yet */
-        for (int done = 0; !done;) ck_assert_msg(redisBufferWrite(cs[k], &done) == REDIS_OK, "%s", cs[k]->errstr);
+        send_appended(cs[k], "large SETs");
     expect_int(next_reply(busy), 1, "the busy script");
     for (int k = 0; k < CLIENTS; k++) {
         for (int j = 0; j <= EACH; j++) expect_status(next_reply(cs[k]), "OK", "large SET");
@@ -322,7 +309,7 @@ START_TEST(test_held_requests_fail_cleanly_when_the_backend_dies) {
     for (int k = 0; k < CLIENTS; k++) {
         cs[k] = client();
         redisAppendCommand(cs[k], "SET cache:t13:%d v", k);
-        send_now(cs[k], "SET");
+        send_appended(cs[k], "SET");
         sleep_ms(20);
     }
     long long start = now_ms();

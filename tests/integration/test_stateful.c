@@ -52,14 +52,6 @@ static redisReply *read_reply(redisContext *c, const char *what) {
     return r;
 }
 
-/* Write everything appended to c (pipelined commands) without reading. */
-static void flush_out(redisContext *c) {
-    int done = 0;
-    for (int tries = 0; !done && tries < 1000; tries++)
-        ck_assert_msg(redisBufferWrite(c, &done) == REDIS_OK, "write: %s", c->errstr);
-    ck_assert_msg(done, "pipeline not written");
-}
-
 /* An integer reply of one command run directly on a backend. */
 #define direct_int(...) harness_direct_int(&h, __VA_ARGS__)
 
@@ -391,7 +383,7 @@ START_TEST(test_blpop_does_not_delay_other_clients) {
     redisContext *a = client(), *b = client();
     expect_status(cmd(b, "SET q:s4:k hello"), "OK", "SET");
     redisAppendCommand(a, "BLPOP q:s4:list 10");
-    flush_out(a);
+    send_appended(a, "pipeline");
     ck_assert_int_eq(wait_blocked("durable", "blpop", 1, 3000), 1);
 
     long long start = now_ms();
@@ -430,7 +422,7 @@ START_TEST(test_blpop_does_not_delay_other_clients) {
     redisAppendCommand(a, "BLPOP q:s4:empty2 1");
     redisAppendCommand(a, "GET q:s4:k");
     start = now_ms();
-    flush_out(a);
+    send_appended(a, "pipeline");
     expect_nil(next_reply(a), "pipelined BLPOP timeout");
     expect_bulk(next_reply(a), "hello", "GET pipelined after BLPOP");
     took = now_ms() - start;
@@ -444,7 +436,7 @@ START_TEST(test_xread_block) {
     redisContext *a = client(), *b = client();
     expect_status(cmd(b, "SET q:s4x:k v"), "OK", "SET");
     redisAppendCommand(a, "XREAD COUNT 10 BLOCK 5000 STREAMS q:s4x:stream $");
-    flush_out(a);
+    send_appended(a, "pipeline");
     ck_assert_int_eq(wait_blocked("durable", "xread", 1, 3000), 1);
     long long start = now_ms();
     for (int i = 0; i < 200; i++) redisAppendCommand(b, "GET q:s4x:k");
@@ -469,7 +461,7 @@ START_TEST(test_xread_block) {
     /* XREADGROUP ... BLOCK */
     expect_status(cmd(b, "XGROUP CREATE q:s4x:stream g $"), "OK", "XGROUP CREATE");
     redisAppendCommand(a, "XREADGROUP GROUP g c1 BLOCK 5000 STREAMS q:s4x:stream >");
-    flush_out(a);
+    send_appended(a, "pipeline");
     ck_assert_int_eq(wait_blocked("durable", "xreadgroup", 1, 3000), 1);
     r = cmd(b, "XADD q:s4x:stream * f two");
     freeReplyObject(r);
@@ -493,14 +485,14 @@ START_TEST(test_bug_blpop_on_ttl_namespace_blocks) {
     ck_assert_msg(took >= 1800, "BLPOP cache:s4c:empty 2 answered nil after %lld ms: it did not block", took);
 
     redisAppendCommand(a, "BLPOP cache:s4c:list 5");
-    flush_out(a);
+    send_appended(a, "pipeline");
     ck_assert_msg(wait_blocked("cache", "blpop", 1, 2000) == 1,
                   "BLPOP cache:s4c:list 5 is not blocked on the cache backend");
     expect_int(cmd(b, "RPUSH cache:s4c:list x"), 1, "RPUSH cache:");
     expect_array(next_reply(a), "BLPOP cache: after RPUSH", 2, "cache:s4c:list", "x");
 
     redisAppendCommand(a, "BLMOVE cache:s4c:src cache:s4c:dst LEFT RIGHT 5");
-    flush_out(a);
+    send_appended(a, "pipeline");
     ck_assert_msg(wait_blocked("cache", "blmove", 1, 2000) == 1, "BLMOVE to cache: is not blocked on the backend");
     expect_int(cmd(b, "RPUSH cache:s4c:src y"), 1, "RPUSH src");
     expect_bulk(next_reply(a), "y", "BLMOVE after RPUSH");
@@ -517,7 +509,7 @@ START_TEST(test_disconnect_while_blocked_closes_the_connection) {
     ck_assert_int_eq(wait_blocked("durable", "blpop", 0, 3000), 0);
     redisContext *a = client();
     redisAppendCommand(a, "BLPOP q:s5:list 30");
-    flush_out(a);
+    send_appended(a, "pipeline");
     ck_assert_msg(wait_blocked("durable", "blpop", 1, 3000) == 1, "A's BLPOP is not blocked on the backend");
     redisFree(a);
     int left = wait_blocked("durable", "blpop", 0, 2000);
@@ -531,7 +523,7 @@ START_TEST(test_disconnect_while_blocked_closes_the_connection) {
 
     /* and again with B blocked first, then the push */
     redisAppendCommand(b, "BLPOP q:s5:list 5");
-    flush_out(b);
+    send_appended(b, "pipeline");
     ck_assert_int_eq(wait_blocked("durable", "blpop", 1, 3000), 1);
     expect_int(cmd(c, "RPUSH q:s5:list y"), 1, "RPUSH");
     expect_array(next_reply(b), "B's BLPOP", 2, "q:s5:list", "y");
@@ -640,7 +632,7 @@ START_TEST(test_bug_subscribe_then_ping_pipelined_keeps_order) {
         redisAppendCommand(s, "SUBSCRIBE push:s6o:%d", round);
         redisAppendCommand(s, "PING");
         redisAppendCommand(s, "GET q:s6o:k");
-        flush_out(s);
+        send_appended(s, "pipeline");
         redisReply *r = next_reply(s);
         ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 3 && strcmp(r->element[0]->str, "subscribe") == 0,
                       "round %d: first reply of SUBSCRIBE+PING+GET: want [subscribe ...], got %s", round, describe(r));
@@ -662,7 +654,7 @@ START_TEST(test_bug_unsubscribe_then_get_pipelined) {
     redisAppendCommand(s, "UNSUBSCRIBE push:s6u:a");
     redisAppendCommand(s, "GET q:s6u:k");
     redisAppendCommand(s, "PING");
-    flush_out(s);
+    send_appended(s, "pipeline");
     expect_array(next_reply(s), "UNSUBSCRIBE", 3, "unsubscribe", "push:s6u:a", ":0");
     expect_bulk(next_reply(s), "v", "GET pipelined after the last UNSUBSCRIBE");
     expect_status(next_reply(s), "PONG", "PING pipelined after the last UNSUBSCRIBE");
@@ -774,7 +766,7 @@ START_TEST(test_mixed_pipeline_keeps_order) {
         redisAppendCommand(c, "DEL q:s8:%d:a cache:s8:%d:b", round, round); /* 2 */
         redisAppendCommand(c, "GET q:s8:%d:a", round);                   /* nil */
         redisAppendCommand(c, "PING");                                   /* PONG */
-        flush_out(c);
+        send_appended(c, "pipeline");
         char what[64], key[48], echo[16];
         snprintf(what, sizeof what, "round %d", round);
         expect_status(next_reply(c), "OK", what);
@@ -849,7 +841,7 @@ START_TEST(test_bug_split_while_watching_keeps_execution_order) {
         redisAppendCommand(c, "GET q:s14:%d", i);
         redisAppendCommand(c, "UNWATCH");
     }
-    flush_out(c);
+    send_appended(c, "pipeline");
     for (int i = 0; i < 300; i++) {
         expect_status(next_reply(c), "OK", "WATCH");
         expect_status(next_reply(c), "OK", "SET");
@@ -1010,7 +1002,7 @@ START_TEST(test_bug_resubscribe_pipelined) {
     redisAppendCommand(s, "SUBSCRIBE push:s12:a");
     redisAppendCommand(s, "UNSUBSCRIBE push:s12:a");
     redisAppendCommand(s, "SUBSCRIBE push:s12:b");
-    flush_out(s);
+    send_appended(s, "pipeline");
     struct timeval tv = {2, 0};
     redisSetTimeout(s, tv);
     expect_array(read_reply(s, "SUBSCRIBE a"), "SUBSCRIBE a", 3, "subscribe", "push:s12:a", ":1");
@@ -1028,10 +1020,10 @@ END_TEST
 START_TEST(test_max_pinned_limit) {
     redisContext *a = client(), *b = client(), *c = client(), *d = client();
     redisAppendCommand(a, "BLPOP q:s9:list 10");
-    flush_out(a);
+    send_appended(a, "pipeline");
     ck_assert_int_eq(wait_blocked("durable", "blpop", 1, 3000), 1);
     redisAppendCommand(b, "BLPOP q:s9:list 10");
-    flush_out(b);
+    send_appended(b, "pipeline");
     ck_assert_int_eq(wait_blocked("durable", "blpop", 2, 3000), 2);
 
     long long start = now_ms();
@@ -1058,7 +1050,7 @@ START_TEST(test_max_pinned_limit) {
     redisFree(b);
     ck_assert_int_eq(wait_blocked("durable", "blpop", 0, 2000), 0);
     redisAppendCommand(a, "BLPOP q:s9:l2 10");
-    flush_out(a);
+    send_appended(a, "pipeline");
     ck_assert_int_eq(wait_blocked("durable", "blpop", 1, 3000), 1);
     expect_status(cmd(c, "WATCH q:s9:w"), "OK", "WATCH with one pin free");
     expect_error(cmd(d, "BLPOP q:s9:l3 10"), "UNAVAILABLE no dedicated connection free",
