@@ -2,6 +2,7 @@
 #include "policy.h"
 
 #include "access.h"
+#include "args.h"
 #include "cmdclass.h"
 
 #include <errno.h>
@@ -13,7 +14,7 @@
 
 int policy_arg_is(const struct policy_request *r, size_t i, const char *word)
 {
-    return i < r->argc && r->argvlen[i] == strlen(word) && strncasecmp(r->argv[i], word, r->argvlen[i]) == 0;
+    return i < r->argc && args_word_is(r->argv[i], r->argvlen[i], word);
 }
 
 const char *policy_printable(const char *s, size_t len, char *out, size_t outlen)
@@ -67,16 +68,7 @@ static void upper_copy(const char *s, size_t len, char *out, size_t outlen)
 
 int policy_arg_ll(const struct policy_request *r, size_t i, long long *out)
 {
-    char buf[32];
-    if (i >= r->argc || r->argvlen[i] == 0 || r->argvlen[i] >= sizeof(buf)) return -1;
-    memcpy(buf, r->argv[i], r->argvlen[i]);
-    buf[r->argvlen[i]] = '\0';
-    char *end;
-    errno = 0;
-    long long v = strtoll(buf, &end, 10);
-    if (errno || *end != '\0') return -1;
-    *out = v;
-    return 0;
+    return i < r->argc ? args_ll(r->argv[i], r->argvlen[i], out) : -1;
 }
 
 /* Commands keygate answers itself with no argument check (the others are in decide_local). */
