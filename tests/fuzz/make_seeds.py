@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""make_seeds.py: writes the seed corpora tests/fuzz/corpus/fuzz_policy/ and fuzz_resp/ from readable cases.
+
+Run from the repository root: python3 tests/fuzz/make_seeds.py (it rewrites both directories).
+Each fuzz_policy seed spells an exact session and argv in the input format fuzz_policy.c decodes
+(argv as raw-byte arguments); the issue10_* seeds reproduce the findings of issue 10.
+"""
+import os
+import shutil
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+
+# Distinct owners of conf/registry.conf in registry order (entries sorted by kind, prefix):
+# bit d of the owner mask keeps OWNERS[d].
+OWNERS = ["auth-security", "cache", "mattermost", "lifecycle", "slack", "telegram", "harvester",
+          "runs", "queues", "rate-limit", "notifications"]
+
+
+def session_bytes(mode="open", in_multi=False, multi=-1, watch=-1, owners=None, ro=False,
+                  scripts=False, subscribed=False):
+    """The four session bytes: mode is open (no users), unauth (users, no AUTH yet) or user."""
+    want_mode = {"open": 0, "unauth": 1, "user": 2}[mode]
+    for s0 in range(256):
+        if s0 & 3 != want_mode or (s0 >> 2) & 1 != int(in_multi):
+            continue
+        if in_multi and (s0 >> 3) % 3 - 1 != multi:
+            continue
+        if (s0 >> 5) % 3 - 1 != watch:
+            continue
+        break
+    else:
+        raise ValueError("no session byte")
+    all_owners = owners is None or owners == "*"
+    s1 = (1 if all_owners else 0) | (2 if ro else 0) | (4 if scripts else 0) | (0x80 if subscribed else 0)
+    mask = 0
+    if not all_owners:
+        for o in owners:
+            mask |= 1 << OWNERS.index(o)
+    return bytes([s0, s1, mask & 0xFF, mask >> 8])
+
+
+def policy_input(argv, registry=None, **session):
+    """session bytes, registry choice (repo, or `registry` bytes of a fuzzed one), argv as raw arguments."""
+    out = bytearray(session_bytes(**session))
+    if registry is None:
+        out.append(0)
+    else:
+        out.append(3)
+        out += registry
+    out.append(len(argv) - 1)  # arguments after the name
+    out += bytes([0, 0, 15])   # command index 0 (no subcommand), name spelled raw
+    for i, arg in enumerate(argv):
+        if isinstance(arg, str):
+            arg = arg.encode()
+        assert len(arg) < 48, arg
+        if i > 0:
+            out.append(9)      # a raw argument
+        out.append(len(arg))
+        out += arg
+    return bytes(out)
+
+
+CACHE = dict(mode="user", owners=["cache"])
+SCRIPTS = dict(mode="user", owners="*", scripts=True)
+LUA_SET = "return redis.call('SET',KEYS[1],'1')"
+INT64_MIN = "-9223372036854775808"
+
+POLICY = {
+    # the findings of issue 10 (each must make the oracle abort until it is fixed)
+    "issue10_item1_georadius_store_last_nonamespace": ["GEORADIUS", "cache:geo", "15", "37", "200", "km", "STORE", "cache:ok", "STORE", "nope:evil"],
+    "issue10_item1_georadius_store_last_wrong_instance": ["GEORADIUS", "cache:geo", "15", "37", "200", "km", "STORE", "cache:ok", "STORE", "q:x"],
+    "issue10_item1_georadius_store_last_other_owner": (["GEORADIUS", "cache:geo", "15", "37", "200", "km", "STORE", "cache:ok", "STORE", "cache:mattermost:listener"], CACHE),
+    "issue10_item1_georadiusbymember_storedist_last": ["GEORADIUSBYMEMBER", "cache:geo", "m", "200", "km", "STOREDIST", "cache:ok", "STOREDIST", "nope:evil"],
+    "issue10_item1_set_ex_ex": ["SET", "cache:a", "v", "EX", "10", "EX", "99999999"],
+    "issue10_item1_set_px_px": ["SET", "cache:a", "v", "px", "10", "PX", "99999999999"],
+    "issue10_item1_set_exat_exat": ["SET", "cache:a", "v", "EXAT", "1700000010", "exat", "1800000000"],
+    "issue10_item1_set_pxat_pxat": ["SET", "cache:a", "v", "PXAT", "1700000010000", "PxAt", "1800000000000"],
+    "issue10_item1_getex_ex_ex": ["GETEX", "cache:a", "EX", "10", "EX", "99999999"],
+    "issue10_item2_georadius_store_nul": ["GEORADIUS", "cache:geo", "15", "37", "200", "km", b"STORE\0", "nope:nul"],
+    "issue10_item2_copy_db_nul": ["COPY", "q:a", "q:b", b"DB\0", "1"],
+    "issue10_item2_xread_block_nul": ["XREAD", b"BLOCK\0", "0", "STREAMS", "cache:s", "$"],
+    "issue10_item3_xreadgroup_group_streams": ["XREADGROUP", "GROUP", "STREAMS", "c", "BLOCK", "0", "STREAMS", "q:s", ">"],
+    "issue10_item4_pubsub_channels_owner": (["PUBSUB", "CHANNELS"], CACHE),
+    "issue10_item4_pubsub_shardchannels_owner": (["PUBSUB", "SHARDCHANNELS"], CACHE),
+    "issue10_item4_pubsub_numpat_owner": (["PUBSUB", "NUMPAT"], CACHE),
+    "issue10_item5_eval_declared_key_ttl": ([ "EVAL", LUA_SET, "1", "cache:e"], SCRIPTS),
+    "issue10_item5_fcall_declared_key_ttl": (["FCALL", "f", "1", "cache:e"], SCRIPTS),
+    "issue10_item7_pubsub_numsub_no_channel": ["PUBSUB", "NUMSUB"],
+    "issue10_item7_pubsub_shardnumsub_no_channel": ["PUBSUB", "SHARDNUMSUB"],
+    "issue10_item10_pexpireat_int64_min": ["PEXPIREAT", "cache:k", INT64_MIN],
+    "issue10_item10_set_pxat_int64_min": ["SET", "cache:k", "v", "PXAT", INT64_MIN],
+    "issue10_item14_keys_in_multi": (["KEYS", "q:*"], dict(in_multi=True, multi=1)),
+    "issue10_item14_scan_in_multi": (["SCAN", "0", "MATCH", "q:*"], dict(in_multi=True, multi=1)),
+    # ordinary commands: starting points for the mutations
+    "set_plain": ["SET", "cache:a", "v"],
+    "set_nx_get": ["set", "cache:a", "v", "NX", "GET"],
+    "set_keepttl": ["SET", "rl:a", "1", "KEEPTTL"],
+    "set_ex_ok": ["SET", "cache:a", "v", "EX", "60"],
+    "hset_wrap": ["HSET", "cache:h", "f", "v"],
+    "mset_split": ["MSET", "cache:a", "1", "q:b", "2"],
+    "mget_split": ["MGET", "cache:a", "q:b", "cache:c"],
+    "del_split": ["DEL", "cache:a", "q:b"],
+    "get_sliding": ["GET", "telegram:active-conv:1"],
+    "expire_ok": ["EXPIRE", "cache:a", "60", "NX"],
+    "expire_above_max": ["EXPIRE", "cache:a", "99999999"],
+    "persist_ttl_ns": ["PERSIST", "cache:a"],
+    "getex_persist": ["GETEX", "cache:a", "PERSIST"],
+    "rename_cap": ["RENAME", "q:a", "cache:mattermost:listener"],
+    "copy_db0": ["COPY", "cache:a", "cache:b", "DB", "0", "REPLACE"],
+    "georadius_store_once": ["GEORADIUS", "cache:geo", "15", "37", "200", "km", "COUNT", "2", "STORE", "cache:ok"],
+    "sort_store_last": ["SORT", "cache:l", "LIMIT", "0", "1", "STORE", "cache:a", "STORE", "cache:b"],
+    "sort_by_pattern": ["SORT", "cache:l", "BY", "cache:w_*", "GET", "#"],
+    "blpop_block": ["BLPOP", "cache:never", "0"],
+    "xread_block": ["XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "cache:s", "$"],
+    "xreadgroup_noack": ["XREADGROUP", "GROUP", "g", "c", "NOACK", "STREAMS", "q:s", ">"],
+    "wait": ["WAIT", "0", "0"],
+    "watch_pin": (["WATCH", "cache:w"], dict(watch=1)),
+    "multi_ping": (["PING"], dict(in_multi=True, multi=-1)),
+    "multi_set_other_instance": (["SET", "q:a", "v"], dict(in_multi=True, multi=1)),
+    "unwatch_pinned": (["UNWATCH"], dict(watch=0)),
+    "subscribe": ["SUBSCRIBE", "push:a", "push:b"],
+    "psubscribe": ["PSUBSCRIBE", "push:*"],
+    "unsubscribe_all": (["UNSUBSCRIBE"], dict(subscribed=True)),
+    "publish_ro": (["PUBLISH", "push:a", "m"], dict(mode="user", owners="*", ro=True)),
+    "subscribed_get": (["GET", "cache:a"], dict(subscribed=True)),
+    "unauth_get": (["GET", "cache:a"], dict(mode="unauth")),
+    "keys_owner": (["KEYS", "cache:*"], CACHE),
+    "scan_no_match": ["SCAN", "0", "COUNT", "10"],
+    "script_load": (["SCRIPT", "LOAD", LUA_SET], SCRIPTS),
+    "eval_zero_keys": (["EVAL", LUA_SET, "0"], SCRIPTS),
+    "zunionstore": ["ZUNIONSTORE", "cache:d", "2", "cache:a", "cache:b", "WEIGHTS", "1", "2"],
+    "lmpop": ["LMPOP", "2", "q:a", "q:b", "LEFT", "COUNT", "01"],
+    "select_1": ["SELECT", "1"],
+    "flushall": ["FLUSHALL"],
+    "client_setname": ["CLIENT", "SETNAME", "x"],
+    "ro_hset": (["HSET", "q:h", "f", "v"], dict(mode="user", owners="*", ro=True)),
+    # a fuzzed registry: nested a: / a:b: on both instances, a sliding one, a channel
+    "fuzzed_registry_set": (["SET", "a:b:x", "v"], dict(registry=bytes([2, 8, 0x0b, 0xB0, 0x0c, 0x3f, 0x00]))),
+}
+
+RESP = {
+    "inline_ping": b"PING\r\n",
+    "inline_quoted": b'SET "a b" \'c\\\'d\' "\\x41\\n"\r\n',
+    "multibulk_set": b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n",
+    "pipeline": b"*1\r\n$4\r\nPING\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\nPING\r\n",
+    "empty_array": b"*0\r\n*-1\r\n",
+    "bulk_nul": b"*2\r\n$4\r\nECHO\r\n$3\r\na\0b\r\n",
+    "bad_len": b"*1\r\n$-5\r\nx\r\n",
+    "huge_len": b"*1\r\n$99999999999999999999\r\n",
+    "lf_only": b"PING\nECHO x\n",
+    "reply_nested": b"*2\r\n*1\r\n:1\r\n$3\r\nabc\r\n+OK\r\n-ERR x\r\n$-1\r\n",
+    "reply_deep": b"*1\r\n" * 70 + b":0\r\n",
+    "reply_null_array": b"*-1\r\n:12345\r\n",
+}
+
+
+def write_dir(name, cases):
+    d = os.path.join(ROOT, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    for case, data in cases.items():
+        with open(os.path.join(d, case), "wb") as f:
+            f.write(data)
+
+
+def main():
+    policy = {}
+    for name, case in POLICY.items():
+        argv, opts = (case if isinstance(case, tuple) else (case, {}))
+        policy[name] = policy_input(argv, **opts)
+    write_dir("fuzz_policy", policy)
+    resp = {}
+    for name, stream in RESP.items():
+        for split, limits in ((0, 0), (len(stream) // 2, 0), (3, 0x23)):
+            resp["%s_%d_%d" % (name, split, limits)] = bytes([split & 0xFF, split >> 8, limits]) + stream
+    write_dir("fuzz_resp", resp)
+
+
+if __name__ == "__main__":
+    main()
