@@ -27,7 +27,7 @@ INTEG_SRCS := $(wildcard tests/integration/test_*.c)
 INTEG_BINS := $(INTEG_SRCS:tests/integration/%.c=$(BUILD)/tests/integration/%)
 HARNESS    := tests/integration/harness.c
 
-.PHONY: all deps certs run test unit integration clients check-conf clean format install
+.PHONY: all deps certs run test unit integration clients check-conf clean format install fuzz fuzz-quick
 
 all: $(BUILD)/keygate
 
@@ -51,6 +51,52 @@ $(BUILD)/tests/integration/%: tests/integration/%.c $(HARNESS) $(wildcard tests/
 
 certs:
 	@./scripts/gen-certs build/certs
+
+# libFuzzer targets (tests/fuzz/fuzz_*.c), built with clang and ASan/UBSan in build/fuzz over every
+# src object but main.o. `make fuzz FUZZ_SECONDS=N` runs each for N seconds over its committed seed
+# corpus tests/fuzz/corpus/<target>/ (new inputs go to build/fuzz/corpus/<target>/, findings to
+# build/fuzz/<target>-crash-*); it fails on the first finding. `make fuzz-quick` is the short run of `make test`.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD   := build/fuzz
+FUZZ_CFLAGS  := -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Isrc \
+                $(shell pkg-config --cflags $(PKGS) 2>/dev/null) \
+                -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+FUZZ_SRCS    := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS    := $(FUZZ_SRCS:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
+FUZZ_OBJS    := $(filter-out $(FUZZ_BUILD)/obj/main.o,$(SRCS:src/%.c=$(FUZZ_BUILD)/obj/%.o))
+
+# the objects are prerequisites of a pattern rule only: keep make from deleting them as intermediates
+.SECONDARY: $(FUZZ_OBJS)
+
+$(FUZZ_BUILD)/obj:
+	mkdir -p $@
+
+$(FUZZ_BUILD)/obj/%.o: src/%.c $(HDRS) | $(FUZZ_BUILD)/obj
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJS) $(HDRS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(LDLIBS)
+
+# halt_on_error: a sanitizer report is a finding too (libFuzzer keeps the input). Every target runs;
+# the rule fails at the end when one of them found something.
+fuzz: $(FUZZ_BINS)
+	@fail=0; for t in $(FUZZ_BINS); do n=$$(basename $$t); \
+		mkdir -p $(FUZZ_BUILD)/corpus/$$n tests/fuzz/corpus/$$n; \
+		echo "== $$n for $(FUZZ_SECONDS)s"; \
+		if UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+			-print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/$$n- \
+			$(FUZZ_BUILD)/corpus/$$n tests/fuzz/corpus/$$n >$(FUZZ_BUILD)/$$n.log 2>&1; then \
+			grep -E '^stat::number_of_executed_units|^Done' $(FUZZ_BUILD)/$$n.log; \
+		else \
+			grep -E -A4 'violated|runtime error|ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer: (timeout|out-of-memory))' $(FUZZ_BUILD)/$$n.log | head -n 20; \
+			grep -E 'Test unit written|^stat::number_of_executed_units' $(FUZZ_BUILD)/$$n.log; \
+			echo "$$n: FINDING (log $(FUZZ_BUILD)/$$n.log)"; fail=1; \
+		fi; \
+	done; exit $$fail
+
+fuzz-quick:
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
 
 # Build, make dev certificates, start durable + cache redis-servers with TLS, run keygate on 127.0.0.1:6400.
 run: deps all certs
@@ -78,6 +124,7 @@ test:
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory clients
+	@$(MAKE) --no-print-directory fuzz-quick
 
 # Install as a systemd service: binary, unit, tmpfiles entry, and the example config
 # (never overwriting an existing /etc/keygate). DESTDIR works for packaging.
