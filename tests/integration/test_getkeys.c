@@ -431,8 +431,10 @@ static void corpus_of(const struct command_def *cmd, struct corpus *out)
 
     /* options moved to the front of the options */
     int nb = bases.n;
+    static struct form base; /* a copy: corpus_add may move bases.f */
     for (int b = 0; b < nb; b++) {
-        const struct form *x = &bases.f[b];
+        base = bases.f[b];
+        const struct form *x = &base;
         int first = -1;
         for (int i = 0; i < x->argc; i++) {
             if (x->role[i] != R_TOKEN) continue;
@@ -824,6 +826,7 @@ START_TEST(test_issue10_differential_key_extraction)
 
     struct tally t = {0};
     int commands = 0, seq = 0;
+    char unexecuted[1024] = ""; /* commands none of whose forms Redis executed without an error */
     long long start = now_ms();
     for (size_t i = 0; i < command_table_len; i++) {
         const struct command_def *top = &command_table[i];
@@ -838,8 +841,9 @@ START_TEST(test_issue10_differential_key_extraction)
             struct corpus corp = {0};
             corpus_of(cd, &corp);
             for (int k = 0; k < corp.n; k++) check_form(c, sub, cd, &corp.f[k], &t, ++seq);
-            if (t.cmd_executed == 0)
-                fprintf(stderr, "getkeys: %s: no form of %d executed without an error\n", cd->name, corp.n);
+            if (t.cmd_executed == 0 && strlen(unexecuted) + strlen(cd->name) + 3 < sizeof(unexecuted))
+                snprintf(unexecuted + strlen(unexecuted), sizeof(unexecuted) - strlen(unexecuted), "%s%s",
+                         unexecuted[0] ? ", " : "", cd->name);
             if (t.cmd_failures > 0)
                 fprintf(stderr, "getkeys: %s: %d of %d forms FAILED\n", cd->name, t.cmd_failures, corp.n);
             free(corp.f);
@@ -852,6 +856,9 @@ START_TEST(test_issue10_differential_key_extraction)
             "execution), %d failed first on the data, %d FAILED\n",
             commands, t.forms, now_ms() - start, t.executed, t.agreed, t.refused, t.disagreements, t.data_first,
             t.failures);
+    if (unexecuted[0])
+        fprintf(stderr, "getkeys: no form executed without an error (checked on keys and error texts only): %s\n",
+                unexecuted);
     ck_assert_int_ge(commands, 150);
     ck_assert_int_gt(t.disagreements, 0); /* the corpus reaches the forms where GETKEYS is wrong */
     ck_assert_int_gt(t.refused, 0);
