@@ -120,6 +120,15 @@ int command_arity_ok(const struct command_def *cmd, size_t argc)
  *                                               zunionInterDiffGenericCommand (t_zset.c)
  *     otherwise the key-spec walk (db.c getKeysUsingKeySpecs) over INDEX specs
  *
+ * Where COMMAND GETKEYS and execution disagree, the finders follow execution (each case
+ * is checked against a live Redis by tests/integration/test_getkeys.c):
+ *
+ *   GEORADIUS k 1 1 1 m STORE a STORE b          GETKEYS: k a     Redis writes b
+ *   XREADGROUP COUNT 1 GROUP STREAMS c STREAMS s >  GETKEYS: c STREAMS  Redis reads s
+ *   SORT k STORE STORE BY p                      GETKEYS: k BY    Redis writes "STORE"
+ *   PFMERGE dst                                  GETKEYS: error   Redis writes dst
+ *   MIGRATE h p "" 0 5000 KEYS                   GETKEYS: ""      Redis migrates nothing
+ *
  * Every BS_KEYWORD spec of the 7.0 table (GEORADIUS/GEORADIUSBYMEMBER STORE and
  * STOREDIST, MIGRATE KEYS, XREAD/XREADGROUP STREAMS) and every FK_KEYNUM spec has a
  * finder above: a keyword or a key count only means something inside the command's

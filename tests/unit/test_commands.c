@@ -636,7 +636,11 @@ START_TEST(test_issue10_item18_key_count_error_texts)
     ck_keys_err("MIGRATE h 6379 \"\" 0 5000 AUTH2 u", "ERR syntax error");
     ck_keys_err("GET", "ERR wrong number of arguments for 'get' command");
     ck_keys_err("OBJECT ENCODING", "ERR wrong number of arguments for 'object|encoding' command");
+    ck_keys_err("LMPOP 9223372036854775807 a LEFT", "ERR syntax error");
+    ck_keys_err("EVAL s 9223372036854775807 a", "ERR Number of keys can't be greater than number of args");
     /* what Redis accepts is not refused */
+    ck_keys("PFMERGE d", "1");                 /* COMMAND GETKEYS refuses it; Redis executes it */
+    ck_keys("MIGRATE h 6379 \"\" 0 5000 KEYS", ""); /* Redis migrates nothing (+NOKEY) */
     ck_keys("EVAL s 0", "");
     ck_keys("FCALL f 1 a b", "3");
     ck_keys("LMPOP 1 a LEFT COUNT 0", "2");    /* COUNT is Redis's to refuse: the key is known */
