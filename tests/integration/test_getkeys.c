@@ -245,6 +245,18 @@ static const char *value_for(const char *cmd, const struct dnode *d)
     if ((strcmp(cmd, "xrange") == 0 || strcmp(cmd, "xrevrange") == 0) &&
         (strcmp(d->name, "start") == 0 || strcmp(d->name, "end") == 0))
         return strcmp(d->name, "start") == 0 ? "-" : "+";
+    if (strncmp(cmd, "xread", 5) != 0 && cmd[0] == 'x' && strcmp(d->type, "string") == 0) {
+        if (strcmp(d->name, "id") == 0 || strcmp(d->name, "start") == 0 || strcmp(d->name, "last-id") == 0 ||
+            strcmp(d->name, "max_deleted_entry_id") == 0)
+            return "1-1"; /* the entry every created stream holds */
+        if (strcmp(d->name, "min-idle-time") == 0 || strcmp(d->name, "threshold") == 0) return "1";
+    }
+    if (strncmp(cmd, "zrange", 6) == 0 && (strcmp(d->name, "start") == 0 || strcmp(d->name, "stop") == 0 ||
+                                           strcmp(d->name, "min") == 0 || strcmp(d->name, "max") == 0))
+        return "0";
+    if (strcmp(cmd, "pfdebug") == 0 && strcmp(d->name, "subcommand") == 0) return "GETREG";
+    if (strcmp(d->name, "groupname") == 0) return "g";
+    if (strcmp(d->name, "consumername") == 0) return "c";
     if (strcmp(d->name, "member") == 0) return "m"; /* the member every created key holds */
     if (strcmp(d->name, "group") == 0) return "g";
     if (strcmp(d->name, "consumer") == 0) return "c";
@@ -613,7 +625,7 @@ static void append_create(redisContext *c, const struct command_def *cmd, const 
     } else if (cmd->acl & ACL_HASH) {
         ARG("HSET"), argv[n] = k, len[n++] = klen, ARG("f"), ARG("1");
     } else if (cmd->acl & ACL_STREAM) {
-        ARG("XADD"), argv[n] = k, len[n++] = klen, ARG("*"), ARG("f"), ARG("1");
+        ARG("XADD"), argv[n] = k, len[n++] = klen, ARG("1-1"), ARG("f"), ARG("1");
     } else if (cmd->acl & ACL_HYPERLOGLOG) {
         ARG("PFADD"), argv[n] = k, len[n++] = klen, ARG("m");
     } else {
