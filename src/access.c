@@ -139,16 +139,14 @@ static void deny(struct access_result *out, const char *fmt, ...)
     va_end(ap);
 }
 
-/* 1 when SORT's options carry STORE (walked like sortCommandGeneric). */
+/* 1 when SORT's options carry STORE: the key finder (which walks them as Redis does) found
+ * a key besides the sorted one. */
 static int sort_stores(const struct policy_request *r)
 {
-    for (size_t j = 2; j < r->argc; j++) {
-        size_t left = r->argc - j - 1;
-        if (policy_arg_is(r, j, "LIMIT") && left >= 2) j += 2;
-        else if ((policy_arg_is(r, j, "BY") || policy_arg_is(r, j, "GET")) && left >= 1) j++;
-        else if (policy_arg_is(r, j, "STORE") && left >= 1) return 1;
-    }
-    return 0;
+    struct key_ref keys[2];
+    int incomplete = 0;
+    int n = command_find_keys(r->cmd, r->argc, r->argv, r->argvlen, keys, 2, &incomplete);
+    return n != 1; /* a STORE key, or arguments Redis refuses (nothing runs): treat as a write */
 }
 
 /* Does the command change data, for an access=ro user? */

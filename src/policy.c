@@ -119,19 +119,6 @@ static int decide_local(enum cmd_id cid, const struct policy_request *r, struct 
     return 1;
 }
 
-/* XREAD/XREADGROUP block only with a BLOCK argument before STREAMS. */
-static int blocks(enum cmd_id cid, const struct policy_request *r)
-{
-    if (cid == CID_XREAD || cid == CID_XREADGROUP) {
-        for (size_t i = 1; i < r->argc; i++) {
-            if (policy_arg_is(r, i, "STREAMS")) return 0;
-            if (policy_arg_is(r, i, "BLOCK")) return 1;
-        }
-        return 0;
-    }
-    return (r->cmd->flags & CMD_BLOCKING) != 0 || cid == CID_WAIT;
-}
-
 static void decide_keys(const struct config *cfg, const struct registry *reg, const struct session *s,
                         const struct policy_request *r, enum cmd_id cid, struct key_ref *keys,
                         const struct namespace_entry **ns, struct plan *p);
@@ -437,10 +424,11 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
 {
     const char *name = r->cmd->name;
     int incomplete = 0;
-    int nkeys = command_find_keys(r->cmd, r->argc, r->argv, r->argvlen, keys, (int)(r->argc > 256 ? r->argc : 256),
-                                  &incomplete);
+    /* where the key-bearing arguments are wrong, Redis's own error text for them */
+    int nkeys = command_find_keys_err(r->cmd, r->argc, r->argv, r->argvlen, keys,
+                                      (int)(r->argc > 256 ? r->argc : 256), &incomplete, p->error, sizeof(p->error));
     if (nkeys < 0) {
-        plan_error(p, "ERR syntax error");
+        p->kind = PLAN_ERROR;
         return;
     }
     if (incomplete) {
@@ -503,7 +491,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
             return;
         }
         p->flow = FLOW_WATCH;
-    } else if (!s->in_multi && blocks(cid, r)) {
+    } else if (!s->in_multi && command_blocks(r->cmd, r->argc, r->argv, r->argvlen)) {
         p->flow = FLOW_BLOCK;
     }
     /* keygate's own MULTI/EXEC on the WATCH pin would clear (or fail on) the client's watch */

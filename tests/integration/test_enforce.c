@@ -380,6 +380,84 @@ START_TEST(test_issue10_item16_auth_as_redis)
 }
 END_TEST
 
+/* A blocking command on `blocker` must not hold up another client's commands on its instance. */
+static void expect_other_clients_served(const char *key, const char *what)
+{
+    redisContext *other = app();
+    long long t0 = now_ms();
+    expect_status(cmd(other, "SET %s 1", key), "OK", what);
+    long long took = now_ms() - t0;
+    ck_assert_msg(took < 1000, "%s: another client's SET took %lld ms (the shared connection is blocked)", what, took);
+    redisFree(other);
+}
+
+START_TEST(test_issue10_item3_xreadgroup_group_named_streams_blocks_on_its_own_connection)
+{
+    redisContext *c = app();
+    expect_status(cmd(c, "XGROUP CREATE q:e3:s STREAMS $ MKSTREAM"), "OK", "XGROUP CREATE");
+    /* the group is named STREAMS: the real STREAMS comes after BLOCK */
+    ck_assert_int_eq(redisAppendCommand(c, "XREADGROUP GROUP STREAMS c1 BLOCK 0 STREAMS q:e3:s >"), REDIS_OK);
+    send_appended(c, "XREADGROUP GROUP STREAMS ... BLOCK 0");
+    sleep_ms(200);
+    expect_other_clients_served("q:e3:other", "durable while XREADGROUP blocks");
+    redisContext *p = app();
+    redisReply *r = cmd(p, "XADD q:e3:s * f v");
+    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
+    freeReplyObject(r);
+    r = next_reply(c);
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 1, "XREADGROUP: %s", describe(r));
+    freeReplyObject(r);
+    redisFree(p);
+    redisFree(c);
+}
+END_TEST
+
+START_TEST(test_issue10_item2_xread_nul_block_blocks_on_its_own_connection)
+{
+    redisContext *c = app();
+    const char *argv[] = {"XREAD", "BLOCK\0", "0", "STREAMS", "cache:e2x:s", "$"};
+    const size_t len[] = {5, 6, 1, 7, 11, 1};
+    ck_assert_int_eq(redisAppendCommandArgv(c, 6, argv, len), REDIS_OK);
+    send_appended(c, "XREAD \"BLOCK\\0\" 0 STREAMS");
+    sleep_ms(200);
+    expect_other_clients_served("cache:e2x:other", "cache while XREAD \"BLOCK\\0\" blocks");
+    redisContext *p = app();
+    redisReply *r = cmd(p, "XADD cache:e2x:s * f v");
+    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
+    freeReplyObject(r);
+    r = next_reply(c);
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 1, "XREAD: %s", describe(r));
+    freeReplyObject(r);
+    redisFree(p);
+    redisFree(c);
+}
+END_TEST
+
+/* Issue 10 item 18: where keygate refuses for the key arguments' syntax, the text is Redis's. */
+START_TEST(test_issue10_item18_key_argument_errors_are_redis_texts)
+{
+    redisContext *c = app();
+    redisContext *d = harness_must_direct(&h, "cache");
+    static const char *const forms[] = {
+        "LMPOP -1 LEFT cache:e18:a",         "LMPOP 0 LEFT cache:e18:a",          "XREAD COUNT 1 STREAMS cache:e18:a",
+        "ZUNIONSTORE cache:e18:d 0 cache:e18:a", "ZUNIONSTORE cache:e18:d 5 cache:e18:a", "EVAL x -1",
+        "EVAL x 3 cache:e18:a",       "SINTERCARD 0 cache:e18:a",           "ZMPOP 01 MIN cache:e18:a",
+        "GEORADIUS cache:e18:g 15 37 200 km STORE",
+    };
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        redisReply *mine = cmd(c, forms[i]);
+        redisReply *want = cmd(d, forms[i]);
+        ck_assert_msg(want->type == REDIS_REPLY_ERROR, "%s: Redis answered %s", forms[i], describe(want));
+        ck_assert_msg(mine->type == REDIS_REPLY_ERROR && strcmp(mine->str, want->str) == 0, "%s: keygate '%s', Redis '%s'",
+                      forms[i], mine->type == REDIS_REPLY_ERROR ? mine->str : describe(mine), want->str);
+        freeReplyObject(mine);
+        freeReplyObject(want);
+    }
+    redisFree(d);
+    redisFree(c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("enforce");
@@ -395,5 +473,8 @@ int main(void)
     tcase_add_test(tc, test_issue10_item14_keys_inside_multi);
     tcase_add_test(tc, test_issue10_item15_integers_as_redis_reads_them);
     tcase_add_test(tc, test_issue10_item16_auth_as_redis);
+    tcase_add_test(tc, test_issue10_item3_xreadgroup_group_named_streams_blocks_on_its_own_connection);
+    tcase_add_test(tc, test_issue10_item2_xread_nul_block_blocks_on_its_own_connection);
+    tcase_add_test(tc, test_issue10_item18_key_argument_errors_are_redis_texts);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
