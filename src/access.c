@@ -139,16 +139,14 @@ static void deny(struct access_result *out, const char *fmt, ...)
     va_end(ap);
 }
 
-/* 1 when SORT's options carry STORE (walked like sortCommandGeneric). */
+/* 1 when SORT's options carry STORE: the key finder (which walks them as Redis does) found
+ * a key besides the sorted one. */
 static int sort_stores(const struct policy_request *r)
 {
-    for (size_t j = 2; j < r->argc; j++) {
-        size_t left = r->argc - j - 1;
-        if (policy_arg_is(r, j, "LIMIT") && left >= 2) j += 2;
-        else if ((policy_arg_is(r, j, "BY") || policy_arg_is(r, j, "GET")) && left >= 1) j++;
-        else if (policy_arg_is(r, j, "STORE") && left >= 1) return 1;
-    }
-    return 0;
+    struct key_ref keys[2];
+    int incomplete = 0;
+    int n = command_find_keys(r->cmd, r->argc, r->argv, r->argvlen, keys, 2, &incomplete);
+    return n != 1; /* a STORE key, or arguments Redis refuses (nothing runs): treat as a write */
 }
 
 /* Does the command change data, for an access=ro user? */
@@ -174,21 +172,15 @@ static const struct namespace_entry *first_key_namespace(const struct registry *
     return NULL;
 }
 
-/*
- * The namespace that every key matching a glob lies in: the namespace of its literal
- * prefix (the bytes before the first of `stops`). Every match starts with that literal,
- * so it lies in that namespace or in a longer one nested inside it whose prefix starts
- * with the literal; the user must be allowed to use all of those. Returns the
- * namespace, or NULL with the reason in why.
- */
-static const struct namespace_entry *glob_namespace(const struct registry *reg, const struct session *s,
-                                                    const struct command_def *cmd, const char *pat, size_t len,
-                                                    const char *stops, char *why, size_t whylen)
+const struct namespace_entry *access_glob_namespace(const struct registry *reg, const struct session *s,
+                                                    const struct command_def *cmd, enum ns_kind kind,
+                                                    const char *pat, size_t len, const char *stops, char *why,
+                                                    size_t whylen)
 {
     size_t lit = 0;
     while (lit < len && !strchr(stops, pat[lit])) lit++;
     char shown[104];
-    const struct namespace_entry *ns = registry_lookup(reg, NS_KEY, pat, lit);
+    const struct namespace_entry *ns = registry_lookup(reg, kind, pat, lit);
     if (!ns) {
         snprintf(why, whylen, "its literal prefix '%s' lies in no namespace", policy_printable(pat, lit, shown, sizeof(shown)));
         return NULL;
@@ -198,7 +190,7 @@ static const struct namespace_entry *glob_namespace(const struct registry *reg, 
         snprintf(why, whylen, "user '%s' may not use namespace '%s' (owner %s)", s->user->name, ns->prefix, ns->owner);
         return NULL;
     }
-    size_t from = reg->first[NS_KEY], to = from + reg->n[NS_KEY];
+    size_t from = reg->first[kind], to = from + reg->n[kind];
     for (size_t i = from; i < to; i++) {
         const struct namespace_entry *e = &reg->entries[i];
         if (e == ns || e->prefix_len <= lit || memcmp(e->prefix, pat, lit) != 0) continue;
@@ -234,7 +226,7 @@ static void check_keys_scan(const struct registry *reg, const struct session *s,
     }
     char why[PLAN_ERROR_MAX - 128];
     const struct namespace_entry *ns =
-        glob_namespace(reg, s, r->cmd, r->argv[pat], r->argvlen[pat], "*?[\\", why, sizeof(why));
+        access_glob_namespace(reg, s, r->cmd, NS_KEY, r->argv[pat], r->argvlen[pat], "*?[\\", why, sizeof(why));
     if (!ns) {
         char shown[104];
         deny(out, "DENIED %s pattern '%s' must stay inside one namespace you may read: %s", name,
@@ -269,7 +261,7 @@ static void check_sort(const struct registry *reg, const struct session *s, cons
         /* No '*': BY sorts nothing, GET returns nil; "GET #" is the element itself. No key is read. */
         if (!memchr(p, '*', len)) continue;
         char why[PLAN_ERROR_MAX - 160], shown[104];
-        const struct namespace_entry *ns = glob_namespace(reg, s, r->cmd, p, len, "*", why, sizeof(why));
+        const struct namespace_entry *ns = access_glob_namespace(reg, s, r->cmd, NS_KEY, p, len, "*", why, sizeof(why));
         if (ns && ns != key_ns)
             snprintf(why, sizeof(why), "it reads namespace '%s', the sorted key is in '%s'", ns->prefix,
                      key_ns->prefix);
@@ -368,6 +360,13 @@ void access_session_rebind(struct session *s, const struct config *next)
     for (size_t i = 0; old && i < next->nusers; i++)
         if (strcmp(next->users[i].name, old->name) == 0) s->user = &next->users[i];
     s->authenticated = s->user != NULL;
+}
+
+int access_may_see_client(const struct user_conf *viewer, const struct user_conf *other)
+{
+    if (!viewer) return 1;
+    if (viewer->all_owners && !viewer->read_only) return 1;
+    return other && strcmp(viewer->name, other->name) == 0;
 }
 
 int access_check_namespace(const struct session *s, const struct namespace_entry *ns,

@@ -68,4 +68,23 @@ void access_session_rebind(struct session *s, const struct config *next);
 int access_check_namespace(const struct session *s, const struct namespace_entry *ns,
                            const struct command_def *cmd, char *error, size_t len);
 
+/*
+ * May a client logged in as `viewer` see, in CLIENT LIST, a connection of user `other`?
+ * Yes without users configured (viewer NULL), for the same user (by name: a reload
+ * keeps names), and for an administrator (owners=* with access=rw); else no. Pure.
+ */
+int access_may_see_client(const struct user_conf *viewer, const struct user_conf *other);
+
+/*
+ * The namespace (of `kind`) that every name matching a glob lies in: the namespace of
+ * its literal prefix (the bytes before the first of `stops`). Every match starts with
+ * that literal, so it lies in that namespace or in a longer one nested inside it whose
+ * prefix starts with the literal; session s must be allowed to use all of those.
+ * Returns the namespace, or NULL with the reason in why. Pure.
+ */
+const struct namespace_entry *access_glob_namespace(const struct registry *reg, const struct session *s,
+                                                    const struct command_def *cmd, enum ns_kind kind,
+                                                    const char *pat, size_t len, const char *stops, char *why,
+                                                    size_t whylen);
+
 #endif

@@ -1,25 +1,16 @@
 /* commands.c: command lookup, arity checks and key extraction over the generated command table. */
 #include "commands.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-/*
- * Key extraction follows Redis 7.0's key-spec walk (db.c getKeysUsingKeySpecs):
- *
- *   for each spec (KS_NOT_KEY skipped):
- *     begin_search  INDEX    first = index
- *                   KEYWORD  scan for the keyword (from startfrom forward, or from
- *                            argc+startfrom backward); not found -> spec gives no keys
- *     find_keys     RANGE    last = first+lastkey, or argc+lastkey, or with a limit
- *                            first + (argc-first)/limit - 1
- *                   KEYNUM   count = argv[first+keynumidx]; first += firstkey
- *     first/last outside argv -> -1 (Redis answers a syntax error)
- *
- * In Redis 7.0 only SORT, SORT_RO (BS/FK unknown) and MIGRATE (KEYS spec incomplete)
- * lack complete specs; they get hand-written finders below that mirror the commands'
- * own argument parsers (sort.c sortCommandGeneric, cluster.c migrateCommand).
- */
+#include "args.h"
 
 static unsigned char ascii_lower(unsigned char c)
 {
@@ -43,18 +34,6 @@ static int name_cmp(const char *name, const char *s, size_t len)
             return (int)n - (int)c;
     }
     return name[len] == '\0' ? 0 : 1;
-}
-
-/* 1 when s[0..len) equals word, ignoring ASCII case. */
-static int arg_is(const char *s, size_t len, const char *word)
-{
-    if (strlen(word) != len)
-        return 0;
-    for (size_t i = 0; i < len; i++) {
-        if (ascii_lower((unsigned char)s[i]) != ascii_lower((unsigned char)word[i]))
-            return 0;
-    }
-    return 1;
 }
 
 /* Binary search of a sorted def array; `skip` bytes of every name are a shared prefix. */
@@ -122,219 +101,550 @@ int command_arity_ok(const struct command_def *cmd, size_t argc)
     return argc >= (size_t)(-(long)cmd->arity);
 }
 
-/* Collects found keys: stores at most `max`, counts all. */
-struct key_out {
+/*
+ * Key extraction: which arguments Redis 7.0.15 treats as keys when it EXECUTES the
+ * command. Execution, not COMMAND GETKEYS, is the truth: where the two disagree the
+ * finders follow the command's own parser.
+ *
+ *   command_find_keys_err
+ *     arity wrong                      -> -1, Redis's "wrong number of arguments" text
+ *     hand-written finder for the name -> walks the options like the Redis parser does
+ *       geo_find      GEORADIUS[BYMEMBER][_RO]  georadiusGeneric (geo.c)
+ *       xread_find    XREAD, XREADGROUP         xreadCommand (t_stream.c)
+ *       sort_find     SORT, SORT_RO             sortCommandGeneric (sort.c)
+ *       migrate_find  MIGRATE                   migrateCommand (cluster.c)
+ *       script_find   EVAL*, EVALSHA*, FCALL*   evalGenericCommand, fcallCommandGeneric
+ *       mpop_find     LMPOP BLMPOP ZMPOP BZMPOP lmpopGenericCommand, zmpopGenericCommand
+ *       sintercard_find SINTERCARD              sinterCardCommand (t_set.c)
+ *       zsetop_find   ZUNION ZINTER ZDIFF ZINTERCARD and the *STORE forms
+ *                                               zunionInterDiffGenericCommand (t_zset.c)
+ *     otherwise the key-spec walk (db.c getKeysUsingKeySpecs) over INDEX specs
+ *
+ * Where COMMAND GETKEYS and execution disagree, the finders follow execution (each case
+ * is checked against a live Redis by tests/integration/test_getkeys.c):
+ *
+ *   GEORADIUS k 1 1 1 m STORE a STORE b          GETKEYS: k a     Redis writes b
+ *   XREADGROUP COUNT 1 GROUP STREAMS c STREAMS s >  GETKEYS: c STREAMS  Redis reads s
+ *   SORT k STORE STORE BY p                      GETKEYS: k BY    Redis writes "STORE"
+ *   PFMERGE dst                                  GETKEYS: error   Redis writes dst
+ *   MIGRATE h p "" 0 5000 KEYS                   GETKEYS: ""      Redis migrates nothing
+ *
+ * Every BS_KEYWORD spec of the 7.0 table (GEORADIUS/GEORADIUSBYMEMBER STORE and
+ * STOREDIST, MIGRATE KEYS, XREAD/XREADGROUP STREAMS) and every FK_KEYNUM spec has a
+ * finder above: a keyword or a key count only means something inside the command's
+ * own option grammar. A keyword/keynum spec without a finder (a newer table) sets
+ * *incomplete rather than being guessed at.
+ *
+ * Where the arguments that locate the keys are malformed, the finders return -1 and
+ * the text Redis answers for them. Errors Redis finds later (a bad WHERE of LMPOP, a
+ * bad WEIGHTS value) are left to Redis: the keys are known by then and Redis touches
+ * none of them. Error texts are those of a well-formed request up to that point; an
+ * error Redis reports first from the data (WRONGTYPE, a GEORADIUSBYMEMBER member not in
+ * the set, "Function not found" for FCALL) cannot be seen from the arguments.
+ *
+ * Option words are compared with args_word_is (strcasecmp on the C string: "STORE\0x"
+ * is STORE) and integers read with args_ll (string2ll), exactly as Redis does.
+ */
+
+#define ERR_SYNTAX "ERR syntax error"
+#define ERR_NOT_INT "ERR value is not an integer or out of range"
+
+/* One extraction: the arguments, where keys go, where an error text goes. */
+struct find {
+    const struct command_def *cmd;
+    int argc;
+    const char *const *argv;
+    const size_t *argvlen;
     struct key_ref *out;
     int max;
-    int n;
+    int n;          /* keys found (may exceed max) */
+    int incomplete; /* a spec no finder covers */
+    int blocks;     /* XREAD/XREADGROUP: a BLOCK option was parsed */
+    char *error;
+    size_t errlen;
 };
 
-static void key_add(struct key_out *ko, int index, uint32_t flags)
+static void key_add(struct find *f, int index, uint32_t flags)
 {
-    if (ko->n < ko->max) {
-        ko->out[ko->n].index = index;
-        ko->out[ko->n].flags = flags;
+    if (f->n < f->max) {
+        f->out[f->n].index = index;
+        f->out[f->n].flags = flags;
     }
-    ko->n++;
+    f->n++;
 }
 
-/* Redis's string2ll for a key count: optional '-', digits, no leading zeros, fits in int. */
-static int parse_count(const char *s, size_t len, long *out)
+/* Record Redis's error text and return -1. */
+static int find_fail(struct find *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int find_fail(struct find *f, const char *fmt, ...)
 {
-    size_t i = 0;
-    int neg = 0;
-    if (len == 0 || len > 20)
-        return -1;
-    if (s[0] == '-') {
-        neg = 1;
-        i = 1;
+    if (f->error && f->errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(f->error, f->errlen, fmt, ap);
+        va_end(ap);
     }
-    if (i == len || (s[i] == '0' && len - i > 1) || (neg && s[i] == '0'))
-        return -1;
-    long v = 0;
-    for (; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        if (v > (INT_MAX - (s[i] - '0')) / 10)
-            return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    *out = neg ? -v : v;
-    return 0;
+    return -1;
 }
 
-/*
- * Where a keyword begin_search starts the keys: the argv index after the keyword,
- * or 0 when the keyword is absent. As in Redis, a forward search stops before the
- * last argument and a backward search stops before argv[1].
- */
-static int keyword_first(const struct key_spec *ks, int argc, const char *const *argv,
-                         const size_t *argvlen)
+static size_t find_len(const struct find *f, int i)
 {
-    int from = ks->bs_startfrom;
-    if (from > 0) {
-        for (int i = from; i < argc - 1; i++) {
-            if (arg_is(argv[i], arg_len(argv, argvlen, (size_t)i), ks->bs_keyword))
-                return i + 1;
-        }
-    } else {
-        for (int i = argc + from; i > 1; i--) {
-            if (i >= argc)
-                break;
-            if (arg_is(argv[i], arg_len(argv, argvlen, (size_t)i), ks->bs_keyword))
-                return i + 1;
-        }
-    }
-    return 0;
+    return arg_len(f->argv, f->argvlen, (size_t)i);
 }
 
-/* One key spec into ko. Returns 0, or -1 when argv cannot satisfy it (a syntax error). */
-static int spec_find_keys(const struct key_spec *ks, int argc, const char *const *argv,
-                          const size_t *argvlen, struct key_out *ko, int *incomplete)
+/* argv[i] is the option word `word` to Redis (strcasecmp). */
+static int find_is(const struct find *f, int i, const char *word)
 {
+    return args_word_is(f->argv[i], find_len(f, i), word);
+}
+
+/* argv[i] as Redis's string2ll reads it; 0 or -1. */
+static int find_ll(const struct find *f, int i, long long *v)
+{
+    return args_ll(f->argv[i], find_len(f, i), v);
+}
+
+static uint32_t spec_flags(const struct command_def *cmd, int i, uint32_t dflt)
+{
+    return i < cmd->nspecs ? cmd->specs[i].flags & ~KS_INCOMPLETE : dflt;
+}
+
+/* ---- the key-spec walk, for commands whose keys sit at fixed places ---- */
+
+/* One INDEX spec into f. Returns 0, or -1 when argv cannot satisfy it. */
+static int spec_find_keys(struct find *f, const struct key_spec *ks)
+{
+    int argc = f->argc;
     long first, last, step;
 
-    if (ks->bs_type == BS_INDEX) {
-        first = ks->bs_index;
-    } else if (ks->bs_type == BS_KEYWORD) {
-        first = keyword_first(ks, argc, argv, argvlen);
-        if (first == 0)
-            return 0;
-    } else {
-        *incomplete = 1;
+    if (ks->bs_type != BS_INDEX || ks->fk_type != FK_RANGE) {
+        /* BS_UNKNOWN/FK_UNKNOWN, or a keyword/key count without a finder of its own */
+        f->incomplete = 1;
         return 0;
     }
-
-    if (ks->fk_type == FK_RANGE) {
-        step = ks->fk_keystep;
-        if (ks->fk_lastkey >= 0)
-            last = first + ks->fk_lastkey;
-        else if (ks->fk_limit == 0)
-            last = argc + ks->fk_lastkey;
-        else
-            last = first + ((argc - first) / ks->fk_limit + ks->fk_lastkey);
-    } else if (ks->fk_type == FK_KEYNUM) {
-        long count;
-        long idx = first + ks->fk_keynumidx;
-        step = ks->fk_keystep;
-        if (idx < 1 || idx >= argc)
-            return -1;
-        if (parse_count(argv[idx], arg_len(argv, argvlen, (size_t)idx), &count) != 0 || count < 0)
-            return -1;
-        first += ks->fk_firstkey;
-        if (count == 0)
-            return 0; /* "EVAL script 0": no keys (Redis 7.0 reaches the same via evalGetKeys) */
-        last = first + (count - 1) * step;
-    } else {
-        *incomplete = 1;
-        return 0;
-    }
-
+    first = ks->bs_index;
+    step = ks->fk_keystep;
+    if (ks->fk_lastkey >= 0)
+        last = first + ks->fk_lastkey;
+    else if (ks->fk_limit == 0)
+        last = argc + ks->fk_lastkey;
+    else
+        last = first + ((argc - first) / ks->fk_limit + ks->fk_lastkey);
+    if (ks->fk_lastkey < 0 && first <= argc && last < first)
+        return 0; /* an empty range to the end, where the arity allows it: "PFMERGE dst" (Redis
+                     executes it; COMMAND GETKEYS answers "Invalid arguments") */
     if (step < 1 || first < 1 || first >= argc || last < first || last >= argc)
-        return -1;
+        return find_fail(f, ERR_SYNTAX);
     for (long i = first; i <= last; i += step)
-        key_add(ko, (int)i, ks->flags);
+        key_add(f, (int)i, ks->flags);
     if (ks->flags & KS_INCOMPLETE)
-        *incomplete = 1;
+        f->incomplete = 1;
+    return 0;
+}
+
+static int specs_find(struct find *f)
+{
+    for (int i = 0; i < f->cmd->nspecs; i++) {
+        const struct key_spec *ks = &f->cmd->specs[i];
+        if (ks->flags & KS_NOT_KEY)
+            continue;
+        if (spec_find_keys(f, ks) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- hand-written finders (see the table above) ---- */
+
+/* argv[i] as Redis's string2d reads it (strtod over the whole argument, no leading
+ * space, no NaN, no overflow); 0 or -1. */
+static int find_double(const struct find *f, int i, double *v)
+{
+    size_t len = find_len(f, i);
+    char small[128];
+    char *buf = len < sizeof(small) ? small : malloc(len + 1);
+    char *end;
+    int rc = -1;
+
+    if (!buf)
+        return -1;
+    memcpy(buf, f->argv[i], len);
+    buf[len] = '\0';
+    errno = 0;
+    *v = strtod(buf, &end);
+    if (len > 0 && !isspace((unsigned char)buf[0]) && (size_t)(end - buf) == len &&
+        !(errno == ERANGE && (*v == HUGE_VAL || *v == -HUGE_VAL || fpclassify(*v) == FP_ZERO)) && !isnan(*v))
+        rc = 0;
+    if (buf != small)
+        free(buf);
+    return rc;
+}
+
+/* GEORADIUS's radius and unit at argv[i], argv[i+1] (geo.c extractDistanceOrReply). */
+static int geo_distance(struct find *f, int i)
+{
+    double radius;
+    if (find_double(f, i, &radius) != 0)
+        return find_fail(f, "ERR need numeric radius");
+    if (radius < 0)
+        return find_fail(f, "ERR radius cannot be negative");
+    if (!find_is(f, i + 1, "m") && !find_is(f, i + 1, "km") && !find_is(f, i + 1, "ft") && !find_is(f, i + 1, "mi"))
+        return find_fail(f, "ERR unsupported unit provided. please use M, KM, FT, MI");
     return 0;
 }
 
 /*
- * SORT / SORT_RO: the sorted key is argv[1]; SORT's STORE dest is a written key.
- * BY/GET patterns name keys only through the data, so they are not returned.
- * Walks the options exactly as sortCommandGeneric does; what it would reject is -1.
+ * GEORADIUS key lon lat radius unit [opts] / GEORADIUSBYMEMBER key member radius unit [opts]:
+ * options WITHDIST WITHHASH WITHCOORD ANY ASC DESC (no value), COUNT n, STORE key,
+ * STOREDIST key. Every STORE/STOREDIST overrides the one before: the LAST one names
+ * the written key. (COMMAND GETKEYS disagrees: its key specs take the first STORE and
+ * the first STOREDIST, so "STORE a STORE b" reports a where Redis writes b.)
+ * The _RO variants take no STORE/STOREDIST (a syntax error).
+ * Before the options Redis checks GEORADIUS's longitude, latitude, radius and unit, and
+ * GEORADIUSBYMEMBER's radius and unit (those only when the key exists and holds the
+ * member: with no key Redis skips them and a STORE deletes its key; keygate checks
+ * them always, refusing a little more than Redis does, never less).
  */
-static int sort_find_keys(const struct command_def *cmd, int argc, const char *const *argv,
-                          const size_t *argvlen, struct key_out *ko)
+static int geo_find(struct find *f)
 {
-    int readonly = (cmd->flags & CMD_READONLY) != 0;
-    uint32_t flags = cmd->nspecs > 0 ? cmd->specs[0].flags : (KS_RO | KS_ACCESS);
-    int store = 0;
+    const char *name = f->cmd->name;
+    int base = strncmp(name, "georadiusbymember", 17) == 0 ? 5 : 6;
+    int nostore = strstr(name, "_ro") != NULL;
+    int store = 0, withx = 0, any = 0;
+    long long count = 0;
+    double lon, lat;
 
-    if (argc < 2)
+    if (base == 6) {
+        if (find_double(f, 2, &lon) != 0 || find_double(f, 3, &lat) != 0)
+            return find_fail(f, "ERR value is not a valid float");
+        if (lon < -180 || lon > 180 || lat < -85.05112878 || lat > 85.05112878)
+            return find_fail(f, "ERR invalid longitude,latitude pair %f,%f", lon, lat);
+    }
+    if (geo_distance(f, base - 2) < 0)
         return -1;
-    for (int j = 2; j < argc; j++) {
-        const char *a = argv[j];
-        size_t len = arg_len(argv, argvlen, (size_t)j);
-        int left = argc - j - 1;
-        if (arg_is(a, len, "asc") || arg_is(a, len, "desc") || arg_is(a, len, "alpha")) {
+
+    for (int i = base; i < f->argc; i++) {
+        int more = f->argc - i - 1;
+        if (find_is(f, i, "withdist") || find_is(f, i, "withhash") || find_is(f, i, "withcoord")) {
+            withx = 1;
+        } else if (find_is(f, i, "any")) {
+            any = 1;
+        } else if (find_is(f, i, "asc") || find_is(f, i, "desc")) {
             continue;
-        } else if (arg_is(a, len, "limit") && left >= 2) {
+        } else if (find_is(f, i, "count") && more) {
+            if (find_ll(f, i + 1, &count) != 0)
+                return find_fail(f, ERR_NOT_INT);
+            if (count <= 0)
+                return find_fail(f, "ERR COUNT must be > 0");
+            i++;
+        } else if ((find_is(f, i, "store") || find_is(f, i, "storedist")) && more && !nostore) {
+            store = ++i;
+        } else {
+            return find_fail(f, ERR_SYNTAX);
+        }
+    }
+    if (store && withx)
+        return find_fail(f, "ERR STORE option in GEORADIUS is not compatible with WITHDIST, WITHHASH and "
+                            "WITHCOORD options");
+    if (any && !count)
+        return find_fail(f, "ERR the ANY argument requires COUNT argument");
+    key_add(f, 1, spec_flags(f->cmd, 0, KS_RO | KS_ACCESS));
+    if (store)
+        key_add(f, store, spec_flags(f->cmd, 1, KS_OW | KS_UPDATE));
+    return 0;
+}
+
+/*
+ * XREAD [COUNT n] [BLOCK ms] STREAMS key... id... / XREADGROUP GROUP g c [COUNT n]
+ * [BLOCK ms] [NOACK] STREAMS key... id...: options in any order, repeatable; BLOCK
+ * and COUNT take one value, GROUP two, NOACK none; the first STREAMS that is an
+ * option (not a value of one) ends them. So a group or consumer named STREAMS is a
+ * value. (COMMAND GETKEYS disagrees: its key spec takes the first STREAMS from argv[4]
+ * on, so "XREADGROUP COUNT 1 GROUP STREAMS c STREAMS s >" reports c and STREAMS.)
+ * Sets f->blocks when a BLOCK option was parsed.
+ */
+static int xread_find(struct find *f)
+{
+    int group_cmd = strcmp(f->cmd->name, "xreadgroup") == 0;
+    int streams = 0, have_group = 0;
+    long long v;
+
+    for (int i = 1; i < f->argc; i++) {
+        int more = f->argc - i - 1;
+        if (find_is(f, i, "block") && more) {
+            i++;
+            if (find_ll(f, i, &v) != 0)
+                return find_fail(f, "ERR timeout is not an integer or out of range");
+            if (v < 0)
+                return find_fail(f, "ERR timeout is negative");
+            f->blocks = 1;
+        } else if (find_is(f, i, "count") && more) {
+            i++;
+            if (find_ll(f, i, &v) != 0)
+                return find_fail(f, ERR_NOT_INT);
+        } else if (find_is(f, i, "streams") && more) {
+            streams = i + 1;
+            if ((f->argc - streams) % 2 != 0)
+                return find_fail(f, "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' "
+                                    "must be specified.");
+            break;
+        } else if (find_is(f, i, "group") && more >= 2) {
+            if (!group_cmd)
+                return find_fail(f, "ERR The GROUP option is only supported by XREADGROUP. You called XREAD "
+                                    "instead.");
+            have_group = 1;
+            i += 2;
+        } else if (find_is(f, i, "noack")) {
+            if (!group_cmd)
+                return find_fail(f, "ERR The NOACK option is only supported by XREADGROUP. You called XREAD "
+                                    "instead.");
+        } else {
+            return find_fail(f, ERR_SYNTAX);
+        }
+    }
+    if (streams == 0)
+        return find_fail(f, ERR_SYNTAX);
+    if (group_cmd && !have_group)
+        return find_fail(f, "ERR Missing GROUP option for XREADGROUP");
+    int nkeys = (f->argc - streams) / 2;
+    for (int i = streams; i < streams + nkeys; i++)
+        key_add(f, i, spec_flags(f->cmd, 0, KS_RO | KS_ACCESS));
+    return 0;
+}
+
+/*
+ * SORT / SORT_RO key [BY pat] [LIMIT off n] [GET pat]... [ASC|DESC] [ALPHA] [STORE dst]:
+ * the sorted key is argv[1]; SORT's last STORE names the written key (SORT_RO has
+ * none: a syntax error). BY/GET patterns name keys only through the data and are not
+ * returned. LIMIT's two values must be integers.
+ */
+static int sort_find(struct find *f)
+{
+    int readonly = strcmp(f->cmd->name, "sort_ro") == 0;
+    int store = 0;
+    long long v;
+
+    for (int j = 2; j < f->argc; j++) {
+        int left = f->argc - j - 1;
+        if (find_is(f, j, "asc") || find_is(f, j, "desc") || find_is(f, j, "alpha")) {
+            continue;
+        } else if (find_is(f, j, "limit") && left >= 2) {
+            if (find_ll(f, j + 1, &v) != 0 || find_ll(f, j + 2, &v) != 0)
+                return find_fail(f, ERR_NOT_INT);
             j += 2;
-        } else if (!readonly && arg_is(a, len, "store") && left >= 1) {
-            store = ++j; /* the last STORE wins, as in Redis */
-        } else if ((arg_is(a, len, "by") || arg_is(a, len, "get")) && left >= 1) {
+        } else if (!readonly && find_is(f, j, "store") && left >= 1) {
+            store = ++j;
+        } else if ((find_is(f, j, "by") || find_is(f, j, "get")) && left >= 1) {
             j++;
         } else {
-            return -1;
+            return find_fail(f, ERR_SYNTAX);
         }
     }
-    key_add(ko, 1, flags);
+    key_add(f, 1, spec_flags(f->cmd, 0, KS_RO | KS_ACCESS));
     if (store)
-        key_add(ko, store, KS_OW | KS_UPDATE);
+        key_add(f, store, KS_OW | KS_UPDATE);
     return 0;
 }
 
 /*
- * MIGRATE host port key|"" db timeout [COPY] [REPLACE] [AUTH pw] [AUTH2 user pw] [KEYS k...]:
- * one key at argv[3], or, when argv[3] is "" and KEYS follows, every argument after KEYS.
- * Walks the options as migrateCommand does; what it would reject is -1.
+ * MIGRATE host port key|"" db timeout [COPY] [REPLACE] [AUTH pw] [AUTH2 user pw]
+ * [KEYS key...]: one key at argv[3], or, with KEYS (argv[3] must then be ""), every
+ * argument after KEYS.
  */
-static int migrate_find_keys(const struct command_def *cmd, int argc, const char *const *argv,
-                             const size_t *argvlen, struct key_out *ko)
+static int migrate_find(struct find *f)
 {
-    uint32_t flags = cmd->nspecs > 0 ? cmd->specs[0].flags : (KS_RW | KS_ACCESS | KS_DELETE);
+    uint32_t flags = spec_flags(f->cmd, 0, KS_RW | KS_ACCESS | KS_DELETE);
 
-    if (argc < 6)
-        return -1;
-    for (int j = 6; j < argc; j++) {
-        const char *a = argv[j];
-        size_t len = arg_len(argv, argvlen, (size_t)j);
-        int more = argc - 1 - j;
-        if (arg_is(a, len, "copy") || arg_is(a, len, "replace")) {
+    for (int j = 6; j < f->argc; j++) {
+        int more = f->argc - 1 - j;
+        if (find_is(f, j, "copy") || find_is(f, j, "replace")) {
             continue;
-        } else if (arg_is(a, len, "auth") && more >= 1) {
-            j += 1;
-        } else if (arg_is(a, len, "auth2") && more >= 2) {
+        } else if (find_is(f, j, "auth")) {
+            if (!more)
+                return find_fail(f, ERR_SYNTAX);
+            j++;
+        } else if (find_is(f, j, "auth2")) {
+            if (more < 2)
+                return find_fail(f, ERR_SYNTAX);
             j += 2;
-        } else if (arg_is(a, len, "keys")) {
-            if (arg_len(argv, argvlen, 3) != 0)
-                return -1; /* Redis: the key argument must be "" with KEYS */
-            for (int k = j + 1; k < argc; k++)
-                key_add(ko, k, flags);
+        } else if (find_is(f, j, "keys")) {
+            if (find_len(f, 3) != 0)
+                return find_fail(f, "ERR When using MIGRATE KEYS option, the key argument must be set to the "
+                                    "empty string");
+            for (int k = j + 1; k < f->argc; k++)
+                key_add(f, k, flags);
             return 0;
         } else {
-            return -1;
+            return find_fail(f, ERR_SYNTAX);
         }
     }
-    key_add(ko, 3, flags);
+    key_add(f, 3, flags);
     return 0;
+}
+
+/*
+ * EVAL[_RO] script numkeys key... arg..., EVALSHA[_RO] sha numkeys ..., FCALL[_RO]
+ * function numkeys ...: numkeys keys from argv[3]; 0 is allowed. EVALSHA answers
+ * NOSCRIPT for a sha that is not 40 bytes before it reads numkeys.
+ */
+static int script_find(struct find *f)
+{
+    int fcall = strncmp(f->cmd->name, "fcall", 5) == 0;
+    int evalsha = strncmp(f->cmd->name, "evalsha", 7) == 0;
+    long long n;
+    int bad = find_ll(f, 2, &n) != 0;
+
+    if (bad || n > f->argc - 3 || n < 0) {
+        if (evalsha && find_len(f, 1) != 40)
+            return find_fail(f, "NOSCRIPT No matching script. Please use EVAL.");
+        if (bad)
+            return find_fail(f, fcall ? "ERR Bad number of keys provided" : ERR_NOT_INT);
+        if (n > f->argc - 3)
+            return find_fail(f, "ERR Number of keys can't be greater than number of args");
+        return find_fail(f, "ERR Number of keys can't be negative");
+    }
+    for (int i = 3; i < 3 + (int)n; i++)
+        key_add(f, i, spec_flags(f->cmd, 0, KS_RW | KS_ACCESS | KS_UPDATE));
+    return 0;
+}
+
+/*
+ * LMPOP numkeys key... LEFT|RIGHT [COUNT n], ZMPOP numkeys key... MIN|MAX [COUNT n],
+ * BLMPOP/BZMPOP timeout numkeys ...: numkeys >= 1 keys, and the WHERE word must follow
+ * them (what follows is Redis's to check).
+ */
+static int mpop_find(struct find *f)
+{
+    int idx = f->cmd->name[0] == 'b' ? 2 : 1;
+    long long n;
+
+    if (find_ll(f, idx, &n) != 0 || n < 1)
+        return find_fail(f, "ERR numkeys should be greater than 0");
+    if (n >= f->argc - idx - 1) /* where_idx = idx + n + 1 must be < argc */
+        return find_fail(f, ERR_SYNTAX);
+    for (int i = idx + 1; i <= idx + (int)n; i++)
+        key_add(f, i, spec_flags(f->cmd, 0, KS_RW | KS_ACCESS | KS_DELETE));
+    return 0;
+}
+
+/* SINTERCARD numkeys key... [LIMIT n]: numkeys >= 1 keys from argv[2]. */
+static int sintercard_find(struct find *f)
+{
+    long long n;
+
+    if (find_ll(f, 1, &n) != 0 || n < 1)
+        return find_fail(f, "ERR numkeys should be greater than 0");
+    if (n > f->argc - 2)
+        return find_fail(f, "ERR Number of keys can't be greater than number of args");
+    for (int i = 2; i < 2 + (int)n; i++)
+        key_add(f, i, spec_flags(f->cmd, 0, KS_RO | KS_ACCESS));
+    return 0;
+}
+
+/*
+ * ZUNION/ZINTER/ZDIFF/ZINTERCARD numkeys key... [opts] and ZUNIONSTORE/ZINTERSTORE/
+ * ZDIFFSTORE dst numkeys key... [opts]: the destination, then numkeys >= 1 keys.
+ */
+static int zsetop_find(struct find *f)
+{
+    size_t len = strlen(f->cmd->name);
+    int store = len > 5 && strcmp(f->cmd->name + len - 5, "store") == 0;
+    int idx = store ? 2 : 1;
+    long long n;
+
+    if (find_ll(f, idx, &n) != 0)
+        return find_fail(f, ERR_NOT_INT);
+    if (n < 1)
+        return find_fail(f, "ERR at least 1 input key is needed for '%s' command", f->cmd->name);
+    if (n > f->argc - (idx + 1))
+        return find_fail(f, ERR_SYNTAX);
+    if (store)
+        key_add(f, 1, spec_flags(f->cmd, 0, KS_OW | KS_UPDATE));
+    for (int i = idx + 1; i <= idx + (int)n; i++)
+        key_add(f, i, spec_flags(f->cmd, store ? 1 : 0, KS_RO | KS_ACCESS));
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    int (*find)(struct find *f);
+} finders[] = {
+    {"blmpop", mpop_find},
+    {"bzmpop", mpop_find},
+    {"eval", script_find},
+    {"eval_ro", script_find},
+    {"evalsha", script_find},
+    {"evalsha_ro", script_find},
+    {"fcall", script_find},
+    {"fcall_ro", script_find},
+    {"georadius", geo_find},
+    {"georadius_ro", geo_find},
+    {"georadiusbymember", geo_find},
+    {"georadiusbymember_ro", geo_find},
+    {"lmpop", mpop_find},
+    {"migrate", migrate_find},
+    {"sintercard", sintercard_find},
+    {"sort", sort_find},
+    {"sort_ro", sort_find},
+    {"xread", xread_find},
+    {"xreadgroup", xread_find},
+    {"zdiff", zsetop_find},
+    {"zdiffstore", zsetop_find},
+    {"zinter", zsetop_find},
+    {"zintercard", zsetop_find},
+    {"zinterstore", zsetop_find},
+    {"zmpop", mpop_find},
+    {"zunion", zsetop_find},
+    {"zunionstore", zsetop_find},
+};
+
+/* Run the finder of f->cmd (hand-written or the spec walk); 0 or -1. */
+static int find_run(struct find *f)
+{
+    if (!command_arity_ok(f->cmd, (size_t)f->argc))
+        return find_fail(f, "ERR wrong number of arguments for '%s' command", f->cmd->name);
+    for (size_t i = 0; i < sizeof(finders) / sizeof(finders[0]); i++) {
+        if (strcmp(finders[i].name, f->cmd->name) == 0)
+            return finders[i].find(f);
+    }
+    return specs_find(f);
+}
+
+int command_find_keys_err(const struct command_def *cmd, size_t argc, const char *const *argv,
+                          const size_t *argvlen, struct key_ref *out, int max, int *incomplete, char *error,
+                          size_t errlen)
+{
+    struct find f = {.cmd = cmd, .argv = argv, .argvlen = argvlen, .out = out, .max = max < 0 ? 0 : max,
+                     .error = error, .errlen = errlen};
+
+    if (incomplete)
+        *incomplete = 0;
+    if (error && errlen > 0)
+        error[0] = '\0';
+    if (argc > INT_MAX / 2) /* index arithmetic stays within int */
+        return find_fail(&f, ERR_SYNTAX);
+    f.argc = (int)argc;
+    if (find_run(&f) < 0)
+        return -1;
+    if (incomplete)
+        *incomplete = f.incomplete;
+    return f.n;
 }
 
 int command_find_keys(const struct command_def *cmd, size_t argc, const char *const *argv,
                       const size_t *argvlen, struct key_ref *out, int max, int *incomplete)
 {
-    struct key_out ko = {out, max < 0 ? 0 : max, 0};
-    int dummy = 0;
-    int rc = 0;
+    return command_find_keys_err(cmd, argc, argv, argvlen, out, max, incomplete, NULL, 0);
+}
 
-    if (!incomplete)
-        incomplete = &dummy;
-    *incomplete = 0;
-    if (argc > INT_MAX)
-        return -1;
-
-    if (strcmp(cmd->name, "sort") == 0 || strcmp(cmd->name, "sort_ro") == 0) {
-        rc = sort_find_keys(cmd, (int)argc, argv, argvlen, &ko);
-    } else if (strcmp(cmd->name, "migrate") == 0) {
-        rc = migrate_find_keys(cmd, (int)argc, argv, argvlen, &ko);
-    } else {
-        for (int i = 0; i < cmd->nspecs && rc == 0; i++) {
-            const struct key_spec *ks = &cmd->specs[i];
-            if (ks->flags & KS_NOT_KEY)
-                continue;
-            rc = spec_find_keys(ks, (int)argc, argv, argvlen, &ko, incomplete);
-        }
+int command_blocks(const struct command_def *cmd, size_t argc, const char *const *argv, const size_t *argvlen)
+{
+    if (strcmp(cmd->name, "xread") == 0 || strcmp(cmd->name, "xreadgroup") == 0) {
+        struct key_ref none[1];
+        struct find f = {.cmd = cmd, .argv = argv, .argvlen = argvlen, .out = none, .max = 0};
+        if (argc > INT_MAX / 2)
+            return 0;
+        f.argc = (int)argc;
+        return find_run(&f) == 0 && f.blocks;
     }
-    return rc < 0 ? -1 : ko.n;
+    return (cmd->flags & CMD_BLOCKING) != 0 || strcmp(cmd->name, "wait") == 0;
 }

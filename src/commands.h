@@ -131,22 +131,45 @@ struct key_ref {
 };
 
 /*
- * Extract every key of the command from argv using its key specs, plus the
- * hand-written finders where Redis has none (SORT/SORT_RO BY/GET/STORE patterns,
- * MIGRATE KEYS). Keys are returned in key-spec order (no dedup), at most `max` are
- * stored; returns the number found, which exceeds `max` when `out` was too small
- * (argc entries suffice for every Redis 7.0 command), or -1 when the arguments are
- * inconsistent (e.g. a key count past the end of argv: Redis would answer a syntax
- * error, so the caller lets the command through to the backend only when it has no
- * keys at all, otherwise refuses it). Specs flagged KS_NOT_KEY are skipped.
- * `*incomplete` is set to 1 when some spec was BS_UNKNOWN/FK_UNKNOWN/KS_INCOMPLETE
- * and no hand-written finder covered it (callers must then refuse, not guess).
- * A key count of 0 (EVAL script 0) yields no keys from that spec, not -1.
- * The hand-written SORT/MIGRATE finders walk the options like Redis's own parsers
- * and return -1 where Redis answers a syntax error (e.g. SORT_RO ... STORE).
+ * Extract every key of the command from argv as Redis 7.0.15 finds them when it
+ * EXECUTES the command: the key specs for keys at fixed places, and hand-written
+ * finders that walk the options with the command's own grammar wherever a keyword or
+ * a key count locates keys (GEORADIUS[BYMEMBER] STORE/STOREDIST, the last one wins;
+ * XREAD/XREADGROUP STREAMS after BLOCK/COUNT/GROUP/NOACK; SORT/SORT_RO STORE; MIGRATE
+ * KEYS; the key counts of EVAL, EVALSHA, FCALL (and their _RO forms), LMPOP, BLMPOP,
+ * ZMPOP, BZMPOP, SINTERCARD, ZUNION, ZINTER, ZDIFF, ZINTERCARD and the *STORE forms). Where COMMAND GETKEYS disagrees with execution, execution
+ * wins (commands.c says where). BY/GET patterns of SORT are not keys here.
+ *
+ * Keys are returned in key-spec order (no dedup), at most `max` are stored; returns
+ * the number found, which exceeds `max` when `out` was too small (argc entries suffice
+ * for every Redis 7.0 command), or -1 when Redis rejects the arguments that locate the
+ * keys (wrong arity, a key count past argv or below its minimum, an option walk that
+ * fails, an unbalanced STREAMS list, ...). Specs flagged KS_NOT_KEY are skipped.
+ * A key count of 0 where Redis allows it (EVAL script 0) yields no keys, not -1.
+ * `*incomplete` (may be NULL) is set to 1 when some spec is BS_UNKNOWN/FK_UNKNOWN/
+ * KS_INCOMPLETE, or a keyword/key-count spec, that no hand-written finder covers
+ * (callers must then refuse, not guess).
+ * When -1 is returned and `error` is not NULL, error[0..errlen) holds the NUL-terminated
+ * text Redis answers when executing these arguments, without the leading '-' and CRLF
+ * (e.g. "ERR numkeys should be greater than 0"); it is the text of the first error
+ * Redis finds in the arguments, not one it would find earlier in the data (WRONGTYPE).
  * argvlen may be NULL for NUL-terminated argv.
  */
+int command_find_keys_err(const struct command_def *cmd, size_t argc, const char *const *argv,
+                          const size_t *argvlen, struct key_ref *out, int max, int *incomplete, char *error,
+                          size_t errlen);
+
+/* command_find_keys_err without the error text. */
 int command_find_keys(const struct command_def *cmd, size_t argc, const char *const *argv,
                       const size_t *argvlen, struct key_ref *out, int max, int *incomplete);
+
+/*
+ * 1 when this invocation can block in Redis (outside MULTI and scripts): XREAD and
+ * XREADGROUP when their options, walked as xreadCommand does (BLOCK and COUNT take one
+ * value, GROUP two, NOACK none, STREAMS ends them), parse and include a BLOCK (so
+ * "BLOCK\0" is BLOCK, and a group named STREAMS does not end the options); any other
+ * command flagged CMD_BLOCKING; WAIT. Else 0. argvlen may be NULL.
+ */
+int command_blocks(const struct command_def *cmd, size_t argc, const char *const *argv, const size_t *argvlen);
 
 #endif

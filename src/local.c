@@ -1,4 +1,6 @@
 /* local.c: the commands keygate answers itself: PING, ECHO, AUTH, HELLO, SELECT 0, CLIENT, COMMAND, INFO. */
+#include "access.h"
+#include "args.h"
 #include "proxy.h"
 
 #include <stdio.h>
@@ -23,11 +25,6 @@ static void add_bulk(struct evbuffer *out, const char *s, size_t len)
 static void add_cstr(struct evbuffer *out, const char *s)
 {
     add_bulk(out, s, strlen(s));
-}
-
-static int arg_eq(const char *a, size_t len, const char *word)
-{
-    return len == strlen(word) && strncasecmp(a, word, len) == 0;
 }
 
 /* Complete req with the bytes of `out` and free it. */
@@ -64,7 +61,7 @@ static const struct user_conf *auth_check(const struct config *cfg, const char *
     const struct user_conf *found = NULL;
     for (size_t i = 0; i < cfg->nusers; i++) {
         const struct user_conf *u = &cfg->users[i];
-        int name_ok = user ? arg_eq(user, ulen, u->name) : 1;
+        int name_ok = user ? ulen == strlen(u->name) && memcmp(user, u->name, ulen) == 0 : 1; /* case-sensitive, as ACL */
         int pass_ok = CRYPTO_memcmp(digest, u->password_sha256, sizeof(digest)) == 0;
         if (name_ok && pass_ok && !found) found = u;
     }
@@ -113,31 +110,40 @@ static int set_client_name(struct client *c, const char *s, size_t len)
     return 0;
 }
 
+/* HELLO [2 [AUTH user pass] [SETNAME name]], in Redis's order (helloCommand): every option
+ * is read first (the last AUTH / SETNAME wins), then AUTH, then the NOAUTH check, and only
+ * then the name is set, so an unauthenticated HELLO changes nothing. */
 static void local_hello(struct client *c, struct request *req, size_t argc, const char *const *argv,
                         const size_t *argvlen)
 {
+    size_t auth = 0, setname = 0; /* argv index of the option's first value, 0 = not given */
     for (size_t i = 2; i < argc; i++) {
-        if (arg_eq(argv[i], argvlen[i], "AUTH") && i + 2 < argc) {
-            if (local_auth(c, req, argv[i + 1], argvlen[i + 1], argv[i + 2], argvlen[i + 2]) != 0) return;
+        size_t more = argc - 1 - i;
+        if (args_word_is(argv[i], argvlen[i], "AUTH") && more >= 2) {
+            auth = i + 1;
             i += 2;
-        } else if (arg_eq(argv[i], argvlen[i], "SETNAME") && i + 1 < argc) {
-            if (set_client_name(c, argv[i + 1], argvlen[i + 1]) != 0) {
-                reply_error(c, req, "ERR Client names cannot contain spaces, newlines or special characters.");
-                return;
-            }
+        } else if (args_word_is(argv[i], argvlen[i], "SETNAME") && more >= 1) {
+            setname = i + 1;
             i += 1;
         } else {
-            char msg[200];
-            snprintf(msg, sizeof(msg), "ERR Syntax error in HELLO option '%.*s'", (int)(argvlen[i] > 100 ? 100 : argvlen[i]),
-                     argv[i]);
+            char msg[200], shown[130];
+            const char *nul = memchr(argv[i], '\0', argvlen[i]); /* Redis prints the C string */
+            size_t n = nul ? (size_t)(nul - argv[i]) : argvlen[i];
+            snprintf(msg, sizeof(msg), "ERR Syntax error in HELLO option '%s'",
+                     policy_printable(argv[i], n, shown, sizeof(shown)));
             reply_error(c, req, msg);
             return;
         }
     }
+    if (auth && local_auth(c, req, argv[auth], argvlen[auth], argv[auth + 1], argvlen[auth + 1]) != 0) return;
     if (!c->session.authenticated) {
         reply_error(c, req, "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
                             "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
                             "select the RESP protocol version at the same time");
+        return;
+    }
+    if (setname && set_client_name(c, argv[setname], argvlen[setname]) != 0) {
+        reply_error(c, req, "ERR Client names cannot contain spaces, newlines or special characters.");
         return;
     }
     struct evbuffer *out = evbuffer_new();
@@ -184,7 +190,8 @@ static void local_client_list(struct client *c, struct request *req, int only_se
         client_info_line(lines, c);
     } else {
         const struct client *it;
-        TAILQ_FOREACH(it, &c->worker->clients, link) client_info_line(lines, it);
+        TAILQ_FOREACH(it, &c->worker->clients, link)
+            if (access_may_see_client(c->session.user, it->session.user)) client_info_line(lines, it);
     }
     struct evbuffer *out = evbuffer_new();
     size_t len = evbuffer_get_length(lines);
@@ -248,8 +255,8 @@ static int section_wanted(size_t argc, const char *const *argv, const size_t *ar
 {
     if (argc < 2) return 1;
     for (size_t i = 1; i < argc; i++) {
-        if (arg_eq(argv[i], argvlen[i], section) || arg_eq(argv[i], argvlen[i], "all") ||
-            arg_eq(argv[i], argvlen[i], "everything") || arg_eq(argv[i], argvlen[i], "default"))
+        if (args_word_is(argv[i], argvlen[i], section) || args_word_is(argv[i], argvlen[i], "all") ||
+            args_word_is(argv[i], argvlen[i], "everything") || args_word_is(argv[i], argvlen[i], "default"))
             return 1;
     }
     return 0;
@@ -408,6 +415,9 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
         reply_buffer(req, out);
         break;
     }
+    case LOCAL_EMPTY_ARRAY:
+        reply_str(req, "*0\r\n");
+        break;
     case LOCAL_UNSUBSCRIBE_NONE: {
         /* Redis: one confirmation per channel named, or one with a nil channel */
         struct evbuffer *out = evbuffer_new();

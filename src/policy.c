@@ -119,19 +119,6 @@ static int decide_local(enum cmd_id cid, const struct policy_request *r, struct 
     return 1;
 }
 
-/* XREAD/XREADGROUP block only with a BLOCK argument before STREAMS. */
-static int blocks(enum cmd_id cid, const struct policy_request *r)
-{
-    if (cid == CID_XREAD || cid == CID_XREADGROUP) {
-        for (size_t i = 1; i < r->argc; i++) {
-            if (policy_arg_is(r, i, "STREAMS")) return 0;
-            if (policy_arg_is(r, i, "BLOCK")) return 1;
-        }
-        return 0;
-    }
-    return (r->cmd->flags & CMD_BLOCKING) != 0 || cid == CID_WAIT;
-}
-
 static void decide_keys(const struct config *cfg, const struct registry *reg, const struct session *s,
                         const struct policy_request *r, enum cmd_id cid, struct key_ref *keys,
                         const struct namespace_entry **ns, struct plan *p);
@@ -183,9 +170,11 @@ static size_t pattern_literal_len(const char *s, size_t len)
 }
 
 /*
- * Channel namespace checks of a pub/sub command: every channel (or a pattern's literal
- * prefix) must lie in a `channel` entry the user may use, all on one instance.
- * Fills p->instance / p->ns or an error.
+ * Channel namespace checks of a pub/sub command: every channel must lie in a `channel`
+ * entry the user may use; a pattern's literal prefix must too, and so must every nested
+ * channel namespace the pattern can reach (access_glob_namespace); all on one instance.
+ * Without a channel or pattern, PUBSUB CHANNELS/SHARDCHANNELS/NUMPAT see every channel:
+ * the user must be allowed every channel namespace. Fills p->instance / p->ns or an error.
  */
 static void decide_channels(const struct config *cfg, const struct registry *reg, const struct session *s,
                             const struct policy_request *r, enum cmd_id cid, enum channel_role role, struct plan *p)
@@ -207,6 +196,13 @@ static void decide_channels(const struct config *cfg, const struct registry *reg
             p->kind = PLAN_ERROR;
             return;
         }
+        char why[PLAN_ERROR_MAX - 160];
+        if (patterns && !access_glob_namespace(reg, s, r->cmd, NS_CHANNEL, r->argv[i], r->argvlen[i], "*?[\\",
+                                               why, sizeof(why))) {
+            policy_printable(r->argv[i], r->argvlen[i], ch, sizeof(ch));
+            plan_error(p, "NOPERM pattern '%s' of '%s': %s", ch, r->cmd->name, why);
+            return;
+        }
         if (seen && seen->instance != ns->instance) {
             plan_error(p, "CROSSINSTANCE channels of '%s' live on instances '%s' and '%s'", r->cmd->name,
                        cfg->instance_names[seen->instance], cfg->instance_names[ns->instance]);
@@ -214,24 +210,36 @@ static void decide_channels(const struct config *cfg, const struct registry *reg
         }
         seen = ns;
     }
-    if (!seen) {
-        /* no channel named: PUBSUB NUMPAT / CHANNELS without a pattern, UNSUBSCRIBE all */
-        if (role == CH_CHANNELS || role == CH_PATTERNS) {
-            p->all_instances = 1;
-        } else {
-            for (size_t i = 0; i < reg->count; i++) {
-                const struct namespace_entry *e = &reg->entries[i];
-                if (e->kind != NS_CHANNEL) continue;
-                if (seen && seen->instance != e->instance) {
-                    plan_error(p, "DENIED '%s' without a channel pattern spans several instances", r->cmd->name);
-                    return;
-                }
-                seen = e;
-            }
-            if (!seen) {
-                plan_error(p, "DENIED the registry has no channel namespace");
+    if (!seen && (cid == CID_PUBSUB_NUMSUB || cid == CID_PUBSUB_SHARDNUMSUB)) {
+        plan_local(p, LOCAL_EMPTY_ARRAY); /* Redis: no channel named, no counts */
+        if (s->in_multi) {
+            p->kind = PLAN_FORWARD; /* its "*0" belongs in the EXEC array, like PING's answer */
+            p->instance = -1;
+        }
+        return;
+    }
+    if (!seen && (role == CH_CHANNELS || role == CH_PATTERNS)) {
+        p->all_instances = 1; /* (P|S)UNSUBSCRIBE with no argument: every subscriber connection */
+    } else if (!seen) {
+        /* PUBSUB NUMPAT / CHANNELS / SHARDCHANNELS without a pattern: every channel of an instance */
+        for (size_t i = 0; i < reg->count; i++) {
+            const struct namespace_entry *e = &reg->entries[i];
+            if (e->kind != NS_CHANNEL) continue;
+            if (access_check_namespace(s, e, r->cmd, p->error, sizeof(p->error)) != 0) {
+                plan_error(p, "NOPERM '%s' without a pattern sees channel namespace '%s' (owner %s) that user '%s' "
+                              "may not use; give a pattern inside your namespaces",
+                           r->cmd->name, e->prefix, e->owner, s->user->name);
                 return;
             }
+            if (seen && seen->instance != e->instance) {
+                plan_error(p, "DENIED '%s' without a channel pattern spans several instances", r->cmd->name);
+                return;
+            }
+            seen = e;
+        }
+        if (!seen) {
+            plan_error(p, "DENIED the registry has no channel namespace");
+            return;
         }
     }
     p->kind = PLAN_FORWARD;
@@ -329,10 +337,7 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
         p->kind = PLAN_ERROR;
         return;
     }
-    if (!s->authenticated && !access_allowed_before_auth(r->cmd)) {
-        plan_error(p, "NOAUTH Authentication required.");
-        return;
-    }
+    /* Redis's order (processCommand): unknown (sub)command, arity, then authentication */
     if (r->unknown_subcommand && r->argc >= 2) {
         char sub[130], parent[64];
         policy_printable(r->argv[1], r->argvlen[1], sub, sizeof(sub));
@@ -342,6 +347,10 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
     }
     if (!command_arity_ok(r->cmd, r->argc)) {
         plan_error(p, "ERR wrong number of arguments for '%s' command", r->cmd->name);
+        return;
+    }
+    if (!s->authenticated && !access_allowed_before_auth(r->cmd)) {
+        plan_error(p, "NOAUTH Authentication required.");
         return;
     }
     enum cmd_id cid = cmdclass_id(r->cmd);
@@ -362,12 +371,13 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
         p->kind = PLAN_FORWARD;
         p->instance = ar.ns->instance;
         p->ns = ar.ns;
+        if (s->in_multi) decide_multi_instance(cfg, s, p);
         return;
     }
     enum channel_role role = channel_role(cid);
     if (role != CH_NONE) {
         decide_channels(cfg, reg, s, r, cid, role, p);
-        if (p->kind != PLAN_FORWARD) return;
+        if (p->kind != PLAN_FORWARD) return; /* an error, or PUBSUB NUMSUB's local empty answer */
         if (cid == CID_SUBSCRIBE || cid == CID_PSUBSCRIBE || cid == CID_SSUBSCRIBE) {
             p->flow = FLOW_SUBSCRIBE;
         } else if (is_unsubscribe(cid)) {
@@ -414,10 +424,11 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
 {
     const char *name = r->cmd->name;
     int incomplete = 0;
-    int nkeys = command_find_keys(r->cmd, r->argc, r->argv, r->argvlen, keys, (int)(r->argc > 256 ? r->argc : 256),
-                                  &incomplete);
+    /* where the key-bearing arguments are wrong, Redis's own error text for them */
+    int nkeys = command_find_keys_err(r->cmd, r->argc, r->argv, r->argvlen, keys,
+                                      (int)(r->argc > 256 ? r->argc : 256), &incomplete, p->error, sizeof(p->error));
     if (nkeys < 0) {
-        plan_error(p, "ERR syntax error");
+        p->kind = PLAN_ERROR;
         return;
     }
     if (incomplete) {
@@ -480,10 +491,12 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
             return;
         }
         p->flow = FLOW_WATCH;
-    } else if (!s->in_multi && blocks(cid, r)) {
+    } else if (!s->in_multi && command_blocks(r->cmd, r->argc, r->argv, r->argvlen)) {
         p->flow = FLOW_BLOCK;
     }
-    if (ttl_decide(r, keys, ns_of, nkeys, p) != 0) {
+    /* keygate's own MULTI/EXEC on the WATCH pin would clear (or fail on) the client's watch */
+    int may_wrap = s->watch_instance != first->instance;
+    if (ttl_decide(r, keys, ns_of, nkeys, may_wrap, p) != 0) {
         plan_release(p);
         plan_error(p, "OOM keygate is out of memory");
         return;

@@ -47,6 +47,7 @@ enum local_cmd {
     LOCAL_UNWATCH,         /* UNWATCH with nothing watched */
     LOCAL_PING_SUBSCRIBED, /* PING in subscribed mode: ["pong", msg] */
     LOCAL_UNSUBSCRIBE_NONE,/* (P|S)UNSUBSCRIBE with no subscription: Redis's empty confirmation */
+    LOCAL_EMPTY_ARRAY,     /* PUBSUB NUMSUB / SHARDNUMSUB naming no channel: "*0" */
 };
 
 /* How a FORWARD plan uses backend connections. */

@@ -30,48 +30,118 @@ static int64_t mul_sat(long long v, int64_t scale)
     return v * scale;
 }
 
-int ttl_client_ttl(const struct policy_request *r, int64_t now_ms, int64_t *ttl_ms, int *option_given)
+/* a - b with saturation (an absolute time at INT64_MIN minus now must not wrap). */
+static int64_t sub_sat(int64_t a, int64_t b)
+{
+    if (b > 0 && a < INT64_MIN + b) return INT64_MIN;
+    if (b < 0 && a > INT64_MAX + b) return INT64_MAX;
+    return a - b;
+}
+
+/* SET/GETEX option flags, as parseExtendedStringArgumentsOrReply (t_string.c) keeps them. */
+enum string_opt {
+    OPT_NX = 1 << 0,
+    OPT_XX = 1 << 1,
+    OPT_GET = 1 << 2,
+    OPT_KEEPTTL = 1 << 3,
+    OPT_PERSIST = 1 << 4,
+    OPT_EX = 1 << 5,
+    OPT_PX = 1 << 6,
+    OPT_EXAT = 1 << 7,
+    OPT_PXAT = 1 << 8,
+};
+
+/*
+ * SET k v [opts] / GETEX k [opts], walked exactly like Redis 7.0's
+ * parseExtendedStringArgumentsOrReply: an option may repeat (EX 10 EX 20: the last
+ * value wins) but never meets a conflicting one (EX with PX, KEEPTTL with EX, NX with
+ * XX), and anything else is a syntax error. Returns the flags, or -1 where Redis answers
+ * a syntax error; *expire_arg is the argv index of the last EX/PX/EXAT/PXAT value (0: none).
+ */
+static int string_options(const struct policy_request *r, int is_set, size_t *expire_arg)
+{
+    const int any_ttl = OPT_EX | OPT_PX | OPT_EXAT | OPT_PXAT;
+    static const struct {
+        const char *word;
+        int flag, set_only, get_only, excludes;
+    } opts[] = {
+        {"NX", OPT_NX, 1, 0, OPT_XX},
+        {"XX", OPT_XX, 1, 0, OPT_NX},
+        {"GET", OPT_GET, 1, 0, 0},
+        {"KEEPTTL", OPT_KEEPTTL, 1, 0, OPT_PERSIST | OPT_EX | OPT_PX | OPT_EXAT | OPT_PXAT},
+        {"PERSIST", OPT_PERSIST, 0, 1, OPT_KEEPTTL | OPT_EX | OPT_PX | OPT_EXAT | OPT_PXAT},
+        {"EX", OPT_EX, 0, 0, OPT_KEEPTTL | OPT_PERSIST | OPT_PX | OPT_EXAT | OPT_PXAT},
+        {"PX", OPT_PX, 0, 0, OPT_KEEPTTL | OPT_PERSIST | OPT_EX | OPT_EXAT | OPT_PXAT},
+        {"EXAT", OPT_EXAT, 0, 0, OPT_KEEPTTL | OPT_PERSIST | OPT_EX | OPT_PX | OPT_PXAT},
+        {"PXAT", OPT_PXAT, 0, 0, OPT_KEEPTTL | OPT_PERSIST | OPT_EX | OPT_PX | OPT_EXAT},
+    };
+    int flags = 0;
+    *expire_arg = 0;
+    for (size_t j = is_set ? 3 : 2; j < r->argc; j++) {
+        int has_next = j + 1 < r->argc, matched = 0;
+        for (size_t k = 0; k < sizeof(opts) / sizeof(opts[0]) && !matched; k++) {
+            if (!policy_arg_is(r, j, opts[k].word) || (flags & opts[k].excludes)) continue;
+            if ((opts[k].set_only && !is_set) || (opts[k].get_only && is_set)) continue;
+            if ((opts[k].flag & any_ttl) && !has_next) continue;
+            flags |= opts[k].flag;
+            if (opts[k].flag & any_ttl) *expire_arg = ++j;
+            matched = 1;
+        }
+        if (!matched) return -1;
+    }
+    return flags;
+}
+
+int ttl_client_ttl(const struct policy_request *r, int64_t now_ms, struct client_ttl *out)
 {
     enum cmd_id cid = cmdclass_id(r->cmd);
     long long v;
-    *option_given = 0;
     int64_t scale = 0, absolute = 0;
+    size_t arg = 2;
+    out->kind = CLIENT_TTL_NONE;
+    out->ttl_ms = 0;
     if (cid == CID_EXPIRE || cid == CID_SETEX) scale = 1000;
     else if (cid == CID_PEXPIRE || cid == CID_PSETEX) scale = 1;
     else if (cid == CID_EXPIREAT) scale = 1000, absolute = 1;
     else if (cid == CID_PEXPIREAT) scale = 1, absolute = 1;
-    if (scale) {
-        if (policy_arg_ll(r, 2, &v) != 0) return -1;
-        *ttl_ms = mul_sat(v, scale) - (absolute ? now_ms : 0);
-        return 1;
-    }
-    size_t first_opt;
-    if (cid == CID_SET) first_opt = 3;
-    else if (cid == CID_GETEX) first_opt = 2;
-    else return 0;
-    for (size_t i = first_opt; i < r->argc; i++) {
-        if (policy_arg_is(r, i, "EX")) scale = 1000;
-        else if (policy_arg_is(r, i, "PX")) scale = 1;
-        else if (policy_arg_is(r, i, "EXAT")) scale = 1000, absolute = 1;
-        else if (policy_arg_is(r, i, "PXAT")) scale = 1, absolute = 1;
-        else if (policy_arg_is(r, i, "KEEPTTL") || policy_arg_is(r, i, "PERSIST")) *option_given = 1;
-        if (scale) {
-            *option_given = 1;
-            if (policy_arg_ll(r, i + 1, &v) != 0) return -1;
-            *ttl_ms = mul_sat(v, scale) - (absolute ? now_ms : 0);
-            return 1;
+    else if (cid == CID_SET || cid == CID_GETEX) {
+        int flags = string_options(r, cid == CID_SET, &arg);
+        if (flags < 0) {
+            out->kind = CLIENT_TTL_INVALID;
+            return 0;
         }
+        if (flags & OPT_KEEPTTL) out->kind = CLIENT_TTL_KEEP;
+        if (flags & OPT_PERSIST) out->kind = CLIENT_TTL_PERSIST;
+        if (flags & (OPT_EX | OPT_EXAT)) scale = 1000;
+        if (flags & (OPT_PX | OPT_PXAT)) scale = 1;
+        absolute = (flags & (OPT_EXAT | OPT_PXAT)) != 0;
+        if (!scale) return 0;
+    } else {
+        return 0;
     }
+    if (policy_arg_ll(r, arg, &v) != 0) {
+        out->kind = CLIENT_TTL_INVALID; /* Redis: value is not an integer or out of range */
+        return 0;
+    }
+    out->kind = CLIENT_TTL_SET;
+    out->ttl_ms = absolute ? sub_sat(mul_sat(v, scale), now_ms) : mul_sat(v, scale);
     return 0;
 }
 
-/* The client's own command sets (or removes) the first key's TTL: no fix for it. */
-static int sets_own_ttl(const struct policy_request *r, int has_ttl)
+/* The client's own command sets (or removes) the first key's TTL: no fix for it. An EXPIRE
+ * that Redis refuses (not an integer) changes nothing, so it needs none either. */
+static int sets_own_ttl(const struct policy_request *r, const struct client_ttl *ct)
 {
     enum cmd_id cid = cmdclass_id(r->cmd);
-    if (has_ttl == 1) return 1;
-    return cid == CID_EXPIRE || cid == CID_PEXPIRE || cid == CID_EXPIREAT ||
-           cid == CID_PEXPIREAT;
+    if (ct->kind == CLIENT_TTL_SET) return 1;
+    return cid == CID_EXPIRE || cid == CID_PEXPIRE || cid == CID_EXPIREAT || cid == CID_PEXPIREAT;
+}
+
+/* Scripts and functions write the keys they declare, although Redis flags them no `write`. */
+static int writes_keys(const struct command_def *cmd)
+{
+    enum cmd_id cid = cmdclass_id(cmd);
+    return (cmd->flags & CMD_WRITE) || cid == CID_EVAL || cid == CID_EVALSHA || cid == CID_FCALL;
 }
 
 /* Commands whose destination (argv[2]) takes over the source key's TTL. */
@@ -105,31 +175,30 @@ static void ttl_append(struct plan *p, int64_t ttl_ms, int ms_only)
 }
 
 int ttl_decide(const struct policy_request *r, const struct key_ref *keys,
-               const struct namespace_entry *const *ns, int nkeys, struct plan *p)
+               const struct namespace_entry *const *ns, int nkeys, int may_wrap, struct plan *p)
 {
     enum cmd_id cid = cmdclass_id(r->cmd);
     const struct namespace_entry *first = ns[0];
-    int64_t ttl_ms = 0;
-    int option_given = 0;
-    int has_ttl = ttl_client_ttl(r, r->now_ms, &ttl_ms, &option_given);
-    int writes = (r->cmd->flags & CMD_WRITE) != 0;
+    struct client_ttl ct;
+    ttl_client_ttl(r, r->now_ms, &ct);
+    int writes = writes_keys(r->cmd);
 
-    int persist = cid == CID_PERSIST ||
-                  (cid == CID_GETEX && option_given && has_ttl == 0 && policy_arg_is(r, r->argc - 1, "PERSIST"));
+    int persist = cid == CID_PERSIST || ct.kind == CLIENT_TTL_PERSIST;
     if (persist && first->ttl_ms > 0) {
         deny(p, "DENIED PERSIST is refused in namespace '%s': its keys must keep a TTL", first->prefix);
         return 0;
     }
-    if (has_ttl == 1 && first->max_ttl_ms > 0 && ttl_ms > first->max_ttl_ms) {
+    if (ct.kind == CLIENT_TTL_SET && first->max_ttl_ms > 0 && ct.ttl_ms > first->max_ttl_ms) {
         char lim[32];
         duration_format(first->max_ttl_ms, lim, sizeof(lim));
-        deny(p, "DENIED TTL of %lldms is above max-ttl %s of namespace '%s'", (long long)ttl_ms, lim, first->prefix);
+        deny(p, "DENIED TTL of %lldms is above max-ttl %s of namespace '%s'", (long long)ct.ttl_ms, lim,
+             first->prefix);
         return 0;
     }
 
     /* SET without a TTL option: the TTL travels in the command itself. */
     int is_set = cid == CID_SET;
-    if (is_set && first->ttl_ms > 0 && !option_given && has_ttl == 0) {
+    if (is_set && first->ttl_ms > 0 && ct.kind == CLIENT_TTL_NONE) {
         ttl_append(p, first->ttl_ms, 0); /* SET k v [NX|XX] [GET] -> ... EX D */
         return 0;
     }
@@ -140,7 +209,7 @@ int ttl_decide(const struct policy_request *r, const struct key_ref *keys,
         return 0;
     }
 
-    int own = sets_own_ttl(r, has_ttl);
+    int own = sets_own_ttl(r, &ct);
     for (int i = 0; i < nkeys; i++) {
         const struct namespace_entry *e = ns[i];
         if (e->ttl_ms <= 0) continue;
@@ -161,7 +230,7 @@ int ttl_decide(const struct policy_request *r, const struct key_ref *keys,
     }
     /* A write and its TTL are applied atomically; a read's window reset needs no transaction.
      * Redis never blocks inside MULTI: a blocking command's fixes follow it on its pin. */
-    p->ttl.wrap = p->ttl.nfix > 0 && writes && p->flow != FLOW_BLOCK;
+    p->ttl.wrap = p->ttl.nfix > 0 && writes && may_wrap && p->flow != FLOW_BLOCK;
     return 0;
 }
 

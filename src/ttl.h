@@ -45,23 +45,42 @@ struct ttl_rewrite {
     struct ttl_fix fix_inline[TTL_FIX_INLINE];
 };
 
+/* What a command asks for its own key's TTL (for max-ttl, PERSIST and "SET gets EX D"). */
+enum client_ttl_kind {
+    CLIENT_TTL_NONE = 0, /* no TTL option: SET k v, GETEX k, and every other command */
+    CLIENT_TTL_SET,      /* EXPIRE-family, SETEX/PSETEX, SET/GETEX EX|PX|EXAT|PXAT: ttl_ms */
+    CLIENT_TTL_KEEP,     /* SET ... KEEPTTL */
+    CLIENT_TTL_PERSIST,  /* GETEX ... PERSIST */
+    CLIENT_TTL_INVALID,  /* Redis refuses the arguments when it runs the command (a syntax error,
+                            a TTL that is not an integer): nothing is written */
+};
+
+struct client_ttl {
+    enum client_ttl_kind kind;
+    int64_t ttl_ms; /* CLIENT_TTL_SET: relative to now_ms (saturated; <= 0 deletes or is refused) */
+};
+
 /*
- * The TTL a command asks for itself, for max-ttl checks: returns 1 and sets *ttl_ms
- * (relative; now_ms turns EXPIREAT-style absolutes into relative), 0 when the command
- * sets none, -1 when its TTL argument is not an integer (Redis answers that error).
- * *option_given is set when SET/GETEX carries EX/PX/EXAT/PXAT/KEEPTTL/PERSIST.
+ * The TTL a command asks for itself, read the way Redis 7.0 reads it: SET/GETEX options
+ * walked as parseExtendedStringArgumentsOrReply does (a repeated EX/PX/EXAT/PXAT: the last
+ * value wins; conflicting options: INVALID), integers as string2ll; EXPIREAT-style
+ * absolutes become relative to now_ms. Fills *out; returns 0.
  */
-int ttl_client_ttl(const struct policy_request *r, int64_t now_ms, int64_t *ttl_ms, int *option_given);
+int ttl_client_ttl(const struct policy_request *r, int64_t now_ms, struct client_ttl *out);
 
 /*
  * Decide the TTL rules for a command whose keys were found (keys[i], with ns[i] its
  * namespace, all on one instance); plan->flow must already be set (a FLOW_BLOCK command
- * is never wrapped in MULTI, which would keep it from blocking). Fills plan->ttl and plan->append, or sets
- * plan->kind = PLAN_ERROR with a DENIED message (PERSIST in a TTL namespace, a client
- * TTL above max-ttl). Returns 0, or -1 when out of memory. Pure.
+ * is never wrapped in MULTI, which would keep it from blocking). `may_wrap` is 0 when
+ * keygate's own MULTI/EXEC would change the client's state: a client holding a WATCH
+ * (EXEC clears its watched keys, and a dirty watch would make keygate's EXEC fail): its
+ * fixes then follow the command unwrapped on the same connection, in the same write.
+ * Fills plan->ttl and plan->append, or sets plan->kind = PLAN_ERROR with a DENIED
+ * message (PERSIST in a TTL namespace, a client TTL above max-ttl). Returns 0, or -1
+ * when out of memory. Pure.
  */
 int ttl_decide(const struct policy_request *r, const struct key_ref *keys,
-               const struct namespace_entry *const *ns, int nkeys, struct plan *plan);
+               const struct namespace_entry *const *ns, int nkeys, int may_wrap, struct plan *plan);
 
 /* Free what ttl_decide allocated (safe on a zeroed or already released rewrite). */
 void ttl_rewrite_release(struct ttl_rewrite *t);

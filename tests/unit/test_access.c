@@ -428,6 +428,23 @@ START_TEST(auth_gate_comes_first)
 }
 END_TEST
 
+/* Issue 10 item 6: CLIENT LIST shows a user its own user's connections; an rw owners=* user sees all. */
+START_TEST(test_issue10_item6_client_list_visibility)
+{
+    struct user_conf alice = {.name = "alice"}, bob = {.name = "bob"}, alice2 = {.name = "alice"};
+    struct user_conf admin = {.name = "admin", .all_owners = 1}, ops = {.name = "ops", .all_owners = 1, .read_only = 1};
+    ck_assert(access_may_see_client(NULL, NULL)); /* no users configured */
+    ck_assert(access_may_see_client(&alice, &alice));
+    ck_assert(access_may_see_client(&alice, &alice2)); /* same name after a reload */
+    ck_assert(!access_may_see_client(&alice, &bob));
+    ck_assert(!access_may_see_client(&alice, NULL)); /* a connection not logged in yet */
+    ck_assert(access_may_see_client(&admin, &bob));
+    ck_assert(access_may_see_client(&admin, NULL));
+    ck_assert(!access_may_see_client(&ops, &bob)); /* owners=* but access=ro */
+    ck_assert(access_may_see_client(&ops, &ops));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("access");
@@ -441,6 +458,7 @@ int main(void)
     tcase_add_test(tc, sort_patterns_stay_in_the_sorted_keys_namespace);
     tcase_add_test(tc, scripts_need_scripts_yes_and_declared_keys);
     tcase_add_test(tc, auth_gate_comes_first);
+    tcase_add_test(tc, test_issue10_item6_client_list_visibility);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -8,7 +8,8 @@
 
 #define MAX_ARGS 32
 
-/* A command line split on spaces; the token "" stands for an empty argument. */
+/* A command line split on spaces; the token "" stands for an empty argument, and the two
+ * characters \0 inside a token for a NUL byte ("STORE\\0" in C source is S T O R E NUL). */
 struct args {
     char buf[512];
     const char *argv[MAX_ARGS];
@@ -23,10 +24,18 @@ static void args_split(struct args *a, const char *line)
     a->argc = 0;
     for (char *tok = strtok(a->buf, " "); tok; tok = strtok(NULL, " ")) {
         ck_assert_uint_lt(a->argc, MAX_ARGS);
+        size_t len = strlen(tok);
         if (strcmp(tok, "\"\"") == 0)
-            tok[0] = '\0';
+            tok[0] = '\0', len = 0;
+        for (size_t i = 0; i + 1 < len; i++) {
+            if (tok[i] == '\\' && tok[i + 1] == '0') {
+                tok[i] = '\0';
+                memmove(tok + i + 1, tok + i + 2, len - i - 1); /* the terminator moves too */
+                len--;
+            }
+        }
         a->argv[a->argc] = tok;
-        a->argvlen[a->argc] = strlen(tok);
+        a->argvlen[a->argc] = len;
         a->argc++;
     }
 }
@@ -42,17 +51,21 @@ static const struct command_def *lookup(const char *line, int *unknown_sub)
  * Key positions of `line` as "1 3 5" in out (or "-1"); asserts the command exists
  * and, when want_incomplete >= 0, the incomplete flag. Flags of key i go to flags[i].
  */
-static int keys_of(const char *line, char *out, size_t outlen, uint32_t *flags)
+static char last_error[256]; /* the error text of the last keys_of/keys_of_argv that gave -1 */
+
+static int keys_of_argv(size_t argc, const char *const *argv, const size_t *argvlen, char *out,
+                        size_t outlen, uint32_t *flags)
 {
-    struct args a;
     struct key_ref refs[MAX_ARGS];
     int unknown = 0, incomplete = -1;
-    args_split(&a, line);
-    const struct command_def *cmd = command_lookup(a.argc, a.argv, a.argvlen, &unknown);
-    ck_assert_msg(cmd != NULL, "no command for '%s'", line);
+    const struct command_def *cmd = command_lookup(argc, argv, argvlen, &unknown);
+    ck_assert_msg(cmd != NULL, "no command for '%s'", argv[0]);
     ck_assert_int_eq(unknown, 0);
-    int n = command_find_keys(cmd, a.argc, a.argv, a.argvlen, refs, MAX_ARGS, &incomplete);
+    int n = command_find_keys_err(cmd, argc, argv, argvlen, refs, MAX_ARGS, &incomplete, last_error,
+                                  sizeof(last_error));
     ck_assert_int_eq(incomplete, 0);
+    /* the wrapper agrees */
+    ck_assert_int_eq(command_find_keys(cmd, argc, argv, argvlen, refs, MAX_ARGS, NULL), n);
     out[0] = '\0';
     if (n < 0) {
         snprintf(out, outlen, "-1");
@@ -65,6 +78,33 @@ static int keys_of(const char *line, char *out, size_t outlen, uint32_t *flags)
             flags[i] = refs[i].flags;
     }
     return n;
+}
+
+static int keys_of(const char *line, char *out, size_t outlen, uint32_t *flags)
+{
+    struct args a;
+    args_split(&a, line);
+    return keys_of_argv(a.argc, a.argv, a.argvlen, out, outlen, flags);
+}
+
+/* `line` is refused (-1) with exactly Redis's error text `want`. */
+#define ck_keys_err(line, want)                                                                     \
+    do {                                                                                            \
+        char got_[128];                                                                             \
+        keys_of((line), got_, sizeof(got_), NULL);                                                  \
+        ck_assert_msg(strcmp(got_, "-1") == 0, "%s: keys [%s], expected a refusal", (line), got_); \
+        ck_assert_msg(strcmp(last_error, (want)) == 0, "%s: error '%s', expected '%s'", (line),     \
+                      last_error, (want));                                                          \
+    } while (0)
+
+/* command_blocks of `line`. */
+static int blocks_of(const char *line)
+{
+    struct args a;
+    args_split(&a, line);
+    const struct command_def *cmd = command_lookup(a.argc, a.argv, a.argvlen, NULL);
+    ck_assert_msg(cmd != NULL, "no command for '%s'", line);
+    return command_blocks(cmd, a.argc, a.argv, a.argvlen);
 }
 
 #define ck_keys(line, expect)                                                                       \
@@ -342,8 +382,9 @@ START_TEST(test_keys_keyword_store)
     keys_of("GEORADIUS k 0 0 1 km STORE dst", got, sizeof(got), flags);
     ck_assert_str_eq(got, "1 7");
     ck_assert(flags[1] & KS_OW);
-    ck_keys("GEORADIUS k 0 0 1 km WITHDIST STOREDIST d2", "1 8");
-    ck_keys("GEORADIUS k 0 0 1 km STORE a STOREDIST b", "1 7 9");
+    ck_keys("GEORADIUS k 0 0 1 km WITHDIST", "1");
+    ck_keys("GEORADIUS k 0 0 1 km STOREDIST d2", "1 7");
+    ck_keys("GEORADIUS k 0 0 1 km STORE a STOREDIST b", "1 9");
     ck_keys("GEORADIUS k 0 0 1 km", "1");
     ck_keys("GEORADIUSBYMEMBER k m 1 km store x", "1 6");
     ck_keys("GEOSEARCHSTORE dst src FROMMEMBER m BYRADIUS 1 km", "1 2");
@@ -474,6 +515,185 @@ START_TEST(test_keys_incomplete_spec)
 }
 END_TEST
 
+
+/* ---- issue 10: key extraction exactly as Redis executes the command ---- */
+
+/* Redis's georadiusGeneric lets every STORE/STOREDIST override the one before. */
+START_TEST(test_issue10_item1_georadius_last_store_wins)
+{
+    uint32_t flags[MAX_ARGS];
+    char got[64];
+    keys_of("GEORADIUS cache:geo 15 37 200 km STORE cache:ok STORE nope:evil", got, sizeof(got), flags);
+    ck_assert_str_eq(got, "1 9");
+    ck_assert(flags[1] & KS_OW);
+    ck_keys("GEORADIUS k 15 37 200 km STOREDIST a STOREDIST b", "1 9");
+    ck_keys("GEORADIUS k 15 37 200 km STORE a STOREDIST b", "1 9");
+    ck_keys("GEORADIUS k 15 37 200 km STOREDIST a STORE b", "1 9");
+    ck_keys("GEORADIUS k 15 37 200 km STORE a COUNT 2 ASC STORE b", "1 12");
+    ck_keys("GEORADIUSBYMEMBER k m 200 km STORE a STORE b", "1 8");
+    ck_keys("georadiusbymember k m 200 km storedist a count 3 any store b", "1 11");
+    /* a value named STORE is a value: COUNT takes one, STORE takes one */
+    ck_keys("GEORADIUS k 15 37 200 km STORE STORE", "1 7");
+    ck_keys("GEORADIUS k 15 37 200 km STORE STORE STORE x", "1 9");
+    /* the option walk fails where Redis's does */
+    ck_keys_err("GEORADIUS k 15 37 200 km STORE a STORE", "ERR syntax error");
+    ck_keys_err("GEORADIUS k 15 37 200 km BOGUS STORE a", "ERR syntax error");
+    ck_keys_err("GEORADIUS k 15 37 200 km COUNT STORE a", "ERR value is not an integer or out of range");
+    ck_keys_err("GEORADIUS k 15 37 200 km COUNT 0 STORE a", "ERR COUNT must be > 0");
+    ck_keys_err("GEORADIUS k 15 37 200 km STORE a WITHDIST",
+                "ERR STORE option in GEORADIUS is not compatible with WITHDIST, WITHHASH and WITHCOORD options");
+    ck_keys_err("GEORADIUS k 15 37 200 km ANY", "ERR the ANY argument requires COUNT argument");
+    ck_keys_err("GEORADIUS_RO k 15 37 200 km STORE a", "ERR syntax error");
+    ck_keys("GEORADIUS_RO k 15 37 200 km WITHDIST COUNT 1 ANY", "1");
+}
+END_TEST
+
+/* Redis compares option words with strcasecmp: "STORE\0" (and "sToRe\0x") is STORE. */
+START_TEST(test_issue10_item2_nul_suffixed_option_words)
+{
+    ck_keys("GEORADIUS k 15 37 200 km STORE\\0 nope:nul", "1 7");
+    ck_keys("GEORADIUS k 15 37 200 km sToRe\\0x nope:nul", "1 7");
+    ck_keys("GEORADIUSBYMEMBER k m 200 km STOREDIST\\0 a", "1 6");
+    ck_keys("XREAD BLOCK\\0 0 STREAMS\\0 s $", "4");
+    ck_keys("XREADGROUP GROUP\\0 g c NOACK\\0 STREAMS s >", "6");
+    ck_keys("SORT k LIMIT\\0 0 1 STORE\\0 d", "1 6");
+    ck_keys("MIGRATE h 6379 \"\" 0 5000 COPY\\0 KEYS\\0 a b", "8 9");
+    /* a NUL before the word's end is not the word */
+    ck_keys_err("GEORADIUS k 15 37 200 km STO\\0RE a", "ERR syntax error");
+    ck_assert_int_eq(blocks_of("XREAD BLOCK\\0 0 STREAMS cache:s $"), 1);
+    ck_assert_int_eq(blocks_of("xread count 1 block\\0zz 10 streams s $"), 1);
+}
+END_TEST
+
+/* xreadCommand: GROUP takes two values, so a group or consumer named STREAMS is a value. */
+START_TEST(test_issue10_item3_xreadgroup_group_named_streams)
+{
+    ck_keys("XREADGROUP GROUP STREAMS c BLOCK 0 STREAMS q:s >", "7");
+    ck_assert_int_eq(blocks_of("XREADGROUP GROUP STREAMS c BLOCK 0 STREAMS q:s >"), 1);
+    /* COMMAND GETKEYS reports c and STREAMS here (its spec searches STREAMS from argv[4]) */
+    ck_keys("XREADGROUP COUNT 1 GROUP STREAMS c STREAMS s >", "7");
+    ck_keys("XREADGROUP GROUP g STREAMS STREAMS s >", "5");
+    ck_keys("XREADGROUP GROUP STREAMS STREAMS STREAMS STREAMS >", "5");
+    ck_keys("XREAD COUNT 1 STREAMS STREAMS 0", "4");
+    ck_keys("XREAD BLOCK 0 COUNT 1 BLOCK 5 STREAMS a b 0 0", "8 9");
+    ck_assert_int_eq(blocks_of("XREADGROUP GROUP BLOCK c STREAMS s >"), 0);
+    ck_assert_int_eq(blocks_of("XREADGROUP GROUP g c COUNT 1 STREAMS BLOCK >"), 0);
+    ck_assert_int_eq(blocks_of("XREAD COUNT 1 BLOCK 0 BLOCK 0 STREAMS s $"), 1);
+    ck_assert_int_eq(blocks_of("XREAD COUNT 1 STREAMS s $"), 0);
+    /* Redis refuses these, so they never block */
+    ck_assert_int_eq(blocks_of("XREAD BLOCK 0 STREAMS s"), 0);
+    ck_assert_int_eq(blocks_of("XREAD BLOCK -1 STREAMS s $"), 0);
+    ck_assert_int_eq(blocks_of("XREAD BOGUS BLOCK 0 STREAMS s $"), 0);
+    /* every other blocking command, and WAIT */
+    ck_assert_int_eq(blocks_of("BLPOP k 0"), 1);
+    ck_assert_int_eq(blocks_of("BZMPOP 0 1 k MIN"), 1);
+    ck_assert_int_eq(blocks_of("WAIT 0 0"), 1);
+    ck_assert_int_eq(blocks_of("GET k"), 0);
+    ck_assert_int_eq(blocks_of("LMPOP 1 k LEFT"), 0);
+}
+END_TEST
+
+/* Where Redis rejects the arguments that locate the keys, keygate has Redis's words. */
+START_TEST(test_issue10_item18_key_count_error_texts)
+{
+    ck_keys_err("LMPOP -1 a LEFT", "ERR numkeys should be greater than 0");
+    ck_keys_err("LMPOP 0 a LEFT", "ERR numkeys should be greater than 0");
+    ck_keys_err("LMPOP 01 a LEFT", "ERR numkeys should be greater than 0");
+    ck_keys_err("LMPOP 2 a LEFT", "ERR syntax error");
+    ck_keys_err("BLMPOP 0 x a LEFT", "ERR numkeys should be greater than 0");
+    ck_keys_err("BLMPOP 0 3 a b LEFT", "ERR syntax error");
+    ck_keys_err("ZMPOP -1 a MIN", "ERR numkeys should be greater than 0");
+    ck_keys_err("BZMPOP 0 2 a MIN", "ERR syntax error");
+    ck_keys_err("SINTERCARD 0 a", "ERR numkeys should be greater than 0");
+    ck_keys_err("SINTERCARD 3 a b", "ERR Number of keys can't be greater than number of args");
+    ck_keys_err("ZUNIONSTORE d 0 a", "ERR at least 1 input key is needed for 'zunionstore' command");
+    ck_keys_err("ZINTER -1 a", "ERR at least 1 input key is needed for 'zinter' command");
+    ck_keys_err("ZINTERCARD 0 a", "ERR at least 1 input key is needed for 'zintercard' command");
+    ck_keys_err("ZDIFFSTORE d x a", "ERR value is not an integer or out of range");
+    ck_keys_err("ZUNION 3 a b", "ERR syntax error");
+    ck_keys_err("EVAL s -1", "ERR Number of keys can't be negative");
+    ck_keys_err("EVAL s 2 a", "ERR Number of keys can't be greater than number of args");
+    ck_keys_err("EVAL s 01 a", "ERR value is not an integer or out of range");
+    ck_keys_err("EVAL_RO s x a", "ERR value is not an integer or out of range");
+    ck_keys_err("FCALL f x a", "ERR Bad number of keys provided");
+    ck_keys_err("FCALL_RO f 3 a", "ERR Number of keys can't be greater than number of args");
+    ck_keys_err("EVALSHA abc -1", "NOSCRIPT No matching script. Please use EVAL.");
+    ck_keys_err("EVALSHA 0123456789012345678901234567890123456789 -1", "ERR Number of keys can't be negative");
+    ck_keys_err("XREAD COUNT 1 STREAMS a",
+                "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.");
+    ck_keys_err("XREAD COUNT x STREAMS a 0", "ERR value is not an integer or out of range");
+    ck_keys_err("XREAD BLOCK x STREAMS a 0", "ERR timeout is not an integer or out of range");
+    ck_keys_err("XREAD BLOCK -1 STREAMS a 0", "ERR timeout is negative");
+    ck_keys_err("XREAD GROUP g c STREAMS a 0",
+                "ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.");
+    ck_keys_err("XREAD NOACK STREAMS a 0",
+                "ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead.");
+    ck_keys_err("XREADGROUP COUNT 1 NOACK STREAMS a >", "ERR Missing GROUP option for XREADGROUP");
+    ck_keys_err("XREAD COUNT 1 BLOCK 0 x", "ERR syntax error");
+    ck_keys_err("SORT k LIMIT 0 x", "ERR value is not an integer or out of range");
+    ck_keys_err("MIGRATE h 6379 k 0 5000 KEYS a",
+                "ERR When using MIGRATE KEYS option, the key argument must be set to the empty string");
+    ck_keys_err("MIGRATE h 6379 \"\" 0 5000 AUTH2 u", "ERR syntax error");
+    ck_keys_err("GET", "ERR wrong number of arguments for 'get' command");
+    ck_keys_err("OBJECT ENCODING", "ERR wrong number of arguments for 'object|encoding' command");
+    ck_keys_err("LMPOP 9223372036854775807 a LEFT", "ERR syntax error");
+    ck_keys_err("EVAL s 9223372036854775807 a", "ERR Number of keys can't be greater than number of args");
+    /* what Redis accepts is not refused */
+    ck_keys("PFMERGE d", "1");                 /* COMMAND GETKEYS refuses it; Redis executes it */
+    ck_keys("MIGRATE h 6379 \"\" 0 5000 KEYS", ""); /* Redis migrates nothing (+NOKEY) */
+    ck_keys("EVAL s 0", "");
+    ck_keys("FCALL f 1 a b", "3");
+    ck_keys("LMPOP 1 a LEFT COUNT 0", "2");    /* COUNT is Redis's to refuse: the key is known */
+    ck_keys("ZUNIONSTORE d 1 a b", "1 3");     /* likewise the stray option */
+}
+END_TEST
+
+/* Every keyword and key-count spec of the table has a finder; a new one is refused, not guessed. */
+START_TEST(test_keys_every_keyword_and_keynum_spec_is_known)
+{
+    static const char *const known[] = {
+        "blmpop", "bzmpop", "eval", "eval_ro", "evalsha", "evalsha_ro", "fcall", "fcall_ro",
+        "georadius", "georadiusbymember", "lmpop", "migrate", "sintercard", "sort", "sort_ro",
+        "xread", "xreadgroup", "zdiff", "zdiffstore", "zinter", "zintercard", "zinterstore",
+        "zmpop", "zunion", "zunionstore",
+    };
+    size_t found = 0;
+    for (size_t i = 0; i < command_table_len; i++) {
+        const struct command_def *c = &command_table[i];
+        int special = 0;
+        for (int j = 0; j < c->nspecs; j++) {
+            const struct key_spec *ks = &c->specs[j];
+            if (ks->bs_type != BS_INDEX || ks->fk_type != FK_RANGE || (ks->flags & KS_INCOMPLETE))
+                special = 1;
+        }
+        for (int j = 0; j < c->nsubcommands; j++) {
+            for (int k = 0; k < c->subcommands[j].nspecs; k++)
+                ck_assert_msg(c->subcommands[j].specs[k].bs_type == BS_INDEX &&
+                                  c->subcommands[j].specs[k].fk_type == FK_RANGE,
+                              "%s: a subcommand with a special spec", c->subcommands[j].name);
+        }
+        if (!special)
+            continue;
+        int listed = 0;
+        for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
+            listed |= strcmp(known[k], c->name) == 0;
+        ck_assert_msg(listed, "%s has a keyword/keynum/unknown spec but no hand-written finder", c->name);
+        found++;
+    }
+    ck_assert_uint_eq(found, sizeof(known) / sizeof(known[0]));
+
+    static const struct key_spec specs[] = {
+        {.flags = KS_RW, .bs_type = BS_KEYWORD, .bs_keyword = "INTO", .bs_startfrom = 1,
+         .fk_type = FK_RANGE, .fk_lastkey = 0, .fk_keystep = 1},
+    };
+    static const struct command_def fake = {.name = "fake", .arity = -2, .specs = specs, .nspecs = 1};
+    const char *argv[] = {"fake", "INTO", "k"};
+    int incomplete = 0;
+    ck_assert_int_eq(command_find_keys(&fake, 3, argv, NULL, NULL, 0, &incomplete), 0);
+    ck_assert_int_eq(incomplete, 1);
+}
+END_TEST
+
 static Suite *commands_suite(void)
 {
     Suite *s = suite_create("commands");
@@ -511,6 +731,14 @@ static Suite *commands_suite(void)
     tcase_add_test(t, test_keys_none);
     tcase_add_test(t, test_keys_out_too_small);
     tcase_add_test(t, test_keys_incomplete_spec);
+    tcase_add_test(t, test_keys_every_keyword_and_keynum_spec_is_known);
+    suite_add_tcase(s, t);
+
+    t = tcase_create("issue10");
+    tcase_add_test(t, test_issue10_item1_georadius_last_store_wins);
+    tcase_add_test(t, test_issue10_item2_nul_suffixed_option_words);
+    tcase_add_test(t, test_issue10_item3_xreadgroup_group_named_streams);
+    tcase_add_test(t, test_issue10_item18_key_count_error_texts);
     suite_add_tcase(s, t);
     return s;
 }

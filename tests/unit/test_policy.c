@@ -345,6 +345,107 @@ START_TEST(channels_need_a_channel_namespace)
 }
 END_TEST
 
+/* Issue 10 item 7: PUBSUB NUMSUB / SHARDNUMSUB with no channel crashed keygate (FORWARD to instance -1). */
+START_TEST(test_issue10_item7_pubsub_numsub_no_channel)
+{
+    struct plan p;
+    static const char *const forms[] = {"PUBSUB NUMSUB", "PUBSUB SHARDNUMSUB", "pubsub numsub"};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        decide(forms[i], &p);
+        ck_assert_msg(p.kind == PLAN_LOCAL && p.local == LOCAL_EMPTY_ARRAY, "%s: kind %d instance %d", forms[i],
+                      p.kind, p.instance);
+    }
+    struct session m = {.authenticated = 1, .in_multi = 1, .multi_instance = -1, .watch_instance = -1};
+    decide_as(&m, "PUBSUB NUMSUB", &p); /* queued: its answer belongs in the EXEC array */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.instance, -1);
+}
+END_TEST
+
+/* Issue 10 item 4: PUBSUB CHANNELS/SHARDCHANNELS/NUMPAT and patterns respect channel owners. */
+START_TEST(test_issue10_item4_pubsub_listing_checks_owners)
+{
+    fixture_free();
+    fixture_load_text("namespace cache: instance=cache ttl=1h owner=cache\n"
+                      "channel push: instance=cache owner=notifications\n"
+                      "channel push:tenant- instance=cache owner=tenants\n");
+    static char *owners[] = {"cache", "notifications"};
+    struct user_conf u = {.name = "app", .owners = owners, .nowners = 2};
+    struct session s = {.authenticated = 1, .user = &u, .multi_instance = -1, .watch_instance = -1};
+    static const char *const refused[] = {"PUBSUB CHANNELS", "PUBSUB SHARDCHANNELS", "PUBSUB NUMPAT",
+                                          "PUBSUB CHANNELS push:*", "PSUBSCRIBE push:*", "PUBSUB CHANNELS push:t*"};
+    struct plan p;
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        decide_as(&s, refused[i], &p);
+        ck_assert_msg(p.kind == PLAN_ERROR && strncmp(p.error, "NOPERM", 6) == 0, "%s -> kind %d %s", refused[i],
+                      p.kind, p.error);
+    }
+    decide_as(&s, "PSUBSCRIBE push:feed:*", &p); /* reaches no namespace of another owner */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    decide_as(&s, "PUBSUB CHANNELS push:feed*", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    decide_as(&s, "SUBSCRIBE push:tenant-42", &p);
+    assert_error_prefix(&p, "NOPERM");
+    struct user_conf all = {.name = "ops", .all_owners = 1};
+    struct session a = {.authenticated = 1, .user = &all, .multi_instance = -1, .watch_instance = -1};
+    decide_as(&a, "PUBSUB CHANNELS", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.instance, 1);
+    decide_as(&a, "PUBSUB NUMPAT", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+}
+END_TEST
+
+/* Issue 10 item 14: KEYS / SCAN / SCRIPT LOAD inside MULTI run where the transaction runs, or are refused. */
+START_TEST(test_issue10_item14_patterns_inside_multi)
+{
+    struct session m = {.authenticated = 1, .in_multi = 1, .multi_instance = 1 /* cache */, .watch_instance = -1};
+    struct plan p;
+    decide_as(&m, "KEYS q:*", &p);
+    assert_error_prefix(&p, "CROSSINSTANCE");
+    decide_as(&m, "SCAN 0 MATCH q:*", &p);
+    assert_error_prefix(&p, "CROSSINSTANCE");
+    decide_as(&m, "KEYS cache:*", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.instance, 1);
+}
+END_TEST
+
+/* Issue 10 item 15: integers as Redis's string2ll reads them. */
+START_TEST(test_issue10_item15_strict_integers)
+{
+    struct plan p;
+    static const char *const bad[] = {"SELECT 00", "SELECT -0", "SELECT +0", "SELECT 0x0"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        decide(bad[i], &p);
+        ck_assert_msg(p.kind == PLAN_ERROR && strcmp(p.error, "ERR value is not an integer or out of range") == 0,
+                      "%s -> %s", bad[i], p.error);
+    }
+    decide("SELECT 0", &p);
+    ck_assert_int_eq(p.local, LOCAL_SELECT);
+    const char *argv[] = {"EXPIRE", "rl:x", " 99999999"};
+    const size_t len[] = {6, 4, 9};
+    struct session open = {.authenticated = 1, .multi_instance = -1, .watch_instance = -1};
+    fixture_decide_argv(&open, 3, argv, len, &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD); /* Redis answers "not an integer"; nothing can change */
+    plan_release(&p);
+}
+END_TEST
+
+/* Issue 10 item 16: Redis checks arity before authentication. */
+START_TEST(test_issue10_item16_arity_before_noauth)
+{
+    struct session s = {.authenticated = 0, .multi_instance = -1, .watch_instance = -1};
+    struct plan p;
+    decide_as(&s, "GET", &p);
+    ck_assert_str_eq(p.error, "ERR wrong number of arguments for 'get' command");
+    decide_as(&s, "NOSUCHCMD x", &p);
+    assert_error_prefix(&p, "ERR unknown command");
+    decide_as(&s, "GET q:x", &p);
+    ck_assert_str_eq(p.error, "NOAUTH Authentication required.");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("policy");
@@ -367,6 +468,11 @@ int main(void)
     tcase_add_test(tc, owners_and_read_only_users);
     tcase_add_test(tc, stateful_commands_pin_or_buffer);
     tcase_add_test(tc, channels_need_a_channel_namespace);
+    tcase_add_test(tc, test_issue10_item7_pubsub_numsub_no_channel);
+    tcase_add_test(tc, test_issue10_item4_pubsub_listing_checks_owners);
+    tcase_add_test(tc, test_issue10_item14_patterns_inside_multi);
+    tcase_add_test(tc, test_issue10_item15_strict_integers);
+    tcase_add_test(tc, test_issue10_item16_arity_before_noauth);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -25,7 +25,7 @@ static void teardown(void)
 
 static void decide(const char *line, struct plan *p)
 {
-    struct session s = {.authenticated = 1};
+    struct session s = {.authenticated = 1, .watch_instance = -1, .multi_instance = -1};
     fixture_decide(&s, line, p);
 }
 
@@ -213,6 +213,120 @@ START_TEST(max_ttl_and_persist)
 }
 END_TEST
 
+/* Issue 10 item 1: Redis lets the last of a repeated EX/PX/EXAT/PXAT win; so must max-ttl. */
+START_TEST(test_issue10_item1_repeated_ttl_option_last_wins)
+{
+    static const char *const over[] = {
+        "SET t:a v EX 10 EX 99999999",         "SET t:a v PX 10 PX 99999999999",
+        "SET t:a v EXAT 1700000010 EXAT 1800000000", "SET t:a v PXAT 1700000010000 PXAT 1800000000000",
+        "SET t:a v ex 10 Ex 99999999",         "SET t:a v NX EX 10 GET EX 99999999",
+        "GETEX t:a EX 10 EX 99999999",         "GETEX t:a px 10 PX 99999999999",
+        "SETEX t:a 99999999 v",
+    };
+    for (size_t i = 0; i < sizeof over / sizeof over[0]; i++) {
+        struct plan p;
+        decide(over[i], &p);
+        ck_assert_msg(p.kind == PLAN_ERROR && strstr(p.error, "DENIED TTL of") == p.error, "%s -> kind %d %s",
+                      over[i], p.kind, p.error);
+        plan_release(&p);
+    }
+    struct plan p;
+    decide("SET t:a v EX 99999999 EX 10", &p); /* the last one is the TTL Redis sets */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_uint_eq(p.nappend, 0);
+    ck_assert_uint_eq(p.ttl.nfix, 0);
+    plan_release(&p);
+}
+END_TEST
+
+/* A NUL after an option word is still the option to Redis (strcasecmp): it is the client's TTL. */
+START_TEST(test_issue10_item2_nul_suffixed_ttl_option)
+{
+    const char *argv[] = {"SET", "t:a", "v", "EX\0", "99999999"};
+    const size_t len[] = {3, 3, 1, 3, 8};
+    struct session s = {.authenticated = 1};
+    struct plan p;
+    fixture_decide_argv(&s, 5, argv, len, &p);
+    ck_assert_msg(p.kind == PLAN_ERROR && strstr(p.error, "DENIED TTL of"), "%d %s", p.kind, p.error);
+    plan_release(&p);
+    const char *argv2[] = {"SET", "t:a", "v", "EX\0junk", "10"};
+    const size_t len2[] = {3, 3, 1, 7, 2};
+    fixture_decide_argv(&s, 5, argv2, len2, &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD); /* EX 10: the client's own TTL, kept unchanged */
+    ck_assert_uint_eq(p.nappend, 0);
+    ck_assert_uint_eq(p.ttl.nfix, 0);
+    plan_release(&p);
+}
+END_TEST
+
+/* Options Redis refuses (a syntax error) write nothing: keygate adds no EX, and still never a key without TTL. */
+START_TEST(test_issue10_item1_conflicting_options_add_no_ex)
+{
+    static const char *const bad[] = {"SET t:a v EX 10 PX 10", "SET t:a v NX XX", "SET t:a v KEEPTTL EX 10",
+                                      "SET t:a v EX", "SET t:a v BOGUS", "SET t:a v EX abc", "SET t:a v EX 010"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct plan p;
+        decide(bad[i], &p);
+        ck_assert_msg(p.kind == PLAN_FORWARD && p.nappend == 0 && p.ttl.wrap == 1 && p.ttl.nfix == 1, "%s", bad[i]);
+        plan_release(&p);
+    }
+}
+END_TEST
+
+/* Issue 10 item 10: INT64_MIN absolutes must not overflow; Redis deletes the key, keygate lets it. */
+START_TEST(test_issue10_item10_int64_min_expire_at)
+{
+    static const char *const forms[] = {
+        "PEXPIREAT t:a -9223372036854775808", "EXPIREAT t:a -9223372036854775808",
+        "SET t:a v PXAT -9223372036854775808", "SET t:a v EXAT -9223372036854775808",
+        "GETEX t:a PXAT -9223372036854775808", "PEXPIRE t:a -9223372036854775808",
+    };
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        struct plan p;
+        decide(forms[i], &p);
+        ck_assert_msg(p.kind == PLAN_FORWARD, "%s -> %s", forms[i], p.error);
+        plan_release(&p);
+    }
+}
+END_TEST
+
+/* Issue 10 item 5: scripts write the keys they declare, so those keys get their namespace's TTL. */
+START_TEST(test_issue10_item5_eval_declared_keys_get_ttl)
+{
+    static const char *const forms[] = {"EVAL s 1 t:e", "EVALSHA 0123456789012345678901234567890123456789 1 t:e",
+                                        "FCALL f 1 t:e"};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        struct user_conf u = {.name = "u", .all_owners = 1, .scripts = 1};
+        struct session s = {.authenticated = 1, .user = &u, .watch_instance = -1, .multi_instance = -1};
+        struct plan p;
+        fixture_decide(&s, forms[i], &p);
+        ck_assert_msg(p.kind == PLAN_FORWARD, "%s -> %s", forms[i], p.error);
+        ck_assert_int_eq(p.ttl.wrap, 1);
+        ck_assert_uint_eq(p.ttl.nfix, 1);
+        ck_assert_str_eq(fix_key(&p, 0), "t:e");
+        ck_assert_int_eq(p.ttl.fix[0].mode, TTL_FIX_NX);
+        plan_release(&p);
+    }
+}
+END_TEST
+
+/* Issue 10 item 9: keygate's MULTI/EXEC on the WATCH pin would clear or fail the client's watch. */
+START_TEST(test_issue10_item9_watch_pin_writes_are_not_wrapped)
+{
+    struct session s = {.authenticated = 1, .watch_instance = 1 /* cache */, .multi_instance = -1};
+    struct plan p;
+    fixture_decide(&s, "HSET t:h f v", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.ttl.wrap, 0);
+    ck_assert_uint_eq(p.ttl.nfix, 1); /* the PEXPIRE NX follows the write on the pin */
+    plan_release(&p);
+    s.watch_instance = 0; /* watching durable: a cache write goes down the shared connection, wrapped */
+    fixture_decide(&s, "HSET t:h f v", &p);
+    ck_assert_int_eq(p.ttl.wrap, 1);
+    plan_release(&p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ttl");
@@ -228,6 +342,12 @@ int main(void)
     tcase_add_test(tc, blocking_writes_are_never_wrapped);
     tcase_add_test(tc, sliding_reads_reset_the_window);
     tcase_add_test(tc, max_ttl_and_persist);
+    tcase_add_test(tc, test_issue10_item1_repeated_ttl_option_last_wins);
+    tcase_add_test(tc, test_issue10_item2_nul_suffixed_ttl_option);
+    tcase_add_test(tc, test_issue10_item1_conflicting_options_add_no_ex);
+    tcase_add_test(tc, test_issue10_item10_int64_min_expire_at);
+    tcase_add_test(tc, test_issue10_item5_eval_declared_keys_get_ttl);
+    tcase_add_test(tc, test_issue10_item9_watch_pin_writes_are_not_wrapped);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
