@@ -18,8 +18,9 @@
  * C string, string2ll, the last option wins; t_string.c, expire.c, geo.c, t_stream.c, sort.c,
  * db.c), written here without policy's helpers, and aborts when a plan
  *
- *   O1  forwards to an instance outside [0, ninstances) (-1 only inside MULTI for PING/ECHO/UNWATCH,
- *       or FLOW_UNSUBSCRIBE with all_instances), or names one in key_instance;
+ *   O1  forwards to an instance outside [0, ninstances) (-1 only inside MULTI for PING/ECHO/UNWATCH and
+ *       PUBSUB NUMSUB/SHARDNUMSUB naming no channel, whose answers do not depend on the instance, or
+ *       FLOW_UNSUBSCRIBE with all_instances), or names one in key_instance;
  *   O2  forwards a key (or channel, or KEYS/SCAN pattern) that matches no namespace, lives on another
  *       instance than the plan's (key_instance for split plans, the transaction's inside MULTI), or
  *       belongs to an owner the user lacks; or forwards a keyless command that is not routed by
@@ -1019,7 +1020,8 @@ static void check_plan(const struct registry *reg, const struct session *s, cons
     /* O1 */
     int ok = p->instance >= 0 && p->instance < NINST;
     if (p->instance == -1)
-        ok = (s->in_multi && (is(cmd, "ping") || is(cmd, "echo") || is(cmd, "unwatch"))) ||
+        ok = (s->in_multi && (is(cmd, "ping") || is(cmd, "echo") || is(cmd, "unwatch") ||
+                              ((is(cmd, "pubsub|numsub") || is(cmd, "pubsub|shardnumsub")) && a->argc == 2))) ||
              (p->flow == FLOW_UNSUBSCRIBE && p->all_instances);
     if (!ok) violation("O1", "FORWARD to instance %d", p->instance);
     if (p->key_instance)

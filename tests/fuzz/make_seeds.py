@@ -116,6 +116,7 @@ POLICY = {
     "wait": ["WAIT", "0", "0"],
     "watch_pin": (["WATCH", "cache:w"], dict(watch=1)),
     "multi_ping": (["PING"], dict(in_multi=True, multi=-1)),
+    "multi_pubsub_numsub_no_channel": (["PUBSUB", "NUMSUB"], dict(in_multi=True, multi=0)),
     "multi_set_other_instance": (["SET", "q:a", "v"], dict(in_multi=True, multi=1)),
     "unwatch_pinned": (["UNWATCH"], dict(watch=0)),
     "subscribe": ["SUBSCRIBE", "push:a", "push:b"],
