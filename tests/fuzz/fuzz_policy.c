@@ -23,8 +23,8 @@
  *       FLOW_UNSUBSCRIBE with all_instances), or names one in key_instance;
  *   O2  forwards a key (or channel, or KEYS/SCAN pattern) that matches no namespace, lives on another
  *       instance than the plan's (key_instance for split plans, the transaction's inside MULTI), or
- *       belongs to an owner the user lacks; or forwards a keyless command that is not routed by
- *       pattern, channel or transaction;
+ *       belongs to an owner the user lacks (SORT BY/GET patterns included); or forwards a keyless
+ *       command that is not routed by pattern, channel or transaction;
  *   O3  leaves a written key of a ttl=D namespace without a TTL rule (an EX/PX append, a PEXPIRE fix
  *       of that argument, or the command's own TTL), lets a client TTL pass max-ttl, a RENAME/COPY
  *       carry a TTL past the destination's max-ttl uncapped, or PERSISTs a ttl=D key;
@@ -404,8 +404,10 @@ struct oracle {
     int blocks;        /* Redis would block the connection */
     int has_ttl;       /* the command sets argv[1]'s TTL itself: ttl_ms relative */
     __int128 ttl_ms;
-    int persists;      /* the command removes argv[1]'s TTL */
-    int sort_stores;   /* SORT with STORE */
+    int persists;                   /* the command removes argv[1]'s TTL */
+    int sort_stores;                /* SORT with STORE */
+    size_t sort_patterns[MAX_ARGS]; /* argv indices of SORT's BY and GET patterns */
+    int nsort_patterns;
     long long copy_db; /* COPY's destination database */
 };
 
@@ -563,7 +565,7 @@ static void sort_parse(struct oracle *o, const struct args *a, int readonly)
         } else if (!readonly && word_is(a, j, "STORE") && left >= 1) {
             store = ++j;
         } else if ((word_is(a, j, "BY") || word_is(a, j, "GET")) && left >= 1) {
-            j++;
+            o->sort_patterns[o->nsort_patterns++] = ++j;
         } else {
             goto refuse;
         }
@@ -937,6 +939,31 @@ static const char *const operator_only[] = {
     NULL,
 };
 
+/*
+ * SORT's BY/GET patterns (sort.c lookupKeyByPattern): "#" is the element; a pattern without '*' in
+ * its C string reads nothing; otherwise every key read starts with the bytes before the '*', so it
+ * lies in that literal's namespace or in a nested one: on the plan's instance all of those must be
+ * the user's.
+ */
+static void check_sort_patterns(const struct registry *reg, const struct session *s, const struct plan *p,
+                                const struct args *a, const struct oracle *o)
+{
+    for (int i = 0; i < o->nsort_patterns; i++) {
+        size_t idx = o->sort_patterns[i], n = strnlen(a->argv[idx], a->len[idx]);
+        const char *star = memchr(a->argv[idx], '*', n);
+        if (!star || (n == 1 && a->argv[idx][0] == '#')) continue;
+        size_t lit = (size_t)(star - a->argv[idx]);
+        const struct namespace_entry *home = ns_of(reg, NS_KEY, a->argv[idx], lit);
+        for (size_t k = 0; k < reg->count; k++) {
+            const struct namespace_entry *e = &reg->entries[k];
+            if (e->kind != NS_KEY || e->instance != p->instance) continue;
+            if (e != home && (e->prefix_len <= lit || memcmp(e->prefix, a->argv[idx], lit) != 0)) continue;
+            if (!owner_ok(s, e))
+                violation("O2", "SORT pattern argv[%zu] reads namespace '%s' of owner %s", idx, e->prefix, e->owner);
+        }
+    }
+}
+
 static const char *const keyless_ok[] = {
     "ping",          "echo",      "unwatch",    "keys",       "scan",        "script|load",
     "script|exists", "subscribe", "ssubscribe", "psubscribe", "unsubscribe", "sunsubscribe",
@@ -1067,6 +1094,7 @@ static void check_plan(const struct registry *reg, const struct session *s, cons
             violation("O2", "key argv[%zu] lives on instance %d, the plan sends it to %d", idx, ns->instance, inst);
         if (!owner_ok(s, ns)) violation("O2", "key argv[%zu] belongs to owner %s", idx, ns->owner);
     }
+    if ((is(cmd, "sort") || is(cmd, "sort_ro")) && !o.redis_refuses) check_sort_patterns(reg, s, p, a, &o);
     int routed = check_pubsub(reg, s, p, cmd, a) || check_pattern(reg, s, p, cmd, a);
     if (o.nkeys == 0 && !routed && !is_any(cmd, keyless_ok)) violation("O2", "a keyless '%s' forwarded", cmd->name);
 

@@ -110,6 +110,7 @@ POLICY = {
     "georadius_store_once": ["GEORADIUS", "cache:geo", "15", "37", "200", "km", "COUNT", "2", "STORE", "cache:ok"],
     "sort_store_last": ["SORT", "cache:l", "LIMIT", "0", "1", "STORE", "cache:a", "STORE", "cache:b"],
     "sort_by_pattern": ["SORT", "cache:l", "BY", "cache:w_*", "GET", "#"],
+    "sort_get_other_owner": (["SORT", "cache:l", "GET", "cache:mattermost:listener*"], CACHE),
     "blpop_block": ["BLPOP", "cache:never", "0"],
     "xread_block": ["XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "cache:s", "$"],
     "xreadgroup_noack": ["XREADGROUP", "GROUP", "g", "c", "NOACK", "STREAMS", "q:s", ">"],
