@@ -38,6 +38,7 @@
  * plan_release is called for every plan; LeakSanitizer reports what policy did not free.
  * FUZZ_POLICY_REPORT=1: print each violation once per (oracle, command) and go on instead of
  * aborting (a survey; run with UBSAN_OPTIONS=halt_on_error=0 to see sanitizer reports the same way).
+ * FUZZ_POLICY_TRACE=1: print every decoded input and its plan (to read a seed or a crash file).
  */
 #include "commands.h"
 #include "config.h"
@@ -148,7 +149,7 @@ static const char *const gen_owners[] = {"o1", "o2", "o3"};
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
-static int report_mode;
+static int report_mode, trace_mode;
 
 static struct registry *load_registry_text(const char *text, size_t len)
 {
@@ -214,12 +215,15 @@ static void init_once(void)
         for (int j = 0; j < command_table[i].nsubcommands; j++) add_pick(&command_table[i].subcommands[j]);
     }
     report_mode = getenv("FUZZ_POLICY_REPORT") != NULL;
+    trace_mode = getenv("FUZZ_POLICY_TRACE") != NULL;
 }
+
+static const char *fuzzed_text; /* the text of the last fuzzed registry, for violation reports */
 
 /* A registry built from the input, or the repository's when it does not load. One is cached. */
 static struct registry *fuzzed_registry(struct in *in)
 {
-    static char last[1024];
+    static char last[1025];
     static size_t last_len;
     static struct registry *last_reg;
     char text[1024];
@@ -241,10 +245,12 @@ static struct registry *fuzzed_registry(struct in *in)
         if (w < 0 || (size_t)w >= sizeof(text) - len) break;
         len += (size_t)w;
     }
+    fuzzed_text = last;
     if (last_reg && len == last_len && memcmp(text, last, len) == 0) return last_reg;
     registry_free(last_reg);
     last_reg = load_registry_text(text, len);
     memcpy(last, text, len);
+    last[len] = '\0';
     last_len = len;
     return last_reg ? last_reg : repo_reg;
 }
@@ -712,6 +718,7 @@ static const struct args *cur_args;
 static const struct session *cur_session;
 static const struct plan *cur_plan;
 static const struct command_def *cur_cmd;
+static const struct registry *cur_reg;
 
 static void print_arg(FILE *f, const char *s, size_t len)
 {
@@ -728,14 +735,41 @@ static void print_arg(FILE *f, const char *s, size_t len)
     fputc('"', f);
 }
 
+/* The decoded input and its plan, as a violation report (and FUZZ_POLICY_TRACE) shows them. */
+static void print_case(FILE *f)
+{
+    const struct args *a = cur_args;
+    const struct session *s = cur_session;
+    const struct plan *p = cur_plan;
+    fprintf(f, "  argv:");
+    for (size_t i = 0; i < a->argc; i++) {
+        fputc(' ', f);
+        print_arg(f, a->argv[i], a->len[i]);
+    }
+    fprintf(f, "\n  session: authenticated=%d user=%s in_multi=%d multi_instance=%d watch_instance=%d subscribed=%d",
+            s->authenticated, s->user ? "yes" : "none", s->in_multi, s->multi_instance, s->watch_instance,
+            s->subscribed);
+    if (s->user) {
+        fprintf(f, " owners=");
+        if (s->user->all_owners) fprintf(f, "*");
+        for (size_t i = 0; i < s->user->nowners; i++) fprintf(f, "%s%s", i ? "," : "", s->user->owners[i]);
+        fprintf(f, " ro=%d scripts=%d", s->user->read_only, s->user->scripts);
+    }
+    fprintf(f, "\n  plan: kind=%d instance=%d flow=%d all_instances=%d merge=%d nappend=%zu nfix=%zu wrap=%d", p->kind,
+            p->instance, p->flow, p->all_instances, p->merge, p->nappend, p->ttl.nfix, p->ttl.wrap);
+    for (size_t i = 0; i < p->ttl.nfix; i++)
+        fprintf(f, " fix(argv[%u] mode %u %lldms)", p->ttl.fix[i].argi, p->ttl.fix[i].mode,
+                (long long)p->ttl.fix[i].ttl_ms);
+    if (p->kind == PLAN_ERROR) fprintf(f, " error=\"%s\"", p->error);
+    fprintf(f, "\n");
+    if (cur_reg != repo_reg) fprintf(f, "  registry (fuzzed):\n%s", fuzzed_text);
+}
+
 static void violation(const char *oracle, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void violation(const char *oracle, const char *fmt, ...)
 {
     static char seen[512][80];
     static size_t nseen;
-    const struct args *a = cur_args;
-    const struct session *s = cur_session;
-    const struct plan *p = cur_plan;
     if (report_mode) {
         char key[80];
         snprintf(key, sizeof(key), "%s %p %s", oracle, (const void *)fmt, cur_cmd ? cur_cmd->name : "?");
@@ -748,26 +782,8 @@ static void violation(const char *oracle, const char *fmt, ...)
     fprintf(stderr, "fuzz_policy: %s violated: ", oracle);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\n  argv:");
-    for (size_t i = 0; i < a->argc; i++) {
-        fputc(' ', stderr);
-        print_arg(stderr, a->argv[i], a->len[i]);
-    }
-    fprintf(
-        stderr, "\n  session: authenticated=%d user=%s in_multi=%d multi_instance=%d watch_instance=%d subscribed=%d",
-        s->authenticated, s->user ? "yes" : "none", s->in_multi, s->multi_instance, s->watch_instance, s->subscribed);
-    if (s->user) {
-        fprintf(stderr, " owners=");
-        if (s->user->all_owners) fprintf(stderr, "*");
-        for (size_t i = 0; i < s->user->nowners; i++) fprintf(stderr, "%s%s", i ? "," : "", s->user->owners[i]);
-        fprintf(stderr, " ro=%d scripts=%d", s->user->read_only, s->user->scripts);
-    }
-    fprintf(stderr, "\n  plan: kind=%d instance=%d flow=%d all_instances=%d merge=%d nappend=%zu nfix=%zu wrap=%d",
-            p->kind, p->instance, p->flow, p->all_instances, p->merge, p->nappend, p->ttl.nfix, p->ttl.wrap);
-    for (size_t i = 0; i < p->ttl.nfix; i++)
-        fprintf(stderr, " fix(argv[%u] mode %u %lldms)", p->ttl.fix[i].argi, p->ttl.fix[i].mode,
-                (long long)p->ttl.fix[i].ttl_ms);
     fprintf(stderr, "\n");
+    print_case(stderr);
     if (!report_mode) abort();
 }
 
@@ -1162,6 +1178,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cur_session = &s;
     cur_plan = &p;
     cur_cmd = r.cmd;
+    cur_reg = reg;
+    if (trace_mode) {
+        fprintf(stderr, "fuzz_policy: case\n");
+        print_case(stderr);
+    }
     if (r.cmd && !r.unknown_subcommand && command_arity_ok(r.cmd, a.argc))
         check_plan(reg, &s, r.cmd, &a, &r, &p);
     else if (p.kind == PLAN_FORWARD)

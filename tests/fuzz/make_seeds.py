@@ -60,6 +60,27 @@ def policy_input(argv, registry=None, **session):
     return bytes(out)
 
 
+# The pieces fuzz_policy.c builds a fuzzed registry from (gen_prefixes, gen_ttls, gen_max, gen_owners).
+GEN_PREFIXES = ["a:", "a:b:", "a", "b:", "q:", "cache:", "cache:x", "push:", "ab", "x", "a:b:c"]
+GEN_TTLS = ["none", "1s", "10m", "1h", "7d"]
+GEN_MAX = [None, "1h", "7d"]
+GEN_OWNERS = ["o1", "o2", "o3"]
+
+
+def registry(*entries):
+    """Bytes of a fuzzed registry: entries of (kind, prefix, instance, ttl, max_ttl, owner, sliding)."""
+    out = bytearray([len(entries) - 1])
+    for kind, prefix, instance, ttl, max_ttl, owner, sliding in entries:
+        # fuzz_policy.c reads the fields with overlapping modulos: search the bytes that decode right
+        a = next(a for a in range(256) if ((a & 7) == 7) == (kind == "channel") and
+                 GEN_PREFIXES[(a >> 3) % len(GEN_PREFIXES)] == prefix and bool(a & 0x80) == sliding)
+        b = next(b for b in range(256) if ["durable", "cache"][b & 1] == instance and
+                 GEN_OWNERS[(b >> 1) % 3] == owner and GEN_TTLS[(b >> 3) % 5] == ttl and
+                 GEN_MAX[(b >> 6) % 3] == max_ttl)
+        out += bytes([a, b])
+    return bytes(out)
+
+
 CACHE = dict(mode="user", owners=["cache"])
 SCRIPTS = dict(mode="user", owners="*", scripts=True)
 LUA_SET = "return redis.call('SET',KEYS[1],'1')"
@@ -137,7 +158,17 @@ POLICY = {
     "client_setname": ["CLIENT", "SETNAME", "x"],
     "ro_hset": (["HSET", "q:h", "f", "v"], dict(mode="user", owners="*", ro=True)),
     # a fuzzed registry: nested a: / a:b: on both instances, a sliding one, a channel
-    "fuzzed_registry_set": (["SET", "a:b:x", "v"], dict(registry=bytes([2, 8, 0x0b, 0xB0, 0x0c, 0x3f, 0x00]))),
+    "fuzzed_registry_set": (["SET", "a:b:x", "v"], dict(registry=registry(
+        ("namespace", "a:b:", "cache", "1s", None, "o3", False),
+        ("namespace", "a:", "durable", "1s", None, "o1", True),
+        ("channel", "push:", "durable", "none", None, "o1", False)))),
+    # found by fuzz_policy: COPY/RENAME into a ttl=none namespace with a max-ttl carry the source's TTL uncapped
+    "fuzz_copy_into_ttl_none_max_ttl": (["COPY", "a:b:cx", "a:x"], dict(registry=registry(
+        ("namespace", "a:", "cache", "none", "1h", "o2", False),
+        ("namespace", "a:b:c", "cache", "1s", None, "o2", False)))),
+    "fuzz_rename_into_ttl_none_max_ttl": (["RENAME", "a:b:cx", "a:x"], dict(registry=registry(
+        ("namespace", "a:", "cache", "none", "1h", "o2", False),
+        ("namespace", "a:b:c", "cache", "1s", None, "o2", False)))),
 }
 
 RESP = {
