@@ -166,6 +166,9 @@ POLICY = {
     "fuzz_copy_into_ttl_none_max_ttl": (["COPY", "a:b:cx", "a:x"], dict(registry=registry(
         ("namespace", "a:", "cache", "none", "1h", "o2", False),
         ("namespace", "a:b:c", "cache", "1s", None, "o2", False)))),
+    "fuzz_renamenx_into_ttl_none_max_ttl": (["RENAMENX", "a:b:cx", "a:x"], dict(registry=registry(
+        ("namespace", "a:", "cache", "none", "1h", "o2", False),
+        ("namespace", "a:b:c", "cache", "1s", None, "o2", False)))),
     "fuzz_rename_into_ttl_none_max_ttl": (["RENAME", "a:b:cx", "a:x"], dict(registry=registry(
         ("namespace", "a:", "cache", "none", "1h", "o2", False),
         ("namespace", "a:b:c", "cache", "1s", None, "o2", False)))),
