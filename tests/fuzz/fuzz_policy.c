@@ -1,5 +1,4 @@
-/* fuzz_policy.c: libFuzzer target: policy_decide on random argv, registry and session, judged by an independent oracle.
- */
+/* fuzz_policy.c: libFuzzer target: policy_decide on random argv, registry and session, judged by an oracle. */
 /*
  * Build and run: `make fuzz FUZZ_SECONDS=N` (clang -fsanitize=fuzzer,address,undefined over every
  * src object but main.o, in build/fuzz). The input bytes choose, in this order:
@@ -386,7 +385,7 @@ static int redis_ll(const struct args *a, size_t i, long long *out)
         v = v * 10 + (unsigned)(buf[k] - '0');
     }
     if (neg ? v > (unsigned long long)LLONG_MAX + 1 : v > (unsigned long long)LLONG_MAX) return 0;
-    long long r = neg ? (long long)(0 - v) : (long long)v;
+    long long r = !neg ? (long long)v : v > (unsigned long long)LLONG_MAX ? LLONG_MIN : -(long long)v;
     snprintf(canon, sizeof(canon), "%lld", r);
     if (strcmp(canon, buf) != 0) return 0;
     *out = r;
