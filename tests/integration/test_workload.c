@@ -2,6 +2,7 @@
  * random mixed workload through keygate that must leave no key breaking the registry. */
 #include <check.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -67,14 +68,18 @@ START_TEST(child_test)
 END_TEST
 
 /* Run a one-test suite in a child process: mode 1 calls harness_check_registry in the
- * test, mode 2 in the suite's teardown. Returns the child's exit code, harness_run's count. */
-static int run_child_suite(int mode)
+ * test, mode 2 in the suite's teardown. Its output goes to a file, read into out[0..len).
+ * Returns the child's exit code, harness_run's count. */
+static int run_child_suite(int mode, char *out, size_t len)
 {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/detector-child-%d.log", h.dir, mode);
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
+        if (!freopen(path, "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(101);
         g_child_mode = mode;
         Suite *s = suite_create("detector-child");
         TCase *tc = harness_tcase(s, mode == 1 ? "in-test" : "in-teardown", 30, child_setup, child_teardown);
@@ -87,6 +92,11 @@ static int run_child_suite(int mode)
     int status;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
     ck_assert_msg(WIFEXITED(status), "child suite (mode %d) died", mode);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(out, 1, len - 1, f);
+    out[n] = '\0';
+    fclose(f);
     return WEXITSTATUS(status);
 }
 
@@ -141,9 +151,18 @@ START_TEST(test_issue10_postcondition_detector_finds_planted_keys)
     expect_report_line(report, "cache db0 q:planted: namespace 'q:' lives on durable");
 
     /* the assertion fails a test, and a teardown (harness_run counts it) */
-    printf("detector self-test: the two child suites below must each FAIL on the planted keys\n");
-    ck_assert_int_eq(run_child_suite(1), 1);
-    ck_assert_int_eq(run_child_suite(2), 1);
+    static char out[16384];
+    ck_assert_int_eq(run_child_suite(1, out, sizeof out), 1);
+    ck_assert_msg(strstr(out, ":F:in-test:child_test:") && strstr(out, "harness_check_registry: keys that break the "
+                                                                       "registry (6):\n  "),
+                  "the failing test's output:\n%s", out);
+    ck_assert_int_eq(run_child_suite(2, out, sizeof out), 1);
+    ck_assert_msg(strstr(out, "100%: Checks: 1, Failures: 0") &&
+                      strstr(out, "POST-CONDITION FAILED in the teardown: harness_check_registry: keys that break "
+                                  "the registry (6):\n  ") &&
+                      strstr(out, "harness: 1 post-condition check(s) in a teardown FAILED"),
+                  "the failing teardown's output:\n%s", out);
+    printf("detector self-test: harness_check_registry failed a test and a teardown on the planted keys, as it must\n");
 
     /* delete the plants: clean again, and the assertion passes */
     direct_ok(d, "FLUSHDB");
@@ -156,8 +175,8 @@ START_TEST(test_issue10_postcondition_detector_finds_planted_keys)
     redisFree(c);
     n = harness_registry_violations(&h, NULL, 100, report, sizeof report);
     ck_assert_msg(n == 0, "not clean after deleting the plants (%d):\n%s", n, report);
-    ck_assert_int_eq(run_child_suite(1), 0);
-    ck_assert_int_eq(run_child_suite(2), 0);
+    ck_assert_msg(run_child_suite(1, out, sizeof out) == 0, "%s", out);
+    ck_assert_msg(run_child_suite(2, out, sizeof out) == 0, "%s", out);
     harness_check_registry(&h);
 }
 END_TEST
