@@ -1,4 +1,4 @@
-/* harness.h: starts real TLS redis-servers (durable, cache) and keygate on free loopback ports for integration tests, plus the Check helpers they share. */
+/* harness.h: starts real TLS redis-servers (durable, cache) and keygate on free loopback ports for integration tests, plus the Check helpers they share and the registry post-condition. */
 #ifndef KEYGATE_HARNESS_H
 #define KEYGATE_HARNESS_H
 
