@@ -64,6 +64,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+    harness_check_registry(&h);
     harness_stop(&h);
     free(registry_text);
     registry_text = NULL;
