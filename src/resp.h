@@ -92,14 +92,13 @@ static inline const char *resp_arg_ptr(const struct resp_parser *p, const char *
 
 /*
  * Reply framer: finds where one complete RESP2 reply ends without building it.
- * Resumable like the request parser (nested arrays keep a depth stack).
+ * Resumable like the request parser. Nesting costs no memory: one counter holds the
+ * elements still expected across every open aggregate, so any legal depth frames.
  */
-#define RESP_SCAN_MAX_DEPTH 64
 struct resp_scanner {
     size_t pos;                                /* bytes of the reply already examined */
     size_t scan;                               /* where the search for the current CRLF resumes */
-    int depth;                                 /* open aggregates */
-    long long remaining[RESP_SCAN_MAX_DEPTH];  /* elements still expected at each depth */
+    long long pending;                         /* elements still expected (the reply itself at first) */
     long long bulk_left;                       /* >= 0 while inside a bulk payload (+CRLF) */
     char first;                                /* first byte of the reply: + - : $ * (kept
                                                   after completion until the next reply) */
