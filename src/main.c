@@ -56,7 +56,10 @@ static struct config *load_or_report(const char *path)
 static int listen_tls_init(struct daemon_state *d)
 {
     const struct config *cfg = d->cfg;
-    for (size_t i = 0; i < cfg->nlistens && i < 16; i++) {
+    d->proxy.listen_ssl = calloc(cfg->nlistens ? cfg->nlistens : 1, sizeof(*d->proxy.listen_ssl));
+    if (!d->proxy.listen_ssl) return -1;
+    d->proxy.nlisten_ssl = cfg->nlistens;
+    for (size_t i = 0; i < cfg->nlistens; i++) {
         const struct listen_addr *la = &cfg->listens[i];
         if (!la->tls) continue;
         SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
@@ -182,8 +185,9 @@ static int run(const char *path)
     for (int i = 0; i < 3; i++)
         if (sigs[i]) event_free(sigs[i]);
     if (d.base) event_base_free(d.base);
-    for (int i = 0; i < 16; i++)
+    for (size_t i = 0; i < d.proxy.nlisten_ssl; i++)
         if (d.proxy.listen_ssl[i]) SSL_CTX_free(d.proxy.listen_ssl[i]);
+    free(d.proxy.listen_ssl);
     free(d.proxy.workers);
     free(d.threads);
     if (d.retired) config_free(d.retired);

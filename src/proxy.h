@@ -210,7 +210,8 @@ struct proxy {
     int clients_now;                    /* atomic: connected clients, all workers */
     uint64_t next_client_id;            /* atomic */
     int reload_acks;                    /* atomic: workers yet to take the new config */
-    SSL_CTX *listen_ssl[16];            /* per TLS listen entry, NULL for plain */
+    SSL_CTX **listen_ssl;               /* one per listen entry (cfg->nlistens), NULL for plain */
+    size_t nlisten_ssl;
 };
 
 /* The reply (without '-' and CRLF) for requests whose instance is down. */
