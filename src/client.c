@@ -2,6 +2,8 @@
 #include "proxy.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -20,7 +22,6 @@ static void client_write_cb(struct bufferevent *bev, void *arg);
 static void client_event_cb(struct bufferevent *bev, short events, void *arg);
 static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg);
 static void client_raw_write_cb(evutil_socket_t fd, short what, void *arg);
-static void client_raw_closed_cb(evutil_socket_t fd, short what, void *arg);
 
 static void addr_format(const struct sockaddr *sa, char *out, size_t len)
 {
@@ -76,6 +77,7 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
     c->session.watch_instance = -1;
     c->parser.unauthenticated = !c->session.authenticated; /* Redis's pre-AUTH request limits */
     c->fd = fd;
+    c->pfd = -1;
     if (tls) {
         /* TLS clients: libevent's OpenSSL bufferevent does the handshake and records */
         SSL *ssl = SSL_new(tls);
@@ -93,10 +95,7 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
         /* plain TCP and unix sockets: read() and write() on the fd, no buffer layer */
         c->rev = event_new(w->base, fd, EV_READ | EV_PERSIST, client_raw_read_cb, c);
         c->wev = event_new(w->base, fd, EV_WRITE | EV_PERSIST, client_raw_write_cb, c);
-        /* the peer's close is seen even while reading is paused (a client that leaves
-         * while its BLPOP blocks must release its dedicated connection) */
-        c->cev = event_new(w->base, fd, EV_CLOSED | EV_PERSIST, client_raw_closed_cb, c);
-        if (!c->rev || !c->wev || !c->cev || event_add(c->rev, NULL) != 0 || event_add(c->cev, NULL) != 0) {
+        if (!c->rev || !c->wev || event_add(c->rev, NULL) != 0) {
             client_close(c, "cannot watch the socket");
             return;
         }
@@ -173,14 +172,17 @@ void client_close(struct client *c, const char *reason)
         TAILQ_REMOVE(&w->clients, c, link);
         c->in_list = 0;
     }
+    if (c->pev) event_free(c->pev);
+    c->pev = NULL;
+    if (c->pfd >= 0) close(c->pfd);
+    c->pfd = -1;
     if (c->bev) {
         bufferevent_free(c->bev); /* closes the fd */
         c->bev = NULL;
     } else if (c->fd >= 0) {
         if (c->rev) event_free(c->rev);
         if (c->wev) event_free(c->wev);
-        if (c->cev) event_free(c->cev);
-        c->rev = c->wev = c->cev = NULL;
+        c->rev = c->wev = NULL;
         close(c->fd);
     }
     c->fd = -1;
@@ -244,6 +246,46 @@ size_t client_out_pending(const struct client *c)
     return c->obuf.len - c->obuf_off;
 }
 
+/* While paused: did the peer close or reset? Then c is closed (its pins released). */
+static void client_paused_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct client *c = arg;
+    (void)fd;
+    (void)what;
+    if (c->closed) return;
+    struct pollfd p = {.fd = c->fd, .events = POLLRDHUP};
+    if (poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)))
+        client_close(c, p.revents & POLLRDHUP && !(p.revents & POLLERR) ? "connection closed by client"
+                                                                         : "connection reset by client");
+}
+
+/*
+ * A paused client must still be closed when its peer goes away (a client that leaves
+ * while its BLPOP blocks releases its dedicated connection). A level-triggered watch
+ * on fd cannot do it: with reading paused only EV_CLOSED would be registered, and
+ * libevent's epoll backend reports a reset (EPOLLERR/HUP) as EV_READ|EV_WRITE, which
+ * nothing takes, so the loop spins on it. An edge-triggered EV_READ|EV_CLOSED event on
+ * a dup of fd reports each change once; client_paused_cb then asks poll() what it was.
+ */
+static void client_watch_close(struct client *c, int on)
+{
+    if (!on) {
+        if (c->pev) event_del(c->pev);
+        return;
+    }
+    if (!c->pev) {
+        c->pfd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0);
+        if (c->pfd < 0) {
+            log_msg(LOG_WARN, "client %llu: cannot watch its socket while paused: %s", (unsigned long long)c->id,
+                    strerror(errno));
+            return;
+        }
+        c->pev = event_new(c->worker->base, c->pfd, EV_READ | EV_CLOSED | EV_ET | EV_PERSIST, client_paused_cb, c);
+        if (!c->pev) return;
+    }
+    event_add(c->pev, NULL);
+}
+
 static void client_set_reading(struct client *c, int on)
 {
     if (c->bev) {
@@ -253,6 +295,7 @@ static void client_set_reading(struct client *c, int on)
         if (on) event_add(c->rev, NULL);
         else event_del(c->rev);
     }
+    client_watch_close(c, !on);
 }
 
 /* Frames may wait in qbuf (backpressure, a stall): parse them from a deferred callback,
@@ -327,14 +370,6 @@ void client_write_all(struct worker *w)
         c->out_dirty = 0;
         if (!c->closed) client_write_now(c);
     }
-}
-
-static void client_raw_closed_cb(evutil_socket_t fd, short what, void *arg)
-{
-    struct client *c = arg;
-    (void)fd;
-    (void)what;
-    if (!c->closed) client_close(c, "connection closed by client");
 }
 
 static void client_raw_write_cb(evutil_socket_t fd, short what, void *arg)

@@ -134,7 +134,8 @@ struct client {
     struct bufferevent *bev;  /* TLS clients only */
     int fd;
     struct event *rev, *wev;  /* plain clients: readable / writable (only while the socket is full) */
-    struct event *cev;        /* plain clients: the peer closed (EV_CLOSED, armed even while paused) */
+    struct event *pev;        /* while reading is paused: the peer's close or reset (on pfd, edge-triggered) */
+    int pfd;                  /* dup of fd for pev (-1 until the first pause) */
     struct bytebuf obuf;      /* plain clients: replies not yet written */
     size_t obuf_off;          /* bytes of obuf already written */
     int out_dirty;            /* on the worker's list of clients to write */

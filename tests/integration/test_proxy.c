@@ -431,6 +431,90 @@ START_TEST(test_protocol_errors_reply_then_close) {
 }
 END_TEST
 
+/* ---- issue 10 item 8: a paused client that resets its connection ---- */
+
+/* keygate's CPU time so far (utime + stime from /proc/PID/stat), in clock ticks. */
+static long long keygate_cpu_ticks(void) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)h.keygate_pid);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "open %s: %s", path, strerror(errno));
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    ck_assert_ptr_nonnull(p);
+    unsigned long long utime = 0, stime = 0;
+    ck_assert_int_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime), 2);
+    return (long long)(utime + stime);
+}
+
+/* The backend's INFO clients field `name` (read on a direct connection). */
+static long long backend_info_clients(const char *backend, const char *name) {
+    redisContext *d = harness_must_direct(&h, backend);
+    redisReply *r = cmd(d, "INFO clients");
+    ck_assert_msg(r->type == REDIS_REPLY_STRING, "INFO clients: %s", describe(r));
+    char key[64];
+    snprintf(key, sizeof key, "%s:", name);
+    const char *at = strstr(r->str, key);
+    ck_assert_msg(at != NULL, "INFO clients has no %s", name);
+    long long v = atoll(at + strlen(key));
+    freeReplyObject(r);
+    redisFree(d);
+    return v;
+}
+
+/* Wait (5 s at most) until the backend's blocked_clients is want. */
+static void wait_blocked_clients(const char *backend, long long want, const char *what) {
+    long long got = -1;
+    for (long long deadline = now_ms() + 5000; now_ms() < deadline; sleep_ms(20))
+        if ((got = backend_info_clients(backend, "blocked_clients")) == want) return;
+    ck_abort_msg("%s: %s has %lld blocked clients, want %lld", what, backend, got, want);
+}
+
+START_TEST(test_issue10_item8_paused_client_reset) {
+    /* 100 clients, in two rounds of 50 (under max-pinned 64): each sends BLPOP on a list
+     * nobody fills, then PING (its reading is paused behind the BLPOP), then resets its
+     * connection (SO_LINGER 0). keygate must close each one and its dedicated connection,
+     * use no CPU afterwards, and still serve BLPOP. */
+    enum { ROUNDS = 2, EACH = 50 };
+    static const char req[] = "*3\r\n$5\r\nBLPOP\r\n$15\r\ncache:t14:never\r\n$1\r\n0\r\n*1\r\n$4\r\nPING\r\n";
+    long long blocked_before = backend_info_clients("cache", "blocked_clients");
+    for (int round = 0; round < ROUNDS; round++) {
+        int fds[EACH];
+        for (int i = 0; i < EACH; i++) {
+            fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+            struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(h.port),
+                                     .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+            ck_assert_msg(fds[i] >= 0 && connect(fds[i], (struct sockaddr *)&sa, sizeof sa) == 0, "connect: %s",
+                          strerror(errno));
+            ck_assert_int_eq(send(fds[i], req, sizeof req - 1, MSG_NOSIGNAL), (ssize_t)(sizeof req - 1));
+        }
+        wait_blocked_clients("cache", blocked_before + EACH, "the BLPOPs block");
+        for (int i = 0; i < EACH; i++) {
+            struct linger lg = {.l_onoff = 1, .l_linger = 0};
+            ck_assert_int_eq(setsockopt(fds[i], SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
+            close(fds[i]); /* RST */
+        }
+        wait_blocked_clients("cache", blocked_before, "the reset clients' BLPOPs are gone");
+    }
+    sleep_ms(100);
+    long long hz = sysconf(_SC_CLK_TCK), before = keygate_cpu_ticks();
+    sleep_ms(1000);
+    long long used = keygate_cpu_ticks() - before;
+    ck_assert_msg(used * 1000 / hz < 100, "idle keygate used %lld ms of CPU in 1 s", used * 1000 / hz);
+
+    redisContext *c = client(), *pusher = client();
+    redisAppendCommand(c, "BLPOP cache:t14:list 5");
+    send_appended(c, "BLPOP");
+    wait_blocked_clients("cache", blocked_before + 1, "a new BLPOP blocks");
+    expect_int(cmd(pusher, "RPUSH cache:t14:list v"), 1, "RPUSH");
+    expect_array(next_reply(c), "BLPOP after 100 reset clients", 2, "cache:t14:list", "v");
+    redisFree(c);
+    redisFree(pusher);
+}
+END_TEST
+
 /* ---- 9. a backend dies and comes back ---- */
 
 START_TEST(test_backend_down_answers_unavailable_then_recovers) {
@@ -493,6 +577,7 @@ int main(void) {
     tcase_add_test(tc, test_held_requests_fail_cleanly_when_the_backend_dies);
     tcase_add_test(tc, test_local_commands);
     tcase_add_test(tc, test_protocol_errors_reply_then_close);
+    tcase_add_test(tc, test_issue10_item8_paused_client_reset);
     tcase_add_test(tc, test_backend_down_answers_unavailable_then_recovers);
     tcase_add_test(tc, test_quit_replies_ok_then_closes);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
