@@ -205,8 +205,9 @@ struct bytebuf *backend_stage(struct backend *b)
             abort();
         }
         b->dirty = 1;
-        event_active(w->flush_ev, EV_TIMEOUT, 0);
     }
+    /* also when b is listed already: it may have been kept back by the last flush */
+    event_active(w->flush_ev, EV_TIMEOUT, 0);
     return &b->out;
 }
 
@@ -217,6 +218,8 @@ static void backend_unstage(struct backend *b)
     if (!b->dirty) return;
     ptrvec_remove(&b->worker->dirty, b);
     b->dirty = 0;
+    /* entries kept waiting behind b may go now */
+    if (b->worker->dirty.n > 0) event_active(b->worker->flush_ev, EV_TIMEOUT, 0);
 }
 
 /*
@@ -250,19 +253,66 @@ static void backend_send_staged(struct backend *b)
     backend_do_write(b);
 }
 
+/*
+ * The dirty list holds each backend at the place of its first staged request, so
+ * walking it in order writes the requests of different clients in the order they
+ * arrived (Redis serves a client that blocked first first, counts a subscriber that
+ * unsubscribed before a PUBLISH as gone). Within one instance an entry that must wait
+ * (connecting, a write still in progress) keeps every later entry of that instance
+ * waiting behind it; one that only holds for batching writes anyway when a later entry
+ * of its instance is listed. Entries that wait stay listed, in order; their backend
+ * stages itself again (backend_stage) when it can write. Requests staged on one
+ * connection in one iteration still leave as one write: A1 B1 A2 (A, B two connections
+ * of an instance) reach Redis as A1 A2 B1.
+ */
 void backend_flush_all(struct worker *w)
 {
-    /* pop from the end: a write may close a connection, which unstages it (swap with last) */
-    while (w->dirty.n > 0) {
-        struct backend *b = w->dirty.items[--w->dirty.n];
-        b->dirty = 0;
+    struct ptrvec todo = w->dirty; /* writes may close backends (unstaging them) or stage more */
+    w->dirty = w->flush_spare;
+    w->dirty.n = 0;
+    w->flush_spare = (struct ptrvec){0};
+    int later[CONFIG_MAX_INSTANCES] = {0}, stuck[CONFIG_MAX_INSTANCES] = {0};
+    for (size_t i = todo.n; i-- > 0;) {
+        struct backend *b = todo.items[i];
+        b->dirty = 2; /* listed in todo: backend_stage leaves it there, backend_unstage zeroes it */
+        b->flush_later = later[b->instance];
+        later[b->instance] = 1;
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < todo.n; i++) {
+        struct backend *b = todo.items[i];
+        if (b->dirty != 2) continue; /* closed meanwhile */
         if (b->fd < 0 || b->out.len == 0) {
             b->out.len = 0;
+            b->dirty = 0;
             continue;
         }
-        if (backend_holds(b)) continue; /* backend_frame_replies stages it again once answered */
+        int busy = b->state != BACKEND_READY || b->woff < b->wbuf.len;
+        if (busy || stuck[b->instance] || (backend_holds(b) && !b->flush_later)) {
+            if (busy) stuck[b->instance] = 1;
+            todo.items[kept++] = b; /* stays listed at its place */
+            continue;
+        }
+        b->dirty = 0;
         backend_send_staged(b);
     }
+    /* the new list: the entries kept back, then those first staged during this walk */
+    struct ptrvec added = w->dirty;
+    todo.n = 0;
+    for (size_t i = 0; i < kept; i++) {
+        struct backend *b = todo.items[i];
+        if (b->dirty != 2) continue;
+        b->dirty = 1;
+        todo.items[todo.n++] = b;
+    }
+    for (size_t i = 0; i < added.n; i++)
+        if (ptrvec_push(&todo, added.items[i]) != 0) {
+            log_msg(LOG_ERROR, "out of memory staging a backend request");
+            abort();
+        }
+    w->dirty = todo;
+    added.n = 0;
+    w->flush_spare = added;
 }
 
 /* Send one of keygate's own commands (AUTH, INFO) formatted by hiredis. */

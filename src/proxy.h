@@ -100,7 +100,8 @@ struct backend {
     struct pending *fifo;     /* ring buffer of requests in flight, oldest first */
     size_t fifo_head, fifo_count, fifo_cap;
     struct bytebuf out;       /* staged requests: leave together when the connection may write (backend_flush_all) */
-    int dirty;                /* on the worker's list of backends to flush */
+    int dirty;                /* on the worker's list of backends to flush (2: inside backend_flush_all) */
+    int flush_later;          /* backend_flush_all: a later entry of its list is for the same instance */
     size_t unsent;            /* FIFO entries (at its tail) staged but not written yet */
     char *rbuf;               /* received bytes not yet framed */
     size_t rlen, rcap;
@@ -185,7 +186,8 @@ struct worker {
     size_t nfree_requests;
     struct event *reap_ev;
     struct event *flush_ev;             /* end of each loop iteration: staged backend output goes out (or waits, see backend_holds) */
-    struct ptrvec dirty;                /* backends with staged output */
+    struct ptrvec dirty;                /* backends with staged output, in the order they were first staged */
+    struct ptrvec flush_spare;          /* backend_flush_all's second list (kept to reuse its memory) */
     struct ptrvec dirty_clients;        /* plain clients with replies to write */
     char scratch[65536];                /* plain clients are read into this, one at a time */
     struct evconnlistener **listeners;
@@ -282,8 +284,10 @@ struct bytebuf *backend_stage(struct backend *b);
 void stage_add(struct bytebuf *out, const void *data, size_t n);
 void stage_add_bulk(struct bytebuf *out, const void *data, size_t n);
 
-/* Write the staged output of every backend of w that may write now; a shared connection
- * with an unanswered batch keeps its output until the replies come (the flush event's callback). */
+/* Write the staged output of every backend of w that may write now, in the order the
+ * requests arrived; a shared connection with an unanswered batch keeps its output until
+ * the replies come, unless a later request for the same instance goes now (the flush
+ * event's callback). */
 void backend_flush_all(struct worker *w);
 
 /* Queue bytes on b and expect one reply of `kind` for req. The caller wrote the bytes. */

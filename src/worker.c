@@ -235,6 +235,7 @@ void worker_free(struct worker *w)
     if (w->reap_ev) event_free(w->reap_ev);
     if (w->flush_ev) event_free(w->flush_ev);
     free(w->dirty.items);
+    free(w->flush_spare.items);
     free(w->dirty_clients.items);
     if (w->drain_timer) event_free(w->drain_timer);
     free(w->listeners);

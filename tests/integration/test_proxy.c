@@ -2,6 +2,9 @@
 #include <check.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <dirent.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -515,6 +518,174 @@ START_TEST(test_issue10_item8_paused_client_reset) {
 }
 END_TEST
 
+/* ---- issue 10 item 17: requests of different clients leave in arrival order ---- */
+
+/* The next MONITOR line on mon naming `marker`, skipping the others (keygate's own commands). */
+static void monitor_next(redisContext *mon, const char *marker, char *out, size_t cap) {
+    for (;;) {
+        redisReply *r = next_reply(mon);
+        ck_assert_msg(r->type == REDIS_REPLY_STATUS, "MONITOR: %s", describe(r));
+        int hit = strstr(r->str, marker) != NULL;
+        if (hit) snprintf(out, cap, "%s", r->str);
+        freeReplyObject(r);
+        if (hit) return;
+    }
+}
+
+/* Run every thread of process pid on CPU 0: the kernel then
+ * delivers its loopback writes in the order it made them (a thread moving between
+ * CPUs may see a write queued on one CPU overtaken by a later one on another). */
+static void pin_to_one_cpu(pid_t pid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    ck_assert_msg(d != NULL, "opendir %s: %s", path, strerror(errno));
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') sched_setaffinity((pid_t)atoi(e->d_name), sizeof one, &one);
+    closedir(d);
+}
+
+/*
+ * Send what is appended on cs[0..n), in this order, so that keygate reads it all in one
+ * loop iteration and the backend finds all keygate wrote when it runs again. Both are
+ * stopped (SIGSTOP) while the clients send 1 ms apart; then keygate runs alone for 50 ms,
+ * then the backend. (Without the stops the test would measure the kernel: epoll may
+ * report sockets that became readable microseconds apart in either order, in keygate
+ * and in Redis alike: back-to-back direct clients reach Redis reordered a few percent
+ * of the time on a loaded machine.)
+ */
+static void send_in_one_iteration(redisContext **cs, int n, const char *backend) {
+    pid_t kg = h.keygate_pid, be = harness_backend(&h, backend)->pid;
+    pin_to_one_cpu(kg);
+    ck_assert_int_eq(kill(be, SIGSTOP), 0);
+    ck_assert_int_eq(kill(kg, SIGSTOP), 0);
+    sleep_ms(5); /* both are stopped once the signals are delivered */
+    for (int k = 0; k < n; k++) {
+        send_appended(cs[k], "a request sent while keygate is stopped");
+        sleep_ms(1);
+    }
+    ck_assert_int_eq(kill(kg, SIGCONT), 0);
+    sleep_ms(50);
+    ck_assert_int_eq(kill(be, SIGCONT), 0);
+}
+
+/* Three clients send a command in one loop iteration of keygate, 100 times; MONITOR on
+ * the backend must see them in the order they were sent, every time. */
+static void check_arrival_order(redisContext *cs[3], const char *what) {
+    enum { TRIES = 100, CLIENTS = 3 };
+    redisContext *mon = harness_must_direct(&h, "cache");
+    expect_status(cmd(mon, "MONITOR"), "OK", "MONITOR");
+    int reversed = 0;
+    for (int t = 0; t < TRIES; t++) {
+        for (int k = 0; k < CLIENTS; k++) redisAppendCommand(cs[k], "GET cache:t15:%d:%d", t, k);
+        send_in_one_iteration(cs, CLIENTS, "cache");
+        for (int k = 0; k < CLIENTS; k++) expect_nil(next_reply(cs[k]), "GET of a missing key");
+        char marker[32], line[512];
+        snprintf(marker, sizeof marker, "cache:t15:%d:", t);
+        int bad = 0;
+        for (int k = 0; k < CLIENTS; k++) {
+            monitor_next(mon, marker, line, sizeof line);
+            char want[40];
+            snprintf(want, sizeof want, "cache:t15:%d:%d\"", t, k);
+            if (!strstr(line, want)) bad = 1;
+            if (bad) fprintf(stderr, "try %d pos %d: %s\n", t, k, line);
+        }
+        reversed += bad;
+    }
+    redisFree(mon);
+    ck_assert_msg(reversed == 0, "%s: %d of %d tries reached Redis out of order", what, reversed, TRIES);
+}
+
+/* The harness's two TLS instance lines with connections=n. */
+static const char *instances_with_connections(int n) {
+    static char buf[16384];
+    const struct harness_backend *d = &h.backends[0], *c = &h.backends[1];
+    snprintf(buf, sizeof buf,
+             "instance durable 127.0.0.1:%d tls ca=%s/build/certs/ca.crt cert=%s/build/certs/client.crt "
+             "key=%s/build/certs/client.key server-name=localhost password-file=%s connections=%d\n"
+             "instance cache   127.0.0.1:%d tls ca=%s/build/certs/ca.crt server-name=localhost "
+             "password-file=%s connections=%d\n",
+             d->tls_port, h.root, h.root, h.root, d->pass_file, n, c->tls_port, h.root, c->pass_file, n);
+    return buf;
+}
+
+START_TEST(test_issue10_item17_requests_leave_in_arrival_order) {
+    redisContext *cs[3];
+    /* each client on its own WATCH connection */
+    for (int k = 0; k < 3; k++) {
+        cs[k] = client();
+        expect_status(cmd(cs[k], "WATCH cache:t15:w%d", k), "OK", "WATCH");
+    }
+    check_arrival_order(cs, "three WATCH connections");
+    for (int k = 0; k < 3; k++) redisFree(cs[k]);
+
+    /* three shared connections to the instance */
+    struct harness_opts o = {.instances_text = instances_with_connections(3)};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart with connections=3: %s", h.error);
+    for (int k = 0; k < 3; k++) cs[k] = client();
+    check_arrival_order(cs, "three shared connections");
+    for (int k = 0; k < 3; k++) redisFree(cs[k]);
+    ck_assert_msg(harness_keygate_restart(&h, NULL) == 0, "restart: %s", h.error);
+}
+END_TEST
+
+START_TEST(test_issue10_item17_first_blocked_client_is_served_first) {
+    /* Redis's own test: two clients block on BRPOPLPUSH of the same list, one after the
+     * other; the first pushed element goes to the one that blocked first. */
+    enum { TRIES = 30 };
+    redisContext *pusher = client();
+    {
+        /* two dedicated connections made beforehand: the tries reuse them, ready */
+        redisContext *w[2] = {client(), client()};
+        for (int k = 0; k < 2; k++) redisAppendCommand(w[k], "BLPOP cache:t16:warm 0.05");
+        for (int k = 0; k < 2; k++) send_appended(w[k], "BLPOP warm-up");
+        for (int k = 0; k < 2; k++) {
+            expect_nil(next_reply(w[k]), "BLPOP warm-up");
+            redisFree(w[k]);
+        }
+    }
+    for (int t = 0; t < TRIES; t++) {
+        redisContext *a = client(), *b = client();
+        long long blocked = backend_info_clients("cache", "blocked_clients");
+        redisAppendCommand(a, "BRPOPLPUSH cache:t16:src%d cache:t16:dst%d 5", t, t);
+        redisAppendCommand(b, "BRPOPLPUSH cache:t16:src%d cache:t16:dst%d 5", t, t);
+        redisContext *ab[2] = {a, b};
+        send_in_one_iteration(ab, 2, "cache");
+        wait_blocked_clients("cache", blocked + 2, "both BRPOPLPUSH block");
+        expect_int(cmd(pusher, "RPUSH cache:t16:src%d first", t), 1, "RPUSH first");
+        expect_bulk(next_reply(a), "first", "the client that blocked first");
+        expect_int(cmd(pusher, "RPUSH cache:t16:src%d second", t), 1, "RPUSH second");
+        expect_bulk(next_reply(b), "second", "the client that blocked second");
+        redisFree(a);
+        redisFree(b);
+    }
+    redisFree(pusher);
+}
+END_TEST
+
+START_TEST(test_issue10_item17_unsubscribe_then_publish) {
+    /* UNSUBSCRIBE sent before another client's PUBLISH: the PUBLISH counts no subscriber */
+    enum { TRIES = 30 };
+    redisContext *sub = client(), *pub = client();
+    expect_array(cmd(sub, "SUBSCRIBE push:t16:keep"), "SUBSCRIBE keep", 3, "subscribe", "push:t16:keep", ":1");
+    for (int t = 0; t < TRIES; t++) {
+        expect_array(cmd(sub, "SUBSCRIBE push:t16:ch"), "SUBSCRIBE ch", 3, "subscribe", "push:t16:ch", ":2");
+        redisAppendCommand(sub, "UNSUBSCRIBE push:t16:ch");
+        redisAppendCommand(pub, "PUBLISH push:t16:ch m%d", t);
+        redisContext *both[2] = {sub, pub};
+        send_in_one_iteration(both, 2, "cache");
+        expect_int(next_reply(pub), 0, "PUBLISH after the only subscriber unsubscribed");
+        expect_array(next_reply(sub), "UNSUBSCRIBE", 3, "unsubscribe", "push:t16:ch", ":1");
+    }
+    redisFree(sub);
+    redisFree(pub);
+}
+END_TEST
+
 /* ---- 9. a backend dies and comes back ---- */
 
 START_TEST(test_backend_down_answers_unavailable_then_recovers) {
@@ -578,6 +749,9 @@ int main(void) {
     tcase_add_test(tc, test_local_commands);
     tcase_add_test(tc, test_protocol_errors_reply_then_close);
     tcase_add_test(tc, test_issue10_item8_paused_client_reset);
+    tcase_add_test(tc, test_issue10_item17_requests_leave_in_arrival_order);
+    tcase_add_test(tc, test_issue10_item17_first_blocked_client_is_served_first);
+    tcase_add_test(tc, test_issue10_item17_unsubscribe_then_publish);
     tcase_add_test(tc, test_backend_down_answers_unavailable_then_recovers);
     tcase_add_test(tc, test_quit_replies_ok_then_closes);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
