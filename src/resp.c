@@ -464,11 +464,13 @@ long long resp_scan_reply(struct resp_scanner *s, const char *buf, size_t len)
     char type;
     int opened;
 
-    if (s->pos == 0) {
-        s->bulk_left = -1; /* a zeroed scanner works too: no payload can precede a header */
+    if (s->pending == 0) { /* a new reply (a zeroed scanner works too) */
+        if (len == 0)
+            return 0;
+        s->pos = s->scan = 0;
+        s->bulk_left = -1;
         s->pending = 1;
-        if (len > 0)
-            s->first = buf[0];
+        s->first = buf[0];
     }
     if (len < s->pos)
         return scan_finish(s, -1);
@@ -530,6 +532,24 @@ long long resp_scan_reply(struct resp_scanner *s, const char *buf, size_t len)
         if (scan_element_done(s))
             return scan_finish(s, (long long)s->pos);
     }
+}
+
+size_t resp_scan_discard(struct resp_scanner *s, size_t len)
+{
+    if (s->pending == 0 || len < s->pos)
+        return 0;
+    if (s->bulk_left > 2) {
+        /* inside a payload: what has come of it can go too, but for its final CRLF */
+        size_t have = len - s->pos, take = (size_t)s->bulk_left - 2;
+        if (have < take)
+            take = have;
+        s->pos += take;
+        s->bulk_left -= (long long)take;
+    }
+    size_t drop = s->pos;
+    s->scan = s->scan > drop ? s->scan - drop : 0;
+    s->pos = 0;
+    return drop;
 }
 
 const char *resp_array_first(const char *reply, size_t len, long long *count)

@@ -115,6 +115,14 @@ void resp_scanner_reset(struct resp_scanner *s);
 long long resp_scan_reply(struct resp_scanner *s, const char *buf, size_t len);
 
 /*
+ * For a reply too large to keep: the bytes at the start of buf (len bytes available, as
+ * passed to resp_scan_reply) the scanner no longer needs, payload bytes included. The
+ * caller drops them and passes what follows as buf from then on; the reply's length
+ * returned at its end then counts from the new start. 0 when no reply is being scanned.
+ */
+size_t resp_scan_discard(struct resp_scanner *s, size_t len);
+
+/*
  * For a complete array reply: its element count in *count (-1 for a nil array) and a
  * pointer to its first element (right after "*N\r\n"). NULL when reply is not an array.
  */
