@@ -26,6 +26,11 @@
 #define HOLD_MAX_BYTES 65536
 /* Free room asked of the reply buffer before each read (one TLS record and more). */
 #define READ_CHUNK 16384
+/* Buffers past this size are given back once they are empty again (a large transfer ended). */
+#define BUF_KEEP_MAX (256 * 1024)
+/* A reply still arriving that holds more than this is checked against its client's
+ * hard output limit (and dropped as it comes when nobody may keep it). */
+#define PARTIAL_CHECK_BYTES (1024 * 1024)
 
 static void backend_connect(struct backend *b);
 static void backend_make_idle(struct backend *b);
@@ -38,6 +43,13 @@ static void backend_timer_cb(evutil_socket_t fd, short what, void *arg);
 static const struct instance_conf *backend_conf(const struct backend *b)
 {
     return &b->worker->cfg->instances[b->instance];
+}
+
+/* max-memory: count what b holds now (replies not yet framed, requests not yet written). */
+static void backend_account(struct backend *b)
+{
+    size_t now = b->fd < 0 ? 0 : b->rlen + b->out.len + (b->wbuf.len - b->woff);
+    mem_set(b->worker, &b->mem_held, now);
 }
 
 int backend_pools_start(struct worker *w)
@@ -123,6 +135,8 @@ static void backend_io_close(struct backend *b)
     b->wbuf.len = 0;
     b->woff = 0;
     if (b->timer) evtimer_del(b->timer);
+    b->discarding = 0;
+    backend_account(b);
 }
 
 void backend_pools_free(struct worker *w)
@@ -296,6 +310,7 @@ void backend_flush_all(struct worker *w)
         b->dirty = 0;
         backend_send_staged(b);
     }
+    for (size_t i = 0; i < todo.n; i++) backend_account(todo.items[i]);
     /* the new list: the entries kept back, then those first staged during this walk */
     struct ptrvec added = w->dirty;
     todo.n = 0;
@@ -482,6 +497,33 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
 }
 
 /*
+ * A reply still arriving holds `partial` bytes. Past PARTIAL_CHECK_BYTES: when its
+ * request's client is gone, or the reply would take that client past its hard output
+ * limit (the client is then closed), or it only answers an injected command, the reply
+ * is dropped as it comes (b->discarding) instead of being kept whole. On a subscriber
+ * connection the owner is closed the same way (and b with it). -1 when b was closed.
+ */
+static int backend_large_partial(struct backend *b, size_t partial)
+{
+    if (b->discarding || partial < PARTIAL_CHECK_BYTES) return 0;
+    if (b->subscriber) {
+        if (b->owner && client_output_over(b->owner, partial)) return b->fd < 0 ? -1 : 0;
+        return 0;
+    }
+    if (b->fifo_count == 0) return 0;
+    const struct pending *pd = &b->fifo[b->fifo_head];
+    if (!pd->req) return 0; /* keygate's own AUTH / INFO */
+    struct client *c = pd->req->client;
+    if (pd->kind == PENDING_DROP || !c || c->closed || client_output_over(c, partial)) {
+        if (b->fd < 0) return -1; /* a dedicated connection closed with its client */
+        b->discarding = 1;
+        log_msg(LOG_DEBUG, "instance '%s': a reply of more than %zu bytes is dropped as it comes (no client keeps it)",
+                backend_conf(b)->name, partial);
+    }
+    return 0;
+}
+
+/*
  * Frame and deliver every whole reply in b->rbuf. Returns 0, or -1 when b was
  * closed meanwhile (a malformed reply, a failed AUTH, its client went away).
  */
@@ -490,10 +532,21 @@ static int backend_frame_replies(struct backend *b)
     size_t pos = 0;
     while (pos < b->rlen) {
         long long n = resp_scan_reply(&b->scan, b->rbuf + pos, b->rlen - pos);
-        if (n == 0) break;
+        if (n == 0) {
+            if (backend_large_partial(b, b->rlen - pos) != 0) return -1;
+            if (b->discarding) pos += resp_scan_discard(&b->scan, b->rlen - pos);
+            break;
+        }
         if (n < 0) {
             backend_close(b, "malformed reply");
             return -1;
+        }
+        if (b->discarding) {
+            /* the end of a reply nobody keeps: its owner gets no bytes of it */
+            b->discarding = 0;
+            pos += (size_t)n;
+            if (backend_deliver(b, "-ERR reply dropped\r\n", 20) != 0 || b->fd < 0) return -1;
+            continue;
         }
         if (b->subscriber && !(b->fifo_count > 0 && b->fifo[b->fifo_head].kind == PENDING_AUTH)) {
             if (b->owner) client_push(b->owner, b, b->rbuf + pos, (size_t)n);
@@ -506,6 +559,16 @@ static int backend_frame_replies(struct backend *b)
     if (pos > 0) {
         memmove(b->rbuf, b->rbuf + pos, b->rlen - pos);
         b->rlen -= pos;
+    }
+    if (b->rcap > BUF_KEEP_MAX && b->rlen < b->rcap / 8) {
+        /* a large reply went through: give its buffer back */
+        size_t cap = READ_CHUNK;
+        while (cap < b->rlen * 2) cap *= 2;
+        char *r = realloc(b->rbuf, cap);
+        if (r) {
+            b->rbuf = r;
+            b->rcap = cap;
+        }
     }
     if (b->pinned && b->release_when_idle && b->fifo_count == 0 && !b->subscriber) {
         backend_make_idle(b);
@@ -553,7 +616,15 @@ static void backend_tls_failed(struct backend *b, int e, int r, const char *what
  * takes several records; SSL_has_pending says when decrypted-but-unread bytes are
  * left that epoll cannot report, so the loop goes on until both are drained.
  */
+static void backend_do_read_some(struct backend *b);
+
 static void backend_do_read(struct backend *b)
+{
+    backend_do_read_some(b);
+    backend_account(b);
+}
+
+static void backend_do_read_some(struct backend *b)
 {
     b->read_wants_write = 0;
     for (;;) {
@@ -638,6 +709,9 @@ static void backend_do_write(struct backend *b)
     }
     b->wbuf.len = 0;
     b->woff = 0;
+    if (b->wbuf.cap > BUF_KEEP_MAX) bytebuf_free(&b->wbuf); /* a large batch went out */
+    if (b->out.len == 0 && b->out.cap > BUF_KEEP_MAX) bytebuf_free(&b->out);
+    backend_account(b);
     if (!b->read_wants_write) event_del(b->wev);
     if (b->out.len > 0) backend_stage(b); /* staged while this write waited */
 }

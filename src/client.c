@@ -22,6 +22,7 @@ static void client_write_cb(struct bufferevent *bev, void *arg);
 static void client_event_cb(struct bufferevent *bev, short events, void *arg);
 static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg);
 static void client_raw_write_cb(evutil_socket_t fd, short what, void *arg);
+static void client_account(struct client *c);
 
 static void addr_format(const struct sockaddr *sa, char *out, size_t len)
 {
@@ -191,6 +192,8 @@ void client_close(struct client *c, const char *reason)
         c->out_dirty = 0;
     }
     bytebuf_free(&c->obuf);
+    c->qlen = 0;
+    mem_set(w, &c->mem_held, 0);
     __atomic_sub_fetch(&w->proxy->clients_now, 1, __ATOMIC_RELAXED);
     /* freed by client_reap once no callback of this loop iteration can hold it */
     TAILQ_INSERT_TAIL(&w->dead_clients, c, link);
@@ -224,12 +227,15 @@ static void client_out(struct client *c, const char *data, size_t len)
 {
     if (c->bev) {
         bufferevent_write(c->bev, data, len);
+        if (!client_output_over(c, 0)) client_account(c);
         return;
     }
     if (bytebuf_add(&c->obuf, data, len) != 0) {
         client_close(c, "out of memory for replies");
         return;
     }
+    if (client_output_over(c, 0)) return;
+    client_account(c);
     if (!c->out_dirty) {
         if (ptrvec_push(&c->worker->dirty_clients, c) != 0) {
             client_close(c, "out of memory for replies");
@@ -244,6 +250,24 @@ size_t client_out_pending(const struct client *c)
 {
     if (c->bev) return evbuffer_get_length(bufferevent_get_output(c->bev));
     return c->obuf.len - c->obuf_off;
+}
+
+/* max-memory: count what c holds now (unparsed input, its MULTI, unwritten replies). */
+static void client_account(struct client *c)
+{
+    size_t now = c->closed ? 0 : c->qlen + c->multi_buf.len + client_out_pending(c);
+    mem_set(c->worker, &c->mem_held, now);
+}
+
+int client_output_over(struct client *c, size_t partial)
+{
+    if (c->closed) return 1;
+    if ((int64_t)(client_out_pending(c) + partial) <= c->worker->cfg->client_output_hard_limit) return 0;
+    log_msg(LOG_WARN, "client %llu %s closed: its replies (%zu bytes queued, %zu arriving) passed client-output-hard-limit",
+            (unsigned long long)c->id, c->addr, client_out_pending(c), partial);
+    STAT_INC(&c->worker->stats, clients_output_limit);
+    client_close(c, "over client-output-hard-limit");
+    return 1;
 }
 
 /* While paused: did the peer close or reset? Then c is closed (its pins released). */
@@ -327,6 +351,18 @@ static void client_update_reading(struct client *c)
     int over = c->nqueued >= cfg->max_pending || (int64_t)out > cfg->client_output_limit;
     if (c->closing) over = 1;
     if (client_stalled(c)) over = 1;
+    if (!over && mem_over(c->worker)) {
+        /* max-memory: read nothing more until the process is back under it */
+        over = 1;
+        if (!c->mem_paused) {
+            c->mem_paused = 1;
+            struct worker *w = c->worker;
+            if (w->mem_timer && !evtimer_pending(w->mem_timer, NULL)) {
+                struct timeval tv = {0, 20 * 1000};
+                evtimer_add(w->mem_timer, &tv);
+            }
+        }
+    }
     if (over && !c->read_paused) {
         client_set_reading(c, 0);
         c->read_paused = 1;
@@ -356,6 +392,7 @@ static void client_write_now(struct client *c)
     }
     c->obuf.len = c->obuf_off = 0;
     if (c->obuf.cap > 65536) bytebuf_free(&c->obuf); /* a big reply came and went */
+    client_account(c);
     if (c->wev_pending) {
         event_del(c->wev);
         c->wev_pending = 0;
@@ -489,6 +526,17 @@ static void client_multi_queue(struct client *c, struct request *req, const stru
         return;
     }
     if (c->session.multi_instance < 0 && plan->instance >= 0) c->session.multi_instance = plan->instance;
+    if ((int64_t)c->multi_buf.len > c->worker->cfg->max_request_bytes) {
+        /* the transaction is held in keygate's memory: it counts as query buffer, and a
+         * client past its limit is closed, as Redis closes one over client-query-buffer-limit */
+        log_msg(LOG_WARN, "closing client %llu %s that reached max query buffer length: its MULTI holds %zu bytes "
+                "(max-request-size %lld)", (unsigned long long)c->id, c->addr, c->multi_buf.len,
+                (long long)c->worker->cfg->max_request_bytes);
+        STAT_INC(&c->worker->stats, clients_query_limit);
+        client_close(c, "MULTI over max-request-size");
+        return;
+    }
+    client_account(c);
     request_complete(req, "+QUEUED\r\n", 9);
 }
 
@@ -496,6 +544,7 @@ static void client_multi_reset(struct client *c)
 {
     c->multi_buf.len = 0;
     if (c->multi_buf.cap > 65536) bytebuf_free(&c->multi_buf);
+    client_account(c);
     bytebuf_free(&c->multi_keep);
     c->multi_dirty = 0;
     c->session.in_multi = 0;
@@ -1015,6 +1064,7 @@ static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg)
         if (len > 0 && client_parse_and_keep(c, buf, len) != 0) return;
         if (n <= 0 || (buf == w->scratch && (size_t)n < sizeof(w->scratch))) break; /* drained */
     }
+    client_account(c);
     client_update_reading(c);
 }
 
@@ -1048,6 +1098,7 @@ static void client_read_cb(struct bufferevent *bev, void *arg)
         client_close(c, "out of memory for the query buffer");
         return;
     }
+    client_account(c);
     client_update_reading(c);
 }
 
@@ -1056,6 +1107,7 @@ static void client_write_cb(struct bufferevent *bev, void *arg)
     struct client *c = arg;
     (void)bev;
     if (c->closed) return;
+    client_account(c);
     if (c->closing) {
         client_flush(c);
         return;
@@ -1069,4 +1121,62 @@ static void client_event_cb(struct bufferevent *bev, short events, void *arg)
     (void)bev;
     if (events & BEV_EVENT_EOF) client_close(c, "connection closed by client");
     else if (events & BEV_EVENT_ERROR) client_close(c, "connection error");
+}
+
+/* The client of w whose unfinished input and transaction hold the most bytes, or NULL. */
+static struct client *client_largest_input(struct worker *w)
+{
+    struct client *c, *best = NULL;
+    size_t most = 0;
+    TAILQ_FOREACH(c, &w->clients, link) {
+        size_t held = c->qlen + c->multi_buf.len;
+        if (held > most) {
+            most = held;
+            best = c;
+        }
+    }
+    return best;
+}
+
+#define MEM_EVICT_AFTER_MS 500 /* over max-memory this long with nothing read: evict */
+
+void client_memory_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    (void)fd;
+    (void)what;
+    if (mem_over(w)) {
+        int64_t now = clock_wall_ms();
+        if (!w->mem_over_since_ms) w->mem_over_since_ms = now;
+        if (now - w->mem_over_since_ms >= MEM_EVICT_AFTER_MS) {
+            /* nothing is read while over, so unfinished requests never finish: as Redis's
+             * client eviction does, the client holding the most input goes */
+            struct client *c = client_largest_input(w);
+            if (c) {
+                log_msg(LOG_WARN, "client %llu %s closed: keygate is over max-memory (%lld bytes) and its unfinished "
+                        "requests hold %zu bytes", (unsigned long long)c->id, c->addr,
+                        (long long)w->cfg->max_memory, c->qlen + c->multi_buf.len);
+                STAT_INC(&w->stats, clients_evicted);
+                client_close(c, "evicted: over max-memory");
+            }
+            w->mem_over_since_ms = now;
+        }
+    } else {
+        w->mem_over_since_ms = 0;
+        struct client *c, *next;
+        for (c = TAILQ_FIRST(&w->clients); c; c = next) {
+            next = TAILQ_NEXT(c, link);
+            if (!c->mem_paused) continue;
+            c->mem_paused = 0;
+            client_update_reading(c); /* may pause it again (and re-arm the timer) */
+            if (mem_over(w)) break;
+        }
+    }
+    int waiting = 0;
+    struct client *c;
+    TAILQ_FOREACH(c, &w->clients, link) waiting |= c->mem_paused;
+    if (waiting && !evtimer_pending(w->mem_timer, NULL)) {
+        struct timeval tv = {0, 20 * 1000};
+        evtimer_add(w->mem_timer, &tv);
+    }
 }

@@ -106,6 +106,8 @@ struct backend {
     char *rbuf;               /* received bytes not yet framed */
     size_t rlen, rcap;
     struct resp_scanner scan;
+    int discarding;           /* the reply being framed is dropped as it comes (nobody may keep it) */
+    size_t mem_held;          /* bytes counted in the process total (max-memory) */
     struct event *timer;      /* DOWN: reconnect backoff; CONNECTING: connect + handshake timeout */
     int backoff_ms;
     int warned_down;          /* "unreachable" logged once per outage */
@@ -155,6 +157,8 @@ struct client {
     int closing;              /* close once every queued reply is written */
     int closed;               /* client_close ran; memory freed by client_reap */
     int read_paused;          /* backpressure: EV_READ is off */
+    int mem_paused;           /* paused (also) for max-memory: looked at again by client_memory_tick */
+    size_t mem_held;          /* bytes counted in the process total (max-memory) */
     /* argv scratch for the command being handled */
     const char **argv;
     size_t *argvlen;
@@ -200,6 +204,8 @@ struct worker {
     struct event *control_ev;           /* woken by the main thread: reload, shutdown */
     int control_pipe[2];                /* the main thread writes a byte to wake the loop */
     struct event *drain_timer;
+    struct event *mem_timer;            /* while clients are paused for max-memory (client_memory_tick) */
+    int64_t mem_over_since_ms;          /* max-memory: over it since (0: not over at the last tick) */
     int stopping;
     struct stats stats;
     struct proxy *proxy;
@@ -213,9 +219,24 @@ struct proxy {
     int clients_now;                    /* atomic: connected clients, all workers */
     uint64_t next_client_id;            /* atomic */
     int reload_acks;                    /* atomic: workers yet to take the new config */
+    int64_t mem_used;                   /* atomic: buffered request and reply bytes, all workers (max-memory) */
     SSL_CTX **listen_ssl;               /* one per listen entry (cfg->nlistens), NULL for plain */
     size_t nlisten_ssl;
 };
+
+/* max-memory: a buffer that held *held bytes now holds `now`; the process total follows. */
+static inline void mem_set(struct worker *w, size_t *held, size_t now)
+{
+    if (now == *held) return;
+    __atomic_add_fetch(&w->proxy->mem_used, (int64_t)now - (int64_t)*held, __ATOMIC_RELAXED);
+    *held = now;
+}
+
+/* Is the process over max-memory (when one is set)? */
+static inline int mem_over(const struct worker *w)
+{
+    return w->cfg->max_memory > 0 && __atomic_load_n(&w->proxy->mem_used, __ATOMIC_RELAXED) > w->cfg->max_memory;
+}
 
 /* The reply (without '-' and CRLF) for requests whose instance is down. */
 #define UNAVAILABLE_FMT "UNAVAILABLE instance '%s' is unreachable"
@@ -233,6 +254,14 @@ void request_pool_free(struct worker *w);
 
 /* Free the clients closed since the last reap (runs from an event, outside their callbacks). */
 void client_reap(struct worker *w);
+
+/* max-memory timer of w: resumes the clients paused for memory once under it; when it
+ * stays over, closes the client whose unfinished requests hold the most bytes. */
+void client_memory_tick(evutil_socket_t fd, short what, void *arg);
+
+/* The bytes of c's replies the backend is sending now reach `partial`: when they and
+ * what c has queued pass client-output-hard-limit, c is closed. 1 when it was. */
+int client_output_over(struct client *c, size_t partial);
 
 /* Write the queued replies of every plain client of w (the flush event, after the backends). */
 void client_write_all(struct worker *w);

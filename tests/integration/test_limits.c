@@ -172,10 +172,199 @@ START_TEST(test_issue10_item11_deep_lua_reply_keeps_the_connection) {
 }
 END_TEST
 
+/* ---- issue 10 item 12: memory bounds ---- */
+
+/* keygate's resident memory now (VmRSS) or at its peak (VmHWM), in MiB. */
+static long long keygate_mib(const char *field) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)h.keygate_pid);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "open %s: %s", path, strerror(errno));
+    long long kb = -1;
+    size_t n = strlen(field);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, field, n) == 0 && line[n] == ':') kb = atoll(line + n + 1);
+    fclose(f);
+    ck_assert_msg(kb >= 0, "%s has no %s", path, field);
+    return kb / 1024;
+}
+
+/* Send what fits of buf on a non-blocking fd within ms milliseconds; the bytes sent, or
+ * -1 once keygate closed the connection. */
+static long long send_for(int fd, const char *buf, size_t len, int ms) {
+    size_t off = 0;
+    for (long long end = now_ms() + ms; off < len && now_ms() < end;) {
+        ssize_t n = send(fd, buf + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) off += (size_t)n;
+        else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) sleep_ms(5);
+        else return -1;
+    }
+    return (long long)off;
+}
+
+/* Has keygate closed fd (EOF or reset, after any bytes it sent)? Waits up to ms. */
+static int closed_within(int fd, int ms) {
+    char buf[4096];
+    for (long long end = now_ms() + ms; now_ms() < end;) {
+        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return 1;
+        if (n < 0) sleep_ms(10);
+    }
+    return 0;
+}
+
+/* A raw client, authenticated as root. */
+static int raw_login(void) {
+    int fd = raw_connect(h.port);
+    char req[128];
+    int n = snprintf(req, sizeof req, "*3\r\n$4\r\nAUTH\r\n$4\r\nroot\r\n$%zu\r\n%s\r\n", strlen(ROOT_PW), ROOT_PW);
+    ck_assert_int_eq(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    char *ok = raw_read_n(fd, 5);
+    ck_assert_str_eq(ok, "+OK\r\n");
+    free(ok);
+    return fd;
+}
+
+START_TEST(test_issue10_item12_multi_counts_against_the_query_limit) {
+    /* max-request-size 8mb: a MULTI that queues 4 x 3 MB is closed when its queue passes
+     * 8 MB (Redis closes a client past its query buffer limit); keygate stays small */
+    enum { SIZE = 3 * 1024 * 1024 };
+    restart_with("max-request-size 8mb\n");
+    char *val = malloc(SIZE);
+    memset(val, 'm', SIZE);
+    redisContext *c = login();
+    expect_status(cmd(c, "MULTI"), "OK", "MULTI");
+    expect_status(cmd(c, "SET cache:lim12m:1 %b", val, (size_t)SIZE), "QUEUED", "SET 1");
+    expect_status(cmd(c, "SET cache:lim12m:2 %b", val, (size_t)SIZE), "QUEUED", "SET 2");
+    redisReply *r = redisCommand(c, "SET cache:lim12m:3 %b", val, (size_t)SIZE);
+    ck_assert_msg(r == NULL && (c->err == REDIS_ERR_EOF || c->err == REDIS_ERR_IO),
+                  "third 3 MB SET in MULTI: want the connection closed, got %s", describe(r));
+    redisFree(c);
+    long long rss = keygate_mib("VmHWM");
+    ck_assert_msg(rss < 48, "keygate's peak RSS %lld MiB", rss);
+    redisContext *other = login();
+    expect_status(cmd(other, "SET cache:lim12m:ok 1"), "OK", "another client after the close");
+    redisFree(other);
+    ck_assert_int_eq(harness_direct_int(&h, "cache", "EXISTS cache:lim12m:1"), 0);
+    free(val);
+    restart_with("");
+}
+END_TEST
+
+START_TEST(test_issue10_item12_max_memory_stops_reading) {
+    /* max-memory 32mb: three clients each start a 60 MB SET and send what keygate reads
+     * in 2 s. keygate stops reading past 32 MB, then closes the client holding the most
+     * (nothing can finish while nobody is read); its peak RSS stays near the bound, and
+     * a new client is served once the memory is back. */
+    enum { CLIENTS = 3, BULK = 60 * 1000 * 1000, SEND = 24 * 1000 * 1000 };
+    restart_with("max-memory 32mb\nmax-request-size 100mb\n");
+    static const char hdr[] = "*3\r\n$3\r\nSET\r\n$12\r\ncache:lim12x\r\n$60000000\r\n";
+    char *body = malloc(SEND);
+    memset(body, 'x', SEND);
+    int fds[CLIENTS];
+    for (int k = 0; k < CLIENTS; k++) {
+        fds[k] = raw_login();
+        int sz = 256 * 1024;
+        setsockopt(fds[k], SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+        ck_assert_int_eq(send(fds[k], hdr, sizeof hdr - 1, MSG_NOSIGNAL), (ssize_t)(sizeof hdr - 1));
+    }
+    long long sent[CLIENTS] = {0};
+    for (long long end = now_ms() + 2000; now_ms() < end;)
+        for (int k = 0; k < CLIENTS; k++)
+            if (sent[k] >= 0 && sent[k] < SEND) {
+                long long n = send_for(fds[k], body + sent[k], (size_t)(SEND - sent[k]), 20);
+                sent[k] = n < 0 ? -1 : sent[k] + n;
+            }
+    long long peak = keygate_mib("VmHWM");
+    int closed = 0;
+    for (int k = 0; k < CLIENTS; k++) {
+        closed += sent[k] < 0 || closed_within(fds[k], 1500);
+        close(fds[k]);
+    }
+    ck_assert_msg(closed >= 1, "no client was closed over max-memory (sent %lld %lld %lld)", sent[0], sent[1],
+                  sent[2]);
+    ck_assert_msg(peak < 32 + 40, "keygate's peak RSS %lld MiB with max-memory 32mb", peak);
+    redisContext *c = login();
+    expect_status(cmd(c, "SET cache:lim12x:after 1"), "OK", "a client after the memory was back");
+    redisFree(c);
+    char *log = harness_keygate_log(&h);
+    ck_assert_msg(log && strstr(log, "over max-memory"), "no eviction logged:\n%s", log ? log : "");
+    free(log);
+    free(body);
+    (void)BULK;
+    restart_with("");
+}
+END_TEST
+
+START_TEST(test_issue10_item12_buffers_shrink_after_a_large_reply) {
+    /* one 100 MB GET through keygate: afterwards its RSS is back near where it was */
+    enum { SIZE = 100 * 1024 * 1024 };
+    restart_with("max-memory 2gb\nclient-output-limit 256mb\nclient-output-hard-limit 512mb\n");
+    char *val = malloc(SIZE);
+    memset(val, 'g', SIZE);
+    redisContext *d = harness_must_direct(&h, "durable");
+    expect_status(cmd(d, "SET q:lim12big %b", val, (size_t)SIZE), "OK", "direct SET of 100 MB");
+    redisFree(d);
+    free(val);
+    redisContext *c = login();
+    long long before = keygate_mib("VmRSS");
+    redisReply *r = cmd(c, "GET q:lim12big");
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == SIZE, "GET: %s", describe(r));
+    freeReplyObject(r);
+    expect_status(cmd(c, "PING"), "PONG", "PING after the GET");
+    sleep_ms(200);
+    long long after = keygate_mib("VmRSS");
+    ck_assert_msg(after < before + 16, "keygate's RSS: %lld MiB before the 100 MB GET, %lld MiB after", before, after);
+    expect_int(cmd(c, "DEL q:lim12big"), 1, "DEL");
+    redisFree(c);
+    restart_with("");
+}
+END_TEST
+
+START_TEST(test_issue10_item12_huge_reply_over_the_hard_limit) {
+    /* client-output-hard-limit 4mb: LRANGE of a 2 M-element list (about 20 MB of reply)
+     * closes the client as the reply arrives; keygate drops the rest without keeping it
+     * (its RSS stays small), and a bystander on the same shared connection is served. */
+    enum { ELEMS = 2000000, BATCH = 10000 };
+    restart_with("client-output-limit 1mb\nclient-output-hard-limit 4mb\n");
+    redisContext *d = harness_must_direct(&h, "cache");
+    for (int i = 0; i < ELEMS / BATCH; i++)
+        redisAppendCommand(d, "EVAL %s 1 cache:lim12list %d",
+                           "for i = 1, tonumber(ARGV[1]) do redis.call('RPUSH', KEYS[1], i) end return 1", BATCH);
+    for (int i = 0; i < ELEMS / BATCH; i++) expect_int(next_reply(d), 1, "RPUSH batch");
+    redisFree(d);
+    long long before = keygate_mib("VmHWM");
+    int fd = raw_login();
+    static const char lrange[] = "*4\r\n$6\r\nLRANGE\r\n$15\r\ncache:lim12list\r\n$1\r\n0\r\n$2\r\n-1\r\n";
+    ck_assert_int_eq(send(fd, lrange, sizeof lrange - 1, MSG_NOSIGNAL), (ssize_t)(sizeof lrange - 1));
+    redisContext *bystander = login();
+    redisAppendCommand(bystander, "SET cache:lim12b v");
+    redisAppendCommand(bystander, "GET cache:lim12b");
+    send_appended(bystander, "bystander");
+    ck_assert_msg(closed_within(fd, 10000), "the LRANGE client was not closed");
+    close(fd);
+    expect_status(next_reply(bystander), "OK", "bystander SET");
+    expect_bulk(next_reply(bystander), "v", "bystander GET");
+    expect_int(cmd(bystander, "LLEN cache:lim12list"), ELEMS, "LLEN after the dropped reply");
+    long long peak = keygate_mib("VmHWM");
+    ck_assert_msg(peak < before + 16, "keygate's peak RSS went from %lld to %lld MiB", before, peak);
+    char *log = harness_keygate_log(&h);
+    ck_assert_msg(log && strstr(log, "client-output-hard-limit"), "no hard-limit close logged:\n%s", log ? log : "");
+    free(log);
+    redisFree(bystander);
+    ck_assert_int_eq(harness_direct_int(&h, "cache", "DEL cache:lim12list"), 1);
+    restart_with("");
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("limits");
     TCase *tc = harness_tcase(s, "limits", 120, setup, teardown);
     tcase_add_test(tc, test_issue10_item11_deep_lua_reply_keeps_the_connection);
     tcase_add_test(tc, test_issue10_item13_seventeen_listeners);
+    tcase_add_test(tc, test_issue10_item12_multi_counts_against_the_query_limit);
+    tcase_add_test(tc, test_issue10_item12_max_memory_stops_reading);
+    tcase_add_test(tc, test_issue10_item12_buffers_shrink_after_a_large_reply);
+    tcase_add_test(tc, test_issue10_item12_huge_reply_over_the_hard_limit);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
