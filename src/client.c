@@ -1123,22 +1123,22 @@ static void client_event_cb(struct bufferevent *bev, short events, void *arg)
     else if (events & BEV_EVENT_ERROR) client_close(c, "connection error");
 }
 
-/* The client of w whose unfinished input and transaction hold the most bytes, or NULL. */
-static struct client *client_largest_input(struct worker *w)
+/* The client of w holding the most bytes (input, transaction, replies), if it holds at
+ * least `least`; else NULL. */
+static struct client *client_largest(struct worker *w, size_t least)
 {
     struct client *c, *best = NULL;
-    size_t most = 0;
+    size_t most = least;
     TAILQ_FOREACH(c, &w->clients, link) {
-        size_t held = c->qlen + c->multi_buf.len;
-        if (held > most) {
-            most = held;
+        if (c->mem_held >= most) {
+            most = c->mem_held;
             best = c;
         }
     }
     return best;
 }
 
-#define MEM_EVICT_AFTER_MS 500 /* over max-memory this long with nothing read: evict */
+#define MEM_EVICT_AFTER_MS 500 /* over max-memory this long: evict the largest client */
 
 void client_memory_tick(evutil_socket_t fd, short what, void *arg)
 {
@@ -1150,12 +1150,12 @@ void client_memory_tick(evutil_socket_t fd, short what, void *arg)
         if (!w->mem_over_since_ms) w->mem_over_since_ms = now;
         if (now - w->mem_over_since_ms >= MEM_EVICT_AFTER_MS) {
             /* nothing is read while over, so unfinished requests never finish: as Redis's
-             * client eviction does, the client holding the most input goes */
-            struct client *c = client_largest_input(w);
+             * client eviction (maxmemory-clients) does, the client holding the most goes */
+            struct client *c = client_largest(w, (size_t)(w->cfg->max_memory / 64));
             if (c) {
-                log_msg(LOG_WARN, "client %llu %s closed: keygate is over max-memory (%lld bytes) and its unfinished "
-                        "requests hold %zu bytes", (unsigned long long)c->id, c->addr,
-                        (long long)w->cfg->max_memory, c->qlen + c->multi_buf.len);
+                log_msg(LOG_WARN, "client %llu %s closed: keygate is over max-memory (%lld bytes) and this client "
+                        "holds %zu bytes (input %zu, transaction %zu)", (unsigned long long)c->id, c->addr,
+                        (long long)w->cfg->max_memory, c->mem_held, c->qlen, c->multi_buf.len);
                 STAT_INC(&w->stats, clients_evicted);
                 client_close(c, "evicted: over max-memory");
             }

@@ -206,6 +206,7 @@ struct worker {
     struct event *drain_timer;
     struct event *mem_timer;            /* while clients are paused for max-memory (client_memory_tick) */
     int64_t mem_over_since_ms;          /* max-memory: over it since (0: not over at the last tick) */
+    int64_t mem_unpublished;            /* max-memory: this worker's change not yet in proxy->mem_used */
     int stopping;
     struct stats stats;
     struct proxy *proxy;
@@ -224,12 +225,20 @@ struct proxy {
     size_t nlisten_ssl;
 };
 
+/* A worker adds its changes to the process total once they reach this (either way):
+ * the total is exact to nworkers x this, and small replies cost no atomic operation. */
+#define MEM_PUBLISH_BYTES (64 * 1024)
+
 /* max-memory: a buffer that held *held bytes now holds `now`; the process total follows. */
 static inline void mem_set(struct worker *w, size_t *held, size_t now)
 {
     if (now == *held) return;
-    __atomic_add_fetch(&w->proxy->mem_used, (int64_t)now - (int64_t)*held, __ATOMIC_RELAXED);
+    w->mem_unpublished += (int64_t)now - (int64_t)*held;
     *held = now;
+    if (w->mem_unpublished > MEM_PUBLISH_BYTES || w->mem_unpublished < -MEM_PUBLISH_BYTES) {
+        __atomic_add_fetch(&w->proxy->mem_used, w->mem_unpublished, __ATOMIC_RELAXED);
+        w->mem_unpublished = 0;
+    }
 }
 
 /* Is the process over max-memory (when one is set)? */

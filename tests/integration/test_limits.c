@@ -174,6 +174,14 @@ END_TEST
 
 /* ---- issue 10 item 12: memory bounds ---- */
 
+/* ASan keeps freed memory in quarantine and adds shadow memory: under it the RSS bounds
+ * are not checked (the behaviour still is); the plain build checks them. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_CHECKED 0
+#else
+#define RSS_CHECKED 1
+#endif
+
 /* keygate's resident memory now (VmRSS) or at its peak (VmHWM), in MiB. */
 static long long keygate_mib(const char *field) {
     char path[64], line[256];
@@ -241,7 +249,7 @@ START_TEST(test_issue10_item12_multi_counts_against_the_query_limit) {
                   "third 3 MB SET in MULTI: want the connection closed, got %s", describe(r));
     redisFree(c);
     long long rss = keygate_mib("VmHWM");
-    ck_assert_msg(rss < 48, "keygate's peak RSS %lld MiB", rss);
+    ck_assert_msg(!RSS_CHECKED || rss < 48, "keygate's peak RSS %lld MiB", rss);
     redisContext *other = login();
     expect_status(cmd(other, "SET cache:lim12m:ok 1"), "OK", "another client after the close");
     redisFree(other);
@@ -283,7 +291,7 @@ START_TEST(test_issue10_item12_max_memory_stops_reading) {
     }
     ck_assert_msg(closed >= 1, "no client was closed over max-memory (sent %lld %lld %lld)", sent[0], sent[1],
                   sent[2]);
-    ck_assert_msg(peak < 32 + 40, "keygate's peak RSS %lld MiB with max-memory 32mb", peak);
+    ck_assert_msg(!RSS_CHECKED || peak < 32 + 40, "keygate's peak RSS %lld MiB with max-memory 32mb", peak);
     redisContext *c = login();
     expect_status(cmd(c, "SET cache:lim12x:after 1"), "OK", "a client after the memory was back");
     redisFree(c);
@@ -314,7 +322,7 @@ START_TEST(test_issue10_item12_buffers_shrink_after_a_large_reply) {
     expect_status(cmd(c, "PING"), "PONG", "PING after the GET");
     sleep_ms(200);
     long long after = keygate_mib("VmRSS");
-    ck_assert_msg(after < before + 16, "keygate's RSS: %lld MiB before the 100 MB GET, %lld MiB after", before, after);
+    ck_assert_msg(!RSS_CHECKED || after < before + 16, "keygate's RSS: %lld MiB before the 100 MB GET, %lld MiB after", before, after);
     expect_int(cmd(c, "DEL q:lim12big"), 1, "DEL");
     redisFree(c);
     restart_with("");
@@ -347,7 +355,7 @@ START_TEST(test_issue10_item12_huge_reply_over_the_hard_limit) {
     expect_bulk(next_reply(bystander), "v", "bystander GET");
     expect_int(cmd(bystander, "LLEN cache:lim12list"), ELEMS, "LLEN after the dropped reply");
     long long peak = keygate_mib("VmHWM");
-    ck_assert_msg(peak < before + 16, "keygate's peak RSS went from %lld to %lld MiB", before, peak);
+    ck_assert_msg(!RSS_CHECKED || peak < before + 16, "keygate's peak RSS went from %lld to %lld MiB", before, peak);
     char *log = harness_keygate_log(&h);
     ck_assert_msg(log && strstr(log, "client-output-hard-limit"), "no hard-limit close logged:\n%s", log ? log : "");
     free(log);
