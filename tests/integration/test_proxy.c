@@ -501,6 +501,12 @@ START_TEST(test_issue10_item8_paused_client_reset) {
         }
         wait_blocked_clients("cache", blocked_before, "the reset clients' BLPOPs are gone");
     }
+    redisContext *d = harness_must_direct(&h, "cache");
+    redisReply *list = cmd(d, "CLIENT LIST");
+    ck_assert_msg(list->type == REDIS_REPLY_STRING && !strstr(list->str, "cmd=blpop"),
+                  "the backend still has a BLPOP connection:\n%s", list->type == REDIS_REPLY_STRING ? list->str : "");
+    freeReplyObject(list);
+    redisFree(d);
     sleep_ms(100);
     long long hz = sysconf(_SC_CLK_TCK), before = keygate_cpu_ticks();
     sleep_ms(1000);
