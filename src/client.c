@@ -116,6 +116,7 @@ static void request_free(struct request *req)
     free(req->key_instance);
     bytebuf_free(&req->exec_keep);
     free(req->queued_error);
+    if (req->reply) mem_add(w, -(int64_t)req->reply_len); /* a reply kept behind an earlier one */
     free(req->reply);
     if (w->nfree_requests >= FREE_REQUESTS_MAX) {
         free(req);
@@ -465,6 +466,7 @@ void request_complete(struct request *req, const char *reply, size_t len)
     }
     memcpy(req->reply, reply, len);
     req->reply_len = len;
+    mem_add(req->worker, (int64_t)len);
 }
 
 static struct request *request_new(struct client *c)

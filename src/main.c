@@ -187,6 +187,9 @@ static int run(const char *path)
     for (int i = 0; i < started; i++) worker_post(&d.proxy.workers[i], NULL, 1);
     for (int i = 0; i < started; i++) pthread_join(d.threads[i], NULL);
     for (int i = 0; i < d.proxy.nworkers; i++) worker_free(&d.proxy.workers[i]);
+    int64_t left = __atomic_load_n(&d.proxy.mem_used, __ATOMIC_RELAXED);
+    for (int i = 0; i < d.proxy.nworkers; i++) left += d.proxy.workers[i].mem_unpublished;
+    if (left != 0) log_msg(LOG_WARN, "max-memory accounting: %lld bytes still counted at exit", (long long)left);
     for (int i = 0; i < 3; i++)
         if (sigs[i]) event_free(sigs[i]);
     if (d.base) event_base_free(d.base);

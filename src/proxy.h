@@ -229,16 +229,22 @@ struct proxy {
  * the total is exact to nworkers x this, and small replies cost no atomic operation. */
 #define MEM_PUBLISH_BYTES (64 * 1024)
 
-/* max-memory: a buffer that held *held bytes now holds `now`; the process total follows. */
-static inline void mem_set(struct worker *w, size_t *held, size_t now)
+/* max-memory: w's buffers hold `delta` bytes more (or fewer); the process total follows. */
+static inline void mem_add(struct worker *w, int64_t delta)
 {
-    if (now == *held) return;
-    w->mem_unpublished += (int64_t)now - (int64_t)*held;
-    *held = now;
+    w->mem_unpublished += delta;
     if (w->mem_unpublished > MEM_PUBLISH_BYTES || w->mem_unpublished < -MEM_PUBLISH_BYTES) {
         __atomic_add_fetch(&w->proxy->mem_used, w->mem_unpublished, __ATOMIC_RELAXED);
         w->mem_unpublished = 0;
     }
+}
+
+/* max-memory: a buffer that held *held bytes now holds `now`. */
+static inline void mem_set(struct worker *w, size_t *held, size_t now)
+{
+    if (now == *held) return;
+    mem_add(w, (int64_t)now - (int64_t)*held);
+    *held = now;
 }
 
 /* Is the process over max-memory (when one is set)? */

@@ -365,6 +365,56 @@ START_TEST(test_issue10_item12_huge_reply_over_the_hard_limit) {
 }
 END_TEST
 
+START_TEST(test_issue10_item12_memory_count_returns_to_zero) {
+    /* max-memory 8mb, then some 300 MB through every buffering path one at a time (large
+     * SET/GET, a pipeline, MULTI, pub/sub, a reply dropped over the hard limit): if any
+     * path left bytes counted, keygate would end over 8 MB and read nobody. */
+    enum { SIZE = 1024 * 1024, ROUNDS = 100 };
+    restart_with("max-memory 8mb\nclient-output-limit 2mb\nclient-output-hard-limit 3mb\n");
+    char *val = malloc(SIZE);
+    memset(val, 'z', SIZE);
+    redisContext *c = login(), *sub = login();
+    expect_array(cmd(sub, "SUBSCRIBE push:lim12z"), "SUBSCRIBE", 3, "subscribe", "push:lim12z", ":1");
+    for (int i = 0; i < ROUNDS; i++) {
+        expect_status(cmd(c, "SET cache:lim12z:%d %b", i % 3, val, (size_t)SIZE), "OK", "SET 1 MB");
+        redisReply *r = cmd(c, "GET cache:lim12z:%d", i % 3);
+        ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == SIZE, "GET 1 MB: %s", describe(r));
+        freeReplyObject(r);
+        if (i % 10 == 0) {
+            for (int j = 0; j < 500; j++) redisAppendCommand(c, "INCR cache:lim12z:n");
+            for (int j = 0; j < 500; j++) freeReplyObject(next_reply(c));
+            expect_status(cmd(c, "MULTI"), "OK", "MULTI");
+            expect_status(cmd(c, "SET cache:lim12z:m %b", val, (size_t)SIZE), "QUEUED", "SET in MULTI");
+            r = cmd(c, "EXEC");
+            ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 1, "EXEC: %s", describe(r));
+            freeReplyObject(r);
+            expect_int(cmd(c, "PUBLISH push:lim12z %b", val, (size_t)SIZE), 1, "PUBLISH 1 MB");
+            r = next_reply(sub);
+            ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 3 && r->element[2]->len == SIZE,
+                          "the message: %s", describe(r));
+            freeReplyObject(r);
+        }
+    }
+    /* a 4 MB reply over the 3 MB hard limit: that client is closed, the reply dropped */
+    expect_int(cmd(c, "APPEND cache:lim12z:big %b", val, (size_t)SIZE), SIZE, "APPEND");
+    for (int i = 2; i <= 4; i++)
+        expect_int(cmd(c, "APPEND cache:lim12z:big %b", val, (size_t)SIZE), (long long)i * SIZE, "APPEND");
+    redisReply *r = redisCommand(c, "GET cache:lim12z:big");
+    ck_assert_msg(r == NULL, "GET of 4 MB over the 3 MB hard limit: %s", describe(r));
+    redisFree(c);
+    redisFree(sub);
+    c = login();
+    for (int i = 0; i < 20; i++) {
+        long long t0 = now_ms();
+        expect_status(cmd(c, "SET cache:lim12z:after %d", i), "OK", "SET after the workload");
+        ck_assert_msg(now_ms() - t0 < 500, "SET after the workload took %lld ms", now_ms() - t0);
+    }
+    redisFree(c);
+    free(val);
+    restart_with("");
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("limits");
     TCase *tc = harness_tcase(s, "limits", 120, setup, teardown);
@@ -374,5 +424,6 @@ int main(void) {
     tcase_add_test(tc, test_issue10_item12_max_memory_stops_reading);
     tcase_add_test(tc, test_issue10_item12_buffers_shrink_after_a_large_reply);
     tcase_add_test(tc, test_issue10_item12_huge_reply_over_the_hard_limit);
+    tcase_add_test(tc, test_issue10_item12_memory_count_returns_to_zero);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
