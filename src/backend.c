@@ -274,7 +274,7 @@ static void backend_send_staged(struct backend *b)
  * unsubscribed before a PUBLISH as gone). Within one instance an entry that must wait
  * (connecting, a write still in progress) keeps every later entry of that instance
  * waiting behind it; one that only holds for batching writes anyway when a later entry
- * of its instance is listed. Entries that wait stay listed, in order; their backend
+ * of its instance writes now. Entries that wait stay listed, in order; their backend
  * stages itself again (backend_stage) when it can write. Requests staged on one
  * connection in one iteration still leave as one write: A1 B1 A2 (A, B two connections
  * of an instance) reach Redis as A1 A2 B1.
@@ -285,25 +285,34 @@ void backend_flush_all(struct worker *w)
     w->dirty = w->flush_spare;
     w->dirty.n = 0;
     w->flush_spare = (struct ptrvec){0};
-    int later[CONFIG_MAX_INSTANCES] = {0}, stuck[CONFIG_MAX_INSTANCES] = {0};
-    for (size_t i = todo.n; i-- > 0;) {
+    /* decide first, in order: waits (0), writes (1), writes unless it holds (2) */
+    int blocked[CONFIG_MAX_INSTANCES] = {0}, later_writes[CONFIG_MAX_INSTANCES] = {0};
+    for (size_t i = 0; i < todo.n; i++) {
         struct backend *b = todo.items[i];
         b->dirty = 2; /* listed in todo: backend_stage leaves it there, backend_unstage zeroes it */
-        b->flush_later = later[b->instance];
-        later[b->instance] = 1;
+        if (b->fd < 0 || b->out.len == 0) {
+            b->flush_go = -1; /* nothing to write: off the list */
+            continue;
+        }
+        int busy = b->state != BACKEND_READY || b->woff < b->wbuf.len;
+        b->flush_go = blocked[b->instance] || busy ? 0 : 2;
+        if (busy) blocked[b->instance] = 1;
+    }
+    for (size_t i = todo.n; i-- > 0;) {
+        struct backend *b = todo.items[i];
+        if (b->flush_go == 2) b->flush_go = !backend_holds(b) || later_writes[b->instance];
+        if (b->flush_go == 1) later_writes[b->instance] = 1;
     }
     size_t kept = 0;
     for (size_t i = 0; i < todo.n; i++) {
         struct backend *b = todo.items[i];
         if (b->dirty != 2) continue; /* closed meanwhile */
-        if (b->fd < 0 || b->out.len == 0) {
+        if (b->flush_go < 0 || b->fd < 0 || b->out.len == 0) {
             b->out.len = 0;
             b->dirty = 0;
             continue;
         }
-        int busy = b->state != BACKEND_READY || b->woff < b->wbuf.len;
-        if (busy || stuck[b->instance] || (backend_holds(b) && !b->flush_later)) {
-            if (busy) stuck[b->instance] = 1;
+        if (b->flush_go == 0) {
             todo.items[kept++] = b; /* stays listed at its place */
             continue;
         }
@@ -616,14 +625,6 @@ static void backend_tls_failed(struct backend *b, int e, int r, const char *what
  * takes several records; SSL_has_pending says when decrypted-but-unread bytes are
  * left that epoll cannot report, so the loop goes on until both are drained.
  */
-static void backend_do_read_some(struct backend *b);
-
-static void backend_do_read(struct backend *b)
-{
-    backend_do_read_some(b);
-    backend_account(b);
-}
-
 static void backend_do_read_some(struct backend *b)
 {
     b->read_wants_write = 0;
@@ -667,6 +668,13 @@ static void backend_do_read_some(struct backend *b)
         int more = b->ssl ? SSL_has_pending(b->ssl) : (size_t)n == room;
         if (!more) return; /* level-triggered: epoll reports what is still in the socket */
     }
+}
+
+/* backend_do_read_some, then count what b holds now (max-memory). */
+static void backend_do_read(struct backend *b)
+{
+    backend_do_read_some(b);
+    backend_account(b);
 }
 
 /* Write b->wbuf from b->woff; on a full socket wait for EV_WRITE. */

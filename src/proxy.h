@@ -101,7 +101,7 @@ struct backend {
     size_t fifo_head, fifo_count, fifo_cap;
     struct bytebuf out;       /* staged requests: leave together when the connection may write (backend_flush_all) */
     int dirty;                /* on the worker's list of backends to flush (2: inside backend_flush_all) */
-    int flush_later;          /* backend_flush_all: a later entry of its list is for the same instance */
+    int flush_go;             /* backend_flush_all's decision: -1 nothing to write, 0 wait, 1 write, 2 write unless holding */
     size_t unsent;            /* FIFO entries (at its tail) staged but not written yet */
     char *rbuf;               /* received bytes not yet framed */
     size_t rlen, rcap;
