@@ -364,6 +364,7 @@ static void client_update_reading(struct client *c)
             }
         }
     }
+    if (!over) c->mem_paused = 0;
     if (over && !c->read_paused) {
         client_set_reading(c, 0);
         c->read_paused = 1;
