@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -415,9 +416,78 @@ START_TEST(test_issue10_item12_memory_count_returns_to_zero) {
 }
 END_TEST
 
+/* ---- issue 10 item 8 over TLS: a paused TLS client that resets its connection ---- */
+
+/* The backend's blocked_clients (INFO clients). */
+static long long blocked_clients(const char *backend) {
+    redisContext *d = harness_must_direct(&h, backend);
+    redisReply *r = cmd(d, "INFO clients");
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && strstr(r->str, "blocked_clients:"), "INFO clients: %s",
+                  describe(r));
+    long long n = atoll(strstr(r->str, "blocked_clients:") + 16);
+    freeReplyObject(r);
+    redisFree(d);
+    return n;
+}
+
+/* Wait (5 s at most) until the backend's blocked_clients is want; returns the last value. */
+static long long wait_blocked(const char *backend, long long want) {
+    long long got = -1;
+    for (long long end = now_ms() + 5000; now_ms() < end; sleep_ms(20))
+        if ((got = blocked_clients(backend)) == want) break;
+    return got;
+}
+
+START_TEST(test_issue10_item8_paused_tls_client_reset) {
+    /* as test_issue10_item8_paused_client_reset (test_proxy) on a TLS listener: 70 clients
+     * (more than max-pinned 64) block in BLPOP with a PING behind it and reset */
+    enum { CLIENTS = 70 };
+    int port = free_port();
+    char more[3072];
+    snprintf(more, sizeof more, "listen 127.0.0.1:%d tls cert=%s/build/certs/server.crt key=%s/build/certs/server.key\n",
+             port, h.root, h.root);
+    restart_with(more);
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    ck_assert_ptr_nonnull(ctx);
+    char req[256];
+    int n = snprintf(req, sizeof req,
+                     "*3\r\n$4\r\nAUTH\r\n$4\r\nroot\r\n$%zu\r\n%s\r\n"
+                     "*3\r\n$5\r\nBLPOP\r\n$15\r\ncache:lim8never\r\n$1\r\n0\r\n*1\r\n$4\r\nPING\r\n",
+                     strlen(ROOT_PW), ROOT_PW);
+    for (int round = 0; round < 2; round++) {
+        int fds[CLIENTS / 2];
+        SSL *ssls[CLIENTS / 2];
+        for (int i = 0; i < CLIENTS / 2; i++) {
+            fds[i] = raw_connect(port);
+            ssls[i] = SSL_new(ctx);
+            ck_assert_ptr_nonnull(ssls[i]);
+            SSL_set_fd(ssls[i], fds[i]);
+            ck_assert_int_eq(SSL_connect(ssls[i]), 1);
+            ck_assert_int_eq(SSL_write(ssls[i], req, n), n);
+        }
+        ck_assert_int_eq(wait_blocked("cache", CLIENTS / 2), CLIENTS / 2);
+        for (int i = 0; i < CLIENTS / 2; i++) {
+            struct linger lg = {.l_onoff = 1, .l_linger = 0};
+            setsockopt(fds[i], SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+            close(fds[i]); /* RST, no TLS close_notify */
+            SSL_free(ssls[i]);
+        }
+        ck_assert_msg(wait_blocked("cache", 0) == 0, "round %d: the reset TLS clients' BLPOPs stay blocked", round);
+    }
+    SSL_CTX_free(ctx);
+    redisContext *c = login();
+    redisReply *r = cmd(c, "BLPOP cache:lim8x 0.1");
+    ck_assert_msg(r->type == REDIS_REPLY_NIL, "BLPOP after the reset TLS clients: %s", describe(r));
+    freeReplyObject(r);
+    redisFree(c);
+    restart_with("");
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("limits");
     TCase *tc = harness_tcase(s, "limits", 120, setup, teardown);
+    tcase_add_test(tc, test_issue10_item8_paused_tls_client_reset);
     tcase_add_test(tc, test_issue10_item11_deep_lua_reply_keeps_the_connection);
     tcase_add_test(tc, test_issue10_item13_seventeen_listeners);
     tcase_add_test(tc, test_issue10_item12_multi_counts_against_the_query_limit);
