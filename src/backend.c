@@ -219,10 +219,27 @@ struct bytebuf *backend_stage(struct backend *b)
             abort();
         }
         b->dirty = 1;
+        w->inst_tail[b->instance] = b;
     }
     /* also when b is listed already: it may have been kept back by the last flush */
     event_active(w->flush_ev, EV_TIMEOUT, 0);
     return &b->out;
+}
+
+/* Recompute w->inst_tail from the dirty list. */
+static void backend_tails(struct worker *w)
+{
+    memset(w->inst_tail, 0, sizeof(w->inst_tail));
+    for (size_t i = 0; i < w->dirty.n; i++) {
+        struct backend *b = w->dirty.items[i];
+        w->inst_tail[b->instance] = b;
+    }
+}
+
+int backend_would_reorder(const struct worker *w, int instance, const struct backend *b)
+{
+    if (w->postponing[instance]) return 1;
+    return b && b->dirty == 1 && w->inst_tail[instance] != b;
 }
 
 /* Forget b's staged bytes and take it off the flush list (it closed). */
@@ -232,6 +249,7 @@ static void backend_unstage(struct backend *b)
     if (!b->dirty) return;
     ptrvec_remove(&b->worker->dirty, b);
     b->dirty = 0;
+    backend_tails(b->worker);
     /* entries kept waiting behind b may go now */
     if (b->worker->dirty.n > 0) event_active(b->worker->flush_ev, EV_TIMEOUT, 0);
 }
@@ -275,9 +293,10 @@ static void backend_send_staged(struct backend *b)
  * (connecting, a write still in progress) keeps every later entry of that instance
  * waiting behind it; one that only holds for batching writes anyway when a later entry
  * of its instance writes now. Entries that wait stay listed, in order; their backend
- * stages itself again (backend_stage) when it can write. Requests staged on one
- * connection in one iteration still leave as one write: A1 B1 A2 (A, B two connections
- * of an instance) reach Redis as A1 A2 B1.
+ * stages itself again (backend_stage) when it can write. A request that would join a
+ * connection's batch after another connection of its instance was staged (A1 B1 A2,
+ * which would leave as A1 A2 B1) is postponed by the client layer until this flush
+ * (backend_would_reorder, client_postpone); the flush wakes those clients in order.
  */
 void backend_flush_all(struct worker *w)
 {
@@ -337,6 +356,10 @@ void backend_flush_all(struct worker *w)
     w->dirty = todo;
     added.n = 0;
     w->flush_spare = added;
+    backend_tails(w);
+    /* requests postponed so as not to overtake these go now, in their order */
+    memset(w->postponing, 0, sizeof(w->postponing));
+    client_wake_postponed(w);
 }
 
 /* Send one of keygate's own commands (AUTH, INFO) formatted by hiredis. */

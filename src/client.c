@@ -192,6 +192,10 @@ void client_close(struct client *c, const char *reason)
         ptrvec_remove(&w->dirty_clients, c);
         c->out_dirty = 0;
     }
+    if (c->postponed) {
+        ptrvec_remove(&w->postponed, c);
+        c->postponed = 0;
+    }
     bytebuf_free(&c->obuf);
     c->qlen = 0;
     mem_set(w, &c->mem_held, 0);
@@ -352,6 +356,7 @@ static void client_update_reading(struct client *c)
     int over = c->nqueued >= cfg->max_pending || (int64_t)out > cfg->client_output_limit;
     if (c->closing) over = 1;
     if (client_stalled(c)) over = 1;
+    if (c->postponed) over = 1;
     if (!over && mem_over(c->worker)) {
         /* max-memory: read nothing more until the process is back under it */
         over = 1;
@@ -700,6 +705,66 @@ static int client_has_no_subscription(const struct client *c, const struct plan 
     return c->sub_pin[plan->instance] == NULL;
 }
 
+/* The instance client_exec sends c's transaction to. */
+static int client_exec_instance(const struct client *c)
+{
+    int instance = c->session.multi_instance >= 0 ? c->session.multi_instance : c->session.watch_instance;
+    return instance < 0 ? 0 : instance;
+}
+
+/*
+ * Would forwarding this plan now let it overtake an earlier request of another client
+ * (backend_would_reorder)? Looks at the connection it would be staged on; split plans
+ * and commands queued inside MULTI (nothing is sent before EXEC) are not looked at.
+ */
+static int client_would_reorder(struct client *c, const struct plan *plan)
+{
+    struct worker *w = c->worker;
+    if (plan->kind == PLAN_LOCAL && plan->local == LOCAL_EXEC && !c->multi_dirty && !c->watch_lost) {
+        int instance = client_exec_instance(c);
+        struct backend *b = c->watch_pin ? c->watch_pin : backend_for(w, instance, c->id);
+        return backend_would_reorder(w, instance, b);
+    }
+    if (plan->kind != PLAN_FORWARD || c->session.in_multi || plan->merge != MERGE_NONE || plan->instance < 0 ||
+        plan->all_instances)
+        return 0;
+    struct backend *b;
+    if (plan->flow == FLOW_BLOCK || (plan->flow == FLOW_WATCH && !c->watch_pin)) b = NULL; /* a fresh pin */
+    else if (plan->flow == FLOW_SUBSCRIBE || plan->flow == FLOW_UNSUBSCRIBE) b = c->sub_pin[plan->instance];
+    else b = client_backend(c, plan->instance);
+    return backend_would_reorder(w, plan->instance, b);
+}
+
+void client_postpone(struct client *c, int instance)
+{
+    struct worker *w = c->worker;
+    w->postponing[instance] = 1;
+    if (!c->postponed) {
+        if (ptrvec_push(&w->postponed, c) != 0) {
+            client_close(c, "out of memory");
+            return;
+        }
+        c->postponed = 1;
+    }
+    client_update_reading(c);
+    /* no flush is asked for: what it waits behind is listed, and a flush comes when that
+     * can write (asking here would wake it, postpone it again, ask again...) */
+}
+
+void client_wake_postponed(struct worker *w)
+{
+    if (w->postponed.n == 0) return;
+    struct ptrvec v = w->postponed;
+    w->postponed = (struct ptrvec){0};
+    for (size_t i = 0; i < v.n; i++) {
+        struct client *c = v.items[i];
+        c->postponed = 0;
+        client_update_reading(c);
+        client_resume_parsing(c);
+    }
+    free(v.items);
+}
+
 /*
  * Handle one parsed frame: decide, then answer, refuse, buffer or forward.
  * Returns 1 when the frame must wait (a switch of connection while earlier replies
@@ -734,6 +799,12 @@ static int client_handle_frame(struct client *c, const char *frame)
     if (needs_empty_queue && c->nqueued > 0) {
         plan_release(&plan);
         c->stall = 1;
+        return 1;
+    }
+    if (client_would_reorder(c, &plan)) {
+        /* it would leave before a request read earlier: wait for the next flush */
+        plan_release(&plan);
+        client_postpone(c, plan.kind == PLAN_FORWARD ? plan.instance : client_exec_instance(c));
         return 1;
     }
     STAT_INC(&w->stats, commands_processed);
@@ -1000,7 +1071,7 @@ static int client_keep_rest(struct client *c, const char *buf, size_t len, size_
 /* Can c take more requests now? While it cannot, keygate reads nothing more from it. */
 static int client_can_parse(const struct client *c)
 {
-    if (c->closing || c->read_paused) return 0;
+    if (c->closing || c->read_paused || c->postponed) return 0;
     if (c->nqueued >= c->worker->cfg->max_pending) return 0;
     if (client_stalled(c)) return 0;
     return 1;

@@ -158,6 +158,7 @@ struct client {
     int closed;               /* client_close ran; memory freed by client_reap */
     int read_paused;          /* backpressure: EV_READ is off */
     int mem_paused;           /* paused (also) for max-memory: looked at again by client_memory_tick */
+    int postponed;            /* a frame waits for the next backend flush (arrival order, backend_would_reorder) */
     size_t mem_held;          /* bytes counted in the process total (max-memory) */
     /* argv scratch for the command being handled */
     const char **argv;
@@ -192,6 +193,9 @@ struct worker {
     struct event *flush_ev;             /* end of each loop iteration: staged backend output goes out (or waits, see backend_holds) */
     struct ptrvec dirty;                /* backends with staged output, in the order they were first staged */
     struct ptrvec flush_spare;          /* backend_flush_all's second list (kept to reuse its memory) */
+    struct backend *inst_tail[CONFIG_MAX_INSTANCES]; /* the last backend of each instance on the dirty list */
+    int postponing[CONFIG_MAX_INSTANCES]; /* a request for the instance waits for the next flush */
+    struct ptrvec postponed;            /* clients whose frame waits for the next flush, in arrival order */
     struct ptrvec dirty_clients;        /* plain clients with replies to write */
     char scratch[65536];                /* plain clients are read into this, one at a time */
     struct evconnlistener **listeners;
@@ -284,6 +288,12 @@ void client_write_all(struct worker *w);
 /* Reply bytes queued for c and not yet written. */
 size_t client_out_pending(const struct client *c);
 
+/* c's frame for `instance` waits: parse it again after the next backend flush. */
+void client_postpone(struct client *c, int instance);
+
+/* After a backend flush: the postponed clients of w parse their frames again, in order. */
+void client_wake_postponed(struct worker *w);
+
 /* Write every complete reply at the head of c's queue; closes c if it is closing and done. */
 void client_flush(struct client *c);
 
@@ -333,6 +343,15 @@ void stage_add_bulk(struct bytebuf *out, const void *data, size_t n);
  * the replies come, unless a later request for the same instance goes now (the flush
  * event's callback). */
 void backend_flush_all(struct worker *w);
+
+/*
+ * Would staging a request for `instance` on b (NULL: a connection not listed) now let it
+ * overtake one that arrived earlier? True when b already holds staged requests and
+ * another connection of the instance was staged after them (they leave as one write),
+ * or when a request for the instance already waits for the flush. The caller then
+ * postpones the request until the next backend_flush_all (client_postpone).
+ */
+int backend_would_reorder(const struct worker *w, int instance, const struct backend *b);
 
 /* Queue bytes on b and expect one reply of `kind` for req. The caller wrote the bytes. */
 void backend_expect(struct backend *b, struct request *req, enum pending_kind kind);

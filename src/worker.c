@@ -237,6 +237,7 @@ void worker_free(struct worker *w)
     if (w->flush_ev) event_free(w->flush_ev);
     free(w->dirty.items);
     free(w->flush_spare.items);
+    free(w->postponed.items);
     free(w->dirty_clients.items);
     if (w->drain_timer) event_free(w->drain_timer);
     if (w->mem_timer) event_free(w->mem_timer);

@@ -629,6 +629,13 @@ START_TEST(test_issue10_item17_requests_leave_in_arrival_order) {
     check_arrival_order(cs, "three WATCH connections");
     for (int k = 0; k < 3; k++) redisFree(cs[k]);
 
+    /* the shared connection, a WATCH connection, the shared connection again: the third
+     * request must not leave with the first, ahead of the second */
+    for (int k = 0; k < 3; k++) cs[k] = client();
+    expect_status(cmd(cs[1], "WATCH cache:t15:w"), "OK", "WATCH");
+    check_arrival_order(cs, "shared, WATCH, shared");
+    for (int k = 0; k < 3; k++) redisFree(cs[k]);
+
     /* three shared connections to the instance */
     struct harness_opts o = {.instances_text = instances_with_connections(3)};
     ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart with connections=3: %s", h.error);
