@@ -26,8 +26,9 @@
 #define HOLD_MAX_BYTES 65536
 /* Free room asked of the reply buffer before each read (one TLS record and more). */
 #define READ_CHUNK 16384
-/* Buffers past this size are given back once they are empty again (a large transfer ended). */
-#define BUF_KEEP_MAX (256 * 1024)
+/* Buffers past this size are given back once they are nearly empty again (a large
+ * transfer ended); below it they are kept, so pipelined batches cause no realloc churn. */
+#define BUF_KEEP_MAX (4 * 1024 * 1024)
 /* A reply still arriving that holds more than this is checked against its client's
  * hard output limit (and dropped as it comes when nobody may keep it). */
 #define PARTIAL_CHECK_BYTES (1024 * 1024)

@@ -140,10 +140,10 @@ static int run(const char *path)
     if (!d.cfg) return 1;
     log_min_level = d.cfg->log_level;
     signal(SIGPIPE, SIG_IGN);
-    /* buffers of a megabyte and more are mapped on their own and unmapped when freed: the
+    /* buffers of 4 MiB and more are mapped on their own and unmapped when freed: the
      * memory of a large transfer goes back to the system (glibc would otherwise raise the
-     * threshold after the first such free and keep later ones on its heap) */
-    mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
+     * threshold after the first such free, up to 32 MiB, and keep those on its heap) */
+    mallopt(M_MMAP_THRESHOLD, 4 * 1024 * 1024);
     /* No evthread_use_pthreads(): each event base belongs to one thread, and the main
      * thread wakes a worker through its pipe (worker_post), so libevent takes no locks. */
     if (listen_tls_init(&d) != 0) return 1;
