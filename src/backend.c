@@ -251,8 +251,8 @@ static void backend_unstage(struct backend *b)
     ptrvec_remove(&b->worker->dirty, b);
     b->dirty = 0;
     backend_tails(b->worker);
-    /* entries kept waiting behind b may go now */
-    if (b->worker->dirty.n > 0) event_active(b->worker->flush_ev, EV_TIMEOUT, 0);
+    /* entries kept waiting behind b, and clients postponed behind them, may go now */
+    if (b->worker->dirty.n > 0 || b->worker->postponed.n > 0) event_active(b->worker->flush_ev, EV_TIMEOUT, 0);
 }
 
 /*
