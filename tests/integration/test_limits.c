@@ -48,6 +48,7 @@ static void setup(void) {
 }
 
 static void teardown(void) {
+    harness_check_registry(&h);
     harness_stop(&h);
 }
 
