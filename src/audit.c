@@ -12,12 +12,15 @@
 #include "syncconn.h"
 
 /*
- *  for each instance:  SCAN c COUNT 1000 -> keys
- *                        -> registry_lookup: none?            -> "no namespace"
- *                                            other instance?  -> "wrong instance"
- *                                            ttl= / max-ttl=? -> PTTL (pipelined, PTTL_BATCH a flush)
- *                                                                -> "no TTL" / "TTL above max-ttl"
- *                      until the cursor is 0 again
+ *  for each instance:  INFO keyspace -> db 0 + every db with keys
+ *   for each db:        SELECT db (db > 0)
+ *                       SCAN c COUNT 1000 -> keys
+ *                         -> db > 0?                            -> "outside db 0"
+ *                         -> registry_lookup: none?             -> "no namespace"
+ *                                             other instance?   -> "wrong instance"
+ *                                             ttl= / max-ttl=?  -> PTTL (pipelined, PTTL_BATCH a flush)
+ *                                                                  -> "no TTL" / "TTL above max-ttl"
+ *                       until the cursor is 0 again
  */
 
 #define SCAN_COUNT "1000"
@@ -25,13 +28,14 @@
 #define DEFAULT_LIMIT 1000
 
 static const char *const kind_names[AUDIT_KINDS] = {"no namespace", "wrong instance", "missing TTL",
-                                                    "TTL above max-ttl"};
+                                                    "TTL above max-ttl", "outside db 0"};
 
 struct audit {
     const struct config *cfg;
     unsigned long long limit;
     unsigned long long violations, by_kind[AUDIT_KINDS];
     unsigned long long scanned[CONFIG_MAX_INSTANCES];
+    int db; /* the database being scanned: violations of db > 0 say so */
 };
 
 void audit_key_escape(FILE *out, const char *key, size_t len)
@@ -51,7 +55,26 @@ int audit_ttl_check(const struct namespace_entry *e, long long pttl_ms)
     return -1;
 }
 
-/* Count one violation; print "INSTANCE KEY PROBLEM" while under the limit. */
+int audit_keyspace_next(const char *info_text, int after)
+{
+    int best = -1;
+    for (const char *line = info_text, *nl; line; line = (nl = strchr(line, '\n')) ? nl + 1 : NULL) {
+        if (strncmp(line, "db", 2) != 0) continue;
+        const char *p = line + 2;
+        long long db = 0;
+        int digits = 0, keys = 0;
+        for (; *p >= '0' && *p <= '9' && db <= INT32_MAX; p++, digits++) db = db * 10 + (*p - '0');
+        if (!digits || db > INT32_MAX || strncmp(p, ":keys=", 6) != 0) continue;
+        p += 6;
+        for (digits = 0; *p >= '0' && *p <= '9'; p++, digits++) keys |= *p != '0'; /* any count above 0 */
+        if (!digits || (*p != ',' && *p != '\r' && *p != '\n' && *p != '\0')) continue;
+        if (keys && db > after && (best < 0 || db < best)) best = (int)db;
+    }
+    return best;
+}
+
+/* Count one violation; print "INSTANCE KEY PROBLEM" while under the limit, the
+ * problem followed by " (db N)" outside db 0. */
 static void violation(struct audit *a, int inst, const char *key, size_t len, int kind, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 static void violation(struct audit *a, int inst, const char *key, size_t len, int kind, const char *fmt, ...)
@@ -66,6 +89,7 @@ static void violation(struct audit *a, int inst, const char *key, size_t len, in
     va_start(ap, fmt);
     vprintf(fmt, ap);
     va_end(ap);
+    if (a->db != 0) printf(" (db %d)", a->db);
     putchar('\n');
 }
 
@@ -125,6 +149,8 @@ static int check_batch(struct audit *a, struct syncconn *c, int inst, redisReply
         const redisReply *k = keys[i];
         if (k->type != REDIS_REPLY_STRING) continue;
         a->scanned[inst]++;
+        if (a->db != 0)
+            violation(a, inst, k->str, (size_t)k->len, AUDIT_OUTSIDE_DB0, "outside db 0: keygate serves db 0 only");
         const struct namespace_entry *e = registry_lookup(a->cfg->registry, NS_KEY, k->str, (size_t)k->len);
         if (!e) {
             violation(a, inst, k->str, (size_t)k->len, AUDIT_NO_NAMESPACE, "no namespace");
@@ -144,7 +170,54 @@ static int check_batch(struct audit *a, struct syncconn *c, int inst, redisReply
     return n > 0 ? check_ttls(a, c, inst, keys, idx, n) : 0;
 }
 
-/* Audit one instance. 0, or -1 when it could not be reached or scanned (printed). */
+/* SCAN the selected database of instance inst to its end. 0, or -1 on an error (printed). */
+static int audit_db(struct audit *a, struct syncconn *c, int inst)
+{
+    const char *name = a->cfg->instances[inst].name;
+    char cursor[32] = "0";
+    int rc = 0;
+    do {
+        const char *argv[4] = {"SCAN", cursor, "COUNT", SCAN_COUNT};
+        size_t argvlen[4] = {4, strlen(cursor), 5, strlen(SCAN_COUNT)};
+        redisReply *r = syncconn_command(c, 4, argv, argvlen);
+        if (!r) {
+            fprintf(stderr, "keygate audit: instance '%s' db %d: SCAN: %s\n", name, a->db, syncconn_error(c));
+            return -1;
+        }
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
+            r->element[0]->len >= sizeof(cursor) || r->element[1]->type != REDIS_REPLY_ARRAY) {
+            fprintf(stderr, "keygate audit: instance '%s' db %d: SCAN: %s\n", name, a->db,
+                    r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+            freeReplyObject(r);
+            return -1;
+        }
+        memcpy(cursor, r->element[0]->str, (size_t)r->element[0]->len + 1);
+        rc = check_batch(a, c, inst, r->element[1]->element, r->element[1]->elements);
+        if (rc != 0 && syncconn_error(c)[0])
+            fprintf(stderr, "keygate audit: instance '%s' db %d: %s\n", name, a->db, syncconn_error(c));
+        freeReplyObject(r);
+    } while (rc == 0 && strcmp(cursor, "0") != 0);
+    return rc;
+}
+
+/* SELECT db on c. 0, or -1 (printed). */
+static int select_db(struct syncconn *c, const char *inst_name, int db)
+{
+    char num[16];
+    snprintf(num, sizeof(num), "%d", db);
+    const char *argv[2] = {"SELECT", num};
+    size_t argvlen[2] = {6, strlen(num)};
+    redisReply *r = syncconn_command(c, 2, argv, argvlen);
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (!ok)
+        fprintf(stderr, "keygate audit: instance '%s': SELECT %d: %s\n", inst_name, db,
+                !r ? syncconn_error(c) : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+    if (r) freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+/* Audit one instance: db 0, then every other database INFO keyspace lists with keys.
+ * 0, or -1 when it could not be reached, listed or scanned (printed). */
 static int audit_instance(struct audit *a, int inst)
 {
     const struct instance_conf *ic = &a->cfg->instances[inst];
@@ -154,31 +227,27 @@ static int audit_instance(struct audit *a, int inst)
         fprintf(stderr, "keygate audit: instance '%s' (%s:%d): %s\n", ic->name, ic->host, ic->port, err);
         return -1;
     }
-    char cursor[32] = "0";
-    int rc = 0;
-    do {
-        const char *argv[4] = {"SCAN", cursor, "COUNT", SCAN_COUNT};
-        size_t argvlen[4] = {4, strlen(cursor), 5, strlen(SCAN_COUNT)};
-        redisReply *r = syncconn_command(c, 4, argv, argvlen);
-        if (!r) {
-            fprintf(stderr, "keygate audit: instance '%s': SCAN: %s\n", ic->name, syncconn_error(c));
-            rc = -1;
-            break;
-        }
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
-            r->element[0]->len >= sizeof(cursor) || r->element[1]->type != REDIS_REPLY_ARRAY) {
-            fprintf(stderr, "keygate audit: instance '%s': SCAN: %s\n", ic->name,
-                    r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
-            freeReplyObject(r);
-            rc = -1;
-            break;
-        }
-        memcpy(cursor, r->element[0]->str, (size_t)r->element[0]->len + 1);
-        rc = check_batch(a, c, inst, r->element[1]->element, r->element[1]->elements);
-        if (rc != 0 && syncconn_error(c)[0])
-            fprintf(stderr, "keygate audit: instance '%s': %s\n", ic->name, syncconn_error(c));
-        freeReplyObject(r);
-    } while (rc == 0 && strcmp(cursor, "0") != 0);
+    const char *info_argv[2] = {"INFO", "keyspace"};
+    size_t info_len[2] = {4, 8};
+    redisReply *info = syncconn_command(c, 2, info_argv, info_len);
+    if (!info) {
+        fprintf(stderr, "keygate audit: instance '%s': INFO keyspace: %s\n", ic->name, syncconn_error(c));
+        syncconn_close(c);
+        return -1;
+    }
+    int listed = info->type == REDIS_REPLY_STRING, rc = listed ? 0 : -1;
+    if (!listed)
+        fprintf(stderr, "keygate audit: instance '%s': INFO keyspace: %s; only db 0 is audited\n", ic->name,
+                info->type == REDIS_REPLY_ERROR ? info->str : "unexpected reply");
+    a->db = 0;
+    if (audit_db(a, c, inst) != 0) rc = -1;
+    for (int db = rc == 0 ? audit_keyspace_next(info->str, 0) : -1; db > 0 && rc == 0;
+         db = audit_keyspace_next(info->str, db)) {
+        a->db = db;
+        if (select_db(c, ic->name, db) != 0 || audit_db(a, c, inst) != 0) rc = -1;
+    }
+    a->db = 0;
+    freeReplyObject(info);
     syncconn_close(c);
     return rc;
 }
@@ -186,7 +255,8 @@ static int audit_instance(struct audit *a, int inst)
 static void usage(FILE *out)
 {
     fprintf(out, "usage: keygate audit -c FILE [--limit N]\n"
-                 "  SCAN every instance; print INSTANCE KEY PROBLEM per key that breaks the registry\n"
+                 "  SCAN every database of every instance; print INSTANCE KEY PROBLEM per key that\n"
+                 "  breaks the registry (keys outside db 0 included)\n"
                  "  --limit N   print at most N violations (default %d; all are counted)\n"
                  "  exit 0 clean, 1 violations found, 2 config or connection errors\n",
                  DEFAULT_LIMIT);

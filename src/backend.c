@@ -26,6 +26,12 @@
 #define HOLD_MAX_BYTES 65536
 /* Free room asked of the reply buffer before each read (one TLS record and more). */
 #define READ_CHUNK 16384
+/* Buffers past this size are given back once they are nearly empty again (a large
+ * transfer ended); below it they are kept, so pipelined batches cause no realloc churn. */
+#define BUF_KEEP_MAX (4 * 1024 * 1024)
+/* A reply still arriving that holds more than this is checked against its client's
+ * hard output limit (and dropped as it comes when nobody may keep it). */
+#define PARTIAL_CHECK_BYTES (1024 * 1024)
 
 static void backend_connect(struct backend *b);
 static void backend_make_idle(struct backend *b);
@@ -38,6 +44,13 @@ static void backend_timer_cb(evutil_socket_t fd, short what, void *arg);
 static const struct instance_conf *backend_conf(const struct backend *b)
 {
     return &b->worker->cfg->instances[b->instance];
+}
+
+/* max-memory: count what b holds now (replies not yet framed, requests not yet written). */
+static void backend_account(struct backend *b)
+{
+    size_t now = b->fd < 0 ? 0 : b->rlen + b->out.len + (b->wbuf.len - b->woff);
+    mem_set(b->worker, &b->mem_held, now);
 }
 
 int backend_pools_start(struct worker *w)
@@ -123,6 +136,8 @@ static void backend_io_close(struct backend *b)
     b->wbuf.len = 0;
     b->woff = 0;
     if (b->timer) evtimer_del(b->timer);
+    b->discarding = 0;
+    backend_account(b);
 }
 
 void backend_pools_free(struct worker *w)
@@ -205,9 +220,27 @@ struct bytebuf *backend_stage(struct backend *b)
             abort();
         }
         b->dirty = 1;
-        event_active(w->flush_ev, EV_TIMEOUT, 0);
+        w->inst_tail[b->instance] = b;
     }
+    /* also when b is listed already: it may have been kept back by the last flush */
+    event_active(w->flush_ev, EV_TIMEOUT, 0);
     return &b->out;
+}
+
+/* Recompute w->inst_tail from the dirty list. */
+static void backend_tails(struct worker *w)
+{
+    memset(w->inst_tail, 0, sizeof(w->inst_tail));
+    for (size_t i = 0; i < w->dirty.n; i++) {
+        struct backend *b = w->dirty.items[i];
+        w->inst_tail[b->instance] = b;
+    }
+}
+
+int backend_would_reorder(const struct worker *w, int instance, const struct backend *b)
+{
+    if (w->postponing[instance]) return 1;
+    return b && b->dirty == 1 && w->inst_tail[instance] != b;
 }
 
 /* Forget b's staged bytes and take it off the flush list (it closed). */
@@ -217,6 +250,9 @@ static void backend_unstage(struct backend *b)
     if (!b->dirty) return;
     ptrvec_remove(&b->worker->dirty, b);
     b->dirty = 0;
+    backend_tails(b->worker);
+    /* entries kept waiting behind b, and clients postponed behind them, may go now */
+    if (b->worker->dirty.n > 0 || b->worker->postponed.n > 0) event_active(b->worker->flush_ev, EV_TIMEOUT, 0);
 }
 
 /*
@@ -250,19 +286,81 @@ static void backend_send_staged(struct backend *b)
     backend_do_write(b);
 }
 
+/*
+ * The dirty list holds each backend at the place of its first staged request, so
+ * walking it in order writes the requests of different clients in the order they
+ * arrived (Redis serves a client that blocked first first, counts a subscriber that
+ * unsubscribed before a PUBLISH as gone). Within one instance an entry that must wait
+ * (connecting, a write still in progress) keeps every later entry of that instance
+ * waiting behind it; one that only holds for batching writes anyway when a later entry
+ * of its instance writes now. Entries that wait stay listed, in order; their backend
+ * stages itself again (backend_stage) when it can write. A request that would join a
+ * connection's batch after another connection of its instance was staged (A1 B1 A2,
+ * which would leave as A1 A2 B1) is postponed by the client layer until this flush
+ * (backend_would_reorder, client_postpone); the flush wakes those clients in order.
+ */
 void backend_flush_all(struct worker *w)
 {
-    /* pop from the end: a write may close a connection, which unstages it (swap with last) */
-    while (w->dirty.n > 0) {
-        struct backend *b = w->dirty.items[--w->dirty.n];
-        b->dirty = 0;
+    struct ptrvec todo = w->dirty; /* writes may close backends (unstaging them) or stage more */
+    w->dirty = w->flush_spare;
+    w->dirty.n = 0;
+    w->flush_spare = (struct ptrvec){0};
+    /* decide first, in order: waits (0), writes (1), writes unless it holds (2) */
+    int blocked[CONFIG_MAX_INSTANCES] = {0}, later_writes[CONFIG_MAX_INSTANCES] = {0};
+    for (size_t i = 0; i < todo.n; i++) {
+        struct backend *b = todo.items[i];
+        b->dirty = 2; /* listed in todo: backend_stage leaves it there, backend_unstage zeroes it */
         if (b->fd < 0 || b->out.len == 0) {
-            b->out.len = 0;
+            b->flush_go = -1; /* nothing to write: off the list */
             continue;
         }
-        if (backend_holds(b)) continue; /* backend_frame_replies stages it again once answered */
+        int busy = b->state != BACKEND_READY || b->woff < b->wbuf.len;
+        b->flush_go = blocked[b->instance] || busy ? 0 : 2;
+        if (busy) blocked[b->instance] = 1;
+    }
+    for (size_t i = todo.n; i-- > 0;) {
+        struct backend *b = todo.items[i];
+        if (b->flush_go == 2) b->flush_go = !backend_holds(b) || later_writes[b->instance];
+        if (b->flush_go == 1) later_writes[b->instance] = 1;
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < todo.n; i++) {
+        struct backend *b = todo.items[i];
+        if (b->dirty != 2) continue; /* closed meanwhile */
+        if (b->flush_go < 0 || b->fd < 0 || b->out.len == 0) {
+            b->out.len = 0;
+            b->dirty = 0;
+            continue;
+        }
+        if (b->flush_go == 0) {
+            todo.items[kept++] = b; /* stays listed at its place */
+            continue;
+        }
+        b->dirty = 0;
         backend_send_staged(b);
     }
+    for (size_t i = 0; i < todo.n; i++) backend_account(todo.items[i]);
+    /* the new list: the entries kept back, then those first staged during this walk */
+    struct ptrvec added = w->dirty;
+    todo.n = 0;
+    for (size_t i = 0; i < kept; i++) {
+        struct backend *b = todo.items[i];
+        if (b->dirty != 2) continue;
+        b->dirty = 1;
+        todo.items[todo.n++] = b;
+    }
+    for (size_t i = 0; i < added.n; i++)
+        if (ptrvec_push(&todo, added.items[i]) != 0) {
+            log_msg(LOG_ERROR, "out of memory staging a backend request");
+            abort();
+        }
+    w->dirty = todo;
+    added.n = 0;
+    w->flush_spare = added;
+    backend_tails(w);
+    /* requests postponed so as not to overtake these go now, in their order */
+    memset(w->postponing, 0, sizeof(w->postponing));
+    client_wake_postponed(w);
 }
 
 /* Send one of keygate's own commands (AUTH, INFO) formatted by hiredis. */
@@ -432,6 +530,33 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
 }
 
 /*
+ * A reply still arriving holds `partial` bytes. Past PARTIAL_CHECK_BYTES: when its
+ * request's client is gone, or the reply would take that client past its hard output
+ * limit (the client is then closed), or it only answers an injected command, the reply
+ * is dropped as it comes (b->discarding) instead of being kept whole. On a subscriber
+ * connection the owner is closed the same way (and b with it). -1 when b was closed.
+ */
+static int backend_large_partial(struct backend *b, size_t partial)
+{
+    if (b->discarding || partial < PARTIAL_CHECK_BYTES) return 0;
+    if (b->subscriber) {
+        if (b->owner && client_output_over(b->owner, partial)) return b->fd < 0 ? -1 : 0;
+        return 0;
+    }
+    if (b->fifo_count == 0) return 0;
+    const struct pending *pd = &b->fifo[b->fifo_head];
+    if (!pd->req) return 0; /* keygate's own AUTH / INFO */
+    struct client *c = pd->req->client;
+    if (pd->kind == PENDING_DROP || !c || c->closed || client_output_over(c, partial)) {
+        if (b->fd < 0) return -1; /* a dedicated connection closed with its client */
+        b->discarding = 1;
+        log_msg(LOG_DEBUG, "instance '%s': a reply of more than %zu bytes is dropped as it comes (no client keeps it)",
+                backend_conf(b)->name, partial);
+    }
+    return 0;
+}
+
+/*
  * Frame and deliver every whole reply in b->rbuf. Returns 0, or -1 when b was
  * closed meanwhile (a malformed reply, a failed AUTH, its client went away).
  */
@@ -440,10 +565,21 @@ static int backend_frame_replies(struct backend *b)
     size_t pos = 0;
     while (pos < b->rlen) {
         long long n = resp_scan_reply(&b->scan, b->rbuf + pos, b->rlen - pos);
-        if (n == 0) break;
+        if (n == 0) {
+            if (backend_large_partial(b, b->rlen - pos) != 0) return -1;
+            if (b->discarding) pos += resp_scan_discard(&b->scan, b->rlen - pos);
+            break;
+        }
         if (n < 0) {
             backend_close(b, "malformed reply");
             return -1;
+        }
+        if (b->discarding) {
+            /* the end of a reply nobody keeps: its owner gets no bytes of it */
+            b->discarding = 0;
+            pos += (size_t)n;
+            if (backend_deliver(b, "-ERR reply dropped\r\n", 20) != 0 || b->fd < 0) return -1;
+            continue;
         }
         if (b->subscriber && !(b->fifo_count > 0 && b->fifo[b->fifo_head].kind == PENDING_AUTH)) {
             if (b->owner) client_push(b->owner, b, b->rbuf + pos, (size_t)n);
@@ -456,6 +592,16 @@ static int backend_frame_replies(struct backend *b)
     if (pos > 0) {
         memmove(b->rbuf, b->rbuf + pos, b->rlen - pos);
         b->rlen -= pos;
+    }
+    if (b->rcap > BUF_KEEP_MAX && b->rlen < b->rcap / 8) {
+        /* a large reply went through: give its buffer back */
+        size_t cap = READ_CHUNK;
+        while (cap < b->rlen * 2) cap *= 2;
+        char *r = realloc(b->rbuf, cap);
+        if (r) {
+            b->rbuf = r;
+            b->rcap = cap;
+        }
     }
     if (b->pinned && b->release_when_idle && b->fifo_count == 0 && !b->subscriber) {
         backend_make_idle(b);
@@ -503,7 +649,7 @@ static void backend_tls_failed(struct backend *b, int e, int r, const char *what
  * takes several records; SSL_has_pending says when decrypted-but-unread bytes are
  * left that epoll cannot report, so the loop goes on until both are drained.
  */
-static void backend_do_read(struct backend *b)
+static void backend_do_read_some(struct backend *b)
 {
     b->read_wants_write = 0;
     for (;;) {
@@ -548,6 +694,13 @@ static void backend_do_read(struct backend *b)
     }
 }
 
+/* backend_do_read_some, then count what b holds now (max-memory). */
+static void backend_do_read(struct backend *b)
+{
+    backend_do_read_some(b);
+    backend_account(b);
+}
+
 /* Write b->wbuf from b->woff; on a full socket wait for EV_WRITE. */
 static void backend_do_write(struct backend *b)
 {
@@ -588,6 +741,9 @@ static void backend_do_write(struct backend *b)
     }
     b->wbuf.len = 0;
     b->woff = 0;
+    if (b->wbuf.cap > BUF_KEEP_MAX) bytebuf_free(&b->wbuf); /* a large batch went out */
+    if (b->out.len == 0 && b->out.cap > BUF_KEEP_MAX) bytebuf_free(&b->out);
+    backend_account(b);
     if (!b->read_wants_write) event_del(b->wev);
     if (b->out.len > 0) backend_stage(b); /* staged while this write waited */
 }

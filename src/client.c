@@ -2,6 +2,8 @@
 #include "proxy.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -20,7 +22,7 @@ static void client_write_cb(struct bufferevent *bev, void *arg);
 static void client_event_cb(struct bufferevent *bev, short events, void *arg);
 static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg);
 static void client_raw_write_cb(evutil_socket_t fd, short what, void *arg);
-static void client_raw_closed_cb(evutil_socket_t fd, short what, void *arg);
+static void client_account(struct client *c);
 
 static void addr_format(const struct sockaddr *sa, char *out, size_t len)
 {
@@ -76,6 +78,7 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
     c->session.watch_instance = -1;
     c->parser.unauthenticated = !c->session.authenticated; /* Redis's pre-AUTH request limits */
     c->fd = fd;
+    c->pfd = -1;
     if (tls) {
         /* TLS clients: libevent's OpenSSL bufferevent does the handshake and records */
         SSL *ssl = SSL_new(tls);
@@ -93,10 +96,7 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
         /* plain TCP and unix sockets: read() and write() on the fd, no buffer layer */
         c->rev = event_new(w->base, fd, EV_READ | EV_PERSIST, client_raw_read_cb, c);
         c->wev = event_new(w->base, fd, EV_WRITE | EV_PERSIST, client_raw_write_cb, c);
-        /* the peer's close is seen even while reading is paused (a client that leaves
-         * while its BLPOP blocks must release its dedicated connection) */
-        c->cev = event_new(w->base, fd, EV_CLOSED | EV_PERSIST, client_raw_closed_cb, c);
-        if (!c->rev || !c->wev || !c->cev || event_add(c->rev, NULL) != 0 || event_add(c->cev, NULL) != 0) {
+        if (!c->rev || !c->wev || event_add(c->rev, NULL) != 0) {
             client_close(c, "cannot watch the socket");
             return;
         }
@@ -116,6 +116,7 @@ static void request_free(struct request *req)
     free(req->key_instance);
     bytebuf_free(&req->exec_keep);
     free(req->queued_error);
+    if (req->reply) mem_add(w, -(int64_t)req->reply_len); /* a reply kept behind an earlier one */
     free(req->reply);
     if (w->nfree_requests >= FREE_REQUESTS_MAX) {
         free(req);
@@ -173,14 +174,17 @@ void client_close(struct client *c, const char *reason)
         TAILQ_REMOVE(&w->clients, c, link);
         c->in_list = 0;
     }
+    if (c->pev) event_free(c->pev);
+    c->pev = NULL;
+    if (c->pfd >= 0) close(c->pfd);
+    c->pfd = -1;
     if (c->bev) {
         bufferevent_free(c->bev); /* closes the fd */
         c->bev = NULL;
     } else if (c->fd >= 0) {
         if (c->rev) event_free(c->rev);
         if (c->wev) event_free(c->wev);
-        if (c->cev) event_free(c->cev);
-        c->rev = c->wev = c->cev = NULL;
+        c->rev = c->wev = NULL;
         close(c->fd);
     }
     c->fd = -1;
@@ -188,7 +192,13 @@ void client_close(struct client *c, const char *reason)
         ptrvec_remove(&w->dirty_clients, c);
         c->out_dirty = 0;
     }
+    if (c->postponed) {
+        ptrvec_remove(&w->postponed, c);
+        c->postponed = 0;
+    }
     bytebuf_free(&c->obuf);
+    c->qlen = 0;
+    mem_set(w, &c->mem_held, 0);
     __atomic_sub_fetch(&w->proxy->clients_now, 1, __ATOMIC_RELAXED);
     /* freed by client_reap once no callback of this loop iteration can hold it */
     TAILQ_INSERT_TAIL(&w->dead_clients, c, link);
@@ -222,12 +232,15 @@ static void client_out(struct client *c, const char *data, size_t len)
 {
     if (c->bev) {
         bufferevent_write(c->bev, data, len);
+        if (!client_output_over(c, 0)) client_account(c);
         return;
     }
     if (bytebuf_add(&c->obuf, data, len) != 0) {
         client_close(c, "out of memory for replies");
         return;
     }
+    if (client_output_over(c, 0)) return;
+    client_account(c);
     if (!c->out_dirty) {
         if (ptrvec_push(&c->worker->dirty_clients, c) != 0) {
             client_close(c, "out of memory for replies");
@@ -244,6 +257,64 @@ size_t client_out_pending(const struct client *c)
     return c->obuf.len - c->obuf_off;
 }
 
+/* max-memory: count what c holds now (unparsed input, its MULTI, unwritten replies). */
+static void client_account(struct client *c)
+{
+    size_t now = c->closed ? 0 : c->qlen + c->multi_buf.len + client_out_pending(c);
+    mem_set(c->worker, &c->mem_held, now);
+}
+
+int client_output_over(struct client *c, size_t partial)
+{
+    if (c->closed) return 1;
+    if ((int64_t)(client_out_pending(c) + partial) <= c->worker->cfg->client_output_hard_limit) return 0;
+    log_msg(LOG_WARN, "client %llu %s closed: its replies (%zu bytes queued, %zu arriving) passed client-output-hard-limit",
+            (unsigned long long)c->id, c->addr, client_out_pending(c), partial);
+    STAT_INC(&c->worker->stats, clients_output_limit);
+    client_close(c, "over client-output-hard-limit");
+    return 1;
+}
+
+/* While paused: did the peer close or reset? Then c is closed (its pins released). */
+static void client_paused_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct client *c = arg;
+    (void)fd;
+    (void)what;
+    if (c->closed) return;
+    struct pollfd p = {.fd = c->fd, .events = POLLRDHUP};
+    if (poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)))
+        client_close(c, p.revents & POLLRDHUP && !(p.revents & POLLERR) ? "connection closed by client"
+                                                                         : "connection reset by client");
+}
+
+/*
+ * A paused client must still be closed when its peer goes away (a client that leaves
+ * while its BLPOP blocks releases its dedicated connection). A level-triggered watch
+ * on fd cannot do it: with reading paused only EV_CLOSED would be registered, and
+ * libevent's epoll backend reports a reset (EPOLLERR/HUP) as EV_READ|EV_WRITE, which
+ * nothing takes, so the loop spins on it. An edge-triggered EV_READ|EV_CLOSED event on
+ * a dup of fd reports each change once; client_paused_cb then asks poll() what it was.
+ */
+static void client_watch_close(struct client *c, int on)
+{
+    if (!on) {
+        if (c->pev) event_del(c->pev);
+        return;
+    }
+    if (!c->pev) {
+        c->pfd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0);
+        if (c->pfd < 0) {
+            log_msg(LOG_WARN, "client %llu: cannot watch its socket while paused: %s", (unsigned long long)c->id,
+                    strerror(errno));
+            return;
+        }
+        c->pev = event_new(c->worker->base, c->pfd, EV_READ | EV_CLOSED | EV_ET | EV_PERSIST, client_paused_cb, c);
+        if (!c->pev) return;
+    }
+    event_add(c->pev, NULL);
+}
+
 static void client_set_reading(struct client *c, int on)
 {
     if (c->bev) {
@@ -253,6 +324,7 @@ static void client_set_reading(struct client *c, int on)
         if (on) event_add(c->rev, NULL);
         else event_del(c->rev);
     }
+    client_watch_close(c, !on);
 }
 
 /* Frames may wait in qbuf (backpressure, a stall): parse them from a deferred callback,
@@ -284,6 +356,20 @@ static void client_update_reading(struct client *c)
     int over = c->nqueued >= cfg->max_pending || (int64_t)out > cfg->client_output_limit;
     if (c->closing) over = 1;
     if (client_stalled(c)) over = 1;
+    if (c->postponed) over = 1;
+    if (!over && mem_over(c->worker)) {
+        /* max-memory: read nothing more until the process is back under it */
+        over = 1;
+        if (!c->mem_paused) {
+            c->mem_paused = 1;
+            struct worker *w = c->worker;
+            if (w->mem_timer && !evtimer_pending(w->mem_timer, NULL)) {
+                struct timeval tv = {0, 20 * 1000};
+                evtimer_add(w->mem_timer, &tv);
+            }
+        }
+    }
+    if (!over) c->mem_paused = 0;
     if (over && !c->read_paused) {
         client_set_reading(c, 0);
         c->read_paused = 1;
@@ -313,6 +399,7 @@ static void client_write_now(struct client *c)
     }
     c->obuf.len = c->obuf_off = 0;
     if (c->obuf.cap > 65536) bytebuf_free(&c->obuf); /* a big reply came and went */
+    client_account(c);
     if (c->wev_pending) {
         event_del(c->wev);
         c->wev_pending = 0;
@@ -327,14 +414,6 @@ void client_write_all(struct worker *w)
         c->out_dirty = 0;
         if (!c->closed) client_write_now(c);
     }
-}
-
-static void client_raw_closed_cb(evutil_socket_t fd, short what, void *arg)
-{
-    struct client *c = arg;
-    (void)fd;
-    (void)what;
-    if (!c->closed) client_close(c, "connection closed by client");
 }
 
 static void client_raw_write_cb(evutil_socket_t fd, short what, void *arg)
@@ -393,6 +472,7 @@ void request_complete(struct request *req, const char *reply, size_t len)
     }
     memcpy(req->reply, reply, len);
     req->reply_len = len;
+    mem_add(req->worker, (int64_t)len);
 }
 
 static struct request *request_new(struct client *c)
@@ -454,6 +534,17 @@ static void client_multi_queue(struct client *c, struct request *req, const stru
         return;
     }
     if (c->session.multi_instance < 0 && plan->instance >= 0) c->session.multi_instance = plan->instance;
+    if ((int64_t)c->multi_buf.len > c->worker->cfg->max_request_bytes) {
+        /* the transaction is held in keygate's memory: it counts as query buffer, and a
+         * client past its limit is closed, as Redis closes one over client-query-buffer-limit */
+        log_msg(LOG_WARN, "closing client %llu %s that reached max query buffer length: its MULTI holds %zu bytes "
+                "(max-request-size %lld)", (unsigned long long)c->id, c->addr, c->multi_buf.len,
+                (long long)c->worker->cfg->max_request_bytes);
+        STAT_INC(&c->worker->stats, clients_query_limit);
+        client_close(c, "MULTI over max-request-size");
+        return;
+    }
+    client_account(c);
     request_complete(req, "+QUEUED\r\n", 9);
 }
 
@@ -461,6 +552,7 @@ static void client_multi_reset(struct client *c)
 {
     c->multi_buf.len = 0;
     if (c->multi_buf.cap > 65536) bytebuf_free(&c->multi_buf);
+    client_account(c);
     bytebuf_free(&c->multi_keep);
     c->multi_dirty = 0;
     c->session.in_multi = 0;
@@ -613,6 +705,66 @@ static int client_has_no_subscription(const struct client *c, const struct plan 
     return c->sub_pin[plan->instance] == NULL;
 }
 
+/* The instance client_exec sends c's transaction to. */
+static int client_exec_instance(const struct client *c)
+{
+    int instance = c->session.multi_instance >= 0 ? c->session.multi_instance : c->session.watch_instance;
+    return instance < 0 ? 0 : instance;
+}
+
+/*
+ * Would forwarding this plan now let it overtake an earlier request of another client
+ * (backend_would_reorder)? Looks at the connection it would be staged on; split plans
+ * and commands queued inside MULTI (nothing is sent before EXEC) are not looked at.
+ */
+static int client_would_reorder(struct client *c, const struct plan *plan)
+{
+    struct worker *w = c->worker;
+    if (plan->kind == PLAN_LOCAL && plan->local == LOCAL_EXEC && !c->multi_dirty && !c->watch_lost) {
+        int instance = client_exec_instance(c);
+        struct backend *b = c->watch_pin ? c->watch_pin : backend_for(w, instance, c->id);
+        return backend_would_reorder(w, instance, b);
+    }
+    if (plan->kind != PLAN_FORWARD || c->session.in_multi || plan->merge != MERGE_NONE || plan->instance < 0 ||
+        plan->all_instances)
+        return 0;
+    struct backend *b;
+    if (plan->flow == FLOW_BLOCK || (plan->flow == FLOW_WATCH && !c->watch_pin)) b = NULL; /* a fresh pin */
+    else if (plan->flow == FLOW_SUBSCRIBE || plan->flow == FLOW_UNSUBSCRIBE) b = c->sub_pin[plan->instance];
+    else b = client_backend(c, plan->instance);
+    return backend_would_reorder(w, plan->instance, b);
+}
+
+void client_postpone(struct client *c, int instance)
+{
+    struct worker *w = c->worker;
+    w->postponing[instance] = 1;
+    if (!c->postponed) {
+        if (ptrvec_push(&w->postponed, c) != 0) {
+            client_close(c, "out of memory");
+            return;
+        }
+        c->postponed = 1;
+    }
+    client_update_reading(c);
+    /* no flush is asked for: what it waits behind is listed, and a flush comes when that
+     * can write (asking here would wake it, postpone it again, ask again...) */
+}
+
+void client_wake_postponed(struct worker *w)
+{
+    if (w->postponed.n == 0) return;
+    struct ptrvec v = w->postponed;
+    w->postponed = (struct ptrvec){0};
+    for (size_t i = 0; i < v.n; i++) {
+        struct client *c = v.items[i];
+        c->postponed = 0;
+        client_update_reading(c);
+        client_resume_parsing(c);
+    }
+    free(v.items);
+}
+
 /*
  * Handle one parsed frame: decide, then answer, refuse, buffer or forward.
  * Returns 1 when the frame must wait (a switch of connection while earlier replies
@@ -647,6 +799,12 @@ static int client_handle_frame(struct client *c, const char *frame)
     if (needs_empty_queue && c->nqueued > 0) {
         plan_release(&plan);
         c->stall = 1;
+        return 1;
+    }
+    if (client_would_reorder(c, &plan)) {
+        /* it would leave before a request read earlier: wait for the next flush */
+        plan_release(&plan);
+        client_postpone(c, plan.kind == PLAN_FORWARD ? plan.instance : client_exec_instance(c));
         return 1;
     }
     STAT_INC(&w->stats, commands_processed);
@@ -913,7 +1071,7 @@ static int client_keep_rest(struct client *c, const char *buf, size_t len, size_
 /* Can c take more requests now? While it cannot, keygate reads nothing more from it. */
 static int client_can_parse(const struct client *c)
 {
-    if (c->closing || c->read_paused) return 0;
+    if (c->closing || c->read_paused || c->postponed) return 0;
     if (c->nqueued >= c->worker->cfg->max_pending) return 0;
     if (client_stalled(c)) return 0;
     return 1;
@@ -980,6 +1138,7 @@ static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg)
         if (len > 0 && client_parse_and_keep(c, buf, len) != 0) return;
         if (n <= 0 || (buf == w->scratch && (size_t)n < sizeof(w->scratch))) break; /* drained */
     }
+    client_account(c);
     client_update_reading(c);
 }
 
@@ -1013,6 +1172,7 @@ static void client_read_cb(struct bufferevent *bev, void *arg)
         client_close(c, "out of memory for the query buffer");
         return;
     }
+    client_account(c);
     client_update_reading(c);
 }
 
@@ -1021,6 +1181,7 @@ static void client_write_cb(struct bufferevent *bev, void *arg)
     struct client *c = arg;
     (void)bev;
     if (c->closed) return;
+    client_account(c);
     if (c->closing) {
         client_flush(c);
         return;
@@ -1034,4 +1195,62 @@ static void client_event_cb(struct bufferevent *bev, short events, void *arg)
     (void)bev;
     if (events & BEV_EVENT_EOF) client_close(c, "connection closed by client");
     else if (events & BEV_EVENT_ERROR) client_close(c, "connection error");
+}
+
+/* The client of w holding the most bytes (input, transaction, replies), if it holds at
+ * least `least`; else NULL. */
+static struct client *client_largest(struct worker *w, size_t least)
+{
+    struct client *c, *best = NULL;
+    size_t most = least;
+    TAILQ_FOREACH(c, &w->clients, link) {
+        if (c->mem_held >= most) {
+            most = c->mem_held;
+            best = c;
+        }
+    }
+    return best;
+}
+
+#define MEM_EVICT_AFTER_MS 500 /* over max-memory this long: evict the largest client */
+
+void client_memory_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    (void)fd;
+    (void)what;
+    if (mem_over(w)) {
+        int64_t now = clock_wall_ms();
+        if (!w->mem_over_since_ms) w->mem_over_since_ms = now;
+        if (now - w->mem_over_since_ms >= MEM_EVICT_AFTER_MS) {
+            /* nothing is read while over, so unfinished requests never finish: as Redis's
+             * client eviction (maxmemory-clients) does, the client holding the most goes */
+            struct client *c = client_largest(w, (size_t)(w->cfg->max_memory / 64));
+            if (c) {
+                log_msg(LOG_WARN, "client %llu %s closed: keygate is over max-memory (%lld bytes) and this client "
+                        "holds %zu bytes (input %zu, transaction %zu)", (unsigned long long)c->id, c->addr,
+                        (long long)w->cfg->max_memory, c->mem_held, c->qlen, c->multi_buf.len);
+                STAT_INC(&w->stats, clients_evicted);
+                client_close(c, "evicted: over max-memory");
+            }
+            w->mem_over_since_ms = now;
+        }
+    } else {
+        w->mem_over_since_ms = 0;
+        struct client *c, *next;
+        for (c = TAILQ_FIRST(&w->clients); c; c = next) {
+            next = TAILQ_NEXT(c, link);
+            if (!c->mem_paused) continue;
+            c->mem_paused = 0;
+            client_update_reading(c); /* may pause it again (and re-arm the timer) */
+            if (mem_over(w)) break;
+        }
+    }
+    int waiting = 0;
+    struct client *c;
+    TAILQ_FOREACH(c, &w->clients, link) waiting |= c->mem_paused;
+    if (waiting && !evtimer_pending(w->mem_timer, NULL)) {
+        struct timeval tv = {0, 20 * 1000};
+        evtimer_add(w->mem_timer, &tv);
+    }
 }

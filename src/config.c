@@ -459,6 +459,9 @@ static const struct directive {
      1, INT64_MAX},
     {"client-output-limit", "SIZE", 1, 1, 0, V_SIZE, NULL,
      offsetof(struct config, client_output_limit), 1, INT64_MAX},
+    {"client-output-hard-limit", "SIZE", 1, 1, 0, V_SIZE, NULL,
+     offsetof(struct config, client_output_hard_limit), 1, INT64_MAX},
+    {"max-memory", "SIZE", 1, 1, 0, V_SIZE, NULL, offsetof(struct config, max_memory), 0, INT64_MAX},
     {"connect-timeout", "DURATION", 1, 1, 0, V_DURATION, NULL,
      offsetof(struct config, connect_timeout_ms), 0, 0},
     {"shutdown-timeout", "DURATION", 1, 1, 0, V_DURATION, NULL,
@@ -466,6 +469,15 @@ static const struct directive {
     {"log-level", "debug|info|warn|error", 1, 1, 0, V_FUNC, dir_log_level, 0, 0, 0},
 };
 #define NDIRECTIVES (sizeof directives / sizeof directives[0])
+
+/* Index of directive `name` in the table (it must be there). */
+static size_t config_directive_index(const char *name)
+{
+    size_t i = 0;
+    while (i + 1 < NDIRECTIVES && strcmp(directives[i].name, name) != 0)
+        i++;
+    return i;
+}
 
 static void directive_apply(struct cfg_ctx *ctx, const struct directive *d, const struct tokens *t)
 {
@@ -546,6 +558,8 @@ struct config *config_load(const char *path, struct diag *errs)
     c->max_clients = 10000;
     c->max_request_bytes = 512LL * 1024 * 1024;
     c->client_output_limit = 64LL * 1024 * 1024;
+    c->client_output_hard_limit = 1024LL * 1024 * 1024;
+    c->max_memory = 1024LL * 1024 * 1024;
     c->max_pending = 1024;
     c->max_pinned = 64;
     c->connect_timeout_ms = 2000;
@@ -578,6 +592,12 @@ struct config *config_load(const char *path, struct diag *errs)
     free(buf);
     fclose(f);
 
+    ctx.line = first_line[config_directive_index("client-output-hard-limit")];
+    if (!ctx.line)
+        ctx.line = first_line[config_directive_index("client-output-limit")];
+    if (c->client_output_hard_limit < c->client_output_limit)
+        CFG_ERR(&ctx, "client-output-hard-limit (%lld) is below client-output-limit (%lld)",
+                (long long)c->client_output_hard_limit, (long long)c->client_output_limit);
     ctx.line = 0;
     if (c->nlistens == 0)
         CFG_ERR(&ctx, "no listen directive (at least one is required)");

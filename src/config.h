@@ -60,7 +60,11 @@ struct config {
     int threads;              /* threads N, default 1 */
     int max_clients;          /* max-clients N, default 10000 */
     int64_t max_request_bytes;/* max-request-size SIZE (bytes; 512mb default like Redis) */
-    int64_t client_output_limit; /* client-output-limit SIZE: reply bytes queued per client */
+    int64_t client_output_limit; /* client-output-limit SIZE: reply bytes queued per client before
+                                    keygate stops reading it (soft), default 64mb */
+    int64_t client_output_hard_limit; /* client-output-hard-limit SIZE: past it the client is closed, default 1gb */
+    int64_t max_memory;       /* max-memory SIZE: buffered request + reply bytes of all workers past
+                                 which no client is read (0 = no bound), default 1gb */
     int max_pending;          /* max-pending N: requests in flight per client, default 1024 */
     int max_pinned;           /* max-pinned N: dedicated connections per instance per worker, default 64 */
     int64_t connect_timeout_ms;  /* backend connect timeout, default 2s */

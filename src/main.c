@@ -4,6 +4,7 @@
 #include "audit.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -56,7 +57,10 @@ static struct config *load_or_report(const char *path)
 static int listen_tls_init(struct daemon_state *d)
 {
     const struct config *cfg = d->cfg;
-    for (size_t i = 0; i < cfg->nlistens && i < 16; i++) {
+    d->proxy.listen_ssl = calloc(cfg->nlistens ? cfg->nlistens : 1, sizeof(*d->proxy.listen_ssl));
+    if (!d->proxy.listen_ssl) return -1;
+    d->proxy.nlisten_ssl = cfg->nlistens;
+    for (size_t i = 0; i < cfg->nlistens; i++) {
         const struct listen_addr *la = &cfg->listens[i];
         if (!la->tls) continue;
         SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
@@ -136,6 +140,10 @@ static int run(const char *path)
     if (!d.cfg) return 1;
     log_min_level = d.cfg->log_level;
     signal(SIGPIPE, SIG_IGN);
+    /* buffers of 4 MiB and more are mapped on their own and unmapped when freed: the
+     * memory of a large transfer goes back to the system (glibc would otherwise raise the
+     * threshold after the first such free, up to 32 MiB, and keep those on its heap) */
+    mallopt(M_MMAP_THRESHOLD, 4 * 1024 * 1024);
     /* No evthread_use_pthreads(): each event base belongs to one thread, and the main
      * thread wakes a worker through its pipe (worker_post), so libevent takes no locks. */
     if (listen_tls_init(&d) != 0) return 1;
@@ -179,11 +187,15 @@ static int run(const char *path)
     for (int i = 0; i < started; i++) worker_post(&d.proxy.workers[i], NULL, 1);
     for (int i = 0; i < started; i++) pthread_join(d.threads[i], NULL);
     for (int i = 0; i < d.proxy.nworkers; i++) worker_free(&d.proxy.workers[i]);
+    int64_t left = __atomic_load_n(&d.proxy.mem_used, __ATOMIC_RELAXED);
+    for (int i = 0; i < d.proxy.nworkers; i++) left += d.proxy.workers[i].mem_unpublished;
+    if (left != 0) log_msg(LOG_WARN, "max-memory accounting: %lld bytes still counted at exit", (long long)left);
     for (int i = 0; i < 3; i++)
         if (sigs[i]) event_free(sigs[i]);
     if (d.base) event_base_free(d.base);
-    for (int i = 0; i < 16; i++)
+    for (size_t i = 0; i < d.proxy.nlisten_ssl; i++)
         if (d.proxy.listen_ssl[i]) SSL_CTX_free(d.proxy.listen_ssl[i]);
+    free(d.proxy.listen_ssl);
     free(d.proxy.workers);
     free(d.threads);
     if (d.retired) config_free(d.retired);

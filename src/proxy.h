@@ -100,11 +100,14 @@ struct backend {
     struct pending *fifo;     /* ring buffer of requests in flight, oldest first */
     size_t fifo_head, fifo_count, fifo_cap;
     struct bytebuf out;       /* staged requests: leave together when the connection may write (backend_flush_all) */
-    int dirty;                /* on the worker's list of backends to flush */
+    int dirty;                /* on the worker's list of backends to flush (2: inside backend_flush_all) */
+    int flush_go;             /* backend_flush_all's decision: -1 nothing to write, 0 wait, 1 write, 2 write unless holding */
     size_t unsent;            /* FIFO entries (at its tail) staged but not written yet */
     char *rbuf;               /* received bytes not yet framed */
     size_t rlen, rcap;
     struct resp_scanner scan;
+    int discarding;           /* the reply being framed is dropped as it comes (nobody may keep it) */
+    size_t mem_held;          /* bytes counted in the process total (max-memory) */
     struct event *timer;      /* DOWN: reconnect backoff; CONNECTING: connect + handshake timeout */
     int backoff_ms;
     int warned_down;          /* "unreachable" logged once per outage */
@@ -134,7 +137,8 @@ struct client {
     struct bufferevent *bev;  /* TLS clients only */
     int fd;
     struct event *rev, *wev;  /* plain clients: readable / writable (only while the socket is full) */
-    struct event *cev;        /* plain clients: the peer closed (EV_CLOSED, armed even while paused) */
+    struct event *pev;        /* while reading is paused: the peer's close or reset (on pfd, edge-triggered) */
+    int pfd;                  /* dup of fd for pev (-1 until the first pause) */
     struct bytebuf obuf;      /* plain clients: replies not yet written */
     size_t obuf_off;          /* bytes of obuf already written */
     int out_dirty;            /* on the worker's list of clients to write */
@@ -153,6 +157,9 @@ struct client {
     int closing;              /* close once every queued reply is written */
     int closed;               /* client_close ran; memory freed by client_reap */
     int read_paused;          /* backpressure: EV_READ is off */
+    int mem_paused;           /* paused (also) for max-memory: looked at again by client_memory_tick */
+    int postponed;            /* a frame waits for the next backend flush (arrival order, backend_would_reorder) */
+    size_t mem_held;          /* bytes counted in the process total (max-memory) */
     /* argv scratch for the command being handled */
     const char **argv;
     size_t *argvlen;
@@ -184,7 +191,11 @@ struct worker {
     size_t nfree_requests;
     struct event *reap_ev;
     struct event *flush_ev;             /* end of each loop iteration: staged backend output goes out (or waits, see backend_holds) */
-    struct ptrvec dirty;                /* backends with staged output */
+    struct ptrvec dirty;                /* backends with staged output, in the order they were first staged */
+    struct ptrvec flush_spare;          /* backend_flush_all's second list (kept to reuse its memory) */
+    struct backend *inst_tail[CONFIG_MAX_INSTANCES]; /* the last backend of each instance on the dirty list */
+    int postponing[CONFIG_MAX_INSTANCES]; /* a request for the instance waits for the next flush */
+    struct ptrvec postponed;            /* clients whose frame waits for the next flush, in arrival order */
     struct ptrvec dirty_clients;        /* plain clients with replies to write */
     char scratch[65536];                /* plain clients are read into this, one at a time */
     struct evconnlistener **listeners;
@@ -197,6 +208,9 @@ struct worker {
     struct event *control_ev;           /* woken by the main thread: reload, shutdown */
     int control_pipe[2];                /* the main thread writes a byte to wake the loop */
     struct event *drain_timer;
+    struct event *mem_timer;            /* while clients are paused for max-memory (client_memory_tick) */
+    int64_t mem_over_since_ms;          /* max-memory: over it since (0: not over at the last tick) */
+    int64_t mem_unpublished;            /* max-memory: this worker's change not yet in proxy->mem_used */
     int stopping;
     struct stats stats;
     struct proxy *proxy;
@@ -210,8 +224,38 @@ struct proxy {
     int clients_now;                    /* atomic: connected clients, all workers */
     uint64_t next_client_id;            /* atomic */
     int reload_acks;                    /* atomic: workers yet to take the new config */
-    SSL_CTX *listen_ssl[16];            /* per TLS listen entry, NULL for plain */
+    int64_t mem_used;                   /* atomic: buffered request and reply bytes, all workers (max-memory) */
+    SSL_CTX **listen_ssl;               /* one per listen entry (cfg->nlistens), NULL for plain */
+    size_t nlisten_ssl;
 };
+
+/* A worker adds its changes to the process total once they reach this (either way):
+ * the total is exact to nworkers x this, and small replies cost no atomic operation. */
+#define MEM_PUBLISH_BYTES (64 * 1024)
+
+/* max-memory: w's buffers hold `delta` bytes more (or fewer); the process total follows. */
+static inline void mem_add(struct worker *w, int64_t delta)
+{
+    w->mem_unpublished += delta;
+    if (w->mem_unpublished > MEM_PUBLISH_BYTES || w->mem_unpublished < -MEM_PUBLISH_BYTES) {
+        __atomic_add_fetch(&w->proxy->mem_used, w->mem_unpublished, __ATOMIC_RELAXED);
+        w->mem_unpublished = 0;
+    }
+}
+
+/* max-memory: a buffer that held *held bytes now holds `now`. */
+static inline void mem_set(struct worker *w, size_t *held, size_t now)
+{
+    if (now == *held) return;
+    mem_add(w, (int64_t)now - (int64_t)*held);
+    *held = now;
+}
+
+/* Is the process over max-memory (when one is set)? */
+static inline int mem_over(const struct worker *w)
+{
+    return w->cfg->max_memory > 0 && __atomic_load_n(&w->proxy->mem_used, __ATOMIC_RELAXED) > w->cfg->max_memory;
+}
 
 /* The reply (without '-' and CRLF) for requests whose instance is down. */
 #define UNAVAILABLE_FMT "UNAVAILABLE instance '%s' is unreachable"
@@ -230,11 +274,25 @@ void request_pool_free(struct worker *w);
 /* Free the clients closed since the last reap (runs from an event, outside their callbacks). */
 void client_reap(struct worker *w);
 
+/* max-memory timer of w: resumes the clients paused for memory once under it; when it
+ * stays over, closes the client whose unfinished requests hold the most bytes. */
+void client_memory_tick(evutil_socket_t fd, short what, void *arg);
+
+/* The bytes of c's replies the backend is sending now reach `partial`: when they and
+ * what c has queued pass client-output-hard-limit, c is closed. 1 when it was. */
+int client_output_over(struct client *c, size_t partial);
+
 /* Write the queued replies of every plain client of w (the flush event, after the backends). */
 void client_write_all(struct worker *w);
 
 /* Reply bytes queued for c and not yet written. */
 size_t client_out_pending(const struct client *c);
+
+/* c's frame for `instance` waits: parse it again after the next backend flush. */
+void client_postpone(struct client *c, int instance);
+
+/* After a backend flush: the postponed clients of w parse their frames again, in order. */
+void client_wake_postponed(struct worker *w);
 
 /* Write every complete reply at the head of c's queue; closes c if it is closing and done. */
 void client_flush(struct client *c);
@@ -280,9 +338,20 @@ struct bytebuf *backend_stage(struct backend *b);
 void stage_add(struct bytebuf *out, const void *data, size_t n);
 void stage_add_bulk(struct bytebuf *out, const void *data, size_t n);
 
-/* Write the staged output of every backend of w that may write now; a shared connection
- * with an unanswered batch keeps its output until the replies come (the flush event's callback). */
+/* Write the staged output of every backend of w that may write now, in the order the
+ * requests arrived; a shared connection with an unanswered batch keeps its output until
+ * the replies come, unless a later request for the same instance goes now (the flush
+ * event's callback). */
 void backend_flush_all(struct worker *w);
+
+/*
+ * Would staging a request for `instance` on b (NULL: a connection not listed) now let it
+ * overtake one that arrived earlier? True when b already holds staged requests and
+ * another connection of the instance was staged after them (they leave as one write),
+ * or when a request for the instance already waits for the flush. The caller then
+ * postpones the request until the next backend_flush_all (client_postpone).
+ */
+int backend_would_reorder(const struct worker *w, int instance, const struct backend *b);
 
 /* Queue bytes on b and expect one reply of `kind` for req. The caller wrote the bytes. */
 void backend_expect(struct backend *b, struct request *req, enum pending_kind kind);

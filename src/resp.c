@@ -407,8 +407,9 @@ enum resp_status resp_parse_request(struct resp_parser *p, const char *buf, size
  *   bulk types  $                (RESP3: ! =)             "$L\r\n" + L bytes + "\r\n", $-1 null
  *   aggregates  *                (RESP3: ~ > and % x2)    "*N\r\n" + N replies, *-1 null
  *
- * s->remaining[d] counts the elements still expected by the aggregate open at depth d;
- * when an element ends, the counts unwind until one is still non-zero or depth is 0.
+ * s->pending counts the elements still expected: 1 for the reply itself, and each
+ * aggregate header adds its N (its own slot is used up). The reply is complete when it
+ * reaches 0, however deep the nesting: no stack, no recursion.
  * ------------------------------------------------------------------------------------------- */
 
 void resp_scanner_reset(struct resp_scanner *s)
@@ -440,15 +441,10 @@ static int scan_line(struct resp_scanner *s, const char *buf, size_t len, size_t
     return 0;
 }
 
-/* One element ended: unwind the aggregates it completes. 1 when the whole reply is done. */
+/* One element ended. 1 when the whole reply is done. */
 static int scan_element_done(struct resp_scanner *s)
 {
-    while (s->depth > 0) {
-        if (--s->remaining[s->depth - 1] > 0)
-            return 0;
-        s->depth--;
-    }
-    return 1;
+    return --s->pending <= 0;
 }
 
 /* Reset for the next reply, keeping `first` for the caller. */
@@ -468,10 +464,13 @@ long long resp_scan_reply(struct resp_scanner *s, const char *buf, size_t len)
     char type;
     int opened;
 
-    if (s->pos == 0) {
-        s->bulk_left = -1; /* a zeroed scanner works too: no payload can precede a header */
-        if (len > 0)
-            s->first = buf[0];
+    if (s->pending == 0) { /* a new reply (a zeroed scanner works too) */
+        if (len == 0)
+            return 0;
+        s->pos = s->scan = 0;
+        s->bulk_left = -1;
+        s->pending = 1;
+        s->first = buf[0];
     }
     if (len < s->pos)
         return scan_finish(s, -1);
@@ -517,9 +516,10 @@ long long resp_scan_reply(struct resp_scanner *s, const char *buf, size_t len)
             if (type == '%' && n > 0)
                 n *= 2;
             if (n > 0) {
-                if (s->depth >= RESP_SCAN_MAX_DEPTH)
+                /* its own slot becomes its n elements */
+                if (n - 1 > LLONG_MAX - s->pending)
                     return scan_finish(s, -1);
-                s->remaining[s->depth++] = n;
+                s->pending += n - 1;
                 opened = 1;
             }
             break;
@@ -532,6 +532,24 @@ long long resp_scan_reply(struct resp_scanner *s, const char *buf, size_t len)
         if (scan_element_done(s))
             return scan_finish(s, (long long)s->pos);
     }
+}
+
+size_t resp_scan_discard(struct resp_scanner *s, size_t len)
+{
+    if (s->pending == 0 || len < s->pos)
+        return 0;
+    if (s->bulk_left > 2) {
+        /* inside a payload: what has come of it can go too, but for its final CRLF */
+        size_t have = len - s->pos, take = (size_t)s->bulk_left - 2;
+        if (have < take)
+            take = have;
+        s->pos += take;
+        s->bulk_left -= (long long)take;
+    }
+    size_t drop = s->pos;
+    s->scan = s->scan > drop ? s->scan - drop : 0;
+    s->pos = 0;
+    return drop;
 }
 
 const char *resp_array_first(const char *reply, size_t len, long long *count)

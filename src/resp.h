@@ -92,14 +92,13 @@ static inline const char *resp_arg_ptr(const struct resp_parser *p, const char *
 
 /*
  * Reply framer: finds where one complete RESP2 reply ends without building it.
- * Resumable like the request parser (nested arrays keep a depth stack).
+ * Resumable like the request parser. Nesting costs no memory: one counter holds the
+ * elements still expected across every open aggregate, so any legal depth frames.
  */
-#define RESP_SCAN_MAX_DEPTH 64
 struct resp_scanner {
     size_t pos;                                /* bytes of the reply already examined */
     size_t scan;                               /* where the search for the current CRLF resumes */
-    int depth;                                 /* open aggregates */
-    long long remaining[RESP_SCAN_MAX_DEPTH];  /* elements still expected at each depth */
+    long long pending;                         /* elements still expected (the reply itself at first) */
     long long bulk_left;                       /* >= 0 while inside a bulk payload (+CRLF) */
     char first;                                /* first byte of the reply: + - : $ * (kept
                                                   after completion until the next reply) */
@@ -114,6 +113,14 @@ void resp_scanner_reset(struct resp_scanner *s);
  * reset for the next one.
  */
 long long resp_scan_reply(struct resp_scanner *s, const char *buf, size_t len);
+
+/*
+ * For a reply too large to keep: the bytes at the start of buf (len bytes available, as
+ * passed to resp_scan_reply) the scanner no longer needs, payload bytes included. The
+ * caller drops them and passes what follows as buf from then on; the reply's length
+ * returned at its end then counts from the new start. 0 when no reply is being scanned.
+ */
+size_t resp_scan_discard(struct resp_scanner *s, size_t len);
 
 /*
  * For a complete array reply: its element count in *count (-1 for a nil array) and a

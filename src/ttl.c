@@ -2,6 +2,7 @@
 #include "ttl.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,25 @@ static int string_options(const struct policy_request *r, int is_set, size_t *ex
     return flags;
 }
 
+/*
+ * 1 when Redis refuses this TTL value with "invalid expire time" (and changes nothing):
+ *   EXPIRE family (expireGenericCommand): seconds outside LLONG_MIN/1000..LLONG_MAX/1000,
+ *     or the absolute time past LLONG_MAX (relative forms add now);
+ *   SET/GETEX/SETEX/PSETEX (getExpireMillisecondsOrReply): a value <= 0, seconds past
+ *     LLONG_MAX/1000, or a relative time that overflows when now is added.
+ */
+static int redis_refuses_expire(enum cmd_id cid, long long v, int64_t scale, int absolute, int64_t now_ms)
+{
+    int expire_family = cid == CID_EXPIRE || cid == CID_PEXPIRE || cid == CID_EXPIREAT || cid == CID_PEXPIREAT;
+    if (expire_family) {
+        if (scale == 1000 && (v > LLONG_MAX / 1000 || v < LLONG_MIN / 1000)) return 1;
+        long long when = v * scale, base = absolute ? 0 : now_ms;
+        return when > LLONG_MAX - base;
+    }
+    if (v <= 0 || (scale == 1000 && v > LLONG_MAX / 1000)) return 1;
+    return !absolute && v * scale > LLONG_MAX - now_ms;
+}
+
 int ttl_client_ttl(const struct policy_request *r, int64_t now_ms, struct client_ttl *out)
 {
     enum cmd_id cid = cmdclass_id(r->cmd);
@@ -119,8 +139,8 @@ int ttl_client_ttl(const struct policy_request *r, int64_t now_ms, struct client
     } else {
         return 0;
     }
-    if (policy_arg_ll(r, arg, &v) != 0) {
-        out->kind = CLIENT_TTL_INVALID; /* Redis: value is not an integer or out of range */
+    if (policy_arg_ll(r, arg, &v) != 0 || redis_refuses_expire(cid, v, scale, absolute, now_ms)) {
+        out->kind = CLIENT_TTL_INVALID; /* Redis answers its own error and changes nothing */
         return 0;
     }
     out->kind = CLIENT_TTL_SET;
@@ -137,11 +157,16 @@ static int sets_own_ttl(const struct policy_request *r, const struct client_ttl 
     return cid == CID_EXPIRE || cid == CID_PEXPIRE || cid == CID_EXPIREAT || cid == CID_PEXPIREAT;
 }
 
+static int is_script(enum cmd_id cid)
+{
+    return cid == CID_EVAL || cid == CID_EVALSHA || cid == CID_FCALL;
+}
+
 /* Scripts and functions write the keys they declare, although Redis flags them no `write`. */
 static int writes_keys(const struct command_def *cmd)
 {
     enum cmd_id cid = cmdclass_id(cmd);
-    return (cmd->flags & CMD_WRITE) || cid == CID_EVAL || cid == CID_EVALSHA || cid == CID_FCALL;
+    return (cmd->flags & CMD_WRITE) || is_script(cid);
 }
 
 /* Commands whose destination (argv[2]) takes over the source key's TTL. */
@@ -223,8 +248,9 @@ int ttl_decide(const struct policy_request *r, const struct key_ref *keys,
         else if (writes) mode = TTL_FIX_NX;        /* a write never extends an existing TTL */
         else continue;
         if (ttl_add_fix(&p->ttl, 2 * (size_t)nkeys, (uint32_t)keys[i].index, mode, e->ttl_ms) != 0) return -1;
-        /* RENAME/COPY move the source's TTL along: cut it to the destination's max-ttl */
-        if (carries_ttl(cid) && e->max_ttl_ms > 0 && keys[i].index == 2 &&
+        /* RENAME/COPY move the source's TTL along, and a script may set any TTL itself:
+         * cut it to the key's max-ttl */
+        if (((carries_ttl(cid) && keys[i].index == 2) || is_script(cid)) && e->max_ttl_ms > 0 &&
             ttl_add_fix(&p->ttl, 2 * (size_t)nkeys, (uint32_t)keys[i].index, TTL_FIX_CAP, e->max_ttl_ms) != 0)
             return -1;
     }

@@ -313,7 +313,8 @@ void ptrvec_remove(struct ptrvec *v, const void *item)
 {
     for (size_t i = 0; i < v->n; i++) {
         if (v->items[i] != item) continue;
-        v->items[i] = v->items[--v->n];
+        memmove(&v->items[i], &v->items[i + 1], (v->n - i - 1) * sizeof(*v->items));
+        v->n--;
         return;
     }
 }

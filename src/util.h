@@ -101,7 +101,7 @@ struct ptrvec {
 /* Append item; 0, or -1 when out of memory. */
 int ptrvec_push(struct ptrvec *v, void *item) KG_MUST_CHECK;
 
-/* Remove item if present (the last element takes its place: order is not kept). */
+/* Remove item if present; the others keep their order. */
 void ptrvec_remove(struct ptrvec *v, const void *item);
 
 /* Write the decimal digits of v into buf (at least 21 bytes); returns their count. No NUL. */

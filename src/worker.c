@@ -203,9 +203,10 @@ int worker_init(struct worker *w, struct proxy *p, int id, const struct config *
     w->reap_ev = event_new(w->base, -1, 0, reap_cb, w);
     w->flush_ev = event_new(w->base, -1, 0, flush_cb, w);
     w->drain_timer = evtimer_new(w->base, drain_cb, w);
+    w->mem_timer = evtimer_new(w->base, client_memory_tick, w);
     w->listeners = calloc(cfg->nlistens ? cfg->nlistens : 1, sizeof(*w->listeners));
     w->listen_ctxs = calloc(cfg->nlistens ? cfg->nlistens : 1, sizeof(void *));
-    if (!w->control_ev || !w->reap_ev || !w->flush_ev || !w->drain_timer || !w->listeners || !w->listen_ctxs) return -1;
+    if (!w->control_ev || !w->reap_ev || !w->flush_ev || !w->drain_timer || !w->mem_timer || !w->listeners || !w->listen_ctxs) return -1;
     for (size_t i = 0; i < cfg->nlistens; i++) {
         const struct listen_addr *la = &cfg->listens[i];
         if (la->unix_path && id != 0) continue;
@@ -235,8 +236,11 @@ void worker_free(struct worker *w)
     if (w->reap_ev) event_free(w->reap_ev);
     if (w->flush_ev) event_free(w->flush_ev);
     free(w->dirty.items);
+    free(w->flush_spare.items);
+    free(w->postponed.items);
     free(w->dirty_clients.items);
     if (w->drain_timer) event_free(w->drain_timer);
+    if (w->mem_timer) event_free(w->mem_timer);
     free(w->listeners);
     for (size_t i = 0; w->listen_ctxs && i < w->nlisten_ctxs; i++) free(w->listen_ctxs[i]);
     free(w->listen_ctxs);

@@ -1,8 +1,9 @@
-/* harness.c: starts real TLS redis-servers (durable, cache) and keygate on free loopback ports for integration tests, plus the Check helpers they share. */
+/* harness.c: starts real TLS redis-servers (durable, cache) and keygate on free loopback ports for integration tests, plus the Check helpers they share and the registry post-condition. */
 #include "harness.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <ftw.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -17,6 +18,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "registry.h"
 
 #define START_TIMEOUT_MS 10000
 #define STOP_TIMEOUT_MS 5000
@@ -551,10 +554,28 @@ char *harness_keygate_log(struct harness *h) {
 
 /* ---- shared test helpers (Check) ---- */
 
+/* Check runs unchecked teardowns under a setjmp whose failure it never reports (and which
+ * skips the rest of the teardown): harness_check_registry must not assert there. These
+ * markers, fixtures of every harness_tcase, tell it where it runs. */
+static int g_in_teardown;
+static int g_postcondition_failures; /* teardown checks that failed: added by harness_run */
+
+static void phase_tests(void) {
+    g_in_teardown = 0;
+}
+
+static void phase_teardown(void) {
+    g_in_teardown = 1;
+}
+
 TCase *harness_tcase(Suite *s, const char *name, int timeout_s, void (*setup)(void), void (*teardown)(void)) {
     TCase *tc = tcase_create(name);
     if (timeout_s > 0) tcase_set_timeout(tc, timeout_s);
+    /* setups run in the order added, teardowns in reverse: phase_tests before setup,
+     * phase_teardown before teardown */
+    tcase_add_unchecked_fixture(tc, phase_tests, NULL);
     tcase_add_unchecked_fixture(tc, setup, teardown);
+    tcase_add_unchecked_fixture(tc, NULL, phase_teardown);
     suite_add_tcase(s, tc);
     return tc;
 }
@@ -565,7 +586,200 @@ int harness_run(Suite *s) {
     srunner_run_all(sr, CK_ENV);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    return failed;
+    if (g_postcondition_failures)
+        fprintf(stderr, "harness: %d post-condition check(s) in a teardown FAILED (see POST-CONDITION above)\n",
+                g_postcondition_failures);
+    return failed + g_postcondition_failures;
+}
+
+/* ---- post-condition: nothing on the backends breaks the registry ---- */
+
+#define MAX_PLANTED 16
+
+struct scan_report {
+    char *buf;
+    size_t len, used;
+    int bad, max_keys;         /* keys that break the registry; how many to list */
+    const char *const *planted;
+    int skipped[MAX_PLANTED];  /* keys skipped per planted pattern */
+    char first_skip[MAX_PLANTED][400];
+};
+
+static void report_add(struct scan_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report_add(struct scan_report *r, const char *fmt, ...) {
+    if (r->used + 1 >= r->len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(r->buf + r->used, r->len - r->used, fmt, ap);
+    va_end(ap);
+    if (n > 0) r->used = (size_t)n < r->len - r->used ? r->used + (size_t)n : r->len - 1;
+}
+
+/* key[0..len) printable into out (at most 120 key bytes; "\xHH" for the others). */
+static void key_text(const char *key, size_t len, char *out, size_t size) {
+    size_t o = 0;
+    for (size_t i = 0; i < len && i < 120 && o + 5 < size; i++) {
+        unsigned char ch = (unsigned char)key[i];
+        if (ch > 0x20 && ch < 0x7f && ch != '\\') out[o++] = (char)ch;
+        else o += (size_t)snprintf(out + o, size - o, "\\x%02x", ch);
+    }
+    if (len > 120 && o + 4 < size) o += (size_t)snprintf(out + o, size - o, "...");
+    out[o] = '\0';
+}
+
+/* The index of the first planted pattern key[0..len) matches (fnmatch), or -1. */
+static int planted_index(const struct scan_report *r, const char *key, size_t len) {
+    if (memchr(key, '\0', len) != NULL) return -1; /* a NUL would hide the rest of the key from fnmatch */
+    for (int i = 0; r->planted != NULL && r->planted[i] != NULL && i < MAX_PLANTED; i++)
+        if (fnmatch(r->planted[i], key, 0) == 0) return i;
+    return -1;
+}
+
+/* Check one key of backend `inst`, database db, with its PTTL (ms; -1 none, -2 gone). */
+static void check_key(struct scan_report *r, const struct registry *reg, const char *const *names, int inst, int db,
+                      const char *key, size_t len, long long pttl) {
+    if (pttl == -2) return; /* expired or deleted since SCAN */
+    char why[512];
+    struct scan_report w = {.buf = why, .len = sizeof why};
+    why[0] = '\0';
+    if (db != 0) report_add(&w, "in db %d (keygate serves db 0 only)", db);
+    const struct namespace_entry *e = registry_lookup(reg, NS_KEY, key, len);
+    if (e == NULL) {
+        report_add(&w, "%smatches no namespace", w.used ? "; " : "");
+    } else {
+        if (e->instance != inst)
+            report_add(&w, "%snamespace '%s' lives on %s", w.used ? "; " : "", e->prefix, names[e->instance]);
+        if (e->ttl_ms > 0 && pttl <= 0)
+            report_add(&w, "%sno TTL (namespace '%s' has ttl=%lldms)", w.used ? "; " : "", e->prefix,
+                       (long long)e->ttl_ms);
+        if (e->max_ttl_ms > 0 && pttl > e->max_ttl_ms)
+            report_add(&w, "%sTTL %lldms above max-ttl=%lldms of '%s'", w.used ? "; " : "", pttl,
+                       (long long)e->max_ttl_ms, e->prefix);
+    }
+    if (w.used == 0) return;
+    char text[600];
+    key_text(key, len, text, sizeof text);
+    int p = planted_index(r, key, len);
+    if (p >= 0) {
+        if (r->skipped[p]++ == 0)
+            snprintf(r->first_skip[p], sizeof r->first_skip[p], "%s db%d %.200s: %.150s", names[inst], db, text, why);
+        return;
+    }
+    if (r->bad++ < r->max_keys) report_add(r, "  %s db%d %s: %s\n", names[inst], db, text, why);
+}
+
+/* SCAN the selected database of c; PTTL each batch in one pipeline. 0, or -1 (report says why). */
+static int scan_db(struct scan_report *r, redisContext *c, const struct registry *reg, const char *const *names,
+                   int inst, int db) {
+    char cursor[32] = "0";
+    do {
+        redisReply *s = redisCommand(c, "SCAN %s COUNT 1000", cursor);
+        if (s == NULL || s->type != REDIS_REPLY_ARRAY || s->elements != 2 ||
+            s->element[0]->type != REDIS_REPLY_STRING || s->element[0]->len >= sizeof cursor ||
+            s->element[1]->type != REDIS_REPLY_ARRAY) {
+            report_add(r, "%s db%d: SCAN failed: %s\n", names[inst], db, s != NULL ? describe(s) : c->errstr);
+            freeReplyObject(s);
+            return -1;
+        }
+        memcpy(cursor, s->element[0]->str, s->element[0]->len + 1);
+        const redisReply *keys = s->element[1];
+        for (size_t i = 0; i < keys->elements; i++)
+            redisAppendCommand(c, "PTTL %b", keys->element[i]->str, keys->element[i]->len);
+        int rc = 0;
+        for (size_t i = 0; i < keys->elements; i++) {
+            redisReply *t = NULL;
+            if (redisGetReply(c, (void **)&t) != REDIS_OK || t == NULL || t->type != REDIS_REPLY_INTEGER) {
+                report_add(r, "%s db%d: PTTL failed: %s\n", names[inst], db, t != NULL ? describe(t) : c->errstr);
+                freeReplyObject(t);
+                rc = -1;
+                if (t == NULL) break; /* the connection is gone */
+                continue;
+            }
+            if (rc == 0)
+                check_key(r, reg, names, inst, db, keys->element[i]->str, keys->element[i]->len, t->integer);
+            freeReplyObject(t);
+        }
+        freeReplyObject(s);
+        if (rc != 0) return -1;
+    } while (strcmp(cursor, "0") != 0);
+    return 0;
+}
+
+/* Every database of backend inst. 0, or -1 (report says why). */
+static int scan_backend(struct scan_report *r, struct harness *h, const struct registry *reg,
+                        const char *const *names, int inst) {
+    redisContext *c = harness_direct(h, names[inst]);
+    if (c == NULL) {
+        report_add(r, "%s: cannot connect to its plain port %d\n", names[inst], h->backends[inst].plain_port);
+        return -1;
+    }
+    redisReply *d = redisCommand(c, "CONFIG GET databases");
+    long long ndb = d != NULL && d->type == REDIS_REPLY_ARRAY && d->elements == 2 &&
+                            d->element[1]->type == REDIS_REPLY_STRING
+                        ? atoll(d->element[1]->str)
+                        : 0;
+    int rc = 0;
+    if (ndb <= 0) {
+        report_add(r, "%s: CONFIG GET databases: %s\n", names[inst], d != NULL ? describe(d) : c->errstr);
+        rc = -1;
+    }
+    freeReplyObject(d);
+    for (long long db = 0; db < ndb && rc == 0; db++) {
+        redisReply *sel = redisCommand(c, "SELECT %lld", db);
+        if (sel == NULL || sel->type != REDIS_REPLY_STATUS) {
+            report_add(r, "%s: SELECT %lld: %s\n", names[inst], db, sel != NULL ? describe(sel) : c->errstr);
+            rc = -1;
+        }
+        freeReplyObject(sel);
+        if (rc == 0) rc = scan_db(r, c, reg, names, inst, (int)db);
+    }
+    redisFree(c);
+    return rc;
+}
+
+int harness_registry_violations(struct harness *h, const char *const *planted, int max_keys, char *report,
+                                size_t len) {
+    struct scan_report r = {.buf = report, .len = len, .planted = planted, .max_keys = max_keys};
+    if (len > 0) report[0] = '\0';
+    const char *names[2] = {h->backends[0].name, h->backends[1].name};
+    struct diag errs = {0};
+    struct registry *reg = registry_load(h->registry_file, names, 2, &errs);
+    if (reg == NULL) {
+        report_add(&r, "cannot load the registry %s:\n", h->registry_file);
+        for (size_t i = 0; i < errs.count; i++) report_add(&r, "  %s\n", errs.lines[i]);
+        diag_free(&errs);
+        return -1;
+    }
+    diag_free(&errs);
+    int rc = 0;
+    for (int i = 0; i < 2; i++)
+        if (scan_backend(&r, h, reg, names, i) != 0) rc = -1;
+    registry_free(reg);
+    for (int i = 0; planted != NULL && planted[i] != NULL && i < MAX_PLANTED; i++)
+        fprintf(stderr, "harness_check_registry: SKIPPED %d key(s) planted on purpose matching '%s'%s%s\n",
+                r.skipped[i], planted[i], r.skipped[i] ? ", e.g. " : "", r.first_skip[i]);
+    if (rc != 0) return -1;
+    if (r.bad > max_keys) report_add(&r, "  ... and %d more\n", r.bad - max_keys);
+    return r.bad;
+}
+
+void harness_check_registry_except(struct harness *h, const char *const *planted) {
+    size_t n_planted = 0;
+    while (planted != NULL && planted[n_planted] != NULL) n_planted++;
+    char report[6144];
+    int n = n_planted > MAX_PLANTED
+                ? -1
+                : harness_registry_violations(h, planted, HARNESS_REPORT_KEYS, report, sizeof report);
+    if (n == 0) return;
+    if (n_planted > MAX_PLANTED) snprintf(report, sizeof report, "more than %d planted patterns\n", MAX_PLANTED);
+    const char *what = n < 0 ? "could not run" : "keys that break the registry";
+    if (!g_in_teardown) ck_abort_msg("harness_check_registry: %s (%d):\n%s", what, n, report);
+    g_postcondition_failures++;
+    fprintf(stderr, "POST-CONDITION FAILED in the teardown: harness_check_registry: %s (%d):\n%s", what, n, report);
+}
+
+void harness_check_registry(struct harness *h) {
+    harness_check_registry_except(h, NULL);
 }
 
 redisContext *harness_must_client(struct harness *h) {

@@ -1,4 +1,4 @@
-/* harness.h: starts real TLS redis-servers (durable, cache) and keygate on free loopback ports for integration tests, plus the Check helpers they share. */
+/* harness.h: starts real TLS redis-servers (durable, cache) and keygate on free loopback ports for integration tests, plus the Check helpers they share and the registry post-condition. */
 #ifndef KEYGATE_HARNESS_H
 #define KEYGATE_HARNESS_H
 
@@ -14,7 +14,7 @@
  *
  *   static struct harness h;
  *   static void setup(void) { ck_assert_msg(harness_start(&h, NULL) == 0, "%s", h.error); }
- *   static void teardown(void) { harness_stop(&h); }
+ *   static void teardown(void) { harness_check_registry(&h); harness_stop(&h); }
  *   ...
  *   int main(void) {
  *       Suite *s = suite_create("name");
@@ -169,6 +169,40 @@ void expect_error_at(int line, redisReply *r, const char *prefix, const char *wh
 /* r is an array of n elements, each matching its word in order: "nil", "+status",
  * ":int", "-error prefix", anything else a bulk string. */
 void expect_array_at(int line, redisReply *r, const char *what, int n, ...);
+
+/* ---- post-condition: nothing on the backends breaks the registry ----
+ *
+ * SCAN every database (CONFIG GET databases) of both backends directly (plain port, not
+ * through keygate) and check every key against the registry keygate runs with (the
+ * harness's registry file, parsed with src/registry.h): it matches a namespace, lives on
+ * that namespace's instance, sits in db 0, and its PTTL is in (0, max-ttl] where the
+ * namespace has ttl=D (above max-ttl is refused also for ttl=none with a max-ttl). A key
+ * gone between SCAN and PTTL is skipped. */
+
+/* The keys that break the registry, as up to max_keys lines "  BACKEND dbN KEY: REASON"
+ * (key escaped: bytes 0x21..0x7e other than '\\' as they are, others "\xHH"; cut after 120
+ * bytes) in report[0..len), then a line saying how many more.
+ * Breaking keys matching a pattern of planted (fnmatch(3) globs, NULL-terminated, at most
+ * 16, may be NULL) are not counted but skipped, and for each pattern a line on stderr
+ * says how many it skipped and names the first. Returns how many keys break it (0:
+ * none), or -1 when the check could not run (registry unreadable, backend unreachable,
+ * SCAN failed: report says why). No Check assertion: safe anywhere. */
+#define HARNESS_REPORT_KEYS 20
+int harness_registry_violations(struct harness *h, const char *const *planted, int max_keys, char *report,
+                                size_t len);
+
+/* The assertion: harness_registry_violations finds nothing. In a test it fails the test
+ * with the report (the first HARNESS_REPORT_KEYS keys). In a suite's teardown (the fixture
+ * of harness_tcase), where a Check failure would be lost, it prints the report on stderr
+ * as "POST-CONDITION FAILED" and makes harness_run count one more failure, so the suite
+ * exits non-zero. Call it first in the teardown, before harness_stop. */
+void harness_check_registry(struct harness *h);
+
+/* harness_check_registry skipping the breaking keys that match a glob of planted
+ * (NULL-terminated, at most 16): only for keys a suite writes directly on a backend on
+ * purpose, with patterns as narrow as those keys; every pattern's skips are printed on
+ * stderr (count and first key), never silent. */
+void harness_check_registry_except(struct harness *h, const char *const *planted);
 
 #define expect_status(r, want, what) expect_status_at(__LINE__, r, want, what)
 #define expect_bulk(r, want, what) expect_bulk_at(__LINE__, r, want, what)

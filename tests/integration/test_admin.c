@@ -26,6 +26,7 @@ static void setup(void) {
 }
 
 static void teardown(void) {
+    harness_check_registry(&h); /* post-condition: no key on the backends breaks the registry */
     harness_stop(&h);
 }
 

@@ -181,6 +181,51 @@ START_TEST(test_each_rule_is_reported_exit_1) {
 }
 END_TEST
 
+/* issue 10 item 2: `COPY q:a q:b "DB\0" 1` through keygate left q:b in db 1 and the audit, reading db 0
+ * only, said 0 violations. The keys are planted directly (the bypass itself is fixed in keygate). */
+START_TEST(test_issue10_item2_audit_reports_keys_outside_db0) {
+    flush_both();
+    redisContext *d = direct("durable"), *c = direct("cache");
+    direct_ok(d, "SET q:a payload");
+    direct_ok(d, "COPY q:a q:b DB 1");                    /* what the bypass did */
+    direct_ok(d, "DEL q:a");                              /* db 0 of durable empty: INFO omits it */
+    direct_ok(d, "SELECT 1");
+    direct_ok(d, "SET cache:on-durable-db1 v EX 100");    /* outside db 0 and wrong instance */
+    direct_ok(c, "SET cache:clean v EX 3600");            /* db 0, fine */
+    direct_ok(c, "SET nope:db0 x");                       /* db 0: no "(db" suffix */
+    direct_ok(c, "SELECT 5");
+    direct_ok(c, "SET nope:db5 x");                       /* outside db 0 and no namespace */
+    direct_ok(c, "SET cache:db5:nottl v");                /* outside db 0 and missing TTL */
+    direct_ok(c, "SET cache:db5:ok v EX 100");            /* outside db 0 only */
+    redisFree(d);
+    redisFree(c);
+
+    char *out;
+    int rc = run_audit("", &out);
+    ck_assert_msg(rc == 1, "exit %d:\n%.3000s", rc, out);
+    expect_line(out, "durable q:b outside db 0: keygate serves db 0 only (db 1)");
+    expect_line(out, "durable cache:on-durable-db1 outside db 0: keygate serves db 0 only (db 1)");
+    expect_line(out, "durable cache:on-durable-db1 wrong instance: namespace 'cache:' lives on 'cache' (db 1)");
+    expect_line(out, "cache nope:db0 no namespace");
+    expect_line(out, "cache nope:db5 outside db 0: keygate serves db 0 only (db 5)");
+    expect_line(out, "cache nope:db5 no namespace (db 5)");
+    expect_line(out, "cache cache:db5:nottl outside db 0: keygate serves db 0 only (db 5)");
+    expect_line(out, "cache cache:db5:nottl missing TTL: namespace 'cache:' requires ttl=1h (db 5)");
+    expect_line(out, "cache cache:db5:ok outside db 0: keygate serves db 0 only (db 5)");
+    expect_line(out, "audit: durable 2 keys, cache 5 keys; 9 violations (no namespace 2, wrong instance 1, "
+                     "missing TTL 1, outside db 0 5)");
+    ck_assert_msg(strstr(out, "cache:clean") == NULL, "a good key reported:\n%.3000s", out);
+    ck_assert_int_eq(count_lines(out), 10);
+    free(out);
+
+    /* every database empty again: clean, exit 0 */
+    flush_both();
+    rc = run_audit("", &out);
+    ck_assert_msg(rc == 0, "exit %d:\n%.3000s", rc, out);
+    free(out);
+}
+END_TEST
+
 START_TEST(test_bad_arguments_exit_2) {
     char *out;
     ck_assert_int_eq(run_audit("--limit x", &out), 2);
@@ -247,6 +292,7 @@ int main(void) {
     TCase *tc = harness_tcase(s, "audit", 120, setup, teardown);
     tcase_add_test(tc, test_clean_backends_exit_0);
     tcase_add_test(tc, test_each_rule_is_reported_exit_1);
+    tcase_add_test(tc, test_issue10_item2_audit_reports_keys_outside_db0);
     tcase_add_test(tc, test_bad_arguments_exit_2);
     tcase_add_test(tc, test_tls_server_name_is_verified_exit_2);
     tcase_add_test(tc, test_unreachable_instance_exit_2_and_other_audited);

@@ -64,6 +64,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+    harness_check_registry(&h);
     harness_stop(&h);
     free(registry_text);
     registry_text = NULL;
@@ -200,6 +201,11 @@ START_TEST(test_issue10_item5_eval_keys_get_ttl)
     expect_status(cmd(c, "EVAL %s 1 %s", "return redis.call('SET',KEYS[1],'1')", "cache:e5:a"), "OK", "EVAL SET");
     long long pttl = harness_direct_int(&h, "cache", "PTTL cache:e5:a");
     ck_assert_msg(pttl > 0 && pttl <= 3600000, "a key written by a script: PTTL %lld", pttl);
+    /* a script that sets a TTL above max-ttl itself: cut to max-ttl (cache: 7d) */
+    expect_status(cmd(c, "EVAL %s 1 %s", "return redis.call('SET',KEYS[1],'1','EX','99999999')", "cache:e5:long"),
+                  "OK", "EVAL SET EX 99999999");
+    pttl = harness_direct_int(&h, "cache", "PTTL cache:e5:long");
+    ck_assert_msg(pttl > 0 && pttl <= 7LL * 86400000, "a script's own TTL above max-ttl: PTTL %lld", pttl);
     redisFree(c);
     c = login("root", ROOT_PW);
     expect_int(cmd(c, "EVAL %s 1 %s", "return redis.call('HSET',KEYS[1],'f','v')", "cache:mattermost:listener:e5"), 1,
@@ -443,7 +449,11 @@ START_TEST(test_issue10_item18_key_argument_errors_are_redis_texts)
         "ZUNIONSTORE cache:e18:d 0 cache:e18:a", "ZUNIONSTORE cache:e18:d 5 cache:e18:a", "EVAL x -1",
         "EVAL x 3 cache:e18:a",       "SINTERCARD 0 cache:e18:a",           "ZMPOP 01 MIN cache:e18:a",
         "GEORADIUS cache:e18:g 15 37 200 km STORE",
+        /* TTL values Redis refuses itself */
+        "GETEX cache:e18:a EXAT 9223372036854775807", "PEXPIRE cache:e18:a 9223372036854775807",
+        "SET cache:e18:a v EX 0", "EXPIRE cache:e18:a 99999999999999999",
     };
+    expect_status(cmd(c, "SET cache:e18:a v"), "OK", "GETEX reads an existing key first");
     for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
         redisReply *mine = cmd(c, forms[i]);
         redisReply *want = cmd(d, forms[i]);

@@ -113,6 +113,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+    harness_check_registry(&h); /* post-condition: no key on the backends breaks the registry */
     harness_stop(&h);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -32,6 +32,7 @@ static void setup_max_pinned(void) {
 }
 
 static void teardown(void) {
+    harness_check_registry(&h); /* post-condition: no key on the backends breaks the registry */
     harness_stop(&h);
 }
 

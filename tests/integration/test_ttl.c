@@ -62,6 +62,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+    harness_check_registry_except(&h, (const char *const[]){"f?:w:*", "[td]:w:move:*", "[td]:w:migrate:*", "[td]:w:pfdebug:*", NULL}); /* post-condition; skipped: keys the walks write directly (fidelity twins f?:, setups of the -DENIED MOVE/MIGRATE/PFDEBUG rows) */
     harness_stop(&h);
 }
 

@@ -227,6 +227,8 @@ START_TEST(defaults_and_no_user_warning)
     ck_assert_int_eq(c->max_clients, 10000);
     ck_assert_int_eq(c->max_request_bytes, 512LL * 1024 * 1024);
     ck_assert_int_eq(c->client_output_limit, 64LL * 1024 * 1024);
+    ck_assert_int_eq(c->client_output_hard_limit, 1024LL * 1024 * 1024);
+    ck_assert_int_eq(c->max_memory, 1024LL * 1024 * 1024);
     ck_assert_int_eq(c->max_pending, 1024);
     ck_assert_int_eq(c->connect_timeout_ms, 2000);
     ck_assert_int_eq(c->shutdown_timeout_ms, 5000);
@@ -304,6 +306,29 @@ START_TEST(error_bad_numbers)
     expect_error(BASE "threads 2\nthreads 3\n", 6, "given twice (first on line 5)");
     expect_error(BASE "admin-listen 127.0.0.1:1\nadmin-listen 127.0.0.1:2\n", 6, "given twice");
     expect_error(BASE "instance c2 1.2.3.4:5 plain connections=0\n", 5, "bad connections");
+}
+END_TEST
+
+/* max-memory and the hard output limit (issue 10 item 12) */
+START_TEST(test_issue10_item12_memory_directives)
+{
+    struct diag d;
+    struct config *c = load(BASE "max-memory 256mb\nclient-output-limit 8mb\nclient-output-hard-limit 32mb\n", &d);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->max_memory, 256LL * 1024 * 1024);
+    ck_assert_int_eq(c->client_output_limit, 8LL * 1024 * 1024);
+    ck_assert_int_eq(c->client_output_hard_limit, 32LL * 1024 * 1024);
+    config_free(c);
+    diag_free(&d);
+    c = load(BASE "max-memory 0\n", &d);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->max_memory, 0);
+    config_free(c);
+    diag_free(&d);
+    expect_error(BASE "max-memory lots\n", 5, "bad max-memory");
+    expect_error(BASE "client-output-limit 8mb\nclient-output-hard-limit 4mb\n", 6,
+                 "client-output-hard-limit (4194304) is below client-output-limit");
+    expect_error(BASE "client-output-limit 2gb\n", 5, "is below client-output-limit");
 }
 END_TEST
 
@@ -481,6 +506,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, full_config);
     tcase_add_test(tc, defaults_and_no_user_warning);
     tcase_add_test(tc, dev_config_parses);
+    tcase_add_test(tc, test_issue10_item12_memory_directives);
     tcase_add_test(tc, size_parse_forms);
     tcase_add_test(tc, missing_config_file);
     suite_add_tcase(s, tc);

@@ -677,25 +677,66 @@ START_TEST(test_scan_malformed)
 }
 END_TEST
 
-START_TEST(test_scan_depth_limit)
+/* A reply nested 1000 (and 100000) deep is legal (Redis's Lua replies nest that far):
+ * it frames whole and byte by byte, never as malformed, and the element after it frames too. */
+START_TEST(test_issue10_item11_deeply_nested_reply_frames)
 {
-    /* RESP_SCAN_MAX_DEPTH open arrays are fine, one more is malformed */
-    {
+    static const int depths[] = {65, 1000, 100000};
+    for (size_t d = 0; d < sizeof depths / sizeof depths[0]; d++) {
         struct text t = {0};
-        char want[32];
-        int i;
-        for (i = 0; i < RESP_SCAN_MAX_DEPTH; i++)
-            text_add(&t, "*1\r\n", 4);
-        text_add(&t, ":1\r\n", 4);
-        snprintf(want, sizeof(want), "L%zu", t.len);
+        char want[64];
+        for (int i = 0; i < depths[d]; i++)
+            text_add(&t, i % 3 == 2 ? "*2\r\n:7\r\n" : "*1\r\n", i % 3 == 2 ? 8 : 4);
+        text_add(&t, "$3\r\nend\r\n", 9);
+        size_t one = t.len;
+        text_add(&t, "+OK\r\n", 5);
+        snprintf(want, sizeof(want), "L%zu L5", one);
         check_reply_n(t.s, t.len, want);
-        t.len = 0;
-        for (i = 0; i <= RESP_SCAN_MAX_DEPTH; i++)
-            text_add(&t, "*1\r\n", 4);
-        text_add(&t, ":1\r\n", 4);
-        check_reply_n(t.s, t.len, "X");
+        /* one byte short of the end: incomplete, not malformed */
+        struct resp_scanner sc;
+        resp_scanner_reset(&sc);
+        ck_assert_int_eq(resp_scan_reply(&sc, t.s, one - 1), 0);
+        ck_assert_int_eq(resp_scan_reply(&sc, t.s, one), (long long)one);
         free(t.s);
     }
+    /* a count no reply can have still fails cleanly */
+    check_reply("*9223372036854775807\r\n*9223372036854775807\r\n", "X");
+}
+END_TEST
+
+/* resp_scan_discard: a reply dropped as it comes, fed in small pieces, still ends where
+ * it ends (counted from the last discard), and what follows frames normally. */
+START_TEST(test_issue10_item12_scan_discard_frames_without_keeping)
+{
+    struct text t = {0};
+    text_add(&t, "*3\r\n$100000\r\n", 13);
+    for (int i = 0; i < 100000; i++)
+        text_add(&t, "x", 1);
+    text_add(&t, "\r\n*2\r\n:1\r\n+ok\r\n:42\r\n", 20);
+    size_t reply_len = t.len;
+    text_add(&t, "+NEXT\r\n", 7);
+    for (size_t step = 1; step <= 4096; step *= 8) {
+        struct resp_scanner sc;
+        resp_scanner_reset(&sc);
+        size_t start = 0, avail = 0, kept_max = 0, end = 0;
+        while (!end) {
+            avail = avail + step > t.len ? t.len : avail + step;
+            long long r = resp_scan_reply(&sc, t.s + start, avail - start);
+            ck_assert_int_ge(r, 0);
+            if (r > 0) {
+                end = start + (size_t)r;
+                break;
+            }
+            start += resp_scan_discard(&sc, avail - start);
+            if (avail - start > kept_max)
+                kept_max = avail - start;
+        }
+        ck_assert_uint_eq(end, reply_len);
+        ck_assert_msg(kept_max < 64, "step %zu: %zu bytes kept", step, kept_max);
+        resp_scanner_reset(&sc);
+        ck_assert_int_eq(resp_scan_reply(&sc, t.s + end, t.len - end), 7);
+    }
+    free(t.s);
 }
 END_TEST
 
@@ -786,8 +827,9 @@ static Suite *resp_suite(void)
     tcase_add_test(scan, test_scan_back_to_back);
     tcase_add_test(scan, test_scan_incomplete);
     tcase_add_test(scan, test_scan_malformed);
-    tcase_add_test(scan, test_scan_depth_limit);
+    tcase_add_test(scan, test_issue10_item11_deeply_nested_reply_frames);
     tcase_add_test(scan, test_scan_resp3_framing);
+    tcase_add_test(scan, test_issue10_item12_scan_discard_frames_without_keeping);
     tcase_add_test(scan, test_scan_zeroed_scanner);
     tcase_add_test(scan, test_scan_bytewise_is_linear);
     suite_add_tcase(s, req);

@@ -204,8 +204,10 @@ START_TEST(max_ttl_and_persist)
     ck_assert_int_eq(p.kind, PLAN_ERROR);
     decide("SET t:a v PXAT 1700086400000", &p);
     ck_assert_int_eq(p.kind, PLAN_FORWARD);
-    decide("EXPIRE t:a 99999999999999999", &p); /* saturates, never wraps below the limit */
+    decide("EXPIRE t:a 99999999999999", &p); /* ms saturate, never wrap below the limit */
     ck_assert_int_eq(p.kind, PLAN_ERROR);
+    decide("EXPIRE t:a 99999999999999999", &p); /* past LLONG_MAX ms: Redis's own invalid expire time */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
     decide("PERSIST t:a", &p);
     ck_assert_int_eq(p.kind, PLAN_ERROR);
     decide("GETEX s:a PERSIST", &p);
@@ -302,9 +304,13 @@ START_TEST(test_issue10_item5_eval_declared_keys_get_ttl)
         fixture_decide(&s, forms[i], &p);
         ck_assert_msg(p.kind == PLAN_FORWARD, "%s -> %s", forms[i], p.error);
         ck_assert_int_eq(p.ttl.wrap, 1);
-        ck_assert_uint_eq(p.ttl.nfix, 1);
+        ck_assert_uint_eq(p.ttl.nfix, 2);
         ck_assert_str_eq(fix_key(&p, 0), "t:e");
         ck_assert_int_eq(p.ttl.fix[0].mode, TTL_FIX_NX);
+        /* a script may set any TTL itself (SET KEYS[1] v EX 99999999): cut to max-ttl */
+        ck_assert_str_eq(fix_key(&p, 1), "t:e");
+        ck_assert_int_eq(p.ttl.fix[1].mode, TTL_FIX_CAP);
+        ck_assert_int_eq(p.ttl.fix[1].ttl_ms, 86400000);
         plan_release(&p);
     }
 }
@@ -324,6 +330,26 @@ START_TEST(test_issue10_item9_watch_pin_writes_are_not_wrapped)
     fixture_decide(&s, "HSET t:h f v", &p);
     ck_assert_int_eq(p.ttl.wrap, 1);
     plan_release(&p);
+}
+END_TEST
+
+/* Issue 10 item 18: TTL values Redis refuses with "invalid expire time" are Redis's to answer. */
+START_TEST(test_issue10_item18_invalid_expire_times_reach_redis)
+{
+    static const char *const forms[] = {
+        "GETEX t:a EXAT 9223372036854775807", "PEXPIRE t:a 9223372036854775807", "SET t:a v EX 0",
+        "SET t:a v PX -5",                     "EXPIRE t:a 9223372036854775",     "SETEX t:a 0 v",
+        "SET t:a v EX 9223372036854776",
+    };
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        struct plan p;
+        decide(forms[i], &p);
+        ck_assert_msg(p.kind == PLAN_FORWARD && p.nappend == 0, "%s -> kind %d %s", forms[i], p.kind, p.error);
+        plan_release(&p);
+    }
+    struct plan p;
+    decide("PEXPIRE t:a 9000000000000000", &p); /* a valid TTL above max-ttl is still refused */
+    ck_assert_int_eq(p.kind, PLAN_ERROR);
 }
 END_TEST
 
@@ -348,6 +374,7 @@ int main(void)
     tcase_add_test(tc, test_issue10_item10_int64_min_expire_at);
     tcase_add_test(tc, test_issue10_item5_eval_declared_keys_get_ttl);
     tcase_add_test(tc, test_issue10_item9_watch_pin_writes_are_not_wrapped);
+    tcase_add_test(tc, test_issue10_item18_invalid_expire_times_reach_redis);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
