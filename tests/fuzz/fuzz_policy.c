@@ -618,6 +618,7 @@ static void set_parse(struct oracle *o, const struct args *a, int getex)
         long long v;
         if (!redis_ll(a, expire, &v) || v <= 0 || ((f & (EX | EXAT)) && v > LLONG_MAX / 1000)) goto refuse;
         __int128 ms = (__int128)v * ((f & (EX | EXAT)) ? 1000 : 1);
+        if ((f & (EX | PX)) && ms > LLONG_MAX - NOW_MS) goto refuse; /* ms + mstime() overflows: refused */
         o->has_ttl = 1;
         o->ttl_ms = (f & (EX | PX)) ? ms : ms - NOW_MS;
     }
@@ -643,11 +644,12 @@ refuse:
     o->redis_refuses = 1;
 }
 
-/* SETEX / PSETEX key ttl value. */
+/* SETEX / PSETEX key ttl value (setGenericCommand with OBJ_EX / OBJ_PX: relative to now). */
 static void setex_parse(struct oracle *o, const struct args *a, int seconds)
 {
     long long v;
-    if (!redis_ll(a, 2, &v) || v <= 0 || (seconds && v > LLONG_MAX / 1000)) {
+    if (!redis_ll(a, 2, &v) || v <= 0 || (seconds && v > LLONG_MAX / 1000) ||
+        (__int128)v * (seconds ? 1000 : 1) > LLONG_MAX - NOW_MS) { /* as SET EX/PX: ms + mstime() must fit */
         o->redis_refuses = 1;
         return;
     }

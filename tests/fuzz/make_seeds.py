@@ -124,6 +124,8 @@ POLICY = {
     "get_sliding": ["GET", "telegram:active-conv:1"],
     "expire_ok": ["EXPIRE", "cache:a", "60", "NX"],
     "expire_above_max": ["EXPIRE", "cache:a", "99999999"],
+    "setex_above_max": ["SETEX", "cache:a", "99999999", "v"],
+    "psetex_int64_max": ["PSETEX", "lock:a", "9223372036854775807", "v"],
     "persist_ttl_ns": ["PERSIST", "cache:a"],
     "getex_persist": ["GETEX", "cache:a", "PERSIST"],
     "rename_cap": ["RENAME", "q:a", "cache:mattermost:listener"],
