@@ -119,11 +119,7 @@ static void admin_request_cb(struct evhttp_request *req, void *arg)
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     if (!path) path = "";
-    struct evbuffer *out = evbuffer_new();
-    if (!out) {
-        evhttp_send_error(req, HTTP_INTERNAL, NULL);
-        return;
-    }
+    struct evbuffer *out = xevbuffer_new();
     enum evhttp_cmd_type method = evhttp_request_get_command(req);
     if (method != EVHTTP_REQ_GET && method != EVHTTP_REQ_HEAD) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
@@ -144,11 +140,10 @@ static void admin_request_cb(struct evhttp_request *req, void *arg)
         char *text = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&text, &len);
-        if (f) {
-            registry_print(cfg->registry, cfg->instance_names, 1, f);
-            fclose(f);
-        }
-        if (f && text) {
+        if (!f) oom_abort(0); /* it fails only for memory */
+        registry_print(cfg->registry, cfg->instance_names, 1, f);
+        fclose(f);
+        if (text) {
             evbuffer_add(out, text, len);
             reply(req, HTTP_OK, "OK", "text/markdown; charset=utf-8", out);
         } else {
@@ -166,8 +161,7 @@ static void admin_request_cb(struct evhttp_request *req, void *arg)
 struct admin *admin_start(struct event_base *base, const char *host, int port, struct proxy *p,
                           struct config *const *cfgp)
 {
-    struct admin *a = calloc(1, sizeof(*a));
-    if (!a) return NULL;
+    struct admin *a = xcalloc(1, sizeof(*a));
     a->proxy = p;
     a->cfgp = cfgp;
     a->http = evhttp_new(base);

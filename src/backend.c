@@ -61,8 +61,7 @@ int backend_pools_start(struct worker *w)
         struct backend_pool *pool = &w->pools[i];
         pool->nconns = ic->connections > 0 ? ic->connections : 1;
         TAILQ_INIT(&pool->idle);
-        pool->conns = calloc((size_t)pool->nconns, sizeof(*pool->conns));
-        if (!pool->conns) return -1;
+        pool->conns = xcalloc((size_t)pool->nconns, sizeof(*pool->conns));
         if (ic->tls) {
             char err[300];
             pool->ssl_ctx = tls_instance_ctx(ic, err, sizeof(err));
@@ -78,8 +77,7 @@ int backend_pools_start(struct worker *w)
             b->slot = j;
             b->fd = -1;
             b->backoff_ms = BACKOFF_MIN_MS;
-            b->timer = evtimer_new(w->base, backend_timer_cb, b);
-            if (!b->timer) return -1;
+            b->timer = xevtimer_new(w->base, backend_timer_cb, b);
             backend_connect(b);
         }
     }
@@ -91,11 +89,8 @@ static void backend_part_done(struct request *req, int part, const char *reply, 
 {
     struct request_part *pt = &req->parts[part];
     req->waiting--;
-    pt->reply = malloc(len ? len : 1);
-    if (pt->reply) {
-        memcpy(pt->reply, reply, len);
-        pt->len = len;
-    }
+    pt->reply = xmemdup(reply, len);
+    pt->len = len;
     if (--req->parts_left == 0) router_merge(req);
 }
 
@@ -181,8 +176,7 @@ void backend_expect(struct backend *b, struct request *req, enum pending_kind ki
 {
     if (b->fifo_count == b->fifo_cap) {
         size_t cap = b->fifo_cap ? b->fifo_cap * 2 : 64;
-        struct pending *f = malloc(cap * sizeof(*f));
-        if (!f) abort(); /* cannot keep the FIFO aligned without it */
+        struct pending *f = xmalloc(cap * sizeof(*f));
         for (size_t i = 0; i < b->fifo_count; i++) f[i] = b->fifo[(b->fifo_head + i) % b->fifo_cap];
         free(b->fifo);
         b->fifo = f;
@@ -197,28 +191,19 @@ void backend_expect(struct backend *b, struct request *req, enum pending_kind ki
 
 void stage_add(struct bytebuf *out, const void *data, size_t n)
 {
-    if (bytebuf_add(out, data, n) != 0) {
-        log_msg(LOG_ERROR, "out of memory staging a backend request");
-        abort();
-    }
+    bytebuf_add(out, data, n);
 }
 
 void stage_add_bulk(struct bytebuf *out, const void *data, size_t n)
 {
-    if (bytebuf_add_bulk(out, data, n) != 0) {
-        log_msg(LOG_ERROR, "out of memory staging a backend request");
-        abort();
-    }
+    bytebuf_add_bulk(out, data, n);
 }
 
 struct bytebuf *backend_stage(struct backend *b)
 {
     struct worker *w = b->worker;
     if (!b->dirty) {
-        if (ptrvec_push(&w->dirty, b) != 0) {
-            log_msg(LOG_ERROR, "out of memory staging a backend request");
-            abort();
-        }
+        ptrvec_push(&w->dirty, b);
         b->dirty = 1;
         w->inst_tail[b->instance] = b;
     }
@@ -349,11 +334,7 @@ void backend_flush_all(struct worker *w)
         b->dirty = 1;
         todo.items[todo.n++] = b;
     }
-    for (size_t i = 0; i < added.n; i++)
-        if (ptrvec_push(&todo, added.items[i]) != 0) {
-            log_msg(LOG_ERROR, "out of memory staging a backend request");
-            abort();
-        }
+    for (size_t i = 0; i < added.n; i++) ptrvec_push(&todo, added.items[i]);
     w->dirty = todo;
     added.n = 0;
     w->flush_spare = added;
@@ -368,7 +349,7 @@ static void backend_send_internal(struct backend *b, enum pending_kind kind, int
 {
     char *cmd = NULL;
     int len = redisFormatCommandArgv(&cmd, argc, argv, NULL);
-    if (len < 0) return;
+    if (len < 0) oom_abort(0); /* hiredis fails here only for memory */
     stage_add(backend_stage(b), cmd, (size_t)len);
     free(cmd);
     backend_expect(b, NULL, kind);
@@ -409,16 +390,13 @@ void backend_close(struct backend *b, const char *reason)
 }
 
 /* Reserve room for `more` received bytes. */
-static int backend_rbuf_reserve(struct backend *b, size_t more)
+static void backend_rbuf_reserve(struct backend *b, size_t more)
 {
-    if (b->rlen + more <= b->rcap) return 0;
+    if (b->rlen + more <= b->rcap) return;
     size_t cap = b->rcap ? b->rcap : 16384;
     while (cap < b->rlen + more) cap *= 2;
-    char *r = realloc(b->rbuf, cap);
-    if (!r) return -1;
-    b->rbuf = r;
+    b->rbuf = xrealloc(b->rbuf, cap);
     b->rcap = cap;
-    return 0;
 }
 
 /*
@@ -459,7 +437,7 @@ static void backend_exec_filter(struct request *req, const char *reply, size_t l
     }
     size_t kept = 0;
     for (size_t i = 0; i < req->exec_keep.len; i++) kept += (size_t)req->exec_keep.p[i];
-    struct evbuffer *out = evbuffer_new();
+    struct evbuffer *out = xevbuffer_new();
     evbuffer_add_printf(out, "*%zu\r\n", kept);
     const char *end = reply + len;
     for (size_t i = 0; i < req->exec_keep.len; i++) {
@@ -502,11 +480,8 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
         return 0;
     case PENDING_QUEUED:
         if (reply[0] == '-' && !pd.req->queued_error) {
-            pd.req->queued_error = malloc(len);
-            if (pd.req->queued_error) {
-                memcpy(pd.req->queued_error, reply, len);
-                pd.req->queued_error_len = len;
-            }
+            pd.req->queued_error = xmemdup(reply, len);
+            pd.req->queued_error_len = len;
         }
         request_reply_consumed(pd.req);
         return 0;
@@ -583,7 +558,7 @@ static int backend_frame_replies(struct backend *b)
         }
         if (b->subscriber && !(b->fifo_count > 0 && b->fifo[b->fifo_head].kind == PENDING_AUTH)) {
             if (b->owner) client_push(b->owner, b, b->rbuf + pos, (size_t)n);
-            if (b->fd < 0) return -1; /* the client failed (out of memory) and its close closed b */
+            if (b->fd < 0) return -1; /* the client was closed (its output limit) and took b with it */
         } else if (backend_deliver(b, b->rbuf + pos, (size_t)n) != 0 || b->fd < 0) {
             return -1;
         }
@@ -597,11 +572,8 @@ static int backend_frame_replies(struct backend *b)
         /* a large reply went through: give its buffer back */
         size_t cap = READ_CHUNK;
         while (cap < b->rlen * 2) cap *= 2;
-        char *r = realloc(b->rbuf, cap);
-        if (r) {
-            b->rbuf = r;
-            b->rcap = cap;
-        }
+        b->rbuf = xrealloc(b->rbuf, cap);
+        b->rcap = cap;
     }
     if (b->pinned && b->release_when_idle && b->fifo_count == 0 && !b->subscriber) {
         backend_make_idle(b);
@@ -653,10 +625,7 @@ static void backend_do_read_some(struct backend *b)
 {
     b->read_wants_write = 0;
     for (;;) {
-        if (backend_rbuf_reserve(b, READ_CHUNK) != 0) {
-            backend_close(b, "out of memory for replies");
-            return;
-        }
+        backend_rbuf_reserve(b, READ_CHUNK);
         size_t room = b->rcap - b->rlen;
         ssize_t n;
         if (b->ssl) {
@@ -854,20 +823,16 @@ static void backend_connect(struct backend *b)
         backend_close(b, "host is not a numeric address");
         return;
     }
-    if (!b->timer) b->timer = evtimer_new(w->base, backend_timer_cb, b);
+    if (!b->timer) b->timer = xevtimer_new(w->base, backend_timer_cb, b);
     b->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (b->fd < 0 || !b->timer) {
-        backend_close(b, b->fd < 0 ? strerror(errno) : "cannot create a timer");
+    if (b->fd < 0) {
+        backend_close(b, strerror(errno));
         return;
     }
     int one = 1;
     setsockopt(b->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    b->rev = event_new(w->base, b->fd, EV_READ | EV_PERSIST, backend_io_cb, b);
-    b->wev = event_new(w->base, b->fd, EV_WRITE | EV_PERSIST, backend_io_cb, b);
-    if (!b->rev || !b->wev) {
-        backend_close(b, "cannot create a connection");
-        return;
-    }
+    b->rev = xevent_new(w->base, b->fd, EV_READ | EV_PERSIST, backend_io_cb, b);
+    b->wev = xevent_new(w->base, b->fd, EV_WRITE | EV_PERSIST, backend_io_cb, b);
     if (pool->ssl_ctx) {
         b->ssl = SSL_new(pool->ssl_ctx);
         if (!b->ssl || tls_instance_expect_name(b->ssl, ic) != 0 || SSL_set_fd(b->ssl, b->fd) != 1) {
@@ -928,8 +893,7 @@ struct backend *backend_pin(struct worker *w, int instance, struct client *c)
         backend_abandon(b);
     }
     if (pool->npinned >= w->cfg->max_pinned) return NULL;
-    b = calloc(1, sizeof(*b));
-    if (!b) return NULL;
+    b = xcalloc(1, sizeof(*b));
     b->worker = w;
     b->instance = instance;
     b->slot = -1;

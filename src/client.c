@@ -59,12 +59,7 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
-    struct client *c = calloc(1, sizeof(*c));
-    if (!c) {
-        __atomic_sub_fetch(&w->proxy->clients_now, 1, __ATOMIC_RELAXED);
-        close(fd);
-        return;
-    }
+    struct client *c = xcalloc(1, sizeof(*c));
     c->worker = w;
     c->id = __atomic_add_fetch(&w->proxy->next_client_id, 1, __ATOMIC_RELAXED);
     c->created_ms = clock_wall_ms();
@@ -94,9 +89,9 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
         bufferevent_enable(c->bev, EV_READ | EV_WRITE);
     } else {
         /* plain TCP and unix sockets: read() and write() on the fd, no buffer layer */
-        c->rev = event_new(w->base, fd, EV_READ | EV_PERSIST, client_raw_read_cb, c);
-        c->wev = event_new(w->base, fd, EV_WRITE | EV_PERSIST, client_raw_write_cb, c);
-        if (!c->rev || !c->wev || event_add(c->rev, NULL) != 0) {
+        c->rev = xevent_new(w->base, fd, EV_READ | EV_PERSIST, client_raw_read_cb, c);
+        c->wev = xevent_new(w->base, fd, EV_WRITE | EV_PERSIST, client_raw_write_cb, c);
+        if (event_add(c->rev, NULL) != 0) {
             client_close(c, "cannot watch the socket");
             return;
         }
@@ -235,17 +230,11 @@ static void client_out(struct client *c, const char *data, size_t len)
         if (!client_output_over(c, 0)) client_account(c);
         return;
     }
-    if (bytebuf_add(&c->obuf, data, len) != 0) {
-        client_close(c, "out of memory for replies");
-        return;
-    }
+    bytebuf_add(&c->obuf, data, len);
     if (client_output_over(c, 0)) return;
     client_account(c);
     if (!c->out_dirty) {
-        if (ptrvec_push(&c->worker->dirty_clients, c) != 0) {
-            client_close(c, "out of memory for replies");
-            return;
-        }
+        ptrvec_push(&c->worker->dirty_clients, c);
         c->out_dirty = 1;
         event_active(c->worker->flush_ev, EV_TIMEOUT, 0);
     }
@@ -309,8 +298,7 @@ static void client_watch_close(struct client *c, int on)
                     strerror(errno));
             return;
         }
-        c->pev = event_new(c->worker->base, c->pfd, EV_READ | EV_CLOSED | EV_ET | EV_PERSIST, client_paused_cb, c);
-        if (!c->pev) return;
+        c->pev = xevent_new(c->worker->base, c->pfd, EV_READ | EV_CLOSED | EV_ET | EV_PERSIST, client_paused_cb, c);
     }
     event_add(c->pev, NULL);
 }
@@ -465,11 +453,7 @@ void request_complete(struct request *req, const char *reply, size_t len)
         client_flush(c);
         return;
     }
-    req->reply = malloc(len ? len : 1);
-    if (!req->reply) {
-        client_close(c, "out of memory");
-        return;
-    }
+    req->reply = xmalloc(len);
     memcpy(req->reply, reply, len);
     req->reply_len = len;
     mem_add(req->worker, (int64_t)len);
@@ -484,8 +468,7 @@ static struct request *request_new(struct client *c)
         w->nfree_requests--;
         memset(req, 0, sizeof(*req));
     } else {
-        req = calloc(1, sizeof(*req));
-        if (!req) return NULL;
+        req = xcalloc(1, sizeof(*req));
     }
     req->worker = w;
     req->client = c;
@@ -505,19 +488,14 @@ static void request_error(struct client *c, struct request *req, const char *err
 }
 
 /* Grow the argv scratch arrays to hold n arguments. */
-static int client_argv_reserve(struct client *c, size_t n)
+static void client_argv_reserve(struct client *c, size_t n)
 {
-    if (n <= c->argv_cap) return 0;
+    if (n <= c->argv_cap) return;
     size_t cap = c->argv_cap ? c->argv_cap : 16;
     while (cap < n) cap *= 2;
-    const char **argv = realloc(c->argv, cap * sizeof(*argv));
-    if (!argv) return -1;
-    c->argv = argv;
-    size_t *lens = realloc(c->argvlen, cap * sizeof(*lens));
-    if (!lens) return -1;
-    c->argvlen = lens;
+    c->argv = xrealloc(c->argv, cap * sizeof(*c->argv));
+    c->argvlen = xrealloc(c->argvlen, cap * sizeof(*c->argvlen));
     c->argv_cap = cap;
-    return 0;
 }
 
 /* Reply +QUEUED/-error to a command inside the client's MULTI, buffering it for EXEC. */
@@ -528,11 +506,7 @@ static void client_multi_queue(struct client *c, struct request *req, const stru
         request_error(c, req, plan->error);
         return;
     }
-    if (router_write_queued(&c->multi_buf, c, plan, frame, &c->multi_keep) != 0) {
-        c->multi_dirty = 1;
-        request_error(c, req, "OOM keygate is out of memory");
-        return;
-    }
+    router_write_queued(&c->multi_buf, c, plan, frame, &c->multi_keep);
     if (c->session.multi_instance < 0 && plan->instance >= 0) c->session.multi_instance = plan->instance;
     if ((int64_t)c->multi_buf.len > c->worker->cfg->max_request_bytes) {
         /* the transaction is held in keygate's memory: it counts as query buffer, and a
@@ -674,8 +648,7 @@ static void client_subscribe(struct client *c, const struct plan *plan, const ch
         if (!b && plan->flow == FLOW_SUBSCRIBE) {
             b = backend_pin(w, i, c);
             if (!b) {
-                struct request *req = request_new(c);
-                if (req) request_pin_full(c, req, i);
+                request_pin_full(c, request_new(c), i);
                 return;
             }
             b->subscriber = 1;
@@ -740,10 +713,7 @@ void client_postpone(struct client *c, int instance)
     struct worker *w = c->worker;
     w->postponing[instance] = 1;
     if (!c->postponed) {
-        if (ptrvec_push(&w->postponed, c) != 0) {
-            client_close(c, "out of memory");
-            return;
-        }
+        ptrvec_push(&w->postponed, c);
         c->postponed = 1;
     }
     client_update_reading(c);
@@ -775,10 +745,7 @@ static int client_handle_frame(struct client *c, const char *frame)
     struct worker *w = c->worker;
     struct resp_parser *p = &c->parser;
 
-    if (client_argv_reserve(c, p->argc) != 0) {
-        client_close(c, "out of memory");
-        return 0;
-    }
+    client_argv_reserve(c, p->argc);
     for (size_t i = 0; i < p->argc; i++) {
         c->argv[i] = resp_arg_ptr(p, frame, i);
         c->argvlen[i] = p->args[i].len;
@@ -819,11 +786,6 @@ static int client_handle_frame(struct client *c, const char *frame)
         return 0;
     }
     struct request *req = request_new(c);
-    if (!req) {
-        plan_release(&plan);
-        client_close(c, "out of memory");
-        return 0;
-    }
     if (c->session.in_multi && (plan.kind == PLAN_FORWARD || (plan.kind == PLAN_ERROR && !plan.keeps_transaction))) {
         client_multi_queue(c, req, &plan, frame);
         plan_release(&plan);
@@ -980,16 +942,13 @@ void client_pin_lost(struct client *c, struct backend *b)
 }
 
 /* Make room for `more` bytes in the query buffer. */
-static int client_qbuf_reserve(struct client *c, size_t more)
+static void client_qbuf_reserve(struct client *c, size_t more)
 {
-    if (c->qlen + more <= c->qcap) return 0;
+    if (c->qlen + more <= c->qcap) return;
     size_t cap = c->qcap ? c->qcap : 1024; /* small: most clients send small commands */
     while (cap < c->qlen + more) cap *= 2;
-    char *q = realloc(c->qbuf, cap);
-    if (!q) return -1;
-    c->qbuf = q;
+    c->qbuf = xrealloc(c->qbuf, cap);
     c->qcap = cap;
-    return 0;
 }
 
 static void client_protocol_error(struct client *c, const char *text)
@@ -999,10 +958,6 @@ static void client_protocol_error(struct client *c, const char *text)
     log_msg(LOG_INFO, "client %llu %s: %s", (unsigned long long)c->id, c->addr, text);
     c->closing = 1;
     c->qlen = 0;
-    if (!req) {
-        client_close(c, "out of memory");
-        return;
-    }
     char buf[200];
     int n = snprintf(buf, sizeof(buf), "-ERR %s\r\n", text);
     request_complete(req, buf, (size_t)n);
@@ -1044,8 +999,8 @@ static size_t client_parse(struct client *c, const char *buf, size_t len)
     return pos;
 }
 
-/* Keep buf[from..len) (an unfinished or postponed frame) in c->qbuf; 0, or -1 out of memory. */
-static int client_keep_rest(struct client *c, const char *buf, size_t len, size_t from)
+/* Keep buf[from..len) (an unfinished or postponed frame) in c->qbuf. */
+static void client_keep_rest(struct client *c, const char *buf, size_t len, size_t from)
 {
     size_t rest = len - from;
     if (buf == c->qbuf) {
@@ -1054,7 +1009,7 @@ static int client_keep_rest(struct client *c, const char *buf, size_t len, size_
     } else {
         c->qlen = 0;
         if (rest > 0) { /* nothing to keep: qbuf may be NULL, and memcpy(NULL, ..., 0) is undefined */
-            if (client_qbuf_reserve(c, rest) != 0) return -1;
+            client_qbuf_reserve(c, rest);
             memcpy(c->qbuf, buf + from, rest);
             c->qlen = rest;
         }
@@ -1065,7 +1020,6 @@ static int client_keep_rest(struct client *c, const char *buf, size_t len, size_
         c->qbuf = NULL;
         c->qcap = 0;
     }
-    return 0;
 }
 
 /* Can c take more requests now? While it cannot, keygate reads nothing more from it. */
@@ -1086,10 +1040,7 @@ static int client_parse_and_keep(struct client *c, const char *buf, size_t len)
         c->qlen = 0;
         return 0;
     }
-    if (client_keep_rest(c, buf, len, used) != 0) {
-        client_close(c, "out of memory for the query buffer");
-        return -1;
-    }
+    client_keep_rest(c, buf, len, used);
     return 0;
 }
 
@@ -1112,10 +1063,7 @@ static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg)
             buf = w->scratch;
             len = n > 0 ? (size_t)n : 0;
         } else {
-            if (client_qbuf_reserve(c, 16384) != 0) {
-                client_close(c, "out of memory for the query buffer");
-                return;
-            }
+            client_qbuf_reserve(c, 16384);
             n = read(fd, c->qbuf + c->qlen, c->qcap - c->qlen);
             if (n > 0) c->qlen += (size_t)n;
             buf = c->qbuf;
@@ -1154,10 +1102,7 @@ static void client_read_cb(struct bufferevent *bev, void *arg)
         return;
     }
     if (avail) {
-        if (client_qbuf_reserve(c, avail) != 0) {
-            client_close(c, "out of memory for the query buffer");
-            return;
-        }
+        client_qbuf_reserve(c, avail);
         evbuffer_remove(in, c->qbuf + c->qlen, avail);
         c->qlen += avail;
         STAT_ADD(&c->worker->stats, bytes_from_clients, avail);
@@ -1168,10 +1113,7 @@ static void client_read_cb(struct bufferevent *bev, void *arg)
         c->qlen = 0;
         return;
     }
-    if (client_keep_rest(c, c->qbuf, c->qlen, used) != 0) {
-        client_close(c, "out of memory for the query buffer");
-        return;
-    }
+    client_keep_rest(c, c->qbuf, c->qlen, used);
     client_account(c);
     client_update_reading(c);
 }

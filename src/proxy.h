@@ -334,7 +334,7 @@ struct backend *backend_for(struct worker *w, int instance, uint64_t client_id);
  */
 struct bytebuf *backend_stage(struct backend *b);
 
-/* Append to a staging buffer; out of memory here would desynchronise the FIFO: abort. */
+/* Append to a staging buffer (out of memory aborts: util.h's rule; the FIFO stays aligned). */
 void stage_add(struct bytebuf *out, const void *data, size_t n);
 void stage_add_bulk(struct bytebuf *out, const void *data, size_t n);
 
@@ -382,10 +382,9 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
 void router_forward_split(struct client *c, struct request *req, struct plan *plan, const char *frame);
 
 /* Write the plan's command (and its TTL fixes, no MULTI wrap) to out, for a client transaction.
- * Appends one keep flag per backend reply to keep (1 = the client's, 0 = injected);
- * 0, or -1 when out of memory. */
-int router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,
-                        struct bytebuf *keep);
+ * Appends one keep flag per backend reply to keep (1 = the client's, 0 = injected). */
+void router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,
+                         struct bytebuf *keep);
 
 /* Merge a split request's parts into its reply (called when the last part arrived). */
 void router_merge(struct request *req);

@@ -1,6 +1,7 @@
 /* router.c: turns a FORWARD plan into bytes on the instance's backend connection. */
 #include "proxy.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -91,17 +92,16 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
     if (plan->nappend || plan->ttl.nfix) STAT_INC(&w->stats, ttl_injected);
 }
 
-int router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,
-                        struct bytebuf *keep)
+void router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,
+                         struct bytebuf *keep)
 {
     static const uint8_t client_reply = 1, injected = 0;
     write_frame(out, c, plan, frame);
-    if (bytebuf_add(keep, &client_reply, 1) != 0) return -1;
+    bytebuf_add(keep, &client_reply, 1);
     for (size_t i = 0; i < plan->ttl.nfix; i++) {
         write_fix(out, c, frame, &plan->ttl.fix[i]);
-        if (bytebuf_add(keep, &injected, 1) != 0) return -1;
+        bytebuf_add(keep, &injected, 1);
     }
-    return 0;
 }
 
 /*
@@ -115,11 +115,7 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
     int count[CONFIG_MAX_INSTANCES] = {0};
     for (size_t i = 1; i < p->argc; i++)
         if (plan->key_instance[i] >= 0) count[(int)plan->key_instance[i]]++;
-    req->parts = calloc(CONFIG_MAX_INSTANCES, sizeof(*req->parts));
-    if (!req->parts) {
-        request_complete(req, "-OOM keygate is out of memory\r\n", 31);
-        return;
-    }
+    req->parts = xcalloc(CONFIG_MAX_INSTANCES, sizeof(*req->parts));
     req->merge = plan->merge;
     req->key_instance = plan->key_instance;
     plan->key_instance = NULL;
@@ -155,9 +151,8 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
     for (int k = 0; k < req->nparts; k++) {
         if (conns[k]) continue;
         int n = snprintf(msg, sizeof(msg), "-" UNAVAILABLE_FMT "\r\n", w->cfg->instance_names[req->parts[k].instance]);
-        req->parts[k].reply = malloc((size_t)n);
-        if (req->parts[k].reply) memcpy(req->parts[k].reply, msg, (size_t)n);
-        req->parts[k].len = req->parts[k].reply ? (size_t)n : 0;
+        req->parts[k].reply = xmemdup(msg, (size_t)n);
+        req->parts[k].len = (size_t)n;
         STAT_INC(&w->stats, errors_unavailable);
         if (--req->parts_left == 0) router_merge(req);
     }
@@ -168,16 +163,13 @@ void router_merge(struct request *req)
     /* any failed part: the client gets that error, never a silent partial result */
     for (int k = 0; k < req->nparts; k++) {
         const struct request_part *pt = &req->parts[k];
-        if (!pt->reply || pt->len == 0) {
-            request_complete(req, "-OOM keygate is out of memory\r\n", 31);
-            return;
-        }
+        assert(pt->reply && pt->len > 0); /* every part holds a framed reply or its -UNAVAILABLE */
         if (pt->reply[0] == '-') {
             request_complete(req, pt->reply, pt->len);
             return;
         }
     }
-    struct evbuffer *out = evbuffer_new();
+    struct evbuffer *out = xevbuffer_new();
     if (req->merge == MERGE_SUM) {
         long long sum = 0;
         for (int k = 0; k < req->nparts; k++) {
