@@ -4,6 +4,7 @@
 #include "tls.h"
 #include "topology.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <netdb.h>
@@ -88,6 +89,7 @@ int backend_pools_start(struct worker *w)
 static void backend_part_done(struct request *req, int part, const char *reply, size_t len)
 {
     struct request_part *pt = &req->parts[part];
+    assert(part < req->nparts && !pt->reply && req->parts_left > 0 && req->waiting > 0);
     req->waiting--;
     pt->reply = xmemdup(reply, len);
     pt->len = len;
@@ -106,6 +108,7 @@ static void backend_fail_fifo(struct backend *b)
         b->fifo_count--;
         if (!pd.req) continue;
         if (pd.kind == PENDING_PASS || pd.kind == PENDING_EXEC_PICK || pd.kind == PENDING_EXEC_FILTER) {
+            assert(pd.req->waiting > 0);
             pd.req->waiting--;
             STAT_INC(&b->worker->stats, errors_unavailable);
             request_complete(pd.req, msg, (size_t)n);
@@ -186,6 +189,8 @@ void backend_expect(struct backend *b, struct request *req, enum pending_kind ki
     b->fifo[(b->fifo_head + b->fifo_count) % b->fifo_cap] = (struct pending){.req = req, .kind = (uint8_t)kind};
     b->fifo_count++;
     b->unsent++;
+    assert(b->unsent <= b->fifo_count);
+    assert(req || kind == PENDING_AUTH || kind == PENDING_INFO); /* only keygate's own have no request */
     if (req) req->waiting++;
 }
 
@@ -368,6 +373,7 @@ void backend_close(struct backend *b, const char *reason)
         backend_fail_fifo(b);
         if (b->in_idle) TAILQ_REMOVE(&b->worker->pools[b->instance].idle, b, link);
         b->in_idle = 0;
+        assert(b->worker->pools[b->instance].npinned > 0);
         b->worker->pools[b->instance].npinned--;
         TAILQ_INSERT_TAIL(&b->worker->dead_backends, b, link);
         event_active(b->worker->reap_ev, EV_TIMEOUT, 0);
@@ -486,10 +492,12 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
         request_reply_consumed(pd.req);
         return 0;
     case PENDING_EXEC_PICK:
+        assert(pd.req->waiting > 0);
         pd.req->waiting--;
         backend_exec_pick(pd.req, reply, len);
         return 0;
     case PENDING_EXEC_FILTER:
+        assert(pd.req->waiting > 0);
         pd.req->waiting--;
         backend_exec_filter(pd.req, reply, len);
         return 0;
@@ -498,6 +506,7 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
         return 0;
     case PENDING_PASS:
     default:
+        assert(pd.req->waiting > 0);
         pd.req->waiting--;
         request_complete(pd.req, reply, len);
         return 0;
@@ -930,6 +939,7 @@ void backend_reap(struct worker *w)
     struct backend *b;
     while ((b = TAILQ_FIRST(&w->dead_backends))) {
         TAILQ_REMOVE(&w->dead_backends, b, link);
+        assert(b->pinned && b->fd < 0 && b->fifo_count == 0 && !b->dirty && !b->in_idle && b->mem_held == 0);
         if (b->timer) event_free(b->timer);
         bytebuf_free(&b->out);
         bytebuf_free(&b->wbuf);

@@ -1,6 +1,7 @@
 /* client.c: client connections: read, parse, decide, queue, and write replies in request order. */
 #include "proxy.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -106,6 +107,7 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
 static void request_free(struct request *req)
 {
     struct worker *w = req->worker;
+    assert(req->waiting == 0); /* no backend reply is still owed to it */
     for (int i = 0; i < req->nparts; i++) free(req->parts[i].reply);
     free(req->parts);
     free(req->key_instance);
@@ -141,6 +143,7 @@ static void request_release(struct request *req)
 
 void request_reply_consumed(struct request *req)
 {
+    assert(req->waiting > 0);
     req->waiting--;
     if (req->waiting == 0 && !req->client) request_free(req);
 }
@@ -152,10 +155,13 @@ void client_close(struct client *c, const char *reason)
     c->closed = 1;
     log_msg(LOG_DEBUG, "client %llu %s closed: %s", (unsigned long long)c->id, c->addr, reason);
     struct request *req;
+    int released = 0;
     while ((req = TAILQ_FIRST(&c->queue))) {
         TAILQ_REMOVE(&c->queue, req, link);
         request_release(req); /* replies still due from backends free it when they come */
+        released++;
     }
+    assert(released == c->nqueued); /* nqueued counts the queue */
     c->nqueued = 0;
     /* dedicated connections holding this client's state are closed, never reused */
     if (c->watch_pin) backend_abandon(c->watch_pin);
@@ -205,6 +211,7 @@ void client_reap(struct worker *w)
     struct client *c;
     while ((c = TAILQ_FIRST(&w->dead_clients))) {
         TAILQ_REMOVE(&w->dead_clients, c, link);
+        assert(c->closed && c->nqueued == 0 && c->mem_held == 0 && !c->out_dirty && !c->postponed);
         resp_parser_free(&c->parser);
         free(c->qbuf);
         free(c->argv);
@@ -418,6 +425,7 @@ void client_flush(struct client *c)
     if (c->closed) return;
     while ((req = TAILQ_FIRST(&c->queue)) && req->done) {
         TAILQ_REMOVE(&c->queue, req, link);
+        assert(c->nqueued > 0);
         c->nqueued--;
         if (req->reply_len) {
             client_out(c, req->reply, req->reply_len);
@@ -437,6 +445,7 @@ void client_flush(struct client *c)
 void request_complete(struct request *req, const char *reply, size_t len)
 {
     struct client *c = req->client;
+    assert(!req->done); /* one reply per request */
     req->done = 1;
     if (c && req->blocking) c->block_pin = NULL; /* it answered: the pin is back in the pool */
     if (!c || c->closed) {
@@ -446,6 +455,7 @@ void request_complete(struct request *req, const char *reply, size_t len)
     if (req == TAILQ_FIRST(&c->queue)) {
         /* the head: straight to the socket, no copy into the request */
         TAILQ_REMOVE(&c->queue, req, link);
+        assert(c->nqueued > 0);
         c->nqueued--;
         client_out(c, reply, len);
         STAT_ADD(&c->worker->stats, bytes_to_clients, len);
@@ -890,8 +900,11 @@ void client_push(struct client *c, struct backend *b, const char *frame, size_t 
     /* the marker's answer: this command's confirmations are all in */
     if (bulk_is(frame, len, SUB_MARKER) ||
         (len > 18 && memcmp(frame, "*2\r\n$4\r\npong\r\n", 14) == 0 && bulk_is(frame + 14, len - 14, SUB_MARKER))) {
-        if (b->sub_markers > 0) b->sub_markers--;
-        if (c->sub_markers > 0) c->sub_markers--;
+        /* only keygate sends the marker (a client's PING while subscribed is answered
+         * locally), once per counted (un)subscribe: never more answers than sent */
+        assert(b->sub_markers > 0 && c->sub_markers >= b->sub_markers);
+        b->sub_markers--;
+        c->sub_markers--;
         if (c->sub_markers == 0) {
             c->session.subscribed = client_any_subscription(c);
             client_resume_parsing(c);
@@ -925,8 +938,8 @@ void client_pin_lost(struct client *c, struct backend *b)
         if (c->sub_pin[i] != b) continue;
         int had = b->sub_normal + b->sub_shard > 0;
         c->sub_pin[i] = NULL;
+        assert(b->sub_markers >= 0 && c->sub_markers >= b->sub_markers); /* c's count sums its pins' */
         c->sub_markers -= b->sub_markers;
-        if (c->sub_markers < 0) c->sub_markers = 0;
         char msg[128];
         int n = snprintf(msg, sizeof(msg), "-" UNAVAILABLE_FMT "\r\n", c->worker->cfg->instance_names[i]);
         client_out(c, msg, (size_t)n);

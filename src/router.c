@@ -138,7 +138,9 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
         for (size_t i = 1; i < p->argc; i++)
             if (req->key_instance[i] == inst) stage_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
         backend_expect(b, req, PENDING_PART);
-        b->fifo[(b->fifo_head + b->fifo_count - 1) % b->fifo_cap].part = (uint8_t)k;
+        struct pending *tail = &b->fifo[(b->fifo_head + b->fifo_count - 1) % b->fifo_cap];
+        assert(tail->req == req && tail->kind == PENDING_PART && k <= UINT8_MAX);
+        tail->part = (uint8_t)k;
         for (size_t f = 0; f < plan->ttl.nfix; f++) {
             if (req->key_instance[plan->ttl.fix[f].argi] != inst) continue;
             write_fix(out, c, frame, &plan->ttl.fix[f]);
@@ -154,12 +156,14 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
         req->parts[k].reply = xmemdup(msg, (size_t)n);
         req->parts[k].len = (size_t)n;
         STAT_INC(&w->stats, errors_unavailable);
+        assert(req->parts_left > 0);
         if (--req->parts_left == 0) router_merge(req);
     }
 }
 
 void router_merge(struct request *req)
 {
+    assert(req->parts_left == 0 && req->nparts > 0);
     /* any failed part: the client gets that error, never a silent partial result */
     for (int k = 0; k < req->nparts; k++) {
         const struct request_part *pt = &req->parts[k];
