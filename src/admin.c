@@ -12,6 +12,9 @@
 #include "proxy.h"
 #include "topology.h"
 
+/* Request line and headers of one admin request: larger requests are refused (evhttp). */
+#define ADMIN_MAX_HEADER_BYTES 16384
+
 struct admin {
     struct evhttp *http;
     struct proxy *proxy;
@@ -130,7 +133,7 @@ static void admin_request_cb(struct evhttp_request *req, void *arg)
         reply(req, HTTP_OK, "OK", "text/plain; version=0.0.4; charset=utf-8", out);
     } else if (strcmp(path, "/healthz") == 0) {
         if (admin_health(a, out) == 0) {
-            evbuffer_add(out, "ok\n", 3);
+            evbuffer_add(out, STR_AND_LEN("ok\n"));
             reply(req, HTTP_OK, "OK", "text/plain; charset=utf-8", out);
         } else {
             reply(req, HTTP_SERVUNAVAIL, "Service Unavailable", "text/plain; charset=utf-8", out);
@@ -173,7 +176,7 @@ struct admin *admin_start(struct event_base *base, const char *host, int port, s
     evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
                                             EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
     evhttp_set_timeout(a->http, 10);
-    evhttp_set_max_headers_size(a->http, 16384);
+    evhttp_set_max_headers_size(a->http, ADMIN_MAX_HEADER_BYTES);
     evhttp_set_max_body_size(a->http, 0);
     evhttp_set_gencb(a->http, admin_request_cb, a);
     if (port < 0 || port > 65535 || !evhttp_bind_socket_with_handle(a->http, host, (ev_uint16_t)port)) {

@@ -23,10 +23,9 @@
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 2000
-/* Staged bytes past which a shared connection writes even with a batch in flight. */
+/* Staged bytes past which a shared connection writes even with a batch in flight
+ * (backend_holds): bounds how much a batch waits behind the one in flight. */
 #define HOLD_MAX_BYTES 65536
-/* Free room asked of the reply buffer before each read (one TLS record and more). */
-#define READ_CHUNK 16384
 /* Buffers past this size are given back once they are nearly empty again (a large
  * transfer ended); below it they are kept, so pipelined batches cause no realloc churn. */
 #define BUF_KEEP_MAX (4 * 1024 * 1024)
@@ -399,7 +398,7 @@ void backend_close(struct backend *b, const char *reason)
 static void backend_rbuf_reserve(struct backend *b, size_t more)
 {
     if (b->rlen + more <= b->rcap) return;
-    size_t cap = b->rcap ? b->rcap : 16384;
+    size_t cap = b->rcap ? b->rcap : READ_CHUNK_BYTES;
     while (cap < b->rlen + more) cap *= 2;
     b->rbuf = xrealloc(b->rbuf, cap);
     b->rcap = cap;
@@ -562,7 +561,7 @@ static int backend_frame_replies(struct backend *b)
             /* the end of a reply nobody keeps: its owner gets no bytes of it */
             b->discarding = 0;
             pos += (size_t)n;
-            if (backend_deliver(b, "-ERR reply dropped\r\n", 20) != 0 || b->fd < 0) return -1;
+            if (backend_deliver(b, STR_AND_LEN("-ERR reply dropped\r\n")) != 0 || b->fd < 0) return -1;
             continue;
         }
         if (b->subscriber && !(b->fifo_count > 0 && b->fifo[b->fifo_head].kind == PENDING_AUTH)) {
@@ -579,7 +578,7 @@ static int backend_frame_replies(struct backend *b)
     }
     if (b->rcap > BUF_KEEP_MAX && b->rlen < b->rcap / 8) {
         /* a large reply went through: give its buffer back */
-        size_t cap = READ_CHUNK;
+        size_t cap = READ_CHUNK_BYTES;
         while (cap < b->rlen * 2) cap *= 2;
         b->rbuf = xrealloc(b->rbuf, cap);
         b->rcap = cap;
@@ -634,7 +633,7 @@ static void backend_do_read_some(struct backend *b)
 {
     b->read_wants_write = 0;
     for (;;) {
-        backend_rbuf_reserve(b, READ_CHUNK);
+        backend_rbuf_reserve(b, READ_CHUNK_BYTES);
         size_t room = b->rcap - b->rlen;
         ssize_t n;
         if (b->ssl) {

@@ -393,7 +393,7 @@ static void client_write_now(struct client *c)
         return;
     }
     c->obuf.len = c->obuf_off = 0;
-    if (c->obuf.cap > 65536) bytebuf_free(&c->obuf); /* a big reply came and went */
+    if (c->obuf.cap > CLIENT_BUF_KEEP_BYTES) bytebuf_free(&c->obuf); /* a big reply came and went */
     client_account(c);
     if (c->wev_pending) {
         event_del(c->wev);
@@ -529,13 +529,13 @@ static void client_multi_queue(struct client *c, struct request *req, const stru
         return;
     }
     client_account(c);
-    request_complete(req, "+QUEUED\r\n", 9);
+    request_complete(req, STR_AND_LEN("+QUEUED\r\n"));
 }
 
 static void client_multi_reset(struct client *c)
 {
     c->multi_buf.len = 0;
-    if (c->multi_buf.cap > 65536) bytebuf_free(&c->multi_buf);
+    if (c->multi_buf.cap > CLIENT_BUF_KEEP_BYTES) bytebuf_free(&c->multi_buf);
     client_account(c);
     bytebuf_free(&c->multi_keep);
     c->multi_dirty = 0;
@@ -577,7 +577,7 @@ static void client_exec(struct client *c, struct request *req)
     }
     if (c->multi_keep.len == 0 && !c->watch_pin) {
         client_multi_reset(c);
-        request_complete(req, "*0\r\n", 4);
+        request_complete(req, STR_AND_LEN("*0\r\n"));
         return;
     }
     int instance = c->session.multi_instance >= 0 ? c->session.multi_instance : c->session.watch_instance;
@@ -592,11 +592,11 @@ static void client_exec(struct client *c, struct request *req)
         return;
     }
     struct bytebuf *out = backend_stage(b);
-    stage_add(out, "*1\r\n$5\r\nMULTI\r\n", 15);
+    stage_add(out, STR_AND_LEN("*1\r\n$5\r\nMULTI\r\n"));
     backend_expect(b, req, PENDING_DROP);
     stage_add(out, c->multi_buf.p, c->multi_buf.len);
     for (size_t i = 0; i < c->multi_keep.len; i++) backend_expect(b, req, PENDING_DROP);
-    stage_add(out, "*1\r\n$4\r\nEXEC\r\n", 14);
+    stage_add(out, STR_AND_LEN("*1\r\n$4\r\nEXEC\r\n"));
     backend_expect(b, req, PENDING_EXEC_FILTER);
     req->exec_keep = c->multi_keep; /* the request owns the flags now */
     memset(&c->multi_keep, 0, sizeof(c->multi_keep));
@@ -612,11 +612,11 @@ static void client_discard(struct client *c, struct request *req)
     c->session.watch_instance = c->watch_pin ? c->session.watch_instance : -1;
     if (c->watch_pin) {
         /* DISCARD also unwatches: do it on the pin before it goes back */
-        stage_add(backend_stage(c->watch_pin), "*1\r\n$7\r\nUNWATCH\r\n", 17);
+        stage_add(backend_stage(c->watch_pin), STR_AND_LEN("*1\r\n$7\r\nUNWATCH\r\n"));
         backend_expect(c->watch_pin, req, PENDING_DROP);
         client_watch_end(c);
     }
-    request_complete(req, "+OK\r\n", 5);
+    request_complete(req, STR_AND_LEN("+OK\r\n"));
 }
 
 struct backend *client_backend(struct client *c, int instance)
@@ -644,6 +644,9 @@ static void request_pin_full(struct client *c, struct request *req, int instance
  */
 #define SUB_MARKER "keygate-subscription-marker"
 #define SUB_MARKER_CMD "*2\r\n$4\r\nPING\r\n$27\r\n" SUB_MARKER "\r\n"
+_Static_assert(sizeof(SUB_MARKER) - 1 == 27, "SUB_MARKER_CMD's $27 is the marker's length");
+/* What a subscribed connection answers PING <arg> with, before the bulk of <arg>. */
+#define SUBSCRIBED_PONG_HEAD "*2\r\n$4\r\npong\r\n"
 
 /* (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE: written to the subscriber connection, whose frames
  * go straight to the client (client_push); no reply is matched to a request. */
@@ -669,7 +672,7 @@ static void client_subscribe(struct client *c, const struct plan *plan, const ch
         struct bytebuf *out = backend_stage(b);
         stage_add(out, frame, c->parser.frame_len);
         /* its answer marks the end of this command's confirmations (client_push) */
-        stage_add(out, SUB_MARKER_CMD, sizeof(SUB_MARKER_CMD) - 1);
+        stage_add(out, STR_AND_LEN(SUB_MARKER_CMD));
         b->sub_markers++;
         c->sub_markers++;
         c->stall = 1;
@@ -811,7 +814,7 @@ static int client_handle_frame(struct client *c, const char *frame)
             c->multi_buf.len = 0;
             c->session.in_multi = 1;
             c->session.multi_instance = -1;
-            request_complete(req, "+OK\r\n", 5);
+            request_complete(req, STR_AND_LEN("+OK\r\n"));
         } else if (plan.local == LOCAL_EXEC) {
             client_exec(c, req);
         } else if (plan.local == LOCAL_DISCARD) {
@@ -836,7 +839,7 @@ static int client_handle_frame(struct client *c, const char *frame)
         } else if (plan.flow == FLOW_UNWATCH && !c->watch_pin) {
             c->watch_lost = 0; /* its connection is already gone: nothing is watched */
             c->session.watch_instance = -1;
-            request_complete(req, "+OK\r\n", 5);
+            request_complete(req, STR_AND_LEN("+OK\r\n"));
         } else if (plan.flow == FLOW_UNWATCH) {
             router_forward(c, c->watch_pin, req, &plan, frame);
             client_watch_end(c);
@@ -880,15 +883,19 @@ static int bulk_is(const char *p, size_t len, const char *word)
 /* Parse a confirmation ["(p|s)(un)subscribe", channel, count]; 1 when it is one. */
 static int confirmation_parse(const char *frame, size_t len, int *shard, long long *count)
 {
-    if (len < 20 || memcmp(frame, "*3\r\n$", 5) != 0) return 0;
-    const char *p = frame + 5, *end = frame + len;
+    static const char head[] = "*3\r\n$";
+    if (len < 20 || memcmp(frame, head, sizeof(head) - 1) != 0) return 0;
+    const char *p = frame + sizeof(head) - 1, *end = frame + len;
     long long wl;
     const char *crlf = memchr(p, '\r', (size_t)(end - p));
-    if (!crlf || resp_parse_ll(p, (size_t)(crlf - p), &wl) != 0 || wl < 9 || wl > 12) return 0;
+    static const char tail[] = "subscribe"; /* the shortest word, and how every one ends */
+    const long long tl = (long long)sizeof(tail) - 1, longest = (long long)sizeof("punsubscribe") - 1;
+    if (!crlf || resp_parse_ll(p, (size_t)(crlf - p), &wl) != 0 || wl < tl || wl > longest) return 0;
     const char *word = crlf + 2;
     if (word + wl + 2 > end) return 0;
-    if (!(wl >= 9 && memcmp(word + wl - 9, "subscribe", 9) == 0)) return 0;
-    *shard = word[0] == 's' && (wl == 10 || wl == 12); /* ssubscribe / sunsubscribe, not subscribe */
+    if (memcmp(word + wl - tl, tail, (size_t)tl) != 0) return 0;
+    /* ssubscribe / sunsubscribe, not subscribe */
+    *shard = word[0] == 's' && (wl == (long long)sizeof("ssubscribe") - 1 || wl == (long long)sizeof("sunsubscribe") - 1);
     const char *colon = end - 3;
     while (colon > word && *colon != ':') colon--;
     return colon > word && resp_parse_ll(colon + 1, (size_t)(end - 2 - colon - 1), count) == 0;
@@ -899,7 +906,8 @@ void client_push(struct client *c, struct backend *b, const char *frame, size_t 
     if (c->closed) return;
     /* the marker's answer: this command's confirmations are all in */
     if (bulk_is(frame, len, SUB_MARKER) ||
-        (len > 18 && memcmp(frame, "*2\r\n$4\r\npong\r\n", 14) == 0 && bulk_is(frame + 14, len - 14, SUB_MARKER))) {
+        (len > sizeof(SUBSCRIBED_PONG_HEAD) - 1 && memcmp(frame, STR_AND_LEN(SUBSCRIBED_PONG_HEAD)) == 0 &&
+         bulk_is(frame + sizeof(SUBSCRIBED_PONG_HEAD) - 1, len - (sizeof(SUBSCRIBED_PONG_HEAD) - 1), SUB_MARKER))) {
         /* only keygate sends the marker (a client's PING while subscribed is answered
          * locally), once per counted (un)subscribe: never more answers than sent */
         assert(b->sub_markers > 0 && c->sub_markers >= b->sub_markers);
@@ -989,7 +997,7 @@ static size_t client_parse(struct client *c, const char *buf, size_t len)
     while (pos < len && !c->closing && c->nqueued < cfg->max_pending) {
         enum resp_status st = resp_parse_request(&c->parser, buf + pos, len - pos);
         if (st == RESP_NEED_MORE) {
-            if ((int64_t)(len - pos) > cfg->max_request_bytes + 65536) {
+            if ((int64_t)(len - pos) > cfg->max_request_bytes + REQUEST_FRAMING_SLACK) {
                 client_protocol_error(c, "Protocol error: request larger than max-request-size");
                 return len;
             }
@@ -1076,7 +1084,7 @@ static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg)
             buf = w->scratch;
             len = n > 0 ? (size_t)n : 0;
         } else {
-            client_qbuf_reserve(c, 16384);
+            client_qbuf_reserve(c, READ_CHUNK_BYTES);
             n = read(fd, c->qbuf + c->qlen, c->qcap - c->qlen);
             if (n > 0) c->qlen += (size_t)n;
             buf = c->qbuf;

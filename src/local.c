@@ -19,7 +19,7 @@ static void add_bulk(struct evbuffer *out, const char *s, size_t len)
 {
     evbuffer_add_printf(out, "$%zu\r\n", len);
     evbuffer_add(out, s, len);
-    evbuffer_add(out, "\r\n", 2);
+    evbuffer_add(out, STR_AND_LEN("\r\n"));
 }
 
 static void add_cstr(struct evbuffer *out, const char *s)
@@ -227,7 +227,7 @@ static void local_command(struct client *c, struct request *req, enum local_cmd 
             const struct command_def *cmd = argvlen[i] < sizeof(name) ? command_by_name(name) : NULL;
             if (what == LOCAL_COMMAND_INFO) {
                 if (cmd) evbuffer_add(body, cmd->info_resp, cmd->info_resp_len);
-                else evbuffer_add(body, "*-1\r\n", 5);
+                else evbuffer_add(body, STR_AND_LEN("*-1\r\n"));
                 found++;
             } else if (cmd) {
                 evbuffer_add(body, cmd->docs_resp, cmd->docs_resp_len);
@@ -410,7 +410,7 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
         struct evbuffer *out = xevbuffer_new();
         evbuffer_add_printf(out, "*2\r\n$4\r\npong\r\n");
         if (argc == 2) add_bulk(out, argv[1], argvlen[1]);
-        else evbuffer_add(out, "$0\r\n\r\n", 6);
+        else evbuffer_add(out, STR_AND_LEN("$0\r\n\r\n"));
         reply_buffer(req, out);
         break;
     }

@@ -30,6 +30,7 @@
 #include "config.h"
 #include "policy.h"
 #include "resp.h"
+#include "sizes.h"
 #include "stats.h"
 
 struct worker;
@@ -198,7 +199,7 @@ struct worker {
     int postponing[CONFIG_MAX_INSTANCES]; /* a request for the instance waits for the next flush */
     struct ptrvec postponed;            /* clients whose frame waits for the next flush, in arrival order */
     struct ptrvec dirty_clients;        /* plain clients with replies to write */
-    char scratch[65536];                /* plain clients are read into this, one at a time */
+    char scratch[CLIENT_SCRATCH_BYTES]; /* plain clients are read into this, one at a time */
     struct evconnlistener **listeners;
     size_t nlisteners;
     void **listen_ctxs;                 /* what each listener's callback gets; freed with w */

@@ -30,7 +30,7 @@ static void write_frame(struct bytebuf *out, const struct client *c, const struc
         stage_add(out, frame + p->header_len, p->frame_len - p->header_len);
     } else {
         for (size_t i = 0; i < p->argc; i++) {
-            if (i == 0 && plan->ttl.getex) stage_add_bulk(out, "GETEX", 5);
+            if (i == 0 && plan->ttl.getex) stage_add_bulk(out, STR_AND_LEN("GETEX"));
             else stage_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
         }
     }
@@ -42,11 +42,12 @@ static void write_fix(struct bytebuf *out, const struct client *c, const char *f
 {
     char ms[24];
     size_t n = format_ll(ms, (long long)f->ttl_ms);
-    stage_add(out, f->mode == TTL_FIX_RESET ? "*3\r\n$7\r\nPEXPIRE\r\n" : "*4\r\n$7\r\nPEXPIRE\r\n", 17);
+    if (f->mode == TTL_FIX_RESET) stage_add(out, STR_AND_LEN("*3\r\n$7\r\nPEXPIRE\r\n"));
+    else stage_add(out, STR_AND_LEN("*4\r\n$7\r\nPEXPIRE\r\n"));
     stage_add_bulk(out, resp_arg_ptr(&c->parser, frame, f->argi), c->parser.args[f->argi].len);
     stage_add_bulk(out, ms, (size_t)n);
-    if (f->mode == TTL_FIX_NX) stage_add_bulk(out, "NX", 2);
-    else if (f->mode == TTL_FIX_CAP) stage_add_bulk(out, "LT", 2);
+    if (f->mode == TTL_FIX_NX) stage_add_bulk(out, STR_AND_LEN("NX"));
+    else if (f->mode == TTL_FIX_CAP) stage_add_bulk(out, STR_AND_LEN("LT"));
 }
 
 static void request_unavailable(struct client *c, struct request *req, int instance)
@@ -75,7 +76,7 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
     struct bytebuf *out = backend_stage(b);
     int wrap = plan->ttl.wrap;
     if (wrap) {
-        stage_add(out, "*1\r\n$5\r\nMULTI\r\n", 15);
+        stage_add(out, STR_AND_LEN("*1\r\n$5\r\nMULTI\r\n"));
         backend_expect(b, req, PENDING_DROP);
     }
     write_frame(out, c, plan, frame);
@@ -85,7 +86,7 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
         backend_expect(b, req, PENDING_DROP);
     }
     if (wrap) {
-        stage_add(out, "*1\r\n$4\r\nEXEC\r\n", 14);
+        stage_add(out, STR_AND_LEN("*1\r\n$4\r\nEXEC\r\n"));
         backend_expect(b, req, PENDING_EXEC_PICK);
     }
     STAT_INC(&w->stats, commands_forwarded);
@@ -201,7 +202,7 @@ void router_merge(struct request *req)
             long long n = cursor[k] ? resp_scan_reply(&sc, cursor[k], (size_t)(end[k] - cursor[k])) : -1;
             if (n <= 0) {
                 evbuffer_free(out);
-                request_complete(req, "-ERR keygate could not merge the MGET replies\r\n", 47);
+                request_complete(req, STR_AND_LEN("-ERR keygate could not merge the MGET replies\r\n"));
                 return;
             }
             evbuffer_add(out, cursor[k], (size_t)n);

@@ -1,5 +1,6 @@
 /* syncconn.c: a small blocking Redis client (TLS via OpenSSL or plain TCP; hiredis formats and parses). */
 #include "syncconn.h"
+#include "sizes.h"
 #include "tls.h"
 
 #include <errno.h>
@@ -227,7 +228,7 @@ redisReply *syncconn_read(struct syncconn *c)
             return NULL;
         }
         if (reply) return reply;
-        char buf[16384];
+        char buf[READ_CHUNK_BYTES];
         ssize_t n;
         errno = 0;
         if (c->ssl) {

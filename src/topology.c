@@ -64,7 +64,7 @@ static int info_field(const char *info, const char *field, char *out, size_t out
 static int policy_evicts(const char *policy)
 {
     return strcmp(policy, "allkeys-lru") == 0 || strcmp(policy, "allkeys-lfu") == 0 ||
-           strcmp(policy, "allkeys-random") == 0 || strncmp(policy, "volatile-", 9) == 0;
+           strcmp(policy, "allkeys-random") == 0 || strncmp(policy, STR_AND_LEN("volatile-")) == 0;
 }
 
 int topology_check(const char *name, const char *info, char *problems, size_t len)

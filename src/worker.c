@@ -181,7 +181,7 @@ void worker_post(struct worker *w, const struct config *cfg, int stop)
     if (cfg) __atomic_store_n(&w->next_cfg, cfg, __ATOMIC_RELEASE);
     if (stop) __atomic_store_n(&w->stop_requested, 1, __ATOMIC_RELEASE);
     /* a byte on the worker's pipe wakes its loop: no lock is ever taken on the hot path */
-    ssize_t n = write(w->control_pipe[1], "x", 1);
+    ssize_t n = write(w->control_pipe[1], STR_AND_LEN("x"));
     (void)n;
 }
 
