@@ -732,6 +732,7 @@ static Suite *commands_suite(void)
     tcase_add_test(t, test_keys_out_too_small);
     tcase_add_test(t, test_keys_incomplete_spec);
     tcase_add_test(t, test_keys_every_keyword_and_keynum_spec_is_known);
+    tcase_add_test(t, test_hand_written_finders_are_sorted_for_their_binary_search);
     suite_add_tcase(s, t);
 
     t = tcase_create("issue10");
@@ -742,6 +743,12 @@ static Suite *commands_suite(void)
     suite_add_tcase(s, t);
     return s;
 }
+
+START_TEST(test_hand_written_finders_are_sorted_for_their_binary_search)
+{
+    ck_assert(command_finders_sorted());
+}
+END_TEST
 
 int main(void)
 {
