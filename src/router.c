@@ -37,17 +37,22 @@ static void write_frame(struct bytebuf *out, const struct client *c, const struc
     for (size_t i = 0; i < plan->nappend; i++) stage_add_bulk(out, plan->append[i], plan->append_len[i]);
 }
 
-/* PEXPIRE key ms [NX] for one ttl_fix. */
+/* PEXPIRE key ms [NX | XX LT] for one ttl_fix. */
 static void write_fix(struct bytebuf *out, const struct client *c, const char *frame, const struct ttl_fix *f)
 {
     char ms[24];
     size_t n = format_ll(ms, (long long)f->ttl_ms);
     if (f->mode == TTL_FIX_RESET) stage_add(out, STR_AND_LEN("*3\r\n$7\r\nPEXPIRE\r\n"));
-    else stage_add(out, STR_AND_LEN("*4\r\n$7\r\nPEXPIRE\r\n"));
+    else if (f->mode == TTL_FIX_NX) stage_add(out, STR_AND_LEN("*4\r\n$7\r\nPEXPIRE\r\n"));
+    else stage_add(out, STR_AND_LEN("*5\r\n$7\r\nPEXPIRE\r\n"));
     stage_add_bulk(out, resp_arg_ptr(&c->parser, frame, f->argi), c->parser.args[f->argi].len);
     stage_add_bulk(out, ms, (size_t)n);
-    if (f->mode == TTL_FIX_NX) stage_add_bulk(out, STR_AND_LEN("NX"));
-    else if (f->mode == TTL_FIX_CAP) stage_add_bulk(out, STR_AND_LEN("LT"));
+    if (f->mode == TTL_FIX_NX) {
+        stage_add_bulk(out, STR_AND_LEN("NX"));
+    } else if (f->mode == TTL_FIX_CAP) {
+        stage_add_bulk(out, STR_AND_LEN("XX")); /* only a key that has a TTL: none is given */
+        stage_add_bulk(out, STR_AND_LEN("LT"));
+    }
 }
 
 static void request_unavailable(struct client *c, struct request *req, int instance)
