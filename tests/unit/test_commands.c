@@ -694,6 +694,12 @@ START_TEST(test_keys_every_keyword_and_keynum_spec_is_known)
 }
 END_TEST
 
+START_TEST(test_hand_written_finders_are_sorted_for_their_binary_search)
+{
+    ck_assert(command_finders_sorted());
+}
+END_TEST
+
 static Suite *commands_suite(void)
 {
     Suite *s = suite_create("commands");
@@ -743,12 +749,6 @@ static Suite *commands_suite(void)
     suite_add_tcase(s, t);
     return s;
 }
-
-START_TEST(test_hand_written_finders_are_sorted_for_their_binary_search)
-{
-    ck_assert(command_finders_sorted());
-}
-END_TEST
 
 int main(void)
 {
