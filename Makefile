@@ -1,6 +1,7 @@
 # keygate — build, run and test. `make`, `make run`, `make test` (SANITIZE=1 for ASan/UBSan).
 CC      ?= cc
 PKGS    := libevent libevent_openssl libevent_pthreads hiredis openssl libsystemd
+# no -DNDEBUG, here or in SANITIZE=1: the assert()s on the invariants stay on in every build
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Isrc \
            $(shell pkg-config --cflags $(PKGS) 2>/dev/null)

@@ -12,6 +12,9 @@
 #include "proxy.h"
 #include "topology.h"
 
+/* Request line and headers of one admin request: larger requests are refused (evhttp). */
+#define ADMIN_MAX_HEADER_BYTES 16384
+
 struct admin {
     struct evhttp *http;
     struct proxy *proxy;
@@ -119,11 +122,7 @@ static void admin_request_cb(struct evhttp_request *req, void *arg)
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     if (!path) path = "";
-    struct evbuffer *out = evbuffer_new();
-    if (!out) {
-        evhttp_send_error(req, HTTP_INTERNAL, NULL);
-        return;
-    }
+    struct evbuffer *out = xevbuffer_new();
     enum evhttp_cmd_type method = evhttp_request_get_command(req);
     if (method != EVHTTP_REQ_GET && method != EVHTTP_REQ_HEAD) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
@@ -134,7 +133,7 @@ static void admin_request_cb(struct evhttp_request *req, void *arg)
         reply(req, HTTP_OK, "OK", "text/plain; version=0.0.4; charset=utf-8", out);
     } else if (strcmp(path, "/healthz") == 0) {
         if (admin_health(a, out) == 0) {
-            evbuffer_add(out, "ok\n", 3);
+            evbuffer_add(out, STR_AND_LEN("ok\n"));
             reply(req, HTTP_OK, "OK", "text/plain; charset=utf-8", out);
         } else {
             reply(req, HTTP_SERVUNAVAIL, "Service Unavailable", "text/plain; charset=utf-8", out);
@@ -144,11 +143,10 @@ static void admin_request_cb(struct evhttp_request *req, void *arg)
         char *text = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&text, &len);
-        if (f) {
-            registry_print(cfg->registry, cfg->instance_names, 1, f);
-            fclose(f);
-        }
-        if (f && text) {
+        if (!f) oom_abort(0); /* it fails only for memory */
+        registry_print(cfg->registry, cfg->instance_names, 1, f);
+        fclose(f);
+        if (text) {
             evbuffer_add(out, text, len);
             reply(req, HTTP_OK, "OK", "text/markdown; charset=utf-8", out);
         } else {
@@ -166,8 +164,7 @@ static void admin_request_cb(struct evhttp_request *req, void *arg)
 struct admin *admin_start(struct event_base *base, const char *host, int port, struct proxy *p,
                           struct config *const *cfgp)
 {
-    struct admin *a = calloc(1, sizeof(*a));
-    if (!a) return NULL;
+    struct admin *a = xcalloc(1, sizeof(*a));
     a->proxy = p;
     a->cfgp = cfgp;
     a->http = evhttp_new(base);
@@ -179,7 +176,7 @@ struct admin *admin_start(struct event_base *base, const char *host, int port, s
     evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
                                             EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
     evhttp_set_timeout(a->http, 10);
-    evhttp_set_max_headers_size(a->http, 16384);
+    evhttp_set_max_headers_size(a->http, ADMIN_MAX_HEADER_BYTES);
     evhttp_set_max_body_size(a->http, 0);
     evhttp_set_gencb(a->http, admin_request_cb, a);
     if (port < 0 || port > 65535 || !evhttp_bind_socket_with_handle(a->http, host, (ev_uint16_t)port)) {

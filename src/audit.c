@@ -59,13 +59,13 @@ int audit_keyspace_next(const char *info_text, int after)
 {
     int best = -1;
     for (const char *line = info_text, *nl; line; line = (nl = strchr(line, '\n')) ? nl + 1 : NULL) {
-        if (strncmp(line, "db", 2) != 0) continue;
-        const char *p = line + 2;
+        if (strncmp(line, STR_AND_LEN("db")) != 0) continue;
+        const char *p = line + sizeof("db") - 1;
         long long db = 0;
         int digits = 0, keys = 0;
         for (; *p >= '0' && *p <= '9' && db <= INT32_MAX; p++, digits++) db = db * 10 + (*p - '0');
-        if (!digits || db > INT32_MAX || strncmp(p, ":keys=", 6) != 0) continue;
-        p += 6;
+        if (!digits || db > INT32_MAX || strncmp(p, STR_AND_LEN(":keys=")) != 0) continue;
+        p += sizeof(":keys=") - 1;
         for (digits = 0; *p >= '0' && *p <= '9'; p++, digits++) keys |= *p != '0'; /* any count above 0 */
         if (!digits || (*p != ',' && *p != '\r' && *p != '\n' && *p != '\0')) continue;
         if (keys && db > after && (best < 0 || db < best)) best = (int)db;

@@ -4,6 +4,7 @@
 #include "tls.h"
 #include "topology.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <netdb.h>
@@ -22,10 +23,9 @@
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 2000
-/* Staged bytes past which a shared connection writes even with a batch in flight. */
+/* Staged bytes past which a shared connection writes even with a batch in flight
+ * (backend_holds): bounds how much a batch waits behind the one in flight. */
 #define HOLD_MAX_BYTES 65536
-/* Free room asked of the reply buffer before each read (one TLS record and more). */
-#define READ_CHUNK 16384
 /* Buffers past this size are given back once they are nearly empty again (a large
  * transfer ended); below it they are kept, so pipelined batches cause no realloc churn. */
 #define BUF_KEEP_MAX (4 * 1024 * 1024)
@@ -61,8 +61,7 @@ int backend_pools_start(struct worker *w)
         struct backend_pool *pool = &w->pools[i];
         pool->nconns = ic->connections > 0 ? ic->connections : 1;
         TAILQ_INIT(&pool->idle);
-        pool->conns = calloc((size_t)pool->nconns, sizeof(*pool->conns));
-        if (!pool->conns) return -1;
+        pool->conns = xcalloc((size_t)pool->nconns, sizeof(*pool->conns));
         if (ic->tls) {
             char err[300];
             pool->ssl_ctx = tls_instance_ctx(ic, err, sizeof(err));
@@ -78,8 +77,7 @@ int backend_pools_start(struct worker *w)
             b->slot = j;
             b->fd = -1;
             b->backoff_ms = BACKOFF_MIN_MS;
-            b->timer = evtimer_new(w->base, backend_timer_cb, b);
-            if (!b->timer) return -1;
+            b->timer = xevtimer_new(w->base, backend_timer_cb, b);
             backend_connect(b);
         }
     }
@@ -90,12 +88,10 @@ int backend_pools_start(struct worker *w)
 static void backend_part_done(struct request *req, int part, const char *reply, size_t len)
 {
     struct request_part *pt = &req->parts[part];
+    assert(part < req->nparts && !pt->reply && req->parts_left > 0 && req->waiting > 0);
     req->waiting--;
-    pt->reply = malloc(len ? len : 1);
-    if (pt->reply) {
-        memcpy(pt->reply, reply, len);
-        pt->len = len;
-    }
+    pt->reply = xmemdup(reply, len);
+    pt->len = len;
     if (--req->parts_left == 0) router_merge(req);
 }
 
@@ -111,6 +107,7 @@ static void backend_fail_fifo(struct backend *b)
         b->fifo_count--;
         if (!pd.req) continue;
         if (pd.kind == PENDING_PASS || pd.kind == PENDING_EXEC_PICK || pd.kind == PENDING_EXEC_FILTER) {
+            assert(pd.req->waiting > 0);
             pd.req->waiting--;
             STAT_INC(&b->worker->stats, errors_unavailable);
             request_complete(pd.req, msg, (size_t)n);
@@ -181,8 +178,7 @@ void backend_expect(struct backend *b, struct request *req, enum pending_kind ki
 {
     if (b->fifo_count == b->fifo_cap) {
         size_t cap = b->fifo_cap ? b->fifo_cap * 2 : 64;
-        struct pending *f = malloc(cap * sizeof(*f));
-        if (!f) abort(); /* cannot keep the FIFO aligned without it */
+        struct pending *f = xmalloc(cap * sizeof(*f));
         for (size_t i = 0; i < b->fifo_count; i++) f[i] = b->fifo[(b->fifo_head + i) % b->fifo_cap];
         free(b->fifo);
         b->fifo = f;
@@ -192,33 +188,26 @@ void backend_expect(struct backend *b, struct request *req, enum pending_kind ki
     b->fifo[(b->fifo_head + b->fifo_count) % b->fifo_cap] = (struct pending){.req = req, .kind = (uint8_t)kind};
     b->fifo_count++;
     b->unsent++;
+    assert(b->unsent <= b->fifo_count);
+    assert(req || kind == PENDING_AUTH || kind == PENDING_INFO); /* only keygate's own have no request */
     if (req) req->waiting++;
 }
 
 void stage_add(struct bytebuf *out, const void *data, size_t n)
 {
-    if (bytebuf_add(out, data, n) != 0) {
-        log_msg(LOG_ERROR, "out of memory staging a backend request");
-        abort();
-    }
+    bytebuf_add(out, data, n);
 }
 
 void stage_add_bulk(struct bytebuf *out, const void *data, size_t n)
 {
-    if (bytebuf_add_bulk(out, data, n) != 0) {
-        log_msg(LOG_ERROR, "out of memory staging a backend request");
-        abort();
-    }
+    bytebuf_add_bulk(out, data, n);
 }
 
 struct bytebuf *backend_stage(struct backend *b)
 {
     struct worker *w = b->worker;
     if (!b->dirty) {
-        if (ptrvec_push(&w->dirty, b) != 0) {
-            log_msg(LOG_ERROR, "out of memory staging a backend request");
-            abort();
-        }
+        ptrvec_push(&w->dirty, b);
         b->dirty = 1;
         w->inst_tail[b->instance] = b;
     }
@@ -349,11 +338,7 @@ void backend_flush_all(struct worker *w)
         b->dirty = 1;
         todo.items[todo.n++] = b;
     }
-    for (size_t i = 0; i < added.n; i++)
-        if (ptrvec_push(&todo, added.items[i]) != 0) {
-            log_msg(LOG_ERROR, "out of memory staging a backend request");
-            abort();
-        }
+    for (size_t i = 0; i < added.n; i++) ptrvec_push(&todo, added.items[i]);
     w->dirty = todo;
     added.n = 0;
     w->flush_spare = added;
@@ -368,7 +353,7 @@ static void backend_send_internal(struct backend *b, enum pending_kind kind, int
 {
     char *cmd = NULL;
     int len = redisFormatCommandArgv(&cmd, argc, argv, NULL);
-    if (len < 0) return;
+    if (len < 0) oom_abort(0); /* hiredis fails here only for memory */
     stage_add(backend_stage(b), cmd, (size_t)len);
     free(cmd);
     backend_expect(b, NULL, kind);
@@ -387,6 +372,7 @@ void backend_close(struct backend *b, const char *reason)
         backend_fail_fifo(b);
         if (b->in_idle) TAILQ_REMOVE(&b->worker->pools[b->instance].idle, b, link);
         b->in_idle = 0;
+        assert(b->worker->pools[b->instance].npinned > 0);
         b->worker->pools[b->instance].npinned--;
         TAILQ_INSERT_TAIL(&b->worker->dead_backends, b, link);
         event_active(b->worker->reap_ev, EV_TIMEOUT, 0);
@@ -409,16 +395,13 @@ void backend_close(struct backend *b, const char *reason)
 }
 
 /* Reserve room for `more` received bytes. */
-static int backend_rbuf_reserve(struct backend *b, size_t more)
+static void backend_rbuf_reserve(struct backend *b, size_t more)
 {
-    if (b->rlen + more <= b->rcap) return 0;
-    size_t cap = b->rcap ? b->rcap : 16384;
+    if (b->rlen + more <= b->rcap) return;
+    size_t cap = b->rcap ? b->rcap : READ_CHUNK_BYTES;
     while (cap < b->rlen + more) cap *= 2;
-    char *r = realloc(b->rbuf, cap);
-    if (!r) return -1;
-    b->rbuf = r;
+    b->rbuf = xrealloc(b->rbuf, cap);
     b->rcap = cap;
-    return 0;
 }
 
 /*
@@ -459,7 +442,7 @@ static void backend_exec_filter(struct request *req, const char *reply, size_t l
     }
     size_t kept = 0;
     for (size_t i = 0; i < req->exec_keep.len; i++) kept += (size_t)req->exec_keep.p[i];
-    struct evbuffer *out = evbuffer_new();
+    struct evbuffer *out = xevbuffer_new();
     evbuffer_add_printf(out, "*%zu\r\n", kept);
     const char *end = reply + len;
     for (size_t i = 0; i < req->exec_keep.len; i++) {
@@ -502,19 +485,18 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
         return 0;
     case PENDING_QUEUED:
         if (reply[0] == '-' && !pd.req->queued_error) {
-            pd.req->queued_error = malloc(len);
-            if (pd.req->queued_error) {
-                memcpy(pd.req->queued_error, reply, len);
-                pd.req->queued_error_len = len;
-            }
+            pd.req->queued_error = xmemdup(reply, len);
+            pd.req->queued_error_len = len;
         }
         request_reply_consumed(pd.req);
         return 0;
     case PENDING_EXEC_PICK:
+        assert(pd.req->waiting > 0);
         pd.req->waiting--;
         backend_exec_pick(pd.req, reply, len);
         return 0;
     case PENDING_EXEC_FILTER:
+        assert(pd.req->waiting > 0);
         pd.req->waiting--;
         backend_exec_filter(pd.req, reply, len);
         return 0;
@@ -523,6 +505,7 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
         return 0;
     case PENDING_PASS:
     default:
+        assert(pd.req->waiting > 0);
         pd.req->waiting--;
         request_complete(pd.req, reply, len);
         return 0;
@@ -578,12 +561,12 @@ static int backend_frame_replies(struct backend *b)
             /* the end of a reply nobody keeps: its owner gets no bytes of it */
             b->discarding = 0;
             pos += (size_t)n;
-            if (backend_deliver(b, "-ERR reply dropped\r\n", 20) != 0 || b->fd < 0) return -1;
+            if (backend_deliver(b, STR_AND_LEN("-ERR reply dropped\r\n")) != 0 || b->fd < 0) return -1;
             continue;
         }
         if (b->subscriber && !(b->fifo_count > 0 && b->fifo[b->fifo_head].kind == PENDING_AUTH)) {
             if (b->owner) client_push(b->owner, b, b->rbuf + pos, (size_t)n);
-            if (b->fd < 0) return -1; /* the client failed (out of memory) and its close closed b */
+            if (b->fd < 0) return -1; /* the client was closed (its output limit) and took b with it */
         } else if (backend_deliver(b, b->rbuf + pos, (size_t)n) != 0 || b->fd < 0) {
             return -1;
         }
@@ -595,13 +578,10 @@ static int backend_frame_replies(struct backend *b)
     }
     if (b->rcap > BUF_KEEP_MAX && b->rlen < b->rcap / 8) {
         /* a large reply went through: give its buffer back */
-        size_t cap = READ_CHUNK;
+        size_t cap = READ_CHUNK_BYTES;
         while (cap < b->rlen * 2) cap *= 2;
-        char *r = realloc(b->rbuf, cap);
-        if (r) {
-            b->rbuf = r;
-            b->rcap = cap;
-        }
+        b->rbuf = xrealloc(b->rbuf, cap);
+        b->rcap = cap;
     }
     if (b->pinned && b->release_when_idle && b->fifo_count == 0 && !b->subscriber) {
         backend_make_idle(b);
@@ -653,10 +633,7 @@ static void backend_do_read_some(struct backend *b)
 {
     b->read_wants_write = 0;
     for (;;) {
-        if (backend_rbuf_reserve(b, READ_CHUNK) != 0) {
-            backend_close(b, "out of memory for replies");
-            return;
-        }
+        backend_rbuf_reserve(b, READ_CHUNK_BYTES);
         size_t room = b->rcap - b->rlen;
         ssize_t n;
         if (b->ssl) {
@@ -854,20 +831,16 @@ static void backend_connect(struct backend *b)
         backend_close(b, "host is not a numeric address");
         return;
     }
-    if (!b->timer) b->timer = evtimer_new(w->base, backend_timer_cb, b);
+    if (!b->timer) b->timer = xevtimer_new(w->base, backend_timer_cb, b);
     b->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (b->fd < 0 || !b->timer) {
-        backend_close(b, b->fd < 0 ? strerror(errno) : "cannot create a timer");
+    if (b->fd < 0) {
+        backend_close(b, strerror(errno));
         return;
     }
     int one = 1;
     setsockopt(b->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    b->rev = event_new(w->base, b->fd, EV_READ | EV_PERSIST, backend_io_cb, b);
-    b->wev = event_new(w->base, b->fd, EV_WRITE | EV_PERSIST, backend_io_cb, b);
-    if (!b->rev || !b->wev) {
-        backend_close(b, "cannot create a connection");
-        return;
-    }
+    b->rev = xevent_new(w->base, b->fd, EV_READ | EV_PERSIST, backend_io_cb, b);
+    b->wev = xevent_new(w->base, b->fd, EV_WRITE | EV_PERSIST, backend_io_cb, b);
     if (pool->ssl_ctx) {
         b->ssl = SSL_new(pool->ssl_ctx);
         if (!b->ssl || tls_instance_expect_name(b->ssl, ic) != 0 || SSL_set_fd(b->ssl, b->fd) != 1) {
@@ -928,8 +901,7 @@ struct backend *backend_pin(struct worker *w, int instance, struct client *c)
         backend_abandon(b);
     }
     if (pool->npinned >= w->cfg->max_pinned) return NULL;
-    b = calloc(1, sizeof(*b));
-    if (!b) return NULL;
+    b = xcalloc(1, sizeof(*b));
     b->worker = w;
     b->instance = instance;
     b->slot = -1;
@@ -966,6 +938,7 @@ void backend_reap(struct worker *w)
     struct backend *b;
     while ((b = TAILQ_FIRST(&w->dead_backends))) {
         TAILQ_REMOVE(&w->dead_backends, b, link);
+        assert(b->pinned && b->fd < 0 && b->fifo_count == 0 && !b->dirty && !b->in_idle && b->mem_held == 0);
         if (b->timer) event_free(b->timer);
         bytebuf_free(&b->out);
         bytebuf_free(&b->wbuf);

@@ -1,6 +1,7 @@
 /* client.c: client connections: read, parse, decide, queue, and write replies in request order. */
 #include "proxy.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -59,12 +60,7 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
-    struct client *c = calloc(1, sizeof(*c));
-    if (!c) {
-        __atomic_sub_fetch(&w->proxy->clients_now, 1, __ATOMIC_RELAXED);
-        close(fd);
-        return;
-    }
+    struct client *c = xcalloc(1, sizeof(*c));
     c->worker = w;
     c->id = __atomic_add_fetch(&w->proxy->next_client_id, 1, __ATOMIC_RELAXED);
     c->created_ms = clock_wall_ms();
@@ -94,9 +90,9 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
         bufferevent_enable(c->bev, EV_READ | EV_WRITE);
     } else {
         /* plain TCP and unix sockets: read() and write() on the fd, no buffer layer */
-        c->rev = event_new(w->base, fd, EV_READ | EV_PERSIST, client_raw_read_cb, c);
-        c->wev = event_new(w->base, fd, EV_WRITE | EV_PERSIST, client_raw_write_cb, c);
-        if (!c->rev || !c->wev || event_add(c->rev, NULL) != 0) {
+        c->rev = xevent_new(w->base, fd, EV_READ | EV_PERSIST, client_raw_read_cb, c);
+        c->wev = xevent_new(w->base, fd, EV_WRITE | EV_PERSIST, client_raw_write_cb, c);
+        if (event_add(c->rev, NULL) != 0) {
             client_close(c, "cannot watch the socket");
             return;
         }
@@ -111,6 +107,7 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
 static void request_free(struct request *req)
 {
     struct worker *w = req->worker;
+    assert(req->waiting == 0); /* no backend reply is still owed to it */
     for (int i = 0; i < req->nparts; i++) free(req->parts[i].reply);
     free(req->parts);
     free(req->key_instance);
@@ -146,6 +143,7 @@ static void request_release(struct request *req)
 
 void request_reply_consumed(struct request *req)
 {
+    assert(req->waiting > 0);
     req->waiting--;
     if (req->waiting == 0 && !req->client) request_free(req);
 }
@@ -157,10 +155,13 @@ void client_close(struct client *c, const char *reason)
     c->closed = 1;
     log_msg(LOG_DEBUG, "client %llu %s closed: %s", (unsigned long long)c->id, c->addr, reason);
     struct request *req;
+    int released = 0;
     while ((req = TAILQ_FIRST(&c->queue))) {
         TAILQ_REMOVE(&c->queue, req, link);
         request_release(req); /* replies still due from backends free it when they come */
+        released++;
     }
+    assert(released == c->nqueued); /* nqueued counts the queue */
     c->nqueued = 0;
     /* dedicated connections holding this client's state are closed, never reused */
     if (c->watch_pin) backend_abandon(c->watch_pin);
@@ -210,6 +211,7 @@ void client_reap(struct worker *w)
     struct client *c;
     while ((c = TAILQ_FIRST(&w->dead_clients))) {
         TAILQ_REMOVE(&w->dead_clients, c, link);
+        assert(c->closed && c->nqueued == 0 && c->mem_held == 0 && !c->out_dirty && !c->postponed);
         resp_parser_free(&c->parser);
         free(c->qbuf);
         free(c->argv);
@@ -235,17 +237,11 @@ static void client_out(struct client *c, const char *data, size_t len)
         if (!client_output_over(c, 0)) client_account(c);
         return;
     }
-    if (bytebuf_add(&c->obuf, data, len) != 0) {
-        client_close(c, "out of memory for replies");
-        return;
-    }
+    bytebuf_add(&c->obuf, data, len);
     if (client_output_over(c, 0)) return;
     client_account(c);
     if (!c->out_dirty) {
-        if (ptrvec_push(&c->worker->dirty_clients, c) != 0) {
-            client_close(c, "out of memory for replies");
-            return;
-        }
+        ptrvec_push(&c->worker->dirty_clients, c);
         c->out_dirty = 1;
         event_active(c->worker->flush_ev, EV_TIMEOUT, 0);
     }
@@ -309,8 +305,7 @@ static void client_watch_close(struct client *c, int on)
                     strerror(errno));
             return;
         }
-        c->pev = event_new(c->worker->base, c->pfd, EV_READ | EV_CLOSED | EV_ET | EV_PERSIST, client_paused_cb, c);
-        if (!c->pev) return;
+        c->pev = xevent_new(c->worker->base, c->pfd, EV_READ | EV_CLOSED | EV_ET | EV_PERSIST, client_paused_cb, c);
     }
     event_add(c->pev, NULL);
 }
@@ -398,7 +393,7 @@ static void client_write_now(struct client *c)
         return;
     }
     c->obuf.len = c->obuf_off = 0;
-    if (c->obuf.cap > 65536) bytebuf_free(&c->obuf); /* a big reply came and went */
+    if (c->obuf.cap > CLIENT_BUF_KEEP_BYTES) bytebuf_free(&c->obuf); /* a big reply came and went */
     client_account(c);
     if (c->wev_pending) {
         event_del(c->wev);
@@ -430,6 +425,7 @@ void client_flush(struct client *c)
     if (c->closed) return;
     while ((req = TAILQ_FIRST(&c->queue)) && req->done) {
         TAILQ_REMOVE(&c->queue, req, link);
+        assert(c->nqueued > 0);
         c->nqueued--;
         if (req->reply_len) {
             client_out(c, req->reply, req->reply_len);
@@ -449,6 +445,7 @@ void client_flush(struct client *c)
 void request_complete(struct request *req, const char *reply, size_t len)
 {
     struct client *c = req->client;
+    assert(!req->done); /* one reply per request */
     req->done = 1;
     if (c && req->blocking) c->block_pin = NULL; /* it answered: the pin is back in the pool */
     if (!c || c->closed) {
@@ -458,6 +455,7 @@ void request_complete(struct request *req, const char *reply, size_t len)
     if (req == TAILQ_FIRST(&c->queue)) {
         /* the head: straight to the socket, no copy into the request */
         TAILQ_REMOVE(&c->queue, req, link);
+        assert(c->nqueued > 0);
         c->nqueued--;
         client_out(c, reply, len);
         STAT_ADD(&c->worker->stats, bytes_to_clients, len);
@@ -465,11 +463,7 @@ void request_complete(struct request *req, const char *reply, size_t len)
         client_flush(c);
         return;
     }
-    req->reply = malloc(len ? len : 1);
-    if (!req->reply) {
-        client_close(c, "out of memory");
-        return;
-    }
+    req->reply = xmalloc(len);
     memcpy(req->reply, reply, len);
     req->reply_len = len;
     mem_add(req->worker, (int64_t)len);
@@ -484,8 +478,7 @@ static struct request *request_new(struct client *c)
         w->nfree_requests--;
         memset(req, 0, sizeof(*req));
     } else {
-        req = calloc(1, sizeof(*req));
-        if (!req) return NULL;
+        req = xcalloc(1, sizeof(*req));
     }
     req->worker = w;
     req->client = c;
@@ -505,19 +498,14 @@ static void request_error(struct client *c, struct request *req, const char *err
 }
 
 /* Grow the argv scratch arrays to hold n arguments. */
-static int client_argv_reserve(struct client *c, size_t n)
+static void client_argv_reserve(struct client *c, size_t n)
 {
-    if (n <= c->argv_cap) return 0;
+    if (n <= c->argv_cap) return;
     size_t cap = c->argv_cap ? c->argv_cap : 16;
     while (cap < n) cap *= 2;
-    const char **argv = realloc(c->argv, cap * sizeof(*argv));
-    if (!argv) return -1;
-    c->argv = argv;
-    size_t *lens = realloc(c->argvlen, cap * sizeof(*lens));
-    if (!lens) return -1;
-    c->argvlen = lens;
+    c->argv = xrealloc(c->argv, cap * sizeof(*c->argv));
+    c->argvlen = xrealloc(c->argvlen, cap * sizeof(*c->argvlen));
     c->argv_cap = cap;
-    return 0;
 }
 
 /* Reply +QUEUED/-error to a command inside the client's MULTI, buffering it for EXEC. */
@@ -528,11 +516,7 @@ static void client_multi_queue(struct client *c, struct request *req, const stru
         request_error(c, req, plan->error);
         return;
     }
-    if (router_write_queued(&c->multi_buf, c, plan, frame, &c->multi_keep) != 0) {
-        c->multi_dirty = 1;
-        request_error(c, req, "OOM keygate is out of memory");
-        return;
-    }
+    router_write_queued(&c->multi_buf, c, plan, frame, &c->multi_keep);
     if (c->session.multi_instance < 0 && plan->instance >= 0) c->session.multi_instance = plan->instance;
     if ((int64_t)c->multi_buf.len > c->worker->cfg->max_request_bytes) {
         /* the transaction is held in keygate's memory: it counts as query buffer, and a
@@ -545,13 +529,13 @@ static void client_multi_queue(struct client *c, struct request *req, const stru
         return;
     }
     client_account(c);
-    request_complete(req, "+QUEUED\r\n", 9);
+    request_complete(req, STR_AND_LEN("+QUEUED\r\n"));
 }
 
 static void client_multi_reset(struct client *c)
 {
     c->multi_buf.len = 0;
-    if (c->multi_buf.cap > 65536) bytebuf_free(&c->multi_buf);
+    if (c->multi_buf.cap > CLIENT_BUF_KEEP_BYTES) bytebuf_free(&c->multi_buf);
     client_account(c);
     bytebuf_free(&c->multi_keep);
     c->multi_dirty = 0;
@@ -593,7 +577,7 @@ static void client_exec(struct client *c, struct request *req)
     }
     if (c->multi_keep.len == 0 && !c->watch_pin) {
         client_multi_reset(c);
-        request_complete(req, "*0\r\n", 4);
+        request_complete(req, STR_AND_LEN("*0\r\n"));
         return;
     }
     int instance = c->session.multi_instance >= 0 ? c->session.multi_instance : c->session.watch_instance;
@@ -608,11 +592,11 @@ static void client_exec(struct client *c, struct request *req)
         return;
     }
     struct bytebuf *out = backend_stage(b);
-    stage_add(out, "*1\r\n$5\r\nMULTI\r\n", 15);
+    stage_add(out, STR_AND_LEN("*1\r\n$5\r\nMULTI\r\n"));
     backend_expect(b, req, PENDING_DROP);
     stage_add(out, c->multi_buf.p, c->multi_buf.len);
     for (size_t i = 0; i < c->multi_keep.len; i++) backend_expect(b, req, PENDING_DROP);
-    stage_add(out, "*1\r\n$4\r\nEXEC\r\n", 14);
+    stage_add(out, STR_AND_LEN("*1\r\n$4\r\nEXEC\r\n"));
     backend_expect(b, req, PENDING_EXEC_FILTER);
     req->exec_keep = c->multi_keep; /* the request owns the flags now */
     memset(&c->multi_keep, 0, sizeof(c->multi_keep));
@@ -628,11 +612,11 @@ static void client_discard(struct client *c, struct request *req)
     c->session.watch_instance = c->watch_pin ? c->session.watch_instance : -1;
     if (c->watch_pin) {
         /* DISCARD also unwatches: do it on the pin before it goes back */
-        stage_add(backend_stage(c->watch_pin), "*1\r\n$7\r\nUNWATCH\r\n", 17);
+        stage_add(backend_stage(c->watch_pin), STR_AND_LEN("*1\r\n$7\r\nUNWATCH\r\n"));
         backend_expect(c->watch_pin, req, PENDING_DROP);
         client_watch_end(c);
     }
-    request_complete(req, "+OK\r\n", 5);
+    request_complete(req, STR_AND_LEN("+OK\r\n"));
 }
 
 struct backend *client_backend(struct client *c, int instance)
@@ -660,6 +644,9 @@ static void request_pin_full(struct client *c, struct request *req, int instance
  */
 #define SUB_MARKER "keygate-subscription-marker"
 #define SUB_MARKER_CMD "*2\r\n$4\r\nPING\r\n$27\r\n" SUB_MARKER "\r\n"
+_Static_assert(sizeof(SUB_MARKER) - 1 == 27, "SUB_MARKER_CMD's $27 is the marker's length");
+/* What a subscribed connection answers PING <arg> with, before the bulk of <arg>. */
+#define SUBSCRIBED_PONG_HEAD "*2\r\n$4\r\npong\r\n"
 
 /* (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE: written to the subscriber connection, whose frames
  * go straight to the client (client_push); no reply is matched to a request. */
@@ -674,8 +661,7 @@ static void client_subscribe(struct client *c, const struct plan *plan, const ch
         if (!b && plan->flow == FLOW_SUBSCRIBE) {
             b = backend_pin(w, i, c);
             if (!b) {
-                struct request *req = request_new(c);
-                if (req) request_pin_full(c, req, i);
+                request_pin_full(c, request_new(c), i);
                 return;
             }
             b->subscriber = 1;
@@ -686,7 +672,7 @@ static void client_subscribe(struct client *c, const struct plan *plan, const ch
         struct bytebuf *out = backend_stage(b);
         stage_add(out, frame, c->parser.frame_len);
         /* its answer marks the end of this command's confirmations (client_push) */
-        stage_add(out, SUB_MARKER_CMD, sizeof(SUB_MARKER_CMD) - 1);
+        stage_add(out, STR_AND_LEN(SUB_MARKER_CMD));
         b->sub_markers++;
         c->sub_markers++;
         c->stall = 1;
@@ -740,10 +726,7 @@ void client_postpone(struct client *c, int instance)
     struct worker *w = c->worker;
     w->postponing[instance] = 1;
     if (!c->postponed) {
-        if (ptrvec_push(&w->postponed, c) != 0) {
-            client_close(c, "out of memory");
-            return;
-        }
+        ptrvec_push(&w->postponed, c);
         c->postponed = 1;
     }
     client_update_reading(c);
@@ -775,10 +758,7 @@ static int client_handle_frame(struct client *c, const char *frame)
     struct worker *w = c->worker;
     struct resp_parser *p = &c->parser;
 
-    if (client_argv_reserve(c, p->argc) != 0) {
-        client_close(c, "out of memory");
-        return 0;
-    }
+    client_argv_reserve(c, p->argc);
     for (size_t i = 0; i < p->argc; i++) {
         c->argv[i] = resp_arg_ptr(p, frame, i);
         c->argvlen[i] = p->args[i].len;
@@ -819,11 +799,6 @@ static int client_handle_frame(struct client *c, const char *frame)
         return 0;
     }
     struct request *req = request_new(c);
-    if (!req) {
-        plan_release(&plan);
-        client_close(c, "out of memory");
-        return 0;
-    }
     if (c->session.in_multi && (plan.kind == PLAN_FORWARD || (plan.kind == PLAN_ERROR && !plan.keeps_transaction))) {
         client_multi_queue(c, req, &plan, frame);
         plan_release(&plan);
@@ -839,7 +814,7 @@ static int client_handle_frame(struct client *c, const char *frame)
             c->multi_buf.len = 0;
             c->session.in_multi = 1;
             c->session.multi_instance = -1;
-            request_complete(req, "+OK\r\n", 5);
+            request_complete(req, STR_AND_LEN("+OK\r\n"));
         } else if (plan.local == LOCAL_EXEC) {
             client_exec(c, req);
         } else if (plan.local == LOCAL_DISCARD) {
@@ -864,7 +839,7 @@ static int client_handle_frame(struct client *c, const char *frame)
         } else if (plan.flow == FLOW_UNWATCH && !c->watch_pin) {
             c->watch_lost = 0; /* its connection is already gone: nothing is watched */
             c->session.watch_instance = -1;
-            request_complete(req, "+OK\r\n", 5);
+            request_complete(req, STR_AND_LEN("+OK\r\n"));
         } else if (plan.flow == FLOW_UNWATCH) {
             router_forward(c, c->watch_pin, req, &plan, frame);
             client_watch_end(c);
@@ -908,15 +883,19 @@ static int bulk_is(const char *p, size_t len, const char *word)
 /* Parse a confirmation ["(p|s)(un)subscribe", channel, count]; 1 when it is one. */
 static int confirmation_parse(const char *frame, size_t len, int *shard, long long *count)
 {
-    if (len < 20 || memcmp(frame, "*3\r\n$", 5) != 0) return 0;
-    const char *p = frame + 5, *end = frame + len;
+    static const char head[] = "*3\r\n$";
+    if (len < 20 || memcmp(frame, head, sizeof(head) - 1) != 0) return 0;
+    const char *p = frame + sizeof(head) - 1, *end = frame + len;
     long long wl;
     const char *crlf = memchr(p, '\r', (size_t)(end - p));
-    if (!crlf || resp_parse_ll(p, (size_t)(crlf - p), &wl) != 0 || wl < 9 || wl > 12) return 0;
+    static const char tail[] = "subscribe"; /* the shortest word, and how every one ends */
+    const long long tl = (long long)sizeof(tail) - 1, longest = (long long)sizeof("punsubscribe") - 1;
+    if (!crlf || resp_parse_ll(p, (size_t)(crlf - p), &wl) != 0 || wl < tl || wl > longest) return 0;
     const char *word = crlf + 2;
     if (word + wl + 2 > end) return 0;
-    if (!(wl >= 9 && memcmp(word + wl - 9, "subscribe", 9) == 0)) return 0;
-    *shard = word[0] == 's' && (wl == 10 || wl == 12); /* ssubscribe / sunsubscribe, not subscribe */
+    if (memcmp(word + wl - tl, tail, (size_t)tl) != 0) return 0;
+    /* ssubscribe / sunsubscribe, not subscribe */
+    *shard = word[0] == 's' && (wl == (long long)sizeof("ssubscribe") - 1 || wl == (long long)sizeof("sunsubscribe") - 1);
     const char *colon = end - 3;
     while (colon > word && *colon != ':') colon--;
     return colon > word && resp_parse_ll(colon + 1, (size_t)(end - 2 - colon - 1), count) == 0;
@@ -927,9 +906,13 @@ void client_push(struct client *c, struct backend *b, const char *frame, size_t 
     if (c->closed) return;
     /* the marker's answer: this command's confirmations are all in */
     if (bulk_is(frame, len, SUB_MARKER) ||
-        (len > 18 && memcmp(frame, "*2\r\n$4\r\npong\r\n", 14) == 0 && bulk_is(frame + 14, len - 14, SUB_MARKER))) {
-        if (b->sub_markers > 0) b->sub_markers--;
-        if (c->sub_markers > 0) c->sub_markers--;
+        (len > sizeof(SUBSCRIBED_PONG_HEAD) - 1 && memcmp(frame, STR_AND_LEN(SUBSCRIBED_PONG_HEAD)) == 0 &&
+         bulk_is(frame + sizeof(SUBSCRIBED_PONG_HEAD) - 1, len - (sizeof(SUBSCRIBED_PONG_HEAD) - 1), SUB_MARKER))) {
+        /* only keygate sends the marker (a client's PING while subscribed is answered
+         * locally), once per counted (un)subscribe: never more answers than sent */
+        assert(b->sub_markers > 0 && c->sub_markers >= b->sub_markers);
+        b->sub_markers--;
+        c->sub_markers--;
         if (c->sub_markers == 0) {
             c->session.subscribed = client_any_subscription(c);
             client_resume_parsing(c);
@@ -963,8 +946,8 @@ void client_pin_lost(struct client *c, struct backend *b)
         if (c->sub_pin[i] != b) continue;
         int had = b->sub_normal + b->sub_shard > 0;
         c->sub_pin[i] = NULL;
+        assert(b->sub_markers >= 0 && c->sub_markers >= b->sub_markers); /* c's count sums its pins' */
         c->sub_markers -= b->sub_markers;
-        if (c->sub_markers < 0) c->sub_markers = 0;
         char msg[128];
         int n = snprintf(msg, sizeof(msg), "-" UNAVAILABLE_FMT "\r\n", c->worker->cfg->instance_names[i]);
         client_out(c, msg, (size_t)n);
@@ -980,16 +963,13 @@ void client_pin_lost(struct client *c, struct backend *b)
 }
 
 /* Make room for `more` bytes in the query buffer. */
-static int client_qbuf_reserve(struct client *c, size_t more)
+static void client_qbuf_reserve(struct client *c, size_t more)
 {
-    if (c->qlen + more <= c->qcap) return 0;
+    if (c->qlen + more <= c->qcap) return;
     size_t cap = c->qcap ? c->qcap : 1024; /* small: most clients send small commands */
     while (cap < c->qlen + more) cap *= 2;
-    char *q = realloc(c->qbuf, cap);
-    if (!q) return -1;
-    c->qbuf = q;
+    c->qbuf = xrealloc(c->qbuf, cap);
     c->qcap = cap;
-    return 0;
 }
 
 static void client_protocol_error(struct client *c, const char *text)
@@ -999,10 +979,6 @@ static void client_protocol_error(struct client *c, const char *text)
     log_msg(LOG_INFO, "client %llu %s: %s", (unsigned long long)c->id, c->addr, text);
     c->closing = 1;
     c->qlen = 0;
-    if (!req) {
-        client_close(c, "out of memory");
-        return;
-    }
     char buf[200];
     int n = snprintf(buf, sizeof(buf), "-ERR %s\r\n", text);
     request_complete(req, buf, (size_t)n);
@@ -1021,7 +997,7 @@ static size_t client_parse(struct client *c, const char *buf, size_t len)
     while (pos < len && !c->closing && c->nqueued < cfg->max_pending) {
         enum resp_status st = resp_parse_request(&c->parser, buf + pos, len - pos);
         if (st == RESP_NEED_MORE) {
-            if ((int64_t)(len - pos) > cfg->max_request_bytes + 65536) {
+            if ((int64_t)(len - pos) > cfg->max_request_bytes + REQUEST_FRAMING_SLACK) {
                 client_protocol_error(c, "Protocol error: request larger than max-request-size");
                 return len;
             }
@@ -1044,8 +1020,8 @@ static size_t client_parse(struct client *c, const char *buf, size_t len)
     return pos;
 }
 
-/* Keep buf[from..len) (an unfinished or postponed frame) in c->qbuf; 0, or -1 out of memory. */
-static int client_keep_rest(struct client *c, const char *buf, size_t len, size_t from)
+/* Keep buf[from..len) (an unfinished or postponed frame) in c->qbuf. */
+static void client_keep_rest(struct client *c, const char *buf, size_t len, size_t from)
 {
     size_t rest = len - from;
     if (buf == c->qbuf) {
@@ -1054,7 +1030,7 @@ static int client_keep_rest(struct client *c, const char *buf, size_t len, size_
     } else {
         c->qlen = 0;
         if (rest > 0) { /* nothing to keep: qbuf may be NULL, and memcpy(NULL, ..., 0) is undefined */
-            if (client_qbuf_reserve(c, rest) != 0) return -1;
+            client_qbuf_reserve(c, rest);
             memcpy(c->qbuf, buf + from, rest);
             c->qlen = rest;
         }
@@ -1065,7 +1041,6 @@ static int client_keep_rest(struct client *c, const char *buf, size_t len, size_
         c->qbuf = NULL;
         c->qcap = 0;
     }
-    return 0;
 }
 
 /* Can c take more requests now? While it cannot, keygate reads nothing more from it. */
@@ -1086,10 +1061,7 @@ static int client_parse_and_keep(struct client *c, const char *buf, size_t len)
         c->qlen = 0;
         return 0;
     }
-    if (client_keep_rest(c, buf, len, used) != 0) {
-        client_close(c, "out of memory for the query buffer");
-        return -1;
-    }
+    client_keep_rest(c, buf, len, used);
     return 0;
 }
 
@@ -1112,10 +1084,7 @@ static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg)
             buf = w->scratch;
             len = n > 0 ? (size_t)n : 0;
         } else {
-            if (client_qbuf_reserve(c, 16384) != 0) {
-                client_close(c, "out of memory for the query buffer");
-                return;
-            }
+            client_qbuf_reserve(c, READ_CHUNK_BYTES);
             n = read(fd, c->qbuf + c->qlen, c->qcap - c->qlen);
             if (n > 0) c->qlen += (size_t)n;
             buf = c->qbuf;
@@ -1154,10 +1123,7 @@ static void client_read_cb(struct bufferevent *bev, void *arg)
         return;
     }
     if (avail) {
-        if (client_qbuf_reserve(c, avail) != 0) {
-            client_close(c, "out of memory for the query buffer");
-            return;
-        }
+        client_qbuf_reserve(c, avail);
         evbuffer_remove(in, c->qbuf + c->qlen, avail);
         c->qlen += avail;
         STAT_ADD(&c->worker->stats, bytes_from_clients, avail);
@@ -1168,10 +1134,7 @@ static void client_read_cb(struct bufferevent *bev, void *arg)
         c->qlen = 0;
         return;
     }
-    if (client_keep_rest(c, c->qbuf, c->qlen, used) != 0) {
-        client_close(c, "out of memory for the query buffer");
-        return;
-    }
+    client_keep_rest(c, c->qbuf, c->qlen, used);
     client_account(c);
     client_update_reading(c);
 }

@@ -163,6 +163,9 @@ int command_find_keys_err(const struct command_def *cmd, size_t argc, const char
 int command_find_keys(const struct command_def *cmd, size_t argc, const char *const *argv,
                       const size_t *argvlen, struct key_ref *out, int max, int *incomplete);
 
+/* 1 when the hand-written finders are sorted by name, as their binary search needs (a unit test checks it). */
+int command_finders_sorted(void);
+
 /*
  * 1 when this invocation can block in Redis (outside MULTI and scripts): XREAD and
  * XREADGROUP when their options, walked as xreadCommand does (BLOCK and COUNT take one

@@ -152,11 +152,12 @@ static void dir_listen(struct cfg_ctx *ctx, const struct tokens *t)
     memset(l, 0, sizeof *l);
     l->unix_mode = 0660;
     const char *addr = t->v[1].text, *why = NULL;
-    if (strncmp(addr, "unix:", 5) == 0) {
-        if (!addr[5])
+    if (strncmp(addr, STR_AND_LEN("unix:")) == 0) {
+        const char *sock = addr + sizeof("unix:") - 1;
+        if (!*sock)
             CFG_ERR(ctx, "listen unix: needs a socket path");
         else
-            l->unix_path = path_resolve(c->path, addr + 5);
+            l->unix_path = path_resolve(c->path, sock);
     } else if (addr_parse(addr, &l->host, &l->port, &why) != 0) {
         CFG_ERR(ctx, "bad listen address '%s': %s", addr, why);
     }
@@ -168,14 +169,14 @@ static void dir_listen(struct cfg_ctx *ctx, const struct tokens *t)
             l->tls = 1;
         else if (t->v[i].eq < 0)
             CFG_ERR(ctx, "unknown listen option '%s' (tls cert= key= ca= mode=)", tok);
-        else if (strncmp(tok, "cert=", 5) == 0)
+        else if (strncmp(tok, STR_AND_LEN("cert=")) == 0)
             (void)opt_set(ctx, &l->tls_cert, "cert", v, 1);
-        else if (strncmp(tok, "key=", 4) == 0)
+        else if (strncmp(tok, STR_AND_LEN("key=")) == 0)
             (void)opt_set(ctx, &l->tls_key, "key", v, 1);
-        else if (strncmp(tok, "ca=", 3) == 0)
+        else if (strncmp(tok, STR_AND_LEN("ca=")) == 0)
             (void)opt_set(ctx, &l->tls_ca, "ca", v, 1);
-        else if (strncmp(tok, "mode=", 5) == 0) {
-            if (!addr[0] || strncmp(addr, "unix:", 5) != 0)
+        else if (strncmp(tok, STR_AND_LEN("mode=")) == 0) {
+            if (!addr[0] || strncmp(addr, STR_AND_LEN("unix:")) != 0)
                 CFG_ERR(ctx, "mode= applies to unix sockets only");
             else if (mode_seen++)
                 CFG_ERR(ctx, "repeated option 'mode='");
@@ -266,19 +267,19 @@ static void dir_instance(struct cfg_ctx *ctx, const struct tokens *t)
             nplain++;
         else if (t->v[i].eq < 0)
             CFG_ERR(ctx, "unknown instance option '%s'", tok);
-        else if (strncmp(tok, "ca=", 3) == 0)
+        else if (strncmp(tok, STR_AND_LEN("ca=")) == 0)
             (void)opt_set(ctx, &in->ca, "ca", v, 1);
-        else if (strncmp(tok, "cert=", 5) == 0)
+        else if (strncmp(tok, STR_AND_LEN("cert=")) == 0)
             (void)opt_set(ctx, &in->cert, "cert", v, 1);
-        else if (strncmp(tok, "key=", 4) == 0)
+        else if (strncmp(tok, STR_AND_LEN("key=")) == 0)
             (void)opt_set(ctx, &in->key, "key", v, 1);
-        else if (strncmp(tok, "server-name=", 12) == 0)
+        else if (strncmp(tok, STR_AND_LEN("server-name=")) == 0)
             (void)opt_set(ctx, &in->server_name, "server-name", v, 0);
-        else if (strncmp(tok, "password-file=", 14) == 0)
+        else if (strncmp(tok, STR_AND_LEN("password-file=")) == 0)
             (void)opt_set(ctx, &in->password_file, "password-file", v, 1);
-        else if (strncmp(tok, "user=", 5) == 0)
+        else if (strncmp(tok, STR_AND_LEN("user=")) == 0)
             (void)opt_set(ctx, &in->username, "user", v, 0);
-        else if (strncmp(tok, "connections=", 12) == 0) {
+        else if (strncmp(tok, STR_AND_LEN("connections=")) == 0) {
             if (conns_seen++)
                 CFG_ERR(ctx, "repeated option 'connections='");
             else if (int_parse(v, 1, 64, &n) != 0)
@@ -376,7 +377,7 @@ static void dir_user(struct cfg_ctx *ctx, const struct tokens *t)
         const char *tok = t->v[i].text, *v = tok + t->v[i].eq + 1;
         if (t->v[i].eq < 0)
             CFG_ERR(ctx, "unknown user option '%s'", tok);
-        else if (strncmp(tok, "password-file=", 14) == 0 || strncmp(tok, "sha256=", 7) == 0) {
+        else if (strncmp(tok, STR_AND_LEN("password-file=")) == 0 || strncmp(tok, STR_AND_LEN("sha256=")) == 0) {
             if (have_secret++) {
                 CFG_ERR(ctx, "user '%s': give one password-file= or sha256=", name);
             } else if (tok[0] == 's') {
@@ -389,16 +390,16 @@ static void dir_user(struct cfg_ctx *ctx, const struct tokens *t)
                     CFG_ERR(ctx, "cannot hash the password of user '%s'", name);
                 secret_free(pw);
             }
-        } else if (strncmp(tok, "owners=", 7) == 0)
+        } else if (strncmp(tok, STR_AND_LEN("owners=")) == 0)
             user_owners(ctx, u, v);
-        else if (strncmp(tok, "access=", 7) == 0) {
+        else if (strncmp(tok, STR_AND_LEN("access=")) == 0) {
             if (access_seen++)
                 CFG_ERR(ctx, "repeated option 'access='");
             else if (strcmp(v, "rw") == 0 || strcmp(v, "ro") == 0)
                 u->read_only = v[1] == 'o';
             else
                 CFG_ERR(ctx, "bad access '%s' (rw or ro)", v);
-        } else if (strncmp(tok, "scripts=", 8) == 0) {
+        } else if (strncmp(tok, STR_AND_LEN("scripts=")) == 0) {
             if (scripts_seen++)
                 CFG_ERR(ctx, "repeated option 'scripts='");
             else if (strcmp(v, "yes") == 0 || strcmp(v, "no") == 0)

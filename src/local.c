@@ -19,7 +19,7 @@ static void add_bulk(struct evbuffer *out, const char *s, size_t len)
 {
     evbuffer_add_printf(out, "$%zu\r\n", len);
     evbuffer_add(out, s, len);
-    evbuffer_add(out, "\r\n", 2);
+    evbuffer_add(out, STR_AND_LEN("\r\n"));
 }
 
 static void add_cstr(struct evbuffer *out, const char *s)
@@ -102,8 +102,7 @@ static int set_client_name(struct client *c, const char *s, size_t len)
     free(c->name);
     c->name = NULL;
     if (len) {
-        c->name = malloc(len + 1);
-        if (!c->name) return -1;
+        c->name = xmalloc(len + 1);
         memcpy(c->name, s, len);
         c->name[len] = '\0';
     }
@@ -146,7 +145,7 @@ static void local_hello(struct client *c, struct request *req, size_t argc, cons
         reply_error(c, req, "ERR Client names cannot contain spaces, newlines or special characters.");
         return;
     }
-    struct evbuffer *out = evbuffer_new();
+    struct evbuffer *out = xevbuffer_new();
     evbuffer_add_printf(out, "*14\r\n");
     add_cstr(out, "server");
     add_cstr(out, "keygate");
@@ -185,7 +184,7 @@ static void client_info_line(struct evbuffer *out, const struct client *c)
 
 static void local_client_list(struct client *c, struct request *req, int only_self)
 {
-    struct evbuffer *lines = evbuffer_new();
+    struct evbuffer *lines = xevbuffer_new();
     if (only_self) {
         client_info_line(lines, c);
     } else {
@@ -193,7 +192,7 @@ static void local_client_list(struct client *c, struct request *req, int only_se
         TAILQ_FOREACH(it, &c->worker->clients, link)
             if (access_may_see_client(c->session.user, it->session.user)) client_info_line(lines, it);
     }
-    struct evbuffer *out = evbuffer_new();
+    struct evbuffer *out = xevbuffer_new();
     size_t len = evbuffer_get_length(lines);
     add_bulk(out, (const char *)evbuffer_pullup(lines, -1), len);
     evbuffer_free(lines);
@@ -204,7 +203,7 @@ static void local_client_list(struct client *c, struct request *req, int only_se
 static void local_command(struct client *c, struct request *req, enum local_cmd what, size_t argc,
                           const char *const *argv, const size_t *argvlen)
 {
-    struct evbuffer *out = evbuffer_new();
+    struct evbuffer *out = xevbuffer_new();
     if (what == LOCAL_COMMAND_COUNT) {
         evbuffer_add_printf(out, ":%zu\r\n", command_table_len);
     } else if (what == LOCAL_COMMAND || ((what == LOCAL_COMMAND_INFO || what == LOCAL_COMMAND_DOCS) && argc == 2)) {
@@ -218,7 +217,7 @@ static void local_command(struct client *c, struct request *req, enum local_cmd 
                 evbuffer_add(out, command_table[i].info_resp, command_table[i].info_resp_len);
         }
     } else if (what == LOCAL_COMMAND_INFO || what == LOCAL_COMMAND_DOCS) {
-        struct evbuffer *body = evbuffer_new();
+        struct evbuffer *body = xevbuffer_new();
         size_t found = 0;
         for (size_t i = 2; i < argc; i++) {
             char name[64];
@@ -228,7 +227,7 @@ static void local_command(struct client *c, struct request *req, enum local_cmd 
             const struct command_def *cmd = argvlen[i] < sizeof(name) ? command_by_name(name) : NULL;
             if (what == LOCAL_COMMAND_INFO) {
                 if (cmd) evbuffer_add(body, cmd->info_resp, cmd->info_resp_len);
-                else evbuffer_add(body, "*-1\r\n", 5);
+                else evbuffer_add(body, STR_AND_LEN("*-1\r\n"));
                 found++;
             } else if (cmd) {
                 evbuffer_add(body, cmd->docs_resp, cmd->docs_resp_len);
@@ -269,7 +268,7 @@ static void local_info(struct client *c, struct request *req, size_t argc, const
     struct worker *w = c->worker;
     struct proxy *px = w->proxy;
     const struct config *cfg = w->cfg;
-    struct evbuffer *body = evbuffer_new();
+    struct evbuffer *body = xevbuffer_new();
     if (section_wanted(argc, argv, argvlen, "server")) {
         evbuffer_add_printf(body,
                             "# Server\r\nredis_version:%s\r\nkeygate_version:%s\r\nredis_mode:standalone\r\n"
@@ -321,7 +320,7 @@ static void local_info(struct client *c, struct request *req, size_t argc, const
         }
         evbuffer_add_printf(body, "\r\n");
     }
-    struct evbuffer *out = evbuffer_new();
+    struct evbuffer *out = xevbuffer_new();
     size_t len = evbuffer_get_length(body);
     /* Redis ends INFO without the last blank line */
     add_bulk(out, (const char *)evbuffer_pullup(body, -1), len >= 2 ? len - 2 : len);
@@ -336,7 +335,7 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
     switch (plan->local) {
     case LOCAL_PING:
         if (argc == 2) {
-            struct evbuffer *out = evbuffer_new();
+            struct evbuffer *out = xevbuffer_new();
             add_bulk(out, argv[1], argvlen[1]);
             reply_buffer(req, out);
         } else {
@@ -344,7 +343,7 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
         }
         break;
     case LOCAL_ECHO: {
-        struct evbuffer *out = evbuffer_new();
+        struct evbuffer *out = xevbuffer_new();
         add_bulk(out, argv[1], argvlen[1]);
         reply_buffer(req, out);
         break;
@@ -375,7 +374,7 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
         break;
     case LOCAL_CLIENT_GETNAME:
         if (c->name) {
-            struct evbuffer *out = evbuffer_new();
+            struct evbuffer *out = xevbuffer_new();
             add_cstr(out, c->name);
             reply_buffer(req, out);
         } else {
@@ -408,10 +407,10 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
         reply_str(req, "+OK\r\n");
         break;
     case LOCAL_PING_SUBSCRIBED: {
-        struct evbuffer *out = evbuffer_new();
+        struct evbuffer *out = xevbuffer_new();
         evbuffer_add_printf(out, "*2\r\n$4\r\npong\r\n");
         if (argc == 2) add_bulk(out, argv[1], argvlen[1]);
-        else evbuffer_add(out, "$0\r\n\r\n", 6);
+        else evbuffer_add(out, STR_AND_LEN("$0\r\n\r\n"));
         reply_buffer(req, out);
         break;
     }
@@ -420,7 +419,7 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
         break;
     case LOCAL_UNSUBSCRIBE_NONE: {
         /* Redis: one confirmation per channel named, or one with a nil channel */
-        struct evbuffer *out = evbuffer_new();
+        struct evbuffer *out = xevbuffer_new();
         const char *kind = argv[0];
         size_t kind_len = argvlen[0];
         char lower[16];

@@ -57,8 +57,7 @@ static struct config *load_or_report(const char *path)
 static int listen_tls_init(struct daemon_state *d)
 {
     const struct config *cfg = d->cfg;
-    d->proxy.listen_ssl = calloc(cfg->nlistens ? cfg->nlistens : 1, sizeof(*d->proxy.listen_ssl));
-    if (!d->proxy.listen_ssl) return -1;
+    d->proxy.listen_ssl = xcalloc(cfg->nlistens ? cfg->nlistens : 1, sizeof(*d->proxy.listen_ssl));
     d->proxy.nlisten_ssl = cfg->nlistens;
     for (size_t i = 0; i < cfg->nlistens; i++) {
         const struct listen_addr *la = &cfg->listens[i];
@@ -150,9 +149,8 @@ static int run(const char *path)
 
     d.proxy.nworkers = d.cfg->threads;
     d.proxy.started_ms = clock_wall_ms();
-    d.proxy.workers = calloc((size_t)d.proxy.nworkers, sizeof(struct worker));
-    d.threads = calloc((size_t)d.proxy.nworkers, sizeof(pthread_t));
-    if (!d.proxy.workers || !d.threads) return 1;
+    d.proxy.workers = xcalloc((size_t)d.proxy.nworkers, sizeof(struct worker));
+    d.threads = xcalloc((size_t)d.proxy.nworkers, sizeof(pthread_t));
     int rc = 0, started = 0;
     for (int i = 0; i < d.proxy.nworkers; i++) {
         if (worker_init(&d.proxy.workers[i], &d.proxy, i, d.cfg) != 0) {
@@ -170,7 +168,7 @@ static int run(const char *path)
     if (rc == 0) {
         int signums[3] = {SIGHUP, SIGTERM, SIGINT};
         for (int i = 0; i < 3; i++) {
-            sigs[i] = evsignal_new(d.base, signums[i], signal_cb, &d);
+            sigs[i] = xevent_new(d.base, signums[i], EV_SIGNAL | EV_PERSIST, signal_cb, &d); /* evsignal_new */
             event_add(sigs[i], NULL);
         }
         for (; started < d.proxy.nworkers; started++)
@@ -208,6 +206,7 @@ int main(int argc, char **argv)
 {
     const char *config_path = NULL;
     int check = 0, markdown = 0, registry_cmd = 0;
+    oom_route_libevent(); /* before any other libevent call: util.h's out-of-memory rule */
     if (argc > 1 && strcmp(argv[1], "audit") == 0) return audit_main(argc - 1, argv + 1);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {

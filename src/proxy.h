@@ -17,6 +17,7 @@
  * client sees its replies in its request order whatever instance answered first.
  */
 
+#include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
@@ -29,6 +30,7 @@
 #include "config.h"
 #include "policy.h"
 #include "resp.h"
+#include "sizes.h"
 #include "stats.h"
 
 struct worker;
@@ -197,7 +199,7 @@ struct worker {
     int postponing[CONFIG_MAX_INSTANCES]; /* a request for the instance waits for the next flush */
     struct ptrvec postponed;            /* clients whose frame waits for the next flush, in arrival order */
     struct ptrvec dirty_clients;        /* plain clients with replies to write */
-    char scratch[65536];                /* plain clients are read into this, one at a time */
+    char scratch[CLIENT_SCRATCH_BYTES]; /* plain clients are read into this, one at a time */
     struct evconnlistener **listeners;
     size_t nlisteners;
     void **listen_ctxs;                 /* what each listener's callback gets; freed with w */
@@ -238,7 +240,10 @@ static inline void mem_add(struct worker *w, int64_t delta)
 {
     w->mem_unpublished += delta;
     if (w->mem_unpublished > MEM_PUBLISH_BYTES || w->mem_unpublished < -MEM_PUBLISH_BYTES) {
-        __atomic_add_fetch(&w->proxy->mem_used, w->mem_unpublished, __ATOMIC_RELAXED);
+        int64_t total = __atomic_add_fetch(&w->proxy->mem_used, w->mem_unpublished, __ATOMIC_RELAXED);
+        /* each worker publishes what it holds at that moment (>= 0): the sum never goes below 0 */
+        assert(total >= 0);
+        (void)total;
         w->mem_unpublished = 0;
     }
 }
@@ -334,7 +339,7 @@ struct backend *backend_for(struct worker *w, int instance, uint64_t client_id);
  */
 struct bytebuf *backend_stage(struct backend *b);
 
-/* Append to a staging buffer; out of memory here would desynchronise the FIFO: abort. */
+/* Append to a staging buffer (out of memory aborts: util.h's rule; the FIFO stays aligned). */
 void stage_add(struct bytebuf *out, const void *data, size_t n);
 void stage_add_bulk(struct bytebuf *out, const void *data, size_t n);
 
@@ -382,10 +387,9 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
 void router_forward_split(struct client *c, struct request *req, struct plan *plan, const char *frame);
 
 /* Write the plan's command (and its TTL fixes, no MULTI wrap) to out, for a client transaction.
- * Appends one keep flag per backend reply to keep (1 = the client's, 0 = injected);
- * 0, or -1 when out of memory. */
-int router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,
-                        struct bytebuf *keep);
+ * Appends one keep flag per backend reply to keep (1 = the client's, 0 = injected). */
+void router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,
+                         struct bytebuf *keep);
 
 /* Merge a split request's parts into its reply (called when the last part arrived). */
 void router_merge(struct request *req);

@@ -1,5 +1,6 @@
 /* resp.c: resumable RESP request parser (Redis 7.0 multibulk + inline semantics) and reply framer. */
 #include "resp.h"
+#include "util.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -103,39 +104,34 @@ static enum resp_status parser_fail(struct resp_parser *p, const char *msg)
     return RESP_ERROR;
 }
 
-/* Make room for `need` args; grows geometrically and is kept across frames. 0 on success. */
-static int args_reserve(struct resp_parser *p, size_t need)
+/* args_reserve's slow path: grow geometrically; the array is kept across frames. */
+static void __attribute__((noinline)) args_grow(struct resp_parser *p, size_t need)
 {
     size_t cap = p->args_cap ? p->args_cap : 8;
-    struct resp_arg *v;
 
-    if (need <= p->args_cap)
-        return 0;
     while (cap < need)
         cap *= 2;
-    v = realloc(p->args, cap * sizeof(*v));
-    if (v == NULL)
-        return -1;
-    p->args = v;
+    p->args = xrealloc(p->args, cap * sizeof(*p->args));
     p->args_cap = cap;
-    return 0;
 }
 
-static int inline_reserve(struct resp_parser *p, size_t need)
+/* Make room for `need` args (once per argument: the check stays inline). */
+static inline void args_reserve(struct resp_parser *p, size_t need)
+{
+    if (need > p->args_cap)
+        args_grow(p, need);
+}
+
+static void inline_reserve(struct resp_parser *p, size_t need)
 {
     size_t cap = p->inline_cap ? p->inline_cap : 64;
-    char *b;
 
     if (need <= p->inline_cap)
-        return 0;
+        return;
     while (cap < need)
         cap *= 2;
-    b = realloc(p->inline_buf, cap);
-    if (b == NULL)
-        return -1;
-    p->inline_buf = b;
+    p->inline_buf = xrealloc(p->inline_buf, cap);
     p->inline_cap = cap;
-    return 0;
 }
 
 /*
@@ -235,8 +231,7 @@ static int parse_bulk_data(struct resp_parser *p, size_t len)
 {
     if (len - p->pos < (size_t)p->bulk_len + 2)
         return RESP_NEED_MORE;
-    if (args_reserve(p, p->argc + 1) != 0)
-        return parser_fail(p, "out of memory");
+    args_reserve(p, p->argc + 1);
     p->args[p->argc].off = p->pos;
     p->args[p->argc].len = (size_t)p->bulk_len;
     p->argc++;
@@ -270,7 +265,7 @@ static int hex_value(int c)
 /*
  * Split line[0..n) into p->args / p->inline_buf. Reading past the end (or an embedded
  * NUL, as sdssplitargs works on a C string) yields 0. Output never exceeds input.
- * Returns 0, -1 on unbalanced quotes, -2 when out of memory.
+ * Returns 0, or -1 on unbalanced quotes.
  */
 static int split_args(struct resp_parser *p, const char *line, size_t n)
 {
@@ -278,8 +273,7 @@ static int split_args(struct resp_parser *p, const char *line, size_t n)
     size_t i = 0, out = 0;
     char *dst;
 
-    if (inline_reserve(p, n + 1) != 0)
-        return -2;
+    inline_reserve(p, n + 1);
     dst = p->inline_buf;
     for (;;) {
         while (AT(i) != 0 && is_space(AT(i)))
@@ -338,8 +332,7 @@ static int split_args(struct resp_parser *p, const char *line, size_t n)
             if (AT(i) != 0)
                 i++;
         }
-        if (args_reserve(p, p->argc + 1) != 0)
-            return -2;
+        args_reserve(p, p->argc + 1);
         p->args[p->argc].off = start;
         p->args[p->argc].len = out - start;
         p->argc++;
@@ -360,10 +353,8 @@ static int parse_inline(struct resp_parser *p, const char *buf, size_t len)
      * and split_args() stops at a NUL as sdssplitargs() does. */
     line_len = nl > 0 && buf[nl - 1] == '\r' ? nl - 1 : nl;
     r = split_args(p, buf, line_len);
-    if (r == -1)
-        return parser_fail(p, "Protocol error: unbalanced quotes in request");
     if (r != 0)
-        return parser_fail(p, "out of memory");
+        return parser_fail(p, "Protocol error: unbalanced quotes in request");
     p->pos = nl + 1;
     return frame_done(p);
 }

@@ -1,6 +1,7 @@
 /* router.c: turns a FORWARD plan into bytes on the instance's backend connection. */
 #include "proxy.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,23 +30,29 @@ static void write_frame(struct bytebuf *out, const struct client *c, const struc
         stage_add(out, frame + p->header_len, p->frame_len - p->header_len);
     } else {
         for (size_t i = 0; i < p->argc; i++) {
-            if (i == 0 && plan->ttl.getex) stage_add_bulk(out, "GETEX", 5);
+            if (i == 0 && plan->ttl.getex) stage_add_bulk(out, STR_AND_LEN("GETEX"));
             else stage_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
         }
     }
     for (size_t i = 0; i < plan->nappend; i++) stage_add_bulk(out, plan->append[i], plan->append_len[i]);
 }
 
-/* PEXPIRE key ms [NX] for one ttl_fix. */
+/* PEXPIRE key ms [NX | XX LT] for one ttl_fix. */
 static void write_fix(struct bytebuf *out, const struct client *c, const char *frame, const struct ttl_fix *f)
 {
     char ms[24];
     size_t n = format_ll(ms, (long long)f->ttl_ms);
-    stage_add(out, f->mode == TTL_FIX_RESET ? "*3\r\n$7\r\nPEXPIRE\r\n" : "*4\r\n$7\r\nPEXPIRE\r\n", 17);
+    if (f->mode == TTL_FIX_RESET) stage_add(out, STR_AND_LEN("*3\r\n$7\r\nPEXPIRE\r\n"));
+    else if (f->mode == TTL_FIX_NX) stage_add(out, STR_AND_LEN("*4\r\n$7\r\nPEXPIRE\r\n"));
+    else stage_add(out, STR_AND_LEN("*5\r\n$7\r\nPEXPIRE\r\n"));
     stage_add_bulk(out, resp_arg_ptr(&c->parser, frame, f->argi), c->parser.args[f->argi].len);
     stage_add_bulk(out, ms, (size_t)n);
-    if (f->mode == TTL_FIX_NX) stage_add_bulk(out, "NX", 2);
-    else if (f->mode == TTL_FIX_CAP) stage_add_bulk(out, "LT", 2);
+    if (f->mode == TTL_FIX_NX) {
+        stage_add_bulk(out, STR_AND_LEN("NX"));
+    } else if (f->mode == TTL_FIX_CAP) {
+        stage_add_bulk(out, STR_AND_LEN("XX")); /* only a key that has a TTL: none is given */
+        stage_add_bulk(out, STR_AND_LEN("LT"));
+    }
 }
 
 static void request_unavailable(struct client *c, struct request *req, int instance)
@@ -74,7 +81,7 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
     struct bytebuf *out = backend_stage(b);
     int wrap = plan->ttl.wrap;
     if (wrap) {
-        stage_add(out, "*1\r\n$5\r\nMULTI\r\n", 15);
+        stage_add(out, STR_AND_LEN("*1\r\n$5\r\nMULTI\r\n"));
         backend_expect(b, req, PENDING_DROP);
     }
     write_frame(out, c, plan, frame);
@@ -84,24 +91,23 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
         backend_expect(b, req, PENDING_DROP);
     }
     if (wrap) {
-        stage_add(out, "*1\r\n$4\r\nEXEC\r\n", 14);
+        stage_add(out, STR_AND_LEN("*1\r\n$4\r\nEXEC\r\n"));
         backend_expect(b, req, PENDING_EXEC_PICK);
     }
     STAT_INC(&w->stats, commands_forwarded);
     if (plan->nappend || plan->ttl.nfix) STAT_INC(&w->stats, ttl_injected);
 }
 
-int router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,
-                        struct bytebuf *keep)
+void router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,
+                         struct bytebuf *keep)
 {
     static const uint8_t client_reply = 1, injected = 0;
     write_frame(out, c, plan, frame);
-    if (bytebuf_add(keep, &client_reply, 1) != 0) return -1;
+    bytebuf_add(keep, &client_reply, 1);
     for (size_t i = 0; i < plan->ttl.nfix; i++) {
         write_fix(out, c, frame, &plan->ttl.fix[i]);
-        if (bytebuf_add(keep, &injected, 1) != 0) return -1;
+        bytebuf_add(keep, &injected, 1);
     }
-    return 0;
 }
 
 /*
@@ -115,11 +121,7 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
     int count[CONFIG_MAX_INSTANCES] = {0};
     for (size_t i = 1; i < p->argc; i++)
         if (plan->key_instance[i] >= 0) count[(int)plan->key_instance[i]]++;
-    req->parts = calloc(CONFIG_MAX_INSTANCES, sizeof(*req->parts));
-    if (!req->parts) {
-        request_complete(req, "-OOM keygate is out of memory\r\n", 31);
-        return;
-    }
+    req->parts = xcalloc(CONFIG_MAX_INSTANCES, sizeof(*req->parts));
     req->merge = plan->merge;
     req->key_instance = plan->key_instance;
     plan->key_instance = NULL;
@@ -142,7 +144,9 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
         for (size_t i = 1; i < p->argc; i++)
             if (req->key_instance[i] == inst) stage_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
         backend_expect(b, req, PENDING_PART);
-        b->fifo[(b->fifo_head + b->fifo_count - 1) % b->fifo_cap].part = (uint8_t)k;
+        struct pending *tail = &b->fifo[(b->fifo_head + b->fifo_count - 1) % b->fifo_cap];
+        assert(tail->req == req && tail->kind == PENDING_PART && k <= UINT8_MAX);
+        tail->part = (uint8_t)k;
         for (size_t f = 0; f < plan->ttl.nfix; f++) {
             if (req->key_instance[plan->ttl.fix[f].argi] != inst) continue;
             write_fix(out, c, frame, &plan->ttl.fix[f]);
@@ -155,29 +159,27 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
     for (int k = 0; k < req->nparts; k++) {
         if (conns[k]) continue;
         int n = snprintf(msg, sizeof(msg), "-" UNAVAILABLE_FMT "\r\n", w->cfg->instance_names[req->parts[k].instance]);
-        req->parts[k].reply = malloc((size_t)n);
-        if (req->parts[k].reply) memcpy(req->parts[k].reply, msg, (size_t)n);
-        req->parts[k].len = req->parts[k].reply ? (size_t)n : 0;
+        req->parts[k].reply = xmemdup(msg, (size_t)n);
+        req->parts[k].len = (size_t)n;
         STAT_INC(&w->stats, errors_unavailable);
+        assert(req->parts_left > 0);
         if (--req->parts_left == 0) router_merge(req);
     }
 }
 
 void router_merge(struct request *req)
 {
+    assert(req->parts_left == 0 && req->nparts > 0);
     /* any failed part: the client gets that error, never a silent partial result */
     for (int k = 0; k < req->nparts; k++) {
         const struct request_part *pt = &req->parts[k];
-        if (!pt->reply || pt->len == 0) {
-            request_complete(req, "-OOM keygate is out of memory\r\n", 31);
-            return;
-        }
+        assert(pt->reply && pt->len > 0); /* every part holds a framed reply or its -UNAVAILABLE */
         if (pt->reply[0] == '-') {
             request_complete(req, pt->reply, pt->len);
             return;
         }
     }
-    struct evbuffer *out = evbuffer_new();
+    struct evbuffer *out = xevbuffer_new();
     if (req->merge == MERGE_SUM) {
         long long sum = 0;
         for (int k = 0; k < req->nparts; k++) {
@@ -205,7 +207,7 @@ void router_merge(struct request *req)
             long long n = cursor[k] ? resp_scan_reply(&sc, cursor[k], (size_t)(end[k] - cursor[k])) : -1;
             if (n <= 0) {
                 evbuffer_free(out);
-                request_complete(req, "-ERR keygate could not merge the MGET replies\r\n", 47);
+                request_complete(req, STR_AND_LEN("-ERR keygate could not merge the MGET replies\r\n"));
                 return;
             }
             evbuffer_add(out, cursor[k], (size_t)n);

@@ -1,5 +1,6 @@
 /* syncconn.c: a small blocking Redis client (TLS via OpenSSL or plain TCP; hiredis formats and parses). */
 #include "syncconn.h"
+#include "sizes.h"
 #include "tls.h"
 
 #include <errno.h>
@@ -145,16 +146,11 @@ static int tls_handshake(struct syncconn *c, const struct instance_conf *ic)
 
 struct syncconn *syncconn_open(const struct instance_conf *ic, int timeout_ms, char *err, size_t errlen)
 {
-    struct syncconn *c = calloc(1, sizeof(*c));
-    if (!c) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
+    struct syncconn *c = xcalloc(1, sizeof(*c));
     c->fd = -1;
     c->reader = redisReaderCreate();
-    int rc = c->reader ? 0 : -1;
-    if (rc != 0) set_err(c, "out of memory");
-    if (rc == 0) rc = tcp_connect(c, ic->host, ic->port, timeout_ms > 0 ? timeout_ms : 2000);
+    if (!c->reader) oom_abort(sizeof(redisReader)); /* it fails only for memory */
+    int rc = tcp_connect(c, ic->host, ic->port, timeout_ms > 0 ? timeout_ms : 2000);
     if (rc == 0 && ic->tls) rc = tls_handshake(c, ic);
     if (rc == 0 && ic->password) {
         /* AUTH password, or AUTH user password */
@@ -181,20 +177,11 @@ int syncconn_append(struct syncconn *c, int argc, const char **argv, const size_
 {
     char *cmd = NULL;
     int len = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
-    if (len < 0) {
-        set_err(c, "out of memory");
-        return -1;
-    }
+    if (len < 0) oom_abort(0); /* hiredis fails here only for memory */
     if (c->outlen + (size_t)len > c->outcap) {
         size_t cap = c->outcap ? c->outcap : 4096;
         while (cap < c->outlen + (size_t)len) cap *= 2;
-        char *o = realloc(c->out, cap);
-        if (!o) {
-            free(cmd);
-            set_err(c, "out of memory");
-            return -1;
-        }
-        c->out = o;
+        c->out = xrealloc(c->out, cap);
         c->outcap = cap;
     }
     memcpy(c->out + c->outlen, cmd, (size_t)len);
@@ -241,7 +228,7 @@ redisReply *syncconn_read(struct syncconn *c)
             return NULL;
         }
         if (reply) return reply;
-        char buf[16384];
+        char buf[READ_CHUNK_BYTES];
         ssize_t n;
         errno = 0;
         if (c->ssl) {

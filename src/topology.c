@@ -64,7 +64,7 @@ static int info_field(const char *info, const char *field, char *out, size_t out
 static int policy_evicts(const char *policy)
 {
     return strcmp(policy, "allkeys-lru") == 0 || strcmp(policy, "allkeys-lfu") == 0 ||
-           strcmp(policy, "allkeys-random") == 0 || strncmp(policy, "volatile-", 9) == 0;
+           strcmp(policy, "allkeys-random") == 0 || strncmp(policy, STR_AND_LEN("volatile-")) == 0;
 }
 
 int topology_check(const char *name, const char *info, char *problems, size_t len)
@@ -158,8 +158,8 @@ void topology_on_info_reply(struct proxy *p, int instance, const char *name, con
         size_t blen = 0, i = 1; /* "$N\r\n", read within len: reply is not NUL-terminated */
         while (i < len && i < 19 && reply[i] >= '0' && reply[i] <= '9') blen = blen * 10 + (size_t)(reply[i++] - '0');
         size_t hdr = i + 2;
-        char *text = i > 1 && hdr <= len && reply[i] == '\r' && blen <= len - hdr ? malloc(blen + 1) : NULL;
-        if (text) {
+        if (i > 1 && hdr <= len && reply[i] == '\r' && blen <= len - hdr) {
+            char *text = xmalloc(blen + 1);
             memcpy(text, reply + hdr, blen);
             text[blen] = '\0';
             topology_check(name, text, problems, sizeof(problems));

@@ -237,19 +237,20 @@ int ttl_decide(const struct policy_request *r, const struct key_ref *keys,
     int own = sets_own_ttl(r, &ct);
     for (int i = 0; i < nkeys; i++) {
         const struct namespace_entry *e = ns[i];
-        if (e->ttl_ms <= 0) continue;
         if (own && keys[i].index == 1) continue;   /* the client's TTL for its own key */
         if (keys[i].flags & KS_RM) continue;       /* DEL/UNLINK: nothing left to expire */
         /* Every key of a write command counts as written: Redis 7.0 flags some written keys
          * read-only (XREADGROUP's stream), and a PEXPIRE NX on a key that has its TTL is a
          * no-op; so is a second one for a key named twice (RENAME k k). */
-        uint32_t mode;
-        if (e->sliding) mode = TTL_FIX_RESET;      /* every touch restarts the window */
+        uint32_t mode = UINT32_MAX;
+        if (e->ttl_ms <= 0) mode = UINT32_MAX;     /* ttl=none: nothing to give */
+        else if (e->sliding) mode = TTL_FIX_RESET; /* every touch restarts the window */
         else if (writes) mode = TTL_FIX_NX;        /* a write never extends an existing TTL */
-        else continue;
-        if (ttl_add_fix(&p->ttl, 2 * (size_t)nkeys, (uint32_t)keys[i].index, mode, e->ttl_ms) != 0) return -1;
-        /* RENAME/COPY move the source's TTL along, and a script may set any TTL itself:
-         * cut it to the key's max-ttl */
+        if (mode != UINT32_MAX &&
+            ttl_add_fix(&p->ttl, 2 * (size_t)nkeys, (uint32_t)keys[i].index, mode, e->ttl_ms) != 0)
+            return -1;
+        /* RENAME/COPY move the source's TTL along, and a script may set any TTL itself: cut
+         * it to the key's max-ttl, also in a ttl=none namespace (XX: a key without TTL keeps none) */
         if (((carries_ttl(cid) && keys[i].index == 2) || is_script(cid)) && e->max_ttl_ms > 0 &&
             ttl_add_fix(&p->ttl, 2 * (size_t)nkeys, (uint32_t)keys[i].index, TTL_FIX_CAP, e->max_ttl_ms) != 0)
             return -1;

@@ -14,7 +14,8 @@ struct policy_request;
 enum ttl_fix_mode {
     TTL_FIX_NX = 0,    /* PEXPIRE key D NX: give a TTL only to a key that has none */
     TTL_FIX_RESET = 1, /* PEXPIRE key D: sliding namespaces restart the window */
-    TTL_FIX_CAP = 2,   /* PEXPIRE key MAX LT: a TTL carried from another key is cut to max-ttl */
+    TTL_FIX_CAP = 2,   /* PEXPIRE key MAX XX LT: a TTL carried from another key (or set by a script)
+                          is cut to max-ttl; a key without a TTL keeps none */
 };
 
 /* One injected PEXPIRE after the client's command. */

@@ -14,31 +14,44 @@
 
 int log_min_level = LOG_INFO;
 
-static void out_of_memory(void)
+void oom_abort(size_t n)
 {
-    fputs("ERROR out of memory\n", stderr);
+    /* no log_msg: its formatting must not need memory either */
+    char msg[64];
+    int len = snprintf(msg, sizeof msg, "ERROR out of memory (%zu bytes)\n", n);
+    if (len > 0) fwrite(msg, 1, (size_t)len, stderr);
     abort();
 }
 
 void *xcalloc(size_t n, size_t size)
 {
     void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p) out_of_memory();
+    if (!p) oom_abort(n * size);
     return p;
-}
-
-void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n);
-    if (!q) out_of_memory();
-    return q;
 }
 
 char *xstrdup(const char *s)
 {
     char *d = strdup(s);
-    if (!d) out_of_memory();
+    if (!d) oom_abort(strlen(s) + 1);
     return d;
+}
+
+void *xmemdup(const void *data, size_t n)
+{
+    void *p = xmalloc(n);
+    if (n) memcpy(p, data, n);
+    return p;
+}
+
+int xasprintf(char **out, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(out, fmt, ap);
+    va_end(ap);
+    if (n < 0) oom_abort(0);
+    return n;
 }
 
 int scaled_parse(const char *s, const struct scale_unit *units, size_t nunits, int ignore_case, int64_t *out)
@@ -68,12 +81,8 @@ void diag_add(struct diag *d, const char *file, int line, const char *fmt, ...)
     va_end(ap);
 
     char *out = NULL;
-    int n = line > 0 ? asprintf(&out, "%s:%d: %s", file, line, msg)
-                     : asprintf(&out, "%s: %s", file, msg);
-    if (n < 0) {
-        fputs("ERROR out of memory\n", stderr);
-        abort();
-    }
+    if (line > 0) xasprintf(&out, "%s:%d: %s", file, line, msg);
+    else xasprintf(&out, "%s: %s", file, msg);
     if (d->count == d->cap) {
         d->cap = d->cap ? d->cap * 2 : 8;
         d->lines = xrealloc(d->lines, d->cap * sizeof *d->lines);
@@ -123,13 +132,9 @@ char *path_resolve(const char *relative_to_file, const char *path)
     const char *slash = relative_to_file ? strrchr(relative_to_file, '/') : NULL;
     char *out = NULL;
     if (path[0] == '/' || !slash)
-        out = strdup(path);
-    else if (asprintf(&out, "%.*s/%s", (int)(slash - relative_to_file), relative_to_file, path) < 0)
-        out = NULL;
-    if (!out) {
-        fputs("ERROR out of memory\n", stderr);
-        abort();
-    }
+        out = xstrdup(path);
+    else
+        xasprintf(&out, "%.*s/%s", (int)(slash - relative_to_file), relative_to_file, path);
     return out;
 }
 
@@ -138,10 +143,10 @@ char *file_read_secret(const char *path, size_t *len)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return NULL;
-    char *buf = malloc(SECRET_MAX_BYTES + 1);
+    char *buf = xmalloc(SECRET_MAX_BYTES + 1);
     size_t n = 0;
     ssize_t r = 0;
-    while (buf && n <= SECRET_MAX_BYTES &&
+    while (n <= SECRET_MAX_BYTES &&
            (r = read(fd, buf + n, SECRET_MAX_BYTES + 1 - n)) != 0) {
         if (r < 0) {
             if (errno == EINTR)
@@ -152,9 +157,9 @@ char *file_read_secret(const char *path, size_t *len)
     }
     int saved = r < 0 ? errno : (n > SECRET_MAX_BYTES ? EFBIG : 0);
     close(fd);
-    if (!buf || saved) {
+    if (saved) {
         free(buf);
-        errno = buf ? saved : ENOMEM;
+        errno = saved;
         return NULL;
     }
     if (n > 0 && buf[n - 1] == '\n')
@@ -248,19 +253,16 @@ void log_msg(enum log_level level, const char *fmt, ...)
     fprintf(stderr, "%s %s\n", names[level <= LOG_ERROR ? level : LOG_ERROR], msg);
 }
 
-int bytebuf_add(struct bytebuf *b, const void *data, size_t n)
+void bytebuf_add(struct bytebuf *b, const void *data, size_t n)
 {
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 256; /* small: an idle client keeps its reply buffer */
         while (cap < b->len + n) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) return -1;
-        b->p = p;
+        b->p = xrealloc(b->p, cap);
         b->cap = cap;
     }
     memcpy(b->p + b->len, data, n);
     b->len += n;
-    return 0;
 }
 
 size_t format_ll(char *buf, long long v)
@@ -277,16 +279,16 @@ size_t format_ll(char *buf, long long v)
     return out;
 }
 
-int bytebuf_add_bulk(struct bytebuf *b, const void *data, size_t n)
+void bytebuf_add_bulk(struct bytebuf *b, const void *data, size_t n)
 {
     char hdr[32];
     hdr[0] = '$';
     size_t h = 1 + format_ll(hdr + 1, (long long)n);
     hdr[h++] = '\r';
     hdr[h++] = '\n';
-    if (bytebuf_add(b, hdr, h) != 0 || bytebuf_add(b, data, n) != 0 || bytebuf_add(b, "\r\n", 2) != 0)
-        return -1;
-    return 0;
+    bytebuf_add(b, hdr, h);
+    bytebuf_add(b, data, n);
+    bytebuf_add(b, STR_AND_LEN("\r\n"));
 }
 
 void bytebuf_free(struct bytebuf *b)
@@ -296,17 +298,14 @@ void bytebuf_free(struct bytebuf *b)
     b->len = b->cap = 0;
 }
 
-int ptrvec_push(struct ptrvec *v, void *item)
+void ptrvec_push(struct ptrvec *v, void *item)
 {
     if (v->n == v->cap) {
         size_t cap = v->cap ? v->cap * 2 : 16;
-        void **items = realloc(v->items, cap * sizeof(*items));
-        if (!items) return -1;
-        v->items = items;
+        v->items = xrealloc(v->items, cap * sizeof(*v->items));
         v->cap = cap;
     }
     v->items[v->n++] = item;
-    return 0;
 }
 
 void ptrvec_remove(struct ptrvec *v, const void *item)

@@ -5,15 +5,73 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+
+#include <event2/util.h> /* evutil_socket_t */
 
 #define KG_MUST_CHECK __attribute__((warn_unused_result))
 
 #define KEYGATE_VERSION "0.1.0"
 
-/* Allocation for configuration-time code: on out of memory, log and abort. */
+/*
+ * THE OUT-OF-MEMORY RULE (all of src/, start-up and run time alike): a failed allocation
+ * is fatal. keygate logs one line ("ERROR out of memory (N bytes)") and aborts, as Redis
+ * does (zmalloc's default out-of-memory handler). No request is answered -OOM and no
+ * client is closed because an allocation failed: a half-done step would leave a backend's
+ * FIFO, a client's queue or the max-memory accounting out of step, and a process that
+ * cannot allocate rarely gets further by closing one client.
+ *  - malloc / calloc / realloc / strdup / asprintf: xmalloc, xcalloc, xrealloc, xstrdup,
+ *    xmemdup, xasprintf below; they never return NULL.
+ *  - libevent (event_oom.c): xevbuffer_new / xevent_new / xevtimer_new never return NULL; the daemon
+ *    routes libevent's own allocations (evbuffer growth, bufferevents, evhttp) to the same
+ *    rule with oom_route_libevent(), first thing in main(), so evbuffer_add & co. cannot
+ *    fail silently either.
+ *  - The growable buffers below (bytebuf, ptrvec, tokens, diag) follow it too.
+ *  - Not this rule: the configured memory limits (max-memory, client-output-hard-limit,
+ *    max-request-size, max-pinned) answer or close as configured, and calls that fail for
+ *    other reasons than memory (SSL_new, socket, bind, evhttp_new) report at the call site.
+ *  - Config parsing (start-up, reload, `keygate --check`) reports what is wrong with a
+ *    file as "FILE:LINE: message" diagnostics (struct diag) and returns an error; its
+ *    allocations follow this rule (abort), they are not reported as diagnostics.
+ *  - Not yet converted (owned by another change): policy.c and ttl.c still answer
+ *    "-OOM keygate is out of memory" when their malloc fails, commands.c returns an error.
+ */
+void oom_abort(size_t n) __attribute__((noreturn, cold));
+
+static inline void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (__builtin_expect(p == NULL, 0)) oom_abort(n);
+    return p;
+}
+
+static inline void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (__builtin_expect(q == NULL, 0)) oom_abort(n);
+    return q;
+}
+
 void *xcalloc(size_t n, size_t size);
-void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
+/* A malloc'd copy of data[0..n) (n may be 0). */
+void *xmemdup(const void *data, size_t n);
+/* asprintf that aborts on out of memory; returns the length. */
+int xasprintf(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+struct evbuffer;
+struct event;
+struct event_base;
+struct evbuffer *xevbuffer_new(void);
+struct event *xevent_new(struct event_base *base, evutil_socket_t fd, short events,
+                         void (*cb)(evutil_socket_t, short, void *), void *arg);
+#define xevtimer_new(base, cb, arg) xevent_new((base), -1, 0, (cb), (arg))
+/* Route libevent's allocations through the rule (event_set_mem_functions): call before any
+ * other libevent function. The daemon calls it; the unit tests need not. */
+void oom_route_libevent(void);
+
+/* A string literal and its length, for (ptr, len) arguments: no length is counted by hand. */
+#define STR_AND_LEN(s) ("" s ""), (sizeof("" s "") - 1)
 
 /* One unit of a number-with-unit syntax: "90s", "16mb". */
 struct scale_unit {
@@ -84,11 +142,11 @@ struct bytebuf {
     size_t len, cap;
 };
 
-/* Append n bytes; 0, or -1 when out of memory (the buffer is unchanged then). */
-int bytebuf_add(struct bytebuf *b, const void *data, size_t n) KG_MUST_CHECK;
+/* Append n bytes (out of memory aborts: the rule above). */
+void bytebuf_add(struct bytebuf *b, const void *data, size_t n);
 
-/* Append "$<n>\r\n<data>\r\n" (a RESP bulk string). 0 or -1 as bytebuf_add. */
-int bytebuf_add_bulk(struct bytebuf *b, const void *data, size_t n) KG_MUST_CHECK;
+/* Append "$<n>\r\n<data>\r\n" (a RESP bulk string). */
+void bytebuf_add_bulk(struct bytebuf *b, const void *data, size_t n);
 
 void bytebuf_free(struct bytebuf *b);
 
@@ -98,8 +156,8 @@ struct ptrvec {
     size_t n, cap;
 };
 
-/* Append item; 0, or -1 when out of memory. */
-int ptrvec_push(struct ptrvec *v, void *item) KG_MUST_CHECK;
+/* Append item (out of memory aborts: the rule above). */
+void ptrvec_push(struct ptrvec *v, void *item);
 
 /* Remove item if present; the others keep their order. */
 void ptrvec_remove(struct ptrvec *v, const void *item);

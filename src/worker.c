@@ -72,8 +72,7 @@ static void reap_cb(evutil_socket_t fd, short what, void *arg)
 /* Bind one listen entry for worker w; unix sockets only on worker 0. */
 static int worker_listen(struct worker *w, const struct listen_addr *la, SSL_CTX *tls)
 {
-    struct listen_ctx *lc = calloc(1, sizeof(*lc));
-    if (!lc) return -1;
+    struct listen_ctx *lc = xcalloc(1, sizeof(*lc));
     lc->worker = w;
     lc->tls = tls;
     struct evconnlistener *l = NULL;
@@ -182,7 +181,7 @@ void worker_post(struct worker *w, const struct config *cfg, int stop)
     if (cfg) __atomic_store_n(&w->next_cfg, cfg, __ATOMIC_RELEASE);
     if (stop) __atomic_store_n(&w->stop_requested, 1, __ATOMIC_RELEASE);
     /* a byte on the worker's pipe wakes its loop: no lock is ever taken on the hot path */
-    ssize_t n = write(w->control_pipe[1], "x", 1);
+    ssize_t n = write(w->control_pipe[1], STR_AND_LEN("x"));
     (void)n;
 }
 
@@ -198,15 +197,14 @@ int worker_init(struct worker *w, struct proxy *p, int id, const struct config *
     w->base = event_base_new();
     if (!w->base) return -1;
     if (pipe2(w->control_pipe, O_NONBLOCK | O_CLOEXEC) != 0) return -1;
-    w->control_ev = event_new(w->base, w->control_pipe[0], EV_READ | EV_PERSIST, control_cb, w);
-    if (w->control_ev) event_add(w->control_ev, NULL);
-    w->reap_ev = event_new(w->base, -1, 0, reap_cb, w);
-    w->flush_ev = event_new(w->base, -1, 0, flush_cb, w);
-    w->drain_timer = evtimer_new(w->base, drain_cb, w);
-    w->mem_timer = evtimer_new(w->base, client_memory_tick, w);
-    w->listeners = calloc(cfg->nlistens ? cfg->nlistens : 1, sizeof(*w->listeners));
-    w->listen_ctxs = calloc(cfg->nlistens ? cfg->nlistens : 1, sizeof(void *));
-    if (!w->control_ev || !w->reap_ev || !w->flush_ev || !w->drain_timer || !w->mem_timer || !w->listeners || !w->listen_ctxs) return -1;
+    w->control_ev = xevent_new(w->base, w->control_pipe[0], EV_READ | EV_PERSIST, control_cb, w);
+    event_add(w->control_ev, NULL);
+    w->reap_ev = xevent_new(w->base, -1, 0, reap_cb, w);
+    w->flush_ev = xevent_new(w->base, -1, 0, flush_cb, w);
+    w->drain_timer = xevtimer_new(w->base, drain_cb, w);
+    w->mem_timer = xevtimer_new(w->base, client_memory_tick, w);
+    w->listeners = xcalloc(cfg->nlistens ? cfg->nlistens : 1, sizeof(*w->listeners));
+    w->listen_ctxs = xcalloc(cfg->nlistens ? cfg->nlistens : 1, sizeof(void *));
     for (size_t i = 0; i < cfg->nlistens; i++) {
         const struct listen_addr *la = &cfg->listens[i];
         if (la->unix_path && id != 0) continue;

@@ -1,6 +1,6 @@
 /* fuzz_resp.c: libFuzzer target: the request parser and reply framer must agree with themselves whole vs split feeds. */
 /*
- * Build: clang -g -O1 -fsanitize=fuzzer,address,undefined -Isrc tests/fuzz/fuzz_resp.c src/resp.c
+ * Build: clang -g -O1 -fsanitize=fuzzer,address,undefined -Isrc tests/fuzz/fuzz_resp.c src/resp.c src/util.c
  * Each input is fed three ways: whole, split at a point chosen from the input, and (for
  * small inputs) byte by byte. The transcripts (every frame's fields, args and errors;
  * every reply length) must be identical. Split feeds hand over fresh heap copies, so

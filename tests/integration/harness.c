@@ -509,8 +509,31 @@ int harness_start(struct harness *h, const struct harness_opts *o) {
     return rc;
 }
 
+static int g_in_teardown;
+static int g_postcondition_failures; /* teardown checks that failed: added by harness_run */
+
+/* keygate must end as it promises on SIGTERM: exit 0. A crash, an assert, a sanitizer
+ * report (ASan exits 1) or an out-of-memory abort fails the suite, also from a teardown. */
+static void keygate_exit_check(struct harness *h) {
+    int st = h->keygate_status;
+    if (st == -1) return;
+    char why[128] = "";
+    if (WIFSIGNALED(st) && WTERMSIG(st) != SIGKILL)
+        snprintf(why, sizeof why, "killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else if (WIFEXITED(st) && WEXITSTATUS(st) != 0)
+        snprintf(why, sizeof why, "exit status %d", WEXITSTATUS(st));
+    if (!why[0]) return;
+    print_log_tail("keygate log", h->log_file);
+    if (!g_in_teardown) ck_abort_msg("keygate ended badly: %s (log above)", why);
+    g_postcondition_failures++;
+    fprintf(stderr, "POST-CONDITION FAILED in the teardown: keygate ended badly: %s (log above)\n", why);
+}
+
 void harness_stop(struct harness *h) {
-    if (h->keygate_pid > 0) h->keygate_status = stop_pid(h->keygate_pid);
+    if (h->keygate_pid > 0) {
+        h->keygate_status = stop_pid(h->keygate_pid);
+        keygate_exit_check(h);
+    }
     h->keygate_pid = 0;
     for (int i = 1; i >= 0; i--) {
         if (h->backends[i].pid > 0) stop_pid(h->backends[i].pid);
@@ -534,7 +557,10 @@ redisContext *harness_client(struct harness *h) {
 int harness_keygate_restart(struct harness *h, const struct harness_opts *o) {
     static const struct harness_opts defaults;
     if (o == NULL) o = &defaults;
-    if (h->keygate_pid > 0) h->keygate_status = stop_pid(h->keygate_pid);
+    if (h->keygate_pid > 0) {
+        h->keygate_status = stop_pid(h->keygate_pid);
+        keygate_exit_check(h);
+    }
     h->keygate_pid = 0;
     h->keygate_status = -1;
     if (truncate(h->log_file, 0) != 0 && errno != ENOENT) {
@@ -557,8 +583,6 @@ char *harness_keygate_log(struct harness *h) {
 /* Check runs unchecked teardowns under a setjmp whose failure it never reports (and which
  * skips the rest of the teardown): harness_check_registry must not assert there. These
  * markers, fixtures of every harness_tcase, tell it where it runs. */
-static int g_in_teardown;
-static int g_postcondition_failures; /* teardown checks that failed: added by harness_run */
 
 static void phase_tests(void) {
     g_in_teardown = 0;

@@ -45,7 +45,8 @@ static void setup(void)
     size_t n = fread(base, 1, sizeof(base) - 1, f);
     fclose(f);
     base[n] = '\0';
-    const char *more = "channel push:tenant- instance=cache owner=tenants purpose=\"a tenant's own signal\"\n";
+    const char *more = "channel push:tenant- instance=cache owner=tenants purpose=\"a tenant's own signal\"\n"
+                       "namespace capped: instance=durable ttl=none max-ttl=1h owner=queues purpose=\"no TTL needed, none above 1h\"\n";
     registry_text = malloc(n + strlen(more) + 2);
     ck_assert_ptr_nonnull(registry_text);
     sprintf(registry_text, "%s\n%s", base, more);
@@ -468,6 +469,26 @@ START_TEST(test_issue10_item18_key_argument_errors_are_redis_texts)
 }
 END_TEST
 
+/* Found by fuzz_policy: a TTL carried into a ttl=none namespace with a max-ttl is cut to it;
+ * a key without a TTL is given none. */
+START_TEST(test_fuzz_policy_carried_ttl_into_ttl_none_max_ttl)
+{
+    redisContext *c = app();
+    expect_status(cmd(c, "SET q:e19:a v EX 99999"), "OK", "SET with a long TTL (q: has no max-ttl)");
+    expect_status(cmd(c, "RENAME q:e19:a capped:e19:a"), "OK", "RENAME into capped:");
+    long long pttl = harness_direct_int(&h, "durable", "PTTL capped:e19:a");
+    ck_assert_msg(pttl > 0 && pttl <= 3600000, "carried TTL cut to max-ttl: PTTL %lld", pttl);
+    expect_status(cmd(c, "SET q:e19:b v EX 99999"), "OK", "SET");
+    expect_int(cmd(c, "COPY q:e19:b capped:e19:b"), 1, "COPY into capped:");
+    pttl = harness_direct_int(&h, "durable", "PTTL capped:e19:b");
+    ck_assert_msg(pttl > 0 && pttl <= 3600000, "COPY: PTTL %lld", pttl);
+    expect_status(cmd(c, "SET q:e19:c v"), "OK", "SET without TTL");
+    expect_int(cmd(c, "RENAMENX q:e19:c capped:e19:c"), 1, "RENAMENX into capped:");
+    ck_assert_int_eq(harness_direct_int(&h, "durable", "PTTL capped:e19:c"), -1); /* ttl=none: none given */
+    redisFree(c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("enforce");
@@ -486,5 +507,6 @@ int main(void)
     tcase_add_test(tc, test_issue10_item3_xreadgroup_group_named_streams_blocks_on_its_own_connection);
     tcase_add_test(tc, test_issue10_item2_xread_nul_block_blocks_on_its_own_connection);
     tcase_add_test(tc, test_issue10_item18_key_argument_errors_are_redis_texts);
+    tcase_add_test(tc, test_fuzz_policy_carried_ttl_into_ttl_none_max_ttl);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

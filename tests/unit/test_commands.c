@@ -694,6 +694,12 @@ START_TEST(test_keys_every_keyword_and_keynum_spec_is_known)
 }
 END_TEST
 
+START_TEST(test_hand_written_finders_are_sorted_for_their_binary_search)
+{
+    ck_assert(command_finders_sorted());
+}
+END_TEST
+
 static Suite *commands_suite(void)
 {
     Suite *s = suite_create("commands");
@@ -732,6 +738,7 @@ static Suite *commands_suite(void)
     tcase_add_test(t, test_keys_out_too_small);
     tcase_add_test(t, test_keys_incomplete_spec);
     tcase_add_test(t, test_keys_every_keyword_and_keynum_spec_is_known);
+    tcase_add_test(t, test_hand_written_finders_are_sorted_for_their_binary_search);
     suite_add_tcase(s, t);
 
     t = tcase_create("issue10");

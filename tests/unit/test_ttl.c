@@ -11,7 +11,8 @@ static const char registry_text[] =
     "namespace n: instance=cache ttl=none owner=t\n"
     "namespace s: instance=cache ttl=30m sliding owner=t\n"
     "namespace f: instance=cache ttl=1500ms owner=t\n"
-    "namespace d: instance=durable ttl=10m max-ttl=1h owner=t\n";
+    "namespace d: instance=durable ttl=10m max-ttl=1h owner=t\n"
+    "namespace m: instance=cache ttl=none max-ttl=1h owner=t\n";
 
 static void setup(void)
 {
@@ -353,6 +354,28 @@ START_TEST(test_issue10_item18_invalid_expire_times_reach_redis)
 }
 END_TEST
 
+/* Found by fuzz_policy: a TTL carried into a ttl=none namespace with a max-ttl must be cut too. */
+START_TEST(test_fuzz_policy_carried_ttl_into_ttl_none_max_ttl)
+{
+    static const char *const forms[] = {"RENAME t:a m:b", "RENAMENX t:a m:b", "COPY t:a m:b", "COPY t:a m:b REPLACE"};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        struct plan p;
+        decide(forms[i], &p);
+        ck_assert_msg(p.kind == PLAN_FORWARD, "%s: %s", forms[i], p.error);
+        int capped = 0;
+        for (size_t k = 0; k < p.ttl.nfix; k++)
+            if (strcmp(fix_key(&p, k), "m:b") == 0) {
+                ck_assert_int_eq(p.ttl.fix[k].mode, TTL_FIX_CAP); /* XX LT: no TTL is given to a key without one */
+                ck_assert_int_eq(p.ttl.fix[k].ttl_ms, 3600000);
+                capped++;
+            }
+        ck_assert_msg(capped == 1, "%s: %d caps", forms[i], capped);
+        ck_assert_int_eq(p.ttl.wrap, 1);
+        plan_release(&p);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ttl");
@@ -375,6 +398,7 @@ int main(void)
     tcase_add_test(tc, test_issue10_item5_eval_declared_keys_get_ttl);
     tcase_add_test(tc, test_issue10_item9_watch_pin_writes_are_not_wrapped);
     tcase_add_test(tc, test_issue10_item18_invalid_expire_times_reach_redis);
+    tcase_add_test(tc, test_fuzz_policy_carried_ttl_into_ttl_none_max_ttl);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -3,7 +3,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <stdint.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -211,6 +214,66 @@ START_TEST(log_msg_respects_level)
 }
 END_TEST
 
+/* issue 11: string lengths are never counted by hand */
+START_TEST(test_issue11_str_and_len)
+{
+#define EXEC_CMD "*1\r\n$4\r\nEXEC\r\n"
+    const char *p;
+    size_t n;
+    struct { const char *p; size_t n; } pair = {STR_AND_LEN(EXEC_CMD)};
+    p = pair.p;
+    n = pair.n;
+    ck_assert_uint_eq(n, 14);
+    ck_assert_int_eq(memcmp(p, "*1\r\n$4\r\nEXEC\r\n", n), 0);
+    struct bytebuf b = {0};
+    bytebuf_add(&b, STR_AND_LEN("+OK\r\n"));
+    bytebuf_add_bulk(&b, STR_AND_LEN("GETEX"));
+    ck_assert_uint_eq(b.len, 5 + 11);
+    ck_assert_int_eq(memcmp(b.p, "+OK\r\n$5\r\nGETEX\r\n", b.len), 0);
+    bytebuf_free(&b);
+#undef EXEC_CMD
+}
+END_TEST
+
+START_TEST(test_issue11_xmemdup_copies)
+{
+    char *d = xmemdup("a\0b", 3);
+    ck_assert_int_eq(memcmp(d, "a\0b", 3), 0);
+    free(d);
+    d = xmemdup(NULL, 0); /* an empty copy is still a pointer to free */
+    ck_assert_ptr_nonnull(d);
+    free(d);
+}
+END_TEST
+
+#ifndef __SANITIZE_ADDRESS__ /* ASan answers an impossible malloc with its own report */
+/* issue 11, the out-of-memory rule: a failed allocation logs one line and aborts */
+START_TEST(test_issue11_oom_rule_logs_and_aborts)
+{
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        volatile size_t huge = (size_t)PTRDIFF_MAX + 1; /* malloc refuses it */
+        void *p = xmalloc(huge);
+        _exit(p ? 3 : 4); /* not reached */
+    }
+    close(fds[1]);
+    char out[128] = {0};
+    ssize_t n = read(fds[0], out, sizeof(out) - 1);
+    close(fds[0]);
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFSIGNALED(status));
+    ck_assert_int_eq(WTERMSIG(status), SIGABRT);
+    ck_assert_int_gt(n, 0);
+    ck_assert_msg(strncmp(out, "ERROR out of memory (", strlen("ERROR out of memory (")) == 0, "logged: %s", out);
+}
+END_TEST
+#endif
+
 static Suite *util_suite(void)
 {
     Suite *s = suite_create("util");
@@ -224,6 +287,11 @@ static Suite *util_suite(void)
     tcase_add_test(tc, tokens_split_quotes_and_comments);
     tcase_add_test(tc, diag_formats_file_and_line);
     tcase_add_test(tc, log_msg_respects_level);
+    tcase_add_test(tc, test_issue11_str_and_len);
+    tcase_add_test(tc, test_issue11_xmemdup_copies);
+#ifndef __SANITIZE_ADDRESS__
+    tcase_add_test(tc, test_issue11_oom_rule_logs_and_aborts);
+#endif
     suite_add_tcase(s, tc);
     return s;
 }
