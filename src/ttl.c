@@ -112,7 +112,7 @@ static int redis_refuses_expire(enum cmd_id cid, long long v, int64_t scale, int
     return !absolute && v * scale > LLONG_MAX - now_ms;
 }
 
-int ttl_client_ttl(const struct policy_request *r, int64_t now_ms, struct client_ttl *out)
+void ttl_client_ttl(const struct policy_request *r, int64_t now_ms, struct client_ttl *out)
 {
     enum cmd_id cid = cmdclass_id(r->cmd);
     long long v;
@@ -128,24 +128,23 @@ int ttl_client_ttl(const struct policy_request *r, int64_t now_ms, struct client
         int flags = string_options(r, cid == CID_SET, &arg);
         if (flags < 0) {
             out->kind = CLIENT_TTL_INVALID;
-            return 0;
+            return;
         }
         if (flags & OPT_KEEPTTL) out->kind = CLIENT_TTL_KEEP;
         if (flags & OPT_PERSIST) out->kind = CLIENT_TTL_PERSIST;
         if (flags & (OPT_EX | OPT_EXAT)) scale = 1000;
         if (flags & (OPT_PX | OPT_PXAT)) scale = 1;
         absolute = (flags & (OPT_EXAT | OPT_PXAT)) != 0;
-        if (!scale) return 0;
+        if (!scale) return;
     } else {
-        return 0;
+        return;
     }
     if (policy_arg_ll(r, arg, &v) != 0 || redis_refuses_expire(cid, v, scale, absolute, now_ms)) {
         out->kind = CLIENT_TTL_INVALID; /* Redis answers its own error and changes nothing */
-        return 0;
+        return;
     }
     out->kind = CLIENT_TTL_SET;
     out->ttl_ms = absolute ? sub_sat(mul_sat(v, scale), now_ms) : mul_sat(v, scale);
-    return 0;
 }
 
 /* The client's own command sets (or removes) the first key's TTL: no fix for it. An EXPIRE
@@ -242,10 +241,9 @@ int ttl_decide(const struct policy_request *r, const struct key_ref *keys,
         /* Every key of a write command counts as written: Redis 7.0 flags some written keys
          * read-only (XREADGROUP's stream), and a PEXPIRE NX on a key that has its TTL is a
          * no-op; so is a second one for a key named twice (RENAME k k). */
-        uint32_t mode = UINT32_MAX;
-        if (e->ttl_ms <= 0) mode = UINT32_MAX;     /* ttl=none: nothing to give */
-        else if (e->sliding) mode = TTL_FIX_RESET; /* every touch restarts the window */
-        else if (writes) mode = TTL_FIX_NX;        /* a write never extends an existing TTL */
+        uint32_t mode = UINT32_MAX; /* no fix: ttl=none, or a read outside a sliding namespace */
+        if (e->ttl_ms > 0 && e->sliding) mode = TTL_FIX_RESET; /* every touch restarts the window */
+        else if (e->ttl_ms > 0 && writes) mode = TTL_FIX_NX;   /* a write never extends an existing TTL */
         if (mode != UINT32_MAX &&
             ttl_add_fix(&p->ttl, 2 * (size_t)nkeys, (uint32_t)keys[i].index, mode, e->ttl_ms) != 0)
             return -1;

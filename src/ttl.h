@@ -65,9 +65,9 @@ struct client_ttl {
  * The TTL a command asks for itself, read the way Redis 7.0 reads it: SET/GETEX options
  * walked as parseExtendedStringArgumentsOrReply does (a repeated EX/PX/EXAT/PXAT: the last
  * value wins; conflicting options: INVALID), integers as string2ll; EXPIREAT-style
- * absolutes become relative to now_ms. Fills *out; returns 0.
+ * absolutes become relative to now_ms. Fills *out.
  */
-int ttl_client_ttl(const struct policy_request *r, int64_t now_ms, struct client_ttl *out);
+void ttl_client_ttl(const struct policy_request *r, int64_t now_ms, struct client_ttl *out);
 
 /*
  * Decide the TTL rules for a command whose keys were found (keys[i], with ns[i] its
