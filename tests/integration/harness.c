@@ -1,6 +1,8 @@
 /* harness.c: starts real TLS redis-servers (durable, cache) and keygate on free loopback ports for integration tests, plus the Check helpers they share and the registry post-condition. */
 #include "harness.h"
 
+#include <openssl/evp.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -77,6 +79,21 @@ static void set_error(struct harness *h, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(h->error, sizeof h->error, fmt, ap);
     va_end(ap);
+}
+
+void harness_write_secret(const char *path, const char *text, mode_t mode) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+    ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    ck_assert_int_eq(fchmod(fd, mode), 0);
+    close(fd);
+}
+
+void harness_sha256_hex(const char *s, char out[65]) {
+    unsigned char d[32];
+    unsigned int n = 0;
+    ck_assert(EVP_Digest(s, strlen(s), d, &n, EVP_sha256(), NULL));
+    for (int i = 0; i < 32; i++) sprintf(out + 2 * i, "%02x", d[i]);
 }
 
 long long now_ms(void) {
@@ -165,6 +182,11 @@ static int free_ports(int *ports, int n) {
     for (int i = 0; i < n; i++)
         if (fds[i] >= 0) close(fds[i]);
     return rc;
+}
+
+int harness_free_port(void) {
+    int port = -1;
+    return free_ports(&port, 1) == 0 ? port : -1;
 }
 
 /* fork + exec argv with stdout/stderr appended to log_path; the child dies with us. */

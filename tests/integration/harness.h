@@ -108,6 +108,15 @@ char *harness_keygate_log(struct harness *h);
  * (a message naming the caller's line and what was expected). The reply helpers
  * (expect_*) take ownership of the reply and free it. */
 
+/* An unused loopback TCP port (bound, read, closed), or -1. */
+int harness_free_port(void);
+
+/* Write text to path with mode (a password file); a failure fails the test. */
+void harness_write_secret(const char *path, const char *text, mode_t mode);
+
+/* The lowercase hex SHA-256 of s (a `user ... sha256=` password). */
+void harness_sha256_hex(const char *s, char out[65]);
+
 /* Milliseconds on the monotonic clock. */
 long long now_ms(void);
 

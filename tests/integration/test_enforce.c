@@ -29,14 +29,6 @@ static struct harness h;
 static char extra[2048];
 static char *registry_text;
 
-static void sha256_hex(const char *s, char out[65])
-{
-    unsigned char d[32];
-    unsigned int n = 0;
-    ck_assert(EVP_Digest(s, strlen(s), d, &n, EVP_sha256(), NULL));
-    for (int i = 0; i < 32; i++) sprintf(out + 2 * i, "%02x", d[i]);
-}
-
 static void setup(void)
 {
     FILE *f = fopen("conf/registry.conf", "r");
@@ -51,9 +43,9 @@ static void setup(void)
     ck_assert_ptr_nonnull(registry_text);
     sprintf(registry_text, "%s\n%s", base, more);
     char app[65], tenant[65], root[65];
-    sha256_hex(APP_PW, app);
-    sha256_hex(TENANT_PW, tenant);
-    sha256_hex(ROOT_PW, root);
+    harness_sha256_hex(APP_PW, app);
+    harness_sha256_hex(TENANT_PW, tenant);
+    harness_sha256_hex(ROOT_PW, root);
     snprintf(extra, sizeof extra,
              "user app sha256=%s owners=cache,notifications,queues access=rw scripts=yes\n"
              "user tenant sha256=%s owners=tenants access=rw\n"
@@ -398,6 +390,23 @@ static void expect_other_clients_served(const char *key, const char *what)
     redisFree(other);
 }
 
+/* c's blocking read of `stream` was just sent: it holds its own connection (another
+ * client is served at once, see above), and an XADD to the stream wakes it. Frees c. */
+static void expect_blocked_until_woken(redisContext *c, const char *other_key, const char *stream, const char *what)
+{
+    sleep_ms(200);
+    expect_other_clients_served(other_key, what);
+    redisContext *p = app();
+    redisReply *r = cmd(p, "XADD %s * f v", stream);
+    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
+    freeReplyObject(r);
+    r = next_reply(c);
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 1, "%s: %s", what, describe(r));
+    freeReplyObject(r);
+    redisFree(p);
+    redisFree(c);
+}
+
 START_TEST(test_issue10_item3_xreadgroup_group_named_streams_blocks_on_its_own_connection)
 {
     redisContext *c = app();
@@ -405,17 +414,7 @@ START_TEST(test_issue10_item3_xreadgroup_group_named_streams_blocks_on_its_own_c
     /* the group is named STREAMS: the real STREAMS comes after BLOCK */
     ck_assert_int_eq(redisAppendCommand(c, "XREADGROUP GROUP STREAMS c1 BLOCK 0 STREAMS q:e3:s >"), REDIS_OK);
     send_appended(c, "XREADGROUP GROUP STREAMS ... BLOCK 0");
-    sleep_ms(200);
-    expect_other_clients_served("q:e3:other", "durable while XREADGROUP blocks");
-    redisContext *p = app();
-    redisReply *r = cmd(p, "XADD q:e3:s * f v");
-    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
-    freeReplyObject(r);
-    r = next_reply(c);
-    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 1, "XREADGROUP: %s", describe(r));
-    freeReplyObject(r);
-    redisFree(p);
-    redisFree(c);
+    expect_blocked_until_woken(c, "q:e3:other", "q:e3:s", "XREADGROUP");
 }
 END_TEST
 
@@ -426,17 +425,7 @@ START_TEST(test_issue10_item2_xread_nul_block_blocks_on_its_own_connection)
     const size_t len[] = {5, 6, 1, 7, 11, 1};
     ck_assert_int_eq(redisAppendCommandArgv(c, 6, argv, len), REDIS_OK);
     send_appended(c, "XREAD \"BLOCK\\0\" 0 STREAMS");
-    sleep_ms(200);
-    expect_other_clients_served("cache:e2x:other", "cache while XREAD \"BLOCK\\0\" blocks");
-    redisContext *p = app();
-    redisReply *r = cmd(p, "XADD cache:e2x:s * f v");
-    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
-    freeReplyObject(r);
-    r = next_reply(c);
-    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 1, "XREAD: %s", describe(r));
-    freeReplyObject(r);
-    redisFree(p);
-    redisFree(c);
+    expect_blocked_until_woken(c, "cache:e2x:other", "cache:e2x:s", "XREAD \"BLOCK\\0\"");
 }
 END_TEST
 

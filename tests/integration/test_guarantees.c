@@ -42,23 +42,14 @@ static char writer_pass[128], reader_pass[128];
 #define WRITER_PW "writer-pw-guarantees-1"
 #define READER_PW "reader-pw-guarantees-2"
 
-static void write_secret(const char *path, const char *text, mode_t mode)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
-    ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
-    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    ck_assert_int_eq(fchmod(fd, mode), 0); /* not masked by the umask */
-    close(fd);
-}
-
 static void setup(void)
 {
     snprintf(dir, sizeof dir, "/tmp/kgguard-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(writer_pass, sizeof writer_pass, "%s/writer.pass", dir);
     snprintf(reader_pass, sizeof reader_pass, "%s/reader.pass", dir);
-    write_secret(writer_pass, WRITER_PW "\n", 0600);
-    write_secret(reader_pass, READER_PW "\n", 0600);
+    harness_write_secret(writer_pass, WRITER_PW "\n", 0600);
+    harness_write_secret(reader_pass, READER_PW "\n", 0600);
     static char extra[2048];
     snprintf(extra, sizeof extra,
              "log-level debug\n"
@@ -93,20 +84,6 @@ static redisContext *login(const char *user, const char *pass)
 static redisContext *writer(void)
 {
     return login("writer", WRITER_PW);
-}
-
-/* An unused loopback port (bound, read, closed). */
-static int free_port(void)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof sa;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0) close(fd);
-    return port;
 }
 
 /* Poll until keygate answers a command on `instance` ("durable" / "cache") without
@@ -245,12 +222,12 @@ START_TEST(test_password_file_group_or_other_access_is_refused)
              "key=%s/build/certs/client.key server-name=localhost password-file=%s\n"
              "instance cache 127.0.0.1:%d tls ca=%s/build/certs/ca.crt server-name=localhost password-file=%s\n"
              "user u password-file=%s owners=cache access=rw\n",
-             free_port(), h.root, d->tls_port, h.root, h.root, h.root, d->pass_file, c->tls_port, h.root,
+             harness_free_port(), h.root, d->tls_port, h.root, h.root, h.root, d->pass_file, c->tls_port, h.root,
              c->pass_file, pass);
-    write_secret(conf, text, 0600);
+    harness_write_secret(conf, text, 0600);
 
     /* control: mode 0600 checks clean and starts (so a refusal below is the mode's) */
-    write_secret(pass, "pw\n", 0600);
+    harness_write_secret(pass, "pw\n", 0600);
     int rc = keygate_run(conf, 1, out_path, 10000);
     slurp(out_path, out, sizeof out);
     ck_assert_msg(rc == 0, "--check with a 0600 password file: exit %d: %s", rc, out);

@@ -25,13 +25,6 @@
 static struct harness h;
 static char root_line[256];
 
-static void sha256_hex(const char *s, char out[65]) {
-    unsigned char d[32];
-    unsigned int n = 0;
-    ck_assert(EVP_Digest(s, strlen(s), d, &n, EVP_sha256(), NULL));
-    for (int i = 0; i < 32; i++) sprintf(out + 2 * i, "%02x", d[i]);
-}
-
 /* keygate.conf's extra lines: the root user plus `more` (may be ""). */
 static const char *extra_with(const char *more) {
     static char buf[16384];
@@ -41,7 +34,7 @@ static const char *extra_with(const char *more) {
 
 static void setup(void) {
     char hash[65];
-    sha256_hex(ROOT_PW, hash);
+    harness_sha256_hex(ROOT_PW, hash);
     snprintf(root_line, sizeof root_line, "user root sha256=%s owners=* access=rw scripts=yes\n", hash);
     struct harness_opts o = {.extra_config = extra_with("")};
     ck_assert_msg(harness_start(&h, &o) == 0, "harness_start: %s", h.error);
@@ -71,18 +64,6 @@ static redisContext *login(void) {
     return login_to(h.port);
 }
 
-static int free_port(void) {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof sa;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0) close(fd);
-    return port;
-}
-
 /* ---- issue 10 item 13: more than 16 listeners ---- */
 
 START_TEST(test_issue10_item13_seventeen_listeners) {
@@ -91,7 +72,7 @@ START_TEST(test_issue10_item13_seventeen_listeners) {
     int ports[MORE];
     char more[4096] = "threads 2\n";
     for (int i = 0; i < MORE; i++) {
-        ports[i] = free_port();
+        ports[i] = harness_free_port();
         ck_assert_int_gt(ports[i], 0);
         size_t n = strlen(more);
         snprintf(more + n, sizeof more - n, "listen 127.0.0.1:%d\n", ports[i]);
@@ -443,7 +424,7 @@ START_TEST(test_issue10_item8_paused_tls_client_reset) {
     /* as test_issue10_item8_paused_client_reset (test_proxy) on a TLS listener: 70 clients
      * (more than max-pinned 64) block in BLPOP with a PING behind it and reset */
     enum { CLIENTS = 70 };
-    int port = free_port();
+    int port = harness_free_port();
     char more[3072];
     snprintf(more, sizeof more, "listen 127.0.0.1:%d tls cert=%s/build/certs/server.crt key=%s/build/certs/server.key\n",
              port, h.root, h.root);

@@ -48,36 +48,6 @@ static char extra[16384];
 #define ROOT_PW "root-not-really-4"
 #define WRONG_PW "definitely-wrong-pw-5"
 
-static int free_port(void)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof sa;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0) close(fd);
-    return port;
-}
-
-static void write_secret(const char *path, const char *text, mode_t mode)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
-    ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
-    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    ck_assert_int_eq(fchmod(fd, mode), 0);
-    close(fd);
-}
-
-static void sha256_hex(const char *s, char out[65])
-{
-    unsigned char d[32];
-    unsigned int n = 0;
-    ck_assert(EVP_Digest(s, strlen(s), d, &n, EVP_sha256(), NULL));
-    for (int i = 0; i < 32; i++) sprintf(out + 2 * i, "%02x", d[i]);
-}
-
 static void setup(void)
 {
     char cwd[1024];
@@ -89,12 +59,12 @@ static void setup(void)
     snprintf(ops, sizeof ops, "%s/ops.pass", dir);
     snprintf(root, sizeof root, "%s/root.pass", dir);
     snprintf(sock_path, sizeof sock_path, "%s/kg.sock", dir);
-    write_secret(alice, ALICE_PW "\n", 0600);
-    write_secret(ops, OPS_PW, 0600);
-    write_secret(root, ROOT_PW "\n", 0400);
-    sha256_hex(BOB_PW, bob_hash);
-    tls_port = free_port();
-    mtls_port = free_port();
+    harness_write_secret(alice, ALICE_PW "\n", 0600);
+    harness_write_secret(ops, OPS_PW, 0600);
+    harness_write_secret(root, ROOT_PW "\n", 0400);
+    harness_sha256_hex(BOB_PW, bob_hash);
+    tls_port = harness_free_port();
+    mtls_port = harness_free_port();
     ck_assert(tls_port > 0 && mtls_port > 0 && tls_port != mtls_port);
     snprintf(extra, sizeof extra,
              "log-level debug\n"
@@ -606,13 +576,13 @@ START_TEST(test_password_files_must_be_private)
     char conf[128], pass[128], text[2048], out[4096];
     snprintf(conf, sizeof conf, "%s/check.conf", dir);
     snprintf(pass, sizeof pass, "%s/open.pass", dir);
-    write_secret(pass, "pw\n", 0644);
+    harness_write_secret(pass, "pw\n", 0644);
     const char *base = "listen 127.0.0.1:1\nregistry %s/conf/registry.conf\n"
                        "instance durable 127.0.0.1:2 plain\ninstance cache 127.0.0.1:3 plain\n%s\n";
     char user[512];
     snprintf(user, sizeof user, "user u password-file=%s owners=cache access=rw", pass);
     snprintf(text, sizeof text, base, h.root, user);
-    write_secret(conf, text, 0600);
+    harness_write_secret(conf, text, 0600);
     ck_assert_int_eq(keygate_check(conf, out, sizeof out), 1);
     ck_assert_msg(strstr(out, pass) && strstr(out, "0644"), "--check output does not name the file and its mode: %s",
                   out);
@@ -621,7 +591,7 @@ START_TEST(test_password_files_must_be_private)
     ck_assert_msg(keygate_check(conf, out, sizeof out) == 0, "--check with a 0600 file: %s", out);
 
     snprintf(text, sizeof text, base, h.root, "user u sha256=abc owners=cache access=rw");
-    write_secret(conf, text, 0600);
+    harness_write_secret(conf, text, 0600);
     ck_assert_int_eq(keygate_check(conf, out, sizeof out), 1);
     ck_assert_msg(strstr(out, "sha256"), "--check output: %s", out);
 }
