@@ -1,5 +1,6 @@
 /* commands.c: command lookup, arity checks and key extraction over the generated command table. */
 #include "commands.h"
+#include "util.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -261,12 +262,10 @@ static int find_double(const struct find *f, int i, double *v)
 {
     size_t len = find_len(f, i);
     char small[128];
-    char *buf = len < sizeof(small) ? small : malloc(len + 1);
+    char *buf = len < sizeof(small) ? small : xmalloc(len + 1);
     char *end;
     int rc = -1;
 
-    if (!buf)
-        return -1;
     memcpy(buf, f->argv[i], len);
     buf[len] = '\0';
     errno = 0;

@@ -4,6 +4,7 @@
 #include "access.h"
 #include "args.h"
 #include "cmdclass.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -394,14 +395,8 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
     struct key_ref *keys = stack_keys;
     const struct namespace_entry **ns = stack_ns;
     if (r->argc > 256) {
-        keys = malloc(r->argc * sizeof(*keys));
-        ns = malloc(r->argc * sizeof(*ns));
-        if (!keys || !ns) {
-            free(keys);
-            free(ns);
-            plan_error(p, "OOM keygate is out of memory");
-            return;
-        }
+        keys = xmalloc(r->argc * sizeof(*keys));
+        ns = xmalloc(r->argc * sizeof(*ns));
     }
     decide_keys(cfg, reg, s, r, cid, keys, ns, p);
     if (keys != stack_keys) {
@@ -474,11 +469,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
                        name, cfg->instance_names[first->instance], cfg->instance_names[split_instance]);
             return;
         }
-        p->key_instance = malloc(r->argc);
-        if (!p->key_instance) {
-            plan_error(p, "OOM keygate is out of memory");
-            return;
-        }
+        p->key_instance = xmalloc(r->argc);
         memset(p->key_instance, -1, r->argc);
         for (int i = 0; i < nkeys; i++) p->key_instance[keys[i].index] = (int8_t)ns_of[i]->instance;
         p->merge = cid == CID_MGET ? MERGE_MGET : MERGE_SUM;
@@ -496,11 +487,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
     }
     /* keygate's own MULTI/EXEC on the WATCH pin would clear (or fail on) the client's watch */
     int may_wrap = s->watch_instance != first->instance;
-    if (ttl_decide(r, keys, ns_of, nkeys, may_wrap, p) != 0) {
-        plan_release(p);
-        plan_error(p, "OOM keygate is out of memory");
-        return;
-    }
+    ttl_decide(r, keys, ns_of, nkeys, may_wrap, p);
     if (p->error[0]) return;
     p->kind = PLAN_FORWARD;
     p->instance = first->instance;

@@ -1,6 +1,7 @@
 /* ttl.c: the TTL engine's pure decision: mandatory TTLs, max-ttl, PERSIST, sliding windows. */
 #include "ttl.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 
 #include "cmdclass.h"
 #include "policy.h"
+#include "util.h"
 
 static void deny(struct plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void deny(struct plan *p, const char *fmt, ...)
@@ -174,17 +176,17 @@ static int carries_ttl(enum cmd_id cid)
     return cid == CID_RENAME || cid == CID_RENAMENX || cid == CID_COPY;
 }
 
-static int ttl_add_fix(struct ttl_rewrite *t, size_t cap_hint, uint32_t argi, uint32_t mode, int64_t ttl_ms)
+/* One more fix; cap_hint (at least every fix the command can get) sizes the heap copy. */
+static void ttl_add_fix(struct ttl_rewrite *t, size_t cap_hint, uint32_t argi, uint32_t mode, int64_t ttl_ms)
 {
     if (t->nfix == TTL_FIX_INLINE && t->fix == t->fix_inline) {
-        struct ttl_fix *heap = malloc(cap_hint * sizeof(*heap));
-        if (!heap) return -1;
+        struct ttl_fix *heap = xmalloc(cap_hint * sizeof(*heap));
         memcpy(heap, t->fix_inline, sizeof(t->fix_inline));
         t->fix = heap;
     }
     if (!t->fix) t->fix = t->fix_inline;
+    assert(t->nfix < (t->fix == t->fix_inline ? TTL_FIX_INLINE : cap_hint));
     t->fix[t->nfix++] = (struct ttl_fix){.argi = argi, .mode = mode, .ttl_ms = ttl_ms};
-    return 0;
 }
 
 /* Append "EX D" (whole seconds, unless ms_only) or "PX D" to the client's command. */
@@ -198,7 +200,7 @@ static void ttl_append(struct plan *p, int64_t ttl_ms, int ms_only)
     p->nappend = 2;
 }
 
-int ttl_decide(const struct policy_request *r, const struct key_ref *keys,
+void ttl_decide(const struct policy_request *r, const struct key_ref *keys,
                const struct namespace_entry *const *ns, int nkeys, int may_wrap, struct plan *p)
 {
     enum cmd_id cid = cmdclass_id(r->cmd);
@@ -210,27 +212,27 @@ int ttl_decide(const struct policy_request *r, const struct key_ref *keys,
     int persist = cid == CID_PERSIST || ct.kind == CLIENT_TTL_PERSIST;
     if (persist && first->ttl_ms > 0) {
         deny(p, "DENIED PERSIST is refused in namespace '%s': its keys must keep a TTL", first->prefix);
-        return 0;
+        return;
     }
     if (ct.kind == CLIENT_TTL_SET && first->max_ttl_ms > 0 && ct.ttl_ms > first->max_ttl_ms) {
         char lim[32];
         duration_format(first->max_ttl_ms, lim, sizeof(lim));
         deny(p, "DENIED TTL of %lldms is above max-ttl %s of namespace '%s'", (long long)ct.ttl_ms, lim,
              first->prefix);
-        return 0;
+        return;
     }
 
     /* SET without a TTL option: the TTL travels in the command itself. */
     int is_set = cid == CID_SET;
     if (is_set && first->ttl_ms > 0 && ct.kind == CLIENT_TTL_NONE) {
         ttl_append(p, first->ttl_ms, 0); /* SET k v [NX|XX] [GET] -> ... EX D */
-        return 0;
+        return;
     }
     /* GET in a sliding namespace: GETEX reads and restarts the window in one command. */
     if (cid == CID_GET && first->sliding && first->ttl_ms > 0) {
         p->ttl.getex = 1;
         ttl_append(p, first->ttl_ms, 1);
-        return 0;
+        return;
     }
 
     int own = sets_own_ttl(r, &ct);
@@ -244,19 +246,15 @@ int ttl_decide(const struct policy_request *r, const struct key_ref *keys,
         uint32_t mode = UINT32_MAX; /* no fix: ttl=none, or a read outside a sliding namespace */
         if (e->ttl_ms > 0 && e->sliding) mode = TTL_FIX_RESET; /* every touch restarts the window */
         else if (e->ttl_ms > 0 && writes) mode = TTL_FIX_NX;   /* a write never extends an existing TTL */
-        if (mode != UINT32_MAX &&
-            ttl_add_fix(&p->ttl, 2 * (size_t)nkeys, (uint32_t)keys[i].index, mode, e->ttl_ms) != 0)
-            return -1;
+        if (mode != UINT32_MAX) ttl_add_fix(&p->ttl, 2 * (size_t)nkeys, (uint32_t)keys[i].index, mode, e->ttl_ms);
         /* RENAME/COPY move the source's TTL along, and a script may set any TTL itself: cut
          * it to the key's max-ttl, also in a ttl=none namespace (XX: a key without TTL keeps none) */
-        if (((carries_ttl(cid) && keys[i].index == 2) || is_script(cid)) && e->max_ttl_ms > 0 &&
-            ttl_add_fix(&p->ttl, 2 * (size_t)nkeys, (uint32_t)keys[i].index, TTL_FIX_CAP, e->max_ttl_ms) != 0)
-            return -1;
+        if (((carries_ttl(cid) && keys[i].index == 2) || is_script(cid)) && e->max_ttl_ms > 0)
+            ttl_add_fix(&p->ttl, 2 * (size_t)nkeys, (uint32_t)keys[i].index, TTL_FIX_CAP, e->max_ttl_ms);
     }
     /* A write and its TTL are applied atomically; a read's window reset needs no transaction.
      * Redis never blocks inside MULTI: a blocking command's fixes follow it on its pin. */
     p->ttl.wrap = p->ttl.nfix > 0 && writes && may_wrap && p->flow != FLOW_BLOCK;
-    return 0;
 }
 
 void ttl_rewrite_release(struct ttl_rewrite *t)

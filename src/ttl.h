@@ -77,10 +77,10 @@ void ttl_client_ttl(const struct policy_request *r, int64_t now_ms, struct clien
  * (EXEC clears its watched keys, and a dirty watch would make keygate's EXEC fail): its
  * fixes then follow the command unwrapped on the same connection, in the same write.
  * Fills plan->ttl and plan->append, or sets plan->kind = PLAN_ERROR with a DENIED
- * message (PERSIST in a TTL namespace, a client TTL above max-ttl). Returns 0, or -1
- * when out of memory. Pure.
+ * message (PERSIST in a TTL namespace, a client TTL above max-ttl). Pure (an allocation
+ * failure aborts, util.h's rule).
  */
-int ttl_decide(const struct policy_request *r, const struct key_ref *keys,
+void ttl_decide(const struct policy_request *r, const struct key_ref *keys,
                const struct namespace_entry *const *ns, int nkeys, int may_wrap, struct plan *plan);
 
 /* Free what ttl_decide allocated (safe on a zeroed or already released rewrite). */

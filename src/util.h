@@ -33,8 +33,6 @@
  *  - Config parsing (start-up, reload, `keygate --check`) reports what is wrong with a
  *    file as "FILE:LINE: message" diagnostics (struct diag) and returns an error; its
  *    allocations follow this rule (abort), they are not reported as diagnostics.
- *  - Not yet converted (owned by another change): policy.c and ttl.c still answer
- *    "-OOM keygate is out of memory" when their malloc fails, commands.c returns an error.
  */
 void oom_abort(size_t n) __attribute__((noreturn, cold));
 
