@@ -9,7 +9,8 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
-#include "proxy.h"
+#include "backend.h"
+#include "loop.h"
 #include "topology.h"
 
 /* Request line and headers of one admin request: larger requests are refused (evhttp). */

@@ -1,5 +1,5 @@
 /* backend.c: shared, pipelined TLS connections to the backend instances, with reconnect. */
-#include "proxy.h"
+#include "backend.h"
 
 #include "tls.h"
 #include "topology.h"
@@ -36,7 +36,6 @@
 static void backend_connect(struct backend *b);
 static void backend_make_idle(struct backend *b);
 static void backend_unstage(struct backend *b);
-static void backend_part_done(struct request *req, int part, const char *reply, size_t len);
 
 static void backend_do_write(struct backend *b);
 static void backend_timer_cb(evutil_socket_t fd, short what, void *arg);
@@ -53,9 +52,11 @@ static void backend_account(struct backend *b)
     mem_set(b->worker, &b->mem_held, now);
 }
 
-int backend_pools_start(struct worker *w)
+int backend_pools_start(struct worker *w, const struct backend_hooks *hooks)
 {
     const struct config *cfg = w->cfg;
+    w->hooks = hooks;
+    w->pools = xcalloc(CONFIG_MAX_INSTANCES, sizeof(*w->pools));
     for (size_t i = 0; i < cfg->ninstances; i++) {
         const struct instance_conf *ic = &cfg->instances[i];
         struct backend_pool *pool = &w->pools[i];
@@ -84,38 +85,15 @@ int backend_pools_start(struct worker *w)
     return 0;
 }
 
-/* One instance's reply to a split request; the last one merges. */
-static void backend_part_done(struct request *req, int part, const char *reply, size_t len)
-{
-    struct request_part *pt = &req->parts[part];
-    assert(part < req->nparts && !pt->reply && req->parts_left > 0 && req->waiting > 0);
-    req->waiting--;
-    pt->reply = xmemdup(reply, len);
-    pt->len = len;
-    if (--req->parts_left == 0) router_merge(req);
-}
-
-/* Fail and forget every request in flight on b. */
+/* Fail and forget every entry owed on b (the router answers them). */
 static void backend_fail_fifo(struct backend *b)
 {
-    char msg[128];
-    int n = snprintf(msg, sizeof(msg), "-" UNAVAILABLE_FMT "\r\n", backend_conf(b)->name);
     b->unsent = 0;
     while (b->fifo_count > 0) {
         struct pending pd = b->fifo[b->fifo_head];
         b->fifo_head = (b->fifo_head + 1) % b->fifo_cap;
         b->fifo_count--;
-        if (!pd.req) continue;
-        if (pd.kind == PENDING_PASS || pd.kind == PENDING_EXEC_PICK || pd.kind == PENDING_EXEC_FILTER) {
-            assert(pd.req->waiting > 0);
-            pd.req->waiting--;
-            STAT_INC(&b->worker->stats, errors_unavailable);
-            request_complete(pd.req, msg, (size_t)n);
-        } else if (pd.kind == PENDING_PART) {
-            backend_part_done(pd.req, pd.part, msg, (size_t)n);
-        } else {
-            request_reply_consumed(pd.req);
-        }
+        if (pd.own == BACKEND_OWN_NONE) b->worker->hooks->fail(b, &pd);
     }
 }
 
@@ -139,6 +117,7 @@ static void backend_io_close(struct backend *b)
 
 void backend_pools_free(struct worker *w)
 {
+    if (!w->pools) return;
     for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
         struct backend_pool *pool = &w->pools[i];
         if (!pool->conns) continue;
@@ -164,6 +143,8 @@ void backend_pools_free(struct worker *w)
         if (pool->ssl_ctx) SSL_CTX_free(pool->ssl_ctx);
         memset(pool, 0, sizeof(*pool));
     }
+    free(w->pools);
+    w->pools = NULL;
 }
 
 struct backend *backend_for(struct worker *w, int instance, uint64_t client_id)
@@ -174,7 +155,7 @@ struct backend *backend_for(struct worker *w, int instance, uint64_t client_id)
     return b->state == BACKEND_DOWN ? NULL : b;
 }
 
-void backend_expect(struct backend *b, struct request *req, enum pending_kind kind)
+void backend_expect(struct backend *b, struct pending pd)
 {
     if (b->fifo_count == b->fifo_cap) {
         size_t cap = b->fifo_cap ? b->fifo_cap * 2 : 64;
@@ -185,22 +166,11 @@ void backend_expect(struct backend *b, struct request *req, enum pending_kind ki
         b->fifo_head = 0;
         b->fifo_cap = cap;
     }
-    b->fifo[(b->fifo_head + b->fifo_count) % b->fifo_cap] = (struct pending){.req = req, .kind = (uint8_t)kind};
+    assert((pd.req != NULL) == (pd.own == BACKEND_OWN_NONE)); /* only the connection's own have no request */
+    b->fifo[(b->fifo_head + b->fifo_count) % b->fifo_cap] = pd;
     b->fifo_count++;
     b->unsent++;
     assert(b->unsent <= b->fifo_count);
-    assert(req || kind == PENDING_AUTH || kind == PENDING_INFO); /* only keygate's own have no request */
-    if (req) req->waiting++;
-}
-
-void stage_add(struct bytebuf *out, const void *data, size_t n)
-{
-    bytebuf_add(out, data, n);
-}
-
-void stage_add_bulk(struct bytebuf *out, const void *data, size_t n)
-{
-    bytebuf_add_bulk(out, data, n);
 }
 
 struct bytebuf *backend_stage(struct backend *b)
@@ -228,7 +198,6 @@ static void backend_tails(struct worker *w)
 
 int backend_would_reorder(const struct worker *w, int instance, const struct backend *b)
 {
-    if (w->postponing[instance]) return 1;
     return b && b->dirty == 1 && w->inst_tail[instance] != b;
 }
 
@@ -343,20 +312,17 @@ void backend_flush_all(struct worker *w)
     added.n = 0;
     w->flush_spare = added;
     backend_tails(w);
-    /* requests postponed so as not to overtake these go now, in their order */
-    memset(w->postponing, 0, sizeof(w->postponing));
-    client_wake_postponed(w);
 }
 
 /* Send one of keygate's own commands (AUTH, INFO) formatted by hiredis. */
-static void backend_send_internal(struct backend *b, enum pending_kind kind, int argc, const char **argv)
+static void backend_send_internal(struct backend *b, enum backend_own own, int argc, const char **argv)
 {
     char *cmd = NULL;
     int len = redisFormatCommandArgv(&cmd, argc, argv, NULL);
     if (len < 0) oom_abort(0); /* hiredis fails here only for memory */
-    stage_add(backend_stage(b), cmd, (size_t)len);
+    bytebuf_add(backend_stage(b), cmd, (size_t)len);
     free(cmd);
-    backend_expect(b, NULL, kind);
+    backend_expect(b, (struct pending){.own = (uint8_t)own});
 }
 
 void backend_close(struct backend *b, const char *reason)
@@ -376,7 +342,7 @@ void backend_close(struct backend *b, const char *reason)
         b->worker->pools[b->instance].npinned--;
         TAILQ_INSERT_TAIL(&b->worker->dead_backends, b, link);
         event_active(b->worker->reap_ev, EV_TIMEOUT, 0);
-        if (owner) client_pin_lost(owner, b);
+        if (owner) b->worker->hooks->owner_lost(b, owner);
         return;
     }
     if (!b->warned_down || b->state == BACKEND_READY)
@@ -404,61 +370,8 @@ static void backend_rbuf_reserve(struct backend *b, size_t more)
     b->rcap = cap;
 }
 
-/*
- * keygate's own MULTI ... EXEC around a client's command: the client's reply is
- * element 0 of the EXEC array; when EXEC was aborted, the command's queue-time error.
- */
-static void backend_exec_pick(struct request *req, const char *reply, size_t len)
-{
-    if (reply[0] == '-' && req->queued_error) {
-        request_complete(req, req->queued_error, req->queued_error_len);
-        return;
-    }
-    long long count = 0;
-    const char *elem = resp_array_first(reply, len, &count);
-    if (elem && count > 0) {
-        struct resp_scanner sc;
-        resp_scanner_reset(&sc);
-        long long n = resp_scan_reply(&sc, elem, len - (size_t)(elem - reply));
-        if (n > 0) {
-            request_complete(req, elem, (size_t)n);
-            return;
-        }
-    }
-    request_complete(req, reply, len); /* nil (aborted by WATCH) or an error: as it came */
-}
-
-/*
- * The client's own transaction: its EXEC array also holds the replies of the TTL
- * commands keygate queued; drop those so the client sees what Redis would answer it.
- */
-static void backend_exec_filter(struct request *req, const char *reply, size_t len)
-{
-    long long count = -1;
-    const char *elem = resp_array_first(reply, len, &count);
-    if (!elem || count < 0 || (size_t)count != req->exec_keep.len) {
-        request_complete(req, reply, len); /* nil (WATCH) or EXECABORT: as it came */
-        return;
-    }
-    size_t kept = 0;
-    for (size_t i = 0; i < req->exec_keep.len; i++) kept += (size_t)req->exec_keep.p[i];
-    struct evbuffer *out = xevbuffer_new();
-    evbuffer_add_printf(out, "*%zu\r\n", kept);
-    const char *end = reply + len;
-    for (size_t i = 0; i < req->exec_keep.len; i++) {
-        struct resp_scanner sc;
-        resp_scanner_reset(&sc);
-        long long n = resp_scan_reply(&sc, elem, (size_t)(end - elem));
-        if (n <= 0) break;
-        if (req->exec_keep.p[i]) evbuffer_add(out, elem, (size_t)n);
-        elem += n;
-    }
-    size_t olen = evbuffer_get_length(out);
-    request_complete(req, (const char *)evbuffer_pullup(out, -1), olen);
-    evbuffer_free(out);
-}
-
-/* One framed reply for the FIFO head. Returns 0, or -1 when b was closed. */
+/* One framed reply for the FIFO head: the connection's own, or the hooks'. Returns 0, or -1
+ * when b was closed (a reply nothing was owed for, a refused AUTH). */
 static int backend_deliver(struct backend *b, const char *reply, size_t len)
 {
     if (b->fifo_count == 0) {
@@ -468,8 +381,8 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
     struct pending pd = b->fifo[b->fifo_head];
     b->fifo_head = (b->fifo_head + 1) % b->fifo_cap;
     b->fifo_count--;
-    switch (pd.kind) {
-    case PENDING_AUTH:
+    switch (pd.own) {
+    case BACKEND_OWN_AUTH:
         if (reply[0] == '-') {
             char why[160];
             snprintf(why, sizeof(why), "AUTH refused: %.*s", (int)(len > 120 ? 120 : len - 2), reply + 1);
@@ -477,37 +390,11 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
             return -1;
         }
         return 0;
-    case PENDING_INFO:
+    case BACKEND_OWN_INFO:
         topology_on_info_reply(b->worker->proxy, b->instance, backend_conf(b)->name, reply, len);
         return 0;
-    case PENDING_DROP:
-        request_reply_consumed(pd.req);
-        return 0;
-    case PENDING_QUEUED:
-        if (reply[0] == '-' && !pd.req->queued_error) {
-            pd.req->queued_error = xmemdup(reply, len);
-            pd.req->queued_error_len = len;
-        }
-        request_reply_consumed(pd.req);
-        return 0;
-    case PENDING_EXEC_PICK:
-        assert(pd.req->waiting > 0);
-        pd.req->waiting--;
-        backend_exec_pick(pd.req, reply, len);
-        return 0;
-    case PENDING_EXEC_FILTER:
-        assert(pd.req->waiting > 0);
-        pd.req->waiting--;
-        backend_exec_filter(pd.req, reply, len);
-        return 0;
-    case PENDING_PART:
-        backend_part_done(pd.req, pd.part, reply, len);
-        return 0;
-    case PENDING_PASS:
     default:
-        assert(pd.req->waiting > 0);
-        pd.req->waiting--;
-        request_complete(pd.req, reply, len);
+        b->worker->hooks->deliver(b, &pd, reply, len);
         return 0;
     }
 }
@@ -519,24 +406,20 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
  * is dropped as it comes (b->discarding) instead of being kept whole. On a subscriber
  * connection the owner is closed the same way (and b with it). -1 when b was closed.
  */
-static int backend_large_partial(struct backend *b, size_t partial)
+static void backend_large_partial(struct backend *b, size_t partial)
 {
-    if (b->discarding || partial < PARTIAL_CHECK_BYTES) return 0;
-    if (b->subscriber) {
-        if (b->owner && client_output_over(b->owner, partial)) return b->fd < 0 ? -1 : 0;
-        return 0;
+    if (b->discarding || partial < PARTIAL_CHECK_BYTES) return;
+    const struct pending *pd = NULL;
+    if (!b->subscriber) {
+        if (b->fifo_count == 0) return;
+        pd = &b->fifo[b->fifo_head];
+        if (pd->own != BACKEND_OWN_NONE) return; /* the connection's own AUTH / INFO */
     }
-    if (b->fifo_count == 0) return 0;
-    const struct pending *pd = &b->fifo[b->fifo_head];
-    if (!pd->req) return 0; /* keygate's own AUTH / INFO */
-    struct client *c = pd->req->client;
-    if (pd->kind == PENDING_DROP || !c || c->closed || client_output_over(c, partial)) {
-        if (b->fd < 0) return -1; /* a dedicated connection closed with its client */
+    if (!b->worker->hooks->may_keep(b, pd, partial)) {
         b->discarding = 1;
         log_msg(LOG_DEBUG, "instance '%s': a reply of more than %zu bytes is dropped as it comes (no client keeps it)",
                 backend_conf(b)->name, partial);
     }
-    return 0;
 }
 
 /*
@@ -549,7 +432,7 @@ static int backend_frame_replies(struct backend *b)
     while (pos < b->rlen) {
         long long n = resp_scan_reply(&b->scan, b->rbuf + pos, b->rlen - pos);
         if (n == 0) {
-            if (backend_large_partial(b, b->rlen - pos) != 0) return -1;
+            backend_large_partial(b, b->rlen - pos);
             if (b->discarding) pos += resp_scan_discard(&b->scan, b->rlen - pos);
             break;
         }
@@ -557,20 +440,18 @@ static int backend_frame_replies(struct backend *b)
             backend_close(b, "malformed reply");
             return -1;
         }
+        const char *reply = b->rbuf + pos;
+        size_t len = (size_t)n;
+        pos += (size_t)n;
         if (b->discarding) {
             /* the end of a reply nobody keeps: its owner gets no bytes of it */
             b->discarding = 0;
-            pos += (size_t)n;
-            if (backend_deliver(b, STR_AND_LEN("-ERR reply dropped\r\n")) != 0 || b->fd < 0) return -1;
-            continue;
+            reply = "-ERR reply dropped\r\n";
+            len = strlen(reply);
         }
-        if (b->subscriber && !(b->fifo_count > 0 && b->fifo[b->fifo_head].kind == PENDING_AUTH)) {
-            if (b->owner) client_push(b->owner, b, b->rbuf + pos, (size_t)n);
-            if (b->fd < 0) return -1; /* the client was closed (its output limit) and took b with it */
-        } else if (backend_deliver(b, b->rbuf + pos, (size_t)n) != 0 || b->fd < 0) {
-            return -1;
-        }
-        pos += (size_t)n;
+        int own_head = b->fifo_count > 0 && b->fifo[b->fifo_head].own != BACKEND_OWN_NONE;
+        if (b->subscriber && !own_head) b->worker->hooks->push(b, reply, len);
+        else if (backend_deliver(b, reply, len) != 0) return -1;
     }
     if (pos > 0) {
         memmove(b->rbuf, b->rbuf + pos, b->rlen - pos);
@@ -585,7 +466,7 @@ static int backend_frame_replies(struct backend *b)
     }
     if (b->pinned && b->release_when_idle && b->fifo_count == 0 && !b->subscriber) {
         backend_make_idle(b);
-        if (b->fd < 0) return -1; /* not reusable: make_idle closed it */
+        if (b->fd < 0) return -1; /* it was not reusable: make_idle closed it */
     }
     /* output kept back for this batch: written at the end of this iteration */
     if (b->out.len > 0 && b->fifo_count == b->unsent) backend_stage(b);
@@ -862,12 +743,12 @@ static void backend_connect(struct backend *b)
     /* Pipelined behind the handshake: AUTH first, then the topology check. */
     if (ic->password) {
         const char *argv[3] = {"AUTH", ic->username ? ic->username : ic->password, ic->password};
-        backend_send_internal(b, PENDING_AUTH, ic->username ? 3 : 2, argv);
+        backend_send_internal(b, BACKEND_OWN_AUTH, ic->username ? 3 : 2, argv);
     }
     /* topology guard (shared connections only): durable noeviction + AOF, cache evicting, Redis >= 7 */
     if (!b->pinned) {
         const char *info[1] = {"INFO"};
-        backend_send_internal(b, PENDING_INFO, 1, info);
+        backend_send_internal(b, BACKEND_OWN_INFO, 1, info);
     }
 }
 

@@ -1,5 +1,11 @@
-/* client.c: client connections: read, parse, decide, queue, and write replies in request order. */
-#include "proxy.h"
+/* client.c: client connections: accept, read, parse, decide, dispatch; service woken clients; tear down closed ones. */
+#include "client.h"
+
+#include "backend.h"
+#include "local.h"
+#include "pubsub.h"
+#include "request.h"
+#include "router.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -23,7 +29,7 @@ static void client_write_cb(struct bufferevent *bev, void *arg);
 static void client_event_cb(struct bufferevent *bev, short events, void *arg);
 static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg);
 static void client_raw_write_cb(evutil_socket_t fd, short what, void *arg);
-static void client_account(struct client *c);
+static void client_service(struct client *c);
 
 static void addr_format(const struct sockaddr *sa, char *out, size_t len)
 {
@@ -75,6 +81,7 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
     c->parser.unauthenticated = !c->session.authenticated; /* Redis's pre-AUTH request limits */
     c->fd = fd;
     c->pfd = -1;
+    TAILQ_INSERT_TAIL(&w->clients, c, link);
     if (tls) {
         /* TLS clients: libevent's OpenSSL bufferevent does the handshake and records */
         SSL *ssl = SSL_new(tls);
@@ -83,7 +90,7 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
                      : NULL;
         if (!c->bev) {
             if (ssl) SSL_free(ssl);
-            client_close(c, "cannot set up TLS"); /* closes fd */
+            conn_close(c, "cannot set up TLS"); /* its fd closes at the reap */
             return;
         }
         bufferevent_setcb(c->bev, client_read_cb, client_write_cb, client_event_cb, c);
@@ -93,133 +100,57 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
         c->rev = xevent_new(w->base, fd, EV_READ | EV_PERSIST, client_raw_read_cb, c);
         c->wev = xevent_new(w->base, fd, EV_WRITE | EV_PERSIST, client_raw_write_cb, c);
         if (event_add(c->rev, NULL) != 0) {
-            client_close(c, "cannot watch the socket");
+            conn_close(c, "cannot watch the socket");
             return;
         }
     }
-    c->in_list = 1;
-    TAILQ_INSERT_TAIL(&w->clients, c, link);
     STAT_INC(&w->stats, connections_received);
 }
 
-#define FREE_REQUESTS_MAX 4096 /* recycled per worker; beyond that they go back to malloc */
-
-static void request_free(struct request *req)
-{
-    struct worker *w = req->worker;
-    assert(req->waiting == 0); /* no backend reply is still owed to it */
-    for (int i = 0; i < req->nparts; i++) free(req->parts[i].reply);
-    free(req->parts);
-    free(req->key_instance);
-    bytebuf_free(&req->exec_keep);
-    free(req->queued_error);
-    if (req->reply) mem_add(w, -(int64_t)req->reply_len); /* a reply kept behind an earlier one */
-    free(req->reply);
-    if (w->nfree_requests >= FREE_REQUESTS_MAX) {
-        free(req);
-        return;
-    }
-    req->link.tqe_next = w->free_requests;
-    w->free_requests = req;
-    w->nfree_requests++;
-}
-
-void request_pool_free(struct worker *w)
-{
-    struct request *req;
-    while ((req = w->free_requests)) {
-        w->free_requests = req->link.tqe_next;
-        free(req);
-    }
-    w->nfree_requests = 0;
-}
-
-/* Detach req from its client; free it unless backend replies for it are still due. */
-static void request_release(struct request *req)
-{
-    req->client = NULL;
-    if (req->waiting == 0) request_free(req);
-}
-
-void request_reply_consumed(struct request *req)
-{
-    assert(req->waiting > 0);
-    req->waiting--;
-    if (req->waiting == 0 && !req->client) request_free(req);
-}
-
-void client_close(struct client *c, const char *reason)
+/* Tear down a closed client: orphan its requests (replies still due from backends free
+ * them when they come), close the dedicated connections holding its state (never reused),
+ * close the socket, free it. */
+static void client_teardown(struct client *c)
 {
     struct worker *w = c->worker;
-    if (c->closed) return;
-    c->closed = 1;
-    log_msg(LOG_DEBUG, "client %llu %s closed: %s", (unsigned long long)c->id, c->addr, reason);
+    assert(c->closed && !c->out_dirty && !c->postponed && !c->woken);
     struct request *req;
     int released = 0;
     while ((req = TAILQ_FIRST(&c->queue))) {
         TAILQ_REMOVE(&c->queue, req, link);
-        request_release(req); /* replies still due from backends free it when they come */
+        request_release(req);
         released++;
     }
     assert(released == c->nqueued); /* nqueued counts the queue */
     c->nqueued = 0;
-    /* dedicated connections holding this client's state are closed, never reused */
     if (c->watch_pin) backend_abandon(c->watch_pin);
     if (c->block_pin) backend_abandon(c->block_pin);
     for (int i = 0; i < CONFIG_MAX_INSTANCES; i++)
-        if (c->sub_pin[i]) backend_abandon(c->sub_pin[i]);
-    c->watch_pin = c->block_pin = NULL;
-    memset(c->sub_pin, 0, sizeof(c->sub_pin));
-    bytebuf_free(&c->multi_buf);
-    if (c->in_list) {
-        TAILQ_REMOVE(&w->clients, c, link);
-        c->in_list = 0;
-    }
+        if (c->pubsub.pin[i]) backend_abandon(c->pubsub.pin[i]);
     if (c->pev) event_free(c->pev);
-    c->pev = NULL;
     if (c->pfd >= 0) close(c->pfd);
-    c->pfd = -1;
     if (c->bev) {
         bufferevent_free(c->bev); /* closes the fd */
-        c->bev = NULL;
-    } else if (c->fd >= 0) {
+    } else {
         if (c->rev) event_free(c->rev);
         if (c->wev) event_free(c->wev);
-        c->rev = c->wev = NULL;
         close(c->fd);
     }
-    c->fd = -1;
-    if (c->out_dirty) {
-        ptrvec_remove(&w->dirty_clients, c);
-        c->out_dirty = 0;
-    }
-    if (c->postponed) {
-        ptrvec_remove(&w->postponed, c);
-        c->postponed = 0;
-    }
     bytebuf_free(&c->obuf);
-    c->qlen = 0;
+    bytebuf_free(&c->multi_buf);
+    bytebuf_free(&c->multi_keep);
     mem_set(w, &c->mem_held, 0);
-    __atomic_sub_fetch(&w->proxy->clients_now, 1, __ATOMIC_RELAXED);
-    /* freed by client_reap once no callback of this loop iteration can hold it */
-    TAILQ_INSERT_TAIL(&w->dead_clients, c, link);
-    event_active(w->reap_ev, EV_TIMEOUT, 0);
+    resp_parser_free(&c->parser);
+    free(c->qbuf);
+    free(c->argv);
+    free(c->argvlen);
+    free(c->name);
+    free(c);
 }
 
 void client_reap(struct worker *w)
 {
-    struct client *c;
-    while ((c = TAILQ_FIRST(&w->dead_clients))) {
-        TAILQ_REMOVE(&w->dead_clients, c, link);
-        assert(c->closed && c->nqueued == 0 && c->mem_held == 0 && !c->out_dirty && !c->postponed);
-        resp_parser_free(&c->parser);
-        free(c->qbuf);
-        free(c->argv);
-        free(c->argvlen);
-        free(c->name);
-        bytebuf_free(&c->multi_keep);
-        free(c);
-    }
+    while (w->closing.n > 0) client_teardown(w->closing.items[--w->closing.n]);
 }
 
 /*
@@ -229,58 +160,15 @@ void client_reap(struct worker *w)
  * the socket is full. TLS clients go through libevent's OpenSSL bufferevent.
  */
 
-/* Queue reply bytes for c. */
-static void client_out(struct client *c, const char *data, size_t len)
-{
-    if (c->bev) {
-        bufferevent_write(c->bev, data, len);
-        if (!client_output_over(c, 0)) client_account(c);
-        return;
-    }
-    bytebuf_add(&c->obuf, data, len);
-    if (client_output_over(c, 0)) return;
-    client_account(c);
-    if (!c->out_dirty) {
-        ptrvec_push(&c->worker->dirty_clients, c);
-        c->out_dirty = 1;
-        event_active(c->worker->flush_ev, EV_TIMEOUT, 0);
-    }
-}
-
-size_t client_out_pending(const struct client *c)
-{
-    if (c->bev) return evbuffer_get_length(bufferevent_get_output(c->bev));
-    return c->obuf.len - c->obuf_off;
-}
-
-/* max-memory: count what c holds now (unparsed input, its MULTI, unwritten replies). */
-static void client_account(struct client *c)
-{
-    size_t now = c->closed ? 0 : c->qlen + c->multi_buf.len + client_out_pending(c);
-    mem_set(c->worker, &c->mem_held, now);
-}
-
-int client_output_over(struct client *c, size_t partial)
-{
-    if (c->closed) return 1;
-    if ((int64_t)(client_out_pending(c) + partial) <= c->worker->cfg->client_output_hard_limit) return 0;
-    log_msg(LOG_WARN, "client %llu %s closed: its replies (%zu bytes queued, %zu arriving) passed client-output-hard-limit",
-            (unsigned long long)c->id, c->addr, client_out_pending(c), partial);
-    STAT_INC(&c->worker->stats, clients_output_limit);
-    client_close(c, "over client-output-hard-limit");
-    return 1;
-}
-
 /* While paused: did the peer close or reset? Then c is closed (its pins released). */
 static void client_paused_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct client *c = arg;
     (void)fd;
     (void)what;
-    if (c->closed) return;
     struct pollfd p = {.fd = c->fd, .events = POLLRDHUP};
     if (poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)))
-        client_close(c, p.revents & POLLRDHUP && !(p.revents & POLLERR) ? "connection closed by client"
+        conn_close(c, p.revents & POLLRDHUP && !(p.revents & POLLERR) ? "connection closed by client"
                                                                          : "connection reset by client");
 }
 
@@ -340,14 +228,14 @@ static void client_resume_parsing(struct client *c)
  * connection: nothing more is parsed or read from c until they are in. */
 static int client_stalled(const struct client *c)
 {
-    return c->stall && (c->nqueued > 0 || c->sub_markers > 0);
+    return c->stall && (c->nqueued > 0 || c->pubsub.markers_total > 0);
 }
 
 /* Backpressure: stop reading while too much is queued; resume when it drains. */
 static void client_update_reading(struct client *c)
 {
     const struct config *cfg = c->worker->cfg;
-    size_t out = client_out_pending(c);
+    size_t out = conn_out_pending(c);
     int over = c->nqueued >= cfg->max_pending || (int64_t)out > cfg->client_output_limit;
     if (c->closing) over = 1;
     if (client_stalled(c)) over = 1;
@@ -389,17 +277,17 @@ static void client_write_now(struct client *c)
             if (!c->wev_pending && event_add(c->wev, NULL) == 0) c->wev_pending = 1;
             return;
         }
-        client_close(c, "write error");
+        conn_close(c, "write error");
         return;
     }
     c->obuf.len = c->obuf_off = 0;
     if (c->obuf.cap > CLIENT_BUF_KEEP_BYTES) bytebuf_free(&c->obuf); /* a big reply came and went */
-    client_account(c);
+    conn_account(c);
     if (c->wev_pending) {
         event_del(c->wev);
         c->wev_pending = 0;
     }
-    if (c->closing || c->read_paused) client_flush(c);
+    if (c->closing || c->read_paused) client_service(c);
 }
 
 void client_write_all(struct worker *w)
@@ -407,7 +295,7 @@ void client_write_all(struct worker *w)
     while (w->dirty_clients.n > 0) {
         struct client *c = w->dirty_clients.items[--w->dirty_clients.n];
         c->out_dirty = 0;
-        if (!c->closed) client_write_now(c);
+        client_write_now(c);
     }
 }
 
@@ -416,85 +304,28 @@ static void client_raw_write_cb(evutil_socket_t fd, short what, void *arg)
     struct client *c = arg;
     (void)fd;
     (void)what;
-    if (!c->closed) client_write_now(c);
+    client_write_now(c);
 }
 
-void client_flush(struct client *c)
+/* After something changed for c: close it once it is closing and every reply is written,
+ * resume parsing where a stall ended, re-evaluate backpressure. */
+static void client_service(struct client *c)
 {
-    struct request *req;
-    if (c->closed) return;
-    while ((req = TAILQ_FIRST(&c->queue)) && req->done) {
-        TAILQ_REMOVE(&c->queue, req, link);
-        assert(c->nqueued > 0);
-        c->nqueued--;
-        if (req->reply_len) {
-            client_out(c, req->reply, req->reply_len);
-            STAT_ADD(&c->worker->stats, bytes_to_clients, req->reply_len);
-        }
-        request_release(req);
-        if (c->closed) return;
-    }
-    if (c->closing && TAILQ_EMPTY(&c->queue) && client_out_pending(c) == 0) {
-        client_close(c, "closing");
+    if (c->closing && TAILQ_EMPTY(&c->queue) && conn_out_pending(c) == 0) {
+        conn_close(c, "closing");
         return;
     }
-    if (c->stall && TAILQ_EMPTY(&c->queue)) client_resume_parsing(c);
+    if (c->stall && !client_stalled(c)) client_resume_parsing(c);
     client_update_reading(c);
 }
 
-void request_complete(struct request *req, const char *reply, size_t len)
+void client_service_woken(struct worker *w)
 {
-    struct client *c = req->client;
-    assert(!req->done); /* one reply per request */
-    req->done = 1;
-    if (c && req->blocking) c->block_pin = NULL; /* it answered: the pin is back in the pool */
-    if (!c || c->closed) {
-        if (req->waiting == 0) request_free(req);
-        return;
+    while (w->woken.n > 0) {
+        struct client *c = w->woken.items[--w->woken.n];
+        c->woken = 0;
+        client_service(c);
     }
-    if (req == TAILQ_FIRST(&c->queue)) {
-        /* the head: straight to the socket, no copy into the request */
-        TAILQ_REMOVE(&c->queue, req, link);
-        assert(c->nqueued > 0);
-        c->nqueued--;
-        client_out(c, reply, len);
-        STAT_ADD(&c->worker->stats, bytes_to_clients, len);
-        request_release(req);
-        client_flush(c);
-        return;
-    }
-    req->reply = xmalloc(len);
-    memcpy(req->reply, reply, len);
-    req->reply_len = len;
-    mem_add(req->worker, (int64_t)len);
-}
-
-static struct request *request_new(struct client *c)
-{
-    struct worker *w = c->worker;
-    struct request *req = w->free_requests;
-    if (req) {
-        w->free_requests = req->link.tqe_next;
-        w->nfree_requests--;
-        memset(req, 0, sizeof(*req));
-    } else {
-        req = xcalloc(1, sizeof(*req));
-    }
-    req->worker = w;
-    req->client = c;
-    TAILQ_INSERT_TAIL(&c->queue, req, link);
-    c->nqueued++;
-    return req;
-}
-
-/* Complete req with "-<error>\r\n" and count it. */
-static void request_error(struct client *c, struct request *req, const char *error)
-{
-    char buf[PLAN_ERROR_MAX + 4];
-    int n = snprintf(buf, sizeof(buf), "-%s\r\n", error);
-    if (n < 0 || (size_t)n >= sizeof(buf)) n = (int)sizeof(buf) - 1;
-    stats_count_error(&c->worker->stats, error);
-    request_complete(req, buf, (size_t)n);
 }
 
 /* Grow the argv scratch arrays to hold n arguments. */
@@ -513,7 +344,7 @@ static void client_multi_queue(struct client *c, struct request *req, const stru
 {
     if (plan->kind == PLAN_ERROR) {
         c->multi_dirty = 1;
-        request_error(c, req, plan->error);
+        request_error(req, plan->error);
         return;
     }
     router_write_queued(&c->multi_buf, c, plan, frame, &c->multi_keep);
@@ -525,10 +356,10 @@ static void client_multi_queue(struct client *c, struct request *req, const stru
                 "(max-request-size %lld)", (unsigned long long)c->id, c->addr, c->multi_buf.len,
                 (long long)c->worker->cfg->max_request_bytes);
         STAT_INC(&c->worker->stats, clients_query_limit);
-        client_close(c, "MULTI over max-request-size");
+        conn_close(c, "MULTI over max-request-size");
         return;
     }
-    client_account(c);
+    conn_account(c);
     request_complete(req, STR_AND_LEN("+QUEUED\r\n"));
 }
 
@@ -536,7 +367,7 @@ static void client_multi_reset(struct client *c)
 {
     c->multi_buf.len = 0;
     if (c->multi_buf.cap > CLIENT_BUF_KEEP_BYTES) bytebuf_free(&c->multi_buf);
-    client_account(c);
+    conn_account(c);
     bytebuf_free(&c->multi_keep);
     c->multi_dirty = 0;
     c->session.in_multi = 0;
@@ -561,7 +392,7 @@ static void client_exec(struct client *c, struct request *req)
         c->watch_lost = 0;
         client_multi_reset(c);
         c->session.watch_instance = -1;
-        request_error(c, req, "UNAVAILABLE the WATCHed instance's connection was lost; transaction discarded");
+        request_error(req, "UNAVAILABLE the WATCHed instance's connection was lost; transaction discarded");
         return;
     }
     if (c->multi_dirty) {
@@ -572,7 +403,7 @@ static void client_exec(struct client *c, struct request *req)
             c->session.watch_instance = -1;
             c->stall = 1;
         }
-        request_error(c, req, "EXECABORT Transaction discarded because of previous errors.");
+        request_error(req, "EXECABORT Transaction discarded because of previous errors.");
         return;
     }
     if (c->multi_keep.len == 0 && !c->watch_pin) {
@@ -584,25 +415,14 @@ static void client_exec(struct client *c, struct request *req)
     if (instance < 0) instance = 0; /* only keyless commands (PING, ECHO): any instance answers them */
     struct backend *b = c->watch_pin ? c->watch_pin : backend_for(w, instance, c->id);
     if (!b) {
-        char msg[128];
-        snprintf(msg, sizeof(msg), UNAVAILABLE_FMT, w->cfg->instance_names[instance]);
         client_multi_reset(c);
         client_watch_end(c);
-        request_error(c, req, msg);
+        router_unavailable(c, req, instance);
         return;
     }
-    struct bytebuf *out = backend_stage(b);
-    stage_add(out, STR_AND_LEN("*1\r\n$5\r\nMULTI\r\n"));
-    backend_expect(b, req, PENDING_DROP);
-    stage_add(out, c->multi_buf.p, c->multi_buf.len);
-    for (size_t i = 0; i < c->multi_keep.len; i++) backend_expect(b, req, PENDING_DROP);
-    stage_add(out, STR_AND_LEN("*1\r\n$4\r\nEXEC\r\n"));
-    backend_expect(b, req, PENDING_EXEC_FILTER);
-    req->exec_keep = c->multi_keep; /* the request owns the flags now */
-    memset(&c->multi_keep, 0, sizeof(c->multi_keep));
+    router_exec(c, b, req);
     client_multi_reset(c);
     client_watch_end(c);
-    STAT_INC(&w->stats, commands_forwarded);
 }
 
 static void client_discard(struct client *c, struct request *req)
@@ -612,41 +432,23 @@ static void client_discard(struct client *c, struct request *req)
     c->session.watch_instance = c->watch_pin ? c->session.watch_instance : -1;
     if (c->watch_pin) {
         /* DISCARD also unwatches: do it on the pin before it goes back */
-        stage_add(backend_stage(c->watch_pin), STR_AND_LEN("*1\r\n$7\r\nUNWATCH\r\n"));
-        backend_expect(c->watch_pin, req, PENDING_DROP);
+        router_unwatch(c, req);
         client_watch_end(c);
     }
     request_complete(req, STR_AND_LEN("+OK\r\n"));
 }
 
-struct backend *client_backend(struct client *c, int instance)
-{
-    if (c->watch_pin && c->session.watch_instance == instance) return c->watch_pin;
-    return backend_for(c->worker, instance, c->id);
-}
-
 static void request_pin_full(struct client *c, struct request *req, int instance)
 {
+    if (c->worker->pools[instance].npinned < c->worker->cfg->max_pinned) {
+        router_unavailable(c, req, instance);
+        return;
+    }
     char msg[200];
-    if (c->worker->pools[instance].npinned < c->worker->cfg->max_pinned)
-        snprintf(msg, sizeof(msg), UNAVAILABLE_FMT, c->worker->cfg->instance_names[instance]);
-    else
-        snprintf(msg, sizeof(msg), "UNAVAILABLE no dedicated connection free for instance '%s' (max-pinned %d)",
-                 c->worker->cfg->instance_names[instance], c->worker->cfg->max_pinned);
-    request_error(c, req, msg);
+    snprintf(msg, sizeof(msg), "UNAVAILABLE no dedicated connection free for instance '%s' (max-pinned %d)",
+             c->worker->cfg->instance_names[instance], c->worker->cfg->max_pinned);
+    request_error(req, msg);
 }
-
-/*
- * After each (P|S)(UN)SUBSCRIBE keygate sends PING with this argument on the subscriber
- * connection. Redis answers it after every confirmation of that command, so its answer
- * (["pong", marker] when subscribed, a bulk when not) tells keygate the counts are final:
- * only then are the client's next commands parsed, in Redis's order.
- */
-#define SUB_MARKER "keygate-subscription-marker"
-#define SUB_MARKER_CMD "*2\r\n$4\r\nPING\r\n$27\r\n" SUB_MARKER "\r\n"
-_Static_assert(sizeof(SUB_MARKER) - 1 == 27, "SUB_MARKER_CMD's $27 is the marker's length");
-/* What a subscribed connection answers PING <arg> with, before the bulk of <arg>. */
-#define SUBSCRIBED_PONG_HEAD "*2\r\n$4\r\npong\r\n"
 
 /* (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE: written to the subscriber connection, whose frames
  * go straight to the client (client_push); no reply is matched to a request. */
@@ -657,7 +459,7 @@ static void client_subscribe(struct client *c, const struct plan *plan, const ch
         int wanted = plan->flow == FLOW_SUBSCRIBE ? i == plan->instance
                                                   : (plan->all_instances || i == plan->instance);
         if (!wanted) continue;
-        struct backend *b = c->sub_pin[i];
+        struct backend *b = c->pubsub.pin[i];
         if (!b && plan->flow == FLOW_SUBSCRIBE) {
             b = backend_pin(w, i, c);
             if (!b) {
@@ -665,30 +467,20 @@ static void client_subscribe(struct client *c, const struct plan *plan, const ch
                 return;
             }
             b->subscriber = 1;
-            c->sub_pin[i] = b;
+            c->pubsub.pin[i] = b;
             c->session.subscribed = 1;
         }
         if (!b) continue;
-        struct bytebuf *out = backend_stage(b);
-        stage_add(out, frame, c->parser.frame_len);
-        /* its answer marks the end of this command's confirmations (client_push) */
-        stage_add(out, STR_AND_LEN(SUB_MARKER_CMD));
-        b->sub_markers++;
-        c->sub_markers++;
+        router_subscribe(c, b, i, frame, c->parser.frame_len);
         c->stall = 1;
-        STAT_INC(&w->stats, commands_forwarded);
     }
 }
 
 /* 1 when the client holds no subscriber connection (UNSUBSCRIBE then answers locally). */
 static int client_has_no_subscription(const struct client *c, const struct plan *plan)
 {
-    if (plan->all_instances) {
-        for (int i = 0; i < CONFIG_MAX_INSTANCES; i++)
-            if (c->sub_pin[i]) return 0;
-        return 1;
-    }
-    return c->sub_pin[plan->instance] == NULL;
+    if (plan->all_instances) return !pubsub_holds_any(&c->pubsub);
+    return c->pubsub.pin[plan->instance] == NULL;
 }
 
 /* The instance client_exec sends c's transaction to. */
@@ -709,19 +501,20 @@ static int client_would_reorder(struct client *c, const struct plan *plan)
     if (plan->kind == PLAN_LOCAL && plan->local == LOCAL_EXEC && !c->multi_dirty && !c->watch_lost) {
         int instance = client_exec_instance(c);
         struct backend *b = c->watch_pin ? c->watch_pin : backend_for(w, instance, c->id);
-        return backend_would_reorder(w, instance, b);
+        return w->postponing[instance] || backend_would_reorder(w, instance, b);
     }
     if (plan->kind != PLAN_FORWARD || c->session.in_multi || plan->merge != MERGE_NONE || plan->instance < 0 ||
         plan->all_instances)
         return 0;
     struct backend *b;
     if (plan->flow == FLOW_BLOCK || (plan->flow == FLOW_WATCH && !c->watch_pin)) b = NULL; /* a fresh pin */
-    else if (plan->flow == FLOW_SUBSCRIBE || plan->flow == FLOW_UNSUBSCRIBE) b = c->sub_pin[plan->instance];
-    else b = client_backend(c, plan->instance);
-    return backend_would_reorder(w, plan->instance, b);
+    else if (plan->flow == FLOW_SUBSCRIBE || plan->flow == FLOW_UNSUBSCRIBE) b = c->pubsub.pin[plan->instance];
+    else b = router_conn_for(c, plan->instance);
+    return w->postponing[plan->instance] || backend_would_reorder(w, plan->instance, b);
 }
 
-void client_postpone(struct client *c, int instance)
+/* c's frame for `instance` waits: it is parsed again after the next backend flush. */
+static void client_postpone(struct client *c, int instance)
 {
     struct worker *w = c->worker;
     w->postponing[instance] = 1;
@@ -736,6 +529,8 @@ void client_postpone(struct client *c, int instance)
 
 void client_wake_postponed(struct worker *w)
 {
+    /* requests postponed so as not to overtake the ones just flushed go now, in their order */
+    memset(w->postponing, 0, sizeof(w->postponing));
     if (w->postponed.n == 0) return;
     struct ptrvec v = w->postponed;
     w->postponed = (struct ptrvec){0};
@@ -806,7 +601,7 @@ static int client_handle_frame(struct client *c, const char *frame)
     }
     switch (plan.kind) {
     case PLAN_ERROR:
-        request_error(c, req, plan.error);
+        request_error(req, plan.error);
         break;
     case PLAN_LOCAL:
         STAT_INC(&w->stats, commands_local);
@@ -855,111 +650,12 @@ static int client_handle_frame(struct client *c, const char *frame)
             backend_unpin(b); /* back to the idle list once it answered */
             c->stall = 1;     /* later commands wait for it, as they would on Redis */
         } else {
-            router_forward(c, client_backend(c, plan.instance), req, &plan, frame);
+            router_forward(c, router_conn_for(c, plan.instance), req, &plan, frame);
         }
         break;
     }
     plan_release(&plan);
     return 0;
-}
-
-/* Is c subscribed to anything on any instance (from the confirmed counts)? */
-static int client_any_subscription(const struct client *c)
-{
-    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++)
-        if (c->sub_pin[i] && c->sub_pin[i]->sub_normal + c->sub_pin[i]->sub_shard > 0) return 1;
-    return 0;
-}
-
-/* The bulk that ends at `p` (len bytes): "$n\r\n<n bytes>\r\n" equal to word? */
-static int bulk_is(const char *p, size_t len, const char *word)
-{
-    size_t wl = strlen(word);
-    char hdr[16];
-    int n = snprintf(hdr, sizeof(hdr), "$%zu\r\n", wl);
-    return len == (size_t)n + wl + 2 && memcmp(p, hdr, (size_t)n) == 0 && memcmp(p + n, word, wl) == 0;
-}
-
-/* Parse a confirmation ["(p|s)(un)subscribe", channel, count]; 1 when it is one. */
-static int confirmation_parse(const char *frame, size_t len, int *shard, long long *count)
-{
-    static const char head[] = "*3\r\n$";
-    if (len < 20 || memcmp(frame, head, sizeof(head) - 1) != 0) return 0;
-    const char *p = frame + sizeof(head) - 1, *end = frame + len;
-    long long wl;
-    const char *crlf = memchr(p, '\r', (size_t)(end - p));
-    static const char tail[] = "subscribe"; /* the shortest word, and how every one ends */
-    const long long tl = (long long)sizeof(tail) - 1, longest = (long long)sizeof("punsubscribe") - 1;
-    if (!crlf || resp_parse_ll(p, (size_t)(crlf - p), &wl) != 0 || wl < tl || wl > longest) return 0;
-    const char *word = crlf + 2;
-    if (word + wl + 2 > end) return 0;
-    if (memcmp(word + wl - tl, tail, (size_t)tl) != 0) return 0;
-    /* ssubscribe / sunsubscribe, not subscribe */
-    *shard = word[0] == 's' && (wl == (long long)sizeof("ssubscribe") - 1 || wl == (long long)sizeof("sunsubscribe") - 1);
-    const char *colon = end - 3;
-    while (colon > word && *colon != ':') colon--;
-    return colon > word && resp_parse_ll(colon + 1, (size_t)(end - 2 - colon - 1), count) == 0;
-}
-
-void client_push(struct client *c, struct backend *b, const char *frame, size_t len)
-{
-    if (c->closed) return;
-    /* the marker's answer: this command's confirmations are all in */
-    if (bulk_is(frame, len, SUB_MARKER) ||
-        (len > sizeof(SUBSCRIBED_PONG_HEAD) - 1 && memcmp(frame, STR_AND_LEN(SUBSCRIBED_PONG_HEAD)) == 0 &&
-         bulk_is(frame + sizeof(SUBSCRIBED_PONG_HEAD) - 1, len - (sizeof(SUBSCRIBED_PONG_HEAD) - 1), SUB_MARKER))) {
-        /* only keygate sends the marker (a client's PING while subscribed is answered
-         * locally), once per counted (un)subscribe: never more answers than sent */
-        assert(b->sub_markers > 0 && c->sub_markers >= b->sub_markers);
-        b->sub_markers--;
-        c->sub_markers--;
-        if (c->sub_markers == 0) {
-            c->session.subscribed = client_any_subscription(c);
-            client_resume_parsing(c);
-            client_update_reading(c);
-        }
-        return;
-    }
-    int shard = 0;
-    long long count = 0;
-    if (confirmation_parse(frame, len, &shard, &count)) {
-        if (shard) b->sub_shard = (int)count;
-        else b->sub_normal = (int)count;
-    }
-    client_out(c, frame, len);
-    STAT_ADD(&c->worker->stats, bytes_to_clients, len);
-}
-
-void client_pin_lost(struct client *c, struct backend *b)
-{
-    if (c->block_pin == b) {
-        c->block_pin = NULL; /* its request got -UNAVAILABLE; no other state */
-        return;
-    }
-    if (c->watch_pin == b) {
-        /* the WATCH is gone: EXEC must not run as if nothing were watched */
-        c->watch_pin = NULL;
-        c->watch_lost = 1;
-        return;
-    }
-    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
-        if (c->sub_pin[i] != b) continue;
-        int had = b->sub_normal + b->sub_shard > 0;
-        c->sub_pin[i] = NULL;
-        assert(b->sub_markers >= 0 && c->sub_markers >= b->sub_markers); /* c's count sums its pins' */
-        c->sub_markers -= b->sub_markers;
-        char msg[128];
-        int n = snprintf(msg, sizeof(msg), "-" UNAVAILABLE_FMT "\r\n", c->worker->cfg->instance_names[i]);
-        client_out(c, msg, (size_t)n);
-        c->session.subscribed = client_any_subscription(c);
-        if (had) {
-            /* its subscriptions are gone: close after the error, never lose messages silently */
-            c->closing = 1;
-            client_flush(c);
-        } else if (c->sub_markers == 0) {
-            client_resume_parsing(c);
-        }
-    }
 }
 
 /* Make room for `more` bytes in the query buffer. */
@@ -980,9 +676,8 @@ static void client_protocol_error(struct client *c, const char *text)
     c->closing = 1;
     c->qlen = 0;
     char buf[200];
-    int n = snprintf(buf, sizeof(buf), "-ERR %s\r\n", text);
-    request_complete(req, buf, (size_t)n);
-    if (!c->closed) client_flush(c); /* close once the error is written */
+    snprintf(buf, sizeof(buf), "ERR %s", text);
+    request_error(req, buf); /* closed once it is written */
 }
 
 /*
@@ -1010,10 +705,8 @@ static size_t client_parse(struct client *c, const char *buf, size_t len)
         const char *frame = buf + pos;
         if (c->parser.argc > 0 && client_stalled(c)) break; /* parsed again later */
         c->stall = 0;
-        if (c->parser.argc > 0) {
-            if (client_handle_frame(c, frame)) break;
-            if (c->closed) return len;
-        }
+        if (c->parser.argc > 0 && client_handle_frame(c, frame)) break;
+        if (c->closed) return len; /* a closed client takes no more input */
         pos += c->parser.frame_len;
         if (c->parser.argc > 0) c->parser.unauthenticated = !c->session.authenticated; /* AUTH lifts the limits */
     }
@@ -1070,7 +763,6 @@ static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg)
     struct client *c = arg;
     struct worker *w = c->worker;
     (void)what;
-    if (c->closed) return;
     /* first what is already buffered (resumed after backpressure or a stall) */
     if (c->qlen > 0 && !c->closing && client_parse_and_keep(c, c->qbuf, c->qlen) != 0) return;
     /* then read, but only while requests can be taken: backpressure bounds the buffer */
@@ -1091,11 +783,11 @@ static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg)
             len = c->qlen;
         }
         if (n == 0) {
-            client_close(c, "connection closed by client");
+            conn_close(c, "connection closed by client");
             return;
         }
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            client_close(c, "read error");
+            conn_close(c, "read error");
             return;
         }
         if (n > 0) STAT_ADD(&w->stats, bytes_from_clients, (size_t)n);
@@ -1107,7 +799,7 @@ static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg)
         if (len > 0 && client_parse_and_keep(c, buf, len) != 0) return;
         if (n <= 0 || (buf == w->scratch && (size_t)n < sizeof(w->scratch))) break; /* drained */
     }
-    client_account(c);
+    conn_account(c);
     client_update_reading(c);
 }
 
@@ -1117,7 +809,6 @@ static void client_read_cb(struct bufferevent *bev, void *arg)
     struct client *c = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
     size_t avail = evbuffer_get_length(in);
-    if (c->closed) return;
     if (c->closing) {
         evbuffer_drain(in, avail);
         return;
@@ -1135,7 +826,7 @@ static void client_read_cb(struct bufferevent *bev, void *arg)
         return;
     }
     client_keep_rest(c, c->qbuf, c->qlen, used);
-    client_account(c);
+    conn_account(c);
     client_update_reading(c);
 }
 
@@ -1143,10 +834,9 @@ static void client_write_cb(struct bufferevent *bev, void *arg)
 {
     struct client *c = arg;
     (void)bev;
-    if (c->closed) return;
-    client_account(c);
+    conn_account(c);
     if (c->closing) {
-        client_flush(c);
+        client_service(c);
         return;
     }
     if (c->read_paused) client_update_reading(c);
@@ -1156,8 +846,8 @@ static void client_event_cb(struct bufferevent *bev, short events, void *arg)
 {
     struct client *c = arg;
     (void)bev;
-    if (events & BEV_EVENT_EOF) client_close(c, "connection closed by client");
-    else if (events & BEV_EVENT_ERROR) client_close(c, "connection error");
+    if (events & BEV_EVENT_EOF) conn_close(c, "connection closed by client");
+    else if (events & BEV_EVENT_ERROR) conn_close(c, "connection error");
 }
 
 /* The client of w holding the most bytes (input, transaction, replies), if it holds at
@@ -1194,7 +884,7 @@ void client_memory_tick(evutil_socket_t fd, short what, void *arg)
                         "holds %zu bytes (input %zu, transaction %zu)", (unsigned long long)c->id, c->addr,
                         (long long)w->cfg->max_memory, c->mem_held, c->qlen, c->multi_buf.len);
                 STAT_INC(&w->stats, clients_evicted);
-                client_close(c, "evicted: over max-memory");
+                conn_close(c, "evicted: over max-memory");
             }
             w->mem_over_since_ms = now;
         }

@@ -1,7 +1,9 @@
 /* local.c: the commands keygate answers itself: PING, ECHO, AUTH, HELLO, SELECT 0, CLIENT, COMMAND, INFO. */
+#include "local.h"
+
 #include "access.h"
 #include "args.h"
-#include "proxy.h"
+#include "backend.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,13 +42,6 @@ static void reply_str(struct request *req, const char *s)
     request_complete(req, s, strlen(s));
 }
 
-static void reply_error(struct client *c, struct request *req, const char *error)
-{
-    char buf[256];
-    int n = snprintf(buf, sizeof(buf), "-%s\r\n", error);
-    stats_count_error(&c->worker->stats, error);
-    request_complete(req, buf, (size_t)n);
-}
 
 /*
  * Check a password for a user name (NULL: the "default" user, else the first user
@@ -74,14 +69,14 @@ static int local_auth(struct client *c, struct request *req, const char *user, s
 {
     const struct config *cfg = c->worker->cfg;
     if (cfg->nusers == 0) {
-        reply_error(c, req,
+        request_error(req,
                     "ERR AUTH <password> called without any password configured for the default user. Are you "
                     "sure your configuration is correct?");
         return -1;
     }
     const struct user_conf *u = auth_check(cfg, user, ulen, pass, plen);
     if (!u) {
-        reply_error(c, req, "WRONGPASS invalid username-password pair or user is disabled.");
+        request_error(req, "WRONGPASS invalid username-password pair or user is disabled.");
         return -1;
     }
     c->session.authenticated = 1;
@@ -130,19 +125,19 @@ static void local_hello(struct client *c, struct request *req, size_t argc, cons
             size_t n = nul ? (size_t)(nul - argv[i]) : argvlen[i];
             snprintf(msg, sizeof(msg), "ERR Syntax error in HELLO option '%s'",
                      policy_printable(argv[i], n, shown, sizeof(shown)));
-            reply_error(c, req, msg);
+            request_error(req, msg);
             return;
         }
     }
     if (auth && local_auth(c, req, argv[auth], argvlen[auth], argv[auth + 1], argvlen[auth + 1]) != 0) return;
     if (!c->session.authenticated) {
-        reply_error(c, req, "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
+        request_error(req, "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
                             "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
                             "select the RESP protocol version at the same time");
         return;
     }
     if (setname && set_client_name(c, argv[setname], argvlen[setname]) != 0) {
-        reply_error(c, req, "ERR Client names cannot contain spaces, newlines or special characters.");
+        request_error(req, "ERR Client names cannot contain spaces, newlines or special characters.");
         return;
     }
     struct evbuffer *out = xevbuffer_new();
@@ -169,8 +164,8 @@ static void client_info_line(struct evbuffer *out, const struct client *c)
 {
     int64_t age = (clock_wall_ms() - c->created_ms) / 1000;
     int subs = 0;
-    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) subs += c->sub_pin[i] != NULL;
-    size_t obl = client_out_pending(c);
+    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) subs += c->pubsub.pin[i] != NULL;
+    size_t obl = conn_out_pending(c);
     evbuffer_add_printf(out,
                         "id=%llu addr=%s laddr=? fd=%d name=%s age=%lld idle=0 flags=%s db=0 sub=%d psub=0 ssub=0 "
                         "multi=%d qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu rbp=0 obl=%zu oll=0 "
@@ -368,7 +363,7 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
         break;
     case LOCAL_CLIENT_SETNAME:
         if (set_client_name(c, argv[2], argvlen[2]) != 0)
-            reply_error(c, req, "ERR Client names cannot contain spaces, newlines or special characters.");
+            request_error(req, "ERR Client names cannot contain spaces, newlines or special characters.");
         else
             reply_str(req, "+OK\r\n");
         break;
@@ -441,7 +436,7 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
     }
     case LOCAL_NONE:
     default:
-        reply_error(c, req, "ERR internal error: no local handler");
+        request_error(req, "ERR internal error: no local handler");
         break;
     }
 }

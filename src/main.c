@@ -1,5 +1,6 @@
 /* main.c: command line, start-up, signals, sd_notify, worker threads, reload and shutdown. */
-#include "proxy.h"
+#include "loop.h"
+#include "worker.h"
 #include "admin.h"
 #include "audit.h"
 

@@ -1,11 +1,33 @@
-/* router.c: turns a FORWARD plan into bytes on the instance's backend connection. */
-#include "proxy.h"
+/* router.c: the only code that writes requests for a backend and interprets what it answers. */
+#include "router.h"
 
 #include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
-#include <event2/buffer.h>
+#include "replies.h"
+
+/* How a backend reply is used (struct pending's kind; see router.h). */
+enum route_kind {
+    ROUTE_PASS = 0,
+    ROUTE_DROP,
+    ROUTE_QUEUED,
+    ROUTE_EXEC_PICK,
+    ROUTE_EXEC_FILTER,
+    ROUTE_PART,
+};
+
+_Static_assert(CONFIG_MAX_INSTANCES <= REPLIES_MAX_PARTS, "a split command has one part per instance");
+_Static_assert((int)REPLIES_MERGE_VALUES == (int)MERGE_MGET && (int)REPLIES_MERGE_SUM == (int)MERGE_SUM,
+               "replies_merge takes plan_merge's values");
+
+/* One more reply owed on b for req, used as `kind`. */
+static void route_expect(struct backend *b, struct request *req, enum route_kind kind, int part)
+{
+    assert(part >= 0 && part <= UINT8_MAX);
+    backend_expect(b, (struct pending){.req = req, .kind = (uint8_t)kind, .part = (uint8_t)part});
+    request_expect(req);
+}
 
 /*
  * Write the client's frame to `out`, with plan->append spliced on the end:
@@ -17,7 +39,7 @@ static void write_frame(struct bytebuf *out, const struct client *c, const struc
 {
     const struct resp_parser *p = &c->parser;
     if (!p->is_inline && plan->nappend == 0 && !plan->ttl.getex) {
-        stage_add(out, frame, p->frame_len);
+        bytebuf_add(out, frame, p->frame_len);
         return;
     }
     char hdr[32];
@@ -25,16 +47,16 @@ static void write_frame(struct bytebuf *out, const struct client *c, const struc
     size_t n = 1 + format_ll(hdr + 1, (long long)(p->argc + plan->nappend));
     hdr[n++] = '\r';
     hdr[n++] = '\n';
-    stage_add(out, hdr, n);
+    bytebuf_add(out, hdr, n);
     if (!p->is_inline && !plan->ttl.getex) {
-        stage_add(out, frame + p->header_len, p->frame_len - p->header_len);
+        bytebuf_add(out, frame + p->header_len, p->frame_len - p->header_len);
     } else {
         for (size_t i = 0; i < p->argc; i++) {
-            if (i == 0 && plan->ttl.getex) stage_add_bulk(out, STR_AND_LEN("GETEX"));
-            else stage_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
+            if (i == 0 && plan->ttl.getex) bytebuf_add_bulk(out, STR_AND_LEN("GETEX"));
+            else bytebuf_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
         }
     }
-    for (size_t i = 0; i < plan->nappend; i++) stage_add_bulk(out, plan->append[i], plan->append_len[i]);
+    for (size_t i = 0; i < plan->nappend; i++) bytebuf_add_bulk(out, plan->append[i], plan->append_len[i]);
 }
 
 /* PEXPIRE key ms [NX | XX LT] for one ttl_fix. */
@@ -42,25 +64,30 @@ static void write_fix(struct bytebuf *out, const struct client *c, const char *f
 {
     char ms[24];
     size_t n = format_ll(ms, (long long)f->ttl_ms);
-    if (f->mode == TTL_FIX_RESET) stage_add(out, STR_AND_LEN("*3\r\n$7\r\nPEXPIRE\r\n"));
-    else if (f->mode == TTL_FIX_NX) stage_add(out, STR_AND_LEN("*4\r\n$7\r\nPEXPIRE\r\n"));
-    else stage_add(out, STR_AND_LEN("*5\r\n$7\r\nPEXPIRE\r\n"));
-    stage_add_bulk(out, resp_arg_ptr(&c->parser, frame, f->argi), c->parser.args[f->argi].len);
-    stage_add_bulk(out, ms, (size_t)n);
+    if (f->mode == TTL_FIX_RESET) bytebuf_add(out, STR_AND_LEN("*3\r\n$7\r\nPEXPIRE\r\n"));
+    else if (f->mode == TTL_FIX_NX) bytebuf_add(out, STR_AND_LEN("*4\r\n$7\r\nPEXPIRE\r\n"));
+    else bytebuf_add(out, STR_AND_LEN("*5\r\n$7\r\nPEXPIRE\r\n"));
+    bytebuf_add_bulk(out, resp_arg_ptr(&c->parser, frame, f->argi), c->parser.args[f->argi].len);
+    bytebuf_add_bulk(out, ms, (size_t)n);
     if (f->mode == TTL_FIX_NX) {
-        stage_add_bulk(out, STR_AND_LEN("NX"));
+        bytebuf_add_bulk(out, STR_AND_LEN("NX"));
     } else if (f->mode == TTL_FIX_CAP) {
-        stage_add_bulk(out, STR_AND_LEN("XX")); /* only a key that has a TTL: none is given */
-        stage_add_bulk(out, STR_AND_LEN("LT"));
+        bytebuf_add_bulk(out, STR_AND_LEN("XX")); /* only a key that has a TTL: none is given */
+        bytebuf_add_bulk(out, STR_AND_LEN("LT"));
     }
 }
 
-static void request_unavailable(struct client *c, struct request *req, int instance)
+void router_unavailable(struct client *c, struct request *req, int instance)
 {
-    char msg[128];
-    int n = snprintf(msg, sizeof(msg), "-" UNAVAILABLE_FMT "\r\n", c->worker->cfg->instance_names[instance]);
-    STAT_INC(&c->worker->stats, errors_unavailable);
-    request_complete(req, msg, (size_t)n);
+    char text[128];
+    replies_unavailable(text, sizeof(text), c->worker->cfg->instance_names[instance]);
+    request_error(req, text);
+}
+
+struct backend *router_conn_for(struct client *c, int instance)
+{
+    if (c->watch_pin && c->session.watch_instance == instance) return c->watch_pin;
+    return backend_for(c->worker, instance, c->id);
 }
 
 /*
@@ -75,24 +102,24 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
 {
     struct worker *w = c->worker;
     if (!b || b->state == BACKEND_DOWN) {
-        request_unavailable(c, req, plan->instance);
+        router_unavailable(c, req, plan->instance);
         return;
     }
     struct bytebuf *out = backend_stage(b);
     int wrap = plan->ttl.wrap;
     if (wrap) {
-        stage_add(out, STR_AND_LEN("*1\r\n$5\r\nMULTI\r\n"));
-        backend_expect(b, req, PENDING_DROP);
+        bytebuf_add(out, STR_AND_LEN("*1\r\n$5\r\nMULTI\r\n"));
+        route_expect(b, req, ROUTE_DROP, 0);
     }
     write_frame(out, c, plan, frame);
-    backend_expect(b, req, wrap ? PENDING_QUEUED : PENDING_PASS);
+    route_expect(b, req, wrap ? ROUTE_QUEUED : ROUTE_PASS, 0);
     for (size_t i = 0; i < plan->ttl.nfix; i++) {
         write_fix(out, c, frame, &plan->ttl.fix[i]);
-        backend_expect(b, req, PENDING_DROP);
+        route_expect(b, req, ROUTE_DROP, 0);
     }
     if (wrap) {
-        stage_add(out, STR_AND_LEN("*1\r\n$4\r\nEXEC\r\n"));
-        backend_expect(b, req, PENDING_EXEC_PICK);
+        bytebuf_add(out, STR_AND_LEN("*1\r\n$4\r\nEXEC\r\n"));
+        route_expect(b, req, ROUTE_EXEC_PICK, 0);
     }
     STAT_INC(&w->stats, commands_forwarded);
     if (plan->nappend || plan->ttl.nfix) STAT_INC(&w->stats, ttl_injected);
@@ -110,9 +137,71 @@ void router_write_queued(struct bytebuf *out, const struct client *c, const stru
     }
 }
 
+void router_exec(struct client *c, struct backend *b, struct request *req)
+{
+    struct bytebuf *out = backend_stage(b);
+    bytebuf_add(out, STR_AND_LEN("*1\r\n$5\r\nMULTI\r\n"));
+    route_expect(b, req, ROUTE_DROP, 0);
+    bytebuf_add(out, c->multi_buf.p, c->multi_buf.len);
+    for (size_t i = 0; i < c->multi_keep.len; i++) route_expect(b, req, ROUTE_DROP, 0); /* each +QUEUED */
+    bytebuf_add(out, STR_AND_LEN("*1\r\n$4\r\nEXEC\r\n"));
+    route_expect(b, req, ROUTE_EXEC_FILTER, 0);
+    req->exec_keep = c->multi_keep; /* the request owns the flags now */
+    memset(&c->multi_keep, 0, sizeof(c->multi_keep));
+    STAT_INC(&c->worker->stats, commands_forwarded);
+}
+
+void router_unwatch(struct client *c, struct request *req)
+{
+    assert(c->watch_pin);
+    bytebuf_add(backend_stage(c->watch_pin), STR_AND_LEN("*1\r\n$7\r\nUNWATCH\r\n"));
+    route_expect(c->watch_pin, req, ROUTE_DROP, 0);
+}
+
+void router_subscribe(struct client *c, struct backend *b, int inst, const char *frame, size_t len)
+{
+    assert(c->pubsub.pin[inst] == b && b->subscriber);
+    struct bytebuf *out = backend_stage(b);
+    bytebuf_add(out, frame, len);
+    /* its answer marks the end of this command's confirmations (route_push) */
+    bytebuf_add(out, STR_AND_LEN(PUBSUB_MARKER_CMD));
+    pubsub_marker_sent(&c->pubsub, inst);
+    STAT_INC(&c->worker->stats, commands_forwarded);
+}
+
+/* All parts of a split request came: merge them into its reply. */
+static void route_merge(struct request *req)
+{
+    assert(req->parts_left == 0 && req->nparts > 0 && req->nparts <= REPLIES_MAX_PARTS);
+    struct replies_part parts[REPLIES_MAX_PARTS];
+    for (int k = 0; k < req->nparts; k++)
+        parts[k] = (struct replies_part){req->parts[k].instance, req->parts[k].reply, req->parts[k].len};
+    struct bytebuf out = {0};
+    if (replies_merge((enum replies_merge_kind)req->merge, parts, req->nparts, req->key_instance, req->argc, &out) == 0)
+        request_complete(req, out.p, out.len);
+    else
+        request_error(req, "ERR keygate could not merge the MGET replies");
+    bytebuf_free(&out);
+}
+
+/* One instance's reply (or failure) for part `part` of a split request; the last merges. */
+static void route_part(struct request *req, int part, const char *reply, size_t len)
+{
+    struct request_part *pt = &req->parts[part];
+    assert(part < req->nparts && !pt->reply && req->parts_left > 0 && req->waiting > 0);
+    pt->reply = xmemdup(reply, len);
+    pt->len = len;
+    if (--req->parts_left > 0) {
+        request_reply_consumed(req); /* other parts are still owed: req lives on */
+        return;
+    }
+    req->waiting--;
+    route_merge(req);
+}
+
 /*
  * MGET/DEL/UNLINK/EXISTS/TOUCH across instances: one sub-command per instance with
- * that instance's keys, in the client's order; router_merge puts the replies together.
+ * that instance's keys, in the client's order; route_merge puts the replies together.
  */
 void router_forward_split(struct client *c, struct request *req, struct plan *plan, const char *frame)
 {
@@ -131,7 +220,7 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
     req->parts_left = req->nparts;
     /* write every part before any reply can complete the request */
     struct backend *conns[CONFIG_MAX_INSTANCES] = {0};
-    for (int k = 0; k < req->nparts; k++) conns[k] = client_backend(c, req->parts[k].instance);
+    for (int k = 0; k < req->nparts; k++) conns[k] = router_conn_for(c, req->parts[k].instance);
     for (int k = 0; k < req->nparts; k++) {
         int inst = req->parts[k].instance;
         struct backend *b = conns[k];
@@ -139,82 +228,168 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
         struct bytebuf *out = backend_stage(b);
         char hdr[32];
         int n = snprintf(hdr, sizeof(hdr), "*%d\r\n", 1 + count[inst]);
-        stage_add(out, hdr, (size_t)n);
-        stage_add_bulk(out, resp_arg_ptr(p, frame, 0), p->args[0].len);
+        bytebuf_add(out, hdr, (size_t)n);
+        bytebuf_add_bulk(out, resp_arg_ptr(p, frame, 0), p->args[0].len);
         for (size_t i = 1; i < p->argc; i++)
-            if (req->key_instance[i] == inst) stage_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
-        backend_expect(b, req, PENDING_PART);
-        struct pending *tail = &b->fifo[(b->fifo_head + b->fifo_count - 1) % b->fifo_cap];
-        assert(tail->req == req && tail->kind == PENDING_PART && k <= UINT8_MAX);
-        tail->part = (uint8_t)k;
+            if (req->key_instance[i] == inst) bytebuf_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
+        route_expect(b, req, ROUTE_PART, k);
         for (size_t f = 0; f < plan->ttl.nfix; f++) {
             if (req->key_instance[plan->ttl.fix[f].argi] != inst) continue;
             write_fix(out, c, frame, &plan->ttl.fix[f]);
-            backend_expect(b, req, PENDING_DROP);
+            route_expect(b, req, ROUTE_DROP, 0);
         }
         STAT_INC(&w->stats, commands_forwarded);
     }
     /* parts whose instance is down fail at once; the merge reports it */
-    char msg[128];
     for (int k = 0; k < req->nparts; k++) {
         if (conns[k]) continue;
-        int n = snprintf(msg, sizeof(msg), "-" UNAVAILABLE_FMT "\r\n", w->cfg->instance_names[req->parts[k].instance]);
-        req->parts[k].reply = xmemdup(msg, (size_t)n);
-        req->parts[k].len = (size_t)n;
+        char text[128], msg[ERROR_REPLY_MAX];
+        replies_unavailable(text, sizeof(text), w->cfg->instance_names[req->parts[k].instance]);
+        size_t n = replies_error(msg, sizeof(msg), text);
+        req->parts[k].reply = xmemdup(msg, n);
+        req->parts[k].len = n;
         STAT_INC(&w->stats, errors_unavailable);
         assert(req->parts_left > 0);
-        if (--req->parts_left == 0) router_merge(req);
+        if (--req->parts_left == 0) route_merge(req);
     }
 }
 
-void router_merge(struct request *req)
+/* ---- the hooks: what the backends report ---- */
+
+/* The reply of a request sent on the client's blocking pin: the pin is back in the pool. */
+static void route_unblock(struct request *req)
 {
-    assert(req->parts_left == 0 && req->nparts > 0);
-    /* any failed part: the client gets that error, never a silent partial result */
-    for (int k = 0; k < req->nparts; k++) {
-        const struct request_part *pt = &req->parts[k];
-        assert(pt->reply && pt->len > 0); /* every part holds a framed reply or its -UNAVAILABLE */
-        if (pt->reply[0] == '-') {
-            request_complete(req, pt->reply, pt->len);
-            return;
+    if (req->blocking && req->client) req->client->block_pin = NULL;
+}
+
+static void route_deliver(struct backend *b, const struct pending *pd, const char *reply, size_t len)
+{
+    struct request *req = pd->req;
+    (void)b;
+    switch ((enum route_kind)pd->kind) {
+    case ROUTE_DROP:
+        request_reply_consumed(req);
+        return;
+    case ROUTE_QUEUED:
+        if (reply[0] == '-' && !req->queued_error) {
+            req->queued_error = xmemdup(reply, len);
+            req->queued_error_len = len;
         }
+        request_reply_consumed(req);
+        return;
+    case ROUTE_EXEC_PICK: {
+        const char *pick;
+        size_t pick_len;
+        replies_exec_pick(reply, len, req->queued_error, req->queued_error_len, &pick, &pick_len);
+        request_answer(req, pick, pick_len);
+        return;
     }
-    struct evbuffer *out = xevbuffer_new();
-    if (req->merge == MERGE_SUM) {
-        long long sum = 0;
-        for (int k = 0; k < req->nparts; k++) {
-            long long v = 0;
-            const struct request_part *pt = &req->parts[k];
-            if (pt->reply[0] == ':' && pt->len > 3) (void)resp_parse_ll(pt->reply + 1, pt->len - 3, &v);
-            sum += v;
-        }
-        evbuffer_add_printf(out, ":%lld\r\n", sum);
-    } else {
-        const char *cursor[CONFIG_MAX_INSTANCES] = {0};
-        const char *end[CONFIG_MAX_INSTANCES] = {0};
-        int part_of[CONFIG_MAX_INSTANCES] = {0};
-        for (int k = 0; k < req->nparts; k++) {
-            long long n = 0;
-            cursor[k] = resp_array_first(req->parts[k].reply, req->parts[k].len, &n);
-            end[k] = req->parts[k].reply + req->parts[k].len;
-            part_of[req->parts[k].instance] = k;
-        }
-        evbuffer_add_printf(out, "*%zu\r\n", req->argc - 1);
-        for (size_t i = 1; i < req->argc; i++) {
-            int k = part_of[(int)req->key_instance[i]];
-            struct resp_scanner sc;
-            resp_scanner_reset(&sc);
-            long long n = cursor[k] ? resp_scan_reply(&sc, cursor[k], (size_t)(end[k] - cursor[k])) : -1;
-            if (n <= 0) {
-                evbuffer_free(out);
-                request_complete(req, STR_AND_LEN("-ERR keygate could not merge the MGET replies\r\n"));
-                return;
-            }
-            evbuffer_add(out, cursor[k], (size_t)n);
-            cursor[k] += n;
-        }
+    case ROUTE_EXEC_FILTER: {
+        struct bytebuf out = {0};
+        if (replies_exec_filter(reply, len, (const uint8_t *)req->exec_keep.p, req->exec_keep.len, &out) == 0)
+            request_answer(req, out.p, out.len);
+        else
+            request_answer(req, reply, len); /* nil (WATCH) or EXECABORT: as it came */
+        bytebuf_free(&out);
+        return;
     }
-    size_t len = evbuffer_get_length(out);
-    request_complete(req, (const char *)evbuffer_pullup(out, -1), len);
-    evbuffer_free(out);
+    case ROUTE_PART:
+        route_part(req, pd->part, reply, len);
+        return;
+    case ROUTE_PASS:
+        route_unblock(req);
+        request_answer(req, reply, len);
+        return;
+    }
+    assert(!"unknown route kind");
+}
+
+static void route_fail(struct backend *b, const struct pending *pd)
+{
+    struct request *req = pd->req;
+    char text[128];
+    replies_unavailable(text, sizeof(text), b->worker->cfg->instance_names[b->instance]);
+    switch ((enum route_kind)pd->kind) {
+    case ROUTE_PASS:
+    case ROUTE_EXEC_PICK:
+    case ROUTE_EXEC_FILTER:
+        route_unblock(req);
+        request_answer_error(req, text);
+        return;
+    case ROUTE_PART: {
+        char msg[ERROR_REPLY_MAX];
+        size_t n = replies_error(msg, sizeof(msg), text);
+        STAT_INC(&b->worker->stats, errors_unavailable);
+        route_part(req, pd->part, msg, n);
+        return;
+    }
+    case ROUTE_DROP:
+    case ROUTE_QUEUED:
+        request_reply_consumed(req);
+        return;
+    }
+    assert(!"unknown route kind");
+}
+
+static void route_push(struct backend *b, const char *frame, size_t len)
+{
+    struct client *c = b->owner;
+    if (!c) return; /* released: nobody takes its frames */
+    assert(c->pubsub.pin[b->instance] == b);
+    switch (pubsub_on_frame(&c->pubsub, b->instance, frame, len)) {
+    case PUBSUB_FRAME_CLIENT:
+        conn_out(c, frame, len);
+        return;
+    case PUBSUB_FRAME_MARKER:
+        return;
+    case PUBSUB_FRAME_SETTLED:
+        /* this command's confirmations are all in: the client's next commands may go */
+        c->session.subscribed = pubsub_subscribed(&c->pubsub);
+        conn_wake(c);
+        return;
+    }
+}
+
+static int route_may_keep(struct backend *b, const struct pending *pd, size_t partial)
+{
+    if (!pd) return !(b->owner && conn_output_over(b->owner, partial)); /* a subscriber connection */
+    struct client *c = pd->req->client;
+    return pd->kind != ROUTE_DROP && c && !c->closed && !conn_output_over(c, partial);
+}
+
+static void route_owner_lost(struct backend *b, struct client *c)
+{
+    if (c->block_pin == b) {
+        c->block_pin = NULL; /* its request got -UNAVAILABLE; no other state */
+        return;
+    }
+    if (c->watch_pin == b) {
+        /* the WATCH is gone: EXEC must not run as if nothing were watched */
+        c->watch_pin = NULL;
+        c->watch_lost = 1;
+        return;
+    }
+    int inst = pubsub_instance_of(&c->pubsub, b);
+    if (inst < 0) return;
+    int had = pubsub_lost(&c->pubsub, inst);
+    char text[128], msg[ERROR_REPLY_MAX];
+    replies_unavailable(text, sizeof(text), c->worker->cfg->instance_names[inst]);
+    conn_out(c, msg, replies_error(msg, sizeof(msg), text));
+    c->session.subscribed = pubsub_subscribed(&c->pubsub);
+    /* its subscriptions are gone: close after the error, never lose messages silently */
+    if (had) c->closing = 1;
+    conn_wake(c);
+}
+
+static const struct backend_hooks hooks = {
+    .deliver = route_deliver,
+    .fail = route_fail,
+    .push = route_push,
+    .may_keep = route_may_keep,
+    .owner_lost = route_owner_lost,
+};
+
+const struct backend_hooks *router_hooks(void)
+{
+    return &hooks;
 }

@@ -8,7 +8,7 @@
  *   CLIENT_BUF_KEEP_BYTES  here    a client's reply / MULTI buffer kept once empty
  *   REQUEST_FRAMING_SLACK  here    header room over max-request-size for one request
  *   HOLD_MAX_BYTES         backend.c  staged bytes that write despite a batch in flight
- *   MEM_PUBLISH_BYTES      proxy.h    a worker's max-memory change before it is published
+ *   MEM_PUBLISH_BYTES      loop.h     a worker's max-memory change before it is published
  *   RESP_MAX_INLINE        resp.h     Redis's PROTO_INLINE_MAX_SIZE (an inline request line)
  * and two are 16 KiB: READ_CHUNK_BYTES (here) and RESP_UNAUTH_MAX_BULK (resp.h, Redis's
  * limit on a bulk before AUTH).
@@ -30,5 +30,9 @@
 /* An unfinished request may hold max-request-size plus this before it is refused as too
  * large: room for its "*N" and "$len" lines around bulks of up to max-request-size. */
 #define REQUEST_FRAMING_SLACK 65536
+
+/* One error reply line, "-" + "CODE message" + CRLF: room for policy's longest text
+ * (PLAN_ERROR_MAX, 512) and its framing; a longer text is cut (replies_error). */
+#define ERROR_REPLY_MAX 520
 
 #endif

@@ -1,7 +1,11 @@
 /* worker.c: one event loop per thread: listeners (SO_REUSEPORT), clients, backend pools, control. */
-#include "proxy.h"
+#include "worker.h"
 
 #include "access.h"
+#include "backend.h"
+#include "client.h"
+#include "request.h"
+#include "router.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,20 +25,6 @@ struct listen_ctx {
     SSL_CTX *tls;
 };
 
-int64_t clock_wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-uint64_t clock_mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
 {
     struct listen_ctx *lc = arg;
@@ -53,11 +43,18 @@ static void accept_error_cb(struct evconnlistener *l, void *arg)
     log_msg(LOG_WARN, "accept failed: %s", evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 }
 
+/*
+ * The flush step, once per loop iteration in which something was staged or woken: the
+ * backends write (in arrival order), the clients postponed behind them parse again, the
+ * woken clients are serviced, and the plain clients' replies are written.
+ */
 static void flush_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     backend_flush_all(arg);
+    client_wake_postponed(arg);
+    client_service_woken(arg);
     client_write_all(arg);
 }
 
@@ -65,7 +62,7 @@ static void reap_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    client_reap(arg);
+    client_reap(arg); /* may close dedicated connections: before backend_reap */
     backend_reap(arg);
 }
 
@@ -146,7 +143,7 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
         evtimer_add(w->drain_timer, &tv);
         return;
     }
-    while ((c = TAILQ_FIRST(&w->clients))) client_close(c, "shutting down");
+    while ((c = TAILQ_FIRST(&w->clients))) conn_close(c, "shutting down");
     client_reap(w);
     event_base_loopbreak(w->base);
 }
@@ -192,7 +189,6 @@ int worker_init(struct worker *w, struct proxy *p, int id, const struct config *
     w->proxy = p;
     w->cfg = cfg;
     TAILQ_INIT(&w->clients);
-    TAILQ_INIT(&w->dead_clients);
     TAILQ_INIT(&w->dead_backends);
     w->base = event_base_new();
     if (!w->base) return -1;
@@ -210,7 +206,7 @@ int worker_init(struct worker *w, struct proxy *p, int id, const struct config *
         if (la->unix_path && id != 0) continue;
         if (worker_listen(w, la, p->listen_ssl[i]) != 0) return -1;
     }
-    return backend_pools_start(w);
+    return backend_pools_start(w, router_hooks());
 }
 
 void *worker_run(void *arg)
@@ -224,7 +220,7 @@ void worker_free(struct worker *w)
 {
     worker_close_listeners(w);
     struct client *c;
-    while ((c = TAILQ_FIRST(&w->clients))) client_close(c, "shutting down");
+    while ((c = TAILQ_FIRST(&w->clients))) conn_close(c, "shutting down");
     client_reap(w);
     backend_pools_free(w);
     request_pool_free(w);
@@ -237,6 +233,8 @@ void worker_free(struct worker *w)
     free(w->flush_spare.items);
     free(w->postponed.items);
     free(w->dirty_clients.items);
+    free(w->woken.items);
+    free(w->closing.items);
     if (w->drain_timer) event_free(w->drain_timer);
     if (w->mem_timer) event_free(w->mem_timer);
     free(w->listeners);

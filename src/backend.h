@@ -1,0 +1,147 @@
+/* backend.h: connections to the backend instances: socket, TLS, the FIFO of replies owed, batching. */
+#ifndef KEYGATE_BACKEND_H
+#define KEYGATE_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include <event2/event.h>
+#include <openssl/ssl.h>
+
+#include "loop.h"
+#include "resp.h"
+
+/*
+ * One reply owed on a connection. The backend module only counts and orders them; what a
+ * reply means is the router's (kind, part): the backend hands each framed reply, with its
+ * entry, to the hooks. Entries with `own` set are the connection's own commands at connect
+ * (AUTH, the topology INFO), which the backend answers itself.
+ */
+enum backend_own { BACKEND_OWN_NONE = 0, BACKEND_OWN_AUTH, BACKEND_OWN_INFO };
+
+struct pending {
+    struct request *req; /* the router's request (NULL for own entries) */
+    uint8_t own;         /* enum backend_own */
+    uint8_t kind;        /* the router's: how the reply is used */
+    uint8_t part;        /* the router's: a split request's part */
+};
+
+/* What a backend reports to the layer above (the router). None of them may close, free or
+ * write to the backend it is called for. */
+struct backend_hooks {
+    /* one framed reply for the FIFO entry pd (taken off the FIFO) */
+    void (*deliver)(struct backend *b, const struct pending *pd, const char *reply, size_t len);
+    /* b closed with pd still owed: pd's reply will never come */
+    void (*fail)(struct backend *b, const struct pending *pd);
+    /* a frame from a subscriber connection (messages, confirmations, marker answers) */
+    void (*push)(struct backend *b, const char *frame, size_t len);
+    /* a reply still arriving holds `partial` bytes: may it be kept whole (1), or must it be
+     * dropped as it comes (0: its owner is gone, or would pass its output limit)?
+     * pd is NULL on a subscriber connection */
+    int (*may_keep)(struct backend *b, const struct pending *pd, size_t partial);
+    /* the dedicated connection b closed under its owner, after every entry was failed */
+    void (*owner_lost)(struct backend *b, struct client *owner);
+};
+
+enum backend_state { BACKEND_DOWN = 0, BACKEND_CONNECTING, BACKEND_READY };
+
+/* One connection to a backend instance, shared and pipelined by many clients. */
+struct backend {
+    struct worker *worker;
+    int instance;             /* config instance index */
+    int slot;                 /* index in the instance's pool */
+    enum backend_state state;
+    int fd;                   /* -1 while closed */
+    SSL *ssl;                 /* TLS instances: the session on fd; NULL for plain */
+    struct event *rev, *wev;  /* fd readable (always armed while open) / writable (only while needed) */
+    int tcp_up;               /* the TCP connect finished (a handshake may still be running) */
+    int read_wants_write;     /* TLS: SSL_read asked for a writable socket */
+    int write_wants_read;     /* TLS: SSL_write asked for a readable socket */
+    struct bytebuf wbuf;      /* the batch being written (out is moved here whole) */
+    size_t woff;              /* bytes of wbuf already written */
+    struct pending *fifo;     /* ring buffer of replies owed, oldest first */
+    size_t fifo_head, fifo_count, fifo_cap;
+    struct bytebuf out;       /* staged requests: leave together when the connection may write (backend_flush_all) */
+    int dirty;                /* on the worker's list of backends to flush (2: inside backend_flush_all) */
+    int flush_go;             /* backend_flush_all's decision: -1 nothing to write, 0 wait, 1 write, 2 write unless holding */
+    size_t unsent;            /* FIFO entries (at its tail) staged but not written yet */
+    char *rbuf;               /* received bytes not yet framed */
+    size_t rlen, rcap;
+    struct resp_scanner scan;
+    int discarding;           /* the reply being framed is dropped as it comes (nobody may keep it) */
+    size_t mem_held;          /* bytes counted in the process total (max-memory) */
+    struct event *timer;      /* DOWN: reconnect backoff; CONNECTING: connect + handshake timeout */
+    int backoff_ms;
+    int warned_down;          /* "unreachable" logged once per outage */
+    /* dedicated (pinned) connections only */
+    int pinned;               /* 1: not in the shared pool; freed, never reconnected */
+    struct client *owner;     /* the client holding it (only passed to the hooks); NULL when idle or releasing */
+    int subscriber;           /* pub/sub mode: frames go to the push hook, not the FIFO */
+    int release_when_idle;    /* back to the idle list once the FIFO is empty */
+    int in_idle;
+    TAILQ_ENTRY(backend) link; /* idle list, or the worker's dead list */
+};
+
+struct backend_pool {
+    struct backend *conns;
+    int nconns;
+    SSL_CTX *ssl_ctx;         /* NULL for plain instances */
+    struct backend_list idle; /* clean dedicated connections ready for the next pin */
+    int npinned;              /* dedicated connections alive (in use + idle) */
+};
+
+/* Create the pools of worker w, reporting to `hooks`, and start connecting. 0 on success. */
+int backend_pools_start(struct worker *w, const struct backend_hooks *hooks) KG_MUST_CHECK;
+
+/* Close every backend connection of w and free the pools. */
+void backend_pools_free(struct worker *w);
+
+/* The connection client `client_id` uses for `instance`: fixed, so one client's requests
+ * to one instance keep their order. NULL when that connection is down. */
+struct backend *backend_for(struct worker *w, int instance, uint64_t client_id);
+
+/*
+ * The staging buffer of b, for the caller to append a request's bytes to. Many clients'
+ * requests collect there and go to the socket (and TLS) in one write at the end of the
+ * loop iteration (backend_flush_all) or, on a shared connection with a batch in flight,
+ * once that batch is answered.
+ */
+struct bytebuf *backend_stage(struct backend *b);
+
+/* One more reply is owed on b, for the entry pd; the caller staged the bytes. */
+void backend_expect(struct backend *b, struct pending pd);
+
+/* Write the staged output of every backend of w that may write now, in the order the
+ * requests arrived; a shared connection with an unanswered batch keeps its output until
+ * the replies come, unless a later request for the same instance goes now (the flush
+ * step's first part; postponed clients are woken after it by the client layer). */
+void backend_flush_all(struct worker *w);
+
+/*
+ * Would staging a request for `instance` on b (NULL: a connection not listed) now let it
+ * overtake one that arrived earlier? True when b already holds staged requests and
+ * another connection of the instance was staged after them (they leave as one write).
+ * The client layer then postpones the request until after the next backend_flush_all.
+ */
+int backend_would_reorder(const struct worker *w, int instance, const struct backend *b);
+
+/* The one close path of a backend connection: every entry owed is failed (the fail hook); a
+ * shared connection reconnects with backoff, a dedicated one tells its owner (owner_lost)
+ * and is freed at the next reap. */
+void backend_close(struct backend *b, const char *reason);
+
+/* A dedicated connection to `instance` for client c (idle or new). NULL at max-pinned or
+ * when it cannot even start connecting. */
+struct backend *backend_pin(struct worker *w, int instance, struct client *c);
+
+/* c's state on b ended: b goes back to the idle list once its FIFO is empty. */
+void backend_unpin(struct backend *b);
+
+/* b's owner went away while b held its state (mid-block, WATCH, subscribed): close b, never reuse it. */
+void backend_abandon(struct backend *b);
+
+/* Free the dedicated connections closed since the last reap. */
+void backend_reap(struct worker *w);
+
+#endif

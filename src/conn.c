@@ -1,0 +1,81 @@
+/* conn.c: what lower modules may do to a client connection: queue reply bytes, wake it, close it (deferred). */
+#include "conn.h"
+
+#include <assert.h>
+
+#include <event2/buffer.h>
+
+void conn_out(struct client *c, const char *data, size_t len)
+{
+    if (c->closed) return;
+    STAT_ADD(&c->worker->stats, bytes_to_clients, len);
+    if (c->bev) {
+        bufferevent_write(c->bev, data, len);
+        if (!conn_output_over(c, 0)) conn_account(c);
+        return;
+    }
+    bytebuf_add(&c->obuf, data, len);
+    if (conn_output_over(c, 0)) return;
+    conn_account(c);
+    if (!c->out_dirty) {
+        ptrvec_push(&c->worker->dirty_clients, c);
+        c->out_dirty = 1;
+        event_active(c->worker->flush_ev, EV_TIMEOUT, 0);
+    }
+}
+
+size_t conn_out_pending(const struct client *c)
+{
+    if (c->bev) return evbuffer_get_length(bufferevent_get_output(c->bev));
+    return c->obuf.len - c->obuf_off;
+}
+
+void conn_account(struct client *c)
+{
+    size_t now = c->closed ? 0 : c->qlen + c->multi_buf.len + conn_out_pending(c);
+    mem_set(c->worker, &c->mem_held, now);
+}
+
+int conn_output_over(struct client *c, size_t partial)
+{
+    if (c->closed) return 1;
+    if ((int64_t)(conn_out_pending(c) + partial) <= c->worker->cfg->client_output_hard_limit) return 0;
+    log_msg(LOG_WARN, "client %llu %s closed: its replies (%zu bytes queued, %zu arriving) passed client-output-hard-limit",
+            (unsigned long long)c->id, c->addr, conn_out_pending(c), partial);
+    STAT_INC(&c->worker->stats, clients_output_limit);
+    conn_close(c, "over client-output-hard-limit");
+    return 1;
+}
+
+void conn_wake(struct client *c)
+{
+    if (c->woken || c->closed) return;
+    c->woken = 1;
+    ptrvec_push(&c->worker->woken, c);
+    event_active(c->worker->flush_ev, EV_TIMEOUT, 0);
+}
+
+void conn_close(struct client *c, const char *reason)
+{
+    struct worker *w = c->worker;
+    if (c->closed) return;
+    c->closed = 1;
+    log_msg(LOG_DEBUG, "client %llu %s closed: %s", (unsigned long long)c->id, c->addr, reason);
+    /* no callback of c runs from here on: its events go, its socket closes at the reap */
+    if (c->bev) {
+        bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
+        bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+    }
+    if (c->rev) event_del(c->rev);
+    if (c->wev) event_del(c->wev);
+    if (c->pev) event_del(c->pev);
+    TAILQ_REMOVE(&w->clients, c, link);
+    /* off every list of the loop but the one of clients to tear down */
+    if (c->out_dirty) ptrvec_remove(&w->dirty_clients, c);
+    if (c->postponed) ptrvec_remove(&w->postponed, c);
+    if (c->woken) ptrvec_remove(&w->woken, c);
+    c->out_dirty = c->postponed = c->woken = 0;
+    __atomic_sub_fetch(&w->proxy->clients_now, 1, __ATOMIC_RELAXED);
+    ptrvec_push(&w->closing, c);
+    event_active(w->reap_ev, EV_TIMEOUT, 0);
+}

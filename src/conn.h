@@ -1,0 +1,91 @@
+/* conn.h: one client connection's state, and the few things lower modules may do to it: queue reply
+ * bytes, wake it, close it (deferred). Everything else a client does lives in client.c. */
+#ifndef KEYGATE_CONN_H
+#define KEYGATE_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "loop.h"
+#include "policy.h"
+#include "pubsub.h"
+#include "resp.h"
+
+struct client {
+    TAILQ_ENTRY(client) link;   /* on w->clients while open */
+    struct worker *worker;
+    /* socket and output */
+    struct bufferevent *bev;    /* TLS clients only */
+    int fd;
+    struct event *rev, *wev;    /* plain clients: readable / writable (only while the socket is full) */
+    struct event *pev;          /* while reading is paused: the peer's close or reset (on pfd, edge-triggered) */
+    int pfd;                    /* dup of fd for pev (-1 until the first pause) */
+    struct bytebuf obuf;        /* plain clients: replies not yet written */
+    size_t obuf_off;            /* bytes of obuf already written */
+    int out_dirty;              /* on w->dirty_clients */
+    int wev_pending;
+    /* identity */
+    uint64_t id;
+    char addr[64];
+    char *name;                 /* CLIENT SETNAME */
+    int64_t created_ms;
+    const char *last_cmd;       /* name of the last command (the command table's string) */
+    /* input */
+    char *qbuf;                 /* unparsed input */
+    size_t qlen, qcap;
+    struct resp_parser parser;
+    const char **argv;          /* argv scratch for the command being handled */
+    size_t *argvlen;
+    size_t argv_cap;
+    int64_t now_ms;             /* wall clock read once per batch of frames */
+    /* requests, in arrival order (request.c) */
+    struct request_queue queue;
+    int nqueued;
+    /* what policy knows, and the connections that hold the client's state */
+    struct session session;
+    struct backend *watch_pin;  /* WATCH: until EXEC/DISCARD/UNWATCH */
+    struct backend *block_pin;  /* a blocking command in flight */
+    struct pubsub pubsub;       /* subscriber connections and counts */
+    int watch_lost;             /* the WATCH pin dropped: the next EXEC must not run unwatched */
+    struct bytebuf multi_buf;   /* the transaction's commands, sent at EXEC */
+    struct bytebuf multi_keep;  /* per backend reply inside EXEC: the client's (1) or injected (0) */
+    int multi_dirty;            /* a queue-time error: EXEC answers EXECABORT */
+    /* flow and lifecycle */
+    int stall;                  /* parse nothing more until every queued reply is written */
+    int closing;                /* close once every queued reply is written */
+    int closed;                 /* conn_close ran: no more events; torn down at the next reap */
+    int woken;                  /* on w->woken */
+    int read_paused;            /* backpressure: EV_READ is off */
+    int mem_paused;             /* paused (also) for max-memory: looked at again by client_memory_tick */
+    int postponed;              /* a frame waits for the next backend flush (arrival order) */
+    size_t mem_held;            /* bytes counted in the process total (max-memory) */
+};
+
+/* Queue reply bytes for c (dropped once c is closed); counted, checked against
+ * client-output-hard-limit (over it, c is closed), written at the flush step. */
+void conn_out(struct client *c, const char *data, size_t len);
+
+/* Reply bytes queued for c and not yet written. */
+size_t conn_out_pending(const struct client *c);
+
+/* The bytes of c's replies the backend is sending now reach `partial`: when they and
+ * what c has queued pass client-output-hard-limit, c is closed. 1 when c is closed. */
+int conn_output_over(struct client *c, size_t partial);
+
+/* max-memory: count what c holds now (unparsed input, its MULTI, unwritten replies). */
+void conn_account(struct client *c);
+
+/* Something changed for c (a reply at the head of its queue, its subscriptions settled,
+ * a dedicated connection lost): the worker services it at the next flush step. */
+void conn_wake(struct client *c);
+
+/* The one close path of a client: c gets no more events and is torn down at the next reap
+ * (its requests orphaned, its dedicated connections closed), outside every callback.
+ * Closing a closed client does nothing. */
+void conn_close(struct client *c, const char *reason);
+
+#endif

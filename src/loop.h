@@ -1,0 +1,136 @@
+/* loop.h: the state of one worker's event loop and of the process, shared by the connection modules. */
+#ifndef KEYGATE_LOOP_H
+#define KEYGATE_LOOP_H
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <openssl/ssl.h>
+
+#include "config.h"
+#include "sizes.h"
+#include "stats.h"
+#include "util.h"
+
+/*
+ *  client socket                                              backend socket (TLS)
+ *      |                                                              ^
+ *      v                                                              |
+ *  [client: qbuf] -> resp_parse_request -> policy_decide -> router -> [backend: out]
+ *      ^                                                              |
+ *      |                                                              v
+ *  [client: queue of requests, in arrival order] <- router <- reply framer <- [backend: rbuf + FIFO]
+ *
+ * A request is appended to its client's queue when parsed. Local and error replies
+ * complete it at once; forwarded ones complete when the router has interpreted their
+ * backend reply. Replies are written only from the head of the queue (request.c), so
+ * each client sees its replies in its request order whatever instance answered first.
+ *
+ * Nothing below the client module calls into it: a completed request, a subscription
+ * that settled, a lost dedicated connection or a client to close *wake* the client
+ * (conn_wake, conn_close); the worker's flush step then services the woken clients and
+ * its reap step tears down the closed ones, outside every callback.
+ */
+
+struct client;
+struct backend;
+struct backend_pool;
+struct backend_hooks;
+struct request;
+
+TAILQ_HEAD(client_list, client);
+TAILQ_HEAD(backend_list, backend);
+TAILQ_HEAD(request_queue, request);
+
+struct worker {
+    int id;
+    struct event_base *base;
+    const struct config *cfg;           /* current snapshot (swapped on reload) */
+    struct backend_pool *pools;         /* CONFIG_MAX_INSTANCES of them (backend.c) */
+    const struct backend_hooks *hooks;  /* what backends report replies and failures to (the router) */
+    struct client_list clients;
+    struct ptrvec woken;                /* clients to service at the next flush step (conn_wake) */
+    struct ptrvec closing;              /* clients closed (conn_close), torn down at the next reap */
+    struct backend_list dead_backends;  /* closed dedicated connections, freed at the next reap */
+    struct request *free_requests;      /* recycled requests (linked through link.tqe_next) */
+    size_t nfree_requests;
+    struct event *reap_ev;
+    struct event *flush_ev;             /* end of each loop iteration: staged backend output goes out (or waits, see backend_holds) */
+    struct ptrvec dirty;                /* backends with staged output, in the order they were first staged */
+    struct ptrvec flush_spare;          /* backend_flush_all's second list (kept to reuse its memory) */
+    struct backend *inst_tail[CONFIG_MAX_INSTANCES]; /* the last backend of each instance on the dirty list */
+    int postponing[CONFIG_MAX_INSTANCES]; /* a request for the instance waits for the next flush */
+    struct ptrvec postponed;            /* clients whose frame waits for the next flush, in arrival order */
+    struct ptrvec dirty_clients;        /* plain clients with replies to write */
+    char scratch[CLIENT_SCRATCH_BYTES]; /* plain clients are read into this, one at a time */
+    struct evconnlistener **listeners;
+    size_t nlisteners;
+    void **listen_ctxs;                 /* what each listener's callback gets; freed with w */
+    size_t nlisten_ctxs;
+    const struct config *next_cfg;      /* posted by the main thread (atomic) */
+    int stop_requested;                 /* posted by the main thread (atomic) */
+    int drain_left_ms;
+    struct event *control_ev;           /* woken by the main thread: reload, shutdown */
+    int control_pipe[2];                /* the main thread writes a byte to wake the loop */
+    struct event *drain_timer;
+    struct event *mem_timer;            /* while clients are paused for max-memory (client_memory_tick) */
+    int64_t mem_over_since_ms;          /* max-memory: over it since (0: not over at the last tick) */
+    int64_t mem_unpublished;            /* max-memory: this worker's change not yet in proxy->mem_used */
+    int stopping;
+    struct stats stats;
+    struct proxy *proxy;
+};
+
+/* Process-wide state shared by the workers (read-only after start, but for counters). */
+struct proxy {
+    struct worker *workers;
+    int nworkers;
+    int64_t started_ms;
+    int clients_now;                    /* atomic: connected clients, all workers */
+    uint64_t next_client_id;            /* atomic */
+    int reload_acks;                    /* atomic: workers yet to take the new config */
+    int64_t mem_used;                   /* atomic: buffered request and reply bytes, all workers (max-memory) */
+    SSL_CTX **listen_ssl;               /* one per listen entry (cfg->nlistens), NULL for plain */
+    size_t nlisten_ssl;
+};
+
+/* A worker adds its changes to the process total once they reach this (either way):
+ * the total is exact to nworkers x this, and small replies cost no atomic operation. */
+#define MEM_PUBLISH_BYTES (64 * 1024)
+
+/* max-memory: w's buffers hold `delta` bytes more (or fewer); the process total follows. */
+static inline void mem_add(struct worker *w, int64_t delta)
+{
+    w->mem_unpublished += delta;
+    if (w->mem_unpublished > MEM_PUBLISH_BYTES || w->mem_unpublished < -MEM_PUBLISH_BYTES) {
+        int64_t total = __atomic_add_fetch(&w->proxy->mem_used, w->mem_unpublished, __ATOMIC_RELAXED);
+        /* each worker publishes what it holds at that moment (>= 0): the sum never goes below 0 */
+        assert(total >= 0);
+        (void)total;
+        w->mem_unpublished = 0;
+    }
+}
+
+/* max-memory: a buffer that held *held bytes now holds `now`. */
+static inline void mem_set(struct worker *w, size_t *held, size_t now)
+{
+    if (now == *held) return;
+    mem_add(w, (int64_t)now - (int64_t)*held);
+    *held = now;
+}
+
+/* Is the process over max-memory (when one is set)? */
+static inline int mem_over(const struct worker *w)
+{
+    return w->cfg->max_memory > 0 && __atomic_load_n(&w->proxy->mem_used, __ATOMIC_RELAXED) > w->cfg->max_memory;
+}
+
+/* Milliseconds and nanoseconds of the wall / monotonic clocks. */
+int64_t clock_wall_ms(void);
+uint64_t clock_mono_ns(void);
+
+#endif

@@ -1,0 +1,143 @@
+/* replies.c: the pure byte work on backend replies: EXEC pick and filter, split-reply merge, error lines. */
+#include "replies.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "resp.h"
+
+/* The length of the one reply at p (at most len bytes), or 0 when it is not whole. */
+static size_t reply_length(const char *p, size_t len)
+{
+    struct resp_scanner sc;
+    resp_scanner_reset(&sc);
+    long long n = resp_scan_reply(&sc, p, len);
+    return n > 0 ? (size_t)n : 0;
+}
+
+void replies_exec_pick(const char *reply, size_t len, const char *queued_error, size_t queued_error_len,
+                       const char **out, size_t *out_len)
+{
+    assert(len > 0);
+    if (reply[0] == '-' && queued_error) {
+        *out = queued_error;
+        *out_len = queued_error_len;
+        return;
+    }
+    long long count = 0;
+    const char *elem = resp_array_first(reply, len, &count);
+    if (elem && count > 0) {
+        size_t n = reply_length(elem, len - (size_t)(elem - reply));
+        if (n > 0) {
+            *out = elem;
+            *out_len = n;
+            return;
+        }
+    }
+    *out = reply; /* nil (aborted by WATCH) or an error: as it came */
+    *out_len = len;
+}
+
+/* Append "<type><n>\r\n". */
+static void add_header(struct bytebuf *out, char type, long long n)
+{
+    char hdr[32];
+    hdr[0] = type;
+    size_t k = 1 + format_ll(hdr + 1, n);
+    hdr[k++] = '\r';
+    hdr[k++] = '\n';
+    bytebuf_add(out, hdr, k);
+}
+
+int replies_exec_filter(const char *reply, size_t len, const uint8_t *keep, size_t nkeep, struct bytebuf *out)
+{
+    long long count = -1;
+    const char *elem = resp_array_first(reply, len, &count);
+    if (!elem || count < 0 || (size_t)count != nkeep) return -1;
+    const char *end = reply + len;
+    /* check the elements first: nothing is appended for a reply that is not what was sent */
+    size_t kept = 0;
+    const char *p = elem;
+    for (size_t i = 0; i < nkeep; i++) {
+        size_t n = reply_length(p, (size_t)(end - p));
+        if (n == 0) return -1;
+        kept += keep[i] ? 1 : 0;
+        p += n;
+    }
+    add_header(out, '*', (long long)kept);
+    for (size_t i = 0; i < nkeep; i++) {
+        size_t n = reply_length(elem, (size_t)(end - elem));
+        if (keep[i]) bytebuf_add(out, elem, n);
+        elem += n;
+    }
+    return 0;
+}
+
+int replies_merge(enum replies_merge_kind kind, const struct replies_part *parts, int nparts,
+                  const int8_t *key_instance, size_t argc, struct bytebuf *out)
+{
+    assert(nparts > 0);
+    /* any failed part: the client gets that error, never a silent partial result */
+    for (int k = 0; k < nparts; k++) {
+        assert(parts[k].reply && parts[k].len > 0); /* every part holds a framed reply or its error */
+        if (parts[k].reply[0] == '-') {
+            bytebuf_add(out, parts[k].reply, parts[k].len);
+            return 0;
+        }
+    }
+    if (kind == REPLIES_MERGE_SUM) {
+        long long sum = 0;
+        for (int k = 0; k < nparts; k++) {
+            long long v = 0;
+            if (parts[k].reply[0] == ':' && parts[k].len > 3) (void)resp_parse_ll(parts[k].reply + 1, parts[k].len - 3, &v);
+            sum += v;
+        }
+        add_header(out, ':', sum);
+        return 0;
+    }
+    const char *cursor[REPLIES_MAX_PARTS] = {0};
+    const char *end[REPLIES_MAX_PARTS] = {0};
+    int part_of[REPLIES_MAX_PARTS];
+    assert(nparts <= REPLIES_MAX_PARTS);
+    for (int i = 0; i < REPLIES_MAX_PARTS; i++) part_of[i] = -1;
+    for (int k = 0; k < nparts; k++) {
+        long long n = 0;
+        assert(parts[k].instance >= 0 && parts[k].instance < REPLIES_MAX_PARTS);
+        cursor[k] = resp_array_first(parts[k].reply, parts[k].len, &n);
+        end[k] = parts[k].reply + parts[k].len;
+        part_of[parts[k].instance] = k;
+    }
+    size_t start = out->len;
+    add_header(out, '*', (long long)(argc - 1));
+    for (size_t i = 1; i < argc; i++) {
+        int inst = key_instance[i];
+        int k = inst >= 0 && inst < REPLIES_MAX_PARTS ? part_of[inst] : -1;
+        size_t n = k >= 0 && cursor[k] ? reply_length(cursor[k], (size_t)(end[k] - cursor[k])) : 0;
+        if (n == 0) {
+            out->len = start;
+            return -1;
+        }
+        bytebuf_add(out, cursor[k], n);
+        cursor[k] += n;
+    }
+    return 0;
+}
+
+size_t replies_error(char *buf, size_t size, const char *text)
+{
+    assert(size >= 4);
+    size_t n = strlen(text);
+    if (n > size - 4) n = size - 4;
+    buf[0] = '-';
+    memcpy(buf + 1, text, n);
+    buf[1 + n] = '\r';
+    buf[2 + n] = '\n';
+    buf[3 + n] = '\0';
+    return n + 3;
+}
+
+void replies_unavailable(char *buf, size_t size, const char *instance_name)
+{
+    snprintf(buf, size, "UNAVAILABLE instance '%s' is unreachable", instance_name);
+}

@@ -1,0 +1,63 @@
+/* replies.h: the pure byte work on backend replies: EXEC pick and filter, split-reply merge, error lines. */
+#ifndef KEYGATE_REPLIES_H
+#define KEYGATE_REPLIES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+/*
+ * keygate's own MULTI <command> <fixes> EXEC around one client command: the client's reply
+ * is element 0 of the EXEC array. When EXEC was refused (an error reply) and the command had
+ * a queue-time error, that error is the reply. Otherwise (nil from a WATCH, any malformed
+ * array) the reply is passed on as it came. Sets *out / *out_len to a slice of `reply` or
+ * of `queued_error` (NULL when none); no copy.
+ */
+void replies_exec_pick(const char *reply, size_t len, const char *queued_error, size_t queued_error_len,
+                       const char **out, size_t *out_len);
+
+/*
+ * The client's own transaction: its EXEC array holds one element per command keygate sent
+ * inside it, keep[i] = 1 for the client's own, 0 for an injected TTL command. Appends to
+ * `out` the array of the kept elements and returns 0; returns -1 (nothing appended) when the
+ * reply is not an array of nkeep elements (nil after a WATCH, EXECABORT): pass it on as it came.
+ */
+int replies_exec_filter(const char *reply, size_t len, const uint8_t *keep, size_t nkeep, struct bytebuf *out);
+
+/* How a split command's per-instance replies are put together (enum plan_merge's values). */
+enum replies_merge_kind { REPLIES_MERGE_VALUES = 1, REPLIES_MERGE_SUM = 2 };
+
+/* The most parts a split command has (one per instance: config.h's CONFIG_MAX_INSTANCES). */
+#define REPLIES_MAX_PARTS 8
+
+/* One instance's reply to its part of a split command. */
+struct replies_part {
+    int instance;
+    const char *reply;
+    size_t len;
+};
+
+/*
+ * Merge the replies of a command split across instances (MGET, DEL, UNLINK, EXISTS, TOUCH)
+ * into the reply Redis would give for the whole command, appended to `out`:
+ *   - any part that is an error: that error (the first such part), never a partial result;
+ *   - REPLIES_MERGE_SUM: one integer, the sum of the parts' integers;
+ *   - REPLIES_MERGE_VALUES: one array of argc-1 elements, element i-1 taken in order from the part
+ *     of instance key_instance[i] (argv[i]'s instance).
+ * Returns 0, or -1 when the parts do not hold the elements key_instance asks for (nothing
+ * appended; the caller answers an error).
+ */
+int replies_merge(enum replies_merge_kind kind, const struct replies_part *parts, int nparts,
+                  const int8_t *key_instance, size_t argc, struct bytebuf *out);
+
+/*
+ * The one formatter of error replies: "-<text>\r\n" into buf (text is "CODE message", no
+ * '-', no CRLF; cut to fit). Returns the length written (< size). size must be >= 4.
+ */
+size_t replies_error(char *buf, size_t size, const char *text);
+
+/* The text of -UNAVAILABLE for an instance that is down (no '-', no CRLF) into buf. */
+void replies_unavailable(char *buf, size_t size, const char *instance_name);
+
+#endif

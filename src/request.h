@@ -1,0 +1,78 @@
+/* request.h: one client command waiting for its reply, the client's queue of them, the recycling pool. */
+#ifndef KEYGATE_REQUEST_H
+#define KEYGATE_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "loop.h"
+#include "util.h"
+
+struct client;
+
+/* One instance's part of a split command: its reply once it came. */
+struct request_part {
+    int instance;
+    char *reply;
+    size_t len;
+};
+
+/*
+ * A request lives on its client's queue from the moment it is parsed until its reply is
+ * handed to the client's output (in queue order). Backend replies owed to it are counted in
+ * `waiting`; a request whose client went away (client NULL) lives on until they all came.
+ */
+struct request {
+    TAILQ_ENTRY(request) link;
+    struct worker *worker;
+    struct client *client;    /* NULL once the client let go of it (orphaned) */
+    int waiting;              /* backend replies still owed to it */
+    int done;                 /* its reply is complete */
+    char *reply;              /* the reply, kept while an earlier request of the client waits */
+    size_t reply_len;
+    /* the router's: how the backend replies make the client's reply */
+    uint8_t blocking;         /* sent on the client's blocking pin */
+    char *queued_error;       /* keygate's MULTI wrap: the command's queue-time error, if any */
+    size_t queued_error_len;
+    struct bytebuf exec_keep; /* the client's EXEC: one byte per reply inside it, the client's (1) or injected (0) */
+    struct request_part *parts; /* split across instances: one part per instance, merged when all came */
+    int nparts, parts_left;
+    int merge;                /* enum plan_merge */
+    int8_t *key_instance;     /* split: instance of argv[i] (moved from the plan) */
+    size_t argc;
+};
+
+/* A new request at the tail of c's queue. */
+struct request *request_new(struct client *c);
+
+/*
+ * The one completion: req's reply is reply[0..len). At the head of its client's queue the
+ * bytes go to the client's output at once (no copy), followed by every later request that
+ * is already complete, and the client is woken; elsewhere they are kept until the head
+ * reaches it. For an orphaned request the reply is dropped. A request completes once.
+ */
+void request_complete(struct request *req, const char *reply, size_t len);
+
+/* Complete req with the error reply "-<text>\r\n" (replies_error), counted per code. */
+void request_error(struct request *req, const char *text);
+
+/* The backend reply owed to req (request_expect) is its reply, or fails it with text. */
+void request_answer(struct request *req, const char *reply, size_t len);
+void request_answer_error(struct request *req, const char *text);
+
+/* One more backend reply is owed to req. */
+void request_expect(struct request *req);
+
+/* A backend reply owed to req came and was taken (by the router, not as the reply). Frees an
+ * orphaned request with nothing more owed. */
+void request_reply_consumed(struct request *req);
+
+/* req's client lets go of it (the client is torn down): freed now or when its last
+ * backend reply came. */
+void request_release(struct request *req);
+
+/* Free w's recycled requests (at worker exit). */
+void request_pool_free(struct worker *w);
+
+#endif

@@ -1,0 +1,59 @@
+/* router.h: the only code that writes requests for a backend and interprets what it answers. */
+#ifndef KEYGATE_ROUTER_H
+#define KEYGATE_ROUTER_H
+
+#include "backend.h"
+#include "conn.h"
+#include "request.h"
+
+/*
+ * Every reply a backend owes is one FIFO entry of a kind the router chose when it wrote the
+ * bytes, and is interpreted here when it comes (the hooks):
+ *
+ *   PASS        the request's reply
+ *   DROP        an injected command (MULTI, PEXPIRE, UNWATCH): swallowed
+ *   QUEUED      the client's command inside keygate's MULTI: a queue-time error is kept
+ *   EXEC_PICK   keygate's EXEC: the client's reply is element 0 (or the queued error)
+ *   EXEC_FILTER the client's EXEC: the injected elements are dropped
+ *   PART        one instance's part of a split command, merged once all came
+ *
+ * Frames of subscriber connections go to the client's pub/sub state (pubsub.c) and output.
+ * A connection that fails answers its entries -UNAVAILABLE; a dedicated one that fails
+ * under its owner changes that client's state (WATCH lost, subscriptions gone) and wakes it.
+ */
+
+/* What the backends of a worker report to (backend_pools_start). */
+const struct backend_hooks *router_hooks(void);
+
+/* The connection for c's commands to `instance`: its WATCH pin there, else its shared one.
+ * NULL when that connection is down. */
+struct backend *router_conn_for(struct client *c, int instance);
+
+/* Send a FORWARD plan's bytes (the command, its TTL rewrite) to backend b for req; b NULL or
+ * down: req is answered -UNAVAILABLE. `frame` is the client's parsed frame (c->parser). */
+void router_forward(struct client *c, struct backend *b, struct request *req, const struct plan *plan,
+                    const char *frame);
+
+/* A split plan (MGET/DEL/... across instances): one part per instance, merged when all came. */
+void router_forward_split(struct client *c, struct request *req, struct plan *plan, const char *frame);
+
+/* Write the plan's command (and its TTL fixes, no MULTI wrap) to out, for a client transaction.
+ * Appends one keep flag per backend reply to keep (1 = the client's, 0 = injected). */
+void router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,
+                         struct bytebuf *keep);
+
+/* EXEC: MULTI + c's buffered transaction + EXEC on b, in one write; req's reply is the EXEC
+ * array without the injected elements. Takes c->multi_keep. */
+void router_exec(struct client *c, struct backend *b, struct request *req);
+
+/* DISCARD under a WATCH: UNWATCH on c's WATCH pin (its reply swallowed). */
+void router_unwatch(struct client *c, struct request *req);
+
+/* A (P|S)(UN)SUBSCRIBE frame to c's subscriber connection b on instance inst, followed by
+ * the marker that tells when its confirmations are all in. */
+void router_subscribe(struct client *c, struct backend *b, int inst, const char *frame, size_t len);
+
+/* Answer req -UNAVAILABLE for `instance` (down, or no dedicated connection free). */
+void router_unavailable(struct client *c, struct request *req, int instance);
+
+#endif
