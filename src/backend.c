@@ -1,4 +1,4 @@
-/* backend.c: shared, pipelined TLS connections to the backend instances, with reconnect. */
+/* backend.c: connections to the backend instances: socket, TLS, the FIFO of replies owed, batching, reconnect. */
 #include "backend.h"
 
 #include "tls.h"
@@ -400,11 +400,10 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
 }
 
 /*
- * A reply still arriving holds `partial` bytes. Past PARTIAL_CHECK_BYTES: when its
- * request's client is gone, or the reply would take that client past its hard output
- * limit (the client is then closed), or it only answers an injected command, the reply
- * is dropped as it comes (b->discarding) instead of being kept whole. On a subscriber
- * connection the owner is closed the same way (and b with it). -1 when b was closed.
+ * A reply still arriving holds `partial` bytes. Past PARTIAL_CHECK_BYTES the hooks say
+ * whether anybody may keep it whole (may_keep: its client is gone, would pass its hard
+ * output limit, or it only answers an injected command); if not, it is dropped as it
+ * comes (b->discarding) and its entry gets "-ERR reply dropped" when it ends.
  */
 static void backend_large_partial(struct backend *b, size_t partial)
 {
@@ -423,8 +422,8 @@ static void backend_large_partial(struct backend *b, size_t partial)
 }
 
 /*
- * Frame and deliver every whole reply in b->rbuf. Returns 0, or -1 when b was
- * closed meanwhile (a malformed reply, a failed AUTH, its client went away).
+ * Frame and deliver every whole reply in b->rbuf. Returns 0, or -1 when b closed
+ * meanwhile (a malformed reply, a refused AUTH): the hooks never close it.
  */
 static int backend_frame_replies(struct backend *b)
 {
@@ -452,6 +451,7 @@ static int backend_frame_replies(struct backend *b)
         int own_head = b->fifo_count > 0 && b->fifo[b->fifo_head].own != BACKEND_OWN_NONE;
         if (b->subscriber && !own_head) b->worker->hooks->push(b, reply, len);
         else if (backend_deliver(b, reply, len) != 0) return -1;
+        assert(b->fd >= 0); /* the hooks do not close the backend they are called for */
     }
     if (pos > 0) {
         memmove(b->rbuf, b->rbuf + pos, b->rlen - pos);
