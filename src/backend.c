@@ -147,6 +147,16 @@ void backend_pools_free(struct worker *w)
     w->pools = NULL;
 }
 
+void backend_pool_status(const struct worker *w, int instance, struct backend_pool_status *out)
+{
+    const struct backend_pool *pool = &w->pools[instance];
+    *out = (struct backend_pool_status){.connections = pool->nconns};
+    for (int j = 0; j < pool->nconns; j++) {
+        if (pool->conns[j].state == BACKEND_READY) out->up++;
+        out->in_flight += pool->conns[j].fifo_count;
+    }
+}
+
 struct backend *backend_for(struct worker *w, int instance, uint64_t client_id)
 {
     struct backend_pool *pool = &w->pools[instance];
@@ -794,6 +804,11 @@ struct backend *backend_pin(struct worker *w, int instance, struct client *c)
     if (b->state == BACKEND_DOWN) return NULL; /* backend_close already queued it for reaping */
     b->owner = c;
     return b;
+}
+
+int backend_pin_full(const struct worker *w, int instance)
+{
+    return w->pools[instance].npinned >= w->cfg->max_pinned;
 }
 
 void backend_unpin(struct backend *b)

@@ -97,6 +97,14 @@ int backend_pools_start(struct worker *w, const struct backend_hooks *hooks) KG_
 /* Close every backend connection of w and free the pools. */
 void backend_pools_free(struct worker *w);
 
+/* What INFO shows of an instance's shared connections on one worker. */
+struct backend_pool_status {
+    int connections; /* shared connections */
+    int up;          /* of them READY */
+    size_t in_flight; /* replies owed on them */
+};
+void backend_pool_status(const struct worker *w, int instance, struct backend_pool_status *out);
+
 /* The connection client `client_id` uses for `instance`: fixed, so one client's requests
  * to one instance keep their order. NULL when that connection is down. */
 struct backend *backend_for(struct worker *w, int instance, uint64_t client_id);
@@ -134,6 +142,9 @@ void backend_close(struct backend *b, const char *reason);
 /* A dedicated connection to `instance` for client c (idle or new). NULL at max-pinned or
  * when it cannot even start connecting. */
 struct backend *backend_pin(struct worker *w, int instance, struct client *c);
+
+/* Are max-pinned dedicated connections to `instance` alive on w (a pin would fail for that)? */
+int backend_pin_full(const struct worker *w, int instance);
 
 /* c's state on b ended: b goes back to the idle list once its FIFO is empty. */
 void backend_unpin(struct backend *b);

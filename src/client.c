@@ -440,7 +440,7 @@ static void client_discard(struct client *c, struct request *req)
 
 static void request_pin_full(struct client *c, struct request *req, int instance)
 {
-    if (c->worker->pools[instance].npinned < c->worker->cfg->max_pinned) {
+    if (!backend_pin_full(c->worker, instance)) {
         router_unavailable(c, req, instance);
         return;
     }

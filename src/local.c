@@ -302,16 +302,11 @@ static void local_info(struct client *c, struct request *req, size_t argc, const
     if (section_wanted(argc, argv, argvlen, "instances")) {
         evbuffer_add_printf(body, "# Instances\r\n");
         for (size_t i = 0; i < cfg->ninstances; i++) {
-            const struct backend_pool *pool = &w->pools[i];
-            int up = 0;
-            size_t inflight = 0;
-            for (int j = 0; j < pool->nconns; j++) {
-                if (pool->conns[j].state == BACKEND_READY) up++;
-                inflight += pool->conns[j].fifo_count;
-            }
+            struct backend_pool_status st;
+            backend_pool_status(w, (int)i, &st);
             evbuffer_add_printf(body, "instance_%s:addr=%s:%d,tls=%d,connections=%d,up=%d,in_flight=%zu\r\n",
                                 cfg->instances[i].name, cfg->instances[i].host, cfg->instances[i].port,
-                                cfg->instances[i].tls, pool->nconns, up, inflight);
+                                cfg->instances[i].tls, st.connections, st.up, st.in_flight);
         }
         evbuffer_add_printf(body, "\r\n");
     }
