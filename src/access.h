@@ -4,7 +4,10 @@
 
 #include <stddef.h>
 
-#include "policy.h"
+#include "commands.h"
+#include "config.h"
+#include "registry.h"
+#include "session.h"
 
 enum access_verdict {
     ACCESS_ALLOW = 0, /* go on: policy checks every key's namespace next */
@@ -15,7 +18,7 @@ enum access_verdict {
 
 struct access_result {
     enum access_verdict verdict;
-    char error[PLAN_ERROR_MAX];       /* ACCESS_DENY: "CODE message" */
+    char error[ERROR_TEXT_MAX];       /* ACCESS_DENY: "CODE message" */
     const struct namespace_entry *ns; /* ACCESS_PATTERN */
 };
 
