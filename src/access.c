@@ -2,7 +2,9 @@
 #include "access.h"
 
 #include "cmdclass.h"
+#include "util.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -120,6 +122,36 @@ const char *access_never_forwarded(const struct command_def *cmd)
     if ((cmd->flags & CMD_ADMIN) && !name_in(cmd->name, safe_exceptions)) return "flagged admin";
     if ((cmd->acl & ACL_DANGEROUS) && !name_in(cmd->name, safe_exceptions)) return "in the @dangerous category";
     return NULL;
+}
+
+/* access_never_forwarded of every command of the table, by cmdclass_index: built once by
+ * the first thread that asks, published with release/acquire so that readers after the
+ * first need no pthread_once call. */
+static const char **never_forwarded_by_index;
+static pthread_once_t never_forwarded_once = PTHREAD_ONCE_INIT;
+
+static void never_forwarded_build(void)
+{
+    const char **table = xcalloc(cmdclass_count(), sizeof(*table));
+    for (size_t i = 0; i < command_table_len; i++) {
+        const struct command_def *cmd = &command_table[i];
+        table[cmdclass_index(cmd)] = access_never_forwarded(cmd);
+        for (int j = 0; j < cmd->nsubcommands; j++)
+            table[cmdclass_index(&cmd->subcommands[j])] = access_never_forwarded(&cmd->subcommands[j]);
+    }
+    __atomic_store_n(&never_forwarded_by_index, table, __ATOMIC_RELEASE);
+}
+
+const char *access_never_forwarded_lookup(const struct command_def *cmd)
+{
+    size_t i = cmdclass_index(cmd);
+    if (i == CMDCLASS_NO_INDEX) return access_never_forwarded(cmd);
+    const char **table = __atomic_load_n(&never_forwarded_by_index, __ATOMIC_ACQUIRE);
+    if (!table) {
+        pthread_once(&never_forwarded_once, never_forwarded_build);
+        table = __atomic_load_n(&never_forwarded_by_index, __ATOMIC_ACQUIRE);
+    }
+    return table[i];
 }
 
 int access_allowed_before_auth(const struct command_def *cmd)
@@ -312,7 +344,7 @@ void access_check_command(const struct config *cfg, const struct registry *reg, 
     out->ns = NULL; /* no memset of the error buffer on every request: deny() fills it */
 
     enum cmd_id cid = cmdclass_id(cmd);
-    const char *why = cmdclass_never_forwarded(cmd, access_never_forwarded);
+    const char *why = access_never_forwarded_lookup(cmd);
     if (why) {
         deny(out, "DENIED command '%s' is never forwarded by keygate: %s", name, why);
         return;
