@@ -8,6 +8,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -312,7 +313,8 @@ static int splittable(enum cmd_id cid)
 void policy_decide(const struct config *cfg, const struct registry *reg, const struct session *s,
                    const struct policy_request *r, struct plan *p)
 {
-    memset(p, 0, sizeof(*p));
+    memset(p, 0, offsetof(struct plan, error)); /* the text buffers are written when used */
+    p->error[0] = '\0';
     p->instance = -1;
 
     if (!r->cmd) {
@@ -498,6 +500,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
         return;
     }
     plan_take_ttl(p, &td);
+    if (p->error[0]) return; /* a text the key finder left: the plan stays PLAN_ERROR, as it always did */
     p->kind = PLAN_FORWARD;
     p->instance = first->instance;
     if (s->in_multi) decide_multi_instance(cfg, s, p);

@@ -74,14 +74,12 @@ enum plan_merge {
 
 struct plan {
     enum plan_kind kind;
-    char error[PLAN_ERROR_MAX]; /* PLAN_ERROR: "CODE message" (no '-', no CRLF) */
     enum local_cmd local;       /* PLAN_LOCAL */
     int instance;               /* PLAN_FORWARD: config instance index; -1 inside MULTI: any (PING) */
     int writes;                 /* the command writes (for stats/ro users) */
     size_t nappend;             /* PLAN_FORWARD: arguments to add at the end */
     const char *append[PLAN_MAX_APPEND];
     size_t append_len[PLAN_MAX_APPEND];
-    char append_store[64];      /* storage the append pointers may point into (the plan's own) */
     const struct namespace_entry *ns; /* namespace of the first key (NULL if none) */
     struct ttl_rewrite ttl;     /* PLAN_FORWARD: injected TTL commands (see ttl.h) */
     enum plan_flow flow;        /* PLAN_FORWARD */
@@ -89,6 +87,10 @@ struct plan {
     enum plan_merge merge;      /* != MERGE_NONE: split per instance, see key_instance */
     int8_t *key_instance;       /* merge: instance of argv[i] for i in 1..argc-1 (heap), -1 = not a key */
     int keeps_transaction;      /* PLAN_ERROR inside MULTI that does not make EXEC abort (as Redis) */
+    /* The text buffers last: policy_decide clears every field before them and only the first
+     * byte of error, so a request does not pay for zeroing 600 bytes nobody reads. */
+    char error[PLAN_ERROR_MAX]; /* PLAN_ERROR: "CODE message" (no '-', no CRLF); "" otherwise */
+    char append_store[64];      /* storage the append pointers may point into (the plan's own) */
 };
 
 /* Free what policy_decide allocated in plan (call once the plan was carried out). */
@@ -99,7 +101,8 @@ void plan_release(struct plan *plan);
 /*
  * Decide what to do with one request. Pure: reads only its arguments (the config
  * snapshot and registry included), performs no I/O, keeps no state.
- * `plan` is fully overwritten. Errors use Redis's texts where Redis has one and
+ * `plan` is fully overwritten: every field is set, and the text buffers hold what their
+ * readers read (error up to its NUL, "" unless PLAN_ERROR; append_store through append). Errors use Redis's texts where Redis has one and
  * keygate's codes (DESIGN.md §3) otherwise.
  */
 void policy_decide(const struct config *cfg, const struct registry *reg, const struct session *s,
