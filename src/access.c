@@ -2,7 +2,9 @@
 #include "access.h"
 
 #include "cmdclass.h"
+#include "util.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -122,6 +124,36 @@ const char *access_never_forwarded(const struct command_def *cmd)
     return NULL;
 }
 
+/* access_never_forwarded of every command of the table, by cmdclass_index: built once by
+ * the first thread that asks, published with release/acquire so that readers after the
+ * first need no pthread_once call. */
+static const char **never_forwarded_by_index;
+static pthread_once_t never_forwarded_once = PTHREAD_ONCE_INIT;
+
+static void never_forwarded_build(void)
+{
+    const char **table = xcalloc(cmdclass_count(), sizeof(*table));
+    for (size_t i = 0; i < command_table_len; i++) {
+        const struct command_def *cmd = &command_table[i];
+        table[cmdclass_index(cmd)] = access_never_forwarded(cmd);
+        for (int j = 0; j < cmd->nsubcommands; j++)
+            table[cmdclass_index(&cmd->subcommands[j])] = access_never_forwarded(&cmd->subcommands[j]);
+    }
+    __atomic_store_n(&never_forwarded_by_index, table, __ATOMIC_RELEASE);
+}
+
+const char *access_never_forwarded_lookup(const struct command_def *cmd)
+{
+    size_t i = cmdclass_index(cmd);
+    if (i == CMDCLASS_NO_INDEX) return access_never_forwarded(cmd);
+    const char **table = __atomic_load_n(&never_forwarded_by_index, __ATOMIC_ACQUIRE);
+    if (!table) {
+        pthread_once(&never_forwarded_once, never_forwarded_build);
+        table = __atomic_load_n(&never_forwarded_by_index, __ATOMIC_ACQUIRE);
+    }
+    return table[i];
+}
+
 int access_allowed_before_auth(const struct command_def *cmd)
 {
     enum cmd_id cid = cmdclass_id(cmd);
@@ -182,10 +214,10 @@ const struct namespace_entry *access_glob_namespace(const struct registry *reg, 
     char shown[104];
     const struct namespace_entry *ns = registry_lookup(reg, kind, pat, lit);
     if (!ns) {
-        snprintf(why, whylen, "its literal prefix '%s' lies in no namespace", policy_printable(pat, lit, shown, sizeof(shown)));
+        snprintf(why, whylen, "its literal prefix '%s' lies in no namespace", session_printable(pat, lit, shown, sizeof(shown)));
         return NULL;
     }
-    char err[PLAN_ERROR_MAX];
+    char err[ERROR_TEXT_MAX];
     if (access_check_namespace(s, ns, cmd, err, sizeof(err)) != 0) {
         snprintf(why, whylen, "user '%s' may not use namespace '%s' (owner %s)", s->user->name, ns->prefix, ns->owner);
         return NULL;
@@ -213,24 +245,24 @@ static void check_keys_scan(const struct registry *reg, const struct session *s,
         pat = 1;
     } else {
         for (size_t i = 2; i < r->argc; i += 2) { /* as scanGenericCommand: the last MATCH wins */
-            if (i + 1 >= r->argc || !(policy_arg_is(r, i, "MATCH") || policy_arg_is(r, i, "COUNT") || policy_arg_is(r, i, "TYPE"))) {
+            if (i + 1 >= r->argc || !(session_arg_is(r, i, "MATCH") || session_arg_is(r, i, "COUNT") || session_arg_is(r, i, "TYPE"))) {
                 deny(out, "ERR syntax error");
                 return;
             }
-            if (policy_arg_is(r, i, "MATCH")) pat = i + 1;
+            if (session_arg_is(r, i, "MATCH")) pat = i + 1;
         }
         if (!pat) {
             deny(out, "DENIED SCAN needs MATCH with a pattern inside one namespace (e.g. SCAN 0 MATCH cache:x:*)");
             return;
         }
     }
-    char why[PLAN_ERROR_MAX - 128];
+    char why[ERROR_TEXT_MAX - 128];
     const struct namespace_entry *ns =
         access_glob_namespace(reg, s, r->cmd, NS_KEY, r->argv[pat], r->argvlen[pat], "*?[\\", why, sizeof(why));
     if (!ns) {
         char shown[104];
         deny(out, "DENIED %s pattern '%s' must stay inside one namespace you may read: %s", name,
-             policy_printable(r->argv[pat], r->argvlen[pat], shown, sizeof(shown)), why);
+             session_printable(r->argv[pat], r->argvlen[pat], shown, sizeof(shown)), why);
         return;
     }
     out->verdict = ACCESS_PATTERN;
@@ -246,28 +278,28 @@ static void check_sort(const struct registry *reg, const struct session *s, cons
     if (!key_ns) return; /* policy answers NONAMESPACE for the key itself */
     for (size_t j = 2; j < r->argc; j++) {
         size_t left = r->argc - j - 1;
-        if (policy_arg_is(r, j, "LIMIT") && left >= 2) {
+        if (session_arg_is(r, j, "LIMIT") && left >= 2) {
             j += 2;
             continue;
         }
-        if (policy_arg_is(r, j, "STORE") && left >= 1) {
+        if (session_arg_is(r, j, "STORE") && left >= 1) {
             j++;
             continue;
         }
-        if (!((policy_arg_is(r, j, "BY") || policy_arg_is(r, j, "GET")) && left >= 1)) continue; /* ASC, ALPHA, or a syntax error */
+        if (!((session_arg_is(r, j, "BY") || session_arg_is(r, j, "GET")) && left >= 1)) continue; /* ASC, ALPHA, or a syntax error */
         j++;
         const char *p = r->argv[j];
         size_t len = r->argvlen[j];
         /* No '*': BY sorts nothing, GET returns nil; "GET #" is the element itself. No key is read. */
         if (!memchr(p, '*', len)) continue;
-        char why[PLAN_ERROR_MAX - 160], shown[104];
+        char why[ERROR_TEXT_MAX - 160], shown[104];
         const struct namespace_entry *ns = access_glob_namespace(reg, s, r->cmd, NS_KEY, p, len, "*", why, sizeof(why));
         if (ns && ns != key_ns)
             snprintf(why, sizeof(why), "it reads namespace '%s', the sorted key is in '%s'", ns->prefix,
                      key_ns->prefix);
         if (!ns || ns != key_ns) {
             deny(out, "DENIED %s %s pattern '%s' must stay in the sorted key's namespace: %s", r->cmd->name,
-                 policy_arg_is(r, j - 1, "BY") ? "BY" : "GET", policy_printable(p, len, shown, sizeof(shown)), why);
+                 session_arg_is(r, j - 1, "BY") ? "BY" : "GET", session_printable(p, len, shown, sizeof(shown)), why);
             return;
         }
     }
@@ -284,7 +316,7 @@ static void check_script_cache(const struct config *cfg, const struct registry *
 {
     const struct namespace_entry *pick = NULL;
     int spans = 0;
-    char err[PLAN_ERROR_MAX];
+    char err[ERROR_TEXT_MAX];
     size_t from = reg->first[NS_KEY], to = from + reg->n[NS_KEY];
     for (size_t i = from; i < to; i++) {
         const struct namespace_entry *e = &reg->entries[i];
@@ -312,7 +344,7 @@ void access_check_command(const struct config *cfg, const struct registry *reg, 
     out->ns = NULL; /* no memset of the error buffer on every request: deny() fills it */
 
     enum cmd_id cid = cmdclass_id(cmd);
-    const char *why = cmdclass_never_forwarded(cmd, access_never_forwarded);
+    const char *why = access_never_forwarded_lookup(cmd);
     if (why) {
         deny(out, "DENIED command '%s' is never forwarded by keygate: %s", name, why);
         return;
@@ -329,7 +361,7 @@ void access_check_command(const struct config *cfg, const struct registry *reg, 
     }
     if (cid == CID_COPY) {
         for (size_t i = 3; i + 1 < r->argc; i++)
-            if (policy_arg_is(r, i, "DB") && !policy_arg_is(r, i + 1, "0")) {
+            if (session_arg_is(r, i, "DB") && !session_arg_is(r, i + 1, "0")) {
                 deny(out, "DENIED keygate serves database 0 only: COPY ... DB is refused");
                 return;
             }

@@ -4,7 +4,10 @@
 
 #include <stddef.h>
 
-#include "policy.h"
+#include "commands.h"
+#include "config.h"
+#include "registry.h"
+#include "session.h"
 
 enum access_verdict {
     ACCESS_ALLOW = 0, /* go on: policy checks every key's namespace next */
@@ -15,7 +18,7 @@ enum access_verdict {
 
 struct access_result {
     enum access_verdict verdict;
-    char error[PLAN_ERROR_MAX];       /* ACCESS_DENY: "CODE message" */
+    char error[ERROR_TEXT_MAX];       /* ACCESS_DENY: "CODE message" */
     const struct namespace_entry *ns; /* ACCESS_PATTERN */
 };
 
@@ -32,8 +35,15 @@ int access_allowed_before_auth(const struct command_def *cmd);
 const char *access_never_forwarded(const struct command_def *cmd);
 
 /*
+ * access_never_forwarded(cmd), read from access's own table: built once (pthread_once, by
+ * whichever thread asks first) over every command of the command table, indexed by
+ * cmdclass_index; a command outside the table is computed directly. O(1), thread-safe.
+ */
+const char *access_never_forwarded_lookup(const struct command_def *cmd);
+
+/*
  * Command-level rights, before any key is looked up. Pure. In order:
- *   - never forwarded (access_never_forwarded)              -> DENY "DENIED ..."
+ *   - never forwarded (access_never_forwarded_lookup)       -> DENY "DENIED ..."
  *   - @scripting without a user with scripts=yes            -> DENY "DENIED ..."
  *   - an access=ro user and a command that writes (SORT only with STORE; EVAL, EVALSHA,
  *     FCALL, PUBLISH, SPUBLISH count as writes)             -> DENY "NOPERM ..."

@@ -1,6 +1,7 @@
 /* cmdclass.c: a pointer-keyed table over the command table, built once, for O(1) command facts. */
 #include "cmdclass.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -9,14 +10,13 @@
 
 struct slot {
     const struct command_def *cmd;
-    uint16_t id;
-    const char *never_forwarded; /* filled by cmdclass_never_forwarded's first call */
+    uint16_t id;    /* enum cmd_id */
+    uint16_t index; /* dense, in table order */
 };
 
 static struct slot slots[SLOTS];
+static size_t nindex; /* indexes handed out by slots_build */
 static pthread_once_t slots_once = PTHREAD_ONCE_INIT;
-static pthread_once_t verdict_once = PTHREAD_ONCE_INIT;
-static const char *(*verdict_fn)(const struct command_def *);
 
 static const char *const id_names[CID_COUNT] = {
     [CID_OTHER] = "",
@@ -25,10 +25,19 @@ static const char *const id_names[CID_COUNT] = {
 #undef CMDCLASS_NAME
 };
 
+_Static_assert(SLOTS <= UINT16_MAX + 1, "a slot's index fits its uint16_t");
+
 static size_t slot_of(const struct command_def *cmd)
 {
     uint64_t h = (uint64_t)(uintptr_t)cmd * 0x9E3779B97F4A7C15ull;
     return (size_t)(h >> 53) & (SLOTS - 1);
+}
+
+static enum cmd_id id_by_name(const char *name)
+{
+    for (int id = 1; id < CID_COUNT; id++)
+        if (strcmp(name, id_names[id]) == 0) return (enum cmd_id)id;
+    return CID_OTHER;
 }
 
 static void slot_add(const struct command_def *cmd)
@@ -36,8 +45,8 @@ static void slot_add(const struct command_def *cmd)
     size_t i = slot_of(cmd);
     while (slots[i].cmd) i = (i + 1) & (SLOTS - 1);
     slots[i].cmd = cmd;
-    for (int id = 1; id < CID_COUNT; id++)
-        if (strcmp(cmd->name, id_names[id]) == 0) slots[i].id = (uint16_t)id;
+    slots[i].id = (uint16_t)id_by_name(cmd->name);
+    slots[i].index = (uint16_t)nindex++;
 }
 
 static void slots_build(void)
@@ -46,8 +55,10 @@ static void slots_build(void)
         slot_add(&command_table[i]);
         for (int j = 0; j < command_table[i].nsubcommands; j++) slot_add(&command_table[i].subcommands[j]);
     }
+    assert(nindex < SLOTS); /* open addressing needs a free slot to end every probe */
 }
 
+/* The slot of cmd, or NULL for a command outside the table. */
 static const struct slot *slot_find(const struct command_def *cmd)
 {
     pthread_once(&slots_once, slots_build);
@@ -57,35 +68,36 @@ static const struct slot *slot_find(const struct command_def *cmd)
     }
 }
 
+/* The last command asked about, per thread: policy, access and ttl ask about the same
+ * command several times per request, so the answer is one compare away. */
+static __thread const struct command_def *last;
+static __thread uint16_t last_id, last_index;
+
+/* Look cmd up and remember it as the last one; 0 when it is outside the table. */
+static __attribute__((noinline)) int remember(const struct command_def *cmd)
+{
+    const struct slot *s = slot_find(cmd);
+    if (!s) return 0;
+    last = cmd;
+    last_id = s->id;
+    last_index = s->index;
+    return 1;
+}
+
 enum cmd_id cmdclass_id(const struct command_def *cmd)
 {
-    /* policy, access and ttl ask about the same command several times per request */
-    static __thread const struct command_def *last;
-    static __thread enum cmd_id last_id;
-    if (cmd == last) return last_id;
-    const struct slot *s = slot_find(cmd);
-    if (s) {
-        last = cmd;
-        last_id = (enum cmd_id)s->id;
-        return last_id;
-    }
-    /* a command outside the table (tests): compare once */
-    for (int id = 1; id < CID_COUNT; id++)
-        if (strcmp(cmd->name, id_names[id]) == 0) return (enum cmd_id)id;
-    return CID_OTHER;
+    if (cmd == last || remember(cmd)) return (enum cmd_id)last_id;
+    return id_by_name(cmd->name); /* a command outside the table (tests): compare */
 }
 
-static void verdicts_build(void)
+size_t cmdclass_index(const struct command_def *cmd)
 {
-    for (size_t i = 0; i < SLOTS; i++)
-        if (slots[i].cmd) slots[i].never_forwarded = verdict_fn(slots[i].cmd);
+    if (cmd == last || remember(cmd)) return last_index;
+    return CMDCLASS_NO_INDEX;
 }
 
-const char *cmdclass_never_forwarded(const struct command_def *cmd, const char *(*compute)(const struct command_def *))
+size_t cmdclass_count(void)
 {
-    const struct slot *s = slot_find(cmd);
-    if (!s) return compute(cmd);
-    verdict_fn = compute;
-    pthread_once(&verdict_once, verdicts_build);
-    return s->never_forwarded;
+    pthread_once(&slots_once, slots_build);
+    return nindex;
 }

@@ -1,7 +1,9 @@
-/* cmdclass.h: per-command facts computed once (ids of the names keygate treats specially, the
- * never-forwarded verdict), so deciding a request compares no strings. */
+/* cmdclass.h: per-command facts computed once (an id for the names keygate treats specially, a
+ * dense index per command), so deciding a request compares no strings. */
 #ifndef KEYGATE_CMDCLASS_H
 #define KEYGATE_CMDCLASS_H
+
+#include <stddef.h>
 
 #include "commands.h"
 
@@ -40,11 +42,18 @@ enum cmd_id {
 /* The id of cmd (CID_OTHER for names keygate has no special rule for). O(1), thread-safe. */
 enum cmd_id cmdclass_id(const struct command_def *cmd);
 
+/* cmdclass_index of a command outside the generated command table (a test's own command_def). */
+#define CMDCLASS_NO_INDEX ((size_t)-1)
+
 /*
- * Memoised `compute(cmd)` for a per-command verdict that depends only on the command
- * (e.g. access's never-forwarded reason). `compute` must be the same function on every
- * call; the first call fills the table for every command of the command table.
+ * A dense index for cmd: every command and subcommand of the command table has a distinct
+ * index in [0, cmdclass_count()), stable for the life of the process, so a module can keep
+ * its own per-command table as an array. CMDCLASS_NO_INDEX for a command outside the table.
+ * O(1), thread-safe.
  */
-const char *cmdclass_never_forwarded(const struct command_def *cmd, const char *(*compute)(const struct command_def *));
+size_t cmdclass_index(const struct command_def *cmd);
+
+/* How many indexes cmdclass_index hands out: the commands plus subcommands of the table. */
+size_t cmdclass_count(void);
 
 #endif

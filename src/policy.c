@@ -2,30 +2,18 @@
 #include "policy.h"
 
 #include "access.h"
-#include "args.h"
 #include "cmdclass.h"
+#include "session.h"
+#include "ttl.h"
 #include "util.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-int policy_arg_is(const struct policy_request *r, size_t i, const char *word)
-{
-    return i < r->argc && args_word_is(r->argv[i], r->argvlen[i], word);
-}
-
-const char *policy_printable(const char *s, size_t len, char *out, size_t outlen)
-{
-    size_t n = len < 128 ? len : 128;
-    if (n > outlen - 1) n = outlen - 1;
-    for (size_t i = 0; i < n; i++) out[i] = (s[i] == '\r' || s[i] == '\n' || s[i] == '\0') ? ' ' : s[i];
-    out[n] = '\0';
-    return out;
-}
 
 static void plan_error(struct plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void plan_error(struct plan *p, const char *fmt, ...)
@@ -47,11 +35,11 @@ void policy_unknown_command_error(const struct policy_request *req, char *buf, s
 {
     char name[130], args[160] = "", one[130];
     size_t used = 0;
-    policy_printable(req->argv[0], req->argvlen[0], name, sizeof(name));
+    session_printable(req->argv[0], req->argvlen[0], name, sizeof(name));
     /* Redis: "'%.*s' " per argument while the list is shorter than 128 bytes. */
     for (size_t i = 1; i < req->argc && used < 128; i++) {
         size_t room = 128 - used;
-        policy_printable(req->argv[i], req->argvlen[i] < room ? req->argvlen[i] : room, one, sizeof(one));
+        session_printable(req->argv[i], req->argvlen[i] < room ? req->argvlen[i] : room, one, sizeof(one));
         int n = snprintf(args + used, sizeof(args) - used, "'%s' ", one);
         if (n < 0 || (size_t)n >= sizeof(args) - used) break;
         used += (size_t)n;
@@ -65,11 +53,6 @@ static void upper_copy(const char *s, size_t len, char *out, size_t outlen)
     size_t n = len < outlen - 1 ? len : outlen - 1;
     for (size_t i = 0; i < n; i++) out[i] = (s[i] >= 'a' && s[i] <= 'z') ? (char)(s[i] - 32) : s[i];
     out[n] = '\0';
-}
-
-int policy_arg_ll(const struct policy_request *r, size_t i, long long *out)
-{
-    return i < r->argc ? args_ll(r->argv[i], r->argvlen[i], out) : -1;
 }
 
 /* Commands keygate answers itself with no argument check (the others are in decide_local). */
@@ -101,12 +84,12 @@ static int decide_local(enum cmd_id cid, const struct policy_request *r, struct 
         else plan_local(p, LOCAL_AUTH);
     } else if (cid == CID_SELECT) {
         long long db;
-        if (policy_arg_ll(r, 1, &db) != 0) plan_error(p, "ERR value is not an integer or out of range");
+        if (session_arg_ll(r, 1, &db) != 0) plan_error(p, "ERR value is not an integer or out of range");
         else if (db != 0) plan_error(p, "DENIED keygate serves database 0 only");
         else plan_local(p, LOCAL_SELECT);
     } else if (cid == CID_HELLO) {
         long long ver = 2;
-        if (r->argc >= 2 && policy_arg_ll(r, 1, &ver) != 0)
+        if (r->argc >= 2 && session_arg_ll(r, 1, &ver) != 0)
             plan_error(p, "ERR Protocol version is not an integer or out of range");
         else if (ver != 2)
             plan_error(p, "NOPROTO unsupported protocol version");
@@ -188,7 +171,7 @@ static void decide_channels(const struct config *cfg, const struct registry *reg
         const struct namespace_entry *ns = registry_lookup(reg, NS_CHANNEL, r->argv[i], len);
         char ch[130];
         if (!ns || (patterns && len < ns->prefix_len)) {
-            policy_printable(r->argv[i], r->argvlen[i], ch, sizeof(ch));
+            session_printable(r->argv[i], r->argvlen[i], ch, sizeof(ch));
             plan_error(p, "NONAMESPACE %s '%s' matches no channel namespace in the registry",
                        patterns ? "pattern" : "channel", ch);
             return;
@@ -200,7 +183,7 @@ static void decide_channels(const struct config *cfg, const struct registry *reg
         char why[PLAN_ERROR_MAX - 160];
         if (patterns && !access_glob_namespace(reg, s, r->cmd, NS_CHANNEL, r->argv[i], r->argvlen[i], "*?[\\",
                                                why, sizeof(why))) {
-            policy_printable(r->argv[i], r->argvlen[i], ch, sizeof(ch));
+            session_printable(r->argv[i], r->argvlen[i], ch, sizeof(ch));
             plan_error(p, "NOPERM pattern '%s' of '%s': %s", ch, r->cmd->name, why);
             return;
         }
@@ -330,7 +313,8 @@ static int splittable(enum cmd_id cid)
 void policy_decide(const struct config *cfg, const struct registry *reg, const struct session *s,
                    const struct policy_request *r, struct plan *p)
 {
-    memset(p, 0, sizeof(*p));
+    memset(p, 0, offsetof(struct plan, error)); /* the text buffers are written when used */
+    p->error[0] = '\0';
     p->instance = -1;
 
     if (!r->cmd) {
@@ -341,7 +325,7 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
     /* Redis's order (processCommand): unknown (sub)command, arity, then authentication */
     if (r->unknown_subcommand && r->argc >= 2) {
         char sub[130], parent[64];
-        policy_printable(r->argv[1], r->argvlen[1], sub, sizeof(sub));
+        session_printable(r->argv[1], r->argvlen[1], sub, sizeof(sub));
         upper_copy(r->argv[0], r->argvlen[0], parent, sizeof(parent));
         plan_error(p, "ERR unknown subcommand '%s'. Try %s HELP.", sub, parent);
         return;
@@ -412,6 +396,26 @@ void plan_release(struct plan *p)
     p->key_instance = NULL;
 }
 
+_Static_assert(PLAN_MAX_APPEND >= TTL_MAX_APPEND, "a plan carries every argument the TTL engine appends");
+_Static_assert(sizeof(((struct plan *)0)->append_store) >= TTL_APPEND_STORE, "a plan stores the TTL's digits");
+_Static_assert(sizeof(((struct plan *)0)->error) == sizeof(((struct ttl_decision *)0)->error), "a refusal's text fits");
+
+/* Carry the TTL decision d into plan p (zeroed by policy_decide): the rewrite moves (d keeps
+ * nothing to release), and the appended arguments that point into d's store are pointed into
+ * the plan's own store, which outlives d. */
+static void plan_take_ttl(struct plan *p, struct ttl_decision *d)
+{
+    ttl_rewrite_move(&p->ttl, &d->rewrite);
+    p->nappend = d->nappend;
+    if (!d->nappend) return;
+    memcpy(p->append_store, d->append_store, sizeof(d->append_store));
+    memcpy(p->append_len, d->append_len, sizeof(d->append_len));
+    for (size_t i = 0; i < d->nappend; i++) {
+        size_t off = (uintptr_t)d->append[i] - (uintptr_t)d->append_store; /* huge unless it points into the store */
+        p->append[i] = off < sizeof(d->append_store) ? p->append_store + off : d->append[i]; /* else a static word */
+    }
+}
+
 /* Namespace, permission and instance checks over every key, then the TTL rules. */
 static void decide_keys(const struct config *cfg, const struct registry *reg, const struct session *s,
                         const struct policy_request *r, enum cmd_id cid, struct key_ref *keys,
@@ -442,7 +446,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
         const struct namespace_entry *ns = registry_lookup(reg, NS_KEY, r->argv[ai], r->argvlen[ai]);
         char key[130];
         if (!ns) {
-            policy_printable(r->argv[ai], r->argvlen[ai], key, sizeof(key));
+            session_printable(r->argv[ai], r->argvlen[ai], key, sizeof(key));
             plan_error(p, "NONAMESPACE key '%s' matches no namespace in the registry", key);
             return;
         }
@@ -456,7 +460,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
         } else if (ns->instance != first->instance && splittable(cid)) {
             split_instance = ns->instance;
         } else if (ns->instance != first->instance) {
-            policy_printable(r->argv[ai], r->argvlen[ai], key, sizeof(key));
+            session_printable(r->argv[ai], r->argvlen[ai], key, sizeof(key));
             plan_error(p, "CROSSINSTANCE keys of '%s' live on instances '%s' and '%s' ('%s'); it cannot be split",
                        name, cfg->instance_names[first->instance], cfg->instance_names[ns->instance], key);
             return;
@@ -487,8 +491,16 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
     }
     /* keygate's own MULTI/EXEC on the WATCH pin would clear (or fail on) the client's watch */
     int may_wrap = s->watch_instance != first->instance;
-    ttl_decide(r, keys, ns_of, nkeys, may_wrap, p);
-    if (p->error[0]) return;
+    struct ttl_decision td;
+    ttl_decide(r, keys, ns_of, nkeys, p->flow == FLOW_BLOCK, may_wrap, &td);
+    if (td.refused) {
+        ttl_decision_release(&td);
+        p->kind = PLAN_ERROR;
+        memcpy(p->error, td.error, strlen(td.error) + 1); /* both ERROR_TEXT_MAX bytes */
+        return;
+    }
+    plan_take_ttl(p, &td);
+    if (p->error[0]) return; /* a text the key finder left: the plan stays PLAN_ERROR, as it always did */
     p->kind = PLAN_FORWARD;
     p->instance = first->instance;
     if (s->in_multi) decide_multi_instance(cfg, s, p);

@@ -5,9 +5,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "access.h"
 #include "commands.h"
 #include "config.h"
 #include "registry.h"
+#include "session.h"
 #include "ttl.h"
 
 /*
@@ -68,18 +70,16 @@ enum plan_merge {
 };
 
 #define PLAN_MAX_APPEND 4
-#define PLAN_ERROR_MAX 512
+#define PLAN_ERROR_MAX ERROR_TEXT_MAX /* session.h's size of an error text */
 
 struct plan {
     enum plan_kind kind;
-    char error[PLAN_ERROR_MAX]; /* PLAN_ERROR: "CODE message" (no '-', no CRLF) */
     enum local_cmd local;       /* PLAN_LOCAL */
     int instance;               /* PLAN_FORWARD: config instance index; -1 inside MULTI: any (PING) */
     int writes;                 /* the command writes (for stats/ro users) */
     size_t nappend;             /* PLAN_FORWARD: arguments to add at the end */
     const char *append[PLAN_MAX_APPEND];
     size_t append_len[PLAN_MAX_APPEND];
-    char append_store[64];      /* storage the append pointers may point into */
     const struct namespace_entry *ns; /* namespace of the first key (NULL if none) */
     struct ttl_rewrite ttl;     /* PLAN_FORWARD: injected TTL commands (see ttl.h) */
     enum plan_flow flow;        /* PLAN_FORWARD */
@@ -87,48 +87,42 @@ struct plan {
     enum plan_merge merge;      /* != MERGE_NONE: split per instance, see key_instance */
     int8_t *key_instance;       /* merge: instance of argv[i] for i in 1..argc-1 (heap), -1 = not a key */
     int keeps_transaction;      /* PLAN_ERROR inside MULTI that does not make EXEC abort (as Redis) */
+    /* The text buffers last: policy_decide clears every field before them and only the first
+     * byte of error, so a request does not pay for zeroing 600 bytes nobody reads. */
+    char error[PLAN_ERROR_MAX]; /* PLAN_ERROR: "CODE message" (no '-', no CRLF); "" otherwise */
+    char append_store[64];      /* storage the append pointers may point into (the plan's own) */
 };
 
 /* Free what policy_decide allocated in plan (call once the plan was carried out). */
 void plan_release(struct plan *plan);
 
-/* What policy knows about the client. */
-struct session {
-    int authenticated;              /* 1 when no auth is required or AUTH succeeded */
-    const struct user_conf *user;   /* NULL when no users are configured */
-    int in_multi;                   /* between MULTI and EXEC/DISCARD */
-    int multi_instance;             /* instance of the transaction's keys so far, -1 none */
-    int watch_instance;             /* instance of the WATCH pin, -1 none */
-    int subscribed;                 /* has a subscriber connection */
-};
-
-/* One parsed request, as policy sees it. */
-struct policy_request {
-    const struct command_def *cmd; /* NULL: unknown command */
-    int unknown_subcommand;        /* from command_lookup */
-    size_t argc;
-    const char *const *argv;
-    const size_t *argvlen;
-    int64_t now_ms;                /* wall clock (ms since epoch), for EXPIREAT-style checks */
-};
+/* struct session and struct policy_request: session.h (included above). */
 
 /*
  * Decide what to do with one request. Pure: reads only its arguments (the config
  * snapshot and registry included), performs no I/O, keeps no state.
- * `plan` is fully overwritten. Errors use Redis's texts where Redis has one and
+ * `plan` is fully overwritten: every field is set, and the text buffers hold what their
+ * readers read (error up to its NUL, "" unless PLAN_ERROR; append_store through append). Errors use Redis's texts where Redis has one and
  * keygate's codes (DESIGN.md §3) otherwise.
  */
 void policy_decide(const struct config *cfg, const struct registry *reg, const struct session *s,
                    const struct policy_request *req, struct plan *plan);
 
-/* 1 when argv[i] exists and equals `word`, ignoring case (option words such as EX, STORE). */
-int policy_arg_is(const struct policy_request *r, size_t i, const char *word);
+/* The argument helpers under their policy names (session.h's, for callers above the pure layer). */
+static inline int policy_arg_is(const struct policy_request *r, size_t i, const char *word)
+{
+    return session_arg_is(r, i, word);
+}
 
-/* argv[i] as a strict decimal integer (Redis's rules: no spaces, no trailing junk): 0, or -1. */
-int policy_arg_ll(const struct policy_request *r, size_t i, long long *out);
+static inline int policy_arg_ll(const struct policy_request *r, size_t i, long long *out)
+{
+    return session_arg_ll(r, i, out);
+}
 
-/* A copy of at most 128 bytes of s for an error message (CR, LF, NUL become spaces); returns out. */
-const char *policy_printable(const char *s, size_t len, char *out, size_t outlen);
+static inline const char *policy_printable(const char *s, size_t len, char *out, size_t outlen)
+{
+    return session_printable(s, len, out, outlen);
+}
 
 /* Format Redis's "unknown command" error for argv into buf (no '-', no CRLF). */
 void policy_unknown_command_error(const struct policy_request *req, char *buf, size_t len);

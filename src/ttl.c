@@ -11,16 +11,16 @@
 #include <strings.h>
 
 #include "cmdclass.h"
-#include "policy.h"
+#include "session.h"
 #include "util.h"
 
-static void deny(struct plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void deny(struct plan *p, const char *fmt, ...)
+static void deny(struct ttl_decision *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void deny(struct ttl_decision *d, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    p->kind = PLAN_ERROR;
-    vsnprintf(p->error, sizeof(p->error), fmt, ap);
+    d->refused = 1;
+    vsnprintf(d->error, sizeof(d->error), fmt, ap);
     va_end(ap);
 }
 
@@ -83,7 +83,7 @@ static int string_options(const struct policy_request *r, int is_set, size_t *ex
     for (size_t j = is_set ? 3 : 2; j < r->argc; j++) {
         int has_next = j + 1 < r->argc, matched = 0;
         for (size_t k = 0; k < sizeof(opts) / sizeof(opts[0]) && !matched; k++) {
-            if (!policy_arg_is(r, j, opts[k].word) || (flags & opts[k].excludes)) continue;
+            if (!session_arg_is(r, j, opts[k].word) || (flags & opts[k].excludes)) continue;
             if ((opts[k].set_only && !is_set) || (opts[k].get_only && is_set)) continue;
             if ((opts[k].flag & any_ttl) && !has_next) continue;
             flags |= opts[k].flag;
@@ -141,7 +141,7 @@ void ttl_client_ttl(const struct policy_request *r, int64_t now_ms, struct clien
     } else {
         return;
     }
-    if (policy_arg_ll(r, arg, &v) != 0 || redis_refuses_expire(cid, v, scale, absolute, now_ms)) {
+    if (session_arg_ll(r, arg, &v) != 0 || redis_refuses_expire(cid, v, scale, absolute, now_ms)) {
         out->kind = CLIENT_TTL_INVALID; /* Redis answers its own error and changes nothing */
         return;
     }
@@ -190,19 +190,27 @@ static void ttl_add_fix(struct ttl_rewrite *t, size_t cap_hint, uint32_t argi, u
 }
 
 /* Append "EX D" (whole seconds, unless ms_only) or "PX D" to the client's command. */
-static void ttl_append(struct plan *p, int64_t ttl_ms, int ms_only)
+static void ttl_append(struct ttl_decision *d, int64_t ttl_ms, int ms_only)
 {
     int seconds = !ms_only && ttl_ms % 1000 == 0;
-    p->append[0] = seconds ? "EX" : "PX";
-    p->append_len[0] = 2;
-    p->append_len[1] = format_ll(p->append_store, (long long)(seconds ? ttl_ms / 1000 : ttl_ms));
-    p->append[1] = p->append_store;
-    p->nappend = 2;
+    d->append[0] = seconds ? "EX" : "PX";
+    d->append_len[0] = 2;
+    d->append_len[1] = format_ll(d->append_store, (long long)(seconds ? ttl_ms / 1000 : ttl_ms));
+    d->append[1] = d->append_store;
+    d->nappend = 2;
 }
 
-void ttl_decide(const struct policy_request *r, const struct key_ref *keys,
-               const struct namespace_entry *const *ns, int nkeys, int may_wrap, struct plan *p)
+void ttl_decide(const struct policy_request *r, const struct key_ref *keys, const struct namespace_entry *const *ns,
+                int nkeys, int blocks, int may_wrap, struct ttl_decision *d)
 {
+    /* every field but the text buffers: a decision lives on its caller's stack, uncleared */
+    d->refused = 0;
+    d->rewrite.wrap = 0;
+    d->rewrite.getex = 0;
+    d->rewrite.nfix = 0;
+    d->rewrite.fix = NULL;
+    d->nappend = 0;
+
     enum cmd_id cid = cmdclass_id(r->cmd);
     const struct namespace_entry *first = ns[0];
     struct client_ttl ct;
@@ -211,13 +219,13 @@ void ttl_decide(const struct policy_request *r, const struct key_ref *keys,
 
     int persist = cid == CID_PERSIST || ct.kind == CLIENT_TTL_PERSIST;
     if (persist && first->ttl_ms > 0) {
-        deny(p, "DENIED PERSIST is refused in namespace '%s': its keys must keep a TTL", first->prefix);
+        deny(d, "DENIED PERSIST is refused in namespace '%s': its keys must keep a TTL", first->prefix);
         return;
     }
     if (ct.kind == CLIENT_TTL_SET && first->max_ttl_ms > 0 && ct.ttl_ms > first->max_ttl_ms) {
         char lim[32];
         duration_format(first->max_ttl_ms, lim, sizeof(lim));
-        deny(p, "DENIED TTL of %lldms is above max-ttl %s of namespace '%s'", (long long)ct.ttl_ms, lim,
+        deny(d, "DENIED TTL of %lldms is above max-ttl %s of namespace '%s'", (long long)ct.ttl_ms, lim,
              first->prefix);
         return;
     }
@@ -225,16 +233,17 @@ void ttl_decide(const struct policy_request *r, const struct key_ref *keys,
     /* SET without a TTL option: the TTL travels in the command itself. */
     int is_set = cid == CID_SET;
     if (is_set && first->ttl_ms > 0 && ct.kind == CLIENT_TTL_NONE) {
-        ttl_append(p, first->ttl_ms, 0); /* SET k v [NX|XX] [GET] -> ... EX D */
+        ttl_append(d, first->ttl_ms, 0); /* SET k v [NX|XX] [GET] -> ... EX D */
         return;
     }
     /* GET in a sliding namespace: GETEX reads and restarts the window in one command. */
     if (cid == CID_GET && first->sliding && first->ttl_ms > 0) {
-        p->ttl.getex = 1;
-        ttl_append(p, first->ttl_ms, 1);
+        d->rewrite.getex = 1;
+        ttl_append(d, first->ttl_ms, 1);
         return;
     }
 
+    struct ttl_rewrite *t = &d->rewrite;
     int own = sets_own_ttl(r, &ct);
     for (int i = 0; i < nkeys; i++) {
         const struct namespace_entry *e = ns[i];
@@ -246,15 +255,15 @@ void ttl_decide(const struct policy_request *r, const struct key_ref *keys,
         uint32_t mode = UINT32_MAX; /* no fix: ttl=none, or a read outside a sliding namespace */
         if (e->ttl_ms > 0 && e->sliding) mode = TTL_FIX_RESET; /* every touch restarts the window */
         else if (e->ttl_ms > 0 && writes) mode = TTL_FIX_NX;   /* a write never extends an existing TTL */
-        if (mode != UINT32_MAX) ttl_add_fix(&p->ttl, 2 * (size_t)nkeys, (uint32_t)keys[i].index, mode, e->ttl_ms);
+        if (mode != UINT32_MAX) ttl_add_fix(t, 2 * (size_t)nkeys, (uint32_t)keys[i].index, mode, e->ttl_ms);
         /* RENAME/COPY move the source's TTL along, and a script may set any TTL itself: cut
          * it to the key's max-ttl, also in a ttl=none namespace (XX: a key without TTL keeps none) */
         if (((carries_ttl(cid) && keys[i].index == 2) || is_script(cid)) && e->max_ttl_ms > 0)
-            ttl_add_fix(&p->ttl, 2 * (size_t)nkeys, (uint32_t)keys[i].index, TTL_FIX_CAP, e->max_ttl_ms);
+            ttl_add_fix(t, 2 * (size_t)nkeys, (uint32_t)keys[i].index, TTL_FIX_CAP, e->max_ttl_ms);
     }
     /* A write and its TTL are applied atomically; a read's window reset needs no transaction.
      * Redis never blocks inside MULTI: a blocking command's fixes follow it on its pin. */
-    p->ttl.wrap = p->ttl.nfix > 0 && writes && may_wrap && p->flow != FLOW_BLOCK;
+    t->wrap = t->nfix > 0 && writes && may_wrap && !blocks;
 }
 
 void ttl_rewrite_release(struct ttl_rewrite *t)
@@ -262,4 +271,9 @@ void ttl_rewrite_release(struct ttl_rewrite *t)
     if (t->fix && t->fix != t->fix_inline) free(t->fix);
     t->fix = NULL;
     t->nfix = 0;
+}
+
+void ttl_decision_release(struct ttl_decision *d)
+{
+    ttl_rewrite_release(&d->rewrite);
 }

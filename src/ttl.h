@@ -7,9 +7,7 @@
 
 #include "commands.h"
 #include "registry.h"
-
-struct plan;
-struct policy_request;
+#include "session.h"
 
 enum ttl_fix_mode {
     TTL_FIX_NX = 0,    /* PEXPIRE key D NX: give a TTL only to a key that has none */
@@ -46,6 +44,25 @@ struct ttl_rewrite {
     struct ttl_fix fix_inline[TTL_FIX_INLINE];
 };
 
+#define TTL_MAX_APPEND 2     /* "EX" D or "PX" D */
+#define TTL_APPEND_STORE 24  /* the digits of D: a long long with its sign and NUL */
+
+/*
+ * ttl_decide's result: either a refusal, or the rewrite plus the arguments appended to the
+ * client's command. The caller owns it (ttl_decision_release, or ttl_rewrite_move of
+ * `rewrite` into the plan that carries it out). append[i] points at a static word or into
+ * append_store: a copy of the decision must point those into its own store.
+ */
+struct ttl_decision {
+    int refused;                          /* 1: refuse the command with `error`; nothing else is set */
+    struct ttl_rewrite rewrite;           /* the injected TTL commands (wrap, getex, fixes) */
+    size_t nappend;                       /* arguments to add at the end of the command */
+    const char *append[TTL_MAX_APPEND];
+    size_t append_len[TTL_MAX_APPEND];
+    char append_store[TTL_APPEND_STORE];  /* storage the append pointers may point into */
+    char error[ERROR_TEXT_MAX];           /* refused: "DENIED ..." (no '-', no CRLF) */
+};
+
 /* What a command asks for its own key's TTL (for max-ttl, PERSIST and "SET gets EX D"). */
 enum client_ttl_kind {
     CLIENT_TTL_NONE = 0, /* no TTL option: SET k v, GETEX k, and every other command */
@@ -71,19 +88,42 @@ void ttl_client_ttl(const struct policy_request *r, int64_t now_ms, struct clien
 
 /*
  * Decide the TTL rules for a command whose keys were found (keys[i], with ns[i] its
- * namespace, all on one instance); plan->flow must already be set (a FLOW_BLOCK command
- * is never wrapped in MULTI, which would keep it from blocking). `may_wrap` is 0 when
- * keygate's own MULTI/EXEC would change the client's state: a client holding a WATCH
- * (EXEC clears its watched keys, and a dirty watch would make keygate's EXEC fail): its
- * fixes then follow the command unwrapped on the same connection, in the same write.
- * Fills plan->ttl and plan->append, or sets plan->kind = PLAN_ERROR with a DENIED
- * message (PERSIST in a TTL namespace, a client TTL above max-ttl). Pure (an allocation
- * failure aborts, util.h's rule).
+ * namespace, all on one instance) into *out (fully set: no need to clear it first).
+ * `blocks` is 1 when the command runs as a blocking one (FLOW_BLOCK): it is never wrapped
+ * in MULTI, which would keep it from blocking. `may_wrap` is 0 when keygate's own
+ * MULTI/EXEC would change the client's state: a client holding a WATCH (EXEC clears its
+ * watched keys, and a dirty watch would make keygate's EXEC fail): its fixes then follow
+ * the command unwrapped on the same connection, in the same write. A refusal (PERSIST in a
+ * TTL namespace, a client TTL above max-ttl) sets out->refused and a DENIED message.
+ * Pure (an allocation failure aborts, util.h's rule).
  */
-void ttl_decide(const struct policy_request *r, const struct key_ref *keys,
-               const struct namespace_entry *const *ns, int nkeys, int may_wrap, struct plan *plan);
+void ttl_decide(const struct policy_request *r, const struct key_ref *keys, const struct namespace_entry *const *ns,
+                int nkeys, int blocks, int may_wrap, struct ttl_decision *out);
+
+/*
+ * Move the rewrite *src into *dst, which must hold nothing to free (zeroed or released):
+ * inline fixes are copied into dst's own inline array, a heap array changes owner. *src is
+ * left empty (nothing to release).
+ */
+static inline void ttl_rewrite_move(struct ttl_rewrite *dst, struct ttl_rewrite *src)
+{
+    dst->wrap = src->wrap;
+    dst->getex = src->getex;
+    dst->nfix = src->nfix;
+    if (src->fix == src->fix_inline) {
+        for (size_t i = 0; i < src->nfix; i++) dst->fix_inline[i] = src->fix_inline[i];
+        dst->fix = dst->fix_inline;
+    } else {
+        dst->fix = src->fix; /* NULL (no fix) or the heap array, which dst now owns */
+    }
+    src->fix = NULL;
+    src->nfix = 0;
+}
 
 /* Free what ttl_decide allocated (safe on a zeroed or already released rewrite). */
 void ttl_rewrite_release(struct ttl_rewrite *t);
+
+/* Free what a decision holds (its rewrite's heap fixes); safe to call twice. */
+void ttl_decision_release(struct ttl_decision *d);
 
 #endif

@@ -1,10 +1,12 @@
 /* test_access.c: unit tests of command rights through policy_decide: the whole command table, users' rights, patterns, scripts. */
 #include <check.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "access.h"
+#include "cmdclass.h"
 #include "policy_fixture.h"
 
 /* root: every owner, rw, scripts. cacheteam: owner cache. queues: queues + lifecycle, scripts.
@@ -445,6 +447,106 @@ START_TEST(test_issue10_item6_client_list_visibility)
 }
 END_TEST
 
+/* Every command_def of the table, containers and their subcommands alike, into out; returns how many. */
+static size_t all_commands(const struct command_def **out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < command_table_len; i++) {
+        ck_assert_uint_lt(n, max);
+        out[n++] = &command_table[i];
+        for (int j = 0; j < command_table[i].nsubcommands; j++) {
+            ck_assert_uint_lt(n, max);
+            out[n++] = &command_table[i].subcommands[j];
+        }
+    }
+    return n;
+}
+
+START_TEST(cmdclass_index_is_dense_and_distinct)
+{
+    static const struct command_def *cmds[4096];
+    static unsigned char seen[4096];
+    size_t n = all_commands(cmds, 4096);
+    ck_assert_uint_eq(cmdclass_count(), n);
+    ck_assert_uint_gt(n, 300); /* Redis 7.0: ~240 commands and their subcommands */
+    memset(seen, 0, sizeof(seen));
+    for (size_t i = 0; i < n; i++) {
+        size_t ix = cmdclass_index(cmds[i]);
+        ck_assert_msg(ix < n, "%s: index %zu of %zu", cmds[i]->name, ix, n);
+        ck_assert_msg(!seen[ix], "%s: index %zu given twice", cmds[i]->name, ix);
+        seen[ix] = 1;
+    }
+    /* distinct and all below n: every index of [0, n) is used once */
+    for (size_t i = 0; i < n; i++) ck_assert(seen[i]);
+    /* stable, and the per-thread cache answers id and index of the right command when they alternate */
+    const struct command_def *get = command_by_name("get");
+    const struct command_def *set = command_by_name("set");
+    ck_assert_ptr_nonnull(get);
+    ck_assert_ptr_nonnull(set);
+    size_t gi = cmdclass_index(get), si = cmdclass_index(set);
+    ck_assert_uint_ne(gi, si);
+    ck_assert_int_eq(cmdclass_id(get), CID_GET);
+    ck_assert_uint_eq(cmdclass_index(set), si);
+    ck_assert_int_eq(cmdclass_id(get), CID_GET);
+    ck_assert_int_eq(cmdclass_id(set), CID_SET);
+    ck_assert_uint_eq(cmdclass_index(get), gi);
+    /* a command_def outside the table has no index, and its id is found by name */
+    struct command_def own = *get;
+    ck_assert_uint_eq(cmdclass_index(&own), CMDCLASS_NO_INDEX);
+    ck_assert_int_eq(cmdclass_id(&own), CID_GET);
+    ck_assert_uint_eq(cmdclass_index(get), gi);
+}
+END_TEST
+
+/* The table access keeps gives, for every command, what access_never_forwarded computes. */
+static void *compare_never_forwarded(void *arg)
+{
+    static const struct command_def *cmds[4096];
+    size_t n = all_commands(cmds, 4096), *mismatches = arg, never = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *direct = access_never_forwarded(cmds[i]);
+        if (access_never_forwarded_lookup(cmds[i]) != direct) (*mismatches)++;
+        never += direct != NULL;
+    }
+    return (void *)never;
+}
+
+START_TEST(never_forwarded_table_matches_the_direct_computation)
+{
+    static const struct command_def *cmds[4096];
+    size_t n = all_commands(cmds, 4096), never = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *direct = access_never_forwarded(cmds[i]);
+        const char *table = access_never_forwarded_lookup(cmds[i]);
+        ck_assert_msg(table == direct, "%s: table '%s', computed '%s'", cmds[i]->name, table ? table : "(forwardable)",
+                      direct ? direct : "(forwardable)");
+        never += direct != NULL;
+    }
+    ck_assert_uint_gt(never, 100); /* the comparison covers both answers */
+    ck_assert_uint_lt(never, n / 2);
+    ck_assert_str_eq(access_never_forwarded_lookup(command_by_name("config|set")), "server administration");
+    ck_assert_ptr_null(access_never_forwarded_lookup(command_by_name("get")));
+    /* a command outside the table is computed, not looked up */
+    struct command_def own = {.name = "flushall"};
+    ck_assert_str_eq(access_never_forwarded_lookup(&own), "it deletes every namespace");
+}
+END_TEST
+
+/* Run in a fresh (forked) test: the first lookups race to build the table from four threads. */
+START_TEST(never_forwarded_table_is_built_once_under_concurrent_first_use)
+{
+    pthread_t t[4];
+    size_t mismatches[4] = {0};
+    void *never[4];
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(pthread_create(&t[i], NULL, compare_never_forwarded, &mismatches[i]), 0);
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(pthread_join(t[i], &never[i]), 0);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_uint_eq(mismatches[i], 0);
+        ck_assert_uint_gt((size_t)never[i], 100);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("access");
@@ -459,6 +561,9 @@ int main(void)
     tcase_add_test(tc, scripts_need_scripts_yes_and_declared_keys);
     tcase_add_test(tc, auth_gate_comes_first);
     tcase_add_test(tc, test_issue10_item6_client_list_visibility);
+    tcase_add_test(tc, cmdclass_index_is_dense_and_distinct);
+    tcase_add_test(tc, never_forwarded_table_matches_the_direct_computation);
+    tcase_add_test(tc, never_forwarded_table_is_built_once_under_concurrent_first_use);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,5 +1,6 @@
 /* test_ttl.c: unit tests of the TTL engine's pure rewrite (command + registry -> injected commands). */
 #include <check.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -376,6 +377,185 @@ START_TEST(test_fuzz_policy_carried_ttl_into_ttl_none_max_ttl)
 }
 END_TEST
 
+/* ttl_decide called directly, as policy calls it: keys found and looked up for the line. The
+ * decision is filled with garbage first: ttl_decide must set every field its reader reads. */
+static void ttl_of(const char *line, int blocks, int may_wrap, struct ttl_decision *d)
+{
+    static struct key_ref keys[64];
+    static const struct namespace_entry *ns[64];
+    size_t argc = fixture_split(line);
+    struct policy_request r = {.argc = argc, .argv = fixture_argv, .argvlen = fixture_argvlen,
+                               .now_ms = 1700000000000LL};
+    r.cmd = command_lookup(argc, fixture_argv, fixture_argvlen, &r.unknown_subcommand);
+    ck_assert_ptr_nonnull(r.cmd);
+    int incomplete = 0;
+    int nkeys = command_find_keys(r.cmd, argc, fixture_argv, fixture_argvlen, keys, 64, &incomplete);
+    ck_assert_msg(nkeys > 0 && nkeys <= 64 && !incomplete, "%s: %d keys", line, nkeys);
+    for (int i = 0; i < nkeys; i++) {
+        size_t ai = (size_t)keys[i].index;
+        ns[i] = registry_lookup(reg, NS_KEY, fixture_argv[ai], fixture_argvlen[ai]);
+        ck_assert_ptr_nonnull(ns[i]);
+    }
+    memset(d, 0xA5, sizeof(*d));
+    ttl_decide(&r, keys, ns, nkeys, blocks, may_wrap, d);
+}
+
+/* 1 when p points into the n bytes at store. */
+static int points_into(const char *p, const char *store, size_t n)
+{
+    return (uintptr_t)p >= (uintptr_t)store && (uintptr_t)p < (uintptr_t)store + n;
+}
+
+START_TEST(ttl_decision_holds_append_getex_and_fixes)
+{
+    struct ttl_decision d;
+    ttl_of("SET t:a v", 0, 1, &d); /* SET k v -> SET k v EX 3600: an append, one command */
+    ck_assert_int_eq(d.refused, 0);
+    ck_assert_uint_eq(d.nappend, 2);
+    ck_assert_uint_eq(d.append_len[0], 2);
+    ck_assert_mem_eq(d.append[0], "EX", 2);
+    ck_assert_uint_eq(d.append_len[1], 4);
+    ck_assert_mem_eq(d.append[1], "3600", 4);
+    ck_assert(points_into(d.append[1], d.append_store, sizeof(d.append_store)));
+    ck_assert_int_eq(d.rewrite.wrap, 0);
+    ck_assert_int_eq(d.rewrite.getex, 0);
+    ck_assert_uint_eq(d.rewrite.nfix, 0);
+    ttl_decision_release(&d);
+
+    ttl_of("GET s:a", 0, 1, &d); /* sliding GET -> GETEX k PX 1800000 */
+    ck_assert_int_eq(d.refused, 0);
+    ck_assert_int_eq(d.rewrite.getex, 1);
+    ck_assert_uint_eq(d.nappend, 2);
+    ck_assert_mem_eq(d.append[0], "PX", 2);
+    ck_assert_uint_eq(d.append_len[1], 7);
+    ck_assert_mem_eq(d.append[1], "1800000", 7);
+    ck_assert_uint_eq(d.rewrite.nfix, 0);
+    ttl_decision_release(&d);
+
+    ttl_of("HSET t:h f v", 0, 1, &d); /* MULTI / HSET / PEXPIRE t:h 3600000 NX / EXEC */
+    ck_assert_int_eq(d.refused, 0);
+    ck_assert_uint_eq(d.nappend, 0);
+    ck_assert_int_eq(d.rewrite.wrap, 1);
+    ck_assert_int_eq(d.rewrite.getex, 0);
+    ck_assert_uint_eq(d.rewrite.nfix, 1);
+    ck_assert_ptr_eq(d.rewrite.fix, d.rewrite.fix_inline);
+    ck_assert_uint_eq(d.rewrite.fix[0].argi, 1);
+    ck_assert_uint_eq(d.rewrite.fix[0].mode, TTL_FIX_NX);
+    ck_assert_int_eq(d.rewrite.fix[0].ttl_ms, 3600000);
+    ttl_decision_release(&d);
+
+    ttl_of("HSET t:h f v", 1, 1, &d); /* blocking: the fix follows unwrapped */
+    ck_assert_int_eq(d.rewrite.wrap, 0);
+    ck_assert_uint_eq(d.rewrite.nfix, 1);
+    ttl_decision_release(&d);
+    ttl_of("HSET t:h f v", 0, 0, &d); /* the client's WATCH pin: no MULTI of keygate's */
+    ck_assert_int_eq(d.rewrite.wrap, 0);
+    ck_assert_uint_eq(d.rewrite.nfix, 1);
+    ttl_decision_release(&d);
+
+    ttl_of("RENAME t:a m:b", 0, 1, &d); /* t:a written (NX); the carried TTL capped to m:'s max-ttl (XX LT) */
+    ck_assert_uint_eq(d.rewrite.nfix, 2);
+    ck_assert_uint_eq(d.rewrite.fix[0].argi, 1);
+    ck_assert_uint_eq(d.rewrite.fix[0].mode, TTL_FIX_NX);
+    ck_assert_uint_eq(d.rewrite.fix[1].argi, 2);
+    ck_assert_uint_eq(d.rewrite.fix[1].mode, TTL_FIX_CAP);
+    ck_assert_int_eq(d.rewrite.fix[1].ttl_ms, 3600000);
+    ttl_decision_release(&d);
+
+    ttl_of("HSET n:h f v", 0, 1, &d); /* ttl=none: nothing at all */
+    ck_assert_int_eq(d.refused, 0);
+    ck_assert_uint_eq(d.nappend, 0);
+    ck_assert_int_eq(d.rewrite.wrap, 0);
+    ck_assert_int_eq(d.rewrite.getex, 0);
+    ck_assert_uint_eq(d.rewrite.nfix, 0);
+    ck_assert_ptr_null(d.rewrite.fix);
+    ttl_decision_release(&d);
+}
+END_TEST
+
+START_TEST(ttl_decision_refusals_carry_their_text)
+{
+    struct ttl_decision d;
+    ttl_of("PERSIST t:a", 0, 1, &d);
+    ck_assert_int_eq(d.refused, 1);
+    ck_assert_str_eq(d.error, "DENIED PERSIST is refused in namespace 't:': its keys must keep a TTL");
+    ttl_decision_release(&d);
+    ttl_of("EXPIRE d:a 3601", 0, 1, &d);
+    ck_assert_int_eq(d.refused, 1);
+    ck_assert_str_eq(d.error, "DENIED TTL of 3601000ms is above max-ttl 1h of namespace 'd:'");
+    ttl_decision_release(&d);
+    ttl_of("PERSIST n:a", 0, 1, &d); /* ttl=none: PERSIST is fine */
+    ck_assert_int_eq(d.refused, 0);
+    ck_assert_uint_eq(d.rewrite.nfix, 0);
+    ttl_decision_release(&d);
+    ttl_of("EXPIRE d:a 3600", 0, 1, &d); /* at max-ttl: allowed, its own TTL needs no fix */
+    ck_assert_int_eq(d.refused, 0);
+    ck_assert_uint_eq(d.rewrite.nfix, 0);
+    ck_assert_uint_eq(d.nappend, 0);
+    ttl_decision_release(&d);
+
+    /* through policy: the same text, as a PLAN_ERROR with nothing to forward */
+    struct plan p;
+    decide("EXPIRE d:a 3601", &p);
+    ck_assert_int_eq(p.kind, PLAN_ERROR);
+    ck_assert_str_eq(p.error, "DENIED TTL of 3601000ms is above max-ttl 1h of namespace 'd:'");
+    ck_assert_uint_eq(p.nappend, 0);
+    ck_assert_uint_eq(p.ttl.nfix, 0);
+    plan_release(&p);
+}
+END_TEST
+
+START_TEST(ttl_rewrite_move_leaves_nothing_pointing_into_the_source)
+{
+    struct ttl_decision d;
+    struct ttl_rewrite dst;
+    ttl_of("RENAME t:a t:b", 0, 1, &d); /* three inline fixes: NX on t:a, NX and CAP on t:b */
+    ck_assert_uint_eq(d.rewrite.nfix, 3);
+    memset(&dst, 0, sizeof(dst));
+    ttl_rewrite_move(&dst, &d.rewrite);
+    memset(&d, 0x5A, sizeof(d)); /* the decision is gone (it lived on policy's stack) */
+    ck_assert_ptr_eq(dst.fix, dst.fix_inline);
+    ck_assert_uint_eq(dst.nfix, 3);
+    ck_assert_int_eq(dst.wrap, 1);
+    ck_assert_uint_eq(dst.fix[0].mode, TTL_FIX_NX);
+    ck_assert_uint_eq(dst.fix[1].argi, 2);
+    ck_assert_uint_eq(dst.fix[1].mode, TTL_FIX_NX);
+    ck_assert_uint_eq(dst.fix[2].mode, TTL_FIX_CAP);
+    ck_assert_int_eq(dst.fix[2].ttl_ms, 86400000);
+    ttl_rewrite_release(&dst);
+
+    /* more fixes than fit inline: the heap array changes owner, the source keeps nothing */
+    char line[4096] = "MSET";
+    size_t used = strlen(line);
+    for (int i = 0; i < 20; i++) used += (size_t)snprintf(line + used, sizeof(line) - used, " t:k%d v", i);
+    ttl_of(line, 0, 1, &d);
+    ck_assert_uint_eq(d.rewrite.nfix, 20);
+    ck_assert_ptr_ne(d.rewrite.fix, d.rewrite.fix_inline);
+    struct ttl_fix *heap = d.rewrite.fix;
+    memset(&dst, 0, sizeof(dst));
+    ttl_rewrite_move(&dst, &d.rewrite);
+    ck_assert_ptr_eq(dst.fix, heap);
+    ck_assert_ptr_null(d.rewrite.fix);
+    ck_assert_uint_eq(d.rewrite.nfix, 0);
+    ttl_decision_release(&d); /* nothing left to free: ASan reports a double free otherwise */
+    ck_assert_uint_eq(dst.fix[19].argi, 39);
+    ttl_rewrite_release(&dst);
+
+    /* the plan's append pointers point into the plan's own store, not the gone decision's */
+    struct plan p;
+    decide("SET t:a v", &p);
+    ck_assert_uint_eq(p.nappend, 2);
+    ck_assert(points_into(p.append[1], p.append_store, sizeof(p.append_store)));
+    ck_assert_mem_eq(p.append[1], "3600", 4);
+    ck_assert_mem_eq(p.append[0], "EX", 2);
+    plan_release(&p);
+    decide("HSET t:h f v", &p);
+    ck_assert_ptr_eq(p.ttl.fix, p.ttl.fix_inline);
+    ck_assert_uint_eq(p.ttl.nfix, 1);
+    plan_release(&p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ttl");
@@ -399,6 +579,9 @@ int main(void)
     tcase_add_test(tc, test_issue10_item9_watch_pin_writes_are_not_wrapped);
     tcase_add_test(tc, test_issue10_item18_invalid_expire_times_reach_redis);
     tcase_add_test(tc, test_fuzz_policy_carried_ttl_into_ttl_none_max_ttl);
+    tcase_add_test(tc, ttl_decision_holds_append_getex_and_fixes);
+    tcase_add_test(tc, ttl_decision_refusals_carry_their_text);
+    tcase_add_test(tc, ttl_rewrite_move_leaves_nothing_pointing_into_the_source);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
