@@ -75,9 +75,7 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
     TAILQ_INIT(&c->queue);
     resp_parser_init(&c->parser);
     c->parser.max_bulk = cfg->max_request_bytes;
-    c->session.authenticated = cfg->nusers == 0;
-    c->session.multi_instance = -1;
-    c->session.watch_instance = -1;
+    session_init(&c->session, cfg->nusers == 0);
     c->parser.unauthenticated = !c->session.authenticated; /* Redis's pre-AUTH request limits */
     c->fd = fd;
     c->pfd = -1;
@@ -348,7 +346,7 @@ static void client_multi_queue(struct client *c, struct request *req, const stru
         return;
     }
     router_write_queued(&c->multi_buf, c, plan, frame, &c->multi_keep);
-    if (c->session.multi_instance < 0 && plan->instance >= 0) c->session.multi_instance = plan->instance;
+    session_multi_queued(&c->session, plan->instance);
     if ((int64_t)c->multi_buf.len > c->worker->cfg->max_request_bytes) {
         /* the transaction is held in keygate's memory: it counts as query buffer, and a
          * client past its limit is closed, as Redis closes one over client-query-buffer-limit */
@@ -370,8 +368,7 @@ static void client_multi_reset(struct client *c)
     conn_account(c);
     bytebuf_free(&c->multi_keep);
     c->multi_dirty = 0;
-    c->session.in_multi = 0;
-    c->session.multi_instance = -1;
+    session_multi_end(&c->session);
 }
 
 /* WATCH state ends (EXEC, DISCARD, UNWATCH): the pin goes back once its replies are in. */
@@ -380,7 +377,7 @@ static void client_watch_end(struct client *c)
     if (!c->watch_pin) return;
     backend_unpin(c->watch_pin);
     c->watch_pin = NULL;
-    c->session.watch_instance = -1;
+    session_unwatch(&c->session);
     c->stall = 1; /* the next command may go to another connection: keep the order */
 }
 
@@ -391,7 +388,7 @@ static void client_exec(struct client *c, struct request *req)
     if (c->watch_lost) {
         c->watch_lost = 0;
         client_multi_reset(c);
-        c->session.watch_instance = -1;
+        session_unwatch(&c->session);
         request_error(req, "UNAVAILABLE the WATCHed instance's connection was lost; transaction discarded");
         return;
     }
@@ -400,7 +397,7 @@ static void client_exec(struct client *c, struct request *req)
         if (c->watch_pin) {
             backend_abandon(c->watch_pin); /* still WATCHing: never reuse */
             c->watch_pin = NULL;
-            c->session.watch_instance = -1;
+            session_unwatch(&c->session);
             c->stall = 1;
         }
         request_error(req, "EXECABORT Transaction discarded because of previous errors.");
@@ -429,7 +426,7 @@ static void client_discard(struct client *c, struct request *req)
 {
     client_multi_reset(c);
     c->watch_lost = 0;
-    c->session.watch_instance = c->watch_pin ? c->session.watch_instance : -1;
+    if (!c->watch_pin) session_unwatch(&c->session); /* its connection is already gone */
     if (c->watch_pin) {
         /* DISCARD also unwatches: do it on the pin before it goes back */
         router_unwatch(c, req);
@@ -468,7 +465,7 @@ static void client_subscribe(struct client *c, const struct plan *plan, const ch
             }
             b->subscriber = 1;
             c->pubsub.pin[i] = b;
-            c->session.subscribed = 1;
+            session_set_subscribed(&c->session, 1);
         }
         if (!b) continue;
         router_subscribe(c, b, i, frame, c->parser.frame_len);
@@ -503,7 +500,7 @@ static int client_would_reorder(struct client *c, const struct plan *plan)
         struct backend *b = c->watch_pin ? c->watch_pin : backend_for(w, instance, c->id);
         return w->postponing[instance] || backend_would_reorder(w, instance, b);
     }
-    if (plan->kind != PLAN_FORWARD || c->session.in_multi || plan->merge != MERGE_NONE || plan->instance < 0 ||
+    if (plan->kind != PLAN_FORWARD || c->session.mode == SESSION_MULTI || plan->merge != MERGE_NONE || plan->instance < 0 ||
         plan->all_instances)
         return 0;
     struct backend *b;
@@ -568,9 +565,9 @@ static int client_handle_frame(struct client *c, const char *frame)
 
     struct plan plan;
     policy_decide(w->cfg, w->cfg->registry, &c->session, &pr, &plan);
-    int needs_empty_queue = plan.kind == PLAN_FORWARD && !c->session.in_multi &&
+    int needs_empty_queue = plan.kind == PLAN_FORWARD && c->session.mode != SESSION_MULTI &&
                             (plan.flow == FLOW_BLOCK || (plan.flow == FLOW_WATCH && !c->watch_pin) ||
-                             (plan.flow == FLOW_SUBSCRIBE && !c->session.subscribed));
+                             (plan.flow == FLOW_SUBSCRIBE && c->session.mode != SESSION_SUBSCRIBED));
     if (needs_empty_queue && c->nqueued > 0) {
         plan_release(&plan);
         c->stall = 1;
@@ -594,7 +591,7 @@ static int client_handle_frame(struct client *c, const char *frame)
         return 0;
     }
     struct request *req = request_new(c);
-    if (c->session.in_multi && (plan.kind == PLAN_FORWARD || (plan.kind == PLAN_ERROR && !plan.keeps_transaction))) {
+    if (c->session.mode == SESSION_MULTI && (plan.kind == PLAN_FORWARD || (plan.kind == PLAN_ERROR && !plan.keeps_transaction))) {
         client_multi_queue(c, req, &plan, frame);
         plan_release(&plan);
         return 0;
@@ -607,8 +604,7 @@ static int client_handle_frame(struct client *c, const char *frame)
         STAT_INC(&w->stats, commands_local);
         if (plan.local == LOCAL_MULTI) {
             c->multi_buf.len = 0;
-            c->session.in_multi = 1;
-            c->session.multi_instance = -1;
+            session_multi_begin(&c->session);
             request_complete(req, STR_AND_LEN("+OK\r\n"));
         } else if (plan.local == LOCAL_EXEC) {
             client_exec(c, req);
@@ -628,12 +624,12 @@ static int client_handle_frame(struct client *c, const char *frame)
                     request_pin_full(c, req, plan.instance);
                     break;
                 }
-                c->session.watch_instance = plan.instance;
+                session_watch(&c->session, plan.instance);
             }
             router_forward(c, c->watch_pin, req, &plan, frame);
         } else if (plan.flow == FLOW_UNWATCH && !c->watch_pin) {
             c->watch_lost = 0; /* its connection is already gone: nothing is watched */
-            c->session.watch_instance = -1;
+            session_unwatch(&c->session);
             request_complete(req, STR_AND_LEN("+OK\r\n"));
         } else if (plan.flow == FLOW_UNWATCH) {
             router_forward(c, c->watch_pin, req, &plan, frame);
@@ -646,6 +642,7 @@ static int client_handle_frame(struct client *c, const char *frame)
             }
             req->blocking = 1;
             c->block_pin = b;
+            session_block(&c->session);
             router_forward(c, b, req, &plan, frame);
             backend_unpin(b); /* back to the idle list once it answered */
             c->stall = 1;     /* later commands wait for it, as they would on Redis */

@@ -11,9 +11,9 @@
 #include <event2/event.h>
 
 #include "loop.h"
-#include "policy.h"
 #include "pubsub.h"
 #include "resp.h"
+#include "session.h"
 
 struct client {
     TAILQ_ENTRY(client) link;   /* on w->clients while open */

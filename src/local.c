@@ -171,8 +171,8 @@ static void client_info_line(struct evbuffer *out, const struct client *c)
                         "multi=%d qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu rbp=0 obl=%zu oll=0 "
                         "omem=%zu tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=2\n",
                         (unsigned long long)c->id, c->addr, c->fd,
-                        c->name ? c->name : "", (long long)age, c->session.in_multi ? "x" : "N", subs,
-                        c->session.in_multi ? (int)c->multi_keep.len : -1, c->qlen, c->qcap - c->qlen, c->qcap, obl, obl,
+                        c->name ? c->name : "", (long long)age, c->session.mode == SESSION_MULTI ? "x" : "N", subs,
+                        c->session.mode == SESSION_MULTI ? (int)c->multi_keep.len : -1, c->qlen, c->qcap - c->qlen, c->qcap, obl, obl,
                         c->qcap + obl, c->last_cmd ? c->last_cmd : "NULL",
                         c->session.user ? c->session.user->name : "default");
 }
@@ -393,7 +393,7 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
         break;
     case LOCAL_UNWATCH:
         c->watch_lost = 0;
-        c->session.watch_instance = -1;
+        session_unwatch(&c->session);
         reply_str(req, "+OK\r\n");
         break;
     case LOCAL_PING_SUBSCRIBED: {

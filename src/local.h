@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "conn.h"
+#include "policy.h"
 #include "request.h"
 
 /* Answer a PLAN_LOCAL request of client c; completes req (request_complete / request_error). */

@@ -8,6 +8,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <assert.h>
 #include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -196,7 +197,7 @@ static void decide_channels(const struct config *cfg, const struct registry *reg
     }
     if (!seen && (cid == CID_PUBSUB_NUMSUB || cid == CID_PUBSUB_SHARDNUMSUB)) {
         plan_local(p, LOCAL_EMPTY_ARRAY); /* Redis: no channel named, no counts */
-        if (s->in_multi) {
+        if (s->mode == SESSION_MULTI) {
             p->kind = PLAN_FORWARD; /* its "*0" belongs in the EXEC array, like PING's answer */
             p->instance = -1;
         }
@@ -236,19 +237,19 @@ static int decide_session(enum cmd_id cid, const struct session *s, const struct
                           struct plan *p)
 {
     const char *name = r->cmd->name;
-    if (s->subscribed && !allowed_subscribed(cid)) {
+    if (s->mode == SESSION_SUBSCRIBED && !allowed_subscribed(cid)) {
         plan_error(p,
                    "ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are "
                    "allowed in this context",
                    name);
         return 1;
     }
-    if (s->subscribed && cid == CID_PING) {
+    if (s->mode == SESSION_SUBSCRIBED && cid == CID_PING) {
         plan_local(p, LOCAL_PING_SUBSCRIBED);
         return 1;
     }
     if (cid == CID_MULTI) {
-        if (s->in_multi) {
+        if (s->mode == SESSION_MULTI) {
             plan_error(p, "ERR MULTI calls can not be nested");
             p->keeps_transaction = 1;
         } else {
@@ -257,17 +258,17 @@ static int decide_session(enum cmd_id cid, const struct session *s, const struct
         return 1;
     }
     if (cid == CID_EXEC || cid == CID_DISCARD) {
-        if (!s->in_multi) plan_error(p, "ERR %s without MULTI", cid == CID_EXEC ? "EXEC" : "DISCARD");
+        if (s->mode != SESSION_MULTI) plan_error(p, "ERR %s without MULTI", cid == CID_EXEC ? "EXEC" : "DISCARD");
         else plan_local(p, cid == CID_EXEC ? LOCAL_EXEC : LOCAL_DISCARD);
         return 1;
     }
-    if (cid == CID_WATCH && s->in_multi) {
+    if (cid == CID_WATCH && s->mode == SESSION_MULTI) {
         plan_error(p, "ERR WATCH inside MULTI is not allowed");
         p->keeps_transaction = 1;
         return 1;
     }
     if (cid == CID_UNWATCH) {
-        if (s->in_multi) {
+        if (s->mode == SESSION_MULTI) {
             p->kind = PLAN_FORWARD; /* queued like Redis does; runs wherever the transaction runs */
             p->instance = -1;
         } else if (s->watch_instance < 0) plan_local(p, LOCAL_UNWATCH);
@@ -282,7 +283,7 @@ static int decide_session(enum cmd_id cid, const struct session *s, const struct
         plan_error(p, "DENIED RESET is not supported by keygate; reconnect instead");
         return 1;
     }
-    if (s->in_multi && (cid == CID_SUBSCRIBE || cid == CID_SSUBSCRIBE || cid == CID_PSUBSCRIBE ||
+    if (s->mode == SESSION_MULTI && (cid == CID_SUBSCRIBE || cid == CID_SSUBSCRIBE || cid == CID_PSUBSCRIBE ||
                         is_unsubscribe(cid))) {
         plan_error(p, "DENIED '%s' inside MULTI is not supported by keygate", name);
         return 1;
@@ -293,7 +294,7 @@ static int decide_session(enum cmd_id cid, const struct session *s, const struct
 /* Inside MULTI keygate forwards PING/ECHO (their replies belong in the EXEC array). */
 static int decide_local_in_multi(const struct session *s, const struct policy_request *r, struct plan *p)
 {
-    if (!s->in_multi || p->kind != PLAN_LOCAL) return 0;
+    if (s->mode != SESSION_MULTI || p->kind != PLAN_LOCAL) return 0;
     if (p->local == LOCAL_PING || p->local == LOCAL_ECHO) {
         p->kind = PLAN_FORWARD;
         p->instance = -1; /* no key: it runs wherever the transaction's keys decide */
@@ -313,6 +314,7 @@ static int splittable(enum cmd_id cid)
 void policy_decide(const struct config *cfg, const struct registry *reg, const struct session *s,
                    const struct policy_request *r, struct plan *p)
 {
+    assert(s->mode != SESSION_BLOCKED); /* the client decides nothing while a blocking command runs */
     memset(p, 0, offsetof(struct plan, error)); /* the text buffers are written when used */
     p->error[0] = '\0';
     p->instance = -1;
@@ -356,7 +358,7 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
         p->kind = PLAN_FORWARD;
         p->instance = ar.ns->instance;
         p->ns = ar.ns;
-        if (s->in_multi) decide_multi_instance(cfg, s, p);
+        if (s->mode == SESSION_MULTI) decide_multi_instance(cfg, s, p);
         return;
     }
     enum channel_role role = channel_role(cid);
@@ -367,7 +369,7 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
             p->flow = FLOW_SUBSCRIBE;
         } else if (is_unsubscribe(cid)) {
             p->flow = FLOW_UNSUBSCRIBE;
-        } else if (s->in_multi) {
+        } else if (s->mode == SESSION_MULTI) {
             decide_multi_instance(cfg, s, p);
         }
         return;
@@ -468,7 +470,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
     }
     p->ns = first;
     if (split_instance >= 0) {
-        if (s->in_multi) {
+        if (s->mode == SESSION_MULTI) {
             plan_error(p, "CROSSINSTANCE keys of '%s' live on instances '%s' and '%s'; inside MULTI it cannot be split",
                        name, cfg->instance_names[first->instance], cfg->instance_names[split_instance]);
             return;
@@ -479,14 +481,14 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
         p->merge = cid == CID_MGET ? MERGE_MGET : MERGE_SUM;
     }
     /* the connection flow first: the TTL engine needs to know whether it may wrap */
-    if (!s->in_multi && cid == CID_WATCH) {
+    if (s->mode != SESSION_MULTI && cid == CID_WATCH) {
         if (s->watch_instance >= 0 && s->watch_instance != first->instance) {
             plan_error(p, "CROSSINSTANCE WATCH keys live on instance '%s' but earlier WATCHed keys on '%s'",
                        cfg->instance_names[first->instance], cfg->instance_names[s->watch_instance]);
             return;
         }
         p->flow = FLOW_WATCH;
-    } else if (!s->in_multi && command_blocks(r->cmd, r->argc, r->argv, r->argvlen)) {
+    } else if (s->mode != SESSION_MULTI && command_blocks(r->cmd, r->argc, r->argv, r->argvlen)) {
         p->flow = FLOW_BLOCK;
     }
     /* keygate's own MULTI/EXEC on the WATCH pin would clear (or fail on) the client's watch */
@@ -503,7 +505,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
     if (p->error[0]) return; /* a text the key finder left: the plan stays PLAN_ERROR, as it always did */
     p->kind = PLAN_FORWARD;
     p->instance = first->instance;
-    if (s->in_multi) decide_multi_instance(cfg, s, p);
+    if (s->mode == SESSION_MULTI) decide_multi_instance(cfg, s, p);
 }
 
 /* Every command of one transaction goes to one instance (and the WATCH pin's). */

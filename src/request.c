@@ -7,7 +7,7 @@
 #include "conn.h"
 #include "replies.h"
 
-_Static_assert(ERROR_REPLY_MAX >= PLAN_ERROR_MAX + 4, "an error reply holds any plan error");
+_Static_assert(ERROR_REPLY_MAX >= ERROR_TEXT_MAX + 3, "an error reply holds any error text of the pure layer");
 
 #define FREE_REQUESTS_MAX 4096 /* recycled per worker; beyond that they go back to malloc */
 

@@ -259,7 +259,9 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
 /* The reply of a request sent on the client's blocking pin: the pin is back in the pool. */
 static void route_unblock(struct request *req)
 {
-    if (req->blocking && req->client) req->client->block_pin = NULL;
+    if (!req->blocking || !req->client) return;
+    req->client->block_pin = NULL;
+    session_unblock(&req->client->session);
 }
 
 static void route_deliver(struct backend *b, const struct pending *pd, const char *reply, size_t len)
@@ -344,7 +346,7 @@ static void route_push(struct backend *b, const char *frame, size_t len)
         return;
     case PUBSUB_FRAME_SETTLED:
         /* this command's confirmations are all in: the client's next commands may go */
-        c->session.subscribed = pubsub_subscribed(&c->pubsub);
+        session_set_subscribed(&c->session, pubsub_subscribed(&c->pubsub));
         conn_wake(c);
         return;
     }
@@ -375,7 +377,7 @@ static void route_owner_lost(struct backend *b, struct client *c)
     char text[128], msg[ERROR_REPLY_MAX];
     replies_unavailable(text, sizeof(text), c->worker->cfg->instance_names[inst]);
     conn_out(c, msg, replies_error(msg, sizeof(msg), text));
-    c->session.subscribed = pubsub_subscribed(&c->pubsub);
+    session_set_subscribed(&c->session, pubsub_subscribed(&c->pubsub));
     /* its subscriptions are gone: close after the error, never lose messages silently */
     if (had) c->closing = 1;
     conn_wake(c);

@@ -4,6 +4,7 @@
 
 #include "backend.h"
 #include "conn.h"
+#include "policy.h"
 #include "request.h"
 
 /*

@@ -1,7 +1,68 @@
-/* session.c: the argument helpers every layer of the pure decision reads a request with. */
+/* session.c: the client's state as policy reads it (its transitions), and the argument helpers every layer reads a request with. */
 #include "session.h"
 
 #include "args.h"
+
+#include <assert.h>
+
+void session_init(struct session *s, int authenticated)
+{
+    *s = (struct session){.authenticated = authenticated, .mode = SESSION_NORMAL, .multi_instance = -1,
+                          .watch_instance = -1};
+}
+
+void session_multi_begin(struct session *s)
+{
+    assert(s->mode == SESSION_NORMAL); /* policy refuses MULTI elsewhere */
+    s->mode = SESSION_MULTI;
+    s->multi_instance = -1;
+}
+
+void session_multi_queued(struct session *s, int instance)
+{
+    assert(s->mode == SESSION_MULTI);
+    if (s->multi_instance < 0 && instance >= 0) s->multi_instance = instance;
+}
+
+void session_multi_end(struct session *s)
+{
+    assert(s->mode == SESSION_MULTI);
+    s->mode = SESSION_NORMAL;
+    s->multi_instance = -1;
+}
+
+void session_block(struct session *s)
+{
+    assert(s->mode == SESSION_NORMAL); /* policy blocks only outside MULTI and subscribed mode */
+    s->mode = SESSION_BLOCKED;
+}
+
+void session_unblock(struct session *s)
+{
+    assert(s->mode == SESSION_BLOCKED);
+    s->mode = SESSION_NORMAL;
+}
+
+void session_set_subscribed(struct session *s, int subscribed)
+{
+    if (subscribed) {
+        assert(s->mode == SESSION_NORMAL || s->mode == SESSION_SUBSCRIBED); /* policy subscribes from these only */
+        s->mode = SESSION_SUBSCRIBED;
+    } else if (s->mode == SESSION_SUBSCRIBED) {
+        s->mode = SESSION_NORMAL; /* an idle subscriber connection lost in MULTI changes nothing */
+    }
+}
+
+void session_watch(struct session *s, int instance)
+{
+    assert(instance >= 0 && (s->watch_instance < 0 || s->watch_instance == instance));
+    s->watch_instance = instance;
+}
+
+void session_unwatch(struct session *s)
+{
+    s->watch_instance = -1;
+}
 
 int session_arg_is(const struct policy_request *r, size_t i, const char *word)
 {

@@ -23,15 +23,57 @@
 /* Size of every error text the pure layer produces ("CODE message", NUL included). */
 #define ERROR_TEXT_MAX 512
 
-/* What policy knows about the client. */
+/*
+ * Where the client is, as policy reads it. One copy: the client changes it only through the
+ * session_* transitions below (which assert the state they leave), and keeps no mirror.
+ *
+ *   NORMAL --MULTI--> MULTI --EXEC/DISCARD--> NORMAL
+ *   NORMAL --blocking command forwarded--> BLOCKED --its reply--> NORMAL
+ *   NORMAL --(P|S)SUBSCRIBE--> SUBSCRIBED --the last subscription ended--> NORMAL
+ *
+ * A WATCH pin (watch_instance >= 0) is orthogonal: Redis keeps a client's watched keys
+ * across all of these until EXEC, DISCARD or UNWATCH.
+ */
+enum session_mode {
+    SESSION_NORMAL = 0, /* commands are decided one by one */
+    SESSION_MULTI,      /* between MULTI and EXEC/DISCARD: commands are queued */
+    SESSION_BLOCKED,    /* a blocking command is in flight: nothing more is decided until it answers */
+    SESSION_SUBSCRIBED, /* subscribed to something: only the subscribed-mode commands */
+};
+
+/* What policy knows about the client. A zeroed session with both instances -1 is NORMAL,
+ * unauthenticated, watching nothing (session_init). */
 struct session {
     int authenticated;              /* 1 when no auth is required or AUTH succeeded */
     const struct user_conf *user;   /* NULL when no users are configured */
-    int in_multi;                   /* between MULTI and EXEC/DISCARD */
-    int multi_instance;             /* instance of the transaction's keys so far, -1 none */
+    enum session_mode mode;
+    int multi_instance;             /* MULTI: instance of the transaction's keys so far, -1 none */
     int watch_instance;             /* instance of the WATCH pin, -1 none */
-    int subscribed;                 /* has a subscriber connection */
 };
+
+/* A new client's session: NORMAL, authenticated when no users are configured. */
+void session_init(struct session *s, int authenticated);
+
+/* MULTI: NORMAL -> MULTI, no instance chosen yet. */
+void session_multi_begin(struct session *s);
+
+/* Inside MULTI, a queued command for `instance`: the transaction's instance is its first one. */
+void session_multi_queued(struct session *s, int instance);
+
+/* EXEC or DISCARD (also refused): MULTI -> NORMAL. */
+void session_multi_end(struct session *s);
+
+/* A blocking command was forwarded: NORMAL -> BLOCKED; its reply (or failure): -> NORMAL. */
+void session_block(struct session *s);
+void session_unblock(struct session *s);
+
+/* Subscribed to something (1) or to nothing any more (0), from the confirmed counts:
+ * NORMAL <-> SUBSCRIBED. */
+void session_set_subscribed(struct session *s, int subscribed);
+
+/* WATCH pinned a connection to `instance`; EXEC, DISCARD, UNWATCH or the pin's loss ended it. */
+void session_watch(struct session *s, int instance);
+void session_unwatch(struct session *s);
 
 /* One parsed request, as policy sees it. */
 struct policy_request {

@@ -747,9 +747,8 @@ static void print_case(FILE *f)
         fputc(' ', f);
         print_arg(f, a->argv[i], a->len[i]);
     }
-    fprintf(f, "\n  session: authenticated=%d user=%s in_multi=%d multi_instance=%d watch_instance=%d subscribed=%d",
-            s->authenticated, s->user ? "yes" : "none", s->in_multi, s->multi_instance, s->watch_instance,
-            s->subscribed);
+    fprintf(f, "\n  session: authenticated=%d user=%s mode=%d multi_instance=%d watch_instance=%d",
+            s->authenticated, s->user ? "yes" : "none", (int)s->mode, s->multi_instance, s->watch_instance);
     if (s->user) {
         fprintf(f, " owners=");
         if (s->user->all_owners) fprintf(f, "*");
@@ -1064,7 +1063,7 @@ static void check_plan(const struct registry *reg, const struct session *s, cons
     /* O1 */
     int ok = p->instance >= 0 && p->instance < NINST;
     if (p->instance == -1)
-        ok = (s->in_multi && (is(cmd, "ping") || is(cmd, "echo") || is(cmd, "unwatch") ||
+        ok = (s->mode == SESSION_MULTI && (is(cmd, "ping") || is(cmd, "echo") || is(cmd, "unwatch") ||
                               ((is(cmd, "pubsub|numsub") || is(cmd, "pubsub|shardnumsub")) && a->argc == 2))) ||
              (p->flow == FLOW_UNSUBSCRIBE && p->all_instances);
     if (!ok) violation("O1", "FORWARD to instance %d", p->instance);
@@ -1075,7 +1074,7 @@ static void check_plan(const struct registry *reg, const struct session *s, cons
 
     /* O5 */
     if (!s->authenticated && !is(cmd, "ping")) violation("O5", "forwarded before AUTH");
-    if (s->subscribed && !is_any(cmd, pubsub_mode_ok)) violation("O5", "forwarded in subscribed mode");
+    if (s->mode == SESSION_SUBSCRIBED && !is_any(cmd, pubsub_mode_ok)) violation("O5", "forwarded in subscribed mode");
     if (is_any(cmd, operator_only)) violation("O5", "'%s' is for operators only", cmd->name);
     if ((cmd->acl & ACL_SCRIPTING) && (!s->user || !s->user->scripts))
         violation("O5", "script command for a user without scripts=yes");
@@ -1088,7 +1087,7 @@ static void check_plan(const struct registry *reg, const struct session *s, cons
     if (is(cmd, "copy") && !o.redis_refuses && o.copy_db != 0) violation("O5", "COPY into database %lld", o.copy_db);
 
     /* O4 */
-    if (!s->in_multi && o.blocks && p->flow == FLOW_SHARED)
+    if (s->mode != SESSION_MULTI && o.blocks && p->flow == FLOW_SHARED)
         violation("O4", "a command that blocks on the shared connection");
 
     /* O2: the keys of the plan's finder and of Redis's parsers */
@@ -1097,7 +1096,7 @@ static void check_plan(const struct registry *reg, const struct session *s, cons
     int n = command_find_keys(cmd, a->argc, r->argv, r->argvlen, found, (int)NELEM(found), &incomplete);
     for (int i = 0; i < n && i < (int)NELEM(found); i++) okey_add(&o, (size_t)found[i].index, found[i].flags);
     int want = s->multi_instance >= 0 ? s->multi_instance : s->watch_instance;
-    if (s->in_multi && want >= 0 && p->instance >= 0 && p->instance != want)
+    if (s->mode == SESSION_MULTI && want >= 0 && p->instance >= 0 && p->instance != want)
         violation("O2", "inside MULTI on instance %d the plan goes to %d", want, p->instance);
     for (int i = 0; i < o.nkeys; i++) {
         size_t idx = o.keys[i].idx;
@@ -1162,10 +1161,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         s.user = &user;
         break;
     }
-    s.in_multi = (s0 >> 2) & 1;
-    s.multi_instance = s.in_multi ? (int)((s0 >> 3) % 3) - 1 : -1;
+    /* every mode policy decides in (never BLOCKED: nothing is decided while a blocking command runs) */
+    s.mode = (s0 >> 2) & 1 ? SESSION_MULTI : (s1 & 0x80) ? SESSION_SUBSCRIBED : SESSION_NORMAL;
+    s.multi_instance = s.mode == SESSION_MULTI ? (int)((s0 >> 3) % 3) - 1 : -1;
     s.watch_instance = (int)((s0 >> 5) % 3) - 1;
-    s.subscribed = !s.in_multi && (s1 & 0x80);
 
     /* argv */
     struct args a;

@@ -294,7 +294,7 @@ START_TEST(stateful_commands_pin_or_buffer)
     decide("WATCH q:a cache:b", &p);
     assert_error_prefix(&p, "CROSSINSTANCE");
 
-    struct session in_multi = {.authenticated = 1, .in_multi = 1, .multi_instance = 1, .watch_instance = -1};
+    struct session in_multi = {.authenticated = 1, .mode = SESSION_MULTI, .multi_instance = 1, .watch_instance = -1};
     decide_as(&in_multi, "SET q:a 1", &p);
     assert_error_prefix(&p, "CROSSINSTANCE");
     decide_as(&in_multi, "SET cache:a 1", &p);
@@ -336,7 +336,7 @@ START_TEST(channels_need_a_channel_namespace)
     decide("UNSUBSCRIBE", &p);
     ck_assert_int_eq(p.flow, FLOW_UNSUBSCRIBE);
     ck_assert_int_eq(p.all_instances, 1);
-    struct session sub = {.authenticated = 1, .subscribed = 1, .multi_instance = -1, .watch_instance = -1};
+    struct session sub = {.authenticated = 1, .mode = SESSION_SUBSCRIBED, .multi_instance = -1, .watch_instance = -1};
     decide_as(&sub, "GET q:x", &p);
     ck_assert_str_eq(p.error, "ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET "
                               "are allowed in this context");
@@ -355,7 +355,7 @@ START_TEST(test_issue10_item7_pubsub_numsub_no_channel)
         ck_assert_msg(p.kind == PLAN_LOCAL && p.local == LOCAL_EMPTY_ARRAY, "%s: kind %d instance %d", forms[i],
                       p.kind, p.instance);
     }
-    struct session m = {.authenticated = 1, .in_multi = 1, .multi_instance = -1, .watch_instance = -1};
+    struct session m = {.authenticated = 1, .mode = SESSION_MULTI, .multi_instance = -1, .watch_instance = -1};
     decide_as(&m, "PUBSUB NUMSUB", &p); /* queued: its answer belongs in the EXEC array */
     ck_assert_int_eq(p.kind, PLAN_FORWARD);
     ck_assert_int_eq(p.instance, -1);
@@ -399,7 +399,7 @@ END_TEST
 /* Issue 10 item 14: KEYS / SCAN / SCRIPT LOAD inside MULTI run where the transaction runs, or are refused. */
 START_TEST(test_issue10_item14_patterns_inside_multi)
 {
-    struct session m = {.authenticated = 1, .in_multi = 1, .multi_instance = 1 /* cache */, .watch_instance = -1};
+    struct session m = {.authenticated = 1, .mode = SESSION_MULTI, .multi_instance = 1 /* cache */, .watch_instance = -1};
     struct plan p;
     decide_as(&m, "KEYS q:*", &p);
     assert_error_prefix(&p, "CROSSINSTANCE");
