@@ -123,6 +123,38 @@ START_TEST(test_confirmation_rejects_truncated)
 }
 END_TEST
 
+/* Issue 11 finding: the count is read from the bytes before the frame's last two, without
+ * checking that they are the count's CRLF, so a frame cut after the count's first digit
+ * is read as a confirmation with a wrong count. The router only passes whole frames (the
+ * reply scanner frames them), so this does not happen in keygate today. */
+START_TEST(test_issue11_confirmation_cut_in_its_count)
+{
+    /* ":12345\r\n" cut to ":1234" reads as count 12, to ":12345\r" as count 1234 */
+    not_confirmation(LIT("*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1234"), __LINE__);
+    not_confirmation(LIT("*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:12345\r"), __LINE__);
+
+    /* every proper prefix of a confirmation */
+    char buf[128];
+    size_t n = confirmation(buf, sizeof(buf), "psubscribe", "news.*", 12345);
+    for (size_t cut = 0; cut < n; cut++) {
+        int shard = -7;
+        long long count = -7;
+        ck_assert_msg(pubsub_confirmation_parse(buf, cut, &shard, &count) == 0,
+                      "the first %zu of %zu bytes read as a confirmation, count %lld", cut, n, count);
+    }
+}
+END_TEST
+
+/* Issue 11 finding: the third element is not checked to be an integer: the count
+ * is whatever follows the frame's last ':'. Redis sends no such frame on a subscriber
+ * connection, so this does not happen in keygate today. */
+START_TEST(test_issue11_confirmation_count_is_an_integer)
+{
+    /* ["subscribe", "ch", "ab:5"]: a bulk where the count belongs, read as count 5 */
+    not_confirmation(LIT("*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n$4\r\nab:5\r\n"), __LINE__);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------------------------ */
 /* pubsub_is_marker_answer                                                                     */
 /* ------------------------------------------------------------------------------------------ */
@@ -329,6 +361,7 @@ static Suite *pubsub_suite(int forked)
     TCase *conf = tcase_create("confirmation");
     TCase *mark = tcase_create("marker");
     TCase *state = tcase_create("state");
+    TCase *found = tcase_create("issue11_findings");
 
     tcase_add_test(conf, test_confirmation_literal);
     tcase_add_test(conf, test_confirmation_every_word_and_count);
@@ -343,9 +376,12 @@ static Suite *pubsub_suite(int forked)
     tcase_add_test(state, test_lost_unsubscribed);
     /* only forked, the abort stays in the child (make unit sets CK_FORK=yes) */
     if (forked) tcase_add_test_raise_signal(state, test_marker_answer_without_marker_aborts, SIGABRT);
+    tcase_add_test(found, test_issue11_confirmation_cut_in_its_count);
+    tcase_add_test(found, test_issue11_confirmation_count_is_an_integer);
     suite_add_tcase(s, conf);
     suite_add_tcase(s, mark);
     suite_add_tcase(s, state);
+    suite_add_tcase(s, found);
     return s;
 }
 
