@@ -19,7 +19,8 @@ static int bulk_is(const char *p, size_t len, const char *word)
     size_t wl = strlen(word);
     char hdr[16];
     int n = snprintf(hdr, sizeof(hdr), "$%zu\r\n", wl);
-    return len == (size_t)n + wl + 2 && memcmp(p, hdr, (size_t)n) == 0 && memcmp(p + n, word, wl) == 0;
+    return len == (size_t)n + wl + 2 && memcmp(p, hdr, (size_t)n) == 0 && memcmp(p + n, word, wl) == 0 &&
+           memcmp(p + n + wl, "\r\n", 2) == 0;
 }
 
 int pubsub_is_marker_answer(const char *frame, size_t len)
@@ -45,9 +46,12 @@ int pubsub_confirmation_parse(const char *frame, size_t len, int *shard, long lo
     if (memcmp(word + wl - tl, tail, (size_t)tl) != 0) return 0;
     /* ssubscribe / sunsubscribe, not subscribe */
     *shard = word[0] == 's' && (wl == (long long)sizeof("ssubscribe") - 1 || wl == (long long)sizeof("sunsubscribe") - 1);
+    /* the third element is an integer, ":<count>\r\n", and ends the frame */
+    if (end[-2] != '\r' || end[-1] != '\n') return 0;
     const char *colon = end - 3;
-    while (colon > word && *colon != ':') colon--;
-    return colon > word && resp_parse_ll(colon + 1, (size_t)(end - 2 - colon - 1), count) == 0;
+    while (colon > word && *colon != ':' && *colon != '\n') colon--;
+    if (colon <= word + 2 || *colon != ':' || colon[-2] != '\r' || colon[-1] != '\n') return 0;
+    return resp_parse_ll(colon + 1, (size_t)(end - 2 - colon - 1), count) == 0;
 }
 
 void pubsub_marker_sent(struct pubsub *ps, int inst)
