@@ -90,6 +90,14 @@ struct backend *router_conn_for(struct client *c, int instance)
     return backend_for(c->worker, instance, c->id);
 }
 
+/* The reply of a request sent on the client's blocking pin: the pin is back in the pool. */
+static void route_unblock(struct request *req)
+{
+    if (!req->blocking || !req->client) return;
+    req->client->block_pin = NULL;
+    session_unblock(&req->client->session);
+}
+
 /*
  * Everything for one request goes into the connection's output in one go, so no
  * other client's command can fall between keygate's MULTI and EXEC:
@@ -102,6 +110,7 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
 {
     struct worker *w = c->worker;
     if (!b || b->state == BACKEND_DOWN) {
+        route_unblock(req);
         router_unavailable(c, req, plan->instance);
         return;
     }
@@ -255,14 +264,6 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
 }
 
 /* ---- the hooks: what the backends report ---- */
-
-/* The reply of a request sent on the client's blocking pin: the pin is back in the pool. */
-static void route_unblock(struct request *req)
-{
-    if (!req->blocking || !req->client) return;
-    req->client->block_pin = NULL;
-    session_unblock(&req->client->session);
-}
 
 static void route_deliver(struct backend *b, const struct pending *pd, const char *reply, size_t len)
 {
