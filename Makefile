@@ -17,7 +17,8 @@ else
 BUILD   ?= build
 endif
 
-SRCS     := $(wildcard src/*.c)
+# src/gen/: generated sources (scripts/gen-command-table); they include src/ headers through -Isrc
+SRCS     := $(wildcard src/*.c src/gen/*.c)
 OBJS     := $(SRCS:src/%.c=$(BUILD)/obj/%.o)
 LIB_OBJS := $(filter-out $(BUILD)/obj/main.o,$(OBJS))
 HDRS     := $(wildcard src/*.h)
@@ -36,6 +37,7 @@ deps:
 	@./scripts/install-deps
 
 $(BUILD)/obj/%.o: src/%.c $(HDRS) | $(BUILD)/obj
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/keygate: $(OBJS)
@@ -74,6 +76,7 @@ $(FUZZ_BUILD)/obj:
 	mkdir -p $@
 
 $(FUZZ_BUILD)/obj/%.o: src/%.c $(HDRS) | $(FUZZ_BUILD)/obj
+	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJS) $(HDRS)
