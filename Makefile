@@ -181,9 +181,10 @@ CPPCHECK_SRCS  := $(filter-out src/gen/%,$(SRCS))
 cppcheck:
 	@cppcheck $(CPPCHECK_FLAGS) $(CPPCHECK_SRCS) && echo "cppcheck: $(words $(CPPCHECK_SRCS)) files clean"
 
-# The module layers of src/LAYERS: every include and every call (read from the objects) goes down.
+# The module layers of src/LAYERS: every include and every call (read from the objects) goes down,
+# and README.md's copy of the table is the one src/LAYERS makes (scripts/check-layout --markdown).
 check-layout: $(OBJS)
-	@./scripts/check-layout --objects $(BUILD)/obj
+	@./scripts/check-layout --objects $(BUILD)/obj --readme README.md
 
 check-layout-test:
 	@./scripts/test-check-layout
