@@ -17,7 +17,8 @@ else
 BUILD   ?= build
 endif
 
-SRCS     := $(wildcard src/*.c)
+# src/gen/: generated sources (scripts/gen-command-table); they include src/ headers through -Isrc
+SRCS     := $(wildcard src/*.c src/gen/*.c)
 OBJS     := $(SRCS:src/%.c=$(BUILD)/obj/%.o)
 LIB_OBJS := $(filter-out $(BUILD)/obj/main.o,$(OBJS))
 HDRS     := $(wildcard src/*.h)
@@ -28,7 +29,8 @@ INTEG_SRCS := $(wildcard tests/integration/test_*.c)
 INTEG_BINS := $(INTEG_SRCS:tests/integration/%.c=$(BUILD)/tests/integration/%)
 HARNESS    := tests/integration/harness.c
 
-.PHONY: all deps certs run test unit integration clients check-conf clean format install fuzz fuzz-quick
+.PHONY: all deps certs run test unit integration clients check-conf clean format install fuzz fuzz-quick \
+        check format-check cppcheck check-layout check-layout-test
 
 all: $(BUILD)/keygate
 
@@ -36,6 +38,7 @@ deps:
 	@./scripts/install-deps
 
 $(BUILD)/obj/%.o: src/%.c $(HDRS) | $(BUILD)/obj
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/keygate: $(OBJS)
@@ -74,6 +77,7 @@ $(FUZZ_BUILD)/obj:
 	mkdir -p $@
 
 $(FUZZ_BUILD)/obj/%.o: src/%.c $(HDRS) | $(FUZZ_BUILD)/obj
+	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJS) $(HDRS)
@@ -120,6 +124,7 @@ check-conf: $(BUILD)/keygate
 test:
 	@./scripts/install-deps
 	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory check-layout
 	@./scripts/gen-certs build/certs >/dev/null
 	@$(MAKE) --no-print-directory check-conf
 	@$(MAKE) --no-print-directory unit
@@ -140,8 +145,49 @@ install: $(BUILD)/keygate
 		echo "installed example config in $(DESTDIR)/etc/keygate: edit instances, certificates and users"; \
 	fi
 
+# ---- make check: the habits as gates (issue 11), run by .ci/run after make test.
+# Every step runs, even after one failed; the summary lists each with its time, and the target
+# fails when any did. The static steps come first, the long ones (sanitizers, fuzzers) last.
+CHECK_STEPS := format-check cppcheck check-layout-test check-layout sanitize-integration fuzz
+check:
+	@./scripts/install-deps
+	@fail=""; summary=""; all0=$$(date +%s); \
+	for t in $(CHECK_STEPS); do \
+		echo "== make check: $$t"; t0=$$(date +%s); \
+		if $(MAKE) --no-print-directory $$t; then r=ok; else r=FAILED; fail="$$fail $$t"; fi; \
+		summary="$$summary$$(printf '\n  %-22s %-6s %5d s' $$t $$r $$(( $$(date +%s) - t0 )))"; \
+	done; \
+	echo "== make check summary ($$(( $$(date +%s) - all0 )) s):$$summary"; \
+	if [ -n "$$fail" ]; then echo "make check FAILED:$$fail"; exit 1; fi
+
+sanitize-integration:
+	@$(MAKE) --no-print-directory SANITIZE=1 integration
+
+# clang-format (.clang-format) over the hand-written C; src/gen/ is generated and left out.
+FORMAT_FILES := $(wildcard src/*.c src/*.h tests/*/*.c tests/*/*.h)
+format-check:
+	@clang-format --dry-run --Werror $(FORMAT_FILES) && echo "clang-format: $(words $(FORMAT_FILES)) files formatted"
+
 format:
-	clang-format -i src/*.c src/*.h tests/unit/*.c tests/integration/*.c
+	clang-format -i $(FORMAT_FILES)
+
+# cppcheck over src/*.c (src/gen/ is data). scripts/cppcheck.cfg tells it the TAILQ macros and the
+# out-of-memory wrappers; scripts/cppcheck-suppressions lists the false positives, each with why.
+CPPCHECK_FLAGS := --enable=warning,style,performance,portability --error-exitcode=1 --inline-suppr \
+                  -q --std=c11 -I src --library=gnu --library=openssl --library=scripts/cppcheck.cfg \
+                  --suppressions-list=scripts/cppcheck-suppressions \
+                  --template='{file}:{line}: {severity}: {message} [{id}]'
+CPPCHECK_SRCS  := $(filter-out src/gen/%,$(SRCS))
+cppcheck:
+	@cppcheck $(CPPCHECK_FLAGS) $(CPPCHECK_SRCS) && echo "cppcheck: $(words $(CPPCHECK_SRCS)) files clean"
+
+# The module layers of src/LAYERS: every include and every call (read from the objects) goes down,
+# and README.md's copy of the table is the one src/LAYERS makes (scripts/check-layout --markdown).
+check-layout: $(OBJS)
+	@./scripts/check-layout --objects $(BUILD)/obj --readme README.md
+
+check-layout-test:
+	@./scripts/test-check-layout
 
 clean:
 	rm -rf build

@@ -85,6 +85,16 @@ static int listen_tls_init(struct daemon_state *d)
     return 0;
 }
 
+/* Free what listen_tls_init made (also after it failed part way). */
+static void listen_tls_free(struct daemon_state *d)
+{
+    for (size_t i = 0; i < d->proxy.nlisten_ssl; i++)
+        if (d->proxy.listen_ssl[i]) SSL_CTX_free(d->proxy.listen_ssl[i]);
+    free(d->proxy.listen_ssl);
+    d->proxy.listen_ssl = NULL;
+    d->proxy.nlisten_ssl = 0;
+}
+
 static void reload(struct daemon_state *d)
 {
     if (d->retired) {
@@ -146,7 +156,11 @@ static int run(const char *path)
     mallopt(M_MMAP_THRESHOLD, 4 * 1024 * 1024);
     /* No evthread_use_pthreads(): each event base belongs to one thread, and the main
      * thread wakes a worker through its pipe (worker_post), so libevent takes no locks. */
-    if (listen_tls_init(&d) != 0) return 1;
+    if (listen_tls_init(&d) != 0) { /* a listener's certificate or key does not load */
+        listen_tls_free(&d);
+        config_free(d.cfg);
+        return 1;
+    }
 
     d.proxy.nworkers = d.cfg->threads;
     d.proxy.started_ms = clock_wall_ms();
@@ -192,9 +206,7 @@ static int run(const char *path)
     for (int i = 0; i < 3; i++)
         if (sigs[i]) event_free(sigs[i]);
     if (d.base) event_base_free(d.base);
-    for (size_t i = 0; i < d.proxy.nlisten_ssl; i++)
-        if (d.proxy.listen_ssl[i]) SSL_CTX_free(d.proxy.listen_ssl[i]);
-    free(d.proxy.listen_ssl);
+    listen_tls_free(&d);
     free(d.proxy.workers);
     free(d.threads);
     if (d.retired) config_free(d.retired);

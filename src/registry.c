@@ -35,7 +35,6 @@ struct line_error {
 
 /* Parsing state for one registry_load call. */
 struct parse_ctx {
-    const char *path;
     const char *const *instances;
     size_t ninstances;
     struct line_error *errs;
@@ -315,7 +314,7 @@ static void index_build(struct registry *r)
 struct registry *registry_load(const char *path, const char *const *instances, size_t ninstances,
                                struct diag *errs)
 {
-    struct parse_ctx ctx = {.path = path, .instances = instances, .ninstances = ninstances};
+    struct parse_ctx ctx = {.instances = instances, .ninstances = ninstances};
     FILE *f = fopen(path, "r");
     if (!f) {
         diag_add(errs, path, 0, "cannot open registry: %s", strerror(errno));
@@ -448,12 +447,13 @@ static void row_fill(struct row *row, const struct namespace_entry *e,
     if (e->kind == NS_CHANNEL) {
         snprintf(row->ttl, sizeof row->ttl, "(pub/sub)");
     } else {
-        char d[32] = "none", nc[32];
+        char d[32] = "none";
         if (e->ttl_ms > 0)
             duration_format(e->ttl_ms, d, sizeof d);
         size_t used = (size_t)snprintf(row->ttl, sizeof row->ttl, "%s%s", d,
                                        e->sliding ? " sliding" : "");
         if (e->near_cache_ms > 0 && used < sizeof row->ttl) {
+            char nc[32];
             duration_format(e->near_cache_ms, nc, sizeof nc);
             snprintf(row->ttl + used, sizeof row->ttl - used, ", near-cache %s", nc);
         }

@@ -71,7 +71,7 @@ int topology_check(const char *name, const char *info, char *problems, size_t le
 {
     struct problem_buf pb = {.buf = problems, .len = len};
     if (len > 0) problems[0] = '\0';
-    char version[64], policy[64], aof[16], maxmem[32];
+    char version[64], policy[64], maxmem[32];
 
     if (info_field(info, "redis_version", version, sizeof(version)) != 0) {
         problem_add(&pb, "instance '%s' INFO has no redis_version", name);
@@ -81,6 +81,7 @@ int topology_check(const char *name, const char *info, char *problems, size_t le
     }
 
     if (strcmp(name, "durable") == 0) {
+        char aof[16];
         if (info_field(info, "maxmemory_policy", policy, sizeof(policy)) != 0)
             problem_add(&pb, "instance '%s' INFO has no maxmemory_policy", name);
         else if (strcmp(policy, "noeviction") != 0)
