@@ -165,8 +165,15 @@ sanitize-integration:
 
 # clang-format (.clang-format) over the hand-written C; src/gen/ is generated and left out.
 FORMAT_FILES := $(wildcard src/*.c src/*.h tests/*/*.c tests/*/*.h)
+# On a failure: the first 40 lines of clang-format's report and the list of files that differ.
 format-check:
-	@clang-format --dry-run --Werror $(FORMAT_FILES) && echo "clang-format: $(words $(FORMAT_FILES)) files formatted"
+	@out=$$(clang-format --dry-run --Werror $(FORMAT_FILES) 2>&1); rc=$$?; \
+	if [ $$rc -eq 0 ]; then echo "clang-format: $(words $(FORMAT_FILES)) files formatted"; exit 0; fi; \
+	printf '%s\n' "$$out" | head -n 40; \
+	files=$$(printf '%s\n' "$$out" | grep -E '^[^ :]+:[0-9]+:[0-9]+: error:' | cut -d: -f1 | sort -u); \
+	echo "clang-format: $$(printf '%s\n' "$$files" | grep -c .) of $(words $(FORMAT_FILES)) files differ from .clang-format" \
+		"($$(printf '%s\n' "$$out" | grep -cE '^[^ :]+:[0-9]+:[0-9]+: error:') places; make format rewrites them):" $$files; \
+	exit 1
 
 format:
 	clang-format -i $(FORMAT_FILES)
