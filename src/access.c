@@ -211,9 +211,9 @@ const struct namespace_entry *access_glob_namespace(const struct registry *reg, 
 {
     size_t lit = 0;
     while (lit < len && !strchr(stops, pat[lit])) lit++;
-    char shown[104];
     const struct namespace_entry *ns = registry_lookup(reg, kind, pat, lit);
     if (!ns) {
+        char shown[104];
         snprintf(why, whylen, "its literal prefix '%s' lies in no namespace", session_printable(pat, lit, shown, sizeof(shown)));
         return NULL;
     }
@@ -292,12 +292,13 @@ static void check_sort(const struct registry *reg, const struct session *s, cons
         size_t len = r->argvlen[j];
         /* No '*': BY sorts nothing, GET returns nil; "GET #" is the element itself. No key is read. */
         if (!memchr(p, '*', len)) continue;
-        char why[ERROR_TEXT_MAX - 160], shown[104];
+        char why[ERROR_TEXT_MAX - 160];
         const struct namespace_entry *ns = access_glob_namespace(reg, s, r->cmd, NS_KEY, p, len, "*", why, sizeof(why));
         if (ns && ns != key_ns)
             snprintf(why, sizeof(why), "it reads namespace '%s', the sorted key is in '%s'", ns->prefix,
                      key_ns->prefix);
         if (!ns || ns != key_ns) {
+            char shown[104];
             deny(out, "DENIED %s %s pattern '%s' must stay in the sorted key's namespace: %s", r->cmd->name,
                  session_arg_is(r, j - 1, "BY") ? "BY" : "GET", session_printable(p, len, shown, sizeof(shown)), why);
             return;
