@@ -52,7 +52,6 @@ static const struct ns_case NS_D = {"d:", "durable", 600000, 3600000};
 #define TOLERANCE_MS 5000LL
 
 static struct harness h;
-static unsigned g_seq; /* unique key suffixes across the suite */
 
 static void setup(void)
 {
@@ -495,7 +494,9 @@ static int walk(const struct ns_case *ns, unsigned mode, const char *title, stru
     printf("---- %s ----\n", title);
     for (unsigned i = 0; i < ttl_invocations_len; i++) {
         const struct ttl_invocation *row = &ttl_invocations[i];
-        unsigned seq = ++g_seq;
+        /* unique across the suite: each walk is one (namespace, mode) pair, the namespace is in
+         * the key, the mode here (each test runs in a process of its own: no counter carries over) */
+        unsigned seq = mode * 100000u + i + 1;
         struct key_set ks, fks;
         struct inv_values v, fv;
         make_keys(&ks, ns->prefix, row->command, seq, &v);
