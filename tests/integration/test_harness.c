@@ -248,11 +248,24 @@ static int run_nested(int which, char *out, size_t len)
     return WEXITSTATUS(status);
 }
 
+/* The nested suite's output, each line indented: its own "NN%: Checks" line (with the
+ * error it must have) is not the suite's. */
+static void print_nested(int which, const char *out)
+{
+    printf("---- nested suite %d ----\n", which);
+    for (const char *line = out; *line != '\0';) {
+        size_t len = strcspn(line, "\n");
+        printf("  | %.*s\n", (int)len, line);
+        line += len + (line[len] == '\n');
+    }
+    printf("---- end ----\n");
+}
+
 START_TEST(test_a_crash_or_timeout_fails_that_test_alone)
 {
     static char out[65536];
     int failed = run_nested(1, out, sizeof out);
-    printf("---- nested suite 1 ----\n%s---- end ----\n", out);
+    print_nested(1, out);
     ck_assert_msg(failed == 1 && strstr(out, "75%: Checks: 4, Failures: 0, Errors: 1") != NULL,
                   "want only n_timeout to fail (n_crash dies of the SIGSEGV it is added with), got %d:\n%s", failed,
                   out);
@@ -266,7 +279,7 @@ START_TEST(test_keygate_crashing_between_tests_fails_the_suite)
 {
     static char out[65536];
     int failed = run_nested(2, out, sizeof out);
-    printf("---- nested suite 2 ----\n%s---- end ----\n", out);
+    print_nested(2, out);
     ck_assert_msg(strstr(out, "100%: Checks: 2, Failures: 0, Errors: 0") != NULL, "both tests pass:\n%s", out);
     ck_assert_msg(failed == 1 && strstr(out, "POST-CONDITION FAILED between tests: keygate ended badly: killed by "
                                              "signal 11") != NULL,
