@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -25,50 +26,128 @@
 
 #define START_TIMEOUT_MS 10000
 #define STOP_TIMEOUT_MS 5000
-#define MAX_CHILDREN 16
+#define MAX_CHILDREN 64
 #define LOG_TAIL 8192
+#define HEAL_PING_MS 2000 /* how long heal waits for a server's PONG before it counts as hung */
 
-/* ---- safety net: children never outlive the test process ---- */
+/* ---- processes: who owns the servers, and what every process of a suite sees alike ----
+ *
+ * Check runs every test in a forked child (CK_FORK), in a process group of its own that
+ * it SIGKILLs when the test ends; the harness's unchecked fixtures run in the runner, the
+ * process that called harness_start (the "owner"). A test may kill and restart servers,
+ * so what a restart changes must outlive the test's process:
+ *
+ * - The state: the live harness's struct, the children table and the failure counter live
+ *   in MAP_SHARED anonymous memory mapped by the owner before Check forks. Every function
+ *   that starts or stops a server publishes the struct there; each test (in its child)
+ *   and the teardown (in the runner) adopt it first, since a fork copies the runner's
+ *   struct as it was before the earlier tests.
+ * - The processes: the owner is a child subreaper (PR_SET_CHILD_SUBREAPER). A server
+ *   started by a test child is double-forked: an intermediate process joins the owner's
+ *   process group (Check's killpg of the test's group must miss it), forks the server and
+ *   exits; the server, re-parented to the owner, sets PR_SET_PDEATHSIG only then, so it
+ *   dies with the owner (the runner) and not with the intermediate or the test. PDEATHSIG
+ *   fires on the death of the thread that is the parent *at that time*, hence the order:
+ *   wait to be adopted, set it, check the parent is still the owner. So every server is
+ *   the owner's child, dies with it (PDEATHSIG), and is stopped by its atexit and signal
+ *   handlers (the shared children table) however it was started.
+ * - A process that is not a server's parent cannot waitpid it: it sees it exit as a zombie
+ *   in /proc/PID/stat (state Z, the wait status in field 52), and the owner reaps it later
+ *   (children_reap, from the teardown and harness_stop).
+ */
 
-static volatile pid_t g_children[MAX_CHILDREN];
-static struct harness *g_live;   /* the started harness, for atexit */
+struct child {
+    pid_t pid;  /* 0: free slot */
+    int exited; /* seen as a zombie by a process that is not its parent; status holds its wait status */
+    int status;
+};
+
+struct shared {
+    struct harness h;                    /* the live harness as its last start, stop or restart left it */
+    struct child children[MAX_CHILDREN]; /* every server the harness started and the owner has not reaped */
+};
+
+static struct shared *g_shared;  /* the owner's mapping, inherited by every fork */
+static struct harness *g_live;   /* the started harness, for atexit and the per-test fixtures */
 static pid_t g_owner;            /* the process that started it (not a Check fork) */
+static pid_t g_owner_pgid;       /* its process group: where servers started by test children go */
 
 static void children_add(pid_t pid) {
-    for (int i = 0; i < MAX_CHILDREN; i++)
-        if (g_children[i] == 0) {
-            g_children[i] = pid;
+    for (int i = 0; g_shared != NULL && i < MAX_CHILDREN; i++)
+        if (__sync_bool_compare_and_swap(&g_shared->children[i].pid, 0, pid)) {
+            g_shared->children[i].exited = 0;
             return;
         }
+    fprintf(stderr, "harness: more than %d servers started: pid %d is not in the children table (PDEATHSIG "
+                    "still ends it with the runner)\n", MAX_CHILDREN, (int)pid);
+}
+
+static struct child *children_find(pid_t pid) {
+    for (int i = 0; g_shared != NULL && pid > 0 && i < MAX_CHILDREN; i++)
+        if (g_shared->children[i].pid == pid) return &g_shared->children[i];
+    return NULL;
 }
 
 static void children_remove(pid_t pid) {
-    for (int i = 0; i < MAX_CHILDREN; i++)
-        if (g_children[i] == pid) g_children[i] = 0;
+    struct child *c = children_find(pid);
+    if (c != NULL) c->pid = 0;
+}
+
+/* The owner reaps every server that exited (zombies left by kills in test children). */
+static void children_reap(void) {
+    if (g_shared == NULL || getpid() != g_owner) return;
+    for (int i = 0; i < MAX_CHILDREN; i++) {
+        pid_t pid = g_shared->children[i].pid;
+        if (pid > 0 && waitpid(pid, NULL, WNOHANG) == pid) g_shared->children[i].pid = 0;
+    }
+}
+
+/* The shared copy of h, when h is the live harness. */
+static void publish(struct harness *h) {
+    if (g_shared != NULL && g_live == h) g_shared->h = *h;
+}
+
+/* The live harness as the last process that changed it left it. */
+static void adopt(void) {
+    if (g_shared != NULL && g_live != NULL) *g_live = g_shared->h;
 }
 
 static void on_fatal_signal(int sig) {
-    if (getpid() == g_owner)
+    if (getpid() == g_owner && g_shared != NULL)
         for (int i = 0; i < MAX_CHILDREN; i++)
-            if (g_children[i] > 0) kill(g_children[i], SIGKILL);
+            if (g_shared->children[i].pid > 0) kill(g_shared->children[i].pid, SIGKILL);
     signal(sig, SIG_DFL);
     raise(sig);
 }
 
 static void on_exit_cleanup(void) {
-    if (g_live != NULL && getpid() == g_owner) harness_stop(g_live);
+    if (g_live == NULL || getpid() != g_owner) return;
+    adopt(); /* the servers as the last test left them */
+    harness_stop(g_live);
 }
 
-static void safety_net_install(void) {
-    static int installed;
-    if (installed) return;
-    installed = 1;
+/* Make the calling process the owner of the servers it starts (once per process: a forked
+ * process that starts a harness of its own becomes an owner too, with its own mapping). */
+static int safety_net_install(void) {
+    static int atexit_done;
+    if (g_owner == getpid()) return 0;
+    struct shared *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (s == MAP_FAILED) return -1;
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+        munmap(s, sizeof *s);
+        return -1;
+    }
+    g_shared = s;
+    g_live = NULL; /* a harness inherited from the parent process is the parent's to stop */
     g_owner = getpid();
-    atexit(on_exit_cleanup);
+    g_owner_pgid = getpgrp();
+    if (!atexit_done) atexit(on_exit_cleanup);
+    atexit_done = 1;
     signal(SIGINT, on_fatal_signal);
     signal(SIGTERM, on_fatal_signal);
     signal(SIGABRT, on_fatal_signal);
     signal(SIGPIPE, SIG_IGN);
+    return 0;
 }
 
 /* ---- small helpers ---- */
@@ -144,6 +223,31 @@ static char *read_file(const char *path) {
     return buf;
 }
 
+/* path + ".base" (a static buffer): the copy of a config file as harness_start wrote it. */
+static const char *base_path(const char *path) {
+    static char buf[PATH_MAX + 8];
+    snprintf(buf, sizeof buf, "%s.base", path);
+    return buf;
+}
+
+/* Copy from's bytes to to (mode 0644). 0, or -1 (errno). */
+static int copy_file(const char *from, const char *to) {
+    char *text = read_file(from);
+    if (text == NULL) return -1;
+    int rc = write_file(to, text, 0644);
+    free(text);
+    return rc;
+}
+
+/* Do files a and b hold the same text? (0 when either is unreadable.) */
+static int same_file(const char *a, const char *b) {
+    char *x = read_file(a), *y = read_file(b);
+    int same = x != NULL && y != NULL && strcmp(x, y) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
 static void print_log_tail(const char *title, const char *path) {
     char *text = read_file(path);
     if (text == NULL) return;
@@ -189,14 +293,9 @@ int harness_free_port(void) {
     return free_ports(&port, 1) == 0 ? port : -1;
 }
 
-/* fork + exec argv with stdout/stderr appended to log_path; the child dies with us. */
-static pid_t spawn(char *const argv[], const char *log_path) {
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid != 0) {
-        if (pid > 0) children_add(pid);
-        return pid;
-    }
+/* In the forked child: exec argv with stdout/stderr appended to log_path, dying with parent
+ * (PR_SET_PDEATHSIG), which must still be the parent once that is set. Never returns. */
+static void exec_child(char *const argv[], const char *log_path, pid_t parent) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -217,24 +316,116 @@ static pid_t spawn(char *const argv[], const char *log_path) {
     _exit(127);
 }
 
+/* From a process other than the owner (a test's child): double fork, so that the server
+ * is the owner's child (see "processes" above). Returns its pid, or -1. */
+static pid_t spawn_for_owner(char *const argv[], const char *log_path) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+    pid_t mid = fork();
+    if (mid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (mid == 0) {
+        setpgid(0, g_owner_pgid); /* out of the test's group before the fork: its killpg must miss the server */
+        pid_t self = getpid();
+        pid_t pid = fork();
+        if (pid == 0) {
+            for (int i = 0; i < 5000 && getppid() != g_owner; i++) { /* re-parented once `self` exits */
+                if (getppid() != self) _exit(127); /* adopted by another reaper: the owner is gone */
+                usleep(1000);
+            }
+            exec_child(argv, log_path, g_owner);
+        }
+        if (pid > 0) children_add(pid);
+        ssize_t n = write(fds[1], &pid, sizeof pid);
+        _exit(n == (ssize_t)sizeof pid ? 0 : 1);
+    }
+    close(fds[1]);
+    pid_t pid = -1;
+    if (read(fds[0], &pid, sizeof pid) != (ssize_t)sizeof pid) pid = -1;
+    close(fds[0]);
+    while (waitpid(mid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    return pid;
+}
+
+/* fork + exec argv with stdout/stderr appended to log_path; the child is the owner's and
+ * dies with it. */
+static pid_t spawn(char *const argv[], const char *log_path) {
+    if (getpid() != g_owner) return spawn_for_owner(argv, log_path);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) exec_child(argv, log_path, parent);
+    if (pid > 0) children_add(pid);
+    return pid;
+}
+
+/* A non-child's state from /proc/PID/stat: 1 exited (a zombie: *status its wait status,
+ * field 52; or gone: *status 0), 0 running. */
+static int proc_exited(pid_t pid, int *status) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    *status = 0;
+    if (fd < 0) return 1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 1;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* after the command name, which may hold anything */
+    if (p == NULL || p[1] != ' ') return 0;
+    char state = p[2];
+    if (state != 'Z' && state != 'X') return 0;
+    int field = 3; /* p + 2 is field 3 */
+    for (p += 2; *p != '\0' && field < 52; p++)
+        if (*p == ' ') field++;
+    if (field == 52) *status = atoi(p);
+    return 1;
+}
+
+/* Has pid (a server the harness started) exited? 1 with its wait status in *status (reaped
+ * when we are its parent), 0 while it runs. */
+static int child_exited(pid_t pid, int *status) {
+    int st = 0;
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) {
+        children_remove(pid);
+        *status = st;
+        return 1;
+    }
+    if (r == 0) return 0;
+    struct child *c = children_find(pid);
+    if (c != NULL && c->exited) {
+        *status = c->status;
+        return 1;
+    }
+    if (!proc_exited(pid, &st)) return 0;
+    if (c != NULL) {
+        c->status = st;
+        c->exited = 1; /* the owner reaps it */
+    }
+    *status = st;
+    return 1;
+}
+
 /* Wait up to timeout_ms for pid to exit. Returns its status, or -1 if still running. */
 static int wait_exit(pid_t pid, int timeout_ms) {
     long long deadline = now_ms() + timeout_ms;
     for (;;) {
         int status;
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid || (r < 0 && errno == ECHILD)) {
-            children_remove(pid);
-            return r == pid ? status : 0;
-        }
+        if (child_exited(pid, &status)) return status;
         if (now_ms() >= deadline) return -1;
         sleep_ms(10);
     }
 }
 
-/* SIGTERM, then SIGKILL after STOP_TIMEOUT_MS. Returns the exit status. */
+/* SIGTERM (and SIGCONT: a test may have stopped it), then SIGKILL after STOP_TIMEOUT_MS.
+ * Returns the exit status. */
 static int stop_pid(pid_t pid) {
     kill(pid, SIGTERM);
+    kill(pid, SIGCONT);
     int status = wait_exit(pid, STOP_TIMEOUT_MS);
     if (status == -1) {
         fprintf(stderr, "harness: pid %d ignored SIGTERM for %d ms; SIGKILL\n", (int)pid, STOP_TIMEOUT_MS);
@@ -277,8 +468,7 @@ static int wait_ready(struct harness *h, const char *what, pid_t pid, int port, 
     long long deadline = now_ms() + START_TIMEOUT_MS;
     while (now_ms() < deadline) {
         int status;
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            children_remove(pid);
+        if (child_exited(pid, &status)) {
             set_error(h, "%s exited during start-up (%s %d)", what,
                       WIFEXITED(status) ? "status" : "signal",
                       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
@@ -362,6 +552,7 @@ int harness_backend_kill(struct harness *h, const char *name) {
     kill(b->pid, SIGKILL);
     wait_exit(b->pid, STOP_TIMEOUT_MS);
     b->pid = 0;
+    publish(h);
     return 0;
 }
 
@@ -370,7 +561,9 @@ int harness_backend_restart(struct harness *h, const char *name) {
     if (b == NULL) return -1;
     if (b->pid > 0) stop_pid(b->pid);
     b->pid = 0;
-    return backend_spawn(h, b);
+    int rc = backend_spawn(h, b);
+    publish(h);
+    return rc;
 }
 
 redisContext *harness_direct(struct harness *h, const char *name) {
@@ -486,9 +679,12 @@ static int ensure_certs(struct harness *h) {
 int harness_start(struct harness *h, const struct harness_opts *o) {
     static const struct harness_opts defaults;
     if (o == NULL) o = &defaults;
-    safety_net_install();
     memset(h, 0, sizeof *h);
     h->keygate_status = -1;
+    if (safety_net_install() != 0) {
+        set_error(h, "shared memory or PR_SET_CHILD_SUBREAPER for the safety net: %s", strerror(errno));
+        return -1;
+    }
     if (getcwd(h->root, sizeof h->root) == NULL) {
         set_error(h, "getcwd: %s", strerror(errno));
         return -1;
@@ -516,7 +712,13 @@ int harness_start(struct harness *h, const struct harness_opts *o) {
     }
     if (rc == 0) rc = backend_start(h, 1, "cache", ports[2], ports[3]);
     if (rc == 0) rc = write_keygate_files(h, o);
+    if (rc == 0 && (copy_file(h->conf_file, base_path(h->conf_file)) != 0 ||
+                    copy_file(h->registry_file, base_path(h->registry_file)) != 0)) {
+        set_error(h, "copying keygate.conf / registry.conf to *.base in %s: %s", h->dir, strerror(errno));
+        rc = -1;
+    }
     if (rc == 0) rc = keygate_start(h);
+    if (rc == 0) publish(h);
     if (rc != 0) {
         char error[sizeof h->error];
         memcpy(error, h->error, sizeof error);
@@ -531,8 +733,23 @@ int harness_start(struct harness *h, const struct harness_opts *o) {
     return rc;
 }
 
+/* Where the harness's own checks run: 0 in a test (a failure fails it), 1 in the teardown,
+ * 2 healing before a test (Check would lose a failure in a teardown, and one before a test
+ * would land on a test that did nothing wrong: both count with suite_failure instead). */
 static int g_in_teardown;
-static int g_postcondition_failures; /* teardown checks that failed: added by harness_run */
+static int g_local_failures;
+static int *g_run_failures = &g_local_failures; /* harness_run's counter, shared with its test processes */
+
+/* A failure outside a test: printed as POST-CONDITION FAILED, added to harness_run's result. */
+static void suite_failure(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void suite_failure(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "POST-CONDITION FAILED %s: ", g_in_teardown == 1 ? "in the teardown" : "between tests");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    __sync_fetch_and_add(g_run_failures, 1);
+}
 
 /* keygate must end as it promises on SIGTERM: exit 0. A crash, an assert, a sanitizer
  * report (ASan exits 1) or an out-of-memory abort fails the suite, also from a teardown. */
@@ -547,19 +764,26 @@ static void keygate_exit_check(struct harness *h) {
     if (!why[0]) return;
     print_log_tail("keygate log", h->log_file);
     if (!g_in_teardown) ck_abort_msg("keygate ended badly: %s (log above)", why);
-    g_postcondition_failures++;
-    fprintf(stderr, "POST-CONDITION FAILED in the teardown: keygate ended badly: %s (log above)\n", why);
+    suite_failure("keygate ended badly: %s (log above)\n", why);
 }
 
 void harness_stop(struct harness *h) {
-    if (h->keygate_pid > 0) {
-        h->keygate_status = stop_pid(h->keygate_pid);
-        keygate_exit_check(h);
-    }
+    pid_t keygate = h->keygate_pid;
     h->keygate_pid = 0;
+    if (keygate > 0) h->keygate_status = stop_pid(keygate);
     for (int i = 1; i >= 0; i--) {
         if (h->backends[i].pid > 0) stop_pid(h->backends[i].pid);
         h->backends[i].pid = 0;
+    }
+    publish(h);
+    if (keygate > 0) keygate_exit_check(h);
+    /* what a test left behind unpublished (killed while it restarted a server) */
+    for (int i = 0; g_shared != NULL && getpid() == g_owner && g_live == h && i < MAX_CHILDREN; i++) {
+        pid_t pid = g_shared->children[i].pid;
+        if (pid <= 0) continue;
+        kill(pid, SIGKILL);
+        wait_exit(pid, STOP_TIMEOUT_MS);
+        g_shared->children[i].pid = 0;
     }
     const char *keep = getenv("HARNESS_KEEP");
     if (h->dir[0] != '\0') {
@@ -579,39 +803,152 @@ redisContext *harness_client(struct harness *h) {
 int harness_keygate_restart(struct harness *h, const struct harness_opts *o) {
     static const struct harness_opts defaults;
     if (o == NULL) o = &defaults;
-    if (h->keygate_pid > 0) {
-        h->keygate_status = stop_pid(h->keygate_pid);
+    pid_t keygate = h->keygate_pid;
+    h->keygate_pid = 0;
+    if (keygate > 0) {
+        h->keygate_status = stop_pid(keygate);
+        publish(h); /* a failing check below leaves the test: keygate is stopped, for the next one too */
         keygate_exit_check(h);
     }
-    h->keygate_pid = 0;
     h->keygate_status = -1;
     if (truncate(h->log_file, 0) != 0 && errno != ENOENT) {
         set_error(h, "truncate %s: %s", h->log_file, strerror(errno));
+        publish(h);
         return -1;
     }
-    if (write_keygate_files(h, o) != 0 || keygate_start(h) != 0) {
-        print_log_tail("keygate log", h->log_file);
-        return -1;
-    }
-    return 0;
+    int rc = write_keygate_files(h, o) == 0 && keygate_start(h) == 0 ? 0 : -1;
+    if (rc != 0) print_log_tail("keygate log", h->log_file);
+    publish(h);
+    return rc;
 }
 
 char *harness_keygate_log(struct harness *h) {
     return read_file(h->log_file);
 }
 
+/* ---- between tests: no test runs on what an earlier one left behind ---- */
+
+/* NULL when pid answers PING on port (after AUTH password when not NULL; NOAUTH counts)
+ * within HEAL_PING_MS; else why not, with *status its wait status when it exited (else -1). */
+static const char *server_health(pid_t pid, int port, const char *password, int *status) {
+    *status = -1;
+    if (pid <= 0) return "is not running";
+    for (long long deadline = now_ms() + HEAL_PING_MS;; sleep_ms(50)) {
+        if (child_exited(pid, status)) return "exited";
+        redisContext *c = connect_to(port, 500, 1000);
+        int rc = c != NULL ? answers_ping(c, password) : -1;
+        if (c != NULL) redisFree(c);
+        if (rc == 0) return NULL;
+        if (now_ms() >= deadline) return "does not answer PING";
+    }
+}
+
+/* Bring back what an earlier test left behind: servers it started but never recorded
+ * (killed mid-restart) are killed; stopped servers (SIGSTOP) continued; a dead or hung
+ * backend is started again (same ports, data dir); a keygate that is dead, hung, or runs
+ * another keygate.conf / registry.conf than the suite's (a test restarted or rewrote it
+ * and failed before putting it back) is restarted with the suite's files, and so is one
+ * whose backend was started again (it would still be in its reconnect backoff, up to 2 s,
+ * when the next test begins). keygate ending
+ * badly or hanging counts as a suite failure (suite_failure), a test's SIGKILL does not.
+ * Returns 0, or -1 with h->error when a server cannot be started. */
+static int heal(struct harness *h) {
+    int saved = g_in_teardown, rc = 0, status;
+    if (g_in_teardown == 0) g_in_teardown = 2;
+    for (int i = 0; g_shared != NULL && i < MAX_CHILDREN; i++) {
+        pid_t pid = g_shared->children[i].pid;
+        if (pid <= 0 || pid == h->keygate_pid || pid == h->backends[0].pid || pid == h->backends[1].pid ||
+            child_exited(pid, &status))
+            continue;
+        fprintf(stderr, "harness: pid %d, started by an earlier test that ended before recording it: killed\n",
+                (int)pid);
+        kill(pid, SIGKILL);
+        wait_exit(pid, STOP_TIMEOUT_MS);
+    }
+    pid_t pids[3] = {h->keygate_pid, h->backends[0].pid, h->backends[1].pid};
+    for (int i = 0; i < 3; i++)
+        if (pids[i] > 0) kill(pids[i], SIGCONT);
+    int backend_restarted = 0;
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        struct harness_backend *b = &h->backends[i];
+        const char *why = server_health(b->pid, b->plain_port, b->password, &status);
+        if (why == NULL) continue;
+        backend_restarted = 1;
+        fprintf(stderr, "harness: backend %s (pid %d) %s after an earlier test: starting it again\n", b->name,
+                (int)b->pid, why);
+        if (b->pid > 0 && status == -1) {
+            kill(b->pid, SIGKILL);
+            wait_exit(b->pid, STOP_TIMEOUT_MS);
+        }
+        b->pid = 0;
+        rc = backend_spawn(h, b);
+    }
+    if (rc == 0) {
+        const char *why = server_health(h->keygate_pid, h->port, NULL, &status);
+        int reconfigured = !same_file(h->conf_file, base_path(h->conf_file)) ||
+                           !same_file(h->registry_file, base_path(h->registry_file));
+        if (why != NULL || reconfigured || backend_restarted) {
+            pid_t pid = h->keygate_pid;
+            h->keygate_pid = 0;
+            fprintf(stderr, "harness: keygate (pid %d) %s after an earlier test: starting it again%s\n", (int)pid,
+                    why != NULL      ? why
+                    : reconfigured ? "runs another configuration"
+                                   : "waits to reconnect to a backend started again",
+                    reconfigured ? " with the suite's keygate.conf and registry.conf" : "");
+            if (why == NULL) {
+                h->keygate_status = stop_pid(pid);
+                keygate_exit_check(h);
+            } else if (status != -1) {
+                h->keygate_status = status;
+                keygate_exit_check(h);
+            } else if (pid > 0) {
+                print_log_tail("keygate log", h->log_file);
+                suite_failure("keygate (pid %d) did not answer PING within %d ms (log above): killed\n", (int)pid,
+                              HEAL_PING_MS);
+                kill(pid, SIGKILL);
+                wait_exit(pid, STOP_TIMEOUT_MS);
+            }
+            h->keygate_status = -1;
+            if (copy_file(base_path(h->conf_file), h->conf_file) != 0 ||
+                copy_file(base_path(h->registry_file), h->registry_file) != 0 ||
+                (truncate(h->log_file, 0) != 0 && errno != ENOENT)) {
+                set_error(h, "restoring keygate.conf / registry.conf in %s: %s", h->dir, strerror(errno));
+                rc = -1;
+            } else {
+                rc = keygate_start(h);
+            }
+        }
+    }
+    publish(h);
+    g_in_teardown = saved;
+    return rc;
+}
+
 /* ---- shared test helpers (Check) ---- */
 
-/* Check runs unchecked teardowns under a setjmp whose failure it never reports (and which
- * skips the rest of the teardown): harness_check_registry must not assert there. These
- * markers, fixtures of every harness_tcase, tell it where it runs. */
+/* Check runs unchecked teardowns without reporting what fails there (and in CK_FORK mode a
+ * failed assertion there would _exit the runner): harness_check_registry must not assert
+ * there. These markers, fixtures of every harness_tcase, tell it where it runs. */
 
 static void phase_tests(void) {
     g_in_teardown = 0;
 }
 
+/* Checked fixture: the first thing in each test's process (the runner's fork). */
+static void test_begin(void) {
+    if (getpid() != g_owner) prctl(PR_SET_PDEATHSIG, SIGKILL); /* the runner killed: the test ends too */
+    adopt();
+    if (g_live == NULL || g_live->dir[0] == '\0') return;
+    ck_assert_msg(heal(g_live) == 0, "harness: cannot start again what an earlier test left down: %s",
+                  g_live->error);
+}
+
 static void phase_teardown(void) {
+    adopt();
     g_in_teardown = 1;
+    children_reap();
+    if (g_live != NULL && g_live->dir[0] != '\0' && heal(g_live) != 0)
+        suite_failure("cannot start again what the last test left down: %s\n", g_live->error);
 }
 
 TCase *harness_tcase(Suite *s, const char *name, int timeout_s, void (*setup)(void), void (*teardown)(void)) {
@@ -622,20 +959,53 @@ TCase *harness_tcase(Suite *s, const char *name, int timeout_s, void (*setup)(vo
     tcase_add_unchecked_fixture(tc, phase_tests, NULL);
     tcase_add_unchecked_fixture(tc, setup, teardown);
     tcase_add_unchecked_fixture(tc, NULL, phase_teardown);
+    tcase_add_checked_fixture(tc, test_begin, NULL);
     suite_add_tcase(s, tc);
     return tc;
 }
 
+/* Is name one of the comma-separated fnmatch globs of list? */
+static int name_listed(const char *list, const char *name) {
+    char glob[256];
+    for (const char *p = list; *p != '\0';) {
+        size_t len = strcspn(p, ",");
+        if (len > 0 && len < sizeof glob) {
+            memcpy(glob, p, len);
+            glob[len] = '\0';
+            if (fnmatch(glob, name, 0) == 0) return 1;
+        }
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
+void harness_add_test(TCase *tc, const TTest *test) {
+    const char *only = getenv("HARNESS_TEST");
+    if (only == NULL || *only == '\0' || name_listed(only, test->name)) _tcase_add_test(tc, test, 0, 0, 0, 1);
+}
+
 int harness_run(Suite *s) {
+    int *outside = mmap(NULL, sizeof *outside, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (outside == MAP_FAILED) {
+        fprintf(stderr, "harness_run: mmap: %s\n", strerror(errno));
+        return 1;
+    }
+    int *saved = g_run_failures;
+    g_run_failures = outside; /* counted from the test processes too (heal) */
     SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* harness pids live in this process; see harness.h */
+    /* no srunner_set_fork_status: Check's default, CK_FORK unless CK_FORK=no (see harness.h) */
     srunner_run_all(sr, CK_ENV);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    if (g_postcondition_failures)
-        fprintf(stderr, "harness: %d post-condition check(s) in a teardown FAILED (see POST-CONDITION above)\n",
-                g_postcondition_failures);
-    return failed + g_postcondition_failures;
+    int n = *outside;
+    g_run_failures = saved;
+    munmap(outside, sizeof *outside);
+    if (n)
+        fprintf(stderr,
+                "harness: %d post-condition check(s) in a teardown or between tests FAILED (see POST-CONDITION "
+                "above)\n",
+                n);
+    return failed + n;
 }
 
 /* ---- post-condition: nothing on the backends breaks the registry ---- */
@@ -820,8 +1190,7 @@ void harness_check_registry_except(struct harness *h, const char *const *planted
     if (n_planted > MAX_PLANTED) snprintf(report, sizeof report, "more than %d planted patterns\n", MAX_PLANTED);
     const char *what = n < 0 ? "could not run" : "keys that break the registry";
     if (!g_in_teardown) ck_abort_msg("harness_check_registry: %s (%d):\n%s", what, n, report);
-    g_postcondition_failures++;
-    fprintf(stderr, "POST-CONDITION FAILED in the teardown: harness_check_registry: %s (%d):\n%s", what, n, report);
+    suite_failure("harness_check_registry: %s (%d):\n%s", what, n, report);
 }
 
 void harness_check_registry(struct harness *h) {

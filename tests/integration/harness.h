@@ -10,7 +10,7 @@
 #include <hiredis/hiredis.h>
 
 /*
- * Usage (one harness per test binary, started in an unchecked fixture):
+ * Usage (one harness per test case, started once in an unchecked fixture, in the runner):
  *
  *   static struct harness h;
  *   static void setup(void) { ck_assert_msg(harness_start(&h, NULL) == 0, "%s", h.error); }
@@ -19,21 +19,38 @@
  *   int main(void) {
  *       Suite *s = suite_create("name");
  *       TCase *tc = harness_tcase(s, "name", 60, setup, teardown);
- *       tcase_add_test(tc, ...);
- *       return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;   (CK_NOFORK)
+ *       harness_add_test(tc, ...);
+ *       return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;   (CK_FORK)
  *   }
  *
- * Integration tests run with CK_NOFORK: the harness's child pids live in the
- * runner process, and harness_backend_restart() must update the same struct the
- * teardown later reads. A forked test would restart a backend nobody stops.
+ * Every test runs in its own forked process (CK_FORK): a test that crashes, aborts or
+ * times out fails alone, and the tests after it run against healthy servers. The servers
+ * are the runner's (a child subreaper), also those a test restarts (double-forked, see
+ * harness.c), and what a start, kill or restart changes in struct harness is published
+ * in shared memory, so each test and the teardown see the pids as the last test left
+ * them. Before each test (a checked fixture, in its process) and before the teardown the
+ * harness heals: servers left stopped are continued, a dead or hung backend is started
+ * again, and keygate is restarted with the suite's keygate.conf and registry.conf when it
+ * is dead, hung, or runs files a test changed (harness_keygate_restart, a rewrite) and
+ * did not put back. keygate found ended badly (a signal other than SIGKILL, an exit
+ * status other than 0) or hung fails the suite, as in a teardown. A test that needs
+ * another configuration restarts keygate itself; it need not put the default back.
  *
- * Safety net: every child gets PR_SET_PDEATHSIG=SIGKILL, and an atexit handler
- * plus SIGINT/SIGTERM/SIGSEGV/SIGABRT/SIGBUS handlers kill all children, so no
- * redis-server or keygate outlives the test process. SIGPIPE is ignored in the
- * test process (keygate closing a socket must fail a test, not kill it).
+ * What a test process sets in memory (globals, connections) is gone when it ends: state
+ * every test needs belongs in the unchecked setup; everything else a test makes itself.
+ * Keys on the backends stay (the teardown's post-condition checks them): tests use keys of
+ * their own.
  *
- * Environment: KEYGATE_BIN (default build/keygate); HARNESS_KEEP=1 keeps the
- * temp dir (logs, configs) after harness_stop. The cwd must be the repo root.
+ * Safety net: every server gets PR_SET_PDEATHSIG=SIGKILL against the runner, and the
+ * runner's atexit handler plus SIGINT/SIGTERM/SIGABRT handlers kill every server in the
+ * shared children table, so no redis-server or keygate outlives the runner. Each test's
+ * process gets PR_SET_PDEATHSIG too. SIGPIPE is ignored (keygate closing a socket must
+ * fail a test, not kill it).
+ *
+ * Environment: KEYGATE_BIN (default build/keygate); HARNESS_KEEP=1 keeps the temp dir
+ * (logs, configs) after harness_stop; HARNESS_TEST=name,glob,... runs only the tests so
+ * named (harness_add_test; each must pass alone); CK_FORK=no runs every test in the
+ * runner, for a debugger (a crash then ends the suite). The cwd must be the repo root.
  */
 
 struct harness_opts {
@@ -124,11 +141,16 @@ long long now_ms(void);
 void sleep_ms(int ms);
 
 /* A test case `name` added to s, with the unchecked fixture setup/teardown (one harness
- * for all its tests) and a timeout of timeout_s seconds (0: Check's default). */
+ * for all its tests), the heal before each test and before teardown (see above), and a
+ * timeout of timeout_s seconds for each test (0: Check's default, 4 s). */
 TCase *harness_tcase(Suite *s, const char *name, int timeout_s, void (*setup)(void), void (*teardown)(void));
 
-/* Run every test of s with CK_NOFORK (see above) and CK_ENV output, free the runner;
- * returns the number of failed tests. */
+/* tcase_add_test, unless HARNESS_TEST is set and names none of test's globs. */
+void harness_add_test(TCase *tc, const TTest *test);
+
+/* Run every test of s, each in its own process (CK_FORK, see above), with CK_ENV output,
+ * free the runner; returns the number of failed tests plus the failures counted outside
+ * the tests (teardown post-conditions, keygate found dead or hung between tests). */
 int harness_run(Suite *s);
 
 /* harness_client, failing the test when keygate cannot be reached. */

@@ -14,7 +14,7 @@
 
 /*
  * One harness with `admin-listen` (o.admin = 1) and the repo's conf/registry.conf
- * serves the suite (CK_NOFORK, see harness.h). HTTP is spoken over a plain socket:
+ * serves the suite (each test in its own process, see harness.h). HTTP is spoken over a plain socket:
  * one request per connection, "Connection: close", the reply read to EOF.
  */
 
@@ -265,10 +265,10 @@ END_TEST
 int main(void) {
     Suite *s = suite_create("admin");
     TCase *tc = harness_tcase(s, "admin", 60, setup, teardown);
-    tcase_add_test(tc, test_metrics_counters_move_after_commands);
-    tcase_add_test(tc, test_healthz_follows_backend_down_and_back);
-    tcase_add_test(tc, test_topology_problem_shows_in_healthz_and_metrics);
-    tcase_add_test(tc, test_registry_is_markdown);
-    tcase_add_test(tc, test_unknown_path_is_404_and_post_405);
+    harness_add_test(tc, test_metrics_counters_move_after_commands);
+    harness_add_test(tc, test_healthz_follows_backend_down_and_back);
+    harness_add_test(tc, test_topology_problem_shows_in_healthz_and_metrics);
+    harness_add_test(tc, test_registry_is_markdown);
+    harness_add_test(tc, test_unknown_path_is_404_and_post_405);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -10,7 +10,7 @@
 
 /*
  * One harness (two TLS redis-servers + keygate, the repo's conf/registry.conf)
- * serves the suite (CK_NOFORK, see harness.h). Keys are written directly on the
+ * serves the suite (each test in its own process, see harness.h). Keys are written directly on the
  * backends (plain port), then `keygate audit -c <the harness's keygate.conf>` runs
  * against their TLS ports as the daemon would. Registry facts used:
  *   q:      instance=durable ttl=none
@@ -290,11 +290,11 @@ END_TEST
 int main(void) {
     Suite *s = suite_create("audit");
     TCase *tc = harness_tcase(s, "audit", 120, setup, teardown);
-    tcase_add_test(tc, test_clean_backends_exit_0);
-    tcase_add_test(tc, test_each_rule_is_reported_exit_1);
-    tcase_add_test(tc, test_issue10_item2_audit_reports_keys_outside_db0);
-    tcase_add_test(tc, test_bad_arguments_exit_2);
-    tcase_add_test(tc, test_tls_server_name_is_verified_exit_2);
-    tcase_add_test(tc, test_unreachable_instance_exit_2_and_other_audited);
+    harness_add_test(tc, test_clean_backends_exit_0);
+    harness_add_test(tc, test_each_rule_is_reported_exit_1);
+    harness_add_test(tc, test_issue10_item2_audit_reports_keys_outside_db0);
+    harness_add_test(tc, test_bad_arguments_exit_2);
+    harness_add_test(tc, test_tls_server_name_is_verified_exit_2);
+    harness_add_test(tc, test_unreachable_instance_exit_2_and_other_audited);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

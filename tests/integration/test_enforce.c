@@ -482,20 +482,20 @@ int main(void)
 {
     Suite *s = suite_create("enforce");
     TCase *tc = harness_tcase(s, "enforce", 120, setup, teardown);
-    tcase_add_test(tc, test_issue10_item1_repeated_set_ttl_option);
-    tcase_add_test(tc, test_issue10_item2_nul_suffixed_option_words);
-    tcase_add_test(tc, test_issue10_item4_pubsub_listing_respects_owners);
-    tcase_add_test(tc, test_issue10_item5_eval_keys_get_ttl);
-    tcase_add_test(tc, test_issue10_item6_client_list_shows_own_user);
-    tcase_add_test(tc, test_issue10_item7_pubsub_numsub_without_channel);
-    tcase_add_test(tc, test_issue10_item9_watch_with_ttl_writes);
-    tcase_add_test(tc, test_issue10_item10_int64_min_absolute_ttls);
-    tcase_add_test(tc, test_issue10_item14_keys_inside_multi);
-    tcase_add_test(tc, test_issue10_item15_integers_as_redis_reads_them);
-    tcase_add_test(tc, test_issue10_item16_auth_as_redis);
-    tcase_add_test(tc, test_issue10_item3_xreadgroup_group_named_streams_blocks_on_its_own_connection);
-    tcase_add_test(tc, test_issue10_item2_xread_nul_block_blocks_on_its_own_connection);
-    tcase_add_test(tc, test_issue10_item18_key_argument_errors_are_redis_texts);
-    tcase_add_test(tc, test_fuzz_policy_carried_ttl_into_ttl_none_max_ttl);
+    harness_add_test(tc, test_issue10_item1_repeated_set_ttl_option);
+    harness_add_test(tc, test_issue10_item2_nul_suffixed_option_words);
+    harness_add_test(tc, test_issue10_item4_pubsub_listing_respects_owners);
+    harness_add_test(tc, test_issue10_item5_eval_keys_get_ttl);
+    harness_add_test(tc, test_issue10_item6_client_list_shows_own_user);
+    harness_add_test(tc, test_issue10_item7_pubsub_numsub_without_channel);
+    harness_add_test(tc, test_issue10_item9_watch_with_ttl_writes);
+    harness_add_test(tc, test_issue10_item10_int64_min_absolute_ttls);
+    harness_add_test(tc, test_issue10_item14_keys_inside_multi);
+    harness_add_test(tc, test_issue10_item15_integers_as_redis_reads_them);
+    harness_add_test(tc, test_issue10_item16_auth_as_redis);
+    harness_add_test(tc, test_issue10_item3_xreadgroup_group_named_streams_blocks_on_its_own_connection);
+    harness_add_test(tc, test_issue10_item2_xread_nul_block_blocks_on_its_own_connection);
+    harness_add_test(tc, test_issue10_item18_key_argument_errors_are_redis_texts);
+    harness_add_test(tc, test_fuzz_policy_carried_ttl_into_ttl_none_max_ttl);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -885,6 +885,6 @@ int main(void)
 {
     Suite *s = suite_create("getkeys");
     TCase *tc = harness_tcase(s, "differential", 120, setup, teardown);
-    tcase_add_test(tc, test_issue10_differential_key_extraction);
+    harness_add_test(tc, test_issue10_differential_key_extraction);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

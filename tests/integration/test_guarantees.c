@@ -19,7 +19,7 @@
 #include "harness.h"
 
 /*
- * One harness for the suite (CK_NOFORK, see harness.h): the repo's registry (q: on
+ * One harness for the suite (each test in its own process, see harness.h): the repo's registry (q: on
  * durable ttl=none, cache: on cache ttl=1h, channel push: on cache), an admin endpoint,
  * and keygate.conf with:
  *
@@ -112,7 +112,8 @@ static void backend_back(const char *instance)
 }
 
 /* Both backends up and served: a test that failed while one was down (a Check failure
- * leaves the test at once, CK_NOFORK) must not fail the tests after it. */
+ * leaves the test at once) must not fail the tests after it. The harness restarts a dead
+ * backend before each test too; this also waits until keygate serves it again. */
 static void backends_up(void)
 {
     const char *names[2] = {"durable", "cache"};
@@ -614,12 +615,12 @@ int main(void)
 {
     Suite *s = suite_create("guarantees");
     TCase *tc = harness_tcase(s, "guarantees", 90, setup, teardown);
-    tcase_add_test(tc, test_readonly_user_cannot_publish);
-    tcase_add_test(tc, test_password_file_group_or_other_access_is_refused);
-    tcase_add_test(tc, test_watch_lost_with_backend_fails_exec);
-    tcase_add_test(tc, test_subscription_lost_with_backend_closes_client);
-    tcase_add_test(tc, test_client_output_limit_stops_reading_a_client_that_does_not_read);
-    tcase_add_test(tc, test_errors_counted_per_code);
-    tcase_add_test(tc, test_reconnect_backoff_grows_and_is_capped);
+    harness_add_test(tc, test_readonly_user_cannot_publish);
+    harness_add_test(tc, test_password_file_group_or_other_access_is_refused);
+    harness_add_test(tc, test_watch_lost_with_backend_fails_exec);
+    harness_add_test(tc, test_subscription_lost_with_backend_closes_client);
+    harness_add_test(tc, test_client_output_limit_stops_reading_a_client_that_does_not_read);
+    harness_add_test(tc, test_errors_counted_per_code);
+    harness_add_test(tc, test_reconnect_backoff_grows_and_is_capped);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

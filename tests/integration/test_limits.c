@@ -469,13 +469,13 @@ END_TEST
 int main(void) {
     Suite *s = suite_create("limits");
     TCase *tc = harness_tcase(s, "limits", 120, setup, teardown);
-    tcase_add_test(tc, test_issue10_item8_paused_tls_client_reset);
-    tcase_add_test(tc, test_issue10_item11_deep_lua_reply_keeps_the_connection);
-    tcase_add_test(tc, test_issue10_item13_seventeen_listeners);
-    tcase_add_test(tc, test_issue10_item12_multi_counts_against_the_query_limit);
-    tcase_add_test(tc, test_issue10_item12_max_memory_stops_reading);
-    tcase_add_test(tc, test_issue10_item12_buffers_shrink_after_a_large_reply);
-    tcase_add_test(tc, test_issue10_item12_huge_reply_over_the_hard_limit);
-    tcase_add_test(tc, test_issue10_item12_memory_count_returns_to_zero);
+    harness_add_test(tc, test_issue10_item8_paused_tls_client_reset);
+    harness_add_test(tc, test_issue10_item11_deep_lua_reply_keeps_the_connection);
+    harness_add_test(tc, test_issue10_item13_seventeen_listeners);
+    harness_add_test(tc, test_issue10_item12_multi_counts_against_the_query_limit);
+    harness_add_test(tc, test_issue10_item12_max_memory_stops_reading);
+    harness_add_test(tc, test_issue10_item12_buffers_shrink_after_a_large_reply);
+    harness_add_test(tc, test_issue10_item12_huge_reply_over_the_hard_limit);
+    harness_add_test(tc, test_issue10_item12_memory_count_returns_to_zero);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -15,8 +15,8 @@
 
 /*
  * One harness (two TLS redis-servers + keygate, the repo's conf/registry.conf)
- * serves the whole suite; it starts in an unchecked fixture and the runner uses
- * CK_NOFORK (see harness.h). Tests stay independent by using distinct keys
+ * serves the whole suite; it starts in an unchecked fixture and each test runs in its
+ * own process (CK_FORK, see harness.h). Tests stay independent by using distinct keys
  * (q:tN:..., cache:tN:...). The registry facts they rely on:
  *   q:      instance=durable ttl=none
  *   cache:  instance=cache   ttl=1h
@@ -750,23 +750,23 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("proxy");
-    TCase *tc = harness_tcase(s, "foundation", 0, setup, teardown);
-    tcase_add_test(tc, test_set_routes_by_namespace_and_injects_ttl);
-    tcase_add_test(tc, test_unknown_namespace_is_refused_and_writes_nothing);
-    tcase_add_test(tc, test_mset_across_instances_is_refused_and_writes_nothing);
-    tcase_add_test(tc, test_commands_round_trip);
-    tcase_add_test(tc, test_pipeline_of_10000_commands_across_instances);
-    tcase_add_test(tc, test_concurrent_clients_get_their_own_replies_in_order);
-    tcase_add_test(tc, test_requests_arriving_while_a_batch_is_in_flight_go_as_one_write);
-    tcase_add_test(tc, test_large_values_cross_full_sockets_intact);
-    tcase_add_test(tc, test_held_requests_fail_cleanly_when_the_backend_dies);
-    tcase_add_test(tc, test_local_commands);
-    tcase_add_test(tc, test_protocol_errors_reply_then_close);
-    tcase_add_test(tc, test_issue10_item8_paused_client_reset);
-    tcase_add_test(tc, test_issue10_item17_requests_leave_in_arrival_order);
-    tcase_add_test(tc, test_issue10_item17_first_blocked_client_is_served_first);
-    tcase_add_test(tc, test_issue10_item17_unsubscribe_then_publish);
-    tcase_add_test(tc, test_backend_down_answers_unavailable_then_recovers);
-    tcase_add_test(tc, test_quit_replies_ok_then_closes);
+    TCase *tc = harness_tcase(s, "foundation", 120, setup, teardown);
+    harness_add_test(tc, test_set_routes_by_namespace_and_injects_ttl);
+    harness_add_test(tc, test_unknown_namespace_is_refused_and_writes_nothing);
+    harness_add_test(tc, test_mset_across_instances_is_refused_and_writes_nothing);
+    harness_add_test(tc, test_commands_round_trip);
+    harness_add_test(tc, test_pipeline_of_10000_commands_across_instances);
+    harness_add_test(tc, test_concurrent_clients_get_their_own_replies_in_order);
+    harness_add_test(tc, test_requests_arriving_while_a_batch_is_in_flight_go_as_one_write);
+    harness_add_test(tc, test_large_values_cross_full_sockets_intact);
+    harness_add_test(tc, test_held_requests_fail_cleanly_when_the_backend_dies);
+    harness_add_test(tc, test_local_commands);
+    harness_add_test(tc, test_protocol_errors_reply_then_close);
+    harness_add_test(tc, test_issue10_item8_paused_client_reset);
+    harness_add_test(tc, test_issue10_item17_requests_leave_in_arrival_order);
+    harness_add_test(tc, test_issue10_item17_first_blocked_client_is_served_first);
+    harness_add_test(tc, test_issue10_item17_unsubscribe_then_publish);
+    harness_add_test(tc, test_backend_down_answers_unavailable_then_recovers);
+    harness_add_test(tc, test_quit_replies_ok_then_closes);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

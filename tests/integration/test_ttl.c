@@ -52,7 +52,6 @@ static const struct ns_case NS_D = {"d:", "durable", 600000, 3600000};
 #define TOLERANCE_MS 5000LL
 
 static struct harness h;
-static unsigned g_seq; /* unique key suffixes across the suite */
 
 static void setup(void)
 {
@@ -495,7 +494,9 @@ static int walk(const struct ns_case *ns, unsigned mode, const char *title, stru
     printf("---- %s ----\n", title);
     for (unsigned i = 0; i < ttl_invocations_len; i++) {
         const struct ttl_invocation *row = &ttl_invocations[i];
-        unsigned seq = ++g_seq;
+        /* unique across the suite: each walk is one (namespace, mode) pair, the namespace is in
+         * the key, the mode here (each test runs in a process of its own: no counter carries over) */
+        unsigned seq = mode * 100000u + i + 1;
         struct key_set ks, fks;
         struct inv_values v, fv;
         make_keys(&ks, ns->prefix, row->command, seq, &v);
@@ -1094,19 +1095,19 @@ int main(void)
     setvbuf(stdout, NULL, _IOLBF, 0);
     Suite *s = suite_create("ttl");
     TCase *tc = harness_tcase(s, "ttl", 300, setup, teardown);
-    tcase_add_test(tc, test_every_write_command_is_covered);
-    tcase_add_test(tc, test_walk_ttl_namespace);
-    tcase_add_test(tc, test_walk_durable_ttl_namespace);
-    tcase_add_test(tc, test_walk_ttl_none_namespace);
-    tcase_add_test(tc, test_walk_reply_fidelity);
-    tcase_add_test(tc, test_walk_atomicity_monitor);
-    tcase_add_test(tc, test_sliding_every_touch_resets_ttl);
-    tcase_add_test(tc, test_client_ttl_is_kept_and_never_extended);
-    tcase_add_test(tc, test_ttl_above_max_ttl_is_refused_and_changes_nothing);
-    tcase_add_test(tc, test_persist_refused_in_ttl_namespace_forwarded_in_ttl_none);
-    tcase_add_test(tc, test_keepttl_and_nonpositive_expire);
-    tcase_add_test(tc, test_each_key_gets_its_own_namespace_ttl);
-    tcase_add_test(tc, test_reply_fidelity_sample);
-    tcase_add_test(tc, test_atomicity_commandstats);
+    harness_add_test(tc, test_every_write_command_is_covered);
+    harness_add_test(tc, test_walk_ttl_namespace);
+    harness_add_test(tc, test_walk_durable_ttl_namespace);
+    harness_add_test(tc, test_walk_ttl_none_namespace);
+    harness_add_test(tc, test_walk_reply_fidelity);
+    harness_add_test(tc, test_walk_atomicity_monitor);
+    harness_add_test(tc, test_sliding_every_touch_resets_ttl);
+    harness_add_test(tc, test_client_ttl_is_kept_and_never_extended);
+    harness_add_test(tc, test_ttl_above_max_ttl_is_refused_and_changes_nothing);
+    harness_add_test(tc, test_persist_refused_in_ttl_namespace_forwarded_in_ttl_none);
+    harness_add_test(tc, test_keepttl_and_nonpositive_expire);
+    harness_add_test(tc, test_each_key_gets_its_own_namespace_ttl);
+    harness_add_test(tc, test_reply_fidelity_sample);
+    harness_add_test(tc, test_atomicity_commandstats);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

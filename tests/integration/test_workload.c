@@ -19,7 +19,7 @@
 
 /*
  * One harness (two TLS redis-servers + keygate with the repo's conf/registry.conf) for
- * the suite (CK_NOFORK, see harness.h). Registry facts used by the detector test:
+ * the suite (each test in its own process, see harness.h). Registry facts used by the detector test:
  *   q:      instance=durable ttl=none
  *   cache:  instance=cache   ttl=1h  max-ttl=7d
  * Users (sha256= passwords), so EVAL / EVALSHA / FCALL / SCRIPT LOAD pass keygate:
@@ -137,6 +137,24 @@ static void expect_report_line(const char *report, const char *line)
     ck_assert_msg(strstr(report, want) != NULL, "want the line\n%sin the report:\n%s", want, report);
 }
 
+/* The plants of the detector test, deleted (each test leaves the backends as the registry
+ * allows, whatever it asserts: the tests after it check the registry too). */
+static void remove_plants(void)
+{
+    redisContext *d = harness_must_direct(&h, "durable"), *c = harness_must_direct(&h, "cache");
+    direct_ok(d, "SELECT 3");
+    direct_ok(d, "DEL q:planted:db3");
+    direct_ok(c, "SELECT 15");
+    direct_ok(c, "DEL %b", "nope:\x00nul", (size_t)9);
+    direct_ok(d, "SELECT 0");
+    direct_ok(c, "SELECT 0");
+    direct_ok(d, "DEL nope:planted");
+    direct_ok(c, "DEL %b", "cache:planted:\x01 \\", (size_t)16);
+    direct_ok(c, "DEL q:planted cache:planted:nottl cache:planted:long cache:planted:ok");
+    redisFree(d);
+    redisFree(c);
+}
+
 START_TEST(test_issue10_postcondition_detector_finds_planted_keys)
 {
     char report[8192];
@@ -154,8 +172,22 @@ START_TEST(test_issue10_postcondition_detector_finds_planted_keys)
     direct_ok(d, "SET q:planted:db3 x"); /* in db 3 */
     direct_ok(c, "SELECT 15");
     direct_ok(c, "SET %b x", "nope:\x00nul", (size_t)9); /* db 15, no namespace, binary */
+    redisFree(d);
+    redisFree(c);
 
+    /* everything that needs the plants first, then they go, then the assertions: a failing
+     * one leaves no plant behind for the tests after this one */
+    static char capped[8192], skipping[8192], in_test[16384], in_teardown[16384];
     n = harness_registry_violations(&h, NULL, 100, report, sizeof report);
+    int n_capped = harness_registry_violations(&h, NULL, 2, capped, sizeof capped);
+    const char *const planted[] = {"nope:planted", "cache:planted:*", NULL};
+    int n_skipping = harness_registry_violations(&h, planted, 100, skipping, sizeof skipping);
+    int child_in_test = run_child_suite(1, in_test, sizeof in_test);
+    int child_in_teardown = run_child_suite(2, in_teardown, sizeof in_teardown);
+    remove_plants();
+    char clean[8192];
+    int n_clean = harness_registry_violations(&h, NULL, 100, clean, sizeof clean);
+
     ck_assert_msg(n == 6, "want 6 breaking keys, got %d:\n%s", n, report);
     expect_report_line(report, "durable db0 nope:planted: matches no namespace");
     expect_report_line(report, "cache db0 q:planted: namespace 'q:' lives on durable");
@@ -169,42 +201,32 @@ START_TEST(test_issue10_postcondition_detector_finds_planted_keys)
                   "a good key listed:\n%s", report);
 
     /* the listing is capped, the count is not */
-    n = harness_registry_violations(&h, NULL, 2, report, sizeof report);
-    ck_assert_int_eq(n, 6);
-    ck_assert_msg(strstr(report, "  ... and 4 more\n") != NULL, "%s", report);
+    ck_assert_int_eq(n_capped, 6);
+    ck_assert_msg(strstr(capped, "  ... and 4 more\n") != NULL, "%s", capped);
 
     /* a planted pattern skips exactly what it matches */
-    const char *const planted[] = {"nope:planted", "cache:planted:*", NULL};
-    n = harness_registry_violations(&h, planted, 100, report, sizeof report);
-    ck_assert_msg(n == 3, "want 3 after skipping nope:planted and cache:planted:*, got %d:\n%s", n, report);
-    ck_assert_msg(strstr(report, "cache:planted") == NULL && strstr(report, "nope:planted") == NULL, "%s", report);
-    expect_report_line(report, "cache db0 q:planted: namespace 'q:' lives on durable");
+    ck_assert_msg(n_skipping == 3, "want 3 after skipping nope:planted and cache:planted:*, got %d:\n%s", n_skipping,
+                  skipping);
+    ck_assert_msg(strstr(skipping, "cache:planted") == NULL && strstr(skipping, "nope:planted") == NULL, "%s",
+                  skipping);
+    expect_report_line(skipping, "cache db0 q:planted: namespace 'q:' lives on durable");
 
     /* the assertion fails a test, and a teardown (harness_run counts it) */
-    static char out[16384];
-    ck_assert_int_eq(run_child_suite(1, out, sizeof out), 1);
-    ck_assert_msg(strstr(out, ":F:in-test:child_test:") && strstr(out, "harness_check_registry: keys that break the "
-                                                                       "registry (6):\n  "),
-                  "the failing test's output:\n%s", out);
-    ck_assert_int_eq(run_child_suite(2, out, sizeof out), 1);
-    ck_assert_msg(strstr(out, "100%: Checks: 1, Failures: 0") &&
-                      strstr(out, "POST-CONDITION FAILED in the teardown: harness_check_registry: keys that break "
-                                  "the registry (6):\n  ") &&
-                      strstr(out, "harness: 1 post-condition check(s) in a teardown FAILED"),
-                  "the failing teardown's output:\n%s", out);
+    ck_assert_int_eq(child_in_test, 1);
+    ck_assert_msg(strstr(in_test, ":F:in-test:child_test:") && strstr(in_test, "harness_check_registry: keys that "
+                                                                               "break the registry (6):\n  "),
+                  "the failing test's output:\n%s", in_test);
+    ck_assert_int_eq(child_in_teardown, 1);
+    ck_assert_msg(strstr(in_teardown, "100%: Checks: 1, Failures: 0") &&
+                      strstr(in_teardown, "POST-CONDITION FAILED in the teardown: harness_check_registry: keys that "
+                                          "break the registry (6):\n  ") &&
+                      strstr(in_teardown, "harness: 1 post-condition check(s) in a teardown or between tests FAILED"),
+                  "the failing teardown's output:\n%s", in_teardown);
     printf("detector self-test: harness_check_registry failed a test and a teardown on the planted keys, as it must\n");
 
-    /* delete the plants: clean again, and the assertion passes */
-    direct_ok(d, "FLUSHDB");
-    direct_ok(c, "FLUSHDB");
-    direct_ok(d, "SELECT 0");
-    direct_ok(c, "SELECT 0");
-    direct_ok(d, "DEL nope:planted");
-    direct_ok(c, "DEL q:planted cache:planted:nottl cache:planted:long");
-    redisFree(d);
-    redisFree(c);
-    n = harness_registry_violations(&h, NULL, 100, report, sizeof report);
-    ck_assert_msg(n == 0, "not clean after deleting the plants (%d):\n%s", n, report);
+    /* the plants deleted: clean again, and the assertion passes */
+    ck_assert_msg(n_clean == 0, "not clean after deleting the plants (%d):\n%s", n_clean, clean);
+    static char out[16384];
     ck_assert_msg(run_child_suite(1, out, sizeof out) == 0, "%s", out);
     ck_assert_msg(run_child_suite(2, out, sizeof out) == 0, "%s", out);
     harness_check_registry(&h);
@@ -1798,7 +1820,7 @@ int main(void)
 {
     Suite *s = suite_create("workload");
     TCase *tc = harness_tcase(s, "workload", 120, setup, teardown);
-    tcase_add_test(tc, test_issue10_postcondition_detector_finds_planted_keys);
-    tcase_add_test(tc, test_issue10_random_workload_leaves_registry_intact);
+    harness_add_test(tc, test_issue10_postcondition_detector_finds_planted_keys);
+    harness_add_test(tc, test_issue10_random_workload_leaves_registry_intact);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
