@@ -205,16 +205,16 @@ static const struct namespace_entry *first_key_namespace(const struct registry *
 }
 
 const struct namespace_entry *access_glob_namespace(const struct registry *reg, const struct session *s,
-                                                    const struct command_def *cmd, enum ns_kind kind,
-                                                    const char *pat, size_t len, const char *stops, char *why,
-                                                    size_t whylen)
+                                                    const struct command_def *cmd, enum ns_kind kind, const char *pat,
+                                                    size_t len, const char *stops, char *why, size_t whylen)
 {
     size_t lit = 0;
     while (lit < len && !strchr(stops, pat[lit])) lit++;
     const struct namespace_entry *ns = registry_lookup(reg, kind, pat, lit);
     if (!ns) {
         char shown[104];
-        snprintf(why, whylen, "its literal prefix '%s' lies in no namespace", session_printable(pat, lit, shown, sizeof(shown)));
+        snprintf(why, whylen, "its literal prefix '%s' lies in no namespace",
+                 session_printable(pat, lit, shown, sizeof(shown)));
         return NULL;
     }
     char err[ERROR_TEXT_MAX];
@@ -245,7 +245,8 @@ static void check_keys_scan(const struct registry *reg, const struct session *s,
         pat = 1;
     } else {
         for (size_t i = 2; i < r->argc; i += 2) { /* as scanGenericCommand: the last MATCH wins */
-            if (i + 1 >= r->argc || !(session_arg_is(r, i, "MATCH") || session_arg_is(r, i, "COUNT") || session_arg_is(r, i, "TYPE"))) {
+            if (i + 1 >= r->argc ||
+                !(session_arg_is(r, i, "MATCH") || session_arg_is(r, i, "COUNT") || session_arg_is(r, i, "TYPE"))) {
                 deny(out, "ERR syntax error");
                 return;
             }
@@ -286,7 +287,8 @@ static void check_sort(const struct registry *reg, const struct session *s, cons
             j++;
             continue;
         }
-        if (!((session_arg_is(r, j, "BY") || session_arg_is(r, j, "GET")) && left >= 1)) continue; /* ASC, ALPHA, or a syntax error */
+        if (!((session_arg_is(r, j, "BY") || session_arg_is(r, j, "GET")) && left >= 1))
+            continue; /* ASC, ALPHA, or a syntax error */
         j++;
         const char *p = r->argv[j];
         size_t len = r->argvlen[j];
@@ -322,8 +324,10 @@ static void check_script_cache(const struct config *cfg, const struct registry *
     for (size_t i = from; i < to; i++) {
         const struct namespace_entry *e = &reg->entries[i];
         if (access_check_namespace(s, e, r->cmd, err, sizeof(err)) != 0) continue;
-        if (!pick) pick = e;
-        else if (e->instance != pick->instance) spans = 1;
+        if (!pick)
+            pick = e;
+        else if (e->instance != pick->instance)
+            spans = 1;
     }
     if (!pick || spans) {
         deny(out,
@@ -356,8 +360,8 @@ void access_check_command(const struct config *cfg, const struct registry *reg, 
     }
     if (s->user && s->user->read_only && command_writes(r)) {
         const struct namespace_entry *ns = first_key_namespace(reg, r);
-        deny(out, "NOPERM user '%s' has access=ro and '%s' writes%s%s%s", s->user->name, name,
-             ns ? " namespace '" : "", ns ? ns->prefix : "", ns ? "'" : "");
+        deny(out, "NOPERM user '%s' has access=ro and '%s' writes%s%s%s", s->user->name, name, ns ? " namespace '" : "",
+             ns ? ns->prefix : "", ns ? "'" : "");
         return;
     }
     if (cid == CID_COPY) {
@@ -402,8 +406,8 @@ int access_may_see_client(const struct user_conf *viewer, const struct user_conf
     return other && strcmp(viewer->name, other->name) == 0;
 }
 
-int access_check_namespace(const struct session *s, const struct namespace_entry *ns,
-                           const struct command_def *cmd, char *error, size_t len)
+int access_check_namespace(const struct session *s, const struct namespace_entry *ns, const struct command_def *cmd,
+                           char *error, size_t len)
 {
     const struct user_conf *u = s->user;
     if (!u || u->all_owners) return 0;

@@ -75,8 +75,8 @@ void access_session_rebind(struct session *s, const struct config *next);
  * owners=*, or ns's owner among the user's owners); otherwise -1 with
  * "NOPERM user 'U' may not use namespace 'P' (owner O) with 'cmd'" in error. Pure.
  */
-int access_check_namespace(const struct session *s, const struct namespace_entry *ns,
-                           const struct command_def *cmd, char *error, size_t len);
+int access_check_namespace(const struct session *s, const struct namespace_entry *ns, const struct command_def *cmd,
+                           char *error, size_t len);
 
 /*
  * May a client logged in as `viewer` see, in CLIENT LIST, a connection of user `other`?
@@ -93,8 +93,7 @@ int access_may_see_client(const struct user_conf *viewer, const struct user_conf
  * Returns the namespace, or NULL with the reason in why. Pure.
  */
 const struct namespace_entry *access_glob_namespace(const struct registry *reg, const struct session *s,
-                                                    const struct command_def *cmd, enum ns_kind kind,
-                                                    const char *pat, size_t len, const char *stops, char *why,
-                                                    size_t whylen);
+                                                    const struct command_def *cmd, enum ns_kind kind, const char *pat,
+                                                    size_t len, const char *stops, char *why, size_t whylen);
 
 #endif

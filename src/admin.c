@@ -51,9 +51,10 @@ static void admin_metrics(struct admin *a, struct evbuffer *out)
     const struct config *cfg = *a->cfgp;
     struct stats sum;
     stats_sum(&p->workers[0].stats, sizeof(struct worker), p->nworkers, &sum);
-#define STATS_PROM(name, help)                                                                                    \
-    evbuffer_add_printf(out, "# HELP keygate_" #name "_total " help "\n# TYPE keygate_" #name "_total counter\n" \
-                             "keygate_" #name "_total %llu\n",                                                    \
+#define STATS_PROM(name, help)                                                                                         \
+    evbuffer_add_printf(out,                                                                                           \
+                        "# HELP keygate_" #name "_total " help "\n# TYPE keygate_" #name "_total counter\n"            \
+                        "keygate_" #name "_total %llu\n",                                                              \
                         (unsigned long long)sum.name);
     STATS_COUNTERS(STATS_PROM)
 #undef STATS_PROM
@@ -95,8 +96,7 @@ static void admin_metrics(struct admin *a, struct evbuffer *out)
     evbuffer_add_printf(out, "# HELP keygate_topology_checked 1 once the instance's INFO was checked\n"
                              "# TYPE keygate_topology_checked gauge\n");
     for (size_t i = 0; i < cfg->ninstances; i++)
-        evbuffer_add_printf(out, "keygate_topology_checked{instance=\"%s\"} %d\n", cfg->instances[i].name,
-                            checked[i]);
+        evbuffer_add_printf(out, "keygate_topology_checked{instance=\"%s\"} %d\n", cfg->instances[i].name, checked[i]);
 }
 
 /* GET /healthz: the problems, one a line; returns how many. */

@@ -42,9 +42,12 @@ void audit_key_escape(FILE *out, const char *key, size_t len)
 {
     for (size_t i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)key[i];
-        if (ch == '\\') fputs("\\\\", out);
-        else if (ch > 0x20 && ch < 0x7f && ch != '"') fputc(ch, out);
-        else fprintf(out, "\\x%02x", ch);
+        if (ch == '\\')
+            fputs("\\\\", out);
+        else if (ch > 0x20 && ch < 0x7f && ch != '"')
+            fputc(ch, out);
+        else
+            fprintf(out, "\\x%02x", ch);
     }
 }
 
@@ -211,7 +214,9 @@ static int select_db(struct syncconn *c, const char *inst_name, int db)
     int ok = r && r->type == REDIS_REPLY_STATUS;
     if (!ok)
         fprintf(stderr, "keygate audit: instance '%s': SELECT %d: %s\n", inst_name, db,
-                !r ? syncconn_error(c) : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+                !r                             ? syncconn_error(c)
+                : r->type == REDIS_REPLY_ERROR ? r->str
+                                               : "unexpected reply");
     if (r) freeReplyObject(r);
     return ok ? 0 : -1;
 }
@@ -254,12 +259,13 @@ static int audit_instance(struct audit *a, int inst)
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: keygate audit -c FILE [--limit N]\n"
-                 "  SCAN every database of every instance; print INSTANCE KEY PROBLEM per key that\n"
-                 "  breaks the registry (keys outside db 0 included)\n"
-                 "  --limit N   print at most N violations (default %d; all are counted)\n"
-                 "  exit 0 clean, 1 violations found, 2 config or connection errors\n",
-                 DEFAULT_LIMIT);
+    fprintf(out,
+            "usage: keygate audit -c FILE [--limit N]\n"
+            "  SCAN every database of every instance; print INSTANCE KEY PROBLEM per key that\n"
+            "  breaks the registry (keys outside db 0 included)\n"
+            "  --limit N   print at most N violations (default %d; all are counted)\n"
+            "  exit 0 clean, 1 violations found, 2 config or connection errors\n",
+            DEFAULT_LIMIT);
 }
 
 int audit_main(int argc, char **argv)

@@ -356,8 +356,8 @@ void backend_close(struct backend *b, const char *reason)
         return;
     }
     if (!b->warned_down || b->state == BACKEND_READY)
-        log_msg(LOG_WARN, "instance '%s' (%s:%d) connection %d: %s; retrying", ic->name, ic->host, ic->port,
-                b->slot, reason);
+        log_msg(LOG_WARN, "instance '%s' (%s:%d) connection %d: %s; retrying", ic->name, ic->host, ic->port, b->slot,
+                reason);
     b->warned_down = 1;
     STAT_INC(&b->worker->stats, backend_failures);
     backend_io_close(b);
@@ -459,8 +459,10 @@ static int backend_frame_replies(struct backend *b)
             len = strlen(reply);
         }
         int own_head = b->fifo_count > 0 && b->fifo[b->fifo_head].own != BACKEND_OWN_NONE;
-        if (b->subscriber && !own_head) b->worker->hooks->push(b, reply, len);
-        else if (backend_deliver(b, reply, len) != 0) return -1;
+        if (b->subscriber && !own_head)
+            b->worker->hooks->push(b, reply, len);
+        else if (backend_deliver(b, reply, len) != 0)
+            return -1;
         assert(b->fd >= 0); /* the hooks do not close the backend they are called for */
     }
     if (pos > 0) {
@@ -506,7 +508,8 @@ static void backend_tls_failed(struct backend *b, int e, int r, const char *what
 {
     char why[300];
     if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && (r == 0 || errno == 0)))
-        snprintf(why, sizeof(why), "%sconnection closed by the server%s", b->state == BACKEND_READY ? "" : "TLS handshake: ",
+        snprintf(why, sizeof(why), "%sconnection closed by the server%s",
+                 b->state == BACKEND_READY ? "" : "TLS handshake: ",
                  b->state == BACKEND_READY ? "" : " (is it speaking TLS on this port?)");
     else if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
         snprintf(why, sizeof(why), "%s: %s", what, strerror(errno));
@@ -688,8 +691,10 @@ static void backend_io_cb(evutil_socket_t fd, short what, void *arg)
         if (b->fd < 0) return;
     }
     if (writable) {
-        if (b->woff < b->wbuf.len) backend_do_write(b);
-        else if (!b->read_wants_write) event_del(b->wev);
+        if (b->woff < b->wbuf.len)
+            backend_do_write(b);
+        else if (!b->read_wants_write)
+            event_del(b->wev);
     }
 }
 
@@ -818,8 +823,10 @@ void backend_unpin(struct backend *b)
         backend_abandon(b); /* still subscribed to something: never reuse */
         return;
     }
-    if (b->fifo_count == 0) backend_make_idle(b);
-    else b->release_when_idle = 1;
+    if (b->fifo_count == 0)
+        backend_make_idle(b);
+    else
+        b->release_when_idle = 1;
 }
 
 void backend_abandon(struct backend *b)

@@ -49,36 +49,36 @@ enum backend_state { BACKEND_DOWN = 0, BACKEND_CONNECTING, BACKEND_READY };
 /* One connection to a backend instance, shared and pipelined by many clients. */
 struct backend {
     struct worker *worker;
-    int instance;             /* config instance index */
-    int slot;                 /* index in the instance's pool */
+    int instance; /* config instance index */
+    int slot;     /* index in the instance's pool */
     enum backend_state state;
-    int fd;                   /* -1 while closed */
-    SSL *ssl;                 /* TLS instances: the session on fd; NULL for plain */
-    struct event *rev, *wev;  /* fd readable (always armed while open) / writable (only while needed) */
-    int tcp_up;               /* the TCP connect finished (a handshake may still be running) */
-    int read_wants_write;     /* TLS: SSL_read asked for a writable socket */
-    int write_wants_read;     /* TLS: SSL_write asked for a readable socket */
-    struct bytebuf wbuf;      /* the batch being written (out is moved here whole) */
-    size_t woff;              /* bytes of wbuf already written */
-    struct pending *fifo;     /* ring buffer of replies owed, oldest first */
+    int fd;                  /* -1 while closed */
+    SSL *ssl;                /* TLS instances: the session on fd; NULL for plain */
+    struct event *rev, *wev; /* fd readable (always armed while open) / writable (only while needed) */
+    int tcp_up;              /* the TCP connect finished (a handshake may still be running) */
+    int read_wants_write;    /* TLS: SSL_read asked for a writable socket */
+    int write_wants_read;    /* TLS: SSL_write asked for a readable socket */
+    struct bytebuf wbuf;     /* the batch being written (out is moved here whole) */
+    size_t woff;             /* bytes of wbuf already written */
+    struct pending *fifo;    /* ring buffer of replies owed, oldest first */
     size_t fifo_head, fifo_count, fifo_cap;
-    struct bytebuf out;       /* staged requests: leave together when the connection may write (backend_flush_all) */
-    int dirty;                /* on the worker's list of backends to flush (2: inside backend_flush_all) */
-    int flush_go;             /* backend_flush_all's decision: -1 nothing to write, 0 wait, 1 write, 2 write unless holding */
-    size_t unsent;            /* FIFO entries (at its tail) staged but not written yet */
-    char *rbuf;               /* received bytes not yet framed */
+    struct bytebuf out; /* staged requests: leave together when the connection may write (backend_flush_all) */
+    int dirty;          /* on the worker's list of backends to flush (2: inside backend_flush_all) */
+    int flush_go;       /* backend_flush_all's decision: -1 nothing to write, 0 wait, 1 write, 2 write unless holding */
+    size_t unsent;      /* FIFO entries (at its tail) staged but not written yet */
+    char *rbuf;         /* received bytes not yet framed */
     size_t rlen, rcap;
     struct resp_scanner scan;
-    int discarding;           /* the reply being framed is dropped as it comes (nobody may keep it) */
-    size_t mem_held;          /* bytes counted in the process total (max-memory) */
-    struct event *timer;      /* DOWN: reconnect backoff; CONNECTING: connect + handshake timeout */
+    int discarding;      /* the reply being framed is dropped as it comes (nobody may keep it) */
+    size_t mem_held;     /* bytes counted in the process total (max-memory) */
+    struct event *timer; /* DOWN: reconnect backoff; CONNECTING: connect + handshake timeout */
     int backoff_ms;
-    int warned_down;          /* "unreachable" logged once per outage */
+    int warned_down; /* "unreachable" logged once per outage */
     /* dedicated (pinned) connections only */
-    int pinned;               /* 1: not in the shared pool; freed, never reconnected */
-    struct client *owner;     /* the client holding it (only passed to the hooks); NULL when idle or releasing */
-    int subscriber;           /* pub/sub mode: frames go to the push hook, not the FIFO */
-    int release_when_idle;    /* back to the idle list once the FIFO is empty */
+    int pinned;            /* 1: not in the shared pool; freed, never reconnected */
+    struct client *owner;  /* the client holding it (only passed to the hooks); NULL when idle or releasing */
+    int subscriber;        /* pub/sub mode: frames go to the push hook, not the FIFO */
+    int release_when_idle; /* back to the idle list once the FIFO is empty */
     int in_idle;
     TAILQ_ENTRY(backend) link; /* idle list, or the worker's dead list */
 };
@@ -99,8 +99,8 @@ void backend_pools_free(struct worker *w);
 
 /* What INFO shows of an instance's shared connections on one worker. */
 struct backend_pool_status {
-    int connections; /* shared connections */
-    int up;          /* of them READY */
+    int connections;  /* shared connections */
+    int up;           /* of them READY */
     size_t in_flight; /* replies owed on them */
 };
 void backend_pool_status(const struct worker *w, int instance, struct backend_pool_status *out);

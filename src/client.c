@@ -83,9 +83,9 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
     if (tls) {
         /* TLS clients: libevent's OpenSSL bufferevent does the handshake and records */
         SSL *ssl = SSL_new(tls);
-        c->bev = ssl ? bufferevent_openssl_socket_new(w->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
-                                                      BEV_OPT_CLOSE_ON_FREE)
-                     : NULL;
+        c->bev =
+            ssl ? bufferevent_openssl_socket_new(w->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE)
+                : NULL;
         if (!c->bev) {
             if (ssl) SSL_free(ssl);
             conn_close(c, "cannot set up TLS"); /* its fd closes at the reap */
@@ -167,7 +167,7 @@ static void client_paused_cb(evutil_socket_t fd, short what, void *arg)
     struct pollfd p = {.fd = c->fd, .events = POLLRDHUP};
     if (poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)))
         conn_close(c, p.revents & POLLRDHUP && !(p.revents & POLLERR) ? "connection closed by client"
-                                                                         : "connection reset by client");
+                                                                      : "connection reset by client");
 }
 
 /*
@@ -199,11 +199,15 @@ static void client_watch_close(struct client *c, int on)
 static void client_set_reading(struct client *c, int on)
 {
     if (c->bev) {
-        if (on) bufferevent_enable(c->bev, EV_READ);
-        else bufferevent_disable(c->bev, EV_READ);
+        if (on)
+            bufferevent_enable(c->bev, EV_READ);
+        else
+            bufferevent_disable(c->bev, EV_READ);
     } else if (c->rev) {
-        if (on) event_add(c->rev, NULL);
-        else event_del(c->rev);
+        if (on)
+            event_add(c->rev, NULL);
+        else
+            event_del(c->rev);
     }
     client_watch_close(c, !on);
 }
@@ -350,9 +354,10 @@ static void client_multi_queue(struct client *c, struct request *req, const stru
     if ((int64_t)c->multi_buf.len > c->worker->cfg->max_request_bytes) {
         /* the transaction is held in keygate's memory: it counts as query buffer, and a
          * client past its limit is closed, as Redis closes one over client-query-buffer-limit */
-        log_msg(LOG_WARN, "closing client %llu %s that reached max query buffer length: its MULTI holds %zu bytes "
-                "(max-request-size %lld)", (unsigned long long)c->id, c->addr, c->multi_buf.len,
-                (long long)c->worker->cfg->max_request_bytes);
+        log_msg(LOG_WARN,
+                "closing client %llu %s that reached max query buffer length: its MULTI holds %zu bytes "
+                "(max-request-size %lld)",
+                (unsigned long long)c->id, c->addr, c->multi_buf.len, (long long)c->worker->cfg->max_request_bytes);
         STAT_INC(&c->worker->stats, clients_query_limit);
         conn_close(c, "MULTI over max-request-size");
         return;
@@ -453,8 +458,7 @@ static void client_subscribe(struct client *c, const struct plan *plan, const ch
 {
     struct worker *w = c->worker;
     for (int i = 0; i < (int)w->cfg->ninstances; i++) {
-        int wanted = plan->flow == FLOW_SUBSCRIBE ? i == plan->instance
-                                                  : (plan->all_instances || i == plan->instance);
+        int wanted = plan->flow == FLOW_SUBSCRIBE ? i == plan->instance : (plan->all_instances || i == plan->instance);
         if (!wanted) continue;
         struct backend *b = c->pubsub.pin[i];
         if (!b && plan->flow == FLOW_SUBSCRIBE) {
@@ -500,13 +504,16 @@ static int client_would_reorder(struct client *c, const struct plan *plan)
         struct backend *b = c->watch_pin ? c->watch_pin : backend_for(w, instance, c->id);
         return w->postponing[instance] || backend_would_reorder(w, instance, b);
     }
-    if (plan->kind != PLAN_FORWARD || c->session.mode == SESSION_MULTI || plan->merge != MERGE_NONE || plan->instance < 0 ||
-        plan->all_instances)
+    if (plan->kind != PLAN_FORWARD || c->session.mode == SESSION_MULTI || plan->merge != MERGE_NONE ||
+        plan->instance < 0 || plan->all_instances)
         return 0;
     struct backend *b;
-    if (plan->flow == FLOW_BLOCK || (plan->flow == FLOW_WATCH && !c->watch_pin)) b = NULL; /* a fresh pin */
-    else if (plan->flow == FLOW_SUBSCRIBE || plan->flow == FLOW_UNSUBSCRIBE) b = c->pubsub.pin[plan->instance];
-    else b = router_conn_for(c, plan->instance);
+    if (plan->flow == FLOW_BLOCK || (plan->flow == FLOW_WATCH && !c->watch_pin))
+        b = NULL; /* a fresh pin */
+    else if (plan->flow == FLOW_SUBSCRIBE || plan->flow == FLOW_UNSUBSCRIBE)
+        b = c->pubsub.pin[plan->instance];
+    else
+        b = router_conn_for(c, plan->instance);
     return w->postponing[plan->instance] || backend_would_reorder(w, plan->instance, b);
 }
 
@@ -591,7 +598,8 @@ static int client_handle_frame(struct client *c, const char *frame)
         return 0;
     }
     struct request *req = request_new(c);
-    if (c->session.mode == SESSION_MULTI && (plan.kind == PLAN_FORWARD || (plan.kind == PLAN_ERROR && !plan.keeps_transaction))) {
+    if (c->session.mode == SESSION_MULTI &&
+        (plan.kind == PLAN_FORWARD || (plan.kind == PLAN_ERROR && !plan.keeps_transaction))) {
         client_multi_queue(c, req, &plan, frame);
         plan_release(&plan);
         return 0;
@@ -843,8 +851,10 @@ static void client_event_cb(struct bufferevent *bev, short events, void *arg)
 {
     struct client *c = arg;
     (void)bev;
-    if (events & BEV_EVENT_EOF) conn_close(c, "connection closed by client");
-    else if (events & BEV_EVENT_ERROR) conn_close(c, "connection error");
+    if (events & BEV_EVENT_EOF)
+        conn_close(c, "connection closed by client");
+    else if (events & BEV_EVENT_ERROR)
+        conn_close(c, "connection error");
 }
 
 /* The client of w holding the most bytes (input, transaction, replies), if it holds at
@@ -877,9 +887,11 @@ void client_memory_tick(evutil_socket_t fd, short what, void *arg)
              * client eviction (maxmemory-clients) does, the client holding the most goes */
             struct client *c = client_largest(w, (size_t)(w->cfg->max_memory / 64));
             if (c) {
-                log_msg(LOG_WARN, "client %llu %s closed: keygate is over max-memory (%lld bytes) and this client "
-                        "holds %zu bytes (input %zu, transaction %zu)", (unsigned long long)c->id, c->addr,
-                        (long long)w->cfg->max_memory, c->mem_held, c->qlen, c->multi_buf.len);
+                log_msg(LOG_WARN,
+                        "client %llu %s closed: keygate is over max-memory (%lld bytes) and this client "
+                        "holds %zu bytes (input %zu, transaction %zu)",
+                        (unsigned long long)c->id, c->addr, (long long)w->cfg->max_memory, c->mem_held, c->qlen,
+                        c->multi_buf.len);
                 STAT_INC(&w->stats, clients_evicted);
                 conn_close(c, "evicted: over max-memory");
             }

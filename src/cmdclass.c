@@ -18,10 +18,9 @@ static struct slot slots[SLOTS];
 static size_t nindex; /* indexes handed out by slots_build */
 static pthread_once_t slots_once = PTHREAD_ONCE_INIT;
 
-static const char *const id_names[CID_COUNT] = {
-    [CID_OTHER] = "",
+static const char *const id_names[CID_COUNT] = {[CID_OTHER] = "",
 #define CMDCLASS_NAME(id, name) [id] = name,
-    CMDCLASS_NAMES(CMDCLASS_NAME)
+                                                CMDCLASS_NAMES(CMDCLASS_NAME)
 #undef CMDCLASS_NAME
 };
 

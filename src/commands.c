@@ -29,24 +29,21 @@ static int name_cmp(const char *name, const char *s, size_t len)
     for (size_t i = 0; i < len; i++) {
         unsigned char n = (unsigned char)name[i];
         unsigned char c = ascii_lower((unsigned char)s[i]);
-        if (n == '\0')
-            return -1;
-        if (n != c)
-            return (int)n - (int)c;
+        if (n == '\0') return -1;
+        if (n != c) return (int)n - (int)c;
     }
     return name[len] == '\0' ? 0 : 1;
 }
 
 /* Binary search of a sorted def array; `skip` bytes of every name are a shared prefix. */
-static const struct command_def *defs_find(const struct command_def *defs, size_t n, size_t skip,
-                                           const char *s, size_t len)
+static const struct command_def *defs_find(const struct command_def *defs, size_t n, size_t skip, const char *s,
+                                           size_t len)
 {
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         int c = name_cmp(defs[mid].name + skip, s, len);
-        if (c == 0)
-            return &defs[mid];
+        if (c == 0) return &defs[mid];
         if (c < 0)
             lo = mid + 1;
         else
@@ -55,8 +52,7 @@ static const struct command_def *defs_find(const struct command_def *defs, size_
     return NULL;
 }
 
-static const struct command_def *subcommand_find(const struct command_def *parent, const char *s,
-                                                 size_t len)
+static const struct command_def *subcommand_find(const struct command_def *parent, const char *s, size_t len)
 {
     size_t skip = strlen(parent->name) + 1; /* "parent|" */
     return defs_find(parent->subcommands, (size_t)parent->nsubcommands, skip, s, len);
@@ -65,21 +61,14 @@ static const struct command_def *subcommand_find(const struct command_def *paren
 const struct command_def *command_lookup(size_t argc, const char *const *argv, const size_t *argvlen,
                                          int *unknown_subcommand)
 {
-    if (unknown_subcommand)
-        *unknown_subcommand = 0;
-    if (argc == 0)
-        return NULL;
-    const struct command_def *cmd =
-        defs_find(command_table, command_table_len, 0, argv[0], arg_len(argv, argvlen, 0));
-    if (!cmd || cmd->nsubcommands == 0)
-        return cmd;
+    if (unknown_subcommand) *unknown_subcommand = 0;
+    if (argc == 0) return NULL;
+    const struct command_def *cmd = defs_find(command_table, command_table_len, 0, argv[0], arg_len(argv, argvlen, 0));
+    if (!cmd || cmd->nsubcommands == 0) return cmd;
     const struct command_def *sub = NULL;
-    if (argc >= 2)
-        sub = subcommand_find(cmd, argv[1], arg_len(argv, argvlen, 1));
-    if (sub)
-        return sub;
-    if (unknown_subcommand)
-        *unknown_subcommand = 1;
+    if (argc >= 2) sub = subcommand_find(cmd, argv[1], arg_len(argv, argvlen, 1));
+    if (sub) return sub;
+    if (unknown_subcommand) *unknown_subcommand = 1;
     return cmd;
 }
 
@@ -88,17 +77,14 @@ const struct command_def *command_by_name(const char *name)
     const char *bar = strchr(name, '|');
     size_t plen = bar ? (size_t)(bar - name) : strlen(name);
     const struct command_def *cmd = defs_find(command_table, command_table_len, 0, name, plen);
-    if (!cmd || !bar)
-        return cmd;
-    if (cmd->nsubcommands == 0)
-        return NULL;
+    if (!cmd || !bar) return cmd;
+    if (cmd->nsubcommands == 0) return NULL;
     return subcommand_find(cmd, bar + 1, strlen(bar + 1));
 }
 
 int command_arity_ok(const struct command_def *cmd, size_t argc)
 {
-    if (cmd->arity >= 0)
-        return argc == (size_t)cmd->arity;
+    if (cmd->arity >= 0) return argc == (size_t)cmd->arity;
     return argc >= (size_t)(-(long)cmd->arity);
 }
 
@@ -233,12 +219,9 @@ static int spec_find_keys(struct find *f, const struct key_spec *ks)
     if (ks->fk_lastkey < 0 && first <= argc && last < first)
         return 0; /* an empty range to the end, where the arity allows it: "PFMERGE dst" (Redis
                      executes it; COMMAND GETKEYS answers "Invalid arguments") */
-    if (step < 1 || first < 1 || first >= argc || last < first || last >= argc)
-        return find_fail(f, ERR_SYNTAX);
-    for (long i = first; i <= last; i += step)
-        key_add(f, (int)i, ks->flags);
-    if (ks->flags & KS_INCOMPLETE)
-        f->incomplete = 1;
+    if (step < 1 || first < 1 || first >= argc || last < first || last >= argc) return find_fail(f, ERR_SYNTAX);
+    for (long i = first; i <= last; i += step) key_add(f, (int)i, ks->flags);
+    if (ks->flags & KS_INCOMPLETE) f->incomplete = 1;
     return 0;
 }
 
@@ -246,10 +229,8 @@ static int specs_find(struct find *f)
 {
     for (int i = 0; i < f->cmd->nspecs; i++) {
         const struct key_spec *ks = &f->cmd->specs[i];
-        if (ks->flags & KS_NOT_KEY)
-            continue;
-        if (spec_find_keys(f, ks) < 0)
-            return -1;
+        if (ks->flags & KS_NOT_KEY) continue;
+        if (spec_find_keys(f, ks) < 0) return -1;
     }
     return 0;
 }
@@ -273,8 +254,7 @@ static int find_double(const struct find *f, int i, double *v)
     if (len > 0 && !isspace((unsigned char)buf[0]) && (size_t)(end - buf) == len &&
         !(errno == ERANGE && (*v == HUGE_VAL || *v == -HUGE_VAL || fpclassify(*v) == FP_ZERO)) && !isnan(*v))
         rc = 0;
-    if (buf != small)
-        free(buf);
+    if (buf != small) free(buf);
     return rc;
 }
 
@@ -282,10 +262,8 @@ static int find_double(const struct find *f, int i, double *v)
 static int geo_distance(struct find *f, int i)
 {
     double radius;
-    if (find_double(f, i, &radius) != 0)
-        return find_fail(f, "ERR need numeric radius");
-    if (radius < 0)
-        return find_fail(f, "ERR radius cannot be negative");
+    if (find_double(f, i, &radius) != 0) return find_fail(f, "ERR need numeric radius");
+    if (radius < 0) return find_fail(f, "ERR radius cannot be negative");
     if (!find_is(f, i + 1, "m") && !find_is(f, i + 1, "km") && !find_is(f, i + 1, "ft") && !find_is(f, i + 1, "mi"))
         return find_fail(f, "ERR unsupported unit provided. please use M, KM, FT, MI");
     return 0;
@@ -318,8 +296,7 @@ static int geo_find(struct find *f)
         if (lon < -180 || lon > 180 || lat < -85.05112878 || lat > 85.05112878)
             return find_fail(f, "ERR invalid longitude,latitude pair %f,%f", lon, lat);
     }
-    if (geo_distance(f, base - 2) < 0)
-        return -1;
+    if (geo_distance(f, base - 2) < 0) return -1;
 
     for (int i = base; i < f->argc; i++) {
         int more = f->argc - i - 1;
@@ -330,10 +307,8 @@ static int geo_find(struct find *f)
         } else if (find_is(f, i, "asc") || find_is(f, i, "desc")) {
             continue;
         } else if (find_is(f, i, "count") && more) {
-            if (find_ll(f, i + 1, &count) != 0)
-                return find_fail(f, ERR_NOT_INT);
-            if (count <= 0)
-                return find_fail(f, "ERR COUNT must be > 0");
+            if (find_ll(f, i + 1, &count) != 0) return find_fail(f, ERR_NOT_INT);
+            if (count <= 0) return find_fail(f, "ERR COUNT must be > 0");
             i++;
         } else if ((find_is(f, i, "store") || find_is(f, i, "storedist")) && more && !nostore) {
             store = ++i;
@@ -344,11 +319,9 @@ static int geo_find(struct find *f)
     if (store && withx)
         return find_fail(f, "ERR STORE option in GEORADIUS is not compatible with WITHDIST, WITHHASH and "
                             "WITHCOORD options");
-    if (any && !count)
-        return find_fail(f, "ERR the ANY argument requires COUNT argument");
+    if (any && !count) return find_fail(f, "ERR the ANY argument requires COUNT argument");
     key_add(f, 1, spec_flags(f->cmd, 0, KS_RO | KS_ACCESS));
-    if (store)
-        key_add(f, store, spec_flags(f->cmd, 1, KS_OW | KS_UPDATE));
+    if (store) key_add(f, store, spec_flags(f->cmd, 1, KS_OW | KS_UPDATE));
     return 0;
 }
 
@@ -371,15 +344,12 @@ static int xread_find(struct find *f)
         int more = f->argc - i - 1;
         if (find_is(f, i, "block") && more) {
             i++;
-            if (find_ll(f, i, &v) != 0)
-                return find_fail(f, "ERR timeout is not an integer or out of range");
-            if (v < 0)
-                return find_fail(f, "ERR timeout is negative");
+            if (find_ll(f, i, &v) != 0) return find_fail(f, "ERR timeout is not an integer or out of range");
+            if (v < 0) return find_fail(f, "ERR timeout is negative");
             f->blocks = 1;
         } else if (find_is(f, i, "count") && more) {
             i++;
-            if (find_ll(f, i, &v) != 0)
-                return find_fail(f, ERR_NOT_INT);
+            if (find_ll(f, i, &v) != 0) return find_fail(f, ERR_NOT_INT);
         } else if (find_is(f, i, "streams") && more) {
             streams = i + 1;
             if ((f->argc - streams) % 2 != 0)
@@ -400,13 +370,10 @@ static int xread_find(struct find *f)
             return find_fail(f, ERR_SYNTAX);
         }
     }
-    if (streams == 0)
-        return find_fail(f, ERR_SYNTAX);
-    if (group_cmd && !have_group)
-        return find_fail(f, "ERR Missing GROUP option for XREADGROUP");
+    if (streams == 0) return find_fail(f, ERR_SYNTAX);
+    if (group_cmd && !have_group) return find_fail(f, "ERR Missing GROUP option for XREADGROUP");
     int nkeys = (f->argc - streams) / 2;
-    for (int i = streams; i < streams + nkeys; i++)
-        key_add(f, i, spec_flags(f->cmd, 0, KS_RO | KS_ACCESS));
+    for (int i = streams; i < streams + nkeys; i++) key_add(f, i, spec_flags(f->cmd, 0, KS_RO | KS_ACCESS));
     return 0;
 }
 
@@ -427,8 +394,7 @@ static int sort_find(struct find *f)
         if (find_is(f, j, "asc") || find_is(f, j, "desc") || find_is(f, j, "alpha")) {
             continue;
         } else if (find_is(f, j, "limit") && left >= 2) {
-            if (find_ll(f, j + 1, &v) != 0 || find_ll(f, j + 2, &v) != 0)
-                return find_fail(f, ERR_NOT_INT);
+            if (find_ll(f, j + 1, &v) != 0 || find_ll(f, j + 2, &v) != 0) return find_fail(f, ERR_NOT_INT);
             j += 2;
         } else if (!readonly && find_is(f, j, "store") && left >= 1) {
             store = ++j;
@@ -439,8 +405,7 @@ static int sort_find(struct find *f)
         }
     }
     key_add(f, 1, spec_flags(f->cmd, 0, KS_RO | KS_ACCESS));
-    if (store)
-        key_add(f, store, KS_OW | KS_UPDATE);
+    if (store) key_add(f, store, KS_OW | KS_UPDATE);
     return 0;
 }
 
@@ -458,19 +423,16 @@ static int migrate_find(struct find *f)
         if (find_is(f, j, "copy") || find_is(f, j, "replace")) {
             continue;
         } else if (find_is(f, j, "auth")) {
-            if (!more)
-                return find_fail(f, ERR_SYNTAX);
+            if (!more) return find_fail(f, ERR_SYNTAX);
             j++;
         } else if (find_is(f, j, "auth2")) {
-            if (more < 2)
-                return find_fail(f, ERR_SYNTAX);
+            if (more < 2) return find_fail(f, ERR_SYNTAX);
             j += 2;
         } else if (find_is(f, j, "keys")) {
             if (find_len(f, 3) != 0)
                 return find_fail(f, "ERR When using MIGRATE KEYS option, the key argument must be set to the "
                                     "empty string");
-            for (int k = j + 1; k < f->argc; k++)
-                key_add(f, k, flags);
+            for (int k = j + 1; k < f->argc; k++) key_add(f, k, flags);
             return 0;
         } else {
             return find_fail(f, ERR_SYNTAX);
@@ -493,16 +455,12 @@ static int script_find(struct find *f)
     int bad = find_ll(f, 2, &n) != 0;
 
     if (bad || n > f->argc - 3 || n < 0) {
-        if (evalsha && find_len(f, 1) != 40)
-            return find_fail(f, "NOSCRIPT No matching script. Please use EVAL.");
-        if (bad)
-            return find_fail(f, fcall ? "ERR Bad number of keys provided" : ERR_NOT_INT);
-        if (n > f->argc - 3)
-            return find_fail(f, "ERR Number of keys can't be greater than number of args");
+        if (evalsha && find_len(f, 1) != 40) return find_fail(f, "NOSCRIPT No matching script. Please use EVAL.");
+        if (bad) return find_fail(f, fcall ? "ERR Bad number of keys provided" : ERR_NOT_INT);
+        if (n > f->argc - 3) return find_fail(f, "ERR Number of keys can't be greater than number of args");
         return find_fail(f, "ERR Number of keys can't be negative");
     }
-    for (int i = 3; i < 3 + (int)n; i++)
-        key_add(f, i, spec_flags(f->cmd, 0, KS_RW | KS_ACCESS | KS_UPDATE));
+    for (int i = 3; i < 3 + (int)n; i++) key_add(f, i, spec_flags(f->cmd, 0, KS_RW | KS_ACCESS | KS_UPDATE));
     return 0;
 }
 
@@ -516,12 +474,10 @@ static int mpop_find(struct find *f)
     int idx = f->cmd->name[0] == 'b' ? 2 : 1;
     long long n;
 
-    if (find_ll(f, idx, &n) != 0 || n < 1)
-        return find_fail(f, "ERR numkeys should be greater than 0");
+    if (find_ll(f, idx, &n) != 0 || n < 1) return find_fail(f, "ERR numkeys should be greater than 0");
     if (n >= f->argc - idx - 1) /* where_idx = idx + n + 1 must be < argc */
         return find_fail(f, ERR_SYNTAX);
-    for (int i = idx + 1; i <= idx + (int)n; i++)
-        key_add(f, i, spec_flags(f->cmd, 0, KS_RW | KS_ACCESS | KS_DELETE));
+    for (int i = idx + 1; i <= idx + (int)n; i++) key_add(f, i, spec_flags(f->cmd, 0, KS_RW | KS_ACCESS | KS_DELETE));
     return 0;
 }
 
@@ -530,12 +486,9 @@ static int sintercard_find(struct find *f)
 {
     long long n;
 
-    if (find_ll(f, 1, &n) != 0 || n < 1)
-        return find_fail(f, "ERR numkeys should be greater than 0");
-    if (n > f->argc - 2)
-        return find_fail(f, "ERR Number of keys can't be greater than number of args");
-    for (int i = 2; i < 2 + (int)n; i++)
-        key_add(f, i, spec_flags(f->cmd, 0, KS_RO | KS_ACCESS));
+    if (find_ll(f, 1, &n) != 0 || n < 1) return find_fail(f, "ERR numkeys should be greater than 0");
+    if (n > f->argc - 2) return find_fail(f, "ERR Number of keys can't be greater than number of args");
+    for (int i = 2; i < 2 + (int)n; i++) key_add(f, i, spec_flags(f->cmd, 0, KS_RO | KS_ACCESS));
     return 0;
 }
 
@@ -550,16 +503,11 @@ static int zsetop_find(struct find *f)
     int idx = store ? 2 : 1;
     long long n;
 
-    if (find_ll(f, idx, &n) != 0)
-        return find_fail(f, ERR_NOT_INT);
-    if (n < 1)
-        return find_fail(f, "ERR at least 1 input key is needed for '%s' command", f->cmd->name);
-    if (n > f->argc - (idx + 1))
-        return find_fail(f, ERR_SYNTAX);
-    if (store)
-        key_add(f, 1, spec_flags(f->cmd, 0, KS_OW | KS_UPDATE));
-    for (int i = idx + 1; i <= idx + (int)n; i++)
-        key_add(f, i, spec_flags(f->cmd, store ? 1 : 0, KS_RO | KS_ACCESS));
+    if (find_ll(f, idx, &n) != 0) return find_fail(f, ERR_NOT_INT);
+    if (n < 1) return find_fail(f, "ERR at least 1 input key is needed for '%s' command", f->cmd->name);
+    if (n > f->argc - (idx + 1)) return find_fail(f, ERR_SYNTAX);
+    if (store) key_add(f, 1, spec_flags(f->cmd, 0, KS_OW | KS_UPDATE));
+    for (int i = idx + 1; i <= idx + (int)n; i++) key_add(f, i, spec_flags(f->cmd, store ? 1 : 0, KS_RO | KS_ACCESS));
     return 0;
 }
 
@@ -567,33 +515,15 @@ static const struct {
     const char *name;
     int (*find)(struct find *f);
 } finders[] = {
-    {"blmpop", mpop_find},
-    {"bzmpop", mpop_find},
-    {"eval", script_find},
-    {"eval_ro", script_find},
-    {"evalsha", script_find},
-    {"evalsha_ro", script_find},
-    {"fcall", script_find},
-    {"fcall_ro", script_find},
-    {"georadius", geo_find},
-    {"georadius_ro", geo_find},
-    {"georadiusbymember", geo_find},
-    {"georadiusbymember_ro", geo_find},
-    {"lmpop", mpop_find},
-    {"migrate", migrate_find},
-    {"sintercard", sintercard_find},
-    {"sort", sort_find},
-    {"sort_ro", sort_find},
-    {"xread", xread_find},
-    {"xreadgroup", xread_find},
-    {"zdiff", zsetop_find},
-    {"zdiffstore", zsetop_find},
-    {"zinter", zsetop_find},
-    {"zintercard", zsetop_find},
-    {"zinterstore", zsetop_find},
-    {"zmpop", mpop_find},
-    {"zunion", zsetop_find},
-    {"zunionstore", zsetop_find},
+    {"blmpop", mpop_find},      {"bzmpop", mpop_find},           {"eval", script_find},
+    {"eval_ro", script_find},   {"evalsha", script_find},        {"evalsha_ro", script_find},
+    {"fcall", script_find},     {"fcall_ro", script_find},       {"georadius", geo_find},
+    {"georadius_ro", geo_find}, {"georadiusbymember", geo_find}, {"georadiusbymember_ro", geo_find},
+    {"lmpop", mpop_find},       {"migrate", migrate_find},       {"sintercard", sintercard_find},
+    {"sort", sort_find},        {"sort_ro", sort_find},          {"xread", xread_find},
+    {"xreadgroup", xread_find}, {"zdiff", zsetop_find},          {"zdiffstore", zsetop_find},
+    {"zinter", zsetop_find},    {"zintercard", zsetop_find},     {"zinterstore", zsetop_find},
+    {"zmpop", mpop_find},       {"zunion", zsetop_find},         {"zunionstore", zsetop_find},
 };
 
 typedef int (*finder_fn)(struct find *f);
@@ -606,8 +536,7 @@ static finder_fn finder_of(const struct command_def *cmd)
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         int c = strcmp(finders[mid].name, cmd->name);
-        if (c == 0)
-            return finders[mid].find;
+        if (c == 0) return finders[mid].find;
         if (c < 0)
             lo = mid + 1;
         else
@@ -628,34 +557,33 @@ static int find_run(struct find *f)
 int command_finders_sorted(void)
 {
     for (size_t i = 1; i < sizeof(finders) / sizeof(finders[0]); i++)
-        if (strcmp(finders[i - 1].name, finders[i].name) >= 0)
-            return 0;
+        if (strcmp(finders[i - 1].name, finders[i].name) >= 0) return 0;
     return 1;
 }
 
-int command_find_keys_err(const struct command_def *cmd, size_t argc, const char *const *argv,
-                          const size_t *argvlen, struct key_ref *out, int max, int *incomplete, char *error,
-                          size_t errlen)
+int command_find_keys_err(const struct command_def *cmd, size_t argc, const char *const *argv, const size_t *argvlen,
+                          struct key_ref *out, int max, int *incomplete, char *error, size_t errlen)
 {
-    struct find f = {.cmd = cmd, .argv = argv, .argvlen = argvlen, .out = out, .max = max < 0 ? 0 : max,
-                     .error = error, .errlen = errlen};
+    struct find f = {.cmd = cmd,
+                     .argv = argv,
+                     .argvlen = argvlen,
+                     .out = out,
+                     .max = max < 0 ? 0 : max,
+                     .error = error,
+                     .errlen = errlen};
 
-    if (incomplete)
-        *incomplete = 0;
-    if (error && errlen > 0)
-        error[0] = '\0';
+    if (incomplete) *incomplete = 0;
+    if (error && errlen > 0) error[0] = '\0';
     if (argc > INT_MAX / 2) /* index arithmetic stays within int */
         return find_fail(&f, ERR_SYNTAX);
     f.argc = (int)argc;
-    if (find_run(&f) < 0)
-        return -1;
-    if (incomplete)
-        *incomplete = f.incomplete;
+    if (find_run(&f) < 0) return -1;
+    if (incomplete) *incomplete = f.incomplete;
     return f.n;
 }
 
-int command_find_keys(const struct command_def *cmd, size_t argc, const char *const *argv,
-                      const size_t *argvlen, struct key_ref *out, int max, int *incomplete)
+int command_find_keys(const struct command_def *cmd, size_t argc, const char *const *argv, const size_t *argvlen,
+                      struct key_ref *out, int max, int *incomplete)
 {
     return command_find_keys_err(cmd, argc, argv, argvlen, out, max, incomplete, NULL, 0);
 }
@@ -665,8 +593,7 @@ int command_blocks(const struct command_def *cmd, size_t argc, const char *const
     if (finder_of(cmd) == xread_find) {
         struct key_ref none[1];
         struct find f = {.cmd = cmd, .argv = argv, .argvlen = argvlen, .out = none, .max = 0};
-        if (argc > INT_MAX / 2)
-            return 0;
+        if (argc > INT_MAX / 2) return 0;
         f.argc = (int)argc;
         return find_run(&f) == 0 && f.blocks;
     }

@@ -76,22 +76,22 @@ enum find_keys_type { FK_INVALID = 0, FK_UNKNOWN, FK_RANGE, FK_KEYNUM };
 struct key_spec {
     uint32_t flags; /* enum key_spec_flag */
     uint8_t bs_type;
-    int bs_index;          /* BS_INDEX: argv position (1 = first arg after the name) */
+    int bs_index;           /* BS_INDEX: argv position (1 = first arg after the name) */
     const char *bs_keyword; /* BS_KEYWORD: the keyword (upper case, as Redis reports) */
-    int bs_startfrom;      /* BS_KEYWORD: where to start looking; negative counts from the end */
+    int bs_startfrom;       /* BS_KEYWORD: where to start looking; negative counts from the end */
     uint8_t fk_type;
-    int fk_lastkey;        /* FK_RANGE: relative to the first key; -1 = last arg, -2 ... */
-    int fk_keystep;        /* FK_RANGE / FK_KEYNUM */
-    int fk_limit;          /* FK_RANGE: 0 = none, else keys = remaining / limit */
-    int fk_keynumidx;      /* FK_KEYNUM: index of the key count, relative to begin_search */
-    int fk_firstkey;       /* FK_KEYNUM: first key, relative to begin_search */
+    int fk_lastkey;   /* FK_RANGE: relative to the first key; -1 = last arg, -2 ... */
+    int fk_keystep;   /* FK_RANGE / FK_KEYNUM */
+    int fk_limit;     /* FK_RANGE: 0 = none, else keys = remaining / limit */
+    int fk_keynumidx; /* FK_KEYNUM: index of the key count, relative to begin_search */
+    int fk_firstkey;  /* FK_KEYNUM: first key, relative to begin_search */
 };
 
 struct command_def {
-    const char *name;      /* lower case; subcommands are "parent|sub" */
-    int arity;             /* Redis's: >0 exact, <0 at least -arity */
-    uint32_t flags;        /* enum command_flag */
-    uint32_t acl;          /* enum command_acl */
+    const char *name;                  /* lower case; subcommands are "parent|sub" */
+    int arity;                         /* Redis's: >0 exact, <0 at least -arity */
+    uint32_t flags;                    /* enum command_flag */
+    uint32_t acl;                      /* enum command_acl */
     int first_key, last_key, key_step; /* legacy range, as COMMAND reports */
     const struct key_spec *specs;
     int nspecs;
@@ -155,13 +155,12 @@ struct key_ref {
  * Redis finds in the arguments, not one it would find earlier in the data (WRONGTYPE).
  * argvlen may be NULL for NUL-terminated argv.
  */
-int command_find_keys_err(const struct command_def *cmd, size_t argc, const char *const *argv,
-                          const size_t *argvlen, struct key_ref *out, int max, int *incomplete, char *error,
-                          size_t errlen);
+int command_find_keys_err(const struct command_def *cmd, size_t argc, const char *const *argv, const size_t *argvlen,
+                          struct key_ref *out, int max, int *incomplete, char *error, size_t errlen);
 
 /* command_find_keys_err without the error text. */
-int command_find_keys(const struct command_def *cmd, size_t argc, const char *const *argv,
-                      const size_t *argvlen, struct key_ref *out, int max, int *incomplete);
+int command_find_keys(const struct command_def *cmd, size_t argc, const char *const *argv, const size_t *argvlen,
+                      struct key_ref *out, int max, int *incomplete);
 
 /* 1 when the hand-written finders are sorted by name, as their binary search needs (a unit test checks it). */
 int command_finders_sorted(void);

@@ -25,23 +25,21 @@ struct cfg_ctx {
 static int int_parse(const char *s, long long min, long long max, long long *out)
 {
     long long n = 0;
-    if (!*s)
-        return -1;
+    if (!*s) return -1;
     for (const char *p = s; *p; p++) {
-        if (*p < '0' || *p > '9' || n > (max - (*p - '0')) / 10)
-            return -1;
+        if (*p < '0' || *p > '9' || n > (max - (*p - '0')) / 10) return -1;
         n = n * 10 + (*p - '0');
     }
-    if (n < min)
-        return -1;
+    if (n < min) return -1;
     *out = n;
     return 0;
 }
 
 int size_parse(const char *s, int64_t *bytes)
 {
-    static const struct scale_unit units[] = {{"", 1},           {"b", 1},           {"k", 1000},
-                                              {"kb", 1024},      {"m", 1000000},     {"mb", 1024 * 1024},
+    static const struct scale_unit units[] = {{"", 1},           {"b", 1},
+                                              {"k", 1000},       {"kb", 1024},
+                                              {"m", 1000000},    {"mb", 1024 * 1024},
                                               {"g", 1000000000}, {"gb", 1024 * 1024 * 1024}};
     return scaled_parse(s, units, sizeof units / sizeof units[0], 1, bytes);
 }
@@ -100,8 +98,9 @@ static char *password_load(struct cfg_ctx *ctx, const char *path, size_t *len)
         return NULL;
     }
     if (st.st_mode & 0066) {
-        CFG_ERR(ctx, "password file '%s' has mode %04o: it must not be readable or writable by "
-                     "group or other (chmod 600 '%s')",
+        CFG_ERR(ctx,
+                "password file '%s' has mode %04o: it must not be readable or writable by "
+                "group or other (chmod 600 '%s')",
                 path, (unsigned)(st.st_mode & 07777), path);
         return NULL;
     }
@@ -180,24 +179,20 @@ static void dir_listen(struct cfg_ctx *ctx, const struct tokens *t)
                 CFG_ERR(ctx, "mode= applies to unix sockets only");
             else if (mode_seen++)
                 CFG_ERR(ctx, "repeated option 'mode='");
-            else if (!*v || strspn(v, "01234567") != strlen(v) ||
-                     (mode = strtoll(v, NULL, 8)) > 0777)
+            else if (!*v || strspn(v, "01234567") != strlen(v) || (mode = strtoll(v, NULL, 8)) > 0777)
                 CFG_ERR(ctx, "bad mode '%s' (octal, e.g. 0660)", v);
             else
                 l->unix_mode = (int)mode;
         } else
             CFG_ERR(ctx, "unknown listen option '%.*s=' (tls cert= key= ca= mode=)", t->v[i].eq, tok);
     }
-    if (l->tls && (!l->tls_cert || !l->tls_key))
-        CFG_ERR(ctx, "listen ... tls needs cert= and key=");
-    if (!l->tls && (l->tls_cert || l->tls_key || l->tls_ca))
-        CFG_ERR(ctx, "cert=/key=/ca= need the word tls");
+    if (l->tls && (!l->tls_cert || !l->tls_key)) CFG_ERR(ctx, "listen ... tls needs cert= and key=");
+    if (!l->tls && (l->tls_cert || l->tls_key || l->tls_ca)) CFG_ERR(ctx, "cert=/key=/ca= need the word tls");
     for (size_t i = 0; i + 1 < c->nlistens; i++) {
         const struct listen_addr *o = &c->listens[i];
         int same = (l->unix_path && o->unix_path && strcmp(l->unix_path, o->unix_path) == 0) ||
                    (l->host && o->host && l->port == o->port && strcmp(l->host, o->host) == 0);
-        if (same)
-            CFG_ERR(ctx, "duplicate listen address '%s'", addr);
+        if (same) CFG_ERR(ctx, "duplicate listen address '%s'", addr);
     }
 }
 
@@ -220,11 +215,9 @@ static void dir_registry(struct cfg_ctx *ctx, const struct tokens *t)
 
 static int name_valid(const char *s)
 {
-    if (!*s)
-        return 0;
+    if (!*s) return 0;
     for (; *s; s++)
-        if (!isalnum((unsigned char)*s) && *s != '-' && *s != '_')
-            return 0;
+        if (!isalnum((unsigned char)*s) && *s != '-' && *s != '_') return 0;
     return 1;
 }
 
@@ -239,8 +232,7 @@ static void dir_instance(struct cfg_ctx *ctx, const struct tokens *t)
     }
     int dup = config_instance_index(c, name);
     if (dup >= 0) {
-        CFG_ERR(ctx, "duplicate instance '%s' (first defined on line %d)", name,
-                c->instances[dup].line);
+        CFG_ERR(ctx, "duplicate instance '%s' (first defined on line %d)", name, c->instances[dup].line);
         return;
     }
     if (c->ninstances == CONFIG_MAX_INSTANCES) {
@@ -287,24 +279,23 @@ static void dir_instance(struct cfg_ctx *ctx, const struct tokens *t)
             else
                 in->connections = (int)n;
         } else
-            CFG_ERR(ctx, "unknown instance option '%.*s=' (ca= cert= key= server-name= "
-                         "password-file= user= connections=)",
+            CFG_ERR(ctx,
+                    "unknown instance option '%.*s=' (ca= cert= key= server-name= "
+                    "password-file= user= connections=)",
                     t->v[i].eq, tok);
     }
     in->tls = ntls > 0;
     if (ntls + nplain != 1)
-        CFG_ERR(ctx, "instance '%s': give exactly one of tls or plain (plain TCP must be asked "
-                     "for)",
+        CFG_ERR(ctx,
+                "instance '%s': give exactly one of tls or plain (plain TCP must be asked "
+                "for)",
                 name);
     else if (in->tls && !in->ca)
-        CFG_ERR(ctx, "instance '%s': tls needs ca= (the CA that signs the server certificate)",
-                name);
+        CFG_ERR(ctx, "instance '%s': tls needs ca= (the CA that signs the server certificate)", name);
     else if (!in->tls && (in->ca || in->cert || in->key || in->server_name))
         CFG_ERR(ctx, "instance '%s': ca=/cert=/key=/server-name= need tls", name);
-    if (!in->cert != !in->key)
-        CFG_ERR(ctx, "instance '%s': cert= and key= go together", name);
-    if (in->username && !in->password_file)
-        CFG_ERR(ctx, "instance '%s': user= needs password-file=", name);
+    if (!in->cert != !in->key) CFG_ERR(ctx, "instance '%s': cert= and key= go together", name);
+    if (in->username && !in->password_file) CFG_ERR(ctx, "instance '%s': user= needs password-file=", name);
     if (in->password_file) {
         size_t len;
         in->password = password_load(ctx, in->password_file, &len);
@@ -313,14 +304,12 @@ static void dir_instance(struct cfg_ctx *ctx, const struct tokens *t)
 
 static int hex_decode(const char *s, unsigned char *out, size_t n)
 {
-    if (strlen(s) != 2 * n)
-        return -1;
+    if (strlen(s) != 2 * n) return -1;
     for (size_t i = 0; i < n; i++) {
         unsigned v = 0;
         for (int j = 0; j < 2; j++) {
             int ch = tolower((unsigned char)s[2 * i + j]);
-            if (!isxdigit(ch))
-                return -1;
+            if (!isxdigit(ch)) return -1;
             v = v * 16 + (unsigned)(isdigit(ch) ? ch - '0' : ch - 'a' + 10);
         }
         out[i] = (unsigned char)v;
@@ -343,14 +332,11 @@ static void user_owners(struct cfg_ctx *ctx, struct user_conf *u, const char *li
         u->owners = xrealloc(u->owners, (u->nowners + 1) * sizeof *u->owners);
         u->owners[u->nowners] = xcalloc(n + 1, 1);
         memcpy(u->owners[u->nowners++], p, n);
-        if (n == 1 && *p == '*')
-            u->all_owners = 1;
-        if (!p[n])
-            break;
+        if (n == 1 && *p == '*') u->all_owners = 1;
+        if (!p[n]) break;
         p += n + 1;
     }
-    if (u->all_owners && u->nowners > 1)
-        CFG_ERR(ctx, "owners=* stands alone");
+    if (u->all_owners && u->nowners > 1) CFG_ERR(ctx, "owners=* stands alone");
 }
 
 /* user NAME password-file=F|sha256=HEX owners=a,b|* access=rw|ro [scripts=yes|no] */
@@ -407,16 +393,14 @@ static void dir_user(struct cfg_ctx *ctx, const struct tokens *t)
             else
                 CFG_ERR(ctx, "bad scripts '%s' (yes or no)", v);
         } else
-            CFG_ERR(ctx, "unknown user option '%.*s=' (password-file= sha256= owners= access= "
-                         "scripts=)",
+            CFG_ERR(ctx,
+                    "unknown user option '%.*s=' (password-file= sha256= owners= access= "
+                    "scripts=)",
                     t->v[i].eq, tok);
     }
-    if (!have_secret)
-        CFG_ERR(ctx, "user '%s' needs password-file= or sha256=", name);
-    if (!u->nowners)
-        CFG_ERR(ctx, "user '%s' needs owners= (a,b or *)", name);
-    if (!access_seen)
-        CFG_ERR(ctx, "user '%s' needs access=rw or access=ro", name);
+    if (!have_secret) CFG_ERR(ctx, "user '%s' needs password-file= or sha256=", name);
+    if (!u->nowners) CFG_ERR(ctx, "user '%s' needs owners= (a,b or *)", name);
+    if (!access_seen) CFG_ERR(ctx, "user '%s' needs access=rw or access=ro", name);
 }
 
 /* log-level debug|info|warn|error */
@@ -440,33 +424,30 @@ static const struct directive {
     int repeatable;
     enum value_kind kind;
     void (*apply)(struct cfg_ctx *, const struct tokens *); /* V_FUNC */
-    size_t offset;                                            /* V_INT: int; else int64_t */
-    long long min, max;                                       /* V_INT, V_SIZE range */
+    size_t offset;                                          /* V_INT: int; else int64_t */
+    long long min, max;                                     /* V_INT, V_SIZE range */
 } directives[] = {
-    {"listen", "HOST:PORT|[V6]:PORT|unix:/PATH [mode=0660] [tls cert=F key=F [ca=F]]", 1, -1, 1,
-     V_FUNC, dir_listen, 0, 0, 0},
+    {"listen", "HOST:PORT|[V6]:PORT|unix:/PATH [mode=0660] [tls cert=F key=F [ca=F]]", 1, -1, 1, V_FUNC, dir_listen, 0,
+     0, 0},
     {"admin-listen", "HOST:PORT", 1, 1, 0, V_FUNC, dir_admin_listen, 0, 0, 0},
     {"registry", "PATH", 1, 1, 0, V_FUNC, dir_registry, 0, 0, 0},
-    {"instance", "NAME HOST:PORT tls|plain [ca=F cert=F key=F server-name=N password-file=F "
-                 "user=U connections=N]",
+    {"instance",
+     "NAME HOST:PORT tls|plain [ca=F cert=F key=F server-name=N password-file=F "
+     "user=U connections=N]",
      3, -1, 1, V_FUNC, dir_instance, 0, 0, 0},
-    {"user", "NAME password-file=F|sha256=HEX owners=a,b|* access=rw|ro [scripts=yes|no]", 2, -1,
-     1, V_FUNC, dir_user, 0, 0, 0},
+    {"user", "NAME password-file=F|sha256=HEX owners=a,b|* access=rw|ro [scripts=yes|no]", 2, -1, 1, V_FUNC, dir_user,
+     0, 0, 0},
     {"threads", "N", 1, 1, 0, V_INT, NULL, offsetof(struct config, threads), 1, 64},
     {"max-clients", "N", 1, 1, 0, V_INT, NULL, offsetof(struct config, max_clients), 1, 1000000},
     {"max-pending", "N", 1, 1, 0, V_INT, NULL, offsetof(struct config, max_pending), 1, 1000000},
     {"max-pinned", "N", 1, 1, 0, V_INT, NULL, offsetof(struct config, max_pinned), 1, 100000},
-    {"max-request-size", "SIZE", 1, 1, 0, V_SIZE, NULL, offsetof(struct config, max_request_bytes),
-     1, INT64_MAX},
-    {"client-output-limit", "SIZE", 1, 1, 0, V_SIZE, NULL,
-     offsetof(struct config, client_output_limit), 1, INT64_MAX},
-    {"client-output-hard-limit", "SIZE", 1, 1, 0, V_SIZE, NULL,
-     offsetof(struct config, client_output_hard_limit), 1, INT64_MAX},
+    {"max-request-size", "SIZE", 1, 1, 0, V_SIZE, NULL, offsetof(struct config, max_request_bytes), 1, INT64_MAX},
+    {"client-output-limit", "SIZE", 1, 1, 0, V_SIZE, NULL, offsetof(struct config, client_output_limit), 1, INT64_MAX},
+    {"client-output-hard-limit", "SIZE", 1, 1, 0, V_SIZE, NULL, offsetof(struct config, client_output_hard_limit), 1,
+     INT64_MAX},
     {"max-memory", "SIZE", 1, 1, 0, V_SIZE, NULL, offsetof(struct config, max_memory), 0, INT64_MAX},
-    {"connect-timeout", "DURATION", 1, 1, 0, V_DURATION, NULL,
-     offsetof(struct config, connect_timeout_ms), 0, 0},
-    {"shutdown-timeout", "DURATION", 1, 1, 0, V_DURATION, NULL,
-     offsetof(struct config, shutdown_timeout_ms), 0, 0},
+    {"connect-timeout", "DURATION", 1, 1, 0, V_DURATION, NULL, offsetof(struct config, connect_timeout_ms), 0, 0},
+    {"shutdown-timeout", "DURATION", 1, 1, 0, V_DURATION, NULL, offsetof(struct config, shutdown_timeout_ms), 0, 0},
     {"log-level", "debug|info|warn|error", 1, 1, 0, V_FUNC, dir_log_level, 0, 0, 0},
 };
 #define NDIRECTIVES (sizeof directives / sizeof directives[0])
@@ -475,8 +456,7 @@ static const struct directive {
 static size_t config_directive_index(const char *name)
 {
     size_t i = 0;
-    while (i + 1 < NDIRECTIVES && strcmp(directives[i].name, name) != 0)
-        i++;
+    while (i + 1 < NDIRECTIVES && strcmp(directives[i].name, name) != 0) i++;
     return i;
 }
 
@@ -516,14 +496,13 @@ static void line_parse(struct cfg_ctx *ctx, const struct tokens *t, int first_li
     const char *name = t->v[0].text;
     for (size_t i = 0; i < NDIRECTIVES; i++) {
         const struct directive *d = &directives[i];
-        if (strcmp(d->name, name) != 0)
-            continue;
+        if (strcmp(d->name, name) != 0) continue;
         int nargs = (int)t->n - 1;
         if (nargs < d->min_args)
             CFG_ERR(ctx, "%s: missing argument (usage: %s %s)", name, name, d->usage);
         else if (d->max_args >= 0 && nargs > d->max_args)
-            CFG_ERR(ctx, "%s: too many arguments, unexpected '%s' (usage: %s %s)", name,
-                    t->v[1 + d->max_args].text, name, d->usage);
+            CFG_ERR(ctx, "%s: too many arguments, unexpected '%s' (usage: %s %s)", name, t->v[1 + d->max_args].text,
+                    name, d->usage);
         else if (!d->repeatable && first_line[i])
             CFG_ERR(ctx, "%s given twice (first on line %d)", name, first_line[i]);
         else {
@@ -542,11 +521,10 @@ static void owners_check(const struct config *c)
         for (size_t o = 0; o < c->users[u].nowners && !c->users[u].all_owners; o++) {
             const char *owner = c->users[u].owners[o];
             size_t i = 0;
-            while (i < c->registry->count && strcmp(c->registry->entries[i].owner, owner) != 0)
-                i++;
+            while (i < c->registry->count && strcmp(c->registry->entries[i].owner, owner) != 0) i++;
             if (i == c->registry->count)
-                log_msg(LOG_WARN, "%s:%d: user '%s': no namespace has owner '%s'", c->path,
-                        c->users[u].line, c->users[u].name, owner);
+                log_msg(LOG_WARN, "%s:%d: user '%s': no namespace has owner '%s'", c->path, c->users[u].line,
+                        c->users[u].name, owner);
         }
     }
 }
@@ -586,26 +564,21 @@ struct config *config_load(const char *path, struct diag *errs)
             CFG_ERR(&ctx, "%s", why);
             continue;
         }
-        if (t.n > 0)
-            line_parse(&ctx, &t, first_line);
+        if (t.n > 0) line_parse(&ctx, &t, first_line);
         tokens_free(&t);
     }
     free(buf);
     fclose(f);
 
     ctx.line = first_line[config_directive_index("client-output-hard-limit")];
-    if (!ctx.line)
-        ctx.line = first_line[config_directive_index("client-output-limit")];
+    if (!ctx.line) ctx.line = first_line[config_directive_index("client-output-limit")];
     if (c->client_output_hard_limit < c->client_output_limit)
         CFG_ERR(&ctx, "client-output-hard-limit (%lld) is below client-output-limit (%lld)",
                 (long long)c->client_output_hard_limit, (long long)c->client_output_limit);
     ctx.line = 0;
-    if (c->nlistens == 0)
-        CFG_ERR(&ctx, "no listen directive (at least one is required)");
-    if (!c->registry_path)
-        CFG_ERR(&ctx, "no registry directive");
-    if (c->ninstances == 0)
-        CFG_ERR(&ctx, "no instance directive (at least one is required)");
+    if (c->nlistens == 0) CFG_ERR(&ctx, "no listen directive (at least one is required)");
+    if (!c->registry_path) CFG_ERR(&ctx, "no registry directive");
+    if (c->ninstances == 0) CFG_ERR(&ctx, "no instance directive (at least one is required)");
     if (c->registry_path && c->ninstances > 0)
         c->registry = registry_load(c->registry_path, c->instance_names, c->ninstances, errs);
 
@@ -613,16 +586,14 @@ struct config *config_load(const char *path, struct diag *errs)
         config_free(c);
         return NULL;
     }
-    if (c->nusers == 0)
-        log_msg(LOG_WARN, "%s: no user lines: clients need no AUTH (development only)", c->path);
+    if (c->nusers == 0) log_msg(LOG_WARN, "%s: no user lines: clients need no AUTH (development only)", c->path);
     owners_check(c);
     return c;
 }
 
 void config_free(struct config *c)
 {
-    if (!c)
-        return;
+    if (!c) return;
     for (size_t i = 0; i < c->nlistens; i++) {
         struct listen_addr *l = &c->listens[i];
         free(l->host);
@@ -648,8 +619,7 @@ void config_free(struct config *c)
         struct user_conf *u = &c->users[i];
         free(u->name);
         free(u->password_file);
-        for (size_t o = 0; o < u->nowners; o++)
-            free(u->owners[o]);
+        for (size_t o = 0; o < u->nowners; o++) free(u->owners[o]);
         free(u->owners);
         OPENSSL_cleanse(u->password_sha256, sizeof u->password_sha256);
     }
@@ -664,7 +634,6 @@ void config_free(struct config *c)
 int config_instance_index(const struct config *c, const char *name)
 {
     for (size_t i = 0; i < c->ninstances; i++)
-        if (strcmp(c->instances[i].name, name) == 0)
-            return (int)i;
+        if (strcmp(c->instances[i].name, name) == 0) return (int)i;
     return -1;
 }

@@ -11,7 +11,7 @@
 #define CONFIG_MAX_INSTANCES 8
 
 struct listen_addr {
-    char *host;      /* NULL for unix sockets */
+    char *host; /* NULL for unix sockets */
     int port;
     char *unix_path; /* "unix:/run/keygate/keygate.sock" -> "/run/keygate/keygate.sock" */
     int unix_mode;   /* mode=0660 (octal); default 0660 */
@@ -20,28 +20,28 @@ struct listen_addr {
 };
 
 struct instance_conf {
-    char *name;           /* "durable", "cache", ... */
+    char *name; /* "durable", "cache", ... */
     char *host;
     int port;
-    int tls;              /* 1 = tls (default when neither word is given: error), 0 = plain */
-    char *ca, *cert, *key;/* resolved paths; tls requires ca, cert and key go together */
-    char *server_name;    /* server-name=: name the certificate must carry; NULL = host */
-    char *password_file;  /* resolved path; NULL = no AUTH */
-    char *password;       /* read from password_file at load time; NULL if none */
-    char *username;       /* user=NAME for AUTH NAME PASS (optional) */
-    int connections;      /* shared pipelined connections per worker (connections=N, default 2) */
-    int line;             /* line of the instance directive */
+    int tls;               /* 1 = tls (default when neither word is given: error), 0 = plain */
+    char *ca, *cert, *key; /* resolved paths; tls requires ca, cert and key go together */
+    char *server_name;     /* server-name=: name the certificate must carry; NULL = host */
+    char *password_file;   /* resolved path; NULL = no AUTH */
+    char *password;        /* read from password_file at load time; NULL if none */
+    char *username;        /* user=NAME for AUTH NAME PASS (optional) */
+    int connections;       /* shared pipelined connections per worker (connections=N, default 2) */
+    int line;              /* line of the instance directive */
 };
 
 struct user_conf {
     char *name;
-    char *password_file;  /* resolved; NULL when sha256= was given. The plain text is not kept. */
+    char *password_file;               /* resolved; NULL when sha256= was given. The plain text is not kept. */
     unsigned char password_sha256[32]; /* from password-file or sha256=HEX */
-    char **owners;       /* "*" alone means every owner */
+    char **owners;                     /* "*" alone means every owner */
     size_t nowners;
     int all_owners;
-    int read_only;       /* access=ro */
-    int scripts;         /* scripts=yes */
+    int read_only; /* access=ro */
+    int scripts;   /* scripts=yes */
     int line;
 };
 
@@ -49,27 +49,27 @@ struct config {
     char *path;
     struct listen_addr *listens;
     size_t nlistens;
-    char *admin_host;     /* admin-listen; NULL = none */
+    char *admin_host; /* admin-listen; NULL = none */
     int admin_port;
-    char *registry_path;  /* resolved */
+    char *registry_path; /* resolved */
     struct instance_conf instances[CONFIG_MAX_INSTANCES];
     size_t ninstances;
     const char *instance_names[CONFIG_MAX_INSTANCES]; /* for registry_load */
     struct user_conf *users;
     size_t nusers;
-    int threads;              /* threads N, default 1 */
-    int max_clients;          /* max-clients N, default 10000 */
-    int64_t max_request_bytes;/* max-request-size SIZE (bytes; 512mb default like Redis) */
-    int64_t client_output_limit; /* client-output-limit SIZE: reply bytes queued per client before
+    int threads;                      /* threads N, default 1 */
+    int max_clients;                  /* max-clients N, default 10000 */
+    int64_t max_request_bytes;        /* max-request-size SIZE (bytes; 512mb default like Redis) */
+    int64_t client_output_limit;      /* client-output-limit SIZE: reply bytes queued per client before
                                     keygate stops reading it (soft), default 64mb */
     int64_t client_output_hard_limit; /* client-output-hard-limit SIZE: past it the client is closed, default 1gb */
-    int64_t max_memory;       /* max-memory SIZE: buffered request + reply bytes of all workers past
+    int64_t max_memory;               /* max-memory SIZE: buffered request + reply bytes of all workers past
                                  which no client is read (0 = no bound), default 1gb */
-    int max_pending;          /* max-pending N: requests in flight per client, default 1024 */
-    int max_pinned;           /* max-pinned N: dedicated connections per instance per worker, default 64 */
-    int64_t connect_timeout_ms;  /* backend connect timeout, default 2s */
-    int64_t shutdown_timeout_ms; /* shutdown-timeout: drain bound on SIGTERM, default 5s */
-    int log_level;            /* log-level debug|info|warn|error (enum log_level), default info */
+    int max_pending;                  /* max-pending N: requests in flight per client, default 1024 */
+    int max_pinned;                   /* max-pinned N: dedicated connections per instance per worker, default 64 */
+    int64_t connect_timeout_ms;       /* backend connect timeout, default 2s */
+    int64_t shutdown_timeout_ms;      /* shutdown-timeout: drain bound on SIGTERM, default 5s */
+    int log_level;                    /* log-level debug|info|warn|error (enum log_level), default info */
     struct registry *registry;
 };
 

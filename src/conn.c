@@ -40,7 +40,8 @@ int conn_output_over(struct client *c, size_t partial)
 {
     if (c->closed) return 1;
     if ((int64_t)(conn_out_pending(c) + partial) <= c->worker->cfg->client_output_hard_limit) return 0;
-    log_msg(LOG_WARN, "client %llu %s closed: its replies (%zu bytes queued, %zu arriving) passed client-output-hard-limit",
+    log_msg(LOG_WARN,
+            "client %llu %s closed: its replies (%zu bytes queued, %zu arriving) passed client-output-hard-limit",
             (unsigned long long)c->id, c->addr, conn_out_pending(c), partial);
     STAT_INC(&c->worker->stats, clients_output_limit);
     conn_close(c, "over client-output-hard-limit");

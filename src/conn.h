@@ -16,53 +16,53 @@
 #include "session.h"
 
 struct client {
-    TAILQ_ENTRY(client) link;   /* on w->clients while open */
+    TAILQ_ENTRY(client) link; /* on w->clients while open */
     struct worker *worker;
     /* socket and output */
-    struct bufferevent *bev;    /* TLS clients only */
+    struct bufferevent *bev; /* TLS clients only */
     int fd;
-    struct event *rev, *wev;    /* plain clients: readable / writable (only while the socket is full) */
-    struct event *pev;          /* while reading is paused: the peer's close or reset (on pfd, edge-triggered) */
-    int pfd;                    /* dup of fd for pev (-1 until the first pause) */
-    struct bytebuf obuf;        /* plain clients: replies not yet written */
-    size_t obuf_off;            /* bytes of obuf already written */
-    int out_dirty;              /* on w->dirty_clients */
+    struct event *rev, *wev; /* plain clients: readable / writable (only while the socket is full) */
+    struct event *pev;       /* while reading is paused: the peer's close or reset (on pfd, edge-triggered) */
+    int pfd;                 /* dup of fd for pev (-1 until the first pause) */
+    struct bytebuf obuf;     /* plain clients: replies not yet written */
+    size_t obuf_off;         /* bytes of obuf already written */
+    int out_dirty;           /* on w->dirty_clients */
     int wev_pending;
     /* identity */
     uint64_t id;
     char addr[64];
-    char *name;                 /* CLIENT SETNAME */
+    char *name; /* CLIENT SETNAME */
     int64_t created_ms;
-    const char *last_cmd;       /* name of the last command (the command table's string) */
+    const char *last_cmd; /* name of the last command (the command table's string) */
     /* input */
-    char *qbuf;                 /* unparsed input */
+    char *qbuf; /* unparsed input */
     size_t qlen, qcap;
     struct resp_parser parser;
-    const char **argv;          /* argv scratch for the command being handled */
+    const char **argv; /* argv scratch for the command being handled */
     size_t *argvlen;
     size_t argv_cap;
-    int64_t now_ms;             /* wall clock read once per batch of frames */
+    int64_t now_ms; /* wall clock read once per batch of frames */
     /* requests, in arrival order (request.c) */
     struct request_queue queue;
     int nqueued;
     /* what policy knows, and the connections that hold the client's state */
     struct session session;
-    struct backend *watch_pin;  /* WATCH: until EXEC/DISCARD/UNWATCH */
-    struct backend *block_pin;  /* a blocking command in flight */
-    struct pubsub pubsub;       /* subscriber connections and counts */
-    int watch_lost;             /* the WATCH pin dropped: the next EXEC must not run unwatched */
-    struct bytebuf multi_buf;   /* the transaction's commands, sent at EXEC */
-    struct bytebuf multi_keep;  /* per backend reply inside EXEC: the client's (1) or injected (0) */
-    int multi_dirty;            /* a queue-time error: EXEC answers EXECABORT */
+    struct backend *watch_pin; /* WATCH: until EXEC/DISCARD/UNWATCH */
+    struct backend *block_pin; /* a blocking command in flight */
+    struct pubsub pubsub;      /* subscriber connections and counts */
+    int watch_lost;            /* the WATCH pin dropped: the next EXEC must not run unwatched */
+    struct bytebuf multi_buf;  /* the transaction's commands, sent at EXEC */
+    struct bytebuf multi_keep; /* per backend reply inside EXEC: the client's (1) or injected (0) */
+    int multi_dirty;           /* a queue-time error: EXEC answers EXECABORT */
     /* flow and lifecycle */
-    int stall;                  /* parse nothing more until every queued reply is written */
-    int closing;                /* close once every queued reply is written */
-    int closed;                 /* conn_close ran: no more events; torn down at the next reap */
-    int woken;                  /* on w->woken */
-    int read_paused;            /* backpressure: EV_READ is off */
-    int mem_paused;             /* paused (also) for max-memory: looked at again by client_memory_tick */
-    int postponed;              /* a frame waits for the next backend flush (arrival order) */
-    size_t mem_held;            /* bytes counted in the process total (max-memory) */
+    int stall;       /* parse nothing more until every queued reply is written */
+    int closing;     /* close once every queued reply is written */
+    int closed;      /* conn_close ran: no more events; torn down at the next reap */
+    int woken;       /* on w->woken */
+    int read_paused; /* backpressure: EV_READ is off */
+    int mem_paused;  /* paused (also) for max-memory: looked at again by client_memory_tick */
+    int postponed;   /* a frame waits for the next backend flush (arrival order) */
+    size_t mem_held; /* bytes counted in the process total (max-memory) */
 };
 
 /* Queue reply bytes for c (dropped once c is closed); counted, checked against

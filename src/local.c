@@ -42,7 +42,6 @@ static void reply_str(struct request *req, const char *s)
     request_complete(req, s, strlen(s));
 }
 
-
 /*
  * Check a password for a user name (NULL: the "default" user, else the first user
  * whose password matches). Digests are compared in constant time.
@@ -56,7 +55,8 @@ static const struct user_conf *auth_check(const struct config *cfg, const char *
     const struct user_conf *found = NULL;
     for (size_t i = 0; i < cfg->nusers; i++) {
         const struct user_conf *u = &cfg->users[i];
-        int name_ok = user ? ulen == strlen(u->name) && memcmp(user, u->name, ulen) == 0 : 1; /* case-sensitive, as ACL */
+        int name_ok =
+            user ? ulen == strlen(u->name) && memcmp(user, u->name, ulen) == 0 : 1; /* case-sensitive, as ACL */
         int pass_ok = CRYPTO_memcmp(digest, u->password_sha256, sizeof(digest)) == 0;
         if (name_ok && pass_ok && !found) found = u;
     }
@@ -69,9 +69,8 @@ static int local_auth(struct client *c, struct request *req, const char *user, s
 {
     const struct config *cfg = c->worker->cfg;
     if (cfg->nusers == 0) {
-        request_error(req,
-                    "ERR AUTH <password> called without any password configured for the default user. Are you "
-                    "sure your configuration is correct?");
+        request_error(req, "ERR AUTH <password> called without any password configured for the default user. Are you "
+                           "sure your configuration is correct?");
         return -1;
     }
     const struct user_conf *u = auth_check(cfg, user, ulen, pass, plen);
@@ -132,8 +131,8 @@ static void local_hello(struct client *c, struct request *req, size_t argc, cons
     if (auth && local_auth(c, req, argv[auth], argvlen[auth], argv[auth + 1], argvlen[auth + 1]) != 0) return;
     if (!c->session.authenticated) {
         request_error(req, "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
-                            "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
-                            "select the RESP protocol version at the same time");
+                           "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
+                           "select the RESP protocol version at the same time");
         return;
     }
     if (setname && set_client_name(c, argv[setname], argvlen[setname]) != 0) {
@@ -170,10 +169,10 @@ static void client_info_line(struct evbuffer *out, const struct client *c)
                         "id=%llu addr=%s laddr=? fd=%d name=%s age=%lld idle=0 flags=%s db=0 sub=%d psub=0 ssub=0 "
                         "multi=%d qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu rbp=0 obl=%zu oll=0 "
                         "omem=%zu tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=2\n",
-                        (unsigned long long)c->id, c->addr, c->fd,
-                        c->name ? c->name : "", (long long)age, c->session.mode == SESSION_MULTI ? "x" : "N", subs,
-                        c->session.mode == SESSION_MULTI ? (int)c->multi_keep.len : -1, c->qlen, c->qcap - c->qlen, c->qcap, obl, obl,
-                        c->qcap + obl, c->last_cmd ? c->last_cmd : "NULL",
+                        (unsigned long long)c->id, c->addr, c->fd, c->name ? c->name : "", (long long)age,
+                        c->session.mode == SESSION_MULTI ? "x" : "N", subs,
+                        c->session.mode == SESSION_MULTI ? (int)c->multi_keep.len : -1, c->qlen, c->qcap - c->qlen,
+                        c->qcap, obl, obl, c->qcap + obl, c->last_cmd ? c->last_cmd : "NULL",
                         c->session.user ? c->session.user->name : "default");
 }
 
@@ -217,12 +216,15 @@ static void local_command(struct client *c, struct request *req, enum local_cmd 
         for (size_t i = 2; i < argc; i++) {
             char name[64];
             size_t n = argvlen[i] < sizeof(name) - 1 ? argvlen[i] : sizeof(name) - 1;
-            for (size_t j = 0; j < n; j++) name[j] = (char)((argv[i][j] >= 'A' && argv[i][j] <= 'Z') ? argv[i][j] + 32 : argv[i][j]);
+            for (size_t j = 0; j < n; j++)
+                name[j] = (char)((argv[i][j] >= 'A' && argv[i][j] <= 'Z') ? argv[i][j] + 32 : argv[i][j]);
             name[n] = '\0';
             const struct command_def *cmd = argvlen[i] < sizeof(name) ? command_by_name(name) : NULL;
             if (what == LOCAL_COMMAND_INFO) {
-                if (cmd) evbuffer_add(body, cmd->info_resp, cmd->info_resp_len);
-                else evbuffer_add(body, STR_AND_LEN("*-1\r\n"));
+                if (cmd)
+                    evbuffer_add(body, cmd->info_resp, cmd->info_resp_len);
+                else
+                    evbuffer_add(body, STR_AND_LEN("*-1\r\n"));
                 found++;
             } else if (cmd) {
                 evbuffer_add(body, cmd->docs_resp, cmd->docs_resp_len);
@@ -318,8 +320,8 @@ static void local_info(struct client *c, struct request *req, size_t argc, const
     reply_buffer(req, out);
 }
 
-void local_execute(struct client *c, struct request *req, const struct plan *plan, size_t argc,
-                   const char *const *argv, const size_t *argvlen)
+void local_execute(struct client *c, struct request *req, const struct plan *plan, size_t argc, const char *const *argv,
+                   const size_t *argvlen)
 {
     char buf[64];
     switch (plan->local) {
@@ -399,8 +401,10 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
     case LOCAL_PING_SUBSCRIBED: {
         struct evbuffer *out = xevbuffer_new();
         evbuffer_add_printf(out, "*2\r\n$4\r\npong\r\n");
-        if (argc == 2) add_bulk(out, argv[1], argvlen[1]);
-        else evbuffer_add(out, STR_AND_LEN("$0\r\n\r\n"));
+        if (argc == 2)
+            add_bulk(out, argv[1], argvlen[1]);
+        else
+            evbuffer_add(out, STR_AND_LEN("$0\r\n\r\n"));
         reply_buffer(req, out);
         break;
     }

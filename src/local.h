@@ -9,7 +9,7 @@
 #include "request.h"
 
 /* Answer a PLAN_LOCAL request of client c; completes req (request_complete / request_error). */
-void local_execute(struct client *c, struct request *req, const struct plan *plan, size_t argc,
-                   const char *const *argv, const size_t *argvlen);
+void local_execute(struct client *c, struct request *req, const struct plan *plan, size_t argc, const char *const *argv,
+                   const size_t *argvlen);
 
 #endif

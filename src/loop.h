@@ -49,37 +49,38 @@ TAILQ_HEAD(request_queue, request);
 struct worker {
     int id;
     struct event_base *base;
-    const struct config *cfg;           /* current snapshot (swapped on reload) */
-    struct backend_pool *pools;         /* CONFIG_MAX_INSTANCES of them (backend.c) */
-    const struct backend_hooks *hooks;  /* what backends report replies and failures to (the router) */
+    const struct config *cfg;          /* current snapshot (swapped on reload) */
+    struct backend_pool *pools;        /* CONFIG_MAX_INSTANCES of them (backend.c) */
+    const struct backend_hooks *hooks; /* what backends report replies and failures to (the router) */
     struct client_list clients;
-    struct ptrvec woken;                /* clients to service at the next flush step (conn_wake) */
-    struct ptrvec closing;              /* clients closed (conn_close), torn down at the next reap */
-    struct backend_list dead_backends;  /* closed dedicated connections, freed at the next reap */
-    struct request *free_requests;      /* recycled requests (linked through link.tqe_next) */
+    struct ptrvec woken;               /* clients to service at the next flush step (conn_wake) */
+    struct ptrvec closing;             /* clients closed (conn_close), torn down at the next reap */
+    struct backend_list dead_backends; /* closed dedicated connections, freed at the next reap */
+    struct request *free_requests;     /* recycled requests (linked through link.tqe_next) */
     size_t nfree_requests;
     struct event *reap_ev;
-    struct event *flush_ev;             /* end of each loop iteration: staged backend output goes out (or waits, see backend_holds) */
-    struct ptrvec dirty;                /* backends with staged output, in the order they were first staged */
-    struct ptrvec flush_spare;          /* backend_flush_all's second list (kept to reuse its memory) */
+    struct event
+        *flush_ev;       /* end of each loop iteration: staged backend output goes out (or waits, see backend_holds) */
+    struct ptrvec dirty; /* backends with staged output, in the order they were first staged */
+    struct ptrvec flush_spare;                       /* backend_flush_all's second list (kept to reuse its memory) */
     struct backend *inst_tail[CONFIG_MAX_INSTANCES]; /* the last backend of each instance on the dirty list */
-    int postponing[CONFIG_MAX_INSTANCES]; /* a request for the instance waits for the next flush */
+    int postponing[CONFIG_MAX_INSTANCES];            /* a request for the instance waits for the next flush */
     struct ptrvec postponed;            /* clients whose frame waits for the next flush, in arrival order */
     struct ptrvec dirty_clients;        /* plain clients with replies to write */
     char scratch[CLIENT_SCRATCH_BYTES]; /* plain clients are read into this, one at a time */
     struct evconnlistener **listeners;
     size_t nlisteners;
-    void **listen_ctxs;                 /* what each listener's callback gets; freed with w */
+    void **listen_ctxs; /* what each listener's callback gets; freed with w */
     size_t nlisten_ctxs;
-    const struct config *next_cfg;      /* posted by the main thread (atomic) */
-    int stop_requested;                 /* posted by the main thread (atomic) */
+    const struct config *next_cfg; /* posted by the main thread (atomic) */
+    int stop_requested;            /* posted by the main thread (atomic) */
     int drain_left_ms;
-    struct event *control_ev;           /* woken by the main thread: reload, shutdown */
-    int control_pipe[2];                /* the main thread writes a byte to wake the loop */
+    struct event *control_ev; /* woken by the main thread: reload, shutdown */
+    int control_pipe[2];      /* the main thread writes a byte to wake the loop */
     struct event *drain_timer;
-    struct event *mem_timer;            /* while clients are paused for max-memory (client_memory_tick) */
-    int64_t mem_over_since_ms;          /* max-memory: over it since (0: not over at the last tick) */
-    int64_t mem_unpublished;            /* max-memory: this worker's change not yet in proxy->mem_used */
+    struct event *mem_timer;   /* while clients are paused for max-memory (client_memory_tick) */
+    int64_t mem_over_since_ms; /* max-memory: over it since (0: not over at the last tick) */
+    int64_t mem_unpublished;   /* max-memory: this worker's change not yet in proxy->mem_used */
     int stopping;
     struct stats stats;
     struct proxy *proxy;
@@ -90,11 +91,11 @@ struct proxy {
     struct worker *workers;
     int nworkers;
     int64_t started_ms;
-    int clients_now;                    /* atomic: connected clients, all workers */
-    uint64_t next_client_id;            /* atomic */
-    int reload_acks;                    /* atomic: workers yet to take the new config */
-    int64_t mem_used;                   /* atomic: buffered request and reply bytes, all workers (max-memory) */
-    SSL_CTX **listen_ssl;               /* one per listen entry (cfg->nlistens), NULL for plain */
+    int clients_now;         /* atomic: connected clients, all workers */
+    uint64_t next_client_id; /* atomic */
+    int reload_acks;         /* atomic: workers yet to take the new config */
+    int64_t mem_used;        /* atomic: buffered request and reply bytes, all workers (max-memory) */
+    SSL_CTX **listen_ssl;    /* one per listen entry (cfg->nlistens), NULL for plain */
     size_t nlisten_ssl;
 };
 

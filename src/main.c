@@ -21,21 +21,20 @@
 
 struct daemon_state {
     const char *config_path;
-    struct config *cfg;          /* current */
-    struct config *retired;      /* previous, freed once every worker took the new one */
+    struct config *cfg;     /* current */
+    struct config *retired; /* previous, freed once every worker took the new one */
     struct proxy proxy;
     pthread_t *threads;
-    struct event_base *base;     /* main thread: signals */
+    struct event_base *base; /* main thread: signals */
 };
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: keygate -c FILE               run the proxy (foreground)\n"
-            "       keygate --check -c FILE       validate config, registry and users; exit 1 on errors\n"
-            "       keygate registry -c FILE [--markdown]  print the effective registry\n"
-            "       keygate audit -c FILE [--limit N]  report keys on the instances that break the registry\n"
-            "       keygate --version\n");
+    fprintf(out, "usage: keygate -c FILE               run the proxy (foreground)\n"
+                 "       keygate --check -c FILE       validate config, registry and users; exit 1 on errors\n"
+                 "       keygate registry -c FILE [--markdown]  print the effective registry\n"
+                 "       keygate audit -c FILE [--limit N]  report keys on the instances that break the registry\n"
+                 "       keygate --version\n");
 }
 
 static void print_version(void)
@@ -249,9 +248,11 @@ int main(int argc, char **argv)
     if (check || registry_cmd) {
         struct config *cfg = load_or_report(config_path);
         if (!cfg) return 1;
-        if (registry_cmd) registry_print(cfg->registry, cfg->instance_names, markdown, stdout);
-        else printf("%s: OK (%zu namespaces, %zu instances, %zu users)\n", config_path, cfg->registry->count,
-                    cfg->ninstances, cfg->nusers);
+        if (registry_cmd)
+            registry_print(cfg->registry, cfg->instance_names, markdown, stdout);
+        else
+            printf("%s: OK (%zu namespaces, %zu instances, %zu users)\n", config_path, cfg->registry->count,
+                   cfg->ninstances, cfg->nusers);
         config_free(cfg);
         return 0;
     }

@@ -78,16 +78,23 @@ static const uint8_t local_of[CID_COUNT] = {
 static int decide_local(enum cmd_id cid, const struct policy_request *r, struct plan *p)
 {
     if (cid == CID_PING) {
-        if (r->argc > 2) plan_error(p, "ERR wrong number of arguments for 'ping' command");
-        else plan_local(p, LOCAL_PING);
+        if (r->argc > 2)
+            plan_error(p, "ERR wrong number of arguments for 'ping' command");
+        else
+            plan_local(p, LOCAL_PING);
     } else if (cid == CID_AUTH) {
-        if (r->argc > 3) plan_error(p, "ERR syntax error");
-        else plan_local(p, LOCAL_AUTH);
+        if (r->argc > 3)
+            plan_error(p, "ERR syntax error");
+        else
+            plan_local(p, LOCAL_AUTH);
     } else if (cid == CID_SELECT) {
         long long db;
-        if (session_arg_ll(r, 1, &db) != 0) plan_error(p, "ERR value is not an integer or out of range");
-        else if (db != 0) plan_error(p, "DENIED keygate serves database 0 only");
-        else plan_local(p, LOCAL_SELECT);
+        if (session_arg_ll(r, 1, &db) != 0)
+            plan_error(p, "ERR value is not an integer or out of range");
+        else if (db != 0)
+            plan_error(p, "DENIED keygate serves database 0 only");
+        else
+            plan_local(p, LOCAL_SELECT);
     } else if (cid == CID_HELLO) {
         long long ver = 2;
         if (r->argc >= 2 && session_arg_ll(r, 1, &ver) != 0)
@@ -109,13 +116,11 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
                         const struct namespace_entry **ns, struct plan *p);
 static void decide_multi_instance(const struct config *cfg, const struct session *s, struct plan *p);
 
-
 /* Commands Redis accepts from a client in subscribed mode (RESP2). */
 static int allowed_subscribed(enum cmd_id cid)
 {
     return cid == CID_SUBSCRIBE || cid == CID_PSUBSCRIBE || cid == CID_SSUBSCRIBE || cid == CID_UNSUBSCRIBE ||
-           cid == CID_PUNSUBSCRIBE || cid == CID_SUNSUBSCRIBE || cid == CID_PING || cid == CID_QUIT ||
-           cid == CID_RESET;
+           cid == CID_PUNSUBSCRIBE || cid == CID_SUNSUBSCRIBE || cid == CID_PING || cid == CID_QUIT || cid == CID_RESET;
 }
 
 static int is_unsubscribe(enum cmd_id cid)
@@ -135,8 +140,7 @@ enum channel_role { CH_NONE = 0, CH_CHANNELS, CH_PATTERNS, CH_FIRST_ONLY, CH_OPT
 /* Where a pub/sub command names channels (argv[1..]) and whether they are patterns. */
 static enum channel_role channel_role(enum cmd_id cid)
 {
-    if (cid == CID_SUBSCRIBE || cid == CID_SSUBSCRIBE || cid == CID_UNSUBSCRIBE ||
-        cid == CID_SUNSUBSCRIBE)
+    if (cid == CID_SUBSCRIBE || cid == CID_SSUBSCRIBE || cid == CID_UNSUBSCRIBE || cid == CID_SUNSUBSCRIBE)
         return CH_CHANNELS;
     if (cid == CID_PSUBSCRIBE || cid == CID_PUNSUBSCRIBE) return CH_PATTERNS;
     if (cid == CID_PUBLISH || cid == CID_SPUBLISH) return CH_FIRST_ONLY;
@@ -182,8 +186,8 @@ static void decide_channels(const struct config *cfg, const struct registry *reg
             return;
         }
         char why[PLAN_ERROR_MAX - 160];
-        if (patterns && !access_glob_namespace(reg, s, r->cmd, NS_CHANNEL, r->argv[i], r->argvlen[i], "*?[\\",
-                                               why, sizeof(why))) {
+        if (patterns &&
+            !access_glob_namespace(reg, s, r->cmd, NS_CHANNEL, r->argv[i], r->argvlen[i], "*?[\\", why, sizeof(why))) {
             session_printable(r->argv[i], r->argvlen[i], ch, sizeof(ch));
             plan_error(p, "NOPERM pattern '%s' of '%s': %s", ch, r->cmd->name, why);
             return;
@@ -211,8 +215,9 @@ static void decide_channels(const struct config *cfg, const struct registry *reg
             const struct namespace_entry *e = &reg->entries[i];
             if (e->kind != NS_CHANNEL) continue;
             if (access_check_namespace(s, e, r->cmd, p->error, sizeof(p->error)) != 0) {
-                plan_error(p, "NOPERM '%s' without a pattern sees channel namespace '%s' (owner %s) that user '%s' "
-                              "may not use; give a pattern inside your namespaces",
+                plan_error(p,
+                           "NOPERM '%s' without a pattern sees channel namespace '%s' (owner %s) that user '%s' "
+                           "may not use; give a pattern inside your namespaces",
                            r->cmd->name, e->prefix, e->owner, s->user->name);
                 return;
             }
@@ -233,8 +238,7 @@ static void decide_channels(const struct config *cfg, const struct registry *reg
 }
 
 /* Transaction, WATCH and subscribed-mode rules that depend on the session. 1 when p was filled. */
-static int decide_session(enum cmd_id cid, const struct session *s, const struct policy_request *r,
-                          struct plan *p)
+static int decide_session(enum cmd_id cid, const struct session *s, const struct policy_request *r, struct plan *p)
 {
     const char *name = r->cmd->name;
     if (s->mode == SESSION_SUBSCRIBED && !allowed_subscribed(cid)) {
@@ -258,8 +262,10 @@ static int decide_session(enum cmd_id cid, const struct session *s, const struct
         return 1;
     }
     if (cid == CID_EXEC || cid == CID_DISCARD) {
-        if (s->mode != SESSION_MULTI) plan_error(p, "ERR %s without MULTI", cid == CID_EXEC ? "EXEC" : "DISCARD");
-        else plan_local(p, cid == CID_EXEC ? LOCAL_EXEC : LOCAL_DISCARD);
+        if (s->mode != SESSION_MULTI)
+            plan_error(p, "ERR %s without MULTI", cid == CID_EXEC ? "EXEC" : "DISCARD");
+        else
+            plan_local(p, cid == CID_EXEC ? LOCAL_EXEC : LOCAL_DISCARD);
         return 1;
     }
     if (cid == CID_WATCH && s->mode == SESSION_MULTI) {
@@ -271,7 +277,8 @@ static int decide_session(enum cmd_id cid, const struct session *s, const struct
         if (s->mode == SESSION_MULTI) {
             p->kind = PLAN_FORWARD; /* queued like Redis does; runs wherever the transaction runs */
             p->instance = -1;
-        } else if (s->watch_instance < 0) plan_local(p, LOCAL_UNWATCH);
+        } else if (s->watch_instance < 0)
+            plan_local(p, LOCAL_UNWATCH);
         else {
             p->kind = PLAN_FORWARD;
             p->flow = FLOW_UNWATCH;
@@ -283,8 +290,8 @@ static int decide_session(enum cmd_id cid, const struct session *s, const struct
         plan_error(p, "DENIED RESET is not supported by keygate; reconnect instead");
         return 1;
     }
-    if (s->mode == SESSION_MULTI && (cid == CID_SUBSCRIBE || cid == CID_SSUBSCRIBE || cid == CID_PSUBSCRIBE ||
-                        is_unsubscribe(cid))) {
+    if (s->mode == SESSION_MULTI &&
+        (cid == CID_SUBSCRIBE || cid == CID_SSUBSCRIBE || cid == CID_PSUBSCRIBE || is_unsubscribe(cid))) {
         plan_error(p, "DENIED '%s' inside MULTI is not supported by keygate", name);
         return 1;
     }
@@ -307,14 +314,13 @@ static int decide_local_in_multi(const struct session *s, const struct policy_re
 
 static int splittable(enum cmd_id cid)
 {
-    return cid == CID_MGET || cid == CID_DEL || cid == CID_UNLINK || cid == CID_EXISTS ||
-           cid == CID_TOUCH;
+    return cid == CID_MGET || cid == CID_DEL || cid == CID_UNLINK || cid == CID_EXISTS || cid == CID_TOUCH;
 }
 
 void policy_decide(const struct config *cfg, const struct registry *reg, const struct session *s,
                    const struct policy_request *r, struct plan *p)
 {
-    assert(s->mode != SESSION_BLOCKED); /* the client decides nothing while a blocking command runs */
+    assert(s->mode != SESSION_BLOCKED);         /* the client decides nothing while a blocking command runs */
     memset(p, 0, offsetof(struct plan, error)); /* the text buffers are written when used */
     p->error[0] = '\0';
     p->instance = -1;
@@ -426,8 +432,8 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
     const char *name = r->cmd->name;
     int incomplete = 0;
     /* where the key-bearing arguments are wrong, Redis's own error text for them */
-    int nkeys = command_find_keys_err(r->cmd, r->argc, r->argv, r->argvlen, keys,
-                                      (int)(r->argc > 256 ? r->argc : 256), &incomplete, p->error, sizeof(p->error));
+    int nkeys = command_find_keys_err(r->cmd, r->argc, r->argv, r->argvlen, keys, (int)(r->argc > 256 ? r->argc : 256),
+                                      &incomplete, p->error, sizeof(p->error));
     if (nkeys < 0) {
         p->kind = PLAN_ERROR;
         return;
@@ -463,8 +469,8 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
             split_instance = ns->instance;
         } else if (ns->instance != first->instance) {
             session_printable(r->argv[ai], r->argvlen[ai], key, sizeof(key));
-            plan_error(p, "CROSSINSTANCE keys of '%s' live on instances '%s' and '%s' ('%s'); it cannot be split",
-                       name, cfg->instance_names[first->instance], cfg->instance_names[ns->instance], key);
+            plan_error(p, "CROSSINSTANCE keys of '%s' live on instances '%s' and '%s' ('%s'); it cannot be split", name,
+                       cfg->instance_names[first->instance], cfg->instance_names[ns->instance], key);
             return;
         }
     }

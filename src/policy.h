@@ -28,45 +28,45 @@ enum local_cmd {
     LOCAL_PING,
     LOCAL_ECHO,
     LOCAL_QUIT,
-    LOCAL_SELECT,          /* SELECT 0 (other dbs are PLAN_ERROR) */
-    LOCAL_HELLO,           /* HELLO [2] (3 is PLAN_ERROR -NOPROTO) */
-    LOCAL_AUTH,            /* AUTH [user] pass: checked by the client against config users */
+    LOCAL_SELECT, /* SELECT 0 (other dbs are PLAN_ERROR) */
+    LOCAL_HELLO,  /* HELLO [2] (3 is PLAN_ERROR -NOPROTO) */
+    LOCAL_AUTH,   /* AUTH [user] pass: checked by the client against config users */
     LOCAL_CLIENT_SETNAME,
     LOCAL_CLIENT_GETNAME,
     LOCAL_CLIENT_ID,
     LOCAL_CLIENT_SETINFO,
     LOCAL_CLIENT_INFO,
     LOCAL_CLIENT_LIST,
-    LOCAL_COMMAND,         /* COMMAND (whole table) */
+    LOCAL_COMMAND, /* COMMAND (whole table) */
     LOCAL_COMMAND_COUNT,
     LOCAL_COMMAND_INFO,
     LOCAL_COMMAND_DOCS,
     LOCAL_COMMAND_LIST,
     LOCAL_INFO,
-    LOCAL_MULTI,           /* start buffering a transaction in keygate */
-    LOCAL_EXEC,            /* send the buffered transaction (or EXECABORT) */
+    LOCAL_MULTI, /* start buffering a transaction in keygate */
+    LOCAL_EXEC,  /* send the buffered transaction (or EXECABORT) */
     LOCAL_DISCARD,
-    LOCAL_UNWATCH,         /* UNWATCH with nothing watched */
-    LOCAL_PING_SUBSCRIBED, /* PING in subscribed mode: ["pong", msg] */
-    LOCAL_UNSUBSCRIBE_NONE,/* (P|S)UNSUBSCRIBE with no subscription: Redis's empty confirmation */
-    LOCAL_EMPTY_ARRAY,     /* PUBSUB NUMSUB / SHARDNUMSUB naming no channel: "*0" */
+    LOCAL_UNWATCH,          /* UNWATCH with nothing watched */
+    LOCAL_PING_SUBSCRIBED,  /* PING in subscribed mode: ["pong", msg] */
+    LOCAL_UNSUBSCRIBE_NONE, /* (P|S)UNSUBSCRIBE with no subscription: Redis's empty confirmation */
+    LOCAL_EMPTY_ARRAY,      /* PUBSUB NUMSUB / SHARDNUMSUB naming no channel: "*0" */
 };
 
 /* How a FORWARD plan uses backend connections. */
 enum plan_flow {
-    FLOW_SHARED = 0,   /* the client's shared pipelined connection (or its WATCH pin) */
-    FLOW_WATCH,        /* WATCH: pin a dedicated connection until EXEC/DISCARD/UNWATCH */
-    FLOW_UNWATCH,      /* UNWATCH on the pinned connection, then release it */
-    FLOW_BLOCK,        /* blocking command: a dedicated connection until it answers */
-    FLOW_SUBSCRIBE,    /* (P|S)SUBSCRIBE: the client's subscriber connection on that instance */
-    FLOW_UNSUBSCRIBE,  /* (P|S)UNSUBSCRIBE: to the subscriber connection(s) */
+    FLOW_SHARED = 0,  /* the client's shared pipelined connection (or its WATCH pin) */
+    FLOW_WATCH,       /* WATCH: pin a dedicated connection until EXEC/DISCARD/UNWATCH */
+    FLOW_UNWATCH,     /* UNWATCH on the pinned connection, then release it */
+    FLOW_BLOCK,       /* blocking command: a dedicated connection until it answers */
+    FLOW_SUBSCRIBE,   /* (P|S)SUBSCRIBE: the client's subscriber connection on that instance */
+    FLOW_UNSUBSCRIBE, /* (P|S)UNSUBSCRIBE: to the subscriber connection(s) */
 };
 
 /* Multi-key commands split across instances. */
 enum plan_merge {
     MERGE_NONE = 0,
-    MERGE_MGET,        /* values back in the client's key order */
-    MERGE_SUM,         /* DEL/UNLINK/EXISTS/TOUCH: integers summed */
+    MERGE_MGET, /* values back in the client's key order */
+    MERGE_SUM,  /* DEL/UNLINK/EXISTS/TOUCH: integers summed */
 };
 
 #define PLAN_MAX_APPEND 4
@@ -74,19 +74,19 @@ enum plan_merge {
 
 struct plan {
     enum plan_kind kind;
-    enum local_cmd local;       /* PLAN_LOCAL */
-    int instance;               /* PLAN_FORWARD: config instance index; -1 inside MULTI: any (PING) */
-    int writes;                 /* the command writes (for stats/ro users) */
-    size_t nappend;             /* PLAN_FORWARD: arguments to add at the end */
+    enum local_cmd local; /* PLAN_LOCAL */
+    int instance;         /* PLAN_FORWARD: config instance index; -1 inside MULTI: any (PING) */
+    int writes;           /* the command writes (for stats/ro users) */
+    size_t nappend;       /* PLAN_FORWARD: arguments to add at the end */
     const char *append[PLAN_MAX_APPEND];
     size_t append_len[PLAN_MAX_APPEND];
     const struct namespace_entry *ns; /* namespace of the first key (NULL if none) */
-    struct ttl_rewrite ttl;     /* PLAN_FORWARD: injected TTL commands (see ttl.h) */
-    enum plan_flow flow;        /* PLAN_FORWARD */
-    int all_instances;          /* FLOW_UNSUBSCRIBE with no argument: every subscriber connection */
-    enum plan_merge merge;      /* != MERGE_NONE: split per instance, see key_instance */
-    int8_t *key_instance;       /* merge: instance of argv[i] for i in 1..argc-1 (heap), -1 = not a key */
-    int keeps_transaction;      /* PLAN_ERROR inside MULTI that does not make EXEC abort (as Redis) */
+    struct ttl_rewrite ttl;           /* PLAN_FORWARD: injected TTL commands (see ttl.h) */
+    enum plan_flow flow;              /* PLAN_FORWARD */
+    int all_instances;                /* FLOW_UNSUBSCRIBE with no argument: every subscriber connection */
+    enum plan_merge merge;            /* != MERGE_NONE: split per instance, see key_instance */
+    int8_t *key_instance;             /* merge: instance of argv[i] for i in 1..argc-1 (heap), -1 = not a key */
+    int keeps_transaction;            /* PLAN_ERROR inside MULTI that does not make EXEC abort (as Redis) */
     /* The text buffers last: policy_decide clears every field before them and only the first
      * byte of error, so a request does not pay for zeroing 600 bytes nobody reads. */
     char error[PLAN_ERROR_MAX]; /* PLAN_ERROR: "CODE message" (no '-', no CRLF); "" otherwise */

@@ -26,9 +26,8 @@ static int bulk_is(const char *p, size_t len, const char *word)
 int pubsub_is_marker_answer(const char *frame, size_t len)
 {
     const size_t head = sizeof(SUBSCRIBED_PONG_HEAD) - 1;
-    return bulk_is(frame, len, PUBSUB_MARKER) ||
-           (len > head && memcmp(frame, SUBSCRIBED_PONG_HEAD, head) == 0 &&
-            bulk_is(frame + head, len - head, PUBSUB_MARKER));
+    return bulk_is(frame, len, PUBSUB_MARKER) || (len > head && memcmp(frame, SUBSCRIBED_PONG_HEAD, head) == 0 &&
+                                                  bulk_is(frame + head, len - head, PUBSUB_MARKER));
 }
 
 int pubsub_confirmation_parse(const char *frame, size_t len, int *shard, long long *count)
@@ -45,7 +44,8 @@ int pubsub_confirmation_parse(const char *frame, size_t len, int *shard, long lo
     if (word + wl + 2 > end) return 0;
     if (memcmp(word + wl - tl, tail, (size_t)tl) != 0) return 0;
     /* ssubscribe / sunsubscribe, not subscribe */
-    *shard = word[0] == 's' && (wl == (long long)sizeof("ssubscribe") - 1 || wl == (long long)sizeof("sunsubscribe") - 1);
+    *shard =
+        word[0] == 's' && (wl == (long long)sizeof("ssubscribe") - 1 || wl == (long long)sizeof("sunsubscribe") - 1);
     /* the third element is an integer, ":<count>\r\n", and ends the frame */
     if (end[-2] != '\r' || end[-1] != '\n') return 0;
     const char *colon = end - 3;
@@ -73,8 +73,10 @@ enum pubsub_frame pubsub_on_frame(struct pubsub *ps, int inst, const char *frame
     int shard = 0;
     long long count = 0;
     if (pubsub_confirmation_parse(frame, len, &shard, &count)) {
-        if (shard) ps->shard[inst] = (int)count;
-        else ps->normal[inst] = (int)count;
+        if (shard)
+            ps->shard[inst] = (int)count;
+        else
+            ps->normal[inst] = (int)count;
     }
     return PUBSUB_FRAME_CLIENT;
 }

@@ -22,9 +22,9 @@ static const struct {
     const char *name;
     int channel_ok; /* allowed on a channel line */
 } fields[F_COUNT] = {
-    [F_INSTANCE] = {"instance", 1}, [F_OWNER] = {"owner", 1},       [F_TTL] = {"ttl", 0},
-    [F_MAX_TTL] = {"max-ttl", 0},   [F_NEAR_CACHE] = {"near-cache", 0},
-    [F_PURPOSE] = {"purpose", 1},   [F_SLIDING] = {"sliding", 0},
+    [F_INSTANCE] = {"instance", 1}, [F_OWNER] = {"owner", 1},           [F_TTL] = {"ttl", 0},
+    [F_MAX_TTL] = {"max-ttl", 0},   [F_NEAR_CACHE] = {"near-cache", 0}, [F_PURPOSE] = {"purpose", 1},
+    [F_SLIDING] = {"sliding", 0},
 };
 
 struct line_error {
@@ -43,8 +43,7 @@ struct parse_ctx {
     size_t count, cap;
 };
 
-static void __attribute__((format(printf, 3, 4)))
-err_add(struct parse_ctx *ctx, int line, const char *fmt, ...)
+static void __attribute__((format(printf, 3, 4))) err_add(struct parse_ctx *ctx, int line, const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
@@ -64,16 +63,14 @@ err_add(struct parse_ctx *ctx, int line, const char *fmt, ...)
 static int line_error_cmp(const void *a, const void *b)
 {
     const struct line_error *x = a, *y = b;
-    if (x->line != y->line)
-        return x->line < y->line ? -1 : 1;
+    if (x->line != y->line) return x->line < y->line ? -1 : 1;
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
 static int bytes_cmp(const char *a, size_t alen, const char *b, size_t blen)
 {
     int c = memcmp(a, b, alen < blen ? alen : blen);
-    if (c)
-        return c;
+    if (c) return c;
     return alen < blen ? -1 : alen > blen;
 }
 
@@ -81,11 +78,9 @@ static int bytes_cmp(const char *a, size_t alen, const char *b, size_t blen)
 static int entry_cmp(const void *a, const void *b)
 {
     const struct namespace_entry *x = a, *y = b;
-    if (x->kind != y->kind)
-        return x->kind < y->kind ? -1 : 1;
+    if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
     int c = bytes_cmp(x->prefix, x->prefix_len, y->prefix, y->prefix_len);
-    if (c)
-        return c;
+    if (c) return c;
     return x->line < y->line ? -1 : x->line > y->line;
 }
 
@@ -105,8 +100,7 @@ static void entry_free(struct namespace_entry *e)
 static int instance_find(const struct parse_ctx *ctx, const char *name)
 {
     for (size_t i = 0; i < ctx->ninstances; i++)
-        if (strcmp(ctx->instances[i], name) == 0)
-            return (int)i;
+        if (strcmp(ctx->instances[i], name) == 0) return (int)i;
     return -1;
 }
 
@@ -115,8 +109,7 @@ static void instance_unknown(struct parse_ctx *ctx, int line, const char *name)
     char list[512] = "";
     size_t used = 0;
     for (size_t i = 0; i < ctx->ninstances && used < sizeof list; i++)
-        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
-                                 ctx->instances[i]);
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", ctx->instances[i]);
     if (ctx->ninstances == 0)
         err_add(ctx, line, "unknown instance '%s' (the config defines no instances)", name);
     else
@@ -124,41 +117,41 @@ static void instance_unknown(struct parse_ctx *ctx, int line, const char *name)
 }
 
 /* A duration field: D, or "none" where allow_none. 0 = ok (none -> 0 ms). */
-static int field_duration(struct parse_ctx *ctx, int line, const char *field, const char *v,
-                          int allow_none, int64_t *ms)
+static int field_duration(struct parse_ctx *ctx, int line, const char *field, const char *v, int allow_none,
+                          int64_t *ms)
 {
     if (allow_none && strcmp(v, "none") == 0) {
         *ms = 0;
         return 0;
     }
-    if (duration_parse(v, ms) == 0)
-        return 0;
-    err_add(ctx, line, "bad duration for %s: '%s' (expected a positive integer and a unit: "
-                       "500ms 90s 10m 24h 7d%s)",
+    if (duration_parse(v, ms) == 0) return 0;
+    err_add(ctx, line,
+            "bad duration for %s: '%s' (expected a positive integer and a unit: "
+            "500ms 90s 10m 24h 7d%s)",
             field, v, allow_none ? ", or none" : "");
     return -1;
 }
 
 /* Apply one name=value token (or the flag word) to `e`. `seen` tracks repeats.
  * Returns the field's id, or -1 (reported) when the token is bad. */
-static int field_apply(struct parse_ctx *ctx, int line, struct namespace_entry *e,
-                       const struct token *tok, int seen[F_COUNT])
+static int field_apply(struct parse_ctx *ctx, int line, struct namespace_entry *e, const struct token *tok,
+                       int seen[F_COUNT])
 {
     const char *name = tok->text;
     const char *value = tok->eq >= 0 ? tok->text + tok->eq + 1 : NULL;
     size_t name_len = tok->eq >= 0 ? (size_t)tok->eq : strlen(name);
     int f = -1;
     for (int i = 0; i < F_COUNT; i++)
-        if (strlen(fields[i].name) == name_len && memcmp(fields[i].name, name, name_len) == 0)
-            f = i;
+        if (strlen(fields[i].name) == name_len && memcmp(fields[i].name, name, name_len) == 0) f = i;
     if (f < 0 || (f == F_SLIDING) != (value == NULL)) {
         if (f == F_SLIDING)
             err_add(ctx, line, "'sliding' is a flag word and takes no value");
         else if (f >= 0)
             err_add(ctx, line, "field '%s' needs a value (%s=...)", fields[f].name, fields[f].name);
         else
-            err_add(ctx, line, "unknown field '%.*s' (fields: instance= owner= ttl= max-ttl= "
-                               "near-cache= purpose= and the flag word sliding)",
+            err_add(ctx, line,
+                    "unknown field '%.*s' (fields: instance= owner= ttl= max-ttl= "
+                    "near-cache= purpose= and the flag word sliding)",
                     (int)name_len, name);
         return -1;
     }
@@ -167,8 +160,8 @@ static int field_apply(struct parse_ctx *ctx, int line, struct namespace_entry *
         return -1;
     }
     if (e->kind == NS_CHANNEL && !fields[f].channel_ok) {
-        err_add(ctx, line, "%s%s is not allowed on a channel line (channels hold no keys)",
-                fields[f].name, f == F_SLIDING ? "" : "=");
+        err_add(ctx, line, "%s%s is not allowed on a channel line (channels hold no keys)", fields[f].name,
+                f == F_SLIDING ? "" : "=");
         return -1;
     }
     switch (f) {
@@ -231,13 +224,12 @@ static int line_parse(struct parse_ctx *ctx, int line, const struct tokens *t)
         else
             ok[f] = 1;
     }
-    if (!seen[F_INSTANCE])
-        err_add(ctx, line, "missing instance= (required)"), bad = 1;
-    if (!seen[F_OWNER])
-        err_add(ctx, line, "missing owner= (required)"), bad = 1;
+    if (!seen[F_INSTANCE]) err_add(ctx, line, "missing instance= (required)"), bad = 1;
+    if (!seen[F_OWNER]) err_add(ctx, line, "missing owner= (required)"), bad = 1;
     if (e.kind == NS_KEY && !seen[F_TTL])
-        err_add(ctx, line, "missing ttl= (required on namespace lines; say ttl=none for keys "
-                           "that never expire)"),
+        err_add(ctx, line,
+                "missing ttl= (required on namespace lines; say ttl=none for keys "
+                "that never expire)"),
             bad = 1;
     if (ok[F_TTL] && ok[F_MAX_TTL] && e.ttl_ms > 0 && e.max_ttl_ms < e.ttl_ms) {
         char a[32], b[32];
@@ -252,10 +244,8 @@ static int line_parse(struct parse_ctx *ctx, int line, const struct tokens *t)
     }
     e.prefix = xstrdup(t->v[1].text);
     e.prefix_len = strlen(e.prefix);
-    if (!e.owner)
-        e.owner = xstrdup("");
-    if (!e.purpose)
-        e.purpose = xstrdup("");
+    if (!e.owner) e.owner = xstrdup("");
+    if (!e.purpose) e.purpose = xstrdup("");
     if (ctx->count == ctx->cap) {
         ctx->cap = ctx->cap ? ctx->cap * 2 : 32;
         ctx->entries = xrealloc(ctx->entries, ctx->cap * sizeof *ctx->entries);
@@ -290,16 +280,14 @@ static void index_build(struct registry *r)
     }
     for (size_t i = 0; i < r->count; i++) {
         int k = r->entries[i].kind;
-        if (r->n[k]++ == 0)
-            r->first[k] = i;
+        if (r->n[k]++ == 0) r->first[k] = i;
         r->lens[k][r->nlens[k]++] = r->entries[i].prefix_len;
     }
     for (int k = 0; k < 2; k++) {
         qsort(r->lens[k], r->nlens[k], sizeof(size_t), len_desc_cmp);
         size_t out = 0;
         for (size_t i = 0; i < r->nlens[k]; i++)
-            if (out == 0 || r->lens[k][out - 1] != r->lens[k][i])
-                r->lens[k][out++] = r->lens[k][i];
+            if (out == 0 || r->lens[k][out - 1] != r->lens[k][i]) r->lens[k][out++] = r->lens[k][i];
         r->nlens[k] = out;
     }
     /* entries are sorted by prefix, so one first byte is one contiguous run */
@@ -311,8 +299,7 @@ static void index_build(struct registry *r)
     }
 }
 
-struct registry *registry_load(const char *path, const char *const *instances, size_t ninstances,
-                               struct diag *errs)
+struct registry *registry_load(const char *path, const char *const *instances, size_t ninstances, struct diag *errs)
 {
     struct parse_ctx ctx = {.instances = instances, .ninstances = ninstances};
     FILE *f = fopen(path, "r");
@@ -340,23 +327,19 @@ struct registry *registry_load(const char *path, const char *const *instances, s
     }
     free(buf);
     fclose(f);
-    if (!nonempty)
-        err_add(&ctx, 0, "no entries (an empty registry would refuse every key)");
+    if (!nonempty) err_add(&ctx, 0, "no entries (an empty registry would refuse every key)");
 
-    if (ctx.count > 0)
-        qsort(ctx.entries, ctx.count, sizeof *ctx.entries, entry_cmp);
+    if (ctx.count > 0) qsort(ctx.entries, ctx.count, sizeof *ctx.entries, entry_cmp);
     duplicates_check(&ctx);
 
-    if (ctx.nerrs > 0)
-        qsort(ctx.errs, ctx.nerrs, sizeof *ctx.errs, line_error_cmp);
+    if (ctx.nerrs > 0) qsort(ctx.errs, ctx.nerrs, sizeof *ctx.errs, line_error_cmp);
     for (size_t i = 0; i < ctx.nerrs; i++) {
         diag_add(errs, path, ctx.errs[i].line, "%s", ctx.errs[i].msg);
         free(ctx.errs[i].msg);
     }
     free(ctx.errs);
     if (ctx.nerrs > 0) {
-        for (size_t i = 0; i < ctx.count; i++)
-            entry_free(&ctx.entries[i]);
+        for (size_t i = 0; i < ctx.count; i++) entry_free(&ctx.entries[i]);
         free(ctx.entries);
         return NULL;
     }
@@ -371,10 +354,8 @@ struct registry *registry_load(const char *path, const char *const *instances, s
 
 void registry_free(struct registry *r)
 {
-    if (!r)
-        return;
-    for (size_t i = 0; i < r->count; i++)
-        entry_free(&r->entries[i]);
+    if (!r) return;
+    for (size_t i = 0; i < r->count; i++) entry_free(&r->entries[i]);
     free(r->entries);
     free(r->lens[0]);
     free(r->lens[1]);
@@ -382,11 +363,9 @@ void registry_free(struct registry *r)
     free(r);
 }
 
-const struct namespace_entry *registry_lookup(const struct registry *r, enum ns_kind kind,
-                                              const char *key, size_t len)
+const struct namespace_entry *registry_lookup(const struct registry *r, enum ns_kind kind, const char *key, size_t len)
 {
-    if (!r || (kind != NS_KEY && kind != NS_CHANNEL) || len == 0)
-        return NULL;
+    if (!r || (kind != NS_KEY && kind != NS_CHANNEL) || len == 0) return NULL;
     /* Usual registries: a handful of prefixes share a first byte; scan them, keep the longest. */
     unsigned char b0 = (unsigned char)key[0];
     if (r->bucket_n[kind][b0] <= 16) {
@@ -402,14 +381,12 @@ const struct namespace_entry *registry_lookup(const struct registry *r, enum ns_
     const struct namespace_entry *base = r->entries + r->first[kind];
     for (size_t li = 0; li < r->nlens[kind]; li++) {
         size_t plen = r->lens[kind][li];
-        if (plen > len)
-            continue;
+        if (plen > len) continue;
         size_t lo = 0, hi = r->n[kind];
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
             int c = bytes_cmp(base[mid].prefix, base[mid].prefix_len, key, plen);
-            if (c == 0)
-                return &base[mid];
+            if (c == 0) return &base[mid];
             if (c < 0)
                 lo = mid + 1;
             else
@@ -423,8 +400,7 @@ const struct namespace_entry *registry_lookup(const struct registry *r, enum ns_
 
 enum { COL_NS, COL_PURPOSE, COL_INSTANCE, COL_TTL, COL_MAX_TTL, COL_OWNER, NCOLS };
 
-static const char *const col_titles[NCOLS] = {"Namespace", "Purpose", "Instance",
-                                              "TTL",       "Max TTL", "Owner"};
+static const char *const col_titles[NCOLS] = {"Namespace", "Purpose", "Instance", "TTL", "Max TTL", "Owner"};
 
 /* The cells of one row, with room for the formatted ones. */
 struct row {
@@ -432,8 +408,7 @@ struct row {
     char ttl[96], max_ttl[32], instance[32];
 };
 
-static void row_fill(struct row *row, const struct namespace_entry *e,
-                     const char *const *instances)
+static void row_fill(struct row *row, const struct namespace_entry *e, const char *const *instances)
 {
     row->cell[COL_NS] = e->prefix;
     row->cell[COL_PURPOSE] = e->purpose;
@@ -448,10 +423,8 @@ static void row_fill(struct row *row, const struct namespace_entry *e,
         snprintf(row->ttl, sizeof row->ttl, "(pub/sub)");
     } else {
         char d[32] = "none";
-        if (e->ttl_ms > 0)
-            duration_format(e->ttl_ms, d, sizeof d);
-        size_t used = (size_t)snprintf(row->ttl, sizeof row->ttl, "%s%s", d,
-                                       e->sliding ? " sliding" : "");
+        if (e->ttl_ms > 0) duration_format(e->ttl_ms, d, sizeof d);
+        size_t used = (size_t)snprintf(row->ttl, sizeof row->ttl, "%s%s", d, e->sliding ? " sliding" : "");
         if (e->near_cache_ms > 0 && used < sizeof row->ttl) {
             char nc[32];
             duration_format(e->near_cache_ms, nc, sizeof nc);
@@ -471,8 +444,7 @@ static size_t text_width(const char *s)
 {
     size_t w = 0;
     for (; *s; s++)
-        if (((unsigned char)*s & 0xC0) != 0x80)
-            w++;
+        if (((unsigned char)*s & 0xC0) != 0x80) w++;
     return w;
 }
 
@@ -494,8 +466,7 @@ static void plain_row(FILE *out, const char *const cells[NCOLS], const size_t wi
 {
     for (int c = 0; c < NCOLS; c++) {
         fputs(cells[c], out);
-        if (c + 1 < NCOLS)
-            fprintf(out, "%*s", (int)(width[c] - text_width(cells[c]) + 2), "");
+        if (c + 1 < NCOLS) fprintf(out, "%*s", (int)(width[c] - text_width(cells[c]) + 2), "");
     }
     fputc('\n', out);
 }
@@ -512,34 +483,28 @@ void registry_print(const struct registry *r, const char *const *instances, int 
     size_t n = r ? r->count : 0;
     const struct namespace_entry **order = xrealloc(NULL, (n ? n : 1) * sizeof *order);
     struct row *rows = xrealloc(NULL, (n ? n : 1) * sizeof *rows);
-    for (size_t i = 0; i < n; i++)
-        order[i] = &r->entries[i];
+    for (size_t i = 0; i < n; i++) order[i] = &r->entries[i];
     qsort(order, n, sizeof *order, entry_line_cmp);
 
     size_t width[NCOLS];
-    for (int c = 0; c < NCOLS; c++)
-        width[c] = text_width(col_titles[c]);
+    for (int c = 0; c < NCOLS; c++) width[c] = text_width(col_titles[c]);
     for (size_t i = 0; i < n; i++) {
         row_fill(&rows[i], order[i], instances);
         for (int c = 0; c < NCOLS; c++) {
             size_t w = text_width(rows[i].cell[c]);
-            if (w > width[c])
-                width[c] = w;
+            if (w > width[c]) width[c] = w;
         }
     }
 
     if (markdown) {
         fputs("|", out);
-        for (int c = 0; c < NCOLS; c++)
-            markdown_cell(out, col_titles[c]);
+        for (int c = 0; c < NCOLS; c++) markdown_cell(out, col_titles[c]);
         fputs("\n|", out);
-        for (int c = 0; c < NCOLS; c++)
-            fputs("---|", out);
+        for (int c = 0; c < NCOLS; c++) fputs("---|", out);
         fputc('\n', out);
         for (size_t i = 0; i < n; i++) {
             fputs("|", out);
-            for (int c = 0; c < NCOLS; c++)
-                markdown_cell(out, rows[i].cell[c]);
+            for (int c = 0; c < NCOLS; c++) markdown_cell(out, rows[i].cell[c]);
             fputc('\n', out);
         }
     } else {
@@ -553,10 +518,8 @@ void registry_print(const struct registry *r, const char *const *instances, int 
         }
         plain_row(out, col_titles, width);
         plain_row(out, dashes, width);
-        for (size_t i = 0; i < n; i++)
-            plain_row(out, rows[i].cell, width);
-        for (int c = 0; c < NCOLS; c++)
-            free(rule[c]);
+        for (size_t i = 0; i < n; i++) plain_row(out, rows[i].cell, width);
+        for (int c = 0; c < NCOLS; c++) free(rule[c]);
     }
     free(rows);
     free(order);

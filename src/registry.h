@@ -11,17 +11,17 @@
 enum ns_kind { NS_KEY = 0, NS_CHANNEL = 1 };
 
 struct namespace_entry {
-    enum ns_kind kind;    /* "namespace" -> NS_KEY, "channel" -> NS_CHANNEL */
+    enum ns_kind kind; /* "namespace" -> NS_KEY, "channel" -> NS_CHANNEL */
     char *prefix;
     size_t prefix_len;
-    int instance;         /* index into the instance names given to registry_load */
-    int64_t ttl_ms;       /* 0 = ttl=none (channels: always 0) */
-    int64_t max_ttl_ms;   /* 0 = no max-ttl given (then the effective max is unbounded) */
-    int sliding;          /* "sliding" flag word */
-    int64_t near_cache_ms;/* 0 = no near cache */
+    int instance;          /* index into the instance names given to registry_load */
+    int64_t ttl_ms;        /* 0 = ttl=none (channels: always 0) */
+    int64_t max_ttl_ms;    /* 0 = no max-ttl given (then the effective max is unbounded) */
+    int sliding;           /* "sliding" flag word */
+    int64_t near_cache_ms; /* 0 = no near cache */
     char *owner;
-    char *purpose;        /* may be "" */
-    int line;             /* line in the registry file */
+    char *purpose; /* may be "" */
+    int line;      /* line in the registry file */
 };
 
 struct registry {
@@ -57,8 +57,7 @@ void registry_free(struct registry *r);
 
 /* The entry of `kind` with the longest prefix of key[0..len), or NULL.
  * One binary search per distinct prefix length: O(lengths * log n * prefix). */
-const struct namespace_entry *registry_lookup(const struct registry *r, enum ns_kind kind,
-                                              const char *key, size_t len);
+const struct namespace_entry *registry_lookup(const struct registry *r, enum ns_kind kind, const char *key, size_t len);
 
 /* Print the registry as the seed's table, in file order: Namespace | Purpose | Instance |
  * TTL | Max TTL | Owner; aligned plain text, or a Markdown table when markdown != 0.

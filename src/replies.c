@@ -90,7 +90,8 @@ int replies_merge(enum replies_merge_kind kind, const struct replies_part *parts
         long long sum = 0;
         for (int k = 0; k < nparts; k++) {
             long long v = 0;
-            if (parts[k].reply[0] == ':' && parts[k].len > 3) (void)resp_parse_ll(parts[k].reply + 1, parts[k].len - 3, &v);
+            if (parts[k].reply[0] == ':' && parts[k].len > 3)
+                (void)resp_parse_ll(parts[k].reply + 1, parts[k].len - 3, &v);
             sum += v;
         }
         add_header(out, ':', sum);

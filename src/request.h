@@ -26,20 +26,20 @@ struct request_part {
 struct request {
     TAILQ_ENTRY(request) link;
     struct worker *worker;
-    struct client *client;    /* NULL once the client let go of it (orphaned) */
-    int waiting;              /* backend replies still owed to it */
-    int done;                 /* its reply is complete */
-    char *reply;              /* the reply, kept while an earlier request of the client waits */
+    struct client *client; /* NULL once the client let go of it (orphaned) */
+    int waiting;           /* backend replies still owed to it */
+    int done;              /* its reply is complete */
+    char *reply;           /* the reply, kept while an earlier request of the client waits */
     size_t reply_len;
     /* the router's: how the backend replies make the client's reply */
-    uint8_t blocking;         /* sent on the client's blocking pin */
-    char *queued_error;       /* keygate's MULTI wrap: the command's queue-time error, if any */
+    uint8_t blocking;   /* sent on the client's blocking pin */
+    char *queued_error; /* keygate's MULTI wrap: the command's queue-time error, if any */
     size_t queued_error_len;
-    struct bytebuf exec_keep; /* the client's EXEC: one byte per reply inside it, the client's (1) or injected (0) */
+    struct bytebuf exec_keep;   /* the client's EXEC: one byte per reply inside it, the client's (1) or injected (0) */
     struct request_part *parts; /* split across instances: one part per instance, merged when all came */
     int nparts, parts_left;
-    int merge;                /* enum plan_merge */
-    int8_t *key_instance;     /* split: instance of argv[i] (moved from the plan) */
+    int merge;            /* enum plan_merge */
+    int8_t *key_instance; /* split: instance of argv[i] (moved from the plan) */
     size_t argc;
 };
 

@@ -34,8 +34,7 @@ int resp_parse_ll(const char *s, size_t len, long long *out)
     size_t i = 0;
     int neg = 0;
 
-    if (len == 0)
-        return -1;
+    if (len == 0) return -1;
     if (len == 1 && s[0] == '0') {
         *out = 0;
         return 0;
@@ -44,24 +43,19 @@ int resp_parse_ll(const char *s, size_t len, long long *out)
         neg = 1;
         i = 1;
     }
-    if (i >= len || s[i] < '1' || s[i] > '9')
-        return -1;
+    if (i >= len || s[i] < '1' || s[i] > '9') return -1;
     for (; i < len; i++) {
         unsigned d;
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
+        if (s[i] < '0' || s[i] > '9') return -1;
         d = (unsigned)(s[i] - '0');
-        if (v > (ULLONG_MAX - d) / 10)
-            return -1;
+        if (v > (ULLONG_MAX - d) / 10) return -1;
         v = v * 10 + d;
     }
     if (neg) {
-        if (v > (unsigned long long)LLONG_MAX + 1)
-            return -1;
+        if (v > (unsigned long long)LLONG_MAX + 1) return -1;
         *out = v == (unsigned long long)LLONG_MAX + 1 ? LLONG_MIN : -(long long)v;
     } else {
-        if (v > (unsigned long long)LLONG_MAX)
-            return -1;
+        if (v > (unsigned long long)LLONG_MAX) return -1;
         *out = (long long)v;
     }
     return 0;
@@ -109,8 +103,7 @@ static void __attribute__((noinline)) args_grow(struct resp_parser *p, size_t ne
 {
     size_t cap = p->args_cap ? p->args_cap : 8;
 
-    while (cap < need)
-        cap *= 2;
+    while (cap < need) cap *= 2;
     p->args = xrealloc(p->args, cap * sizeof(*p->args));
     p->args_cap = cap;
 }
@@ -118,18 +111,15 @@ static void __attribute__((noinline)) args_grow(struct resp_parser *p, size_t ne
 /* Make room for `need` args (once per argument: the check stays inline). */
 static inline void args_reserve(struct resp_parser *p, size_t need)
 {
-    if (need > p->args_cap)
-        args_grow(p, need);
+    if (need > p->args_cap) args_grow(p, need);
 }
 
 static void inline_reserve(struct resp_parser *p, size_t need)
 {
     size_t cap = p->inline_cap ? p->inline_cap : 64;
 
-    if (need <= p->inline_cap)
-        return;
-    while (cap < need)
-        cap *= 2;
+    if (need <= p->inline_cap) return;
+    while (cap < need) cap *= 2;
     p->inline_buf = xrealloc(p->inline_buf, cap);
     p->inline_cap = cap;
 }
@@ -146,8 +136,7 @@ static int line_find(struct resp_parser *p, const char *buf, size_t len, char ch
     size_t limit = p->pos + RESP_MAX_INLINE + 1;
     size_t end = len < limit ? len : limit;
 
-    if (p->scan < p->pos)
-        p->scan = p->pos;
+    if (p->scan < p->pos) p->scan = p->pos;
     if (p->scan < end) {
         const char *hit = memchr(buf + p->scan, ch, end - p->scan);
         if (hit != NULL) {
@@ -179,19 +168,15 @@ static int parse_mbulk_len(struct resp_parser *p, const char *buf, size_t len)
     long long ll;
     int r = line_find(p, buf, len, '\r', &cr);
 
-    if (r < 0)
-        return parser_fail(p, "Protocol error: too big mbulk count string");
-    if (r == 0 || cr + 1 >= len)
-        return RESP_NEED_MORE;
-    if (resp_parse_ll(buf + 1, cr - 1, &ll) != 0)
-        return parser_fail(p, "Protocol error: invalid multibulk length");
+    if (r < 0) return parser_fail(p, "Protocol error: too big mbulk count string");
+    if (r == 0 || cr + 1 >= len) return RESP_NEED_MORE;
+    if (resp_parse_ll(buf + 1, cr - 1, &ll) != 0) return parser_fail(p, "Protocol error: invalid multibulk length");
     if (p->unauthenticated && ll > RESP_UNAUTH_MAX_ARGS && ll <= INT_MAX)
         return parser_fail(p, "Protocol error: unauthenticated multibulk length");
     if (ll > 0 && (unsigned long long)ll > p->max_args)
         return parser_fail(p, "Protocol error: invalid multibulk length");
     p->pos = p->header_len = cr + 2;
-    if (ll <= 0)
-        return frame_done(p); /* "*0", "*-1", "*-10": consumed, nothing to run */
+    if (ll <= 0) return frame_done(p); /* "*0", "*-1", "*-10": consumed, nothing to run */
     p->bulks_left = ll;
     p->state = PS_BULK_LEN;
     return STEP_AGAIN;
@@ -203,17 +188,14 @@ static int parse_bulk_len(struct resp_parser *p, const char *buf, size_t len)
     long long ll;
     int r = line_find(p, buf, len, '\r', &cr);
 
-    if (r < 0)
-        return parser_fail(p, "Protocol error: too big bulk count string");
-    if (r == 0 || cr + 1 >= len)
-        return RESP_NEED_MORE;
+    if (r < 0) return parser_fail(p, "Protocol error: too big bulk count string");
+    if (r == 0 || cr + 1 >= len) return RESP_NEED_MORE;
     if (buf[p->pos] != '$') {
         size_t i;
         /* As Redis's addReplyErrorFormat: a NUL cuts the text, CR/LF become spaces. */
         snprintf(p->error, sizeof(p->error), "Protocol error: expected '$', got '%c'", buf[p->pos]);
         for (i = 0; p->error[i] != '\0'; i++)
-            if (p->error[i] == '\r' || p->error[i] == '\n')
-                p->error[i] = ' ';
+            if (p->error[i] == '\r' || p->error[i] == '\n') p->error[i] = ' ';
         p->state = PS_ERROR;
         return RESP_ERROR;
     }
@@ -229,15 +211,13 @@ static int parse_bulk_len(struct resp_parser *p, const char *buf, size_t len)
 
 static int parse_bulk_data(struct resp_parser *p, size_t len)
 {
-    if (len - p->pos < (size_t)p->bulk_len + 2)
-        return RESP_NEED_MORE;
+    if (len - p->pos < (size_t)p->bulk_len + 2) return RESP_NEED_MORE;
     args_reserve(p, p->argc + 1);
     p->args[p->argc].off = p->pos;
     p->args[p->argc].len = (size_t)p->bulk_len;
     p->argc++;
     p->pos += (size_t)p->bulk_len + 2;
-    if (--p->bulks_left == 0)
-        return frame_done(p);
+    if (--p->bulks_left == 0) return frame_done(p);
     p->state = PS_BULK_LEN;
     return STEP_AGAIN;
 }
@@ -253,12 +233,9 @@ static int is_space(int c)
 
 static int hex_value(int c)
 {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
     return -1;
 }
 
@@ -276,28 +253,37 @@ static int split_args(struct resp_parser *p, const char *line, size_t n)
     inline_reserve(p, n + 1);
     dst = p->inline_buf;
     for (;;) {
-        while (AT(i) != 0 && is_space(AT(i)))
-            i++;
-        if (AT(i) == 0)
-            return 0;
+        while (AT(i) != 0 && is_space(AT(i))) i++;
+        if (AT(i) == 0) return 0;
         size_t start = out;
         int inq = 0, insq = 0, done = 0;
         while (!done) {
             int c = AT(i);
             if (inq) {
-                if (c == '\\' && AT(i + 1) == 'x' && hex_value(AT(i + 2)) >= 0 &&
-                    hex_value(AT(i + 3)) >= 0) {
+                if (c == '\\' && AT(i + 1) == 'x' && hex_value(AT(i + 2)) >= 0 && hex_value(AT(i + 3)) >= 0) {
                     dst[out++] = (char)(hex_value(AT(i + 2)) * 16 + hex_value(AT(i + 3)));
                     i += 3;
                 } else if (c == '\\' && AT(i + 1) != 0) {
                     i++;
                     switch (AT(i)) {
-                    case 'n': dst[out++] = '\n'; break;
-                    case 'r': dst[out++] = '\r'; break;
-                    case 't': dst[out++] = '\t'; break;
-                    case 'b': dst[out++] = '\b'; break;
-                    case 'a': dst[out++] = '\a'; break;
-                    default: dst[out++] = (char)AT(i); break;
+                    case 'n':
+                        dst[out++] = '\n';
+                        break;
+                    case 'r':
+                        dst[out++] = '\r';
+                        break;
+                    case 't':
+                        dst[out++] = '\t';
+                        break;
+                    case 'b':
+                        dst[out++] = '\b';
+                        break;
+                    case 'a':
+                        dst[out++] = '\a';
+                        break;
+                    default:
+                        dst[out++] = (char)AT(i);
+                        break;
                     }
                 } else if (c == '"') {
                     if (AT(i + 1) != 0 && !is_space(AT(i + 1)))
@@ -313,8 +299,7 @@ static int split_args(struct resp_parser *p, const char *line, size_t n)
                     i++;
                     dst[out++] = '\'';
                 } else if (c == '\'') {
-                    if (AT(i + 1) != 0 && !is_space(AT(i + 1)))
-                        return -1;
+                    if (AT(i + 1) != 0 && !is_space(AT(i + 1))) return -1;
                     done = 1;
                 } else if (c == 0) {
                     return -1;
@@ -323,14 +308,25 @@ static int split_args(struct resp_parser *p, const char *line, size_t n)
                 }
             } else {
                 switch (c) {
-                case ' ': case '\n': case '\r': case '\t': case 0: done = 1; break;
-                case '"': inq = 1; break;
-                case '\'': insq = 1; break;
-                default: dst[out++] = (char)c; break;
+                case ' ':
+                case '\n':
+                case '\r':
+                case '\t':
+                case 0:
+                    done = 1;
+                    break;
+                case '"':
+                    inq = 1;
+                    break;
+                case '\'':
+                    insq = 1;
+                    break;
+                default:
+                    dst[out++] = (char)c;
+                    break;
                 }
             }
-            if (AT(i) != 0)
-                i++;
+            if (AT(i) != 0) i++;
         }
         args_reserve(p, p->argc + 1);
         p->args[p->argc].off = start;
@@ -345,16 +341,13 @@ static int parse_inline(struct resp_parser *p, const char *buf, size_t len)
     size_t nl, line_len;
     int r = line_find(p, buf, len, '\n', &nl);
 
-    if (r < 0)
-        return parser_fail(p, "Protocol error: too big inline request");
-    if (r == 0)
-        return RESP_NEED_MORE;
+    if (r < 0) return parser_fail(p, "Protocol error: too big inline request");
+    if (r == 0) return RESP_NEED_MORE;
     /* Redis finds the '\n' with strchr() (a NUL before it stalls the client); memchr here,
      * and split_args() stops at a NUL as sdssplitargs() does. */
     line_len = nl > 0 && buf[nl - 1] == '\r' ? nl - 1 : nl;
     r = split_args(p, buf, line_len);
-    if (r != 0)
-        return parser_fail(p, "Protocol error: unbalanced quotes in request");
+    if (r != 0) return parser_fail(p, "Protocol error: unbalanced quotes in request");
     p->pos = nl + 1;
     return frame_done(p);
 }
@@ -372,22 +365,29 @@ enum resp_status resp_parse_request(struct resp_parser *p, const char *buf, size
     for (;;) {
         switch (p->state) {
         case PS_START:
-            if (len == 0)
-                return RESP_NEED_MORE;
+            if (len == 0) return RESP_NEED_MORE;
             p->argc = p->header_len = p->frame_len = 0;
             p->pos = p->scan = 0;
             p->is_inline = buf[0] != '*';
             p->state = p->is_inline ? PS_INLINE : PS_MBULK_LEN;
             r = STEP_AGAIN;
             break;
-        case PS_MBULK_LEN: r = parse_mbulk_len(p, buf, len); break;
-        case PS_BULK_LEN: r = parse_bulk_len(p, buf, len); break;
-        case PS_BULK_DATA: r = parse_bulk_data(p, len); break;
-        case PS_INLINE: r = parse_inline(p, buf, len); break;
-        default: return RESP_ERROR;
+        case PS_MBULK_LEN:
+            r = parse_mbulk_len(p, buf, len);
+            break;
+        case PS_BULK_LEN:
+            r = parse_bulk_len(p, buf, len);
+            break;
+        case PS_BULK_DATA:
+            r = parse_bulk_data(p, len);
+            break;
+        case PS_INLINE:
+            r = parse_inline(p, buf, len);
+            break;
+        default:
+            return RESP_ERROR;
         }
-        if (r != STEP_AGAIN)
-            return (enum resp_status)r;
+        if (r != STEP_AGAIN) return (enum resp_status)r;
     }
 }
 
@@ -412,8 +412,7 @@ void resp_scanner_reset(struct resp_scanner *s)
 /* Find "\r\n" ending the line that starts at s->pos (a lone CR is content, as hiredis). */
 static int scan_line(struct resp_scanner *s, const char *buf, size_t len, size_t *cr)
 {
-    if (s->scan < s->pos + 1)
-        s->scan = s->pos + 1; /* the type byte is never the terminator */
+    if (s->scan < s->pos + 1) s->scan = s->pos + 1; /* the type byte is never the terminator */
     while (s->scan < len) {
         const char *hit = memchr(buf + s->scan, '\r', len - s->scan);
         if (hit == NULL) {
@@ -421,8 +420,7 @@ static int scan_line(struct resp_scanner *s, const char *buf, size_t len, size_t
             return 0;
         }
         s->scan = (size_t)(hit - buf);
-        if (s->scan + 1 >= len)
-            return 0;
+        if (s->scan + 1 >= len) return 0;
         if (buf[s->scan + 1] == '\n') {
             *cr = s->scan;
             return 1;
@@ -456,60 +454,58 @@ long long resp_scan_reply(struct resp_scanner *s, const char *buf, size_t len)
     int opened;
 
     if (s->pending == 0) { /* a new reply (a zeroed scanner works too) */
-        if (len == 0)
-            return 0;
+        if (len == 0) return 0;
         s->pos = s->scan = 0;
         s->bulk_left = -1;
         s->pending = 1;
         s->first = buf[0];
     }
-    if (len < s->pos)
-        return scan_finish(s, -1);
+    if (len < s->pos) return scan_finish(s, -1);
     for (;;) {
         if (s->bulk_left >= 0) {
             size_t end = s->pos + (size_t)s->bulk_left;
-            if (len < end)
-                return 0;
-            if (buf[end - 2] != '\r' || buf[end - 1] != '\n')
-                return scan_finish(s, -1);
+            if (len < end) return 0;
+            if (buf[end - 2] != '\r' || buf[end - 1] != '\n') return scan_finish(s, -1);
             s->pos = end;
             s->bulk_left = -1;
-            if (scan_element_done(s))
-                return scan_finish(s, (long long)end);
+            if (scan_element_done(s)) return scan_finish(s, (long long)end);
             continue;
         }
-        if (s->pos >= len)
-            return 0;
+        if (s->pos >= len) return 0;
         type = buf[s->pos];
         if (strchr("+-:$*_,#(!=~>%", type) == NULL || type == '\0')
             return scan_finish(s, -1); /* judged as soon as it is seen */
-        if (!scan_line(s, buf, len, &cr))
-            return 0;
+        if (!scan_line(s, buf, len, &cr)) return 0;
         opened = 0;
         switch (type) {
-        case '+': case '-': case '_': case ',': case '#': case '(':
+        case '+':
+        case '-':
+        case '_':
+        case ',':
+        case '#':
+        case '(':
             break;
         case ':':
-            if (resp_parse_ll(buf + s->pos + 1, cr - s->pos - 1, &n) != 0)
-                return scan_finish(s, -1);
+            if (resp_parse_ll(buf + s->pos + 1, cr - s->pos - 1, &n) != 0) return scan_finish(s, -1);
             break;
-        case '$': case '!': case '=':
-            if (resp_parse_ll(buf + s->pos + 1, cr - s->pos - 1, &n) != 0 || n < -1 ||
-                n > LLONG_MAX - 2)
+        case '$':
+        case '!':
+        case '=':
+            if (resp_parse_ll(buf + s->pos + 1, cr - s->pos - 1, &n) != 0 || n < -1 || n > LLONG_MAX - 2)
                 return scan_finish(s, -1);
-            if (n >= 0)
-                s->bulk_left = n + 2;
+            if (n >= 0) s->bulk_left = n + 2;
             break;
-        case '*': case '~': case '>': case '%':
+        case '*':
+        case '~':
+        case '>':
+        case '%':
             if (resp_parse_ll(buf + s->pos + 1, cr - s->pos - 1, &n) != 0 || n < -1 ||
                 (type == '%' && n > LLONG_MAX / 2))
                 return scan_finish(s, -1);
-            if (type == '%' && n > 0)
-                n *= 2;
+            if (type == '%' && n > 0) n *= 2;
             if (n > 0) {
                 /* its own slot becomes its n elements */
-                if (n - 1 > LLONG_MAX - s->pending)
-                    return scan_finish(s, -1);
+                if (n - 1 > LLONG_MAX - s->pending) return scan_finish(s, -1);
                 s->pending += n - 1;
                 opened = 1;
             }
@@ -518,22 +514,18 @@ long long resp_scan_reply(struct resp_scanner *s, const char *buf, size_t len)
             return scan_finish(s, -1);
         }
         s->pos = cr + 2;
-        if (s->bulk_left >= 0 || opened)
-            continue; /* a payload or elements follow */
-        if (scan_element_done(s))
-            return scan_finish(s, (long long)s->pos);
+        if (s->bulk_left >= 0 || opened) continue; /* a payload or elements follow */
+        if (scan_element_done(s)) return scan_finish(s, (long long)s->pos);
     }
 }
 
 size_t resp_scan_discard(struct resp_scanner *s, size_t len)
 {
-    if (s->pending == 0 || len < s->pos)
-        return 0;
+    if (s->pending == 0 || len < s->pos) return 0;
     if (s->bulk_left > 2) {
         /* inside a payload: what has come of it can go too, but for its final CRLF */
         size_t have = len - s->pos, take = (size_t)s->bulk_left - 2;
-        if (have < take)
-            take = have;
+        if (have < take) take = have;
         s->pos += take;
         s->bulk_left -= (long long)take;
     }

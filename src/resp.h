@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 /* Redis's own limits (src/networking.c). */
-#define RESP_MAX_INLINE 65536           /* PROTO_INLINE_MAX_SIZE */
+#define RESP_MAX_INLINE 65536            /* PROTO_INLINE_MAX_SIZE */
 #define RESP_MAX_MULTIBULK (1024 * 1024) /* largest accepted "*N" */
 #define RESP_DEFAULT_MAX_BULK (512LL * 1024 * 1024)
 #define RESP_UNAUTH_MAX_ARGS 10    /* before AUTH: at most 10 arguments (networking.c) */
@@ -36,13 +36,13 @@ struct resp_arg {
  */
 struct resp_parser {
     /* limits, set by resp_parser_init; may be changed between frames */
-    long long max_bulk;    /* largest bulk length accepted (proto-max-bulk-len) */
-    size_t max_args;       /* largest multibulk count accepted */
-    int unauthenticated;   /* 1: Redis's pre-AUTH limits apply too (RESP_UNAUTH_MAX_*), with its
+    long long max_bulk;  /* largest bulk length accepted (proto-max-bulk-len) */
+    size_t max_args;     /* largest multibulk count accepted */
+    int unauthenticated; /* 1: Redis's pre-AUTH limits apply too (RESP_UNAUTH_MAX_*), with its
                               "unauthenticated multibulk/bulk length" errors */
 
     /* result, valid after RESP_DONE until the next call */
-    int is_inline;         /* 1: args index inline_buf; 0: args index the frame */
+    int is_inline; /* 1: args index inline_buf; 0: args index the frame */
     size_t argc;
     struct resp_arg *args; /* argc entries */
     size_t header_len;     /* multibulk: bytes of the "*N\r\n" line; inline: 0 */
@@ -52,8 +52,8 @@ struct resp_parser {
 
     /* private state */
     int state;
-    size_t pos;            /* bytes of the frame already examined (start of the current line) */
-    size_t scan;           /* where the search for the current line's end resumes */
+    size_t pos;  /* bytes of the frame already examined (start of the current line) */
+    size_t scan; /* where the search for the current line's end resumes */
     long long bulks_left;
     long long bulk_len;
     size_t args_cap;
@@ -96,11 +96,11 @@ static inline const char *resp_arg_ptr(const struct resp_parser *p, const char *
  * elements still expected across every open aggregate, so any legal depth frames.
  */
 struct resp_scanner {
-    size_t pos;                                /* bytes of the reply already examined */
-    size_t scan;                               /* where the search for the current CRLF resumes */
-    long long pending;                         /* elements still expected (the reply itself at first) */
-    long long bulk_left;                       /* >= 0 while inside a bulk payload (+CRLF) */
-    char first;                                /* first byte of the reply: + - : $ * (kept
+    size_t pos;          /* bytes of the reply already examined */
+    size_t scan;         /* where the search for the current CRLF resumes */
+    long long pending;   /* elements still expected (the reply itself at first) */
+    long long bulk_left; /* >= 0 while inside a bulk payload (+CRLF) */
+    char first;          /* first byte of the reply: + - : $ * (kept
                                                   after completion until the next reply) */
 };
 

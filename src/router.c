@@ -52,8 +52,10 @@ static void write_frame(struct bytebuf *out, const struct client *c, const struc
         bytebuf_add(out, frame + p->header_len, p->frame_len - p->header_len);
     } else {
         for (size_t i = 0; i < p->argc; i++) {
-            if (i == 0 && plan->ttl.getex) bytebuf_add_bulk(out, STR_AND_LEN("GETEX"));
-            else bytebuf_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
+            if (i == 0 && plan->ttl.getex)
+                bytebuf_add_bulk(out, STR_AND_LEN("GETEX"));
+            else
+                bytebuf_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
         }
     }
     for (size_t i = 0; i < plan->nappend; i++) bytebuf_add_bulk(out, plan->append[i], plan->append_len[i]);
@@ -64,9 +66,12 @@ static void write_fix(struct bytebuf *out, const struct client *c, const char *f
 {
     char ms[24];
     size_t n = format_ll(ms, (long long)f->ttl_ms);
-    if (f->mode == TTL_FIX_RESET) bytebuf_add(out, STR_AND_LEN("*3\r\n$7\r\nPEXPIRE\r\n"));
-    else if (f->mode == TTL_FIX_NX) bytebuf_add(out, STR_AND_LEN("*4\r\n$7\r\nPEXPIRE\r\n"));
-    else bytebuf_add(out, STR_AND_LEN("*5\r\n$7\r\nPEXPIRE\r\n"));
+    if (f->mode == TTL_FIX_RESET)
+        bytebuf_add(out, STR_AND_LEN("*3\r\n$7\r\nPEXPIRE\r\n"));
+    else if (f->mode == TTL_FIX_NX)
+        bytebuf_add(out, STR_AND_LEN("*4\r\n$7\r\nPEXPIRE\r\n"));
+    else
+        bytebuf_add(out, STR_AND_LEN("*5\r\n$7\r\nPEXPIRE\r\n"));
     bytebuf_add_bulk(out, resp_arg_ptr(&c->parser, frame, f->argi), c->parser.args[f->argi].len);
     bytebuf_add_bulk(out, ms, (size_t)n);
     if (f->mode == TTL_FIX_NX) {

@@ -7,7 +7,9 @@
 
 void session_init(struct session *s, int authenticated)
 {
-    *s = (struct session){.authenticated = authenticated, .mode = SESSION_NORMAL, .multi_instance = -1,
+    *s = (struct session){.authenticated = authenticated,
+                          .mode = SESSION_NORMAL,
+                          .multi_instance = -1,
                           .watch_instance = -1};
 }
 

@@ -44,11 +44,11 @@ enum session_mode {
 /* What policy knows about the client. A zeroed session with both instances -1 is NORMAL,
  * unauthenticated, watching nothing (session_init). */
 struct session {
-    int authenticated;              /* 1 when no auth is required or AUTH succeeded */
-    const struct user_conf *user;   /* NULL when no users are configured */
+    int authenticated;            /* 1 when no auth is required or AUTH succeeded */
+    const struct user_conf *user; /* NULL when no users are configured */
     enum session_mode mode;
-    int multi_instance;             /* MULTI: instance of the transaction's keys so far, -1 none */
-    int watch_instance;             /* instance of the WATCH pin, -1 none */
+    int multi_instance; /* MULTI: instance of the transaction's keys so far, -1 none */
+    int watch_instance; /* instance of the WATCH pin, -1 none */
 };
 
 /* A new client's session: NORMAL, authenticated when no users are configured. */
@@ -82,7 +82,7 @@ struct policy_request {
     size_t argc;
     const char *const *argv;
     const size_t *argvlen;
-    int64_t now_ms;                /* wall clock (ms since epoch), for EXPIREAT-style checks */
+    int64_t now_ms; /* wall clock (ms since epoch), for EXPIREAT-style checks */
 };
 
 /* 1 when argv[i] exists and equals `word` as Redis compares option words (args_word_is). */

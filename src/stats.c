@@ -22,11 +22,18 @@ static int starts_with(const char *s, const char *word)
 
 void stats_count_error(struct stats *st, const char *error)
 {
-    if (starts_with(error, "NONAMESPACE")) STAT_INC(st, errors_nonamespace);
-    else if (starts_with(error, "CROSSINSTANCE")) STAT_INC(st, errors_crossinstance);
-    else if (starts_with(error, "DENIED")) STAT_INC(st, errors_denied);
-    else if (starts_with(error, "NOPERM")) STAT_INC(st, errors_noperm);
-    else if (starts_with(error, "NOAUTH") || starts_with(error, "WRONGPASS")) STAT_INC(st, errors_noauth);
-    else if (starts_with(error, "UNAVAILABLE")) STAT_INC(st, errors_unavailable);
-    else STAT_INC(st, errors_other);
+    if (starts_with(error, "NONAMESPACE"))
+        STAT_INC(st, errors_nonamespace);
+    else if (starts_with(error, "CROSSINSTANCE"))
+        STAT_INC(st, errors_crossinstance);
+    else if (starts_with(error, "DENIED"))
+        STAT_INC(st, errors_denied);
+    else if (starts_with(error, "NOPERM"))
+        STAT_INC(st, errors_noperm);
+    else if (starts_with(error, "NOAUTH") || starts_with(error, "WRONGPASS"))
+        STAT_INC(st, errors_noauth);
+    else if (starts_with(error, "UNAVAILABLE"))
+        STAT_INC(st, errors_unavailable);
+    else
+        STAT_INC(st, errors_other);
 }

@@ -6,28 +6,28 @@
 #include <stdio.h>
 
 /* X(field, help text) — every counter keygate keeps. */
-#define STATS_COUNTERS(X)                                                            \
-    X(connections_received, "client connections accepted")                         \
-    X(connections_rejected, "client connections refused at max-clients")           \
-    X(commands_processed, "client commands handled")                               \
-    X(commands_forwarded, "commands sent to a backend instance")                   \
-    X(commands_local, "commands answered by keygate itself")                        \
-    X(ttl_injected, "writes given the registry's TTL")                             \
-    X(errors_nonamespace, "commands refused: key in no namespace")                 \
-    X(errors_crossinstance, "commands refused: keys on two instances")             \
-    X(errors_denied, "commands refused: never forwarded or TTL rules")             \
-    X(errors_noperm, "commands refused: user rights")                              \
-    X(errors_noauth, "commands refused: not authenticated")                        \
-    X(errors_unavailable, "requests answered -UNAVAILABLE")                        \
-    X(errors_protocol, "client protocol errors")                                   \
-    X(errors_other, "other error replies made by keygate")                         \
-    X(backend_connects, "backend connections established")                         \
-    X(backend_failures, "backend connections lost or failed")                      \
-    X(backend_writes, "batches of requests written to backend connections")        \
-    X(clients_output_limit, "clients closed over client-output-hard-limit")         \
-    X(clients_query_limit, "clients closed: a MULTI over max-request-size")        \
-    X(clients_evicted, "clients closed: the largest while over max-memory")        \
-    X(bytes_from_clients, "bytes read from clients")                               \
+#define STATS_COUNTERS(X)                                                                                              \
+    X(connections_received, "client connections accepted")                                                             \
+    X(connections_rejected, "client connections refused at max-clients")                                               \
+    X(commands_processed, "client commands handled")                                                                   \
+    X(commands_forwarded, "commands sent to a backend instance")                                                       \
+    X(commands_local, "commands answered by keygate itself")                                                           \
+    X(ttl_injected, "writes given the registry's TTL")                                                                 \
+    X(errors_nonamespace, "commands refused: key in no namespace")                                                     \
+    X(errors_crossinstance, "commands refused: keys on two instances")                                                 \
+    X(errors_denied, "commands refused: never forwarded or TTL rules")                                                 \
+    X(errors_noperm, "commands refused: user rights")                                                                  \
+    X(errors_noauth, "commands refused: not authenticated")                                                            \
+    X(errors_unavailable, "requests answered -UNAVAILABLE")                                                            \
+    X(errors_protocol, "client protocol errors")                                                                       \
+    X(errors_other, "other error replies made by keygate")                                                             \
+    X(backend_connects, "backend connections established")                                                             \
+    X(backend_failures, "backend connections lost or failed")                                                          \
+    X(backend_writes, "batches of requests written to backend connections")                                            \
+    X(clients_output_limit, "clients closed over client-output-hard-limit")                                            \
+    X(clients_query_limit, "clients closed: a MULTI over max-request-size")                                            \
+    X(clients_evicted, "clients closed: the largest while over max-memory")                                            \
+    X(bytes_from_clients, "bytes read from clients")                                                                   \
     X(bytes_to_clients, "bytes written to clients")
 
 struct stats {
@@ -37,7 +37,7 @@ struct stats {
 };
 
 /* Single writer (the owning worker), any reader: relaxed atomics, no lock. */
-#define STAT_ADD(st, field, n) \
+#define STAT_ADD(st, field, n)                                                                                         \
     __atomic_store_n(&(st)->field, __atomic_load_n(&(st)->field, __ATOMIC_RELAXED) + (n), __ATOMIC_RELAXED)
 #define STAT_INC(st, field) STAT_ADD(st, field, 1)
 

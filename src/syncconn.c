@@ -26,7 +26,7 @@ struct syncconn {
     SSL_CTX *ctx;
     SSL *ssl;
     redisReader *reader;
-    char *out;        /* queued command bytes */
+    char *out; /* queued command bytes */
     size_t outlen, outcap;
     char err[256];
 };

@@ -143,7 +143,8 @@ void topology_record(struct proxy *p, int instance, const char *problems)
     int changed = !was_checked || strcmp(was, s->problems) != 0;
     pthread_mutex_unlock(&topology_lock);
     if (!changed) return;
-    if (problems[0]) log_problems(problems);
+    if (problems[0])
+        log_problems(problems);
     else if (was[0]) { /* the old lines start "instance 'NAME' ..." */
         const char *q = strchr(was, '\'');
         const char *e = q ? strchr(q + 1, '\'') : NULL;

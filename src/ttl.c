@@ -122,10 +122,14 @@ void ttl_client_ttl(const struct policy_request *r, int64_t now_ms, struct clien
     size_t arg = 2;
     out->kind = CLIENT_TTL_NONE;
     out->ttl_ms = 0;
-    if (cid == CID_EXPIRE || cid == CID_SETEX) scale = 1000;
-    else if (cid == CID_PEXPIRE || cid == CID_PSETEX) scale = 1;
-    else if (cid == CID_EXPIREAT) scale = 1000, absolute = 1;
-    else if (cid == CID_PEXPIREAT) scale = 1, absolute = 1;
+    if (cid == CID_EXPIRE || cid == CID_SETEX)
+        scale = 1000;
+    else if (cid == CID_PEXPIRE || cid == CID_PSETEX)
+        scale = 1;
+    else if (cid == CID_EXPIREAT)
+        scale = 1000, absolute = 1;
+    else if (cid == CID_PEXPIREAT)
+        scale = 1, absolute = 1;
     else if (cid == CID_SET || cid == CID_GETEX) {
         int flags = string_options(r, cid == CID_SET, &arg);
         if (flags < 0) {
@@ -225,8 +229,7 @@ void ttl_decide(const struct policy_request *r, const struct key_ref *keys, cons
     if (ct.kind == CLIENT_TTL_SET && first->max_ttl_ms > 0 && ct.ttl_ms > first->max_ttl_ms) {
         char lim[32];
         duration_format(first->max_ttl_ms, lim, sizeof(lim));
-        deny(d, "DENIED TTL of %lldms is above max-ttl %s of namespace '%s'", (long long)ct.ttl_ms, lim,
-             first->prefix);
+        deny(d, "DENIED TTL of %lldms is above max-ttl %s of namespace '%s'", (long long)ct.ttl_ms, lim, first->prefix);
         return;
     }
 
@@ -247,14 +250,16 @@ void ttl_decide(const struct policy_request *r, const struct key_ref *keys, cons
     int own = sets_own_ttl(r, &ct);
     for (int i = 0; i < nkeys; i++) {
         const struct namespace_entry *e = ns[i];
-        if (own && keys[i].index == 1) continue;   /* the client's TTL for its own key */
-        if (keys[i].flags & KS_RM) continue;       /* DEL/UNLINK: nothing left to expire */
+        if (own && keys[i].index == 1) continue; /* the client's TTL for its own key */
+        if (keys[i].flags & KS_RM) continue;     /* DEL/UNLINK: nothing left to expire */
         /* Every key of a write command counts as written: Redis 7.0 flags some written keys
          * read-only (XREADGROUP's stream), and a PEXPIRE NX on a key that has its TTL is a
          * no-op; so is a second one for a key named twice (RENAME k k). */
         uint32_t mode = UINT32_MAX; /* no fix: ttl=none, or a read outside a sliding namespace */
-        if (e->ttl_ms > 0 && e->sliding) mode = TTL_FIX_RESET; /* every touch restarts the window */
-        else if (e->ttl_ms > 0 && writes) mode = TTL_FIX_NX;   /* a write never extends an existing TTL */
+        if (e->ttl_ms > 0 && e->sliding)
+            mode = TTL_FIX_RESET; /* every touch restarts the window */
+        else if (e->ttl_ms > 0 && writes)
+            mode = TTL_FIX_NX; /* a write never extends an existing TTL */
         if (mode != UINT32_MAX) ttl_add_fix(t, 2 * (size_t)nkeys, (uint32_t)keys[i].index, mode, e->ttl_ms);
         /* RENAME/COPY move the source's TTL along, and a script may set any TTL itself: cut
          * it to the key's max-ttl, also in a ttl=none namespace (XX: a key without TTL keeps none) */

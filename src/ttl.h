@@ -18,8 +18,8 @@ enum ttl_fix_mode {
 
 /* One injected PEXPIRE after the client's command. */
 struct ttl_fix {
-    uint32_t argi;  /* argv index of the key */
-    uint32_t mode;  /* enum ttl_fix_mode */
+    uint32_t argi; /* argv index of the key */
+    uint32_t mode; /* enum ttl_fix_mode */
     int64_t ttl_ms;
 };
 
@@ -37,15 +37,15 @@ struct ttl_fix {
  * queue-time error of its command); the injected replies are swallowed.
  */
 struct ttl_rewrite {
-    int wrap;            /* MULTI <command> <fixes> EXEC */
-    int getex;           /* send GETEX k PX D instead of GET k */
+    int wrap;  /* MULTI <command> <fixes> EXEC */
+    int getex; /* send GETEX k PX D instead of GET k */
     size_t nfix;
     struct ttl_fix *fix; /* fix_inline, or heap when more than TTL_FIX_INLINE (ttl_rewrite_release) */
     struct ttl_fix fix_inline[TTL_FIX_INLINE];
 };
 
-#define TTL_MAX_APPEND 2     /* "EX" D or "PX" D */
-#define TTL_APPEND_STORE 24  /* the digits of D: a long long with its sign and NUL */
+#define TTL_MAX_APPEND 2    /* "EX" D or "PX" D */
+#define TTL_APPEND_STORE 24 /* the digits of D: a long long with its sign and NUL */
 
 /*
  * ttl_decide's result: either a refusal, or the rewrite plus the arguments appended to the
@@ -54,13 +54,13 @@ struct ttl_rewrite {
  * append_store: a copy of the decision must point those into its own store.
  */
 struct ttl_decision {
-    int refused;                          /* 1: refuse the command with `error`; nothing else is set */
-    struct ttl_rewrite rewrite;           /* the injected TTL commands (wrap, getex, fixes) */
-    size_t nappend;                       /* arguments to add at the end of the command */
+    int refused;                /* 1: refuse the command with `error`; nothing else is set */
+    struct ttl_rewrite rewrite; /* the injected TTL commands (wrap, getex, fixes) */
+    size_t nappend;             /* arguments to add at the end of the command */
     const char *append[TTL_MAX_APPEND];
     size_t append_len[TTL_MAX_APPEND];
-    char append_store[TTL_APPEND_STORE];  /* storage the append pointers may point into */
-    char error[ERROR_TEXT_MAX];           /* refused: "DENIED ..." (no '-', no CRLF) */
+    char append_store[TTL_APPEND_STORE]; /* storage the append pointers may point into */
+    char error[ERROR_TEXT_MAX];          /* refused: "DENIED ..." (no '-', no CRLF) */
 };
 
 /* What a command asks for its own key's TTL (for max-ttl, PERSIST and "SET gets EX D"). */

@@ -81,8 +81,10 @@ void diag_add(struct diag *d, const char *file, int line, const char *fmt, ...)
     va_end(ap);
 
     char *out = NULL;
-    if (line > 0) xasprintf(&out, "%s:%d: %s", file, line, msg);
-    else xasprintf(&out, "%s: %s", file, msg);
+    if (line > 0)
+        xasprintf(&out, "%s:%d: %s", file, line, msg);
+    else
+        xasprintf(&out, "%s: %s", file, msg);
     if (d->count == d->cap) {
         d->cap = d->cap ? d->cap * 2 : 8;
         d->lines = xrealloc(d->lines, d->cap * sizeof *d->lines);
@@ -92,8 +94,7 @@ void diag_add(struct diag *d, const char *file, int line, const char *fmt, ...)
 
 void diag_free(struct diag *d)
 {
-    for (size_t i = 0; i < d->count; i++)
-        free(d->lines[i]);
+    for (size_t i = 0; i < d->count; i++) free(d->lines[i]);
     free(d->lines);
     d->lines = NULL;
     d->count = d->cap = 0;
@@ -118,8 +119,7 @@ void duration_format(int64_t ms, char *buf, size_t len)
     if (ms > 0) {
         for (size_t i = 0; i < sizeof duration_units / sizeof duration_units[0]; i++) {
             if (ms % duration_units[i].mul == 0) {
-                snprintf(buf, len, "%lld%s", (long long)(ms / duration_units[i].mul),
-                         duration_units[i].name);
+                snprintf(buf, len, "%lld%s", (long long)(ms / duration_units[i].mul), duration_units[i].name);
                 return;
             }
         }
@@ -141,16 +141,13 @@ char *path_resolve(const char *relative_to_file, const char *path)
 char *file_read_secret(const char *path, size_t *len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
+    if (fd < 0) return NULL;
     char *buf = xmalloc(SECRET_MAX_BYTES + 1);
     size_t n = 0;
     ssize_t r = 0;
-    while (n <= SECRET_MAX_BYTES &&
-           (r = read(fd, buf + n, SECRET_MAX_BYTES + 1 - n)) != 0) {
+    while (n <= SECRET_MAX_BYTES && (r = read(fd, buf + n, SECRET_MAX_BYTES + 1 - n)) != 0) {
         if (r < 0) {
-            if (errno == EINTR)
-                continue;
+            if (errno == EINTR) continue;
             break;
         }
         n += (size_t)r;
@@ -162,13 +159,10 @@ char *file_read_secret(const char *path, size_t *len)
         errno = saved;
         return NULL;
     }
-    if (n > 0 && buf[n - 1] == '\n')
-        n--;
-    if (n > 0 && buf[n - 1] == '\r')
-        n--;
+    if (n > 0 && buf[n - 1] == '\n') n--;
+    if (n > 0 && buf[n - 1] == '\r') n--;
     buf[n] = '\0';
-    if (len)
-        *len = n;
+    if (len) *len = n;
     return buf;
 }
 
@@ -190,17 +184,14 @@ int tokens_split(const char *line, struct tokens *t, const char **err)
     t->n = 0;
     const char *p = line;
     for (;;) {
-        while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
-            p++;
-        if (*p == '\0' || *p == '#')
-            return 0;
+        while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
+        if (*p == '\0' || *p == '#') return 0;
         char *text = NULL;
         size_t n = 0, tcap = 0;
         int eq = -1;
         while (*p && *p != ' ' && *p != '\t' && *p != '\r' && *p != '\n' && *p != '#') {
             if (*p != '"') {
-                if (*p == '=' && eq < 0)
-                    eq = (int)n;
+                if (*p == '=' && eq < 0) eq = (int)n;
                 buf_put(&text, &n, &tcap, *p++);
                 continue;
             }
@@ -208,15 +199,13 @@ int tokens_split(const char *line, struct tokens *t, const char **err)
             buf_put(&text, &n, &tcap, '\0');
             n--;
             while (*p && *p != '"') {
-                if (*p == '\\' && (p[1] == '"' || p[1] == '\\'))
-                    p++;
+                if (*p == '\\' && (p[1] == '"' || p[1] == '\\')) p++;
                 buf_put(&text, &n, &tcap, *p++);
             }
             if (*p != '"') {
                 free(text);
                 tokens_free(t);
-                if (err)
-                    *err = "unterminated quote";
+                if (err) *err = "unterminated quote";
                 return -1;
             }
             p++;
@@ -233,8 +222,7 @@ int tokens_split(const char *line, struct tokens *t, const char **err)
 
 void tokens_free(struct tokens *t)
 {
-    for (size_t i = 0; i < t->n; i++)
-        free(t->v[i].text);
+    for (size_t i = 0; i < t->n; i++) free(t->v[i].text);
     free(t->v);
     t->v = NULL;
     t->n = 0;
@@ -243,8 +231,7 @@ void tokens_free(struct tokens *t)
 void log_msg(enum log_level level, const char *fmt, ...)
 {
     static const char *const names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
-    if ((int)level < log_min_level)
-        return;
+    if ((int)level < log_min_level) return;
     char msg[2048];
     va_list ap;
     va_start(ap, fmt);

@@ -93,8 +93,7 @@ struct diag {
 };
 
 /* Append "FILE:LINE: message" (line 0 prints "FILE: message"). */
-void diag_add(struct diag *d, const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+void diag_add(struct diag *d, const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 void diag_free(struct diag *d);
 
 /*
@@ -117,7 +116,7 @@ char *file_read_secret(const char *path, size_t *len);
 /* One whitespace-separated token of a config line: quotes removed, escapes applied. */
 struct token {
     char *text;
-    int eq;     /* offset in text of the first '=' outside quotes, or -1 (a bare word) */
+    int eq; /* offset in text of the first '=' outside quotes, or -1 (a bare word) */
 };
 
 struct tokens {

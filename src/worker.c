@@ -108,8 +108,10 @@ static int worker_listen(struct worker *w, const struct listen_addr *la, SSL_CTX
                                     511, (struct sockaddr *)&ss, sslen);
     }
     if (!l) {
-        if (la->unix_path) log_msg(LOG_ERROR, "cannot listen on unix socket %s: %s", la->unix_path, strerror(errno));
-        else log_msg(LOG_ERROR, "cannot listen on %s:%d: %s", la->host, la->port, strerror(errno));
+        if (la->unix_path)
+            log_msg(LOG_ERROR, "cannot listen on unix socket %s: %s", la->unix_path, strerror(errno));
+        else
+            log_msg(LOG_ERROR, "cannot listen on %s:%d: %s", la->host, la->port, strerror(errno));
         free(lc);
         return -1;
     }

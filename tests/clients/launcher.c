@@ -23,12 +23,14 @@
 
 static volatile sig_atomic_t g_stop;
 
-static void on_stop(int sig) {
+static void on_stop(int sig)
+{
     (void)sig;
     g_stop = 1;
 }
 
-int main(void) {
+int main(void)
+{
     static struct harness h;
     if (harness_start(&h, NULL) != 0) {
         printf("FAILED %s\n", h.error);

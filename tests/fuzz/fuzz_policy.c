@@ -747,8 +747,8 @@ static void print_case(FILE *f)
         fputc(' ', f);
         print_arg(f, a->argv[i], a->len[i]);
     }
-    fprintf(f, "\n  session: authenticated=%d user=%s mode=%d multi_instance=%d watch_instance=%d",
-            s->authenticated, s->user ? "yes" : "none", (int)s->mode, s->multi_instance, s->watch_instance);
+    fprintf(f, "\n  session: authenticated=%d user=%s mode=%d multi_instance=%d watch_instance=%d", s->authenticated,
+            s->user ? "yes" : "none", (int)s->mode, s->multi_instance, s->watch_instance);
     if (s->user) {
         fprintf(f, " owners=");
         if (s->user->all_owners) fprintf(f, "*");
@@ -1063,8 +1063,9 @@ static void check_plan(const struct registry *reg, const struct session *s, cons
     /* O1 */
     int ok = p->instance >= 0 && p->instance < NINST;
     if (p->instance == -1)
-        ok = (s->mode == SESSION_MULTI && (is(cmd, "ping") || is(cmd, "echo") || is(cmd, "unwatch") ||
-                              ((is(cmd, "pubsub|numsub") || is(cmd, "pubsub|shardnumsub")) && a->argc == 2))) ||
+        ok = (s->mode == SESSION_MULTI &&
+              (is(cmd, "ping") || is(cmd, "echo") || is(cmd, "unwatch") ||
+               ((is(cmd, "pubsub|numsub") || is(cmd, "pubsub|shardnumsub")) && a->argc == 2))) ||
              (p->flow == FLOW_UNSUBSCRIBE && p->all_instances);
     if (!ok) violation("O1", "FORWARD to instance %d", p->instance);
     if (p->key_instance)

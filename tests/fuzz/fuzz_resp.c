@@ -23,8 +23,7 @@ static void log_add(struct log *l, const void *p, size_t n)
     if (l->len + n > l->cap) {
         l->cap = (l->len + n) * 2 + 64;
         l->s = realloc(l->s, l->cap);
-        if (l->s == NULL)
-            abort();
+        if (l->s == NULL) abort();
     }
     memcpy(l->s + l->len, p, n);
     l->len += n;
@@ -38,46 +37,38 @@ static void log_num(struct log *l, long long v)
 /* Visible input sizes: split mode gives `split` bytes then all; byte mode one more each time. */
 static size_t next_avail(int mode, size_t avail, size_t split, size_t n)
 {
-    if (mode == 0)
-        return n;
-    if (mode == 1)
-        return avail < split ? split : n;
+    if (mode == 0) return n;
+    if (mode == 1) return avail < split ? split : n;
     return avail + 1 > n ? n : avail + 1;
 }
 
-static void run_parser(const uint8_t *in, size_t n, int mode, size_t split, size_t max_args,
-                       long long max_bulk, struct log *out)
+static void run_parser(const uint8_t *in, size_t n, int mode, size_t split, size_t max_args, long long max_bulk,
+                       struct log *out)
 {
     struct resp_parser p;
     size_t off = 0, avail = next_avail(mode, 0, split, n), i;
 
     resp_parser_init(&p);
-    if (max_args)
-        p.max_args = max_args;
-    if (max_bulk)
-        p.max_bulk = max_bulk;
+    if (max_args) p.max_args = max_args;
+    if (max_bulk) p.max_bulk = max_bulk;
     for (;;) {
         size_t have = avail - off;
         char *copy = malloc(have + 1);
         enum resp_status st;
 
-        if (copy == NULL)
-            abort();
+        if (copy == NULL) abort();
         memcpy(copy, in + off, have);
         st = resp_parse_request(&p, copy, have);
         log_num(out, st);
         if (st == RESP_DONE) {
-            if (p.frame_len == 0 || p.frame_len > have || p.header_len > p.frame_len)
-                abort();
+            if (p.frame_len == 0 || p.frame_len > have || p.header_len > p.frame_len) abort();
             log_num(out, p.is_inline);
             log_num(out, (long long)p.argc);
             log_num(out, (long long)p.header_len);
             log_num(out, (long long)p.frame_len);
             for (i = 0; i < p.argc; i++) {
-                if (!p.is_inline && p.args[i].off + p.args[i].len > p.frame_len)
-                    abort();
-                if (p.is_inline && p.args[i].off + p.args[i].len > p.inline_cap)
-                    abort();
+                if (!p.is_inline && p.args[i].off + p.args[i].len > p.frame_len) abort();
+                if (p.is_inline && p.args[i].off + p.args[i].len > p.inline_cap) abort();
                 log_num(out, (long long)p.args[i].len);
                 log_add(out, resp_arg_ptr(&p, copy, i), p.args[i].len);
             }
@@ -110,14 +101,12 @@ static void run_scanner(const uint8_t *in, size_t n, int mode, size_t split, str
         char *copy = malloc(have + 1);
         long long r;
 
-        if (copy == NULL)
-            abort();
+        if (copy == NULL) abort();
         memcpy(copy, in + off, have);
         r = resp_scan_reply(&s, copy, have);
         free(copy);
         if (r > 0) {
-            if ((size_t)r > have || s.first != (char)in[off])
-                abort();
+            if ((size_t)r > have || s.first != (char)in[off]) abort();
             log_num(out, r);
             off += (size_t)r;
         } else if (r < 0) {
@@ -147,8 +136,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     long long max_bulk = 0;
     int mode;
 
-    if (size < 3)
-        return 0;
+    if (size < 3) return 0;
     /* two bytes pick the split point, one the limits; the rest is the stream */
     split = (size_t)(data[0] | data[1] << 8);
     if (data[2] & 1) {
@@ -161,8 +149,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     run_parser(data, size, 0, split, max_args, max_bulk, &whole);
     for (mode = 1; mode <= 2; mode++) {
-        if (mode == 2 && size > 4096)
-            break;
+        if (mode == 2 && size > 4096) break;
         other.len = 0;
         run_parser(data, size, mode, split, max_args, max_bulk, &other);
         must_agree(&whole, &other);
@@ -171,8 +158,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     whole.len = 0;
     run_scanner(data, size, 0, split, &whole);
     for (mode = 1; mode <= 2; mode++) {
-        if (mode == 2 && size > 4096)
-            break;
+        if (mode == 2 && size > 4096) break;
         other.len = 0;
         run_scanner(data, size, mode, split, &other);
         must_agree(&whole, &other);

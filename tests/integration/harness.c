@@ -67,34 +67,40 @@ struct shared {
     struct child children[MAX_CHILDREN]; /* every server the harness started and the owner has not reaped */
 };
 
-static struct shared *g_shared;  /* the owner's mapping, inherited by every fork */
-static struct harness *g_live;   /* the started harness, for atexit and the per-test fixtures */
-static pid_t g_owner;            /* the process that started it (not a Check fork) */
-static pid_t g_owner_pgid;       /* its process group: where servers started by test children go */
+static struct shared *g_shared; /* the owner's mapping, inherited by every fork */
+static struct harness *g_live;  /* the started harness, for atexit and the per-test fixtures */
+static pid_t g_owner;           /* the process that started it (not a Check fork) */
+static pid_t g_owner_pgid;      /* its process group: where servers started by test children go */
 
-static void children_add(pid_t pid) {
+static void children_add(pid_t pid)
+{
     for (int i = 0; g_shared != NULL && i < MAX_CHILDREN; i++)
         if (__sync_bool_compare_and_swap(&g_shared->children[i].pid, 0, pid)) {
             g_shared->children[i].exited = 0;
             return;
         }
-    fprintf(stderr, "harness: more than %d servers started: pid %d is not in the children table (PDEATHSIG "
-                    "still ends it with the runner)\n", MAX_CHILDREN, (int)pid);
+    fprintf(stderr,
+            "harness: more than %d servers started: pid %d is not in the children table (PDEATHSIG "
+            "still ends it with the runner)\n",
+            MAX_CHILDREN, (int)pid);
 }
 
-static struct child *children_find(pid_t pid) {
+static struct child *children_find(pid_t pid)
+{
     for (int i = 0; g_shared != NULL && pid > 0 && i < MAX_CHILDREN; i++)
         if (g_shared->children[i].pid == pid) return &g_shared->children[i];
     return NULL;
 }
 
-static void children_remove(pid_t pid) {
+static void children_remove(pid_t pid)
+{
     struct child *c = children_find(pid);
     if (c != NULL) c->pid = 0;
 }
 
 /* The owner reaps every server that exited (zombies left by kills in test children). */
-static void children_reap(void) {
+static void children_reap(void)
+{
     if (g_shared == NULL || getpid() != g_owner) return;
     for (int i = 0; i < MAX_CHILDREN; i++) {
         pid_t pid = g_shared->children[i].pid;
@@ -103,16 +109,19 @@ static void children_reap(void) {
 }
 
 /* The shared copy of h, when h is the live harness. */
-static void publish(struct harness *h) {
+static void publish(struct harness *h)
+{
     if (g_shared != NULL && g_live == h) g_shared->h = *h;
 }
 
 /* The live harness as the last process that changed it left it. */
-static void adopt(void) {
+static void adopt(void)
+{
     if (g_shared != NULL && g_live != NULL) *g_live = g_shared->h;
 }
 
-static void on_fatal_signal(int sig) {
+static void on_fatal_signal(int sig)
+{
     if (getpid() == g_owner && g_shared != NULL)
         for (int i = 0; i < MAX_CHILDREN; i++)
             if (g_shared->children[i].pid > 0) kill(g_shared->children[i].pid, SIGKILL);
@@ -120,7 +129,8 @@ static void on_fatal_signal(int sig) {
     raise(sig);
 }
 
-static void on_exit_cleanup(void) {
+static void on_exit_cleanup(void)
+{
     if (g_live == NULL || getpid() != g_owner) return;
     adopt(); /* the servers as the last test left them */
     harness_stop(g_live);
@@ -128,7 +138,8 @@ static void on_exit_cleanup(void) {
 
 /* Make the calling process the owner of the servers it starts (once per process: a forked
  * process that starts a harness of its own becomes an owner too, with its own mapping). */
-static int safety_net_install(void) {
+static int safety_net_install(void)
+{
     static int atexit_done;
     if (g_owner == getpid()) return 0;
     struct shared *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -153,14 +164,16 @@ static int safety_net_install(void) {
 /* ---- small helpers ---- */
 
 static void set_error(struct harness *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_error(struct harness *h, const char *fmt, ...) {
+static void set_error(struct harness *h, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(h->error, sizeof h->error, fmt, ap);
     va_end(ap);
 }
 
-void harness_write_secret(const char *path, const char *text, mode_t mode) {
+void harness_write_secret(const char *path, const char *text, mode_t mode)
+{
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
     ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
     ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
@@ -168,25 +181,29 @@ void harness_write_secret(const char *path, const char *text, mode_t mode) {
     close(fd);
 }
 
-void harness_sha256_hex(const char *s, char out[65]) {
+void harness_sha256_hex(const char *s, char out[65])
+{
     unsigned char d[32];
     unsigned int n = 0;
     ck_assert(EVP_Digest(s, strlen(s), d, &n, EVP_sha256(), NULL));
     for (int i = 0; i < 32; i++) sprintf(out + 2 * i, "%02x", d[i]);
 }
 
-long long now_ms(void) {
+long long now_ms(void)
+{
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void sleep_ms(int ms) {
+void sleep_ms(int ms)
+{
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
     nanosleep(&ts, NULL);
 }
 
-static int write_file(const char *path, const char *text, mode_t mode) {
+static int write_file(const char *path, const char *text, mode_t mode)
+{
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
     if (fd < 0) return -1;
     size_t len = strlen(text), off = 0;
@@ -204,7 +221,8 @@ static int write_file(const char *path, const char *text, mode_t mode) {
 }
 
 /* Whole file, malloc'd and NUL-terminated; NULL on error. */
-static char *read_file(const char *path) {
+static char *read_file(const char *path)
+{
     FILE *f = fopen(path, "rb");
     if (f == NULL) return NULL;
     size_t cap = 4096, len = 0;
@@ -224,14 +242,16 @@ static char *read_file(const char *path) {
 }
 
 /* path + ".base" (a static buffer): the copy of a config file as harness_start wrote it. */
-static const char *base_path(const char *path) {
+static const char *base_path(const char *path)
+{
     static char buf[PATH_MAX + 8];
     snprintf(buf, sizeof buf, "%s.base", path);
     return buf;
 }
 
 /* Copy from's bytes to to (mode 0644). 0, or -1 (errno). */
-static int copy_file(const char *from, const char *to) {
+static int copy_file(const char *from, const char *to)
+{
     char *text = read_file(from);
     if (text == NULL) return -1;
     int rc = write_file(to, text, 0644);
@@ -240,7 +260,8 @@ static int copy_file(const char *from, const char *to) {
 }
 
 /* Do files a and b hold the same text? (0 when either is unreadable.) */
-static int same_file(const char *a, const char *b) {
+static int same_file(const char *a, const char *b)
+{
     char *x = read_file(a), *y = read_file(b);
     int same = x != NULL && y != NULL && strcmp(x, y) == 0;
     free(x);
@@ -248,17 +269,19 @@ static int same_file(const char *a, const char *b) {
     return same;
 }
 
-static void print_log_tail(const char *title, const char *path) {
+static void print_log_tail(const char *title, const char *path)
+{
     char *text = read_file(path);
     if (text == NULL) return;
     size_t len = strlen(text);
     const char *from = len > LOG_TAIL ? text + len - LOG_TAIL : text;
-    fprintf(stderr, "---- %s (%s)%s ----\n%s\n---- end of %s ----\n", title, path,
-            from != text ? ", last 8 KiB" : "", from, title);
+    fprintf(stderr, "---- %s (%s)%s ----\n%s\n---- end of %s ----\n", title, path, from != text ? ", last 8 KiB" : "",
+            from, title);
     free(text);
 }
 
-static void random_hex(char *out, size_t bytes) {
+static void random_hex(char *out, size_t bytes)
+{
     unsigned char raw[64];
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
     ssize_t n = fd >= 0 ? read(fd, raw, bytes) : -1;
@@ -270,7 +293,8 @@ static void random_hex(char *out, size_t bytes) {
 }
 
 /* Free loopback ports: bind port 0 for all at once (so they differ), read them, close. */
-static int free_ports(int *ports, int n) {
+static int free_ports(int *ports, int n)
+{
     int fds[8], rc = 0;
     for (int i = 0; i < n; i++) fds[i] = -1;
     for (int i = 0; i < n && rc == 0; i++) {
@@ -288,14 +312,16 @@ static int free_ports(int *ports, int n) {
     return rc;
 }
 
-int harness_free_port(void) {
+int harness_free_port(void)
+{
     int port = -1;
     return free_ports(&port, 1) == 0 ? port : -1;
 }
 
 /* In the forked child: exec argv with stdout/stderr appended to log_path, dying with parent
  * (PR_SET_PDEATHSIG), which must still be the parent once that is set. Never returns. */
-static void exec_child(char *const argv[], const char *log_path, pid_t parent) {
+static void exec_child(char *const argv[], const char *log_path, pid_t parent)
+{
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -318,7 +344,8 @@ static void exec_child(char *const argv[], const char *log_path, pid_t parent) {
 
 /* From a process other than the owner (a test's child): double fork, so that the server
  * is the owner's child (see "processes" above). Returns its pid, or -1. */
-static pid_t spawn_for_owner(char *const argv[], const char *log_path) {
+static pid_t spawn_for_owner(char *const argv[], const char *log_path)
+{
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return -1;
     pid_t mid = fork();
@@ -333,7 +360,7 @@ static pid_t spawn_for_owner(char *const argv[], const char *log_path) {
         pid_t pid = fork();
         if (pid == 0) {
             for (int i = 0; i < 5000 && getppid() != g_owner; i++) { /* re-parented once `self` exits */
-                if (getppid() != self) _exit(127); /* adopted by another reaper: the owner is gone */
+                if (getppid() != self) _exit(127);                   /* adopted by another reaper: the owner is gone */
                 usleep(1000);
             }
             exec_child(argv, log_path, g_owner);
@@ -353,7 +380,8 @@ static pid_t spawn_for_owner(char *const argv[], const char *log_path) {
 
 /* fork + exec argv with stdout/stderr appended to log_path; the child is the owner's and
  * dies with it. */
-static pid_t spawn(char *const argv[], const char *log_path) {
+static pid_t spawn(char *const argv[], const char *log_path)
+{
     if (getpid() != g_owner) return spawn_for_owner(argv, log_path);
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -364,7 +392,8 @@ static pid_t spawn(char *const argv[], const char *log_path) {
 
 /* A non-child's state from /proc/PID/stat: 1 exited (a zombie: *status its wait status,
  * field 52; or gone: *status 0), 0 running. */
-static int proc_exited(pid_t pid, int *status) {
+static int proc_exited(pid_t pid, int *status)
+{
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -387,7 +416,8 @@ static int proc_exited(pid_t pid, int *status) {
 
 /* Has pid (a server the harness started) exited? 1 with its wait status in *status (reaped
  * when we are its parent), 0 while it runs. */
-static int child_exited(pid_t pid, int *status) {
+static int child_exited(pid_t pid, int *status)
+{
     int st = 0;
     pid_t r = waitpid(pid, &st, WNOHANG);
     if (r == pid) {
@@ -411,7 +441,8 @@ static int child_exited(pid_t pid, int *status) {
 }
 
 /* Wait up to timeout_ms for pid to exit. Returns its status, or -1 if still running. */
-static int wait_exit(pid_t pid, int timeout_ms) {
+static int wait_exit(pid_t pid, int timeout_ms)
+{
     long long deadline = now_ms() + timeout_ms;
     for (;;) {
         int status;
@@ -423,7 +454,8 @@ static int wait_exit(pid_t pid, int timeout_ms) {
 
 /* SIGTERM (and SIGCONT: a test may have stopped it), then SIGKILL after STOP_TIMEOUT_MS.
  * Returns the exit status. */
-static int stop_pid(pid_t pid) {
+static int stop_pid(pid_t pid)
+{
     kill(pid, SIGTERM);
     kill(pid, SIGCONT);
     int status = wait_exit(pid, STOP_TIMEOUT_MS);
@@ -435,7 +467,8 @@ static int stop_pid(pid_t pid) {
     return status;
 }
 
-static redisContext *connect_to(int port, int connect_ms, int io_ms) {
+static redisContext *connect_to(int port, int connect_ms, int io_ms)
+{
     struct timeval ct = {connect_ms / 1000, (connect_ms % 1000) * 1000};
     struct timeval it = {io_ms / 1000, (io_ms % 1000) * 1000};
     redisContext *c = redisConnectWithTimeout("127.0.0.1", port, ct);
@@ -448,7 +481,8 @@ static redisContext *connect_to(int port, int connect_ms, int io_ms) {
 }
 
 /* PING over c (after AUTH password when not NULL): 0 on PONG, or on NOAUTH (it answers). */
-static int answers_ping(redisContext *c, const char *password) {
+static int answers_ping(redisContext *c, const char *password)
+{
     redisReply *r;
     if (password != NULL) {
         r = redisCommand(c, "AUTH %s", password);
@@ -464,13 +498,13 @@ static int answers_ping(redisContext *c, const char *password) {
 }
 
 /* Poll until the server on port answers PING, pid exits, or the timeout passes. */
-static int wait_ready(struct harness *h, const char *what, pid_t pid, int port, const char *password) {
+static int wait_ready(struct harness *h, const char *what, pid_t pid, int port, const char *password)
+{
     long long deadline = now_ms() + START_TIMEOUT_MS;
     while (now_ms() < deadline) {
         int status;
         if (child_exited(pid, &status)) {
-            set_error(h, "%s exited during start-up (%s %d)", what,
-                      WIFEXITED(status) ? "status" : "signal",
+            set_error(h, "%s exited during start-up (%s %d)", what, WIFEXITED(status) ? "status" : "signal",
                       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
             return -2;
         }
@@ -484,19 +518,22 @@ static int wait_ready(struct harness *h, const char *what, pid_t pid, int port, 
     return -1;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
     return remove(path);
 }
 
 /* ---- backends ---- */
 
-struct harness_backend *harness_backend(struct harness *h, const char *name) {
+struct harness_backend *harness_backend(struct harness *h, const char *name)
+{
     for (int i = 0; i < 2; i++)
         if (strcmp(h->backends[i].name, name) == 0) return &h->backends[i];
     return NULL;
 }
 
-static int backend_spawn(struct harness *h, struct harness_backend *b) {
+static int backend_spawn(struct harness *h, struct harness_backend *b)
+{
     char *argv[] = {"redis-server", b->conf_file, NULL};
     b->pid = spawn(argv, b->log_file);
     if (b->pid < 0) {
@@ -516,7 +553,8 @@ static int backend_spawn(struct harness *h, struct harness_backend *b) {
 }
 
 /* Write the backend's password file and redis.conf, then start it. */
-static int backend_start(struct harness *h, int i, const char *name, int tls_port, int plain_port) {
+static int backend_start(struct harness *h, int i, const char *name, int tls_port, int plain_port)
+{
     struct harness_backend *b = &h->backends[i];
     int durable = strcmp(name, "durable") == 0;
     char data_dir[sizeof h->dir + 16], conf[4 * PATH_MAX];
@@ -546,7 +584,8 @@ static int backend_start(struct harness *h, int i, const char *name, int tls_por
     return backend_spawn(h, b);
 }
 
-int harness_backend_kill(struct harness *h, const char *name) {
+int harness_backend_kill(struct harness *h, const char *name)
+{
     struct harness_backend *b = harness_backend(h, name);
     if (b == NULL || b->pid <= 0) return -1;
     kill(b->pid, SIGKILL);
@@ -556,7 +595,8 @@ int harness_backend_kill(struct harness *h, const char *name) {
     return 0;
 }
 
-int harness_backend_restart(struct harness *h, const char *name) {
+int harness_backend_restart(struct harness *h, const char *name)
+{
     struct harness_backend *b = harness_backend(h, name);
     if (b == NULL) return -1;
     if (b->pid > 0) stop_pid(b->pid);
@@ -566,7 +606,8 @@ int harness_backend_restart(struct harness *h, const char *name) {
     return rc;
 }
 
-redisContext *harness_direct(struct harness *h, const char *name) {
+redisContext *harness_direct(struct harness *h, const char *name)
+{
     struct harness_backend *b = harness_backend(h, name);
     if (b == NULL) return NULL;
     redisContext *c = connect_to(b->plain_port, 5000, 10000);
@@ -583,12 +624,14 @@ redisContext *harness_direct(struct harness *h, const char *name) {
 
 /* ---- keygate ---- */
 
-static const char *keygate_bin(void) {
+static const char *keygate_bin(void)
+{
     const char *bin = getenv("KEYGATE_BIN");
     return bin != NULL && *bin != '\0' ? bin : "build/keygate";
 }
 
-static int write_keygate_files(struct harness *h, const struct harness_opts *o) {
+static int write_keygate_files(struct harness *h, const struct harness_opts *o)
+{
     char *registry = NULL;
     if (o->registry_text == NULL) {
         char path[PATH_MAX + 32];
@@ -613,8 +656,8 @@ static int write_keygate_files(struct harness *h, const struct harness_opts *o) 
                      "key=%s/%s/client.key server-name=localhost password-file=%s\n"
                      "instance cache   127.0.0.1:%d tls ca=%s/%s/ca.crt server-name=localhost "
                      "password-file=%s\n",
-                     d->tls_port, h->root, certs, h->root, certs, h->root, certs, d->pass_file, c->tls_port,
-                     h->root, certs, c->pass_file);
+                     d->tls_port, h->root, certs, h->root, certs, h->root, certs, d->pass_file, c->tls_port, h->root,
+                     certs, c->pass_file);
     if (n < 0 || (size_t)n >= sizeof instances) rc = -1;
     n = snprintf(conf, sizeof conf,
                  "# keygate.conf written by tests/integration/harness.c\n"
@@ -629,11 +672,12 @@ static int write_keygate_files(struct harness *h, const struct harness_opts *o) 
     return 0;
 }
 
-static int keygate_start(struct harness *h) {
+static int keygate_start(struct harness *h)
+{
     const char *bin = keygate_bin();
     if (access(bin, X_OK) != 0) {
-        set_error(h, "KEYGATE_BIN=%s is not an executable (%s); build it with `make` and run from the repo root",
-                  bin, strerror(errno));
+        set_error(h, "KEYGATE_BIN=%s is not an executable (%s); build it with `make` and run from the repo root", bin,
+                  strerror(errno));
         return -1;
     }
     char *argv[] = {(char *)bin, "-c", h->conf_file, NULL};
@@ -653,7 +697,8 @@ static int keygate_start(struct harness *h) {
 }
 
 /* Run scripts/gen-certs build/certs unless every file the harness needs is there. */
-static int ensure_certs(struct harness *h) {
+static int ensure_certs(struct harness *h)
+{
     static const char *files[] = {"ca.crt", "server.crt", "server.key", "client.crt", "client.key"};
     int missing = 0;
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
@@ -676,7 +721,8 @@ static int ensure_certs(struct harness *h) {
     return 0;
 }
 
-int harness_start(struct harness *h, const struct harness_opts *o) {
+int harness_start(struct harness *h, const struct harness_opts *o)
+{
     static const struct harness_opts defaults;
     if (o == NULL) o = &defaults;
     memset(h, 0, sizeof *h);
@@ -742,7 +788,8 @@ static int *g_run_failures = &g_local_failures; /* harness_run's counter, shared
 
 /* A failure outside a test: printed as POST-CONDITION FAILED, added to harness_run's result. */
 static void suite_failure(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void suite_failure(const char *fmt, ...) {
+static void suite_failure(const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "POST-CONDITION FAILED %s: ", g_in_teardown == 1 ? "in the teardown" : "between tests");
@@ -753,7 +800,8 @@ static void suite_failure(const char *fmt, ...) {
 
 /* keygate must end as it promises on SIGTERM: exit 0. A crash, an assert, a sanitizer
  * report (ASan exits 1) or an out-of-memory abort fails the suite, also from a teardown. */
-static void keygate_exit_check(struct harness *h) {
+static void keygate_exit_check(struct harness *h)
+{
     int st = h->keygate_status;
     if (st == -1) return;
     char why[128] = "";
@@ -767,7 +815,8 @@ static void keygate_exit_check(struct harness *h) {
     suite_failure("keygate ended badly: %s (log above)\n", why);
 }
 
-void harness_stop(struct harness *h) {
+void harness_stop(struct harness *h)
+{
     pid_t keygate = h->keygate_pid;
     h->keygate_pid = 0;
     if (keygate > 0) h->keygate_status = stop_pid(keygate);
@@ -796,11 +845,13 @@ void harness_stop(struct harness *h) {
     if (g_live == h) g_live = NULL;
 }
 
-redisContext *harness_client(struct harness *h) {
+redisContext *harness_client(struct harness *h)
+{
     return connect_to(h->port, 5000, 10000);
 }
 
-int harness_keygate_restart(struct harness *h, const struct harness_opts *o) {
+int harness_keygate_restart(struct harness *h, const struct harness_opts *o)
+{
     static const struct harness_opts defaults;
     if (o == NULL) o = &defaults;
     pid_t keygate = h->keygate_pid;
@@ -822,7 +873,8 @@ int harness_keygate_restart(struct harness *h, const struct harness_opts *o) {
     return rc;
 }
 
-char *harness_keygate_log(struct harness *h) {
+char *harness_keygate_log(struct harness *h)
+{
     return read_file(h->log_file);
 }
 
@@ -830,7 +882,8 @@ char *harness_keygate_log(struct harness *h) {
 
 /* NULL when pid answers PING on port (after AUTH password when not NULL; NOAUTH counts)
  * within HEAL_PING_MS; else why not, with *status its wait status when it exited (else -1). */
-static const char *server_health(pid_t pid, int port, const char *password, int *status) {
+static const char *server_health(pid_t pid, int port, const char *password, int *status)
+{
     *status = -1;
     if (pid <= 0) return "is not running";
     for (long long deadline = now_ms() + HEAL_PING_MS;; sleep_ms(50)) {
@@ -852,7 +905,8 @@ static const char *server_health(pid_t pid, int port, const char *password, int 
  * when the next test begins). keygate ending
  * badly or hanging counts as a suite failure (suite_failure), a test's SIGKILL does not.
  * Returns 0, or -1 with h->error when a server cannot be started. */
-static int heal(struct harness *h) {
+static int heal(struct harness *h)
+{
     int saved = g_in_teardown, rc = 0, status;
     if (g_in_teardown == 0) g_in_teardown = 2;
     for (int i = 0; g_shared != NULL && i < MAX_CHILDREN; i++) {
@@ -891,7 +945,7 @@ static int heal(struct harness *h) {
             pid_t pid = h->keygate_pid;
             h->keygate_pid = 0;
             fprintf(stderr, "harness: keygate (pid %d) %s after an earlier test: starting it again%s\n", (int)pid,
-                    why != NULL      ? why
+                    why != NULL    ? why
                     : reconfigured ? "runs another configuration"
                                    : "waits to reconnect to a backend started again",
                     reconfigured ? " with the suite's keygate.conf and registry.conf" : "");
@@ -930,20 +984,22 @@ static int heal(struct harness *h) {
  * failed assertion there would _exit the runner): harness_check_registry must not assert
  * there. These markers, fixtures of every harness_tcase, tell it where it runs. */
 
-static void phase_tests(void) {
+static void phase_tests(void)
+{
     g_in_teardown = 0;
 }
 
 /* Checked fixture: the first thing in each test's process (the runner's fork). */
-static void test_begin(void) {
+static void test_begin(void)
+{
     if (getpid() != g_owner) prctl(PR_SET_PDEATHSIG, SIGKILL); /* the runner killed: the test ends too */
     adopt();
     if (g_live == NULL || g_live->dir[0] == '\0') return;
-    ck_assert_msg(heal(g_live) == 0, "harness: cannot start again what an earlier test left down: %s",
-                  g_live->error);
+    ck_assert_msg(heal(g_live) == 0, "harness: cannot start again what an earlier test left down: %s", g_live->error);
 }
 
-static void phase_teardown(void) {
+static void phase_teardown(void)
+{
     adopt();
     g_in_teardown = 1;
     children_reap();
@@ -951,7 +1007,8 @@ static void phase_teardown(void) {
         suite_failure("cannot start again what the last test left down: %s\n", g_live->error);
 }
 
-TCase *harness_tcase(Suite *s, const char *name, int timeout_s, void (*setup)(void), void (*teardown)(void)) {
+TCase *harness_tcase(Suite *s, const char *name, int timeout_s, void (*setup)(void), void (*teardown)(void))
+{
     TCase *tc = tcase_create(name);
     if (timeout_s > 0) tcase_set_timeout(tc, timeout_s);
     /* setups run in the order added, teardowns in reverse: phase_tests before setup,
@@ -965,7 +1022,8 @@ TCase *harness_tcase(Suite *s, const char *name, int timeout_s, void (*setup)(vo
 }
 
 /* Is name one of the comma-separated fnmatch globs of list? */
-static int name_listed(const char *list, const char *name) {
+static int name_listed(const char *list, const char *name)
+{
     char glob[256];
     for (const char *p = list; *p != '\0';) {
         size_t len = strcspn(p, ",");
@@ -979,12 +1037,14 @@ static int name_listed(const char *list, const char *name) {
     return 0;
 }
 
-void harness_add_test(TCase *tc, const TTest *test) {
+void harness_add_test(TCase *tc, const TTest *test)
+{
     const char *only = getenv("HARNESS_TEST");
     if (only == NULL || *only == '\0' || name_listed(only, test->name)) _tcase_add_test(tc, test, 0, 0, 0, 1);
 }
 
-int harness_run(Suite *s) {
+int harness_run(Suite *s)
+{
     int *outside = mmap(NULL, sizeof *outside, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (outside == MAP_FAILED) {
         fprintf(stderr, "harness_run: mmap: %s\n", strerror(errno));
@@ -1015,14 +1075,15 @@ int harness_run(Suite *s) {
 struct scan_report {
     char *buf;
     size_t len, used;
-    int bad, max_keys;         /* keys that break the registry; how many to list */
+    int bad, max_keys; /* keys that break the registry; how many to list */
     const char *const *planted;
-    int skipped[MAX_PLANTED];  /* keys skipped per planted pattern */
+    int skipped[MAX_PLANTED]; /* keys skipped per planted pattern */
     char first_skip[MAX_PLANTED][400];
 };
 
 static void report_add(struct scan_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void report_add(struct scan_report *r, const char *fmt, ...) {
+static void report_add(struct scan_report *r, const char *fmt, ...)
+{
     if (r->used + 1 >= r->len) return;
     va_list ap;
     va_start(ap, fmt);
@@ -1032,19 +1093,23 @@ static void report_add(struct scan_report *r, const char *fmt, ...) {
 }
 
 /* key[0..len) printable into out (at most 120 key bytes; "\xHH" for the others). */
-static void key_text(const char *key, size_t len, char *out, size_t size) {
+static void key_text(const char *key, size_t len, char *out, size_t size)
+{
     size_t o = 0;
     for (size_t i = 0; i < len && i < 120 && o + 5 < size; i++) {
         unsigned char ch = (unsigned char)key[i];
-        if (ch > 0x20 && ch < 0x7f && ch != '\\') out[o++] = (char)ch;
-        else o += (size_t)snprintf(out + o, size - o, "\\x%02x", ch);
+        if (ch > 0x20 && ch < 0x7f && ch != '\\')
+            out[o++] = (char)ch;
+        else
+            o += (size_t)snprintf(out + o, size - o, "\\x%02x", ch);
     }
     if (len > 120 && o + 4 < size) o += (size_t)snprintf(out + o, size - o, "...");
     out[o] = '\0';
 }
 
 /* The index of the first planted pattern key[0..len) matches (fnmatch), or -1. */
-static int planted_index(const struct scan_report *r, const char *key, size_t len) {
+static int planted_index(const struct scan_report *r, const char *key, size_t len)
+{
     if (memchr(key, '\0', len) != NULL) return -1; /* a NUL would hide the rest of the key from fnmatch */
     for (int i = 0; r->planted != NULL && r->planted[i] != NULL && i < MAX_PLANTED; i++)
         if (fnmatch(r->planted[i], key, 0) == 0) return i;
@@ -1053,7 +1118,8 @@ static int planted_index(const struct scan_report *r, const char *key, size_t le
 
 /* Check one key of backend `inst`, database db, with its PTTL (ms; -1 none, -2 gone). */
 static void check_key(struct scan_report *r, const struct registry *reg, const char *const *names, int inst, int db,
-                      const char *key, size_t len, long long pttl) {
+                      const char *key, size_t len, long long pttl)
+{
     if (pttl == -2) return; /* expired or deleted since SCAN */
     char why[512];
     struct scan_report w = {.buf = why, .len = sizeof why};
@@ -1086,7 +1152,8 @@ static void check_key(struct scan_report *r, const struct registry *reg, const c
 
 /* SCAN the selected database of c; PTTL each batch in one pipeline. 0, or -1 (report says why). */
 static int scan_db(struct scan_report *r, redisContext *c, const struct registry *reg, const char *const *names,
-                   int inst, int db) {
+                   int inst, int db)
+{
     char cursor[32] = "0";
     do {
         redisReply *s = redisCommand(c, "SCAN %s COUNT 1000", cursor);
@@ -1111,8 +1178,7 @@ static int scan_db(struct scan_report *r, redisContext *c, const struct registry
                 if (t == NULL) break; /* the connection is gone */
                 continue;
             }
-            if (rc == 0)
-                check_key(r, reg, names, inst, db, keys->element[i]->str, keys->element[i]->len, t->integer);
+            if (rc == 0) check_key(r, reg, names, inst, db, keys->element[i]->str, keys->element[i]->len, t->integer);
             freeReplyObject(t);
         }
         freeReplyObject(s);
@@ -1122,18 +1188,19 @@ static int scan_db(struct scan_report *r, redisContext *c, const struct registry
 }
 
 /* Every database of backend inst. 0, or -1 (report says why). */
-static int scan_backend(struct scan_report *r, struct harness *h, const struct registry *reg,
-                        const char *const *names, int inst) {
+static int scan_backend(struct scan_report *r, struct harness *h, const struct registry *reg, const char *const *names,
+                        int inst)
+{
     redisContext *c = harness_direct(h, names[inst]);
     if (c == NULL) {
         report_add(r, "%s: cannot connect to its plain port %d\n", names[inst], h->backends[inst].plain_port);
         return -1;
     }
     redisReply *d = redisCommand(c, "CONFIG GET databases");
-    long long ndb = d != NULL && d->type == REDIS_REPLY_ARRAY && d->elements == 2 &&
-                            d->element[1]->type == REDIS_REPLY_STRING
-                        ? atoll(d->element[1]->str)
-                        : 0;
+    long long ndb =
+        d != NULL && d->type == REDIS_REPLY_ARRAY && d->elements == 2 && d->element[1]->type == REDIS_REPLY_STRING
+            ? atoll(d->element[1]->str)
+            : 0;
     int rc = 0;
     if (ndb <= 0) {
         report_add(r, "%s: CONFIG GET databases: %s\n", names[inst], d != NULL ? describe(d) : c->errstr);
@@ -1153,8 +1220,8 @@ static int scan_backend(struct scan_report *r, struct harness *h, const struct r
     return rc;
 }
 
-int harness_registry_violations(struct harness *h, const char *const *planted, int max_keys, char *report,
-                                size_t len) {
+int harness_registry_violations(struct harness *h, const char *const *planted, int max_keys, char *report, size_t len)
+{
     struct scan_report r = {.buf = report, .len = len, .planted = planted, .max_keys = max_keys};
     if (len > 0) report[0] = '\0';
     const char *names[2] = {h->backends[0].name, h->backends[1].name};
@@ -1179,7 +1246,8 @@ int harness_registry_violations(struct harness *h, const char *const *planted, i
     return r.bad;
 }
 
-void harness_check_registry_except(struct harness *h, const char *const *planted) {
+void harness_check_registry_except(struct harness *h, const char *const *planted)
+{
     size_t n_planted = 0;
     while (planted != NULL && planted[n_planted] != NULL) n_planted++;
     char report[6144];
@@ -1193,23 +1261,27 @@ void harness_check_registry_except(struct harness *h, const char *const *planted
     suite_failure("harness_check_registry: %s (%d):\n%s", what, n, report);
 }
 
-void harness_check_registry(struct harness *h) {
+void harness_check_registry(struct harness *h)
+{
     harness_check_registry_except(h, NULL);
 }
 
-redisContext *harness_must_client(struct harness *h) {
+redisContext *harness_must_client(struct harness *h)
+{
     redisContext *c = harness_client(h);
     ck_assert_msg(c != NULL, "cannot connect to keygate on 127.0.0.1:%d", h->port);
     return c;
 }
 
-redisContext *harness_must_direct(struct harness *h, const char *backend) {
+redisContext *harness_must_direct(struct harness *h, const char *backend)
+{
     redisContext *c = harness_direct(h, backend);
     ck_assert_msg(c != NULL, "cannot connect directly to backend %s", backend);
     return c;
 }
 
-long long harness_direct_int(struct harness *h, const char *backend, const char *fmt, ...) {
+long long harness_direct_int(struct harness *h, const char *backend, const char *fmt, ...)
+{
     redisContext *c = harness_must_direct(h, backend);
     va_list ap;
     va_start(ap, fmt);
@@ -1223,7 +1295,8 @@ long long harness_direct_int(struct harness *h, const char *backend, const char 
     return v;
 }
 
-redisReply *cmd(redisContext *c, const char *fmt, ...) {
+redisReply *cmd(redisContext *c, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
     redisReply *r = redisvCommand(c, fmt, ap);
@@ -1232,30 +1305,43 @@ redisReply *cmd(redisContext *c, const char *fmt, ...) {
     return r;
 }
 
-redisReply *next_reply(redisContext *c) {
+redisReply *next_reply(redisContext *c)
+{
     void *r = NULL;
     ck_assert_msg(redisGetReply(c, &r) == REDIS_OK && r != NULL, "reading a reply: %s", c->errstr);
     return r;
 }
 
-void send_appended(redisContext *c, const char *what) {
+void send_appended(redisContext *c, const char *what)
+{
     int done = 0;
     for (int tries = 0; !done && tries < 1000; tries++)
         ck_assert_msg(redisBufferWrite(c, &done) == REDIS_OK, "%s: write: %s", what, c->errstr);
     ck_assert_msg(done, "%s: not written", what);
 }
 
-void describe_into(const redisReply *r, char *buf, size_t len) {
+void describe_into(const redisReply *r, char *buf, size_t len)
+{
     if (r == NULL) {
         snprintf(buf, len, "(no reply)");
         return;
     }
     switch (r->type) {
-    case REDIS_REPLY_STATUS: snprintf(buf, len, "+%.300s", r->str); break;
-    case REDIS_REPLY_ERROR: snprintf(buf, len, "-%.300s", r->str); break;
-    case REDIS_REPLY_STRING: snprintf(buf, len, "\"%.300s\"", r->str); break;
-    case REDIS_REPLY_INTEGER: snprintf(buf, len, ":%lld", r->integer); break;
-    case REDIS_REPLY_NIL: snprintf(buf, len, "(nil)"); break;
+    case REDIS_REPLY_STATUS:
+        snprintf(buf, len, "+%.300s", r->str);
+        break;
+    case REDIS_REPLY_ERROR:
+        snprintf(buf, len, "-%.300s", r->str);
+        break;
+    case REDIS_REPLY_STRING:
+        snprintf(buf, len, "\"%.300s\"", r->str);
+        break;
+    case REDIS_REPLY_INTEGER:
+        snprintf(buf, len, ":%lld", r->integer);
+        break;
+    case REDIS_REPLY_NIL:
+        snprintf(buf, len, "(nil)");
+        break;
     case REDIS_REPLY_ARRAY: {
         int n = snprintf(buf, len, "array of %zu [", r->elements);
         size_t used = n > 0 ? (size_t)n : 0;
@@ -1268,11 +1354,13 @@ void describe_into(const redisReply *r, char *buf, size_t len) {
         if (used + 2 < len) snprintf(buf + used, len - used, "]");
         break;
     }
-    default: snprintf(buf, len, "reply type %d", r->type);
+    default:
+        snprintf(buf, len, "reply type %d", r->type);
     }
 }
 
-const char *describe(const redisReply *r) {
+const char *describe(const redisReply *r)
+{
     static char buf[512];
     describe_into(r, buf, sizeof buf);
     return buf;
@@ -1281,36 +1369,42 @@ const char *describe(const redisReply *r) {
 /* "what: " for a message, or nothing when what is NULL: two %s arguments. */
 #define WHAT(what) (what) != NULL ? (what) : "", (what) != NULL ? ": " : ""
 
-void expect_status_at(int line, redisReply *r, const char *want, const char *what) {
+void expect_status_at(int line, redisReply *r, const char *want, const char *what)
+{
     ck_assert_msg(r->type == REDIS_REPLY_STATUS && strcmp(r->str, want) == 0, "line %d: %s%swant +%s, got %s", line,
                   WHAT(what), want, describe(r));
     freeReplyObject(r);
 }
 
-void expect_bulk_at(int line, redisReply *r, const char *want, const char *what) {
+void expect_bulk_at(int line, redisReply *r, const char *want, const char *what)
+{
     ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == strlen(want) && memcmp(r->str, want, r->len) == 0,
                   "line %d: %s%swant \"%s\", got %s", line, WHAT(what), want, describe(r));
     freeReplyObject(r);
 }
 
-void expect_int_at(int line, redisReply *r, long long want, const char *what) {
+void expect_int_at(int line, redisReply *r, long long want, const char *what)
+{
     ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer == want, "line %d: %s%swant :%lld, got %s", line,
                   WHAT(what), want, describe(r));
     freeReplyObject(r);
 }
 
-void expect_nil_at(int line, redisReply *r, const char *what) {
+void expect_nil_at(int line, redisReply *r, const char *what)
+{
     ck_assert_msg(r->type == REDIS_REPLY_NIL, "line %d: %s%swant (nil), got %s", line, WHAT(what), describe(r));
     freeReplyObject(r);
 }
 
-void expect_error_at(int line, redisReply *r, const char *prefix, const char *what) {
+void expect_error_at(int line, redisReply *r, const char *prefix, const char *what)
+{
     ck_assert_msg(r->type == REDIS_REPLY_ERROR && strncmp(r->str, prefix, strlen(prefix)) == 0,
                   "line %d: %s%swant an error starting \"%s\", got %s", line, WHAT(what), prefix, describe(r));
     freeReplyObject(r);
 }
 
-void expect_array_at(int line, redisReply *r, const char *what, int n, ...) {
+void expect_array_at(int line, redisReply *r, const char *what, int n, ...)
+{
     ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == (size_t)n, "line %d: %s%swant an array of %d, got %s",
                   line, WHAT(what), n, describe(r));
     va_list ap;
@@ -1319,11 +1413,16 @@ void expect_array_at(int line, redisReply *r, const char *what, int n, ...) {
         const char *want = va_arg(ap, const char *);
         const redisReply *e = r->element[i];
         int ok;
-        if (strcmp(want, "nil") == 0) ok = e->type == REDIS_REPLY_NIL;
-        else if (want[0] == '+') ok = e->type == REDIS_REPLY_STATUS && strcmp(e->str, want + 1) == 0;
-        else if (want[0] == ':') ok = e->type == REDIS_REPLY_INTEGER && e->integer == atoll(want + 1);
-        else if (want[0] == '-') ok = e->type == REDIS_REPLY_ERROR && strncmp(e->str, want + 1, strlen(want + 1)) == 0;
-        else ok = e->type == REDIS_REPLY_STRING && strcmp(e->str, want) == 0;
+        if (strcmp(want, "nil") == 0)
+            ok = e->type == REDIS_REPLY_NIL;
+        else if (want[0] == '+')
+            ok = e->type == REDIS_REPLY_STATUS && strcmp(e->str, want + 1) == 0;
+        else if (want[0] == ':')
+            ok = e->type == REDIS_REPLY_INTEGER && e->integer == atoll(want + 1);
+        else if (want[0] == '-')
+            ok = e->type == REDIS_REPLY_ERROR && strncmp(e->str, want + 1, strlen(want + 1)) == 0;
+        else
+            ok = e->type == REDIS_REPLY_STRING && strcmp(e->str, want) == 0;
         ck_assert_msg(ok, "line %d: %s%selement %d: want %s, got %s", line, WHAT(what), i, want, describe(e));
     }
     va_end(ap);

@@ -54,37 +54,37 @@
  */
 
 struct harness_opts {
-    const char *registry_text; /* registry.conf contents; NULL: copy the repo's conf/registry.conf */
-    const char *extra_config;  /* lines appended to keygate.conf (newline-terminated); may be NULL */
-    int admin;                 /* nonzero: add `admin-listen 127.0.0.1:<admin_port>` */
+    const char *registry_text;  /* registry.conf contents; NULL: copy the repo's conf/registry.conf */
+    const char *extra_config;   /* lines appended to keygate.conf (newline-terminated); may be NULL */
+    int admin;                  /* nonzero: add `admin-listen 127.0.0.1:<admin_port>` */
     const char *instances_text; /* NULL: the two TLS `instance` lines the harness writes; else these
                                    lines (newline-terminated) replace them (harness_keygate_restart
                                    builds them from the running backends' ports) */
 };
 
 struct harness_backend {
-    char name[16];          /* "durable" or "cache" */
-    int tls_port;           /* what keygate connects to */
-    int plain_port;         /* direct, unencrypted test access */
-    pid_t pid;              /* 0 when not running */
-    char password[65];      /* also in pass_file, mode 0600 */
+    char name[16];     /* "durable" or "cache" */
+    int tls_port;      /* what keygate connects to */
+    int plain_port;    /* direct, unencrypted test access */
+    pid_t pid;         /* 0 when not running */
+    char password[65]; /* also in pass_file, mode 0600 */
     char pass_file[PATH_MAX];
     char conf_file[PATH_MAX]; /* redis.conf: ports, TLS, policy, dir; reused on restart */
     char log_file[PATH_MAX];
 };
 
 struct harness {
-    char root[1024];       /* repo root (the cwd at start) */
-    char dir[256];         /* temp dir holding configs, data, logs */
+    char root[1024]; /* repo root (the cwd at start) */
+    char dir[256];   /* temp dir holding configs, data, logs */
     char conf_file[PATH_MAX];
     char registry_file[PATH_MAX];
-    char log_file[PATH_MAX]; /* keygate's stdout + stderr */
-    int port;              /* keygate's listen port on 127.0.0.1 */
-    int admin_port;        /* 0 unless opts->admin */
-    pid_t keygate_pid;     /* 0 when not running */
-    int keygate_status;    /* waitpid status once keygate exited, else -1 */
+    char log_file[PATH_MAX];            /* keygate's stdout + stderr */
+    int port;                           /* keygate's listen port on 127.0.0.1 */
+    int admin_port;                     /* 0 unless opts->admin */
+    pid_t keygate_pid;                  /* 0 when not running */
+    int keygate_status;                 /* waitpid status once keygate exited, else -1 */
     struct harness_backend backends[2]; /* [0] durable, [1] cache */
-    char error[1024];      /* why the last failing call failed */
+    char error[1024];                   /* why the last failing call failed */
 };
 
 /* Start backends and keygate; waits until keygate answers PING (10 s). On failure
@@ -219,8 +219,7 @@ void expect_array_at(int line, redisReply *r, const char *what, int n, ...);
  * none), or -1 when the check could not run (registry unreadable, backend unreachable,
  * SCAN failed: report says why). No Check assertion: safe anywhere. */
 #define HARNESS_REPORT_KEYS 20
-int harness_registry_violations(struct harness *h, const char *const *planted, int max_keys, char *report,
-                                size_t len);
+int harness_registry_violations(struct harness *h, const char *const *planted, int max_keys, char *report, size_t len);
 
 /* The assertion: harness_registry_violations finds nothing. In a test it fails the test
  * with the report (the first HARNESS_REPORT_KEYS keys). In a suite's teardown (the fixture

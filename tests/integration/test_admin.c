@@ -20,12 +20,14 @@
 
 static struct harness h;
 
-static void setup(void) {
+static void setup(void)
+{
     struct harness_opts o = {.admin = 1};
     ck_assert_msg(harness_start(&h, &o) == 0, "harness_start: %s", h.error);
 }
 
-static void teardown(void) {
+static void teardown(void)
+{
     harness_check_registry(&h); /* post-condition: no key on the backends breaks the registry */
     harness_stop(&h);
 }
@@ -36,14 +38,16 @@ struct http_reply {
     char *body; /* NUL-terminated */
 };
 
-static void http_reply_free(struct http_reply *r) {
+static void http_reply_free(struct http_reply *r)
+{
     free(r->head);
     free(r->body);
     memset(r, 0, sizeof *r);
 }
 
 /* `METHOD path` to the admin port; the whole reply. Fails the test on socket errors. */
-static struct http_reply http_request(const char *method, const char *path) {
+static struct http_reply http_request(const char *method, const char *path)
+{
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     ck_assert_int_ge(fd, 0);
     struct timeval tv = {5, 0};
@@ -79,12 +83,14 @@ static struct http_reply http_request(const char *method, const char *path) {
     return r;
 }
 
-static struct http_reply http_get(const char *path) {
+static struct http_reply http_get(const char *path)
+{
     return http_request("GET", path);
 }
 
 /* The value of metric line "name value" in a /metrics body; fails when absent. */
-static double metric(const char *body, const char *name) {
+static double metric(const char *body, const char *name)
+{
     size_t n = strlen(name);
     for (const char *line = body; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
         if (strncmp(line, name, n) == 0 && line[n] == ' ') return strtod(line + n + 1, NULL);
@@ -94,7 +100,8 @@ static double metric(const char *body, const char *name) {
 }
 
 /* GET /healthz until it answers `status` or timeout_ms passes; the last reply. */
-static struct http_reply healthz_until(int status, int timeout_ms) {
+static struct http_reply healthz_until(int status, int timeout_ms)
+{
     long long deadline = now_ms() + timeout_ms;
     for (;;) {
         struct http_reply r = http_get("/healthz");
@@ -105,7 +112,8 @@ static struct http_reply healthz_until(int status, int timeout_ms) {
 }
 
 /* GET /healthz until its body holds `needle` or timeout_ms passes; the last reply. */
-static struct http_reply healthz_until_text(const char *needle, int timeout_ms) {
+static struct http_reply healthz_until_text(const char *needle, int timeout_ms)
+{
     long long deadline = now_ms() + timeout_ms;
     for (;;) {
         struct http_reply r = http_get("/healthz");
@@ -117,7 +125,8 @@ static struct http_reply healthz_until_text(const char *needle, int timeout_ms) 
 
 /* ---- /metrics ---- */
 
-START_TEST(test_metrics_counters_move_after_commands) {
+START_TEST(test_metrics_counters_move_after_commands)
+{
     struct http_reply r = healthz_until(200, 3000); /* both instances connected */
     http_reply_free(&r);
     r = http_get("/metrics");
@@ -155,7 +164,8 @@ END_TEST
 
 /* ---- /healthz ---- */
 
-START_TEST(test_healthz_follows_backend_down_and_back) {
+START_TEST(test_healthz_follows_backend_down_and_back)
+{
     struct http_reply r = healthz_until(200, 3000);
     ck_assert_msg(r.status == 200, "healthz with both up: %d %s", r.status, r.body);
     ck_assert_str_eq(r.body, "ok\n");
@@ -184,7 +194,8 @@ END_TEST
 
 /* Close keygate's connections on backend `name` (CLIENT KILL from a direct connection) so it reconnects
  * and reads INFO again. */
-static void kill_keygate_conns(const char *name) {
+static void kill_keygate_conns(const char *name)
+{
     redisContext *c = harness_direct(&h, name);
     ck_assert_ptr_nonnull(c);
     redisReply *r = redisCommand(c, "CLIENT KILL TYPE normal SKIPME yes");
@@ -193,7 +204,8 @@ static void kill_keygate_conns(const char *name) {
     redisFree(c);
 }
 
-static void config_set(const char *name, const char *param, const char *value) {
+static void config_set(const char *name, const char *param, const char *value)
+{
     redisContext *c = harness_direct(&h, name);
     ck_assert_ptr_nonnull(c);
     redisReply *r = redisCommand(c, "CONFIG SET %s %s", param, value);
@@ -202,7 +214,8 @@ static void config_set(const char *name, const char *param, const char *value) {
     redisFree(c);
 }
 
-START_TEST(test_topology_problem_shows_in_healthz_and_metrics) {
+START_TEST(test_topology_problem_shows_in_healthz_and_metrics)
+{
     struct http_reply r = healthz_until(200, 3000);
     http_reply_free(&r);
     r = http_get("/metrics");
@@ -235,7 +248,8 @@ END_TEST
 
 /* ---- /registry, 404, 405 ---- */
 
-START_TEST(test_registry_is_markdown) {
+START_TEST(test_registry_is_markdown)
+{
     struct http_reply r = http_get("/registry");
     ck_assert_int_eq(r.status, 200);
     ck_assert_msg(strstr(r.head, "Content-Type: text/markdown") != NULL, "%s", r.head);
@@ -246,7 +260,8 @@ START_TEST(test_registry_is_markdown) {
 }
 END_TEST
 
-START_TEST(test_unknown_path_is_404_and_post_405) {
+START_TEST(test_unknown_path_is_404_and_post_405)
+{
     const char *paths[] = {"/", "/nope", "/metricsx", "/healthz/x"};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
         struct http_reply r = http_get(paths[i]);
@@ -262,7 +277,8 @@ START_TEST(test_unknown_path_is_404_and_post_405) {
 }
 END_TEST
 
-int main(void) {
+int main(void)
+{
     Suite *s = suite_create("admin");
     TCase *tc = harness_tcase(s, "admin", 60, setup, teardown);
     harness_add_test(tc, test_metrics_counters_move_after_commands);

@@ -19,16 +19,19 @@
 
 static struct harness h;
 
-static void setup(void) {
+static void setup(void)
+{
     ck_assert_msg(harness_start(&h, NULL) == 0, "harness_start: %s", h.error);
 }
 
-static void teardown(void) {
+static void teardown(void)
+{
     harness_stop(&h);
 }
 
 /* Run one command directly on a backend; the reply must not be an error. */
-static void direct_ok(redisContext *c, const char *fmt, ...) {
+static void direct_ok(redisContext *c, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
     redisReply *r = redisvCommand(c, fmt, ap);
@@ -38,11 +41,13 @@ static void direct_ok(redisContext *c, const char *fmt, ...) {
     freeReplyObject(r);
 }
 
-static redisContext *direct(const char *name) {
+static redisContext *direct(const char *name)
+{
     return harness_must_direct(&h, name);
 }
 
-static void flush_both(void) {
+static void flush_both(void)
+{
     const char *names[] = {"durable", "cache"};
     for (int i = 0; i < 2; i++) {
         redisContext *c = direct(names[i]);
@@ -52,7 +57,8 @@ static void flush_both(void) {
 }
 
 /* Run `keygate audit -c CONF ARGS`, stdout and stderr together; returns the exit code. */
-static int run_audit_with(const char *conf, const char *args, char **output) {
+static int run_audit_with(const char *conf, const char *args, char **output)
+{
     const char *bin = getenv("KEYGATE_BIN");
     char cmd[2 * PATH_MAX + 256];
     int n = snprintf(cmd, sizeof cmd, "%s audit -c '%s' %s 2>&1", bin && *bin ? bin : "build/keygate", conf, args);
@@ -74,17 +80,20 @@ static int run_audit_with(const char *conf, const char *args, char **output) {
 }
 
 /* Run `keygate audit -c <the harness's keygate.conf> ARGS`. */
-static int run_audit(const char *args, char **output) {
+static int run_audit(const char *args, char **output)
+{
     return run_audit_with(h.conf_file, args, output);
 }
 
-static int count_lines(const char *text) {
+static int count_lines(const char *text)
+{
     int n = 0;
     for (; *text; text++) n += *text == '\n';
     return n;
 }
 
-static void expect_line(const char *out, const char *line) {
+static void expect_line(const char *out, const char *line)
+{
     char want[512];
     snprintf(want, sizeof want, "%s\n", line);
     int at_start = strncmp(out, want, strlen(want)) == 0;
@@ -97,7 +106,8 @@ static void expect_line(const char *out, const char *line) {
 
 /* One line "<head><N>s left<tail>" in out with N in [max_left - 10, max_left]: the TTL keeps
  * running between the SET and the audit's read (seconds, rounded, on a slow or loaded run). */
-static void expect_ttl_line(const char *out, const char *head, long long max_left, const char *tail) {
+static void expect_ttl_line(const char *out, const char *head, long long max_left, const char *tail)
+{
     for (const char *at = strstr(out, head); at; at = strstr(at + 1, head)) {
         if (at != out && at[-1] != '\n') continue;
         char *end = NULL;
@@ -111,11 +121,12 @@ static void expect_ttl_line(const char *out, const char *head, long long max_lef
                  max_left, tail, out);
 }
 
-START_TEST(test_clean_backends_exit_0) {
+START_TEST(test_clean_backends_exit_0)
+{
     flush_both();
     redisContext *d = direct("durable"), *c = direct("cache");
-    direct_ok(d, "SET q:clean:1 payload");              /* ttl=none: no TTL is right */
-    direct_ok(d, "SET rl:clean:1 5 EX 60");              /* ttl=1h max-ttl=1d */
+    direct_ok(d, "SET q:clean:1 payload");  /* ttl=none: no TTL is right */
+    direct_ok(d, "SET rl:clean:1 5 EX 60"); /* ttl=1h max-ttl=1d */
     direct_ok(c, "SET cache:clean:1 v EX 3600");
     direct_ok(c, "SET cache:mattermost:listener:x v EX 60");
     redisFree(d);
@@ -129,16 +140,17 @@ START_TEST(test_clean_backends_exit_0) {
 }
 END_TEST
 
-START_TEST(test_each_rule_is_reported_exit_1) {
+START_TEST(test_each_rule_is_reported_exit_1)
+{
     flush_both();
     redisContext *d = direct("durable"), *c = direct("cache");
-    direct_ok(d, "SET nope:1 x");                         /* no namespace */
+    direct_ok(d, "SET nope:1 x");                           /* no namespace */
     direct_ok(d, "SET %b x", "bin\x01 \xff\\k", (size_t)8); /* no namespace, binary: printed escaped */
-    direct_ok(d, "SET cache:on-durable v EX 100");        /* wrong instance */
+    direct_ok(d, "SET cache:on-durable v EX 100");          /* wrong instance */
     direct_ok(d, "SET q:fine payload");
-    direct_ok(c, "SET q:on-cache v");                     /* wrong instance */
-    direct_ok(c, "SET cache:no-ttl v");                   /* missing TTL (ttl=1h) */
-    direct_ok(c, "SET cache:too-long v EX 2592000");      /* 30d above max-ttl=7d */
+    direct_ok(c, "SET q:on-cache v");                         /* wrong instance */
+    direct_ok(c, "SET cache:no-ttl v");                       /* missing TTL (ttl=1h) */
+    direct_ok(c, "SET cache:too-long v EX 2592000");          /* 30d above max-ttl=7d */
     direct_ok(c, "SET cache:mattermost:listener:y v EX 600"); /* 10m above the listener's max-ttl=5m */
     /* enough keys for several SCAN pages and PTTL pipelines */
     for (int i = 0; i < 2500; i++) redisAppendCommand(c, "SET cache:bulk:%d v EX 3600", i);
@@ -160,8 +172,7 @@ START_TEST(test_each_rule_is_reported_exit_1) {
     expect_line(out, "cache q:on-cache wrong instance: namespace 'q:' lives on 'durable'");
     expect_line(out, "cache cache:no-ttl missing TTL: namespace 'cache:' requires ttl=1h");
     expect_line(out, "cache cache:bulk-nottl:299 missing TTL: namespace 'cache:' requires ttl=1h");
-    expect_ttl_line(out, "cache cache:too-long TTL above max-ttl: ", 2592000,
-                    ", namespace 'cache:' allows max-ttl=7d");
+    expect_ttl_line(out, "cache cache:too-long TTL above max-ttl: ", 2592000, ", namespace 'cache:' allows max-ttl=7d");
     expect_ttl_line(out, "cache cache:mattermost:listener:y TTL above max-ttl: ", 600,
                     ", namespace 'cache:mattermost:listener' allows max-ttl=5m");
     ck_assert_msg(strstr(out, "q:fine") == NULL && strstr(out, "cache:bulk:") == NULL, "good keys reported:\n%.3000s",
@@ -183,20 +194,21 @@ END_TEST
 
 /* issue 10 item 2: `COPY q:a q:b "DB\0" 1` through keygate left q:b in db 1 and the audit, reading db 0
  * only, said 0 violations. The keys are planted directly (the bypass itself is fixed in keygate). */
-START_TEST(test_issue10_item2_audit_reports_keys_outside_db0) {
+START_TEST(test_issue10_item2_audit_reports_keys_outside_db0)
+{
     flush_both();
     redisContext *d = direct("durable"), *c = direct("cache");
     direct_ok(d, "SET q:a payload");
-    direct_ok(d, "COPY q:a q:b DB 1");                    /* what the bypass did */
-    direct_ok(d, "DEL q:a");                              /* db 0 of durable empty: INFO omits it */
+    direct_ok(d, "COPY q:a q:b DB 1"); /* what the bypass did */
+    direct_ok(d, "DEL q:a");           /* db 0 of durable empty: INFO omits it */
     direct_ok(d, "SELECT 1");
-    direct_ok(d, "SET cache:on-durable-db1 v EX 100");    /* outside db 0 and wrong instance */
-    direct_ok(c, "SET cache:clean v EX 3600");            /* db 0, fine */
-    direct_ok(c, "SET nope:db0 x");                       /* db 0: no "(db" suffix */
+    direct_ok(d, "SET cache:on-durable-db1 v EX 100"); /* outside db 0 and wrong instance */
+    direct_ok(c, "SET cache:clean v EX 3600");         /* db 0, fine */
+    direct_ok(c, "SET nope:db0 x");                    /* db 0: no "(db" suffix */
     direct_ok(c, "SELECT 5");
-    direct_ok(c, "SET nope:db5 x");                       /* outside db 0 and no namespace */
-    direct_ok(c, "SET cache:db5:nottl v");                /* outside db 0 and missing TTL */
-    direct_ok(c, "SET cache:db5:ok v EX 100");            /* outside db 0 only */
+    direct_ok(c, "SET nope:db5 x");            /* outside db 0 and no namespace */
+    direct_ok(c, "SET cache:db5:nottl v");     /* outside db 0 and missing TTL */
+    direct_ok(c, "SET cache:db5:ok v EX 100"); /* outside db 0 only */
     redisFree(d);
     redisFree(c);
 
@@ -226,7 +238,8 @@ START_TEST(test_issue10_item2_audit_reports_keys_outside_db0) {
 }
 END_TEST
 
-START_TEST(test_bad_arguments_exit_2) {
+START_TEST(test_bad_arguments_exit_2)
+{
     char *out;
     ck_assert_int_eq(run_audit("--limit x", &out), 2);
     ck_assert_ptr_nonnull(strstr(out, "--limit wants a number"));
@@ -237,7 +250,8 @@ START_TEST(test_bad_arguments_exit_2) {
 END_TEST
 
 /* The harness's keygate.conf with every `from` replaced by `to`, written to DIR/name; its path. */
-static void conf_variant(const char *name, const char *from, const char *to, char *path, size_t len) {
+static void conf_variant(const char *name, const char *from, const char *to, char *path, size_t len)
+{
     FILE *f = fopen(h.conf_file, "r");
     ck_assert_ptr_nonnull(f);
     char text[16384];
@@ -258,7 +272,8 @@ static void conf_variant(const char *name, const char *from, const char *to, cha
     fclose(f);
 }
 
-START_TEST(test_tls_server_name_is_verified_exit_2) {
+START_TEST(test_tls_server_name_is_verified_exit_2)
+{
     char conf[PATH_MAX], *out;
     conf_variant("wrong-name.conf", "server-name=localhost", "server-name=not-the-server.example", conf, sizeof conf);
     int rc = run_audit_with(conf, "", &out);
@@ -270,7 +285,8 @@ START_TEST(test_tls_server_name_is_verified_exit_2) {
 }
 END_TEST
 
-START_TEST(test_unreachable_instance_exit_2_and_other_audited) {
+START_TEST(test_unreachable_instance_exit_2_and_other_audited)
+{
     flush_both();
     redisContext *d = direct("durable");
     direct_ok(d, "SET nope:2 x");
@@ -287,7 +303,8 @@ START_TEST(test_unreachable_instance_exit_2_and_other_audited) {
 }
 END_TEST
 
-int main(void) {
+int main(void)
+{
     Suite *s = suite_create("audit");
     TCase *tc = harness_tcase(s, "audit", 120, setup, teardown);
     harness_add_test(tc, test_clean_backends_exit_0);

@@ -38,7 +38,8 @@ static void setup(void)
     fclose(f);
     base[n] = '\0';
     const char *more = "channel push:tenant- instance=cache owner=tenants purpose=\"a tenant's own signal\"\n"
-                       "namespace capped: instance=durable ttl=none max-ttl=1h owner=queues purpose=\"no TTL needed, none above 1h\"\n";
+                       "namespace capped: instance=durable ttl=none max-ttl=1h owner=queues purpose=\"no TTL needed, "
+                       "none above 1h\"\n";
     registry_text = malloc(n + strlen(more) + 2);
     ck_assert_ptr_nonnull(registry_text);
     sprintf(registry_text, "%s\n%s", base, more);
@@ -195,8 +196,8 @@ START_TEST(test_issue10_item5_eval_keys_get_ttl)
     long long pttl = harness_direct_int(&h, "cache", "PTTL cache:e5:a");
     ck_assert_msg(pttl > 0 && pttl <= 3600000, "a key written by a script: PTTL %lld", pttl);
     /* a script that sets a TTL above max-ttl itself: cut to max-ttl (cache: 7d) */
-    expect_status(cmd(c, "EVAL %s 1 %s", "return redis.call('SET',KEYS[1],'1','EX','99999999')", "cache:e5:long"),
-                  "OK", "EVAL SET EX 99999999");
+    expect_status(cmd(c, "EVAL %s 1 %s", "return redis.call('SET',KEYS[1],'1','EX','99999999')", "cache:e5:long"), "OK",
+                  "EVAL SET EX 99999999");
     pttl = harness_direct_int(&h, "cache", "PTTL cache:e5:long");
     ck_assert_msg(pttl > 0 && pttl <= 7LL * 86400000, "a script's own TTL above max-ttl: PTTL %lld", pttl);
     redisFree(c);
@@ -305,7 +306,8 @@ START_TEST(test_issue10_item10_int64_min_absolute_ttls)
     redisReply *mine = cmd_argv(c, 5, set, set_len);
     set[1] = "cache:e10:oracle";
     redisReply *want = cmd_argv(d, 5, set, set_len);
-    ck_assert_msg(mine->type == REDIS_REPLY_ERROR && want->type == REDIS_REPLY_ERROR && strcmp(mine->str, want->str) == 0,
+    ck_assert_msg(mine->type == REDIS_REPLY_ERROR && want->type == REDIS_REPLY_ERROR &&
+                      strcmp(mine->str, want->str) == 0,
                   "SET PXAT INT64_MIN: keygate %s", mine->str);
     freeReplyObject(mine);
     freeReplyObject(want);
@@ -435,21 +437,30 @@ START_TEST(test_issue10_item18_key_argument_errors_are_redis_texts)
     redisContext *c = app();
     redisContext *d = harness_must_direct(&h, "cache");
     static const char *const forms[] = {
-        "LMPOP -1 LEFT cache:e18:a",         "LMPOP 0 LEFT cache:e18:a",          "XREAD COUNT 1 STREAMS cache:e18:a",
-        "ZUNIONSTORE cache:e18:d 0 cache:e18:a", "ZUNIONSTORE cache:e18:d 5 cache:e18:a", "EVAL x -1",
-        "EVAL x 3 cache:e18:a",       "SINTERCARD 0 cache:e18:a",           "ZMPOP 01 MIN cache:e18:a",
+        "LMPOP -1 LEFT cache:e18:a",
+        "LMPOP 0 LEFT cache:e18:a",
+        "XREAD COUNT 1 STREAMS cache:e18:a",
+        "ZUNIONSTORE cache:e18:d 0 cache:e18:a",
+        "ZUNIONSTORE cache:e18:d 5 cache:e18:a",
+        "EVAL x -1",
+        "EVAL x 3 cache:e18:a",
+        "SINTERCARD 0 cache:e18:a",
+        "ZMPOP 01 MIN cache:e18:a",
         "GEORADIUS cache:e18:g 15 37 200 km STORE",
         /* TTL values Redis refuses itself */
-        "GETEX cache:e18:a EXAT 9223372036854775807", "PEXPIRE cache:e18:a 9223372036854775807",
-        "SET cache:e18:a v EX 0", "EXPIRE cache:e18:a 99999999999999999",
+        "GETEX cache:e18:a EXAT 9223372036854775807",
+        "PEXPIRE cache:e18:a 9223372036854775807",
+        "SET cache:e18:a v EX 0",
+        "EXPIRE cache:e18:a 99999999999999999",
     };
     expect_status(cmd(c, "SET cache:e18:a v"), "OK", "GETEX reads an existing key first");
     for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
         redisReply *mine = cmd(c, forms[i]);
         redisReply *want = cmd(d, forms[i]);
         ck_assert_msg(want->type == REDIS_REPLY_ERROR, "%s: Redis answered %s", forms[i], describe(want));
-        ck_assert_msg(mine->type == REDIS_REPLY_ERROR && strcmp(mine->str, want->str) == 0, "%s: keygate '%s', Redis '%s'",
-                      forms[i], mine->type == REDIS_REPLY_ERROR ? mine->str : describe(mine), want->str);
+        ck_assert_msg(mine->type == REDIS_REPLY_ERROR && strcmp(mine->str, want->str) == 0,
+                      "%s: keygate '%s', Redis '%s'", forms[i],
+                      mine->type == REDIS_REPLY_ERROR ? mine->str : describe(mine), want->str);
         freeReplyObject(mine);
         freeReplyObject(want);
     }

@@ -178,8 +178,10 @@ static int keygate_run(const char *conf, int check, const char *out_path, int wa
         dup2(out, 1);
         dup2(out, 2);
         signal(SIGPIPE, SIG_DFL);
-        if (check) execl(bin, bin, "--check", "-c", conf, (char *)NULL);
-        else execl(bin, bin, "-c", conf, (char *)NULL);
+        if (check)
+            execl(bin, bin, "--check", "-c", conf, (char *)NULL);
+        else
+            execl(bin, bin, "-c", conf, (char *)NULL);
         _exit(127);
     }
     for (long long deadline = now_ms() + wait_ms; now_ms() < deadline; sleep_ms(20)) {
@@ -242,8 +244,8 @@ START_TEST(test_password_file_group_or_other_access_is_refused)
         rc = keygate_run(conf, 1, out_path, 10000);
         slurp(out_path, out, sizeof out);
         ck_assert_msg(rc == 1, "--check with a %s password file: exit %d (want 1): %s", modes[i].text, rc, out);
-        ck_assert_msg(strstr(out, want) != NULL, "--check with a %s password file: no line '%s' in: %s",
-                      modes[i].text, want, out);
+        ck_assert_msg(strstr(out, want) != NULL, "--check with a %s password file: no line '%s' in: %s", modes[i].text,
+                      want, out);
         rc = keygate_run(conf, 0, out_path, 5000);
         slurp(out_path, out, sizeof out);
         ck_assert_msg(rc == 1, "keygate started with a %s password file: %s (output: %s)", modes[i].text,
@@ -345,7 +347,7 @@ END_TEST
 #ifndef G5_GETS
 #define G5_GETS 600 /* 150 MiB of replies */
 #endif
-#define G5_KEYPAD 8000    /* long keys: few GETs per 64 KiB read */
+#define G5_KEYPAD 8000 /* long keys: few GETs per 64 KiB read */
 #define G5_RSS_MAX_KB (48 * 1024)
 
 /* keygate's VmRSS in KiB (/proc/<pid>/status). */
@@ -385,15 +387,16 @@ START_TEST(test_client_output_limit_stops_reading_a_client_that_does_not_read)
     size_t cap = (size_t)G5_GETS * (G5_KEYPAD + 128) + 256, len = 0, sent = 0;
     char *reqs = malloc(cap);
     ck_assert_ptr_nonnull(reqs);
-    len += (size_t)snprintf(reqs, cap, "*3\r\n$4\r\nAUTH\r\n$6\r\nwriter\r\n$%zu\r\n%s\r\n", strlen(WRITER_PW),
-                            WRITER_PW);
+    len +=
+        (size_t)snprintf(reqs, cap, "*3\r\n$4\r\nAUTH\r\n$6\r\nwriter\r\n$%zu\r\n%s\r\n", strlen(WRITER_PW), WRITER_PW);
     for (int i = 0; i < G5_GETS; i++) {
         g5_key(i % G5_KEYS, key, sizeof key);
         len += (size_t)snprintf(reqs + len, cap - len, "*2\r\n$3\r\nGET\r\n$%zu\r\n%s\r\n", strlen(key), key);
     }
     long rss_before = keygate_rss_kb();
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)h.port),
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)h.port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     ck_assert_msg(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect: %s", strerror(errno));
     ck_assert_int_eq(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
@@ -470,9 +473,9 @@ END_TEST
  * Mutation that makes it fail: in src/stats.c stats_count_error(), the DENIED line
  * counting into errors_other instead of errors_denied. */
 
-static const char *const g6_counters[] = {"errors_nonamespace", "errors_denied",     "errors_noperm",
-                                          "errors_crossinstance", "errors_noauth",   "errors_unavailable",
-                                          "errors_protocol",    "errors_other",      NULL};
+static const char *const g6_counters[] = {"errors_nonamespace",   "errors_denied", "errors_noperm",
+                                          "errors_crossinstance", "errors_noauth", "errors_unavailable",
+                                          "errors_protocol",      "errors_other",  NULL};
 
 /* The counters of g6_counters from INFO stats. */
 static void info_counters(redisContext *c, long long *out)
@@ -495,7 +498,8 @@ static void metrics_counters(long long *out)
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct timeval tv = {5, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)h.admin_port),
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)h.admin_port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     ck_assert_msg(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect to admin port %d: %s",
                   h.admin_port, strerror(errno));
@@ -528,7 +532,8 @@ START_TEST(test_errors_counted_per_code)
     metrics_counters(mbefore);
 
     for (int i = 0; i < 3; i++) expect_error(cmd(w, "GET nons:g6:%d", i), "NONAMESPACE", "GET outside every namespace");
-    for (int i = 0; i < 4; i++) expect_error(cmd(w, "EVAL %s 0", "return 1"), "DENIED", "EVAL by a user without scripts=yes");
+    for (int i = 0; i < 4; i++)
+        expect_error(cmd(w, "EVAL %s 0", "return 1"), "DENIED", "EVAL by a user without scripts=yes");
     for (int i = 0; i < 5; i++) expect_error(cmd(ro, "SET cache:g6:%d v", i), "NOPERM", "reader SET");
     for (int i = 0; i < 6; i++)
         expect_error(cmd(w, "RENAME q:g6:%d cache:g6:%d", i, i), "CROSSINSTANCE", "RENAME across instances");
@@ -569,7 +574,8 @@ START_TEST(test_reconnect_backoff_grows_and_is_capped)
     ck_assert_int_eq(harness_backend_kill(&h, "cache"), 0);
     int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
     setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)b->tls_port),
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)b->tls_port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     ck_assert_msg(lfd >= 0 && bind(lfd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(lfd, 16) == 0,
                   "listen on cache's port %d: %s", b->tls_port, strerror(errno));
@@ -581,8 +587,10 @@ START_TEST(test_reconnect_backoff_grows_and_is_capped)
         if (poll(&p, 1, 50) <= 0) continue;
         int cfd = accept(lfd, NULL, NULL);
         if (cfd < 0) continue;
-        if (n < G7_MAX_ATTEMPTS) at[n++] = now_ms();
-        else extra++;
+        if (n < G7_MAX_ATTEMPTS)
+            at[n++] = now_ms();
+        else
+            extra++;
         close(cfd);
     }
     close(lfd);

@@ -26,13 +26,15 @@ static struct harness h;
 static char root_line[256];
 
 /* keygate.conf's extra lines: the root user plus `more` (may be ""). */
-static const char *extra_with(const char *more) {
+static const char *extra_with(const char *more)
+{
     static char buf[16384];
     snprintf(buf, sizeof buf, "%s%s", root_line, more);
     return buf;
 }
 
-static void setup(void) {
+static void setup(void)
+{
     char hash[65];
     harness_sha256_hex(ROOT_PW, hash);
     snprintf(root_line, sizeof root_line, "user root sha256=%s owners=* access=rw scripts=yes\n", hash);
@@ -40,18 +42,21 @@ static void setup(void) {
     ck_assert_msg(harness_start(&h, &o) == 0, "harness_start: %s", h.error);
 }
 
-static void teardown(void) {
+static void teardown(void)
+{
     harness_check_registry(&h);
     harness_stop(&h);
 }
 
 /* Restart keygate with the root user and `more` config lines. */
-static void restart_with(const char *more) {
+static void restart_with(const char *more)
+{
     struct harness_opts o = {.extra_config = extra_with(more)};
     ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restarting keygate: %s", h.error);
 }
 
-static redisContext *login_to(int port) {
+static redisContext *login_to(int port)
+{
     struct timeval tv = {10, 0};
     redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
     ck_assert_msg(c != NULL && !c->err, "connect to keygate port %d: %s", port, c ? c->errstr : "no memory");
@@ -60,13 +65,15 @@ static redisContext *login_to(int port) {
     return c;
 }
 
-static redisContext *login(void) {
+static redisContext *login(void)
+{
     return login_to(h.port);
 }
 
 /* ---- issue 10 item 13: more than 16 listeners ---- */
 
-START_TEST(test_issue10_item13_seventeen_listeners) {
+START_TEST(test_issue10_item13_seventeen_listeners)
+{
     /* 19 listen lines in all (the harness's + 18 here) with 2 threads: every one serves */
     enum { MORE = 18 };
     int ports[MORE];
@@ -92,9 +99,11 @@ END_TEST
 /* ---- issue 10 item 11: a Lua reply nested deeper than 64 levels ---- */
 
 /* A raw socket to keygate's port (hiredis cannot read replies nested deeper than 7). */
-static int raw_connect(int port) {
+static int raw_connect(int port)
+{
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     struct timeval tv = {.tv_sec = 10};
     ck_assert_msg(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "raw connect: %s", strerror(errno));
@@ -103,7 +112,8 @@ static int raw_connect(int port) {
 }
 
 /* Read exactly n bytes from fd into a malloc'd buffer (fails the test on EOF or timeout). */
-static char *raw_read_n(int fd, size_t n) {
+static char *raw_read_n(int fd, size_t n)
+{
     char *buf = malloc(n + 1);
     size_t got = 0;
     ck_assert_ptr_nonnull(buf);
@@ -114,14 +124,16 @@ static char *raw_read_n(int fd, size_t n) {
             for (size_t i = 0; i < got; i++)
                 if (buf[i] == '\r' || buf[i] == '\n') buf[i] = ' ';
         }
-        ck_assert_msg(r > 0, "raw read: %zu of %zu bytes (%.300s), then %s", got, n, buf, r == 0 ? "EOF" : strerror(errno));
+        ck_assert_msg(r > 0, "raw read: %zu of %zu bytes (%.300s), then %s", got, n, buf,
+                      r == 0 ? "EOF" : strerror(errno));
         got += (size_t)r;
     }
     buf[n] = '\0';
     return buf;
 }
 
-START_TEST(test_issue10_item11_deep_lua_reply_keeps_the_connection) {
+START_TEST(test_issue10_item11_deep_lua_reply_keeps_the_connection)
+{
     /* A bystander's commands are in flight on the same shared connection while a script
      * answers a 300-deep nested table: all get their replies, no connection is dropped. */
     enum { DEPTH = 300 };
@@ -129,7 +141,8 @@ START_TEST(test_issue10_item11_deep_lua_reply_keeps_the_connection) {
     redisContext *bystander = login();
     int fd = raw_connect(h.port);
     char req[512];
-    int n = snprintf(req, sizeof req, "*3\r\n$4\r\nAUTH\r\n$4\r\nroot\r\n$%zu\r\n%s\r\n*5\r\n$4\r\nEVAL\r\n$%zu\r\n%s\r\n"
+    int n = snprintf(req, sizeof req,
+                     "*3\r\n$4\r\nAUTH\r\n$4\r\nroot\r\n$%zu\r\n%s\r\n*5\r\n$4\r\nEVAL\r\n$%zu\r\n%s\r\n"
                      "$1\r\n1\r\n$12\r\ncache:lim11k\r\n$3\r\n%d\r\n*1\r\n$4\r\nPING\r\n",
                      strlen(ROOT_PW), ROOT_PW, strlen(script), script, DEPTH);
     redisAppendCommand(bystander, "SET cache:lim11:b before");
@@ -166,7 +179,8 @@ END_TEST
 #endif
 
 /* keygate's resident memory now (VmRSS) or at its peak (VmHWM), in MiB. */
-static long long keygate_mib(const char *field) {
+static long long keygate_mib(const char *field)
+{
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/%d/status", (int)h.keygate_pid);
     FILE *f = fopen(path, "r");
@@ -182,19 +196,24 @@ static long long keygate_mib(const char *field) {
 
 /* Send what fits of buf on a non-blocking fd within ms milliseconds; the bytes sent, or
  * -1 once keygate closed the connection. */
-static long long send_for(int fd, const char *buf, size_t len, int ms) {
+static long long send_for(int fd, const char *buf, size_t len, int ms)
+{
     size_t off = 0;
     for (long long end = now_ms() + ms; off < len && now_ms() < end;) {
         ssize_t n = send(fd, buf + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) off += (size_t)n;
-        else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) sleep_ms(5);
-        else return -1;
+        if (n > 0)
+            off += (size_t)n;
+        else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            sleep_ms(5);
+        else
+            return -1;
     }
     return (long long)off;
 }
 
 /* Has keygate closed fd (EOF or reset, after any bytes it sent)? Waits up to ms. */
-static int closed_within(int fd, int ms) {
+static int closed_within(int fd, int ms)
+{
     char buf[4096];
     for (long long end = now_ms() + ms; now_ms() < end;) {
         ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
@@ -205,7 +224,8 @@ static int closed_within(int fd, int ms) {
 }
 
 /* A raw client, authenticated as root. */
-static int raw_login(void) {
+static int raw_login(void)
+{
     int fd = raw_connect(h.port);
     char req[128];
     int n = snprintf(req, sizeof req, "*3\r\n$4\r\nAUTH\r\n$4\r\nroot\r\n$%zu\r\n%s\r\n", strlen(ROOT_PW), ROOT_PW);
@@ -216,7 +236,8 @@ static int raw_login(void) {
     return fd;
 }
 
-START_TEST(test_issue10_item12_multi_counts_against_the_query_limit) {
+START_TEST(test_issue10_item12_multi_counts_against_the_query_limit)
+{
     /* max-request-size 8mb: a MULTI that queues 4 x 3 MB is closed when its queue passes
      * 8 MB (Redis closes a client past its query buffer limit); keygate stays small */
     enum { SIZE = 3 * 1024 * 1024 };
@@ -242,7 +263,8 @@ START_TEST(test_issue10_item12_multi_counts_against_the_query_limit) {
 }
 END_TEST
 
-START_TEST(test_issue10_item12_max_memory_stops_reading) {
+START_TEST(test_issue10_item12_max_memory_stops_reading)
+{
     /* max-memory 32mb: three clients each start a 60 MB SET and send what keygate reads
      * in 2 s. keygate stops reading past 32 MB, then closes the client holding the most
      * (nothing can finish while nobody is read); its peak RSS stays near the bound, and
@@ -272,8 +294,7 @@ START_TEST(test_issue10_item12_max_memory_stops_reading) {
         closed += sent[k] < 0 || closed_within(fds[k], 1500);
         close(fds[k]);
     }
-    ck_assert_msg(closed >= 1, "no client was closed over max-memory (sent %lld %lld %lld)", sent[0], sent[1],
-                  sent[2]);
+    ck_assert_msg(closed >= 1, "no client was closed over max-memory (sent %lld %lld %lld)", sent[0], sent[1], sent[2]);
     ck_assert_msg(!RSS_CHECKED || peak < 32 + 40, "keygate's peak RSS %lld MiB with max-memory 32mb", peak);
     redisContext *c = login();
     expect_status(cmd(c, "SET cache:lim12x:after 1"), "OK", "a client after the memory was back");
@@ -287,7 +308,8 @@ START_TEST(test_issue10_item12_max_memory_stops_reading) {
 }
 END_TEST
 
-START_TEST(test_issue10_item12_buffers_shrink_after_a_large_reply) {
+START_TEST(test_issue10_item12_buffers_shrink_after_a_large_reply)
+{
     /* one 100 MB GET through keygate: afterwards its RSS is back near where it was */
     enum { SIZE = 100 * 1024 * 1024 };
     restart_with("max-memory 2gb\nclient-output-limit 256mb\nclient-output-hard-limit 512mb\n");
@@ -305,14 +327,16 @@ START_TEST(test_issue10_item12_buffers_shrink_after_a_large_reply) {
     expect_status(cmd(c, "PING"), "PONG", "PING after the GET");
     sleep_ms(200);
     long long after = keygate_mib("VmRSS");
-    ck_assert_msg(!RSS_CHECKED || after < before + 16, "keygate's RSS: %lld MiB before the 100 MB GET, %lld MiB after", before, after);
+    ck_assert_msg(!RSS_CHECKED || after < before + 16, "keygate's RSS: %lld MiB before the 100 MB GET, %lld MiB after",
+                  before, after);
     expect_int(cmd(c, "DEL q:lim12big"), 1, "DEL");
     redisFree(c);
     restart_with("");
 }
 END_TEST
 
-START_TEST(test_issue10_item12_huge_reply_over_the_hard_limit) {
+START_TEST(test_issue10_item12_huge_reply_over_the_hard_limit)
+{
     /* client-output-hard-limit 4mb: LRANGE of a 2 M-element list (about 20 MB of reply)
      * closes the client as the reply arrives; keygate drops the rest without keeping it
      * (its RSS stays small), and a bystander on the same shared connection is served. */
@@ -348,7 +372,8 @@ START_TEST(test_issue10_item12_huge_reply_over_the_hard_limit) {
 }
 END_TEST
 
-START_TEST(test_issue10_item12_memory_count_returns_to_zero) {
+START_TEST(test_issue10_item12_memory_count_returns_to_zero)
+{
     /* max-memory 8mb, then some 300 MB through every buffering path one at a time (large
      * SET/GET, a pipeline, MULTI, pub/sub, a reply dropped over the hard limit): if any
      * path left bytes counted, keygate would end over 8 MB and read nobody. */
@@ -401,11 +426,11 @@ END_TEST
 /* ---- issue 10 item 8 over TLS: a paused TLS client that resets its connection ---- */
 
 /* The backend's blocked_clients (INFO clients). */
-static long long blocked_clients(const char *backend) {
+static long long blocked_clients(const char *backend)
+{
     redisContext *d = harness_must_direct(&h, backend);
     redisReply *r = cmd(d, "INFO clients");
-    ck_assert_msg(r->type == REDIS_REPLY_STRING && strstr(r->str, "blocked_clients:"), "INFO clients: %s",
-                  describe(r));
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && strstr(r->str, "blocked_clients:"), "INFO clients: %s", describe(r));
     long long n = atoll(strstr(r->str, "blocked_clients:") + 16);
     freeReplyObject(r);
     redisFree(d);
@@ -413,21 +438,24 @@ static long long blocked_clients(const char *backend) {
 }
 
 /* Wait (5 s at most) until the backend's blocked_clients is want; returns the last value. */
-static long long wait_blocked(const char *backend, long long want) {
+static long long wait_blocked(const char *backend, long long want)
+{
     long long got = -1;
     for (long long end = now_ms() + 5000; now_ms() < end; sleep_ms(20))
         if ((got = blocked_clients(backend)) == want) break;
     return got;
 }
 
-START_TEST(test_issue10_item8_paused_tls_client_reset) {
+START_TEST(test_issue10_item8_paused_tls_client_reset)
+{
     /* as test_issue10_item8_paused_client_reset (test_proxy) on a TLS listener: 70 clients
      * (more than max-pinned 64) block in BLPOP with a PING behind it and reset */
     enum { CLIENTS = 70 };
     int port = harness_free_port();
     char more[3072];
-    snprintf(more, sizeof more, "listen 127.0.0.1:%d tls cert=%s/build/certs/server.crt key=%s/build/certs/server.key\n",
-             port, h.root, h.root);
+    snprintf(more, sizeof more,
+             "listen 127.0.0.1:%d tls cert=%s/build/certs/server.crt key=%s/build/certs/server.key\n", port, h.root,
+             h.root);
     restart_with(more);
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     ck_assert_ptr_nonnull(ctx);
@@ -466,7 +494,8 @@ START_TEST(test_issue10_item8_paused_tls_client_reset) {
 }
 END_TEST
 
-int main(void) {
+int main(void)
+{
     Suite *s = suite_create("limits");
     TCase *tc = harness_tcase(s, "limits", 120, setup, teardown);
     harness_add_test(tc, test_issue10_item8_paused_tls_client_reset);

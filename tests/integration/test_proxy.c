@@ -24,18 +24,21 @@
 
 static struct harness h;
 
-static void setup(void) {
+static void setup(void)
+{
     ck_assert_msg(harness_start(&h, NULL) == 0, "harness_start: %s", h.error);
 }
 
-static void teardown(void) {
+static void teardown(void)
+{
     harness_check_registry(&h); /* post-condition: no key on the backends breaks the registry */
     harness_stop(&h);
 }
 
 /* ---- helpers (cmd, next_reply and the expect_* reply checks are in harness.h) ---- */
 
-static redisContext *client(void) {
+static redisContext *client(void)
+{
     return harness_must_client(&h);
 }
 
@@ -44,7 +47,8 @@ static redisContext *client(void) {
 
 /* ---- 1. routing and TTL injection ---- */
 
-START_TEST(test_set_routes_by_namespace_and_injects_ttl) {
+START_TEST(test_set_routes_by_namespace_and_injects_ttl)
+{
     redisContext *c = client();
     expect_status(cmd(c, "SET cache:t1:x 1"), "OK", "SET cache:t1:x 1");
     ck_assert_int_eq(direct_int("cache", "EXISTS cache:t1:x"), 1);
@@ -62,7 +66,8 @@ END_TEST
 
 /* ---- 2, 3. refusals write nothing ---- */
 
-START_TEST(test_unknown_namespace_is_refused_and_writes_nothing) {
+START_TEST(test_unknown_namespace_is_refused_and_writes_nothing)
+{
     redisContext *c = client();
     long long durable = direct_int("durable", "DBSIZE"), cache = direct_int("cache", "DBSIZE");
     expect_error(cmd(c, "SET nope 1"), "NONAMESPACE key 'nope' matches no namespace in the registry", "SET nope 1");
@@ -74,7 +79,8 @@ START_TEST(test_unknown_namespace_is_refused_and_writes_nothing) {
 }
 END_TEST
 
-START_TEST(test_mset_across_instances_is_refused_and_writes_nothing) {
+START_TEST(test_mset_across_instances_is_refused_and_writes_nothing)
+{
     redisContext *c = client();
     long long durable = direct_int("durable", "DBSIZE"), cache = direct_int("cache", "DBSIZE");
     expect_error(cmd(c, "MSET q:t3:a 1 cache:t3:b 2"), "CROSSINSTANCE", "MSET q:t3:a 1 cache:t3:b 2");
@@ -88,7 +94,8 @@ END_TEST
 
 /* ---- 4. data round-trips ---- */
 
-START_TEST(test_commands_round_trip) {
+START_TEST(test_commands_round_trip)
+{
     redisContext *c = client();
     expect_nil(cmd(c, "GET q:t4:missing"), "GET of a missing key");
     expect_status(cmd(c, "SET q:t4:s hello"), "OK", "SET q:t4:s");
@@ -111,8 +118,7 @@ START_TEST(test_commands_round_trip) {
     for (int i = 0; i < 2; i++) {
         expect_status(cmd(c, "SET %s %b", keys[i], value, sizeof value - 1), "OK", "SET binary value");
         r = cmd(c, "GET %s", keys[i]);
-        ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == sizeof value - 1 &&
-                          memcmp(r->str, value, r->len) == 0,
+        ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == sizeof value - 1 && memcmp(r->str, value, r->len) == 0,
                       "GET %s: binary value came back as %s (len %zu)", keys[i], describe(r),
                       r->type == REDIS_REPLY_STRING ? r->len : 0);
         freeReplyObject(r);
@@ -123,7 +129,8 @@ END_TEST
 
 /* ---- 5, 6. pipelining and concurrent clients ---- */
 
-START_TEST(test_pipeline_of_10000_commands_across_instances) {
+START_TEST(test_pipeline_of_10000_commands_across_instances)
+{
     enum { PAIRS = 2500 };
     redisContext *c = client();
     for (int i = 0; i < PAIRS; i++) {
@@ -150,7 +157,8 @@ START_TEST(test_pipeline_of_10000_commands_across_instances) {
 }
 END_TEST
 
-START_TEST(test_concurrent_clients_get_their_own_replies_in_order) {
+START_TEST(test_concurrent_clients_get_their_own_replies_in_order)
+{
     enum { CLIENTS = 8, ROUNDS = 20, KEYS = 10 };
     redisContext *cs[CLIENTS];
     for (int k = 0; k < CLIENTS; k++) cs[k] = client();
@@ -186,7 +194,8 @@ END_TEST
 /* ---- 6b. batching on shared connections ---- */
 
 /* Counter `name` of keygate's INFO stats (answered by keygate itself). */
-static long long info_stat(redisContext *c, const char *name) {
+static long long info_stat(redisContext *c, const char *name)
+{
     redisReply *r = cmd(c, "INFO stats");
     ck_assert_msg(r->type == REDIS_REPLY_STRING, "INFO stats: not a bulk string");
     char key[64];
@@ -201,7 +210,8 @@ static long long info_stat(redisContext *c, const char *name) {
 /* A direct connection to backend running a script that keeps the server busy for ms
  * milliseconds (it reads and answers nothing meanwhile); its reply is the integer 1.
  * Returns once the script has started. */
-static redisContext *busy_server(const char *backend, int ms) {
+static redisContext *busy_server(const char *backend, int ms)
+{
     redisContext *busy = harness_must_direct(&h, backend);
     redisAppendCommand(busy, "EVAL %s 0 %d",
                        "local t0 = redis.call('TIME') "
@@ -213,7 +223,8 @@ static redisContext *busy_server(const char *backend, int ms) {
     return busy;
 }
 
-START_TEST(test_requests_arriving_while_a_batch_is_in_flight_go_as_one_write) {
+START_TEST(test_requests_arriving_while_a_batch_is_in_flight_go_as_one_write)
+{
     /* A script on a direct connection keeps the cache server busy for 600 ms, so
      * nothing keygate sends meanwhile is answered. Ten clients then send one SET each,
      * 20 ms apart (separate loop iterations). The shared connection to cache (the
@@ -251,13 +262,15 @@ START_TEST(test_requests_arriving_while_a_batch_is_in_flight_go_as_one_write) {
 END_TEST
 
 /* The value client k writes as its j-th large value: a fill byte plus markers at both ends. */
-static void large_value(char *val, size_t size, int k, int j) {
+static void large_value(char *val, size_t size, int k, int j)
+{
     memset(val, 'a' + (k * 7 + j) % 26, size);
     val[0] = (char)('0' + k);
     val[size - 1] = (char)('0' + j);
 }
 
-START_TEST(test_large_values_cross_full_sockets_intact) {
+START_TEST(test_large_values_cross_full_sockets_intact)
+{
     /* While a script keeps durable busy (it reads nothing), 4 clients pipeline 3 SETs of
      * 4 MiB each to it (48 MiB, more than the socket buffers hold: SSL_write stops
      * half-way and waits for EV_WRITE) plus one 1 MiB SET to cache. Then every value is
@@ -303,7 +316,8 @@ START_TEST(test_large_values_cross_full_sockets_intact) {
 }
 END_TEST
 
-START_TEST(test_held_requests_fail_cleanly_when_the_backend_dies) {
+START_TEST(test_held_requests_fail_cleanly_when_the_backend_dies)
+{
     /* A batch in flight and requests held behind it: killing the server answers every
      * one of them -UNAVAILABLE (none is lost or left hanging), and once the server is
      * back the same clients are served again. */
@@ -341,7 +355,8 @@ END_TEST
 
 /* ---- 7. commands keygate answers itself ---- */
 
-START_TEST(test_local_commands) {
+START_TEST(test_local_commands)
+{
     redisContext *c = client();
     expect_status(cmd(c, "PING"), "PONG", "PING");
     expect_bulk(cmd(c, "PING hello"), "hello", "PING hello");
@@ -378,7 +393,8 @@ START_TEST(test_local_commands) {
 
     expect_error(cmd(c, "FOO"), "ERR unknown command 'FOO'", "FOO");
     r = cmd(c, "GET");
-    ck_assert_msg(r->type == REDIS_REPLY_ERROR && strcmp(r->str, "ERR wrong number of arguments for 'get' command") == 0,
+    ck_assert_msg(r->type == REDIS_REPLY_ERROR &&
+                      strcmp(r->str, "ERR wrong number of arguments for 'get' command") == 0,
                   "GET without a key: got %s", describe(r));
     freeReplyObject(r);
     expect_status(cmd(c, "PING"), "PONG", "PING after errors");
@@ -390,9 +406,11 @@ END_TEST
 
 /* Send bytes on a new plain socket and read until keygate closes it (3 s at most).
  * Returns 1 when it closed, 0 when it was still open at the deadline. */
-static int raw_exchange(const char *bytes, char *out, size_t cap) {
+static int raw_exchange(const char *bytes, char *out, size_t cap)
+{
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(h.port),
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons(h.port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     struct timeval tv = {.tv_sec = 3};
     ck_assert_msg(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "raw connect: %s", strerror(errno));
@@ -414,7 +432,8 @@ static int raw_exchange(const char *bytes, char *out, size_t cap) {
     return closed;
 }
 
-START_TEST(test_protocol_errors_reply_then_close) {
+START_TEST(test_protocol_errors_reply_then_close)
+{
     redisContext *bystander = client();
     expect_status(cmd(bystander, "SET q:t8:k before"), "OK", "bystander SET");
 
@@ -438,7 +457,8 @@ END_TEST
 /* ---- issue 10 item 8: a paused client that resets its connection ---- */
 
 /* keygate's CPU time so far (utime + stime from /proc/PID/stat), in clock ticks. */
-static long long keygate_cpu_ticks(void) {
+static long long keygate_cpu_ticks(void)
+{
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)h.keygate_pid);
     FILE *f = fopen(path, "r");
@@ -454,7 +474,8 @@ static long long keygate_cpu_ticks(void) {
 }
 
 /* The backend's INFO clients field `name` (read on a direct connection). */
-static long long backend_info_clients(const char *backend, const char *name) {
+static long long backend_info_clients(const char *backend, const char *name)
+{
     redisContext *d = harness_must_direct(&h, backend);
     redisReply *r = cmd(d, "INFO clients");
     ck_assert_msg(r->type == REDIS_REPLY_STRING, "INFO clients: %s", describe(r));
@@ -469,14 +490,16 @@ static long long backend_info_clients(const char *backend, const char *name) {
 }
 
 /* Wait (5 s at most) until the backend's blocked_clients is want. */
-static void wait_blocked_clients(const char *backend, long long want, const char *what) {
+static void wait_blocked_clients(const char *backend, long long want, const char *what)
+{
     long long got = -1;
     for (long long deadline = now_ms() + 5000; now_ms() < deadline; sleep_ms(20))
         if ((got = backend_info_clients(backend, "blocked_clients")) == want) return;
     ck_abort_msg("%s: %s has %lld blocked clients, want %lld", what, backend, got, want);
 }
 
-START_TEST(test_issue10_item8_paused_client_reset) {
+START_TEST(test_issue10_item8_paused_client_reset)
+{
     /* 100 clients, in two rounds of 50 (under max-pinned 64): each sends BLPOP on a list
      * nobody fills, then PING (its reading is paused behind the BLPOP), then resets its
      * connection (SO_LINGER 0). keygate must close each one and its dedicated connection,
@@ -488,7 +511,8 @@ START_TEST(test_issue10_item8_paused_client_reset) {
         int fds[EACH];
         for (int i = 0; i < EACH; i++) {
             fds[i] = socket(AF_INET, SOCK_STREAM, 0);
-            struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(h.port),
+            struct sockaddr_in sa = {.sin_family = AF_INET,
+                                     .sin_port = htons(h.port),
                                      .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
             ck_assert_msg(fds[i] >= 0 && connect(fds[i], (struct sockaddr *)&sa, sizeof sa) == 0, "connect: %s",
                           strerror(errno));
@@ -528,7 +552,8 @@ END_TEST
 /* ---- issue 10 item 17: requests of different clients leave in arrival order ---- */
 
 /* The next MONITOR line on mon naming `marker`, skipping the others (keygate's own commands). */
-static void monitor_next(redisContext *mon, const char *marker, char *out, size_t cap) {
+static void monitor_next(redisContext *mon, const char *marker, char *out, size_t cap)
+{
     for (;;) {
         redisReply *r = next_reply(mon);
         ck_assert_msg(r->type == REDIS_REPLY_STATUS, "MONITOR: %s", describe(r));
@@ -542,7 +567,8 @@ static void monitor_next(redisContext *mon, const char *marker, char *out, size_
 /* Run every thread of process pid on CPU 0: the kernel then
  * delivers its loopback writes in the order it made them (a thread moving between
  * CPUs may see a write queued on one CPU overtaken by a later one on another). */
-static void pin_to_one_cpu(pid_t pid) {
+static void pin_to_one_cpu(pid_t pid)
+{
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
     DIR *d = opendir(path);
@@ -565,7 +591,8 @@ static void pin_to_one_cpu(pid_t pid) {
  * and in Redis alike: back-to-back direct clients reach Redis reordered a few percent
  * of the time on a loaded machine.)
  */
-static void send_in_one_iteration(redisContext **cs, int n, const char *backend) {
+static void send_in_one_iteration(redisContext **cs, int n, const char *backend)
+{
     pid_t kg = h.keygate_pid, be = harness_backend(&h, backend)->pid;
     pin_to_one_cpu(kg);
     ck_assert_int_eq(kill(be, SIGSTOP), 0);
@@ -582,7 +609,8 @@ static void send_in_one_iteration(redisContext **cs, int n, const char *backend)
 
 /* Three clients send a command in one loop iteration of keygate, 100 times; MONITOR on
  * the backend must see them in the order they were sent, every time. */
-static void check_arrival_order(redisContext *cs[3], const char *what) {
+static void check_arrival_order(redisContext *cs[3], const char *what)
+{
     enum { TRIES = 100, CLIENTS = 3 };
     redisContext *mon = harness_must_direct(&h, "cache");
     expect_status(cmd(mon, "MONITOR"), "OK", "MONITOR");
@@ -608,7 +636,8 @@ static void check_arrival_order(redisContext *cs[3], const char *what) {
 }
 
 /* The harness's two TLS instance lines with connections=n. */
-static const char *instances_with_connections(int n) {
+static const char *instances_with_connections(int n)
+{
     static char buf[16384];
     const struct harness_backend *d = &h.backends[0], *c = &h.backends[1];
     snprintf(buf, sizeof buf,
@@ -620,7 +649,8 @@ static const char *instances_with_connections(int n) {
     return buf;
 }
 
-START_TEST(test_issue10_item17_requests_leave_in_arrival_order) {
+START_TEST(test_issue10_item17_requests_leave_in_arrival_order)
+{
     redisContext *cs[3];
     /* each client on its own WATCH connection */
     for (int k = 0; k < 3; k++) {
@@ -647,7 +677,8 @@ START_TEST(test_issue10_item17_requests_leave_in_arrival_order) {
 }
 END_TEST
 
-START_TEST(test_issue10_item17_first_blocked_client_is_served_first) {
+START_TEST(test_issue10_item17_first_blocked_client_is_served_first)
+{
     /* Redis's own test: two clients block on BRPOPLPUSH of the same list, one after the
      * other; the first pushed element goes to the one that blocked first. */
     enum { TRIES = 30 };
@@ -681,7 +712,8 @@ START_TEST(test_issue10_item17_first_blocked_client_is_served_first) {
 }
 END_TEST
 
-START_TEST(test_issue10_item17_unsubscribe_then_publish) {
+START_TEST(test_issue10_item17_unsubscribe_then_publish)
+{
     /* UNSUBSCRIBE sent before another client's PUBLISH: the PUBLISH counts no subscriber */
     enum { TRIES = 30 };
     redisContext *sub = client(), *pub = client();
@@ -702,7 +734,8 @@ END_TEST
 
 /* ---- 9. a backend dies and comes back ---- */
 
-START_TEST(test_backend_down_answers_unavailable_then_recovers) {
+START_TEST(test_backend_down_answers_unavailable_then_recovers)
+{
     redisContext *c = client();
     expect_status(cmd(c, "SET cache:t9:x 1"), "OK", "SET cache:t9:x before the kill");
     expect_status(cmd(c, "SET q:t9:x 1"), "OK", "SET q:t9:x before the kill");
@@ -739,7 +772,8 @@ END_TEST
 
 /* ---- 10. QUIT ---- */
 
-START_TEST(test_quit_replies_ok_then_closes) {
+START_TEST(test_quit_replies_ok_then_closes)
+{
     redisContext *c = client();
     expect_status(cmd(c, "QUIT"), "OK", "QUIT");
     ck_assert_int_eq(redisBufferRead(c), REDIS_ERR);
@@ -748,7 +782,8 @@ START_TEST(test_quit_replies_ok_then_closes) {
 }
 END_TEST
 
-int main(void) {
+int main(void)
+{
     Suite *s = suite_create("proxy");
     TCase *tc = harness_tcase(s, "foundation", 120, setup, teardown);
     harness_add_test(tc, test_set_routes_by_namespace_and_injects_ttl);

@@ -38,7 +38,7 @@
  */
 
 static struct harness h;
-static char dir[64];           /* this suite's own temp dir: password files, unix socket */
+static char dir[64]; /* this suite's own temp dir: password files, unix socket */
 static char sock_path[128];
 static int tls_port, mtls_port;
 static char extra[16384];
@@ -136,7 +136,9 @@ static void direct_config(const char *backend, const char *name, char *out, size
 static int raw_open(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(h.port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons(h.port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     struct timeval tv = {.tv_sec = 3};
     ck_assert_msg(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "raw connect: %s", strerror(errno));
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -252,8 +254,9 @@ START_TEST(test_pre_auth_limits)
     /* at the limits: 10 arguments, a 16 KiB bulk: parsed, refused by AUTH rules, still open */
     static char big[16384 + 128];
     fd = raw_open();
-    const char ten[] = "*10\r\n$3\r\nDEL\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n$1\r\ne\r\n$1\r\nf\r\n$1\r\ng\r\n"
-                       "$1\r\nh\r\n$1\r\ni\r\n";
+    const char ten[] =
+        "*10\r\n$3\r\nDEL\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n$1\r\ne\r\n$1\r\nf\r\n$1\r\ng\r\n"
+        "$1\r\nh\r\n$1\r\ni\r\n";
     raw_send(fd, ten, sizeof ten - 1);
     int n = snprintf(big, sizeof big, "*2\r\n$4\r\nECHO\r\n$16384\r\n");
     memset(big + n, 'x', 16384);
@@ -267,7 +270,8 @@ START_TEST(test_pre_auth_limits)
 
     /* AUTH lifts the limits for the next command of the same pipeline */
     fd = raw_open();
-    n = snprintf(big, sizeof big, "*2\r\n$4\r\nAUTH\r\n$%zu\r\n%s\r\n*12\r\n$4\r\nMGET\r\n", strlen(ALICE_PW), ALICE_PW);
+    n = snprintf(big, sizeof big, "*2\r\n$4\r\nAUTH\r\n$%zu\r\n%s\r\n*12\r\n$4\r\nMGET\r\n", strlen(ALICE_PW),
+                 ALICE_PW);
     for (int i = 0; i < 11; i++) n += snprintf(big + n, sizeof big - (size_t)n, "$12\r\ncache:sec3:%d\r\n", i % 10);
     raw_send(fd, big, (size_t)n);
     raw_read(fd, out, sizeof out, 5 + 5 + 11 * 5, &closed);
@@ -329,13 +333,40 @@ START_TEST(test_classic_attacks_change_nothing)
     /* root: every owner, read-write: the most a user can be, and still none of this */
     redisContext *c = login("root", ROOT_PW);
     const char *attacks[] = {
-        "CONFIG SET dir /tmp", "config set dbfilename evil.so", "CONFIG GET requirepass", "SAVE", "BGSAVE",
-        "BGREWRITEAOF", "REPLICAOF 127.0.0.1 1", "SLAVEOF 127.0.0.1 1", "MODULE LOAD /x.so", "DEBUG SLEEP 0",
-        "SHUTDOWN NOSAVE", "FLUSHALL", "FLUSHDB", "SWAPDB 0 1", "ACL SETUSER evil on >pw +@all ~*", "ACL LIST",
-        "MONITOR", "CLIENT KILL TYPE normal", "CLIENT PAUSE 10000", "FAILOVER", "CLUSTER RESET", "RANDOMKEY",
-        "DUMP cache:sec5:list", "RESTORE cache:sec5:new 0 x", "MIGRATE 127.0.0.1 1 cache:sec5:list 0 100",
-        "SCRIPT FLUSH", "FUNCTION FLUSH", "LATENCY RESET", "SLOWLOG RESET", "MEMORY PURGE", "SYNC", "PSYNC ? -1",
-        "MOVE cache:sec5:list 1", "SELECT 1",
+        "CONFIG SET dir /tmp",
+        "config set dbfilename evil.so",
+        "CONFIG GET requirepass",
+        "SAVE",
+        "BGSAVE",
+        "BGREWRITEAOF",
+        "REPLICAOF 127.0.0.1 1",
+        "SLAVEOF 127.0.0.1 1",
+        "MODULE LOAD /x.so",
+        "DEBUG SLEEP 0",
+        "SHUTDOWN NOSAVE",
+        "FLUSHALL",
+        "FLUSHDB",
+        "SWAPDB 0 1",
+        "ACL SETUSER evil on >pw +@all ~*",
+        "ACL LIST",
+        "MONITOR",
+        "CLIENT KILL TYPE normal",
+        "CLIENT PAUSE 10000",
+        "FAILOVER",
+        "CLUSTER RESET",
+        "RANDOMKEY",
+        "DUMP cache:sec5:list",
+        "RESTORE cache:sec5:new 0 x",
+        "MIGRATE 127.0.0.1 1 cache:sec5:list 0 100",
+        "SCRIPT FLUSH",
+        "FUNCTION FLUSH",
+        "LATENCY RESET",
+        "SLOWLOG RESET",
+        "MEMORY PURGE",
+        "SYNC",
+        "PSYNC ? -1",
+        "MOVE cache:sec5:list 1",
+        "SELECT 1",
     };
     for (size_t i = 0; i < sizeof attacks / sizeof attacks[0]; i++) {
         r = cmd(c, attacks[i]);
@@ -394,9 +425,9 @@ START_TEST(test_scripts_only_with_scripts_yes)
     redisFree(alice);
 
     redisContext *bob = login("bob", BOB_PW);
-    expect_status(cmd(bob, "EVAL %s 1 %s", "return redis.status_reply(redis.call('set', KEYS[1], 'v')['ok'])",
-                      "q:sec6:s"),
-                  "OK", "EVAL %s 1 %s");
+    expect_status(
+        cmd(bob, "EVAL %s 1 %s", "return redis.status_reply(redis.call('set', KEYS[1], 'v')['ok'])", "q:sec6:s"), "OK",
+        "EVAL %s 1 %s");
     redisReply *r = direct_cmd("durable", "GET q:sec6:s");
     ck_assert_msg(r->type == REDIS_REPLY_STRING && strcmp(r->str, "v") == 0, "durable GET q:sec6:s: %s", describe(r));
     freeReplyObject(r);
@@ -414,7 +445,8 @@ START_TEST(test_scripts_only_with_scripts_yes)
                   describe(r));
     freeReplyObject(r);
     r = direct_cmd("durable", "SCRIPT EXISTS %s", sha);
-    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->element[0]->integer == 1, "durable SCRIPT EXISTS: %s", describe(r));
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->element[0]->integer == 1, "durable SCRIPT EXISTS: %s",
+                  describe(r));
     freeReplyObject(r);
     r = direct_cmd("cache", "SCRIPT EXISTS %s", sha);
     ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->element[0]->integer == 0, "cache SCRIPT EXISTS: %s", describe(r));
@@ -497,7 +529,9 @@ START_TEST(test_client_tls_listeners)
 
     /* a plain-text client on the TLS port gets no answer */
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(tls_port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons(tls_port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     struct timeval tv = {.tv_sec = 2};
     ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -560,7 +594,8 @@ START_TEST(test_secrets_never_in_logs_or_info)
     redisFree(c);
     char *log = harness_keygate_log(&h);
     ck_assert_ptr_nonnull(log);
-    const char *secrets[] = {ALICE_PW, BOB_PW, OPS_PW, ROOT_PW, WRONG_PW, h.backends[0].password, h.backends[1].password};
+    const char *secrets[] = {
+        ALICE_PW, BOB_PW, OPS_PW, ROOT_PW, WRONG_PW, h.backends[0].password, h.backends[1].password};
     for (size_t i = 0; i < sizeof secrets / sizeof secrets[0]; i++) {
         ck_assert_msg(strstr(log, secrets[i]) == NULL, "keygate's log holds secret #%zu", i);
         ck_assert_msg(strstr(info->str, secrets[i]) == NULL, "INFO holds secret #%zu", i);

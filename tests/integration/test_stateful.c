@@ -22,32 +22,38 @@
 
 static struct harness h;
 
-static void setup(void) {
+static void setup(void)
+{
     ck_assert_msg(harness_start(&h, NULL) == 0, "harness_start: %s", h.error);
 }
 
-static void setup_max_pinned(void) {
+static void setup_max_pinned(void)
+{
     struct harness_opts o = {.extra_config = "max-pinned 2\n"};
     ck_assert_msg(harness_start(&h, &o) == 0, "harness_start (max-pinned 2): %s", h.error);
 }
 
-static void teardown(void) {
+static void teardown(void)
+{
     harness_check_registry(&h); /* post-condition: no key on the backends breaks the registry */
     harness_stop(&h);
 }
 
 /* ---- helpers (cmd, next_reply and the expect_* reply checks are in harness.h) ---- */
 
-static redisContext *client(void) {
+static redisContext *client(void)
+{
     return harness_must_client(&h);
 }
 
-static redisContext *direct(const char *backend) {
+static redisContext *direct(const char *backend)
+{
     return harness_must_direct(&h, backend);
 }
 
 /* next_reply, saying what was awaited when nothing comes (timeout, close). */
-static redisReply *read_reply(redisContext *c, const char *what) {
+static redisReply *read_reply(redisContext *c, const char *what)
+{
     void *r = NULL;
     ck_assert_msg(redisGetReply(c, &r) == REDIS_OK && r != NULL, "%s: no reply: %s", what, c->errstr);
     return r;
@@ -57,7 +63,8 @@ static redisReply *read_reply(redisContext *c, const char *what) {
 #define direct_int(...) harness_direct_int(&h, __VA_ARGS__)
 
 /* Backend clients (CLIENT LIST on the backend itself) whose line holds both substrings. */
-static int backend_clients(const char *backend, const char *a, const char *b) {
+static int backend_clients(const char *backend, const char *a, const char *b)
+{
     redisContext *c = direct(backend);
     redisReply *r = cmd(c, "CLIENT LIST");
     ck_assert_msg(r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS, "CLIENT LIST: got %s", describe(r));
@@ -74,7 +81,8 @@ static int backend_clients(const char *backend, const char *a, const char *b) {
 }
 
 /* Poll until backend_clients(backend, a, b) == want (timeout_ms at most); returns the last count. */
-static int wait_backend_clients(const char *backend, const char *a, const char *b, int want, int timeout_ms) {
+static int wait_backend_clients(const char *backend, const char *a, const char *b, int want, int timeout_ms)
+{
     int n = -1;
     for (long long deadline = now_ms() + timeout_ms; now_ms() < deadline; sleep_ms(20))
         if ((n = backend_clients(backend, a, b)) == want) return n;
@@ -82,13 +90,15 @@ static int wait_backend_clients(const char *backend, const char *a, const char *
 }
 
 /* Blocked clients on a backend running `cmdname` (CLIENT LIST flags=b). */
-static int blocked_on(const char *backend, const char *cmdname) {
+static int blocked_on(const char *backend, const char *cmdname)
+{
     char want[64];
     snprintf(want, sizeof want, "cmd=%s ", cmdname);
     return backend_clients(backend, " flags=b ", want);
 }
 
-static int wait_blocked(const char *backend, const char *cmdname, int want, int timeout_ms) {
+static int wait_blocked(const char *backend, const char *cmdname, int want, int timeout_ms)
+{
     int n = -1;
     for (long long deadline = now_ms() + timeout_ms; now_ms() < deadline; sleep_ms(20))
         if ((n = blocked_on(backend, cmdname)) == want) return n;
@@ -96,23 +106,28 @@ static int wait_blocked(const char *backend, const char *cmdname, int want, int 
 }
 
 /* Two replies are the same (type, value, recursively). */
-static int same_reply(const redisReply *a, const redisReply *b) {
+static int same_reply(const redisReply *a, const redisReply *b)
+{
     if (a->type != b->type) return 0;
     switch (a->type) {
-    case REDIS_REPLY_INTEGER: return a->integer == b->integer;
-    case REDIS_REPLY_NIL: return 1;
+    case REDIS_REPLY_INTEGER:
+        return a->integer == b->integer;
+    case REDIS_REPLY_NIL:
+        return 1;
     case REDIS_REPLY_ARRAY:
         if (a->elements != b->elements) return 0;
         for (size_t i = 0; i < a->elements; i++)
             if (!same_reply(a->element[i], b->element[i])) return 0;
         return 1;
-    default: return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
+    default:
+        return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
     }
 }
 
 /* ---- 1. WATCH: two clients race on one key ---- */
 
-START_TEST(test_watch_race_exactly_one_exec_wins) {
+START_TEST(test_watch_race_exactly_one_exec_wins)
+{
     enum { ROUNDS = 50 };
     redisContext *a = client(), *b = client();
     /* 50 rounds pin 100 WATCH connections in turn: a leaked pin would hit max-pinned 64 */
@@ -134,8 +149,8 @@ START_TEST(test_watch_race_exactly_one_exec_wins) {
                       "round %d: first EXEC: want [:%d], got %s", round, round + 1, describe(r));
         freeReplyObject(r);
         r = cmd(second, "EXEC");
-        ck_assert_msg(r->type == REDIS_REPLY_NIL, "round %d: second EXEC after the key changed: want nil, got %s", round,
-                      describe(r));
+        ck_assert_msg(r->type == REDIS_REPLY_NIL, "round %d: second EXEC after the key changed: want nil, got %s",
+                      round, describe(r));
         freeReplyObject(r);
     }
     expect_bulk(cmd(a, "GET q:s1:counter"), "50", "counter after 50 rounds");
@@ -164,7 +179,8 @@ START_TEST(test_watch_race_exactly_one_exec_wins) {
 }
 END_TEST
 
-START_TEST(test_watch_semantics_match_redis) {
+START_TEST(test_watch_semantics_match_redis)
+{
     redisContext *c = client(), *other = client();
     /* a watched key changed by another client aborts EXEC */
     expect_status(cmd(c, "SET q:s1b:k 1"), "OK", "SET");
@@ -225,7 +241,8 @@ END_TEST
 
 /* ---- 2. MULTI on a TTL namespace: exactly Redis's replies, and the TTLs are there ---- */
 
-START_TEST(test_multi_on_ttl_namespace_replies_like_redis) {
+START_TEST(test_multi_on_ttl_namespace_replies_like_redis)
+{
     redisContext *c = client();
     redisContext *d = direct("cache");
     const char *kg[] = {"cache:s2:a", "cache:s2:n", "cache:s2:h", "cache:s2:l", "cache:s2:z"};
@@ -300,7 +317,8 @@ END_TEST
 
 /* ---- 3. EXECABORT, DISCARD, nesting ---- */
 
-START_TEST(test_execabort_cases) {
+START_TEST(test_execabort_cases)
+{
     redisContext *c = client();
     struct {
         const char *bad;
@@ -367,7 +385,8 @@ END_TEST
 /* BUG: Redis 7 answers WATCH inside MULTI with an error but does not flag the
  * transaction: MULTI / WATCH k / INCR k / EXEC -> -ERR WATCH inside MULTI..., +QUEUED, [1].
  * keygate counts it as a queue-time error and answers EXEC with -EXECABORT. */
-START_TEST(test_bug_watch_inside_multi_does_not_abort_transaction) {
+START_TEST(test_bug_watch_inside_multi_does_not_abort_transaction)
+{
     const char *who[] = {"durable (direct)", "keygate"};
     for (int k = 0; k < 2; k++) {
         redisContext *c = k == 0 ? direct("durable") : client();
@@ -383,7 +402,8 @@ END_TEST
 
 /* ---- 4. blocking commands run on their own connection ---- */
 
-START_TEST(test_blpop_does_not_delay_other_clients) {
+START_TEST(test_blpop_does_not_delay_other_clients)
+{
     redisContext *a = client(), *b = client();
     expect_status(cmd(b, "SET q:s4:k hello"), "OK", "SET");
     redisAppendCommand(a, "BLPOP q:s4:list 10");
@@ -436,7 +456,8 @@ START_TEST(test_blpop_does_not_delay_other_clients) {
 }
 END_TEST
 
-START_TEST(test_xread_block) {
+START_TEST(test_xread_block)
+{
     redisContext *a = client(), *b = client();
     expect_status(cmd(b, "SET q:s4x:k v"), "OK", "SET");
     redisAppendCommand(a, "XREAD COUNT 10 BLOCK 5000 STREAMS q:s4x:stream $");
@@ -481,7 +502,8 @@ END_TEST
  * with its TTL fix in MULTI ... EXEC, and Redis runs blocking commands inside MULTI
  * as non-blocking: BLPOP cache:k 2 on an empty list answers nil at once instead of
  * after 2 s, and never sees a later RPUSH. Same for BLMOVE to a cache: destination. */
-START_TEST(test_bug_blpop_on_ttl_namespace_blocks) {
+START_TEST(test_bug_blpop_on_ttl_namespace_blocks)
+{
     redisContext *a = client(), *b = client();
     long long start = now_ms();
     expect_nil(cmd(a, "BLPOP cache:s4c:empty 2"), "BLPOP cache: timeout");
@@ -509,7 +531,8 @@ END_TEST
 
 /* ---- 5. a client that leaves while blocked ---- */
 
-START_TEST(test_disconnect_while_blocked_closes_the_connection) {
+START_TEST(test_disconnect_while_blocked_closes_the_connection)
+{
     ck_assert_int_eq(wait_blocked("durable", "blpop", 0, 3000), 0);
     redisContext *a = client();
     redisAppendCommand(a, "BLPOP q:s5:list 30");
@@ -556,7 +579,8 @@ END_TEST
 
 /* ---- 6. pub/sub ---- */
 
-START_TEST(test_pubsub_fan_out_and_rules) {
+START_TEST(test_pubsub_fan_out_and_rules)
+{
     enum { SUBS = 3 };
     redisContext *subs[SUBS], *pub = client();
     for (int i = 0; i < SUBS; i++) {
@@ -564,8 +588,7 @@ START_TEST(test_pubsub_fan_out_and_rules) {
         expect_array(cmd(subs[i], "SUBSCRIBE push:s6:feed"), "SUBSCRIBE", 3, "subscribe", "push:s6:feed", ":1");
     }
     expect_int(cmd(pub, "PUBLISH push:s6:feed hello"), SUBS, "PUBLISH to 3 subscribers");
-    for (int i = 0; i < SUBS; i++)
-        expect_array(next_reply(subs[i]), "message", 3, "message", "push:s6:feed", "hello");
+    for (int i = 0; i < SUBS; i++) expect_array(next_reply(subs[i]), "message", 3, "message", "push:s6:feed", "hello");
 
     redisContext *p = client();
     expect_array(cmd(p, "PSUBSCRIBE push:s6:*"), "PSUBSCRIBE", 3, "psubscribe", "push:s6:*", ":1");
@@ -630,7 +653,8 @@ END_TEST
 /* BUG: replies must keep request order across the subscriber connection and keygate's
  * own answers. Redis, pipelined SUBSCRIBE ch + PING: [subscribe ch 1] then [pong ""].
  * keygate answers PING locally at once, before the backend's subscribe confirmation. */
-START_TEST(test_bug_subscribe_then_ping_pipelined_keeps_order) {
+START_TEST(test_bug_subscribe_then_ping_pipelined_keeps_order)
+{
     for (int round = 0; round < 20; round++) {
         redisContext *s = client();
         redisAppendCommand(s, "SUBSCRIBE push:s6o:%d", round);
@@ -651,7 +675,8 @@ END_TEST
 /* BUG: Redis leaves subscribed mode as soon as it processes the UNSUBSCRIBE that ends the
  * last subscription: pipelined UNSUBSCRIBE + GET k answers [unsubscribe ch 0] then the
  * value. keygate decides GET while the confirmation is still on its way and refuses it. */
-START_TEST(test_bug_unsubscribe_then_get_pipelined) {
+START_TEST(test_bug_unsubscribe_then_get_pipelined)
+{
     redisContext *s = client();
     expect_status(cmd(s, "SET q:s6u:k v"), "OK", "SET");
     expect_array(cmd(s, "SUBSCRIBE push:s6u:a"), "SUBSCRIBE", 3, "subscribe", "push:s6u:a", ":1");
@@ -668,11 +693,13 @@ END_TEST
 
 /* ---- 7. MGET / DEL / EXISTS / UNLINK / TOUCH across instances ---- */
 
-static void key_s7(char *out, size_t len, int i) {
+static void key_s7(char *out, size_t len, int i)
+{
     snprintf(out, len, i % 2 == 0 ? "q:s7:%d" : "cache:s7:%d", i);
 }
 
-START_TEST(test_split_commands_merge_in_order) {
+START_TEST(test_split_commands_merge_in_order)
+{
     enum { N = 100 };
     redisContext *c = client();
     for (int i = 0; i < N; i++) {
@@ -739,37 +766,38 @@ END_TEST
 
 /* ---- 8. one pipeline through every path: order and values ---- */
 
-START_TEST(test_mixed_pipeline_keeps_order) {
+START_TEST(test_mixed_pipeline_keeps_order)
+{
     redisContext *c = client();
     for (int round = 0; round < 20; round++) {
-        redisAppendCommand(c, "SET q:s8:%d:a 1", round);                 /* OK */
-        redisAppendCommand(c, "SET cache:s8:%d:b x", round);             /* OK */
-        redisAppendCommand(c, "MULTI");                                  /* OK */
-        redisAppendCommand(c, "INCR q:s8:%d:a", round);                  /* QUEUED */
-        redisAppendCommand(c, "GET q:s8:%d:a", round);                   /* QUEUED */
-        redisAppendCommand(c, "EXEC");                                   /* [2, "2"] */
+        redisAppendCommand(c, "SET q:s8:%d:a 1", round);     /* OK */
+        redisAppendCommand(c, "SET cache:s8:%d:b x", round); /* OK */
+        redisAppendCommand(c, "MULTI");                      /* OK */
+        redisAppendCommand(c, "INCR q:s8:%d:a", round);      /* QUEUED */
+        redisAppendCommand(c, "GET q:s8:%d:a", round);       /* QUEUED */
+        redisAppendCommand(c, "EXEC");                       /* [2, "2"] */
         redisAppendCommand(c, "MGET q:s8:%d:a cache:s8:%d:b q:s8:%d:none cache:s8:%d:none", round, round, round,
-                           round);                                       /* ["2", "x", nil, nil] */
-        redisAppendCommand(c, "GET cache:s8:%d:b", round);               /* "x" */
-        redisAppendCommand(c, "WATCH q:s8:%d:a", round);                 /* OK */
-        redisAppendCommand(c, "GET q:s8:%d:a", round);                   /* "2" */
-        redisAppendCommand(c, "GET cache:s8:%d:b", round);               /* "x" */
-        redisAppendCommand(c, "UNWATCH");                                /* OK */
-        redisAppendCommand(c, "PING");                                   /* PONG */
-        redisAppendCommand(c, "WATCH q:s8:%d:a", round);                 /* OK */
-        redisAppendCommand(c, "MULTI");                                  /* OK */
-        redisAppendCommand(c, "INCR q:s8:%d:a", round);                  /* QUEUED */
-        redisAppendCommand(c, "EXEC");                                   /* [3] */
-        redisAppendCommand(c, "MULTI");                                  /* OK */
-        redisAppendCommand(c, "SET cache:s8:%d:c 1", round);             /* QUEUED */
-        redisAppendCommand(c, "EXEC");                                   /* [OK] */
-        redisAppendCommand(c, "RPUSH q:s8:%d:l z", round);               /* 1 */
-        redisAppendCommand(c, "BLPOP q:s8:%d:l 1", round);               /* [l, z] */
-        redisAppendCommand(c, "ECHO e%d", round);                        /* "e<round>" */
+                           round);                           /* ["2", "x", nil, nil] */
+        redisAppendCommand(c, "GET cache:s8:%d:b", round);   /* "x" */
+        redisAppendCommand(c, "WATCH q:s8:%d:a", round);     /* OK */
+        redisAppendCommand(c, "GET q:s8:%d:a", round);       /* "2" */
+        redisAppendCommand(c, "GET cache:s8:%d:b", round);   /* "x" */
+        redisAppendCommand(c, "UNWATCH");                    /* OK */
+        redisAppendCommand(c, "PING");                       /* PONG */
+        redisAppendCommand(c, "WATCH q:s8:%d:a", round);     /* OK */
+        redisAppendCommand(c, "MULTI");                      /* OK */
+        redisAppendCommand(c, "INCR q:s8:%d:a", round);      /* QUEUED */
+        redisAppendCommand(c, "EXEC");                       /* [3] */
+        redisAppendCommand(c, "MULTI");                      /* OK */
+        redisAppendCommand(c, "SET cache:s8:%d:c 1", round); /* QUEUED */
+        redisAppendCommand(c, "EXEC");                       /* [OK] */
+        redisAppendCommand(c, "RPUSH q:s8:%d:l z", round);   /* 1 */
+        redisAppendCommand(c, "BLPOP q:s8:%d:l 1", round);   /* [l, z] */
+        redisAppendCommand(c, "ECHO e%d", round);            /* "e<round>" */
         redisAppendCommand(c, "EXISTS q:s8:%d:a cache:s8:%d:b cache:s8:%d:c", round, round, round); /* 3 */
-        redisAppendCommand(c, "DEL q:s8:%d:a cache:s8:%d:b", round, round); /* 2 */
-        redisAppendCommand(c, "GET q:s8:%d:a", round);                   /* nil */
-        redisAppendCommand(c, "PING");                                   /* PONG */
+        redisAppendCommand(c, "DEL q:s8:%d:a cache:s8:%d:b", round, round);                         /* 2 */
+        redisAppendCommand(c, "GET q:s8:%d:a", round);                                              /* nil */
+        redisAppendCommand(c, "PING");                                                              /* PONG */
         send_appended(c, "pipeline");
         char what[64], key[48], echo[16];
         snprintf(what, sizeof what, "round %d", round);
@@ -808,7 +836,8 @@ START_TEST(test_mixed_pipeline_keeps_order) {
 END_TEST
 
 /* A blocking command inside MULTI runs without blocking, as on Redis. */
-START_TEST(test_blocking_command_inside_multi_does_not_block) {
+START_TEST(test_blocking_command_inside_multi_does_not_block)
+{
     redisContext *c = client();
     long long start = now_ms();
     expect_status(cmd(c, "MULTI"), "OK", "MULTI");
@@ -833,7 +862,8 @@ END_TEST
  *   WATCH q:k / SET q:k v / MGET q:k cache:x / DEL q:k cache:x / GET q:k / UNWATCH
  * Redis: OK OK [v nil] 1 nil OK. keygate sometimes: MGET [nil nil] (ran before the SET)
  * or GET v (ran before the DEL). */
-START_TEST(test_bug_split_while_watching_keeps_execution_order) {
+START_TEST(test_bug_split_while_watching_keeps_execution_order)
+{
     redisContext *c = client();
     int bad = 0;
     char first[400] = "";
@@ -870,7 +900,8 @@ END_TEST
 
 /* ---- 7b. a backend down: a split command fails as a whole ---- */
 
-START_TEST(test_split_with_a_backend_down_is_an_error) {
+START_TEST(test_split_with_a_backend_down_is_an_error)
+{
     redisContext *c = client();
     expect_status(cmd(c, "SET q:s7k:a 1"), "OK", "SET q:");
     expect_status(cmd(c, "SET cache:s7k:b 2"), "OK", "SET cache:");
@@ -916,7 +947,8 @@ START_TEST(test_split_with_a_backend_down_is_an_error) {
 END_TEST
 
 /* Wait (10 s at most) until cache answers through keygate again after a restart. */
-static int cache_back(void) {
+static int cache_back(void)
+{
     for (long long deadline = now_ms() + 10000; now_ms() < deadline; sleep_ms(100)) {
         redisContext *c = client();
         redisReply *r = redisCommand(c, "SET cache:back 1");
@@ -929,11 +961,14 @@ static int cache_back(void) {
 }
 
 /* "reply" or "connection closed: why" for a command on its own new client. */
-static void one_shot(const char *command, char *out, size_t len) {
+static void one_shot(const char *command, char *out, size_t len)
+{
     redisContext *c = client();
     redisReply *r = redisCommand(c, command);
-    if (r == NULL) snprintf(out, len, "no reply, connection error: %s", c->errstr);
-    else snprintf(out, len, "%s", describe(r));
+    if (r == NULL)
+        snprintf(out, len, "no reply, connection error: %s", c->errstr);
+    else
+        snprintf(out, len, "%s", describe(r));
     freeReplyObject(r);
     redisFree(c);
 }
@@ -943,7 +978,8 @@ static void one_shot(const char *command, char *out, size_t len) {
  * client_pin_lost() closes the client, and the -UNAVAILABLE reply queued a moment
  * earlier is freed with the bufferevent: the client sees the connection closed, no reply.
  * (BLPOP and EXEC on the dead instance do answer -UNAVAILABLE.) */
-START_TEST(test_bug_pin_on_down_instance_replies_unavailable) {
+START_TEST(test_bug_pin_on_down_instance_replies_unavailable)
+{
     char watch[400], sub[400], blpop[400];
     ck_assert_msg(harness_backend_kill(&h, "cache") == 0, "could not kill the cache backend");
     one_shot("WATCH cache:s13:k", watch, sizeof watch);
@@ -960,7 +996,8 @@ END_TEST
 /* BUG: MULTI / PING / SET cache:k 1 / EXEC: Redis answers [PONG, OK]. keygate pins the
  * transaction to instance 0 (durable) at the PING (decide_local_in_multi), so the cache:
  * command is refused with -CROSSINSTANCE and EXEC with -EXECABORT. */
-START_TEST(test_bug_multi_starting_with_ping_then_cache_key) {
+START_TEST(test_bug_multi_starting_with_ping_then_cache_key)
+{
     redisContext *c = client();
     expect_status(cmd(c, "MULTI"), "OK", "MULTI");
     expect_status(cmd(c, "PING"), "QUEUED", "PING first");
@@ -974,7 +1011,8 @@ END_TEST
  * SUNSUBSCRIBE b -> [sunsubscribe b 0] and the client is still subscribed to a (PING
  * answers [pong ""], messages on a arrive). keygate's client_push sees ":0", thinks the
  * last subscription ended and puts the still-subscribed connection back on the idle list. */
-START_TEST(test_bug_sunsubscribe_keeps_other_subscriptions) {
+START_TEST(test_bug_sunsubscribe_keeps_other_subscriptions)
+{
     redisContext *s = client(), *pub = client();
     expect_array(cmd(s, "SUBSCRIBE push:s11:a"), "SUBSCRIBE", 3, "subscribe", "push:s11:a", ":1");
     expect_array(cmd(s, "SSUBSCRIBE push:s11:b"), "SSUBSCRIBE", 3, "ssubscribe", "push:s11:b", ":1");
@@ -1001,7 +1039,8 @@ END_TEST
  * connection, releases it when [unsubscribe a 0] comes back, and [subscribe b 1] then
  * arrives on an idle connection: b's subscription is lost (the connection is closed as
  * "reply with no request in flight", or worse handed to another client). */
-START_TEST(test_bug_resubscribe_pipelined) {
+START_TEST(test_bug_resubscribe_pipelined)
+{
     redisContext *s = client(), *pub = client();
     redisAppendCommand(s, "SUBSCRIBE push:s12:a");
     redisAppendCommand(s, "UNSUBSCRIBE push:s12:a");
@@ -1021,7 +1060,8 @@ END_TEST
 
 /* ---- 9. max-pinned (own harness: max-pinned 2) ---- */
 
-START_TEST(test_max_pinned_limit) {
+START_TEST(test_max_pinned_limit)
+{
     redisContext *a = client(), *b = client(), *c = client(), *d = client();
     redisAppendCommand(a, "BLPOP q:s9:list 10");
     send_appended(a, "pipeline");
@@ -1080,7 +1120,8 @@ START_TEST(test_max_pinned_limit) {
 }
 END_TEST
 
-int main(void) {
+int main(void)
+{
     Suite *s = suite_create("stateful");
     TCase *tc = harness_tcase(s, "stateful", 120, setup, teardown);
     harness_add_test(tc, test_watch_race_exactly_one_exec_wins);
@@ -1102,7 +1143,7 @@ int main(void) {
     harness_add_test(tc, test_bug_multi_starting_with_ping_then_cache_key);
     harness_add_test(tc, test_bug_resubscribe_pipelined);
     harness_add_test(tc, test_bug_sunsubscribe_keeps_other_subscriptions); /* its bug leaks a subscribed connection */
-    harness_add_test(tc, test_split_with_a_backend_down_is_an_error); /* last two: kill and restart cache */
+    harness_add_test(tc, test_split_with_a_backend_down_is_an_error);      /* last two: kill and restart cache */
     harness_add_test(tc, test_bug_pin_on_down_instance_replies_unavailable);
 
     TCase *tp = harness_tcase(s, "max-pinned", 60, setup_max_pinned, teardown);

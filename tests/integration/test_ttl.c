@@ -61,7 +61,11 @@ static void setup(void)
 
 static void teardown(void)
 {
-    harness_check_registry_except(&h, (const char *const[]){"f?:w:*", "[td]:w:move:*", "[td]:w:migrate:*", "[td]:w:pfdebug:*", NULL}); /* post-condition; skipped: keys the walks write directly (fidelity twins f?:, setups of the -DENIED MOVE/MIGRATE/PFDEBUG rows) */
+    harness_check_registry_except(
+        &h,
+        (const char *const[]){
+            "f?:w:*", "[td]:w:move:*", "[td]:w:migrate:*", "[td]:w:pfdebug:*",
+            NULL}); /* post-condition; skipped: keys the walks write directly (fidelity twins f?:, setups of the -DENIED MOVE/MIGRATE/PFDEBUG rows) */
     harness_stop(&h);
 }
 
@@ -155,7 +159,8 @@ struct failures {
     char commands[4096]; /* distinct failing command names, space-separated */
 };
 
-static void fail_note(struct failures *f, const char *command, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail_note(struct failures *f, const char *command, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void fail_note(struct failures *f, const char *command, const char *fmt, ...)
 {
     va_list ap;
@@ -245,8 +250,10 @@ static void mon_read_until(redisContext *mon, const char *marker, struct mon_win
         redisReply *r = rv;
         int done = r->type == REDIS_REPLY_STATUS && strstr(r->str, marker) != NULL;
         if (!done && w != NULL && r->type == REDIS_REPLY_STATUS && strstr(r->str, "kgmark:") == NULL) {
-            if (w->n == (int)(sizeof w->lines / sizeof w->lines[0])) w->overflow = 1;
-            else if (mon_parse(r->str, &w->lines[w->n]) == 0) w->n++;
+            if (w->n == (int)(sizeof w->lines / sizeof w->lines[0]))
+                w->overflow = 1;
+            else if (mon_parse(r->str, &w->lines[w->n]) == 0)
+                w->n++;
         }
         freeReplyObject(r);
         if (done) return;
@@ -387,8 +394,10 @@ static int reply_equal(const redisReply *a, const redisReply *b, const struct in
 {
     if (a->type != b->type) return 0;
     switch (a->type) {
-    case REDIS_REPLY_INTEGER: return types_only || a->integer == b->integer;
-    case REDIS_REPLY_NIL: return 1;
+    case REDIS_REPLY_INTEGER:
+        return types_only || a->integer == b->integer;
+    case REDIS_REPLY_NIL:
+        return 1;
     case REDIS_REPLY_ARRAY:
         if (a->elements != b->elements) return 0;
         for (size_t i = 0; i < a->elements; i++)
@@ -415,8 +424,8 @@ struct walk_stats {
     int rows, checked, listed;
 };
 
-static int run_setup(redisContext *dc, const struct ttl_invocation *row, const struct inv_values *v,
-                     struct failures *f, const char *nsname)
+static int run_setup(redisContext *dc, const struct ttl_invocation *row, const struct inv_values *v, struct failures *f,
+                     const char *nsname)
 {
     struct inv_cmd setup[INV_MAX_CMDS];
     int n = row->setup != NULL ? inv_parse_setup(row->setup, v, setup, INV_MAX_CMDS) : 0;
@@ -455,7 +464,9 @@ static void check_ttls(redisContext *dc, struct failures *f, const struct ns_cas
             if (ns->max_ms > 0) snprintf(range, sizeof range, ", in (0, %lld]", ns->max_ms);
             fail_note(f, row->command, "[%s] %s: key %s: expected PTTL ~%lld (%s%s), got %lld%s", ns->prefix,
                       cmd_text(inv), keys->argv[k], want, whose, range, got,
-                      got == -1 ? " (no TTL)" : got == -2 ? " (key missing)" : "");
+                      got == -1   ? " (no TTL)"
+                      : got == -2 ? " (key missing)"
+                                  : "");
         }
     }
 }
@@ -544,8 +555,7 @@ static int walk(const struct ns_case *ns, unsigned mode, const char *title, stru
                 check_ttls(dc, &f, ns, row, &inv, &ttl_keys, row->expect == INV_DENIED_IF_TTL);
                 check_gone(dc, &f, ns, row, &inv, &gone_keys);
             }
-            if ((mode & WALK_MONITOR) && ttl_ns && row->client_ttl_s == 0 &&
-                row->expect == INV_OK && ttl_keys.argc > 0)
+            if ((mode & WALK_MONITOR) && ttl_ns && row->client_ttl_s == 0 && row->expect == INV_OK && ttl_keys.argc > 0)
                 mon_check_atomic(&f, ns->prefix, row, &inv, &ttl_keys, &w);
             if (mode & WALK_FIDELITY) {
                 /* The same setup and command directly on the backend, keys "f:<...>". */
@@ -646,8 +656,8 @@ END_TEST
 /* ---- 2. sliding ---- */
 
 struct sliding_read {
-    const char *create;  /* through keygate, %s = key */
-    const char *read;    /* through keygate, %s = key */
+    const char *create; /* through keygate, %s = key */
+    const char *read;   /* through keygate, %s = key */
 };
 
 static const struct sliding_read sliding_reads[] = {
@@ -711,7 +721,8 @@ START_TEST(test_sliding_every_touch_resets_ttl)
     freeReplyObject(r);
     /* a read of a missing key creates nothing */
     r = cmd(kc, "GET s:slide:missing");
-    if (r->type != REDIS_REPLY_NIL) fail_note(&f, "GET", "[s:] GET s:slide:missing: expected (nil), got %s", describe(r));
+    if (r->type != REDIS_REPLY_NIL)
+        fail_note(&f, "GET", "[s:] GET s:slide:missing: expected (nil), got %s", describe(r));
     freeReplyObject(r);
     if (reply_int(cmd(dc, "EXISTS s:slide:missing"), "EXISTS") != 0)
         fail_note(&f, "GET", "[s:] GET s:slide:missing: expected no key created, got one");
@@ -731,8 +742,8 @@ START_TEST(test_client_ttl_is_kept_and_never_extended)
                   describe(r));
     freeReplyObject(r);
     long long got = pttl(dc, "t:kept:a");
-    ck_assert_msg(got > 100000 - TOLERANCE_MS && got <= 100000, "SET t:kept:a v EX 100: expected PTTL ~100000, got %lld",
-                  got);
+    ck_assert_msg(got > 100000 - TOLERANCE_MS && got <= 100000,
+                  "SET t:kept:a v EX 100: expected PTTL ~100000, got %lld", got);
 
     ck_assert_int_eq(reply_int(cmd(kc, "HSET t:kept:h f v"), "HSET t:kept:h f v"), 1);
     got = pttl(dc, "t:kept:h");
@@ -752,8 +763,8 @@ START_TEST(test_client_ttl_is_kept_and_never_extended)
     /* SET replaces the key: its TTL is the registry's again */
     expect_ok_reply(cmd(kc, "SET t:kept:a v2"), "SET t:kept:a v2");
     got = pttl(dc, "t:kept:a");
-    ck_assert_msg(got > 3600000 - TOLERANCE_MS && got <= 3600000, "SET over a key with EX 100: expected ~3600000, got %lld",
-                  got);
+    ck_assert_msg(got > 3600000 - TOLERANCE_MS && got <= 3600000,
+                  "SET over a key with EX 100: expected ~3600000, got %lld", got);
     redisFree(dc);
     redisFree(kc);
 }
@@ -762,10 +773,10 @@ END_TEST
 /* ---- 4. max-ttl ---- */
 
 struct over_max {
-    const char *ns;      /* "t:" (max 1d) or "d:" (max 1h) */
+    const char *ns; /* "t:" (max 1d) or "d:" (max 1h) */
     const char *backend;
-    const char *fmt;     /* %s key, then up to one %lld */
-    long long arg;       /* relative seconds/ms or absolute, already computed */
+    const char *fmt; /* %s key, then up to one %lld */
+    long long arg;   /* relative seconds/ms or absolute, already computed */
 };
 
 START_TEST(test_ttl_above_max_ttl_is_refused_and_changes_nothing)
@@ -820,10 +831,12 @@ START_TEST(test_ttl_above_max_ttl_is_refused_and_changes_nothing)
         freeReplyObject(r);
         long long got = pttl(dc, key);
         if (got < 500000 - TOLERANCE_MS || got > 500000)
-            fail_note(&f, text, "[%s] %s: expected the key's PTTL unchanged (~500000), got %lld", cases[i].ns, text, got);
+            fail_note(&f, text, "[%s] %s: expected the key's PTTL unchanged (~500000), got %lld", cases[i].ns, text,
+                      got);
         r = cmd(dc, "GET %s", key);
         if (!(r->type == REDIS_REPLY_STRING && strcmp(r->str, "old") == 0))
-            fail_note(&f, text, "[%s] %s: expected the value unchanged (\"old\"), got %s", cases[i].ns, text, describe(r));
+            fail_note(&f, text, "[%s] %s: expected the value unchanged (\"old\"), got %s", cases[i].ns, text,
+                      describe(r));
         freeReplyObject(r);
         redisFree(dc);
     }
@@ -862,8 +875,8 @@ START_TEST(test_persist_refused_in_ttl_namespace_forwarded_in_ttl_none)
                   "PERSIST t:persist:a: expected -DENIED naming 't:', got %s", describe(r));
     freeReplyObject(r);
     long long got = pttl(dc, "t:persist:a");
-    ck_assert_msg(got > 500000 - TOLERANCE_MS && got <= 500000, "after refused PERSIST: expected PTTL ~500000, got %lld",
-                  got);
+    ck_assert_msg(got > 500000 - TOLERANCE_MS && got <= 500000,
+                  "after refused PERSIST: expected PTTL ~500000, got %lld", got);
     r = cmd(kc, "GETEX t:persist:a PERSIST");
     ck_assert_msg(is_error(r, "DENIED"), "GETEX t:persist:a PERSIST: expected -DENIED, got %s", describe(r));
     freeReplyObject(r);
@@ -969,8 +982,10 @@ START_TEST(test_each_key_gets_its_own_namespace_ttl)
             if (got != -2)
                 fail_note(&f, carry[i], "%s: refused, expected %s not created, got PTTL %lld", carry[i], dst[i], got);
         } else if (r->type == REDIS_REPLY_ERROR || got <= 0 || got > 86400000) {
-            fail_note(&f, carry[i], "%s (source TTL 5d): expected -DENIED or PTTL in (0, 86400000], got reply %s, "
-                      "PTTL %lld", carry[i], describe(r), got);
+            fail_note(&f, carry[i],
+                      "%s (source TTL 5d): expected -DENIED or PTTL in (0, 86400000], got reply %s, "
+                      "PTTL %lld",
+                      carry[i], describe(r), got);
         }
         freeReplyObject(r);
     }
@@ -990,12 +1005,14 @@ START_TEST(test_reply_fidelity_sample)
         const char *text;
         int k1, k2;
     } sample[] = {
-        {"HSET {K} a 1 b 2", 1, 0}, {"LPUSH {K} a b c", 2, 0},   {"SADD {K} a b a", 3, 0},   {"INCR {K}", 4, 0},
-        {"APPEND {K} hello", 5, 0}, {"SETNX {K} v", 6, 0},       {"SETNX {K} w", 6, 0},      {"GETSET {K} x", 6, 0},
-        {"SET {K} y GET", 6, 0},    {"SET {K} v", 7, 0},         {"RENAME {K} {K2}", 7, 8},  {"COPY {K} {K2}", 8, 9},
-        {"COPY {K} {K2}", 8, 9},    {"HSET {K} a 3", 1, 0},      {"LPUSH {K} d", 2, 0},      {"INCRBY {K} 10", 4, 0},
-        {"HINCRBY {K} c 2", 1, 0},  {"ZADD {K} 1 a", 10, 0},     {"EXPIRE {K} 100", 10, 0},  {"SET {K} v NX GET", 11, 0},
-        {"LPOP {K}", 2, 0},         {"SMOVE {K} {K2} a", 3, 12}, {"RPOPLPUSH {K} {K2}", 2, 13},
+        {"HSET {K} a 1 b 2", 1, 0},  {"LPUSH {K} a b c", 2, 0},     {"SADD {K} a b a", 3, 0},
+        {"INCR {K}", 4, 0},          {"APPEND {K} hello", 5, 0},    {"SETNX {K} v", 6, 0},
+        {"SETNX {K} w", 6, 0},       {"GETSET {K} x", 6, 0},        {"SET {K} y GET", 6, 0},
+        {"SET {K} v", 7, 0},         {"RENAME {K} {K2}", 7, 8},     {"COPY {K} {K2}", 8, 9},
+        {"COPY {K} {K2}", 8, 9},     {"HSET {K} a 3", 1, 0},        {"LPUSH {K} d", 2, 0},
+        {"INCRBY {K} 10", 4, 0},     {"HINCRBY {K} c 2", 1, 0},     {"ZADD {K} 1 a", 10, 0},
+        {"EXPIRE {K} 100", 10, 0},   {"SET {K} v NX GET", 11, 0},   {"LPOP {K}", 2, 0},
+        {"SMOVE {K} {K2} a", 3, 12}, {"RPOPLPUSH {K} {K2}", 2, 13},
     };
     redisContext *kc = client(), *dc = direct("cache");
     struct failures f = {0};
@@ -1076,7 +1093,8 @@ START_TEST(test_atomicity_commandstats)
                   "MULTI %+lld, (P)EXPIRE %+lld",
                   b.set - a.set, b.multi - a.multi, b.expire - a.expire);
     long long got = pttl(dc, "t:atom:s");
-    ck_assert_msg(got > 3600000 - TOLERANCE_MS && got <= 3600000, "SET t:atom:s v: expected PTTL ~3600000, got %lld", got);
+    ck_assert_msg(got > 3600000 - TOLERANCE_MS && got <= 3600000, "SET t:atom:s v: expected PTTL ~3600000, got %lld",
+                  got);
 
     /* a ttl=none namespace: no transaction at all */
     read_cmdstats(dc, &a);

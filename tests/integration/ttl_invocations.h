@@ -31,9 +31,9 @@
  */
 
 enum inv_expect {
-    INV_OK = 0,            /* a non-error reply; TTL checks apply */
-    INV_DENIED_IF_TTL,     /* -DENIED in a namespace with a TTL (PERSIST...), forwarded in ttl=none */
-    INV_DENIED,            /* always -DENIED: keygate never forwards it (row is `listed`) */
+    INV_OK = 0,        /* a non-error reply; TTL checks apply */
+    INV_DENIED_IF_TTL, /* -DENIED in a namespace with a TTL (PERSIST...), forwarded in ttl=none */
+    INV_DENIED,        /* always -DENIED: keygate never forwards it (row is `listed`) */
 };
 
 enum inv_flags {
@@ -50,8 +50,8 @@ struct ttl_invocation {
     const char *gone_keys; /* placeholders that must not exist afterwards; NULL for none */
     int client_ttl_s;      /* see above */
     enum inv_expect expect;
-    unsigned flags;        /* enum inv_flags */
-    const char *listed;    /* non-NULL: not exercised for TTLs, and why */
+    unsigned flags;     /* enum inv_flags */
+    const char *listed; /* non-NULL: not exercised for TTLs, and why */
 };
 
 #define DENIED_REASON "never forwarded by keygate (DESIGN.md section 3): expected -DENIED, nothing to TTL"
@@ -224,7 +224,7 @@ static const unsigned ttl_invocations_len = sizeof ttl_invocations / sizeof ttl_
 
 /* The concrete values of the placeholders for one row. */
 struct inv_values {
-    const char *k[3];    /* {K} {K2} {K3} */
+    const char *k[3];     /* {K} {K2} {K3} */
     char at[24], pat[24]; /* {AT} {PAT} */
 };
 
@@ -307,18 +307,20 @@ static inline void inv_rows_for(const char *name, int *exercised, int *listed)
     *exercised = *listed = 0;
     for (unsigned i = 0; i < ttl_invocations_len; i++)
         if (strcmp(ttl_invocations[i].command, name) == 0) {
-            if (ttl_invocations[i].listed != NULL) (*listed)++;
-            else (*exercised)++;
+            if (ttl_invocations[i].listed != NULL)
+                (*listed)++;
+            else
+                (*exercised)++;
         }
 }
 
 struct inv_coverage {
-    int commands;       /* write+key commands (and subcommands) in command_table[] */
-    int exercised;      /* of those, with at least one exercised row */
-    int listed;         /* of those, only listed with a reason */
-    int blocking;       /* exercised through a non-blocking path (INV_BLOCKING rows) */
-    int missing;        /* with no row at all: each is printed to `out` */
-    int stray;          /* rows naming no write+key command of the table: printed to `out` */
+    int commands;  /* write+key commands (and subcommands) in command_table[] */
+    int exercised; /* of those, with at least one exercised row */
+    int listed;    /* of those, only listed with a reason */
+    int blocking;  /* exercised through a non-blocking path (INV_BLOCKING rows) */
+    int missing;   /* with no row at all: each is printed to `out` */
+    int stray;     /* rows naming no write+key command of the table: printed to `out` */
     int rows;
 };
 
@@ -341,8 +343,9 @@ static inline void inv_coverage_check(FILE *out, struct inv_coverage *cov)
                 cov->listed++;
             } else {
                 cov->missing++;
-                fprintf(out, "ttl coverage: write command '%s' takes keys but has no row in "
-                             "tests/integration/ttl_invocations.h (add a valid invocation, or list it with a reason)\n",
+                fprintf(out,
+                        "ttl coverage: write command '%s' takes keys but has no row in "
+                        "tests/integration/ttl_invocations.h (add a valid invocation, or list it with a reason)\n",
                         c->name);
             }
         }

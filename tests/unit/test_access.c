@@ -72,8 +72,9 @@ static void expect_forward_at(int at, const struct user_conf *u, const char *lin
 {
     struct plan p;
     decide_as(u, line, &p);
-    ck_assert_msg(p.kind == PLAN_FORWARD && p.instance == instance, "line %d: %s '%s': want forward to %d, got kind %d '%s'",
-                  at, u ? u->name : "(open)", line, instance, p.kind, p.error);
+    ck_assert_msg(p.kind == PLAN_FORWARD && p.instance == instance,
+                  "line %d: %s '%s': want forward to %d, got kind %d '%s'", at, u ? u->name : "(open)", line, instance,
+                  p.kind, p.error);
 }
 
 #define expect_error(u, line, prefix) expect_error_at(__LINE__, u, line, prefix)
@@ -95,23 +96,116 @@ static void expect_error_at(int at, const struct user_conf *u, const char *line,
  * one that is not is still forwarded only through the registry (checked below).
  */
 static const char *const never_forwarded[] = {
-    "acl|cat", "acl|deluser", "acl|dryrun", "acl|genpass", "acl|getuser", "acl|help", "acl|list", "acl|load",
-    "acl|log", "acl|save", "acl|setuser", "acl|users", "acl|whoami", "bgrewriteaof", "bgsave", "client|caching",
-    "client|getredir", "client|kill", "client|no-evict", "client|pause", "client|reply", "client|tracking",
-    "client|trackinginfo", "client|unblock", "client|unpause", "cluster|addslots", "cluster|addslotsrange",
-    "cluster|bumpepoch", "cluster|count-failure-reports", "cluster|countkeysinslot", "cluster|delslots",
-    "cluster|delslotsrange", "cluster|failover", "cluster|flushslots", "cluster|forget", "cluster|getkeysinslot",
-    "cluster|help", "cluster|info", "cluster|keyslot", "cluster|links", "cluster|meet", "cluster|myid",
-    "cluster|nodes", "cluster|replicas", "cluster|replicate", "cluster|reset", "cluster|saveconfig",
-    "cluster|set-config-epoch", "cluster|setslot", "cluster|shards", "cluster|slaves", "cluster|slots",
-    "config|get", "config|help", "config|resetstat", "config|rewrite", "config|set", "debug", "dump", "failover",
-    "flushall", "flushdb", "function|delete", "function|dump", "function|flush", "function|kill", "function|load",
-    "function|restore", "lastsave", "latency|doctor", "latency|graph", "latency|help", "latency|histogram",
-    "latency|history", "latency|latest", "latency|reset", "memory|doctor", "memory|malloc-stats", "memory|purge",
-    "memory|stats", "migrate", "module|help", "module|list", "module|load", "module|loadex", "module|unload",
-    "monitor", "move", "pfdebug", "pfselftest", "psync", "randomkey", "replconf", "replicaof", "restore",
-    "restore-asking", "role", "save", "script|debug", "script|flush", "script|kill", "shutdown", "slaveof",
-    "slowlog|get", "slowlog|help", "slowlog|len", "slowlog|reset", "swapdb", "sync", NULL,
+    "acl|cat",
+    "acl|deluser",
+    "acl|dryrun",
+    "acl|genpass",
+    "acl|getuser",
+    "acl|help",
+    "acl|list",
+    "acl|load",
+    "acl|log",
+    "acl|save",
+    "acl|setuser",
+    "acl|users",
+    "acl|whoami",
+    "bgrewriteaof",
+    "bgsave",
+    "client|caching",
+    "client|getredir",
+    "client|kill",
+    "client|no-evict",
+    "client|pause",
+    "client|reply",
+    "client|tracking",
+    "client|trackinginfo",
+    "client|unblock",
+    "client|unpause",
+    "cluster|addslots",
+    "cluster|addslotsrange",
+    "cluster|bumpepoch",
+    "cluster|count-failure-reports",
+    "cluster|countkeysinslot",
+    "cluster|delslots",
+    "cluster|delslotsrange",
+    "cluster|failover",
+    "cluster|flushslots",
+    "cluster|forget",
+    "cluster|getkeysinslot",
+    "cluster|help",
+    "cluster|info",
+    "cluster|keyslot",
+    "cluster|links",
+    "cluster|meet",
+    "cluster|myid",
+    "cluster|nodes",
+    "cluster|replicas",
+    "cluster|replicate",
+    "cluster|reset",
+    "cluster|saveconfig",
+    "cluster|set-config-epoch",
+    "cluster|setslot",
+    "cluster|shards",
+    "cluster|slaves",
+    "cluster|slots",
+    "config|get",
+    "config|help",
+    "config|resetstat",
+    "config|rewrite",
+    "config|set",
+    "debug",
+    "dump",
+    "failover",
+    "flushall",
+    "flushdb",
+    "function|delete",
+    "function|dump",
+    "function|flush",
+    "function|kill",
+    "function|load",
+    "function|restore",
+    "lastsave",
+    "latency|doctor",
+    "latency|graph",
+    "latency|help",
+    "latency|histogram",
+    "latency|history",
+    "latency|latest",
+    "latency|reset",
+    "memory|doctor",
+    "memory|malloc-stats",
+    "memory|purge",
+    "memory|stats",
+    "migrate",
+    "module|help",
+    "module|list",
+    "module|load",
+    "module|loadex",
+    "module|unload",
+    "monitor",
+    "move",
+    "pfdebug",
+    "pfselftest",
+    "psync",
+    "randomkey",
+    "replconf",
+    "replicaof",
+    "restore",
+    "restore-asking",
+    "role",
+    "save",
+    "script|debug",
+    "script|flush",
+    "script|kill",
+    "shutdown",
+    "slaveof",
+    "slowlog|get",
+    "slowlog|help",
+    "slowlog|len",
+    "slowlog|reset",
+    "swapdb",
+    "sync",
+    NULL,
 };
 
 static int in_list(const char *name, const char *const *list)
@@ -274,8 +368,8 @@ START_TEST(rights_matrix_of_three_users)
                 struct plan p;
                 decide_as(user, line, &p);
                 if (owns && !(writes && user->read_only)) {
-                    ck_assert_msg(p.kind == PLAN_FORWARD && p.instance == ns->instance, "%s '%s': want forward, got '%s'",
-                                  user->name, line, p.error);
+                    ck_assert_msg(p.kind == PLAN_FORWARD && p.instance == ns->instance,
+                                  "%s '%s': want forward, got '%s'", user->name, line, p.error);
                 } else {
                     ck_assert_msg(p.kind == PLAN_ERROR && strncmp(p.error, "NOPERM", 6) == 0,
                                   "%s '%s': want NOPERM, got kind %d '%s'", user->name, line, p.kind, p.error);
@@ -538,7 +632,8 @@ START_TEST(never_forwarded_table_is_built_once_under_concurrent_first_use)
     pthread_t t[4];
     size_t mismatches[4] = {0};
     void *never[4];
-    for (int i = 0; i < 4; i++) ck_assert_int_eq(pthread_create(&t[i], NULL, compare_never_forwarded, &mismatches[i]), 0);
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, compare_never_forwarded, &mismatches[i]), 0);
     for (int i = 0; i < 4; i++) ck_assert_int_eq(pthread_join(t[i], &never[i]), 0);
     for (int i = 0; i < 4; i++) {
         ck_assert_uint_eq(mismatches[i], 0);

@@ -25,8 +25,7 @@ static void args_split(struct args *a, const char *line)
     for (char *tok = strtok(a->buf, " "); tok; tok = strtok(NULL, " ")) {
         ck_assert_uint_lt(a->argc, MAX_ARGS);
         size_t len = strlen(tok);
-        if (strcmp(tok, "\"\"") == 0)
-            tok[0] = '\0', len = 0;
+        if (strcmp(tok, "\"\"") == 0) tok[0] = '\0', len = 0;
         for (size_t i = 0; i + 1 < len; i++) {
             if (tok[i] == '\\' && tok[i + 1] == '0') {
                 tok[i] = '\0';
@@ -53,16 +52,16 @@ static const struct command_def *lookup(const char *line, int *unknown_sub)
  */
 static char last_error[256]; /* the error text of the last keys_of/keys_of_argv that gave -1 */
 
-static int keys_of_argv(size_t argc, const char *const *argv, const size_t *argvlen, char *out,
-                        size_t outlen, uint32_t *flags)
+static int keys_of_argv(size_t argc, const char *const *argv, const size_t *argvlen, char *out, size_t outlen,
+                        uint32_t *flags)
 {
     struct key_ref refs[MAX_ARGS];
     int unknown = 0, incomplete = -1;
     const struct command_def *cmd = command_lookup(argc, argv, argvlen, &unknown);
     ck_assert_msg(cmd != NULL, "no command for '%s'", argv[0]);
     ck_assert_int_eq(unknown, 0);
-    int n = command_find_keys_err(cmd, argc, argv, argvlen, refs, MAX_ARGS, &incomplete, last_error,
-                                  sizeof(last_error));
+    int n =
+        command_find_keys_err(cmd, argc, argv, argvlen, refs, MAX_ARGS, &incomplete, last_error, sizeof(last_error));
     ck_assert_int_eq(incomplete, 0);
     /* the wrapper agrees */
     ck_assert_int_eq(command_find_keys(cmd, argc, argv, argvlen, refs, MAX_ARGS, NULL), n);
@@ -74,8 +73,7 @@ static int keys_of_argv(size_t argc, const char *const *argv, const size_t *argv
     size_t used = 0;
     for (int i = 0; i < n; i++) {
         used += (size_t)snprintf(out + used, outlen - used, "%s%d", i ? " " : "", refs[i].index);
-        if (flags)
-            flags[i] = refs[i].flags;
+        if (flags) flags[i] = refs[i].flags;
     }
     return n;
 }
@@ -88,13 +86,12 @@ static int keys_of(const char *line, char *out, size_t outlen, uint32_t *flags)
 }
 
 /* `line` is refused (-1) with exactly Redis's error text `want`. */
-#define ck_keys_err(line, want)                                                                     \
-    do {                                                                                            \
-        char got_[128];                                                                             \
-        keys_of((line), got_, sizeof(got_), NULL);                                                  \
-        ck_assert_msg(strcmp(got_, "-1") == 0, "%s: keys [%s], expected a refusal", (line), got_); \
-        ck_assert_msg(strcmp(last_error, (want)) == 0, "%s: error '%s', expected '%s'", (line),     \
-                      last_error, (want));                                                          \
+#define ck_keys_err(line, want)                                                                                        \
+    do {                                                                                                               \
+        char got_[128];                                                                                                \
+        keys_of((line), got_, sizeof(got_), NULL);                                                                     \
+        ck_assert_msg(strcmp(got_, "-1") == 0, "%s: keys [%s], expected a refusal", (line), got_);                     \
+        ck_assert_msg(strcmp(last_error, (want)) == 0, "%s: error '%s', expected '%s'", (line), last_error, (want));   \
     } while (0)
 
 /* command_blocks of `line`. */
@@ -107,12 +104,11 @@ static int blocks_of(const char *line)
     return command_blocks(cmd, a.argc, a.argv, a.argvlen);
 }
 
-#define ck_keys(line, expect)                                                                       \
-    do {                                                                                            \
-        char got_[128];                                                                             \
-        keys_of((line), got_, sizeof(got_), NULL);                                                  \
-        ck_assert_msg(strcmp(got_, (expect)) == 0, "%s: keys [%s], expected [%s]", (line), got_,    \
-                      (expect));                                                                    \
+#define ck_keys(line, expect)                                                                                          \
+    do {                                                                                                               \
+        char got_[128];                                                                                                \
+        keys_of((line), got_, sizeof(got_), NULL);                                                                     \
+        ck_assert_msg(strcmp(got_, (expect)) == 0, "%s: keys [%s], expected [%s]", (line), got_, (expect));            \
     } while (0)
 
 /* ---- table ---- */
@@ -130,18 +126,14 @@ START_TEST(test_table_entries_have_resp)
 {
     for (size_t i = 0; i < command_table_len; i++) {
         const struct command_def *c = &command_table[i];
-        ck_assert_msg(c->info_resp[0] == '*' && c->info_resp_len == strlen(c->info_resp), "%s",
-                      c->name);
-        ck_assert_msg(c->docs_resp[0] == '$' && c->docs_resp_len == strlen(c->docs_resp), "%s",
-                      c->name);
+        ck_assert_msg(c->info_resp[0] == '*' && c->info_resp_len == strlen(c->info_resp), "%s", c->name);
+        ck_assert_msg(c->docs_resp[0] == '$' && c->docs_resp_len == strlen(c->docs_resp), "%s", c->name);
         for (int j = 0; j < c->nsubcommands; j++) {
             const struct command_def *s = &c->subcommands[j];
             size_t plen = strlen(c->name);
-            ck_assert_msg(strncmp(s->name, c->name, plen) == 0 && s->name[plen] == '|', "%s",
-                          s->name);
+            ck_assert_msg(strncmp(s->name, c->name, plen) == 0 && s->name[plen] == '|', "%s", s->name);
             ck_assert(s->info_resp[0] == '*' && s->info_resp_len > 0);
-            if (j > 0)
-                ck_assert(strcmp(c->subcommands[j - 1].name, s->name) < 0);
+            if (j > 0) ck_assert(strcmp(c->subcommands[j - 1].name, s->name) < 0);
         }
     }
 }
@@ -396,8 +388,7 @@ START_TEST(test_keys_sort)
     uint32_t flags[MAX_ARGS];
     char got[64];
     int incomplete = -1;
-    ck_assert_int_eq(keys_of("SORT k BY w_* GET # GET o_*->f STORE dst", got, sizeof(got), flags),
-                     2);
+    ck_assert_int_eq(keys_of("SORT k BY w_* GET # GET o_*->f STORE dst", got, sizeof(got), flags), 2);
     ck_assert_str_eq(got, "1 9");
     ck_assert_uint_eq(flags[0], KS_RO | KS_ACCESS);
     ck_assert_uint_eq(flags[1], KS_OW | KS_UPDATE);
@@ -500,12 +491,15 @@ START_TEST(test_keys_incomplete_spec)
 {
     /* a spec Redis reports as unknown, on a command without a hand-written finder */
     static const struct key_spec specs[] = {
-        {.flags = KS_RO | KS_ACCESS, .bs_type = BS_INDEX, .bs_index = 1, .fk_type = FK_RANGE,
-         .fk_lastkey = 0, .fk_keystep = 1},
+        {.flags = KS_RO | KS_ACCESS,
+         .bs_type = BS_INDEX,
+         .bs_index = 1,
+         .fk_type = FK_RANGE,
+         .fk_lastkey = 0,
+         .fk_keystep = 1},
         {.flags = KS_RW, .bs_type = BS_UNKNOWN, .fk_type = FK_UNKNOWN},
     };
-    static const struct command_def fake = {.name = "fake", .arity = -2, .specs = specs,
-                                            .nspecs = 2};
+    static const struct command_def fake = {.name = "fake", .arity = -2, .specs = specs, .nspecs = 2};
     const char *argv[] = {"fake", "k", "x"};
     struct key_ref refs[4];
     int incomplete = 0;
@@ -514,7 +508,6 @@ START_TEST(test_keys_incomplete_spec)
     ck_assert_int_eq(refs[0].index, 1);
 }
 END_TEST
-
 
 /* ---- issue 10: key extraction exactly as Redis executes the command ---- */
 
@@ -639,12 +632,12 @@ START_TEST(test_issue10_item18_key_count_error_texts)
     ck_keys_err("LMPOP 9223372036854775807 a LEFT", "ERR syntax error");
     ck_keys_err("EVAL s 9223372036854775807 a", "ERR Number of keys can't be greater than number of args");
     /* what Redis accepts is not refused */
-    ck_keys("PFMERGE d", "1");                 /* COMMAND GETKEYS refuses it; Redis executes it */
+    ck_keys("PFMERGE d", "1");                      /* COMMAND GETKEYS refuses it; Redis executes it */
     ck_keys("MIGRATE h 6379 \"\" 0 5000 KEYS", ""); /* Redis migrates nothing (+NOKEY) */
     ck_keys("EVAL s 0", "");
     ck_keys("FCALL f 1 a b", "3");
-    ck_keys("LMPOP 1 a LEFT COUNT 0", "2");    /* COUNT is Redis's to refuse: the key is known */
-    ck_keys("ZUNIONSTORE d 1 a b", "1 3");     /* likewise the stray option */
+    ck_keys("LMPOP 1 a LEFT COUNT 0", "2"); /* COUNT is Redis's to refuse: the key is known */
+    ck_keys("ZUNIONSTORE d 1 a b", "1 3");  /* likewise the stray option */
 }
 END_TEST
 
@@ -652,10 +645,11 @@ END_TEST
 START_TEST(test_keys_every_keyword_and_keynum_spec_is_known)
 {
     static const char *const known[] = {
-        "blmpop", "bzmpop", "eval", "eval_ro", "evalsha", "evalsha_ro", "fcall", "fcall_ro",
-        "georadius", "georadiusbymember", "lmpop", "migrate", "sintercard", "sort", "sort_ro",
-        "xread", "xreadgroup", "zdiff", "zdiffstore", "zinter", "zintercard", "zinterstore",
-        "zmpop", "zunion", "zunionstore",
+        "blmpop",     "bzmpop",      "eval",       "eval_ro",    "evalsha",
+        "evalsha_ro", "fcall",       "fcall_ro",   "georadius",  "georadiusbymember",
+        "lmpop",      "migrate",     "sintercard", "sort",       "sort_ro",
+        "xread",      "xreadgroup",  "zdiff",      "zdiffstore", "zinter",
+        "zintercard", "zinterstore", "zmpop",      "zunion",     "zunionstore",
     };
     size_t found = 0;
     for (size_t i = 0; i < command_table_len; i++) {
@@ -663,8 +657,7 @@ START_TEST(test_keys_every_keyword_and_keynum_spec_is_known)
         int special = 0;
         for (int j = 0; j < c->nspecs; j++) {
             const struct key_spec *ks = &c->specs[j];
-            if (ks->bs_type != BS_INDEX || ks->fk_type != FK_RANGE || (ks->flags & KS_INCOMPLETE))
-                special = 1;
+            if (ks->bs_type != BS_INDEX || ks->fk_type != FK_RANGE || (ks->flags & KS_INCOMPLETE)) special = 1;
         }
         for (int j = 0; j < c->nsubcommands; j++) {
             for (int k = 0; k < c->subcommands[j].nspecs; k++)
@@ -672,19 +665,22 @@ START_TEST(test_keys_every_keyword_and_keynum_spec_is_known)
                                   c->subcommands[j].specs[k].fk_type == FK_RANGE,
                               "%s: a subcommand with a special spec", c->subcommands[j].name);
         }
-        if (!special)
-            continue;
+        if (!special) continue;
         int listed = 0;
-        for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
-            listed |= strcmp(known[k], c->name) == 0;
+        for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++) listed |= strcmp(known[k], c->name) == 0;
         ck_assert_msg(listed, "%s has a keyword/keynum/unknown spec but no hand-written finder", c->name);
         found++;
     }
     ck_assert_uint_eq(found, sizeof(known) / sizeof(known[0]));
 
     static const struct key_spec specs[] = {
-        {.flags = KS_RW, .bs_type = BS_KEYWORD, .bs_keyword = "INTO", .bs_startfrom = 1,
-         .fk_type = FK_RANGE, .fk_lastkey = 0, .fk_keystep = 1},
+        {.flags = KS_RW,
+         .bs_type = BS_KEYWORD,
+         .bs_keyword = "INTO",
+         .bs_startfrom = 1,
+         .fk_type = FK_RANGE,
+         .fk_lastkey = 0,
+         .fk_keystep = 1},
     };
     static const struct command_def fake = {.name = "fake", .arity = -2, .specs = specs, .nspecs = 1};
     const char *argv[] = {"fake", "INTO", "k"};

@@ -50,14 +50,13 @@ static void teardown(void)
 {
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", dir);
+    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
 }
 
-#define BASE                                                                                     \
-    "listen 127.0.0.1:6400\n"                                                                    \
-    "registry registry.conf\n"                                                                   \
-    "instance durable 127.0.0.1:6401 plain password-file=secrets/durable.pass\n"                 \
+#define BASE                                                                                                           \
+    "listen 127.0.0.1:6400\n"                                                                                          \
+    "registry registry.conf\n"                                                                                         \
+    "instance durable 127.0.0.1:6401 plain password-file=secrets/durable.pass\n"                                       \
     "instance cache 127.0.0.1:6402 plain\n"
 
 static struct config *load(const char *content, struct diag *d)
@@ -76,10 +75,8 @@ static void assert_diag(const struct diag *d, const char *file, int line, const 
     else
         snprintf(prefix, sizeof prefix, "%s: ", file);
     for (size_t i = 0; i < d->count; i++)
-        if (strncmp(d->lines[i], prefix, strlen(prefix)) == 0 && strstr(d->lines[i], word))
-            return;
-    for (size_t i = 0; i < d->count; i++)
-        fprintf(stderr, "  diag: %s\n", d->lines[i]);
+        if (strncmp(d->lines[i], prefix, strlen(prefix)) == 0 && strstr(d->lines[i], word)) return;
+    for (size_t i = 0; i < d->count; i++) fprintf(stderr, "  diag: %s\n", d->lines[i]);
     ck_abort_msg("no diagnostic '%s...%s'", prefix, word);
 }
 
@@ -96,26 +93,24 @@ static void expect_error(const char *content, int line, const char *word)
 START_TEST(full_config)
 {
     struct diag d;
-    struct config *c = load(
-        "# every directive\n"
-        "listen 127.0.0.1:6400\n"
-        "listen [::1]:6401   # comment after\n"
-        "listen unix:run/kg.sock mode=0600\n"
-        "listen unix:/run/keygate/keygate.sock\n"
-        "listen 0.0.0.0:6443 tls cert=certs/s.crt key=/etc/s.key ca=certs/ca.crt\n"
-        "admin-listen 127.0.0.1:9400\n"
-        "registry registry.conf\n"
-        "instance durable 10.0.0.1:6401 tls ca=certs/ca.crt cert=certs/c.crt key=certs/c.key "
-        "server-name=redis.internal password-file=secrets/durable.pass user=keygate connections=4\n"
-        "instance cache [fd00::1]:6402 plain password-file=secrets/cache.pass\n"
-        "user queues password-file=secrets/u.pass owners=queues,cache access=rw\n"
-        "user ops sha256=F52FBD32B2B3B86FF88EF6C490628285F482AF15DDCB29541F94BCF526A3F6C7 "
-        "owners=* access=ro scripts=yes\n"
-        "threads 4\nmax-clients 100\nmax-request-size 1mb\nclient-output-limit 16MB\n"
-        "max-pending 10\nconnect-timeout 500ms\nshutdown-timeout 1m\nlog-level debug\n",
-        &d);
-    for (size_t i = 0; i < d.count; i++)
-        fprintf(stderr, "  diag: %s\n", d.lines[i]);
+    struct config *c = load("# every directive\n"
+                            "listen 127.0.0.1:6400\n"
+                            "listen [::1]:6401   # comment after\n"
+                            "listen unix:run/kg.sock mode=0600\n"
+                            "listen unix:/run/keygate/keygate.sock\n"
+                            "listen 0.0.0.0:6443 tls cert=certs/s.crt key=/etc/s.key ca=certs/ca.crt\n"
+                            "admin-listen 127.0.0.1:9400\n"
+                            "registry registry.conf\n"
+                            "instance durable 10.0.0.1:6401 tls ca=certs/ca.crt cert=certs/c.crt key=certs/c.key "
+                            "server-name=redis.internal password-file=secrets/durable.pass user=keygate connections=4\n"
+                            "instance cache [fd00::1]:6402 plain password-file=secrets/cache.pass\n"
+                            "user queues password-file=secrets/u.pass owners=queues,cache access=rw\n"
+                            "user ops sha256=F52FBD32B2B3B86FF88EF6C490628285F482AF15DDCB29541F94BCF526A3F6C7 "
+                            "owners=* access=ro scripts=yes\n"
+                            "threads 4\nmax-clients 100\nmax-request-size 1mb\nclient-output-limit 16MB\n"
+                            "max-pending 10\nconnect-timeout 500ms\nshutdown-timeout 1m\nlog-level debug\n",
+                            &d);
+    for (size_t i = 0; i < d.count; i++) fprintf(stderr, "  diag: %s\n", d.lines[i]);
     ck_assert_ptr_nonnull(c);
     ck_assert_uint_eq(d.count, 0);
     char want[256];
@@ -176,10 +171,9 @@ START_TEST(full_config)
     ck_assert_int_eq(config_instance_index(c, "durable"), 0);
     ck_assert_int_eq(config_instance_index(c, "nope"), -1);
 
-    static const unsigned char hunter2[32] = {
-        0xf5, 0x2f, 0xbd, 0x32, 0xb2, 0xb3, 0xb8, 0x6f, 0xf8, 0x8e, 0xf6,
-        0xc4, 0x90, 0x62, 0x82, 0x85, 0xf4, 0x82, 0xaf, 0x15, 0xdd, 0xcb,
-        0x29, 0x54, 0x1f, 0x94, 0xbc, 0xf5, 0x26, 0xa3, 0xf6, 0xc7};
+    static const unsigned char hunter2[32] = {0xf5, 0x2f, 0xbd, 0x32, 0xb2, 0xb3, 0xb8, 0x6f, 0xf8, 0x8e, 0xf6,
+                                              0xc4, 0x90, 0x62, 0x82, 0x85, 0xf4, 0x82, 0xaf, 0x15, 0xdd, 0xcb,
+                                              0x29, 0x54, 0x1f, 0x94, 0xbc, 0xf5, 0x26, 0xa3, 0xf6, 0xc7};
     ck_assert_uint_eq(c->nusers, 2);
     const struct user_conf *u = &c->users[0];
     ck_assert_str_eq(u->name, "queues");
@@ -266,8 +260,7 @@ START_TEST(dev_config_parses)
         return;
     }
     for (size_t i = 0; i < d.count; i++)
-        ck_assert_msg(strstr(d.lines[i], "password file 'conf/../build/secrets/"),
-                      "unexpected: %s", d.lines[i]);
+        ck_assert_msg(strstr(d.lines[i], "password file 'conf/../build/secrets/"), "unexpected: %s", d.lines[i]);
     diag_free(&d);
 }
 END_TEST
@@ -364,8 +357,7 @@ START_TEST(error_instance_forms)
     expect_error(BASE "instance x 1.2.3.4:5 plain ca=a ca=b\n", 5, "repeated option 'ca='");
     expect_error(BASE "instance x 1.2.3.4:5 plain color=red\n", 5, "unknown instance option");
     expect_error(BASE "instance x 1.2.3.4:5 plain user=u\n", 5, "user= needs password-file=");
-    expect_error(BASE "instance cache 1.2.3.4:5 plain\n", 5,
-                 "duplicate instance 'cache' (first defined on line 4)");
+    expect_error(BASE "instance cache 1.2.3.4:5 plain\n", 5, "duplicate instance 'cache' (first defined on line 4)");
     expect_error(BASE "instance x/y 1.2.3.4:5 plain\n", 5, "bad instance name");
     expect_error(BASE "instance x 1.2.3.4 plain\n", 5, "bad instance address");
 }
@@ -380,8 +372,7 @@ START_TEST(error_password_files)
     snprintf(want, sizeof want, "password file '%s/secrets/missing.pass'", dir);
     expect_error(BASE "instance x 1.2.3.4:5 plain password-file=secrets/missing.pass\n", 5, want);
     expect_error(BASE "instance x 1.2.3.4:5 plain password-file=secrets/empty.pass\n", 5, "empty");
-    expect_error(BASE "instance x 1.2.3.4:5 plain password-file=secrets\n", 5,
-                 "not a regular file");
+    expect_error(BASE "instance x 1.2.3.4:5 plain password-file=secrets\n", 5, "not a regular file");
 }
 END_TEST
 
@@ -393,14 +384,10 @@ START_TEST(error_user_forms)
     expect_error(BASE "user a sha256=abc owners=q access=rw\n", 5, "bad sha256");
     expect_error(BASE "user a password-file=secrets/u.pass access=rw\n", 5, "needs owners=");
     expect_error(BASE "user a password-file=secrets/u.pass owners=q\n", 5, "needs access=");
-    expect_error(BASE "user a password-file=secrets/u.pass owners=q access=rx\n", 5,
-                 "bad access 'rx'");
-    expect_error(BASE "user a password-file=secrets/u.pass owners=q,,c access=ro\n", 5,
-                 "empty owner");
-    expect_error(BASE "user a password-file=secrets/u.pass owners=*,q access=ro\n", 5,
-                 "owners=* stands alone");
-    expect_error(BASE "user a password-file=secrets/u.pass owners=q access=ro scripts=maybe\n", 5,
-                 "bad scripts");
+    expect_error(BASE "user a password-file=secrets/u.pass owners=q access=rx\n", 5, "bad access 'rx'");
+    expect_error(BASE "user a password-file=secrets/u.pass owners=q,,c access=ro\n", 5, "empty owner");
+    expect_error(BASE "user a password-file=secrets/u.pass owners=*,q access=ro\n", 5, "owners=* stands alone");
+    expect_error(BASE "user a password-file=secrets/u.pass owners=q access=ro scripts=maybe\n", 5, "bad scripts");
     expect_error(BASE "user a password-file=secrets/u.pass owners=q access=ro\n"
                       "user a password-file=secrets/u.pass owners=q access=ro\n",
                  6, "duplicate user 'a' (first defined on line 5)");
@@ -480,17 +467,24 @@ START_TEST(size_parse_forms)
     static const struct {
         const char *s;
         int64_t bytes;
-    } good[] = {{"1024", 1024},          {"0", 0},         {"64kb", 65536},
-                {"16mb", 16777216},      {"1gb", 1073741824}, {"1GB", 1073741824},
-                {"2k", 2000},            {"3m", 3000000},  {"1g", 1000000000},
-                {"512MB", 536870912},    {"7b", 7}};
+    } good[] = {{"1024", 1024},
+                {"0", 0},
+                {"64kb", 65536},
+                {"16mb", 16777216},
+                {"1gb", 1073741824},
+                {"1GB", 1073741824},
+                {"2k", 2000},
+                {"3m", 3000000},
+                {"1g", 1000000000},
+                {"512MB", 536870912},
+                {"7b", 7}};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         int64_t n = -1;
         ck_assert_msg(size_parse(good[i].s, &n) == 0, "%s", good[i].s);
         ck_assert_int_eq(n, good[i].bytes);
     }
-    static const char *const bad[] = {"", "kb", "-1", "1.5mb", "1 mb", "1tb", "1mbb",
-                                      "99999999999gb", "99999999999999999999"};
+    static const char *const bad[] = {
+        "", "kb", "-1", "1.5mb", "1 mb", "1tb", "1mbb", "99999999999gb", "99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int64_t n;
         ck_assert_msg(size_parse(bad[i], &n) == -1, "'%s' should be refused", bad[i]);

@@ -220,10 +220,23 @@ END_TEST
 
 START_TEST(dangerous_commands_are_denied)
 {
-    const char *lines[] = {"CONFIG SET dir /tmp", "FLUSHALL", "FLUSHDB", "SAVE", "BGSAVE", "SHUTDOWN",
-                           "REPLICAOF 127.0.0.1 1", "MODULE LOAD /x.so", "DEBUG SLEEP 0", "MONITOR",
-                           "ACL LIST", "RANDOMKEY", "CLIENT KILL 1.2.3.4:5", "SWAPDB 0 1", "DUMP cache:x",
-                           "RESTORE cache:x 0 x", "MIGRATE h 1 cache:x 0 1"};
+    const char *lines[] = {"CONFIG SET dir /tmp",
+                           "FLUSHALL",
+                           "FLUSHDB",
+                           "SAVE",
+                           "BGSAVE",
+                           "SHUTDOWN",
+                           "REPLICAOF 127.0.0.1 1",
+                           "MODULE LOAD /x.so",
+                           "DEBUG SLEEP 0",
+                           "MONITOR",
+                           "ACL LIST",
+                           "RANDOMKEY",
+                           "CLIENT KILL 1.2.3.4:5",
+                           "SWAPDB 0 1",
+                           "DUMP cache:x",
+                           "RESTORE cache:x 0 x",
+                           "MIGRATE h 1 cache:x 0 1"};
     for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
         struct plan p;
         decide(lines[i], &p);
@@ -352,8 +365,8 @@ START_TEST(test_issue10_item7_pubsub_numsub_no_channel)
     static const char *const forms[] = {"PUBSUB NUMSUB", "PUBSUB SHARDNUMSUB", "pubsub numsub"};
     for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
         decide(forms[i], &p);
-        ck_assert_msg(p.kind == PLAN_LOCAL && p.local == LOCAL_EMPTY_ARRAY, "%s: kind %d instance %d", forms[i],
-                      p.kind, p.instance);
+        ck_assert_msg(p.kind == PLAN_LOCAL && p.local == LOCAL_EMPTY_ARRAY, "%s: kind %d instance %d", forms[i], p.kind,
+                      p.instance);
     }
     struct session m = {.authenticated = 1, .mode = SESSION_MULTI, .multi_instance = -1, .watch_instance = -1};
     decide_as(&m, "PUBSUB NUMSUB", &p); /* queued: its answer belongs in the EXEC array */
@@ -372,8 +385,8 @@ START_TEST(test_issue10_item4_pubsub_listing_checks_owners)
     static char *owners[] = {"cache", "notifications"};
     struct user_conf u = {.name = "app", .owners = owners, .nowners = 2};
     struct session s = {.authenticated = 1, .user = &u, .multi_instance = -1, .watch_instance = -1};
-    static const char *const refused[] = {"PUBSUB CHANNELS", "PUBSUB SHARDCHANNELS", "PUBSUB NUMPAT",
-                                          "PUBSUB CHANNELS push:*", "PSUBSCRIBE push:*", "PUBSUB CHANNELS push:t*"};
+    static const char *const refused[] = {"PUBSUB CHANNELS",        "PUBSUB SHARDCHANNELS", "PUBSUB NUMPAT",
+                                          "PUBSUB CHANNELS push:*", "PSUBSCRIBE push:*",    "PUBSUB CHANNELS push:t*"};
     struct plan p;
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         decide_as(&s, refused[i], &p);
@@ -399,7 +412,10 @@ END_TEST
 /* Issue 10 item 14: KEYS / SCAN / SCRIPT LOAD inside MULTI run where the transaction runs, or are refused. */
 START_TEST(test_issue10_item14_patterns_inside_multi)
 {
-    struct session m = {.authenticated = 1, .mode = SESSION_MULTI, .multi_instance = 1 /* cache */, .watch_instance = -1};
+    struct session m = {.authenticated = 1,
+                        .mode = SESSION_MULTI,
+                        .multi_instance = 1 /* cache */,
+                        .watch_instance = -1};
     struct plan p;
     decide_as(&m, "KEYS q:*", &p);
     assert_error_prefix(&p, "CROSSINSTANCE");

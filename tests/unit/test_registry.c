@@ -40,10 +40,8 @@ static void assert_diag(const struct diag *d, const char *path, int line, const 
     else
         snprintf(prefix, sizeof prefix, "%s: ", path);
     for (size_t i = 0; i < d->count; i++)
-        if (strncmp(d->lines[i], prefix, strlen(prefix)) == 0 && strstr(d->lines[i], word))
-            return;
-    for (size_t i = 0; i < d->count; i++)
-        fprintf(stderr, "  diag: %s\n", d->lines[i]);
+        if (strncmp(d->lines[i], prefix, strlen(prefix)) == 0 && strstr(d->lines[i], word)) return;
+    for (size_t i = 0; i < d->count; i++) fprintf(stderr, "  diag: %s\n", d->lines[i]);
     ck_abort_msg("no diagnostic '%s...%s'", prefix, word);
 }
 
@@ -54,8 +52,7 @@ static void expect_one_error(const char *content, int line, const char *word)
     char *path;
     load_bad(content, &d, &path);
     if (d.count != 1)
-        for (size_t i = 0; i < d.count; i++)
-            fprintf(stderr, "  diag: %s\n", d.lines[i]);
+        for (size_t i = 0; i < d.count; i++) fprintf(stderr, "  diag: %s\n", d.lines[i]);
     ck_assert_uint_eq(d.count, 1);
     assert_diag(&d, path, line, word);
     diag_free(&d);
@@ -69,8 +66,7 @@ START_TEST(real_registry_parses)
 {
     struct diag d = {0};
     struct registry *r = registry_load("conf/registry.conf", instances, 2, &d);
-    for (size_t i = 0; i < d.count; i++)
-        fprintf(stderr, "  diag: %s\n", d.lines[i]);
+    for (size_t i = 0; i < d.count; i++) fprintf(stderr, "  diag: %s\n", d.lines[i]);
     ck_assert_ptr_nonnull(r);
     ck_assert_uint_eq(d.count, 0);
     /* Every row of the seed's "Key registry" table: 13 namespaces and 1 channel. */
@@ -175,10 +171,8 @@ START_TEST(lookup_matches_brute_force)
     static char uniq[N][24];
     for (int i = 0; i < N; i++) {
         int dup = 0;
-        for (int j = 0; j < nuniq && !dup; j++)
-            dup = strcmp(uniq[j], prefixes[i]) == 0;
-        if (dup)
-            continue;
+        for (int j = 0; j < nuniq && !dup; j++) dup = strcmp(uniq[j], prefixes[i]) == 0;
+        if (dup) continue;
         strcpy(uniq[nuniq++], prefixes[i]);
         p += sprintf(p, "namespace \"%s\" %s ttl=none\n", prefixes[i], GOOD);
     }
@@ -186,20 +180,18 @@ START_TEST(lookup_matches_brute_force)
     r = registry_load(path, instances, 2, &d);
     ck_assert_ptr_nonnull(r);
     ck_assert_uint_eq(r->count, (size_t)nuniq);
-    const char *const keys[] = {"a:0:", "a:0:x:", "a:0:x:y", "a:0:x:yz", "b:16:x:y:1",
-                                "c:3", "c:3:", "e:9:x", "e:9:x:", "f:1:", "a:", "d:12:x:q"};
+    const char *const keys[] = {"a:0:", "a:0:x:", "a:0:x:y", "a:0:x:yz", "b:16:x:y:1", "c:3",
+                                "c:3:", "e:9:x",  "e:9:x:",  "f:1:",     "a:",         "d:12:x:q"};
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
         const char *best = NULL;
         for (int j = 0; j < nuniq; j++)
-            if (strncmp(keys[k], uniq[j], strlen(uniq[j])) == 0 &&
-                (!best || strlen(uniq[j]) > strlen(best)))
+            if (strncmp(keys[k], uniq[j], strlen(uniq[j])) == 0 && (!best || strlen(uniq[j]) > strlen(best)))
                 best = uniq[j];
         const char *got = lookup(r, NS_KEY, keys[k]);
         if (!best)
             ck_assert_msg(got == NULL, "%s: got %s, want none", keys[k], got);
         else
-            ck_assert_msg(got && strcmp(got, best) == 0, "%s: got %s, want %s", keys[k],
-                          got ? got : "(null)", best);
+            ck_assert_msg(got && strcmp(got, best) == 0, "%s: got %s, want %s", keys[k], got ? got : "(null)", best);
     }
     registry_free(r);
     unlink(path);
@@ -210,8 +202,7 @@ END_TEST
 
 START_TEST(error_unknown_kind)
 {
-    expect_one_error("namespace a: " GOOD " ttl=1h\nnamespaces b: " GOOD " ttl=1h\n", 2,
-                     "unknown kind 'namespaces'");
+    expect_one_error("namespace a: " GOOD " ttl=1h\nnamespaces b: " GOOD " ttl=1h\n", 2, "unknown kind 'namespaces'");
 }
 END_TEST
 
@@ -268,8 +259,7 @@ END_TEST
 
 START_TEST(error_max_ttl_below_ttl)
 {
-    expect_one_error("namespace a: " GOOD " ttl=1h max-ttl=30m\n", 1,
-                     "max-ttl=30m is less than ttl=1h");
+    expect_one_error("namespace a: " GOOD " ttl=1h max-ttl=30m\n", 1, "max-ttl=30m is less than ttl=1h");
 }
 END_TEST
 
@@ -283,8 +273,7 @@ START_TEST(error_key_fields_on_channel)
 {
     struct diag d;
     char *path;
-    load_bad("channel push: instance=cache owner=n ttl=1h max-ttl=2h sliding near-cache=1s\n", &d,
-             &path);
+    load_bad("channel push: instance=cache owner=n ttl=1h max-ttl=2h sliding near-cache=1s\n", &d, &path);
     ck_assert_uint_eq(d.count, 4);
     assert_diag(&d, path, 1, "ttl= is not allowed on a channel line");
     assert_diag(&d, path, 1, "max-ttl= is not allowed on a channel line");
@@ -308,8 +297,8 @@ END_TEST
 
 START_TEST(error_unterminated_quote)
 {
-    expect_one_error("namespace a: " GOOD " ttl=1h\nnamespace b: " GOOD " ttl=1h purpose=\"oops\n",
-                     2, "unterminated quote");
+    expect_one_error("namespace a: " GOOD " ttl=1h\nnamespace b: " GOOD " ttl=1h purpose=\"oops\n", 2,
+                     "unterminated quote");
 }
 END_TEST
 
@@ -336,7 +325,7 @@ START_TEST(all_errors_in_one_pass_in_line_order)
     char *path;
     load_bad("namespace a: " GOOD " ttl=1h\n"      /* 1 ok */
              "namespace a: " GOOD " ttl=1h\n"      /* 2 duplicate */
-             "bogus b:\n"                         /* 3 unknown kind */
+             "bogus b:\n"                          /* 3 unknown kind */
              "namespace c: " GOOD " ttl=5x\n"      /* 4 bad duration */
              "namespace d: instance=nope ttl=1h\n" /* 5 unknown instance + missing owner */
              "namespace e: " GOOD "\n",            /* 6 missing ttl */
@@ -369,8 +358,7 @@ START_TEST(valid_forms)
         "channel    push: instance=cache owner=notifications\n");
     struct diag d = {0};
     struct registry *r = registry_load(path, instances, 2, &d);
-    for (size_t i = 0; i < d.count; i++)
-        fprintf(stderr, "  diag: %s\n", d.lines[i]);
+    for (size_t i = 0; i < d.count; i++) fprintf(stderr, "  diag: %s\n", d.lines[i]);
     ck_assert_ptr_nonnull(r);
     ck_assert_uint_eq(r->count, 4);
     const struct namespace_entry *e = registry_lookup(r, NS_KEY, "q:1", 3);
@@ -422,8 +410,7 @@ START_TEST(print_markdown_table)
                                     "durable | 1d | 7d | lifecycle |\n")); /* 24h: shortest exact */
     ck_assert_ptr_nonnull(strstr(s, "| cache | (pub/sub) | - | notifications |\n"));
     int lines = 0;
-    for (const char *p = s; *p; p++)
-        lines += *p == '\n';
+    for (const char *p = s; *p; p++) lines += *p == '\n';
     ck_assert_int_eq(lines, 2 + 14);
     free(s);
     registry_free(r);

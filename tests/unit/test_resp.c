@@ -73,10 +73,8 @@ static size_t rand_next(unsigned *seed)
 /* Next amount of input to make visible after `avail` bytes. */
 static size_t next_avail(enum feed_mode mode, size_t avail, size_t n, unsigned *seed)
 {
-    if (mode == FEED_WHOLE)
-        return n;
-    if (mode == FEED_BYTES)
-        return avail + 1;
+    if (mode == FEED_WHOLE) return n;
+    if (mode == FEED_BYTES) return avail + 1;
     avail += 1 + rand_next(seed) % (n / 64 > 7 ? n / 64 : 7); /* ~64 steps for big inputs */
     return avail > n ? n : avail;
 }
@@ -88,8 +86,7 @@ struct limits {
 };
 
 /* Parse every frame of in[0..n) under one feed schedule; returns the transcript (malloc'd). */
-static char *run_parser(const char *in, size_t n, enum feed_mode mode, unsigned seed,
-                        const struct limits *lim)
+static char *run_parser(const char *in, size_t n, enum feed_mode mode, unsigned seed, const struct limits *lim)
 {
     struct resp_parser p;
     struct text t = {0};
@@ -97,12 +94,9 @@ static char *run_parser(const char *in, size_t n, enum feed_mode mode, unsigned 
     size_t i;
 
     resp_parser_init(&p);
-    if (lim && lim->max_args)
-        p.max_args = lim->max_args;
-    if (lim && lim->max_bulk)
-        p.max_bulk = lim->max_bulk;
-    if (lim)
-        p.unauthenticated = lim->unauthenticated;
+    if (lim && lim->max_args) p.max_args = lim->max_args;
+    if (lim && lim->max_bulk) p.max_bulk = lim->max_bulk;
+    if (lim) p.unauthenticated = lim->unauthenticated;
     text_add(&t, "", 0);
     for (;;) {
         /* random mode hands the parser a fresh copy each call: the buffer may move */
@@ -122,10 +116,8 @@ static char *run_parser(const char *in, size_t n, enum feed_mode mode, unsigned 
             text_add(&t, p.is_inline ? "Di" : "Dm", 2);
             text_printf(&t, " h%zu f%zu [", p.header_len, p.frame_len);
             for (i = 0; i < p.argc; i++) {
-                if (!p.is_inline)
-                    ck_assert_uint_le(p.args[i].off + p.args[i].len, p.frame_len);
-                if (i > 0)
-                    text_add(&t, "|", 1);
+                if (!p.is_inline) ck_assert_uint_le(p.args[i].off + p.args[i].len, p.frame_len);
+                if (i > 0) text_add(&t, "|", 1);
                 text_escaped(&t, resp_arg_ptr(&p, buf, i), p.args[i].len);
             }
             text_add(&t, "] ", 2);
@@ -138,8 +130,7 @@ static char *run_parser(const char *in, size_t n, enum feed_mode mode, unsigned 
         } else {
             ck_assert_int_eq(st, RESP_NEED_MORE);
             if (avail == n) {
-                if (off < n)
-                    text_add(&t, "M", 1);
+                if (off < n) text_add(&t, "M", 1);
                 free(copy);
                 break;
             }
@@ -148,8 +139,7 @@ static char *run_parser(const char *in, size_t n, enum feed_mode mode, unsigned 
         free(copy);
     }
     resp_parser_free(&p);
-    if (t.len > 0 && t.s[t.len - 1] == ' ')
-        t.s[--t.len] = '\0';
+    if (t.len > 0 && t.s[t.len - 1] == ' ') t.s[--t.len] = '\0';
     return t.s;
 }
 
@@ -297,8 +287,7 @@ START_TEST(test_error_invalid_bulk_length)
     check_req("*1\r\n$-1\r\n", "EProtocol error: invalid bulk length");
     check_req("*1\r\n$x\r\n", "EProtocol error: invalid bulk length");
     check_req("*1\r\n$\r\n", "EProtocol error: invalid bulk length");
-    check_req("*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$blabla\r\n",
-              "EProtocol error: invalid bulk length");
+    check_req("*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$blabla\r\n", "EProtocol error: invalid bulk length");
     check_req("*1\r\n$536870912\r\n", "M"); /* 512 MB: Redis's default proto-max-bulk-len */
     check_req("*1\r\n$536870913\r\n", "EProtocol error: invalid bulk length");
 }
@@ -510,13 +499,32 @@ END_TEST
 
 START_TEST(test_parse_ll)
 {
-    static const struct { const char *s; int ok; long long v; } cases[] = {
-        {"0", 1, 0}, {"1", 1, 1}, {"-1", 1, -1}, {"1234567890", 1, 1234567890},
-        {"9223372036854775807", 1, LLONG_MAX}, {"-9223372036854775808", 1, LLONG_MIN},
-        {"9223372036854775808", 0, 0}, {"-9223372036854775809", 0, 0},
-        {"18446744073709551616", 0, 0}, {"99999999999999999999999", 0, 0},
-        {"", 0, 0}, {"-", 0, 0}, {"+1", 0, 0}, {" 1", 0, 0}, {"1 ", 0, 0}, {"01", 0, 0},
-        {"-0", 0, 0}, {"00", 0, 0}, {"1a", 0, 0}, {"0x1", 0, 0}, {"--1", 0, 0},
+    static const struct {
+        const char *s;
+        int ok;
+        long long v;
+    } cases[] = {
+        {"0", 1, 0},
+        {"1", 1, 1},
+        {"-1", 1, -1},
+        {"1234567890", 1, 1234567890},
+        {"9223372036854775807", 1, LLONG_MAX},
+        {"-9223372036854775808", 1, LLONG_MIN},
+        {"9223372036854775808", 0, 0},
+        {"-9223372036854775809", 0, 0},
+        {"18446744073709551616", 0, 0},
+        {"99999999999999999999999", 0, 0},
+        {"", 0, 0},
+        {"-", 0, 0},
+        {"+1", 0, 0},
+        {" 1", 0, 0},
+        {"1 ", 0, 0},
+        {"01", 0, 0},
+        {"-0", 0, 0},
+        {"00", 0, 0},
+        {"1a", 0, 0},
+        {"0x1", 0, 0},
+        {"--1", 0, 0},
     };
     size_t i;
 
@@ -524,8 +532,7 @@ START_TEST(test_parse_ll)
         long long v = 42;
         int r = resp_parse_ll(cases[i].s, strlen(cases[i].s), &v);
         ck_assert_msg((r == 0) == cases[i].ok, "'%s'", cases[i].s);
-        if (cases[i].ok)
-            ck_assert_msg(v == cases[i].v, "'%s' gave %lld", cases[i].s, v);
+        if (cases[i].ok) ck_assert_msg(v == cases[i].v, "'%s' gave %lld", cases[i].s, v);
     }
     /* exactly len bytes are read */
     {
@@ -540,8 +547,7 @@ END_TEST
  * Reply framer: transcript "L<len> ... " then "M" (incomplete tail) or "X" (malformed).
  * ------------------------------------------------------------------------------------------- */
 
-static char *run_scanner(const char *in, size_t n, enum feed_mode mode, unsigned seed,
-                         char *firsts, size_t firsts_cap)
+static char *run_scanner(const char *in, size_t n, enum feed_mode mode, unsigned seed, char *firsts, size_t firsts_cap)
 {
     struct resp_scanner s;
     struct text t = {0};
@@ -554,25 +560,21 @@ static char *run_scanner(const char *in, size_t n, enum feed_mode mode, unsigned
         if (r > 0) {
             ck_assert_uint_le((size_t)r, avail - off);
             ck_assert_int_eq(s.first, in[off]);
-            if (nf + 1 < firsts_cap)
-                firsts[nf++] = s.first;
+            if (nf + 1 < firsts_cap) firsts[nf++] = s.first;
             text_printf(&t, "L%zu ", (size_t)r);
             off += (size_t)r;
         } else if (r < 0) {
             text_add(&t, "X", 1);
             break;
         } else if (avail == n) {
-            if (off < n)
-                text_add(&t, "M", 1);
+            if (off < n) text_add(&t, "M", 1);
             break;
         } else {
             avail = next_avail(mode, avail, n, &seed);
         }
     }
-    if (firsts)
-        firsts[nf] = '\0';
-    if (t.len > 0 && t.s[t.len - 1] == ' ')
-        t.s[--t.len] = '\0';
+    if (firsts) firsts[nf] = '\0';
+    if (t.len > 0 && t.s[t.len - 1] == ' ') t.s[--t.len] = '\0';
     return t.s;
 }
 
@@ -670,7 +672,7 @@ START_TEST(test_scan_malformed)
     check_reply("$x\r\n", "X");
     check_reply("$-2\r\n", "X");
     check_reply("*-2\r\n", "X");
-    check_reply("$3\r\nabcde", "X");  /* payload not followed by CRLF */
+    check_reply("$3\r\nabcde", "X"); /* payload not followed by CRLF */
     check_reply("*1\r\n!\r\n", "X");
     check_reply("+OK\r\n@\r\n", "L5 X");
     check_reply("$99999999999999999999\r\n", "X");
@@ -685,8 +687,7 @@ START_TEST(test_issue10_item11_deeply_nested_reply_frames)
     for (size_t d = 0; d < sizeof depths / sizeof depths[0]; d++) {
         struct text t = {0};
         char want[64];
-        for (int i = 0; i < depths[d]; i++)
-            text_add(&t, i % 3 == 2 ? "*2\r\n:7\r\n" : "*1\r\n", i % 3 == 2 ? 8 : 4);
+        for (int i = 0; i < depths[d]; i++) text_add(&t, i % 3 == 2 ? "*2\r\n:7\r\n" : "*1\r\n", i % 3 == 2 ? 8 : 4);
         text_add(&t, "$3\r\nend\r\n", 9);
         size_t one = t.len;
         text_add(&t, "+OK\r\n", 5);
@@ -710,8 +711,7 @@ START_TEST(test_issue10_item12_scan_discard_frames_without_keeping)
 {
     struct text t = {0};
     text_add(&t, "*3\r\n$100000\r\n", 13);
-    for (int i = 0; i < 100000; i++)
-        text_add(&t, "x", 1);
+    for (int i = 0; i < 100000; i++) text_add(&t, "x", 1);
     text_add(&t, "\r\n*2\r\n:1\r\n+ok\r\n:42\r\n", 20);
     size_t reply_len = t.len;
     text_add(&t, "+NEXT\r\n", 7);
@@ -728,8 +728,7 @@ START_TEST(test_issue10_item12_scan_discard_frames_without_keeping)
                 break;
             }
             start += resp_scan_discard(&sc, avail - start);
-            if (avail - start > kept_max)
-                kept_max = avail - start;
+            if (avail - start > kept_max) kept_max = avail - start;
         }
         ck_assert_uint_eq(end, reply_len);
         ck_assert_msg(kept_max < 64, "step %zu: %zu bytes kept", step, kept_max);
@@ -776,8 +775,7 @@ START_TEST(test_scan_bytewise_is_linear)
     for (i = 1; i <= n; i++) {
         long long r = resp_scan_reply(&sc, s, i);
         errors += r < 0;
-        if (r > 0)
-            done = (size_t)r;
+        if (r > 0) done = (size_t)r;
     }
     ck_assert_uint_eq(errors, 0);
     ck_assert_uint_eq(done, n);

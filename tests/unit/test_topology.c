@@ -7,8 +7,7 @@
 #include "topology.h"
 
 /* INFO text as Redis 7 sends it (CRLF lines, section headers), with the fields the rules read. */
-static void info(char *buf, size_t len, const char *version, const char *maxmemory, const char *policy,
-                 const char *aof)
+static void info(char *buf, size_t len, const char *version, const char *maxmemory, const char *policy, const char *aof)
 {
     snprintf(buf, len,
              "# Server\r\nredis_version:%s\r\nredis_mode:standalone\r\n\r\n"
@@ -43,8 +42,7 @@ END_TEST
 START_TEST(cache_rules)
 {
     char text[1024], problems[TOPOLOGY_PROBLEMS_MAX];
-    static const char *const good[] = {"allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru",
-                                       "volatile-ttl"};
+    static const char *const good[] = {"allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-ttl"};
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
         info(text, sizeof(text), "7.0.0", "67108864", good[i], "0");
         ck_assert_msg(topology_check("cache", text, problems, sizeof(problems)) == 0, "%s: %s", good[i], problems);
@@ -78,9 +76,8 @@ START_TEST(missing_fields_and_lf_only_lines)
     /* LF-only lines, no trailing newline; a field prefix ("maxmemory" of "maxmemory_policy") does not match */
     const char *text = "redis_version:7.0.1\nmaxmemory_policy:allkeys-lru\nmaxmemory:5";
     ck_assert_int_eq(topology_check("cache", text, problems, sizeof(problems)), 0);
-    ck_assert_int_eq(topology_check("cache", "redis_version:7.0.1\nmaxmemory_policy:allkeys-lru\n", problems,
-                                    sizeof(problems)),
-                     1);
+    ck_assert_int_eq(
+        topology_check("cache", "redis_version:7.0.1\nmaxmemory_policy:allkeys-lru\n", problems, sizeof(problems)), 1);
     ck_assert_str_eq(problems, "instance 'cache' INFO has no maxmemory\n");
 }
 END_TEST
@@ -123,12 +120,14 @@ START_TEST(info_reply_hook_parses_bulk_and_errors)
 {
     char buf[TOPOLOGY_PROBLEMS_MAX], framed[512];
     topology_reset();
-    size_t n = bulk(framed, sizeof(framed), "# Server\r\nredis_version:7.0.15\r\nmaxmemory:1\r\nmaxmemory_policy:allkeys-lru");
+    size_t n =
+        bulk(framed, sizeof(framed), "# Server\r\nredis_version:7.0.15\r\nmaxmemory:1\r\nmaxmemory_policy:allkeys-lru");
     topology_on_info_reply(NULL, 1, "cache", framed, n);
     ck_assert_int_eq(topology_get(NULL, 1, buf, sizeof(buf)), 1);
     ck_assert_str_eq(buf, "");
 
-    n = bulk(framed, sizeof(framed), "# Server\r\nredis_version:7.0.15\r\nmaxmemory:0\r\nmaxmemory_policy:allkeys-lru\r\n");
+    n = bulk(framed, sizeof(framed),
+             "# Server\r\nredis_version:7.0.15\r\nmaxmemory:0\r\nmaxmemory_policy:allkeys-lru\r\n");
     topology_on_info_reply(NULL, 1, "cache", framed, n);
     topology_get(NULL, 1, buf, sizeof(buf));
     ck_assert_str_eq(buf, "instance 'cache' has no maxmemory (maxmemory:0), must have a limit to evict under\n");

@@ -7,13 +7,12 @@
 
 #include "policy_fixture.h"
 
-static const char registry_text[] =
-    "namespace t: instance=cache ttl=1h max-ttl=1d owner=t\n"
-    "namespace n: instance=cache ttl=none owner=t\n"
-    "namespace s: instance=cache ttl=30m sliding owner=t\n"
-    "namespace f: instance=cache ttl=1500ms owner=t\n"
-    "namespace d: instance=durable ttl=10m max-ttl=1h owner=t\n"
-    "namespace m: instance=cache ttl=none max-ttl=1h owner=t\n";
+static const char registry_text[] = "namespace t: instance=cache ttl=1h max-ttl=1d owner=t\n"
+                                    "namespace n: instance=cache ttl=none owner=t\n"
+                                    "namespace s: instance=cache ttl=30m sliding owner=t\n"
+                                    "namespace f: instance=cache ttl=1500ms owner=t\n"
+                                    "namespace d: instance=durable ttl=10m max-ttl=1h owner=t\n"
+                                    "namespace m: instance=cache ttl=none max-ttl=1h owner=t\n";
 
 static void setup(void)
 {
@@ -221,17 +220,21 @@ END_TEST
 START_TEST(test_issue10_item1_repeated_ttl_option_last_wins)
 {
     static const char *const over[] = {
-        "SET t:a v EX 10 EX 99999999",         "SET t:a v PX 10 PX 99999999999",
-        "SET t:a v EXAT 1700000010 EXAT 1800000000", "SET t:a v PXAT 1700000010000 PXAT 1800000000000",
-        "SET t:a v ex 10 Ex 99999999",         "SET t:a v NX EX 10 GET EX 99999999",
-        "GETEX t:a EX 10 EX 99999999",         "GETEX t:a px 10 PX 99999999999",
+        "SET t:a v EX 10 EX 99999999",
+        "SET t:a v PX 10 PX 99999999999",
+        "SET t:a v EXAT 1700000010 EXAT 1800000000",
+        "SET t:a v PXAT 1700000010000 PXAT 1800000000000",
+        "SET t:a v ex 10 Ex 99999999",
+        "SET t:a v NX EX 10 GET EX 99999999",
+        "GETEX t:a EX 10 EX 99999999",
+        "GETEX t:a px 10 PX 99999999999",
         "SETEX t:a 99999999 v",
     };
     for (size_t i = 0; i < sizeof over / sizeof over[0]; i++) {
         struct plan p;
         decide(over[i], &p);
-        ck_assert_msg(p.kind == PLAN_ERROR && strstr(p.error, "DENIED TTL of") == p.error, "%s -> kind %d %s",
-                      over[i], p.kind, p.error);
+        ck_assert_msg(p.kind == PLAN_ERROR && strstr(p.error, "DENIED TTL of") == p.error, "%s -> kind %d %s", over[i],
+                      p.kind, p.error);
         plan_release(&p);
     }
     struct plan p;
@@ -267,7 +270,8 @@ END_TEST
 START_TEST(test_issue10_item1_conflicting_options_add_no_ex)
 {
     static const char *const bad[] = {"SET t:a v EX 10 PX 10", "SET t:a v NX XX", "SET t:a v KEEPTTL EX 10",
-                                      "SET t:a v EX", "SET t:a v BOGUS", "SET t:a v EX abc", "SET t:a v EX 010"};
+                                      "SET t:a v EX",          "SET t:a v BOGUS", "SET t:a v EX abc",
+                                      "SET t:a v EX 010"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct plan p;
         decide(bad[i], &p);
@@ -281,7 +285,7 @@ END_TEST
 START_TEST(test_issue10_item10_int64_min_expire_at)
 {
     static const char *const forms[] = {
-        "PEXPIREAT t:a -9223372036854775808", "EXPIREAT t:a -9223372036854775808",
+        "PEXPIREAT t:a -9223372036854775808",  "EXPIREAT t:a -9223372036854775808",
         "SET t:a v PXAT -9223372036854775808", "SET t:a v EXAT -9223372036854775808",
         "GETEX t:a PXAT -9223372036854775808", "PEXPIRE t:a -9223372036854775808",
     };
@@ -339,8 +343,12 @@ END_TEST
 START_TEST(test_issue10_item18_invalid_expire_times_reach_redis)
 {
     static const char *const forms[] = {
-        "GETEX t:a EXAT 9223372036854775807", "PEXPIRE t:a 9223372036854775807", "SET t:a v EX 0",
-        "SET t:a v PX -5",                     "EXPIRE t:a 9223372036854775",     "SETEX t:a 0 v",
+        "GETEX t:a EXAT 9223372036854775807",
+        "PEXPIRE t:a 9223372036854775807",
+        "SET t:a v EX 0",
+        "SET t:a v PX -5",
+        "EXPIRE t:a 9223372036854775",
+        "SETEX t:a 0 v",
         "SET t:a v EX 9223372036854776",
     };
     for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
@@ -384,7 +392,9 @@ static void ttl_of(const char *line, int blocks, int may_wrap, struct ttl_decisi
     static struct key_ref keys[64];
     static const struct namespace_entry *ns[64];
     size_t argc = fixture_split(line);
-    struct policy_request r = {.argc = argc, .argv = fixture_argv, .argvlen = fixture_argvlen,
+    struct policy_request r = {.argc = argc,
+                               .argv = fixture_argv,
+                               .argvlen = fixture_argvlen,
                                .now_ms = 1700000000000LL};
     r.cmd = command_lookup(argc, fixture_argv, fixture_argvlen, &r.unknown_subcommand);
     ck_assert_ptr_nonnull(r.cmd);

@@ -31,9 +31,9 @@ START_TEST(duration_parse_good)
         const char *s;
         int64_t ms;
     } cases[] = {
-        {"500ms", 500},      {"1ms", 1},           {"90s", 90000},
-        {"10m", 600000},     {"24h", 86400000},    {"7d", 604800000},
-        {"1s", 1000},        {"010s", 10000},      {"106751991167d", 106751991167LL * 86400000},
+        {"500ms", 500},  {"1ms", 1},        {"90s", 90000},
+        {"10m", 600000}, {"24h", 86400000}, {"7d", 604800000},
+        {"1s", 1000},    {"010s", 10000},   {"106751991167d", 106751991167LL * 86400000},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int64_t ms = -1;
@@ -46,9 +46,28 @@ END_TEST
 START_TEST(duration_parse_bad)
 {
     static const char *const bad[] = {
-        "0s", "0ms", "10", "1.5h", "-1s", "+1s", "", "s", "1 s", " 1s", "1s ", "1S", "1sec",
-        "1hh", "1w", "ms", "1m1s", "9223372036854775807ms0", "9223372036854775808ms",
-        "106751991168d", "99999999999999999999s", "none",
+        "0s",
+        "0ms",
+        "10",
+        "1.5h",
+        "-1s",
+        "+1s",
+        "",
+        "s",
+        "1 s",
+        " 1s",
+        "1s ",
+        "1S",
+        "1sec",
+        "1hh",
+        "1w",
+        "ms",
+        "1m1s",
+        "9223372036854775807ms0",
+        "9223372036854775808ms",
+        "106751991168d",
+        "99999999999999999999s",
+        "none",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int64_t ms = 42;
@@ -66,9 +85,8 @@ START_TEST(duration_format_shortest_exact)
         int64_t ms;
         const char *s;
     } cases[] = {
-        {86400000, "1d"},  {5400000, "90m"},  {1500, "1500ms"}, {90000, "90s"},
-        {3600000, "1h"},   {500, "500ms"},    {604800000, "7d"}, {90000000, "25h"},
-        {60000, "1m"},     {1000, "1s"},      {1, "1ms"},
+        {86400000, "1d"},  {5400000, "90m"},  {1500, "1500ms"}, {90000, "90s"}, {3600000, "1h"}, {500, "500ms"},
+        {604800000, "7d"}, {90000000, "25h"}, {60000, "1m"},    {1000, "1s"},   {1, "1ms"},
     };
     char buf[32];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -150,9 +168,7 @@ START_TEST(tokens_split_quotes_and_comments)
 {
     struct tokens t;
     const char *err = NULL;
-    ck_assert_int_eq(tokens_split("namespace  q: purpose=\"a # b\" x=\"say \\\"hi\\\" \\\\\" # c\n",
-                                  &t, &err),
-                     0);
+    ck_assert_int_eq(tokens_split("namespace  q: purpose=\"a # b\" x=\"say \\\"hi\\\" \\\\\" # c\n", &t, &err), 0);
     ck_assert_uint_eq(t.n, 4);
     ck_assert_str_eq(t.v[0].text, "namespace");
     ck_assert_int_eq(t.v[0].eq, -1);
@@ -220,7 +236,10 @@ START_TEST(test_issue11_str_and_len)
 #define EXEC_CMD "*1\r\n$4\r\nEXEC\r\n"
     const char *p;
     size_t n;
-    struct { const char *p; size_t n; } pair = {STR_AND_LEN(EXEC_CMD)};
+    struct {
+        const char *p;
+        size_t n;
+    } pair = {STR_AND_LEN(EXEC_CMD)};
     p = pair.p;
     n = pair.n;
     ck_assert_uint_eq(n, 14);
