@@ -2,11 +2,14 @@
 #include "commands.h"
 #include "util.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -528,14 +531,13 @@ static const struct {
 
 typedef int (*finder_fn)(struct find *f);
 
-/* The hand-written finder of cmd, or NULL: a binary search of finders[] (sorted by name;
- * a linear strcmp walk cost ~700 instructions per request). */
-static finder_fn finder_of(const struct command_def *cmd)
+/* The hand-written finder named `name`, or NULL: a binary search of finders[] (sorted by name). */
+static finder_fn finder_by_name(const char *name)
 {
     size_t lo = 0, hi = sizeof(finders) / sizeof(finders[0]);
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(finders[mid].name, cmd->name);
+        int c = strcmp(finders[mid].name, name);
         if (c == 0) return finders[mid].find;
         if (c < 0)
             lo = mid + 1;
@@ -543,6 +545,55 @@ static finder_fn finder_of(const struct command_def *cmd)
             hi = mid;
     }
     return NULL;
+}
+
+/*
+ * Every command's finder, looked up by name once: a table keyed by the command's address
+ * (open addressing), filled on first use, so a request pays one hash probe instead of the
+ * ~10 strcmp of a search by name (two searches per request cost ~450 instructions).
+ */
+#define FINDER_SLOTS 1024 /* power of two, well above the ~370 commands and subcommands */
+
+static struct {
+    const struct command_def *cmd;
+    finder_fn find;
+} finder_slots[FINDER_SLOTS];
+static pthread_once_t finder_slots_once = PTHREAD_ONCE_INIT;
+
+static size_t finder_slot_of(const struct command_def *cmd)
+{
+    uint64_t h = (uint64_t)(uintptr_t)cmd * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 54) & (FINDER_SLOTS - 1);
+}
+
+static void finder_slot_add(const struct command_def *cmd)
+{
+    size_t i = finder_slot_of(cmd);
+    while (finder_slots[i].cmd) i = (i + 1) & (FINDER_SLOTS - 1);
+    finder_slots[i].cmd = cmd;
+    finder_slots[i].find = finder_by_name(cmd->name);
+}
+
+static void finder_slots_build(void)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < command_table_len; i++) {
+        finder_slot_add(&command_table[i]);
+        for (int j = 0; j < command_table[i].nsubcommands; j++) finder_slot_add(&command_table[i].subcommands[j]);
+        n += 1 + (size_t)command_table[i].nsubcommands;
+    }
+    assert(n < FINDER_SLOTS / 2); /* probes stay short */
+}
+
+/* The hand-written finder of cmd, or NULL (the key specs are walked). A command outside the
+ * table (tests build their own) is looked up by name. */
+static finder_fn finder_of(const struct command_def *cmd)
+{
+    pthread_once(&finder_slots_once, finder_slots_build);
+    for (size_t i = finder_slot_of(cmd);; i = (i + 1) & (FINDER_SLOTS - 1)) {
+        if (finder_slots[i].cmd == cmd) return finder_slots[i].find;
+        if (!finder_slots[i].cmd) return finder_by_name(cmd->name);
+    }
 }
 
 /* Run the finder of f->cmd (hand-written or the spec walk); 0 or -1. */
