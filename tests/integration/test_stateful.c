@@ -975,7 +975,7 @@ static void one_shot(const char *command, char *out, size_t len)
 
 /* BUG: a WATCH or SUBSCRIBE while its instance is down must answer -UNAVAILABLE (DESIGN §3:
  * "never a silent drop"). keygate opens a dedicated connection, the connect fails,
- * client_pin_lost() closes the client, and the -UNAVAILABLE reply queued a moment
+ * the pin-lost path (now router.c route_owner_lost) closed the client, and the -UNAVAILABLE reply queued a moment
  * earlier is freed with the bufferevent: the client sees the connection closed, no reply.
  * (BLPOP and EXEC on the dead instance do answer -UNAVAILABLE.) */
 START_TEST(test_bug_pin_on_down_instance_replies_unavailable)
@@ -1009,7 +1009,7 @@ END_TEST
 
 /* BUG: SSUBSCRIBE's count is of shard channels only. Redis: SUBSCRIBE a / SSUBSCRIBE b /
  * SUNSUBSCRIBE b -> [sunsubscribe b 0] and the client is still subscribed to a (PING
- * answers [pong ""], messages on a arrive). keygate's client_push sees ":0", thinks the
+ * answers [pong ""], messages on a arrive). keygate (then client_push, now pubsub_on_frame) saw ":0", thinks the
  * last subscription ended and puts the still-subscribed connection back on the idle list. */
 START_TEST(test_bug_sunsubscribe_keeps_other_subscriptions)
 {
