@@ -1,6 +1,7 @@
 /* backend.c: connections to the backend instances: socket, TLS, the FIFO of replies owed, batching, reconnect. */
 #include "backend.h"
 
+#include "replies.h"
 #include "tls.h"
 #include "topology.h"
 
@@ -452,11 +453,12 @@ static int backend_frame_replies(struct backend *b)
         const char *reply = b->rbuf + pos;
         size_t len = (size_t)n;
         pos += (size_t)n;
+        char dropped[32];
         if (b->discarding) {
             /* the end of a reply nobody keeps: its owner gets no bytes of it */
             b->discarding = 0;
-            reply = "-ERR reply dropped\r\n";
-            len = strlen(reply);
+            len = replies_error(dropped, sizeof(dropped), "ERR reply dropped");
+            reply = dropped;
         }
         int own_head = b->fifo_count > 0 && b->fifo[b->fifo_head].own != BACKEND_OWN_NONE;
         if (b->subscriber && !own_head)

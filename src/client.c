@@ -4,6 +4,7 @@
 #include "backend.h"
 #include "local.h"
 #include "pubsub.h"
+#include "replies.h"
 #include "request.h"
 #include "router.h"
 
@@ -52,11 +53,12 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
     const struct config *cfg = w->cfg;
     int now = __atomic_add_fetch(&w->proxy->clients_now, 1, __ATOMIC_RELAXED);
     if (now > cfg->max_clients) {
-        static const char msg[] = "-ERR max number of clients reached\r\n";
         __atomic_sub_fetch(&w->proxy->clients_now, 1, __ATOMIC_RELAXED);
         STAT_INC(&w->stats, connections_rejected);
         if (!tls) {
-            ssize_t n = write(fd, msg, sizeof(msg) - 1);
+            char msg[64];
+            size_t len = replies_error(msg, sizeof(msg), "ERR max number of clients reached");
+            ssize_t n = write(fd, msg, len);
             (void)n;
         }
         close(fd);
