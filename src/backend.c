@@ -24,6 +24,15 @@
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 2000
+/* How often the connections are checked against backend-timeout. */
+#define TIMEOUT_TICK_MS 250
+/* Keepalive probes on every backend socket: a peer gone without a FIN/RST (a half-open
+ * connection) is found within KEEPIDLE + KEEPCNT x KEEPINTVL seconds, and TCP_USER_TIMEOUT
+ * bounds how long written data may stay unacknowledged. */
+#define KEEPALIVE_IDLE_S 10
+#define KEEPALIVE_INTVL_S 5
+#define KEEPALIVE_CNT 3
+#define USER_TIMEOUT_DEFAULT_MS 30000 /* TCP_USER_TIMEOUT when backend-timeout is 0 */
 /* Staged bytes past which a shared connection writes even with a batch in flight
  * (backend_holds): bounds how much a batch waits behind the one in flight. */
 #define HOLD_MAX_BYTES 65536
@@ -53,6 +62,73 @@ static void backend_account(struct backend *b)
     mem_set(b->worker, &b->mem_held, now);
 }
 
+/* A jitter seed that differs per connection and per process start. */
+static uint32_t backend_seed(const struct backend *b)
+{
+    uint64_t x = clock_mono_ns() ^ ((uint64_t)(uintptr_t)b * 0x9E3779B97F4A7C15ull);
+    uint32_t s = (uint32_t)(x ^ (x >> 32));
+    return s ? s : 1;
+}
+
+/* xorshift32: the next value of b's jitter sequence. */
+static uint32_t backend_random(struct backend *b)
+{
+    uint32_t x = b->rng;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    b->rng = x;
+    return x;
+}
+
+int backend_backoff_delay(int backoff_ms, uint32_t r)
+{
+    assert(backoff_ms > 0);
+    return backoff_ms - (int)(r % (uint32_t)(backoff_ms / 5 + 1));
+}
+
+static int64_t mono_ms(void)
+{
+    return (int64_t)(clock_mono_ns() / 1000000u);
+}
+
+/* Has b's oldest written entry waited past backend-timeout? Then b is closed (its entries
+ * fail "timed out") and, if shared, reconnects. Connections that may wait as long as a
+ * command blocks (backend_exempt) and subscriber connections (their frames come unasked)
+ * are not checked. */
+static void backend_check_timeout(struct backend *b, int64_t now, int64_t timeout_ms)
+{
+    if (b->fd < 0 || b->state != BACKEND_READY || b->no_timeout || b->subscriber) return;
+    if (b->fifo_count <= b->unsent) return; /* nothing written is unanswered */
+    if (now - b->waiting_since_ms < timeout_ms) return;
+    char why[128];
+    snprintf(why, sizeof(why), "no reply within backend-timeout (%lld ms): closed, its requests failed",
+             (long long)timeout_ms);
+    STAT_INC(&b->worker->stats, backend_timeouts);
+    b->timed_out = 1;
+    backend_close(b, why);
+}
+
+/* Every TIMEOUT_TICK_MS: the connections of w against backend-timeout. */
+static void backend_tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    (void)fd;
+    (void)what;
+    int64_t timeout_ms = w->cfg->backend_timeout_ms;
+    if (timeout_ms <= 0) return;
+    int64_t now = mono_ms();
+    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
+        struct backend_pool *pool = &w->pools[i];
+        for (int j = 0; j < pool->nconns; j++) backend_check_timeout(&pool->conns[j], now, timeout_ms);
+        struct backend *b, *next;
+        for (b = TAILQ_FIRST(&pool->pinned); b; b = next) {
+            next = TAILQ_NEXT(b, pinned_link); /* a timed-out one leaves the list */
+            backend_check_timeout(b, now, timeout_ms);
+        }
+    }
+}
+
 int backend_pools_start(struct worker *w, const struct backend_hooks *hooks)
 {
     const struct config *cfg = w->cfg;
@@ -63,6 +139,7 @@ int backend_pools_start(struct worker *w, const struct backend_hooks *hooks)
         struct backend_pool *pool = &w->pools[i];
         pool->nconns = ic->connections > 0 ? ic->connections : 1;
         TAILQ_INIT(&pool->idle);
+        TAILQ_INIT(&pool->pinned);
         pool->conns = xcalloc((size_t)pool->nconns, sizeof(*pool->conns));
         if (ic->tls) {
             char err[300];
@@ -79,10 +156,14 @@ int backend_pools_start(struct worker *w, const struct backend_hooks *hooks)
             b->slot = j;
             b->fd = -1;
             b->backoff_ms = BACKOFF_MIN_MS;
+            b->rng = backend_seed(b);
             b->timer = xevtimer_new(w->base, backend_timer_cb, b);
             backend_connect(b);
         }
     }
+    w->backend_tick = xevent_new(w->base, -1, EV_PERSIST, backend_tick_cb, w);
+    struct timeval tv = {0, TIMEOUT_TICK_MS * 1000};
+    event_add(w->backend_tick, &tv);
     return 0;
 }
 
@@ -118,6 +199,8 @@ static void backend_io_close(struct backend *b)
 
 void backend_pools_free(struct worker *w)
 {
+    if (w->backend_tick) event_free(w->backend_tick);
+    w->backend_tick = NULL;
     if (!w->pools) return;
     for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
         struct backend_pool *pool = &w->pools[i];
@@ -245,6 +328,7 @@ static int backend_holds(const struct backend *b)
 static void backend_send_staged(struct backend *b)
 {
     if (b->state != BACKEND_READY || b->woff < b->wbuf.len) return;
+    if (b->fifo_count == b->unsent) b->waiting_since_ms = mono_ms(); /* the oldest written entry starts waiting */
     struct bytebuf t = b->wbuf;
     b->wbuf = b->out;
     b->out = t;
@@ -351,6 +435,7 @@ void backend_close(struct backend *b, const char *reason)
         b->in_idle = 0;
         assert(b->worker->pools[b->instance].npinned > 0);
         b->worker->pools[b->instance].npinned--;
+        TAILQ_REMOVE(&b->worker->pools[b->instance].pinned, b, pinned_link);
         TAILQ_INSERT_TAIL(&b->worker->dead_backends, b, link);
         event_active(b->worker->reap_ev, EV_TIMEOUT, 0);
         if (owner) b->worker->hooks->owner_lost(b, owner);
@@ -366,7 +451,8 @@ void backend_close(struct backend *b, const char *reason)
     b->rlen = 0;
     resp_scanner_reset(&b->scan);
     backend_fail_fifo(b);
-    struct timeval tv = {b->backoff_ms / 1000, (b->backoff_ms % 1000) * 1000};
+    int delay_ms = backend_backoff_delay(b->backoff_ms, backend_random(b));
+    struct timeval tv = {delay_ms / 1000, (delay_ms % 1000) * 1000};
     b->backoff_ms = b->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : b->backoff_ms * 2;
     if (!b->worker->stopping && b->timer) evtimer_add(b->timer, &tv);
 }
@@ -392,6 +478,7 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
     struct pending pd = b->fifo[b->fifo_head];
     b->fifo_head = (b->fifo_head + 1) % b->fifo_cap;
     b->fifo_count--;
+    b->waiting_since_ms = mono_ms(); /* a reply came: the next entry's wait begins now */
     switch (pd.own) {
     case BACKEND_OWN_AUTH:
         if (reply[0] == '-') {
@@ -735,8 +822,15 @@ static void backend_connect(struct backend *b)
         backend_close(b, strerror(errno));
         return;
     }
-    int one = 1;
+    int one = 1, idle = KEEPALIVE_IDLE_S, intvl = KEEPALIVE_INTVL_S, cnt = KEEPALIVE_CNT;
+    unsigned int user_timeout =
+        (unsigned int)(w->cfg->backend_timeout_ms > 0 ? w->cfg->backend_timeout_ms : USER_TIMEOUT_DEFAULT_MS);
     setsockopt(b->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(b->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    setsockopt(b->fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    setsockopt(b->fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+    setsockopt(b->fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+    setsockopt(b->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
     b->rev = xevent_new(w->base, b->fd, EV_READ | EV_PERSIST, backend_io_cb, b);
     b->wev = xevent_new(w->base, b->fd, EV_WRITE | EV_PERSIST, backend_io_cb, b);
     if (pool->ssl_ctx) {
@@ -750,6 +844,7 @@ static void backend_connect(struct backend *b)
         SSL_set_read_ahead(b->ssl, 1);
     }
     b->state = BACKEND_CONNECTING;
+    b->timed_out = 0;
     if (connect(b->fd, (struct sockaddr *)&ss, (socklen_t)sslen) != 0 && errno != EINPROGRESS) {
         backend_close(b, strerror(errno));
         return;
@@ -775,6 +870,7 @@ static void backend_make_idle(struct backend *b)
     struct backend_pool *pool = &b->worker->pools[b->instance];
     b->release_when_idle = 0;
     b->owner = NULL;
+    b->no_timeout = 0;
     if (b->state != BACKEND_READY && b->state != BACKEND_CONNECTING) {
         backend_abandon(b);
         return;
@@ -806,7 +902,9 @@ struct backend *backend_pin(struct worker *w, int instance, struct client *c)
     b->fd = -1;
     b->pinned = 1;
     b->backoff_ms = BACKOFF_MIN_MS;
+    b->rng = backend_seed(b);
     pool->npinned++;
+    TAILQ_INSERT_TAIL(&pool->pinned, b, pinned_link);
     backend_connect(b);
     if (b->state == BACKEND_DOWN) return NULL; /* backend_close already queued it for reaping */
     b->owner = c;
@@ -816,6 +914,12 @@ struct backend *backend_pin(struct worker *w, int instance, struct client *c)
 int backend_pin_full(const struct worker *w, int instance)
 {
     return w->pools[instance].npinned >= w->cfg->max_pinned;
+}
+
+void backend_exempt(struct backend *b)
+{
+    assert(b->pinned);
+    b->no_timeout = 1;
 }
 
 void backend_unpin(struct backend *b)

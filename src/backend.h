@@ -80,15 +80,22 @@ struct backend {
     int subscriber;        /* pub/sub mode: frames go to the push hook, not the FIFO */
     int release_when_idle; /* back to the idle list once the FIFO is empty */
     int in_idle;
-    TAILQ_ENTRY(backend) link; /* idle list, or the worker's dead list */
+    int no_timeout;                   /* carries a blocking command: backend-timeout does not apply */
+    TAILQ_ENTRY(backend) link;        /* idle list, or the worker's dead list */
+    TAILQ_ENTRY(backend) pinned_link; /* the pool's list of live dedicated connections */
+    /* backend-timeout */
+    int64_t waiting_since_ms; /* monotonic: when the oldest written entry began to wait (its write, the last reply) */
+    int timed_out;            /* closed by backend-timeout: its entries fail as "timed out" */
+    uint32_t rng;             /* the reconnect jitter's state */
 };
 
 struct backend_pool {
     struct backend *conns;
     int nconns;
-    SSL_CTX *ssl_ctx;         /* NULL for plain instances */
-    struct backend_list idle; /* clean dedicated connections ready for the next pin */
-    int npinned;              /* dedicated connections alive (in use + idle) */
+    SSL_CTX *ssl_ctx;           /* NULL for plain instances */
+    struct backend_list idle;   /* clean dedicated connections ready for the next pin */
+    struct backend_list pinned; /* every live dedicated connection (in use + idle), for backend-timeout */
+    int npinned;                /* dedicated connections alive (in use + idle) */
 };
 
 /* Create the pools of worker w, reporting to `hooks`, and start connecting. 0 on success. */
@@ -145,6 +152,18 @@ struct backend *backend_pin(struct worker *w, int instance, struct client *c);
 
 /* Are max-pinned dedicated connections to `instance` alive on w (a pin would fail for that)? */
 int backend_pin_full(const struct worker *w, int instance);
+
+/* b carries a blocking command (BLPOP, XREAD BLOCK ...): it may wait for its reply as long as
+ * the command blocks, so backend-timeout does not close it (until it is idle again). */
+void backend_exempt(struct backend *b);
+
+/*
+ * The reconnect delay after a failure: `backoff_ms` less a random share of up to a fifth
+ * (r is a random 32-bit value), so connections that failed together (every worker's, after
+ * an instance restart) do not all reconnect in the same millisecond, and the delay still
+ * doubles from attempt to attempt. Pure.
+ */
+int backend_backoff_delay(int backoff_ms, uint32_t r);
 
 /* c's state on b ended: b goes back to the idle list once its FIFO is empty. */
 void backend_unpin(struct backend *b);

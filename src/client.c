@@ -31,6 +31,9 @@ static void client_event_cb(struct bufferevent *bev, short events, void *arg);
 static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg);
 static void client_raw_write_cb(evutil_socket_t fd, short what, void *arg);
 static void client_service(struct client *c);
+static void client_tick_cb(evutil_socket_t fd, short what, void *arg);
+
+#define CLIENT_TICK_MS 250 /* how often the clients are checked against the timeouts */
 
 static void addr_format(const struct sockaddr *sa, char *out, size_t len)
 {
@@ -72,6 +75,7 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
     c->worker = w;
     c->id = __atomic_add_fetch(&w->proxy->next_client_id, 1, __ATOMIC_RELAXED);
     c->created_ms = clock_wall_ms();
+    c->last_active_ms = c->created_ms;
     addr_format(sa, c->addr, sizeof(c->addr));
     (void)salen;
     TAILQ_INIT(&c->queue);
@@ -105,6 +109,11 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
         }
     }
     STAT_INC(&w->stats, connections_received);
+    if (!w->client_tick) { /* the timeouts' check, from the first client on */
+        w->client_tick = xevent_new(w->base, -1, EV_PERSIST, client_tick_cb, w);
+        struct timeval tv = {0, CLIENT_TICK_MS * 1000};
+        event_add(w->client_tick, &tv);
+    }
 }
 
 /* Tear down a closed client: orphan its requests (replies still due from backends free
@@ -652,6 +661,7 @@ static int client_handle_frame(struct client *c, const char *frame)
             }
             req->blocking = 1;
             c->block_pin = b;
+            backend_exempt(b); /* it may wait as long as the command blocks */
             session_block(&c->session);
             router_forward(c, b, req, &plan, frame);
             backend_unpin(b); /* back to the idle list once it answered */
@@ -696,6 +706,8 @@ static size_t client_parse(struct client *c, const char *buf, size_t len)
     size_t pos = 0;
     const struct config *cfg = c->worker->cfg;
     c->now_ms = clock_wall_ms();
+    c->last_active_ms = c->now_ms;
+    c->need_more = 0;
     while (pos < len && !c->closing && c->nqueued < cfg->max_pending) {
         enum resp_status st = resp_parse_request(&c->parser, buf + pos, len - pos);
         if (st == RESP_NEED_MORE) {
@@ -703,6 +715,7 @@ static size_t client_parse(struct client *c, const char *buf, size_t len)
                 client_protocol_error(c, "Protocol error: request larger than max-request-size");
                 return len;
             }
+            c->need_more = 1;
             break;
         }
         if (st == RESP_ERROR) {
@@ -735,6 +748,10 @@ static void client_keep_rest(struct client *c, const char *buf, size_t len, size
             c->qlen = rest;
         }
     }
+    if (c->qlen == 0 || !c->need_more)
+        c->partial_since_ms = 0; /* nothing unfinished (a whole frame may wait) */
+    else if (from > 0 || c->partial_since_ms == 0)
+        c->partial_since_ms = c->now_ms; /* a new unfinished request */
     if (c->qlen == 0 && c->qcap > 0) {
         /* nothing pending: an idle client keeps no query buffer */
         free(c->qbuf);
@@ -875,6 +892,55 @@ static struct client *client_largest(struct worker *w, size_t least)
 }
 
 #define MEM_EVICT_AFTER_MS 500 /* over max-memory this long: evict the largest client */
+
+/*
+ * Why c should be closed for a timeout at `now` (wall ms), or NULL:
+ *   client-timeout        idle that long, unless it waits for a reply, blocks, or is
+ *                         subscribed (as Redis's `timeout` spares blocked and pub/sub clients);
+ *   client-header-timeout not authenticated that long after connecting (users configured),
+ *                         or an unfinished request pending that long that came slower than
+ *                         READ_CHUNK_BYTES a second on average (a slowloris; a large upload
+ *                         that moves goes on).
+ */
+static const char *client_timed_out(const struct client *c, const struct config *cfg, int64_t now, int64_t *since)
+{
+    int64_t idle = cfg->client_timeout_ms, header = cfg->client_header_timeout_ms;
+    *since = c->last_active_ms;
+    if (idle > 0 && c->nqueued == 0 && c->session.mode != SESSION_BLOCKED && c->session.mode != SESSION_SUBSCRIBED &&
+        now - c->last_active_ms >= idle)
+        return "idle past client-timeout";
+    if (header <= 0) return NULL;
+    *since = c->created_ms;
+    if (cfg->nusers > 0 && !c->session.authenticated && now - c->created_ms >= header)
+        return "not authenticated within client-header-timeout";
+    *since = c->partial_since_ms;
+    if (c->partial_since_ms > 0 && now - c->partial_since_ms >= header &&
+        (int64_t)c->qlen < (now - c->partial_since_ms) / 1000 * READ_CHUNK_BYTES)
+        return "a request unfinished past client-header-timeout";
+    return NULL;
+}
+
+/* Every CLIENT_TICK_MS: the clients of w against the timeouts. */
+static void client_tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    (void)fd;
+    (void)what;
+    const struct config *cfg = w->cfg;
+    if (cfg->client_timeout_ms <= 0 && cfg->client_header_timeout_ms <= 0) return;
+    int64_t now = clock_wall_ms();
+    struct client *c, *next;
+    for (c = TAILQ_FIRST(&w->clients); c; c = next) {
+        next = TAILQ_NEXT(c, link); /* a closed client leaves the list */
+        int64_t since;
+        const char *why = client_timed_out(c, cfg, now, &since);
+        if (!why) continue;
+        log_msg(LOG_INFO, "client %llu %s closed: %s (%lld ms)", (unsigned long long)c->id, c->addr, why,
+                (long long)(now - since));
+        STAT_INC(&w->stats, clients_timed_out);
+        conn_close(c, why);
+    }
+}
 
 void client_memory_tick(evutil_socket_t fd, short what, void *arg)
 {

@@ -415,7 +415,7 @@ static void dir_log_level(struct cfg_ctx *ctx, const struct tokens *t)
     CFG_ERR(ctx, "bad log-level '%s' (debug, info, warn or error)", t->v[1].text);
 }
 
-enum value_kind { V_FUNC, V_INT, V_SIZE, V_DURATION };
+enum value_kind { V_FUNC, V_INT, V_SIZE, V_DURATION, V_DURATION_OR_0 };
 
 static const struct directive {
     const char *name;
@@ -448,6 +448,11 @@ static const struct directive {
     {"max-memory", "SIZE", 1, 1, 0, V_SIZE, NULL, offsetof(struct config, max_memory), 0, INT64_MAX},
     {"connect-timeout", "DURATION", 1, 1, 0, V_DURATION, NULL, offsetof(struct config, connect_timeout_ms), 0, 0},
     {"shutdown-timeout", "DURATION", 1, 1, 0, V_DURATION, NULL, offsetof(struct config, shutdown_timeout_ms), 0, 0},
+    {"client-timeout", "DURATION|0", 1, 1, 0, V_DURATION_OR_0, NULL, offsetof(struct config, client_timeout_ms), 0, 0},
+    {"client-header-timeout", "DURATION|0", 1, 1, 0, V_DURATION_OR_0, NULL,
+     offsetof(struct config, client_header_timeout_ms), 0, 0},
+    {"backend-timeout", "DURATION|0", 1, 1, 0, V_DURATION_OR_0, NULL, offsetof(struct config, backend_timeout_ms), 0,
+     0},
     {"log-level", "debug|info|warn|error", 1, 1, 0, V_FUNC, dir_log_level, 0, 0, 0},
 };
 #define NDIRECTIVES (sizeof directives / sizeof directives[0])
@@ -485,6 +490,14 @@ static void directive_apply(struct cfg_ctx *ctx, const struct directive *d, cons
     case V_DURATION:
         if (duration_parse(v, &n64) != 0)
             CFG_ERR(ctx, "bad %s '%s' (a duration such as 500ms, 2s, 1m)", d->name, v);
+        else
+            *(int64_t *)(void *)field = n64;
+        break;
+    case V_DURATION_OR_0:
+        if (strcmp(v, "0") == 0)
+            *(int64_t *)(void *)field = 0;
+        else if (duration_parse(v, &n64) != 0)
+            CFG_ERR(ctx, "bad %s '%s' (a duration such as 500ms, 2s, 1m, or 0 for none)", d->name, v);
         else
             *(int64_t *)(void *)field = n64;
         break;
@@ -543,6 +556,9 @@ struct config *config_load(const char *path, struct diag *errs)
     c->max_pinned = 64;
     c->connect_timeout_ms = 2000;
     c->shutdown_timeout_ms = 5000;
+    c->client_timeout_ms = 0;
+    c->client_header_timeout_ms = 10000;
+    c->backend_timeout_ms = 5000;
     c->log_level = LOG_INFO;
     struct cfg_ctx ctx = {.c = c, .errs = errs};
     size_t errs_before = errs->count;

@@ -69,6 +69,14 @@ struct config {
     int max_pinned;                   /* max-pinned N: dedicated connections per instance per worker, default 64 */
     int64_t connect_timeout_ms;       /* backend connect timeout, default 2s */
     int64_t shutdown_timeout_ms;      /* shutdown-timeout: drain bound on SIGTERM, default 5s */
+    int64_t client_timeout_ms;        /* client-timeout: close a client idle this long (0 = never, the
+                                         default, as Redis's `timeout 0`) */
+    int64_t client_header_timeout_ms; /* client-header-timeout: bound on a client's first request, its AUTH
+                                         (when users are configured) and any unfinished request (0 = none),
+                                         default 10s */
+    int64_t backend_timeout_ms;       /* backend-timeout: a backend connection whose oldest written request
+                                         has no reply after this is closed, its requests failed (0 = none),
+                                         default 5s */
     int log_level;                    /* log-level debug|info|warn|error (enum log_level), default info */
     struct registry *registry;
 };

@@ -33,7 +33,10 @@ struct client {
     char addr[64];
     char *name; /* CLIENT SETNAME */
     int64_t created_ms;
-    const char *last_cmd; /* name of the last command (the command table's string) */
+    int64_t last_active_ms;   /* wall clock of the last bytes read (client-timeout) */
+    int64_t partial_since_ms; /* wall clock since an unfinished request waits for more bytes, 0 = none */
+    int need_more;            /* the last parse stopped inside an unfinished request */
+    const char *last_cmd;     /* name of the last command (the command table's string) */
     /* input */
     char *qbuf; /* unparsed input */
     size_t qlen, qcap;

@@ -78,9 +78,11 @@ struct worker {
     struct event *control_ev; /* woken by the main thread: reload, shutdown */
     int control_pipe[2];      /* the main thread writes a byte to wake the loop */
     struct event *drain_timer;
-    struct event *mem_timer;   /* while clients are paused for max-memory (client_memory_tick) */
-    int64_t mem_over_since_ms; /* max-memory: over it since (0: not over at the last tick) */
-    int64_t mem_unpublished;   /* max-memory: this worker's change not yet in proxy->mem_used */
+    struct event *backend_tick; /* backend-timeout checks (backend.c) */
+    struct event *client_tick;  /* client-timeout / client-header-timeout checks (client.c) */
+    struct event *mem_timer;    /* while clients are paused for max-memory (client_memory_tick) */
+    int64_t mem_over_since_ms;  /* max-memory: over it since (0: not over at the last tick) */
+    int64_t mem_unpublished;    /* max-memory: this worker's change not yet in proxy->mem_used */
     int stopping;
     struct stats stats;
     struct proxy *proxy;

@@ -142,3 +142,8 @@ void replies_unavailable(char *buf, size_t size, const char *instance_name)
 {
     snprintf(buf, size, "UNAVAILABLE instance '%s' is unreachable", instance_name);
 }
+
+void replies_timed_out(char *buf, size_t size, const char *instance_name)
+{
+    snprintf(buf, size, "UNAVAILABLE instance '%s' timed out (the command may have run)", instance_name);
+}

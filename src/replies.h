@@ -60,4 +60,8 @@ size_t replies_error(char *buf, size_t size, const char *text);
 /* The text of -UNAVAILABLE for an instance that is down (no '-', no CRLF) into buf. */
 void replies_unavailable(char *buf, size_t size, const char *instance_name);
 
+/* The text of -UNAVAILABLE for a request whose connection was closed by backend-timeout: the
+ * command reached the instance and may have run. */
+void replies_timed_out(char *buf, size_t size, const char *instance_name);
+
 #endif

@@ -315,8 +315,11 @@ static void route_deliver(struct backend *b, const struct pending *pd, const cha
 static void route_fail(struct backend *b, const struct pending *pd)
 {
     struct request *req = pd->req;
-    char text[128];
-    replies_unavailable(text, sizeof(text), b->worker->cfg->instance_names[b->instance]);
+    char text[160];
+    if (b->timed_out)
+        replies_timed_out(text, sizeof(text), b->worker->cfg->instance_names[b->instance]);
+    else
+        replies_unavailable(text, sizeof(text), b->worker->cfg->instance_names[b->instance]);
     switch ((enum route_kind)pd->kind) {
     case ROUTE_PASS:
     case ROUTE_EXEC_PICK:

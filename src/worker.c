@@ -239,6 +239,7 @@ void worker_free(struct worker *w)
     free(w->closing.items);
     if (w->drain_timer) event_free(w->drain_timer);
     if (w->mem_timer) event_free(w->mem_timer);
+    if (w->client_tick) event_free(w->client_tick);
     free(w->listeners);
     for (size_t i = 0; w->listen_ctxs && i < w->nlisten_ctxs; i++) free(w->listen_ctxs[i]);
     free(w->listen_ctxs);

@@ -325,6 +325,30 @@ START_TEST(test_issue10_item12_memory_directives)
 }
 END_TEST
 
+/* the timeouts of issue 12: durations, 0 = none, and their defaults */
+START_TEST(timeout_directives)
+{
+    struct diag d;
+    struct config *c = load(BASE, &d);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->client_timeout_ms, 0);
+    ck_assert_int_eq(c->client_header_timeout_ms, 10000);
+    ck_assert_int_eq(c->backend_timeout_ms, 5000);
+    config_free(c);
+    diag_free(&d);
+    c = load(BASE "client-timeout 5m\nclient-header-timeout 250ms\nbackend-timeout 0\n", &d);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->client_timeout_ms, 300000);
+    ck_assert_int_eq(c->client_header_timeout_ms, 250);
+    ck_assert_int_eq(c->backend_timeout_ms, 0);
+    config_free(c);
+    diag_free(&d);
+    expect_error(BASE "client-timeout 30\n", 5, "bad client-timeout '30' (a duration such as 500ms, 2s, 1m, or 0");
+    expect_error(BASE "backend-timeout -1s\n", 5, "bad backend-timeout");
+    expect_error(BASE "client-header-timeout 0s\n", 5, "bad client-header-timeout");
+}
+END_TEST
+
 START_TEST(error_listen_forms)
 {
     expect_error(BASE "listen localhost\n", 5, "expected HOST:PORT");
@@ -501,6 +525,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, defaults_and_no_user_warning);
     tcase_add_test(tc, dev_config_parses);
     tcase_add_test(tc, test_issue10_item12_memory_directives);
+    tcase_add_test(tc, timeout_directives);
     tcase_add_test(tc, size_parse_forms);
     tcase_add_test(tc, missing_config_file);
     suite_add_tcase(s, tc);
