@@ -41,6 +41,7 @@ struct backend;
 struct backend_pool;
 struct backend_hooks;
 struct request;
+struct accept_pause;
 
 TAILQ_HEAD(client_list, client);
 TAILQ_HEAD(backend_list, backend);
@@ -84,6 +85,7 @@ struct worker {
     int64_t mem_over_since_ms;  /* max-memory: over it since (0: not over at the last tick) */
     int64_t mem_unpublished;    /* max-memory: this worker's change not yet in proxy->mem_used */
     int stopping;
+    struct accept_pause *accept_pause; /* out of fds: accepting paused, retried on a timer (worker.c) */
     struct stats stats;
     struct proxy *proxy;
 };

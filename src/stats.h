@@ -9,6 +9,7 @@
 #define STATS_COUNTERS(X)                                                                                              \
     X(connections_received, "client connections accepted")                                                             \
     X(connections_rejected, "client connections refused at max-clients")                                               \
+    X(accept_paused, "times accepting paused: out of file descriptors")                                                \
     X(commands_processed, "client commands handled")                                                                   \
     X(commands_forwarded, "commands sent to a backend instance")                                                       \
     X(commands_local, "commands answered by keygate itself")                                                           \

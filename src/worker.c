@@ -25,22 +25,115 @@ struct listen_ctx {
     SSL_CTX *tls;
 };
 
+/*
+ * Out of file descriptors. accept() failing with EMFILE/ENFILE leaves the connection in
+ * the kernel's backlog, so the listener stays readable and libevent would call us again at
+ * once, for ever (a full core). Instead every listener of the worker is disabled and a
+ * timer re-enables them after ACCEPT_RETRY_FIRST_MS, doubling to ACCEPT_RETRY_MAX_MS while
+ * accept still fails; the clients already connected are served meanwhile. One episode,
+ * from the first failure to an accept batch that ends without one, logs one WARN line and
+ * one "accepting again" line, and counts once in accept_paused.
+ *
+ *   accept fails EMFILE --> listeners off, retry timer (100 ms, 200, ... 1 s)
+ *        ^                          |
+ *        |                          v
+ *        +---- fails again <-- listeners on --> accepts; the batch ends without EMFILE
+ *                                                 (settle event) --> "accepting again"
+ */
+#define ACCEPT_RETRY_FIRST_MS 100
+#define ACCEPT_RETRY_MAX_MS 1000
+
+struct accept_pause {
+    struct event *retry;  /* re-enables the listeners */
+    struct event *settle; /* runs after an accept batch that accepted during an episode */
+    int64_t since_ms;     /* the episode's first failure (0: accepting normally) */
+    int delay_ms;         /* the delay of the next retry */
+    int accepted;         /* accepted since the last failure of this episode */
+};
+
+static void worker_listeners_set(struct worker *w, int enable)
+{
+    for (size_t i = 0; i < w->nlisteners; i++) {
+        if (enable)
+            evconnlistener_enable(w->listeners[i]);
+        else
+            evconnlistener_disable(w->listeners[i]);
+    }
+}
+
+/* accept() failed with err (EMFILE/ENFILE): stop accepting and retry on the timer. */
+static void worker_accept_pause(struct worker *w, int err)
+{
+    struct accept_pause *ap = w->accept_pause;
+    worker_listeners_set(w, 0);
+    if (evtimer_pending(ap->retry, NULL)) return; /* another listener of w, same iteration */
+    if (ap->since_ms == 0) {
+        ap->since_ms = clock_wall_ms();
+        ap->delay_ms = ACCEPT_RETRY_FIRST_MS;
+        STAT_INC(&w->stats, accept_paused);
+        log_msg(LOG_WARN, "out of file descriptors: accepting paused (%s); retrying after %d ms, doubling up to %d ms",
+                strerror(err), ACCEPT_RETRY_FIRST_MS, ACCEPT_RETRY_MAX_MS);
+    } else if (ap->accepted) {
+        ap->delay_ms = ACCEPT_RETRY_FIRST_MS; /* some fds came back: retry soon */
+    } else {
+        ap->delay_ms = ap->delay_ms * 2 > ACCEPT_RETRY_MAX_MS ? ACCEPT_RETRY_MAX_MS : ap->delay_ms * 2;
+    }
+    ap->accepted = 0;
+    struct timeval tv = {ap->delay_ms / 1000, (ap->delay_ms % 1000) * 1000};
+    evtimer_add(ap->retry, &tv);
+}
+
+static void accept_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    (void)fd;
+    (void)what;
+    if (!w->stopping) worker_listeners_set(w, 1);
+}
+
+/* After a batch of accepts in an episode: if no EMFILE followed them, the episode is over. */
+static void accept_settle_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    struct accept_pause *ap = w->accept_pause;
+    (void)fd;
+    (void)what;
+    if (ap->since_ms == 0 || !ap->accepted || evtimer_pending(ap->retry, NULL)) return;
+    log_msg(LOG_INFO, "accepting again after %lld ms out of file descriptors",
+            (long long)(clock_wall_ms() - ap->since_ms));
+    ap->since_ms = 0;
+    ap->accepted = 0;
+    ap->delay_ms = ACCEPT_RETRY_FIRST_MS;
+}
+
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
 {
     struct listen_ctx *lc = arg;
+    struct worker *w = lc->worker;
     (void)l;
-    if (lc->worker->stopping) {
+    if (w->stopping) {
         close(fd);
         return;
     }
-    client_accept(lc->worker, fd, sa, salen, lc->tls);
+    struct accept_pause *ap = w->accept_pause;
+    if (ap->since_ms != 0 && !ap->accepted) {
+        ap->accepted = 1;
+        event_active(ap->settle, EV_TIMEOUT, 0); /* runs once libevent's accept loop has returned */
+    }
+    client_accept(w, fd, sa, salen, lc->tls);
 }
 
+/* libevent calls this for accept errors other than EAGAIN, EINTR and ECONNABORTED. */
 static void accept_error_cb(struct evconnlistener *l, void *arg)
 {
+    struct listen_ctx *lc = arg;
+    int err = EVUTIL_SOCKET_ERROR();
     (void)l;
-    (void)arg;
-    log_msg(LOG_WARN, "accept failed: %s", evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+    if (err == EMFILE || err == ENFILE) {
+        worker_accept_pause(lc->worker, err);
+        return;
+    }
+    log_msg(LOG_WARN, "accept failed: %s", evutil_socket_error_to_string(err));
 }
 
 /*
@@ -125,6 +218,7 @@ static void worker_close_listeners(struct worker *w)
 {
     for (size_t i = 0; i < w->nlisteners; i++) evconnlistener_free(w->listeners[i]);
     w->nlisteners = 0;
+    if (w->accept_pause) evtimer_del(w->accept_pause->retry);
 }
 
 /* While stopping: exit once no client waits for a backend reply, or at the deadline. */
@@ -201,6 +295,9 @@ int worker_init(struct worker *w, struct proxy *p, int id, const struct config *
     w->flush_ev = xevent_new(w->base, -1, 0, flush_cb, w);
     w->drain_timer = xevtimer_new(w->base, drain_cb, w);
     w->mem_timer = xevtimer_new(w->base, client_memory_tick, w);
+    w->accept_pause = xcalloc(1, sizeof(*w->accept_pause));
+    w->accept_pause->retry = xevtimer_new(w->base, accept_retry_cb, w);
+    w->accept_pause->settle = xevent_new(w->base, -1, 0, accept_settle_cb, w);
     w->listeners = xcalloc(cfg->nlistens ? cfg->nlistens : 1, sizeof(*w->listeners));
     w->listen_ctxs = xcalloc(cfg->nlistens ? cfg->nlistens : 1, sizeof(void *));
     for (size_t i = 0; i < cfg->nlistens; i++) {
@@ -240,6 +337,11 @@ void worker_free(struct worker *w)
     if (w->drain_timer) event_free(w->drain_timer);
     if (w->mem_timer) event_free(w->mem_timer);
     if (w->client_tick) event_free(w->client_tick);
+    if (w->accept_pause) {
+        event_free(w->accept_pause->retry);
+        event_free(w->accept_pause->settle);
+        free(w->accept_pause);
+    }
     free(w->listeners);
     for (size_t i = 0; w->listen_ctxs && i < w->nlisten_ctxs; i++) free(w->listen_ctxs[i]);
     free(w->listen_ctxs);
