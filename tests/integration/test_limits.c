@@ -494,6 +494,71 @@ START_TEST(test_issue10_item8_paused_tls_client_reset)
 }
 END_TEST
 
+/* ---- max-clients and max-request-size: what a client past them sees ---- */
+
+START_TEST(test_max_clients_refuses_the_one_over)
+{
+    restart_with("max-clients 3\n");
+    redisContext *c[3];
+    for (int i = 0; i < 3; i++) c[i] = login();
+    /* the fourth gets Redis's error and is closed; the three are still served */
+    struct timeval tv = {5, 0};
+    redisContext *over = redisConnectWithTimeout("127.0.0.1", h.port, tv);
+    ck_assert_msg(over != NULL && !over->err, "connect: %s", over ? over->errstr : "no memory");
+    redisSetTimeout(over, tv);
+    redisReply *r = redisCommand(over, "PING");
+    ck_assert_msg(r != NULL && r->type == REDIS_REPLY_ERROR && strcmp(r->str, "ERR max number of clients reached") == 0,
+                  "the client over max-clients got %s", r ? describe(r) : over->errstr);
+    freeReplyObject(r);
+    r = redisCommand(over, "PING");
+    ck_assert_msg(r == NULL, "the client over max-clients was not closed: %s", r ? describe(r) : "");
+    redisFree(over);
+    for (int i = 0; i < 3; i++) expect_status(cmd(c[i], "PING"), "PONG", "a client within max-clients");
+    /* one leaves: a new one is accepted */
+    redisFree(c[0]);
+    long long deadline = now_ms() + 3000;
+    for (;;) {
+        redisContext *again = redisConnectWithTimeout("127.0.0.1", h.port, tv);
+        redisSetTimeout(again, tv);
+        r = redisCommand(again, "AUTH root %s", ROOT_PW);
+        int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+        freeReplyObject(r);
+        redisFree(again);
+        if (ok) break;
+        ck_assert_msg(now_ms() < deadline, "no client accepted again after one of max-clients left");
+        sleep_ms(50);
+    }
+    redisFree(c[1]);
+    redisFree(c[2]);
+    restart_with("");
+}
+END_TEST
+
+START_TEST(test_max_request_size_refuses_a_larger_bulk)
+{
+    restart_with("max-request-size 1mb\n");
+    redisContext *c = login(), *other = login();
+    size_t n = 2 * 1024 * 1024;
+    char *v = malloc(n);
+    ck_assert_ptr_nonnull(v);
+    memset(v, 'x', n);
+    redisReply *r = redisCommand(c, "SET cache:lim:big %b", v, n);
+    free(v);
+    ck_assert_msg(r != NULL && r->type == REDIS_REPLY_ERROR &&
+                      strcmp(r->str, "ERR Protocol error: invalid bulk length") == 0,
+                  "a 2 MiB bulk over max-request-size 1mb got %s", r ? describe(r) : c->errstr);
+    freeReplyObject(r);
+    expect_status(cmd(other, "SET cache:lim:small v"), "OK", "another client meanwhile");
+    redisContext *d = harness_must_direct(&h, "cache");
+    expect_int(cmd(d, "EXISTS cache:lim:big"), 0, "the refused value on cache");
+    expect_int(cmd(d, "DEL cache:lim:small"), 1, "DEL");
+    redisFree(d);
+    redisFree(c);
+    redisFree(other);
+    restart_with("");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("limits");
@@ -506,5 +571,7 @@ int main(void)
     harness_add_test(tc, test_issue10_item12_buffers_shrink_after_a_large_reply);
     harness_add_test(tc, test_issue10_item12_huge_reply_over_the_hard_limit);
     harness_add_test(tc, test_issue10_item12_memory_count_returns_to_zero);
+    harness_add_test(tc, test_max_clients_refuses_the_one_over);
+    harness_add_test(tc, test_max_request_size_refuses_a_larger_bulk);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
