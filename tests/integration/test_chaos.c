@@ -1,0 +1,390 @@
+/* test_chaos.c: integration tests of issue 12: nothing acknowledged is lost on durable under chaos, and backend errors pass through keygate unchanged. */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/*
+ * One harness (two TLS redis-servers + keygate, the repo's conf/registry.conf) with one
+ * user, `root` (owners=* access=rw scripts=yes: EVALSHA needs scripts=yes). Registry facts
+ * used: q: durable ttl=none, rl: durable ttl=1h (writes MULTI-wrapped with a PEXPIRE),
+ * cache: cache ttl=1h (SET gets EX, other writes MULTI-wrapped).
+ *
+ * Every backend setting a test changes (appendfsync, maxmemory, busy-reply-threshold,
+ * REPLICAOF, save/dir) is put back before the test asserts anything.
+ */
+
+#define ROOT_PW "chaos-root-pw"
+
+static struct harness h;
+
+static void setup(void)
+{
+    static char extra[256];
+    char hash[65];
+    harness_sha256_hex(ROOT_PW, hash);
+    snprintf(extra, sizeof extra, "user root sha256=%s owners=* access=rw scripts=yes\n", hash);
+    struct harness_opts o = {.extra_config = extra};
+    ck_assert_msg(harness_start(&h, &o) == 0, "harness_start: %s", h.error);
+}
+
+static void teardown(void)
+{
+    harness_check_registry(&h);
+    harness_stop(&h);
+}
+
+/* A connection to keygate logged in as root (10 s I/O timeout); NULL when it cannot be made. No assertion:
+ * safe in the chaos client threads. */
+static redisContext *chaos_login(void)
+{
+    redisContext *c = harness_client(&h);
+    if (c == NULL) return NULL;
+    redisReply *r = redisCommand(c, "AUTH root %s", ROOT_PW);
+    int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+    freeReplyObject(r);
+    if (!ok) {
+        redisFree(c);
+        return NULL;
+    }
+    return c;
+}
+
+static redisContext *must_login(void)
+{
+    redisContext *c = chaos_login();
+    ck_assert_msg(c != NULL, "cannot connect to keygate and AUTH root");
+    return c;
+}
+
+/* Run one command directly on backend and return its reply (the caller frees it). */
+static redisReply *direct_cmd(const char *backend, const char *fmt, ...)
+{
+    redisContext *c = harness_must_direct(&h, backend);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(r != NULL, "%s: `%s`: connection error: %s", backend, fmt, c->errstr);
+    redisFree(c);
+    return r;
+}
+
+/* Run one command directly on backend; it must answer +OK. No assertion (usable in restores, which run
+ * before any assertion): returns 0, or -1 printing why on stderr. */
+static int direct_ok(const char *backend, const char *fmt, ...)
+{
+    redisContext *c = harness_direct(&h, backend);
+    if (c == NULL) {
+        fprintf(stderr, "test_chaos: %s unreachable for `%s`\n", backend, fmt);
+        return -1;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    int ok = r != NULL && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
+    if (!ok) fprintf(stderr, "test_chaos: %s: `%s`: %s\n", backend, fmt, r != NULL ? describe(r) : c->errstr);
+    freeReplyObject(r);
+    redisFree(c);
+    return ok ? 0 : -1;
+}
+
+/* The value of CONFIG GET name on backend, into out. */
+static void config_get(const char *backend, const char *name, char *out, size_t len)
+{
+    redisReply *r = direct_cmd(backend, "CONFIG GET %s", name);
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING,
+                  "%s: CONFIG GET %s: %s", backend, name, describe(r));
+    snprintf(out, len, "%s", r->element[1]->str);
+    freeReplyObject(r);
+}
+
+/* keygate's VmRSS or VmHWM in KiB, from /proc. */
+static long long keygate_kib(const char *field)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)h.keygate_pid);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "open %s: %s", path, strerror(errno));
+    long long kb = -1;
+    size_t n = strlen(field);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, field, n) == 0 && line[n] == ':') kb = atoll(line + n + 1);
+    fclose(f);
+    ck_assert_msg(kb >= 0, "%s has no %s", path, field);
+    return kb;
+}
+
+/* ASan keeps freed memory in quarantine and adds shadow memory: under it the RSS bound is
+ * printed, not checked (as in test_limits). */
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_CHECKED 0
+#else
+#define RSS_CHECKED 1
+#endif
+
+/* ---- chaos: nothing acknowledged is lost ---- */
+
+enum {
+    CHAOS_CLIENTS = 8,
+    CHAOS_DEPTH = 4, /* INCRs pipelined per round trip: replies must come back in order */
+};
+#define CHAOS_BASE_STEP 1000000000000LL /* client i's counter starts at (i + 1) * this: ranges never meet */
+
+struct chaos_client {
+    int id;
+    char key[64];
+    long long base;       /* the counter's value before the run */
+    long long last;       /* the last acknowledged value (base before any) */
+    long long sent;       /* INCRs written */
+    long long acked;      /* integer replies */
+    long long errored;    /* error replies */
+    long long lost;       /* in flight when keygate closed the connection: no reply */
+    long long reconnects; /* keygate closed the connection and the client connected again */
+    long long calm_acked; /* acked once the calm phase began */
+    char first_error[160];
+    char failure[320]; /* the first violation seen; "" if none */
+};
+
+static atomic_int chaos_stop;
+static atomic_int chaos_calm; /* set when the last disturbance is over */
+
+static void chaos_fail(struct chaos_client *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void chaos_fail(struct chaos_client *k, const char *fmt, ...)
+{
+    if (k->failure[0] != '\0') return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(k->failure, sizeof k->failure, fmt, ap);
+    va_end(ap);
+}
+
+/* One reply of the client's pipeline: an integer must be its own counter's next values (strictly
+ * above the last acknowledged one, below base + everything sent that may have run); an error is counted. */
+static void chaos_reply(struct chaos_client *k, const redisReply *r)
+{
+    if (r->type == REDIS_REPLY_INTEGER) {
+        long long v = r->integer;
+        if (v < k->base || v >= k->base + CHAOS_BASE_STEP)
+            chaos_fail(k, "client %d got %lld: another counter's value (its own starts at %lld)", k->id, v, k->base);
+        else if (v <= k->last)
+            chaos_fail(k, "client %d got %lld after %lld: not increasing", k->id, v, k->last);
+        else if (v - k->base > k->acked + 1 + k->errored + k->lost)
+            chaos_fail(k, "client %d got %lld: more INCRs ran (%lld) than it had unanswered or acknowledged (%lld)",
+                       k->id, v, v - k->base, k->acked + 1 + k->errored + k->lost);
+        k->last = v;
+        k->acked++;
+        if (atomic_load(&chaos_calm)) k->calm_acked++;
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        if (k->errored == 0) snprintf(k->first_error, sizeof k->first_error, "%s", r->str);
+        k->errored++;
+    } else {
+        chaos_fail(k, "client %d: INCR answered %s", k->id, describe(r));
+    }
+}
+
+static void *chaos_client_run(void *arg)
+{
+    struct chaos_client *k = arg;
+    redisContext *c = NULL;
+    while (!atomic_load(&chaos_stop) && k->failure[0] == '\0') {
+        if (c == NULL && (c = chaos_login()) == NULL) {
+            sleep_ms(20);
+            continue;
+        }
+        for (int i = 0; i < CHAOS_DEPTH; i++) redisAppendCommand(c, "INCR %s", k->key);
+        k->sent += CHAOS_DEPTH;
+        long long errors = k->errored;
+        for (int i = 0; i < CHAOS_DEPTH; i++) {
+            void *r = NULL;
+            if (redisGetReply(c, &r) != REDIS_OK || r == NULL) {
+                if (c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK))
+                    chaos_fail(k, "client %d: no reply within 10 s (%s)", k->id, c->errstr);
+                k->lost += CHAOS_DEPTH - i;
+                k->reconnects++;
+                redisFree(c);
+                c = NULL;
+                break;
+            }
+            chaos_reply(k, r);
+            freeReplyObject(r);
+        }
+        if (k->errored != errors) sleep_ms(10); /* the backend is down: do not spin */
+    }
+    if (c != NULL) {
+        /* exactly one reply each: nothing more may arrive */
+        struct timeval tv = {0, 300000};
+        redisSetTimeout(c, tv);
+        void *r = NULL;
+        if (redisGetReply(c, &r) == REDIS_OK && r != NULL) {
+            chaos_fail(k, "client %d: an extra reply after its last INCR: %s", k->id, describe(r));
+            freeReplyObject(r);
+        }
+        redisFree(c);
+    }
+    return NULL;
+}
+
+/* Put appendfsync always on durable (the harness's redis.conf has AOF with everysec); after
+ * each restart too, since the restart reads redis.conf again. */
+static void durable_fsync_always(void)
+{
+    ck_assert_msg(direct_ok("durable", "CONFIG SET appendfsync always") == 0, "durable: CONFIG SET appendfsync");
+}
+
+static void durable_kill_restart(int down_ms)
+{
+    ck_assert_msg(harness_backend_kill(&h, "durable") == 0, "killing durable");
+    sleep_ms(down_ms);
+    ck_assert_msg(harness_backend_restart(&h, "durable") == 0, "restarting durable: %s", h.error);
+    durable_fsync_always();
+}
+
+/* CLIENT KILL TYPE normal on durable: keygate's backend connections (not the caller's). How many. */
+static long long durable_client_kill(void)
+{
+    return harness_direct_int(&h, "durable", "CLIENT KILL TYPE normal");
+}
+
+static long long chaos_acked(const struct chaos_client *k)
+{
+    long long n = 0;
+    for (int i = 0; i < CHAOS_CLIENTS; i++) n += k[i].acked;
+    return n;
+}
+
+/* The disturbances' timeline, for the test's output. */
+struct chaos_log {
+    long long t0;
+    char text[1024];
+    size_t used;
+};
+
+static void chaos_log(struct chaos_log *log, const struct chaos_client *k, const char *what)
+{
+    if (log->used >= sizeof log->text) return;
+    log->used += (size_t)snprintf(log->text + log->used, sizeof log->text - log->used,
+                                  "  %5lld ms %-28s acked so far %lld\n", now_ms() - log->t0, what, chaos_acked(k));
+}
+
+START_TEST(test_chaos_nothing_acknowledged_is_lost)
+{
+    char fsync_was[32];
+    config_get("durable", "appendfsync", fsync_was, sizeof fsync_was);
+    durable_fsync_always();
+
+    static struct chaos_client k[CHAOS_CLIENTS];
+    redisContext *c = must_login();
+    for (int i = 0; i < CHAOS_CLIENTS; i++) {
+        k[i].id = i;
+        k[i].base = (i + 1) * CHAOS_BASE_STEP;
+        k[i].last = k[i].base;
+        snprintf(k[i].key, sizeof k[i].key, "q:chaos:%d:counter:%d", (int)getpid(), i);
+        expect_status(cmd(c, "SET %s %lld", k[i].key, k[i].base), "OK", "the counter's base");
+    }
+    long long rss_start = keygate_kib("VmRSS");
+
+    pthread_t threads[CHAOS_CLIENTS];
+    for (int i = 0; i < CHAOS_CLIENTS; i++)
+        ck_assert_msg(pthread_create(&threads[i], NULL, chaos_client_run, &k[i]) == 0, "pthread_create");
+
+    /* the disturbances, about 20 s in all; acks counted before each */
+    struct chaos_log log = {.t0 = now_ms()};
+    sleep_ms(1500);
+    chaos_log(&log, k, "CLIENT KILL TYPE normal");
+    long long killed1 = durable_client_kill();
+    sleep_ms(1500);
+    chaos_log(&log, k, "SIGKILL, down 1 s, restart");
+    durable_kill_restart(1000);
+    sleep_ms(2000);
+    chaos_log(&log, k, "SIGSTOP 2 s, SIGCONT");
+    pid_t pid = harness_backend(&h, "durable")->pid;
+    ck_assert_msg(pid > 0 && kill(pid, SIGSTOP) == 0, "SIGSTOP durable");
+    sleep_ms(2000);
+    long long acked_stopped = chaos_acked(k);
+    ck_assert_msg(kill(pid, SIGCONT) == 0, "SIGCONT durable");
+    sleep_ms(1500);
+    chaos_log(&log, k, "SIGKILL, down 0.5 s, restart");
+    durable_kill_restart(500);
+    sleep_ms(2500);
+    chaos_log(&log, k, "CLIENT KILL TYPE normal");
+    long long killed2 = durable_client_kill();
+    sleep_ms(1500);
+    chaos_log(&log, k, "SIGKILL, restart at once");
+    durable_kill_restart(0);
+    sleep_ms(2500);
+    chaos_log(&log, k, "calm: every client must INCR");
+    atomic_store(&chaos_calm, 1);
+    sleep_ms(4000);
+    chaos_log(&log, k, "stop");
+    atomic_store(&chaos_stop, 1);
+    for (int i = 0; i < CHAOS_CLIENTS; i++) pthread_join(threads[i], NULL);
+    int restored = direct_ok("durable", "CONFIG SET appendfsync %s", fsync_was);
+
+    sleep_ms(500);
+    long long rss_end = keygate_kib("VmRSS"), rss_peak = keygate_kib("VmHWM");
+    fprintf(stderr, "chaos timeline (CLIENT KILL closed %lld then %lld connections; acked while stopped: %lld):\n%s",
+            killed1, killed2, acked_stopped, log.text);
+
+    long long sent = 0, acked = 0, errored = 0, lost = 0, reconnects = 0, ran0 = 0;
+    for (int i = 0; i < CHAOS_CLIENTS; i++) {
+        redisReply *r = direct_cmd("durable", "GET %s", k[i].key);
+        ck_assert_msg(r->type == REDIS_REPLY_STRING, "durable: GET %s: %s", k[i].key, describe(r));
+        long long ran = atoll(r->str) - k[i].base;
+        freeReplyObject(r);
+        if (i == 0) ran0 = ran;
+        fprintf(stderr,
+                "  client %d: sent %lld acked %lld errored %lld lost %lld reconnects %lld calm-acked %lld; ran on "
+                "durable %lld; first error: %s\n",
+                i, k[i].sent, k[i].acked, k[i].errored, k[i].lost, k[i].reconnects, k[i].calm_acked, ran,
+                k[i].first_error[0] ? k[i].first_error : "(none)");
+        ck_assert_msg(k[i].failure[0] == '\0', "%s", k[i].failure);
+        ck_assert_msg(k[i].sent == k[i].acked + k[i].errored + k[i].lost,
+                      "client %d: %lld INCRs sent but %lld acknowledged + %lld errored + %lld lost at a disconnect", i,
+                      k[i].sent, k[i].acked, k[i].errored, k[i].lost);
+        ck_assert_msg(k[i].acked <= ran, "client %d: %lld INCRs acknowledged, durable holds only %lld: lost", i,
+                      k[i].acked, ran);
+        ck_assert_msg(ran <= k[i].acked + k[i].errored + k[i].lost,
+                      "client %d: durable ran %lld INCRs, more than the %lld acknowledged + %lld errored + %lld lost",
+                      i, ran, k[i].acked, k[i].errored, k[i].lost);
+        ck_assert_msg(k[i].last - k[i].base <= ran, "client %d: acknowledged value %lld above durable's %lld", i,
+                      k[i].last, ran + k[i].base);
+        ck_assert_msg(k[i].calm_acked > 0, "client %d: no INCR acknowledged in the 4 s after the last disturbance", i);
+        sent += k[i].sent, acked += k[i].acked, errored += k[i].errored, lost += k[i].lost;
+        reconnects += k[i].reconnects;
+    }
+    fprintf(stderr,
+            "chaos: %d clients sent %lld INCRs: %lld acked, %lld errored, %lld lost at %lld disconnects; keygate RSS "
+            "%lld KiB at start, %lld KiB at the end, peak %lld KiB\n",
+            CHAOS_CLIENTS, sent, acked, errored, lost, reconnects, rss_start, rss_end, rss_peak);
+    ck_assert_msg(restored == 0, "durable: appendfsync not put back to %s", fsync_was);
+    ck_assert_msg(errored > 0, "no INCR failed: the disturbances did not reach keygate");
+    ck_assert_msg(acked > 1000, "only %lld INCRs acknowledged in 20 s", acked);
+    ck_assert_msg(!RSS_CHECKED || rss_end < rss_start + 16 * 1024,
+                  "keygate's RSS %lld KiB at the end, %lld KiB at the start: not back within 16 MiB", rss_end,
+                  rss_start);
+
+    /* keygate still serves, on a connection of before the chaos too */
+    expect_status(cmd(c, "PING"), "PONG", "PING on a connection opened before the chaos");
+    long long value0 = k[0].base + ran0;
+    expect_int(cmd(c, "INCR %s", k[0].key), value0 + 1, "INCR after the chaos: durable's value + 1");
+    redisFree(c);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("chaos");
+    TCase *tc = harness_tcase(s, "chaos", 90, setup, teardown);
+    harness_add_test(tc, test_chaos_nothing_acknowledged_is_lost);
+    return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
