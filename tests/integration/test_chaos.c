@@ -1,5 +1,6 @@
 /* test_chaos.c: integration tests of issue 12: nothing acknowledged is lost on durable under chaos, and backend errors pass through keygate unchanged. */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -381,10 +382,301 @@ START_TEST(test_chaos_nothing_acknowledged_is_lost)
 }
 END_TEST
 
+/* ---- backend errors pass through unchanged, tried nowhere else ---- */
+
+/* calls + rejected_calls of command on backend (INFO commandstats; 0 when never called). */
+static long long cmdstat(const char *backend, const char *command)
+{
+    redisReply *r = direct_cmd(backend, "INFO commandstats");
+    ck_assert_msg(r->type == REDIS_REPLY_STRING, "%s: INFO commandstats: %s", backend, describe(r));
+    char name[64];
+    snprintf(name, sizeof name, "cmdstat_%s:", command);
+    long long n = 0;
+    const char *line = strstr(r->str, name);
+    if (line != NULL) {
+        const char *end = strchr(line, '\n');
+        const char *calls = strstr(line, "calls="), *rejected = strstr(line, "rejected_calls=");
+        if (calls != NULL && (end == NULL || calls < end)) n += atoll(calls + strlen("calls="));
+        if (rejected != NULL && (end == NULL || rejected < end)) n += atoll(rejected + strlen("rejected_calls="));
+    }
+    freeReplyObject(r);
+    return n;
+}
+
+/* How often each of up to four commands ran (or was rejected) on durable and on cache. */
+struct cmdstats {
+    const char *commands[4];
+    long long durable[4], cache[4];
+};
+
+static void cmdstats_read(struct cmdstats *s)
+{
+    for (int i = 0; i < 4 && s->commands[i] != NULL; i++) {
+        s->durable[i] = cmdstat("durable", s->commands[i]);
+        s->cache[i] = cmdstat("cache", s->commands[i]);
+    }
+}
+
+/* Between before and after, command i ran want_durable[i] times on durable and want_cache[i] on cache. */
+static void expect_cmdstats(const struct cmdstats *before, const struct cmdstats *after, const int *want_durable,
+                            const int *want_cache)
+{
+    for (int i = 0; i < 4 && before->commands[i] != NULL; i++) {
+        long long d = after->durable[i] - before->durable[i], c = after->cache[i] - before->cache[i];
+        fprintf(stderr, "    %s: durable +%lld, cache +%lld\n", before->commands[i], d, c);
+        ck_assert_msg(d == want_durable[i] && c == want_cache[i],
+                      "%s ran %lld times on durable (want %d) and %lld on cache (want %d): retried or sent elsewhere",
+                      before->commands[i], d, want_durable[i], c, want_cache[i]);
+    }
+}
+
+/* A command through c without assertions (the backend setting is still changed): NULL on a connection error. */
+static redisReply *try_cmd(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* r is an error with exactly Redis's text `want` (which starts with prefix); frees r. */
+static void expect_same_error(redisReply *r, const char *want, const char *prefix, const char *what)
+{
+    ck_assert_msg(r != NULL, "%s: no reply (connection error)", what);
+    ck_assert_msg(r->type == REDIS_REPLY_ERROR && strcmp(r->str, want) == 0, "%s: got %s, Redis answers -%s", what,
+                  describe(r), want);
+    ck_assert_msg(strncmp(want, prefix, strlen(prefix)) == 0, "%s: Redis answered -%s, not %s", what, want, prefix);
+    fprintf(stderr, "  %s: -%s\n", what, r->str);
+    freeReplyObject(r);
+}
+
+/* Redis's own reply r (direct) as the wanted error text into want; frees r. */
+static void redis_error_text(redisReply *r, char *want, size_t len, const char *what)
+{
+    ck_assert_msg(r != NULL && r->type == REDIS_REPLY_ERROR, "%s directly on the backend: got %s, want an error", what,
+                  r != NULL ? describe(r) : "(connection error)");
+    snprintf(want, len, "%s", r->str);
+    freeReplyObject(r);
+}
+
+#define UNKNOWN_SHA "ffffffffffffffffffffffffffffffffffffffff"
+
+START_TEST(test_noscript_passes_through)
+{
+    /* EVALSHA of an unknown sha: forwarded once (plain for q:, MULTI-wrapped for rl:), never SCRIPT LOADed and retried */
+    char q[64], rl[64], want[512];
+    snprintf(q, sizeof q, "q:chaos:%d:noscript", (int)getpid());
+    snprintf(rl, sizeof rl, "rl:chaos:%d:noscript", (int)getpid());
+    redis_error_text(direct_cmd("durable", "EVALSHA %s 1 %s", UNKNOWN_SHA, q), want, sizeof want, "EVALSHA");
+    redisContext *c = must_login();
+    struct cmdstats before = {.commands = {"evalsha", "script|load", "eval"}}, after = before;
+    cmdstats_read(&before);
+    redisReply *r1 = try_cmd(c, "EVALSHA %s 1 %s", UNKNOWN_SHA, q);
+    redisReply *r2 = try_cmd(c, "EVALSHA %s 1 %s", UNKNOWN_SHA, rl);
+    cmdstats_read(&after);
+    expect_same_error(r1, want, "NOSCRIPT", "EVALSHA (q:, ttl=none)");
+    expect_same_error(r2, want, "NOSCRIPT", "EVALSHA (rl:, wrapped in MULTI with its PEXPIRE)");
+    expect_cmdstats(&before, &after, (const int[]){2, 0, 0}, (const int[]){0, 0, 0});
+    redisFree(c);
+}
+END_TEST
+
+START_TEST(test_busy_passes_through)
+{
+    /* a 1.5 s script run directly on durable with busy-reply-threshold 100 ms: keygate's STRLEN gets Redis's -BUSY */
+    char key[64], threshold[32], want[512];
+    snprintf(key, sizeof key, "q:chaos:%d:busy", (int)getpid());
+    config_get("durable", "busy-reply-threshold", threshold, sizeof threshold);
+    redisContext *c = must_login(), *direct = harness_must_direct(&h, "durable"),
+                 *script = harness_must_direct(&h, "durable");
+    expect_int(cmd(c, "STRLEN %s", key), 0, "STRLEN before");
+    struct cmdstats before = {.commands = {"strlen"}}, after = before;
+    cmdstats_read(&before);
+
+    int set = direct_ok("durable", "CONFIG SET busy-reply-threshold 100");
+    redisAppendCommand(script, "EVAL %s 0",
+                       "local t0 = redis.call('TIME') local s = t0[1] * 1000000 + t0[2] "
+                       "while true do local t = redis.call('TIME') "
+                       "if t[1] * 1000000 + t[2] - s > 1500000 then break end end return 1");
+    int done = 0;
+    for (int tries = 0; !done && tries < 100; tries++)
+        if (redisBufferWrite(script, &done) != REDIS_OK) break;
+    sleep_ms(400);
+    long long t = now_ms();
+    redisReply *through = try_cmd(c, "STRLEN %s", key);
+    long long took = now_ms() - t;
+    redisReply *own = try_cmd(direct, "STRLEN %s", key);
+    void *ended = NULL;
+    int script_ok = redisGetReply(script, &ended) == REDIS_OK && ended != NULL &&
+                    ((redisReply *)ended)->type == REDIS_REPLY_INTEGER;
+    freeReplyObject(ended);
+    int restored = direct_ok("durable", "CONFIG SET busy-reply-threshold %s", threshold);
+    cmdstats_read(&after);
+
+    ck_assert_msg(set == 0 && restored == 0, "durable: CONFIG SET busy-reply-threshold failed (see stderr)");
+    ck_assert_msg(done && script_ok, "the busy script did not run to its end");
+    redis_error_text(own, want, sizeof want, "STRLEN during the script");
+    expect_same_error(through, want, "BUSY", "STRLEN through keygate during the script");
+    ck_assert_msg(took < 1000, "keygate's -BUSY took %lld ms: it waited for the script", took);
+    expect_cmdstats(&before, &after, (const int[]){2}, (const int[]){0});
+    expect_int(cmd(c, "STRLEN %s", key), 0, "STRLEN once the script ended");
+    redisFree(script);
+    redisFree(direct);
+    redisFree(c);
+}
+END_TEST
+
+START_TEST(test_oom_passes_through)
+{
+    /* durable (noeviction) with maxmemory 1: SET q: (plain) and INCR rl: (MULTI-wrapped) get Redis's -OOM */
+    char q[64], rl[64], maxmemory[32], want[512];
+    snprintf(q, sizeof q, "q:chaos:%d:oom", (int)getpid());
+    snprintf(rl, sizeof rl, "rl:chaos:%d:oom", (int)getpid());
+    config_get("durable", "maxmemory", maxmemory, sizeof maxmemory);
+    redisContext *c = must_login(), *direct = harness_must_direct(&h, "durable");
+    struct cmdstats before = {.commands = {"set", "incr", "pexpire"}}, after = before;
+    cmdstats_read(&before);
+
+    int set = direct_ok("durable", "CONFIG SET maxmemory 1");
+    redisReply *own = try_cmd(direct, "SET %s v", q);
+    redisReply *r1 = try_cmd(c, "SET %s v", q);
+    redisReply *r2 = try_cmd(c, "INCR %s", rl);
+    int restored = direct_ok("durable", "CONFIG SET maxmemory %s", maxmemory);
+    cmdstats_read(&after);
+
+    ck_assert_msg(set == 0 && restored == 0, "durable: CONFIG SET maxmemory failed (see stderr)");
+    redis_error_text(own, want, sizeof want, "SET with maxmemory 1");
+    expect_same_error(r1, want, "OOM", "SET q: through keygate");
+    expect_same_error(r2, want, "OOM", "INCR rl: (MULTI-wrapped) through keygate");
+    /* SET: keygate's + the direct one; INCR and its PEXPIRE: keygate's MULTI, each rejected when queued (under
+     * OOM Redis 7 refuses to queue any command) */
+    expect_cmdstats(&before, &after, (const int[]){2, 1, 1}, (const int[]){0, 0, 0});
+    expect_int(cmd(direct, "EXISTS %s %s", q, rl), 0, "nothing written under OOM");
+    redisFree(direct);
+    redisFree(c);
+}
+END_TEST
+
+START_TEST(test_readonly_passes_through)
+{
+    /* cache made a replica of a port nobody listens on (it keeps its data, never syncs): writes get -READONLY */
+    char key[64], hkey[64], want[512];
+    snprintf(key, sizeof key, "cache:chaos:%d:ro", (int)getpid());
+    snprintf(hkey, sizeof hkey, "cache:chaos:%d:roh", (int)getpid());
+    int port = harness_free_port();
+    ck_assert_msg(port > 0, "no free port");
+    redisContext *c = must_login(), *direct = harness_must_direct(&h, "cache");
+    struct cmdstats before = {.commands = {"set", "hset"}}, after = before;
+    cmdstats_read(&before);
+
+    int set = direct_ok("cache", "REPLICAOF 127.0.0.1 %d", port);
+    redisReply *own = try_cmd(direct, "SET %s v EX 10", key);
+    redisReply *r1 = try_cmd(c, "SET %s v", key);
+    redisReply *r2 = try_cmd(c, "HSET %s f v", hkey);
+    int restored = direct_ok("cache", "REPLICAOF NO ONE");
+    cmdstats_read(&after);
+
+    ck_assert_msg(set == 0 && restored == 0, "cache: REPLICAOF failed (see stderr)");
+    redis_error_text(own, want, sizeof want, "SET on a replica");
+    expect_same_error(r1, want, "READONLY", "SET cache: (with its EX) through keygate");
+    expect_same_error(r2, want, "READONLY", "HSET cache: (MULTI-wrapped) through keygate");
+    expect_cmdstats(&before, &after, (const int[]){0, 0}, (const int[]){2, 1});
+    expect_status(cmd(c, "SET %s v", key), "OK", "SET once cache is a master again");
+    redisFree(direct);
+    redisFree(c);
+}
+END_TEST
+
+/* INFO persistence of backend has `field:value`. */
+static int info_has(const char *backend, const char *field_value)
+{
+    redisReply *r = direct_cmd(backend, "INFO persistence");
+    int has = (r->type == REDIS_REPLY_STRING) && strstr(r->str, field_value) != NULL;
+    freeReplyObject(r);
+    return has;
+}
+
+/* The pid of a child process of parent (redis-server's BGSAVE child), or 0. */
+static pid_t child_of(pid_t parent)
+{
+    DIR *d = opendir("/proc");
+    ck_assert_msg(d != NULL, "opendir /proc: %s", strerror(errno));
+    pid_t found = 0;
+    struct dirent *e;
+    while (found == 0 && (e = readdir(d)) != NULL) {
+        char path[300], buf[512];
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL) continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        const char *close = strrchr(buf, ')');
+        int ppid = 0;
+        char state;
+        if (close != NULL && sscanf(close + 1, " %c %d", &state, &ppid) == 2 && ppid == parent) found = atoi(e->d_name);
+    }
+    closedir(d);
+    return found;
+}
+
+START_TEST(test_misconf_passes_through)
+{
+    /* cache with a save point whose last BGSAVE failed (its child killed: rdb-key-save-delay holds it): writes get
+     * -MISCONF (stop-writes-on-bgsave-error yes, Redis's default). `dir` is a protected config, so a BGSAVE into an
+     * unwritable dir cannot be arranged; root ignores permissions. */
+    char key[64], hkey[64], save[128], want[1024];
+    snprintf(key, sizeof key, "cache:chaos:%d:misconf", (int)getpid());
+    snprintf(hkey, sizeof hkey, "cache:chaos:%d:misconfh", (int)getpid());
+    config_get("cache", "save", save, sizeof save);
+    redisContext *c = must_login(), *direct = harness_must_direct(&h, "cache");
+    for (int i = 0; i < 5; i++) /* keys for the child to be slow on */
+        expect_status(cmd(c, "SET %s:seed%d v", key, i), "OK", "seed keys");
+    pid_t cache = harness_backend(&h, "cache")->pid;
+    struct cmdstats before = {.commands = {"set", "hset"}}, after = before;
+
+    int set = direct_ok("cache", "CONFIG SET rdb-key-save-delay 1000000");
+    set |= direct_ok("cache", "CONFIG SET save %s", "3600 1");
+    redisReply *bg = try_cmd(direct, "BGSAVE");
+    pid_t child = 0;
+    for (long long deadline = now_ms() + 2000; child == 0 && now_ms() < deadline; sleep_ms(10)) child = child_of(cache);
+    if (child > 0) kill(child, SIGKILL);
+    int failed = 0;
+    for (long long deadline = now_ms() + 5000; !failed && now_ms() < deadline; sleep_ms(20))
+        failed = info_has("cache", "rdb_bgsave_in_progress:0") && info_has("cache", "rdb_last_bgsave_status:err");
+    cmdstats_read(&before);
+    redisReply *own = try_cmd(direct, "SET %s v EX 10", key);
+    redisReply *r1 = try_cmd(c, "SET %s v", key);
+    redisReply *r2 = try_cmd(c, "HSET %s f v", hkey);
+    cmdstats_read(&after);
+    int restored = direct_ok("cache", "CONFIG SET save %s", save);
+    restored |= direct_ok("cache", "CONFIG SET rdb-key-save-delay 0");
+
+    ck_assert_msg(set == 0 && restored == 0, "cache: CONFIG SET save / rdb-key-save-delay failed (see stderr)");
+    ck_assert_msg(bg != NULL && bg->type == REDIS_REPLY_STATUS && child > 0 && failed,
+                  "BGSAVE: %s, child %d, failed: %d", describe(bg), (int)child, failed);
+    freeReplyObject(bg);
+    redis_error_text(own, want, sizeof want, "SET after a failed BGSAVE");
+    expect_same_error(r1, want, "MISCONF", "SET cache: (with its EX) through keygate");
+    expect_same_error(r2, want, "MISCONF", "HSET cache: (MULTI-wrapped) through keygate");
+    expect_cmdstats(&before, &after, (const int[]){0, 0}, (const int[]){2, 1});
+    expect_status(cmd(c, "SET %s v", key), "OK", "SET once the save point is gone");
+    redisFree(direct);
+    redisFree(c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("chaos");
     TCase *tc = harness_tcase(s, "chaos", 90, setup, teardown);
     harness_add_test(tc, test_chaos_nothing_acknowledged_is_lost);
+    harness_add_test(tc, test_noscript_passes_through);
+    harness_add_test(tc, test_busy_passes_through);
+    harness_add_test(tc, test_oom_passes_through);
+    harness_add_test(tc, test_readonly_passes_through);
+    harness_add_test(tc, test_misconf_passes_through);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
