@@ -668,6 +668,180 @@ START_TEST(test_misconf_passes_through)
 }
 END_TEST
 
+/* ---- -LOADING: durable restarting with a slow-loading AOF ---- */
+
+struct loading_probe {
+    char key[64];
+    long long through_loading, through_ok, through_unavailable; /* keygate's replies by kind */
+    long long direct_loading, direct_ok;                        /* durable's own, on its plain port */
+    char through_text[256], direct_text[256];                   /* the first -LOADING of each */
+    char failure[320];
+};
+
+static atomic_int probe_stop;
+
+/* One STRLEN's reply into the counters of its side (through keygate or direct). */
+static void probe_reply(struct loading_probe *p, const redisReply *r, int through)
+{
+    char *text = through ? p->through_text : p->direct_text;
+    if (r->type == REDIS_REPLY_INTEGER) {
+        if (through)
+            p->through_ok++;
+        else
+            p->direct_ok++;
+    } else if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "LOADING", 7) == 0) {
+        if (text[0] == '\0') snprintf(text, 256, "%s", r->str);
+        if (through)
+            p->through_loading++;
+        else
+            p->direct_loading++;
+    } else if (through && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "UNAVAILABLE", 11) == 0) {
+        p->through_unavailable++;
+    } else if (p->failure[0] == '\0') {
+        snprintf(p->failure, sizeof p->failure, "STRLEN %s answered %s", through ? "through keygate" : "directly",
+                 describe(r));
+    }
+}
+
+/* One side of the probe: which side it runs, and the probe it counts into. */
+struct probe_side {
+    struct loading_probe *probe;
+    int through; /* 1: through keygate (one connection, again after a close); 0: directly on durable */
+};
+
+static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Until probe_stop: STRLEN every 10 ms, through keygate or directly on durable (a new connection after each
+ * failure there, since durable restarts). */
+static void *loading_probe_run(void *arg)
+{
+    const struct probe_side *side = arg;
+    struct loading_probe *p = side->probe;
+    redisContext *c = NULL;
+    while (!atomic_load(&probe_stop)) {
+        if (c == NULL) c = side->through ? chaos_login() : harness_direct(&h, "durable");
+        redisReply *r = c != NULL ? redisCommand(c, "STRLEN %s", p->key) : NULL;
+        if (r == NULL && c != NULL) {
+            redisFree(c);
+            c = NULL;
+        } else if (r != NULL) {
+            pthread_mutex_lock(&probe_lock);
+            probe_reply(p, r, side->through);
+            pthread_mutex_unlock(&probe_lock);
+            freeReplyObject(r);
+        }
+        sleep_ms(10);
+    }
+    if (c != NULL) redisFree(c);
+    return NULL;
+}
+
+/* The whole of a file, malloc'd; NULL on failure. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return NULL;
+    char *buf = malloc(65536);
+    size_t n = buf != NULL ? fread(buf, 1, 65535, f) : 0;
+    fclose(f);
+    if (buf != NULL) buf[n] = '\0';
+    return buf;
+}
+
+static int spill(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL) return -1;
+    int rc = fputs(text, f) < 0 ? -1 : 0;
+    return fclose(f) != 0 ? -1 : rc;
+}
+
+START_TEST(test_loading_passes_through)
+{
+    /* durable restarted with its AOF rewritten to an RDB preamble of big keys, loaded slowly (key-load-delay,
+     * a Redis test config, appended to the harness's redis.conf for this one restart and removed again):
+     * keygate reconnects while durable loads and passes Redis's -LOADING through, each request sent once */
+    enum { KEYS = 40 };
+    static struct loading_probe p;
+    snprintf(p.key, sizeof p.key, "q:chaos:%d:load:0", (int)getpid());
+    redisContext *d = harness_must_direct(&h, "durable");
+    char value[4096];
+    unsigned x = 12345;
+    for (int i = 0; i < KEYS; i++) {
+        /* incompressible (RDB would LZF-compress repeated bytes): each key is > 1 KiB read, so durable serves
+         * its clients between any two keys it loads (loading-process-events-interval-bytes 1024) */
+        for (size_t j = 0; j < sizeof value; j++) value[j] = (char)('a' + (x = x * 1103515245 + 12345) % 26);
+        expect_status(cmd(d, "SET q:chaos:%d:load:%d %b", (int)getpid(), i, value, sizeof value), "OK", "a big key");
+    }
+    redisReply *rw = cmd(d, "BGREWRITEAOF");
+    ck_assert_msg(rw->type == REDIS_REPLY_STATUS, "BGREWRITEAOF: %s", describe(rw));
+    freeReplyObject(rw);
+    redisFree(d);
+    int rewritten = 0;
+    for (long long deadline = now_ms() + 10000; !rewritten && now_ms() < deadline; sleep_ms(50))
+        rewritten = info_has("durable", "aof_rewrite_in_progress:0") &&
+                    info_has("durable", "aof_rewrite_scheduled:0") &&
+                    info_has("durable", "aof_last_bgrewrite_status:ok");
+    ck_assert_msg(rewritten, "durable's AOF rewrite did not finish in 10 s");
+    long long keys = harness_direct_int(&h, "durable", "DBSIZE");
+    long long delay_us = 4000000 / keys; /* about 4 s of loading in all */
+    if (delay_us > 100000) delay_us = 100000;
+    long long cache_before = cmdstat("cache", "strlen");
+
+    const char *conf = harness_backend(&h, "durable")->conf_file;
+    char *original = slurp(conf);
+    ck_assert_msg(original != NULL, "read %s: %s", conf, strerror(errno));
+    char *slow = malloc(strlen(original) + 128);
+    ck_assert_msg(slow != NULL, "out of memory");
+    sprintf(slow, "%skey-load-delay %lld\nloading-process-events-interval-bytes 1024\n", original, delay_us);
+    int wrote = spill(conf, slow);
+    free(slow);
+
+    /* the probe starts once durable is dead: every STRLEN durable answers is counted by the new process */
+    int killed = harness_backend_kill(&h, "durable");
+    pthread_t probes[2];
+    struct probe_side sides[2] = {{&p, 1}, {&p, 0}};
+    int started = 0;
+    for (int i = 0; i < 2; i++) started += pthread_create(&probes[i], NULL, loading_probe_run, &sides[i]) == 0;
+    long long t = now_ms();
+    int restarted = harness_backend_restart(&h, "durable"); /* waits until durable answers PING: loaded */
+    long long load_ms = now_ms() - t;
+    int restored = spill(conf, original);
+    free(original);
+    restored |= direct_ok("durable", "CONFIG SET key-load-delay 0");
+    restored |= direct_ok("durable", "CONFIG SET loading-process-events-interval-bytes 2097152");
+    sleep_ms(2500); /* keygate's reconnect backoff is capped at 2 s: it serves again within it */
+    atomic_store(&probe_stop, 1);
+    for (int i = 0; i < started; i++) pthread_join(probes[i], NULL);
+    ck_assert_msg(started == 2 && killed == 0 && restarted == 0, "probe threads, kill or restart failed: %s", h.error);
+    long long durable_strlen = cmdstat("durable", "strlen"), cache_strlen = cmdstat("cache", "strlen") - cache_before;
+
+    fprintf(stderr,
+            "  loading took %lld ms (key-load-delay %lld us x %lld keys); through keygate: %lld -LOADING, %lld "
+            "-UNAVAILABLE, %lld answered; directly: %lld -LOADING, %lld answered; STRLEN on durable since its "
+            "restart %lld, on cache %lld\n",
+            load_ms, delay_us, keys, p.through_loading, p.through_unavailable, p.through_ok, p.direct_loading,
+            p.direct_ok, durable_strlen, cache_strlen);
+    ck_assert_msg(wrote == 0 && restored == 0, "writing or restoring %s / durable's load settings failed", conf);
+    ck_assert_msg(p.failure[0] == '\0', "%s", p.failure);
+    ck_assert_msg(p.direct_loading > 0, "durable never answered -LOADING directly: loading too fast (%lld ms)",
+                  load_ms);
+    ck_assert_msg(p.through_loading > 0,
+                  "no -LOADING came through keygate while durable loaded for %lld ms (%lld -UNAVAILABLE): did "
+                  "keygate connect while it loaded?",
+                  load_ms, p.through_unavailable);
+    ck_assert_msg(strcmp(p.through_text, p.direct_text) == 0, "keygate's -%s differs from Redis's -%s", p.through_text,
+                  p.direct_text);
+    ck_assert_msg(p.through_ok > 0, "keygate never served STRLEN once durable had loaded");
+    /* every STRLEN that reached durable is one of the probe's: nothing was resent */
+    ck_assert_msg(durable_strlen == p.through_loading + p.through_ok + p.direct_loading + p.direct_ok,
+                  "durable ran STRLEN %lld times, the probe got %lld replies from it (through keygate and directly)",
+                  durable_strlen, p.through_loading + p.through_ok + p.direct_loading + p.direct_ok);
+    ck_assert_msg(cache_strlen == 0, "STRLEN ran %lld times on cache", cache_strlen);
+    fprintf(stderr, "  STRLEN through keygate while durable loads: -%s\n", p.through_text);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("chaos");
@@ -678,5 +852,6 @@ int main(void)
     harness_add_test(tc, test_oom_passes_through);
     harness_add_test(tc, test_readonly_passes_through);
     harness_add_test(tc, test_misconf_passes_through);
+    harness_add_test(tc, test_loading_passes_through);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
