@@ -1,4 +1,4 @@
-/* test_chaos.c: integration tests of issue 12: nothing acknowledged is lost on durable under chaos, and backend errors pass through keygate unchanged. */
+/* test_chaos.c: issue 12: nothing acknowledged on durable is lost under chaos; backend errors pass through unchanged. */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
@@ -310,9 +310,12 @@ START_TEST(test_chaos_nothing_acknowledged_is_lost)
     chaos_log(&log, k, "SIGSTOP 2 s, SIGCONT");
     pid_t pid = harness_backend(&h, "durable")->pid;
     ck_assert_msg(pid > 0 && kill(pid, SIGSTOP) == 0, "SIGSTOP durable");
-    sleep_ms(2000);
-    long long acked_stopped = chaos_acked(k);
+    sleep_ms(100); /* replies already on their way may still arrive */
+    long long acked_stop = chaos_acked(k);
+    sleep_ms(1900);
+    long long acked_stopped = chaos_acked(k) - acked_stop;
     ck_assert_msg(kill(pid, SIGCONT) == 0, "SIGCONT durable");
+    ck_assert_msg(acked_stopped == 0, "%lld INCRs acknowledged while durable was stopped", acked_stopped);
     sleep_ms(1500);
     chaos_log(&log, k, "SIGKILL, down 0.5 s, restart");
     durable_kill_restart(500);
@@ -333,7 +336,7 @@ START_TEST(test_chaos_nothing_acknowledged_is_lost)
 
     sleep_ms(500);
     long long rss_end = keygate_kib("VmRSS"), rss_peak = keygate_kib("VmHWM");
-    fprintf(stderr, "chaos timeline (CLIENT KILL closed %lld then %lld connections; acked while stopped: %lld):\n%s",
+    fprintf(stderr, "chaos timeline (CLIENT KILL closed %lld, then %lld connections; acked in the stop: %lld):\n%s",
             killed1, killed2, acked_stopped, log.text);
 
     long long sent = 0, acked = 0, errored = 0, lost = 0, reconnects = 0, ran0 = 0;
@@ -348,10 +351,10 @@ START_TEST(test_chaos_nothing_acknowledged_is_lost)
                 "durable %lld; first error: %s\n",
                 i, k[i].sent, k[i].acked, k[i].errored, k[i].lost, k[i].reconnects, k[i].calm_acked, ran,
                 k[i].first_error[0] ? k[i].first_error : "(none)");
+        /* one reply per request: each was read in turn within 10 s (a missing one fails as "no reply"), a
+         * duplicated or foreign one breaks the strictly increasing sequence of the client's own range, and
+         * none came after the last (all in chaos_client_run) */
         ck_assert_msg(k[i].failure[0] == '\0', "%s", k[i].failure);
-        ck_assert_msg(k[i].sent == k[i].acked + k[i].errored + k[i].lost,
-                      "client %d: %lld INCRs sent but %lld acknowledged + %lld errored + %lld lost at a disconnect", i,
-                      k[i].sent, k[i].acked, k[i].errored, k[i].lost);
         ck_assert_msg(k[i].acked <= ran, "client %d: %lld INCRs acknowledged, durable holds only %lld: lost", i,
                       k[i].acked, ran);
         ck_assert_msg(ran <= k[i].acked + k[i].errored + k[i].lost,
@@ -464,7 +467,8 @@ static void redis_error_text(redisReply *r, char *want, size_t len, const char *
 
 START_TEST(test_noscript_passes_through)
 {
-    /* EVALSHA of an unknown sha: forwarded once (plain for q:, MULTI-wrapped for rl:), never SCRIPT LOADed and retried */
+    /* EVALSHA of an unknown sha: forwarded once (plain for q:, MULTI-wrapped for rl:), never SCRIPT LOADed and
+     * retried */
     char q[64], rl[64], want[512];
     snprintf(q, sizeof q, "q:chaos:%d:noscript", (int)getpid());
     snprintf(rl, sizeof rl, "rl:chaos:%d:noscript", (int)getpid());
