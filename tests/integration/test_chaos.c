@@ -1,4 +1,4 @@
-/* test_chaos.c: issue 12: nothing acknowledged on durable is lost under chaos; backend errors pass through unchanged. */
+/* test_chaos.c: issue 12: no acknowledged INCR lost on durable under chaos; backend errors pass through unchanged. */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
