@@ -1053,7 +1053,8 @@ char *harness_keygate_log(struct harness *h)
 /* ---- between tests: no test runs on what an earlier one left behind ---- */
 
 /* NULL when pid answers PING on port (after AUTH password when not NULL; NOAUTH counts)
- * within HEAL_PING_MS; else why not, with *status its wait status when it exited (else -1). */
+ * within HEAL_PING_MS, and the port's listener is pid's (not another process answering for
+ * it); else why not, with *status its wait status when it exited (else -1). */
 static const char *server_health(pid_t pid, int port, const char *password, int *status)
 {
     *status = -1;
@@ -1063,6 +1064,11 @@ static const char *server_health(pid_t pid, int port, const char *password, int 
         redisContext *c = connect_to(port, 500, 1000);
         int rc = c != NULL ? answers_ping(c, password) : -1;
         if (c != NULL) redisFree(c);
+        pid_t other = 0;
+        if (rc == 0 && listener_is(pid, port, &other) == 0) {
+            fprintf(stderr, "harness: 127.0.0.1:%d answers from pid %d, not from pid %d\n", port, (int)other, (int)pid);
+            return "does not hold its port"; /* another process answers for it */
+        }
         if (rc == 0) return NULL;
         if (now_ms() >= deadline) return "does not answer PING";
     }
