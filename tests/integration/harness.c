@@ -3,6 +3,7 @@
 
 #include <openssl/evp.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -52,8 +53,11 @@
  *   the owner's child, dies with it (PDEATHSIG), and is stopped by its atexit and signal
  *   handlers (the shared children table) however it was started.
  * - A process that is not a server's parent cannot waitpid it: it sees it exit as a zombie
- *   in /proc/PID/stat (state Z, the wait status in field 52), and the owner reaps it later
- *   (children_reap, from the teardown and harness_stop).
+ *   in /proc/PID/stat (state Z, the wait status in field 52, and no thread left but the
+ *   leader: proc_exited), and the owner reaps it later (children_reap, from the teardown
+ *   and harness_stop).
+ * - The published struct never loses a server that runs: see the invariant above
+ *   children_check, checked on every publish.
  */
 
 struct child {
@@ -108,11 +112,51 @@ static void children_reap(void)
     }
 }
 
-/* The shared copy of h, when h is the live harness. */
-static void publish(struct harness *h)
+static int child_exited(pid_t pid, int *status);
+static void suite_failure(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The invariant the shared state keeps: the published struct names every server the
+ * harness started that still runs. A pid enters the children table when it is forked
+ * (children_add) and the struct when its start returns; it leaves the struct only once the
+ * process is gone (kill_pid or stop_pid returned its wait status, and "gone" means its
+ * whole thread group, see proc_exited), never after a kill or stop that could not be
+ * confirmed; and a start counts only when the server answering on the port is the pid it
+ * forked (wait_ready), not an earlier one still there. So whenever a process publishes,
+ * every child of the table that has not exited is keygate_pid or a backend's pid. (The one
+ * exception, a server a test started and was killed before recording, heal() kills before
+ * it publishes.) A broken invariant is a harness bug: said on stderr, counted as a suite
+ * failure, never silent. Returns how many children break it. */
+static int children_check(const struct harness *h, const char *where)
+{
+    int broken = 0;
+    for (int i = 0; g_shared != NULL && i < MAX_CHILDREN; i++) {
+        pid_t pid = g_shared->children[i].pid;
+        int status;
+        if (pid <= 0 || pid == h->keygate_pid || pid == h->backends[0].pid || pid == h->backends[1].pid ||
+            child_exited(pid, &status))
+            continue;
+        broken++;
+        suite_failure("harness: INVARIANT BROKEN %s (pid %d): pid %d, a server the harness started, runs but the "
+                      "published state names keygate %d, %s %d, %s %d\n",
+                      where, (int)getpid(), (int)pid, (int)h->keygate_pid, h->backends[0].name, (int)h->backends[0].pid,
+                      h->backends[1].name, (int)h->backends[1].pid);
+    }
+    return broken;
+}
+
+/* The shared copy of h, when h is the live harness (no check: harness_stop). */
+static void publish_state(struct harness *h)
 {
     if (g_shared != NULL && g_live == h) g_shared->h = *h;
 }
+
+/* publish_state, then children_check: every start, stop, kill and heal publishes this way. */
+static void publish_at(struct harness *h, const char *where)
+{
+    publish_state(h);
+    if (g_shared != NULL && g_live == h) children_check(h, where);
+}
+#define publish(h) publish_at(h, __func__)
 
 /* The live harness as the last process that changed it left it. */
 static void adopt(void)
@@ -390,8 +434,29 @@ static pid_t spawn(char *const argv[], const char *log_path)
     return pid;
 }
 
+/* How many threads pid's thread group still has ("Threads:" in /proc/PID/status); 0 when
+ * it is gone. */
+static int proc_threads(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL) return 0;
+    int threads = 0;
+    while (fgets(line, sizeof line, f) != NULL)
+        if (strncmp(line, "Threads:", 8) == 0) threads = atoi(line + 8);
+    fclose(f);
+    return threads;
+}
+
 /* A non-child's state from /proc/PID/stat: 1 exited (a zombie: *status its wait status,
- * field 52; or gone: *status 0), 0 running. */
+ * field 52; or gone: *status 0), 0 running. A multi-threaded server (redis-server's bio
+ * threads, keygate's workers) shows its leader as a zombie as soon as the leader has
+ * exited, while its other threads are still exiting and hold its files: its listening
+ * sockets stay bound until the last one is gone (measured: a bind of a SIGKILLed
+ * redis-server's port failed with EADDRINUSE while its stat said Z and Threads: 2). So a
+ * zombie counts as exited only once it is the last thread of its group, as waitpid(2)
+ * would report it to its parent. */
 static int proc_exited(pid_t pid, int *status)
 {
     char path[64], buf[1024];
@@ -407,6 +472,8 @@ static int proc_exited(pid_t pid, int *status)
     if (p == NULL || p[1] != ' ') return 0;
     char state = p[2];
     if (state != 'Z' && state != 'X') return 0;
+    /* the other threads still exit: not yet */
+    if (proc_threads(pid) > 1) return 0;
     int field = 3; /* p + 2 is field 3 */
     for (p += 2; *p != '\0' && field < 52; p++)
         if (*p == ' ') field++;
@@ -452,8 +519,21 @@ static int wait_exit(pid_t pid, int timeout_ms)
     }
 }
 
+/* SIGKILL pid and wait (STOP_TIMEOUT_MS) until it has exited. Returns its wait status, or
+ * -1, said on stderr, when it still runs: the caller must then keep it recorded (see the
+ * invariant above children_check). */
+static int kill_pid(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    int status = wait_exit(pid, STOP_TIMEOUT_MS);
+    if (status == -1)
+        fprintf(stderr, "harness: pid %d still runs %d ms after SIGKILL: it stays recorded\n", (int)pid,
+                STOP_TIMEOUT_MS);
+    return status;
+}
+
 /* SIGTERM (and SIGCONT: a test may have stopped it), then SIGKILL after STOP_TIMEOUT_MS.
- * Returns the exit status. */
+ * Returns the exit status, or -1 when it still runs (kill_pid). */
 static int stop_pid(pid_t pid)
 {
     kill(pid, SIGTERM);
@@ -461,8 +541,7 @@ static int stop_pid(pid_t pid)
     int status = wait_exit(pid, STOP_TIMEOUT_MS);
     if (status == -1) {
         fprintf(stderr, "harness: pid %d ignored SIGTERM for %d ms; SIGKILL\n", (int)pid, STOP_TIMEOUT_MS);
-        kill(pid, SIGKILL);
-        status = wait_exit(pid, STOP_TIMEOUT_MS);
+        status = kill_pid(pid);
     }
     return status;
 }
@@ -497,7 +576,83 @@ static int answers_ping(redisContext *c, const char *password)
     return ok ? 0 : -1;
 }
 
-/* Poll until the server on port answers PING, pid exits, or the timeout passes. */
+/* The inodes of the TCP sockets listening on 127.0.0.1:port or 0.0.0.0:port (from
+ * /proc/net/tcp), at most max; returns how many. */
+static int port_listeners(int port, unsigned long *inodes, int max)
+{
+    FILE *f = fopen("/proc/net/tcp", "re");
+    if (f == NULL) return 0;
+    char line[512];
+    int n = 0;
+    while (n < max && fgets(line, sizeof line, f) != NULL) {
+        unsigned long addr, inode;
+        unsigned lport, state;
+        /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode; the address is the raw
+         * network-order word printed as a host integer */
+        if (sscanf(line, " %*d: %lX:%X %*X:%*X %X %*X:%*X %*X:%*X %*X %*d %*d %lu", &addr, &lport, &state, &inode) != 4)
+            continue;
+        if (state == 0x0A && (int)lport == port && (addr == htonl(INADDR_LOOPBACK) || addr == htonl(INADDR_ANY)))
+            inodes[n++] = inode;
+    }
+    fclose(f);
+    return n;
+}
+
+/* Does pid have the socket of inode open? 1 yes, 0 no, -1 cannot tell (its fds unreadable). */
+static int pid_holds_socket(pid_t pid, unsigned long inode)
+{
+    char dir[64], path[64 + sizeof(((struct dirent *)0)->d_name)], link[64], want[64];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    snprintf(want, sizeof want, "socket:[%lu]", inode);
+    DIR *d = opendir(dir);
+    if (d == NULL) return errno == ENOENT ? 0 : -1;
+    int found = 0;
+    for (struct dirent *e; !found && (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        ssize_t n = readlink(path, link, sizeof link - 1);
+        if (n > 0) {
+            link[n] = '\0';
+            found = strcmp(link, want) == 0;
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+/* The process holding the socket of inode (a scan of /proc), or 0 when none is found. */
+static pid_t socket_holder(unsigned long inode)
+{
+    DIR *d = opendir("/proc");
+    pid_t holder = 0;
+    for (struct dirent *e; d != NULL && holder == 0 && (e = readdir(d)) != NULL;) {
+        pid_t pid = (pid_t)atoi(e->d_name);
+        if (pid > 0 && pid_holds_socket(pid, inode) == 1) holder = pid;
+    }
+    if (d != NULL) closedir(d);
+    return holder;
+}
+
+/* Is every socket listening on port pid's? 1 yes, 0 one is another process's (*other: its
+ * pid, or 0 when not found), -1 no listener seen (nothing to check). */
+static int listener_is(pid_t pid, int port, pid_t *other)
+{
+    unsigned long inodes[16];
+    int n = port_listeners(port, inodes, 16);
+    *other = 0;
+    for (int i = 0; i < n; i++)
+        if (pid_holds_socket(pid, inodes[i]) == 0) {
+            *other = socket_holder(inodes[i]);
+            return 0;
+        }
+    return n > 0 ? 1 : -1;
+}
+
+/* Poll until the server on port answers PING, pid exits, or the timeout passes. The server
+ * that answers must be pid: one still holding the port (a server not yet gone, or one the
+ * harness lost track of) would answer for a pid that failed to bind and exits, and the
+ * harness would record a dead pid while the live one goes unrecorded. Returns 0, -2 when
+ * pid exited, -1 on a timeout or when another process holds the port (h->error says which). */
 static int wait_ready(struct harness *h, const char *what, pid_t pid, int port, const char *password)
 {
     long long deadline = now_ms() + START_TIMEOUT_MS;
@@ -511,6 +666,14 @@ static int wait_ready(struct harness *h, const char *what, pid_t pid, int port, 
         redisContext *c = connect_to(port, 200, 1000);
         int rc = c != NULL ? answers_ping(c, password) : -1;
         if (c != NULL) redisFree(c);
+        pid_t other = 0;
+        if (rc == 0 && listener_is(pid, port, &other) == 0) {
+            fprintf(stderr, "harness: %s (pid %d): 127.0.0.1:%d is held by pid %d, not by it\n", what, (int)pid, port,
+                    (int)other);
+            set_error(h, "%s (pid %d): 127.0.0.1:%d answers from pid %d, a process this start did not make", what,
+                      (int)pid, port, (int)other);
+            return -1;
+        }
         if (rc == 0) return 0;
         sleep_ms(50);
     }
@@ -544,9 +707,9 @@ static int backend_spawn(struct harness *h, struct harness_backend *b)
     char what[64];
     snprintf(what, sizeof what, "redis-server %s", b->name);
     int rc = wait_ready(h, what, b->pid, b->plain_port, b->password);
-    if (rc == -1) stop_pid(b->pid); /* -2: it exited and was reaped */
+    if (rc == -1 && stop_pid(b->pid) == -1) return -1; /* still running: it stays recorded */
     if (rc != 0) {
-        b->pid = 0;
+        b->pid = 0; /* exited (-2), or stopped above */
         return -1;
     }
     return 0;
@@ -588,8 +751,10 @@ int harness_backend_kill(struct harness *h, const char *name)
 {
     struct harness_backend *b = harness_backend(h, name);
     if (b == NULL || b->pid <= 0) return -1;
-    kill(b->pid, SIGKILL);
-    wait_exit(b->pid, STOP_TIMEOUT_MS);
+    if (kill_pid(b->pid) == -1) {
+        set_error(h, "backend %s (pid %d) still runs %d ms after SIGKILL", name, (int)b->pid, STOP_TIMEOUT_MS);
+        return -1; /* still recorded: the next heal kills it again */
+    }
     b->pid = 0;
     publish(h);
     return 0;
@@ -599,7 +764,10 @@ int harness_backend_restart(struct harness *h, const char *name)
 {
     struct harness_backend *b = harness_backend(h, name);
     if (b == NULL) return -1;
-    if (b->pid > 0) stop_pid(b->pid);
+    if (b->pid > 0 && stop_pid(b->pid) == -1) {
+        set_error(h, "backend %s (pid %d) does not stop", name, (int)b->pid);
+        return -1; /* still recorded */
+    }
     b->pid = 0;
     int rc = backend_spawn(h, b);
     publish(h);
@@ -787,7 +955,6 @@ static int g_local_failures;
 static int *g_run_failures = &g_local_failures; /* harness_run's counter, shared with its test processes */
 
 /* A failure outside a test: printed as POST-CONDITION FAILED, added to harness_run's result. */
-static void suite_failure(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void suite_failure(const char *fmt, ...)
 {
     va_list ap;
@@ -824,7 +991,7 @@ void harness_stop(struct harness *h)
         if (h->backends[i].pid > 0) stop_pid(h->backends[i].pid);
         h->backends[i].pid = 0;
     }
-    publish(h);
+    publish_state(h); /* what a test left unrecorded is killed just below */
     if (keygate > 0) keygate_exit_check(h);
     /* what a test left behind unpublished (killed while it restarted a server) */
     for (int i = 0; g_shared != NULL && getpid() == g_owner && g_live == h && i < MAX_CHILDREN; i++) {
@@ -855,9 +1022,14 @@ int harness_keygate_restart(struct harness *h, const struct harness_opts *o)
     static const struct harness_opts defaults;
     if (o == NULL) o = &defaults;
     pid_t keygate = h->keygate_pid;
-    h->keygate_pid = 0;
     if (keygate > 0) {
-        h->keygate_status = stop_pid(keygate);
+        int status = stop_pid(keygate);
+        if (status == -1) {
+            set_error(h, "keygate (pid %d) does not stop", (int)keygate);
+            return -1; /* still recorded */
+        }
+        h->keygate_pid = 0;
+        h->keygate_status = status;
         publish(h); /* a failing check below leaves the test: keygate is stopped, for the next one too */
         keygate_exit_check(h);
     }
@@ -881,7 +1053,8 @@ char *harness_keygate_log(struct harness *h)
 /* ---- between tests: no test runs on what an earlier one left behind ---- */
 
 /* NULL when pid answers PING on port (after AUTH password when not NULL; NOAUTH counts)
- * within HEAL_PING_MS; else why not, with *status its wait status when it exited (else -1). */
+ * within HEAL_PING_MS, and the port's listener is pid's (not another process answering for
+ * it); else why not, with *status its wait status when it exited (else -1). */
 static const char *server_health(pid_t pid, int port, const char *password, int *status)
 {
     *status = -1;
@@ -891,6 +1064,11 @@ static const char *server_health(pid_t pid, int port, const char *password, int 
         redisContext *c = connect_to(port, 500, 1000);
         int rc = c != NULL ? answers_ping(c, password) : -1;
         if (c != NULL) redisFree(c);
+        pid_t other = 0;
+        if (rc == 0 && listener_is(pid, port, &other) == 0) {
+            fprintf(stderr, "harness: 127.0.0.1:%d answers from pid %d, not from pid %d\n", port, (int)other, (int)pid);
+            return "does not hold its port"; /* another process answers for it */
+        }
         if (rc == 0) return NULL;
         if (now_ms() >= deadline) return "does not answer PING";
     }
@@ -916,8 +1094,7 @@ static int heal(struct harness *h)
             continue;
         fprintf(stderr, "harness: pid %d, started by an earlier test that ended before recording it: killed\n",
                 (int)pid);
-        kill(pid, SIGKILL);
-        wait_exit(pid, STOP_TIMEOUT_MS);
+        kill_pid(pid);
     }
     pid_t pids[3] = {h->keygate_pid, h->backends[0].pid, h->backends[1].pid};
     for (int i = 0; i < 3; i++)
@@ -930,9 +1107,10 @@ static int heal(struct harness *h)
         backend_restarted = 1;
         fprintf(stderr, "harness: backend %s (pid %d) %s after an earlier test: starting it again\n", b->name,
                 (int)b->pid, why);
-        if (b->pid > 0 && status == -1) {
-            kill(b->pid, SIGKILL);
-            wait_exit(b->pid, STOP_TIMEOUT_MS);
+        if (b->pid > 0 && status == -1 && kill_pid(b->pid) == -1) {
+            set_error(h, "backend %s (pid %d) still runs %d ms after SIGKILL", b->name, (int)b->pid, STOP_TIMEOUT_MS);
+            rc = -1; /* it stays recorded */
+            break;
         }
         b->pid = 0;
         rc = backend_spawn(h, b);
@@ -943,14 +1121,15 @@ static int heal(struct harness *h)
                            !same_file(h->registry_file, base_path(h->registry_file));
         if (why != NULL || reconfigured || backend_restarted) {
             pid_t pid = h->keygate_pid;
-            h->keygate_pid = 0;
             fprintf(stderr, "harness: keygate (pid %d) %s after an earlier test: starting it again%s\n", (int)pid,
                     why != NULL    ? why
                     : reconfigured ? "runs another configuration"
                                    : "waits to reconnect to a backend started again",
                     reconfigured ? " with the suite's keygate.conf and registry.conf" : "");
             if (why == NULL) {
-                h->keygate_status = stop_pid(pid);
+                status = stop_pid(pid);
+                if (status == -1) rc = -1;
+                h->keygate_status = status;
                 keygate_exit_check(h);
             } else if (status != -1) {
                 h->keygate_status = status;
@@ -959,16 +1138,18 @@ static int heal(struct harness *h)
                 print_log_tail("keygate log", h->log_file);
                 suite_failure("keygate (pid %d) did not answer PING within %d ms (log above): killed\n", (int)pid,
                               HEAL_PING_MS);
-                kill(pid, SIGKILL);
-                wait_exit(pid, STOP_TIMEOUT_MS);
+                if (kill_pid(pid) == -1) rc = -1;
             }
             h->keygate_status = -1;
-            if (copy_file(base_path(h->conf_file), h->conf_file) != 0 ||
-                copy_file(base_path(h->registry_file), h->registry_file) != 0 ||
-                (truncate(h->log_file, 0) != 0 && errno != ENOENT)) {
+            if (rc != 0) {
+                set_error(h, "keygate (pid %d) still runs %d ms after SIGKILL", (int)pid, STOP_TIMEOUT_MS);
+            } else if (copy_file(base_path(h->conf_file), h->conf_file) != 0 ||
+                       copy_file(base_path(h->registry_file), h->registry_file) != 0 ||
+                       (truncate(h->log_file, 0) != 0 && errno != ENOENT)) {
                 set_error(h, "restoring keygate.conf / registry.conf in %s: %s", h->dir, strerror(errno));
                 rc = -1;
             } else {
+                h->keygate_pid = 0; /* only now that it is gone (see children_check) */
                 rc = keygate_start(h);
             }
         }

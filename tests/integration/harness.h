@@ -104,10 +104,14 @@ redisContext *harness_direct(struct harness *h, const char *name);
 /* The backend named "durable" or "cache", or NULL. */
 struct harness_backend *harness_backend(struct harness *h, const char *name);
 
-/* SIGKILL a backend and reap it. Returns 0, or -1 when the name is unknown or it was not running. */
+/* SIGKILL a backend and wait until it is gone (every thread: its ports are free). Returns 0,
+ * or -1 when the name is unknown, it was not running, or it still runs 5 s after SIGKILL
+ * (h->error; it then stays recorded, for the next heal). */
 int harness_backend_kill(struct harness *h, const char *name) __attribute__((warn_unused_result));
 
-/* Start a backend again with the same ports and data dir; waits until it answers (10 s). */
+/* Start a backend again with the same ports and data dir; waits until it answers (10 s).
+ * -1 (h->error) when it does not, when the running one does not stop, or when its port
+ * answers from a process other than the one just started. */
 int harness_backend_restart(struct harness *h, const char *name) __attribute__((warn_unused_result));
 
 /* Stop keygate and start it again with options o (NULL: defaults), rewriting keygate.conf
