@@ -26,6 +26,8 @@
 #define BACKOFF_MAX_MS 2000
 /* How often the connections are checked against backend-timeout. */
 #define TIMEOUT_TICK_MS 250
+/* The topology guard asks a loading instance's INFO again after this. */
+#define TOPOLOGY_RECHECK_MS 1000
 /* Keepalive probes on every backend socket: a peer gone without a FIN/RST (a half-open
  * connection) is found within KEEPIDLE + KEEPCNT x KEEPINTVL seconds, and TCP_USER_TIMEOUT
  * bounds how long written data may stay unacknowledged. */
@@ -489,7 +491,10 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
         }
         return 0;
     case BACKEND_OWN_INFO:
-        topology_on_info_reply(b->worker->proxy, b->instance, backend_conf(b)->name, reply, len);
+        if (topology_on_info_reply(b->worker->proxy, b->instance, backend_conf(b)->name, reply, len)) {
+            struct timeval tv = {TOPOLOGY_RECHECK_MS / 1000, (TOPOLOGY_RECHECK_MS % 1000) * 1000};
+            evtimer_add(b->timer, &tv); /* still loading: INFO again (backend_timer_cb) */
+        }
         return 0;
     default:
         b->worker->hooks->deliver(b, &pd, reply, len);
@@ -795,6 +800,11 @@ static void backend_timer_cb(evutil_socket_t fd, short what, void *arg)
     struct backend *b = arg;
     if (b->state == BACKEND_DOWN) {
         backend_connect(b);
+        return;
+    }
+    if (b->state == BACKEND_READY) { /* the topology guard's INFO found it loading: ask again */
+        const char *info[1] = {"INFO"};
+        backend_send_internal(b, BACKEND_OWN_INFO, 1, info);
         return;
     }
     if (b->state == BACKEND_CONNECTING)

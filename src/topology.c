@@ -153,7 +153,7 @@ void topology_record(struct proxy *p, int instance, const char *problems)
     }
 }
 
-void topology_on_info_reply(struct proxy *p, int instance, const char *name, const char *reply, size_t len)
+int topology_on_info_reply(struct proxy *p, int instance, const char *name, const char *reply, size_t len)
 {
     char problems[TOPOLOGY_PROBLEMS_MAX];
     if (len >= 4 && reply[0] == '$') {
@@ -164,10 +164,12 @@ void topology_on_info_reply(struct proxy *p, int instance, const char *name, con
             char *text = xmalloc(blen + 1);
             memcpy(text, reply + hdr, blen);
             text[blen] = '\0';
-            topology_check(name, text, problems, sizeof(problems));
+            int loading = strncmp(text, "loading:1", 9) == 0 || strstr(text, "\nloading:1") != NULL;
+            if (!loading) topology_check(name, text, problems, sizeof(problems));
             free(text);
+            if (loading) return 1; /* its fields are not final yet: asked again */
             topology_record(p, instance, problems);
-            return;
+            return 0;
         }
     }
     size_t n = len;
@@ -178,6 +180,7 @@ void topology_on_info_reply(struct proxy *p, int instance, const char *name, con
     else
         snprintf(problems, sizeof(problems), "instance '%s' INFO gave no text (%.*s)\n", name, (int)n, reply);
     topology_record(p, instance, problems);
+    return 0;
 }
 
 int topology_get(const struct proxy *p, int instance, char *buf, size_t len)

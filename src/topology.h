@@ -37,8 +37,11 @@ void topology_record(struct proxy *p, int instance, const char *problems);
  * at connect (a bulk string, or an error). Checks it with topology_check under the
  * instance's `name` and records the result with topology_record; an error reply or a
  * non-bulk reply is recorded as a problem ("instance 'cache' INFO failed: NOPERM ...").
+ * Returns 1, recording nothing, when the instance is still loading its data (`loading:1`:
+ * Redis then reports aof_enabled:0 and other fields it has not read yet): the caller asks
+ * again later. Else 0.
  */
-void topology_on_info_reply(struct proxy *p, int instance, const char *name, const char *reply, size_t len);
+int topology_on_info_reply(struct proxy *p, int instance, const char *name, const char *reply, size_t len);
 
 /*
  * Copy the recorded problems of `instance` into buf[0..len) ("" when none or not yet

@@ -138,6 +138,17 @@ START_TEST(info_reply_hook_parses_bulk_and_errors)
     ck_assert_str_eq(buf,
                      "instance 'durable' INFO failed: NOPERM this user has no permissions to run the 'info' command\n");
 
+    /* still loading (aof_enabled:0 until the AOF is read): nothing recorded, asked again */
+    topology_reset();
+    n = bulk(framed, sizeof(framed), "# Persistence\r\nloading:1\r\naof_enabled:0\r\n");
+    ck_assert_int_eq(topology_on_info_reply(NULL, 0, "durable", framed, n), 1);
+    ck_assert_int_eq(topology_get(NULL, 0, buf, sizeof(buf)), 0);
+    n = bulk(framed, sizeof(framed),
+             "# Server\r\nredis_version:7.0.15\r\nloading:0\r\nmaxmemory_policy:noeviction\r\naof_enabled:1\r\n");
+    ck_assert_int_eq(topology_on_info_reply(NULL, 0, "durable", framed, n), 0);
+    ck_assert_int_eq(topology_get(NULL, 0, buf, sizeof(buf)), 1);
+    ck_assert_str_eq(buf, "");
+
     /* a bulk shorter than it claims is never read past len (no NUL terminator here) */
     char truncated[] = {'$', '5', '0', '0', '\r', '\n', 'r', 'e', 'd', 'i', 's'};
     topology_on_info_reply(NULL, 0, "durable", truncated, sizeof(truncated));
