@@ -95,13 +95,14 @@ static int64_t mono_ms(void)
 }
 
 /* Has b's oldest written entry waited past backend-timeout? Then b is closed (its entries
- * fail "timed out") and, if shared, reconnects. Connections that may wait as long as a
- * command blocks (backend_exempt) and subscriber connections (their frames come unasked)
- * are not checked. */
+ * fail "timed out") and, if shared, reconnects. A connection carrying a blocking command
+ * (backend_exempt) waits its timeout more, or forever for one that blocks forever;
+ * subscriber connections are not checked (their frames come unasked). */
 static void backend_check_timeout(struct backend *b, int64_t now, int64_t timeout_ms)
 {
-    if (b->fd < 0 || b->state != BACKEND_READY || b->no_timeout || b->subscriber) return;
+    if (b->fd < 0 || b->state != BACKEND_READY || b->subscriber || b->block_ms == 0) return;
     if (b->fifo_count <= b->unsent) return; /* nothing written is unanswered */
+    if (b->block_ms > 0) timeout_ms += b->block_ms;
     if (now - b->waiting_since_ms < timeout_ms) return;
     char why[128];
     snprintf(why, sizeof(why), "no reply within backend-timeout (%lld ms): closed, its requests failed",
@@ -158,6 +159,7 @@ int backend_pools_start(struct worker *w, const struct backend_hooks *hooks)
             b->slot = j;
             b->fd = -1;
             b->backoff_ms = BACKOFF_MIN_MS;
+            b->block_ms = -1;
             b->rng = backend_seed(b);
             b->timer = xevtimer_new(w->base, backend_timer_cb, b);
             backend_connect(b);
@@ -880,7 +882,7 @@ static void backend_make_idle(struct backend *b)
     struct backend_pool *pool = &b->worker->pools[b->instance];
     b->release_when_idle = 0;
     b->owner = NULL;
-    b->no_timeout = 0;
+    b->block_ms = -1;
     if (b->state != BACKEND_READY && b->state != BACKEND_CONNECTING) {
         backend_abandon(b);
         return;
@@ -911,6 +913,7 @@ struct backend *backend_pin(struct worker *w, int instance, struct client *c)
     b->slot = -1;
     b->fd = -1;
     b->pinned = 1;
+    b->block_ms = -1;
     b->backoff_ms = BACKOFF_MIN_MS;
     b->rng = backend_seed(b);
     pool->npinned++;
@@ -926,10 +929,10 @@ int backend_pin_full(const struct worker *w, int instance)
     return w->pools[instance].npinned >= w->cfg->max_pinned;
 }
 
-void backend_exempt(struct backend *b)
+void backend_exempt(struct backend *b, int64_t block_ms)
 {
-    assert(b->pinned);
-    b->no_timeout = 1;
+    assert(b->pinned && block_ms >= 0);
+    b->block_ms = block_ms;
 }
 
 void backend_unpin(struct backend *b)

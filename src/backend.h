@@ -80,7 +80,7 @@ struct backend {
     int subscriber;        /* pub/sub mode: frames go to the push hook, not the FIFO */
     int release_when_idle; /* back to the idle list once the FIFO is empty */
     int in_idle;
-    int no_timeout;                   /* carries a blocking command: backend-timeout does not apply */
+    int64_t block_ms;                 /* carries a blocking command that may block this long (0: forever); -1 none */
     TAILQ_ENTRY(backend) link;        /* idle list, or the worker's dead list */
     TAILQ_ENTRY(backend) pinned_link; /* the pool's list of live dedicated connections */
     /* backend-timeout */
@@ -153,9 +153,10 @@ struct backend *backend_pin(struct worker *w, int instance, struct client *c);
 /* Are max-pinned dedicated connections to `instance` alive on w (a pin would fail for that)? */
 int backend_pin_full(const struct worker *w, int instance);
 
-/* b carries a blocking command (BLPOP, XREAD BLOCK ...): it may wait for its reply as long as
- * the command blocks, so backend-timeout does not close it (until it is idle again). */
-void backend_exempt(struct backend *b);
+/* b carries a blocking command (BLPOP, XREAD BLOCK ...) that may block block_ms (0: forever,
+ * command_block_timeout_ms): until it is idle again, backend-timeout closes b only after the
+ * command's own timeout plus backend-timeout, and never for one that blocks forever. */
+void backend_exempt(struct backend *b, int64_t block_ms);
 
 /*
  * The reconnect delay after a failure: `backoff_ms` less a random share of up to a fifth

@@ -661,7 +661,8 @@ static int client_handle_frame(struct client *c, const char *frame)
             }
             req->blocking = 1;
             c->block_pin = b;
-            backend_exempt(b); /* it may wait as long as the command blocks */
+            backend_exempt(b, command_block_timeout_ms(pr.cmd, p->argc, c->argv,
+                                                       c->argvlen)); /* it may wait as long as the command blocks */
             session_block(&c->session);
             router_forward(c, b, req, &plan, frame);
             backend_unpin(b); /* back to the idle list once it answered */

@@ -147,9 +147,10 @@ struct find {
     const size_t *argvlen;
     struct key_ref *out;
     int max;
-    int n;          /* keys found (may exceed max) */
-    int incomplete; /* a spec no finder covers */
-    int blocks;     /* XREAD/XREADGROUP: a BLOCK option was parsed */
+    int n;              /* keys found (may exceed max) */
+    int incomplete;     /* a spec no finder covers */
+    int blocks;         /* XREAD/XREADGROUP: a BLOCK option was parsed */
+    long long block_ms; /* its value */
     char *error;
     size_t errlen;
 };
@@ -350,6 +351,7 @@ static int xread_find(struct find *f)
             if (find_ll(f, i, &v) != 0) return find_fail(f, "ERR timeout is not an integer or out of range");
             if (v < 0) return find_fail(f, "ERR timeout is negative");
             f->blocks = 1;
+            f->block_ms = v;
         } else if (find_is(f, i, "count") && more) {
             i++;
             if (find_ll(f, i, &v) != 0) return find_fail(f, ERR_NOT_INT);
@@ -637,6 +639,41 @@ int command_find_keys(const struct command_def *cmd, size_t argc, const char *co
                       struct key_ref *out, int max, int *incomplete)
 {
     return command_find_keys_err(cmd, argc, argv, argvlen, out, max, incomplete, NULL, 0);
+}
+
+/* Redis's timeout in seconds (a decimal number, as getTimeoutFromObjectOrReply reads it) as
+ * ms; 0 for 0 or for what is not a finite non-negative number. */
+static int64_t seconds_arg_ms(const char *s, size_t len)
+{
+    char buf[64];
+    if (len == 0 || len >= sizeof(buf)) return 0;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    char *end;
+    errno = 0;
+    double v = strtod(buf, &end);
+    if (errno || *end || !isfinite(v) || v < 0 || v > 1e12) return 0;
+    return (int64_t)(v * 1000.0 + 0.5);
+}
+
+int64_t command_block_timeout_ms(const struct command_def *cmd, size_t argc, const char *const *argv,
+                                 const size_t *argvlen)
+{
+    if (argc < 2) return 0;
+    size_t len1 = argvlen ? argvlen[1] : strlen(argv[1]), lenl = argvlen ? argvlen[argc - 1] : strlen(argv[argc - 1]);
+    if (finder_of(cmd) == xread_find) {
+        struct key_ref none[1];
+        struct find f = {.cmd = cmd, .argv = argv, .argvlen = argvlen, .out = none, .max = 0};
+        if (argc > INT_MAX / 2) return 0;
+        f.argc = (int)argc;
+        return find_run(&f) == 0 && f.blocks ? f.block_ms : 0;
+    }
+    if (strcmp(cmd->name, "wait") == 0) {
+        long long ms;
+        return argc == 3 && args_ll(argv[2], argvlen ? argvlen[2] : strlen(argv[2]), &ms) == 0 && ms > 0 ? ms : 0;
+    }
+    if (strcmp(cmd->name, "blmpop") == 0 || strcmp(cmd->name, "bzmpop") == 0) return seconds_arg_ms(argv[1], len1);
+    return seconds_arg_ms(argv[argc - 1], lenl);
 }
 
 int command_blocks(const struct command_def *cmd, size_t argc, const char *const *argv, const size_t *argvlen)

@@ -174,4 +174,14 @@ int command_finders_sorted(void);
  */
 int command_blocks(const struct command_def *cmd, size_t argc, const char *const *argv, const size_t *argvlen);
 
+/*
+ * For a command command_blocks says blocks: how long Redis may keep it blocked, in ms, read as
+ * Redis reads it (XREAD/XREADGROUP BLOCK ms, WAIT's timeout ms, the seconds of BLPOP, BRPOP,
+ * BRPOPLPUSH, BLMOVE, BZPOPMIN, BZPOPMAX (their last argument) and BLMPOP, BZMPOP (argv[1]),
+ * a decimal number). 0 when it may block forever (a timeout of 0, or one that cannot be read:
+ * Redis then refuses the command at once, so nothing waits).
+ */
+int64_t command_block_timeout_ms(const struct command_def *cmd, size_t argc, const char *const *argv,
+                                 const size_t *argvlen);
+
 #endif

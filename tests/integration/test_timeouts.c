@@ -242,6 +242,16 @@ START_TEST(test_frozen_backend_times_out_and_comes_back)
     }
     expect_status(r, "OK", "SET after the backend resumed");
     ck_assert_msg(stat_of("backend_timeouts") > before, "backend_timeouts did not count it");
+    /* a blocking command on a frozen backend waits its own timeout more: BLPOP 1 fails after ~2 s */
+    redisContext *b = login();
+    ck_assert_int_eq(kill(durable, SIGSTOP), 0);
+    t0 = now_ms();
+    r = cmd(b, "BLPOP q:t:frozen-list 1");
+    took = now_ms() - t0;
+    kill(durable, SIGCONT);
+    expect_error(r, "UNAVAILABLE instance 'durable' timed out", "BLPOP 1 on a frozen durable");
+    ck_assert_msg(took >= 1900 && took < 3600, "BLPOP 1 on a frozen backend failed after %lld ms (want ~2 s)", took);
+    redisFree(b);
     /* the command may have run (Redis had it in its socket): it did, and the second one too */
     redisContext *direct = harness_must_direct(&h, "durable");
     expect_bulk(cmd(direct, "GET q:t:frozen"), "2", "the key on durable");

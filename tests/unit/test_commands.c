@@ -94,6 +94,16 @@ static int keys_of(const char *line, char *out, size_t outlen, uint32_t *flags)
         ck_assert_msg(strcmp(last_error, (want)) == 0, "%s: error '%s', expected '%s'", (line), last_error, (want));   \
     } while (0)
 
+/* command_block_timeout_ms of `line`. */
+static long long block_ms_of(const char *line)
+{
+    struct args a;
+    args_split(&a, line);
+    const struct command_def *cmd = command_lookup(a.argc, a.argv, a.argvlen, NULL);
+    ck_assert_msg(cmd != NULL, "no command for '%s'", line);
+    return (long long)command_block_timeout_ms(cmd, a.argc, a.argv, a.argvlen);
+}
+
 /* command_blocks of `line`. */
 static int blocks_of(const char *line)
 {
@@ -587,6 +597,27 @@ START_TEST(test_issue10_item3_xreadgroup_group_named_streams)
 END_TEST
 
 /* Where Redis rejects the arguments that locate the keys, keygate has Redis's words. */
+/* how long a blocking command may block, for backend-timeout (issue 12) */
+START_TEST(block_timeouts_as_redis_reads_them)
+{
+    ck_assert_int_eq(block_ms_of("BLPOP a b 2.5"), 2500);
+    ck_assert_int_eq(block_ms_of("BRPOP a 0"), 0);
+    ck_assert_int_eq(block_ms_of("BLMOVE a b LEFT RIGHT 0.01"), 10);
+    ck_assert_int_eq(block_ms_of("BRPOPLPUSH a b 3"), 3000);
+    ck_assert_int_eq(block_ms_of("BZPOPMIN z 1"), 1000);
+    ck_assert_int_eq(block_ms_of("BLMPOP 1.5 2 a b LEFT"), 1500);
+    ck_assert_int_eq(block_ms_of("BZMPOP 4 1 z MIN COUNT 2"), 4000);
+    ck_assert_int_eq(block_ms_of("XREAD BLOCK 250 STREAMS s $"), 250);
+    ck_assert_int_eq(block_ms_of("XREADGROUP GROUP g c BLOCK 0 STREAMS s >"), 0);
+    ck_assert_int_eq(block_ms_of("WAIT 1 700"), 700);
+    ck_assert_int_eq(block_ms_of("WAIT 1 0"), 0);
+    /* what Redis refuses at once blocks nobody: 0 */
+    ck_assert_int_eq(block_ms_of("BLPOP a nope"), 0);
+    ck_assert_int_eq(block_ms_of("BLPOP a -1"), 0);
+    ck_assert_int_eq(block_ms_of("BLPOP a inf"), 0);
+}
+END_TEST
+
 START_TEST(test_issue10_item18_key_count_error_texts)
 {
     ck_keys_err("LMPOP -1 a LEFT", "ERR numkeys should be greater than 0");
@@ -742,6 +773,7 @@ static Suite *commands_suite(void)
     tcase_add_test(t, test_issue10_item2_nul_suffixed_option_words);
     tcase_add_test(t, test_issue10_item3_xreadgroup_group_named_streams);
     tcase_add_test(t, test_issue10_item18_key_count_error_texts);
+    tcase_add_test(t, block_timeouts_as_redis_reads_them);
     suite_add_tcase(s, t);
     return s;
 }
