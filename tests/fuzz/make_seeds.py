@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""make_seeds.py: writes the seed corpora tests/fuzz/corpus/fuzz_policy/ and fuzz_resp/ from readable cases.
+"""make_seeds.py: writes the seed corpora tests/fuzz/corpus/<target>/ from readable cases.
 
-Run from the repository root: python3 tests/fuzz/make_seeds.py (it rewrites both directories).
+Run from the repository root: python3 tests/fuzz/make_seeds.py (it rewrites fuzz_policy/, fuzz_resp/,
+fuzz_reply/ and fuzz_config/; files whose names start with "crash_" are findings kept as regressions
+and survive the rewrite).
 Each fuzz_policy seed spells an exact session and argv in the input format fuzz_policy.c decodes
 (argv as raw-byte arguments); the issue10_* seeds reproduce the findings of issue 10.
 """
@@ -191,11 +193,49 @@ RESP = {
     "reply_null_array": b"*-1\r\n:12345\r\n",
 }
 
+# fuzz_reply: streams of backend replies (the target prefixes a flags byte and a split point).
+# Each D* name is one of the documented differences between keygate's framer and hiredis 0.14.
+BIG = b"x" * 3000
+REPLY = {
+    "status_error_int": b"+OK\r\n-ERR unknown command 'x'\r\n:0\r\n:-9223372036854775808\r\n:9223372036854775807\r\n",
+    "bulk_nil_empty": b"$-1\r\n$0\r\n\r\n$3\r\na\rb\r\n$5\r\n\r\n\r\n\0\r\n",
+    "bulk_large": b"$3000\r\n" + BIG + b"\r\n+OK\r\n",
+    "array_nested": b"*3\r\n*2\r\n:1\r\n$1\r\na\r\n*-1\r\n*0\r\n*1\r\n+x\r\n",
+    "exec_reply": b"*4\r\n+OK\r\n:1\r\n-WRONGTYPE Operation against a key holding the wrong kind of value\r\n*-1\r\n",
+    "scan_reply": b"*2\r\n$1\r\n0\r\n*3\r\n$5\r\ncache\r\n$4\r\nq:ab\r\n$0\r\n\r\n",
+    "depth8_hiredis_limit": b"*1\r\n" * 8 + b":0\r\n+OK\r\n",
+    "D6_depth9": b"*1\r\n" * 9 + b":0\r\n",
+    "D6_depth300_lua": b"*1\r\n" * 300 + b"$2\r\nok\r\n",
+    "D6_depth9_nil": b"*1\r\n" * 8 + b"*-1\r\n",
+    "lone_cr_lf_in_line": b"+a\rb\nc\r\n-x\r\r\n",
+    "partial_header": b"*2\r\n$10\r\nabc",
+    "bad_type": b"+OK\r\n?x\r\n",
+    "nul_type": b"\0\r\n",
+    "bad_bulk_len": b"$05\r\nabcde\r\n",
+    "bad_bulk_neg": b"$-2\r\n",
+    "bad_bulk_minus0": b"$-0\r\n",
+    "bad_array_len": b"*1a\r\n",
+    "bad_array_neg": b"*-5\r\n:1\r\n",
+    "array_int_max": b"*2147483647\r\n:1\r\n",
+    "D5_array_above_int_max": b"*2147483648\r\n:1\r\n",
+    "bulk_llong_max_minus2": b"$9223372036854775805\r\nabc",
+    "D4_bulk_llong_max": b"$9223372036854775807\r\n",
+    "D3_bulk_no_crlf": b"$1\r\naXY:1\r\n",
+    "D2_int_junk": b":12a\r\n",
+    "D2_int_plus": b":+1\r\n",
+    "D2_int_empty": b":\r\n",
+    "D1_resp3_null": b"*2\r\n_\r\n:1\r\n",
+    "D1_resp3_map": b"%1\r\n+a\r\n#t\r\n",
+    "D1_resp3_push": b">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n=5\r\ntxt:x\r\n",
+}
+
 
 def write_dir(name, cases):
     d = os.path.join(ROOT, name)
-    shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(d)
+    os.makedirs(d, exist_ok=True)
+    for old in os.listdir(d):
+        if not old.startswith("crash_"):
+            os.remove(os.path.join(d, old))
     for case, data in cases.items():
         with open(os.path.join(d, case), "wb") as f:
             f.write(data)
@@ -212,6 +252,12 @@ def main():
         for split, limits in ((0, 0), (len(stream) // 2, 0), (3, 0x23)):
             resp["%s_%d_%d" % (name, split, limits)] = bytes([split & 0xFF, split >> 8, limits]) + stream
     write_dir("fuzz_resp", resp)
+    reply = {}
+    for name, stream in REPLY.items():
+        for split, discard in ((0, 0), (len(stream) // 2, 1), (5, 0), (len(stream) - 1, 1)):
+            split = max(split, 0)
+            reply["%s_%d_%d" % (name, split, discard)] = bytes([discard, split & 0xFF, split >> 8]) + stream
+    write_dir("fuzz_reply", reply)
 
 
 if __name__ == "__main__":
