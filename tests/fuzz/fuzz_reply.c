@@ -56,7 +56,7 @@ enum {
     W_KSTRICT = -3 /* D2, D3, D4: keygate errors, hiredis does not */
 };
 
-static void fail(const char *what, size_t off, long long k, long long h, long long w)
+__attribute__((noreturn)) static void fail(const char *what, size_t off, long long k, long long h, long long w)
 {
     fprintf(stderr, "fuzz_reply: %s at stream offset %zu: keygate %lld, hiredis %lld, walker %lld\n", what, off, k, h,
             w);
