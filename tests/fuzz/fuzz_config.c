@@ -58,6 +58,19 @@ static void write_file(const char *path, const void *data, size_t n, mode_t mode
         fail("cannot write", path);
 }
 
+/* At exit: remove the private directory and what the target wrote into it. */
+static void cleanup(void)
+{
+    static const char *const files[] = {"keygate.conf", "registry.conf", "secrets/ok.pass", "secrets/open.pass",
+                                        "secrets/empty.pass", "secrets"};
+    char p[160];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        (void)remove(p);
+    }
+    (void)rmdir(dir);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     char sub[128];
@@ -74,6 +87,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     write_file(sub, "s3cret\n", 7, 0644);
     snprintf(sub, sizeof sub, "%s/secrets/empty.pass", dir);
     write_file(sub, "", 0, 0600);
+    atexit(cleanup);
     devnull = fopen("/dev/null", "w");
     if (!devnull) fail("fopen", "/dev/null");
     print = getenv("FUZZ_CONFIG_PRINT") != NULL;
