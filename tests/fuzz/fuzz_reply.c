@@ -14,7 +14,7 @@
  * give the same result: the same length for a whole reply, "wants more" (keygate 0, hiredis no
  * reply) for an incomplete one, an error (keygate -1, hiredis REDIS_ERR) for a malformed one.
  *
- * The differences, each checked as stated (D1-D3 end the comparison of the stream there):
+ * The differences, each checked as stated (each ends the comparison of the stream there):
  *  D1 RESP3 type bytes  _ , # ( ! = ~ > %  : keygate frames them (it accepts what a RESP3 server
  *     would send), hiredis 0.14 answers "Protocol error, got X as reply type byte". Required:
  *     hiredis errors. keygate sends HELLO 3 nowhere, so a backend never sends these to it.
@@ -30,6 +30,9 @@
  *     nested multi bulk replies with depth > 7"); keygate frames any depth (Redis sends deeper
  *     replies, e.g. from Lua: test_limits's 300-deep one). Required: hiredis errors; keygate must
  *     still frame exactly as the walker (length, 0 or -1).
+ *  D7 elements still expected across all open arrays above LLONG_MAX (e.g. "*2^62+1" holding
+ *     "*2^62+1"): keygate keeps them in one counter (resp.h) and answers -1; the walker's stack
+ *     and hiredis (D5 first) go on. Required: keygate -1. No reply has 2^63 elements.
  *
  * Then the same stream is fed to one scanner incrementally, as backend_frame_replies does:
  * first the bytes before the split point, then all, each call on a fresh heap copy starting
@@ -53,7 +56,7 @@ enum {
     W_WANT = 0,
     W_ERR = -1,
     W_RESP3 = -2,  /* D1 */
-    W_KSTRICT = -3 /* D2, D3, D4: keygate errors, hiredis does not */
+    W_KSTRICT = -3 /* D2, D3, D4, D7: keygate errors, hiredis (or the walker) does not */
 };
 
 __attribute__((noreturn)) static void fail(const char *what, size_t off, long long k, long long h, long long w)
@@ -104,6 +107,7 @@ static long long walk(const char *buf, size_t len, int *hiredis_fails)
     /* open[i]: elements still expected by the i-th open array */
     size_t cap = 16, depth = 0, pos = 0;
     long long *open = malloc(cap * sizeof(*open)), result;
+    long long expected = 1; /* elements still expected in all, this one included (D7) */
 
     if (open == NULL) abort();
     *hiredis_fails = 0;
@@ -165,7 +169,12 @@ static long long walk(const char *buf, size_t len, int *hiredis_fails)
                 break;
             }
             if (n > INT_MAX) *hiredis_fails = 1; /* D5 */
+            if (n > 0 && n - 1 > LLONG_MAX - expected) {
+                result = W_KSTRICT; /* D7 */
+                break;
+            }
             if (n > 0) {
+                expected += n - 1;
                 if (depth == cap) {
                     cap *= 2;
                     open = realloc(open, cap * sizeof(*open));
@@ -176,6 +185,7 @@ static long long walk(const char *buf, size_t len, int *hiredis_fails)
             }
         }
         /* one element done: close every array it completes */
+        expected--;
         while (depth > 0 && --open[depth - 1] == 0) depth--;
         if (depth == 0) {
             result = (long long)pos;

@@ -219,6 +219,8 @@ REPLY = {
     "array_int_max": b"*2147483647\r\n:1\r\n",
     "D5_array_above_int_max": b"*2147483648\r\n:1\r\n",
     "bulk_llong_max_minus2": b"$9223372036854775805\r\nabc",
+    "D7_pending_above_llong_max": b"*4611686018427387905\r\n*4611686018427387905\r\n:1\r\n",
+    "pending_llong_max": b"*4611686018427387904\r\n*4611686018427387904\r\n:1\r\n",
     "D4_bulk_llong_max": b"$9223372036854775807\r\n",
     "D3_bulk_no_crlf": b"$1\r\naXY:1\r\n",
     "D2_int_junk": b":12a\r\n",
