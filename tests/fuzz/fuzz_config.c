@@ -21,9 +21,10 @@
  *  - a registry parsed without errors: entries sorted by (kind, prefix) with no duplicate,
  *    every field in range (instance an index of the instances given, max-ttl >= ttl, sliding
  *    only with a ttl, channels without TTL fields, owner set, line within the file), the
- *    per-kind index consistent, and registry_lookup equal to a brute-force longest-prefix
- *    search for every prefix, every prefix extended and cut by a byte, and probes taken from
- *    the input; registry_print runs (plain and Markdown, to /dev/null);
+ *    per-kind index consistent, every duration reading back as duration_format prints it, and
+ *    registry_lookup equal to a brute-force longest-prefix search for every prefix, every prefix
+ *    extended and cut by a byte, and probes taken from the input; registry_print runs (plain and
+ *    Markdown, to /dev/null);
  *  - a config loaded without errors: at least one listen, 1..CONFIG_MAX_INSTANCES instances with
  *    distinct valid names, each exactly tls or plain, tls ones with ca=, cert= and key= together,
  *    users with a secret, owners and distinct names, hard output limit >= the soft one.
@@ -61,8 +62,8 @@ static void write_file(const char *path, const void *data, size_t n, mode_t mode
 /* At exit: remove the private directory and what the target wrote into it. */
 static void cleanup(void)
 {
-    static const char *const files[] = {"keygate.conf", "registry.conf", "secrets/ok.pass", "secrets/open.pass",
-                                        "secrets/empty.pass", "secrets"};
+    static const char *const files[] = {"keygate.conf",      "registry.conf",      "secrets/ok.pass",
+                                        "secrets/open.pass", "secrets/empty.pass", "secrets"};
     char p[160];
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, files[i]);
@@ -130,8 +131,8 @@ static int starts_with(const char *s, const char *prefix)
 static int diag_check(const char *d, int cfg_lines, int reg_lines, int *which)
 {
     static const char *const whole_file[] = {
-        "no listen directive", "no registry directive", "no instance directive", "cannot open config:",
-        "cannot open registry:", "no entries (",
+        "no listen directive", "no registry directive", "no instance directive",
+        "cannot open config:", "cannot open registry:", "no entries (",
     };
     const char *rest;
     int limit;
@@ -209,6 +210,16 @@ static int bytes_order(const struct namespace_entry *a, const struct namespace_e
     return a->prefix_len < b->prefix_len ? -1 : a->prefix_len > b->prefix_len;
 }
 
+/* What registry_print shows of a duration (duration_format) must read back as the same value. */
+static void duration_roundtrip(int64_t ms, const char *prefix)
+{
+    char buf[64];
+    int64_t back;
+    if (ms <= 0) return;
+    duration_format(ms, buf, sizeof buf);
+    if (duration_parse(buf, &back) != 0 || back != ms) fail("a duration does not read back as printed", prefix);
+}
+
 static void registry_check(const struct registry *r, size_t ninstances, int reg_lines, const uint8_t *in, size_t n,
                            const char *const *names)
 {
@@ -229,6 +240,9 @@ static void registry_check(const struct registry *r, size_t ninstances, int reg_
         if (!e->owner || !e->owner[0] || !e->purpose) fail("owner or purpose missing", e->prefix);
         if (e->line < 1 || e->line > reg_lines) fail("entry line outside the file", e->prefix);
         if (i > 0 && bytes_order(&r->entries[i - 1], e) >= 0) fail("entries not sorted or duplicated", e->prefix);
+        duration_roundtrip(e->ttl_ms, e->prefix);
+        duration_roundtrip(e->max_ttl_ms, e->prefix);
+        duration_roundtrip(e->near_cache_ms, e->prefix);
         count[e->kind]++;
     }
     for (int k = 0; k < 2; k++) {
