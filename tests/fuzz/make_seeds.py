@@ -281,6 +281,8 @@ CONFIG = {
                      b"instance h h:1 plain password-file=secrets/missing.pass user=u\nuser\nuser u sha256=zz owners=,a access=rx\n"
                      b"user u owners=*,a\nthreads 0\nmax-memory 1tb\nclient-output-limit 2gb\nconnect-timeout 2\nlog-level loud\nnope 1\n"
                      b"listen \"unterminated\n\1" + SMALL_REGISTRY,
+    "config_timeouts": b"\1" + SMALL_CONFIG + b"client-timeout 0\nclient-header-timeout 10s\nbackend-timeout 500ms\n\1" +
+                       SMALL_REGISTRY,
     "config_missing_all": b"\1# only a comment\n\1",
     "config_registry_elsewhere": b"\1" + SMALL_CONFIG.replace(b"registry registry.conf", b"registry secrets/ok.pass") + b"\1",
     "config_registry_folder": b"\1" + SMALL_CONFIG.replace(b"registry registry.conf", b"registry secrets") + b"\1",
