@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""make_seeds.py: writes the seed corpora tests/fuzz/corpus/fuzz_policy/ and fuzz_resp/ from readable cases.
+"""make_seeds.py: writes the seed corpora tests/fuzz/corpus/<target>/ from readable cases.
 
-Run from the repository root: python3 tests/fuzz/make_seeds.py (it rewrites both directories).
+Run from the repository root: python3 tests/fuzz/make_seeds.py (it rewrites fuzz_policy/, fuzz_resp/,
+fuzz_reply/ and fuzz_config/; files whose names start with "crash_" are findings kept as regressions
+and survive the rewrite).
 Each fuzz_policy seed spells an exact session and argv in the input format fuzz_policy.c decodes
 (argv as raw-byte arguments); the issue10_* seeds reproduce the findings of issue 10.
 """
@@ -191,11 +193,112 @@ RESP = {
     "reply_null_array": b"*-1\r\n:12345\r\n",
 }
 
+# fuzz_reply: streams of backend replies (the target prefixes a flags byte and a split point).
+# Each D* name is one of the documented differences between keygate's framer and hiredis 0.14.
+BIG = b"x" * 3000
+REPLY = {
+    "status_error_int": b"+OK\r\n-ERR unknown command 'x'\r\n:0\r\n:-9223372036854775808\r\n:9223372036854775807\r\n",
+    "bulk_nil_empty": b"$-1\r\n$0\r\n\r\n$3\r\na\rb\r\n$5\r\n\r\n\r\n\0\r\n",
+    "bulk_large": b"$3000\r\n" + BIG + b"\r\n+OK\r\n",
+    "array_nested": b"*3\r\n*2\r\n:1\r\n$1\r\na\r\n*-1\r\n*0\r\n*1\r\n+x\r\n",
+    "exec_reply": b"*4\r\n+OK\r\n:1\r\n-WRONGTYPE Operation against a key holding the wrong kind of value\r\n*-1\r\n",
+    "scan_reply": b"*2\r\n$1\r\n0\r\n*3\r\n$5\r\ncache\r\n$4\r\nq:ab\r\n$0\r\n\r\n",
+    "depth8_hiredis_limit": b"*1\r\n" * 8 + b":0\r\n+OK\r\n",
+    "D6_depth9": b"*1\r\n" * 9 + b":0\r\n",
+    "D6_depth300_lua": b"*1\r\n" * 300 + b"$2\r\nok\r\n",
+    "D6_depth9_nil": b"*1\r\n" * 8 + b"*-1\r\n",
+    "lone_cr_lf_in_line": b"+a\rb\nc\r\n-x\r\r\n",
+    "partial_header": b"*2\r\n$10\r\nabc",
+    "bad_type": b"+OK\r\n?x\r\n",
+    "nul_type": b"\0\r\n",
+    "bad_bulk_len": b"$05\r\nabcde\r\n",
+    "bad_bulk_neg": b"$-2\r\n",
+    "bad_bulk_minus0": b"$-0\r\n",
+    "bad_array_len": b"*1a\r\n",
+    "bad_array_neg": b"*-5\r\n:1\r\n",
+    "array_int_max": b"*2147483647\r\n:1\r\n",
+    "D5_array_above_int_max": b"*2147483648\r\n:1\r\n",
+    "bulk_llong_max_minus2": b"$9223372036854775805\r\nabc",
+    "D7_pending_above_llong_max": b"*4611686018427387905\r\n*4611686018427387905\r\n:1\r\n",
+    "pending_llong_max": b"*4611686018427387904\r\n*4611686018427387904\r\n:1\r\n",
+    "D4_bulk_llong_max": b"$9223372036854775807\r\n",
+    "D3_bulk_no_crlf": b"$1\r\naXY:1\r\n",
+    "D2_int_junk": b":12a\r\n",
+    "D2_int_plus": b":+1\r\n",
+    "D2_int_empty": b":\r\n",
+    "D1_resp3_null": b"*2\r\n_\r\n:1\r\n",
+    "D1_resp3_map": b"%1\r\n+a\r\n#t\r\n",
+    "D1_resp3_push": b">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n=5\r\ntxt:x\r\n",
+}
+
+# fuzz_config: byte 0 is the mode (1: keygate.conf, \x01, registry.conf; 0: registry.conf alone).
+# The target's folder holds secrets/ok.pass (0600), secrets/open.pass (0644), secrets/empty.pass.
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def repo_file(rel):
+    with open(os.path.join(REPO, rel), "rb") as f:
+        return f.read()
+
+
+SHIPPED_REGISTRY = repo_file("conf/registry.conf")
+# the shipped config with its password files pointed at the target's secrets (and without the comment
+# lines naming /run/..., which the target skips: it never lets the parsers open files under /run)
+SHIPPED_CONFIG = b"".join(l for l in repo_file("conf/keygate.conf").splitlines(True) if b"/run" not in l).replace(b"../build/secrets/durable.pass", b"secrets/ok.pass") \
+    .replace(b"../build/secrets/cache.pass", b"secrets/ok.pass")
+SMALL_CONFIG = (b"listen 127.0.0.1:6400\nregistry registry.conf\n"
+                b"instance durable 127.0.0.1:6401 plain\ninstance cache 127.0.0.1:6402 plain\n")
+SMALL_REGISTRY = (b"namespace q: instance=durable ttl=none owner=queues\n"
+                  b"namespace cache: instance=cache ttl=1h max-ttl=7d owner=cache purpose=\"a \\\"b\\\" c\"\n"
+                  b"namespace cache:x instance=cache ttl=90s max-ttl=5m sliding owner=o\n"
+                  b"channel push: instance=cache owner=n\n")
+# more than 16 prefixes of one first byte: registry_lookup's binary-search path
+MANY_A = b"".join(b"namespace a%d: instance=cache ttl=%ds owner=o\n" % (i, i + 1) for i in range(24)) + \
+    b"namespace a instance=durable ttl=none owner=o\nnamespace a1:2: instance=cache ttl=1s owner=o\n" + \
+    b"".join(b"channel a%d instance=cache owner=o\n" % i for i in range(20))
+CONFIG = {
+    "registry_shipped": b"\0" + SHIPPED_REGISTRY,
+    "registry_small": b"\0" + SMALL_REGISTRY,
+    "registry_many_one_byte": b"\0" + MANY_A,
+    "registry_errors": b"\0" + b"namespace x: instance=nope ttl=1h owner=o\nnamespace y: ttl=0s owner=o\n"
+                       b"bogus z:\nnamespace y: instance=cache ttl=1h max-ttl=1m owner=o\nchannel c: instance=cache ttl=1h owner=o\n"
+                       b"namespace s: instance=cache ttl=none sliding owner=o\nnamespace u: instance=cache ttl=1h owner=o purpose=\"x\n"
+                       b"namespace q: instance=cache instance=cache ttl=1h owner=o near-cache=5s color=red\nnamespace\n",
+    "registry_empty": b"\0# nothing\n\n",
+    "registry_no_newline": b"\0namespace k: instance=durable ttl=7d owner=o",
+    "config_shipped": b"\1" + SHIPPED_CONFIG + b"\1" + SHIPPED_REGISTRY,
+    "config_small": b"\1" + SMALL_CONFIG + b"\1" + SMALL_REGISTRY,
+    "config_full": b"\1" + SMALL_CONFIG.replace(b"plain\ninstance cache", b"plain password-file=secrets/ok.pass user=kg connections=4\ninstance cache") +
+                   b"listen unix:kg.sock mode=0600\nlisten [::1]:6403 tls cert=c.crt key=c.key ca=ca.crt\nadmin-listen 127.0.0.1:9400\n"
+                   b"user app password-file=secrets/ok.pass owners=queues,cache access=rw scripts=yes\n"
+                   b"user ops sha256=" + b"ab" * 32 + b" owners=* access=ro\n"
+                   b"threads 4\nmax-clients 100\nmax-pending 8\nmax-pinned 2\nmax-request-size 1mb\nclient-output-limit 1kb\n"
+                   b"client-output-hard-limit 1m\nmax-memory 0\nconnect-timeout 500ms\nshutdown-timeout 1s\nlog-level warn\n"
+                   b"\1" + SMALL_REGISTRY,
+    "config_errors": b"\1" + b"listen 127.0.0.1\nlisten unix:\nlisten 1.2.3.4:0 tls\nlisten ::1:80\nregistry\nregistry a\nregistry b\n"
+                     b"instance bad! 1:1 plain\ninstance d h:1\ninstance d h:2 tls\ninstance e h:1 plain ca=x connections=99\n"
+                     b"instance f h:1 plain password-file=secrets/open.pass\ninstance g h:1 plain password-file=secrets/empty.pass\n"
+                     b"instance h h:1 plain password-file=secrets/missing.pass user=u\nuser\nuser u sha256=zz owners=,a access=rx\n"
+                     b"user u owners=*,a\nthreads 0\nmax-memory 1tb\nclient-output-limit 2gb\nconnect-timeout 2\nlog-level loud\nnope 1\n"
+                     b"listen \"unterminated\n\1" + SMALL_REGISTRY,
+    "config_timeouts": b"\1" + SMALL_CONFIG + b"client-timeout 0\nclient-header-timeout 10s\nbackend-timeout 500ms\n\1" +
+                       SMALL_REGISTRY,
+    "config_missing_all": b"\1# only a comment\n\1",
+    "config_registry_elsewhere": b"\1" + SMALL_CONFIG.replace(b"registry registry.conf", b"registry secrets/ok.pass") + b"\1",
+    "config_registry_folder": b"\1" + SMALL_CONFIG.replace(b"registry registry.conf", b"registry secrets") + b"\1",
+    "config_registry_is_config": b"\1" + SMALL_CONFIG.replace(b"registry registry.conf", b"registry keygate.conf") + b"\1",
+    "config_registry_unknown_instance": b"\1" + SMALL_CONFIG.replace(b"instance cache 127.0.0.1:6402 plain\n", b"") + b"\1" + SMALL_REGISTRY,
+    "config_nine_instances": b"\1listen 127.0.0.1:1\nregistry registry.conf\n" +
+                             b"".join(b"instance i%d h:%d plain\n" % (i, i + 1) for i in range(9)) + b"\1" + SMALL_REGISTRY,
+}
+
 
 def write_dir(name, cases):
     d = os.path.join(ROOT, name)
-    shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(d)
+    os.makedirs(d, exist_ok=True)
+    for old in os.listdir(d):
+        if not old.startswith("crash_"):
+            os.remove(os.path.join(d, old))
     for case, data in cases.items():
         with open(os.path.join(d, case), "wb") as f:
             f.write(data)
@@ -212,6 +315,13 @@ def main():
         for split, limits in ((0, 0), (len(stream) // 2, 0), (3, 0x23)):
             resp["%s_%d_%d" % (name, split, limits)] = bytes([split & 0xFF, split >> 8, limits]) + stream
     write_dir("fuzz_resp", resp)
+    reply = {}
+    for name, stream in REPLY.items():
+        for split, discard in ((0, 0), (len(stream) // 2, 1), (5, 0), (len(stream) - 1, 1)):
+            split = max(split, 0)
+            reply["%s_%d_%d" % (name, split, discard)] = bytes([discard, split & 0xFF, split >> 8]) + stream
+    write_dir("fuzz_reply", reply)
+    write_dir("fuzz_config", CONFIG)
 
 
 if __name__ == "__main__":
