@@ -482,7 +482,6 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
     struct pending pd = b->fifo[b->fifo_head];
     b->fifo_head = (b->fifo_head + 1) % b->fifo_cap;
     b->fifo_count--;
-    b->waiting_since_ms = mono_ms(); /* a reply came: the next entry's wait begins now */
     switch (pd.own) {
     case BACKEND_OWN_AUTH:
         if (reply[0] == '-') {
@@ -562,6 +561,7 @@ static int backend_frame_replies(struct backend *b)
         assert(b->fd >= 0); /* the hooks do not close the backend they are called for */
     }
     if (pos > 0) {
+        b->waiting_since_ms = mono_ms(); /* replies came: the next entry's wait begins now (one clock read a batch) */
         memmove(b->rbuf, b->rbuf + pos, b->rlen - pos);
         b->rlen -= pos;
     }
