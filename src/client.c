@@ -397,6 +397,13 @@ static void client_watch_end(struct client *c)
     c->stall = 1; /* the next command may go to another connection: keep the order */
 }
 
+/* The instance client_exec sends c's transaction to. */
+static int client_exec_instance(const struct client *c)
+{
+    int instance = c->session.multi_instance >= 0 ? c->session.multi_instance : c->session.watch_instance;
+    return instance < 0 ? 0 : instance; /* only keyless commands (PING, ECHO): any instance answers them */
+}
+
 /* EXEC: send MULTI + the buffered commands + EXEC in one write, or answer EXECABORT. */
 static void client_exec(struct client *c, struct request *req)
 {
@@ -424,8 +431,7 @@ static void client_exec(struct client *c, struct request *req)
         request_complete(req, STR_AND_LEN("*0\r\n"));
         return;
     }
-    int instance = c->session.multi_instance >= 0 ? c->session.multi_instance : c->session.watch_instance;
-    if (instance < 0) instance = 0; /* only keyless commands (PING, ECHO): any instance answers them */
+    int instance = client_exec_instance(c);
     struct backend *b = c->watch_pin ? c->watch_pin : backend_for(w, instance, c->id);
     if (!b) {
         client_multi_reset(c);
@@ -493,13 +499,6 @@ static int client_has_no_subscription(const struct client *c, const struct plan 
 {
     if (plan->all_instances) return !pubsub_holds_any(&c->pubsub);
     return c->pubsub.pin[plan->instance] == NULL;
-}
-
-/* The instance client_exec sends c's transaction to. */
-static int client_exec_instance(const struct client *c)
-{
-    int instance = c->session.multi_instance >= 0 ? c->session.multi_instance : c->session.watch_instance;
-    return instance < 0 ? 0 : instance;
 }
 
 /*
