@@ -1530,6 +1530,7 @@ static void probe_blocking(struct workload *w, redisContext **kc)
     redisContext *reader = wl_connect();
     if (reader == NULL) return;
     struct logent *blocked = log_add(w, &rd, 'b');
+    size_t blocked_at = (size_t)(blocked - w->log); /* side_command logs too: the log may move */
     send_one(reader, &rd, inl);
     send_appended(reader, "the blocking probe");
     sleep_ms(30); /* let it reach keygate and Redis first */
@@ -1537,6 +1538,7 @@ static void probe_blocking(struct workload *w, redisContext **kc)
     long long t0 = now_ms();
     redisReply *rep = side_command(w, kc, &xa, 'b', 0);
     long long dt = now_ms() - t0;
+    blocked = &w->log[blocked_at];
     w->probes++;
     if (rep == NULL || dt >= 1000) {
         w->probe_fail++;
