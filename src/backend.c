@@ -445,9 +445,11 @@ void backend_close(struct backend *b, const char *reason)
         if (owner) b->worker->hooks->owner_lost(b, owner);
         return;
     }
-    if (!b->warned_down || b->state == BACKEND_READY)
+    if (!b->warned_down || b->state == BACKEND_READY || strncmp(b->down_reason, reason, sizeof b->down_reason - 1)) {
         log_msg(LOG_WARN, "instance '%s' (%s:%d) connection %d: %s; retrying", ic->name, ic->host, ic->port, b->slot,
                 reason);
+        snprintf(b->down_reason, sizeof b->down_reason, "%s", reason);
+    }
     b->warned_down = 1;
     STAT_INC(&b->worker->stats, backend_failures);
     backend_io_close(b);
