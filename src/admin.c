@@ -1,13 +1,17 @@
 /* admin.c: the admin HTTP endpoint (evhttp on the main thread): /metrics, /healthz, /registry. */
 #include "admin.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <event2/buffer.h>
+#include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <event2/util.h>
 
 #include "backend.h"
 #include "loop.h"
@@ -16,11 +20,20 @@
 /* Request line and headers of one admin request: larger requests are refused (evhttp). */
 #define ADMIN_MAX_HEADER_BYTES 16384
 
+/* After accept() fails on the admin port (out of file descriptors), accepting pauses this long. */
+#define ADMIN_ACCEPT_PAUSE_MS 1000
+
 struct admin {
     struct evhttp *http;
     struct proxy *proxy;
     struct config *const *cfgp;
+    struct evconnlistener *listener; /* evhttp's, for pausing on accept errors */
+    struct event *resume;            /* re-enables the listener after a pause */
+    int accept_paused;               /* in an episode of accept errors: logged once */
 };
+
+/* libevent gives a listener's error callback evhttp's pointer, not ours: one admin per process. */
+static struct admin *the_admin;
 
 /* READY connections of `instance` over every worker. Pools belong to the worker
  * threads; their arrays are fixed from worker_init to worker_free and `state` is
@@ -120,6 +133,10 @@ static int admin_health(struct admin *a, struct evbuffer *out)
 static void admin_request_cb(struct evhttp_request *req, void *arg)
 {
     struct admin *a = arg;
+    if (a->accept_paused) { /* a request came in: the episode of accept errors is over */
+        a->accept_paused = 0;
+        log_msg(LOG_INFO, "admin endpoint: accepting again");
+    }
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     if (!path) path = "";
@@ -162,6 +179,31 @@ static void admin_request_cb(struct evhttp_request *req, void *arg)
     evbuffer_free(out);
 }
 
+/* accept() on the admin port failed (EMFILE/ENFILE): libevent would retry on every readable
+ * turn, logging each; instead stop accepting for ADMIN_ACCEPT_PAUSE_MS and log once per episode. */
+static void admin_accept_error_cb(struct evconnlistener *lev, void *arg)
+{
+    (void)arg;
+    struct admin *a = the_admin;
+    int err = EVUTIL_SOCKET_ERROR();
+    if (!a) return;
+    if (!a->accept_paused)
+        log_msg(LOG_WARN, "admin endpoint: accept: %s: accepting paused, retrying every %d ms",
+                evutil_socket_error_to_string(err), ADMIN_ACCEPT_PAUSE_MS);
+    a->accept_paused = 1;
+    evconnlistener_disable(lev);
+    struct timeval tv = {ADMIN_ACCEPT_PAUSE_MS / 1000, (ADMIN_ACCEPT_PAUSE_MS % 1000) * 1000};
+    evtimer_add(a->resume, &tv);
+}
+
+static void admin_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct admin *a = arg;
+    evconnlistener_enable(a->listener);
+}
+
 struct admin *admin_start(struct event_base *base, const char *host, int port, struct proxy *p,
                           struct config *const *cfgp)
 {
@@ -180,11 +222,18 @@ struct admin *admin_start(struct event_base *base, const char *host, int port, s
     evhttp_set_max_headers_size(a->http, ADMIN_MAX_HEADER_BYTES);
     evhttp_set_max_body_size(a->http, 0);
     evhttp_set_gencb(a->http, admin_request_cb, a);
-    if (port < 0 || port > 65535 || !evhttp_bind_socket_with_handle(a->http, host, (ev_uint16_t)port)) {
+    struct evhttp_bound_socket *bound =
+        port < 0 || port > 65535 ? NULL : evhttp_bind_socket_with_handle(a->http, host, (ev_uint16_t)port);
+    if (!bound) {
         log_msg(LOG_ERROR, "admin-listen %s:%d: cannot listen", host, port);
         admin_stop(a);
         return NULL;
     }
+    assert(the_admin == NULL);
+    a->listener = evhttp_bound_socket_get_listener(bound);
+    a->resume = xevtimer_new(base, admin_resume_cb, a);
+    evconnlistener_set_error_cb(a->listener, admin_accept_error_cb);
+    the_admin = a;
     log_msg(LOG_INFO, "admin endpoint on http://%s:%d/ (/metrics, /healthz, /registry)", host, port);
     return a;
 }
@@ -192,6 +241,8 @@ struct admin *admin_start(struct event_base *base, const char *host, int port, s
 void admin_stop(struct admin *a)
 {
     if (!a) return;
+    if (a->resume) event_free(a->resume);
     if (a->http) evhttp_free(a->http);
+    if (the_admin == a) the_admin = NULL;
     free(a);
 }

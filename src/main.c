@@ -140,6 +140,16 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
     event_base_loopbreak(d->base);
 }
 
+/* libevent's own warnings (event_warn: a failed accept, a bad fd) in keygate's log format and level. */
+static void libevent_log_cb(int severity, const char *msg)
+{
+    enum log_level level = severity == EVENT_LOG_DEBUG  ? LOG_DEBUG
+                           : severity == EVENT_LOG_MSG  ? LOG_INFO
+                           : severity == EVENT_LOG_WARN ? LOG_WARN
+                                                        : LOG_ERROR;
+    log_msg(level, "libevent: %s", msg);
+}
+
 static int run(const char *path)
 {
     struct daemon_state d;
@@ -149,6 +159,7 @@ static int run(const char *path)
     if (!d.cfg) return 1;
     log_min_level = d.cfg->log_level;
     signal(SIGPIPE, SIG_IGN);
+    event_set_log_callback(libevent_log_cb);
     /* buffers of 4 MiB and more are mapped on their own and unmapped when freed: the
      * memory of a large transfer goes back to the system (glibc would otherwise raise the
      * threshold after the first such free, up to 32 MiB, and keep those on its heap) */
