@@ -346,6 +346,7 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
         break;
     case LOCAL_SELECT:
     case LOCAL_CLIENT_SETINFO:
+    case LOCAL_READONLY:
         reply_str(req, "+OK\r\n");
         break;
     case LOCAL_AUTH:

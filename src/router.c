@@ -95,6 +95,20 @@ struct backend *router_conn_for(struct client *c, int instance)
     return backend_for(c->worker, instance, c->id);
 }
 
+/*
+ * WAIT waits for the replication offset of the connection it runs on, and it runs on a
+ * dedicated connection, not the one that carried the client's write: a PUBLISH first (Redis
+ * replicates every PUBLISH, to a channel nobody subscribes to) moves that offset to the
+ * primary's current one, past the client's earlier write. Its reply is swallowed.
+ */
+#define ROUTER_WAIT_SYNC "*3\r\n$7\r\nPUBLISH\r\n$14\r\nkeygate:wait:0\r\n$0\r\n\r\n"
+
+static void router_write_wait_sync(struct bytebuf *out, struct backend *b, struct request *req)
+{
+    bytebuf_add(out, STR_AND_LEN(ROUTER_WAIT_SYNC));
+    route_expect(b, req, ROUTE_DROP, 0);
+}
+
 /* The reply of a request sent on the client's blocking pin: the pin is back in the pool. */
 static void route_unblock(struct request *req)
 {
@@ -120,6 +134,7 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
         return;
     }
     struct bytebuf *out = backend_stage(b);
+    if (plan->wait_sync) router_write_wait_sync(out, b, req);
     int wrap = plan->ttl.wrap;
     if (wrap) {
         bytebuf_add(out, STR_AND_LEN("*1\r\n$5\r\nMULTI\r\n"));
@@ -214,6 +229,44 @@ static void route_part(struct request *req, int part, const char *reply, size_t 
 }
 
 /*
+ * A keyless command for every instance (DBSIZE): the client's frame as it came to each, one
+ * part per instance, merged like a split command (route_merge). An instance that is down
+ * fails its part, and the merge answers that error.
+ */
+static void router_forward_all(struct client *c, struct request *req, struct plan *plan, const char *frame)
+{
+    struct worker *w = c->worker;
+    int n = (int)w->cfg->ninstances;
+    assert(n > 0 && n <= CONFIG_MAX_INSTANCES);
+    req->parts = xcalloc(CONFIG_MAX_INSTANCES, sizeof(*req->parts));
+    req->merge = plan->merge;
+    req->argc = c->parser.argc;
+    req->nparts = req->parts_left = n;
+    struct backend *conns[CONFIG_MAX_INSTANCES] = {0};
+    for (int k = 0; k < n; k++) {
+        req->parts[k].instance = k;
+        conns[k] = router_conn_for(c, k);
+    }
+    for (int k = 0; k < n; k++) { /* every part is written before any reply can complete req */
+        if (!conns[k]) continue;
+        write_frame(backend_stage(conns[k]), c, plan, frame);
+        route_expect(conns[k], req, ROUTE_PART, k);
+        STAT_INC(&w->stats, commands_forwarded);
+    }
+    for (int k = 0; k < n; k++) {
+        if (conns[k]) continue;
+        char text[128], msg[ERROR_REPLY_MAX];
+        replies_unavailable(text, sizeof(text), w->cfg->instance_names[k]);
+        size_t len = replies_error(msg, sizeof(msg), text);
+        req->parts[k].reply = xmemdup(msg, len);
+        req->parts[k].len = len;
+        STAT_INC(&w->stats, errors_unavailable);
+        assert(req->parts_left > 0);
+        if (--req->parts_left == 0) route_merge(req);
+    }
+}
+
+/*
  * MGET/DEL/UNLINK/EXISTS/TOUCH across instances: one sub-command per instance with
  * that instance's keys, in the client's order; route_merge puts the replies together.
  */
@@ -222,6 +275,10 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
     struct worker *w = c->worker;
     const struct resp_parser *p = &c->parser;
     int count[CONFIG_MAX_INSTANCES] = {0};
+    if (!plan->key_instance) {
+        router_forward_all(c, req, plan, frame);
+        return;
+    }
     for (size_t i = 1; i < p->argc; i++)
         if (plan->key_instance[i] >= 0) count[(int)plan->key_instance[i]]++;
     req->parts = xcalloc(CONFIG_MAX_INSTANCES, sizeof(*req->parts));
