@@ -3,6 +3,7 @@
 
 #include "access.h"
 #include "cmdclass.h"
+#include "info.h"
 #include "session.h"
 #include "ttl.h"
 #include "util.h"
@@ -105,6 +106,9 @@ static int decide_local(enum cmd_id cid, const struct policy_request *r, struct 
             plan_error(p, "NOPROTO unsupported protocol version");
         else
             plan_local(p, LOCAL_HELLO);
+    } else if (cid == CID_INFO && info_names_instance_section(r->argc, r->argv, r->argvlen)) {
+        plan_local(p, LOCAL_INFO); /* inside MULTI: refused, like INFO (decide_local_in_multi) */
+        p->merge = MERGE_INFO;     /* outside: keygate's sections, then every instance's INFO */
     } else if (local_of[cid] != LOCAL_NONE) {
         plan_local(p, (enum local_cmd)local_of[cid]);
     } else {

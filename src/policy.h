@@ -69,6 +69,7 @@ enum plan_merge {
     MERGE_NONE = 0,
     MERGE_MGET, /* values back in the client's key order */
     MERGE_SUM,  /* DEL/UNLINK/EXISTS/TOUCH: integers summed */
+    MERGE_INFO, /* INFO keyspace/memory/replication: keygate's sections + each instance's, labelled (info.h) */
 };
 
 #define PLAN_MAX_APPEND 4

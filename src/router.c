@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "info.h"
 #include "replies.h"
 
 /* How a backend reply is used (struct pending's kind; see router.h). */
@@ -198,9 +199,31 @@ void router_subscribe(struct client *c, struct backend *b, int inst, const char 
     STAT_INC(&c->worker->stats, commands_forwarded);
 }
 
+/* INFO's parts came: keygate's sections (the last part) and each instance's, labelled. */
+static void route_merge_info(struct request *req)
+{
+    const struct config *cfg = req->worker->cfg;
+    struct info_part parts[CONFIG_MAX_INSTANCES];
+    int n = req->nparts - 1;
+    assert(n > 0 && n <= CONFIG_MAX_INSTANCES && req->parts[n].instance == -1);
+    for (int k = 0; k < n; k++)
+        parts[k] =
+            (struct info_part){cfg->instance_names[req->parts[k].instance], req->parts[k].reply, req->parts[k].len};
+    struct bytebuf out = {0};
+    if (info_merge(req->parts[n].reply, req->parts[n].len, parts, n, &out) == 0)
+        request_complete(req, out.p, out.len);
+    else
+        request_error(req, "ERR keygate could not merge the instances' INFO replies");
+    bytebuf_free(&out);
+}
+
 /* All parts of a split request came: merge them into its reply. */
 static void route_merge(struct request *req)
 {
+    if (req->merge == MERGE_INFO) {
+        route_merge_info(req);
+        return;
+    }
     assert(req->parts_left == 0 && req->nparts > 0 && req->nparts <= REPLIES_MAX_PARTS);
     struct replies_part parts[REPLIES_MAX_PARTS];
     for (int k = 0; k < req->nparts; k++)
@@ -229,19 +252,25 @@ static void route_part(struct request *req, int part, const char *reply, size_t 
 }
 
 /*
- * A keyless command for every instance (DBSIZE): the client's frame as it came to each, one
- * part per instance, merged like a split command (route_merge). An instance that is down
- * fails its part, and the merge answers that error.
+ * A keyless command for every instance (DBSIZE, INFO keyspace): the client's frame as it came
+ * to each, one part per instance, merged like a split command (route_merge); `extra` (may be
+ * NULL) is one more part that is complete already. An instance that is down fails its part,
+ * and the merge answers that error.
  */
-static void router_forward_all(struct client *c, struct request *req, struct plan *plan, const char *frame)
+static void router_forward_all(struct client *c, struct request *req, int merge, const struct bytebuf *command,
+                               const char *extra, size_t extra_len)
 {
     struct worker *w = c->worker;
     int n = (int)w->cfg->ninstances;
     assert(n > 0 && n <= CONFIG_MAX_INSTANCES);
-    req->parts = xcalloc(CONFIG_MAX_INSTANCES, sizeof(*req->parts));
-    req->merge = plan->merge;
+    req->parts = xcalloc(CONFIG_MAX_INSTANCES + 1, sizeof(*req->parts));
+    req->merge = merge;
     req->argc = c->parser.argc;
     req->nparts = req->parts_left = n;
+    if (extra) { /* one more part, complete already: keygate's own (INFO's local sections) */
+        req->parts[n] = (struct request_part){.instance = -1, .reply = xmemdup(extra, extra_len), .len = extra_len};
+        req->nparts++;
+    }
     struct backend *conns[CONFIG_MAX_INSTANCES] = {0};
     for (int k = 0; k < n; k++) {
         req->parts[k].instance = k;
@@ -249,7 +278,7 @@ static void router_forward_all(struct client *c, struct request *req, struct pla
     }
     for (int k = 0; k < n; k++) { /* every part is written before any reply can complete req */
         if (!conns[k]) continue;
-        write_frame(backend_stage(conns[k]), c, plan, frame);
+        bytebuf_add(backend_stage(conns[k]), command->p, command->len);
         route_expect(conns[k], req, ROUTE_PART, k);
         STAT_INC(&w->stats, commands_forwarded);
     }
@@ -266,6 +295,18 @@ static void router_forward_all(struct client *c, struct request *req, struct pla
     }
 }
 
+void router_forward_info(struct client *c, struct request *req, size_t argc, const char *const *argv,
+                         const size_t *argvlen, const char *local, size_t local_len)
+{
+    struct bytebuf command = {0}; /* INFO with the client's own section names */
+    char hdr[32];
+    int n = snprintf(hdr, sizeof(hdr), "*%zu\r\n", argc);
+    bytebuf_add(&command, hdr, (size_t)n);
+    for (size_t i = 0; i < argc; i++) bytebuf_add_bulk(&command, argv[i], argvlen[i]);
+    router_forward_all(c, req, MERGE_INFO, &command, local_len ? local : "", local_len); /* "": present, empty */
+    bytebuf_free(&command);
+}
+
 /*
  * MGET/DEL/UNLINK/EXISTS/TOUCH across instances: one sub-command per instance with
  * that instance's keys, in the client's order; route_merge puts the replies together.
@@ -276,7 +317,10 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
     const struct resp_parser *p = &c->parser;
     int count[CONFIG_MAX_INSTANCES] = {0};
     if (!plan->key_instance) {
-        router_forward_all(c, req, plan, frame);
+        struct bytebuf command = {0};
+        write_frame(&command, c, plan, frame);
+        router_forward_all(c, req, plan->merge, &command, NULL, 0);
+        bytebuf_free(&command);
         return;
     }
     for (size_t i = 1; i < p->argc; i++)

@@ -396,6 +396,7 @@ START_TEST(test_dbsize_with_an_instance_down)
         if (r->type == REDIS_REPLY_ERROR) break;
     }
     expect_error(r, "UNAVAILABLE instance 'cache'", "DBSIZE with cache down: never a partial count");
+    expect_error(cmd(kg, "INFO keyspace"), "UNAVAILABLE instance 'cache'", "INFO keyspace with cache down");
     redisFree(kg);
     ck_assert_int_eq(harness_backend_restart(&h, "cache"), 0);
 }
@@ -468,6 +469,69 @@ START_TEST(test_wait_blocks_only_its_client)
 }
 END_TEST
 
+/* The lines of section `header` ("# Keyspace") in an INFO text, up to the blank line or the end. */
+static void info_section(const char *text, const char *header, char *out, size_t len)
+{
+    out[0] = '\0';
+    const char *at = strstr(text, header);
+    if (!at) return;
+    at = strchr(at, '\n');
+    if (!at) return;
+    at++;
+    const char *end = strstr(at, "\r\n\r\n");
+    size_t n = end ? (size_t)(end - at) + 2 : strlen(at);
+    snprintf(out, len, "%.*s", (int)n, at);
+}
+
+START_TEST(test_info_keyspace_memory_replication_per_instance)
+{
+    redisContext *kg = app();
+    expect_status(cmd(kg, "SET q:kl:i1 1"), "OK", "a durable key");
+    expect_status(cmd(kg, "SET cache:kl:i1 1"), "OK", "a cache key");
+    redisReply *r = cmd(kg, "INFO keyspace");
+    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
+    static const char *const names[] = {"durable", "cache"};
+    for (int i = 0; i < 2; i++) {
+        redisContext *d = harness_must_direct(&h, names[i]);
+        redisReply *own = cmd(d, "INFO keyspace");
+        char header[64], got[1024], want[1024];
+        snprintf(header, sizeof header, "# Keyspace (instance %s)\r\n", names[i]);
+        ck_assert_msg(strstr(r->str, header), "INFO keyspace has no '%s': %s", header, r->str);
+        info_section(r->str, header, got, sizeof got);
+        info_section(own->str, "# Keyspace\r\n", want, sizeof want);
+        ck_assert_msg(strcmp(got, want) == 0 && strstr(want, "db0:keys="), "%s's keyspace: '%s', its own INFO: '%s'",
+                      names[i], got, want);
+        freeReplyObject(own);
+        redisFree(d);
+    }
+    ck_assert_msg(!strstr(r->str, "# Server"), "INFO keyspace shows a server section: %s", r->str);
+    freeReplyObject(r);
+    r = cmd(kg, "INFO server memory replication");
+    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
+    ck_assert_msg(strstr(r->str, "# Server\r\nredis_version:") && strstr(r->str, "keygate_version:"),
+                  "keygate's own server section: %s", r->str);
+    ck_assert_msg(!strstr(r->str, "# Server (instance"), "an instance's server section: %s", r->str);
+    ck_assert_msg(strstr(r->str, "# Memory (instance durable)\r\nused_memory:") &&
+                      strstr(r->str, "# Memory (instance cache)\r\nused_memory:"),
+                  "memory per instance: %s", r->str);
+    ck_assert_msg(strstr(r->str, "# Replication (instance durable)\r\nrole:master") &&
+                      strstr(r->str, "# Replication (instance cache)\r\nrole:master"),
+                  "replication per instance: %s", r->str);
+    ck_assert_msg(r->len >= 2 && memcmp(r->str + r->len - 2, "\r\n", 2) == 0 &&
+                      (r->len < 4 || memcmp(r->str + r->len - 4, "\r\n\r\n", 4) != 0),
+                  "INFO must end as Redis's: the last line's CRLF, no blank line");
+    freeReplyObject(r);
+    r = cmd(kg, "INFO");
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && !strstr(r->str, "(instance "), "plain INFO stays keygate's: %s",
+                  describe(r));
+    freeReplyObject(r);
+    expect_status(cmd(kg, "MULTI"), "OK", "MULTI");
+    expect_error(cmd(kg, "INFO keyspace"), "DENIED", "INFO keyspace inside MULTI");
+    expect_error(cmd(kg, "EXEC"), "EXECABORT", "EXEC");
+    redisFree(kg);
+}
+END_TEST
+
 /* ---- the commands clients send at start-up ---- */
 
 START_TEST(test_start_up_commands_as_redis)
@@ -518,6 +582,7 @@ int main(void)
     harness_add_test(tc, test_refused_keyless_commands_stay_refused);
     harness_add_test(tc, test_wait_goes_to_the_instance_of_the_last_write);
     harness_add_test(tc, test_wait_blocks_only_its_client);
+    harness_add_test(tc, test_info_keyspace_memory_replication_per_instance);
     harness_add_test(tc, test_start_up_commands_as_redis);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
