@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -532,6 +535,73 @@ START_TEST(test_info_keyspace_memory_replication_per_instance)
 }
 END_TEST
 
+/* A replica of durable (plain replication from its plain port) started by this test, dying
+ * with the test's process; its pid. Waits until durable reports it online (10 s). */
+static pid_t replica_start(char *dir, size_t dirlen)
+{
+    snprintf(dir, dirlen, "/tmp/kl-replica-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    int port = harness_free_port();
+    ck_assert_int_gt(port, 0);
+    char sport[16], mport[16], log[300];
+    snprintf(sport, sizeof sport, "%d", port);
+    snprintf(mport, sizeof mport, "%d", h.backends[0].plain_port);
+    snprintf(log, sizeof log, "%s/replica.log", dir);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execlp("redis-server", "redis-server", "--bind", "127.0.0.1", "--port", sport, "--replicaof", "127.0.0.1",
+               mport, "--masterauth", h.backends[0].password, "--save", "", "--appendonly", "no", "--dir", dir,
+               "--logfile", log, (char *)NULL);
+        _exit(127);
+    }
+    for (long long end = now_ms() + 10000; now_ms() < end; sleep_ms(50)) {
+        redisContext *d = harness_must_direct(&h, "durable");
+        redisReply *r = cmd(d, "INFO replication");
+        int online = r->type == REDIS_REPLY_STRING && strstr(r->str, "state=online");
+        freeReplyObject(r);
+        redisFree(d);
+        if (online) return pid;
+    }
+    kill(pid, SIGKILL);
+    ck_abort_msg("the replica of durable did not come online within 10 s (log %s)", log);
+    return -1;
+}
+
+static void replica_stop(pid_t pid, const char *dir)
+{
+    kill(pid, SIGCONT);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    char rm[300];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    /* durable drops the replica at its next write or ping; nothing else in this suite waits on it */
+}
+
+START_TEST(test_wait_counts_the_replica_that_has_the_write)
+{
+    /* WAIT runs on a dedicated connection: without keygate's replicated no-op first, that
+     * connection's offset would not cover the write and a stopped replica would still count */
+    char dir[64];
+    pid_t replica = replica_start(dir, sizeof dir);
+    redisContext *kg = app();
+    expect_status(cmd(kg, "SET q:kl:r1 v"), "OK", "a write to durable");
+    expect_int(cmd(kg, "WAIT 1 5000"), 1, "WAIT 1 with the replica online");
+    ck_assert_int_eq(kill(replica, SIGSTOP), 0); /* it acks nothing more */
+    sleep_ms(100);
+    expect_status(cmd(kg, "SET q:kl:r2 v"), "OK", "a write the replica cannot ack");
+    long long t0 = now_ms();
+    expect_int(cmd(kg, "WAIT 1 500"), 0, "WAIT 1 500 with the replica stopped: the write is not acknowledged");
+    ck_assert_msg(now_ms() - t0 >= 450, "WAIT 1 500 answered after %lld ms", now_ms() - t0);
+    ck_assert_int_eq(kill(replica, SIGCONT), 0);
+    expect_int(cmd(kg, "WAIT 1 5000"), 1, "WAIT 1 once the replica runs again");
+    redisFree(kg);
+    replica_stop(replica, dir);
+}
+END_TEST
+
 /* ---- the commands clients send at start-up ---- */
 
 START_TEST(test_start_up_commands_as_redis)
@@ -582,6 +652,7 @@ int main(void)
     harness_add_test(tc, test_refused_keyless_commands_stay_refused);
     harness_add_test(tc, test_wait_goes_to_the_instance_of_the_last_write);
     harness_add_test(tc, test_wait_blocks_only_its_client);
+    harness_add_test(tc, test_wait_counts_the_replica_that_has_the_write);
     harness_add_test(tc, test_info_keyspace_memory_replication_per_instance);
     harness_add_test(tc, test_start_up_commands_as_redis);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
