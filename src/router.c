@@ -252,8 +252,8 @@ static void route_part(struct request *req, int part, const char *reply, size_t 
 }
 
 /*
- * A keyless command for every instance (DBSIZE, INFO keyspace): the client's frame as it came
- * to each, one part per instance, merged like a split command (route_merge); `extra` (may be
+ * A keyless command for every instance (DBSIZE, INFO keyspace): the same `command` bytes to
+ * each, one part per instance, merged like a split command (route_merge); `extra` (may be
  * NULL) is one more part that is complete already. An instance that is down fails its part,
  * and the merge answers that error.
  */
