@@ -301,6 +301,46 @@ START_TEST(test_reset_unsubscribes)
 }
 END_TEST
 
+START_TEST(test_reset_pipelined_behind_watch_and_subscribe)
+{
+    /* one write each: RESET arrives while the WATCH pin's GET and the subscriptions'
+     * confirmations are still due, and must answer after them, as on Redis */
+    redisContext *kg = app(), *redis = harness_must_direct(&h, "durable");
+    freeReplyObject(cmd(redis, "SET q:kl:p1 v"));
+    struct seqs q = {0};
+    BOTH(&q, "WATCH q:kl:p1");
+    BOTH(&q, "GET q:kl:p1");
+    BOTH(&q, "MULTI");
+    BOTH(&q, "INCR q:kl:p2");
+    BOTH(&q, "RESET");
+    both_auth(&q, "durable");
+    BOTH(&q, "EXEC");
+    BOTH(&q, "GET q:kl:p2");
+    expect_same_seqs(kg, redis, &q, "WATCH, GET, MULTI, INCR, RESET, AUTH, EXEC, GET in one write");
+    redisFree(redis);
+    redis = harness_must_direct(&h, "cache");
+    BOTH(&q, "SUBSCRIBE push:kl:p1");
+    BOTH(&q, "SSUBSCRIBE push:kl:p2");
+    BOTH(&q, "RESET");
+    both_auth(&q, "cache");
+    BOTH(&q, "PING");
+    expect_same_seqs(kg, redis, &q, "SUBSCRIBE, SSUBSCRIBE, RESET, AUTH, PING in one write");
+    redisFree(redis);
+    ck_assert_int_eq(wait_numsub("cache", "push:kl:p1", 0), 0);
+    redisContext *d = harness_must_direct(&h, "cache");
+    long long shard = -1;
+    for (long long end = now_ms() + 2000; now_ms() < end && shard != 0; sleep_ms(20)) {
+        redisReply *r = cmd(d, "PUBSUB SHARDNUMSUB push:kl:p2");
+        ck_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+        shard = r->element[1]->integer;
+        freeReplyObject(r);
+    }
+    ck_assert_msg(shard == 0, "a shard subscription is left after RESET: %lld", shard);
+    redisFree(d);
+    redisFree(kg);
+}
+END_TEST
+
 START_TEST(test_reset_logs_out_and_forgets_the_name)
 {
     redisContext *kg = app(), *redis = harness_must_direct(&h, "durable");
@@ -643,6 +683,7 @@ int main(void)
     harness_add_test(tc, test_reset_leaves_multi);
     harness_add_test(tc, test_reset_drops_watch_and_releases_the_pin);
     harness_add_test(tc, test_reset_unsubscribes);
+    harness_add_test(tc, test_reset_pipelined_behind_watch_and_subscribe);
     harness_add_test(tc, test_reset_logs_out_and_forgets_the_name);
     harness_add_test(tc, test_reset_after_a_blocking_command);
     harness_add_test(tc, test_reset_before_auth);
