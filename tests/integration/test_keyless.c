@@ -542,6 +542,10 @@ START_TEST(test_info_keyspace_memory_replication_per_instance)
         ck_assert_msg(strstr(r->str, header), "INFO keyspace has no '%s': %s", header, r->str);
         info_section(r->str, header, got, sizeof got);
         info_section(own->str, "# Keyspace\r\n", want, sizeof want);
+        char *ttl = strstr(got, ",avg_ttl="); /* the average TTL moves between the two INFOs */
+        if (ttl) *ttl = '\0';
+        ttl = strstr(want, ",avg_ttl=");
+        if (ttl) *ttl = '\0';
         ck_assert_msg(strcmp(got, want) == 0 && strstr(want, "db0:keys="), "%s's keyspace: '%s', its own INFO: '%s'",
                       names[i], got, want);
         freeReplyObject(own);
