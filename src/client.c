@@ -457,6 +457,39 @@ static void client_discard(struct client *c, struct request *req)
     request_complete(req, STR_AND_LEN("+OK\r\n"));
 }
 
+/*
+ * RESET, as Redis's clearClientConnectionState: the transaction is dropped, the WATCH pin
+ * gets UNWATCH and goes back to the idle list once its replies are in, the subscriber
+ * connections are closed (never reused: nothing of another client's subscriptions can
+ * leak; Redis sends no unsubscribe confirmations either), the name is forgotten, the
+ * session is NORMAL and logged out when users are configured. Answers +RESET.
+ */
+static void client_reset(struct client *c, struct request *req)
+{
+    if (c->session.mode == SESSION_MULTI) client_multi_reset(c);
+    c->watch_lost = 0;
+    if (c->watch_pin) {
+        router_unwatch(c, req); /* its reply is req's to swallow */
+        client_watch_end(c);
+    }
+    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
+        struct backend *b = c->pubsub.pin[i];
+        if (!b) continue;
+        pubsub_lost(&c->pubsub, i);
+        backend_abandon(b);
+    }
+    session_reset(&c->session, c->worker->cfg->nusers == 0);
+    free(c->name);
+    c->name = NULL;
+    request_complete(req, STR_AND_LEN("+RESET\r\n"));
+}
+
+/* A write was forwarded (or queued in c's MULTI): WAIT goes to its instance. */
+static void client_note_write(struct client *c, const struct plan *plan)
+{
+    if (plan->kind == PLAN_FORWARD && plan->writes && plan->instance >= 0) session_wrote(&c->session, plan->instance);
+}
+
 static void request_pin_full(struct client *c, struct request *req, int instance)
 {
     if (!backend_pin_full(c->worker, instance)) {
@@ -598,6 +631,7 @@ static int client_handle_frame(struct client *c, const char *frame)
     }
     STAT_INC(&w->stats, commands_processed);
     if (pr.cmd) c->last_cmd = pr.cmd->name;
+    client_note_write(c, &plan);
 
     if (plan.kind == PLAN_FORWARD && plan.flow == FLOW_UNSUBSCRIBE && client_has_no_subscription(c, &plan)) {
         plan.kind = PLAN_LOCAL; /* nothing subscribed: Redis's empty confirmation */
@@ -628,6 +662,8 @@ static int client_handle_frame(struct client *c, const char *frame)
             client_exec(c, req);
         } else if (plan.local == LOCAL_DISCARD) {
             client_discard(c, req);
+        } else if (plan.local == LOCAL_RESET) {
+            client_reset(c, req);
         } else {
             local_execute(c, req, &plan, p->argc, c->argv, c->argvlen);
         }

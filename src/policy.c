@@ -3,6 +3,7 @@
 
 #include "access.h"
 #include "cmdclass.h"
+#include "info.h"
 #include "session.h"
 #include "ttl.h"
 #include "util.h"
@@ -72,6 +73,8 @@ static const uint8_t local_of[CID_COUNT] = {
     [CID_CLIENT_SETINFO] = LOCAL_CLIENT_SETINFO,
     [CID_CLIENT_INFO] = LOCAL_CLIENT_INFO,
     [CID_CLIENT_LIST] = LOCAL_CLIENT_LIST,
+    [CID_READONLY] = LOCAL_READONLY,
+    [CID_READWRITE] = LOCAL_READONLY,
 };
 
 /* Decide the commands keygate answers itself; returns 1 when `p` was filled. */
@@ -103,10 +106,80 @@ static int decide_local(enum cmd_id cid, const struct policy_request *r, struct 
             plan_error(p, "NOPROTO unsupported protocol version");
         else
             plan_local(p, LOCAL_HELLO);
+    } else if (cid == CID_INFO && info_names_instance_section(r->argc, r->argv, r->argvlen)) {
+        plan_local(p, LOCAL_INFO); /* inside MULTI: refused, like INFO (decide_local_in_multi) */
+        p->merge = MERGE_INFO;     /* outside: keygate's sections, then every instance's INFO */
     } else if (local_of[cid] != LOCAL_NONE) {
         plan_local(p, (enum local_cmd)local_of[cid]);
     } else {
         return 0;
+    }
+    return 1;
+}
+
+/*
+ * Keyless commands keygate forwards (README "What keygate does with a command"); 1 when p was
+ * filled. Outside MULTI:
+ *   TIME, LASTSAVE  the first instance (the first `instance` line) answers
+ *   DBSIZE          every instance, the integers summed (keygate's own keys count too)
+ *   WAIT            a dedicated connection (it blocks) to the instance of the client's last
+ *                   write, after a replicated no-op that brings that connection's offset
+ *                   past the write; with no write yet, the first instance, no no-op
+ * Inside MULTI they run where the transaction runs (Redis answers WAIT at once there); DBSIZE
+ * would count one instance only: refused.
+ */
+static int decide_keyless(const struct session *s, enum cmd_id cid, struct plan *p)
+{
+    if (cid != CID_TIME && cid != CID_LASTSAVE && cid != CID_DBSIZE && cid != CID_WAIT) return 0;
+    p->kind = PLAN_FORWARD;
+    if (s->mode == SESSION_MULTI) {
+        p->instance = -1;
+        if (cid == CID_DBSIZE) plan_error(p, "DENIED DBSIZE inside MULTI would count one instance only");
+        return 1;
+    }
+    p->instance = 0;
+    if (cid == CID_DBSIZE) {
+        p->merge = MERGE_SUM; /* no key_instance: the command as it came, to every instance */
+    } else if (cid == CID_WAIT) {
+        p->flow = FLOW_BLOCK;
+        if (s->wrote) {
+            p->instance = s->write_instance;
+            p->wait_sync = 1;
+        }
+    }
+    return 1;
+}
+
+/*
+ * CLIENT subcommands of Redis 7.2 that clients send at start-up, which Redis 7.0's table (and
+ * so keygate's) lacks; 1 when p was filled. SETINFO is checked as Redis 7.2 checks it and
+ * answered +OK (keygate keeps no library name); NO-TOUCH is refused with its reason.
+ */
+static int decide_client_7_2(const struct session *s, const struct policy_request *r, struct plan *p)
+{
+    int setinfo = session_arg_is(r, 1, "setinfo"), notouch = session_arg_is(r, 1, "no-touch");
+    if (!setinfo && !notouch) return 0;
+    const char *sub = setinfo ? "client|setinfo" : "client|no-touch";
+    if ((setinfo && r->argc != 4) || (notouch && r->argc != 3)) {
+        plan_error(p, "ERR wrong number of arguments for '%s' command", sub);
+    } else if (!s->authenticated) {
+        plan_error(p, "NOAUTH Authentication required.");
+    } else if (notouch) {
+        plan_error(p, "DENIED CLIENT NO-TOUCH cannot be set for one client: keygate's backend connections are "
+                      "shared by many clients");
+    } else if (!session_arg_is(r, 2, "lib-name") && !session_arg_is(r, 2, "lib-ver")) {
+        char opt[130];
+        plan_error(p, "ERR Unrecognized option '%s'", session_printable(r->argv[2], r->argvlen[2], opt, sizeof(opt)));
+    } else {
+        for (size_t i = 0; i < r->argvlen[3]; i++) {
+            if (r->argv[3][i] < '!' || r->argv[3][i] > '~') {
+                char opt[130];
+                plan_error(p, "ERR %s cannot contain spaces, newlines or special characters.",
+                           session_printable(r->argv[2], r->argvlen[2], opt, sizeof(opt)));
+                return 1;
+            }
+        }
+        plan_local(p, LOCAL_CLIENT_SETINFO);
     }
     return 1;
 }
@@ -287,7 +360,7 @@ static int decide_session(enum cmd_id cid, const struct session *s, const struct
         return 1;
     }
     if (cid == CID_RESET) {
-        plan_error(p, "DENIED RESET is not supported by keygate; reconnect instead");
+        plan_local(p, LOCAL_RESET); /* also inside MULTI, where Redis runs it instead of queuing it */
         return 1;
     }
     if (s->mode == SESSION_MULTI &&
@@ -331,6 +404,10 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
         return;
     }
     /* Redis's order (processCommand): unknown (sub)command, arity, then authentication */
+    if (r->unknown_subcommand && cmdclass_id(r->cmd) == CID_CLIENT && decide_client_7_2(s, r, p)) {
+        decide_local_in_multi(s, r, p);
+        return;
+    }
     if (r->unknown_subcommand && r->argc >= 2) {
         char sub[130], parent[64];
         session_printable(r->argv[1], r->argvlen[1], sub, sizeof(sub));
@@ -352,6 +429,7 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
         decide_local_in_multi(s, r, p);
         return;
     }
+    if (decide_keyless(s, cid, p)) return;
 
     struct access_result ar;
     access_check_command(cfg, reg, s, r, &ar);

@@ -50,6 +50,8 @@ enum local_cmd {
     LOCAL_PING_SUBSCRIBED,  /* PING in subscribed mode: ["pong", msg] */
     LOCAL_UNSUBSCRIBE_NONE, /* (P|S)UNSUBSCRIBE with no subscription: Redis's empty confirmation */
     LOCAL_EMPTY_ARRAY,      /* PUBSUB NUMSUB / SHARDNUMSUB naming no channel: "*0" */
+    LOCAL_RESET,            /* RESET: leave MULTI, unwatch, unsubscribe, forget the name, log out; "+RESET" */
+    LOCAL_READONLY,         /* READONLY / READWRITE: "+OK" (no cluster: every read is served by the primary) */
 };
 
 /* How a FORWARD plan uses backend connections. */
@@ -67,6 +69,7 @@ enum plan_merge {
     MERGE_NONE = 0,
     MERGE_MGET, /* values back in the client's key order */
     MERGE_SUM,  /* DEL/UNLINK/EXISTS/TOUCH: integers summed */
+    MERGE_INFO, /* INFO keyspace/memory/replication: keygate's sections + each instance's, labelled (info.h) */
 };
 
 #define PLAN_MAX_APPEND 4
@@ -84,8 +87,10 @@ struct plan {
     struct ttl_rewrite ttl;           /* PLAN_FORWARD: injected TTL commands (see ttl.h) */
     enum plan_flow flow;              /* PLAN_FORWARD */
     int all_instances;                /* FLOW_UNSUBSCRIBE with no argument: every subscriber connection */
+    int wait_sync;                    /* WAIT after a write: a replicated no-op first, so the pin's offset covers it */
     enum plan_merge merge;            /* != MERGE_NONE: split per instance, see key_instance */
-    int8_t *key_instance;             /* merge: instance of argv[i] for i in 1..argc-1 (heap), -1 = not a key */
+    int8_t *key_instance;             /* merge: instance of argv[i] for i in 1..argc-1 (heap), -1 = not a key;
+                                         NULL: the whole command to every instance (DBSIZE) */
     int keeps_transaction;            /* PLAN_ERROR inside MULTI that does not make EXEC abort (as Redis) */
     /* The text buffers last: policy_decide clears every field before them and only the first
      * byte of error, so a request does not pay for zeroing 600 bytes nobody reads. */

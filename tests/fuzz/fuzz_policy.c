@@ -17,13 +17,14 @@
  * C string, string2ll, the last option wins; t_string.c, expire.c, geo.c, t_stream.c, sort.c,
  * db.c), written here without policy's helpers, and aborts when a plan
  *
- *   O1  forwards to an instance outside [0, ninstances) (-1 only inside MULTI for PING/ECHO/UNWATCH and
+ *   O1  forwards to an instance outside [0, ninstances) (-1 only inside MULTI for PING/ECHO/UNWATCH,
+ *       the keyless TIME/LASTSAVE/WAIT and
  *       PUBSUB NUMSUB/SHARDNUMSUB naming no channel, whose answers do not depend on the instance, or
  *       FLOW_UNSUBSCRIBE with all_instances), or names one in key_instance;
  *   O2  forwards a key (or channel, or KEYS/SCAN pattern) that matches no namespace, lives on another
  *       instance than the plan's (key_instance for split plans, the transaction's inside MULTI), or
  *       belongs to an owner the user lacks (SORT BY/GET patterns included); or forwards a keyless
- *       command that is not routed by pattern, channel or transaction;
+ *       command that is not routed by pattern, channel or transaction (but TIME, LASTSAVE, DBSIZE, WAIT);
  *   O3  leaves a written key of a ttl=D namespace without a TTL rule (an EX/PX append, a PEXPIRE fix
  *       of that argument, or the command's own TTL), lets a client TTL pass max-ttl, a RENAME/COPY
  *       carry a TTL past the destination's max-ttl uncapped, or PERSISTs a ttl=D key;
@@ -981,9 +982,9 @@ static void check_sort_patterns(const struct registry *reg, const struct session
 }
 
 static const char *const keyless_ok[] = {
-    "ping",          "echo",      "unwatch",    "keys",       "scan",        "script|load",
-    "script|exists", "subscribe", "ssubscribe", "psubscribe", "unsubscribe", "sunsubscribe",
-    "punsubscribe",  "publish",   "spublish",   "pubsub|",    NULL,
+    "ping",      "echo",       "unwatch",    "keys",        "scan",         "script|load",  "script|exists",
+    "subscribe", "ssubscribe", "psubscribe", "unsubscribe", "sunsubscribe", "punsubscribe", "publish",
+    "spublish",  "pubsub|",    "time",       "lastsave",    "dbsize",       "wait",         NULL,
 };
 
 static const char *const pubsub_mode_ok[] = {
@@ -1064,8 +1065,8 @@ static void check_plan(const struct registry *reg, const struct session *s, cons
     int ok = p->instance >= 0 && p->instance < NINST;
     if (p->instance == -1)
         ok = (s->mode == SESSION_MULTI &&
-              (is(cmd, "ping") || is(cmd, "echo") || is(cmd, "unwatch") ||
-               ((is(cmd, "pubsub|numsub") || is(cmd, "pubsub|shardnumsub")) && a->argc == 2))) ||
+              (is(cmd, "ping") || is(cmd, "echo") || is(cmd, "unwatch") || is(cmd, "time") || is(cmd, "lastsave") ||
+               is(cmd, "wait") || ((is(cmd, "pubsub|numsub") || is(cmd, "pubsub|shardnumsub")) && a->argc == 2))) ||
              (p->flow == FLOW_UNSUBSCRIBE && p->all_instances);
     if (!ok) violation("O1", "FORWARD to instance %d", p->instance);
     if (p->key_instance)

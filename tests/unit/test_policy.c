@@ -249,10 +249,95 @@ END_TEST
 START_TEST(keyless_commands_cannot_be_routed)
 {
     struct plan p;
-    decide("DBSIZE", &p);
+    decide("RANDOMKEY", &p);
+    assert_error_prefix(&p, "DENIED");
+    decide("FLUSHDB", &p);
     assert_error_prefix(&p, "DENIED");
     decide("EVAL return 1 0", &p);
     assert_error_prefix(&p, "DENIED");
+}
+END_TEST
+
+START_TEST(keyless_commands_keygate_forwards)
+{
+    struct plan p;
+    decide("TIME", &p); /* the first instance answers */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.instance, 0);
+    ck_assert_int_eq(p.merge, MERGE_NONE);
+    decide("LASTSAVE", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.instance, 0);
+    decide("DBSIZE", &p); /* every instance, summed */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.merge, MERGE_SUM);
+    ck_assert_ptr_null(p.key_instance);
+    plan_release(&p);
+    decide("WAIT 1 1000", &p); /* no write yet: the first instance, on a dedicated connection */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.flow, FLOW_BLOCK);
+    ck_assert_int_eq(p.instance, 0);
+    ck_assert_int_eq(p.wait_sync, 0);
+    struct session wrote = {.authenticated = 1, .multi_instance = -1, .watch_instance = -1};
+    session_wrote(&wrote, 1);
+    decide_as(&wrote, "WAIT 1 1000", &p); /* the instance of the last write, synced first */
+    ck_assert_int_eq(p.flow, FLOW_BLOCK);
+    ck_assert_int_eq(p.instance, 1);
+    ck_assert_int_eq(p.wait_sync, 1);
+    struct session in_multi = {.authenticated = 1, .mode = SESSION_MULTI, .multi_instance = 1, .watch_instance = -1};
+    decide_as(&in_multi, "WAIT 1 1000", &p); /* queued: Redis answers it at once inside EXEC */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.flow, FLOW_SHARED);
+    ck_assert_int_eq(p.instance, -1);
+    decide_as(&in_multi, "TIME", &p);
+    ck_assert_int_eq(p.instance, -1);
+    decide_as(&in_multi, "DBSIZE", &p);
+    assert_error_prefix(&p, "DENIED DBSIZE inside MULTI");
+    struct session anon = {.authenticated = 0, .multi_instance = -1, .watch_instance = -1};
+    decide_as(&anon, "DBSIZE", &p);
+    assert_error_prefix(&p, "NOAUTH");
+}
+END_TEST
+
+START_TEST(reset_and_start_up_commands)
+{
+    struct plan p;
+    struct session sub = {.authenticated = 1, .mode = SESSION_SUBSCRIBED, .multi_instance = -1, .watch_instance = -1};
+    struct session in_multi = {.authenticated = 1, .mode = SESSION_MULTI, .multi_instance = 1, .watch_instance = -1};
+    struct session anon = {.authenticated = 0, .multi_instance = -1, .watch_instance = -1};
+    decide("RESET", &p);
+    ck_assert_int_eq(p.kind, PLAN_LOCAL);
+    ck_assert_int_eq(p.local, LOCAL_RESET);
+    decide_as(&sub, "RESET", &p);
+    ck_assert_int_eq(p.local, LOCAL_RESET);
+    decide_as(&in_multi, "RESET", &p); /* run, not queued, as Redis does */
+    ck_assert_int_eq(p.kind, PLAN_LOCAL);
+    ck_assert_int_eq(p.local, LOCAL_RESET);
+    decide_as(&anon, "RESET", &p); /* NO_AUTH in Redis */
+    ck_assert_int_eq(p.local, LOCAL_RESET);
+    decide("RESET x", &p);
+    ck_assert_str_eq(p.error, "ERR wrong number of arguments for 'reset' command");
+    decide("READONLY", &p);
+    ck_assert_int_eq(p.local, LOCAL_READONLY);
+    decide("READWRITE", &p);
+    ck_assert_int_eq(p.local, LOCAL_READONLY);
+    decide("CLIENT SETINFO LIB-NAME redis-py", &p);
+    ck_assert_int_eq(p.kind, PLAN_LOCAL);
+    ck_assert_int_eq(p.local, LOCAL_CLIENT_SETINFO);
+    decide("CLIENT setinfo lib-ver 5.0.1", &p);
+    ck_assert_int_eq(p.local, LOCAL_CLIENT_SETINFO);
+    decide("CLIENT SETINFO LIB-COLOR red", &p);
+    ck_assert_str_eq(p.error, "ERR Unrecognized option 'LIB-COLOR'");
+    decide("CLIENT SETINFO LIB-NAME", &p);
+    ck_assert_str_eq(p.error, "ERR wrong number of arguments for 'client|setinfo' command");
+    decide_as(&anon, "CLIENT SETINFO LIB-NAME x", &p);
+    assert_error_prefix(&p, "NOAUTH");
+    decide("CLIENT NO-TOUCH ON", &p);
+    assert_error_prefix(&p, "DENIED CLIENT NO-TOUCH");
+    decide("CLIENT NO-EVICT ON", &p);
+    assert_error_prefix(&p, "DENIED");
+    decide("CLIENT NOSUCH", &p); /* other unknown subcommands: Redis 7.0's error */
+    ck_assert_str_eq(p.error, "ERR unknown subcommand 'NOSUCH'. Try CLIENT HELP.");
 }
 END_TEST
 
@@ -480,6 +565,8 @@ int main(void)
     tcase_add_test(tc, local_commands);
     tcase_add_test(tc, dangerous_commands_are_denied);
     tcase_add_test(tc, keyless_commands_cannot_be_routed);
+    tcase_add_test(tc, keyless_commands_keygate_forwards);
+    tcase_add_test(tc, reset_and_start_up_commands);
     tcase_add_test(tc, auth_is_required_when_users_exist);
     tcase_add_test(tc, owners_and_read_only_users);
     tcase_add_test(tc, stateful_commands_pin_or_buffer);
