@@ -78,6 +78,7 @@ struct config {
                                          has no reply after this is closed, its requests failed (0 = none),
                                          default 5s */
     int log_level;                    /* log-level debug|info|warn|error (enum log_level), default info */
+    int log_format;                   /* log-format text|json (enum log_format), default text */
     struct registry *registry;
 };
 

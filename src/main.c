@@ -117,6 +117,9 @@ static void reload(struct daemon_state *d)
         config_free(next);
         return;
     }
+    if (next->log_format != d->cfg->log_format) /* log_format is read by every thread unlocked: start-up only */
+        log_msg(LOG_WARN, "reload: log-format changes need a restart; the log stays %s",
+                d->cfg->log_format == LOG_FORMAT_JSON ? "json" : "text");
     d->retired = d->cfg;
     d->cfg = next;
     __atomic_store_n(&d->proxy.reload_acks, d->proxy.nworkers, __ATOMIC_RELEASE);
@@ -158,6 +161,7 @@ static int run(const char *path)
     d.cfg = load_or_report(path);
     if (!d.cfg) return 1;
     log_min_level = d.cfg->log_level;
+    log_format = d.cfg->log_format;
     signal(SIGPIPE, SIG_IGN);
     event_set_log_callback(libevent_log_cb);
     /* buffers of 4 MiB and more are mapped on their own and unmapped when freed: the
