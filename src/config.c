@@ -548,8 +548,8 @@ static void owners_check(const struct config *c)
             size_t i = 0;
             while (i < c->registry->count && strcmp(c->registry->entries[i].owner, owner) != 0) i++;
             if (i == c->registry->count)
-                log_msg(LOG_WARN, "%s:%d: user '%s': no namespace has owner '%s'", c->path, c->users[u].line,
-                        c->users[u].name, owner);
+                log_event(LOG_WARN, "config_unknown_owner", NULL, "%s:%d: user '%s': no namespace has owner '%s'",
+                          c->path, c->users[u].line, c->users[u].name, owner);
         }
     }
 }
@@ -614,7 +614,9 @@ struct config *config_load(const char *path, struct diag *errs)
         config_free(c);
         return NULL;
     }
-    if (c->nusers == 0) log_msg(LOG_WARN, "%s: no user lines: clients need no AUTH (development only)", c->path);
+    if (c->nusers == 0)
+        log_event(LOG_WARN, "config_no_users", NULL, "%s: no user lines: clients need no AUTH (development only)",
+                  c->path);
     owners_check(c);
     return c;
 }

@@ -87,7 +87,7 @@ struct config {
  * Every error goes to `errs` as "FILE:LINE: message". Unknown directives, missing
  * required directives (listen, registry, at least one instance), malformed addresses,
  * instance without tls/plain, duplicate instance names, unreadable or group/other-
- * readable password files are errors. Touches no network. Warns (log_msg) when there
+ * readable password files are errors. Touches no network. Warns (log_event) when there
  * is no user line (no AUTH) and when a user names an owner no namespace has.
  * Returns the config (free with config_free) when there were no errors, else NULL.
  */

@@ -17,7 +17,7 @@ int log_min_level = LOG_INFO;
 
 void oom_abort(size_t n)
 {
-    /* no log_msg: its formatting must not need memory either */
+    /* no log_event: its formatting must not need memory either */
     char msg[64];
     int len = snprintf(msg, sizeof msg, "ERROR out of memory (%zu bytes)\n", n);
     if (len > 0) fwrite(msg, 1, (size_t)len, stderr);
@@ -383,15 +383,6 @@ void log_event(enum log_level level, const char *event, const struct log_fields 
     va_list ap;
     va_start(ap, fmt);
     log_vwrite(level, event, fields, fmt, ap);
-    va_end(ap);
-}
-
-void log_msg(enum log_level level, const char *fmt, ...)
-{
-    if ((int)level < log_min_level) return;
-    va_list ap;
-    va_start(ap, fmt);
-    log_vwrite(level, NULL, NULL, fmt, ap);
     va_end(ap);
 }
 

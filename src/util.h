@@ -194,9 +194,6 @@ struct log_fields {
 void log_event(enum log_level level, const char *event, const struct log_fields *fields, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* log_event with no event name and no fields (the event reads "log"). */
-void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 /*
  * The JSON line log_event writes, into buf[0..cap) (cap >= 256), NUL-terminated, with its
  * newline; returns its length. ts is the RFC 3339 UTC time ("2026-12-01T15:34:07.123Z").

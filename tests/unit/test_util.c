@@ -206,7 +206,7 @@ START_TEST(diag_formats_file_and_line)
 }
 END_TEST
 
-START_TEST(log_msg_respects_level)
+START_TEST(log_event_respects_level)
 {
     char *path = write_temp("", 0);
     fflush(stderr);
@@ -214,9 +214,9 @@ START_TEST(log_msg_respects_level)
     FILE *f = freopen(path, "w", stderr);
     ck_assert_ptr_nonnull(f);
     log_min_level = LOG_WARN;
-    log_msg(LOG_INFO, "hidden %d", 1);
-    log_msg(LOG_WARN, "shown %d", 2);
-    log_msg(LOG_ERROR, "boom");
+    log_event(LOG_INFO, "t", NULL, "hidden %d", 1);
+    log_event(LOG_WARN, "t", NULL, "shown %d", 2);
+    log_event(LOG_ERROR, "t", NULL, "boom");
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
@@ -332,7 +332,7 @@ START_TEST(log_event_text_and_json)
     log_format = LOG_FORMAT_JSON;
     log_event(LOG_INFO, "client_closed", &lf, "client %d closed", 3);
     log_event(LOG_DEBUG, "hidden", NULL, "below log-level info");
-    log_msg(LOG_WARN, "no event");
+    log_event(LOG_WARN, NULL, NULL, "no event");
     log_format = LOG_FORMAT_TEXT;
     fflush(stderr);
     dup2(saved, 2);
@@ -432,7 +432,7 @@ static Suite *util_suite(void)
     tcase_add_test(tc, file_read_secret_strips_one_newline);
     tcase_add_test(tc, tokens_split_quotes_and_comments);
     tcase_add_test(tc, diag_formats_file_and_line);
-    tcase_add_test(tc, log_msg_respects_level);
+    tcase_add_test(tc, log_event_respects_level);
     tcase_add_test(tc, log_json_escape_quotes_controls_and_bytes);
     tcase_add_test(tc, log_json_escape_stops_before_a_partial_escape);
     tcase_add_test(tc, log_json_format_fields_in_order);
