@@ -135,7 +135,7 @@ static void admin_request_cb(struct evhttp_request *req, void *arg)
     struct admin *a = arg;
     if (a->accept_paused) { /* a request came in: the episode of accept errors is over */
         a->accept_paused = 0;
-        log_msg(LOG_INFO, "admin endpoint: accepting again");
+        log_event(LOG_INFO, "admin_accept_resumed", NULL, "admin endpoint: accepting again");
     }
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
@@ -188,8 +188,9 @@ static void admin_accept_error_cb(struct evconnlistener *lev, void *arg)
     int err = EVUTIL_SOCKET_ERROR();
     if (!a) return;
     if (!a->accept_paused)
-        log_msg(LOG_WARN, "admin endpoint: accept: %s: accepting paused, retrying every %d ms",
-                evutil_socket_error_to_string(err), ADMIN_ACCEPT_PAUSE_MS);
+        log_event(LOG_WARN, "admin_accept_paused", NULL,
+                  "admin endpoint: accept: %s: accepting paused, retrying every %d ms",
+                  evutil_socket_error_to_string(err), ADMIN_ACCEPT_PAUSE_MS);
     a->accept_paused = 1;
     evconnlistener_disable(lev);
     struct timeval tv = {ADMIN_ACCEPT_PAUSE_MS / 1000, (ADMIN_ACCEPT_PAUSE_MS % 1000) * 1000};
@@ -225,7 +226,7 @@ struct admin *admin_start(struct event_base *base, const char *host, int port, s
     struct evhttp_bound_socket *bound =
         port < 0 || port > 65535 ? NULL : evhttp_bind_socket_with_handle(a->http, host, (ev_uint16_t)port);
     if (!bound) {
-        log_msg(LOG_ERROR, "admin-listen %s:%d: cannot listen", host, port);
+        log_event(LOG_ERROR, "admin_listen_failed", NULL, "admin-listen %s:%d: cannot listen", host, port);
         admin_stop(a);
         return NULL;
     }
@@ -234,7 +235,8 @@ struct admin *admin_start(struct event_base *base, const char *host, int port, s
     a->resume = xevtimer_new(base, admin_resume_cb, a);
     evconnlistener_set_error_cb(a->listener, admin_accept_error_cb);
     the_admin = a;
-    log_msg(LOG_INFO, "admin endpoint on http://%s:%d/ (/metrics, /healthz, /registry)", host, port);
+    log_event(LOG_INFO, "admin_listening", NULL, "admin endpoint on http://%s:%d/ (/metrics, /healthz, /registry)",
+              host, port);
     return a;
 }
 

@@ -198,8 +198,9 @@ static void client_watch_close(struct client *c, int on)
     if (!c->pev) {
         c->pfd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0);
         if (c->pfd < 0) {
-            log_msg(LOG_WARN, "client %llu: cannot watch its socket while paused: %s", (unsigned long long)c->id,
-                    strerror(errno));
+            log_event(LOG_WARN, "client_pause_failed", &(struct log_fields){.client = c->addr, .client_id = c->id},
+                      "client %llu: cannot watch its socket while paused: %s", (unsigned long long)c->id,
+                      strerror(errno));
             return;
         }
         c->pev = xevent_new(c->worker->base, c->pfd, EV_READ | EV_CLOSED | EV_ET | EV_PERSIST, client_paused_cb, c);
@@ -365,10 +366,10 @@ static void client_multi_queue(struct client *c, struct request *req, const stru
     if ((int64_t)c->multi_buf.len > c->worker->cfg->max_request_bytes) {
         /* the transaction is held in keygate's memory: it counts as query buffer, and a
          * client past its limit is closed, as Redis closes one over client-query-buffer-limit */
-        log_msg(LOG_WARN,
-                "closing client %llu %s that reached max query buffer length: its MULTI holds %zu bytes "
-                "(max-request-size %lld)",
-                (unsigned long long)c->id, c->addr, c->multi_buf.len, (long long)c->worker->cfg->max_request_bytes);
+        log_event(LOG_WARN, "client_query_limit", &(struct log_fields){.client = c->addr, .client_id = c->id},
+                  "closing client %llu %s that reached max query buffer length: its MULTI holds %zu bytes "
+                  "(max-request-size %lld)",
+                  (unsigned long long)c->id, c->addr, c->multi_buf.len, (long long)c->worker->cfg->max_request_bytes);
         STAT_INC(&c->worker->stats, clients_query_limit);
         conn_close(c, "MULTI over max-request-size");
         return;
@@ -725,7 +726,8 @@ static void client_protocol_error(struct client *c, const char *text)
 {
     struct request *req = request_new(c);
     STAT_INC(&c->worker->stats, errors_protocol);
-    log_msg(LOG_INFO, "client %llu %s: %s", (unsigned long long)c->id, c->addr, text);
+    log_event(LOG_INFO, "client_protocol_error", &(struct log_fields){.client = c->addr, .client_id = c->id},
+              "client %llu %s: %s", (unsigned long long)c->id, c->addr, text);
     c->closing = 1;
     c->qlen = 0;
     char buf[200];
@@ -971,8 +973,9 @@ static void client_tick_cb(evutil_socket_t fd, short what, void *arg)
         int64_t since;
         const char *why = client_timed_out(c, cfg, now, &since);
         if (!why) continue;
-        log_msg(LOG_INFO, "client %llu %s closed: %s (%lld ms)", (unsigned long long)c->id, c->addr, why,
-                (long long)(now - since));
+        log_event(LOG_INFO, "client_timed_out", &(struct log_fields){.client = c->addr, .client_id = c->id},
+                  "client %llu %s closed: %s (%lld ms)", (unsigned long long)c->id, c->addr, why,
+                  (long long)(now - since));
         STAT_INC(&w->stats, clients_timed_out);
         conn_close(c, why);
     }
@@ -991,11 +994,11 @@ void client_memory_tick(evutil_socket_t fd, short what, void *arg)
              * client eviction (maxmemory-clients) does, the client holding the most goes */
             struct client *c = client_largest(w, (size_t)(w->cfg->max_memory / 64));
             if (c) {
-                log_msg(LOG_WARN,
-                        "client %llu %s closed: keygate is over max-memory (%lld bytes) and this client "
-                        "holds %zu bytes (input %zu, transaction %zu)",
-                        (unsigned long long)c->id, c->addr, (long long)w->cfg->max_memory, c->mem_held, c->qlen,
-                        c->multi_buf.len);
+                log_event(LOG_WARN, "client_evicted", &(struct log_fields){.client = c->addr, .client_id = c->id},
+                          "client %llu %s closed: keygate is over max-memory (%lld bytes) and this client "
+                          "holds %zu bytes (input %zu, transaction %zu)",
+                          (unsigned long long)c->id, c->addr, (long long)w->cfg->max_memory, c->mem_held, c->qlen,
+                          c->multi_buf.len);
                 STAT_INC(&w->stats, clients_evicted);
                 conn_close(c, "evicted: over max-memory");
             }

@@ -415,6 +415,17 @@ static void dir_log_level(struct cfg_ctx *ctx, const struct tokens *t)
     CFG_ERR(ctx, "bad log-level '%s' (debug, info, warn or error)", t->v[1].text);
 }
 
+/* log-format text|json */
+static void dir_log_format(struct cfg_ctx *ctx, const struct tokens *t)
+{
+    if (strcmp(t->v[1].text, "text") == 0)
+        ctx->c->log_format = LOG_FORMAT_TEXT;
+    else if (strcmp(t->v[1].text, "json") == 0)
+        ctx->c->log_format = LOG_FORMAT_JSON;
+    else
+        CFG_ERR(ctx, "bad log-format '%s' (text or json)", t->v[1].text);
+}
+
 enum value_kind { V_FUNC, V_INT, V_SIZE, V_DURATION, V_DURATION_OR_0 };
 
 static const struct directive {
@@ -454,6 +465,7 @@ static const struct directive {
     {"backend-timeout", "DURATION|0", 1, 1, 0, V_DURATION_OR_0, NULL, offsetof(struct config, backend_timeout_ms), 0,
      0},
     {"log-level", "debug|info|warn|error", 1, 1, 0, V_FUNC, dir_log_level, 0, 0, 0},
+    {"log-format", "text|json", 1, 1, 0, V_FUNC, dir_log_format, 0, 0, 0},
 };
 #define NDIRECTIVES (sizeof directives / sizeof directives[0])
 
@@ -536,8 +548,8 @@ static void owners_check(const struct config *c)
             size_t i = 0;
             while (i < c->registry->count && strcmp(c->registry->entries[i].owner, owner) != 0) i++;
             if (i == c->registry->count)
-                log_msg(LOG_WARN, "%s:%d: user '%s': no namespace has owner '%s'", c->path, c->users[u].line,
-                        c->users[u].name, owner);
+                log_event(LOG_WARN, "config_unknown_owner", NULL, "%s:%d: user '%s': no namespace has owner '%s'",
+                          c->path, c->users[u].line, c->users[u].name, owner);
         }
     }
 }
@@ -602,7 +614,9 @@ struct config *config_load(const char *path, struct diag *errs)
         config_free(c);
         return NULL;
     }
-    if (c->nusers == 0) log_msg(LOG_WARN, "%s: no user lines: clients need no AUTH (development only)", c->path);
+    if (c->nusers == 0)
+        log_event(LOG_WARN, "config_no_users", NULL, "%s: no user lines: clients need no AUTH (development only)",
+                  c->path);
     owners_check(c);
     return c;
 }

@@ -78,6 +78,7 @@ struct config {
                                          has no reply after this is closed, its requests failed (0 = none),
                                          default 5s */
     int log_level;                    /* log-level debug|info|warn|error (enum log_level), default info */
+    int log_format;                   /* log-format text|json (enum log_format), default text */
     struct registry *registry;
 };
 
@@ -86,7 +87,7 @@ struct config {
  * Every error goes to `errs` as "FILE:LINE: message". Unknown directives, missing
  * required directives (listen, registry, at least one instance), malformed addresses,
  * instance without tls/plain, duplicate instance names, unreadable or group/other-
- * readable password files are errors. Touches no network. Warns (log_msg) when there
+ * readable password files are errors. Touches no network. Warns (log_event) when there
  * is no user line (no AUTH) and when a user names an owner no namespace has.
  * Returns the config (free with config_free) when there were no errors, else NULL.
  */
