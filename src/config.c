@@ -426,6 +426,18 @@ static void dir_log_format(struct cfg_ctx *ctx, const struct tokens *t)
         CFG_ERR(ctx, "bad log-format '%s' (text or json)", t->v[1].text);
 }
 
+/* enforce on|report: the registry lines without enforce= (a report mode needs a default line) */
+static void dir_enforce(struct cfg_ctx *ctx, const struct tokens *t)
+{
+    ctx->c->enforce_line = ctx->line;
+    if (strcmp(t->v[1].text, "on") == 0)
+        ctx->c->enforce = ENFORCE_ON;
+    else if (strcmp(t->v[1].text, "report") == 0)
+        ctx->c->enforce = ENFORCE_REPORT;
+    else
+        CFG_ERR(ctx, "bad enforce '%s' (on or report)", t->v[1].text);
+}
+
 enum value_kind { V_FUNC, V_INT, V_SIZE, V_DURATION, V_DURATION_OR_0 };
 
 static const struct directive {
@@ -466,6 +478,7 @@ static const struct directive {
      0},
     {"log-level", "debug|info|warn|error", 1, 1, 0, V_FUNC, dir_log_level, 0, 0, 0},
     {"log-format", "text|json", 1, 1, 0, V_FUNC, dir_log_format, 0, 0, 0},
+    {"enforce", "on|report", 1, 1, 0, V_FUNC, dir_enforce, 0, 0, 0},
 };
 #define NDIRECTIVES (sizeof directives / sizeof directives[0])
 
@@ -547,11 +560,30 @@ static void owners_check(const struct config *c)
             const char *owner = c->users[u].owners[o];
             size_t i = 0;
             while (i < c->registry->count && strcmp(c->registry->entries[i].owner, owner) != 0) i++;
-            if (i == c->registry->count)
+            if (i == c->registry->count && !(c->registry->dflt && strcmp(c->registry->dflt->owner, owner) == 0))
                 log_event(LOG_WARN, "config_unknown_owner", NULL, "%s:%d: user '%s': no namespace has owner '%s'",
                           c->path, c->users[u].line, c->users[u].name, owner);
         }
     }
+}
+
+/* `enforce report` needs the registry's default line: report mode must not refuse unregistered
+ * keys, and only the operator can say which instance and TTL they get. Then every line without
+ * enforce= takes the directive's value. */
+static void config_enforce_apply(struct cfg_ctx *ctx)
+{
+    struct config *c = ctx->c;
+    if (!c->registry) return;
+    if (c->enforce == ENFORCE_REPORT && !c->registry->dflt) {
+        ctx->line = c->enforce_line;
+        CFG_ERR(ctx,
+                "enforce report needs a default line in the registry (%s): report mode forwards keys that match no "
+                "namespace, and the default line says to which instance and with which TTL",
+                c->registry_path);
+        ctx->line = 0;
+        return;
+    }
+    registry_set_enforce(c->registry, c->enforce == ENFORCE_REPORT ? ENFORCE_REPORT : ENFORCE_ON);
 }
 
 struct config *config_load(const char *path, struct diag *errs)
@@ -609,6 +641,7 @@ struct config *config_load(const char *path, struct diag *errs)
     if (c->ninstances == 0) CFG_ERR(&ctx, "no instance directive (at least one is required)");
     if (c->registry_path && c->ninstances > 0)
         c->registry = registry_load(c->registry_path, c->instance_names, c->ninstances, errs);
+    config_enforce_apply(&ctx);
 
     if (errs->count > errs_before) {
         config_free(c);

@@ -79,6 +79,9 @@ struct config {
                                          default 5s */
     int log_level;                    /* log-level debug|info|warn|error (enum log_level), default info */
     int log_format;                   /* log-format text|json (enum log_format), default text */
+    int enforce;                      /* enforce on|report (enum ns_enforce), default on: the value of
+                                         every registry line without enforce= */
+    int enforce_line;                 /* line of the enforce directive (0: none) */
     struct registry *registry;
 };
 
