@@ -413,7 +413,7 @@ int access_check_namespace(const struct session *s, const struct namespace_entry
     if (!u || u->all_owners) return 0;
     for (size_t i = 0; i < u->nowners; i++)
         if (strcmp(u->owners[i], ns->owner) == 0) return 0;
-    snprintf(error, len, "NOPERM user '%s' may not use namespace '%s' (owner %s) with '%s'", u->name, ns->prefix,
-             ns->owner, cmd->name);
+    snprintf(error, len, "NOPERM user '%s' may not use namespace '%s' (owner %s) with '%s'", u->name,
+             ns->is_default ? REGISTRY_DEFAULT_NAME : ns->prefix, ns->owner, cmd->name);
     return -1;
 }

@@ -10,6 +10,7 @@
 #include "config.h"
 #include "registry.h"
 #include "session.h"
+#include "stats.h"
 #include "ttl.h"
 
 /*
@@ -72,6 +73,26 @@ enum plan_merge {
     MERGE_INFO, /* INFO keyspace/memory/replication: keygate's sections + each instance's, labelled (info.h) */
 };
 
+/*
+ * Report mode and the default line (issue 13): what the plan did not enforce, for the caller
+ * to count and log (report_note). An event is (registry entry index, reason), at most once per
+ * pair and command; `unregistered` counts the names the default line took.
+ */
+#define PLAN_REPORT_MAX 16
+
+struct plan_report_event {
+    uint32_t index; /* namespace_entry.index */
+    uint8_t reason; /* enum stats_report_reason */
+};
+
+struct plan_report {
+    uint32_t nevents;
+    uint32_t unregistered;    /* keys (or channels) the default line took */
+    int unregistered_kind;    /* enum ns_kind of those */
+    int32_t unregistered_arg; /* argv index of the first, for the log line */
+    struct plan_report_event events[PLAN_REPORT_MAX];
+};
+
 #define PLAN_MAX_APPEND 4
 #define PLAN_ERROR_MAX ERROR_TEXT_MAX /* session.h's size of an error text */
 
@@ -96,6 +117,9 @@ struct plan {
      * byte of error, so a request does not pay for zeroing 600 bytes nobody reads. */
     char error[PLAN_ERROR_MAX]; /* PLAN_ERROR: "CODE message" (no '-', no CRLF); "" otherwise */
     char append_store[64];      /* storage the append pointers may point into (the plan's own) */
+    /* PLAN_FORWARD: what report mode let through and what the default line took; policy_decide
+     * sets its counts (the events array is read only up to nevents) */
+    struct plan_report report;
 };
 
 /* Free what policy_decide allocated in plan (call once the plan was carried out). */
