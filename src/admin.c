@@ -57,6 +57,57 @@ static void reply(struct evhttp_request *req, int code, const char *reason, cons
     evhttp_send_reply(req, code, reason, body);
 }
 
+/* Issue 13's series: names the default line took, what report mode let through per namespace.
+ * Labels carry registry prefixes (escaped as Prometheus label values), never a key. */
+static void admin_metrics_report(const struct proxy *p, const struct registry *reg, struct evbuffer *out)
+{
+    const struct stats *st = &p->workers[0].stats;
+    size_t stride = sizeof(struct worker);
+    evbuffer_add_printf(out,
+                        "# HELP keygate_unregistered_total keys and channels taken by the registry's default line\n"
+                        "# TYPE keygate_unregistered_total counter\n");
+    evbuffer_add_printf(out, "keygate_unregistered_total{kind=\"key\"} %llu\n",
+                        (unsigned long long)stats_unregistered_sum(st, stride, p->nworkers, 0));
+    evbuffer_add_printf(out, "keygate_unregistered_total{kind=\"channel\"} %llu\n",
+                        (unsigned long long)stats_unregistered_sum(st, stride, p->nworkers, 1));
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 0)
+            evbuffer_add_printf(out, "# HELP keygate_report_would_refuse_total commands report mode forwarded that "
+                                     "enforcement would refuse\n# TYPE keygate_report_would_refuse_total counter\n");
+        else
+            evbuffer_add_printf(out, "# HELP keygate_report_would_inject_ttl_total commands report mode forwarded "
+                                     "unchanged that enforcement would give a TTL\n"
+                                     "# TYPE keygate_report_would_inject_ttl_total counter\n");
+        for (size_t i = 0; i <= reg->count && i < STATS_REPORT_SLOTS; i++) {
+            const struct namespace_entry *e = i < reg->count ? &reg->entries[i] : reg->dflt;
+            if (!e || e->enforce != ENFORCE_REPORT) continue;
+            char label[512];
+            size_t o = 0;
+            const char *name = e->is_default ? REGISTRY_DEFAULT_NAME : e->prefix;
+            for (const char *c = name; *c && o + 3 < sizeof label; c++) {
+                if (*c == '\\' || *c == '"') label[o++] = '\\';
+                if (*c == '\n') {
+                    label[o++] = '\\', label[o++] = 'n';
+                    continue;
+                }
+                label[o++] = *c;
+            }
+            label[o] = '\0';
+            for (int r = 0; r < STATS_REPORT_NREASONS; r++) {
+                int inject = r == STATS_REPORT_INJECT_TTL;
+                if (inject != pass || (r == STATS_REPORT_NONAMESPACE)) continue;
+                uint64_t n = stats_report_sum(st, stride, p->nworkers, (uint32_t)i, (enum stats_report_reason)r);
+                if (inject)
+                    evbuffer_add_printf(out, "keygate_report_would_inject_ttl_total{namespace=\"%s\"} %llu\n", label,
+                                        (unsigned long long)n);
+                else
+                    evbuffer_add_printf(out, "keygate_report_would_refuse_total{namespace=\"%s\",code=\"%s\"} %llu\n",
+                                        label, stats_report_code((enum stats_report_reason)r), (unsigned long long)n);
+            }
+        }
+    }
+}
+
 /* GET /metrics: Prometheus text exposition format 0.0.4. */
 static void admin_metrics(struct admin *a, struct evbuffer *out)
 {
@@ -110,6 +161,7 @@ static void admin_metrics(struct admin *a, struct evbuffer *out)
                              "# TYPE keygate_topology_checked gauge\n");
     for (size_t i = 0; i < cfg->ninstances; i++)
         evbuffer_add_printf(out, "keygate_topology_checked{instance=\"%s\"} %d\n", cfg->instances[i].name, checked[i]);
+    admin_metrics_report(p, cfg->registry, out);
 }
 
 /* GET /healthz: the problems, one a line; returns how many. */

@@ -5,6 +5,7 @@
 #include "local.h"
 #include "pubsub.h"
 #include "replies.h"
+#include "report.h"
 #include "request.h"
 #include "router.h"
 
@@ -633,6 +634,7 @@ static int client_handle_frame(struct client *c, const char *frame)
     STAT_INC(&w->stats, commands_processed);
     if (pr.cmd) c->last_cmd = pr.cmd->name;
     client_note_write(c, &plan);
+    report_note(w, &plan, &pr); /* issue 13: report mode and the default line, counted and logged */
 
     if (plan.kind == PLAN_FORWARD && plan.flow == FLOW_UNSUBSCRIBE && client_has_no_subscription(c, &plan)) {
         plan.kind = PLAN_LOCAL; /* nothing subscribed: Redis's empty confirmation */

@@ -6,6 +6,7 @@
 #include "client.h"
 #include "request.h"
 #include "router.h"
+#include "report.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -261,6 +262,7 @@ static void control_cb(evutil_socket_t fd, short what, void *arg)
             access_session_rebind(&c->session, next);
             c->parser.unauthenticated = !c->session.authenticated;
         }
+        report_reindex(w, w->cfg->registry, next->registry); /* issue 13: counters follow their namespaces */
         w->cfg = next;
         __atomic_sub_fetch(&w->proxy->reload_acks, 1, __ATOMIC_ACQ_REL);
     }
