@@ -1314,8 +1314,8 @@ static void check_key(struct scan_report *r, const struct registry *reg, const c
         if (e->instance != inst)
             report_add(&w, "%snamespace '%s' lives on %s", w.used ? "; " : "", e->prefix, names[e->instance]);
         if (e->ttl_ms > 0 && pttl <= 0)
-            report_add(&w, "%sno TTL (namespace '%s' has ttl=%lldms)", w.used ? "; " : "", e->prefix,
-                       (long long)e->ttl_ms);
+            report_add(&w, "%sno TTL (namespace '%s' has ttl=%lldms)", w.used ? "; " : "",
+                       e->is_default ? REGISTRY_DEFAULT_NAME : e->prefix, (long long)e->ttl_ms);
         if (e->max_ttl_ms > 0 && pttl > e->max_ttl_ms)
             report_add(&w, "%sTTL %lldms above max-ttl=%lldms of '%s'", w.used ? "; " : "", pttl,
                        (long long)e->max_ttl_ms, e->prefix);
