@@ -414,7 +414,8 @@ void registry_free(struct registry *r)
 
 const struct namespace_entry *registry_lookup(const struct registry *r, enum ns_kind kind, const char *key, size_t len)
 {
-    if (!r || (kind != NS_KEY && kind != NS_CHANNEL) || len == 0) return NULL;
+    if (!r || (kind != NS_KEY && kind != NS_CHANNEL) || len == 0 || r->count == 0)
+        return NULL; /* a default line alone */
     /* Usual registries: a handful of prefixes share a first byte; scan them, keep the longest. */
     unsigned char b0 = (unsigned char)key[0];
     if (r->bucket_n[kind][b0] <= 16) {
