@@ -478,7 +478,7 @@ static void row_fill(struct row *row, const struct namespace_entry *e, const cha
         if (e->near_cache_ms > 0 && used < sizeof row->ttl) {
             char nc[32];
             duration_format(e->near_cache_ms, nc, sizeof nc);
-            used += (size_t)snprintf(row->ttl + used, sizeof row->ttl - used, ", near-cache %s", nc);
+            snprintf(row->ttl + used, sizeof row->ttl - used, ", near-cache %s", nc);
         }
     }
     size_t tl = strlen(row->ttl);

@@ -442,6 +442,51 @@ START_TEST(test_unregistered_refused_without_default_line)
 }
 END_TEST
 
+/* keygate audit with a default line: its keys are counted, not "no namespace", and held to its rules. */
+START_TEST(test_audit_counts_the_default_lines_keys)
+{
+    ck_assert_int_eq(harness_direct_int(&h, "cache", "EXISTS legacy:audit:a"), 0);
+    redisContext *cache = harness_must_direct(&h, "cache"), *durable = harness_must_direct(&h, "durable");
+    expect_status_at(__LINE__, cmd(cache, "SET legacy:audit:a v EX 100"), "OK", "plant");
+    expect_status_at(__LINE__, cmd(cache, "SET legacy:audit:b v"), "OK", "plant");          /* no TTL: ttl=10m */
+    expect_status_at(__LINE__, cmd(durable, "SET legacy:audit:c v EX 100"), "OK", "plant"); /* wrong instance */
+    /* every key on the backends (earlier tests' too) that no prefix of ADOPT_REGISTRY holds */
+    long long unregistered = 0;
+    redisContext *both[] = {cache, durable};
+    for (int b = 0; b < 2; b++) {
+        redisReply *all = cmd(both[b], "KEYS *");
+        for (size_t i = 0; i < all->elements; i++) {
+            const char *k = all->element[i]->str;
+            unregistered +=
+                strncmp(k, "on:", 3) && strncmp(k, "rep:", 4) && strncmp(k, "other:", 6) && strncmp(k, "lock:", 5);
+        }
+        freeReplyObject(all);
+    }
+    ck_assert_int_ge(unregistered, 3);
+    char want_count[128];
+    snprintf(want_count, sizeof want_count, "; %lld unregistered keys (taken by the default line)", unregistered);
+    const char *bin = getenv("KEYGATE_BIN");
+    char command[PATH_MAX + 64];
+    snprintf(command, sizeof command, "%s audit -c '%s' 2>&1", bin && *bin ? bin : "build/keygate", h.conf_file);
+    FILE *p = popen(command, "r");
+    ck_assert_ptr_nonnull(p);
+    static char out[1 << 16];
+    size_t len = fread(out, 1, sizeof out - 1, p);
+    out[len] = '\0';
+    int status = pclose(p);
+    expect_int_at(__LINE__, cmd(cache, "DEL legacy:audit:a legacy:audit:b"), 2, "cleanup");
+    expect_int_at(__LINE__, cmd(durable, "DEL legacy:audit:c"), 1, "cleanup");
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "audit exit %d:\n%s", status, out);
+    ck_assert_msg(strstr(out, "cache legacy:audit:b missing TTL: namespace '(default)' requires ttl=10m\n"), "%s", out);
+    ck_assert_msg(strstr(out, "durable legacy:audit:c wrong instance: namespace '(default)' lives on 'cache'\n"), "%s",
+                  out);
+    ck_assert_msg(!strstr(out, "legacy:audit:a ") && !strstr(out, "no namespace"), "%s", out);
+    ck_assert_msg(strstr(out, want_count), "want '%s' in:\n%s", want_count, out);
+    redisFree(cache);
+    redisFree(durable);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("adopt");
@@ -453,5 +498,6 @@ int main(void)
     harness_add_test(tc, test_global_report_mode);
     harness_add_test(tc, test_check_wants_a_default_line_for_global_report_mode);
     harness_add_test(tc, test_unregistered_refused_without_default_line);
+    harness_add_test(tc, test_audit_counts_the_default_lines_keys);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
