@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -487,6 +488,56 @@ START_TEST(test_audit_counts_the_default_lines_keys)
 }
 END_TEST
 
+/* How many log lines hold needle. */
+static int log_count(const char *needle)
+{
+    int lines;
+    long long sum;
+    log_lines(needle, &lines, &sum);
+    return lines;
+}
+
+/* SIGHUP keygate after rewriting its registry file; wait for the reload to be applied. */
+static void reload_registry(const char *text)
+{
+    FILE *f = fopen(h.registry_file, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    int before = log_count("reloaded registry");
+    ck_assert_int_eq(kill(h.keygate_pid, SIGHUP), 0);
+    for (int i = 0; i < 100 && log_count("reloaded registry") == before; i++) sleep_ms(50);
+    ck_assert_msg(log_count("reloaded registry") > before, "keygate did not log a reload");
+    sleep_ms(200); /* the workers take the new config on their next loop turn */
+}
+
+/* A reload that moves every line's position keeps each counter with its namespace. */
+START_TEST(test_reload_keeps_counters_with_their_namespace)
+{
+    restart_with(ADOPT_REGISTRY, NULL);
+    redisContext *c = app_client();
+    for (int i = 0; i < 3; i++) expect_status_at(__LINE__, cmd(c, "SET rep:rl:%d v", i), "OK", "SET");
+    expect_nil_at(__LINE__, cmd(c, "GET other:rl"), "GET");
+    expect_metric("keygate_report_would_inject_ttl_total{namespace=\"rep:\"}", 3);
+    /* two lines sorted before every other one, and other: gone */
+    reload_registry("namespace 0a: instance=cache ttl=none owner=app enforce=report\n"
+                    "namespace 0b: instance=cache ttl=none owner=app enforce=report\n"
+                    "namespace on:    instance=durable ttl=1h max-ttl=1d owner=app\n"
+                    "namespace rep:   instance=cache   ttl=1h max-ttl=1d owner=app enforce=report\n"
+                    "namespace lock:  instance=durable ttl=none owner=others\n"
+                    "default          instance=cache   ttl=10m owner=app\n");
+    expect_metric("keygate_report_would_inject_ttl_total{namespace=\"rep:\"}", 3);
+    expect_metric("keygate_report_would_inject_ttl_total{namespace=\"0a:\"}", 0);
+    expect_metric("keygate_report_would_refuse_total{namespace=\"0b:\",code=\"NOPERM\"}", 0);
+    ck_assert_int_eq(metric("keygate_report_would_refuse_total{namespace=\"other:\",code=\"NOPERM\"}"), -1);
+    expect_status_at(__LINE__, cmd(c, "SET rep:rl:9 v"), "OK", "SET after the reload");
+    expect_metric("keygate_report_would_inject_ttl_total{namespace=\"rep:\"}", 4);
+    redisFree(c);
+    /* the suite's registry back, before the post-condition reads it */
+    reload_registry(ADOPT_REGISTRY);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("adopt");
@@ -499,5 +550,6 @@ int main(void)
     harness_add_test(tc, test_check_wants_a_default_line_for_global_report_mode);
     harness_add_test(tc, test_unregistered_refused_without_default_line);
     harness_add_test(tc, test_audit_counts_the_default_lines_keys);
+    harness_add_test(tc, test_reload_keeps_counters_with_their_namespace);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
