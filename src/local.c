@@ -4,6 +4,7 @@
 #include "access.h"
 #include "args.h"
 #include "backend.h"
+#include "report.h"
 #include "router.h"
 
 #include <stdio.h>
@@ -300,6 +301,7 @@ static void local_info_body(struct client *c, size_t argc, const char *const *ar
                                 i, e->prefix, e->kind == NS_CHANNEL ? "channel" : "namespace",
                                 cfg->instance_names[e->instance], ttl, max, e->sliding, e->owner);
         }
+        report_info(px, cfg, body); /* issue 13: the default line, unregistered names, report counters */
         evbuffer_add_printf(body, "\r\n");
     }
     if (section_wanted(argc, argv, argvlen, "instances")) {

@@ -106,3 +106,41 @@ void report_reindex(struct worker *w, const struct registry *old, const struct r
     memcpy(cur->unlogged, fresh->unlogged, sizeof cur->unlogged);
     free(fresh);
 }
+
+void report_info(const struct proxy *p, const struct config *cfg, struct evbuffer *out)
+{
+    const struct registry *reg = cfg->registry;
+    const struct stats *st = &p->workers[0].stats;
+    size_t stride = sizeof(struct worker);
+    const struct namespace_entry *d = reg->dflt;
+    if (d) {
+        char ttl[32] = "none", max[32] = "none";
+        if (d->ttl_ms) duration_format(d->ttl_ms, ttl, sizeof ttl);
+        if (d->max_ttl_ms) duration_format(d->max_ttl_ms, max, sizeof max);
+        evbuffer_add_printf(out, "ns_default:instance=%s,ttl=%s,max_ttl=%s,sliding=%d,owner=%s,enforce=%s\r\n",
+                            cfg->instance_names[d->instance], ttl, max, d->sliding, d->owner,
+                            registry_reports(d) ? "report" : "on");
+    }
+    evbuffer_add_printf(out, "unregistered_keys:%llu\r\nunregistered_channels:%llu\r\n",
+                        (unsigned long long)stats_unregistered_sum(st, stride, p->nworkers, 0),
+                        (unsigned long long)stats_unregistered_sum(st, stride, p->nworkers, 1));
+    for (size_t i = 0; i <= reg->count && i < STATS_REPORT_SLOTS; i++) {
+        const struct namespace_entry *e = i < reg->count ? &reg->entries[i] : d;
+        if (!registry_reports(e)) continue;
+        evbuffer_add_printf(
+            out, "report%zu:namespace=%s,would_inject_ttl=%llu", i, entry_name(reg, e->index),
+            (unsigned long long)stats_report_sum(st, stride, p->nworkers, (uint32_t)i, STATS_REPORT_INJECT_TTL));
+        for (int r = 0; r < STATS_REPORT_NREASONS; r++) {
+            if (r == STATS_REPORT_INJECT_TTL || r == STATS_REPORT_NONAMESPACE) continue;
+            char code[32];
+            size_t k = 0;
+            for (const char *c = stats_report_code((enum stats_report_reason)r); *c && k + 1 < sizeof code; c++)
+                code[k++] = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
+            code[k] = '\0';
+            evbuffer_add_printf(out, ",would_refuse_%s=%llu", code,
+                                (unsigned long long)stats_report_sum(st, stride, p->nworkers, (uint32_t)i,
+                                                                     (enum stats_report_reason)r));
+        }
+        evbuffer_add_printf(out, "\r\n");
+    }
+}

@@ -2,6 +2,8 @@
 #ifndef KEYGATE_REPORT_H
 #define KEYGATE_REPORT_H
 
+#include <event2/buffer.h>
+
 #include "loop.h"
 #include "policy.h"
 
@@ -23,6 +25,13 @@ void report_note(struct worker *w, const struct plan *plan, const struct policy_
  * default line); counters of entries `next` no longer has are dropped. Worker thread only.
  */
 void report_reindex(struct worker *w, const struct registry *old, const struct registry *next);
+
+/*
+ * INFO's namespaces section, issue 13's part: the default line (ns_default:...), the unregistered
+ * counts, and per report-mode line its counters (report<INDEX>:namespace=P,would_inject_ttl=N,
+ * would_refuse_<code>=N...), summed over the workers of `p`. Appends "\r\n"-ended lines to out.
+ */
+void report_info(const struct proxy *p, const struct config *cfg, struct evbuffer *out);
 
 /* Escape s[0..len) for a log line: printable ASCII as is (but \ and '), others \xHH, at most
  * `shown` bytes of s then "..."; always NUL-terminated within outlen. Returns out. */

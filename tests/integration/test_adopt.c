@@ -362,6 +362,23 @@ START_TEST(test_global_report_mode)
     expect_metric("keygate_report_would_refuse_total{namespace=\"(default)\",code=\"NOPERM\"}", 1);
     expect_metric("keygate_unregistered_total{kind=\"key\"}", 1);
     ck_assert_int_eq(metric("keygate_report_would_inject_ttl_total{namespace=\"rep:\"}"), -1);
+    /* the same counts in INFO namespaces */
+    redisReply *info = cmd(c, "INFO namespaces");
+    ck_assert_int_eq(info->type, REDIS_REPLY_STRING);
+    const char *want_info[] = {
+        "ns_default:instance=cache,ttl=10m,max_ttl=none,sliding=0,owner=others,enforce=report\r\n",
+        "unregistered_keys:1\r\nunregistered_channels:0\r\n",
+        "report0:namespace=on:,would_inject_ttl=1,would_refuse_crossinstance=0,would_refuse_maxttl=0,"
+        "would_refuse_persist=0,would_refuse_noperm=0\r\n",
+        ":namespace=(default),would_inject_ttl=1,would_refuse_crossinstance=0,would_refuse_maxttl=0,"
+        "would_refuse_persist=0,would_refuse_noperm=1",
+    };
+    for (size_t i = 0; i < sizeof want_info / sizeof want_info[0]; i++)
+        ck_assert_msg(strstr(info->str, want_info[i]) != NULL, "INFO namespaces lacks %s:\n%s", want_info[i],
+                      info->str);
+    ck_assert_msg(strstr(info->str, "namespace=rep:") == NULL, "an enforce=on line in INFO's report lines:\n%s",
+                  info->str);
+    freeReplyObject(info);
     int lines;
     long long sum;
     log_lines("report: namespace '(default)' would-inject-ttl (with 'set'): 1 since the last line", &lines, &sum);
