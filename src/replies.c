@@ -20,7 +20,7 @@ void replies_exec_pick(const char *reply, size_t len, const char *queued_error, 
                        const char **out, size_t *out_len)
 {
     assert(len > 0);
-    if (reply[0] == '-' && queued_error) {
+    if ((reply[0] == '-' || reply[0] == '!') && queued_error) {
         *out = queued_error;
         *out_len = queued_error_len;
         return;
@@ -80,8 +80,8 @@ int replies_merge(enum replies_merge_kind kind, const struct replies_part *parts
     assert(nparts > 0);
     /* any failed part: the client gets that error, never a silent partial result */
     for (int k = 0; k < nparts; k++) {
-        assert(parts[k].reply && parts[k].len > 0); /* every part holds a framed reply or its error */
-        if (parts[k].reply[0] == '-') {
+        assert(parts[k].reply && parts[k].len > 0);                 /* every part holds a framed reply or its error */
+        if (parts[k].reply[0] == '-' || parts[k].reply[0] == '!') { /* RESP3's blob error too */
             bytebuf_add(out, parts[k].reply, parts[k].len);
             return 0;
         }

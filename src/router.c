@@ -90,10 +90,16 @@ void router_unavailable(struct client *c, struct request *req, int instance)
     request_error(req, text);
 }
 
+struct backend *router_shared_for(struct client *c, int instance)
+{
+    if (c->resp3) return backend_for3(c->worker, instance, c->id);
+    return backend_for(c->worker, instance, c->id);
+}
+
 struct backend *router_conn_for(struct client *c, int instance)
 {
     if (c->watch_pin && c->session.watch_instance == instance) return c->watch_pin;
-    return backend_for(c->worker, instance, c->id);
+    return router_shared_for(c, instance);
 }
 
 /*
@@ -456,7 +462,7 @@ static void route_push(struct backend *b, const char *frame, size_t len)
         return;
     case PUBSUB_FRAME_SETTLED:
         /* this command's confirmations are all in: the client's next commands may go */
-        session_set_subscribed(&c->session, pubsub_subscribed(&c->pubsub));
+        if (!c->resp3) session_set_subscribed(&c->session, pubsub_subscribed(&c->pubsub));
         conn_wake(c);
         return;
     }
@@ -487,7 +493,7 @@ static void route_owner_lost(struct backend *b, struct client *c)
     char text[128], msg[ERROR_REPLY_MAX];
     replies_unavailable(text, sizeof(text), c->worker->cfg->instance_names[inst]);
     conn_out(c, msg, replies_error(msg, sizeof(msg), text));
-    session_set_subscribed(&c->session, pubsub_subscribed(&c->pubsub));
+    if (!c->resp3) session_set_subscribed(&c->session, pubsub_subscribed(&c->pubsub));
     /* its subscriptions are gone: close after the error, never lose messages silently */
     if (had) c->closing = 1;
     conn_wake(c);
