@@ -290,10 +290,356 @@ START_TEST(test_reply_shapes_byte_for_byte)
 }
 END_TEST
 
+/* ---- pub/sub: pushes on a normal connection ---- */
+
+/* A push frame ">3 message <channel> <payload>". */
+static void push_message(char *out, size_t size, const char *channel, const char *payload)
+{
+    snprintf(out, size, ">3\r\n$7\r\nmessage\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n", strlen(channel), channel,
+             strlen(payload), payload);
+}
+
+/* A RESP3 client subscribed stays in normal mode: it may send any command, its replies come
+ * in order and whole, every message comes as a push between them; the confirmations are the
+ * bytes Redis sends a HELLO 3 subscriber. */
+START_TEST(test_pubsub_pushes_between_replies)
+{
+    struct raw kg, pub, red;
+    kg3(&kg);
+    kg3(&pub);
+    direct_raw(&red, "cache", 1);
+    /* the confirmation, byte for byte */
+    SAME(&kg, &red, ">3\r\n$9\r\nsubscribe\r\n$8\r\npush:r3b\r\n:1\r\n", "SUBSCRIBE", "push:r3b");
+    raw_send(&red, "UNSUBSCRIBE", "push:r3b", NULL);
+    expect_raw_prefix(&red, ">3\r\n$11\r\nunsubscribe\r\n", "direct UNSUBSCRIBE");
+    /* normal commands on the subscribed connection (RESP2 would refuse GET) */
+    raw_send(&kg, "SET", "q:r3b:k", "v1", NULL);
+    expect_raw(&kg, "+OK\r\n", "SET while subscribed");
+    raw_send(&kg, "PING", NULL);
+    expect_raw(&kg, "+PONG\r\n", "PING while subscribed (RESP3: not [pong, ''])");
+    /* a message published before a GET arrives before its reply */
+    raw_send(&pub, "PUBLISH", "push:r3b", "m0", NULL);
+    expect_raw(&pub, ":1\r\n", "PUBLISH");
+    char msg[128];
+    push_message(msg, sizeof(msg), "push:r3b", "m0");
+    raw_send(&kg, "GET", "q:r3b:k", NULL);
+    expect_raw(&kg, msg, "the message, as a push");
+    expect_raw(&kg, "$2\r\nv1\r\n", "GET after the message");
+    /* many messages while a pipeline of GETs runs: replies in order, messages in order, each whole */
+    enum { N = 200, M = 100 };
+    char cmds[N * 40];
+    size_t off = 0;
+    for (int i = 0; i < N; i++)
+        off += (size_t)snprintf(cmds + off, sizeof(cmds) - off, "*2\r\n$3\r\nGET\r\n$7\r\nq:r3b:k\r\n");
+    ck_assert_int_eq(write(kg.fd, cmds, off), (ssize_t)off);
+    for (int i = 0; i < M; i++) {
+        char payload[16];
+        snprintf(payload, sizeof(payload), "p%d", i);
+        raw_send(&pub, "PUBLISH", "push:r3b", payload, NULL);
+    }
+    int replies = 0, messages = 0;
+    while (replies < N || messages < M) {
+        size_t n;
+        char *f = raw_reply(&kg, &n);
+        if (f[0] == '>') {
+            char payload[16];
+            snprintf(payload, sizeof(payload), "p%d", messages);
+            push_message(msg, sizeof(msg), "push:r3b", payload);
+            ck_assert_msg(strcmp(f, msg) == 0, "message %d: %s, want %s", messages, shown(f), shown(msg));
+            messages++;
+        } else {
+            ck_assert_msg(strcmp(f, "$2\r\nv1\r\n") == 0, "reply %d: %s", replies, shown(f));
+            replies++;
+        }
+        free(f);
+    }
+    for (int i = 0; i < M; i++) expect_raw(&pub, ":1\r\n", "PUBLISH");
+    /* unsubscribing: a push confirmation, then normal again */
+    raw_send(&kg, "UNSUBSCRIBE", "push:r3b", NULL);
+    expect_raw(&kg, ">3\r\n$11\r\nunsubscribe\r\n$8\r\npush:r3b\r\n:0\r\n", "UNSUBSCRIBE");
+    raw_send(&kg, "UNSUBSCRIBE", NULL);
+    expect_raw(&kg, ">3\r\n$11\r\nunsubscribe\r\n_\r\n:0\r\n", "UNSUBSCRIBE with nothing subscribed (Redis's bytes)");
+    raw_send(&pub, "PUBLISH", "push:r3b", "late", NULL);
+    expect_raw(&pub, ":0\r\n", "PUBLISH after UNSUBSCRIBE");
+    raw_send(&kg, "GET", "q:r3b:k", NULL);
+    expect_raw(&kg, "$2\r\nv1\r\n", "GET after UNSUBSCRIBE");
+    raw_expect_quiet(&kg, 100);
+    raw_close(&kg);
+    raw_close(&pub);
+    raw_close(&red);
+}
+END_TEST
+
+/* A pipelined SUBSCRIBE between GETs: the confirmation comes after the first GET's reply and
+ * before the second's, as Redis orders them. */
+START_TEST(test_pubsub_pipelined_subscribe_keeps_order)
+{
+    struct raw kg;
+    kg3(&kg);
+    raw_send(&kg, "SET", "cache:r3c:k", "v", NULL);
+    expect_raw(&kg, "+OK\r\n", "SET");
+    char cmds[512];
+    int n = snprintf(cmds, sizeof(cmds),
+                     "*2\r\n$3\r\nGET\r\n$11\r\ncache:r3c:k\r\n*2\r\n$9\r\nSUBSCRIBE\r\n$8\r\npush:r3c\r\n"
+                     "*2\r\n$3\r\nGET\r\n$11\r\ncache:r3c:k\r\n*2\r\n$11\r\nUNSUBSCRIBE\r\n$8\r\npush:r3c\r\n"
+                     "*2\r\n$3\r\nGET\r\n$11\r\ncache:r3c:x\r\n");
+    ck_assert_int_eq(write(kg.fd, cmds, (size_t)n), n);
+    expect_raw(&kg, "$1\r\nv\r\n", "GET 1");
+    expect_raw(&kg, ">3\r\n$9\r\nsubscribe\r\n$8\r\npush:r3c\r\n:1\r\n", "SUBSCRIBE");
+    expect_raw(&kg, "$1\r\nv\r\n", "GET 2");
+    expect_raw(&kg, ">3\r\n$11\r\nunsubscribe\r\n$8\r\npush:r3c\r\n:0\r\n", "UNSUBSCRIBE");
+    expect_raw(&kg, "_\r\n", "GET 3 (missing)");
+    raw_close(&kg);
+}
+END_TEST
+
+/* ---- transactions, split commands, blocking ---- */
+
+/* The client's MULTI with a TTL write in RESP3: the EXEC array holds RESP3 elements (keygate's
+ * filter drops its injected PEXPIRE), each the bytes Redis answers alone. */
+START_TEST(test_multi_exec_with_ttl_write)
+{
+    struct raw kg, red;
+    kg3(&kg);
+    direct_raw(&red, "durable", 1);
+    raw_send(&kg, "HSET", "rl:r3d:h", "a", "1", NULL);
+    expect_raw(&kg, ":1\r\n", "HSET");
+    raw_send(&kg, "MULTI", NULL);
+    expect_raw(&kg, "+OK\r\n", "MULTI");
+    const char *queued[][5] = {{"SET", "rl:r3d:s", "v", NULL},
+                               {"ZADD", "rl:r3d:z", "INCR", "4.5", "m"},
+                               {"HGETALL", "rl:r3d:h", NULL},
+                               {"GET", "rl:r3d:missing", NULL},
+                               {"SMEMBERS", "rl:r3d:s", NULL}};
+    for (size_t i = 0; i < 5; i++) {
+        int argc = 0;
+        while (argc < 5 && queued[i][argc]) argc++;
+        raw_sendv(&kg, argc, queued[i]);
+        expect_raw(&kg, "+QUEUED\r\n", "queued");
+    }
+    raw_send(&kg, "EXEC", NULL);
+    size_t n;
+    char *exec = raw_reply(&kg, &n);
+    /* Redis's own answers, one by one (reads after the fact: same values) */
+    char want[1024] = "*5\r\n+OK\r\n,4.5\r\n";
+    const char *reads[][4] = {{"HGETALL", "rl:r3d:h"}, {"GET", "rl:r3d:missing"}, {"SMEMBERS", "rl:r3d:s"}};
+    for (size_t i = 0; i < 3; i++) {
+        raw_sendv(&red, 2, reads[i]);
+        char *r = raw_reply(&red, NULL);
+        strcat(want, r);
+        free(r);
+    }
+    ck_assert_msg(strcmp(exec, want) == 0, "EXEC: %s, want %s", shown(exec), shown(want));
+    free(exec);
+    ck_assert_msg(strstr(want, "%1\r\n") && strstr(want, "_\r\n-WRONGTYPE"), "the shapes: %s", shown(want));
+    /* the TTL injection happened */
+    raw_send(&red, "PTTL", "rl:r3d:z", NULL);
+    char *ttl = raw_reply(&red, NULL);
+    ck_assert_msg(ttl[0] == ':' && atoll(ttl + 1) > 0, "PTTL: %s", shown(ttl));
+    free(ttl);
+    raw_close(&kg);
+    raw_close(&red);
+}
+END_TEST
+
+/* MGET across both instances in RESP3: split, merged; missing keys are RESP3 nulls. DEL
+ * across instances: the integers summed. */
+START_TEST(test_mget_split_with_nulls)
+{
+    struct raw kg, dur, cache;
+    kg3(&kg);
+    direct_raw(&dur, "durable", 1);
+    direct_raw(&cache, "cache", 1);
+    raw_send(&kg, "SET", "q:r3e:a", "A", NULL);
+    expect_raw(&kg, "+OK\r\n", "SET");
+    raw_send(&kg, "SET", "cache:r3e:b", "B", NULL);
+    expect_raw(&kg, "+OK\r\n", "SET");
+    raw_send(&kg, "MGET", "q:r3e:a", "cache:r3e:b", "q:r3e:none", "cache:r3e:none", "cache:r3e:b", NULL);
+    char *merged = raw_reply(&kg, NULL);
+    /* the same keys asked one by one, directly */
+    char want[512] = "*5\r\n";
+    const char *order[][2] = {{"q:r3e:a", "d"},
+                              {"cache:r3e:b", "c"},
+                              {"q:r3e:none", "d"},
+                              {"cache:r3e:none", "c"},
+                              {"cache:r3e:b", "c"}};
+    for (size_t i = 0; i < 5; i++) {
+        struct raw *d = order[i][1][0] == 'd' ? &dur : &cache;
+        raw_send(d, "GET", order[i][0], NULL);
+        char *r = raw_reply(d, NULL);
+        strcat(want, r);
+        free(r);
+    }
+    ck_assert_msg(strcmp(merged, want) == 0, "MGET: %s, want %s", shown(merged), shown(want));
+    ck_assert_msg(strcmp(want, "*5\r\n$1\r\nA\r\n$1\r\nB\r\n_\r\n_\r\n$1\r\nB\r\n") == 0, "%s", shown(want));
+    free(merged);
+    raw_send(&kg, "DEL", "q:r3e:a", "cache:r3e:b", "q:r3e:none", NULL);
+    expect_raw(&kg, ":2\r\n", "DEL across instances");
+    raw_close(&kg);
+    raw_close(&dur);
+    raw_close(&cache);
+}
+END_TEST
+
+/* A blocking pop that times out: RESP3's null, as Redis answers; the connection stays usable.
+ * One that is served: Redis's bytes. */
+START_TEST(test_blocking_pop_timeout_is_null)
+{
+    struct raw kg, red, other;
+    kg3(&kg);
+    kg3(&other);
+    direct_raw(&red, "durable", 1);
+    SAME(&kg, &red, "_\r\n", "BLPOP", "q:r3f:none", "0.1");
+    SAME(&kg, &red, "_\r\n", "BZPOPMIN", "q:r3f:none", "0.1");
+    raw_send(&kg, "BLPOP", "q:r3f:list", "5", NULL);
+    sleep_ms(100);
+    raw_send(&other, "RPUSH", "q:r3f:list", "x", NULL);
+    expect_raw(&other, ":1\r\n", "RPUSH");
+    expect_raw(&kg, "*2\r\n$10\r\nq:r3f:list\r\n$1\r\nx\r\n", "BLPOP served");
+    raw_send(&kg, "GET", "q:r3f:none", NULL);
+    expect_raw(&kg, "_\r\n", "GET after the blocking pop");
+    raw_close(&kg);
+    raw_close(&other);
+    raw_close(&red);
+}
+END_TEST
+
+/* ---- what keygate answers itself ---- */
+
+START_TEST(test_hello_and_local_answers)
+{
+    struct raw kg, red;
+    kg3(&kg);
+    direct_raw(&red, "durable", 1);
+    raw_send(&kg, "CLIENT", "ID", NULL);
+    char *id = raw_reply(&kg, NULL);
+    char want[512];
+    /* Redis's shape and fields: server, version, proto, id, mode, role, modules */
+    snprintf(
+        want, sizeof(want),
+        "%%7\r\n$6\r\nserver\r\n$7\r\nkeygate\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n$5\r\nproto\r\n:3\r\n$2\r\nid\r\n%s"
+        "$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n",
+        id);
+    free(id);
+    raw_send(&kg, "HELLO", NULL);
+    expect_raw(&kg, want, "HELLO (no version: the current one)");
+    raw_send(&kg, "HELLO", "3", NULL);
+    expect_raw(&kg, want, "HELLO 3 again");
+    SAME(&kg, &red, "-NOPROTO unsupported protocol version", "HELLO", "4");
+    SAME(&kg, &red, "-NOPROTO", "HELLO", "1");
+    SAME(&kg, &red, "-ERR Protocol version is not an integer", "HELLO", "x");
+    /* local nulls, verbatim strings */
+    SAME(&kg, &red, "_\r\n", "CLIENT", "GETNAME");
+    raw_send(&kg, "INFO", "server", NULL);
+    expect_raw_prefix(&kg, "=", "INFO (a verbatim string, as Redis's)");
+    raw_send(&red, "INFO", "server", NULL);
+    expect_raw_prefix(&red, "=", "Redis's INFO");
+    raw_send(&kg, "INFO", "server", NULL);
+    char *info = raw_reply(&kg, NULL);
+    long long vlen = atoll(info + 1);
+    const char *body = strstr(info, "\r\n") + 2;
+    ck_assert_msg(strncmp(body, "txt:# Server\r\n", 14) == 0 && (long long)strlen(body) == vlen + 2, "INFO: %s",
+                  shown(info));
+    free(info);
+    raw_send(&kg, "CLIENT", "INFO", NULL);
+    char *ci = raw_reply(&kg, NULL);
+    ck_assert_msg(ci[0] == '=' && strstr(ci, "\r\ntxt:id=") && strstr(ci, " resp=3\n\r\n"), "CLIENT INFO: %s",
+                  shown(ci));
+    free(ci);
+    /* COMMAND INFO: Redis's own RESP3 shape (sets, maps) */
+    SAME(&kg, &red, "*1\r\n*10\r\n$3\r\nget\r\n:2\r\n~2\r\n", "COMMAND", "INFO", "get");
+    SAME(&kg, &red, "*1\r\n_\r\n", "COMMAND", "INFO", "nosuchcommand");
+    SAME(&kg, &red, "%1\r\n$3\r\nget\r\n%", "COMMAND", "DOCS", "get");
+    /* CLIENT TRACKING: refused, pointing at the near cache */
+    raw_send(&kg, "CLIENT", "TRACKING", "on", NULL);
+    expect_raw_prefix(&kg, "-DENIED", "CLIENT TRACKING");
+    raw_send(&kg, "CLIENT", "TRACKING", "on", NULL);
+    char *tr = raw_reply(&kg, NULL);
+    ck_assert_msg(strstr(tr, "near cache") != NULL, "CLIENT TRACKING: %s", shown(tr));
+    free(tr);
+    /* HELLO inside MULTI: keygate refuses local commands there */
+    raw_send(&kg, "MULTI", NULL);
+    expect_raw(&kg, "+OK\r\n", "MULTI");
+    raw_send(&kg, "HELLO", "2", NULL);
+    expect_raw_prefix(&kg, "-", "HELLO inside MULTI");
+    raw_send(&kg, "DISCARD", NULL);
+    expect_raw(&kg, "+OK\r\n", "DISCARD");
+    /* holding a subscriber connection: HELLO 2 is refused, HELLO 3 is fine */
+    raw_send(&kg, "SUBSCRIBE", "push:r3g", NULL);
+    expect_raw(&kg, ">3\r\n$9\r\nsubscribe\r\n$8\r\npush:r3g\r\n:1\r\n", "SUBSCRIBE");
+    raw_send(&kg, "HELLO", "2", NULL);
+    expect_raw_prefix(&kg, "-ERR keygate: HELLO cannot change the protocol while subscribed", "HELLO 2 subscribed");
+    raw_send(&kg, "HELLO", "3", NULL);
+    expect_raw(&kg, want, "HELLO 3 subscribed");
+    raw_send(&kg, "UNSUBSCRIBE", NULL);
+    expect_raw(&kg, ">3\r\n$11\r\nunsubscribe\r\n$8\r\npush:r3g\r\n:0\r\n", "UNSUBSCRIBE");
+    /* WATCHing: HELLO 2 refused too */
+    raw_send(&kg, "WATCH", "q:r3g:w", NULL);
+    expect_raw(&kg, "+OK\r\n", "WATCH");
+    raw_send(&kg, "HELLO", "2", NULL);
+    expect_raw_prefix(&kg, "-ERR keygate: HELLO cannot change the protocol while WATCHing", "HELLO 2 watching");
+    raw_send(&kg, "UNWATCH", NULL);
+    expect_raw(&kg, "+OK\r\n", "UNWATCH");
+    /* HELLO 2: back to RESP2, on RESP2 connections */
+    raw_send(&kg, "HELLO", "2", NULL);
+    expect_raw_prefix(&kg, "*14\r\n$6\r\nserver\r\n$7\r\nkeygate\r\n", "HELLO 2");
+    raw_send(&kg, "HSET", "q:r3g:h", "f", "v", NULL);
+    expect_raw(&kg, ":1\r\n", "HSET");
+    raw_send(&kg, "HGETALL", "q:r3g:h", NULL);
+    expect_raw(&kg, "*2\r\n$1\r\nf\r\n$1\r\nv\r\n", "HGETALL after HELLO 2");
+    raw_send(&kg, "GET", "q:r3g:none", NULL);
+    expect_raw(&kg, "$-1\r\n", "a RESP2 nil after HELLO 2");
+    raw_send(&kg, "CLIENT", "GETNAME", NULL);
+    expect_raw(&kg, "$-1\r\n", "a RESP2 local nil after HELLO 2");
+    raw_close(&kg);
+    raw_close(&red);
+}
+END_TEST
+
+/* RESP2 clients of the same keygate, interleaved with a RESP3 one, get RESP2's bytes. */
+START_TEST(test_resp2_clients_unaffected)
+{
+    struct raw k3, k2, d2;
+    kg3(&k3);
+    kg2(&k2);
+    direct_raw(&d2, "durable", 0);
+    raw_send(&k3, "HSET", "q:r3h:h", "a", "1", NULL);
+    expect_raw(&k3, ":1\r\n", "HSET");
+    raw_send(&k3, "ZADD", "q:r3h:z", "1.5", "m", NULL);
+    expect_raw(&k3, ":1\r\n", "ZADD");
+    for (int round = 0; round < 3; round++) {
+        SAME(&k2, &d2, "*2\r\n", "HGETALL", "q:r3h:h");
+        SAME(&k2, &d2, "$3\r\n1.5", "ZSCORE", "q:r3h:z", "m");
+        SAME(&k2, &d2, "$-1", "GET", "q:r3h:none");
+        SAME(&k2, &d2, "*-1", "BLPOP", "q:r3h:none", "0.05");
+        raw_send(&k3, "HGETALL", "q:r3h:h", NULL);
+        expect_raw(&k3, "%1\r\n$1\r\na\r\n$1\r\n1\r\n", "RESP3 HGETALL");
+        raw_send(&k3, "ZSCORE", "q:r3h:z", "m", NULL);
+        expect_raw(&k3, ",1.5\r\n", "RESP3 ZSCORE");
+    }
+    raw_send(&k2, "HELLO", NULL);
+    expect_raw_prefix(&k2, "*14\r\n", "HELLO on a RESP2 client");
+    raw_send(&k2, "CLIENT", "INFO", NULL);
+    char *ci = raw_reply(&k2, NULL);
+    ck_assert_msg(ci[0] == '$' && strstr(ci, " resp=2\n\r\n"), "CLIENT INFO: %s", shown(ci));
+    free(ci);
+    raw_close(&k3);
+    raw_close(&k2);
+    raw_close(&d2);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("resp3");
     TCase *tc = harness_tcase(s, "resp3", 60, setup, teardown);
     harness_add_test(tc, test_reply_shapes_byte_for_byte);
+    harness_add_test(tc, test_pubsub_pushes_between_replies);
+    harness_add_test(tc, test_pubsub_pipelined_subscribe_keeps_order);
+    harness_add_test(tc, test_multi_exec_with_ttl_write);
+    harness_add_test(tc, test_mget_split_with_nulls);
+    harness_add_test(tc, test_blocking_pop_timeout_is_null);
+    harness_add_test(tc, test_hello_and_local_answers);
+    harness_add_test(tc, test_resp2_clients_unaffected);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
