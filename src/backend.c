@@ -527,17 +527,11 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
     b->fifo_count--;
     switch (pd.own) {
     case BACKEND_OWN_AUTH:
+    case BACKEND_OWN_HELLO: /* a RESP3 connection's HELLO 3 */
         if (reply[0] == '-') {
             char why[160];
-            snprintf(why, sizeof(why), "AUTH refused: %.*s", (int)(len > 120 ? 120 : len - 2), reply + 1);
-            backend_close(b, why);
-            return -1;
-        }
-        return 0;
-    case BACKEND_OWN_HELLO:
-        if (reply[0] == '-') {
-            char why[160];
-            snprintf(why, sizeof(why), "HELLO 3 refused: %.*s", (int)(len > 120 ? 120 : len - 2), reply + 1);
+            snprintf(why, sizeof(why), "%s refused: %.*s", pd.own == BACKEND_OWN_AUTH ? "AUTH" : "HELLO 3",
+                     (int)(len > 120 ? 120 : len - 2), reply + 1);
             backend_close(b, why);
             return -1;
         }

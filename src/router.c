@@ -90,12 +90,6 @@ void router_unavailable(struct client *c, struct request *req, int instance)
     request_error(req, text);
 }
 
-struct backend *router_shared_for(struct client *c, int instance)
-{
-    if (c->resp3) return backend_for3(c->worker, instance, c->id);
-    return backend_for(c->worker, instance, c->id);
-}
-
 struct backend *router_conn_for(struct client *c, int instance)
 {
     if (c->watch_pin && c->session.watch_instance == instance) return c->watch_pin;
