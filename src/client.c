@@ -482,6 +482,7 @@ static void client_reset(struct client *c, struct request *req)
     session_reset(&c->session, c->worker->cfg->nusers == 0);
     free(c->name);
     c->name = NULL;
+    c->resp3 = 0; /* RESET returns to RESP2, as Redis (its dedicated connections are gone or idle) */
     request_complete(req, STR_AND_LEN("+RESET\r\n"));
 }
 

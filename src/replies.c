@@ -125,6 +125,20 @@ int replies_merge(enum replies_merge_kind kind, const struct replies_part *parts
     return 0;
 }
 
+void replies_verbatim(const char *reply, size_t len, struct bytebuf *out)
+{
+    const char *crlf = len > 3 && reply[0] == '$' ? memchr(reply, '\r', len) : NULL;
+    long long n = -1;
+    if (!crlf || resp_parse_ll(reply + 1, (size_t)(crlf - reply - 1), &n) != 0 || n < 0 ||
+        (size_t)(crlf - reply) + 2 + (size_t)n + 2 != len) {
+        bytebuf_add(out, reply, len);
+        return;
+    }
+    add_header(out, '=', n + 4);
+    bytebuf_add(out, STR_AND_LEN("txt:"));
+    bytebuf_add(out, crlf + 2, (size_t)n + 2);
+}
+
 size_t replies_error(char *buf, size_t size, const char *text)
 {
     assert(size >= 4);

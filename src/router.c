@@ -210,9 +210,15 @@ static void route_merge_info(struct request *req)
         parts[k] =
             (struct info_part){cfg->instance_names[req->parts[k].instance], req->parts[k].reply, req->parts[k].len};
     struct bytebuf out = {0};
-    if (info_merge(req->parts[n].reply, req->parts[n].len, parts, n, &out) == 0)
+    if (info_merge(req->parts[n].reply, req->parts[n].len, parts, n, &out) == 0) {
+        if (req->client && req->client->resp3) { /* RESP3: a verbatim string, as Redis's INFO */
+            struct bytebuf v = {0};
+            replies_verbatim(out.p, out.len, &v);
+            bytebuf_free(&out);
+            out = v;
+        }
         request_complete(req, out.p, out.len);
-    else
+    } else
         request_error(req, "ERR keygate could not merge the instances' INFO replies");
     bytebuf_free(&out);
 }

@@ -591,8 +591,47 @@ START_TEST(test_hello_and_local_answers)
     expect_raw(&kg, "$-1\r\n", "a RESP2 nil after HELLO 2");
     raw_send(&kg, "CLIENT", "GETNAME", NULL);
     expect_raw(&kg, "$-1\r\n", "a RESP2 local nil after HELLO 2");
+    /* RESET returns to RESP2, as on Redis */
+    raw_send(&kg, "HELLO", "3", NULL);
+    expect_raw(&kg, want, "HELLO 3 once more");
+    raw_send(&kg, "RESET", NULL);
+    expect_raw(&kg, "+RESET\r\n", "RESET");
+    raw_send(&kg, "AUTH", "root", ROOT_PASS, NULL);
+    expect_raw(&kg, "+OK\r\n", "AUTH after RESET (users are configured: RESET logs out)");
+    raw_send(&kg, "HGETALL", "q:r3g:h", NULL);
+    expect_raw(&kg, "*2\r\n$1\r\nf\r\n$1\r\nv\r\n", "HGETALL after RESET: RESP2");
     raw_close(&kg);
     raw_close(&red);
+}
+END_TEST
+
+/* INFO with an instance section in RESP3: the instances' RESP3 connections answer verbatim
+ * strings, merged with keygate's sections into one verbatim string, as Redis answers INFO. */
+START_TEST(test_info_instance_sections_verbatim)
+{
+    struct raw k3, k2;
+    kg3(&k3);
+    kg2(&k2);
+    raw_send(&k2, "INFO", "server", "keyspace", NULL);
+    char *bulk = raw_reply(&k2, NULL);
+    raw_send(&k3, "INFO", "server", "keyspace", NULL);
+    char *verb = raw_reply(&k3, NULL);
+    ck_assert_msg(bulk[0] == '$' && strstr(bulk, "# Keyspace (instance durable)"), "RESP2 INFO: %s", shown(bulk));
+    ck_assert_msg(verb[0] == '=' && strstr(verb, "\r\ntxt:# Server\r\n") &&
+                      strstr(verb, "# Keyspace (instance durable)") && strstr(verb, "# Keyspace (instance cache)"),
+                  "RESP3 INFO: %s", shown(verb));
+    long long vlen = atoll(verb + 1), blen = atoll(bulk + 1);
+    ck_assert_int_eq(vlen, (long long)strlen(strstr(verb, "\r\n") + 2) - 2);
+    ck_assert_msg(vlen >= blen - 64 && vlen <= blen + 64, "lengths %lld vs %lld", vlen,
+                  blen); /* uptime etc. may move */
+    free(bulk);
+    free(verb);
+    raw_send(&k3, "INFO", "replication", NULL); /* valkey-glide's start-up question */
+    char *rep = raw_reply(&k3, NULL);
+    ck_assert_msg(rep[0] == '=' && strstr(rep, "\r\nrole:master\r\n"), "INFO replication: %s", shown(rep));
+    free(rep);
+    raw_close(&k3);
+    raw_close(&k2);
 }
 END_TEST
 
@@ -641,5 +680,6 @@ int main(void)
     harness_add_test(tc, test_blocking_pop_timeout_is_null);
     harness_add_test(tc, test_hello_and_local_answers);
     harness_add_test(tc, test_resp2_clients_unaffected);
+    harness_add_test(tc, test_info_instance_sections_verbatim);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -450,6 +450,25 @@ START_TEST(test_resp3_pick_filter_merge)
 }
 END_TEST
 
+/* INFO for a RESP3 client: the merged bulk as a verbatim string; an error stays itself. */
+START_TEST(test_verbatim_from_bulk)
+{
+    struct bytebuf b = {0};
+    replies_verbatim(LIT("$13\r\n# Server\r\na:1\r\n"), &b);
+    EXPECT_BYTES(b.p, b.len, "=17\r\ntxt:# Server\r\na:1\r\n");
+    b.len = 0;
+    replies_verbatim(LIT("$0\r\n\r\n"), &b);
+    EXPECT_BYTES(b.p, b.len, "=4\r\ntxt:\r\n");
+    b.len = 0;
+    replies_verbatim(LIT("-UNAVAILABLE instance 'cache' is unreachable\r\n"), &b);
+    EXPECT_BYTES(b.p, b.len, "-UNAVAILABLE instance 'cache' is unreachable\r\n");
+    b.len = 0;
+    replies_verbatim(LIT("$5\r\nab\r\n"), &b); /* not a whole bulk: as it came */
+    EXPECT_BYTES(b.p, b.len, "$5\r\nab\r\n");
+    bytebuf_free(&b);
+}
+END_TEST
+
 START_TEST(test_error_normal)
 {
     char buf[128];
@@ -523,6 +542,7 @@ static Suite *replies_suite(void)
     tcase_add_test(mrg, test_merge_values_refuses);
     tcase_add_test(mrg, test_resp3_pick_filter_merge);
     tcase_add_test(err, test_error_normal);
+    tcase_add_test(err, test_verbatim_from_bulk);
     tcase_add_test(err, test_error_cut_to_fit);
     tcase_add_test(err, test_unavailable_text);
     suite_add_tcase(s, pk);
