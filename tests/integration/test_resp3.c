@@ -668,6 +668,39 @@ START_TEST(test_resp2_clients_unaffected)
 }
 END_TEST
 
+/* client-timeout spares a subscribed RESP3 client (in normal mode: no RESP2 subscribed
+ * state marks it) as Redis spares pub/sub clients; an idle RESP3 client is closed. */
+START_TEST(test_client_timeout_spares_resp3_subscriber)
+{
+    char hash[65], extra[256];
+    harness_sha256_hex(ROOT_PASS, hash);
+    snprintf(extra, sizeof(extra), "user root sha256=%s owners=* access=rw scripts=yes\nclient-timeout 1s\n", hash);
+    struct harness_opts o = {.extra_config = extra};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart with client-timeout 1s: %s", h.error);
+    struct raw sub, idle, pub;
+    kg3(&sub);
+    kg3(&idle);
+    raw_send(&sub, "SUBSCRIBE", "push:r3t", NULL);
+    expect_raw(&sub, ">3\r\n$9\r\nsubscribe\r\n$8\r\npush:r3t\r\n:1\r\n", "SUBSCRIBE");
+    sleep_ms(2500);
+    /* the idle one was closed: reading gives EOF */
+    struct pollfd pfd = {.fd = idle.fd, .events = POLLIN};
+    char byte;
+    ck_assert_msg(poll(&pfd, 1, 1000) == 1 && read(idle.fd, &byte, 1) == 0, "the idle RESP3 client is still open");
+    kg3(&pub);
+    raw_send(&pub, "PUBLISH", "push:r3t", "still", NULL);
+    expect_raw(&pub, ":1\r\n", "PUBLISH to the quiet RESP3 subscriber");
+    char msg[128];
+    push_message(msg, sizeof(msg), "push:r3t", "still");
+    expect_raw(&sub, msg, "the message after 2.5 s of quiet");
+    raw_send(&sub, "GET", "q:r3t:none", NULL);
+    expect_raw(&sub, "_\r\n", "a command on the subscribed connection");
+    raw_close(&sub);
+    raw_close(&idle);
+    raw_close(&pub);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("resp3");
@@ -681,5 +714,6 @@ int main(void)
     harness_add_test(tc, test_hello_and_local_answers);
     harness_add_test(tc, test_resp2_clients_unaffected);
     harness_add_test(tc, test_info_instance_sections_verbatim);
+    harness_add_test(tc, test_client_timeout_spares_resp3_subscriber); /* last: restarts keygate */
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
