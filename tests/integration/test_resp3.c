@@ -442,6 +442,51 @@ START_TEST(test_multi_exec_with_ttl_write)
 }
 END_TEST
 
+/* WATCH in RESP3 (the pin is a RESP3 connection): EXEC's array holds RESP3 elements; a WATCH
+ * broken by another client makes EXEC answer RESP3's null, as Redis does (addReplyNullArray). */
+START_TEST(test_watch_exec_in_resp3)
+{
+    struct raw kg, other, red;
+    kg3(&kg);
+    kg2(&other);
+    direct_raw(&red, "durable", 1);
+    raw_send(&kg, "HSET", "q:r3w:h", "a", "1", NULL);
+    expect_raw(&kg, ":1\r\n", "HSET");
+    raw_send(&kg, "WATCH", "q:r3w:h", NULL);
+    expect_raw(&kg, "+OK\r\n", "WATCH");
+    raw_send(&kg, "MULTI", NULL);
+    expect_raw(&kg, "+OK\r\n", "MULTI");
+    raw_send(&kg, "HGETALL", "q:r3w:h", NULL);
+    expect_raw(&kg, "+QUEUED\r\n", "queued");
+    raw_send(&kg, "EXEC", NULL);
+    expect_raw(&kg, "*1\r\n%1\r\n$1\r\na\r\n$1\r\n1\r\n", "EXEC under WATCH");
+    /* broken WATCH: Redis's own answer first, then keygate's */
+    raw_send(&red, "WATCH", "q:r3w:h", NULL);
+    expect_raw(&red, "+OK\r\n", "direct WATCH");
+    raw_send(&kg, "WATCH", "q:r3w:h", NULL);
+    expect_raw(&kg, "+OK\r\n", "WATCH again");
+    raw_send(&other, "HSET", "q:r3w:h", "b", "2", NULL);
+    expect_raw(&other, ":1\r\n", "HSET by another client");
+    raw_send(&red, "MULTI", NULL);
+    expect_raw(&red, "+OK\r\n", "direct MULTI");
+    raw_send(&red, "GET", "q:r3w:x", NULL);
+    expect_raw(&red, "+QUEUED\r\n", "direct queued");
+    raw_send(&red, "EXEC", NULL);
+    char *want = raw_reply(&red, NULL);
+    raw_send(&kg, "MULTI", NULL);
+    expect_raw(&kg, "+OK\r\n", "MULTI");
+    raw_send(&kg, "GET", "q:r3w:x", NULL);
+    expect_raw(&kg, "+QUEUED\r\n", "queued");
+    raw_send(&kg, "EXEC", NULL);
+    expect_raw(&kg, want, "EXEC after the WATCHed key changed: Redis's RESP3 null");
+    ck_assert_str_eq(want, "_\r\n");
+    free(want);
+    raw_close(&kg);
+    raw_close(&other);
+    raw_close(&red);
+}
+END_TEST
+
 /* MGET across both instances in RESP3: split, merged; missing keys are RESP3 nulls. DEL
  * across instances: the integers summed. */
 START_TEST(test_mget_split_with_nulls)
@@ -709,6 +754,7 @@ int main(void)
     harness_add_test(tc, test_pubsub_pushes_between_replies);
     harness_add_test(tc, test_pubsub_pipelined_subscribe_keeps_order);
     harness_add_test(tc, test_multi_exec_with_ttl_write);
+    harness_add_test(tc, test_watch_exec_in_resp3);
     harness_add_test(tc, test_mget_split_with_nulls);
     harness_add_test(tc, test_blocking_pop_timeout_is_null);
     harness_add_test(tc, test_hello_and_local_answers);
