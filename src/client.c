@@ -98,6 +98,7 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
             conn_close(c, "cannot set up TLS"); /* its fd closes at the reap */
             return;
         }
+        c->tls_handshaking = 1; /* until BEV_EVENT_CONNECTED */
         bufferevent_setcb(c->bev, client_read_cb, client_write_cb, client_event_cb, c);
         bufferevent_enable(c->bev, EV_READ | EV_WRITE);
     } else {
@@ -897,6 +898,7 @@ static void client_read_cb(struct bufferevent *bev, void *arg)
     struct client *c = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
     size_t avail = evbuffer_get_length(in);
+    c->tls_handshaking = 0; /* decrypted bytes: the handshake is done */
     if (c->closing) {
         evbuffer_drain(in, avail);
         return;
@@ -934,6 +936,7 @@ static void client_event_cb(struct bufferevent *bev, short events, void *arg)
 {
     struct client *c = arg;
     (void)bev;
+    if (events & BEV_EVENT_CONNECTED) c->tls_handshaking = 0;
     if (events & BEV_EVENT_EOF)
         conn_close(c, "connection closed by client");
     else if (events & BEV_EVENT_ERROR)
@@ -961,7 +964,8 @@ static struct client *client_largest(struct worker *w, size_t least)
  * Why c should be closed for a timeout at `now` (wall ms), or NULL:
  *   client-timeout        idle that long, unless it waits for a reply, blocks, or is
  *                         subscribed (as Redis's `timeout` spares blocked and pub/sub clients);
- *   client-header-timeout not authenticated that long after connecting (users configured),
+ *   client-header-timeout a TLS handshake unfinished that long after connecting, or
+ *                         not authenticated that long after connecting (users configured),
  *                         or an unfinished request pending that long that came slower than
  *                         READ_CHUNK_BYTES a second on average (a slowloris; a large upload
  *                         that moves goes on).
@@ -975,6 +979,8 @@ static const char *client_timed_out(const struct client *c, const struct config 
         return "idle past client-timeout";
     if (header <= 0) return NULL;
     *since = c->created_ms;
+    if (c->tls_handshaking && now - c->created_ms >= header)
+        return "TLS handshake unfinished within client-header-timeout";
     if (cfg->nusers > 0 && !c->session.authenticated && now - c->created_ms >= header)
         return "not authenticated within client-header-timeout";
     *since = c->partial_since_ms;

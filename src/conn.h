@@ -36,6 +36,7 @@ struct client {
     int64_t last_active_ms;   /* wall clock of the last bytes read (client-timeout) */
     int64_t partial_since_ms; /* wall clock since an unfinished request waits for more bytes, 0 = none */
     int need_more;            /* the last parse stopped inside an unfinished request */
+    int tls_handshaking;      /* a TLS client whose handshake has not finished (client-header-timeout) */
     const char *last_cmd;     /* name of the last command (the command table's string) */
     int resp3;                /* HELLO 3: replies are RESP3 (its backend connections are RESP3 ones) */
     /* input */

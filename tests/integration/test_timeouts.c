@@ -1,7 +1,9 @@
 /* test_timeouts.c: integration tests of keygate's timeouts: idle clients, slow or unauthenticated clients, frozen backends, reconnect jitter. */
 #include <check.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -51,14 +53,19 @@ static redisContext *login(void)
 }
 
 /* A plain socket to keygate. */
-static int raw_connect(void)
+static int raw_connect_to(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)h.port),
+                             .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     ck_assert_msg(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect: %s", strerror(errno));
     return fd;
+}
+
+static int raw_connect(void)
+{
+    return raw_connect_to(h.port);
 }
 
 /* Wait up to ms for fd to be closed by keygate (EOF); returns the ms it took, or -1. */
@@ -220,6 +227,51 @@ START_TEST(test_slowloris_is_closed_but_a_moving_upload_is_not)
 }
 END_TEST
 
+START_TEST(test_stalled_tls_handshake_is_closed_after_header_timeout)
+{
+    /* no users (so no AUTH deadline): a TLS client that never finishes its handshake is
+     * closed by client-header-timeout; one that finished it and idles is not */
+    int port = harness_free_port();
+    char conf[2 * PATH_MAX + 256];
+    snprintf(conf, sizeof conf,
+             "client-header-timeout 1s\nlisten 127.0.0.1:%d tls cert=%s/build/certs/server.crt "
+             "key=%s/build/certs/server.key\n",
+             port, h.root, h.root);
+    struct harness_opts o = {.extra_config = conf};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart with a TLS listener: %s", h.error);
+    int silent = raw_connect_to(port); /* TCP up, no ClientHello */
+    int partial = raw_connect_to(port);
+    send_all(partial, "\x16\x03\x01", 3); /* the first bytes of a TLS record, then nothing */
+
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    ck_assert_ptr_nonnull(ctx);
+    SSL *ssl = SSL_new(ctx);
+    int done = raw_connect_to(port);
+    SSL_set_fd(ssl, done);
+    ck_assert_msg(SSL_connect(ssl) == 1, "TLS handshake with keygate failed");
+
+    long long took = wait_eof(silent, 4000), took_partial = wait_eof(partial, 4000);
+    ck_assert_msg(took >= 700 && took < 2600, "a TLS client that sent nothing was closed after %lld ms (want ~1 s)",
+                  took);
+    ck_assert_msg(took_partial >= 0 && took_partial < 2600,
+                  "a TLS client stuck in its ClientHello was closed after %lld ms (want ~1 s)", took_partial);
+    /* the finished handshake stayed: it is served (2 s and more after connecting) */
+    ck_assert_int_eq(SSL_write(ssl, "*1\r\n$4\r\nPING\r\n", 14), 14);
+    char buf[16] = "";
+    int n = SSL_read(ssl, buf, sizeof buf - 1);
+    ck_assert_msg(n >= 7 && memcmp(buf, "+PONG\r\n", 7) == 0, "PING on the finished TLS connection: %d bytes", n);
+    SSL_free(ssl);
+    SSL_CTX_free(ctx);
+    close(done);
+    close(silent);
+    close(partial);
+    char *log = harness_keygate_log(&h);
+    ck_assert_msg(log && strstr(log, "TLS handshake unfinished within client-header-timeout"),
+                  "keygate's log does not say why the TLS clients were closed");
+    free(log);
+}
+END_TEST
+
 /* Kill cache and listen on its port (the kernel frees it with the process's last thread:
  * bind is retried for 5 s); the listening socket, which accepts and never speaks. */
 static int cache_port_taken_over(int port)
@@ -261,6 +313,11 @@ START_TEST(test_frozen_backend_times_out_and_comes_back)
     ck_assert_msg(stat_of("backend_timeouts") > before, "backend_timeouts did not count it");
     /* a blocking command on a frozen backend waits its own timeout more: BLPOP 1 fails after ~2 s */
     redisContext *b = login();
+    /* a dedicated connection to durable made while it answers (back in the pool after the
+     * timeout): the frozen BLPOP then waits on a connection, not on a connect */
+    r = cmd(b, "BLPOP q:t:frozen-list 0.01");
+    ck_assert_msg(r->type == REDIS_REPLY_NIL, "BLPOP 0.01 before the freeze: %s", describe(r));
+    freeReplyObject(r);
     ck_assert_int_eq(kill(durable, SIGSTOP), 0);
     t0 = now_ms();
     r = cmd(b, "BLPOP q:t:frozen-list 1");
@@ -412,6 +469,7 @@ int main(void)
     harness_add_test(tc, test_blocked_and_subscribed_clients_are_spared);
     harness_add_test(tc, test_unauthenticated_client_is_closed_after_header_timeout);
     harness_add_test(tc, test_slowloris_is_closed_but_a_moving_upload_is_not);
+    harness_add_test(tc, test_stalled_tls_handshake_is_closed_after_header_timeout);
     harness_add_test(tc, test_frozen_backend_times_out_and_comes_back);
     harness_add_test(tc, test_connections_do_not_reconnect_in_the_same_millisecond);
     harness_add_test(tc, test_tls_handshake_to_a_silent_port_is_bounded_by_connect_timeout);
