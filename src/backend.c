@@ -112,12 +112,35 @@ static void backend_check_timeout(struct backend *b, int64_t now, int64_t timeou
     backend_close(b, why);
 }
 
+static void backend_send_internal(struct backend *b, enum backend_own own, int argc, const char **argv);
+
+/*
+ * backend-info-interval: worker 0's first shared connection to each instance asks INFO
+ * again (the reply goes to topology_on_info_reply: the topology guard and the capacity
+ * gauges). One connection per instance is enough; the others read INFO at connect only.
+ */
+static void backend_info_tick(struct worker *w)
+{
+    if (w->id != 0 || w->stopping) return;
+    int64_t now = mono_ms();
+    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
+        struct backend_pool *pool = &w->pools[i];
+        if (pool->nconns == 0) continue;
+        struct backend *b = &pool->conns[0];
+        if (b->state != BACKEND_READY || now - b->info_sent_ms < w->cfg->backend_info_interval_ms) continue;
+        b->info_sent_ms = now;
+        const char *info[1] = {"INFO"};
+        backend_send_internal(b, BACKEND_OWN_INFO, 1, info);
+    }
+}
+
 /* Every TIMEOUT_TICK_MS: the connections of w against backend-timeout. */
 static void backend_tick_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct worker *w = arg;
     (void)fd;
     (void)what;
+    backend_info_tick(w);
     int64_t timeout_ms = w->cfg->backend_timeout_ms;
     if (timeout_ms <= 0) return;
     int64_t now = mono_ms();
@@ -333,6 +356,7 @@ static void backend_send_staged(struct backend *b)
 {
     if (b->state != BACKEND_READY || b->woff < b->wbuf.len) return;
     if (b->fifo_count == b->unsent) b->waiting_since_ms = mono_ms(); /* the oldest written entry starts waiting */
+    if (b->fifo_count == b->unsent) b->sent_ns = stats_clock(&b->worker->stats); /* latency: from this write */
     struct bytebuf t = b->wbuf;
     b->wbuf = b->out;
     b->out = t;
@@ -498,6 +522,7 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
         }
         return 0;
     default:
+        stats_backend_latency(&b->worker->stats, b->instance, b->worker->stats.now_ns - b->sent_ns);
         b->worker->hooks->deliver(b, &pd, reply, len);
         return 0;
     }
@@ -532,6 +557,7 @@ static void backend_large_partial(struct backend *b, size_t partial)
 static int backend_frame_replies(struct backend *b)
 {
     size_t pos = 0;
+    if (b->rlen > 0) stats_clock(&b->worker->stats); /* the replies' time: one clock read a batch */
     while (pos < b->rlen) {
         long long n = resp_scan_reply(&b->scan, b->rbuf + pos, b->rlen - pos);
         if (n == 0) {

@@ -598,6 +598,12 @@ static int client_handle_frame(struct client *c, const char *frame)
     }
     STAT_INC(&w->stats, commands_processed);
     if (pr.cmd) c->last_cmd = pr.cmd->name;
+    struct stats_mark mark = stats_command(&w->stats, plan.ns ? plan.ns->stats_slot : STATS_NS_NONE,
+                                           !pr.cmd                          ? STATS_OTHER
+                                           : (pr.cmd->flags & CMD_WRITE)    ? STATS_WRITE
+                                           : (pr.cmd->flags & CMD_READONLY) ? STATS_READ
+                                                                            : STATS_OTHER,
+                                           plan.kind == PLAN_FORWARD ? plan.instance : -1, p->frame_len);
 
     if (plan.kind == PLAN_FORWARD && plan.flow == FLOW_UNSUBSCRIBE && client_has_no_subscription(c, &plan)) {
         plan.kind = PLAN_LOCAL; /* nothing subscribed: Redis's empty confirmation */
@@ -608,6 +614,7 @@ static int client_handle_frame(struct client *c, const char *frame)
         return 0;
     }
     struct request *req = request_new(c);
+    req->mark = mark;
     if (c->session.mode == SESSION_MULTI &&
         (plan.kind == PLAN_FORWARD || (plan.kind == PLAN_ERROR && !plan.keeps_transaction))) {
         client_multi_queue(c, req, &plan, frame);
@@ -787,6 +794,7 @@ static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg)
     struct client *c = arg;
     struct worker *w = c->worker;
     (void)what;
+    stats_clock(&w->stats); /* the read time of the requests in this read (one clock read a batch) */
     /* first what is already buffered (resumed after backpressure or a stall) */
     if (c->qlen > 0 && !c->closing && client_parse_and_keep(c, c->qbuf, c->qlen) != 0) return;
     /* then read, but only while requests can be taken: backpressure bounds the buffer */
@@ -831,6 +839,7 @@ static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg)
 static void client_read_cb(struct bufferevent *bev, void *arg)
 {
     struct client *c = arg;
+    stats_clock(&c->worker->stats); /* the read time of the requests in this read */
     struct evbuffer *in = bufferevent_get_input(bev);
     size_t avail = evbuffer_get_length(in);
     if (c->closing) {

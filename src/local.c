@@ -299,6 +299,11 @@ static void local_info(struct client *c, struct request *req, size_t argc, const
                                 i, e->prefix, e->kind == NS_CHANNEL ? "channel" : "namespace",
                                 cfg->instance_names[e->instance], ttl, max, e->sliding, e->owner);
         }
+        struct bytebuf counts = {0}; /* the per-namespace counters and latency percentiles (stats.h) */
+        stats_format_info(&px->workers[0].stats, sizeof(struct worker), px->nworkers, cfg->instance_names,
+                          cfg->ninstances, &counts);
+        evbuffer_add(body, counts.p, counts.len);
+        bytebuf_free(&counts);
         evbuffer_add_printf(body, "\r\n");
     }
     if (section_wanted(argc, argv, argvlen, "instances")) {

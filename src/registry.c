@@ -16,7 +16,7 @@
  * Parsing collects every problem (with its line), then reports them sorted by line.
  */
 
-enum field_id { F_INSTANCE, F_OWNER, F_TTL, F_MAX_TTL, F_NEAR_CACHE, F_PURPOSE, F_SLIDING, F_COUNT };
+enum field_id { F_INSTANCE, F_OWNER, F_TTL, F_MAX_TTL, F_NEAR_CACHE, F_PURPOSE, F_SLIDING, F_DEPTH, F_COUNT };
 
 static const struct {
     const char *name;
@@ -24,7 +24,7 @@ static const struct {
 } fields[F_COUNT] = {
     [F_INSTANCE] = {"instance", 1}, [F_OWNER] = {"owner", 1},           [F_TTL] = {"ttl", 0},
     [F_MAX_TTL] = {"max-ttl", 0},   [F_NEAR_CACHE] = {"near-cache", 0}, [F_PURPOSE] = {"purpose", 1},
-    [F_SLIDING] = {"sliding", 0},
+    [F_SLIDING] = {"sliding", 0},   [F_DEPTH] = {"depth", 0}, /* the sampler sums the lengths of its lists, streams and zsets */
 };
 
 struct line_error {
@@ -143,15 +143,16 @@ static int field_apply(struct parse_ctx *ctx, int line, struct namespace_entry *
     int f = -1;
     for (int i = 0; i < F_COUNT; i++)
         if (strlen(fields[i].name) == name_len && memcmp(fields[i].name, name, name_len) == 0) f = i;
-    if (f < 0 || (f == F_SLIDING) != (value == NULL)) {
-        if (f == F_SLIDING)
-            err_add(ctx, line, "'sliding' is a flag word and takes no value");
+    int flag = f == F_SLIDING || f == F_DEPTH;
+    if (f < 0 || flag != (value == NULL)) {
+        if (flag)
+            err_add(ctx, line, "'%s' is a flag word and takes no value", fields[f].name);
         else if (f >= 0)
             err_add(ctx, line, "field '%s' needs a value (%s=...)", fields[f].name, fields[f].name);
         else
             err_add(ctx, line,
                     "unknown field '%.*s' (fields: instance= owner= ttl= max-ttl= "
-                    "near-cache= purpose= and the flag word sliding)",
+                    "near-cache= purpose= and the flag words sliding, depth)",
                     (int)name_len, name);
         return -1;
     }
@@ -161,7 +162,7 @@ static int field_apply(struct parse_ctx *ctx, int line, struct namespace_entry *
     }
     if (e->kind == NS_CHANNEL && !fields[f].channel_ok) {
         err_add(ctx, line, "%s%s is not allowed on a channel line (channels hold no keys)", fields[f].name,
-                f == F_SLIDING ? "" : "=");
+                flag ? "" : "=");
         return -1;
     }
     switch (f) {
@@ -188,6 +189,9 @@ static int field_apply(struct parse_ctx *ctx, int line, struct namespace_entry *
         return field_duration(ctx, line, "max-ttl", value, 0, &e->max_ttl_ms) ? -1 : f;
     case F_NEAR_CACHE:
         return field_duration(ctx, line, "near-cache", value, 0, &e->near_cache_ms) ? -1 : f;
+    case F_DEPTH:
+        e->depth = 1;
+        return f;
     default: /* F_SLIDING */
         e->sliding = 1;
         return f;

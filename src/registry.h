@@ -20,8 +20,10 @@ struct namespace_entry {
     int sliding;           /* "sliding" flag word */
     int64_t near_cache_ms; /* 0 = no near cache */
     char *owner;
-    char *purpose; /* may be "" */
-    int line;      /* line in the registry file */
+    char *purpose;       /* may be "" */
+    int line;            /* line in the registry file */
+    int depth;           /* "depth" flag word: the sampler sums its lists', streams' and zsets' lengths */
+    unsigned stats_slot; /* its per-namespace stats slot (stats_ns_slot, set at config load) */
 };
 
 struct registry {

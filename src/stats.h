@@ -1,9 +1,12 @@
-/* stats.h: per-worker counters from one X-macro list (INFO and /metrics read the same list). */
+/* stats.h: per-worker counters (an X-macro list), per-namespace series and latency histograms, and their text forms. */
 #ifndef KEYGATE_STATS_H
 #define KEYGATE_STATS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "util.h"
 
 /* X(field, help text) — every counter keygate keeps. */
 #define STATS_COUNTERS(X)                                                                                              \
@@ -33,21 +36,214 @@
     X(bytes_from_clients, "bytes read from clients")                                                                   \
     X(bytes_to_clients, "bytes written to clients")
 
+/* ---- per-namespace series ----
+ * Each registry entry is given a slot (stats_ns_slot, at config load) in a process-wide,
+ * append-only label table: a reload keeps the slots of unchanged entries and appends new
+ * ones, so a worker's per-slot array stays valid and its counters monotonic. Slot 0 is
+ * namespace="" (a command naming no key, NONAMESPACE); past STATS_NS_MAX labels every new
+ * entry shares the last slot, namespace="(overflow)". No label value ever comes from a
+ * client: keys are never labels. */
+#define STATS_NS_MAX 1024
+#define STATS_NS_NONE 0
+#define STATS_NS_OVERFLOW (STATS_NS_MAX - 1)
+
+/* Command classes: by the command table's write / readonly flags; the rest (no key,
+ * local, pub/sub, scripts without flags) are "other". */
+enum stats_class { STATS_READ = 0, STATS_WRITE, STATS_OTHER, STATS_NCLASSES };
+
+/* Codes of keygate's own error replies, counted per namespace (bounded). */
+#define STATS_REFUSED_CODES(X) X(NONAMESPACE) X(CROSSINSTANCE) X(DENIED) X(NOPERM) X(NOAUTH) X(UNAVAILABLE) X(OTHER)
+/* Codes of the backend's error replies passed through (bounded: never the raw word). */
+#define STATS_BACKEND_CODES(X)                                                                                         \
+    X(OOM) X(WRONGTYPE) X(BUSY) X(NOSCRIPT) X(READONLY) X(MISCONF) X(LOADING) X(EXECABORT) X(NOPERM) X(ERR) X(OTHER)
+
+#define STATS_ENUM_REFUSED(c) STATS_REFUSED_##c,
+enum stats_refused { STATS_REFUSED_CODES(STATS_ENUM_REFUSED) STATS_NREFUSED };
+#undef STATS_ENUM_REFUSED
+#define STATS_ENUM_BACKEND(c) STATS_BACKEND_##c,
+enum stats_backend_code { STATS_BACKEND_CODES(STATS_ENUM_BACKEND) STATS_NBACKEND_CODES };
+#undef STATS_ENUM_BACKEND
+
+struct stats_ns {
+    uint64_t commands[STATS_NCLASSES];
+    uint64_t refused[STATS_NREFUSED];
+    uint64_t ttl_injected;
+    uint64_t ttl_refused; /* client TTLs over max-ttl (-DENIED ... above max-ttl) */
+    uint64_t received_bytes;
+    uint64_t sent_bytes;
+    uint64_t backend_errors[STATS_NBACKEND_CODES];
+};
+
+/* ---- latency histograms: upper bounds 50 us .. 5 s (ns), plus +Inf ---- */
+#define STATS_HIST_BOUNDS_NS                                                                                           \
+    {                                                                                                                  \
+        50000ull, 100000ull, 250000ull, 500000ull, 1000000ull, 2500000ull, 5000000ull, 10000000ull, 25000000ull,       \
+            50000000ull, 100000000ull, 250000000ull, 500000000ull, 1000000000ull, 2500000000ull, 5000000000ull         \
+    }
+#define STATS_HIST_NBOUNDS 16
+
+/* bucket[i]: observations in (bound[i-1], bound[i]]; bucket[NBOUNDS]: above the last.
+ * Not cumulative (one increment an observation); the count is their sum. */
+struct stats_hist {
+    uint64_t bucket[STATS_HIST_NBOUNDS + 1];
+    uint64_t sum_ns;
+};
+
+/* Instances a histogram array holds (config.h's CONFIG_MAX_INSTANCES fits: asserted there). */
+#define STATS_MAX_INSTANCES 8
+
+/* What a request carries for its stats: when it was read, its namespace slot and class,
+ * the instance it went to (-1: none). */
+struct stats_mark {
+    uint64_t t0_ns;
+    uint16_t slot;
+    uint8_t cls;
+    int8_t instance;
+};
+
 struct stats {
 #define STATS_FIELD(name, help) uint64_t name;
     STATS_COUNTERS(STATS_FIELD)
 #undef STATS_FIELD
+    uint64_t now_ns;     /* the worker's cached monotonic clock (stats_clock: once a read batch) */
+    struct stats_ns *ns; /* STATS_NS_MAX slots, allocated at the first command (atomic pointer) */
+    struct stats_hist backend_latency[STATS_MAX_INSTANCES]; /* request written -> reply framed */
+    struct stats_hist request_duration[STATS_NCLASSES];     /* request read -> reply written */
+    uint64_t rejected_writes[STATS_MAX_INSTANCES];          /* -OOM replies seen per instance */
 };
 
 /* Single writer (the owning worker), any reader: relaxed atomics, no lock. */
 #define STAT_ADD(st, field, n)                                                                                         \
     __atomic_store_n(&(st)->field, __atomic_load_n(&(st)->field, __ATOMIC_RELAXED) + (n), __ATOMIC_RELAXED)
 #define STAT_INC(st, field) STAT_ADD(st, field, 1)
+#define STATS_BUMP(p, n) __atomic_store_n((p), __atomic_load_n((p), __ATOMIC_RELAXED) + (n), __ATOMIC_RELAXED)
 
-/* Sum the counters of n stats blocks into out. */
+/* Sum the counters of n stats blocks into out (the STATS_COUNTERS fields; the rest is zeroed). */
 void stats_sum(const struct stats *blocks, size_t stride, int n, struct stats *out);
 
 /* Count an error reply by its code (the first word of `error`). */
 void stats_count_error(struct stats *st, const char *error);
+
+/* ---- recording (the owning worker only) ---- */
+
+/* Read the monotonic clock into st->now_ns and return it (once per read batch). */
+uint64_t stats_clock(struct stats *st);
+
+/* st->ns, allocated on first use (STATS_NS_MAX zeroed slots, freed by stats_free). */
+struct stats_ns *stats_ns_alloc(struct stats *st);
+
+static inline struct stats_ns *stats_ns_of(struct stats *st)
+{
+    struct stats_ns *ns = st->ns;
+    return __builtin_expect(ns != NULL, 1) ? ns : stats_ns_alloc(st);
+}
+
+/* Free what st allocated (at worker exit). */
+void stats_free(struct stats *st);
+
+/* The bucket of an observation of `ns` nanoseconds. Pure. */
+static inline int stats_hist_bucket(uint64_t ns)
+{
+    static const uint64_t bounds[STATS_HIST_NBOUNDS] = STATS_HIST_BOUNDS_NS;
+    int i = 0;
+    while (i < STATS_HIST_NBOUNDS && ns > bounds[i]) i++;
+    return i;
+}
+
+static inline void stats_hist_add(struct stats_hist *h, uint64_t ns)
+{
+    STATS_BUMP(&h->bucket[stats_hist_bucket(ns)], 1);
+    STATS_BUMP(&h->sum_ns, ns);
+}
+
+/*
+ * A command was parsed: count it under namespace `slot` and class `cls`, with its
+ * request bytes, and return the mark its request carries (read time = st->now_ns).
+ * `instance` is the instance it goes to, -1 for none.
+ */
+static inline struct stats_mark stats_command(struct stats *st, unsigned slot, enum stats_class cls, int instance,
+                                              size_t bytes)
+{
+    struct stats_ns *n = &stats_ns_of(st)[slot];
+    STATS_BUMP(&n->commands[cls], 1);
+    STATS_BUMP(&n->received_bytes, bytes);
+    return (struct stats_mark){.t0_ns = st->now_ns,
+                               .slot = (uint16_t)slot,
+                               .cls = (uint8_t)cls,
+                               .instance = (int8_t)instance};
+}
+
+/* The request's reply (len bytes) goes to its client now: sent bytes, and its duration
+ * from read to now (st->now_ns) in the class histogram. */
+static inline void stats_reply_out(struct stats *st, const struct stats_mark *m, size_t len)
+{
+    STATS_BUMP(&stats_ns_of(st)[m->slot].sent_bytes, len);
+    uint64_t now = st->now_ns;
+    stats_hist_add(&st->request_duration[m->cls], now > m->t0_ns ? now - m->t0_ns : 0);
+}
+
+/* A backend reply was framed on `instance`, `ns` after the write of its batch. */
+static inline void stats_backend_latency(struct stats *st, int instance, uint64_t ns)
+{
+    if (instance >= 0 && instance < STATS_MAX_INSTANCES) stats_hist_add(&st->backend_latency[instance], ns);
+}
+
+/* keygate refuses the request with `error` ("CODE message"): stats_count_error, plus the
+ * namespace's refused-by-code counter and, for a client TTL above max-ttl, ttl_refused. */
+void stats_refused(struct stats *st, const struct stats_mark *m, const char *error);
+
+/* The backend's reply to the request is the error reply[0..len) ("-CODE ..."): counted per
+ * namespace by code, and an -OOM as a rejected write of the mark's instance. */
+void stats_backend_error(struct stats *st, const struct stats_mark *m, const char *reply, size_t len);
+
+/* The request was given the registry's TTL (keygate_namespace_ttl_injected_total). */
+static inline void stats_ttl_injected(struct stats *st, const struct stats_mark *m)
+{
+    STAT_INC(st, ttl_injected);
+    STATS_BUMP(&stats_ns_of(st)[m->slot].ttl_injected, 1);
+}
+
+/* The fixed code of an error reply's first word (without '-'): an index of STATS_BACKEND_CODES. Pure. */
+enum stats_backend_code stats_backend_code(const char *word, size_t len);
+
+/* ---- labels (the main thread, at config load) ---- */
+
+/* The slot of the namespace (prefix, kind, instance name, owner): an existing one when the
+ * same labels were bound before, else a new one (STATS_NS_OVERFLOW once the table is full). */
+unsigned stats_ns_slot(const char *prefix, int channel, const char *instance, const char *owner);
+
+/* Forget every label (tests). */
+void stats_ns_reset(void);
+
+/* ---- reading: sums over n blocks (`stride` bytes apart), any thread ---- */
+
+/* Slot `slot` summed over the workers. */
+void stats_ns_sum(const struct stats *blocks, size_t stride, int n, unsigned slot, struct stats_ns *out);
+
+/* Histogram sums: the backend latency of `instance`, the request duration of `cls`. */
+void stats_hist_sum_backend(const struct stats *blocks, size_t stride, int n, int instance, struct stats_hist *out);
+void stats_hist_sum_request(const struct stats *blocks, size_t stride, int n, int cls, struct stats_hist *out);
+
+/* The value below which `q` (0..1) of the observations fall, in microseconds, read from the
+ * buckets as Prometheus's histogram_quantile does (linear within a bucket; the last bound
+ * for +Inf). 0 with no observations. Pure. */
+double stats_hist_quantile_us(const struct stats_hist *h, double q);
+
+/*
+ * The Prometheus text of the per-namespace series (keygate_namespace_*) and the two
+ * histograms (keygate_backend_latency_seconds{instance}, keygate_request_duration_seconds
+ * {class}), appended to out. `instances` names the histogram instances (ninstances).
+ */
+void stats_format_prometheus(const struct stats *blocks, size_t stride, int n, const char *const *instances,
+                             size_t ninstances, struct bytebuf *out);
+
+/*
+ * INFO's lines for the namespaces section (CRLF-ended): one "nsstat_<slot>:namespace=P,
+ * instance=I,owner=O,cmd_read=..,..." line per bound slot, then latency percentiles
+ * (as INFO latencystats): "latency_percentiles_usec_backend_<instance>:p50=..,p99=..,p99.9=.."
+ * and "latency_percentiles_usec_request_<class>:...".
+ */
+void stats_format_info(const struct stats *blocks, size_t stride, int n, const char *const *instances,
+                       size_t ninstances, struct bytebuf *out);
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "config.h"
 #include "util.h"
@@ -107,12 +108,61 @@ int topology_check(const char *name, const char *info, char *problems, size_t le
     return pb.count;
 }
 
+static uint64_t info_u64(const char *info, const char *field)
+{
+    char v[32];
+    return info_field(info, field, v, sizeof(v)) == 0 ? strtoull(v, NULL, 10) : 0;
+}
+
+static int info_is(const char *info, const char *field, const char *want)
+{
+    char v[32];
+    return info_field(info, field, v, sizeof(v)) == 0 && strcmp(v, want) == 0;
+}
+
+int topology_parse_capacity(const char *info, struct topology_capacity *out)
+{
+    char v[32];
+    memset(out, 0, sizeof(*out));
+    if (info_field(info, "used_memory", v, sizeof(v)) != 0 && info_field(info, "maxmemory", v, sizeof(v)) != 0)
+        return -1;
+    out->valid = 1;
+    out->used_memory = info_u64(info, "used_memory");
+    out->maxmemory = info_u64(info, "maxmemory");
+    out->evicted_keys = info_u64(info, "evicted_keys");
+    out->expired_keys = info_u64(info, "expired_keys");
+    out->keyspace_hits = info_u64(info, "keyspace_hits");
+    out->keyspace_misses = info_u64(info, "keyspace_misses");
+    out->connected_clients = info_u64(info, "connected_clients");
+    out->ops_per_sec = info_u64(info, "instantaneous_ops_per_sec");
+    out->aof_enabled = info_is(info, "aof_enabled", "1");
+    out->aof_last_write_ok = info_is(info, "aof_last_write_status", "ok");
+    out->aof_last_rewrite_ok = info_is(info, "aof_last_bgrewrite_status", "ok");
+    if (info_field(info, "role", out->role, sizeof(out->role)) != 0) out->role[0] = '\0';
+    return 0;
+}
+
+double topology_headroom(const struct topology_capacity *c)
+{
+    if (c->maxmemory == 0) return -1;
+    if (c->used_memory >= c->maxmemory) return 0;
+    return (double)(c->maxmemory - c->used_memory) / (double)c->maxmemory;
+}
+
 /* ---- the recorded results: written by workers at connect, read by the admin endpoint ---- */
 
 struct topology_slot {
     int checked;
     char problems[TOPOLOGY_PROBLEMS_MAX];
+    struct topology_capacity capacity;
 };
+
+static int64_t topology_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static pthread_mutex_t topology_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct topology_slot topology_slots[CONFIG_MAX_INSTANCES];
@@ -153,6 +203,26 @@ void topology_record(struct proxy *p, int instance, const char *problems)
     }
 }
 
+/* Keep `cap` as the latest capacity reading of `instance`, stamped now. */
+static void topology_record_capacity(int instance, const struct topology_capacity *cap)
+{
+    if (instance < 0 || instance >= CONFIG_MAX_INSTANCES) return;
+    pthread_mutex_lock(&topology_lock);
+    topology_slots[instance].capacity = *cap;
+    topology_slots[instance].capacity.read_ms = topology_mono_ms();
+    pthread_mutex_unlock(&topology_lock);
+}
+
+void topology_get_capacity(const struct proxy *p, int instance, struct topology_capacity *out)
+{
+    (void)p;
+    memset(out, 0, sizeof(*out));
+    if (instance < 0 || instance >= CONFIG_MAX_INSTANCES) return;
+    pthread_mutex_lock(&topology_lock);
+    *out = topology_slots[instance].capacity;
+    pthread_mutex_unlock(&topology_lock);
+}
+
 int topology_on_info_reply(struct proxy *p, int instance, const char *name, const char *reply, size_t len)
 {
     char problems[TOPOLOGY_PROBLEMS_MAX];
@@ -166,6 +236,8 @@ int topology_on_info_reply(struct proxy *p, int instance, const char *name, cons
             text[blen] = '\0';
             int loading = strncmp(text, "loading:1", 9) == 0 || strstr(text, "\nloading:1") != NULL;
             if (!loading) topology_check(name, text, problems, sizeof(problems));
+            struct topology_capacity cap;
+            if (!loading && topology_parse_capacity(text, &cap) == 0) topology_record_capacity(instance, &cap);
             free(text);
             if (loading) return 1; /* its fields are not final yet: asked again */
             topology_record(p, instance, problems);
