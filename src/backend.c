@@ -121,6 +121,7 @@ static void backend_send_internal(struct backend *b, enum backend_own own, int a
  */
 static void backend_info_tick(struct worker *w)
 {
+    stats_flush(&w->stats); /* (every worker) the replies counted since its last read show in /metrics */
     if (w->id != 0 || w->stopping) return;
     int64_t now = mono_ms();
     for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
@@ -522,7 +523,6 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
         }
         return 0;
     default:
-        stats_backend_latency(&b->worker->stats, b->instance, b->worker->stats.now_ns - b->sent_ns);
         b->worker->hooks->deliver(b, &pd, reply, len);
         return 0;
     }
@@ -558,6 +558,7 @@ static int backend_frame_replies(struct backend *b)
 {
     size_t pos = 0;
     if (b->rlen > 0) stats_clock(&b->worker->stats); /* the replies' time: one clock read a batch */
+    uint64_t nreplies = 0;                           /* replies for the hooks: one latency observation each */
     while (pos < b->rlen) {
         long long n = resp_scan_reply(&b->scan, b->rbuf + pos, b->rlen - pos);
         if (n == 0) {
@@ -580,12 +581,15 @@ static int backend_frame_replies(struct backend *b)
             reply = dropped;
         }
         int own_head = b->fifo_count > 0 && b->fifo[b->fifo_head].own != BACKEND_OWN_NONE;
+        nreplies += !b->subscriber && !own_head;
         if (b->subscriber && !own_head)
             b->worker->hooks->push(b, reply, len);
         else if (backend_deliver(b, reply, len) != 0)
             return -1;
         assert(b->fd >= 0); /* the hooks do not close the backend they are called for */
     }
+    /* every reply of this read took as long: its batch's write to now */
+    if (nreplies) stats_backend_latency(&b->worker->stats, b->instance, b->worker->stats.now_ns - b->sent_ns, nreplies);
     if (pos > 0) {
         b->waiting_since_ms = mono_ms(); /* replies came: the next entry's wait begins now (one clock read a batch) */
         memmove(b->rbuf, b->rbuf + pos, b->rlen - pos);

@@ -598,12 +598,13 @@ static int client_handle_frame(struct client *c, const char *frame)
     }
     STAT_INC(&w->stats, commands_processed);
     if (pr.cmd) c->last_cmd = pr.cmd->name;
-    struct stats_mark mark = stats_command(&w->stats, plan.ns ? plan.ns->stats_slot : STATS_NS_NONE,
-                                           !pr.cmd                          ? STATS_OTHER
-                                           : (pr.cmd->flags & CMD_WRITE)    ? STATS_WRITE
-                                           : (pr.cmd->flags & CMD_READONLY) ? STATS_READ
-                                                                            : STATS_OTHER,
-                                           plan.kind == PLAN_FORWARD ? plan.instance : -1, p->frame_len);
+    struct stats_mark mark = stats_command(
+        &w->stats,
+        stats_key(plan.ns ? plan.ns->stats_slot : STATS_NS_NONE, !pr.cmd                          ? STATS_OTHER
+                                                                 : (pr.cmd->flags & CMD_WRITE)    ? STATS_WRITE
+                                                                 : (pr.cmd->flags & CMD_READONLY) ? STATS_READ
+                                                                                                  : STATS_OTHER),
+        plan.kind == PLAN_FORWARD ? plan.instance : -1, p->frame_len);
 
     if (plan.kind == PLAN_FORWARD && plan.flow == FLOW_UNSUBSCRIBE && client_has_no_subscription(c, &plan)) {
         plan.kind = PLAN_LOCAL; /* nothing subscribed: Redis's empty confirmation */

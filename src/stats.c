@@ -43,8 +43,28 @@ void stats_count_error(struct stats *st, const char *error)
 
 /* ---- recording ---- */
 
+void stats_flush(struct stats *st)
+{
+    struct stats_command_run *c = &st->commands;
+    if (c->n) {
+        struct stats_ns *n = &stats_ns_of(st)[STATS_KEY_SLOT(c->key)];
+        STATS_BUMP(&n->commands[STATS_KEY_CLASS(c->key)], c->n);
+        STATS_BUMP(&n->received_bytes, c->bytes);
+    }
+    c->n = 0;
+    c->bytes = 0;
+    struct stats_run *r = &st->run;
+    if (r->n) {
+        STATS_BUMP(&stats_ns_of(st)[STATS_KEY_SLOT(r->key)].sent_bytes, r->bytes);
+        uint64_t now = st->now_ns;
+        stats_hist_add(&st->request_duration[STATS_KEY_CLASS(r->key)], now > r->t0_ns ? now - r->t0_ns : 0, r->n);
+    }
+    *r = (struct stats_run){.t0_ns = UINT64_MAX};
+}
+
 uint64_t stats_clock(struct stats *st)
 {
+    if (st->run.n || st->commands.n) stats_flush(st);
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
@@ -81,7 +101,7 @@ static enum stats_refused refused_code(const char *error)
 void stats_refused(struct stats *st, const struct stats_mark *m, const char *error)
 {
     stats_count_error(st, error);
-    struct stats_ns *n = &stats_ns_of(st)[m->slot];
+    struct stats_ns *n = &stats_ns_of(st)[STATS_KEY_SLOT(m->key)];
     enum stats_refused code = refused_code(error);
     STATS_BUMP(&n->refused[code], 1);
     /* ttl.c's text for a client TTL over the namespace's max-ttl */
@@ -105,7 +125,7 @@ void stats_backend_error(struct stats *st, const struct stats_mark *m, const cha
     size_t w = 1;
     while (w < len && reply[w] != ' ' && reply[w] != '\r') w++;
     enum stats_backend_code code = stats_backend_code(reply + 1, w > 0 ? w - 1 : 0);
-    STATS_BUMP(&stats_ns_of(st)[m->slot].backend_errors[code], 1);
+    STATS_BUMP(&stats_ns_of(st)[STATS_KEY_SLOT(m->key)].backend_errors[code], 1);
     if (code == STATS_BACKEND_OOM && m->instance >= 0 && m->instance < STATS_MAX_INSTANCES)
         STATS_BUMP(&st->rejected_writes[m->instance], 1);
 }

@@ -92,13 +92,36 @@ struct stats_hist {
 /* Instances a histogram array holds (config.h's CONFIG_MAX_INSTANCES fits: asserted there). */
 #define STATS_MAX_INSTANCES 8
 
-/* What a request carries for its stats: when it was read, its namespace slot and class,
- * the instance it went to (-1: none). */
+/* A namespace slot and a command class in one number: slot << 2 | class. */
+static inline uint32_t stats_key(unsigned slot, enum stats_class cls)
+{
+    return (uint32_t)slot << 2 | (uint32_t)cls;
+}
+#define STATS_KEY_SLOT(key) ((key) >> 2)
+#define STATS_KEY_CLASS(key) ((key)&3u)
+
+/* Replies that went out back to back with the same read time and key (namespace, class):
+ * counted as one run (the sum of their bytes, one histogram update for n) when it ends. */
+struct stats_run {
+    uint64_t t0_ns; /* UINT64_MAX: no run */
+    uint64_t bytes;
+    uint32_t n;
+    uint32_t key;
+};
+
+/* Commands parsed back to back with the same key: one counter update for n. */
+struct stats_command_run {
+    uint64_t bytes;
+    uint32_t n;
+    uint32_t key;
+};
+
+/* What a request carries for its stats: when it was read, its key (namespace slot and
+ * class), the instance it went to (-1: none). */
 struct stats_mark {
     uint64_t t0_ns;
-    uint16_t slot;
-    uint8_t cls;
-    int8_t instance;
+    uint32_t key;
+    int32_t instance;
 };
 
 struct stats {
@@ -110,6 +133,8 @@ struct stats {
     struct stats_hist backend_latency[STATS_MAX_INSTANCES]; /* request written -> reply framed */
     struct stats_hist request_duration[STATS_NCLASSES];     /* request read -> reply written */
     uint64_t rejected_writes[STATS_MAX_INSTANCES];          /* -OOM replies seen per instance */
+    struct stats_run run;                                   /* replies not yet counted (stats_reply_out) */
+    struct stats_command_run commands;                      /* commands not yet counted (stats_command) */
 };
 
 /* Single writer (the owning worker), any reader: relaxed atomics, no lock. */
@@ -126,7 +151,12 @@ void stats_count_error(struct stats *st, const char *error);
 
 /* ---- recording (the owning worker only) ---- */
 
-/* Read the monotonic clock into st->now_ns and return it (once per read batch). */
+/* Count the pending runs: of commands (stats_command), and of replies (stats_reply_out) at
+ * st->now_ns, the time they went out. */
+void stats_flush(struct stats *st);
+
+/* Read the monotonic clock into st->now_ns and return it (once per read batch); the pending
+ * runs, the replies of which went out at the old now, are counted first. */
 uint64_t stats_clock(struct stats *st);
 
 /* st->ns, allocated on first use (STATS_NS_MAX zeroed slots, freed by stats_free). */
@@ -141,51 +171,69 @@ static inline struct stats_ns *stats_ns_of(struct stats *st)
 /* Free what st allocated (at worker exit). */
 void stats_free(struct stats *st);
 
-/* The bucket of an observation of `ns` nanoseconds. Pure. */
+/* The bucket of an observation of `ns` nanoseconds: the first i with ns <= bound[i], or
+ * STATS_HIST_NBOUNDS (+Inf). Constant time: consecutive bounds are at least 2x apart, so
+ * [2^k, 2^(k+1)) holds at most one of them; first[k] is the first bound >= 2^k, and one
+ * comparison settles it (the UINT64_MAX sentinel closes +Inf). Pure. */
 static inline int stats_hist_bucket(uint64_t ns)
 {
-    static const uint64_t bounds[STATS_HIST_NBOUNDS] = STATS_HIST_BOUNDS_NS;
-    int i = 0;
-    while (i < STATS_HIST_NBOUNDS && ns > bounds[i]) i++;
-    return i;
+    static const uint8_t first[64] = {0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,
+                                      1,  2,  3,  4,  5,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 14,
+                                      15, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16,
+                                      16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16};
+    static const uint64_t bounds[STATS_HIST_NBOUNDS + 1] = {
+        50000ull,     100000ull,     250000ull,     500000ull,     1000000ull,   2500000ull,
+        5000000ull,   10000000ull,   25000000ull,   50000000ull,   100000000ull, 250000000ull,
+        500000000ull, 1000000000ull, 2500000000ull, 5000000000ull, UINT64_MAX};
+    int i = first[63 - __builtin_clzll(ns | 1)];
+    return i + (ns > bounds[i]);
 }
 
-static inline void stats_hist_add(struct stats_hist *h, uint64_t ns)
+/* n observations of `ns` each. */
+static inline void stats_hist_add(struct stats_hist *h, uint64_t ns, uint64_t n)
 {
-    STATS_BUMP(&h->bucket[stats_hist_bucket(ns)], 1);
-    STATS_BUMP(&h->sum_ns, ns);
+    STATS_BUMP(&h->bucket[stats_hist_bucket(ns)], n);
+    STATS_BUMP(&h->sum_ns, ns * n);
 }
 
 /*
- * A command was parsed: count it under namespace `slot` and class `cls`, with its
+ * A command was parsed: count it under `key` (stats_key: its namespace and class), with its
  * request bytes, and return the mark its request carries (read time = st->now_ns).
- * `instance` is the instance it goes to, -1 for none.
+ * `instance` is the instance it goes to, -1 for none. Commands of one pipeline share the
+ * key: they join the pending run, counted by stats_flush (as replies, see stats_reply_out).
  */
-static inline struct stats_mark stats_command(struct stats *st, unsigned slot, enum stats_class cls, int instance,
-                                              size_t bytes)
+static inline struct stats_mark stats_command(struct stats *st, uint32_t key, int instance, size_t bytes)
 {
-    struct stats_ns *n = &stats_ns_of(st)[slot];
-    STATS_BUMP(&n->commands[cls], 1);
-    STATS_BUMP(&n->received_bytes, bytes);
-    return (struct stats_mark){.t0_ns = st->now_ns,
-                               .slot = (uint16_t)slot,
-                               .cls = (uint8_t)cls,
-                               .instance = (int8_t)instance};
+    struct stats_command_run *r = &st->commands;
+    if (key != r->key) {
+        stats_flush(st);
+        r->key = key;
+    }
+    r->n++;
+    r->bytes += bytes;
+    return (struct stats_mark){.t0_ns = st->now_ns, .key = key, .instance = instance};
 }
 
 /* The request's reply (len bytes) goes to its client now: sent bytes, and its duration
- * from read to now (st->now_ns) in the class histogram. */
+ * from read to now (st->now_ns) in the class histogram. A pipeline's replies share read time,
+ * namespace, class and now: they join the pending run, counted by stats_flush (at the next
+ * stats_clock, or the worker's 250 ms tick: /metrics may be that far behind). */
 static inline void stats_reply_out(struct stats *st, const struct stats_mark *m, size_t len)
 {
-    STATS_BUMP(&stats_ns_of(st)[m->slot].sent_bytes, len);
-    uint64_t now = st->now_ns;
-    stats_hist_add(&st->request_duration[m->cls], now > m->t0_ns ? now - m->t0_ns : 0);
+    struct stats_run *r = &st->run;
+    if (m->t0_ns != r->t0_ns || m->key != r->key) {
+        stats_flush(st);
+        r->t0_ns = m->t0_ns;
+        r->key = m->key;
+    }
+    r->n++;
+    r->bytes += len;
 }
 
-/* A backend reply was framed on `instance`, `ns` after the write of its batch. */
-static inline void stats_backend_latency(struct stats *st, int instance, uint64_t ns)
+/* n backend replies were framed on `instance`, `ns` after the write of their batch. */
+static inline void stats_backend_latency(struct stats *st, int instance, uint64_t ns, uint64_t n)
 {
-    if (instance >= 0 && instance < STATS_MAX_INSTANCES) stats_hist_add(&st->backend_latency[instance], ns);
+    if (instance >= 0 && instance < STATS_MAX_INSTANCES) stats_hist_add(&st->backend_latency[instance], ns, n);
 }
 
 /* keygate refuses the request with `error` ("CODE message"): stats_count_error, plus the
@@ -200,7 +248,7 @@ void stats_backend_error(struct stats *st, const struct stats_mark *m, const cha
 static inline void stats_ttl_injected(struct stats *st, const struct stats_mark *m)
 {
     STAT_INC(st, ttl_injected);
-    STATS_BUMP(&stats_ns_of(st)[m->slot].ttl_injected, 1);
+    STATS_BUMP(&stats_ns_of(st)[STATS_KEY_SLOT(m->key)].ttl_injected, 1);
 }
 
 /* The fixed code of an error reply's first word (without '-'): an index of STATS_BACKEND_CODES. Pure. */

@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,37 +109,65 @@ int topology_check(const char *name, const char *info, char *problems, size_t le
     return pb.count;
 }
 
-static uint64_t info_u64(const char *info, const char *field)
-{
-    char v[32];
-    return info_field(info, field, v, sizeof(v)) == 0 ? strtoull(v, NULL, 10) : 0;
-}
-
-static int info_is(const char *info, const char *field, const char *want)
-{
-    char v[32];
-    return info_field(info, field, v, sizeof(v)) == 0 && strcmp(v, want) == 0;
-}
+/* The capacity fields: INFO name -> where it goes (a u64, or a flag set when the value is `flag_value`). */
+static const struct capacity_field {
+    const char *name;
+    size_t offset;
+    const char *flag_value; /* NULL: a number */
+} capacity_fields[] = {
+    {"used_memory", offsetof(struct topology_capacity, used_memory), NULL},
+    {"maxmemory", offsetof(struct topology_capacity, maxmemory), NULL},
+    {"evicted_keys", offsetof(struct topology_capacity, evicted_keys), NULL},
+    {"expired_keys", offsetof(struct topology_capacity, expired_keys), NULL},
+    {"keyspace_hits", offsetof(struct topology_capacity, keyspace_hits), NULL},
+    {"keyspace_misses", offsetof(struct topology_capacity, keyspace_misses), NULL},
+    {"connected_clients", offsetof(struct topology_capacity, connected_clients), NULL},
+    {"instantaneous_ops_per_sec", offsetof(struct topology_capacity, ops_per_sec), NULL},
+    {"aof_enabled", offsetof(struct topology_capacity, aof_enabled), "1"},
+    {"aof_last_write_status", offsetof(struct topology_capacity, aof_last_write_ok), "ok"},
+    {"aof_last_bgrewrite_status", offsetof(struct topology_capacity, aof_last_rewrite_ok), "ok"},
+};
 
 int topology_parse_capacity(const char *info, struct topology_capacity *out)
 {
-    char v[32];
     memset(out, 0, sizeof(*out));
-    if (info_field(info, "used_memory", v, sizeof(v)) != 0 && info_field(info, "maxmemory", v, sizeof(v)) != 0)
+    int memory = 0;
+    /* one pass over the lines ("name:value", CRLF or LF) */
+    for (const char *line = info; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t llen = end ? (size_t)(end - line) : strlen(line);
+        if (llen > 0 && line[llen - 1] == '\r') llen--;
+        const char *colon = memchr(line, ':', llen);
+        if (colon && line[0] != '#') {
+            size_t klen = (size_t)(colon - line), vlen = llen - klen - 1;
+            char value[32];
+            if (vlen >= sizeof(value)) vlen = sizeof(value) - 1;
+            memcpy(value, colon + 1, vlen);
+            value[vlen] = '\0';
+            if (klen == 4 && memcmp(line, "role", 4) == 0) {
+                size_t n = vlen < sizeof(out->role) ? vlen : sizeof(out->role) - 1;
+                memcpy(out->role, value, n);
+                out->role[n] = '\0';
+            }
+            for (size_t f = 0; f < sizeof(capacity_fields) / sizeof(capacity_fields[0]); f++) {
+                const struct capacity_field *cf = &capacity_fields[f];
+                if (strlen(cf->name) != klen || memcmp(cf->name, line, klen) != 0) continue;
+                char *field = (char *)out + cf->offset;
+                if (cf->flag_value)
+                    *(int *)(void *)field = strcmp(value, cf->flag_value) == 0;
+                else
+                    *(uint64_t *)(void *)field = strtoull(value, NULL, 10);
+                if (f < 2) memory = 1;
+                break;
+            }
+        }
+        line = end ? end + 1 : NULL;
+    }
+    if (!memory) {
+        memset(out, 0, sizeof(*out));
         return -1;
+    }
     out->valid = 1;
-    out->used_memory = info_u64(info, "used_memory");
-    out->maxmemory = info_u64(info, "maxmemory");
-    out->evicted_keys = info_u64(info, "evicted_keys");
-    out->expired_keys = info_u64(info, "expired_keys");
-    out->keyspace_hits = info_u64(info, "keyspace_hits");
-    out->keyspace_misses = info_u64(info, "keyspace_misses");
-    out->connected_clients = info_u64(info, "connected_clients");
-    out->ops_per_sec = info_u64(info, "instantaneous_ops_per_sec");
-    out->aof_enabled = info_is(info, "aof_enabled", "1");
-    out->aof_last_write_ok = info_is(info, "aof_last_write_status", "ok");
-    out->aof_last_rewrite_ok = info_is(info, "aof_last_bgrewrite_status", "ok");
-    if (info_field(info, "role", out->role, sizeof(out->role)) != 0) out->role[0] = '\0';
     return 0;
 }
 
