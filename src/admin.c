@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "loop.h"
+#include "sampler.h"
 #include "topology.h"
 
 /* Request line and headers of one admin request: larger requests are refused (evhttp). */
@@ -167,6 +168,7 @@ static void admin_metrics_capacity(struct admin *a, struct evbuffer *out)
     struct bytebuf text = {0};
     stats_format_prometheus(&p->workers[0].stats, sizeof(struct worker), p->nworkers, cfg->instance_names,
                             cfg->ninstances, &text);
+    sampler_format_prometheus(cfg->instance_names, cfg->ninstances, &text);
     evbuffer_add(out, text.p, text.len);
     bytebuf_free(&text);
 }

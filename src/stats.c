@@ -421,6 +421,22 @@ void stats_format_prometheus(const struct stats *blocks, size_t stride, int n, c
     }
 }
 
+void stats_format_ns_gauge(const char *name, const char *help, const uint64_t *values, const unsigned char *present,
+                           struct bytebuf *out)
+{
+    prom_header(out, name, "gauge", help);
+    unsigned slots[STATS_NS_MAX];
+    unsigned n = bound_slots(slots);
+    pthread_mutex_lock(&labels_lock);
+    for (unsigned i = 0; i < n; i++) {
+        if (!present[slots[i]]) continue;
+        addf(out, "%s{", name);
+        add_ns_labels(out, &labels[slots[i]]);
+        addf(out, "} %llu\n", (unsigned long long)values[slots[i]]);
+    }
+    pthread_mutex_unlock(&labels_lock);
+}
+
 /* An INFO value: the characters INFO's "k=v,k=v" lines cannot hold (, = CR LF and space)
  * become '_' (labels are the registry's words; this only guards the format). A ':' stays:
  * INFO lines split at their first one, as in the ns lines. */

@@ -285,6 +285,11 @@ double stats_hist_quantile_us(const struct stats_hist *h, double q);
 void stats_format_prometheus(const struct stats *blocks, size_t stride, int n, const char *const *instances,
                              size_t ninstances, struct bytebuf *out);
 
+/* A per-namespace gauge: `name{namespace,instance,owner} values[slot]` for each bound slot
+ * with present[slot] set (values and present index slots, STATS_NS_MAX of each). */
+void stats_format_ns_gauge(const char *name, const char *help, const uint64_t *values, const unsigned char *present,
+                           struct bytebuf *out);
+
 /*
  * INFO's lines for the namespaces section (CRLF-ended): one "nsstat_<slot>:namespace=P,
  * instance=I,owner=O,cmd_read=..,..." line per bound slot, then latency percentiles

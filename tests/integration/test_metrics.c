@@ -444,6 +444,94 @@ START_TEST(test_promtool_accepts_metrics)
 }
 END_TEST
 
+/* ---- the namespace sampler ---- */
+
+/* Keys of `prefix` on backend `name` counted directly (SCAN MATCH), and the summed
+ * LLEN/XLEN/ZCARD of those that are lists, streams or zsets. */
+static void direct_count(const char *name, const char *prefix, long long *keys, long long *depth)
+{
+    redisContext *d = harness_must_direct(&h, name);
+    *keys = *depth = 0;
+    char cursor[32] = "0";
+    do {
+        redisReply *r = cmd(d, "SCAN %s MATCH %s* COUNT 100", cursor, prefix);
+        ck_assert_int_eq(r->type, REDIS_REPLY_ARRAY);
+        snprintf(cursor, sizeof cursor, "%s", r->element[0]->str);
+        for (size_t i = 0; i < r->element[1]->elements; i++) {
+            const char *k = r->element[1]->element[i]->str;
+            (*keys)++;
+            redisReply *t = cmd(d, "TYPE %s", k);
+            const char *len = strcmp(t->str, "list") == 0     ? "LLEN"
+                              : strcmp(t->str, "stream") == 0 ? "XLEN"
+                              : strcmp(t->str, "zset") == 0   ? "ZCARD"
+                                                              : NULL;
+            freeReplyObject(t);
+            if (!len) continue;
+            redisReply *n = cmd(d, "%s %s", len, k);
+            ck_assert_int_eq(n->type, REDIS_REPLY_INTEGER);
+            *depth += n->integer;
+            freeReplyObject(n);
+        }
+        freeReplyObject(r);
+    } while (strcmp(cursor, "0") != 0);
+    redisFree(d);
+}
+
+START_TEST(test_sampler_counts_keys_and_queue_depth)
+{
+    struct harness_opts o = {.admin = 1,
+                             .registry_text = REGISTRY,
+                             .extra_config = "backend-info-interval 1s\nnamespace-scan-interval 1s\n"};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart: %s", h.error);
+    redisContext *c = harness_must_client(&h);
+    for (int i = 0; i < 3; i++) freeReplyObject(cmd(c, "RPUSH q:s:list1 job%d", i));
+    for (int i = 0; i < 2; i++) freeReplyObject(cmd(c, "LPUSH q:s:list2 job%d", i));
+    for (int i = 0; i < 4; i++) freeReplyObject(cmd(c, "ZADD q:s:z %d m%d", i, i));
+    for (int i = 0; i < 5; i++) freeReplyObject(cmd(c, "XADD q:s:stream * f %d", i));
+    freeReplyObject(cmd(c, "SET q:s:string not-a-queue"));
+    freeReplyObject(cmd(c, "HSET q:s:hash f v"));
+    for (int i = 0; i < 7; i++) freeReplyObject(cmd(c, "SET cache:s:%d v", i));
+    for (int i = 0; i < 2; i++) freeReplyObject(cmd(c, "RPUSH rl:s:%d x", i)); /* rl: is not a depth namespace */
+    redisFree(c);
+    long long q_keys, q_depth, cache_keys, cache_depth, rl_keys, rl_depth;
+    direct_count("durable", "q:", &q_keys, &q_depth);
+    direct_count("cache", "cache:", &cache_keys, &cache_depth);
+    direct_count("durable", "rl:", &rl_keys, &rl_depth);
+    ck_assert_int_ge(q_depth, 14); /* 3 + 2 + 4 + 5 at least (earlier tests add more) */
+    ck_assert_int_ge(q_keys, 6);
+    /* two passes: one that began before the writes may have missed them */
+    char *body = NULL;
+    long long deadline = now_ms() + 5000;
+    const char *qk = "keygate_namespace_keys{" NS("q:", "durable", "queues") "}";
+    const char *qd = "keygate_namespace_depth{" NS("q:", "durable", "queues") "}";
+    for (;;) {
+        body = metrics();
+        if ((series(body, qk) == q_keys && series(body, qd) == q_depth) || now_ms() >= deadline) break;
+        free(body);
+        sleep_ms(200);
+    }
+    ck_assert_msg(series(body, qk) == q_keys, "q: keys %.0f, direct %lld", series(body, qk), q_keys);
+    ck_assert_msg(series(body, qd) == q_depth, "q: depth %.0f, direct %lld", series(body, qd), q_depth);
+    ck_assert_int_eq(series(body, "keygate_namespace_keys{" NS("cache:", "cache", "cache") "}"), cache_keys);
+    ck_assert_int_eq(series(body, "keygate_namespace_keys{" NS("rl:", "durable", "rate-limit") "}"), rl_keys);
+    ck_assert_msg(series(body, "keygate_namespace_depth{" NS("rl:", "durable", "rate-limit") "}") < 0,
+                  "rl: has no depth flag: no depth series");
+    ck_assert_msg(series(body, "keygate_namespace_keys{" NS("push:", "cache", "notifications") "}") < 0,
+                  "a channel holds no keys");
+    ck_assert(must_series(body, "keygate_namespace_scan_age_seconds{instance=\"durable\"}") < 3);
+    ck_assert(must_series(body, "keygate_namespace_scan_duration_seconds{instance=\"cache\"}") >= 0);
+    free(body);
+}
+END_TEST
+
+START_TEST(test_sampler_off_by_default)
+{
+    char *body = metrics();
+    ck_assert_msg(strstr(body, "keygate_namespace_keys") == NULL, "the sampler ran without namespace-scan-interval");
+    free(body);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("metrics");
@@ -453,5 +541,7 @@ int main(void)
     harness_add_test(tc, test_capacity_gauges_equal_backend_info);
     harness_add_test(tc, test_oom_counted_and_healthz_flips_on_headroom);
     harness_add_test(tc, test_promtool_accepts_metrics);
+    harness_add_test(tc, test_sampler_counts_keys_and_queue_depth);
+    harness_add_test(tc, test_sampler_off_by_default);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
