@@ -557,6 +557,43 @@ void client_wake_postponed(struct worker *w)
     free(v.items);
 }
 
+/* ---- metrics (stats.h) ---- */
+
+/* A command's class for the per-namespace series: by the table's write / readonly flags. */
+static enum stats_class client_stats_class(const struct command_def *cmd)
+{
+    if (!cmd) return STATS_OTHER;
+    if (cmd->flags & CMD_WRITE) return STATS_WRITE;
+    return (cmd->flags & CMD_READONLY) ? STATS_READ : STATS_OTHER;
+}
+
+/* A command with keys in several namespaces counts once under each: stats_command counted the
+ * first key's (`first`); the others are found here. Commands with one key at a fixed place
+ * (GET, SET, ...) stop at the first test. */
+static void client_stats_more_namespaces(struct client *c, const struct command_def *cmd,
+                                         const struct namespace_entry *first, enum stats_class cls)
+{
+    if (!cmd || (cmd->first_key > 0 && cmd->first_key == cmd->last_key && cmd->nspecs == 1)) return;
+    size_t argc = c->parser.argc;
+    struct key_ref small[16], *keys = small;
+    int n = command_find_keys(cmd, argc, c->argv, c->argvlen, keys, 16, NULL);
+    if (n > 16) {
+        keys = xmalloc(sizeof(*keys) * (size_t)n);
+        n = command_find_keys(cmd, argc, c->argv, c->argvlen, keys, n, NULL);
+    }
+    uint64_t seen[STATS_NS_MAX / 64] = {0};
+    seen[first->stats_slot / 64] |= 1ull << (first->stats_slot % 64);
+    const struct registry *reg = c->worker->cfg->registry;
+    for (int i = 0; i < n; i++) {
+        const struct namespace_entry *e =
+            registry_lookup(reg, NS_KEY, c->argv[keys[i].index], c->argvlen[keys[i].index]);
+        if (!e || (seen[e->stats_slot / 64] >> (e->stats_slot % 64) & 1)) continue;
+        seen[e->stats_slot / 64] |= 1ull << (e->stats_slot % 64);
+        stats_command_more(&c->worker->stats, stats_key(e->stats_slot, cls));
+    }
+    if (keys != small) free(keys);
+}
+
 /*
  * Handle one parsed frame: decide, then answer, refuse, buffer or forward.
  * Returns 1 when the frame must wait (a switch of connection while earlier replies
@@ -598,13 +635,10 @@ static int client_handle_frame(struct client *c, const char *frame)
     }
     STAT_INC(&w->stats, commands_processed);
     if (pr.cmd) c->last_cmd = pr.cmd->name;
-    struct stats_mark mark = stats_command(
-        &w->stats,
-        stats_key(plan.ns ? plan.ns->stats_slot : STATS_NS_NONE, !pr.cmd                          ? STATS_OTHER
-                                                                 : (pr.cmd->flags & CMD_WRITE)    ? STATS_WRITE
-                                                                 : (pr.cmd->flags & CMD_READONLY) ? STATS_READ
-                                                                                                  : STATS_OTHER),
-        plan.kind == PLAN_FORWARD ? plan.instance : -1, p->frame_len);
+    enum stats_class cls = client_stats_class(pr.cmd);
+    struct stats_mark mark = stats_command(&w->stats, stats_key(plan.ns ? plan.ns->stats_slot : STATS_NS_NONE, cls),
+                                           plan.kind == PLAN_FORWARD ? plan.instance : -1, p->frame_len);
+    if (plan.ns && p->argc > 2) client_stats_more_namespaces(c, pr.cmd, plan.ns, cls);
 
     if (plan.kind == PLAN_FORWARD && plan.flow == FLOW_UNSUBSCRIBE && client_has_no_subscription(c, &plan)) {
         plan.kind = PLAN_LOCAL; /* nothing subscribed: Redis's empty confirmation */

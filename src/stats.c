@@ -62,6 +62,11 @@ void stats_flush(struct stats *st)
     *r = (struct stats_run){.t0_ns = UINT64_MAX};
 }
 
+void stats_command_more(struct stats *st, uint32_t key)
+{
+    STATS_BUMP(&stats_ns_of(st)[STATS_KEY_SLOT(key)].commands[STATS_KEY_CLASS(key)], 1);
+}
+
 uint64_t stats_clock(struct stats *st)
 {
     if (st->run.n || st->commands.n) stats_flush(st);

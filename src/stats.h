@@ -214,6 +214,10 @@ static inline struct stats_mark stats_command(struct stats *st, uint32_t key, in
     return (struct stats_mark){.t0_ns = st->now_ns, .key = key, .instance = instance};
 }
 
+/* The same command counted once more, under another namespace of its keys (`key`): its
+ * commands counter only (bytes and the rest go to the first key's namespace). */
+void stats_command_more(struct stats *st, uint32_t key);
+
 /* The request's reply (len bytes) goes to its client now: sent bytes, and its duration
  * from read to now (st->now_ns) in the class histogram. A pipeline's replies share read time,
  * namespace, class and now: they join the pending run, counted by stats_flush (at the next

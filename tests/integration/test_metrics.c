@@ -247,6 +247,43 @@ START_TEST(test_namespace_counters_exact)
 }
 END_TEST
 
+/* A command with keys in several namespaces counts once under each; its bytes go to the first key's. */
+START_TEST(test_multi_namespace_command_counted_under_each)
+{
+    char *before = metrics();
+    redisContext *c = harness_must_client(&h);
+    /* same instance: q: and rl: on durable; three q: keys still count q: once */
+    redisReply *r = cmd(c, "DEL q:mn:1 q:mn:2 rl:mn:1 q:mn:3");
+    ck_assert_int_eq(r->type, REDIS_REPLY_INTEGER);
+    freeReplyObject(r);
+    /* across instances (split and merged): cache: and q: */
+    r = cmd(c, "MGET cache:mn:1 q:mn:1 cache:mn:2");
+    ck_assert_int_eq(r->type, REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+    size_t del_len = strlen("*5\r\n$3\r\nDEL\r\n$6\r\nq:mn:1\r\n$6\r\nq:mn:2\r\n$7\r\nrl:mn:1\r\n$6\r\nq:mn:3\r\n");
+    redisFree(c);
+    char *after = metrics();
+    struct {
+        const char *name;
+        double want;
+    } deltas[] = {
+        {"keygate_namespace_commands_total{" NS("q:", "durable", "queues") ",class=\"write\"}", 1},
+        {"keygate_namespace_commands_total{" NS("rl:", "durable", "rate-limit") ",class=\"write\"}", 1},
+        {"keygate_namespace_commands_total{" NS("cache:", "cache", "cache") ",class=\"read\"}", 1},
+        {"keygate_namespace_commands_total{" NS("q:", "durable", "queues") ",class=\"read\"}", 1},
+        {"keygate_namespace_received_bytes_total{" NS("rl:", "durable", "rate-limit") "}", 0},
+    };
+    for (size_t i = 0; i < sizeof deltas / sizeof deltas[0]; i++) {
+        double b = must_series(before, deltas[i].name), a = must_series(after, deltas[i].name);
+        ck_assert_msg(a - b == deltas[i].want, "%s: moved by %.0f, want %.0f", deltas[i].name, a - b, deltas[i].want);
+    }
+    const char *qrx = "keygate_namespace_received_bytes_total{" NS("q:", "durable", "queues") "}";
+    ck_assert_int_eq(must_series(after, qrx) - must_series(before, qrx), del_len);
+    free(before);
+    free(after);
+}
+END_TEST
+
 /* ---- histograms ---- */
 
 /* Check the buckets of histogram `name{label}` are monotonic and end in _count; returns _count. */
@@ -537,6 +574,7 @@ int main(void)
     Suite *s = suite_create("metrics");
     TCase *tc = harness_tcase(s, "metrics", 60, setup, teardown);
     harness_add_test(tc, test_namespace_counters_exact);
+    harness_add_test(tc, test_multi_namespace_command_counted_under_each);
     harness_add_test(tc, test_histograms_count_the_requests);
     harness_add_test(tc, test_capacity_gauges_equal_backend_info);
     harness_add_test(tc, test_oom_counted_and_healthz_flips_on_headroom);
