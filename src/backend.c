@@ -903,6 +903,7 @@ static void backend_connect(struct backend *b)
     if (!b->pinned) {
         const char *info[1] = {"INFO"};
         backend_send_internal(b, BACKEND_OWN_INFO, 1, info);
+        b->info_sent_ms = mono_ms(); /* it is also the first capacity reading: the next one an interval later */
     }
 }
 

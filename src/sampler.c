@@ -125,7 +125,6 @@ static int sampler_sleep_until(struct sampler *s, int64_t deadline_ms)
 /* One instance's counts while its pass runs. */
 struct tally {
     uint64_t keys[STATS_NS_MAX], depth[STATS_NS_MAX];
-    unsigned char has[STATS_NS_MAX];
 };
 
 /* The queue depth of the depth-namespace keys keys[idx[0..n)]: TYPE, then the length
