@@ -30,7 +30,7 @@ INTEG_BINS := $(INTEG_SRCS:tests/integration/%.c=$(BUILD)/tests/integration/%)
 HARNESS    := tests/integration/harness.c
 
 .PHONY: all deps certs run test unit integration clients check-conf clean format install fuzz fuzz-quick \
-        check format-check cppcheck check-layout check-layout-test
+        check format-check cppcheck check-layout check-layout-test check-ops
 
 all: $(BUILD)/keygate
 
@@ -128,22 +128,42 @@ test:
 	@./scripts/gen-certs build/certs >/dev/null
 	@$(MAKE) --no-print-directory check-conf
 	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory check-ops
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory fuzz-quick
 	@$(MAKE) --no-print-directory clients  # last: its summary ("N passed, N failed") closes the run
 
-# Install as a systemd service: binary, unit, tmpfiles entry, and the example config
-# (never overwriting an existing /etc/keygate). DESTDIR works for packaging.
-PREFIX ?= /usr/local
+# Install as a systemd service: binary, unit (its paths follow PREFIX), tmpfiles and sysusers entries,
+# man pages, the monitoring files under the data directory, and the example config (never overwriting an
+# existing /etc/keygate). DESTDIR works for packaging; without it the keygate user is created at once
+# (systemd-sysusers) so the unit's User=keygate exists.
+PREFIX  ?= /usr/local
+MANDIR  ?= $(PREFIX)/share/man
+DATADIR ?= $(PREFIX)/share/keygate
 install: $(BUILD)/keygate
 	install -D -m 0755 $(BUILD)/keygate $(DESTDIR)$(PREFIX)/bin/keygate
-	install -D -m 0644 systemd/keygate.service $(DESTDIR)/etc/systemd/system/keygate.service
+	install -d -m 0755 $(DESTDIR)/etc/systemd/system
+	sed 's|/usr/local/bin/keygate|$(PREFIX)/bin/keygate|g' systemd/keygate.service >$(DESTDIR)/etc/systemd/system/keygate.service
+	chmod 0644 $(DESTDIR)/etc/systemd/system/keygate.service
 	install -D -m 0644 systemd/keygate-tmpfiles.conf $(DESTDIR)/usr/lib/tmpfiles.d/keygate.conf
+	install -D -m 0644 systemd/keygate-sysusers.conf $(DESTDIR)/usr/lib/sysusers.d/keygate.conf
+	install -D -m 0644 man/keygate.8 $(DESTDIR)$(MANDIR)/man8/keygate.8
+	install -D -m 0644 man/keygate.conf.5 $(DESTDIR)$(MANDIR)/man5/keygate.conf.5
+	install -D -m 0644 conf/grafana/keygate.json $(DESTDIR)$(DATADIR)/grafana/keygate.json
+	install -D -m 0644 conf/prometheus/keygate-alerts.yml $(DESTDIR)$(DATADIR)/prometheus/keygate-alerts.yml
+	install -D -m 0644 conf/prometheus/metric-names.txt $(DESTDIR)$(DATADIR)/prometheus/metric-names.txt
+	@if [ -z "$(DESTDIR)" ] && command -v systemd-sysusers >/dev/null 2>&1; then \
+		systemd-sysusers /usr/lib/sysusers.d/keygate.conf; \
+	fi
 	@if [ ! -e $(DESTDIR)/etc/keygate/keygate.conf ]; then \
 		install -D -m 0640 conf/keygate.conf $(DESTDIR)/etc/keygate/keygate.conf; \
 		install -D -m 0640 conf/registry.conf $(DESTDIR)/etc/keygate/registry.conf; \
 		echo "installed example config in $(DESTDIR)/etc/keygate: edit instances, certificates and users"; \
 	fi
+
+# Issue 14's operator artefacts (tests/ops/run): man pages, alerts (promtool), dashboard, sysusers, make install.
+check-ops: $(BUILD)/keygate
+	@BUILD=$(BUILD) tests/ops/run
 
 # ---- make check: the habits as gates (issue 11), run by .ci/run after make test.
 # Every step runs, even after one failed; the summary lists each with its time, and the target

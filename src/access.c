@@ -58,7 +58,6 @@ static const struct denied_entry denied[] = {
     {"function|kill", "functions are loaded by the operator"},
     {"function|load", "functions are loaded by the operator"},
     {"function|restore", "functions are loaded by the operator"},
-    {"lastsave", "server administration"},
     {"latency", "server administration"},
     {"memory|doctor", "server administration"},
     {"memory|malloc-stats", "server administration"},
@@ -93,8 +92,9 @@ static const struct denied_entry denied[] = {
  * Flagged admin or @dangerous in Redis's table, yet safe through keygate:
  *   keys, sort, sort_ro  patterns checked here, keys through the registry
  *   info, client|list    answered by keygate itself (keygate's own sections / clients)
+ *   lastsave             a keyless read policy sends to the first instance
  */
-static const char *const safe_exceptions[] = {"keys", "sort", "sort_ro", "info", "client|list", NULL};
+static const char *const safe_exceptions[] = {"keys", "sort", "sort_ro", "info", "client|list", "lastsave", NULL};
 
 static int name_in(const char *name, const char *const *list)
 {
@@ -157,7 +157,7 @@ const char *access_never_forwarded_lookup(const struct command_def *cmd)
 int access_allowed_before_auth(const struct command_def *cmd)
 {
     enum cmd_id cid = cmdclass_id(cmd);
-    return cid == CID_AUTH || cid == CID_HELLO || cid == CID_PING || cid == CID_QUIT;
+    return cid == CID_AUTH || cid == CID_HELLO || cid == CID_PING || cid == CID_QUIT || cid == CID_RESET;
 }
 
 static void deny(struct access_result *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -413,7 +413,7 @@ int access_check_namespace(const struct session *s, const struct namespace_entry
     if (!u || u->all_owners) return 0;
     for (size_t i = 0; i < u->nowners; i++)
         if (strcmp(u->owners[i], ns->owner) == 0) return 0;
-    snprintf(error, len, "NOPERM user '%s' may not use namespace '%s' (owner %s) with '%s'", u->name, ns->prefix,
-             ns->owner, cmd->name);
+    snprintf(error, len, "NOPERM user '%s' may not use namespace '%s' (owner %s) with '%s'", u->name,
+             ns->is_default ? REGISTRY_DEFAULT_NAME : ns->prefix, ns->owner, cmd->name);
     return -1;
 }

@@ -22,7 +22,7 @@ struct access_result {
     const struct namespace_entry *ns; /* ACCESS_PATTERN */
 };
 
-/* 1 when cmd may run before AUTH: AUTH, HELLO, PING, QUIT. */
+/* 1 when cmd may run before AUTH: AUTH, HELLO, PING, QUIT, RESET. */
 int access_allowed_before_auth(const struct command_def *cmd);
 
 /*

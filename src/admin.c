@@ -1,13 +1,17 @@
 /* admin.c: the admin HTTP endpoint (evhttp on the main thread): /metrics, /healthz, /registry. */
 #include "admin.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <event2/buffer.h>
+#include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <event2/util.h>
 
 #include "backend.h"
 #include "loop.h"
@@ -17,11 +21,20 @@
 /* Request line and headers of one admin request: larger requests are refused (evhttp). */
 #define ADMIN_MAX_HEADER_BYTES 16384
 
+/* After accept() fails on the admin port (out of file descriptors), accepting pauses this long. */
+#define ADMIN_ACCEPT_PAUSE_MS 1000
+
 struct admin {
     struct evhttp *http;
     struct proxy *proxy;
     struct config *const *cfgp;
+    struct evconnlistener *listener; /* evhttp's, for pausing on accept errors */
+    struct event *resume;            /* re-enables the listener after a pause */
+    int accept_paused;               /* in an episode of accept errors: logged once */
 };
+
+/* libevent gives a listener's error callback evhttp's pointer, not ours: one admin per process. */
+static struct admin *the_admin;
 
 /* READY connections of `instance` over every worker. Pools belong to the worker
  * threads; their arrays are fixed from worker_init to worker_free and `state` is
@@ -43,6 +56,57 @@ static void reply(struct evhttp_request *req, int code, const char *reason, cons
     evhttp_add_header(h, "Content-Type", type);
     evhttp_add_header(h, "Cache-Control", "no-store");
     evhttp_send_reply(req, code, reason, body);
+}
+
+/* Issue 13's series: names the default line took, what report mode let through per namespace.
+ * Labels carry registry prefixes (escaped as Prometheus label values), never a key. */
+static void admin_metrics_report(const struct proxy *p, const struct registry *reg, struct evbuffer *out)
+{
+    const struct stats *st = &p->workers[0].stats;
+    size_t stride = sizeof(struct worker);
+    evbuffer_add_printf(out,
+                        "# HELP keygate_unregistered_total keys and channels taken by the registry's default line\n"
+                        "# TYPE keygate_unregistered_total counter\n");
+    evbuffer_add_printf(out, "keygate_unregistered_total{kind=\"key\"} %llu\n",
+                        (unsigned long long)stats_unregistered_sum(st, stride, p->nworkers, 0));
+    evbuffer_add_printf(out, "keygate_unregistered_total{kind=\"channel\"} %llu\n",
+                        (unsigned long long)stats_unregistered_sum(st, stride, p->nworkers, 1));
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 0)
+            evbuffer_add_printf(out, "# HELP keygate_report_would_refuse_total commands report mode forwarded that "
+                                     "enforcement would refuse\n# TYPE keygate_report_would_refuse_total counter\n");
+        else
+            evbuffer_add_printf(out, "# HELP keygate_report_would_inject_ttl_total commands report mode forwarded "
+                                     "unchanged that enforcement would give a TTL\n"
+                                     "# TYPE keygate_report_would_inject_ttl_total counter\n");
+        for (size_t i = 0; i <= reg->count && i < STATS_REPORT_SLOTS; i++) {
+            const struct namespace_entry *e = i < reg->count ? &reg->entries[i] : reg->dflt;
+            if (!e || e->enforce != ENFORCE_REPORT) continue;
+            char label[512];
+            size_t o = 0;
+            const char *name = e->is_default ? REGISTRY_DEFAULT_NAME : e->prefix;
+            for (const char *c = name; *c && o + 3 < sizeof label; c++) {
+                if (*c == '\\' || *c == '"') label[o++] = '\\';
+                if (*c == '\n') {
+                    label[o++] = '\\', label[o++] = 'n';
+                    continue;
+                }
+                label[o++] = *c;
+            }
+            label[o] = '\0';
+            for (int r = 0; r < STATS_REPORT_NREASONS; r++) {
+                int inject = r == STATS_REPORT_INJECT_TTL;
+                if (inject != pass || (r == STATS_REPORT_NONAMESPACE)) continue;
+                uint64_t n = stats_report_sum(st, stride, p->nworkers, (uint32_t)i, (enum stats_report_reason)r);
+                if (inject)
+                    evbuffer_add_printf(out, "keygate_report_would_inject_ttl_total{namespace=\"%s\"} %llu\n", label,
+                                        (unsigned long long)n);
+                else
+                    evbuffer_add_printf(out, "keygate_report_would_refuse_total{namespace=\"%s\",code=\"%s\"} %llu\n",
+                                        label, stats_report_code((enum stats_report_reason)r), (unsigned long long)n);
+            }
+        }
+    }
 }
 
 /* GET /metrics: Prometheus text exposition format 0.0.4. */
@@ -98,6 +162,7 @@ static void admin_metrics(struct admin *a, struct evbuffer *out)
                              "# TYPE keygate_topology_checked gauge\n");
     for (size_t i = 0; i < cfg->ninstances; i++)
         evbuffer_add_printf(out, "keygate_topology_checked{instance=\"%s\"} %d\n", cfg->instances[i].name, checked[i]);
+    admin_metrics_report(p, cfg->registry, out);
 }
 
 /* The capacity gauges (from each instance's INFO, topology.c) and the per-namespace series
@@ -223,6 +288,10 @@ static int admin_health(struct admin *a, struct evbuffer *out)
 static void admin_request_cb(struct evhttp_request *req, void *arg)
 {
     struct admin *a = arg;
+    if (a->accept_paused) { /* a request came in: the episode of accept errors is over */
+        a->accept_paused = 0;
+        log_event(LOG_INFO, "admin_accept_resumed", NULL, "admin endpoint: accepting again");
+    }
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     if (!path) path = "";
@@ -266,6 +335,32 @@ static void admin_request_cb(struct evhttp_request *req, void *arg)
     evbuffer_free(out);
 }
 
+/* accept() on the admin port failed (EMFILE/ENFILE): libevent would retry on every readable
+ * turn, logging each; instead stop accepting for ADMIN_ACCEPT_PAUSE_MS and log once per episode. */
+static void admin_accept_error_cb(struct evconnlistener *lev, void *arg)
+{
+    (void)arg;
+    struct admin *a = the_admin;
+    int err = EVUTIL_SOCKET_ERROR();
+    if (!a) return;
+    if (!a->accept_paused)
+        log_event(LOG_WARN, "admin_accept_paused", NULL,
+                  "admin endpoint: accept: %s: accepting paused, retrying every %d ms",
+                  evutil_socket_error_to_string(err), ADMIN_ACCEPT_PAUSE_MS);
+    a->accept_paused = 1;
+    evconnlistener_disable(lev);
+    struct timeval tv = {ADMIN_ACCEPT_PAUSE_MS / 1000, (ADMIN_ACCEPT_PAUSE_MS % 1000) * 1000};
+    evtimer_add(a->resume, &tv);
+}
+
+static void admin_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct admin *a = arg;
+    evconnlistener_enable(a->listener);
+}
+
 struct admin *admin_start(struct event_base *base, const char *host, int port, struct proxy *p,
                           struct config *const *cfgp)
 {
@@ -284,18 +379,28 @@ struct admin *admin_start(struct event_base *base, const char *host, int port, s
     evhttp_set_max_headers_size(a->http, ADMIN_MAX_HEADER_BYTES);
     evhttp_set_max_body_size(a->http, 0);
     evhttp_set_gencb(a->http, admin_request_cb, a);
-    if (port < 0 || port > 65535 || !evhttp_bind_socket_with_handle(a->http, host, (ev_uint16_t)port)) {
-        log_msg(LOG_ERROR, "admin-listen %s:%d: cannot listen", host, port);
+    struct evhttp_bound_socket *bound =
+        port < 0 || port > 65535 ? NULL : evhttp_bind_socket_with_handle(a->http, host, (ev_uint16_t)port);
+    if (!bound) {
+        log_event(LOG_ERROR, "admin_listen_failed", NULL, "admin-listen %s:%d: cannot listen", host, port);
         admin_stop(a);
         return NULL;
     }
-    log_msg(LOG_INFO, "admin endpoint on http://%s:%d/ (/metrics, /healthz, /registry)", host, port);
+    assert(the_admin == NULL);
+    a->listener = evhttp_bound_socket_get_listener(bound);
+    a->resume = xevtimer_new(base, admin_resume_cb, a);
+    evconnlistener_set_error_cb(a->listener, admin_accept_error_cb);
+    the_admin = a;
+    log_event(LOG_INFO, "admin_listening", NULL, "admin endpoint on http://%s:%d/ (/metrics, /healthz, /registry)",
+              host, port);
     return a;
 }
 
 void admin_stop(struct admin *a)
 {
     if (!a) return;
+    if (a->resume) event_free(a->resume);
     if (a->http) evhttp_free(a->http);
+    if (the_admin == a) the_admin = NULL;
     free(a);
 }

@@ -35,7 +35,8 @@ struct audit {
     unsigned long long limit;
     unsigned long long violations, by_kind[AUDIT_KINDS];
     unsigned long long scanned[CONFIG_MAX_INSTANCES];
-    int db; /* the database being scanned: violations of db > 0 say so */
+    unsigned long long unregistered; /* keys only the registry's default line takes (not violations) */
+    int db;                          /* the database being scanned: violations of db > 0 say so */
 };
 
 void audit_key_escape(FILE *out, const char *key, size_t len)
@@ -104,13 +105,13 @@ static void ttl_violation(struct audit *a, int inst, const redisReply *key, cons
     case AUDIT_NO_TTL:
         duration_format(e->ttl_ms, ttl, sizeof(ttl));
         violation(a, inst, key->str, (size_t)key->len, AUDIT_NO_TTL, "missing TTL: namespace '%s' requires ttl=%s",
-                  e->prefix, ttl);
+                  e->is_default ? REGISTRY_DEFAULT_NAME : e->prefix, ttl);
         break;
     case AUDIT_TTL_ABOVE_MAX:
         duration_format(e->max_ttl_ms, max, sizeof(max));
         violation(a, inst, key->str, (size_t)key->len, AUDIT_TTL_ABOVE_MAX,
-                  "TTL above max-ttl: %llds left, namespace '%s' allows max-ttl=%s", (pttl + 999) / 1000, e->prefix,
-                  max);
+                  "TTL above max-ttl: %llds left, namespace '%s' allows max-ttl=%s", (pttl + 999) / 1000,
+                  e->is_default ? REGISTRY_DEFAULT_NAME : e->prefix, max);
         break;
     default:
         break;
@@ -132,7 +133,7 @@ static int check_ttls(struct audit *a, struct syncconn *c, int inst, redisReply 
         if (!r) return -1;
         if (r->type == REDIS_REPLY_INTEGER) {
             const redisReply *k = keys[idx[i]];
-            const struct namespace_entry *e = registry_lookup(a->cfg->registry, NS_KEY, k->str, (size_t)k->len);
+            const struct namespace_entry *e = registry_resolve(a->cfg->registry, NS_KEY, k->str, (size_t)k->len);
             if (e) ttl_violation(a, inst, k, e, r->integer);
         } else {
             fprintf(stderr, "keygate audit: instance '%s': PTTL: %s\n", a->cfg->instances[inst].name,
@@ -155,13 +156,18 @@ static int check_batch(struct audit *a, struct syncconn *c, int inst, redisReply
         if (a->db != 0)
             violation(a, inst, k->str, (size_t)k->len, AUDIT_OUTSIDE_DB0, "outside db 0: keygate serves db 0 only");
         const struct namespace_entry *e = registry_lookup(a->cfg->registry, NS_KEY, k->str, (size_t)k->len);
+        if (!e && a->cfg->registry->dflt) { /* the default line takes it: counted, held to its rules */
+            e = a->cfg->registry->dflt;
+            a->unregistered++;
+        }
         if (!e) {
             violation(a, inst, k->str, (size_t)k->len, AUDIT_NO_NAMESPACE, "no namespace");
             continue;
         }
         if (e->instance != inst)
             violation(a, inst, k->str, (size_t)k->len, AUDIT_WRONG_INSTANCE,
-                      "wrong instance: namespace '%s' lives on '%s'", e->prefix, a->cfg->instance_names[e->instance]);
+                      "wrong instance: namespace '%s' lives on '%s'", e->is_default ? REGISTRY_DEFAULT_NAME : e->prefix,
+                      a->cfg->instance_names[e->instance]);
         if (e->ttl_ms > 0 || e->max_ttl_ms > 0) {
             idx[n++] = i;
             if (n == PTTL_BATCH) {
@@ -322,6 +328,7 @@ int audit_main(int argc, char **argv)
         }
         printf(")");
     }
+    if (cfg->registry->dflt) printf("; %llu unregistered keys (taken by the default line)", a.unregistered);
     if (a.violations > a.limit) printf("; first %llu printed (--limit)", a.limit);
     if (failed) printf("; INCOMPLETE: %d instance(s) could not be audited", failed);
     printf("\n");

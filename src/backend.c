@@ -172,7 +172,8 @@ int backend_pools_start(struct worker *w, const struct backend_hooks *hooks)
             char err[300];
             pool->ssl_ctx = tls_instance_ctx(ic, err, sizeof(err));
             if (!pool->ssl_ctx) {
-                log_msg(LOG_ERROR, "instance '%s': %s", ic->name, err);
+                log_event(LOG_ERROR, "backend_tls_config_failed", &(struct log_fields){.instance = ic->name},
+                          "instance '%s': %s", ic->name, err);
                 return -1;
             }
         }
@@ -455,7 +456,9 @@ void backend_close(struct backend *b, const char *reason)
     backend_unstage(b);
     if (b->pinned) {
         struct client *owner = b->owner;
-        log_msg(owner ? LOG_WARN : LOG_DEBUG, "instance '%s' dedicated connection: %s", ic->name, reason);
+        log_event(owner ? LOG_WARN : LOG_DEBUG, "backend_pinned_closed",
+                  &(struct log_fields){.instance = ic->name, .backend_host = ic->host, .backend_port = ic->port},
+                  "instance '%s' dedicated connection: %s", ic->name, reason);
         backend_io_close(b);
         b->state = BACKEND_DOWN;
         b->owner = NULL;
@@ -470,9 +473,12 @@ void backend_close(struct backend *b, const char *reason)
         if (owner) b->worker->hooks->owner_lost(b, owner);
         return;
     }
-    if (!b->warned_down || b->state == BACKEND_READY)
-        log_msg(LOG_WARN, "instance '%s' (%s:%d) connection %d: %s; retrying", ic->name, ic->host, ic->port, b->slot,
-                reason);
+    if (!b->warned_down || b->state == BACKEND_READY || strncmp(b->down_reason, reason, sizeof b->down_reason - 1)) {
+        log_event(LOG_WARN, "backend_down",
+                  &(struct log_fields){.instance = ic->name, .backend_host = ic->host, .backend_port = ic->port},
+                  "instance '%s' (%s:%d) connection %d: %s; retrying", ic->name, ic->host, ic->port, b->slot, reason);
+        snprintf(b->down_reason, sizeof b->down_reason, "%s", reason);
+    }
     b->warned_down = 1;
     STAT_INC(&b->worker->stats, backend_failures);
     backend_io_close(b);
@@ -545,8 +551,9 @@ static void backend_large_partial(struct backend *b, size_t partial)
     }
     if (!b->worker->hooks->may_keep(b, pd, partial)) {
         b->discarding = 1;
-        log_msg(LOG_DEBUG, "instance '%s': a reply of more than %zu bytes is dropped as it comes (no client keeps it)",
-                backend_conf(b)->name, partial);
+        log_event(LOG_DEBUG, "backend_reply_dropped", &(struct log_fields){.instance = backend_conf(b)->name},
+                  "instance '%s': a reply of more than %zu bytes is dropped as it comes (no client keeps it)",
+                  backend_conf(b)->name, partial);
     }
 }
 
@@ -754,11 +761,16 @@ static void backend_ready(struct backend *b)
     event_add(b->rev, NULL);
     b->state = BACKEND_READY;
     b->backoff_ms = BACKOFF_MIN_MS;
-    if (b->warned_down) log_msg(LOG_INFO, "instance '%s' connection %d is back", ic->name, b->slot);
+    if (b->warned_down)
+        log_event(LOG_INFO, "backend_up",
+                  &(struct log_fields){.instance = ic->name, .backend_host = ic->host, .backend_port = ic->port},
+                  "instance '%s' connection %d is back", ic->name, b->slot);
     b->warned_down = 0;
     if (b->ssl)
-        log_msg(LOG_DEBUG, "instance '%s' connection %d: %s %s", ic->name, b->slot, SSL_get_version(b->ssl),
-                SSL_get_cipher_name(b->ssl));
+        log_event(LOG_DEBUG, "backend_connected",
+                  &(struct log_fields){.instance = ic->name, .backend_host = ic->host, .backend_port = ic->port},
+                  "instance '%s' connection %d: %s %s", ic->name, b->slot, SSL_get_version(b->ssl),
+                  SSL_get_cipher_name(b->ssl));
     STAT_INC(&b->worker->stats, backend_connects);
     if (b->out.len > 0) backend_stage(b);
 }

@@ -73,7 +73,8 @@ struct backend {
     size_t mem_held;     /* bytes counted in the process total (max-memory) */
     struct event *timer; /* DOWN: reconnect backoff; CONNECTING: connect + handshake timeout */
     int backoff_ms;
-    int warned_down; /* "unreachable" logged once per outage */
+    int warned_down;       /* "unreachable" logged once per outage and reason */
+    char down_reason[128]; /* the reason last logged in this outage: a new one is logged again */
     /* dedicated (pinned) connections only */
     int pinned;            /* 1: not in the shared pool; freed, never reconnected */
     struct client *owner;  /* the client holding it (only passed to the hooks); NULL when idle or releasing */

@@ -5,6 +5,7 @@
 #include "local.h"
 #include "pubsub.h"
 #include "replies.h"
+#include "report.h"
 #include "request.h"
 #include "router.h"
 
@@ -198,8 +199,9 @@ static void client_watch_close(struct client *c, int on)
     if (!c->pev) {
         c->pfd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0);
         if (c->pfd < 0) {
-            log_msg(LOG_WARN, "client %llu: cannot watch its socket while paused: %s", (unsigned long long)c->id,
-                    strerror(errno));
+            log_event(LOG_WARN, "client_pause_failed", &(struct log_fields){.client = c->addr, .client_id = c->id},
+                      "client %llu: cannot watch its socket while paused: %s", (unsigned long long)c->id,
+                      strerror(errno));
             return;
         }
         c->pev = xevent_new(c->worker->base, c->pfd, EV_READ | EV_CLOSED | EV_ET | EV_PERSIST, client_paused_cb, c);
@@ -365,10 +367,10 @@ static void client_multi_queue(struct client *c, struct request *req, const stru
     if ((int64_t)c->multi_buf.len > c->worker->cfg->max_request_bytes) {
         /* the transaction is held in keygate's memory: it counts as query buffer, and a
          * client past its limit is closed, as Redis closes one over client-query-buffer-limit */
-        log_msg(LOG_WARN,
-                "closing client %llu %s that reached max query buffer length: its MULTI holds %zu bytes "
-                "(max-request-size %lld)",
-                (unsigned long long)c->id, c->addr, c->multi_buf.len, (long long)c->worker->cfg->max_request_bytes);
+        log_event(LOG_WARN, "client_query_limit", &(struct log_fields){.client = c->addr, .client_id = c->id},
+                  "closing client %llu %s that reached max query buffer length: its MULTI holds %zu bytes "
+                  "(max-request-size %lld)",
+                  (unsigned long long)c->id, c->addr, c->multi_buf.len, (long long)c->worker->cfg->max_request_bytes);
         STAT_INC(&c->worker->stats, clients_query_limit);
         conn_close(c, "MULTI over max-request-size");
         return;
@@ -455,6 +457,39 @@ static void client_discard(struct client *c, struct request *req)
         client_watch_end(c);
     }
     request_complete(req, STR_AND_LEN("+OK\r\n"));
+}
+
+/*
+ * RESET, as Redis's clearClientConnectionState: the transaction is dropped, the WATCH pin
+ * gets UNWATCH and goes back to the idle list once its replies are in, the subscriber
+ * connections are closed (never reused: nothing of another client's subscriptions can
+ * leak; Redis sends no unsubscribe confirmations either), the name is forgotten, the
+ * session is NORMAL and logged out when users are configured. Answers +RESET.
+ */
+static void client_reset(struct client *c, struct request *req)
+{
+    if (c->session.mode == SESSION_MULTI) client_multi_reset(c);
+    c->watch_lost = 0;
+    if (c->watch_pin) {
+        router_unwatch(c, req); /* its reply is req's to swallow */
+        client_watch_end(c);
+    }
+    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
+        struct backend *b = c->pubsub.pin[i];
+        if (!b) continue;
+        pubsub_lost(&c->pubsub, i);
+        backend_abandon(b);
+    }
+    session_reset(&c->session, c->worker->cfg->nusers == 0);
+    free(c->name);
+    c->name = NULL;
+    request_complete(req, STR_AND_LEN("+RESET\r\n"));
+}
+
+/* A write was forwarded (or queued in c's MULTI): WAIT goes to its instance. */
+static void client_note_write(struct client *c, const struct plan *plan)
+{
+    if (plan->kind == PLAN_FORWARD && plan->writes && plan->instance >= 0) session_wrote(&c->session, plan->instance);
 }
 
 static void request_pin_full(struct client *c, struct request *req, int instance)
@@ -635,6 +670,8 @@ static int client_handle_frame(struct client *c, const char *frame)
     }
     STAT_INC(&w->stats, commands_processed);
     if (pr.cmd) c->last_cmd = pr.cmd->name;
+    client_note_write(c, &plan);
+    report_note(w, &plan, &pr); /* issue 13: report mode and the default line, counted and logged */
     enum stats_class cls = client_stats_class(pr.cmd);
     struct stats_mark mark = stats_command(&w->stats, stats_key(plan.ns ? plan.ns->stats_slot : STATS_NS_NONE, cls),
                                            plan.kind == PLAN_FORWARD ? plan.instance : -1, p->frame_len);
@@ -670,6 +707,8 @@ static int client_handle_frame(struct client *c, const char *frame)
             client_exec(c, req);
         } else if (plan.local == LOCAL_DISCARD) {
             client_discard(c, req);
+        } else if (plan.local == LOCAL_RESET) {
+            client_reset(c, req);
         } else {
             local_execute(c, req, &plan, p->argc, c->argv, c->argvlen);
         }
@@ -731,7 +770,8 @@ static void client_protocol_error(struct client *c, const char *text)
 {
     struct request *req = request_new(c);
     STAT_INC(&c->worker->stats, errors_protocol);
-    log_msg(LOG_INFO, "client %llu %s: %s", (unsigned long long)c->id, c->addr, text);
+    log_event(LOG_INFO, "client_protocol_error", &(struct log_fields){.client = c->addr, .client_id = c->id},
+              "client %llu %s: %s", (unsigned long long)c->id, c->addr, text);
     c->closing = 1;
     c->qlen = 0;
     char buf[200];
@@ -979,8 +1019,9 @@ static void client_tick_cb(evutil_socket_t fd, short what, void *arg)
         int64_t since;
         const char *why = client_timed_out(c, cfg, now, &since);
         if (!why) continue;
-        log_msg(LOG_INFO, "client %llu %s closed: %s (%lld ms)", (unsigned long long)c->id, c->addr, why,
-                (long long)(now - since));
+        log_event(LOG_INFO, "client_timed_out", &(struct log_fields){.client = c->addr, .client_id = c->id},
+                  "client %llu %s closed: %s (%lld ms)", (unsigned long long)c->id, c->addr, why,
+                  (long long)(now - since));
         STAT_INC(&w->stats, clients_timed_out);
         conn_close(c, why);
     }
@@ -999,11 +1040,11 @@ void client_memory_tick(evutil_socket_t fd, short what, void *arg)
              * client eviction (maxmemory-clients) does, the client holding the most goes */
             struct client *c = client_largest(w, (size_t)(w->cfg->max_memory / 64));
             if (c) {
-                log_msg(LOG_WARN,
-                        "client %llu %s closed: keygate is over max-memory (%lld bytes) and this client "
-                        "holds %zu bytes (input %zu, transaction %zu)",
-                        (unsigned long long)c->id, c->addr, (long long)w->cfg->max_memory, c->mem_held, c->qlen,
-                        c->multi_buf.len);
+                log_event(LOG_WARN, "client_evicted", &(struct log_fields){.client = c->addr, .client_id = c->id},
+                          "client %llu %s closed: keygate is over max-memory (%lld bytes) and this client "
+                          "holds %zu bytes (input %zu, transaction %zu)",
+                          (unsigned long long)c->id, c->addr, (long long)w->cfg->max_memory, c->mem_held, c->qlen,
+                          c->multi_buf.len);
                 STAT_INC(&w->stats, clients_evicted);
                 conn_close(c, "evicted: over max-memory");
             }

@@ -31,7 +31,9 @@
     X(CID_GETEX, "getex") X(CID_PERSIST, "persist") X(CID_GET, "get") X(CID_RENAME, "rename")                 \
     X(CID_RENAMENX, "renamenx") X(CID_COPY, "copy") X(CID_SORT, "sort") X(CID_SORT_RO, "sort_ro")             \
     X(CID_KEYS, "keys") X(CID_SCAN, "scan") X(CID_SCRIPT_LOAD, "script|load")                                 \
-    X(CID_SCRIPT_EXISTS, "script|exists") X(CID_EVAL, "eval") X(CID_EVALSHA, "evalsha") X(CID_FCALL, "fcall")
+    X(CID_SCRIPT_EXISTS, "script|exists") X(CID_EVAL, "eval") X(CID_EVALSHA, "evalsha") X(CID_FCALL, "fcall")   \
+    X(CID_CLIENT, "client") X(CID_DBSIZE, "dbsize") X(CID_TIME, "time") X(CID_LASTSAVE, "lastsave")             \
+    X(CID_READONLY, "readonly") X(CID_READWRITE, "readwrite")
 /* clang-format on */
 
 enum cmd_id {

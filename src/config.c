@@ -415,6 +415,29 @@ static void dir_log_level(struct cfg_ctx *ctx, const struct tokens *t)
     CFG_ERR(ctx, "bad log-level '%s' (debug, info, warn or error)", t->v[1].text);
 }
 
+/* log-format text|json */
+static void dir_log_format(struct cfg_ctx *ctx, const struct tokens *t)
+{
+    if (strcmp(t->v[1].text, "text") == 0)
+        ctx->c->log_format = LOG_FORMAT_TEXT;
+    else if (strcmp(t->v[1].text, "json") == 0)
+        ctx->c->log_format = LOG_FORMAT_JSON;
+    else
+        CFG_ERR(ctx, "bad log-format '%s' (text or json)", t->v[1].text);
+}
+
+/* enforce on|report: the registry lines without enforce= (a report mode needs a default line) */
+static void dir_enforce(struct cfg_ctx *ctx, const struct tokens *t)
+{
+    ctx->c->enforce_line = ctx->line;
+    if (strcmp(t->v[1].text, "on") == 0)
+        ctx->c->enforce = ENFORCE_ON;
+    else if (strcmp(t->v[1].text, "report") == 0)
+        ctx->c->enforce = ENFORCE_REPORT;
+    else
+        CFG_ERR(ctx, "bad enforce '%s' (on or report)", t->v[1].text);
+}
+
 enum value_kind { V_FUNC, V_INT, V_SIZE, V_DURATION, V_DURATION_OR_0 };
 
 /* durable-headroom-warn 20%: a whole percentage 0..99 ("20" without the sign too). */
@@ -474,6 +497,8 @@ static const struct directive {
     {"durable-headroom-warn", "N%", 1, 1, 0, V_FUNC, dir_headroom_warn, 0, 0, 0},
     {"namespace-scan-interval", "DURATION|0", 1, 1, 0, V_DURATION_OR_0, NULL,
      offsetof(struct config, namespace_scan_interval_ms), 0, 0},
+    {"log-format", "text|json", 1, 1, 0, V_FUNC, dir_log_format, 0, 0, 0},
+    {"enforce", "on|report", 1, 1, 0, V_FUNC, dir_enforce, 0, 0, 0},
 };
 #define NDIRECTIVES (sizeof directives / sizeof directives[0])
 
@@ -555,9 +580,9 @@ static void owners_check(const struct config *c)
             const char *owner = c->users[u].owners[o];
             size_t i = 0;
             while (i < c->registry->count && strcmp(c->registry->entries[i].owner, owner) != 0) i++;
-            if (i == c->registry->count)
-                log_msg(LOG_WARN, "%s:%d: user '%s': no namespace has owner '%s'", c->path, c->users[u].line,
-                        c->users[u].name, owner);
+            if (i == c->registry->count && !(c->registry->dflt && strcmp(c->registry->dflt->owner, owner) == 0))
+                log_event(LOG_WARN, "config_unknown_owner", NULL, "%s:%d: user '%s': no namespace has owner '%s'",
+                          c->path, c->users[u].line, c->users[u].name, owner);
         }
     }
 }
@@ -569,6 +594,28 @@ static void config_bind_stats(struct config *c)
         struct namespace_entry *e = &c->registry->entries[i];
         e->stats_slot = stats_ns_slot(e->prefix, e->kind == NS_CHANNEL, c->instance_names[e->instance], e->owner);
     }
+    /* the default line (keys and channels matching no prefix): namespace="(default)" */
+    struct namespace_entry *d = c->registry->dflt;
+    if (d) d->stats_slot = stats_ns_slot(REGISTRY_DEFAULT_NAME, 0, c->instance_names[d->instance], d->owner);
+}
+
+/* `enforce report` needs the registry's default line: report mode must not refuse unregistered
+ * keys, and only the operator can say which instance and TTL they get. Then every line without
+ * enforce= takes the directive's value. */
+static void config_enforce_apply(struct cfg_ctx *ctx)
+{
+    struct config *c = ctx->c;
+    if (!c->registry) return;
+    if (c->enforce == ENFORCE_REPORT && !c->registry->dflt) {
+        ctx->line = c->enforce_line;
+        CFG_ERR(ctx,
+                "enforce report needs a default line in the registry (%s): report mode forwards keys that match no "
+                "namespace, and the default line says to which instance and with which TTL",
+                c->registry_path);
+        ctx->line = 0;
+        return;
+    }
+    registry_set_enforce(c->registry, c->enforce == ENFORCE_REPORT ? ENFORCE_REPORT : ENFORCE_ON);
 }
 
 struct config *config_load(const char *path, struct diag *errs)
@@ -629,12 +676,15 @@ struct config *config_load(const char *path, struct diag *errs)
     if (c->ninstances == 0) CFG_ERR(&ctx, "no instance directive (at least one is required)");
     if (c->registry_path && c->ninstances > 0)
         c->registry = registry_load(c->registry_path, c->instance_names, c->ninstances, errs);
+    config_enforce_apply(&ctx);
 
     if (errs->count > errs_before) {
         config_free(c);
         return NULL;
     }
-    if (c->nusers == 0) log_msg(LOG_WARN, "%s: no user lines: clients need no AUTH (development only)", c->path);
+    if (c->nusers == 0)
+        log_event(LOG_WARN, "config_no_users", NULL, "%s: no user lines: clients need no AUTH (development only)",
+                  c->path);
     owners_check(c);
     config_bind_stats(c);
     return c;

@@ -80,6 +80,10 @@ struct config {
                                          has no reply after this is closed, its requests failed (0 = none),
                                          default 5s */
     int log_level;                      /* log-level debug|info|warn|error (enum log_level), default info */
+    int log_format;                     /* log-format text|json (enum log_format), default text */
+    int enforce;                        /* enforce on|report (enum ns_enforce), default on: the value of
+                                         every registry line without enforce= */
+    int enforce_line;                   /* line of the enforce directive (0: none) */
     int64_t backend_info_interval_ms;   /* backend-info-interval: INFO read for the capacity gauges, default 10s */
     int durable_headroom_warn_pct;      /* durable-headroom-warn N%: /healthz fails under it, default 20 */
     int64_t namespace_scan_interval_ms; /* namespace-scan-interval: one sampler pass each (0 = off, default) */
@@ -91,7 +95,7 @@ struct config {
  * Every error goes to `errs` as "FILE:LINE: message". Unknown directives, missing
  * required directives (listen, registry, at least one instance), malformed addresses,
  * instance without tls/plain, duplicate instance names, unreadable or group/other-
- * readable password files are errors. Touches no network. Warns (log_msg) when there
+ * readable password files are errors. Touches no network. Warns (log_event) when there
  * is no user line (no AUTH) and when a user names an owner no namespace has.
  * Returns the config (free with config_free) when there were no errors, else NULL.
  */

@@ -40,9 +40,9 @@ int conn_output_over(struct client *c, size_t partial)
 {
     if (c->closed) return 1;
     if ((int64_t)(conn_out_pending(c) + partial) <= c->worker->cfg->client_output_hard_limit) return 0;
-    log_msg(LOG_WARN,
-            "client %llu %s closed: its replies (%zu bytes queued, %zu arriving) passed client-output-hard-limit",
-            (unsigned long long)c->id, c->addr, conn_out_pending(c), partial);
+    log_event(LOG_WARN, "client_output_limit", &(struct log_fields){.client = c->addr, .client_id = c->id},
+              "client %llu %s closed: its replies (%zu bytes queued, %zu arriving) passed client-output-hard-limit",
+              (unsigned long long)c->id, c->addr, conn_out_pending(c), partial);
     STAT_INC(&c->worker->stats, clients_output_limit);
     conn_close(c, "over client-output-hard-limit");
     return 1;
@@ -61,7 +61,8 @@ void conn_close(struct client *c, const char *reason)
     struct worker *w = c->worker;
     if (c->closed) return;
     c->closed = 1;
-    log_msg(LOG_DEBUG, "client %llu %s closed: %s", (unsigned long long)c->id, c->addr, reason);
+    log_event(LOG_DEBUG, "client_closed", &(struct log_fields){.client = c->addr, .client_id = c->id},
+              "client %llu %s closed: %s", (unsigned long long)c->id, c->addr, reason);
     /* no callback of c runs from here on: its events go, its socket closes at the reap */
     if (c->bev) {
         bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);

@@ -1,9 +1,11 @@
-/* local.c: the commands keygate answers itself: PING, ECHO, AUTH, HELLO, SELECT 0, CLIENT, COMMAND, INFO. */
+/* local.c: the commands keygate answers itself: PING, ECHO, AUTH, HELLO, SELECT 0, CLIENT, COMMAND, INFO (its instance sections asked of the instances). */
 #include "local.h"
 
 #include "access.h"
 #include "args.h"
 #include "backend.h"
+#include "report.h"
+#include "router.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -258,14 +260,14 @@ static int section_wanted(size_t argc, const char *const *argv, const size_t *ar
     return 0;
 }
 
-/* INFO: keygate's own sections (server, clients, stats, namespaces, instances). */
-static void local_info(struct client *c, struct request *req, size_t argc, const char *const *argv,
-                       const size_t *argvlen)
+/* keygate's own INFO sections named by argv (server, clients, stats, namespaces, instances)
+ * into body, each ending in a blank line. */
+static void local_info_body(struct client *c, size_t argc, const char *const *argv, const size_t *argvlen,
+                            struct evbuffer *body)
 {
     struct worker *w = c->worker;
     struct proxy *px = w->proxy;
     const struct config *cfg = w->cfg;
-    struct evbuffer *body = xevbuffer_new();
     if (section_wanted(argc, argv, argvlen, "server")) {
         evbuffer_add_printf(body,
                             "# Server\r\nredis_version:%s\r\nkeygate_version:%s\r\nredis_mode:standalone\r\n"
@@ -299,6 +301,7 @@ static void local_info(struct client *c, struct request *req, size_t argc, const
                                 i, e->prefix, e->kind == NS_CHANNEL ? "channel" : "namespace",
                                 cfg->instance_names[e->instance], ttl, max, e->sliding, e->owner);
         }
+        report_info(px, cfg, body);  /* issue 13: the default line, unregistered names, report counters */
         struct bytebuf counts = {0}; /* the per-namespace counters and latency percentiles (stats.h) */
         stats_format_info(&px->workers[0].stats, sizeof(struct worker), px->nworkers, cfg->instance_names,
                           cfg->ninstances, &counts);
@@ -316,6 +319,21 @@ static void local_info(struct client *c, struct request *req, size_t argc, const
                                 cfg->instances[i].tls, st.connections, st.up, st.in_flight);
         }
         evbuffer_add_printf(body, "\r\n");
+    }
+}
+
+/* INFO: keygate's own sections; with keyspace, memory or replication named (plan->merge
+ * MERGE_INFO) the same INFO goes to every instance and the reply is merged (info_merge). */
+static void local_info(struct client *c, struct request *req, const struct plan *plan, size_t argc,
+                       const char *const *argv, const size_t *argvlen)
+{
+    struct evbuffer *body = xevbuffer_new();
+    local_info_body(c, argc, argv, argvlen, body);
+    if (plan->merge == MERGE_INFO) {
+        size_t n = evbuffer_get_length(body);
+        router_forward_info(c, req, argc, argv, argvlen, (const char *)evbuffer_pullup(body, -1), n);
+        evbuffer_free(body);
+        return;
     }
     struct evbuffer *out = xevbuffer_new();
     size_t len = evbuffer_get_length(body);
@@ -351,6 +369,7 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
         break;
     case LOCAL_SELECT:
     case LOCAL_CLIENT_SETINFO:
+    case LOCAL_READONLY:
         reply_str(req, "+OK\r\n");
         break;
     case LOCAL_AUTH:
@@ -396,7 +415,7 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
         local_command(c, req, plan->local, argc, argv, argvlen);
         break;
     case LOCAL_INFO:
-        local_info(c, req, argc, argv, argvlen);
+        local_info(c, req, plan, argc, argv, argvlen);
         break;
     case LOCAL_UNWATCH:
         c->watch_lost = 0;

@@ -69,13 +69,14 @@ static int listen_tls_init(struct daemon_state *d)
         SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
         if (SSL_CTX_use_certificate_chain_file(ctx, la->tls_cert) != 1 ||
             SSL_CTX_use_PrivateKey_file(ctx, la->tls_key, SSL_FILETYPE_PEM) != 1) {
-            log_msg(LOG_ERROR, "listen tls: cannot load %s / %s", la->tls_cert, la->tls_key);
+            log_event(LOG_ERROR, "listen_tls_failed", NULL, "listen tls: cannot load %s / %s", la->tls_cert,
+                      la->tls_key);
             SSL_CTX_free(ctx);
             return -1;
         }
         if (la->tls_ca) {
             if (SSL_CTX_load_verify_locations(ctx, la->tls_ca, NULL) != 1) {
-                log_msg(LOG_ERROR, "listen tls: cannot load CA %s", la->tls_ca);
+                log_event(LOG_ERROR, "listen_tls_failed", NULL, "listen tls: cannot load CA %s", la->tls_ca);
                 SSL_CTX_free(ctx);
                 return -1;
             }
@@ -100,7 +101,7 @@ static void reload(struct daemon_state *d)
 {
     if (d->retired) {
         if (__atomic_load_n(&d->proxy.reload_acks, __ATOMIC_ACQUIRE) != 0) {
-            log_msg(LOG_WARN, "reload: the previous reload is still being applied; try again");
+            log_event(LOG_WARN, "reload_busy", NULL, "reload: the previous reload is still being applied; try again");
             return;
         }
         config_free(d->retired);
@@ -108,23 +109,29 @@ static void reload(struct daemon_state *d)
     }
     struct config *next = load_or_report(d->config_path);
     if (!next) {
-        log_msg(LOG_ERROR, "reload: %s has errors; keeping the running configuration", d->config_path);
+        log_event(LOG_ERROR, "reload_failed", NULL, "reload: %s has errors; keeping the running configuration",
+                  d->config_path);
         return;
     }
     int same = next->ninstances == d->cfg->ninstances;
     for (size_t i = 0; same && i < next->ninstances; i++)
         same = strcmp(next->instances[i].name, d->cfg->instances[i].name) == 0;
     if (!same) {
-        log_msg(LOG_ERROR, "reload: instances changed; that needs a restart. Keeping the running configuration");
+        log_event(LOG_ERROR, "reload_failed", NULL,
+                  "reload: instances changed; that needs a restart. Keeping the running configuration");
         config_free(next);
         return;
     }
+    if (next->log_format != d->cfg->log_format) /* log_format is read by every thread unlocked: start-up only */
+        log_event(LOG_WARN, "reload_log_format", NULL, "reload: log-format changes need a restart; the log stays %s",
+                  d->cfg->log_format == LOG_FORMAT_JSON ? "json" : "text");
     d->retired = d->cfg;
     d->cfg = next;
     __atomic_store_n(&d->proxy.reload_acks, d->proxy.nworkers, __ATOMIC_RELEASE);
     for (int i = 0; i < d->proxy.nworkers; i++) worker_post(&d->proxy.workers[i], next, 0);
     sampler_update(d->sampler, next);
-    log_msg(LOG_INFO, "reloaded registry (%zu namespaces) and %zu users", next->registry->count, next->nusers);
+    log_event(LOG_INFO, "reload", NULL, "reloaded registry (%zu namespaces) and %zu users", next->registry->count,
+              next->nusers);
 }
 
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
@@ -137,10 +144,20 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
         sd_notify(0, "READY=1");
         return;
     }
-    log_msg(LOG_INFO, "signal %d: stopping (draining for at most %lldms)", (int)sig,
-            (long long)d->cfg->shutdown_timeout_ms);
+    log_event(LOG_INFO, "stopping", NULL, "signal %d: stopping (draining for at most %lldms)", (int)sig,
+              (long long)d->cfg->shutdown_timeout_ms);
     sd_notify(0, "STOPPING=1");
     event_base_loopbreak(d->base);
+}
+
+/* libevent's own warnings (event_warn: a failed accept, a bad fd) in keygate's log format and level. */
+static void libevent_log_cb(int severity, const char *msg)
+{
+    enum log_level level = severity == EVENT_LOG_DEBUG  ? LOG_DEBUG
+                           : severity == EVENT_LOG_MSG  ? LOG_INFO
+                           : severity == EVENT_LOG_WARN ? LOG_WARN
+                                                        : LOG_ERROR;
+    log_event(level, "libevent", NULL, "libevent: %s", msg);
 }
 
 static int run(const char *path)
@@ -151,7 +168,9 @@ static int run(const char *path)
     d.cfg = load_or_report(path);
     if (!d.cfg) return 1;
     log_min_level = d.cfg->log_level;
+    log_format = d.cfg->log_format;
     signal(SIGPIPE, SIG_IGN);
+    event_set_log_callback(libevent_log_cb);
     /* buffers of 4 MiB and more are mapped on their own and unmapped when freed: the
      * memory of a large transfer goes back to the system (glibc would otherwise raise the
      * threshold after the first such free, up to 32 MiB, and keep those on its heap) */
@@ -171,7 +190,7 @@ static int run(const char *path)
     int rc = 0, started = 0;
     for (int i = 0; i < d.proxy.nworkers; i++) {
         if (worker_init(&d.proxy.workers[i], &d.proxy, i, d.cfg) != 0) {
-            log_msg(LOG_ERROR, "worker %d failed to start", i);
+            log_event(LOG_ERROR, "worker_failed", NULL, "worker %d failed to start", i);
             rc = 1;
             break;
         }
@@ -193,8 +212,8 @@ static int run(const char *path)
         if (started < d.proxy.nworkers) rc = 1;
     }
     if (rc == 0) {
-        log_msg(LOG_INFO, "keygate %s ready: %zu listener(s), %d thread(s), %zu namespaces", KEYGATE_VERSION,
-                d.cfg->nlistens, d.proxy.nworkers, d.cfg->registry->count);
+        log_event(LOG_INFO, "ready", NULL, "keygate %s ready: %zu listener(s), %d thread(s), %zu namespaces",
+                  KEYGATE_VERSION, d.cfg->nlistens, d.proxy.nworkers, d.cfg->registry->count);
         d.sampler = sampler_start(d.cfg);
         sd_notify(0, "READY=1");
         event_base_dispatch(d.base);
@@ -206,7 +225,9 @@ static int run(const char *path)
     for (int i = 0; i < d.proxy.nworkers; i++) worker_free(&d.proxy.workers[i]);
     int64_t left = __atomic_load_n(&d.proxy.mem_used, __ATOMIC_RELAXED);
     for (int i = 0; i < d.proxy.nworkers; i++) left += d.proxy.workers[i].mem_unpublished;
-    if (left != 0) log_msg(LOG_WARN, "max-memory accounting: %lld bytes still counted at exit", (long long)left);
+    if (left != 0)
+        log_event(LOG_WARN, "memory_accounting_left", NULL, "max-memory accounting: %lld bytes still counted at exit",
+                  (long long)left);
     for (int i = 0; i < 3; i++)
         if (sigs[i]) event_free(sigs[i]);
     if (d.base) event_base_free(d.base);

@@ -3,6 +3,7 @@
 
 #include "access.h"
 #include "cmdclass.h"
+#include "info.h"
 #include "session.h"
 #include "ttl.h"
 #include "util.h"
@@ -30,6 +31,51 @@ static void plan_local(struct plan *p, enum local_cmd local)
 {
     p->kind = PLAN_LOCAL;
     p->local = local;
+}
+
+/* Record that enforcement of entry ns let `reason` through (report mode); once per pair. */
+static void report_add(struct plan *p, const struct namespace_entry *ns, enum stats_report_reason reason)
+{
+    struct plan_report *rp = &p->report;
+    for (uint32_t i = 0; i < rp->nevents; i++)
+        if (rp->events[i].index == ns->index && rp->events[i].reason == reason) return;
+    if (rp->nevents == PLAN_REPORT_MAX) return; /* README: at most PLAN_REPORT_MAX pairs a command */
+    rp->events[rp->nevents].index = ns->index;
+    rp->events[rp->nevents].reason = (uint8_t)reason;
+    rp->nevents++;
+}
+
+/* The default line took argv[argi] (a key or a channel). */
+static void report_unregistered(struct plan *p, enum ns_kind kind, size_t argi)
+{
+    if (p->report.unregistered++ == 0) {
+        p->report.unregistered_kind = kind;
+        p->report.unregistered_arg = (int32_t)argi;
+    }
+}
+
+/* The entry a name goes to: its namespace, else the default line (counted as unregistered). */
+static const struct namespace_entry *resolve_name(const struct registry *reg, enum ns_kind kind,
+                                                  const struct policy_request *r, size_t argi, size_t len,
+                                                  struct plan *p)
+{
+    const struct namespace_entry *ns = registry_lookup(reg, kind, r->argv[argi], len);
+    if (!ns && reg->dflt) {
+        ns = reg->dflt;
+        report_unregistered(p, kind, argi);
+    }
+    return ns;
+}
+
+/* 1 when some channel namespace's prefix starts with lit[0..len): a pattern with that literal can
+ * reach it, so it cannot be left to the default line. */
+static int channel_prefix_below(const struct registry *reg, const char *lit, size_t len)
+{
+    for (size_t i = 0; i < reg->count; i++) {
+        const struct namespace_entry *e = &reg->entries[i];
+        if (e->kind == NS_CHANNEL && e->prefix_len >= len && memcmp(e->prefix, lit, len) == 0) return 1;
+    }
+    return 0;
 }
 
 void policy_unknown_command_error(const struct policy_request *req, char *buf, size_t len)
@@ -72,6 +118,8 @@ static const uint8_t local_of[CID_COUNT] = {
     [CID_CLIENT_SETINFO] = LOCAL_CLIENT_SETINFO,
     [CID_CLIENT_INFO] = LOCAL_CLIENT_INFO,
     [CID_CLIENT_LIST] = LOCAL_CLIENT_LIST,
+    [CID_READONLY] = LOCAL_READONLY,
+    [CID_READWRITE] = LOCAL_READONLY,
 };
 
 /* Decide the commands keygate answers itself; returns 1 when `p` was filled. */
@@ -103,10 +151,80 @@ static int decide_local(enum cmd_id cid, const struct policy_request *r, struct 
             plan_error(p, "NOPROTO unsupported protocol version");
         else
             plan_local(p, LOCAL_HELLO);
+    } else if (cid == CID_INFO && info_names_instance_section(r->argc, r->argv, r->argvlen)) {
+        plan_local(p, LOCAL_INFO); /* inside MULTI: refused, like INFO (decide_local_in_multi) */
+        p->merge = MERGE_INFO;     /* outside: keygate's sections, then every instance's INFO */
     } else if (local_of[cid] != LOCAL_NONE) {
         plan_local(p, (enum local_cmd)local_of[cid]);
     } else {
         return 0;
+    }
+    return 1;
+}
+
+/*
+ * Keyless commands keygate forwards (README "What keygate does with a command"); 1 when p was
+ * filled. Outside MULTI:
+ *   TIME, LASTSAVE  the first instance (the first `instance` line) answers
+ *   DBSIZE          every instance, the integers summed (keygate's own keys count too)
+ *   WAIT            a dedicated connection (it blocks) to the instance of the client's last
+ *                   write, after a replicated no-op that brings that connection's offset
+ *                   past the write; with no write yet, the first instance, no no-op
+ * Inside MULTI they run where the transaction runs (Redis answers WAIT at once there); DBSIZE
+ * would count one instance only: refused.
+ */
+static int decide_keyless(const struct session *s, enum cmd_id cid, struct plan *p)
+{
+    if (cid != CID_TIME && cid != CID_LASTSAVE && cid != CID_DBSIZE && cid != CID_WAIT) return 0;
+    p->kind = PLAN_FORWARD;
+    if (s->mode == SESSION_MULTI) {
+        p->instance = -1;
+        if (cid == CID_DBSIZE) plan_error(p, "DENIED DBSIZE inside MULTI would count one instance only");
+        return 1;
+    }
+    p->instance = 0;
+    if (cid == CID_DBSIZE) {
+        p->merge = MERGE_SUM; /* no key_instance: the command as it came, to every instance */
+    } else if (cid == CID_WAIT) {
+        p->flow = FLOW_BLOCK;
+        if (s->wrote) {
+            p->instance = s->write_instance;
+            p->wait_sync = 1;
+        }
+    }
+    return 1;
+}
+
+/*
+ * CLIENT subcommands of Redis 7.2 that clients send at start-up, which Redis 7.0's table (and
+ * so keygate's) lacks; 1 when p was filled. SETINFO is checked as Redis 7.2 checks it and
+ * answered +OK (keygate keeps no library name); NO-TOUCH is refused with its reason.
+ */
+static int decide_client_7_2(const struct session *s, const struct policy_request *r, struct plan *p)
+{
+    int setinfo = session_arg_is(r, 1, "setinfo"), notouch = session_arg_is(r, 1, "no-touch");
+    if (!setinfo && !notouch) return 0;
+    const char *sub = setinfo ? "client|setinfo" : "client|no-touch";
+    if ((setinfo && r->argc != 4) || (notouch && r->argc != 3)) {
+        plan_error(p, "ERR wrong number of arguments for '%s' command", sub);
+    } else if (!s->authenticated) {
+        plan_error(p, "NOAUTH Authentication required.");
+    } else if (notouch) {
+        plan_error(p, "DENIED CLIENT NO-TOUCH cannot be set for one client: keygate's backend connections are "
+                      "shared by many clients");
+    } else if (!session_arg_is(r, 2, "lib-name") && !session_arg_is(r, 2, "lib-ver")) {
+        char opt[130];
+        plan_error(p, "ERR Unrecognized option '%s'", session_printable(r->argv[2], r->argvlen[2], opt, sizeof(opt)));
+    } else {
+        for (size_t i = 0; i < r->argvlen[3]; i++) {
+            if (r->argv[3][i] < '!' || r->argv[3][i] > '~') {
+                char opt[130];
+                plan_error(p, "ERR %s cannot contain spaces, newlines or special characters.",
+                           session_printable(r->argv[2], r->argvlen[2], opt, sizeof(opt)));
+                return 1;
+            }
+        }
+        plan_local(p, LOCAL_CLIENT_SETINFO);
     }
     return 1;
 }
@@ -175,6 +293,10 @@ static void decide_channels(const struct config *cfg, const struct registry *reg
         size_t len = patterns ? pattern_literal_len(r->argv[i], r->argvlen[i]) : r->argvlen[i];
         const struct namespace_entry *ns = registry_lookup(reg, NS_CHANNEL, r->argv[i], len);
         char ch[130];
+        /* a channel in no namespace goes to the default line; so does a pattern that can reach no
+         * channel namespace (its literal prefix lies in none and no prefix starts with it) */
+        if (!ns && reg->dflt && (!patterns || !channel_prefix_below(reg, r->argv[i], len)))
+            ns = resolve_name(reg, NS_CHANNEL, r, i, len, p);
         if (!ns || (patterns && len < ns->prefix_len)) {
             session_printable(r->argv[i], r->argvlen[i], ch, sizeof(ch));
             plan_error(p, "NONAMESPACE %s '%s' matches no channel namespace in the registry",
@@ -182,22 +304,30 @@ static void decide_channels(const struct config *cfg, const struct registry *reg
             return;
         }
         if (access_check_namespace(s, ns, r->cmd, p->error, sizeof(p->error)) != 0) {
-            p->kind = PLAN_ERROR;
-            return;
+            if (!registry_reports(ns)) {
+                p->kind = PLAN_ERROR;
+                return;
+            }
+            p->error[0] = '\0'; /* report mode: forwarded, counted as would-refuse NOPERM */
+            report_add(p, ns, STATS_REPORT_NOPERM);
         }
         char why[PLAN_ERROR_MAX - 160];
-        if (patterns &&
+        if (patterns && !ns->is_default && /* the default line: no channel namespace below, checked above */
             !access_glob_namespace(reg, s, r->cmd, NS_CHANNEL, r->argv[i], r->argvlen[i], "*?[\\", why, sizeof(why))) {
             session_printable(r->argv[i], r->argvlen[i], ch, sizeof(ch));
             plan_error(p, "NOPERM pattern '%s' of '%s': %s", ch, r->cmd->name, why);
             return;
+        }
+        if (seen && seen->instance != ns->instance && registry_reports(ns)) {
+            report_add(p, ns, STATS_REPORT_CROSSINSTANCE); /* report mode: to the first channel's instance */
+            continue;
         }
         if (seen && seen->instance != ns->instance) {
             plan_error(p, "CROSSINSTANCE channels of '%s' live on instances '%s' and '%s'", r->cmd->name,
                        cfg->instance_names[seen->instance], cfg->instance_names[ns->instance]);
             return;
         }
-        seen = ns;
+        if (!seen) seen = ns;
     }
     if (!seen && (cid == CID_PUBSUB_NUMSUB || cid == CID_PUBSUB_SHARDNUMSUB)) {
         plan_local(p, LOCAL_EMPTY_ARRAY); /* Redis: no channel named, no counts */
@@ -287,7 +417,7 @@ static int decide_session(enum cmd_id cid, const struct session *s, const struct
         return 1;
     }
     if (cid == CID_RESET) {
-        plan_error(p, "DENIED RESET is not supported by keygate; reconnect instead");
+        plan_local(p, LOCAL_RESET); /* also inside MULTI, where Redis runs it instead of queuing it */
         return 1;
     }
     if (s->mode == SESSION_MULTI &&
@@ -324,6 +454,10 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
     memset(p, 0, offsetof(struct plan, error)); /* the text buffers are written when used */
     p->error[0] = '\0';
     p->instance = -1;
+    p->report.nevents = 0;
+    p->report.unregistered = 0;
+    p->report.unregistered_kind = NS_KEY;
+    p->report.unregistered_arg = -1;
 
     if (!r->cmd) {
         policy_unknown_command_error(r, p->error, sizeof(p->error));
@@ -331,6 +465,10 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
         return;
     }
     /* Redis's order (processCommand): unknown (sub)command, arity, then authentication */
+    if (r->unknown_subcommand && cmdclass_id(r->cmd) == CID_CLIENT && decide_client_7_2(s, r, p)) {
+        decide_local_in_multi(s, r, p);
+        return;
+    }
     if (r->unknown_subcommand && r->argc >= 2) {
         char sub[130], parent[64];
         session_printable(r->argv[1], r->argvlen[1], sub, sizeof(sub));
@@ -352,6 +490,7 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
         decide_local_in_multi(s, r, p);
         return;
     }
+    if (decide_keyless(s, cid, p)) return;
 
     struct access_result ar;
     access_check_command(cfg, reg, s, r, &ar);
@@ -424,6 +563,47 @@ static void plan_take_ttl(struct plan *p, struct ttl_decision *d)
     }
 }
 
+/* Namespace rules of report mode's keys in the TTL engine: none (nothing injected, nothing refused). */
+static const struct namespace_entry ttl_none_entry = {.prefix = "", .owner = "", .purpose = "", .instance = -1};
+
+/*
+ * Report mode's half of the TTL rules. For each report-mode namespace among the keys: what
+ * ttl_decide would do if it were enforced alone (a refusal: would-refuse max-ttl / PERSIST; a
+ * rewrite: would-inject-ttl) is recorded in p. Then the keys of report namespaces are replaced
+ * in ns_of by an entry without TTL rules, so the real decision enforces only the enforce=on
+ * ones. Returns 1 when some key was in a report namespace.
+ */
+static int decide_ttl_report(const struct policy_request *r, const struct key_ref *keys,
+                             const struct namespace_entry **ns_of, int nkeys, int blocks, int may_wrap, struct plan *p)
+{
+    int any = 0;
+    for (int i = 0; i < nkeys && !any; i++) any = registry_reports(ns_of[i]);
+    if (!any) return 0;
+    const struct namespace_entry *stack_one[64], *decided[PLAN_REPORT_MAX];
+    const struct namespace_entry **one = nkeys <= 64 ? stack_one : xmalloc((size_t)nkeys * sizeof(*one));
+    size_t ndecided = 0;
+    for (int i = 0; i < nkeys && ndecided < PLAN_REPORT_MAX; i++) {
+        const struct namespace_entry *rep = ns_of[i];
+        if (!registry_reports(rep)) continue;
+        int done = 0; /* one decision per namespace (at most PLAN_REPORT_MAX: events beyond do not fit) */
+        for (size_t j = 0; j < ndecided && !done; j++) done = decided[j] == rep;
+        if (done) continue;
+        decided[ndecided++] = rep;
+        for (int j = 0; j < nkeys; j++) one[j] = ns_of[j] == rep ? rep : &ttl_none_entry;
+        struct ttl_decision d;
+        ttl_decide(r, keys, one, nkeys, blocks, may_wrap, &d);
+        if (d.refused)
+            report_add(p, rep, d.refusal == TTL_REFUSED_PERSIST ? STATS_REPORT_PERSIST : STATS_REPORT_MAXTTL);
+        else if (d.nappend || d.rewrite.nfix || d.rewrite.getex)
+            report_add(p, rep, STATS_REPORT_INJECT_TTL);
+        ttl_decision_release(&d);
+    }
+    for (int i = 0; i < nkeys; i++)
+        if (registry_reports(ns_of[i])) ns_of[i] = &ttl_none_entry;
+    if (one != stack_one) free(one);
+    return 1;
+}
+
 /* Namespace, permission and instance checks over every key, then the TTL rules. */
 static void decide_keys(const struct config *cfg, const struct registry *reg, const struct session *s,
                         const struct policy_request *r, enum cmd_id cid, struct key_ref *keys,
@@ -451,7 +631,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
     int split_instance = -1;
     for (int i = 0; i < nkeys; i++) {
         size_t ai = (size_t)keys[i].index;
-        const struct namespace_entry *ns = registry_lookup(reg, NS_KEY, r->argv[ai], r->argvlen[ai]);
+        const struct namespace_entry *ns = resolve_name(reg, NS_KEY, r, ai, r->argvlen[ai], p);
         char key[130];
         if (!ns) {
             session_printable(r->argv[ai], r->argvlen[ai], key, sizeof(key));
@@ -459,14 +639,22 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
             return;
         }
         if (access_check_namespace(s, ns, r->cmd, p->error, sizeof(p->error)) != 0) {
-            p->kind = PLAN_ERROR;
-            return;
+            if (!registry_reports(ns)) {
+                p->kind = PLAN_ERROR;
+                return;
+            }
+            p->error[0] = '\0'; /* report mode: forwarded, counted as would-refuse NOPERM */
+            report_add(p, ns, STATS_REPORT_NOPERM);
         }
         ns_of[i] = ns;
         if (!first) {
             first = ns;
         } else if (ns->instance != first->instance && splittable(cid)) {
             split_instance = ns->instance;
+        } else if (ns->instance != first->instance && registry_reports(ns)) {
+            /* report mode: the command goes to its first key's instance; an enforce=on key
+             * elsewhere still refuses it (the next branch) */
+            report_add(p, ns, STATS_REPORT_CROSSINSTANCE);
         } else if (ns->instance != first->instance) {
             session_printable(r->argv[ai], r->argvlen[ai], key, sizeof(key));
             plan_error(p, "CROSSINSTANCE keys of '%s' live on instances '%s' and '%s' ('%s'); it cannot be split", name,
@@ -500,6 +688,8 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
     /* keygate's own MULTI/EXEC on the WATCH pin would clear (or fail on) the client's watch */
     int may_wrap = s->watch_instance != first->instance;
     struct ttl_decision td;
+    /* keys of report namespaces are enforced as ttl=none; what their rules would do is counted */
+    (void)decide_ttl_report(r, keys, ns_of, nkeys, p->flow == FLOW_BLOCK, may_wrap, p);
     ttl_decide(r, keys, ns_of, nkeys, p->flow == FLOW_BLOCK, may_wrap, &td);
     if (td.refused) {
         ttl_decision_release(&td);

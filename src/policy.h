@@ -10,6 +10,7 @@
 #include "config.h"
 #include "registry.h"
 #include "session.h"
+#include "stats.h"
 #include "ttl.h"
 
 /*
@@ -50,6 +51,8 @@ enum local_cmd {
     LOCAL_PING_SUBSCRIBED,  /* PING in subscribed mode: ["pong", msg] */
     LOCAL_UNSUBSCRIBE_NONE, /* (P|S)UNSUBSCRIBE with no subscription: Redis's empty confirmation */
     LOCAL_EMPTY_ARRAY,      /* PUBSUB NUMSUB / SHARDNUMSUB naming no channel: "*0" */
+    LOCAL_RESET,            /* RESET: leave MULTI, unwatch, unsubscribe, forget the name, log out; "+RESET" */
+    LOCAL_READONLY,         /* READONLY / READWRITE: "+OK" (no cluster: every read is served by the primary) */
 };
 
 /* How a FORWARD plan uses backend connections. */
@@ -67,6 +70,27 @@ enum plan_merge {
     MERGE_NONE = 0,
     MERGE_MGET, /* values back in the client's key order */
     MERGE_SUM,  /* DEL/UNLINK/EXISTS/TOUCH: integers summed */
+    MERGE_INFO, /* INFO keyspace/memory/replication: keygate's sections + each instance's, labelled (info.h) */
+};
+
+/*
+ * Report mode and the default line (issue 13): what the plan did not enforce, for the caller
+ * to count and log (report_note). An event is (registry entry index, reason), at most once per
+ * pair and command; `unregistered` counts the names the default line took.
+ */
+#define PLAN_REPORT_MAX 16
+
+struct plan_report_event {
+    uint32_t index; /* namespace_entry.index */
+    uint8_t reason; /* enum stats_report_reason */
+};
+
+struct plan_report {
+    uint32_t nevents;
+    uint32_t unregistered;    /* keys (or channels) the default line took */
+    int unregistered_kind;    /* enum ns_kind of those */
+    int32_t unregistered_arg; /* argv index of the first, for the log line */
+    struct plan_report_event events[PLAN_REPORT_MAX];
 };
 
 #define PLAN_MAX_APPEND 4
@@ -84,13 +108,18 @@ struct plan {
     struct ttl_rewrite ttl;           /* PLAN_FORWARD: injected TTL commands (see ttl.h) */
     enum plan_flow flow;              /* PLAN_FORWARD */
     int all_instances;                /* FLOW_UNSUBSCRIBE with no argument: every subscriber connection */
+    int wait_sync;                    /* WAIT after a write: a replicated no-op first, so the pin's offset covers it */
     enum plan_merge merge;            /* != MERGE_NONE: split per instance, see key_instance */
-    int8_t *key_instance;             /* merge: instance of argv[i] for i in 1..argc-1 (heap), -1 = not a key */
+    int8_t *key_instance;             /* merge: instance of argv[i] for i in 1..argc-1 (heap), -1 = not a key;
+                                         NULL: the whole command to every instance (DBSIZE) */
     int keeps_transaction;            /* PLAN_ERROR inside MULTI that does not make EXEC abort (as Redis) */
     /* The text buffers last: policy_decide clears every field before them and only the first
      * byte of error, so a request does not pay for zeroing 600 bytes nobody reads. */
     char error[PLAN_ERROR_MAX]; /* PLAN_ERROR: "CODE message" (no '-', no CRLF); "" otherwise */
     char append_store[64];      /* storage the append pointers may point into (the plan's own) */
+    /* PLAN_FORWARD: what report mode let through and what the default line took; policy_decide
+     * sets its counts (the events array is read only up to nevents) */
+    struct plan_report report;
 };
 
 /* Free what policy_decide allocated in plan (call once the plan was carried out). */

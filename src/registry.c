@@ -12,19 +12,39 @@
  *   kind     prefix      fields (name=value, "quoted values", the flag word sliding)
  *   namespace cache:     instance=cache ttl=1h max-ttl=7d owner=cache purpose="..."
  *   channel  push:       instance=cache owner=notifications
+ *   default              instance=cache ttl=1h owner=legacy enforce=report
  *
+ * `default` (at most one line, no prefix) takes every key and channel that matches no prefix;
+ * `enforce=on|report` may end any line.
  * Parsing collects every problem (with its line), then reports them sorted by line.
  */
 
-enum field_id { F_INSTANCE, F_OWNER, F_TTL, F_MAX_TTL, F_NEAR_CACHE, F_PURPOSE, F_SLIDING, F_DEPTH, F_COUNT };
+enum field_id {
+    F_INSTANCE,
+    F_OWNER,
+    F_TTL,
+    F_MAX_TTL,
+    F_NEAR_CACHE,
+    F_PURPOSE,
+    F_SLIDING,
+    F_ENFORCE,
+    F_DEPTH,
+    F_COUNT
+};
 
 static const struct {
     const char *name;
     int channel_ok; /* allowed on a channel line */
 } fields[F_COUNT] = {
-    [F_INSTANCE] = {"instance", 1}, [F_OWNER] = {"owner", 1},           [F_TTL] = {"ttl", 0},
-    [F_MAX_TTL] = {"max-ttl", 0},   [F_NEAR_CACHE] = {"near-cache", 0}, [F_PURPOSE] = {"purpose", 1},
-    [F_SLIDING] = {"sliding", 0},   [F_DEPTH] = {"depth", 0}, /* the sampler sums the lengths of its lists, streams and zsets */
+    [F_INSTANCE] = {"instance", 1},
+    [F_OWNER] = {"owner", 1},
+    [F_TTL] = {"ttl", 0},
+    [F_MAX_TTL] = {"max-ttl", 0},
+    [F_NEAR_CACHE] = {"near-cache", 0},
+    [F_PURPOSE] = {"purpose", 1},
+    [F_SLIDING] = {"sliding", 0},
+    [F_ENFORCE] = {"enforce", 1},
+    [F_DEPTH] = {"depth", 0}, /* the sampler sums the lengths of its lists, streams and zsets */
 };
 
 struct line_error {
@@ -41,6 +61,7 @@ struct parse_ctx {
     size_t nerrs, errs_cap;
     struct namespace_entry *entries; /* every line with a kind and a prefix, in file order */
     size_t count, cap;
+    struct namespace_entry *dflt; /* the first `default` line (heap), NULL before one */
 };
 
 static void __attribute__((format(printf, 3, 4))) err_add(struct parse_ctx *ctx, int line, const char *fmt, ...)
@@ -152,7 +173,7 @@ static int field_apply(struct parse_ctx *ctx, int line, struct namespace_entry *
         else
             err_add(ctx, line,
                     "unknown field '%.*s' (fields: instance= owner= ttl= max-ttl= "
-                    "near-cache= purpose= and the flag words sliding, depth)",
+                    "near-cache= purpose= enforce= and the flag words sliding, depth)",
                     (int)name_len, name);
         return -1;
     }
@@ -163,6 +184,10 @@ static int field_apply(struct parse_ctx *ctx, int line, struct namespace_entry *
     if (e->kind == NS_CHANNEL && !fields[f].channel_ok) {
         err_add(ctx, line, "%s%s is not allowed on a channel line (channels hold no keys)", fields[f].name,
                 flag ? "" : "=");
+        return -1;
+    }
+    if (e->is_default && f == F_NEAR_CACHE) {
+        err_add(ctx, line, "near-cache= is not allowed on the default line (give the keys a namespace first)");
         return -1;
     }
     switch (f) {
@@ -192,6 +217,16 @@ static int field_apply(struct parse_ctx *ctx, int line, struct namespace_entry *
     case F_DEPTH:
         e->depth = 1;
         return f;
+    case F_ENFORCE:
+        if (strcmp(value, "on") == 0)
+            e->enforce = ENFORCE_ON;
+        else if (strcmp(value, "report") == 0)
+            e->enforce = ENFORCE_REPORT;
+        else {
+            err_add(ctx, line, "bad enforce= value '%s' (on or report)", value);
+            return -1;
+        }
+        return f;
     default: /* F_SLIDING */
         e->sliding = 1;
         return f;
@@ -208,20 +243,30 @@ static int line_parse(struct parse_ctx *ctx, int line, const struct tokens *t)
         e.kind = NS_KEY;
     else if (strcmp(kind, "channel") == 0)
         e.kind = NS_CHANNEL;
+    else if (strcmp(kind, "default") == 0)
+        e.kind = NS_KEY, e.is_default = 1;
     else {
-        err_add(ctx, line, "unknown kind '%s' (expected namespace or channel)", kind);
+        err_add(ctx, line, "unknown kind '%s' (expected namespace, channel or default)", kind);
         return -1;
     }
-    if (t->n < 2 || t->v[1].eq >= 0) {
+    if (e.is_default && t->n >= 2 && t->v[1].eq < 0 && strcmp(t->v[1].text, "sliding") != 0) {
+        err_add(ctx, line, "the default line takes no prefix ('%s'): it takes every key matching none", t->v[1].text);
+        return -1;
+    }
+    if (e.is_default && ctx->dflt) {
+        err_add(ctx, line, "a second default line (first on line %d; at most one)", ctx->dflt->line);
+        return -1;
+    }
+    if (!e.is_default && (t->n < 2 || t->v[1].eq >= 0)) {
         err_add(ctx, line, "missing prefix after '%s'", kind);
         return -1;
     }
-    if (t->v[1].text[0] == '\0') {
+    if (!e.is_default && t->v[1].text[0] == '\0') {
         err_add(ctx, line, "empty prefix");
         return -1;
     }
     int bad = 0, seen[F_COUNT] = {0}, ok[F_COUNT] = {0};
-    for (size_t i = 2; i < t->n; i++) {
+    for (size_t i = e.is_default ? 1 : 2; i < t->n; i++) {
         int f = field_apply(ctx, line, &e, &t->v[i], seen);
         if (f < 0)
             bad = 1;
@@ -232,8 +277,9 @@ static int line_parse(struct parse_ctx *ctx, int line, const struct tokens *t)
     if (!seen[F_OWNER]) err_add(ctx, line, "missing owner= (required)"), bad = 1;
     if (e.kind == NS_KEY && !seen[F_TTL])
         err_add(ctx, line,
-                "missing ttl= (required on namespace lines; say ttl=none for keys "
-                "that never expire)"),
+                "missing ttl= (required on %s lines; say ttl=none for keys "
+                "that never expire)",
+                e.is_default ? "default" : "namespace"),
             bad = 1;
     if (ok[F_TTL] && ok[F_MAX_TTL] && e.ttl_ms > 0 && e.max_ttl_ms < e.ttl_ms) {
         char a[32], b[32];
@@ -246,10 +292,14 @@ static int line_parse(struct parse_ctx *ctx, int line, const struct tokens *t)
         err_add(ctx, line, "sliding needs a ttl to slide (ttl=none)");
         bad = 1;
     }
-    e.prefix = xstrdup(t->v[1].text);
+    e.prefix = xstrdup(e.is_default ? "" : t->v[1].text);
     e.prefix_len = strlen(e.prefix);
     if (!e.owner) e.owner = xstrdup("");
     if (!e.purpose) e.purpose = xstrdup("");
+    if (e.is_default) {
+        ctx->dflt = xmemdup(&e, sizeof e);
+        return bad ? -1 : 0;
+    }
     if (ctx->count == ctx->cap) {
         ctx->cap = ctx->cap ? ctx->cap * 2 : 32;
         ctx->entries = xrealloc(ctx->entries, ctx->cap * sizeof *ctx->entries);
@@ -345,6 +395,8 @@ struct registry *registry_load(const char *path, const char *const *instances, s
     if (ctx.nerrs > 0) {
         for (size_t i = 0; i < ctx.count; i++) entry_free(&ctx.entries[i]);
         free(ctx.entries);
+        if (ctx.dflt) entry_free(ctx.dflt);
+        free(ctx.dflt);
         return NULL;
     }
     struct registry *r = xrealloc(NULL, sizeof *r);
@@ -352,8 +404,20 @@ struct registry *registry_load(const char *path, const char *const *instances, s
     r->path = xstrdup(path);
     r->entries = ctx.entries;
     r->count = ctx.count;
+    for (size_t i = 0; i < r->count; i++) r->entries[i].index = (uint32_t)i;
+    r->dflt = ctx.dflt;
+    if (r->dflt) r->dflt->index = (uint32_t)r->count;
     index_build(r);
     return r;
+}
+
+void registry_set_enforce(struct registry *r, enum ns_enforce global)
+{
+    if (!r) return;
+    for (size_t i = 0; i <= r->count; i++) {
+        struct namespace_entry *e = i < r->count ? &r->entries[i] : r->dflt;
+        if (e && e->enforce == ENFORCE_UNSET) e->enforce = global;
+    }
 }
 
 void registry_free(struct registry *r)
@@ -361,6 +425,8 @@ void registry_free(struct registry *r)
     if (!r) return;
     for (size_t i = 0; i < r->count; i++) entry_free(&r->entries[i]);
     free(r->entries);
+    if (r->dflt) entry_free(r->dflt);
+    free(r->dflt);
     free(r->lens[0]);
     free(r->lens[1]);
     free(r->path);
@@ -369,7 +435,8 @@ void registry_free(struct registry *r)
 
 const struct namespace_entry *registry_lookup(const struct registry *r, enum ns_kind kind, const char *key, size_t len)
 {
-    if (!r || (kind != NS_KEY && kind != NS_CHANNEL) || len == 0) return NULL;
+    if (!r || (kind != NS_KEY && kind != NS_CHANNEL) || len == 0 || r->count == 0)
+        return NULL; /* a default line alone */
     /* Usual registries: a handful of prefixes share a first byte; scan them, keep the longest. */
     unsigned char b0 = (unsigned char)key[0];
     if (r->bucket_n[kind][b0] <= 16) {
@@ -414,7 +481,7 @@ struct row {
 
 static void row_fill(struct row *row, const struct namespace_entry *e, const char *const *instances)
 {
-    row->cell[COL_NS] = e->prefix;
+    row->cell[COL_NS] = e->is_default ? REGISTRY_DEFAULT_NAME : e->prefix;
     row->cell[COL_PURPOSE] = e->purpose;
     row->cell[COL_OWNER] = e->owner;
     if (instances)
@@ -435,6 +502,9 @@ static void row_fill(struct row *row, const struct namespace_entry *e, const cha
             snprintf(row->ttl + used, sizeof row->ttl - used, ", near-cache %s", nc);
         }
     }
+    size_t tl = strlen(row->ttl);
+    if (e->enforce == ENFORCE_REPORT && tl < sizeof row->ttl)
+        snprintf(row->ttl + tl, sizeof row->ttl - tl, ", enforce=report");
     if (e->max_ttl_ms > 0 && e->kind == NS_KEY)
         duration_format(e->max_ttl_ms, row->max_ttl, sizeof row->max_ttl);
     else
@@ -485,10 +555,11 @@ static int entry_line_cmp(const void *a, const void *b)
 void registry_print(const struct registry *r, const char *const *instances, int markdown, FILE *out)
 {
     size_t n = r ? r->count : 0;
-    const struct namespace_entry **order = xrealloc(NULL, (n ? n : 1) * sizeof *order);
-    struct row *rows = xrealloc(NULL, (n ? n : 1) * sizeof *rows);
+    const struct namespace_entry **order = xrealloc(NULL, (n + 1) * sizeof *order);
+    struct row *rows = xrealloc(NULL, (n + 1) * sizeof *rows);
     for (size_t i = 0; i < n; i++) order[i] = &r->entries[i];
     qsort(order, n, sizeof *order, entry_line_cmp);
+    if (r && r->dflt) order[n++] = r->dflt; /* the default line is always the last row */
 
     size_t width[NCOLS];
     for (int c = 0; c < NCOLS; c++) width[c] = text_width(col_titles[c]);

@@ -10,6 +10,16 @@
 
 enum ns_kind { NS_KEY = 0, NS_CHANNEL = 1 };
 
+/* enforce= of a line: unset lines take keygate.conf's `enforce` (registry_set_enforce). */
+enum ns_enforce {
+    ENFORCE_UNSET = 0, /* no enforce= field: as `enforce` in keygate.conf says (on by default) */
+    ENFORCE_ON,        /* refuse and rewrite as the registry says */
+    ENFORCE_REPORT,    /* forward unchanged; count and log what enforcement would refuse or change */
+};
+
+/* The label of the default line (registry_print's Namespace cell, metrics' namespace label). */
+#define REGISTRY_DEFAULT_NAME "(default)"
+
 struct namespace_entry {
     enum ns_kind kind; /* "namespace" -> NS_KEY, "channel" -> NS_CHANNEL */
     char *prefix;
@@ -22,6 +32,9 @@ struct namespace_entry {
     char *owner;
     char *purpose;       /* may be "" */
     int line;            /* line in the registry file */
+    int enforce;         /* enum ns_enforce */
+    int is_default;      /* the `default` line: prefix "" (takes every key and channel matching no prefix) */
+    uint32_t index;      /* position: entries[index], the default line is `count`; counters are indexed by it */
     int depth;           /* "depth" flag word: the sampler sums its lists', streams' and zsets' lengths */
     unsigned stats_slot; /* its per-namespace stats slot (stats_ns_slot, set at config load) */
 };
@@ -37,6 +50,9 @@ struct registry {
     size_t nlens[2];
     /* entries of kind k whose prefix starts with byte b: [bucket_at[k][b], +bucket_n[k][b]) */
     uint32_t bucket_at[2][256], bucket_n[2][256];
+    /* The `default` line (NULL when none): keys and channels matching no prefix. Its index is
+     * `count`, so count + 1 indexes cover every entry. registry_lookup never returns it. */
+    struct namespace_entry *dflt;
 };
 
 /*
@@ -47,7 +63,8 @@ struct registry {
  * instance=/owner=, missing ttl= on a namespace line, repeated field, unknown
  * instance, bad duration, max-ttl < ttl, sliding with ttl=none, duplicate prefix
  * (same kind), unterminated quote, ttl/max-ttl/sliding/near-cache on a channel line,
- * a file with no entries (reported at line 0). max-ttl with ttl=none is allowed: it
+ * a file with no entries (reported at line 0), a second `default` line, near-cache= on the
+ * default line, a bad enforce= value. max-ttl with ttl=none is allowed: it
  * caps the TTLs clients set themselves. Errors are reported in line order.
  * Returns the registry (caller frees with registry_free) when there were no
  * errors, else NULL.
@@ -61,9 +78,30 @@ void registry_free(struct registry *r);
  * One binary search per distinct prefix length: O(lengths * log n * prefix). */
 const struct namespace_entry *registry_lookup(const struct registry *r, enum ns_kind kind, const char *key, size_t len);
 
+/* registry_lookup, then the default line: the entry that takes the key (or channel), or NULL
+ * when it matches no prefix and there is no default line. */
+static inline const struct namespace_entry *registry_resolve(const struct registry *r, enum ns_kind kind,
+                                                             const char *key, size_t len)
+{
+    const struct namespace_entry *e = registry_lookup(r, kind, key, len);
+    return e ? e : r ? r->dflt : NULL;
+}
+
+/* 1 when entry e is in report mode (enforce=report, or unset under `enforce report`). */
+static inline int registry_reports(const struct namespace_entry *e)
+{
+    return e && e->enforce == ENFORCE_REPORT;
+}
+
+/* Give every line without enforce= the value of keygate.conf's `enforce` (ENFORCE_ON or
+ * ENFORCE_REPORT). config_load calls it once, before the registry is shared. */
+void registry_set_enforce(struct registry *r, enum ns_enforce global);
+
 /* Print the registry as the seed's table, in file order: Namespace | Purpose | Instance |
  * TTL | Max TTL | Owner; aligned plain text, or a Markdown table when markdown != 0.
- * TTL reads "90s", "30m sliding", "none" (+ ", near-cache 60s"); channels "(pub/sub)". */
+ * TTL reads "90s", "30m sliding", "none" (+ ", near-cache 60s"); channels "(pub/sub)".
+ * The default line is the last row, named "(default)"; report-mode lines say ", enforce=report"
+ * in the TTL column. */
 void registry_print(const struct registry *r, const char *const *instances, int markdown, FILE *out);
 
 #endif

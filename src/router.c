@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "info.h"
 #include "replies.h"
 
 /* How a backend reply is used (struct pending's kind; see router.h). */
@@ -95,6 +96,20 @@ struct backend *router_conn_for(struct client *c, int instance)
     return backend_for(c->worker, instance, c->id);
 }
 
+/*
+ * WAIT waits for the replication offset of the connection it runs on, and it runs on a
+ * dedicated connection, not the one that carried the client's write: a PUBLISH first (Redis
+ * replicates every PUBLISH, to a channel nobody subscribes to) moves that offset to the
+ * primary's current one, past the client's earlier write. Its reply is swallowed.
+ */
+#define ROUTER_WAIT_SYNC "*3\r\n$7\r\nPUBLISH\r\n$14\r\nkeygate:wait:0\r\n$0\r\n\r\n"
+
+static void router_write_wait_sync(struct bytebuf *out, struct backend *b, struct request *req)
+{
+    bytebuf_add(out, STR_AND_LEN(ROUTER_WAIT_SYNC));
+    route_expect(b, req, ROUTE_DROP, 0);
+}
+
 /* The reply of a request sent on the client's blocking pin: the pin is back in the pool. */
 static void route_unblock(struct request *req)
 {
@@ -120,6 +135,7 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
         return;
     }
     struct bytebuf *out = backend_stage(b);
+    if (plan->wait_sync) router_write_wait_sync(out, b, req);
     int wrap = plan->ttl.wrap;
     if (wrap) {
         bytebuf_add(out, STR_AND_LEN("*1\r\n$5\r\nMULTI\r\n"));
@@ -183,9 +199,31 @@ void router_subscribe(struct client *c, struct backend *b, int inst, const char 
     STAT_INC(&c->worker->stats, commands_forwarded);
 }
 
+/* INFO's parts came: keygate's sections (the last part) and each instance's, labelled. */
+static void route_merge_info(struct request *req)
+{
+    const struct config *cfg = req->worker->cfg;
+    struct info_part parts[CONFIG_MAX_INSTANCES];
+    int n = req->nparts - 1;
+    assert(n > 0 && n <= CONFIG_MAX_INSTANCES && req->parts[n].instance == -1);
+    for (int k = 0; k < n; k++)
+        parts[k] =
+            (struct info_part){cfg->instance_names[req->parts[k].instance], req->parts[k].reply, req->parts[k].len};
+    struct bytebuf out = {0};
+    if (info_merge(req->parts[n].reply, req->parts[n].len, parts, n, &out) == 0)
+        request_complete(req, out.p, out.len);
+    else
+        request_error(req, "ERR keygate could not merge the instances' INFO replies");
+    bytebuf_free(&out);
+}
+
 /* All parts of a split request came: merge them into its reply. */
 static void route_merge(struct request *req)
 {
+    if (req->merge == MERGE_INFO) {
+        route_merge_info(req);
+        return;
+    }
     assert(req->parts_left == 0 && req->nparts > 0 && req->nparts <= REPLIES_MAX_PARTS);
     struct replies_part parts[REPLIES_MAX_PARTS];
     for (int k = 0; k < req->nparts; k++)
@@ -214,6 +252,62 @@ static void route_part(struct request *req, int part, const char *reply, size_t 
 }
 
 /*
+ * A keyless command for every instance (DBSIZE, INFO keyspace): the same `command` bytes to
+ * each, one part per instance, merged like a split command (route_merge); `extra` (may be
+ * NULL) is one more part that is complete already. An instance that is down fails its part,
+ * and the merge answers that error.
+ */
+static void router_forward_all(struct client *c, struct request *req, int merge, const struct bytebuf *command,
+                               const char *extra, size_t extra_len)
+{
+    struct worker *w = c->worker;
+    int n = (int)w->cfg->ninstances;
+    assert(n > 0 && n <= CONFIG_MAX_INSTANCES);
+    req->parts = xcalloc(CONFIG_MAX_INSTANCES + 1, sizeof(*req->parts));
+    req->merge = merge;
+    req->argc = c->parser.argc;
+    req->nparts = req->parts_left = n;
+    if (extra) { /* one more part, complete already: keygate's own (INFO's local sections) */
+        req->parts[n] = (struct request_part){.instance = -1, .reply = xmemdup(extra, extra_len), .len = extra_len};
+        req->nparts++;
+    }
+    struct backend *conns[CONFIG_MAX_INSTANCES] = {0};
+    for (int k = 0; k < n; k++) {
+        req->parts[k].instance = k;
+        conns[k] = router_conn_for(c, k);
+    }
+    for (int k = 0; k < n; k++) { /* every part is written before any reply can complete req */
+        if (!conns[k]) continue;
+        bytebuf_add(backend_stage(conns[k]), command->p, command->len);
+        route_expect(conns[k], req, ROUTE_PART, k);
+        STAT_INC(&w->stats, commands_forwarded);
+    }
+    for (int k = 0; k < n; k++) {
+        if (conns[k]) continue;
+        char text[128], msg[ERROR_REPLY_MAX];
+        replies_unavailable(text, sizeof(text), w->cfg->instance_names[k]);
+        size_t len = replies_error(msg, sizeof(msg), text);
+        req->parts[k].reply = xmemdup(msg, len);
+        req->parts[k].len = len;
+        STAT_INC(&w->stats, errors_unavailable);
+        assert(req->parts_left > 0);
+        if (--req->parts_left == 0) route_merge(req);
+    }
+}
+
+void router_forward_info(struct client *c, struct request *req, size_t argc, const char *const *argv,
+                         const size_t *argvlen, const char *local, size_t local_len)
+{
+    struct bytebuf command = {0}; /* INFO with the client's own section names */
+    char hdr[32];
+    int n = snprintf(hdr, sizeof(hdr), "*%zu\r\n", argc);
+    bytebuf_add(&command, hdr, (size_t)n);
+    for (size_t i = 0; i < argc; i++) bytebuf_add_bulk(&command, argv[i], argvlen[i]);
+    router_forward_all(c, req, MERGE_INFO, &command, local_len ? local : "", local_len); /* "": present, empty */
+    bytebuf_free(&command);
+}
+
+/*
  * MGET/DEL/UNLINK/EXISTS/TOUCH across instances: one sub-command per instance with
  * that instance's keys, in the client's order; route_merge puts the replies together.
  */
@@ -222,6 +316,13 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
     struct worker *w = c->worker;
     const struct resp_parser *p = &c->parser;
     int count[CONFIG_MAX_INSTANCES] = {0};
+    if (!plan->key_instance) {
+        struct bytebuf command = {0};
+        write_frame(&command, c, plan, frame);
+        router_forward_all(c, req, plan->merge, &command, NULL, 0);
+        bytebuf_free(&command);
+        return;
+    }
     for (size_t i = 1; i < p->argc; i++)
         if (plan->key_instance[i] >= 0) count[(int)plan->key_instance[i]]++;
     req->parts = xcalloc(CONFIG_MAX_INSTANCES, sizeof(*req->parts));

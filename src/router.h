@@ -38,6 +38,12 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
 /* A split plan (MGET/DEL/... across instances): one part per instance, merged when all came. */
 void router_forward_split(struct client *c, struct request *req, struct plan *plan, const char *frame);
 
+/* INFO naming instance sections: argv (the client's INFO) to every instance; req's reply is
+ * `local` (keygate's own sections, copied) followed by each instance's keyspace, memory and
+ * replication sections, labelled (info_merge). */
+void router_forward_info(struct client *c, struct request *req, size_t argc, const char *const *argv,
+                         const size_t *argvlen, const char *local, size_t local_len);
+
 /* Write the plan's command (and its TTL fixes, no MULTI wrap) to out, for a client transaction.
  * Appends one keep flag per backend reply to keep (1 = the client's, 0 = injected). */
 void router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,

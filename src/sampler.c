@@ -56,13 +56,17 @@ static struct registry *registry_copy(const struct config *cfg)
     struct diag errs = {0};
     struct registry *r = registry_load(cfg->registry->path, cfg->instance_names, cfg->ninstances, &errs);
     if (!r)
-        log_msg(LOG_WARN, "sampler: cannot read %s again (%s); keeping the registry it had", cfg->registry->path,
-                errs.count ? errs.lines[0] : "?");
+        log_event(LOG_WARN, "sampler_registry_unreadable", NULL,
+                  "sampler: cannot read %s again (%s); keeping the registry it had", cfg->registry->path,
+                  errs.count ? errs.lines[0] : "?");
     diag_free(&errs);
     for (size_t i = 0; r && i < r->count; i++) {
         struct namespace_entry *e = &r->entries[i];
         e->stats_slot = stats_ns_slot(e->prefix, e->kind == NS_CHANNEL, cfg->instance_names[e->instance], e->owner);
     }
+    if (r && r->dflt) /* as config_load binds it */
+        r->dflt->stats_slot =
+            stats_ns_slot(REGISTRY_DEFAULT_NAME, 0, cfg->instance_names[r->dflt->instance], r->dflt->owner);
     return r;
 }
 
@@ -196,7 +200,8 @@ static int sampler_scan(struct sampler *s, int inst, struct tally *t, char *err,
         const struct namespace_entry *ns[256];
         for (size_t i = 0; i < nkeys && rc == 0; i++) {
             if (keys[i]->type != REDIS_REPLY_STRING) continue;
-            const struct namespace_entry *e = registry_lookup(s->reg, NS_KEY, keys[i]->str, (size_t)keys[i]->len);
+            /* the default line takes what matches no prefix, as keygate routes it */
+            const struct namespace_entry *e = registry_resolve(s->reg, NS_KEY, keys[i]->str, (size_t)keys[i]->len);
             if (!e || e->instance != inst) continue; /* no namespace, or another instance's: the audit's business */
             t->keys[e->stats_slot]++;
             if (!e->depth) continue;
@@ -220,9 +225,10 @@ static int sampler_scan(struct sampler *s, int inst, struct tally *t, char *err,
 static void sampler_publish(struct sampler *s, int inst, const struct tally *t, int64_t started_ms)
 {
     pthread_mutex_lock(&results_lock);
-    /* the namespaces this registry puts on inst (also those with no key: 0) */
-    for (size_t i = 0; i < s->reg->count; i++) {
-        const struct namespace_entry *e = &s->reg->entries[i];
+    /* the namespaces this registry puts on inst (also those with no key: 0), the default line last */
+    for (size_t i = 0; i <= s->reg->count; i++) {
+        const struct namespace_entry *e = i < s->reg->count ? &s->reg->entries[i] : s->reg->dflt;
+        if (!e) break;
         if (e->kind != NS_KEY || e->instance != inst) continue;
         result_keys[e->stats_slot] = t->keys[e->stats_slot];
         result_has_keys[e->stats_slot] = 1;
@@ -265,11 +271,14 @@ static void *sampler_run(void *arg)
                 stopped = 1;
             } else if (rc == 0) {
                 sampler_publish(s, (int)i, t, inst_started);
-                if (s->failing[i]) log_msg(LOG_INFO, "sampler: instance '%s' scanned again", s->instance_names[i]);
+                if (s->failing[i])
+                    log_event(LOG_INFO, "sampler_instance_ok", &(struct log_fields){.instance = s->instance_names[i]},
+                              "sampler: instance '%s' scanned again", s->instance_names[i]);
                 s->failing[i] = 0;
             } else if (!s->failing[i]) { /* keep its last counts; say it once */
-                log_msg(LOG_WARN, "sampler: instance '%s': %s; its namespace counts are not updated",
-                        s->instance_names[i], err);
+                log_event(LOG_WARN, "sampler_instance_failed", &(struct log_fields){.instance = s->instance_names[i]},
+                          "sampler: instance '%s': %s; its namespace counts are not updated", s->instance_names[i],
+                          err);
                 s->failing[i] = 1;
             }
         }
@@ -300,13 +309,13 @@ struct sampler *sampler_start(const struct config *cfg)
     pthread_cond_init(&s->wake, NULL);
     int err = pthread_create(&s->thread, NULL, sampler_run, s);
     if (err != 0) {
-        log_msg(LOG_ERROR, "sampler: cannot start its thread: %s", strerror(err));
+        log_event(LOG_ERROR, "sampler_start_failed", NULL, "sampler: cannot start its thread: %s", strerror(err));
         s->stop = 1; /* no thread to join */
         sampler_stop(s);
         return NULL;
     }
-    log_msg(LOG_INFO, "sampler: one pass every %lldms (SCAN COUNT %s, %d ms between calls)", (long long)s->interval_ms,
-            SAMPLER_SCAN_COUNT, SAMPLER_PAUSE_MS);
+    log_event(LOG_INFO, "sampler_started", NULL, "sampler: one pass every %lldms (SCAN COUNT %s, %d ms between calls)",
+              (long long)s->interval_ms, SAMPLER_SCAN_COUNT, SAMPLER_PAUSE_MS);
     return s;
 }
 

@@ -66,6 +66,22 @@ void session_unwatch(struct session *s)
     s->watch_instance = -1;
 }
 
+void session_wrote(struct session *s, int instance)
+{
+    assert(instance >= 0);
+    s->wrote = 1;
+    s->write_instance = instance;
+}
+
+void session_reset(struct session *s, int authenticated)
+{
+    assert(s->mode != SESSION_BLOCKED); /* nothing is decided while a blocking command runs */
+    int wrote = s->wrote, write_instance = s->write_instance;
+    session_init(s, authenticated);
+    s->wrote = wrote;
+    s->write_instance = write_instance;
+}
+
 int session_arg_is(const struct policy_request *r, size_t i, const char *word)
 {
     return i < r->argc && args_word_is(r->argv[i], r->argvlen[i], word);

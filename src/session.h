@@ -30,6 +30,7 @@
  *   NORMAL --MULTI--> MULTI --EXEC/DISCARD--> NORMAL
  *   NORMAL --blocking command forwarded--> BLOCKED --its reply--> NORMAL
  *   NORMAL --(P|S)SUBSCRIBE--> SUBSCRIBED --the last subscription ended--> NORMAL
+ *   NORMAL | MULTI | SUBSCRIBED --RESET--> NORMAL (no WATCH, logged out when users exist)
  *
  * A WATCH pin (watch_instance >= 0) is orthogonal: Redis keeps a client's watched keys
  * across all of these until EXEC, DISCARD or UNWATCH.
@@ -49,6 +50,8 @@ struct session {
     enum session_mode mode;
     int multi_instance; /* MULTI: instance of the transaction's keys so far, -1 none */
     int watch_instance; /* instance of the WATCH pin, -1 none */
+    int wrote;          /* a write was forwarded (WAIT goes where it went); RESET keeps it, as Redis keeps woff */
+    int write_instance; /* the instance of the last forwarded write (when wrote) */
 };
 
 /* A new client's session: NORMAL, authenticated when no users are configured. */
@@ -74,6 +77,17 @@ void session_set_subscribed(struct session *s, int subscribed);
 /* WATCH pinned a connection to `instance`; EXEC, DISCARD, UNWATCH or the pin's loss ended it. */
 void session_watch(struct session *s, int instance);
 void session_unwatch(struct session *s);
+
+/* A write was forwarded to `instance` (WAIT waits for it there). */
+void session_wrote(struct session *s, int instance);
+
+/*
+ * RESET (Redis's clearClientConnectionState): from NORMAL, MULTI or SUBSCRIBED back to
+ * NORMAL, no transaction, no WATCH, and authenticated only when no users are configured
+ * (`authenticated`), as a client that just connected. The last write's instance stays
+ * (Redis keeps a connection's replication offset across RESET). Never while BLOCKED.
+ */
+void session_reset(struct session *s, int authenticated);
 
 /* One parsed request, as policy sees it. */
 struct policy_request {

@@ -1,4 +1,4 @@
-/* stats.c: summing per-worker counters, error codes, the namespace label table, and the Prometheus and INFO texts. */
+/* stats.c: summing per-worker counters, error codes, report-mode counters, the namespace label table, the Prometheus and INFO texts. */
 #include "stats.h"
 
 #include <pthread.h>
@@ -162,10 +162,10 @@ unsigned stats_ns_slot(const char *prefix, int channel, const char *instance, co
             slot = STATS_NS_OVERFLOW;
             if (!labels[slot].prefix) {
                 labels[slot] = (struct ns_label){xstrdup("(overflow)"), xstrdup(""), xstrdup(""), 0};
-                log_msg(LOG_WARN,
-                        "metrics: more than %d namespaces over the reloads: new ones share "
-                        "namespace=\"(overflow)\"",
-                        STATS_NS_OVERFLOW - 1);
+                log_event(LOG_WARN, "metrics_namespace_overflow", NULL,
+                          "metrics: more than %d namespaces over the reloads: new ones share "
+                          "namespace=\"(overflow)\"",
+                          STATS_NS_OVERFLOW - 1);
             }
         } else {
             labels[slot] = (struct ns_label){xstrdup(prefix), xstrdup(instance), xstrdup(owner), channel};
@@ -497,4 +497,71 @@ void stats_format_info(const struct stats *blocks, size_t stride, int n, const c
         stats_hist_sum_request(blocks, stride, n, c, &h);
         info_percentiles(out, "request", class_names[c], &h);
     }
+}
+
+/* ---- report mode and the default line (issue 13) ----------------------------------- */
+
+/* Count n events into a pair's log state; the count to log now, or 0 within the interval. */
+static uint32_t log_due(int64_t *logged_ms, uint32_t *unlogged, uint32_t n, int64_t now_ms)
+{
+    *unlogged += n;
+    if (*logged_ms != 0 && now_ms - *logged_ms < STATS_REPORT_LOG_INTERVAL_MS) return 0;
+    uint32_t due = *unlogged;
+    *unlogged = 0;
+    *logged_ms = now_ms ? now_ms : 1;
+    return due;
+}
+
+uint32_t stats_report_note(struct stats *st, uint32_t index, enum stats_report_reason reason, int64_t now_ms)
+{
+    uint32_t slot = stats_report_slot(index);
+    STAT_INC(&st->report, count[slot][reason]);
+    return log_due(&st->report.logged_ms[slot][reason], &st->report.unlogged[slot][reason], 1, now_ms);
+}
+
+uint32_t stats_unregistered_note(struct stats *st, int kind, uint32_t n, int64_t now_ms)
+{
+    STAT_ADD(&st->report, unregistered[kind], n);
+    return log_due(&st->report.unregistered_logged_ms[kind], &st->report.unregistered_unlogged[kind], n, now_ms);
+}
+
+uint64_t stats_report_sum(const struct stats *blocks, size_t stride, int n, uint32_t slot,
+                          enum stats_report_reason reason)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < n; i++) {
+        const struct stats *s = (const struct stats *)((const char *)blocks + (size_t)i * stride);
+        sum += __atomic_load_n(&s->report.count[slot][reason], __ATOMIC_RELAXED);
+    }
+    return sum;
+}
+
+uint64_t stats_unregistered_sum(const struct stats *blocks, size_t stride, int n, int kind)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < n; i++) {
+        const struct stats *s = (const struct stats *)((const char *)blocks + (size_t)i * stride);
+        sum += __atomic_load_n(&s->report.unregistered[kind], __ATOMIC_RELAXED);
+    }
+    return sum;
+}
+
+const char *stats_report_code(enum stats_report_reason reason)
+{
+    static const char *const codes[] = {
+#define STATS_REPORT_CODE(id, code, word) code,
+        STATS_REPORT_REASONS(STATS_REPORT_CODE)
+#undef STATS_REPORT_CODE
+    };
+    return reason < STATS_REPORT_NREASONS ? codes[reason] : "";
+}
+
+const char *stats_report_word(enum stats_report_reason reason)
+{
+    static const char *const words[] = {
+#define STATS_REPORT_WORD(id, code, word) word,
+        STATS_REPORT_REASONS(STATS_REPORT_WORD)
+#undef STATS_REPORT_WORD
+    };
+    return reason < STATS_REPORT_NREASONS ? words[reason] : "";
 }

@@ -202,7 +202,7 @@ static void log_problems(const char *problems)
     for (const char *line = problems; *line;) {
         const char *end = strchr(line, '\n');
         int n = end ? (int)(end - line) : (int)strlen(line);
-        log_msg(LOG_WARN, "topology: %.*s", n, line);
+        log_event(LOG_WARN, "topology_problem", NULL, "topology: %.*s", n, line);
         line = end ? end + 1 : line + n;
     }
 }
@@ -227,8 +227,8 @@ void topology_record(struct proxy *p, int instance, const char *problems)
     else if (was[0]) { /* the old lines start "instance 'NAME' ..." */
         const char *q = strchr(was, '\'');
         const char *e = q ? strchr(q + 1, '\'') : NULL;
-        log_msg(LOG_INFO, "topology: instance '%.*s' is now configured as its role requires", e ? (int)(e - q - 1) : 0,
-                e ? q + 1 : "");
+        log_event(LOG_INFO, "topology_ok", NULL, "topology: instance '%.*s' is now configured as its role requires",
+                  e ? (int)(e - q - 1) : 0, e ? q + 1 : "");
     }
 }
 

@@ -223,12 +223,14 @@ void ttl_decide(const struct policy_request *r, const struct key_ref *keys, cons
 
     int persist = cid == CID_PERSIST || ct.kind == CLIENT_TTL_PERSIST;
     if (persist && first->ttl_ms > 0) {
+        d->refusal = TTL_REFUSED_PERSIST;
         deny(d, "DENIED PERSIST is refused in namespace '%s': its keys must keep a TTL", first->prefix);
         return;
     }
     if (ct.kind == CLIENT_TTL_SET && first->max_ttl_ms > 0 && ct.ttl_ms > first->max_ttl_ms) {
         char lim[32];
         duration_format(first->max_ttl_ms, lim, sizeof(lim));
+        d->refusal = TTL_REFUSED_MAXTTL;
         deny(d, "DENIED TTL of %lldms is above max-ttl %s of namespace '%s'", (long long)ct.ttl_ms, lim, first->prefix);
         return;
     }

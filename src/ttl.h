@@ -47,6 +47,12 @@ struct ttl_rewrite {
 #define TTL_MAX_APPEND 2    /* "EX" D or "PX" D */
 #define TTL_APPEND_STORE 24 /* the digits of D: a long long with its sign and NUL */
 
+/* Why ttl_decide refused a command (report mode counts them apart). */
+enum ttl_refusal {
+    TTL_REFUSED_MAXTTL = 0, /* a client TTL above max-ttl */
+    TTL_REFUSED_PERSIST,    /* PERSIST (or GETEX PERSIST) in a namespace with a TTL */
+};
+
 /*
  * ttl_decide's result: either a refusal, or the rewrite plus the arguments appended to the
  * client's command. The caller owns it (ttl_decision_release, or ttl_rewrite_move of
@@ -54,7 +60,8 @@ struct ttl_rewrite {
  * append_store: a copy of the decision must point those into its own store.
  */
 struct ttl_decision {
-    int refused;                /* 1: refuse the command with `error`; nothing else is set */
+    int refused;                /* 1: refuse the command with `error`; nothing else is set but refusal */
+    enum ttl_refusal refusal;   /* refused: why */
     struct ttl_rewrite rewrite; /* the injected TTL commands (wrap, getex, fixes) */
     size_t nappend;             /* arguments to add at the end of the command */
     const char *append[TTL_MAX_APPEND];

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SECRET_MAX_BYTES 4096
@@ -16,7 +17,7 @@ int log_min_level = LOG_INFO;
 
 void oom_abort(size_t n)
 {
-    /* no log_msg: its formatting must not need memory either */
+    /* no log_event: its formatting must not need memory either */
     char msg[64];
     int len = snprintf(msg, sizeof msg, "ERROR out of memory (%zu bytes)\n", n);
     if (len > 0) fwrite(msg, 1, (size_t)len, stderr);
@@ -228,16 +229,161 @@ void tokens_free(struct tokens *t)
     t->n = 0;
 }
 
-void log_msg(enum log_level level, const char *fmt, ...)
+/* ---- logging ----------------------------------------------------------------------- */
+
+/* A formatted message; longer ones are cut (a log line is no place for a bulk value). */
+#define LOG_MSG_MAX 2048
+/* One JSON line: the message escaped (at most 6 bytes per byte: \u00XX) and the fields. */
+#define LOG_LINE_MAX (6 * LOG_MSG_MAX + 1024)
+
+int log_format = LOG_FORMAT_TEXT;
+
+static const char *const log_level_names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
+static const char *const log_level_words[] = {"debug", "info", "warn", "error"}; /* log-level's words */
+
+/* Length of the valid UTF-8 character at s[0..n) (s[0] >= 0x80), or 0 when it is not one
+ * (overlong forms, surrogates and code points past U+10FFFF are not). */
+static size_t utf8_char_len(const unsigned char *s, size_t n)
 {
-    static const char *const names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
+    size_t len;
+    unsigned min, cp;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf)
+        len = 2, min = 0x80, cp = s[0] & 0x1fu;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef)
+        len = 3, min = 0x800, cp = s[0] & 0x0fu;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+        len = 4, min = 0x10000, cp = s[0] & 0x07u;
+    else
+        return 0;
+    if (n < len) return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        cp = (cp << 6) | (s[i] & 0x3fu);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    return len;
+}
+
+size_t log_json_escape(char *out, size_t cap, const char *s, size_t n, size_t *used)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *u = (const unsigned char *)s;
+    size_t o = 0, i = 0;
+    while (i < n) {
+        char esc[8];
+        size_t elen = 0, take = 1;
+        unsigned char ch = u[i];
+        if (ch == '"' || ch == '\\') {
+            esc[0] = '\\', esc[1] = (char)ch, elen = 2;
+        } else if (ch == '\n' || ch == '\r' || ch == '\t' || ch == '\b' || ch == '\f') {
+            esc[0] = '\\', elen = 2;
+            esc[1] = ch == '\n' ? 'n' : ch == '\r' ? 'r' : ch == '\t' ? 't' : ch == '\b' ? 'b' : 'f';
+        } else if (ch < 0x20 || ch == 0x7f) {
+            memcpy(esc, "\\u00", 4);
+            esc[4] = hex[ch >> 4], esc[5] = hex[ch & 15], elen = 6;
+        } else if (ch < 0x80) {
+            esc[0] = (char)ch, elen = 1;
+        } else if ((take = utf8_char_len(u + i, n - i)) > 0) {
+            memcpy(esc, u + i, take);
+            elen = take;
+        } else {
+            take = 1; /* not UTF-8: the byte as the text \xHH, its backslash escaped */
+            memcpy(esc, "\\\\x", 3);
+            esc[3] = hex[ch >> 4], esc[4] = hex[ch & 15], elen = 5;
+        }
+        if (o + elen > cap) break;
+        memcpy(out + o, esc, elen);
+        o += elen;
+        i += take;
+    }
+    if (used) *used = i;
+    return o;
+}
+
+/* Append the raw text t to buf[*o..cap), as much as fits. */
+static void json_raw(char *buf, size_t cap, size_t *o, const char *t)
+{
+    size_t n = strlen(t);
+    if (n > cap - *o) n = cap - *o;
+    memcpy(buf + *o, t, n);
+    *o += n;
+}
+
+/* Append ,"name":"<value escaped>" to buf[*o..cap), leaving `keep` bytes free. */
+static void json_field(char *buf, size_t cap, size_t keep, size_t *o, const char *name, const char *value, size_t vlen)
+{
+    if (cap - *o < keep + strlen(name) + 6) return;
+    json_raw(buf, cap, o, ",\"");
+    json_raw(buf, cap, o, name);
+    json_raw(buf, cap, o, "\":\"");
+    *o += log_json_escape(buf + *o, cap - keep - 1 - *o, value, vlen, NULL);
+    json_raw(buf, cap, o, "\"");
+}
+
+size_t log_json_format(char *buf, size_t cap, const char *ts, enum log_level level, const char *event,
+                       const struct log_fields *f, const char *msg)
+{
+    /* room kept for what closes the line: the message's quote, "}", the newline, the NUL */
+    const size_t keep = 8;
+    size_t o = 0;
+    cap -= 1; /* the NUL */
+    json_raw(buf, cap, &o, "{\"ts\":\"");
+    o += log_json_escape(buf + o, cap - keep - o, ts, strlen(ts), NULL);
+    json_raw(buf, cap, &o, "\",\"level\":\"");
+    json_raw(buf, cap, &o, log_level_words[level <= LOG_ERROR ? level : LOG_ERROR]);
+    json_raw(buf, cap, &o, "\"");
+    json_field(buf, cap, keep + 64, &o, "event", event ? event : "log", strlen(event ? event : "log"));
+    if (f && f->client) json_field(buf, cap, keep + 64, &o, "client", f->client, strlen(f->client));
+    if (f && f->client_id) {
+        char num[64];
+        snprintf(num, sizeof num, ",\"client_id\":%llu", f->client_id);
+        if (cap - o > keep + 64 + strlen(num)) json_raw(buf, cap, &o, num);
+    }
+    if (f && f->instance) json_field(buf, cap, keep + 64, &o, "instance", f->instance, strlen(f->instance));
+    if (f && f->backend_host) {
+        char addr[300];
+        int n = snprintf(addr, sizeof addr, strchr(f->backend_host, ':') ? "[%s]:%d" : "%s:%d", f->backend_host,
+                         f->backend_port);
+        json_field(buf, cap, keep + 64, &o, "backend", addr,
+                   n < 0                     ? 0
+                   : (size_t)n < sizeof addr ? (size_t)n
+                                             : sizeof addr - 1);
+    }
+    if (f && f->ns) json_field(buf, cap, keep + 64, &o, "namespace", f->ns, strlen(f->ns));
+    json_field(buf, cap, keep - 2, &o, "msg", msg, strlen(msg));
+    json_raw(buf, cap, &o, "}\n");
+    buf[o] = '\0';
+    return o;
+}
+
+static void log_vwrite(enum log_level level, const char *event, const struct log_fields *f, const char *fmt, va_list ap)
+{
+    char msg[LOG_MSG_MAX];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (level > LOG_ERROR) level = LOG_ERROR;
+    if (log_format != LOG_FORMAT_JSON) {
+        fprintf(stderr, "%s %s\n", log_level_names[level], msg);
+        return;
+    }
+    struct timespec now;
+    struct tm tm;
+    char ts[40];
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    size_t n = strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(ts + n, sizeof ts - n, ".%03ldZ", now.tv_nsec / 1000000);
+    char line[LOG_LINE_MAX];
+    size_t len = log_json_format(line, sizeof line, ts, level, event, f, msg);
+    fwrite(line, 1, len, stderr);
+}
+
+void log_event(enum log_level level, const char *event, const struct log_fields *fields, const char *fmt, ...)
+{
     if ((int)level < log_min_level) return;
-    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    log_vwrite(level, event, fields, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "%s %s\n", names[level <= LOG_ERROR ? level : LOG_ERROR], msg);
 }
 
 void bytebuf_add(struct bytebuf *b, const void *data, size_t n)

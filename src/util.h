@@ -164,7 +164,53 @@ size_t format_ll(char *buf, long long v);
 
 enum log_level { LOG_DEBUG = 0, LOG_INFO, LOG_WARN, LOG_ERROR };
 extern int log_min_level;
-/* Log one line to stderr: "LEVEL message" (journald adds time and unit). */
-void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* log-format: text (the default) or json. Set once at start-up, before any thread runs. */
+enum log_format { LOG_FORMAT_TEXT = 0, LOG_FORMAT_JSON };
+extern int log_format;
+
+/*
+ * What a log line is about, where the call site knows it (NULL or 0: not known, left out).
+ * JSON lines carry each known one as a field ("client", "client_id", "instance",
+ * "backend", "namespace"); text lines print only the message, which already names them.
+ * Never a secret: no field and no message holds a password or an AUTH argument.
+ */
+struct log_fields {
+    const char *client;           /* the client's address: "127.0.0.1:5123", "unix:/run/keygate/keygate.sock" */
+    unsigned long long client_id; /* keygate's client id (CLIENT ID), 0: none */
+    const char *instance;         /* the instance's name */
+    const char *backend_host;     /* the backend's address, with backend_port */
+    int backend_port;
+    const char *ns; /* the namespace's prefix */
+};
+
+/*
+ * Log one line to stderr when level >= log_min_level. event is a short stable word naming
+ * what happened ("client_closed", "backend_down"); fields may be NULL. log-format text:
+ * "LEVEL message" (journald adds the time and the unit). log-format json: one object per
+ * line, {"ts","level","event", the known fields, "msg"} (log_json_format). One write per
+ * line: lines of different threads never interleave.
+ */
+void log_event(enum log_level level, const char *event, const struct log_fields *fields, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/*
+ * The JSON line log_event writes, into buf[0..cap) (cap >= 256), NUL-terminated, with its
+ * newline; returns its length. ts is the RFC 3339 UTC time ("2026-12-01T15:34:07.123Z").
+ * Every string is escaped (log_json_escape); a message too long for buf is cut at a whole
+ * character and the object is still closed. Pure: the unit tests call it.
+ */
+size_t log_json_format(char *buf, size_t cap, const char *ts, enum log_level level, const char *event,
+                       const struct log_fields *fields, const char *msg);
+
+/*
+ * s[0..n) as the inside of a JSON string into out[0..cap) (no quotes, no NUL); returns the
+ * bytes written, stopping before an escape that would not fit. `"` and `\` are escaped,
+ * \n \r \t \b \f by name, the other control bytes and DEL as \u00XX; valid UTF-8 passes
+ * as it is; a byte that is not part of a valid UTF-8 character (a key's binary bytes)
+ * becomes the four characters \xHH (JSON "\\xHH"), so every line is valid UTF-8 JSON.
+ * *used gets how many bytes of s were consumed.
+ */
+size_t log_json_escape(char *out, size_t cap, const char *s, size_t n, size_t *used);
 
 #endif

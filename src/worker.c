@@ -6,6 +6,7 @@
 #include "client.h"
 #include "request.h"
 #include "router.h"
+#include "report.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -71,8 +72,9 @@ static void worker_accept_pause(struct worker *w, int err)
         ap->since_ms = clock_wall_ms();
         ap->delay_ms = ACCEPT_RETRY_FIRST_MS;
         STAT_INC(&w->stats, accept_paused);
-        log_msg(LOG_WARN, "out of file descriptors: accepting paused (%s); retrying after %d ms, doubling up to %d ms",
-                strerror(err), ACCEPT_RETRY_FIRST_MS, ACCEPT_RETRY_MAX_MS);
+        log_event(LOG_WARN, "accept_paused", NULL,
+                  "out of file descriptors: accepting paused (%s); retrying after %d ms, doubling up to %d ms",
+                  strerror(err), ACCEPT_RETRY_FIRST_MS, ACCEPT_RETRY_MAX_MS);
     } else if (ap->accepted) {
         ap->delay_ms = ACCEPT_RETRY_FIRST_MS; /* some fds came back: retry soon */
     } else {
@@ -99,8 +101,8 @@ static void accept_settle_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     if (ap->since_ms == 0 || !ap->accepted || evtimer_pending(ap->retry, NULL)) return;
-    log_msg(LOG_INFO, "accepting again after %lld ms out of file descriptors",
-            (long long)(clock_wall_ms() - ap->since_ms));
+    log_event(LOG_INFO, "accept_resumed", NULL, "accepting again after %lld ms out of file descriptors",
+              (long long)(clock_wall_ms() - ap->since_ms));
     ap->since_ms = 0;
     ap->accepted = 0;
     ap->delay_ms = ACCEPT_RETRY_FIRST_MS;
@@ -133,7 +135,7 @@ static void accept_error_cb(struct evconnlistener *l, void *arg)
         worker_accept_pause(lc->worker, err);
         return;
     }
-    log_msg(LOG_WARN, "accept failed: %s", evutil_socket_error_to_string(err));
+    log_event(LOG_WARN, "accept_failed", NULL, "accept failed: %s", evutil_socket_error_to_string(err));
 }
 
 /*
@@ -172,7 +174,7 @@ static int worker_listen(struct worker *w, const struct listen_addr *la, SSL_CTX
         sun.sun_family = AF_UNIX;
         if (strlen(la->unix_path) >= sizeof(sun.sun_path)) {
             free(lc);
-            log_msg(LOG_ERROR, "unix socket path too long: %s", la->unix_path);
+            log_event(LOG_ERROR, "listen_failed", NULL, "unix socket path too long: %s", la->unix_path);
             return -1;
         }
         strcpy(sun.sun_path, la->unix_path);
@@ -184,7 +186,7 @@ static int worker_listen(struct worker *w, const struct listen_addr *la, SSL_CTX
                                     (struct sockaddr *)&sun, sizeof(sun));
         umask(old_umask);
         if (l && chmod(la->unix_path, (mode_t)la->unix_mode) != 0)
-            log_msg(LOG_WARN, "chmod %s: %s", la->unix_path, strerror(errno));
+            log_event(LOG_WARN, "listen_chmod_failed", NULL, "chmod %s: %s", la->unix_path, strerror(errno));
     } else {
         struct sockaddr_storage ss;
         int sslen = sizeof(ss);
@@ -192,7 +194,7 @@ static int worker_listen(struct worker *w, const struct listen_addr *la, SSL_CTX
         snprintf(addr, sizeof(addr), strchr(la->host, ':') ? "[%s]:%d" : "%s:%d", la->host, la->port);
         if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &sslen) != 0) {
             free(lc);
-            log_msg(LOG_ERROR, "listen %s: not a numeric address", addr);
+            log_event(LOG_ERROR, "listen_failed", NULL, "listen %s: not a numeric address", addr);
             return -1;
         }
         l = evconnlistener_new_bind(w->base, accept_cb, lc,
@@ -202,9 +204,11 @@ static int worker_listen(struct worker *w, const struct listen_addr *la, SSL_CTX
     }
     if (!l) {
         if (la->unix_path)
-            log_msg(LOG_ERROR, "cannot listen on unix socket %s: %s", la->unix_path, strerror(errno));
+            log_event(LOG_ERROR, "listen_failed", NULL, "cannot listen on unix socket %s: %s", la->unix_path,
+                      strerror(errno));
         else
-            log_msg(LOG_ERROR, "cannot listen on %s:%d: %s", la->host, la->port, strerror(errno));
+            log_event(LOG_ERROR, "listen_failed", NULL, "cannot listen on %s:%d: %s", la->host, la->port,
+                      strerror(errno));
         free(lc);
         return -1;
     }
@@ -258,6 +262,7 @@ static void control_cb(evutil_socket_t fd, short what, void *arg)
             access_session_rebind(&c->session, next);
             c->parser.unauthenticated = !c->session.authenticated;
         }
+        report_reindex(w, w->cfg->registry, next->registry); /* issue 13: counters follow their namespaces */
         w->cfg = next;
         __atomic_sub_fetch(&w->proxy->reload_acks, 1, __ATOMIC_ACQ_REL);
     }

@@ -375,3 +375,97 @@ describe('scan', () => {
         }
     });
 });
+
+// ---- issue 13: the commands clients send at start-up, RESET, keyless commands ---------------
+
+// keygate's own error replies so far (INFO stats errors_*): a start-up command it refused counts there.
+async function keygateErrors() {
+    const io = ioredisClient();
+    try {
+        const stats = await io.info('stats');
+        return [...stats.matchAll(/^errors_\w+:(\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0);
+    } finally {
+        io.disconnect();
+    }
+}
+
+describe('start-up commands (issue 13)', () => {
+    it('ioredis: CLIENT SETINFO, SETNAME and the INFO ready check answer without error', async () => {
+        const before = await keygateErrors();
+        const r = ioredisClient({ connectionName: 'io-start' });
+        const durable = ioredisDirect('durable');
+        try {
+            await new Promise((ok, fail) => { r.once('ready', ok); r.once('end', fail); });
+            assert.equal(await r.client('GETNAME'), 'io-start');
+            assert.equal(await r.select(0), 'OK');
+            assert.equal(await r.call('READONLY'), 'OK');
+            assert.equal(await r.call('READWRITE'), 'OK');
+            assert.equal(await r.echo('start'), 'start');
+            assert.equal(await r.ping('hello'), 'hello');
+            assert.match(await r.info('server'), /^redis_mode:standalone/m);
+            assert.deepEqual(await r.call('COMMAND', 'DOCS', 'GET'), await durable.call('COMMAND', 'DOCS', 'GET'));
+        } finally {
+            r.disconnect();
+            durable.disconnect();
+        }
+        assert.equal(await keygateErrors(), before, 'a start-up command got an error from keygate');
+    });
+
+    it('ioredis: RESET and the keyless commands', async () => {
+        const r = ioredisClient({ connectionName: 'io-reset' });
+        const cache = ioredisDirect('cache'), durable = ioredisDirect('durable');
+        try {
+            assert.equal(await r.set(`q:io:${RUN}:kl`, '1'), 'OK');
+            assert.equal(await r.call('RESET'), 'RESET');
+            assert.equal(await r.client('GETNAME'), null);
+            assert.equal(await r.dbsize(), (await durable.dbsize()) + (await cache.dbsize()));
+            assert.equal(await r.lastsave(), await durable.lastsave());
+            const [s] = await r.time();
+            const [ds] = await durable.time();
+            assert.ok(Math.abs(Number(s) - Number(ds)) <= 1, `TIME ${s}, durable's ${ds}`);
+            assert.equal(await r.wait(0, 0), 0);
+            await assert.rejects(r.randomkey(), /^ReplyError: DENIED/);
+        } finally {
+            r.disconnect();
+            cache.disconnect();
+            durable.disconnect();
+        }
+    });
+
+    it('node-redis v4: READONLY, CLIENT SETINFO and SETNAME on connect answer without error', async () => {
+        const before = await keygateErrors();
+        const c = await nodeRedisClient({ name: 'nr-start', readonly: true, database: 0 });
+        const durable = await nodeRedisDirect('durable');
+        try {
+            assert.equal(await c.clientGetName(), 'nr-start');
+            assert.equal(await c.sendCommand(['SELECT', '0']), 'OK');
+            assert.equal(await c.echo('start'), 'start');
+            assert.equal(await c.ping('hello'), 'hello');
+            assert.match(await c.info('server'), /^redis_mode:standalone/m);
+            assert.deepEqual(await c.sendCommand(['COMMAND', 'DOCS', 'GET']),
+                await durable.sendCommand(['COMMAND', 'DOCS', 'GET']));
+        } finally {
+            await c.quit();
+            await durable.quit();
+        }
+        assert.equal(await keygateErrors(), before, 'a start-up command got an error from keygate');
+    });
+
+    it('node-redis v4: RESET and the keyless commands', async () => {
+        const c = await nodeRedisClient({ name: 'nr-reset' });
+        const durable = await nodeRedisDirect('durable'), cache = await nodeRedisDirect('cache');
+        try {
+            assert.equal(await c.set(`cache:nr:${RUN}:kl`, '1'), 'OK');
+            assert.equal(await c.sendCommand(['RESET']), 'RESET');
+            assert.equal(await c.clientGetName(), null);
+            assert.equal(await c.dbSize(), (await durable.dbSize()) + (await cache.dbSize()));
+            assert.equal((await c.lastSave()).getTime(), (await durable.lastSave()).getTime());
+            assert.equal(await c.sendCommand(['WAIT', '0', '0']), 0);
+            await assert.rejects(c.sendCommand(['FLUSHDB']), /DENIED/);
+        } finally {
+            await c.quit();
+            await durable.quit();
+            await cache.quit();
+        }
+    });
+});

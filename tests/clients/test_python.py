@@ -382,6 +382,87 @@ class TestPool(Base):
             pool.disconnect()
 
 
+class TestStartUp(Base):
+    """Issue 13: the commands clients send at start-up, RESET and the keyless commands, through redis-py."""
+
+    def errors(self):
+        # keygate's own error replies (INFO stats errors_*): a start-up command it refused counts there
+        return sum(v for k, v in self.r.info("stats").items() if k.startswith("errors_"))
+
+    def raw(self, r, *args):
+        # one command on one pooled connection, without redis-py's reply callbacks
+        # (PING's turns a message into False, COMMAND's cannot read COMMAND DOCS)
+        if r.connection:  # single_connection_client: its one connection
+            r.connection.send_command(*args)
+            return r.connection.read_response()
+        conn = r.connection_pool.get_connection(args[0])
+        try:
+            conn.send_command(*args)
+            return conn.read_response()
+        finally:
+            r.connection_pool.release(conn)
+
+    def test_start_up_commands_answer_without_error(self):
+        before = self.errors()
+        # redis-py sends CLIENT SETNAME on connect for client_name (SELECT only for a db other than 0)
+        r = keygate(client_name="py-start", single_connection_client=True)
+        try:
+            self.assertTrue(r.ping())
+            self.assertEqual(r.client_getname(), "py-start")
+            # redis-py >= 5 sends these on connect; Debian 12's 4.3.4 does not, so by hand
+            self.assertEqual(self.raw(r, "CLIENT", "SETINFO", "LIB-NAME", "redis-py"), b"OK")
+            self.assertEqual(self.raw(r, "CLIENT", "SETINFO", "LIB-VER", redis.__version__), b"OK")
+            self.assertTrue(r.execute_command("SELECT", 0))
+            self.assertEqual(self.raw(r, "READONLY"), b"OK")  # what cluster clients send
+            self.assertEqual(self.raw(r, "READWRITE"), b"OK")
+            self.assertEqual(r.echo("start"), b"start")
+            self.assertEqual(self.raw(r, "PING", "hello"), b"hello")
+            self.assertEqual(r.info("server").get("redis_mode"), "standalone")
+            docs = self.raw(r, "COMMAND", "DOCS", "GET")
+            self.assertEqual(docs[0], b"get")
+            self.assertEqual(docs, self.raw(self.durable, "COMMAND", "DOCS", "GET"))
+        finally:
+            r.close()
+        self.assertEqual(self.errors(), before, "a start-up command got an error from keygate")
+
+    def test_client_no_evict_and_no_touch_refused_with_a_reason(self):
+        for sub in ("NO-EVICT", "NO-TOUCH"):
+            with self.assertRaises(redis.exceptions.ResponseError) as cm:
+                self.raw(self.r, "CLIENT", sub, "ON")
+            self.assertTrue(str(cm.exception).startswith("DENIED"), str(cm.exception))
+        self.assertTrue(self.r.ping())
+
+    def test_reset(self):
+        r = keygate(client_name="py-reset", single_connection_client=True)
+        try:
+            k = self.key("q:", "reset")
+            pipe = r.pipeline(transaction=False)
+            pipe.execute_command("MULTI")
+            pipe.set(k, "queued")
+            pipe.execute()
+            self.assertEqual(self.raw(r, "RESET"), b"RESET")
+            self.assertIsNone(r.client_getname())
+            with self.assertRaises(redis.exceptions.ResponseError) as cm:
+                r.execute_command("EXEC")
+            self.assertIn("EXEC without MULTI", str(cm.exception))
+            self.assertIsNone(r.get(k))
+            self.assertTrue(r.ping())
+        finally:
+            r.close()
+
+    def test_keyless_commands(self):
+        self.r.set(self.key("q:", "k"), "1")
+        self.r.set(self.key("cache:", "k"), "1")
+        self.assertEqual(self.r.dbsize(), self.durable.dbsize() + self.cache.dbsize())
+        self.assertLessEqual(abs(self.r.time()[0] - self.durable.time()[0]), 1)
+        self.assertEqual(self.r.lastsave(), self.durable.lastsave())
+        self.assertEqual(self.r.wait(0, 0), 0)
+        for refused in ("RANDOMKEY", "FLUSHDB"):
+            with self.assertRaises(redis.exceptions.ResponseError) as cm:
+                self.r.execute_command(refused)
+            self.assertTrue(str(cm.exception).startswith("DENIED"), str(cm.exception))
+
+
 if __name__ == "__main__":
     runner = unittest.TextTestRunner(verbosity=2, stream=sys.stdout)
     result = runner.run(unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__]))

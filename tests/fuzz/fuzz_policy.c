@@ -6,7 +6,8 @@
  *   session   open / not authenticated / a user (owners subset, access=ro, scripts), MULTI with its
  *             instance, a WATCH pin, subscribed mode
  *   registry  conf/registry.conf (FUZZ_POLICY_REGISTRY overrides the path), or a small registry
- *             built from the input (nested prefixes, ttl=none, sliding, channels on both instances)
+ *             built from the input (nested prefixes, ttl=none, sliding, channels on both instances,
+ *             enforce=report lines, a default line)
  *   argv      a command or subcommand of the real command table by index (sometimes with mangled
  *             case, a NUL suffix, a junk byte, or random bytes), then arguments drawn from option
  *             words (mangled the same ways), numbers, keys of registered and unregistered
@@ -17,13 +18,14 @@
  * C string, string2ll, the last option wins; t_string.c, expire.c, geo.c, t_stream.c, sort.c,
  * db.c), written here without policy's helpers, and aborts when a plan
  *
- *   O1  forwards to an instance outside [0, ninstances) (-1 only inside MULTI for PING/ECHO/UNWATCH and
+ *   O1  forwards to an instance outside [0, ninstances) (-1 only inside MULTI for PING/ECHO/UNWATCH,
+ *       the keyless TIME/LASTSAVE/WAIT and
  *       PUBSUB NUMSUB/SHARDNUMSUB naming no channel, whose answers do not depend on the instance, or
  *       FLOW_UNSUBSCRIBE with all_instances), or names one in key_instance;
  *   O2  forwards a key (or channel, or KEYS/SCAN pattern) that matches no namespace, lives on another
  *       instance than the plan's (key_instance for split plans, the transaction's inside MULTI), or
  *       belongs to an owner the user lacks (SORT BY/GET patterns included); or forwards a keyless
- *       command that is not routed by pattern, channel or transaction;
+ *       command that is not routed by pattern, channel or transaction (but TIME, LASTSAVE, DBSIZE, WAIT);
  *   O3  leaves a written key of a ttl=D namespace without a TTL rule (an EX/PX append, a PEXPIRE fix
  *       of that argument, or the command's own TTL), lets a client TTL pass max-ttl, a RENAME/COPY
  *       carry a TTL past the destination's max-ttl uncapped, or PERSISTs a ttl=D key;
@@ -33,6 +35,13 @@
  *       for an access=ro user, a script without scripts=yes, anything before AUTH, or a non-pub/sub
  *       command in subscribed mode;
  *   O6  differs when decided twice (policy_decide is pure).
+ *
+ * Issue 13: a name matching no prefix belongs to the default line when there is one (and the plan
+ * must count it as unregistered); a pattern left to the default line must reach no namespace. A key
+ * of an enforce=report line may live on another instance or belong to another owner, and is never
+ * rewritten (no append, no fix, no GETEX), its client TTL never capped; but the plan must carry the
+ * report event enforcement would have given it (would-refuse CROSSINSTANCE / NOPERM / max-ttl /
+ * PERSIST, would-inject-ttl): O7.
  *
  * plan_release is called for every plan; LeakSanitizer reports what policy did not free.
  * FUZZ_POLICY_REPORT=1: print each violation once per (oracle, command) and go on instead of
@@ -235,12 +244,18 @@ static struct registry *fuzzed_registry(struct in *in)
         const char *inst = instance_names[b & 1];
         const char *owner = gen_owners[(b >> 1) % NELEM(gen_owners)];
         int w;
+        const char *report = ((b >> 3) & 7) >= 5 ? " enforce=report" : ""; /* ttl's spare bit values */
         if (channel)
-            w = snprintf(text + len, sizeof(text) - len, "channel %s instance=%s owner=%s\n", prefix, inst, owner);
-        else
-            w = snprintf(text + len, sizeof(text) - len, "namespace %s instance=%s ttl=%s%s%s owner=%s\n", prefix, inst,
+            w = snprintf(text + len, sizeof(text) - len, "channel %s instance=%s owner=%s%s\n", prefix, inst, owner,
+                         report);
+        else if ((a & 7) == 6) /* at most one: a second one makes the registry not load */
+            w = snprintf(text + len, sizeof(text) - len, "default instance=%s ttl=%s%s%s owner=%s%s\n", inst,
                          gen_ttls[(b >> 3) % NELEM(gen_ttls)], gen_max[(b >> 6) % NELEM(gen_max)],
-                         (a & 0x80) ? " sliding" : "", owner);
+                         (a & 0x80) ? " sliding" : "", owner, report);
+        else
+            w = snprintf(text + len, sizeof(text) - len, "namespace %s instance=%s ttl=%s%s%s owner=%s%s\n", prefix,
+                         inst, gen_ttls[(b >> 3) % NELEM(gen_ttls)], gen_max[(b >> 6) % NELEM(gen_max)],
+                         (a & 0x80) ? " sliding" : "", owner, report);
         if (w < 0 || (size_t)w >= sizeof(text) - len) break;
         len += (size_t)w;
     }
@@ -796,7 +811,42 @@ static const struct namespace_entry *ns_of(const struct registry *reg, enum ns_k
         if (e->kind != kind || e->prefix_len > len || memcmp(e->prefix, s, e->prefix_len) != 0) continue;
         if (!best || e->prefix_len > best->prefix_len) best = e;
     }
-    return best;
+    return best ? best : reg->dflt; /* issue 13: the default line takes what matches no prefix */
+}
+
+static int owner_ok(const struct session *s, const struct namespace_entry *ns);
+
+/* Does the plan carry report event (ns, reason)? */
+static int has_event(const struct plan *p, const struct namespace_entry *ns, enum stats_report_reason reason)
+{
+    for (uint32_t i = 0; i < p->report.nevents; i++)
+        if (p->report.events[i].index == ns->index && p->report.events[i].reason == reason) return 1;
+    return p->report.nevents == PLAN_REPORT_MAX; /* full: later pairs are not recorded */
+}
+
+/* A name of the plan in namespace ns: where it lives and whose it is, enforced or reported. */
+static void check_placement(const struct session *s, const struct plan *p, const struct namespace_entry *ns, int inst,
+                            const char *what, size_t idx)
+{
+    if (ns->is_default && p->report.unregistered == 0)
+        violation("O7", "%s argv[%zu] taken by the default line is not counted as unregistered", what, idx);
+    if (ns->instance != inst && !p->all_instances) {
+        if (!registry_reports(ns))
+            violation("O2", "%s argv[%zu] lives on instance %d, the plan sends it to %d", what, idx, ns->instance,
+                      inst);
+        else if (!has_event(p, ns, STATS_REPORT_CROSSINSTANCE))
+            violation("O7",
+                      "%s argv[%zu] of report namespace '%s' on another instance without would-refuse "
+                      "CROSSINSTANCE",
+                      what, idx, ns->prefix);
+    }
+    if (!owner_ok(s, ns)) {
+        if (!registry_reports(ns))
+            violation("O2", "%s argv[%zu] belongs to owner %s", what, idx, ns->owner);
+        else if (!has_event(p, ns, STATS_REPORT_NOPERM))
+            violation("O7", "%s argv[%zu] of report namespace '%s' of owner %s without would-refuse NOPERM", what, idx,
+                      ns->prefix, ns->owner);
+    }
 }
 
 static int owner_ok(const struct session *s, const struct namespace_entry *ns)
@@ -825,12 +875,20 @@ static void check_glob(const struct registry *reg, const struct session *s, cons
         violation("O2", "%s pattern's literal prefix matches no namespace", what);
         return;
     }
-    if (p->instance != ns->instance && !p->all_instances)
+    if (ns->is_default)
+        for (size_t i = 0; i < reg->count; i++) {
+            const struct namespace_entry *e = &reg->entries[i];
+            if (e->kind == kind && e->prefix_len >= lit && memcmp(e->prefix, pat, lit) == 0)
+                violation("O2", "%s pattern left to the default line reaches namespace '%s'", what, e->prefix);
+        }
+    if (p->instance != ns->instance && !p->all_instances && !registry_reports(ns))
         violation("O2", "%s pattern's namespace '%s' is on instance %d, the plan's is %d", what, ns->prefix,
                   ns->instance, p->instance);
+    if (!owner_ok(s, ns) && !registry_reports(ns))
+        violation("O2", "%s pattern's namespace '%s' belongs to owner %s", what, ns->prefix, ns->owner);
     for (size_t i = 0; i < reg->count; i++) {
         const struct namespace_entry *e = &reg->entries[i];
-        if (e->kind != kind || (e != ns && (e->prefix_len <= lit || memcmp(e->prefix, pat, lit) != 0))) continue;
+        if (e->kind != kind || e == ns || e->prefix_len <= lit || memcmp(e->prefix, pat, lit) != 0) continue;
         if (!owner_ok(s, e))
             violation("O2", "%s pattern reaches namespace '%s' of owner %s", what, e->prefix, e->owner);
     }
@@ -844,9 +902,7 @@ static void check_channel(const struct registry *reg, const struct session *s, c
         violation("O2", "channel argv[%zu] matches no channel namespace", i);
         return;
     }
-    if (ns->instance != p->instance && !p->all_instances)
-        violation("O2", "channel argv[%zu] lives on instance %d, the plan's is %d", i, ns->instance, p->instance);
-    if (!owner_ok(s, ns)) violation("O2", "channel argv[%zu] belongs to owner %s", i, ns->owner);
+    check_placement(s, p, ns, p->instance, "channel", i);
 }
 
 /* Pub/sub commands: every channel (or pattern) on the plan's instance and the user's. 1 if cmd is one. */
@@ -981,9 +1037,9 @@ static void check_sort_patterns(const struct registry *reg, const struct session
 }
 
 static const char *const keyless_ok[] = {
-    "ping",          "echo",      "unwatch",    "keys",       "scan",        "script|load",
-    "script|exists", "subscribe", "ssubscribe", "psubscribe", "unsubscribe", "sunsubscribe",
-    "punsubscribe",  "publish",   "spublish",   "pubsub|",    NULL,
+    "ping",      "echo",       "unwatch",    "keys",        "scan",         "script|load",  "script|exists",
+    "subscribe", "ssubscribe", "psubscribe", "unsubscribe", "sunsubscribe", "punsubscribe", "publish",
+    "spublish",  "pubsub|",    "time",       "lastsave",    "dbsize",       "wait",         NULL,
 };
 
 static const char *const pubsub_mode_ok[] = {
@@ -1020,11 +1076,22 @@ static void check_ttl(const struct registry *reg, const struct plan *p, const st
     if (o->redis_refuses) return;
     const struct namespace_entry *first = a->argc > 1 ? ns_of(reg, NS_KEY, a->argv[1], a->len[1]) : NULL;
     int own_first = o->has_ttl && first;
-    if (own_first && first->max_ttl_ms > 0 && o->ttl_ms > first->max_ttl_ms && !has_fix(p, 1, 1))
-        violation("O3", "the client's TTL of %lld ms passes max-ttl %lld ms of '%s'", (long long)o->ttl_ms,
-                  (long long)first->max_ttl_ms, first->prefix);
-    if (o->persists && first && first->ttl_ms > 0)
-        violation("O3", "PERSIST of a key in ttl namespace '%s'", first->prefix);
+    int first_reports = first && registry_reports(first) && o->nkeys > 0 && o->keys[0].idx == 1;
+    if (first_reports && (appends_ttl(p) || p->ttl.getex))
+        violation("O7", "a command of report namespace '%s' was rewritten", first->prefix);
+    if (own_first && first->max_ttl_ms > 0 && o->ttl_ms > first->max_ttl_ms && !has_fix(p, 1, 1)) {
+        if (!first_reports)
+            violation("O3", "the client's TTL of %lld ms passes max-ttl %lld ms of '%s'", (long long)o->ttl_ms,
+                      (long long)first->max_ttl_ms, first->prefix);
+        else if (!has_event(p, first, STATS_REPORT_MAXTTL))
+            violation("O7", "a TTL above max-ttl of report namespace '%s' without would-refuse max-ttl", first->prefix);
+    }
+    if (o->persists && first && first->ttl_ms > 0) {
+        if (!first_reports)
+            violation("O3", "PERSIST of a key in ttl namespace '%s'", first->prefix);
+        else if (!has_event(p, first, STATS_REPORT_PERSIST))
+            violation("O7", "PERSIST in report namespace '%s' without would-refuse PERSIST", first->prefix);
+    }
     int no_create = is(cmd, "getex") || is(cmd, "persist") || is(cmd, "expire") || is(cmd, "pexpire") ||
                     is(cmd, "expireat") || is(cmd, "pexpireat");
     /* a key is written when a write command (or a script, which Redis does not flag) names it RW/OW, not RM */
@@ -1033,6 +1100,16 @@ static void check_ttl(const struct registry *reg, const struct plan *p, const st
         size_t idx = o->keys[i].idx;
         uint32_t fl = o->keys[i].flags;
         const struct namespace_entry *ns = ns_of(reg, NS_KEY, a->argv[idx], a->len[idx]);
+        if (ns && registry_reports(ns) && (has_fix(p, idx, 0) || has_fix(p, idx, 1)))
+            violation("O7", "key argv[%zu] of report namespace '%s' was given a TTL fix", idx, ns->prefix);
+        if (ns && registry_reports(ns)) {
+            int wants =
+                ns->ttl_ms > 0 && !no_create && !(idx == 1 && o->has_ttl) && (fl & (KS_RW | KS_OW)) && !(fl & KS_RM);
+            if (wants && !has_event(p, ns, STATS_REPORT_INJECT_TTL))
+                violation("O7", "written key argv[%zu] of report namespace '%s' without would-inject-ttl", idx,
+                          ns->prefix);
+            continue;
+        }
         if (!ns || !(fl & (KS_RW | KS_OW)) || (fl & KS_RM)) continue;
         /* RENAME / RENAMENX / COPY carry the source's TTL to the destination */
         if ((is(cmd, "rename") || is(cmd, "renamenx") || is(cmd, "copy")) && idx == 2 && ns->max_ttl_ms > 0) {
@@ -1051,8 +1128,9 @@ static void check_plan(const struct registry *reg, const struct session *s, cons
                        const struct args *a, const struct policy_request *r, const struct plan *p)
 {
     struct oracle o;
+    /* RESET is flagged no-auth in Redis 7.0's command table: keygate answers it before AUTH, as Redis does */
     if (p->kind == PLAN_LOCAL && !s->authenticated && !is(cmd, "auth") && !is(cmd, "hello") && !is(cmd, "ping") &&
-        !is(cmd, "quit"))
+        !is(cmd, "quit") && !is(cmd, "reset"))
         violation("O5", "answered before AUTH");
     if (p->kind == PLAN_LOCAL && p->local == LOCAL_SELECT) {
         long long db;
@@ -1064,8 +1142,8 @@ static void check_plan(const struct registry *reg, const struct session *s, cons
     int ok = p->instance >= 0 && p->instance < NINST;
     if (p->instance == -1)
         ok = (s->mode == SESSION_MULTI &&
-              (is(cmd, "ping") || is(cmd, "echo") || is(cmd, "unwatch") ||
-               ((is(cmd, "pubsub|numsub") || is(cmd, "pubsub|shardnumsub")) && a->argc == 2))) ||
+              (is(cmd, "ping") || is(cmd, "echo") || is(cmd, "unwatch") || is(cmd, "time") || is(cmd, "lastsave") ||
+               is(cmd, "wait") || ((is(cmd, "pubsub|numsub") || is(cmd, "pubsub|shardnumsub")) && a->argc == 2))) ||
              (p->flow == FLOW_UNSUBSCRIBE && p->all_instances);
     if (!ok) violation("O1", "FORWARD to instance %d", p->instance);
     if (p->key_instance)
@@ -1107,9 +1185,7 @@ static void check_plan(const struct registry *reg, const struct session *s, cons
             violation("O2", "key argv[%zu] matches no namespace", idx);
             continue;
         }
-        if (ns->instance != inst)
-            violation("O2", "key argv[%zu] lives on instance %d, the plan sends it to %d", idx, ns->instance, inst);
-        if (!owner_ok(s, ns)) violation("O2", "key argv[%zu] belongs to owner %s", idx, ns->owner);
+        check_placement(s, p, ns, inst, "key", idx);
     }
     if ((is(cmd, "sort") || is(cmd, "sort_ro")) && !o.redis_refuses) check_sort_patterns(reg, s, p, a, &o);
     int routed = check_pubsub(reg, s, p, cmd, a) || check_pattern(reg, s, p, cmd, a);

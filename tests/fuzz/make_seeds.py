@@ -70,15 +70,20 @@ GEN_OWNERS = ["o1", "o2", "o3"]
 
 
 def registry(*entries):
-    """Bytes of a fuzzed registry: entries of (kind, prefix, instance, ttl, max_ttl, owner, sliding)."""
+    """Bytes of a fuzzed registry: entries of (kind, prefix, instance, ttl, max_ttl, owner, sliding[, report]).
+    kind "default" is the default line (its prefix is ignored); report=True adds enforce=report."""
     out = bytearray([len(entries) - 1])
-    for kind, prefix, instance, ttl, max_ttl, owner, sliding in entries:
+    for entry in entries:
+        kind, prefix, instance, ttl, max_ttl, owner, sliding = entry[:7]
+        report = len(entry) > 7 and entry[7]
+        kind_bits = {"channel": 7, "default": 6}.get(kind)
         # fuzz_policy.c reads the fields with overlapping modulos: search the bytes that decode right
-        a = next(a for a in range(256) if ((a & 7) == 7) == (kind == "channel") and
-                 GEN_PREFIXES[(a >> 3) % len(GEN_PREFIXES)] == prefix and bool(a & 0x80) == sliding)
+        a = next(a for a in range(256) if (a & 7 == kind_bits if kind_bits else a & 7 < 6) and
+                 (kind == "default" or GEN_PREFIXES[(a >> 3) % len(GEN_PREFIXES)] == prefix) and
+                 bool(a & 0x80) == sliding)
         b = next(b for b in range(256) if ["durable", "cache"][b & 1] == instance and
                  GEN_OWNERS[(b >> 1) % 3] == owner and GEN_TTLS[(b >> 3) % 5] == ttl and
-                 GEN_MAX[(b >> 6) % 3] == max_ttl)
+                 GEN_MAX[(b >> 6) % 3] == max_ttl and (((b >> 3) & 7) >= 5) == bool(report))
         out += bytes([a, b])
     return bytes(out)
 
@@ -177,6 +182,32 @@ POLICY = {
         ("namespace", "a:", "cache", "none", "1h", "o2", False),
         ("namespace", "a:b:c", "cache", "1s", None, "o2", False)))),
 }
+
+# issue 13: the default line and report mode (user FIRST keeps the fuzzed registry's first owner only)
+FIRST = dict(mode="user", owners=[OWNERS[0]])
+REPORT_REG = registry(("namespace", "a:", "durable", "1h", None, "o1", False),
+                      ("namespace", "b:", "cache", "1h", "1h", "o2", False, True),
+                      ("channel", "push:", "cache", "none", None, "o1", False),
+                      ("default", "", "cache", "10m", "1h", "o1", False))
+DEFAULT_REPORT_REG = registry(("namespace", "a:", "durable", "1h", None, "o1", False),
+                              ("default", "", "cache", "10m", None, "o2", False, True))
+POLICY.update({
+    "issue13_default_set": (["SET", "zz", "v"], dict(registry=REPORT_REG)),
+    "issue13_default_mset_cross": (["MSET", "zz", "v", "a:x", "v"], dict(registry=REPORT_REG)),
+    "issue13_default_publish": (["PUBLISH", "zz", "m"], dict(registry=REPORT_REG)),
+    "issue13_default_psubscribe": (["PSUBSCRIBE", "zz*"], dict(registry=REPORT_REG)),
+    "issue13_default_psubscribe_reaches_push": (["PSUBSCRIBE", "p*"], dict(registry=REPORT_REG)),
+    "issue13_report_set": (["SET", "b:x", "v"], dict(registry=REPORT_REG)),
+    "issue13_report_hset": (["HSET", "b:x", "f", "v"], dict(registry=REPORT_REG)),
+    "issue13_report_expire_above_max": (["EXPIRE", "b:x", "99999999"], dict(registry=REPORT_REG)),
+    "issue13_report_persist": (["PERSIST", "b:x"], dict(registry=REPORT_REG)),
+    "issue13_report_rename_cross": (["RENAME", "a:x", "b:y"], dict(registry=REPORT_REG)),
+    "issue13_report_rename_cross_enforced_wins": (["RENAME", "b:y", "a:x"], dict(registry=REPORT_REG)),
+    "issue13_report_noperm": (["GET", "b:x"], dict(registry=REPORT_REG, **FIRST)),
+    "issue13_report_noperm_mget": (["MGET", "a:x", "b:x"], dict(registry=REPORT_REG, **FIRST)),
+    "issue13_default_report_set": (["SET", "zz", "v"], dict(registry=DEFAULT_REPORT_REG, **FIRST)),
+    "issue13_default_report_sunionstore": (["SUNIONSTORE", "a:d", "zz", "a:s"], dict(registry=DEFAULT_REPORT_REG)),
+})
 
 RESP = {
     "inline_ping": b"PING\r\n",

@@ -1306,15 +1306,16 @@ static void check_key(struct scan_report *r, const struct registry *reg, const c
     struct scan_report w = {.buf = why, .len = sizeof why};
     why[0] = '\0';
     if (db != 0) report_add(&w, "in db %d (keygate serves db 0 only)", db);
-    const struct namespace_entry *e = registry_lookup(reg, NS_KEY, key, len);
+    /* a default line takes what matches no prefix; a report-mode line lets instance and TTL go */
+    const struct namespace_entry *e = registry_resolve(reg, NS_KEY, key, len);
     if (e == NULL) {
         report_add(&w, "%smatches no namespace", w.used ? "; " : "");
-    } else {
+    } else if (!registry_reports(e)) {
         if (e->instance != inst)
             report_add(&w, "%snamespace '%s' lives on %s", w.used ? "; " : "", e->prefix, names[e->instance]);
         if (e->ttl_ms > 0 && pttl <= 0)
-            report_add(&w, "%sno TTL (namespace '%s' has ttl=%lldms)", w.used ? "; " : "", e->prefix,
-                       (long long)e->ttl_ms);
+            report_add(&w, "%sno TTL (namespace '%s' has ttl=%lldms)", w.used ? "; " : "",
+                       e->is_default ? REGISTRY_DEFAULT_NAME : e->prefix, (long long)e->ttl_ms);
         if (e->max_ttl_ms > 0 && pttl > e->max_ttl_ms)
             report_add(&w, "%sTTL %lldms above max-ttl=%lldms of '%s'", w.used ? "; " : "", pttl,
                        (long long)e->max_ttl_ms, e->prefix);

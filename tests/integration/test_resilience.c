@@ -219,11 +219,82 @@ START_TEST(test_issue12_fd_exhaustion_two_threads)
 }
 END_TEST
 
+/* A TCP connection to 127.0.0.1:port. */
+static int raw_connect_port(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_msg(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect: %s", strerror(errno));
+    return fd;
+}
+
+static int admin_port;
+
+/* GET /healthz on the admin port: 1 when an HTTP status line came back within timeout_ms. */
+static int admin_answers(int timeout_ms)
+{
+    int fd = raw_connect_port(admin_port);
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    const char req[] = "GET /healthz HTTP/1.0\r\n\r\n";
+    ssize_t w = write(fd, req, sizeof req - 1);
+    char buf[64] = "";
+    ssize_t n = w > 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    close(fd);
+    return n >= 8 && memcmp(buf, "HTTP/1.", 7) == 0;
+}
+
+START_TEST(test_issue12_fd_exhaustion_admin_endpoint_does_not_spin)
+{
+    /* the admin port (evhttp) out of fds: libevent's listener retried accept() on every
+     * loop turn while a scrape waited; it must pause like the client listeners */
+    char extra[64];
+    admin_port = harness_free_port();
+    ck_assert_int_gt(admin_port, 0);
+    snprintf(extra, sizeof extra, "admin-listen 127.0.0.1:%d\n", admin_port);
+    struct harness_opts o = {.extra_config = extra};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restarting keygate with admin-listen: %s", h.error);
+    ck_assert_msg(admin_answers(2000), "the admin endpoint does not answer before the test");
+    enum { EXTRA = 20, CPU_WINDOW_MS = 2000, CPU_MAX_MS = 200, RESUME_MS = 2500 };
+    /* no new fd at all (the open ones stay valid above the limit): not one admin
+     * connection can be accepted, so the episode is one */
+    rlim_t old = keygate_set_nofile(3);
+    int fds[EXTRA];
+    for (int i = 0; i < EXTRA; i++) {
+        fds[i] = raw_connect_port(admin_port);
+        ck_assert_int_eq(write(fds[i], "GET /metrics HTTP/1.0\r\n\r\n", 26), 26);
+    }
+    sleep_ms(200);
+    long long cpu0 = keygate_cpu_ms();
+    sleep_ms(CPU_WINDOW_MS);
+    long long used = keygate_cpu_ms() - cpu0;
+    fprintf(stderr, "admin endpoint: keygate used %lld ms of CPU in %d ms while out of fds\n", used, CPU_WINDOW_MS);
+    for (int i = 0; i < EXTRA; i++) close(fds[i]);
+    keygate_set_nofile(old);
+    ck_assert_msg(used < CPU_MAX_MS,
+                  "out of fds with scrapes waiting, keygate used %lld ms of CPU in %d ms (want < %d)", used,
+                  CPU_WINDOW_MS, CPU_MAX_MS);
+    int paused = log_count("admin endpoint: accept: "), spam = log_count("Error from accept");
+    ck_assert_msg(paused == 1 && spam == 0,
+                  "out of fds for 2 s the admin endpoint logged its pause %d times (want once) and libevent's "
+                  "accept error %d times (want none)",
+                  paused, spam);
+    long long t0 = now_ms();
+    int ok = 0;
+    while (!ok && now_ms() - t0 < RESUME_MS) ok = admin_answers(500);
+    ck_assert_msg(ok, "the admin endpoint does not answer within %d ms of the fds coming back", RESUME_MS);
+    ck_assert_int_eq(log_count("admin endpoint: accepting again"), 1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("resilience");
     TCase *tc = harness_tcase(s, "resilience", 60, setup, teardown);
     harness_add_test(tc, test_issue12_fd_exhaustion_pauses_accepting);
     harness_add_test(tc, test_issue12_fd_exhaustion_two_threads);
+    harness_add_test(tc, test_issue12_fd_exhaustion_admin_endpoint_does_not_spin);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

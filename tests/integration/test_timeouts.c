@@ -261,6 +261,98 @@ START_TEST(test_frozen_backend_times_out_and_comes_back)
 }
 END_TEST
 
+/* ---- connect-timeout: a port that accepts TCP and never answers TLS ---- */
+
+START_TEST(test_tls_handshake_to_a_silent_port_is_bounded_by_connect_timeout)
+{
+    /* cache's port taken by a listener that accepts and never speaks: every connection
+     * keygate opens must be given up after connect-timeout (1 s here), a client's request
+     * to cache must be answered -UNAVAILABLE meanwhile, not left waiting */
+    char more[1024];
+    snprintf(more, sizeof more, "%sconnect-timeout 1s\n", extra);
+    struct harness_opts o = {.extra_config = more};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart with connect-timeout 1s: %s", h.error);
+    int port = h.backends[1].tls_port;
+    ck_assert_int_eq(harness_backend_kill(&h, "cache"), 0);
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int bound = -1;
+    for (long long until = now_ms() + 5000; bound != 0 && now_ms() < until; sleep_ms(20))
+        bound = bind(lfd, (struct sockaddr *)&sa, sizeof sa);
+    ck_assert_msg(bound == 0 && listen(lfd, 64) == 0, "listen on cache's port %d: %s", port, strerror(errno));
+
+    /* accept keygate's attempts for 4 s, keep each open and time how long keygate holds it */
+    enum { MAX_HELD = 64 };
+    int fds[MAX_HELD];
+    long long opened[MAX_HELD], held[MAX_HELD];
+    int n = 0, closed = 0;
+    redisContext *c = login();
+    long long t0 = now_ms();
+    ck_assert_int_eq(redisAppendCommand(c, "GET cache:t:tarpit"), REDIS_OK);
+    int dummy;
+    ck_assert_int_eq(redisBufferWrite(c, &dummy), REDIS_OK);
+    long long answered = -1;
+    redisReply *r = NULL;
+    for (long long end = now_ms() + 4000; now_ms() < end;) {
+        struct pollfd p[MAX_HELD + 2];
+        int np = 0;
+        p[np++] = (struct pollfd){.fd = lfd, .events = POLLIN};
+        p[np++] = (struct pollfd){.fd = c->fd, .events = answered < 0 ? POLLIN : 0};
+        for (int i = 0; i < n; i++) p[np++] = (struct pollfd){.fd = fds[i], .events = fds[i] >= 0 ? POLLIN : 0};
+        if (poll(p, (nfds_t)np, 20) <= 0) continue;
+        if ((p[0].revents & POLLIN) && n < MAX_HELD) {
+            int cfd = accept(lfd, NULL, NULL);
+            if (cfd >= 0) {
+                fds[n] = cfd;
+                opened[n] = now_ms();
+                held[n++] = -1;
+            }
+        }
+        if (answered < 0 && (p[1].revents & (POLLIN | POLLHUP))) {
+            ck_assert_int_eq(redisBufferRead(c), REDIS_OK);
+            void *reply = NULL;
+            ck_assert_int_eq(redisGetReplyFromReader(c, &reply), REDIS_OK);
+            if (reply) {
+                r = reply;
+                answered = now_ms() - t0;
+            }
+        }
+        for (int i = 0; i + 2 < np && i < n; i++) {
+            if (fds[i] < 0 || !(p[i + 2].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            char buf[4096];
+            ssize_t k = read(fds[i], buf, sizeof buf); /* the TLS ClientHello, then EOF */
+            if (k > 0) continue;
+            held[i] = now_ms() - opened[i];
+            close(fds[i]);
+            fds[i] = -1;
+            closed++;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    close(lfd);
+    char *log = harness_keygate_log(&h);
+    int logged = log && strstr(log, "TLS handshake timed out") != NULL;
+    free(log);
+    ck_assert_msg(harness_backend_restart(&h, "cache") == 0, "restarting cache: %s", h.error);
+
+    ck_assert_msg(n >= 1, "keygate never connected to the silent port");
+    ck_assert_msg(closed >= 1, "keygate held all %d connections to the silent port for 4 s", n);
+    for (int i = 0; i < n; i++)
+        if (held[i] >= 0)
+            ck_assert_msg(held[i] >= 800 && held[i] < 2500,
+                          "connection %d to the silent port was given up after %lld ms (connect-timeout 1 s)", i,
+                          held[i]);
+    ck_assert_msg(logged, "keygate's log does not say the TLS handshake timed out");
+    ck_assert_msg(answered >= 0 && answered < 2500, "GET to cache answered after %lld ms (want < 2.5 s)", answered);
+    expect_error(r, "UNAVAILABLE instance 'cache'", "GET while cache's port never answers TLS");
+    redisFree(c);
+}
+END_TEST
+
 /* ---- reconnect jitter ---- */
 
 START_TEST(test_connections_do_not_reconnect_in_the_same_millisecond)
@@ -323,5 +415,6 @@ int main(void)
     harness_add_test(tc, test_slowloris_is_closed_but_a_moving_upload_is_not);
     harness_add_test(tc, test_frozen_backend_times_out_and_comes_back);
     harness_add_test(tc, test_connections_do_not_reconnect_in_the_same_millisecond);
+    harness_add_test(tc, test_tls_handshake_to_a_silent_port_is_bounded_by_connect_timeout);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

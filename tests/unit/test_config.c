@@ -381,6 +381,33 @@ START_TEST(metrics_directives)
 }
 END_TEST
 
+/* log-format text|json (issue 14): text by default, json when asked, anything else a FILE:LINE error */
+START_TEST(log_format_directive)
+{
+    struct diag d;
+    struct config *c = load(BASE, &d);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->log_format, LOG_FORMAT_TEXT);
+    config_free(c);
+    diag_free(&d);
+    c = load(BASE "log-format json\n", &d);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->log_format, LOG_FORMAT_JSON);
+    config_free(c);
+    diag_free(&d);
+    c = load(BASE "log-format text\n", &d);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->log_format, LOG_FORMAT_TEXT);
+    config_free(c);
+    diag_free(&d);
+    expect_error(BASE "log-format JSON\n", 5, "bad log-format 'JSON' (text or json)");
+    expect_error(BASE "log-format logfmt\n", 5, "bad log-format 'logfmt'");
+    expect_error(BASE "log-format\n", 5, "log-format: missing argument (usage: log-format text|json)");
+    expect_error(BASE "log-format json text\n", 5, "too many arguments");
+    expect_error(BASE "log-format json\nlog-format text\n", 6, "log-format given twice (first on line 5)");
+}
+END_TEST
+
 START_TEST(error_listen_forms)
 {
     expect_error(BASE "listen localhost\n", 5, "expected HOST:PORT");
@@ -574,6 +601,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, error_required_directives_at_line_0);
     tcase_add_test(tc, error_unterminated_quote);
     tcase_add_test(tc, registry_errors_join_the_same_diag);
+    tcase_add_test(tc, log_format_directive);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -249,10 +249,95 @@ END_TEST
 START_TEST(keyless_commands_cannot_be_routed)
 {
     struct plan p;
-    decide("DBSIZE", &p);
+    decide("RANDOMKEY", &p);
+    assert_error_prefix(&p, "DENIED");
+    decide("FLUSHDB", &p);
     assert_error_prefix(&p, "DENIED");
     decide("EVAL return 1 0", &p);
     assert_error_prefix(&p, "DENIED");
+}
+END_TEST
+
+START_TEST(keyless_commands_keygate_forwards)
+{
+    struct plan p;
+    decide("TIME", &p); /* the first instance answers */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.instance, 0);
+    ck_assert_int_eq(p.merge, MERGE_NONE);
+    decide("LASTSAVE", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.instance, 0);
+    decide("DBSIZE", &p); /* every instance, summed */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.merge, MERGE_SUM);
+    ck_assert_ptr_null(p.key_instance);
+    plan_release(&p);
+    decide("WAIT 1 1000", &p); /* no write yet: the first instance, on a dedicated connection */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.flow, FLOW_BLOCK);
+    ck_assert_int_eq(p.instance, 0);
+    ck_assert_int_eq(p.wait_sync, 0);
+    struct session wrote = {.authenticated = 1, .multi_instance = -1, .watch_instance = -1};
+    session_wrote(&wrote, 1);
+    decide_as(&wrote, "WAIT 1 1000", &p); /* the instance of the last write, synced first */
+    ck_assert_int_eq(p.flow, FLOW_BLOCK);
+    ck_assert_int_eq(p.instance, 1);
+    ck_assert_int_eq(p.wait_sync, 1);
+    struct session in_multi = {.authenticated = 1, .mode = SESSION_MULTI, .multi_instance = 1, .watch_instance = -1};
+    decide_as(&in_multi, "WAIT 1 1000", &p); /* queued: Redis answers it at once inside EXEC */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.flow, FLOW_SHARED);
+    ck_assert_int_eq(p.instance, -1);
+    decide_as(&in_multi, "TIME", &p);
+    ck_assert_int_eq(p.instance, -1);
+    decide_as(&in_multi, "DBSIZE", &p);
+    assert_error_prefix(&p, "DENIED DBSIZE inside MULTI");
+    struct session anon = {.authenticated = 0, .multi_instance = -1, .watch_instance = -1};
+    decide_as(&anon, "DBSIZE", &p);
+    assert_error_prefix(&p, "NOAUTH");
+}
+END_TEST
+
+START_TEST(reset_and_start_up_commands)
+{
+    struct plan p;
+    struct session sub = {.authenticated = 1, .mode = SESSION_SUBSCRIBED, .multi_instance = -1, .watch_instance = -1};
+    struct session in_multi = {.authenticated = 1, .mode = SESSION_MULTI, .multi_instance = 1, .watch_instance = -1};
+    struct session anon = {.authenticated = 0, .multi_instance = -1, .watch_instance = -1};
+    decide("RESET", &p);
+    ck_assert_int_eq(p.kind, PLAN_LOCAL);
+    ck_assert_int_eq(p.local, LOCAL_RESET);
+    decide_as(&sub, "RESET", &p);
+    ck_assert_int_eq(p.local, LOCAL_RESET);
+    decide_as(&in_multi, "RESET", &p); /* run, not queued, as Redis does */
+    ck_assert_int_eq(p.kind, PLAN_LOCAL);
+    ck_assert_int_eq(p.local, LOCAL_RESET);
+    decide_as(&anon, "RESET", &p); /* NO_AUTH in Redis */
+    ck_assert_int_eq(p.local, LOCAL_RESET);
+    decide("RESET x", &p);
+    ck_assert_str_eq(p.error, "ERR wrong number of arguments for 'reset' command");
+    decide("READONLY", &p);
+    ck_assert_int_eq(p.local, LOCAL_READONLY);
+    decide("READWRITE", &p);
+    ck_assert_int_eq(p.local, LOCAL_READONLY);
+    decide("CLIENT SETINFO LIB-NAME redis-py", &p);
+    ck_assert_int_eq(p.kind, PLAN_LOCAL);
+    ck_assert_int_eq(p.local, LOCAL_CLIENT_SETINFO);
+    decide("CLIENT setinfo lib-ver 5.0.1", &p);
+    ck_assert_int_eq(p.local, LOCAL_CLIENT_SETINFO);
+    decide("CLIENT SETINFO LIB-COLOR red", &p);
+    ck_assert_str_eq(p.error, "ERR Unrecognized option 'LIB-COLOR'");
+    decide("CLIENT SETINFO LIB-NAME", &p);
+    ck_assert_str_eq(p.error, "ERR wrong number of arguments for 'client|setinfo' command");
+    decide_as(&anon, "CLIENT SETINFO LIB-NAME x", &p);
+    assert_error_prefix(&p, "NOAUTH");
+    decide("CLIENT NO-TOUCH ON", &p);
+    assert_error_prefix(&p, "DENIED CLIENT NO-TOUCH");
+    decide("CLIENT NO-EVICT ON", &p);
+    assert_error_prefix(&p, "DENIED");
+    decide("CLIENT NOSUCH", &p); /* other unknown subcommands: Redis 7.0's error */
+    ck_assert_str_eq(p.error, "ERR unknown subcommand 'NOSUCH'. Try CLIENT HELP.");
 }
 END_TEST
 
@@ -462,6 +547,239 @@ START_TEST(test_issue10_item16_arity_before_noauth)
 }
 END_TEST
 
+/* ---- issue 13: the default line and report mode ---------------------------------- */
+
+#define REPORT_REGISTRY                                                                                                \
+    "namespace on:    instance=durable ttl=1h max-ttl=1d owner=on\n"                                                   \
+    "namespace rep:   instance=cache   ttl=1h max-ttl=1d owner=rep enforce=report\n"                                   \
+    "namespace repd:  instance=durable ttl=none owner=rep enforce=report\n"                                            \
+    "namespace slide: instance=cache   ttl=30m sliding owner=rep enforce=report\n"                                     \
+    "channel   push:  instance=cache   owner=on\n"                                                                     \
+    "default          instance=cache   ttl=10m max-ttl=1h owner=legacy\n"
+
+static void report_setup(void)
+{
+    fixture_load_text(REPORT_REGISTRY);
+}
+
+/* The index of prefix's entry ("" = the default line). */
+static uint32_t idx_of(const char *prefix)
+{
+    if (!*prefix) return reg->dflt->index;
+    const struct namespace_entry *e = registry_lookup(reg, NS_KEY, prefix, strlen(prefix));
+    if (!e) e = registry_lookup(reg, NS_CHANNEL, prefix, strlen(prefix));
+    ck_assert_ptr_nonnull(e);
+    return e->index;
+}
+
+/* p's report events, as "PREFIX REASON;" in order (the default line's prefix is "(default)"). */
+static const char *events_of(const struct plan *p)
+{
+    static char out[512];
+    size_t o = 0;
+    out[0] = '\0';
+    for (uint32_t i = 0; i < p->report.nevents; i++) {
+        uint32_t ix = p->report.events[i].index;
+        const char *name = ix == reg->dflt->index ? "(default)" : reg->entries[ix].prefix;
+        o += (size_t)snprintf(out + o, sizeof out - o, "%s %s;", name,
+                              stats_report_word((enum stats_report_reason)p->report.events[i].reason));
+    }
+    return out;
+}
+
+static void decide_open(const char *line, struct plan *p)
+{
+    struct session open = {.authenticated = 1, .user = NULL, .multi_instance = -1, .watch_instance = -1};
+    fixture_decide(&open, line, p);
+}
+
+START_TEST(default_line_takes_unregistered_keys)
+{
+    struct plan p;
+    decide_open("SET legacy:x 1", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.instance, 1);
+    ck_assert_ptr_eq(p.ns, reg->dflt);
+    ck_assert_uint_eq(p.nappend, 2); /* the default line's ttl=10m is enforced */
+    ck_assert_mem_eq(p.append[1], "600", 3);
+    ck_assert_uint_eq(p.report.unregistered, 1);
+    ck_assert_int_eq(p.report.unregistered_kind, NS_KEY);
+    ck_assert_int_eq(p.report.unregistered_arg, 1);
+    ck_assert_str_eq(events_of(&p), "");
+    plan_release(&p);
+    decide_open("MSET a 1 on:b 2 c 3", &p); /* default on cache, on: on durable: refused */
+    assert_error_prefix(&p, "CROSSINSTANCE");
+    decide_open("DEL a b c", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_uint_eq(p.report.unregistered, 3);
+    ck_assert_int_eq(p.report.unregistered_arg, 1);
+    plan_release(&p);
+    decide_open("EXPIRE legacy:x 7200", &p); /* the default line's max-ttl=1h is enforced */
+    assert_error_prefix(&p, "DENIED TTL of 7200000ms is above max-ttl 1h");
+    decide_open("GET on:x", &p);
+    ck_assert_uint_eq(p.report.unregistered, 0);
+    plan_release(&p);
+    decide_open("PUBLISH legacy-channel hi", &p); /* channels too */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.instance, 1);
+    ck_assert_uint_eq(p.report.unregistered, 1);
+    ck_assert_int_eq(p.report.unregistered_kind, NS_CHANNEL);
+    plan_release(&p);
+    decide_open("PSUBSCRIBE legacy*", &p); /* a pattern that can reach no channel namespace */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_uint_eq(p.report.unregistered, 1);
+    plan_release(&p);
+    decide_open("PSUBSCRIBE pu*", &p); /* can reach push:, so no default */
+    assert_error_prefix(&p, "NONAMESPACE pattern 'pu*'");
+    decide_open("KEYS legacy*", &p); /* patterns of KEYS/SCAN need a namespace */
+    assert_error_prefix(&p, "DENIED");
+}
+END_TEST
+
+START_TEST(without_default_line_unregistered_keys_are_refused)
+{
+    fixture_free();
+    fixture_load_text("namespace rep: instance=cache ttl=1h owner=rep enforce=report\n");
+    struct plan p;
+    decide_open("SET legacy:x 1", &p);
+    assert_error_prefix(&p, "NONAMESPACE key 'legacy:x'");
+    decide_open("SET rep:x 1", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_uint_eq(p.nappend, 0);
+    plan_release(&p);
+}
+END_TEST
+
+START_TEST(report_mode_forwards_unchanged_and_counts)
+{
+    struct plan p;
+    decide_open("SET rep:x 1", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.instance, 1);
+    ck_assert_uint_eq(p.nappend, 0);
+    ck_assert_uint_eq(p.ttl.nfix, 0);
+    ck_assert_str_eq(events_of(&p), "rep: would-inject-ttl;");
+    ck_assert_uint_eq(p.report.events[0].index, idx_of("rep:"));
+    plan_release(&p);
+    decide_open("HSET rep:h f v", &p);
+    ck_assert_int_eq(p.ttl.wrap, 0);
+    ck_assert_uint_eq(p.ttl.nfix, 0);
+    ck_assert_str_eq(events_of(&p), "rep: would-inject-ttl;");
+    plan_release(&p);
+    decide_open("SET rep:x 1 EX 60", &p); /* its own TTL: nothing would change */
+    ck_assert_str_eq(events_of(&p), "");
+    plan_release(&p);
+    decide_open("EXPIRE rep:x 999999", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_str_eq(events_of(&p), "rep: would-refuse max-ttl;");
+    plan_release(&p);
+    decide_open("PERSIST rep:x", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_str_eq(events_of(&p), "rep: would-refuse PERSIST;");
+    plan_release(&p);
+    decide_open("GETEX rep:x PERSIST", &p);
+    ck_assert_str_eq(events_of(&p), "rep: would-refuse PERSIST;");
+    plan_release(&p);
+    decide_open("GET slide:x", &p); /* sliding: no GETEX rewrite */
+    ck_assert_int_eq(p.ttl.getex, 0);
+    ck_assert_uint_eq(p.nappend, 0);
+    ck_assert_str_eq(events_of(&p), "slide: would-inject-ttl;");
+    plan_release(&p);
+    decide_open("SET repd:x 1", &p); /* ttl=none: nothing to report */
+    ck_assert_str_eq(events_of(&p), "");
+    plan_release(&p);
+    decide_open("GET rep:x", &p);
+    ck_assert_str_eq(events_of(&p), "");
+    plan_release(&p);
+    /* enforce=on keys keep their rules */
+    decide_open("EXPIRE on:x 999999", &p);
+    assert_error_prefix(&p, "DENIED TTL");
+    decide_open("PERSIST on:x", &p);
+    assert_error_prefix(&p, "DENIED PERSIST");
+    /* never-forwarded commands stay refused */
+    decide_open("CONFIG GET maxmemory", &p);
+    assert_error_prefix(&p, "DENIED");
+    decide_open("FLUSHALL", &p);
+    assert_error_prefix(&p, "DENIED");
+}
+END_TEST
+
+START_TEST(report_mode_cross_instance_goes_to_the_first_key)
+{
+    struct plan p;
+    decide_open("RENAME on:a rep:b", &p); /* durable, then cache: the report key follows */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.instance, 0);
+    ck_assert_str_eq(events_of(&p), "rep: would-refuse CROSSINSTANCE;rep: would-inject-ttl;");
+    plan_release(&p);
+    decide_open("RENAME rep:b on:a", &p); /* the enforce=on key on the other instance wins */
+    assert_error_prefix(&p, "CROSSINSTANCE");
+    decide_open("SUNIONSTORE on:d on:a rep:b", &p); /* on:d keeps its TTL fix, rep:b is only counted */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.instance, 0);
+    ck_assert_int_eq(p.ttl.wrap, 1);
+    ck_assert_uint_eq(p.ttl.nfix, 2);
+    ck_assert_uint_eq(p.ttl.fix[0].argi, 1);
+    ck_assert_uint_eq(p.ttl.fix[1].argi, 2);
+    ck_assert_str_eq(events_of(&p), "rep: would-refuse CROSSINSTANCE;rep: would-inject-ttl;");
+    plan_release(&p);
+    decide_open("MGET on:a rep:b", &p); /* split commands are split, as always */
+    ck_assert_int_eq(p.merge, MERGE_MGET);
+    ck_assert_str_eq(events_of(&p), "");
+    plan_release(&p);
+    struct session s = {.authenticated = 1,
+                        .user = NULL,
+                        .mode = SESSION_MULTI,
+                        .multi_instance = 0,
+                        .watch_instance = -1};
+    fixture_decide(&s, "SET rep:x 1", &p); /* a transaction stays on one instance */
+    assert_error_prefix(&p, "CROSSINSTANCE this transaction runs on instance 'durable'");
+}
+END_TEST
+
+START_TEST(report_mode_noperm_is_per_line)
+{
+    static char *owners[] = {"on"};
+    struct user_conf u = {.name = "app", .owners = owners, .nowners = 1};
+    struct session s = {.authenticated = 1, .user = &u, .multi_instance = -1, .watch_instance = -1};
+    struct plan p;
+    fixture_decide(&s, "GET rep:x", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_str_eq(events_of(&p), "rep: would-refuse NOPERM;");
+    plan_release(&p);
+    fixture_decide(&s, "GET legacy:x", &p); /* the default line is enforce=on here: owner legacy */
+    assert_error_prefix(&p, "NOPERM user 'app' may not use namespace '(default)' (owner legacy)");
+    fixture_decide(&s, "MGET on:x repd:y", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_str_eq(events_of(&p), "repd: would-refuse NOPERM;");
+    plan_release(&p);
+}
+END_TEST
+
+START_TEST(default_line_in_report_mode)
+{
+    fixture_free();
+    fixture_load_text("namespace on: instance=durable ttl=1h owner=on\n"
+                      "default instance=cache ttl=10m max-ttl=1h owner=legacy enforce=report\n");
+    static char *owners[] = {"on"};
+    struct user_conf u = {.name = "app", .owners = owners, .nowners = 1};
+    struct session s = {.authenticated = 1, .user = &u, .multi_instance = -1, .watch_instance = -1};
+    struct plan p;
+    fixture_decide(&s, "SET legacy:x 1", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.instance, 1);
+    ck_assert_uint_eq(p.nappend, 0);
+    ck_assert_uint_eq(p.report.unregistered, 1);
+    ck_assert_str_eq(events_of(&p), "(default) would-refuse NOPERM;(default) would-inject-ttl;");
+    plan_release(&p);
+    fixture_decide(&s, "RENAME on:a legacy:b", &p);
+    ck_assert_int_eq(p.instance, 0);
+    ck_assert_str_eq(events_of(&p),
+                     "(default) would-refuse NOPERM;(default) would-refuse CROSSINSTANCE;(default) would-inject-ttl;");
+    plan_release(&p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("policy");
@@ -480,6 +798,8 @@ int main(void)
     tcase_add_test(tc, local_commands);
     tcase_add_test(tc, dangerous_commands_are_denied);
     tcase_add_test(tc, keyless_commands_cannot_be_routed);
+    tcase_add_test(tc, keyless_commands_keygate_forwards);
+    tcase_add_test(tc, reset_and_start_up_commands);
     tcase_add_test(tc, auth_is_required_when_users_exist);
     tcase_add_test(tc, owners_and_read_only_users);
     tcase_add_test(tc, stateful_commands_pin_or_buffer);
@@ -489,6 +809,15 @@ int main(void)
     tcase_add_test(tc, test_issue10_item14_patterns_inside_multi);
     tcase_add_test(tc, test_issue10_item15_strict_integers);
     tcase_add_test(tc, test_issue10_item16_arity_before_noauth);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("issue13");
+    tcase_add_checked_fixture(tc, report_setup, teardown);
+    tcase_add_test(tc, default_line_takes_unregistered_keys);
+    tcase_add_test(tc, without_default_line_unregistered_keys_are_refused);
+    tcase_add_test(tc, report_mode_forwards_unchanged_and_counts);
+    tcase_add_test(tc, report_mode_cross_instance_goes_to_the_first_key);
+    tcase_add_test(tc, report_mode_noperm_is_per_line);
+    tcase_add_test(tc, default_line_in_report_mode);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

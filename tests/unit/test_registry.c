@@ -462,6 +462,85 @@ START_TEST(depth_flag)
 }
 END_TEST
 
+/* Issue 13: a default line takes what matches no prefix; it is last in the table. */
+START_TEST(default_line_takes_unmatched_names)
+{
+    char *path = write_temp("namespace q: instance=durable ttl=none owner=queues\n"
+                            "default instance=cache ttl=1h max-ttl=1d owner=legacy purpose=\"not yet registered\"\n"
+                            "namespace cache: instance=cache ttl=1h owner=cache enforce=report\n");
+    struct diag d = {0};
+    struct registry *r = registry_load(path, instances, 2, &d);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_uint_eq(r->count, 2);
+    ck_assert_ptr_nonnull(r->dflt);
+    ck_assert_int_eq(r->dflt->is_default, 1);
+    ck_assert_uint_eq(r->dflt->index, 2);
+    ck_assert_int_eq(r->dflt->instance, 1);
+    ck_assert_int_eq(r->dflt->ttl_ms, 3600000);
+    ck_assert_int_eq(r->dflt->max_ttl_ms, 86400000);
+    ck_assert_str_eq(r->dflt->owner, "legacy");
+    /* lookup never returns it; resolve falls back to it, for keys and channels */
+    ck_assert_ptr_null(registry_lookup(r, NS_KEY, "zzz", 3));
+    ck_assert_ptr_eq(registry_resolve(r, NS_KEY, "zzz", 3), r->dflt);
+    ck_assert_ptr_eq(registry_resolve(r, NS_CHANNEL, "zzz", 3), r->dflt);
+    ck_assert_str_eq(registry_resolve(r, NS_KEY, "q:1", 3)->prefix, "q:");
+    for (size_t i = 0; i < r->count; i++) ck_assert_uint_eq(r->entries[i].index, i);
+    /* enforce: explicit report stays, unset lines take the global value */
+    const struct namespace_entry *c = registry_lookup(r, NS_KEY, "cache:x", 7),
+                                 *q = registry_lookup(r, NS_KEY, "q:", 2);
+    ck_assert_int_eq(c->enforce, ENFORCE_REPORT);
+    ck_assert_int_eq(q->enforce, ENFORCE_UNSET);
+    ck_assert_int_eq(registry_reports(q), 0);
+    registry_set_enforce(r, ENFORCE_REPORT);
+    ck_assert_int_eq(registry_reports(q), 1);
+    ck_assert_int_eq(registry_reports(r->dflt), 1);
+    ck_assert_int_eq(c->enforce, ENFORCE_REPORT);
+
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    registry_print(r, instances, 1, out);
+    fclose(out);
+    const char *last = strstr(buf, "| (default) |");
+    ck_assert_msg(last != NULL, "no default row in:\n%s", buf);
+    ck_assert_msg(strchr(last, '\n')[1] == '\0', "the default row is not the last:\n%s", buf);
+    ck_assert_msg(strstr(last, "1h, enforce=report") != NULL, "%s", buf);
+    ck_assert_msg(strstr(buf, "| cache: |  | cache | 1h, enforce=report |") != NULL, "%s", buf);
+    free(buf);
+    registry_free(r);
+    unlink(path);
+    free(path);
+}
+END_TEST
+
+START_TEST(default_line_alone_is_a_registry)
+{
+    char *path = write_temp("default instance=durable ttl=none owner=legacy\n");
+    struct diag d = {0};
+    struct registry *r = registry_load(path, instances, 2, &d);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_uint_eq(r->count, 0);
+    ck_assert_uint_eq(r->dflt->index, 0);
+    ck_assert_ptr_eq(registry_resolve(r, NS_KEY, "anything", 8), r->dflt);
+    registry_free(r);
+    unlink(path);
+    free(path);
+}
+END_TEST
+
+START_TEST(error_default_line)
+{
+    expect_one_error("default instance=durable ttl=none owner=a\ndefault instance=cache ttl=1h owner=b\n", 2,
+                     "second default line (first on line 1");
+    expect_one_error("default x: instance=durable ttl=none owner=a\n", 1, "takes no prefix ('x:')");
+    expect_one_error("default instance=durable owner=a\n", 1, "missing ttl= (required on default lines");
+    expect_one_error("default instance=durable ttl=1m near-cache=10s owner=a\n", 1, "near-cache= is not allowed");
+    expect_one_error("default ttl=1m owner=a\n", 1, "missing instance=");
+    expect_one_error("namespace a: " GOOD " ttl=1h enforce=maybe\n", 1, "bad enforce= value 'maybe' (on or report)");
+    expect_one_error("namespace a: " GOOD " ttl=1h enforce=on enforce=report\n", 1, "repeated field 'enforce'");
+}
+END_TEST
+
 static Suite *registry_suite(void)
 {
     Suite *s = suite_create("registry");
@@ -470,10 +549,13 @@ static Suite *registry_suite(void)
     tcase_add_test(tc, longest_prefix_wins);
     tcase_add_test(tc, lookup_matches_brute_force);
     tcase_add_test(tc, valid_forms);
+    tcase_add_test(tc, default_line_takes_unmatched_names);
     tcase_add_test(tc, depth_flag);
+    tcase_add_test(tc, default_line_alone_is_a_registry);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_add_test(tc, error_unknown_kind);
+    tcase_add_test(tc, error_default_line);
     tcase_add_test(tc, error_missing_prefix);
     tcase_add_test(tc, error_unknown_field);
     tcase_add_test(tc, error_repeated_field);

@@ -109,6 +109,60 @@ START_TEST(wrong_transition_block_in_multi)
 }
 END_TEST
 
+START_TEST(reset_from_every_state_is_a_new_client_that_keeps_its_last_write)
+{
+    struct session s;
+    static const struct user_conf u = {.name = "queues"};
+    enum session_mode from[] = {SESSION_NORMAL, SESSION_MULTI, SESSION_SUBSCRIBED};
+    for (size_t i = 0; i < sizeof(from) / sizeof(from[0]); i++) {
+        session_init(&s, 0);
+        s.authenticated = 1; /* AUTH succeeded */
+        s.user = &u;
+        session_wrote(&s, 1);
+        session_watch(&s, 1);
+        if (from[i] == SESSION_MULTI) {
+            session_multi_begin(&s);
+            session_multi_queued(&s, 1);
+        } else if (from[i] == SESSION_SUBSCRIBED) {
+            session_set_subscribed(&s, 1);
+        }
+        session_reset(&s, 0); /* users configured: logged out */
+        ck_assert_int_eq(s.mode, SESSION_NORMAL);
+        ck_assert_int_eq(s.authenticated, 0);
+        ck_assert_ptr_null(s.user);
+        ck_assert_int_eq(s.watch_instance, -1);
+        ck_assert_int_eq(s.multi_instance, -1);
+        ck_assert_int_eq(s.wrote, 1); /* Redis keeps the connection's replication offset */
+        ck_assert_int_eq(s.write_instance, 1);
+    }
+    session_init(&s, 1);
+    session_reset(&s, 1); /* no users: still authenticated, nothing written yet */
+    ck_assert_int_eq(s.authenticated, 1);
+    ck_assert_int_eq(s.wrote, 0);
+}
+END_TEST
+
+START_TEST(wrote_remembers_the_last_instance)
+{
+    struct session s;
+    session_init(&s, 1);
+    ck_assert_int_eq(s.wrote, 0);
+    session_wrote(&s, 0);
+    session_wrote(&s, 1);
+    ck_assert_int_eq(s.wrote, 1);
+    ck_assert_int_eq(s.write_instance, 1);
+}
+END_TEST
+
+START_TEST(wrong_transition_reset_while_blocked)
+{
+    struct session s;
+    session_init(&s, 1);
+    session_block(&s);
+    session_reset(&s, 1);
+}
+END_TEST
+
 START_TEST(wrong_transition_watch_a_second_instance)
 {
     struct session s;
@@ -131,6 +185,9 @@ int main(void)
     tcase_add_test_raise_signal(tc, wrong_transition_multi_inside_subscribed, SIGABRT);
     tcase_add_test_raise_signal(tc, wrong_transition_block_in_multi, SIGABRT);
     tcase_add_test_raise_signal(tc, wrong_transition_watch_a_second_instance, SIGABRT);
+    tcase_add_test(tc, reset_from_every_state_is_a_new_client_that_keeps_its_last_write);
+    tcase_add_test(tc, wrote_remembers_the_last_instance);
+    tcase_add_test_raise_signal(tc, wrong_transition_reset_while_blocked, SIGABRT);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,4 +1,4 @@
-/* test_util.c: unit tests for util.c: durations, paths, secrets, tokens, diagnostics. */
+/* test_util.c: unit tests for util.c: durations, paths, secrets, tokens, diagnostics, text and JSON logging. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,7 +206,7 @@ START_TEST(diag_formats_file_and_line)
 }
 END_TEST
 
-START_TEST(log_msg_respects_level)
+START_TEST(log_event_respects_level)
 {
     char *path = write_temp("", 0);
     fflush(stderr);
@@ -214,9 +214,9 @@ START_TEST(log_msg_respects_level)
     FILE *f = freopen(path, "w", stderr);
     ck_assert_ptr_nonnull(f);
     log_min_level = LOG_WARN;
-    log_msg(LOG_INFO, "hidden %d", 1);
-    log_msg(LOG_WARN, "shown %d", 2);
-    log_msg(LOG_ERROR, "boom");
+    log_event(LOG_INFO, "t", NULL, "hidden %d", 1);
+    log_event(LOG_WARN, "t", NULL, "shown %d", 2);
+    log_event(LOG_ERROR, "t", NULL, "boom");
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
@@ -224,6 +224,133 @@ START_TEST(log_msg_respects_level)
     size_t len;
     char *s = file_read_secret(path, &len);
     ck_assert_str_eq(s, "WARN shown 2\nERROR boom");
+    free(s);
+    unlink(path);
+    free(path);
+}
+END_TEST
+
+/* log_json_escape: s as the inside of a JSON string, compared with want */
+static void expect_escaped(const char *s, size_t n, const char *want)
+{
+    char out[256];
+    size_t used = 0;
+    size_t len = log_json_escape(out, sizeof out, s, n, &used);
+    ck_assert_uint_eq(used, n);
+    ck_assert_msg(len == strlen(want) && memcmp(out, want, len) == 0, "escaped '%.*s', want '%s'", (int)len, out, want);
+}
+
+START_TEST(log_json_escape_quotes_controls_and_bytes)
+{
+    expect_escaped(STR_AND_LEN("plain text: 127.0.0.1:6401"), "plain text: 127.0.0.1:6401");
+    expect_escaped(STR_AND_LEN("say \"hi\" \\ there"), "say \\\"hi\\\" \\\\ there");
+    expect_escaped(STR_AND_LEN("a\nb\rc\td\be\ff"), "a\\nb\\rc\\td\\be\\ff");
+    expect_escaped(STR_AND_LEN("\x01\x1f\x7f"), "\\u0001\\u001f\\u007f");
+    expect_escaped(STR_AND_LEN("k\0z"), "k\\u0000z"); /* a NUL inside a key */
+    /* valid UTF-8 passes as it is: 2, 3 and 4 byte characters */
+    expect_escaped(STR_AND_LEN("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"),
+                   "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+    /* not UTF-8: a lone byte, an overlong '/', a surrogate, a cut character, past U+10FFFF */
+    expect_escaped(STR_AND_LEN("\xff"), "\\\\xff");
+    expect_escaped(STR_AND_LEN("\xc0\xaf"), "\\\\xc0\\\\xaf");
+    expect_escaped(STR_AND_LEN("\xed\xa0\x80"), "\\\\xed\\\\xa0\\\\x80");
+    expect_escaped(STR_AND_LEN("\xe2\x82"), "\\\\xe2\\\\x82");
+    expect_escaped(STR_AND_LEN("\xf4\x90\x80\x80"), "\\\\xf4\\\\x90\\\\x80\\\\x80");
+    expect_escaped(STR_AND_LEN("\xe2\x82x"), "\\\\xe2\\\\x82x");
+}
+END_TEST
+
+START_TEST(log_json_escape_stops_before_a_partial_escape)
+{
+    char out[8];
+    size_t used = 0;
+    /* "ab" fits, the 6-byte \u0001 does not: nothing of it is written */
+    size_t len = log_json_escape(out, 7, STR_AND_LEN("ab\x01z"), &used);
+    ck_assert_uint_eq(len, 2);
+    ck_assert_uint_eq(used, 2);
+    /* a 4-byte character is never cut */
+    len = log_json_escape(out, 5, STR_AND_LEN("ab\xf0\x9f\x98\x80"), &used);
+    ck_assert_uint_eq(len, 2);
+    ck_assert_uint_eq(used, 2);
+}
+END_TEST
+
+START_TEST(log_json_format_fields_in_order)
+{
+    char buf[1024];
+    struct log_fields f = {.client = "127.0.0.1:5123",
+                           .client_id = 7,
+                           .instance = "durable",
+                           .backend_host = "127.0.0.1",
+                           .backend_port = 6401,
+                           .ns = "q:"};
+    size_t n = log_json_format(buf, sizeof buf, "2026-12-01T15:34:07.123Z", LOG_WARN, "client_closed", &f,
+                               "client 7 closed: \"quit\"");
+    ck_assert_str_eq(
+        buf, "{\"ts\":\"2026-12-01T15:34:07.123Z\",\"level\":\"warn\",\"event\":\"client_closed\","
+             "\"client\":\"127.0.0.1:5123\",\"client_id\":7,\"instance\":\"durable\","
+             "\"backend\":\"127.0.0.1:6401\",\"namespace\":\"q:\",\"msg\":\"client 7 closed: \\\"quit\\\"\"}\n");
+    ck_assert_uint_eq(n, strlen(buf));
+    /* no fields: only ts, level, event, msg; an IPv6 backend gets brackets */
+    log_json_format(buf, sizeof buf, "T", LOG_ERROR, "x", NULL, "m");
+    ck_assert_str_eq(buf, "{\"ts\":\"T\",\"level\":\"error\",\"event\":\"x\",\"msg\":\"m\"}\n");
+    struct log_fields v6 = {.backend_host = "::1", .backend_port = 6402};
+    log_json_format(buf, sizeof buf, "T", LOG_DEBUG, "x", &v6, "m");
+    ck_assert_str_eq(buf,
+                     "{\"ts\":\"T\",\"level\":\"debug\",\"event\":\"x\",\"backend\":\"[::1]:6402\",\"msg\":\"m\"}\n");
+}
+END_TEST
+
+START_TEST(log_json_format_cuts_a_long_message_and_closes)
+{
+    char msg[1000], buf[256];
+    memset(msg, '\x01', sizeof msg - 1);
+    msg[sizeof msg - 1] = '\0';
+    size_t n = log_json_format(buf, sizeof buf, "T", LOG_INFO, "x", NULL, msg);
+    ck_assert_uint_lt(n, sizeof buf);
+    ck_assert_uint_eq(n, strlen(buf));
+    ck_assert_msg(n >= 4 && strcmp(buf + n - 3, "\"}\n") == 0, "line not closed: %s", buf);
+    /* the cut falls between escapes: what is before the closing quote is whole \u0001s */
+    const char *m = strstr(buf, "\"msg\":\"") + strlen("\"msg\":\"");
+    size_t mlen = (size_t)(buf + n - 3 - m);
+    ck_assert_uint_gt(mlen, 0);
+    ck_assert_uint_eq(mlen % 6, 0);
+    for (size_t i = 0; i < mlen; i += 6) ck_assert_mem_eq(m + i, "\\u0001", 6);
+}
+END_TEST
+
+/* log_event to a temp file in both formats: the text line is unchanged, the JSON line carries the event */
+START_TEST(log_event_text_and_json)
+{
+    char *path = write_temp("", 0);
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *f = freopen(path, "w", stderr);
+    ck_assert_ptr_nonnull(f);
+    struct log_fields lf = {.client = "unix:/run/k.sock", .client_id = 3};
+    log_event(LOG_INFO, "client_closed", &lf, "client %d closed", 3);
+    log_format = LOG_FORMAT_JSON;
+    log_event(LOG_INFO, "client_closed", &lf, "client %d closed", 3);
+    log_event(LOG_DEBUG, "hidden", NULL, "below log-level info");
+    log_event(LOG_WARN, NULL, NULL, "no event");
+    log_format = LOG_FORMAT_TEXT;
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    size_t len;
+    char *s = file_read_secret(path, &len);
+    ck_assert_ptr_nonnull(s);
+    char *l2 = strchr(s, '\n');
+    ck_assert_ptr_nonnull(l2);
+    *l2++ = '\0';
+    ck_assert_str_eq(s, "INFO client 3 closed");
+    ck_assert_msg(strncmp(l2, "{\"ts\":\"", 7) == 0 && l2[7 + 4] == '-' && l2[7 + 10] == 'T' && l2[7 + 23] == 'Z',
+                  "ts: %s", l2);
+    ck_assert_msg(strstr(l2, "\",\"level\":\"info\",\"event\":\"client_closed\",\"client\":\"unix:/run/k.sock\","
+                             "\"client_id\":3,\"msg\":\"client 3 closed\"}\n{\"ts\":\"") != NULL,
+                  "json: %s", l2);
+    ck_assert_msg(strstr(l2, "\"level\":\"warn\",\"event\":\"log\",\"msg\":\"no event\"}") != NULL, "json: %s", l2);
+    ck_assert_msg(strstr(l2, "hidden") == NULL, "a DEBUG line below log-level: %s", l2);
     free(s);
     unlink(path);
     free(path);
@@ -305,7 +432,12 @@ static Suite *util_suite(void)
     tcase_add_test(tc, file_read_secret_strips_one_newline);
     tcase_add_test(tc, tokens_split_quotes_and_comments);
     tcase_add_test(tc, diag_formats_file_and_line);
-    tcase_add_test(tc, log_msg_respects_level);
+    tcase_add_test(tc, log_event_respects_level);
+    tcase_add_test(tc, log_json_escape_quotes_controls_and_bytes);
+    tcase_add_test(tc, log_json_escape_stops_before_a_partial_escape);
+    tcase_add_test(tc, log_json_format_fields_in_order);
+    tcase_add_test(tc, log_json_format_cuts_a_long_message_and_closes);
+    tcase_add_test(tc, log_event_text_and_json);
     tcase_add_test(tc, test_issue11_str_and_len);
     tcase_add_test(tc, test_issue11_xmemdup_copies);
 #ifndef __SANITIZE_ADDRESS__
