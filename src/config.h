@@ -59,31 +59,33 @@ struct config {
     const char *instance_names[CONFIG_MAX_INSTANCES]; /* for registry_load */
     struct user_conf *users;
     size_t nusers;
-    int threads;                        /* threads N, default 1 */
-    int max_clients;                    /* max-clients N, default 10000 */
-    int64_t max_request_bytes;          /* max-request-size SIZE (bytes; 512mb default like Redis) */
-    int64_t client_output_limit;        /* client-output-limit SIZE: reply bytes queued per client before
+    int threads;                      /* threads N, default 1 */
+    int max_clients;                  /* max-clients N, default 10000 */
+    int64_t max_request_bytes;        /* max-request-size SIZE (bytes; 512mb default like Redis) */
+    int64_t client_output_limit;      /* client-output-limit SIZE: reply bytes queued per client before
                                     keygate stops reading it (soft), default 64mb */
-    int64_t client_output_hard_limit;   /* client-output-hard-limit SIZE: past it the client is closed, default 1gb */
-    int64_t max_memory;                 /* max-memory SIZE: buffered request + reply bytes of all workers past
+    int64_t client_output_hard_limit; /* client-output-hard-limit SIZE: past it the client is closed, default 1gb */
+    int64_t max_memory;               /* max-memory SIZE: buffered request + reply bytes of all workers past
                                  which no client is read (0 = no bound), default 1gb */
-    int max_pending;                    /* max-pending N: requests in flight per client, default 1024 */
-    int max_pinned;                     /* max-pinned N: dedicated connections per instance per worker, default 64 */
-    int64_t connect_timeout_ms;         /* backend connect timeout, default 2s */
-    int64_t shutdown_timeout_ms;        /* shutdown-timeout: drain bound on SIGTERM, default 5s */
-    int64_t client_timeout_ms;          /* client-timeout: close a client idle this long (0 = never, the
+    int max_pending;                  /* max-pending N: requests in flight per client, default 1024 */
+    int max_pinned;                   /* max-pinned N: dedicated connections per instance per worker, default 64 */
+    int64_t connect_timeout_ms;       /* backend connect timeout, default 2s */
+    int64_t shutdown_timeout_ms;      /* shutdown-timeout: drain bound on SIGTERM, default 5s */
+    int64_t client_timeout_ms;        /* client-timeout: close a client idle this long (0 = never, the
                                          default, as Redis's `timeout 0`) */
-    int64_t client_header_timeout_ms;   /* client-header-timeout: bound on a client's first request, its AUTH
+    int64_t client_header_timeout_ms; /* client-header-timeout: bound on a client's first request, its AUTH
                                          (when users are configured) and any unfinished request (0 = none),
                                          default 10s */
-    int64_t backend_timeout_ms;         /* backend-timeout: a backend connection whose oldest written request
+    int64_t backend_timeout_ms;       /* backend-timeout: a backend connection whose oldest written request
                                          has no reply after this is closed, its requests failed (0 = none),
                                          default 5s */
-    int log_level;                      /* log-level debug|info|warn|error (enum log_level), default info */
-    int log_format;                     /* log-format text|json (enum log_format), default text */
-    int enforce;                        /* enforce on|report (enum ns_enforce), default on: the value of
+    int log_level;                    /* log-level debug|info|warn|error (enum log_level), default info */
+    int log_format;                   /* log-format text|json (enum log_format), default text */
+    int enforce;                      /* enforce on|report (enum ns_enforce), default on: the value of
                                          every registry line without enforce= */
-    int enforce_line;                   /* line of the enforce directive (0: none) */
+    int enforce_line;                 /* line of the enforce directive (0: none) */
+
+    /* metrics (issue 14) */
     int64_t backend_info_interval_ms;   /* backend-info-interval: INFO read for the capacity gauges, default 10s */
     int durable_headroom_warn_pct;      /* durable-headroom-warn N%: /healthz fails under it, default 20 */
     int64_t namespace_scan_interval_ms; /* namespace-scan-interval: one sampler pass each (0 = off, default) */

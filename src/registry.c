@@ -9,7 +9,7 @@
 /*
  * One entry a line:
  *
- *   kind     prefix      fields (name=value, "quoted values", the flag word sliding)
+ *   kind     prefix      fields (name=value, "quoted values", the flag words sliding and depth)
  *   namespace cache:     instance=cache ttl=1h max-ttl=7d owner=cache purpose="..."
  *   channel  push:       instance=cache owner=notifications
  *   default              instance=cache ttl=1h owner=legacy enforce=report
@@ -36,15 +36,9 @@ static const struct {
     const char *name;
     int channel_ok; /* allowed on a channel line */
 } fields[F_COUNT] = {
-    [F_INSTANCE] = {"instance", 1},
-    [F_OWNER] = {"owner", 1},
-    [F_TTL] = {"ttl", 0},
-    [F_MAX_TTL] = {"max-ttl", 0},
-    [F_NEAR_CACHE] = {"near-cache", 0},
-    [F_PURPOSE] = {"purpose", 1},
-    [F_SLIDING] = {"sliding", 0},
-    [F_ENFORCE] = {"enforce", 1},
-    [F_DEPTH] = {"depth", 0}, /* the sampler sums the lengths of its lists, streams and zsets */
+    [F_INSTANCE] = {"instance", 1}, [F_OWNER] = {"owner", 1},           [F_TTL] = {"ttl", 0},
+    [F_MAX_TTL] = {"max-ttl", 0},   [F_NEAR_CACHE] = {"near-cache", 0}, [F_PURPOSE] = {"purpose", 1},
+    [F_SLIDING] = {"sliding", 0},   [F_ENFORCE] = {"enforce", 1},       [F_DEPTH] = {"depth", 0},
 };
 
 struct line_error {
