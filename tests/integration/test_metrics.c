@@ -284,6 +284,34 @@ START_TEST(test_multi_namespace_command_counted_under_each)
 }
 END_TEST
 
+/* Keys of the registry's default line count under namespace="(default)" (issue 13's line). */
+START_TEST(test_default_line_is_its_own_namespace)
+{
+    struct harness_opts o = {.admin = 1,
+                             .registry_text = REGISTRY "default instance=cache ttl=1h owner=legacy\n",
+                             .extra_config = "backend-info-interval 1s\n"};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart: %s", h.error);
+    char *before = metrics();
+    redisContext *c = harness_must_client(&h);
+    expect_status(cmd(c, "SET legacy:dl:1 v"), "OK", "SET of an unregistered key");
+    freeReplyObject(cmd(c, "GET legacy:dl:1"));
+    freeReplyObject(cmd(c, "GET cache:dl:1"));
+    redisFree(c);
+    char *after = metrics();
+    const char *w = "keygate_namespace_commands_total{" NS("(default)", "cache", "legacy") ",class=\"write\"}";
+    const char *r = "keygate_namespace_commands_total{" NS("(default)", "cache", "legacy") ",class=\"read\"}";
+    const char *inj = "keygate_namespace_ttl_injected_total{" NS("(default)", "cache", "legacy") "}";
+    ck_assert_int_eq(must_series(after, w) - (series(before, w) < 0 ? 0 : series(before, w)), 1);
+    ck_assert_int_eq(must_series(after, r) - (series(before, r) < 0 ? 0 : series(before, r)), 1);
+    ck_assert_int_eq(must_series(after, inj) - (series(before, inj) < 0 ? 0 : series(before, inj)), 1);
+    free(before);
+    free(after);
+    redisContext *d = harness_must_direct(&h, "cache"); /* the suite's registry has no default line */
+    freeReplyObject(cmd(d, "DEL legacy:dl:1"));
+    redisFree(d);
+}
+END_TEST
+
 /* ---- histograms ---- */
 
 /* Check the buckets of histogram `name{label}` are monotonic and end in _count; returns _count. */
@@ -575,6 +603,7 @@ int main(void)
     TCase *tc = harness_tcase(s, "metrics", 60, setup, teardown);
     harness_add_test(tc, test_namespace_counters_exact);
     harness_add_test(tc, test_multi_namespace_command_counted_under_each);
+    harness_add_test(tc, test_default_line_is_its_own_namespace);
     harness_add_test(tc, test_histograms_count_the_requests);
     harness_add_test(tc, test_capacity_gauges_equal_backend_info);
     harness_add_test(tc, test_oom_counted_and_healthz_flips_on_headroom);
