@@ -467,7 +467,7 @@ void stats_format_info(const struct stats *blocks, size_t stride, int n, const c
     struct ns_snapshot *s = snapshot_take(blocks, stride, n);
     for (unsigned i = 0; i < s->n; i++) {
         const struct stats_ns *v = &s->sum[i];
-        addf(out, "nsstat_%u:namespace=", s->slot[i]);
+        addf(out, "nsstat_%u:prefix=", s->slot[i]);
         add_info_value(out, s->label[i].prefix);
         bytebuf_add(out, STR_AND_LEN(",instance="));
         add_info_value(out, s->label[i].instance);

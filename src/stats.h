@@ -362,7 +362,7 @@ void stats_format_ns_gauge(const char *name, const char *help, const uint64_t *v
                            struct bytebuf *out);
 
 /*
- * INFO's lines for the namespaces section (CRLF-ended): one "nsstat_<slot>:namespace=P,
+ * INFO's lines for the namespaces section (CRLF-ended): one "nsstat_<slot>:prefix=P,
  * instance=I,owner=O,cmd_read=..,..." line per bound slot, then latency percentiles
  * (as INFO latencystats): "latency_percentiles_usec_backend_<instance>:p50=..,p99=..,p99.9=.."
  * and "latency_percentiles_usec_request_<class>:...".

@@ -230,7 +230,7 @@ START_TEST(test_namespace_counters_exact)
     redisContext *c2 = harness_must_client(&h);
     r = cmd(c2, "INFO namespaces");
     ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
-    const char *line = strstr(r->str, "namespace=cache:,instance=cache,owner=cache,");
+    const char *line = strstr(r->str, ":prefix=cache:,instance=cache,owner=cache,cmd_read=");
     ck_assert_msg(line != NULL, "%s", r->str);
     char want[64];
     snprintf(want, sizeof want, "cmd_read=%.0f,",

@@ -201,7 +201,7 @@ START_TEST(sums_and_texts)
 
     stats_format_info(&w[0].stats, sizeof(*w), 2, inst, 2, &out);
     bytebuf_add(&out, "", 1);
-    ck_assert_ptr_nonnull(strstr(out.p, "nsstat_1:namespace=q:,instance=durable,owner=queues,cmd_read=2,cmd_write=0,"));
+    ck_assert_ptr_nonnull(strstr(out.p, "nsstat_1:prefix=q:,instance=durable,owner=queues,cmd_read=2,cmd_write=0,"));
     ck_assert_ptr_nonnull(
         strstr(out.p, "latency_percentiles_usec_backend_durable:p50=75.000,p99=99.500,p99.9=99.950\r\n"));
     bytebuf_free(&out);
