@@ -597,16 +597,17 @@ void client_wake_postponed(struct worker *w)
 /* A command's class for the per-namespace series: by the table's write / readonly flags. */
 static enum stats_class client_stats_class(const struct command_def *cmd)
 {
-    if (!cmd) return STATS_OTHER;
-    if (cmd->flags & CMD_WRITE) return STATS_WRITE;
-    return (cmd->flags & CMD_READONLY) ? STATS_READ : STATS_OTHER;
+    _Static_assert(CMD_WRITE == 1 && CMD_READONLY == 2, "the class table is indexed by these two flags");
+    static const uint8_t by_flags[4] = {STATS_OTHER, STATS_WRITE, STATS_READ, STATS_WRITE}; /* write wins */
+    return cmd ? (enum stats_class)by_flags[cmd->flags & 3] : STATS_OTHER;
 }
 
 /* A command with keys in several namespaces counts once under each: stats_command counted the
  * first key's (`first`); the others are found here. Commands with one key at a fixed place
  * (GET, SET, ...) stop at the first test. */
-static void client_stats_more_namespaces(struct client *c, const struct command_def *cmd,
-                                         const struct namespace_entry *first, enum stats_class cls)
+static __attribute__((noinline)) void client_stats_more_namespaces(struct client *c, const struct command_def *cmd,
+                                                                   const struct namespace_entry *first,
+                                                                   enum stats_class cls)
 {
     if (!cmd || (cmd->first_key > 0 && cmd->first_key == cmd->last_key && cmd->nspecs == 1)) return;
     size_t argc = c->parser.argc;
@@ -627,6 +628,16 @@ static void client_stats_more_namespaces(struct client *c, const struct command_
         stats_command_more(&c->worker->stats, stats_key(e->stats_slot, cls));
     }
     if (keys != small) free(keys);
+}
+
+/* Count the parsed command in the per-namespace series (stats.h); the mark its request carries. */
+static inline struct stats_mark client_stats_command(struct client *c, const struct policy_request *pr,
+                                                     const struct plan *plan)
+{
+    enum stats_class cls = client_stats_class(pr->cmd);
+    if (c->parser.argc > 2 && plan->ns) client_stats_more_namespaces(c, pr->cmd, plan->ns, cls);
+    return stats_command(&c->worker->stats, stats_key(plan->ns ? plan->ns->stats_slot : STATS_NS_NONE, cls),
+                         plan->kind == PLAN_FORWARD ? plan->instance : -1, c->parser.frame_len);
 }
 
 /*
@@ -672,21 +683,18 @@ static int client_handle_frame(struct client *c, const char *frame)
     if (pr.cmd) c->last_cmd = pr.cmd->name;
     client_note_write(c, &plan);
     report_note(w, &plan, &pr); /* issue 13: report mode and the default line, counted and logged */
-    enum stats_class cls = client_stats_class(pr.cmd);
-    struct stats_mark mark = stats_command(&w->stats, stats_key(plan.ns ? plan.ns->stats_slot : STATS_NS_NONE, cls),
-                                           plan.kind == PLAN_FORWARD ? plan.instance : -1, p->frame_len);
-    if (plan.ns && p->argc > 2) client_stats_more_namespaces(c, pr.cmd, plan.ns, cls);
 
     if (plan.kind == PLAN_FORWARD && plan.flow == FLOW_UNSUBSCRIBE && client_has_no_subscription(c, &plan)) {
         plan.kind = PLAN_LOCAL; /* nothing subscribed: Redis's empty confirmation */
         plan.local = LOCAL_UNSUBSCRIBE_NONE;
     } else if (plan.kind == PLAN_FORWARD && (plan.flow == FLOW_SUBSCRIBE || plan.flow == FLOW_UNSUBSCRIBE)) {
+        client_stats_command(c, &pr, &plan);
         client_subscribe(c, &plan, frame);
         plan_release(&plan);
         return 0;
     }
     struct request *req = request_new(c);
-    req->mark = mark;
+    req->mark = client_stats_command(c, &pr, &plan);
     if (c->session.mode == SESSION_MULTI &&
         (plan.kind == PLAN_FORWARD || (plan.kind == PLAN_ERROR && !plan.keeps_transaction))) {
         client_multi_queue(c, req, &plan, frame);

@@ -313,7 +313,8 @@ void stats_refused(struct stats *st, const struct stats_mark *m, const char *err
 
 /* The backend's reply to the request is the error reply[0..len) ("-CODE ..."): counted per
  * namespace by code, and an -OOM as a rejected write of the mark's instance. */
-void stats_backend_error(struct stats *st, const struct stats_mark *m, const char *reply, size_t len);
+void stats_backend_error(struct stats *st, const struct stats_mark *m, const char *reply, size_t len)
+    __attribute__((cold));
 
 /* The request was given the registry's TTL (keygate_namespace_ttl_injected_total). */
 static inline void stats_ttl_injected(struct stats *st, const struct stats_mark *m)
