@@ -112,36 +112,13 @@ static void backend_check_timeout(struct backend *b, int64_t now, int64_t timeou
     backend_close(b, why);
 }
 
-static void backend_send_internal(struct backend *b, enum backend_own own, int argc, const char **argv);
-
-/*
- * backend-info-interval: worker 0's first shared connection to each instance asks INFO
- * again (the reply goes to topology_on_info_reply: the topology guard and the capacity
- * gauges). One connection per instance is enough; the others read INFO at connect only.
- */
-static void backend_info_tick(struct worker *w)
-{
-    stats_flush(&w->stats); /* (every worker) the replies counted since its last read show in /metrics */
-    if (w->id != 0 || w->stopping) return;
-    int64_t now = mono_ms();
-    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
-        struct backend_pool *pool = &w->pools[i];
-        if (pool->nconns == 0) continue;
-        struct backend *b = &pool->conns[0];
-        if (b->state != BACKEND_READY || now - b->info_sent_ms < w->cfg->backend_info_interval_ms) continue;
-        b->info_sent_ms = now;
-        const char *info[1] = {"INFO"};
-        backend_send_internal(b, BACKEND_OWN_INFO, 1, info);
-    }
-}
-
 /* Every TIMEOUT_TICK_MS: the connections of w against backend-timeout. */
 static void backend_tick_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct worker *w = arg;
     (void)fd;
     (void)what;
-    backend_info_tick(w);
+    stats_flush(&w->stats); /* the replies counted since this worker's last read show in /metrics */
     int64_t timeout_ms = w->cfg->backend_timeout_ms;
     if (timeout_ms <= 0) return;
     int64_t now = mono_ms();
@@ -915,7 +892,6 @@ static void backend_connect(struct backend *b)
     if (!b->pinned) {
         const char *info[1] = {"INFO"};
         backend_send_internal(b, BACKEND_OWN_INFO, 1, info);
-        b->info_sent_ms = mono_ms(); /* it is also the first capacity reading: the next one an interval later */
     }
 }
 

@@ -87,7 +87,6 @@ struct backend {
     /* backend-timeout */
     int64_t waiting_since_ms; /* monotonic: when the oldest written entry began to wait (its write, the last reply) */
     uint64_t sent_ns;         /* monotonic: the write of the batch in flight (keygate_backend_latency_seconds) */
-    int64_t info_sent_ms;     /* monotonic: the last backend-info-interval INFO (worker 0's slot 0 only) */
     int timed_out;            /* closed by backend-timeout: its entries fail as "timed out" */
     uint32_t rng;             /* the reconnect jitter's state */
 };

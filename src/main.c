@@ -214,7 +214,7 @@ static int run(const char *path)
     if (rc == 0) {
         log_event(LOG_INFO, "ready", NULL, "keygate %s ready: %zu listener(s), %d thread(s), %zu namespaces",
                   KEYGATE_VERSION, d.cfg->nlistens, d.proxy.nworkers, d.cfg->registry->count);
-        d.sampler = sampler_start(d.cfg);
+        d.sampler = sampler_start(d.cfg, &d.proxy);
         sd_notify(0, "READY=1");
         event_base_dispatch(d.base);
     }

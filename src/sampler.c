@@ -1,4 +1,4 @@
-/* sampler.c: the namespace sampler thread: rate-limited SCAN passes counting keys and queue depth per namespace. */
+/* sampler.c: the background readers: the INFO poller (capacity, topology guard) and the namespace sampler (SCAN). */
 #include "sampler.h"
 
 #include <errno.h>
@@ -11,9 +11,14 @@
 #include "registry.h"
 #include "stats.h"
 #include "syncconn.h"
+#include "topology.h"
 
 struct sampler {
-    pthread_t thread;
+    pthread_t thread;         /* the namespace sampler (only when scanning) */
+    pthread_t info_thread;    /* the INFO poller (always) */
+    int scanning, polling;    /* which threads run */
+    int64_t info_interval_ms; /* under lock: backend-info-interval */
+    struct proxy *proxy;      /* topology_on_info_text's */
     pthread_mutex_t lock;
     pthread_cond_t wake;
     int stop;                   /* under lock */
@@ -289,16 +294,59 @@ static void *sampler_run(void *arg)
     return NULL;
 }
 
-struct sampler *sampler_start(const struct config *cfg)
+/*
+ * The INFO poller: every backend-info-interval, INFO on a connection of its own per instance
+ * (kept open, opened again after an error) for the topology guard and the capacity gauges
+ * (topology_on_info_text). Not on the shared connections: an INFO in flight there holds the
+ * next batch of client requests for a round trip, and a later request of another client on
+ * another connection could reach Redis first (test_proxy's arrival-order test saw it).
+ */
+static void *sampler_poll(void *arg)
 {
-    if (cfg->namespace_scan_interval_ms <= 0) return NULL;
+    struct sampler *s = arg;
+    struct syncconn *conns[CONFIG_MAX_INSTANCES] = {0};
+    int64_t next = mono_ms();
+    for (;;) {
+        if (sampler_sleep_until(s, next)) break;
+        pthread_mutex_lock(&s->lock);
+        int64_t interval = s->info_interval_ms;
+        pthread_mutex_unlock(&s->lock);
+        int64_t started = mono_ms();
+        int loading = 0;
+        for (size_t i = 0; i < s->ninstances; i++) {
+            char err[256] = "";
+            if (!conns[i]) conns[i] = syncconn_open(&s->instances[i], (int)s->connect_timeout_ms, err, sizeof(err));
+            if (!conns[i]) continue; /* unreachable: the workers' connections say so (/healthz) */
+            const char *argv[1] = {"INFO"};
+            size_t argvlen[1] = {4};
+            redisReply *r = syncconn_command(conns[i], 1, argv, argvlen);
+            if (r && r->type == REDIS_REPLY_STRING)
+                loading |= topology_on_info_text(s->proxy, (int)i, s->instance_names[i], r->str);
+            if (!r || r->type != REDIS_REPLY_STRING) { /* an error or a lost connection: a new one next time */
+                syncconn_close(conns[i]);
+                conns[i] = NULL;
+            }
+            if (r) freeReplyObject(r);
+        }
+        /* a loading instance is asked again a second later, as the workers' guard does */
+        next = started + (loading && interval > 1000 ? 1000 : interval);
+    }
+    for (size_t i = 0; i < s->ninstances; i++)
+        if (conns[i]) syncconn_close(conns[i]);
+    return NULL;
+}
+
+struct sampler *sampler_start(const struct config *cfg, struct proxy *p)
+{
     struct sampler *s = xcalloc(1, sizeof(*s));
     s->reg = registry_copy(cfg);
     if (!s->reg) {
         free(s);
         return NULL;
     }
+    s->proxy = p;
     s->interval_ms = cfg->namespace_scan_interval_ms;
+    s->info_interval_ms = cfg->backend_info_interval_ms;
     s->connect_timeout_ms = cfg->connect_timeout_ms;
     s->ninstances = cfg->ninstances;
     for (size_t i = 0; i < cfg->ninstances; i++) {
@@ -307,15 +355,21 @@ struct sampler *sampler_start(const struct config *cfg)
     }
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->wake, NULL);
-    int err = pthread_create(&s->thread, NULL, sampler_run, s);
+    int err = pthread_create(&s->info_thread, NULL, sampler_poll, s);
+    s->polling = err == 0;
+    if (err == 0 && s->interval_ms > 0) {
+        err = pthread_create(&s->thread, NULL, sampler_run, s);
+        s->scanning = err == 0;
+    }
     if (err != 0) {
         log_event(LOG_ERROR, "sampler_start_failed", NULL, "sampler: cannot start its thread: %s", strerror(err));
-        s->stop = 1; /* no thread to join */
         sampler_stop(s);
         return NULL;
     }
-    log_event(LOG_INFO, "sampler_started", NULL, "sampler: one pass every %lldms (SCAN COUNT %s, %d ms between calls)",
-              (long long)s->interval_ms, SAMPLER_SCAN_COUNT, SAMPLER_PAUSE_MS);
+    if (s->scanning)
+        log_event(LOG_INFO, "sampler_started", NULL,
+                  "sampler: one pass every %lldms (SCAN COUNT %s, %d ms between calls)", (long long)s->interval_ms,
+                  SAMPLER_SCAN_COUNT, SAMPLER_PAUSE_MS);
     return s;
 }
 
@@ -329,7 +383,8 @@ void sampler_update(struct sampler *s, const struct config *cfg)
         s->pending = r;
     }
     s->interval_ms = cfg->namespace_scan_interval_ms;
-    pthread_cond_signal(&s->wake);
+    s->info_interval_ms = cfg->backend_info_interval_ms;
+    pthread_cond_broadcast(&s->wake);
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -337,11 +392,11 @@ void sampler_stop(struct sampler *s)
 {
     if (!s) return;
     pthread_mutex_lock(&s->lock);
-    int running = !s->stop;
     s->stop = 1;
-    pthread_cond_signal(&s->wake);
+    pthread_cond_broadcast(&s->wake);
     pthread_mutex_unlock(&s->lock);
-    if (running) pthread_join(s->thread, NULL);
+    if (s->scanning) pthread_join(s->thread, NULL);
+    if (s->polling) pthread_join(s->info_thread, NULL);
     registry_free(s->reg);
     registry_free(s->pending);
     for (size_t i = 0; i < s->ninstances; i++) instance_free(&s->instances[i]);

@@ -1,4 +1,4 @@
-/* sampler.h: the namespace sampler (namespace-scan-interval): keys per namespace and queue depth, from a background SCAN. */
+/* sampler.h: the background readers: INFO every backend-info-interval, and the namespace sampler (namespace-scan-interval). */
 #ifndef KEYGATE_SAMPLER_H
 #define KEYGATE_SAMPLER_H
 
@@ -6,6 +6,8 @@
 #include <stdint.h>
 
 #include "config.h"
+
+struct proxy;
 #include "util.h"
 
 /*
@@ -23,11 +25,14 @@
 struct sampler;
 
 /*
- * Start the sampler thread for cfg when its namespace-scan-interval is > 0 (the first pass
- * begins at once). It keeps its own copies of the instances and of the registry (read again
- * from cfg's registry file). Returns NULL when the sampler is off, or could not start (logged).
+ * Start the background readers for cfg: the INFO poller (every backend-info-interval, INFO on
+ * a connection of its own per instance: the topology guard and the capacity gauges, see
+ * sampler.c) and, when namespace-scan-interval is > 0, the namespace sampler (its first pass
+ * begins at once). They keep their own copies of the instances and of the registry (read
+ * again from cfg's registry file). p is the proxy the topology results are recorded for.
+ * Returns NULL when they could not start (logged).
  */
-struct sampler *sampler_start(const struct config *cfg) KG_MUST_CHECK;
+struct sampler *sampler_start(const struct config *cfg, struct proxy *p) KG_MUST_CHECK;
 
 /* A reload: the next pass uses cfg's registry and interval (0 pauses the passes). s NULL: no-op.
  * Main thread. Turning the sampler on (from 0 at start) needs a restart. */

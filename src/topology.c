@@ -252,6 +252,18 @@ void topology_get_capacity(const struct proxy *p, int instance, struct topology_
     pthread_mutex_unlock(&topology_lock);
 }
 
+int topology_on_info_text(struct proxy *p, int instance, const char *name, const char *text)
+{
+    if (strncmp(text, "loading:1", 9) == 0 || strstr(text, "\nloading:1") != NULL)
+        return 1; /* its fields are not final yet: asked again */
+    char problems[TOPOLOGY_PROBLEMS_MAX];
+    topology_check(name, text, problems, sizeof(problems));
+    struct topology_capacity cap;
+    if (topology_parse_capacity(text, &cap) == 0) topology_record_capacity(instance, &cap);
+    topology_record(p, instance, problems);
+    return 0;
+}
+
 int topology_on_info_reply(struct proxy *p, int instance, const char *name, const char *reply, size_t len)
 {
     char problems[TOPOLOGY_PROBLEMS_MAX];
@@ -263,14 +275,9 @@ int topology_on_info_reply(struct proxy *p, int instance, const char *name, cons
             char *text = xmalloc(blen + 1);
             memcpy(text, reply + hdr, blen);
             text[blen] = '\0';
-            int loading = strncmp(text, "loading:1", 9) == 0 || strstr(text, "\nloading:1") != NULL;
-            if (!loading) topology_check(name, text, problems, sizeof(problems));
-            struct topology_capacity cap;
-            if (!loading && topology_parse_capacity(text, &cap) == 0) topology_record_capacity(instance, &cap);
+            int loading = topology_on_info_text(p, instance, name, text);
             free(text);
-            if (loading) return 1; /* its fields are not final yet: asked again */
-            topology_record(p, instance, problems);
-            return 0;
+            return loading;
         }
     }
     size_t n = len;

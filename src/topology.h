@@ -47,6 +47,13 @@ void topology_record(struct proxy *p, int instance, const char *problems);
 int topology_on_info_reply(struct proxy *p, int instance, const char *name, const char *reply, size_t len);
 
 /*
+ * The same for INFO's text (NUL-terminated) read another way (the INFO poller's own
+ * connection, sampler.c): checked and recorded, with its capacity fields. Returns 1,
+ * recording nothing, while the instance is loading; else 0.
+ */
+int topology_on_info_text(struct proxy *p, int instance, const char *name, const char *text);
+
+/*
  * Copy the recorded problems of `instance` into buf[0..len) ("" when none or not yet
  * checked). Returns 1 when the instance was checked at least once, else 0.
  */

@@ -312,6 +312,58 @@ START_TEST(test_default_line_is_its_own_namespace)
 }
 END_TEST
 
+/* SIGHUP with a registry that adds a namespace before the others and changes an owner: every
+ * unchanged namespace keeps its series (counters go on from where they were), the new one
+ * appears, the changed owner is a new series and the old one stays at its last value. */
+START_TEST(test_reload_keeps_series)
+{
+    redisContext *c = harness_must_client(&h);
+    for (int i = 0; i < 3; i++) freeReplyObject(cmd(c, "GET cache:rl:%d", i));
+    freeReplyObject(cmd(c, "RPUSH q:rl:list x"));
+    redisFree(c);
+    char *before = metrics();
+    FILE *f = fopen(h.registry_file, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("namespace a:     instance=cache   ttl=1h owner=alpha\n"
+          "namespace q:     instance=durable ttl=none owner=queues depth\n"
+          "namespace rl:    instance=durable ttl=1h max-ttl=1d owner=limits\n"
+          "namespace cache: instance=cache   ttl=1h max-ttl=7d owner=cache\n"
+          "channel   push:  instance=cache   owner=notifications\n",
+          f);
+    fclose(f);
+    ck_assert_int_eq(kill(h.keygate_pid, SIGHUP), 0);
+    long long deadline = now_ms() + 5000;
+    char *log = NULL;
+    for (;;) {
+        free(log);
+        log = harness_keygate_log(&h);
+        if ((log && strstr(log, "reloaded registry")) || now_ms() > deadline) break;
+        sleep_ms(50);
+    }
+    ck_assert_msg(log && strstr(log, "reloaded registry"), "no reload in the log");
+    free(log);
+    sleep_ms(300); /* the workers take the new config at their next turn */
+    c = harness_must_client(&h);
+    for (int i = 0; i < 2; i++) freeReplyObject(cmd(c, "GET cache:rl:%d", i));
+    freeReplyObject(cmd(c, "SET a:rl:1 v"));
+    freeReplyObject(cmd(c, "SET rl:rl:1 v"));
+    redisFree(c);
+    char *after = metrics();
+    const char *cr = "keygate_namespace_commands_total{" NS("cache:", "cache", "cache") ",class=\"read\"}";
+    ck_assert_int_eq(must_series(after, cr) - must_series(before, cr), 2);
+    const char *qw = "keygate_namespace_commands_total{" NS("q:", "durable", "queues") ",class=\"write\"}";
+    ck_assert_int_eq(must_series(after, qw), must_series(before, qw)); /* kept, not reset */
+    ck_assert_int_eq(
+        must_series(after, "keygate_namespace_commands_total{" NS("a:", "cache", "alpha") ",class=\"write\"}"), 1);
+    ck_assert_int_eq(
+        must_series(after, "keygate_namespace_commands_total{" NS("rl:", "durable", "limits") ",class=\"write\"}"), 1);
+    const char *old_rl = "keygate_namespace_commands_total{" NS("rl:", "durable", "rate-limit") ",class=\"write\"}";
+    ck_assert_int_eq(must_series(after, old_rl), must_series(before, old_rl));
+    free(before);
+    free(after);
+}
+END_TEST
+
 /* ---- histograms ---- */
 
 /* Check the buckets of histogram `name{label}` are monotonic and end in _count; returns _count. */
@@ -604,6 +656,7 @@ int main(void)
     harness_add_test(tc, test_namespace_counters_exact);
     harness_add_test(tc, test_multi_namespace_command_counted_under_each);
     harness_add_test(tc, test_default_line_is_its_own_namespace);
+    harness_add_test(tc, test_reload_keeps_series);
     harness_add_test(tc, test_histograms_count_the_requests);
     harness_add_test(tc, test_capacity_gauges_equal_backend_info);
     harness_add_test(tc, test_oom_counted_and_healthz_flips_on_headroom);
