@@ -41,7 +41,7 @@ static const struct denied_entry denied[] = {
     {"client|no-touch", "it acts on the backend's connections"},
     {"client|pause", "it acts on the backend's connections"},
     {"client|reply", "keygate owns the reply stream of its shared connections"},
-    {"client|tracking", "client-side caching state is not supported through keygate"},
+    {"client|tracking", "client-side caching is keygate's near cache (the registry's near-cache=D), not tracking"},
     {"client|trackinginfo", "client-side caching state is not supported through keygate"},
     {"client|unblock", "it acts on the backend's connections"},
     {"client|unpause", "it acts on the backend's connections"},

@@ -57,6 +57,19 @@ static const struct instance_conf *backend_conf(const struct backend *b)
     return &b->worker->cfg->instances[b->instance];
 }
 
+/* The pool b belongs to: its instance's RESP2 pool, or the RESP3 one (backend_pool_index). */
+static struct backend_pool *backend_pool_of(const struct backend *b)
+{
+    return &b->worker->pools[backend_pool_index(b->instance, b->resp3)];
+}
+
+/* The instance's RESP2 pool: it counts and lists every dedicated connection of the
+ * instance, whatever their protocol (max-pinned is per instance). */
+static struct backend_pool *backend_pin_pool(const struct backend *b)
+{
+    return &b->worker->pools[b->instance];
+}
+
 /* max-memory: count what b holds now (replies not yet framed, requests not yet written). */
 static void backend_account(struct backend *b)
 {
@@ -122,7 +135,7 @@ static void backend_tick_cb(evutil_socket_t fd, short what, void *arg)
     int64_t timeout_ms = w->cfg->backend_timeout_ms;
     if (timeout_ms <= 0) return;
     int64_t now = mono_ms();
-    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
+    for (int i = 0; i < BACKEND_NPOOLS; i++) {
         struct backend_pool *pool = &w->pools[i];
         for (int j = 0; j < pool->nconns; j++) backend_check_timeout(&pool->conns[j], now, timeout_ms);
         struct backend *b, *next;
@@ -133,18 +146,41 @@ static void backend_tick_cb(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/* Create the shared connections of `instance`'s pool for protocol resp3 (0: RESP2) and start
+ * connecting them (every connection of an instance uses its RESP2 pool's TLS context). */
+static void backend_pool_open(struct worker *w, int instance, int resp3)
+{
+    const struct instance_conf *ic = &w->cfg->instances[instance];
+    struct backend_pool *pool = &w->pools[backend_pool_index(instance, resp3)];
+    pool->nconns = ic->connections > 0 ? ic->connections : 1;
+    pool->conns = xcalloc((size_t)pool->nconns, sizeof(*pool->conns));
+    for (int j = 0; j < pool->nconns; j++) {
+        struct backend *b = &pool->conns[j];
+        b->worker = w;
+        b->instance = instance;
+        b->resp3 = (uint8_t)(resp3 != 0);
+        b->slot = j;
+        b->fd = -1;
+        b->backoff_ms = BACKOFF_MIN_MS;
+        b->block_ms = -1;
+        b->rng = backend_seed(b);
+        b->timer = xevtimer_new(w->base, backend_timer_cb, b);
+        backend_connect(b);
+    }
+}
+
 int backend_pools_start(struct worker *w, const struct backend_hooks *hooks)
 {
     const struct config *cfg = w->cfg;
     w->hooks = hooks;
-    w->pools = xcalloc(CONFIG_MAX_INSTANCES, sizeof(*w->pools));
+    w->pools = xcalloc(BACKEND_NPOOLS, sizeof(*w->pools)); /* the RESP3 ones open on first use */
+    for (int i = 0; i < BACKEND_NPOOLS; i++) {
+        TAILQ_INIT(&w->pools[i].idle); /* a RESP3 pin may come before its pool's shared connections */
+        TAILQ_INIT(&w->pools[i].pinned);
+    }
     for (size_t i = 0; i < cfg->ninstances; i++) {
         const struct instance_conf *ic = &cfg->instances[i];
         struct backend_pool *pool = &w->pools[i];
-        pool->nconns = ic->connections > 0 ? ic->connections : 1;
-        TAILQ_INIT(&pool->idle);
-        TAILQ_INIT(&pool->pinned);
-        pool->conns = xcalloc((size_t)pool->nconns, sizeof(*pool->conns));
         if (ic->tls) {
             char err[300];
             pool->ssl_ctx = tls_instance_ctx(ic, err, sizeof(err));
@@ -154,18 +190,7 @@ int backend_pools_start(struct worker *w, const struct backend_hooks *hooks)
                 return -1;
             }
         }
-        for (int j = 0; j < pool->nconns; j++) {
-            struct backend *b = &pool->conns[j];
-            b->worker = w;
-            b->instance = (int)i;
-            b->slot = j;
-            b->fd = -1;
-            b->backoff_ms = BACKOFF_MIN_MS;
-            b->block_ms = -1;
-            b->rng = backend_seed(b);
-            b->timer = xevtimer_new(w->base, backend_timer_cb, b);
-            backend_connect(b);
-        }
+        backend_pool_open(w, (int)i, 0);
     }
     w->backend_tick = xevent_new(w->base, -1, EV_PERSIST, backend_tick_cb, w);
     struct timeval tv = {0, TIMEOUT_TICK_MS * 1000};
@@ -208,9 +233,19 @@ void backend_pools_free(struct worker *w)
     if (w->backend_tick) event_free(w->backend_tick);
     w->backend_tick = NULL;
     if (!w->pools) return;
-    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
+    /* the idle dedicated connections first: closing one updates its instance's RESP2 pool */
+    for (int i = 0; i < BACKEND_NPOOLS; i++) {
         struct backend_pool *pool = &w->pools[i];
-        if (!pool->conns) continue;
+        struct backend *idle;
+        while ((idle = TAILQ_FIRST(&pool->idle))) {
+            TAILQ_REMOVE(&pool->idle, idle, link);
+            idle->in_idle = 0;
+            backend_abandon(idle);
+        }
+    }
+    backend_reap(w);
+    for (int i = 0; i < BACKEND_NPOOLS; i++) {
+        struct backend_pool *pool = &w->pools[i];
         for (int j = 0; j < pool->nconns; j++) {
             struct backend *b = &pool->conns[j];
             backend_io_close(b);
@@ -223,13 +258,6 @@ void backend_pools_free(struct worker *w)
             free(b->rbuf);
         }
         free(pool->conns);
-        struct backend *idle;
-        while ((idle = TAILQ_FIRST(&pool->idle))) {
-            TAILQ_REMOVE(&pool->idle, idle, link);
-            idle->in_idle = 0;
-            backend_abandon(idle);
-        }
-        backend_reap(w);
         if (pool->ssl_ctx) SSL_CTX_free(pool->ssl_ctx);
         memset(pool, 0, sizeof(*pool));
     }
@@ -251,6 +279,15 @@ struct backend *backend_for(struct worker *w, int instance, uint64_t client_id)
 {
     struct backend_pool *pool = &w->pools[instance];
     if (pool->nconns == 0) return NULL;
+    struct backend *b = &pool->conns[client_id % (uint64_t)pool->nconns];
+    return b->state == BACKEND_DOWN ? NULL : b;
+}
+
+struct backend *backend_for3(struct worker *w, int instance, uint64_t client_id)
+{
+    if (w->pools[instance].nconns == 0) return NULL; /* no such instance */
+    struct backend_pool *pool = &w->pools[backend_pool_index(instance, 1)];
+    if (pool->nconns == 0) backend_pool_open(w, instance, 1); /* the first RESP3 client of the instance */
     struct backend *b = &pool->conns[client_id % (uint64_t)pool->nconns];
     return b->state == BACKEND_DOWN ? NULL : b;
 }
@@ -416,7 +453,7 @@ void backend_flush_all(struct worker *w)
     backend_tails(w);
 }
 
-/* Send one of keygate's own commands (AUTH, INFO) formatted by hiredis. */
+/* Send one of keygate's own commands (AUTH, HELLO 3, INFO) formatted by hiredis. */
 static void backend_send_internal(struct backend *b, enum backend_own own, int argc, const char **argv)
 {
     char *cmd = NULL;
@@ -440,11 +477,11 @@ void backend_close(struct backend *b, const char *reason)
         b->state = BACKEND_DOWN;
         b->owner = NULL;
         backend_fail_fifo(b);
-        if (b->in_idle) TAILQ_REMOVE(&b->worker->pools[b->instance].idle, b, link);
+        if (b->in_idle) TAILQ_REMOVE(&backend_pool_of(b)->idle, b, link);
         b->in_idle = 0;
-        assert(b->worker->pools[b->instance].npinned > 0);
-        b->worker->pools[b->instance].npinned--;
-        TAILQ_REMOVE(&b->worker->pools[b->instance].pinned, b, pinned_link);
+        assert(backend_pin_pool(b)->npinned > 0);
+        backend_pin_pool(b)->npinned--;
+        TAILQ_REMOVE(&backend_pin_pool(b)->pinned, b, pinned_link);
         TAILQ_INSERT_TAIL(&b->worker->dead_backends, b, link);
         event_active(b->worker->reap_ev, EV_TIMEOUT, 0);
         if (owner) b->worker->hooks->owner_lost(b, owner);
@@ -492,9 +529,11 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
     b->fifo_count--;
     switch (pd.own) {
     case BACKEND_OWN_AUTH:
+    case BACKEND_OWN_HELLO: /* a RESP3 connection's HELLO 3 */
         if (reply[0] == '-') {
             char why[160];
-            snprintf(why, sizeof(why), "AUTH refused: %.*s", (int)(len > 120 ? 120 : len - 2), reply + 1);
+            snprintf(why, sizeof(why), "%s refused: %.*s", pd.own == BACKEND_OWN_AUTH ? "AUTH" : "HELLO 3",
+                     (int)(len > 120 ? 120 : len - 2), reply + 1);
             backend_close(b, why);
             return -1;
         }
@@ -888,8 +927,14 @@ static void backend_connect(struct backend *b)
         const char *argv[3] = {"AUTH", ic->username ? ic->username : ic->password, ic->password};
         backend_send_internal(b, BACKEND_OWN_AUTH, ic->username ? 3 : 2, argv);
     }
-    /* topology guard (shared connections only): durable noeviction + AOF, cache evicting, Redis >= 7 */
-    if (!b->pinned) {
+    /* a RESP3 connection: every reply from here on is what Redis sends a HELLO 3 client */
+    if (b->resp3) {
+        const char *hello[2] = {"HELLO", "3"};
+        backend_send_internal(b, BACKEND_OWN_HELLO, 2, hello);
+    }
+    /* topology guard (shared RESP2 connections only: every instance has them; its parser
+     * reads RESP2's bulk): durable noeviction + AOF, cache evicting, Redis >= 7 */
+    if (!b->pinned && !b->resp3) {
         const char *info[1] = {"INFO"};
         backend_send_internal(b, BACKEND_OWN_INFO, 1, info);
     }
@@ -898,7 +943,7 @@ static void backend_connect(struct backend *b)
 /* Put a clean dedicated connection on its instance's idle list. */
 static void backend_make_idle(struct backend *b)
 {
-    struct backend_pool *pool = &b->worker->pools[b->instance];
+    struct backend_pool *pool = backend_pool_of(b);
     b->release_when_idle = 0;
     b->owner = NULL;
     b->block_ms = -1;
@@ -912,12 +957,13 @@ static void backend_make_idle(struct backend *b)
     }
 }
 
-struct backend *backend_pin(struct worker *w, int instance, struct client *c)
+struct backend *backend_pin(struct worker *w, int instance, struct client *c, int resp3)
 {
-    struct backend_pool *pool = &w->pools[instance];
+    struct backend_pool *pool = &w->pools[instance]; /* counts every pin of the instance */
+    struct backend_pool *idle = &w->pools[backend_pool_index(instance, resp3)];
     struct backend *b;
-    while ((b = TAILQ_FIRST(&pool->idle))) {
-        TAILQ_REMOVE(&pool->idle, b, link);
+    while ((b = TAILQ_FIRST(&idle->idle))) {
+        TAILQ_REMOVE(&idle->idle, b, link);
         b->in_idle = 0;
         if (b->state != BACKEND_DOWN) {
             b->owner = c;
@@ -929,6 +975,7 @@ struct backend *backend_pin(struct worker *w, int instance, struct client *c)
     b = xcalloc(1, sizeof(*b));
     b->worker = w;
     b->instance = instance;
+    b->resp3 = (uint8_t)(resp3 != 0);
     b->slot = -1;
     b->fd = -1;
     b->pinned = 1;

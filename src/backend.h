@@ -16,9 +16,9 @@
  * One reply owed on a connection. The backend module only counts and orders them; what a
  * reply means is the router's (kind, part): the backend hands each framed reply, with its
  * entry, to the hooks. Entries with `own` set are the connection's own commands at connect
- * (AUTH, the topology INFO), which the backend answers itself.
+ * (AUTH, HELLO 3 on a RESP3 connection, the topology INFO), which the backend answers itself.
  */
-enum backend_own { BACKEND_OWN_NONE = 0, BACKEND_OWN_AUTH, BACKEND_OWN_INFO };
+enum backend_own { BACKEND_OWN_NONE = 0, BACKEND_OWN_AUTH, BACKEND_OWN_HELLO, BACKEND_OWN_INFO };
 
 struct pending {
     struct request *req; /* the router's request (NULL for own entries) */
@@ -49,8 +49,9 @@ enum backend_state { BACKEND_DOWN = 0, BACKEND_CONNECTING, BACKEND_READY };
 /* One connection to a backend instance, shared and pipelined by many clients. */
 struct backend {
     struct worker *worker;
-    int instance; /* config instance index */
-    int slot;     /* index in the instance's pool */
+    int instance;  /* config instance index */
+    int slot;      /* index in the instance's pool */
+    uint8_t resp3; /* 1: a RESP3 connection (HELLO 3 sent at connect), for RESP3 clients only */
     enum backend_state state;
     int fd;                  /* -1 while closed */
     SSL *ssl;                /* TLS instances: the session on fd; NULL for plain */
@@ -91,6 +92,19 @@ struct backend {
     uint32_t rng;             /* the reconnect jitter's state */
 };
 
+/*
+ * A worker's pools, one per (instance, protocol): w->pools[backend_pool_index(i, resp3)].
+ * The RESP2 pools (index i) are created at start; a RESP3 pool's shared connections open
+ * the first time a RESP3 client needs the instance (backend_for3). Dedicated connections
+ * of both protocols are counted (npinned, max-pinned) and listed (pinned) in the RESP2
+ * pool; each protocol keeps its own idle list.
+ */
+#define BACKEND_NPOOLS (2 * CONFIG_MAX_INSTANCES)
+static inline int backend_pool_index(int instance, int resp3)
+{
+    return instance + (resp3 ? CONFIG_MAX_INSTANCES : 0);
+}
+
 struct backend_pool {
     struct backend *conns;
     int nconns;
@@ -117,6 +131,10 @@ void backend_pool_status(const struct worker *w, int instance, struct backend_po
 /* The connection client `client_id` uses for `instance`: fixed, so one client's requests
  * to one instance keep their order. NULL when that connection is down. */
 struct backend *backend_for(struct worker *w, int instance, uint64_t client_id);
+
+/* The same for a RESP3 client: a connection of the instance's RESP3 pool, which is opened
+ * (connections start connecting; requests are staged meanwhile) on the first call. */
+struct backend *backend_for3(struct worker *w, int instance, uint64_t client_id);
 
 /*
  * The staging buffer of b, for the caller to append a request's bytes to. Many clients'
@@ -148,9 +166,9 @@ int backend_would_reorder(const struct worker *w, int instance, const struct bac
  * and is freed at the next reap. */
 void backend_close(struct backend *b, const char *reason);
 
-/* A dedicated connection to `instance` for client c (idle or new). NULL at max-pinned or
- * when it cannot even start connecting. */
-struct backend *backend_pin(struct worker *w, int instance, struct client *c);
+/* A dedicated connection to `instance` for client c (idle or new), speaking RESP3 when resp3
+ * is 1 (c's protocol). NULL at max-pinned or when it cannot even start connecting. */
+struct backend *backend_pin(struct worker *w, int instance, struct client *c, int resp3);
 
 /* Are max-pinned dedicated connections to `instance` alive on w (a pin would fail for that)? */
 int backend_pin_full(const struct worker *w, int instance);

@@ -409,7 +409,6 @@ static int client_exec_instance(const struct client *c)
 /* EXEC: send MULTI + the buffered commands + EXEC in one write, or answer EXECABORT. */
 static void client_exec(struct client *c, struct request *req)
 {
-    struct worker *w = c->worker;
     if (c->watch_lost) {
         c->watch_lost = 0;
         client_multi_reset(c);
@@ -434,7 +433,7 @@ static void client_exec(struct client *c, struct request *req)
         return;
     }
     int instance = client_exec_instance(c);
-    struct backend *b = c->watch_pin ? c->watch_pin : backend_for(w, instance, c->id);
+    struct backend *b = c->watch_pin ? c->watch_pin : router_shared_for(c, instance);
     if (!b) {
         client_multi_reset(c);
         client_watch_end(c);
@@ -483,6 +482,7 @@ static void client_reset(struct client *c, struct request *req)
     session_reset(&c->session, c->worker->cfg->nusers == 0);
     free(c->name);
     c->name = NULL;
+    c->resp3 = 0; /* RESET returns to RESP2, as Redis (its dedicated connections are gone or idle) */
     request_complete(req, STR_AND_LEN("+RESET\r\n"));
 }
 
@@ -514,14 +514,14 @@ static void client_subscribe(struct client *c, const struct plan *plan, const ch
         if (!wanted) continue;
         struct backend *b = c->pubsub.pin[i];
         if (!b && plan->flow == FLOW_SUBSCRIBE) {
-            b = backend_pin(w, i, c);
+            b = backend_pin(w, i, c, c->resp3);
             if (!b) {
                 request_pin_full(c, request_new(c), i);
                 return;
             }
             b->subscriber = 1;
             c->pubsub.pin[i] = b;
-            session_set_subscribed(&c->session, 1);
+            if (!c->resp3) session_set_subscribed(&c->session, 1); /* RESP2's subscribed mode */
         }
         if (!b) continue;
         router_subscribe(c, b, i, frame, c->parser.frame_len);
@@ -546,7 +546,7 @@ static int client_would_reorder(struct client *c, const struct plan *plan)
     struct worker *w = c->worker;
     if (plan->kind == PLAN_LOCAL && plan->local == LOCAL_EXEC && !c->multi_dirty && !c->watch_lost) {
         int instance = client_exec_instance(c);
-        struct backend *b = c->watch_pin ? c->watch_pin : backend_for(w, instance, c->id);
+        struct backend *b = c->watch_pin ? c->watch_pin : router_shared_for(c, instance);
         return w->postponing[instance] || backend_would_reorder(w, instance, b);
     }
     if (plan->kind != PLAN_FORWARD || c->session.mode == SESSION_MULTI || plan->merge != MERGE_NONE ||
@@ -560,6 +560,14 @@ static int client_would_reorder(struct client *c, const struct plan *plan)
     else
         b = router_conn_for(c, plan->instance);
     return w->postponing[plan->instance] || backend_would_reorder(w, plan->instance, b);
+}
+
+/* RESP3: a (un)subscribe's confirmations are pushes that go to the client as they come, so
+ * they wait for the replies of the commands before it (a RESP3 client subscribed may send
+ * any command: its subscriber connections carry only the (un)subscribes). */
+static int client_push_waits(const struct client *c, const struct plan *plan)
+{
+    return c->resp3 && (plan->flow == FLOW_SUBSCRIBE || plan->flow == FLOW_UNSUBSCRIBE);
 }
 
 /* c's frame for `instance` waits: it is parsed again after the next backend flush. */
@@ -641,6 +649,20 @@ static inline struct stats_mark client_stats_command(struct client *c, const str
 }
 
 /*
+ * RESP3: COMMAND, COMMAND INFO and COMMAND DOCS answer in sets and maps that keygate's table
+ * (the raw RESP2 bytes of Redis 7.0's answers) does not hold; they go to the first instance's
+ * RESP3 connection, whose Redis answers them in its own RESP3 shape. COMMAND COUNT / LIST
+ * (an integer, an array of names) stay local.
+ */
+static void client_resp3_plan(const struct client *c, struct plan *plan)
+{
+    if (plan->kind != PLAN_LOCAL || c->session.mode == SESSION_MULTI) return;
+    if (plan->local != LOCAL_COMMAND && plan->local != LOCAL_COMMAND_INFO && plan->local != LOCAL_COMMAND_DOCS) return;
+    plan->kind = PLAN_FORWARD;
+    plan->instance = 0;
+}
+
+/*
  * Handle one parsed frame: decide, then answer, refuse, buffer or forward.
  * Returns 1 when the frame must wait (a switch of connection while earlier replies
  * are due): the caller leaves it unconsumed and parses it again once the queue is empty.
@@ -665,9 +687,11 @@ static int client_handle_frame(struct client *c, const char *frame)
 
     struct plan plan;
     policy_decide(w->cfg, w->cfg->registry, &c->session, &pr, &plan);
-    int needs_empty_queue = plan.kind == PLAN_FORWARD && c->session.mode != SESSION_MULTI &&
-                            (plan.flow == FLOW_BLOCK || (plan.flow == FLOW_WATCH && !c->watch_pin) ||
-                             (plan.flow == FLOW_SUBSCRIBE && c->session.mode != SESSION_SUBSCRIBED));
+    if (c->resp3) client_resp3_plan(c, &plan);
+    int needs_empty_queue =
+        plan.kind == PLAN_FORWARD && c->session.mode != SESSION_MULTI &&
+        (plan.flow == FLOW_BLOCK || (plan.flow == FLOW_WATCH && !c->watch_pin) ||
+         (plan.flow == FLOW_SUBSCRIBE && c->session.mode != SESSION_SUBSCRIBED) || client_push_waits(c, &plan));
     if (needs_empty_queue && c->nqueued > 0) {
         plan_release(&plan);
         c->stall = 1;
@@ -726,7 +750,7 @@ static int client_handle_frame(struct client *c, const char *frame)
             router_forward_split(c, req, &plan, frame);
         } else if (plan.flow == FLOW_WATCH) {
             if (!c->watch_pin) {
-                c->watch_pin = backend_pin(w, plan.instance, c);
+                c->watch_pin = backend_pin(w, plan.instance, c, c->resp3);
                 if (!c->watch_pin) {
                     request_pin_full(c, req, plan.instance);
                     break;
@@ -742,7 +766,7 @@ static int client_handle_frame(struct client *c, const char *frame)
             router_forward(c, c->watch_pin, req, &plan, frame);
             client_watch_end(c);
         } else if (plan.flow == FLOW_BLOCK) {
-            struct backend *b = backend_pin(w, plan.instance, c);
+            struct backend *b = backend_pin(w, plan.instance, c, c->resp3);
             if (!b) {
                 request_pin_full(c, req, plan.instance);
                 break;
@@ -999,7 +1023,7 @@ static const char *client_timed_out(const struct client *c, const struct config 
     int64_t idle = cfg->client_timeout_ms, header = cfg->client_header_timeout_ms;
     *since = c->last_active_ms;
     if (idle > 0 && c->nqueued == 0 && c->session.mode != SESSION_BLOCKED && c->session.mode != SESSION_SUBSCRIBED &&
-        now - c->last_active_ms >= idle)
+        !(c->resp3 && pubsub_subscribed(&c->pubsub)) && now - c->last_active_ms >= idle)
         return "idle past client-timeout";
     if (header <= 0) return NULL;
     *since = c->created_ms;

@@ -37,6 +37,7 @@ struct client {
     int64_t partial_since_ms; /* wall clock since an unfinished request waits for more bytes, 0 = none */
     int need_more;            /* the last parse stopped inside an unfinished request */
     const char *last_cmd;     /* name of the last command (the command table's string) */
+    int resp3;                /* HELLO 3: replies are RESP3 (its backend connections are RESP3 ones) */
     /* input */
     char *qbuf; /* unparsed input */
     size_t qlen, qcap;

@@ -27,16 +27,20 @@ static int header_is_instance_section(const char *h, size_t len)
     return 0;
 }
 
-/* The body of a bulk reply r[0..len): *body, *body_len; 0, or -1 when r is not a whole bulk. */
+/* The body of a bulk reply r[0..len), or of a RESP3 verbatim string "=N\r\ntxt:..." (a RESP3
+ * client's instance connections answer INFO so; the 4-byte format is skipped): *body,
+ * *body_len; 0, or -1 when r is neither, whole. */
 static int bulk_body(const char *r, size_t len, const char **body, size_t *body_len)
 {
-    const char *crlf = len > 1 && r[0] == '$' ? memchr(r, '\r', len) : NULL;
+    const char *crlf = len > 1 && (r[0] == '$' || r[0] == '=') ? memchr(r, '\r', len) : NULL;
     long long n = 0;
     if (!crlf || resp_parse_ll(r + 1, (size_t)(crlf - r - 1), &n) != 0 || n < 0) return -1;
     size_t hdr = (size_t)(crlf - r) + 2;
     if (hdr > len || len - hdr != (size_t)n + 2) return -1;
-    *body = r + hdr;
-    *body_len = (size_t)n;
+    size_t skip = r[0] == '=' ? 4 : 0; /* "txt:" */
+    if ((size_t)n < skip) return -1;
+    *body = r + hdr + skip;
+    *body_len = (size_t)n - skip;
     return 0;
 }
 

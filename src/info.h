@@ -33,7 +33,7 @@ struct info_part {
  * relabelled, sections separated by a blank line and no blank line at the end, as Redis ends
  * INFO. A part that is an error reply (the instance is down, or refused) makes the reply that
  * error, never a partial INFO. Returns 0, or -1 (out unchanged) when a part is neither a
- * bulk string nor an error.
+ * bulk string (or RESP3 verbatim string) nor an error. The reply is a bulk (RESP2's shape).
  */
 int info_merge(const char *local, size_t local_len, const struct info_part *parts, int nparts,
                struct bytebuf *out) KG_MUST_CHECK;

@@ -31,6 +31,25 @@ static void add_cstr(struct evbuffer *out, const char *s)
     add_bulk(out, s, strlen(s));
 }
 
+/* A null as c's protocol writes it: RESP3's "_", RESP2's nil bulk (or nil array: nil2). */
+static const char *local_null(const struct client *c, const char *nil2)
+{
+    return c->resp3 ? "_\r\n" : nil2;
+}
+
+/* Text for a human (INFO, CLIENT INFO/LIST): a verbatim string "=N txt:..." in RESP3, as
+ * Redis's addReplyVerbatim; a bulk in RESP2. */
+static void add_verbatim(const struct client *c, struct evbuffer *out, const char *s, size_t len)
+{
+    if (!c->resp3) {
+        add_bulk(out, s, len);
+        return;
+    }
+    evbuffer_add_printf(out, "=%zu\r\ntxt:", len + 4);
+    evbuffer_add(out, s, len);
+    evbuffer_add(out, STR_AND_LEN("\r\n"));
+}
+
 /* Complete req with the bytes of `out` and free it. */
 static void reply_buffer(struct request *req, struct evbuffer *out)
 {
@@ -105,13 +124,30 @@ static int set_client_name(struct client *c, const char *s, size_t len)
     return 0;
 }
 
-/* HELLO [2 [AUTH user pass] [SETNAME name]], in Redis's order (helloCommand): every option
+/* A protocol switch with nothing subscribed: the subscriber connections kept for the next
+ * SUBSCRIBE speak the old protocol; close them (a new SUBSCRIBE pins one of the new). */
+static void local_drop_subscriber_pins(struct client *c)
+{
+    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
+        if (!c->pubsub.pin[i]) continue;
+        backend_abandon(c->pubsub.pin[i]);
+        (void)pubsub_lost(&c->pubsub, i);
+    }
+}
+
+/* HELLO [protover [AUTH user pass] [SETNAME name]], in Redis's order (helloCommand): every option
  * is read first (the last AUTH / SETNAME wins), then AUTH, then the NOAUTH check, and only
- * then the name is set, so an unauthenticated HELLO changes nothing. */
+ * then the name and the protocol are set, so an unauthenticated HELLO changes nothing.
+ * policy let only protover 2 or 3 (or none: the current one) through. The reply is a map in
+ * RESP3 (a flat array in RESP2) with Redis's fields. A client whose dedicated connections
+ * (subscriber, WATCH) speak the protocol it has cannot switch: those connections would
+ * answer it in the other one. */
 static void local_hello(struct client *c, struct request *req, size_t argc, const char *const *argv,
                         const size_t *argvlen)
 {
     size_t auth = 0, setname = 0; /* argv index of the option's first value, 0 = not given */
+    long long ver = c->resp3 ? 3 : 2;
+    if (argc >= 2 && args_ll(argv[1], argvlen[1], &ver) != 0) ver = 2; /* policy checked it */
     for (size_t i = 2; i < argc; i++) {
         size_t more = argc - 1 - i;
         if (args_word_is(argv[i], argvlen[i], "AUTH") && more >= 2) {
@@ -137,18 +173,29 @@ static void local_hello(struct client *c, struct request *req, size_t argc, cons
                            "select the RESP protocol version at the same time");
         return;
     }
+    int resp3 = ver == 3;
+    if (resp3 != c->resp3 && (pubsub_subscribed(&c->pubsub) || c->watch_pin)) {
+        request_error(req, pubsub_subscribed(&c->pubsub)
+                               ? "ERR keygate: HELLO cannot change the protocol while subscribed (its subscriber "
+                                 "connections speak the current one); UNSUBSCRIBE first, or reconnect"
+                               : "ERR keygate: HELLO cannot change the protocol while WATCHing (its connection "
+                                 "speaks the current one); UNWATCH first");
+        return;
+    }
     if (setname && set_client_name(c, argv[setname], argvlen[setname]) != 0) {
         request_error(req, "ERR Client names cannot contain spaces, newlines or special characters.");
         return;
     }
+    if (resp3 != c->resp3) local_drop_subscriber_pins(c);
+    c->resp3 = resp3;
     struct evbuffer *out = xevbuffer_new();
-    evbuffer_add_printf(out, "*14\r\n");
+    evbuffer_add_printf(out, resp3 ? "%%7\r\n" : "*14\r\n");
     add_cstr(out, "server");
     add_cstr(out, "keygate");
     add_cstr(out, "version");
     add_cstr(out, REDIS_COMPAT_VERSION);
     add_cstr(out, "proto");
-    evbuffer_add_printf(out, ":2\r\n");
+    evbuffer_add_printf(out, ":%d\r\n", resp3 ? 3 : 2);
     add_cstr(out, "id");
     evbuffer_add_printf(out, ":%llu\r\n", (unsigned long long)c->id);
     add_cstr(out, "mode");
@@ -170,12 +217,12 @@ static void client_info_line(struct evbuffer *out, const struct client *c)
     evbuffer_add_printf(out,
                         "id=%llu addr=%s laddr=? fd=%d name=%s age=%lld idle=0 flags=%s db=0 sub=%d psub=0 ssub=0 "
                         "multi=%d qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu rbp=0 obl=%zu oll=0 "
-                        "omem=%zu tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=2\n",
+                        "omem=%zu tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=%d\n",
                         (unsigned long long)c->id, c->addr, c->fd, c->name ? c->name : "", (long long)age,
                         c->session.mode == SESSION_MULTI ? "x" : "N", subs,
                         c->session.mode == SESSION_MULTI ? (int)c->multi_keep.len : -1, c->qlen, c->qcap - c->qlen,
                         c->qcap, obl, obl, c->qcap + obl, c->last_cmd ? c->last_cmd : "NULL",
-                        c->session.user ? c->session.user->name : "default");
+                        c->session.user ? c->session.user->name : "default", c->resp3 ? 3 : 2);
 }
 
 static void local_client_list(struct client *c, struct request *req, int only_self)
@@ -190,7 +237,7 @@ static void local_client_list(struct client *c, struct request *req, int only_se
     }
     struct evbuffer *out = xevbuffer_new();
     size_t len = evbuffer_get_length(lines);
-    add_bulk(out, (const char *)evbuffer_pullup(lines, -1), len);
+    add_verbatim(c, out, (const char *)evbuffer_pullup(lines, -1), len);
     evbuffer_free(lines);
     reply_buffer(req, out);
 }
@@ -226,7 +273,7 @@ static void local_command(struct client *c, struct request *req, enum local_cmd 
                 if (cmd)
                     evbuffer_add(body, cmd->info_resp, cmd->info_resp_len);
                 else
-                    evbuffer_add(body, STR_AND_LEN("*-1\r\n"));
+                    evbuffer_add_printf(body, "%s", local_null(c, "*-1\r\n"));
                 found++;
             } else if (cmd) {
                 evbuffer_add(body, cmd->docs_resp, cmd->docs_resp_len);
@@ -245,7 +292,6 @@ static void local_command(struct client *c, struct request *req, enum local_cmd 
             for (int j = 0; j < command_table[i].nsubcommands; j++) add_cstr(out, command_table[i].subcommands[j].name);
         }
     }
-    (void)c;
     reply_buffer(req, out);
 }
 
@@ -338,7 +384,7 @@ static void local_info(struct client *c, struct request *req, const struct plan 
     struct evbuffer *out = xevbuffer_new();
     size_t len = evbuffer_get_length(body);
     /* Redis ends INFO without the last blank line */
-    add_bulk(out, (const char *)evbuffer_pullup(body, -1), len >= 2 ? len - 2 : len);
+    add_verbatim(c, out, (const char *)evbuffer_pullup(body, -1), len >= 2 ? len - 2 : len);
     evbuffer_free(body);
     reply_buffer(req, out);
 }
@@ -394,7 +440,7 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
             add_cstr(out, c->name);
             reply_buffer(req, out);
         } else {
-            reply_str(req, "$-1\r\n");
+            reply_str(req, local_null(c, "$-1\r\n"));
         }
         break;
     case LOCAL_CLIENT_ID:
@@ -443,13 +489,14 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
         char lower[16];
         size_t n = kind_len < sizeof(lower) ? kind_len : sizeof(lower) - 1;
         for (size_t i = 0; i < n; i++) lower[i] = (char)((kind[i] >= 'A' && kind[i] <= 'Z') ? kind[i] + 32 : kind[i]);
+        const char *head = c->resp3 ? ">3\r\n" : "*3\r\n"; /* RESP3: a push, as every confirmation */
         if (argc == 1) {
-            evbuffer_add_printf(out, "*3\r\n");
+            evbuffer_add_printf(out, "%s", head);
             add_bulk(out, lower, n);
-            evbuffer_add_printf(out, "$-1\r\n:0\r\n");
+            evbuffer_add_printf(out, "%s:0\r\n", local_null(c, "$-1\r\n"));
         }
         for (size_t i = 1; i < argc; i++) {
-            evbuffer_add_printf(out, "*3\r\n");
+            evbuffer_add_printf(out, "%s", head);
             add_bulk(out, lower, n);
             add_bulk(out, argv[i], argvlen[i]);
             evbuffer_add_printf(out, ":0\r\n");

@@ -51,7 +51,7 @@ struct worker {
     int id;
     struct event_base *base;
     const struct config *cfg;          /* current snapshot (swapped on reload) */
-    struct backend_pool *pools;        /* CONFIG_MAX_INSTANCES of them (backend.c) */
+    struct backend_pool *pools;        /* BACKEND_NPOOLS of them: per instance and protocol (backend.h) */
     const struct backend_hooks *hooks; /* what backends report replies and failures to (the router) */
     struct client_list clients;
     struct ptrvec woken;               /* clients to service at the next flush step (conn_wake) */

@@ -147,7 +147,7 @@ static int decide_local(enum cmd_id cid, const struct policy_request *r, struct 
         long long ver = 2;
         if (r->argc >= 2 && session_arg_ll(r, 1, &ver) != 0)
             plan_error(p, "ERR Protocol version is not an integer or out of range");
-        else if (ver != 2)
+        else if (ver < 2 || ver > 3)
             plan_error(p, "NOPROTO unsupported protocol version");
         else
             plan_local(p, LOCAL_HELLO);

@@ -30,7 +30,7 @@ enum local_cmd {
     LOCAL_ECHO,
     LOCAL_QUIT,
     LOCAL_SELECT, /* SELECT 0 (other dbs are PLAN_ERROR) */
-    LOCAL_HELLO,  /* HELLO [2] (3 is PLAN_ERROR -NOPROTO) */
+    LOCAL_HELLO,  /* HELLO [2|3] (any other version is PLAN_ERROR -NOPROTO) */
     LOCAL_AUTH,   /* AUTH [user] pass: checked by the client against config users */
     LOCAL_CLIENT_SETNAME,
     LOCAL_CLIENT_GETNAME,

@@ -32,8 +32,9 @@ int pubsub_is_marker_answer(const char *frame, size_t len)
 
 int pubsub_confirmation_parse(const char *frame, size_t len, int *shard, long long *count)
 {
-    static const char head[] = "*3\r\n$";
-    if (len < 20 || memcmp(frame, head, sizeof(head) - 1) != 0) return 0;
+    static const char head[] = "*3\r\n$"; /* RESP2; a RESP3 connection's is a push, ">3\r\n$" */
+    if (len < 20 || (frame[0] != '*' && frame[0] != '>') || memcmp(frame + 1, head + 1, sizeof(head) - 2) != 0)
+        return 0;
     const char *p = frame + sizeof(head) - 1, *end = frame + len;
     long long wl;
     const char *crlf = memchr(p, '\r', (size_t)(end - p));

@@ -11,7 +11,8 @@ struct backend;
 /*
  * After each (P|S)(UN)SUBSCRIBE keygate sends PING with this argument on the subscriber
  * connection. Redis answers it after every confirmation of that command, so its answer
- * (["pong", marker] when subscribed, a bulk when not) tells keygate the counts are final:
+ * (["pong", marker] when subscribed on a RESP2 connection; a bulk when not, and always on a
+ * RESP3 one) tells keygate the counts are final:
  * only then are the client's next commands parsed, in Redis's order.
  */
 #define PUBSUB_MARKER "keygate-subscription-marker"
@@ -53,7 +54,8 @@ int pubsub_instance_of(const struct pubsub *ps, const struct backend *b);
  * when it held subscriptions (messages would now be lost). */
 int pubsub_lost(struct pubsub *ps, int inst);
 
-/* Pure: is frame a confirmation ["(p|s)(un)subscribe", channel, count]? Then 1 with *shard
+/* Pure: is frame a confirmation ["(p|s)(un)subscribe", channel, count] (an array from a RESP2
+ * connection, a push ">3" from a RESP3 one)? Then 1 with *shard
  * (an s(un)subscribe) and *count (the connection's count after it). */
 int pubsub_confirmation_parse(const char *frame, size_t len, int *shard, long long *count);
 

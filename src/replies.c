@@ -20,7 +20,7 @@ void replies_exec_pick(const char *reply, size_t len, const char *queued_error, 
                        const char **out, size_t *out_len)
 {
     assert(len > 0);
-    if (reply[0] == '-' && queued_error) {
+    if ((reply[0] == '-' || reply[0] == '!') && queued_error) {
         *out = queued_error;
         *out_len = queued_error_len;
         return;
@@ -80,8 +80,8 @@ int replies_merge(enum replies_merge_kind kind, const struct replies_part *parts
     assert(nparts > 0);
     /* any failed part: the client gets that error, never a silent partial result */
     for (int k = 0; k < nparts; k++) {
-        assert(parts[k].reply && parts[k].len > 0); /* every part holds a framed reply or its error */
-        if (parts[k].reply[0] == '-') {
+        assert(parts[k].reply && parts[k].len > 0);                 /* every part holds a framed reply or its error */
+        if (parts[k].reply[0] == '-' || parts[k].reply[0] == '!') { /* RESP3's blob error too */
             bytebuf_add(out, parts[k].reply, parts[k].len);
             return 0;
         }
@@ -123,6 +123,20 @@ int replies_merge(enum replies_merge_kind kind, const struct replies_part *parts
         cursor[k] += n;
     }
     return 0;
+}
+
+void replies_verbatim(const char *reply, size_t len, struct bytebuf *out)
+{
+    const char *crlf = len > 3 && reply[0] == '$' ? memchr(reply, '\r', len) : NULL;
+    long long n = -1;
+    if (!crlf || resp_parse_ll(reply + 1, (size_t)(crlf - reply - 1), &n) != 0 || n < 0 ||
+        (size_t)(crlf - reply) + 2 + (size_t)n + 2 != len) {
+        bytebuf_add(out, reply, len);
+        return;
+    }
+    add_header(out, '=', n + 4);
+    bytebuf_add(out, STR_AND_LEN("txt:"));
+    bytebuf_add(out, crlf + 2, (size_t)n + 2);
 }
 
 size_t replies_error(char *buf, size_t size, const char *text)

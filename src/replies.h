@@ -52,6 +52,13 @@ int replies_merge(enum replies_merge_kind kind, const struct replies_part *parts
                   const int8_t *key_instance, size_t argc, struct bytebuf *out);
 
 /*
+ * RESP3's form of text for a human (INFO, as Redis's addReplyVerbatim): the bulk reply
+ * "$N\r\n<body>\r\n" as "=N+4\r\ntxt:<body>\r\n", appended to out. Any other reply (an
+ * error) is appended as it is.
+ */
+void replies_verbatim(const char *reply, size_t len, struct bytebuf *out);
+
+/*
  * The one formatter of error replies: "-<text>\r\n" into buf (text is "CODE message", no
  * '-', no CRLF; cut to fit). Returns the length written (< size). size must be >= 4.
  */

@@ -397,6 +397,8 @@ enum resp_status resp_parse_request(struct resp_parser *p, const char *buf, size
  *   line types  + - :            (RESP3: _ , # ( )        one "...\r\n" line
  *   bulk types  $                (RESP3: ! =)             "$L\r\n" + L bytes + "\r\n", $-1 null
  *   aggregates  *                (RESP3: ~ > and % x2)    "*N\r\n" + N replies, *-1 null
+ *   attribute   (RESP3: |)                               "|N\r\n" + N key/value pairs, then the
+ *                                                        element it annotates (which it does not count as)
  *
  * s->pending counts the elements still expected: 1 for the reply itself, and each
  * aggregate header adds its N (its own slot is used up). The reply is complete when it
@@ -473,7 +475,7 @@ long long resp_scan_reply(struct resp_scanner *s, const char *buf, size_t len)
         }
         if (s->pos >= len) return 0;
         type = buf[s->pos];
-        if (strchr("+-:$*_,#(!=~>%", type) == NULL || type == '\0')
+        if (strchr("+-:$*_,#(!=~>%|", type) == NULL || type == '\0')
             return scan_finish(s, -1); /* judged as soon as it is seen */
         if (!scan_line(s, buf, len, &cr)) return 0;
         opened = 0;
@@ -509,6 +511,14 @@ long long resp_scan_reply(struct resp_scanner *s, const char *buf, size_t len)
                 s->pending += n - 1;
                 opened = 1;
             }
+            break;
+        case '|':
+            /* 2N elements more; its own slot stays for the element it annotates */
+            if (resp_parse_ll(buf + s->pos + 1, cr - s->pos - 1, &n) != 0 || n < 0 || n > LLONG_MAX / 2 ||
+                2 * n > LLONG_MAX - s->pending)
+                return scan_finish(s, -1);
+            s->pending += 2 * n;
+            opened = 1;
             break;
         default:
             return scan_finish(s, -1);

@@ -1,4 +1,4 @@
-/* resp.h: incremental RESP2 request parser (multibulk + inline) and reply framer. */
+/* resp.h: incremental RESP2 request parser (multibulk + inline) and RESP2/RESP3 reply framer. */
 #ifndef KEYGATE_RESP_H
 #define KEYGATE_RESP_H
 
@@ -91,7 +91,8 @@ static inline const char *resp_arg_ptr(const struct resp_parser *p, const char *
 }
 
 /*
- * Reply framer: finds where one complete RESP2 reply ends without building it.
+ * Reply framer: finds where one complete reply ends without building it: RESP2's types and
+ * RESP3's (_ , # ( ! = ~ > %, and | attributes, which frame with the element they annotate).
  * Resumable like the request parser. Nesting costs no memory: one counter holds the
  * elements still expected across every open aggregate, so any legal depth frames.
  */

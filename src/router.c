@@ -93,7 +93,7 @@ void router_unavailable(struct client *c, struct request *req, int instance)
 struct backend *router_conn_for(struct client *c, int instance)
 {
     if (c->watch_pin && c->session.watch_instance == instance) return c->watch_pin;
-    return backend_for(c->worker, instance, c->id);
+    return router_shared_for(c, instance);
 }
 
 /*
@@ -210,9 +210,15 @@ static void route_merge_info(struct request *req)
         parts[k] =
             (struct info_part){cfg->instance_names[req->parts[k].instance], req->parts[k].reply, req->parts[k].len};
     struct bytebuf out = {0};
-    if (info_merge(req->parts[n].reply, req->parts[n].len, parts, n, &out) == 0)
+    if (info_merge(req->parts[n].reply, req->parts[n].len, parts, n, &out) == 0) {
+        if (req->client && req->client->resp3) { /* RESP3: a verbatim string, as Redis's INFO */
+            struct bytebuf v = {0};
+            replies_verbatim(out.p, out.len, &v);
+            bytebuf_free(&out);
+            out = v;
+        }
         request_complete(req, out.p, out.len);
-    else
+    } else
         request_error(req, "ERR keygate could not merge the instances' INFO replies");
     bytebuf_free(&out);
 }
@@ -456,7 +462,7 @@ static void route_push(struct backend *b, const char *frame, size_t len)
         return;
     case PUBSUB_FRAME_SETTLED:
         /* this command's confirmations are all in: the client's next commands may go */
-        session_set_subscribed(&c->session, pubsub_subscribed(&c->pubsub));
+        if (!c->resp3) session_set_subscribed(&c->session, pubsub_subscribed(&c->pubsub));
         conn_wake(c);
         return;
     }
@@ -487,7 +493,7 @@ static void route_owner_lost(struct backend *b, struct client *c)
     char text[128], msg[ERROR_REPLY_MAX];
     replies_unavailable(text, sizeof(text), c->worker->cfg->instance_names[inst]);
     conn_out(c, msg, replies_error(msg, sizeof(msg), text));
-    session_set_subscribed(&c->session, pubsub_subscribed(&c->pubsub));
+    if (!c->resp3) session_set_subscribed(&c->session, pubsub_subscribed(&c->pubsub));
     /* its subscriptions are gone: close after the error, never lose messages silently */
     if (had) c->closing = 1;
     conn_wake(c);

@@ -26,6 +26,15 @@
 /* What the backends of a worker report to (backend_pools_start). */
 const struct backend_hooks *router_hooks(void);
 
+/* c's shared connection to `instance` in the pool of c's protocol (RESP2 or RESP3: a RESP3
+ * client's replies come from RESP3 connections, as Redis sends them to a HELLO 3 client).
+ * NULL when that connection is down. */
+static inline struct backend *router_shared_for(struct client *c, int instance)
+{
+    if (c->resp3) return backend_for3(c->worker, instance, c->id);
+    return backend_for(c->worker, instance, c->id);
+}
+
 /* The connection for c's commands to `instance`: its WATCH pin there, else its shared one.
  * NULL when that connection is down. */
 struct backend *router_conn_for(struct client *c, int instance);

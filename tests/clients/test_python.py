@@ -102,9 +102,9 @@ class TestConnect(Base):
         self.assertEqual(fields.get(b"proto"), 2, reply)
         self.assertTrue(self.r.ping())
 
-    def test_hello_3_refused(self):
+    def test_hello_4_refused(self):  # HELLO 3 switches to RESP3 (test_node_resp3.mjs, test_resp3)
         with self.assertRaises(redis.exceptions.ResponseError) as cm:
-            self.r.execute_command("HELLO", "3")
+            self.r.execute_command("HELLO", "4")
         self.assertTrue(str(cm.exception).startswith("NOPROTO"), str(cm.exception))
         self.assertTrue(self.r.ping())
 

@@ -15,9 +15,9 @@
  * reply) for an incomplete one, an error (keygate -1, hiredis REDIS_ERR) for a malformed one.
  *
  * The differences, each checked as stated (each ends the comparison of the stream there):
- *  D1 RESP3 type bytes  _ , # ( ! = ~ > %  : keygate frames them (it accepts what a RESP3 server
- *     would send), hiredis 0.14 answers "Protocol error, got X as reply type byte". Required:
- *     hiredis errors. keygate sends HELLO 3 nowhere, so a backend never sends these to it.
+ *  D1 RESP3 type bytes  _ , # ( ! = ~ > % |  : keygate frames them (its RESP3 backend connections,
+ *     for RESP3 clients, receive them), hiredis 0.14 answers "Protocol error, got X as reply
+ *     type byte". Required: hiredis errors. (RESP3 framing itself: tests/unit/test_resp.c.)
  *  D2 ":" lines: hiredis takes any bytes up to CRLF as an integer reply; keygate requires
  *     Redis's string2ll form (resp_parse_ll). Required: keygate -1. Redis sends only that form.
  *  D3 the two bytes after a bulk payload: hiredis skips them unchecked; keygate requires CRLF.
@@ -120,7 +120,7 @@ static long long walk(const char *buf, size_t len, int *hiredis_fails)
             break;
         }
         type = buf[pos];
-        if (type != '\0' && strchr("_,#(!=~>%", type)) {
+        if (type != '\0' && strchr("_,#(!=~>%|", type)) {
             result = W_RESP3;
             break;
         }

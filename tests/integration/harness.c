@@ -1298,6 +1298,11 @@ static int planted_index(const struct scan_report *r, const char *key, size_t le
 }
 
 /* Check one key of backend `inst`, database db, with its PTTL (ms; -1 none, -2 gone). */
+int harness_pttl_is_missing(long long pttl)
+{
+    return pttl == -1;
+}
+
 static void check_key(struct scan_report *r, const struct registry *reg, const char *const *names, int inst, int db,
                       const char *key, size_t len, long long pttl)
 {
@@ -1313,7 +1318,7 @@ static void check_key(struct scan_report *r, const struct registry *reg, const c
     } else if (!registry_reports(e)) {
         if (e->instance != inst)
             report_add(&w, "%snamespace '%s' lives on %s", w.used ? "; " : "", e->prefix, names[e->instance]);
-        if (e->ttl_ms > 0 && pttl <= 0)
+        if (e->ttl_ms > 0 && harness_pttl_is_missing(pttl))
             report_add(&w, "%sno TTL (namespace '%s' has ttl=%lldms)", w.used ? "; " : "",
                        e->is_default ? REGISTRY_DEFAULT_NAME : e->prefix, (long long)e->ttl_ms);
         if (e->max_ttl_ms > 0 && pttl > e->max_ttl_ms)

@@ -223,6 +223,10 @@ void expect_array_at(int line, redisReply *r, const char *what, int n, ...);
  * none), or -1 when the check could not run (registry unreadable, backend unreachable,
  * SCAN failed: report says why). No Check assertion: safe anywhere. */
 #define HARNESS_REPORT_KEYS 20
+/* Whether a PTTL reply says the key has no TTL: -1 only. 0 is a key whose TTL ends within
+ * this millisecond (Redis rounds down; a key past it answers -2), not one without. */
+int harness_pttl_is_missing(long long pttl);
+
 int harness_registry_violations(struct harness *h, const char *const *planted, int max_keys, char *report, size_t len);
 
 /* The assertion: harness_registry_violations finds nothing. In a test it fails the test

@@ -220,6 +220,23 @@ START_TEST(test_slowloris_is_closed_but_a_moving_upload_is_not)
 }
 END_TEST
 
+/* Kill cache and listen on its port (the kernel frees it with the process's last thread:
+ * bind is retried for 5 s); the listening socket, which accepts and never speaks. */
+static int cache_port_taken_over(int port)
+{
+    ck_assert_int_eq(harness_backend_kill(&h, "cache"), 0);
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int bound = -1;
+    for (long long until = now_ms() + 5000; bound != 0 && now_ms() < until; sleep_ms(20))
+        bound = bind(lfd, (struct sockaddr *)&sa, sizeof sa);
+    ck_assert_msg(bound == 0 && listen(lfd, 64) == 0, "listen on cache's port %d: %s", port, strerror(errno));
+    return lfd;
+}
+
 /* ---- backend-timeout ---- */
 
 START_TEST(test_frozen_backend_times_out_and_comes_back)
@@ -273,16 +290,7 @@ START_TEST(test_tls_handshake_to_a_silent_port_is_bounded_by_connect_timeout)
     struct harness_opts o = {.extra_config = more};
     ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart with connect-timeout 1s: %s", h.error);
     int port = h.backends[1].tls_port;
-    ck_assert_int_eq(harness_backend_kill(&h, "cache"), 0);
-    int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int bound = -1;
-    for (long long until = now_ms() + 5000; bound != 0 && now_ms() < until; sleep_ms(20))
-        bound = bind(lfd, (struct sockaddr *)&sa, sizeof sa);
-    ck_assert_msg(bound == 0 && listen(lfd, 64) == 0, "listen on cache's port %d: %s", port, strerror(errno));
+    int lfd = cache_port_taken_over(port);
 
     /* accept keygate's attempts for 4 s, keep each open and time how long keygate holds it */
     enum { MAX_HELD = 64 };
@@ -371,16 +379,7 @@ START_TEST(test_connections_do_not_reconnect_in_the_same_millisecond)
     struct harness_opts o = {.extra_config = more, .instances_text = lines};
     ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart with 2x4 cache connections: %s", h.error);
     int port = cb->tls_port;
-    ck_assert_int_eq(harness_backend_kill(&h, "cache"), 0);
-    int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int bound = -1;
-    for (long long until = now_ms() + 5000; bound != 0 && now_ms() < until; sleep_ms(20))
-        bound = bind(lfd, (struct sockaddr *)&sa, sizeof sa);
-    ck_assert_msg(bound == 0 && listen(lfd, 64) == 0, "listen on cache's port %d: %s", port, strerror(errno));
+    int lfd = cache_port_taken_over(port);
     long long at[8];
     int n = 0;
     for (long long end = now_ms() + 1500; n < 8 && now_ms() < end;) {

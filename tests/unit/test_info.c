@@ -106,6 +106,22 @@ START_TEST(nothing_at_all_is_an_empty_bulk)
 }
 END_TEST
 
+/* A RESP3 client's instance connections answer INFO with a verbatim string "=N\r\ntxt:...":
+ * its body is merged like a bulk's (the reply stays a bulk; router.c makes it verbatim). */
+START_TEST(a_resp3_verbatim_part_is_merged_like_a_bulk)
+{
+    static const char part[] = "=38\r\ntxt:# Keyspace\r\ndb0:keys=1,expires=0\r\n\r\n";
+    struct info_part parts[1] = {{"durable", LIT(part)}};
+    static const char want[] = "$53\r\n# Keyspace (instance durable)\r\ndb0:keys=1,expires=0\r\n\r\n";
+    ck_assert_str_eq(merge("", parts, 1), want);
+    static const char short_verbatim[] = "=2\r\ntx\r\n"; /* shorter than its format: not a verbatim string */
+    struct info_part bad[1] = {{"durable", LIT(short_verbatim)}};
+    struct bytebuf out = {0};
+    ck_assert_int_eq(info_merge("", 0, bad, 1, &out), -1);
+    bytebuf_free(&out);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("info");
@@ -116,6 +132,7 @@ int main(void)
     tcase_add_test(tc, an_instance_error_is_the_reply);
     tcase_add_test(tc, a_reply_that_is_no_bulk_is_refused);
     tcase_add_test(tc, nothing_at_all_is_an_empty_bulk);
+    tcase_add_test(tc, a_resp3_verbatim_part_is_merged_like_a_bulk);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

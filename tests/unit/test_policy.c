@@ -203,8 +203,12 @@ START_TEST(local_commands)
     ck_assert_int_eq(p.local, LOCAL_SELECT);
     decide("SELECT 3", &p);
     assert_error_prefix(&p, "DENIED");
-    decide("HELLO 3", &p);
+    decide("HELLO 4", &p);
     assert_error_prefix(&p, "NOPROTO");
+    decide("HELLO 1", &p);
+    assert_error_prefix(&p, "NOPROTO");
+    decide("HELLO 3", &p); /* RESP3 (issue 13) */
+    ck_assert_int_eq(p.local, LOCAL_HELLO);
     decide("HELLO 2", &p);
     ck_assert_int_eq(p.local, LOCAL_HELLO);
     decide("COMMAND COUNT", &p);

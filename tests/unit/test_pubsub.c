@@ -286,6 +286,42 @@ START_TEST(test_counts_from_confirmations)
 }
 END_TEST
 
+/* A RESP3 subscriber connection: confirmations are pushes (Redis 7.0's bytes), messages are
+ * pushes too (never counted), the marker's answer is always a bulk (RESP3 PING is not ["pong", x]). */
+START_TEST(test_resp3_pushes)
+{
+    struct pubsub ps = {0};
+    int shard = -1;
+    long long count = -1;
+    ck_assert_int_eq(pubsub_confirmation_parse(LIT(">3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"), &shard, &count), 1);
+    ck_assert_int_eq(shard, 0);
+    ck_assert_int_eq(count, 1);
+    /* UNSUBSCRIBE with nothing subscribed: RESP3's null channel */
+    ck_assert_int_eq(pubsub_confirmation_parse(LIT(">3\r\n$11\r\nunsubscribe\r\n_\r\n:0\r\n"), &shard, &count), 1);
+    ck_assert_int_eq(count, 0);
+    ck_assert_int_eq(
+        pubsub_confirmation_parse(LIT(">3\r\n$12\r\nsunsubscribe\r\n$4\r\n{u}a\r\n:7\r\n"), &shard, &count), 1);
+    ck_assert_int_eq(shard, 1);
+    ck_assert_int_eq(count, 7);
+    /* messages and other aggregates are not confirmations */
+    ck_assert_int_eq(
+        pubsub_confirmation_parse(LIT(">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$9\r\nsubscribe\r\n"), &shard, &count), 0);
+    ck_assert_int_eq(pubsub_confirmation_parse(LIT("~3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"), &shard, &count), 0);
+    ck_assert_int_eq(pubsub_confirmation_parse(LIT("%3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"), &shard, &count), 0);
+
+    ps.pin[2] = FAKE_BACKEND(2);
+    pubsub_marker_sent(&ps, 2);
+    ck_assert_int_eq(pubsub_on_frame(&ps, 2, LIT(">3\r\n$10\r\npsubscribe\r\n$2\r\nc*\r\n:1\r\n")),
+                     PUBSUB_FRAME_CLIENT);
+    ck_assert_int_eq(ps.normal[2], 1);
+    ck_assert_int_eq(pubsub_on_frame(&ps, 2, LIT(">4\r\n$8\r\npmessage\r\n$2\r\nc*\r\n$2\r\ncx\r\n$1\r\n0\r\n")),
+                     PUBSUB_FRAME_CLIENT);
+    ck_assert_int_eq(ps.normal[2], 1);
+    ck_assert_int_eq(pubsub_on_frame(&ps, 2, LIT(MARKER_BULK)), PUBSUB_FRAME_SETTLED);
+    ck_assert_int_eq(pubsub_subscribed(&ps), 1);
+}
+END_TEST
+
 START_TEST(test_lost_subscribed)
 {
     struct pubsub ps = {0};
@@ -372,6 +408,7 @@ static Suite *pubsub_suite(int forked)
     tcase_add_test(state, test_markers_two_outstanding);
     tcase_add_test(state, test_markers_across_instances);
     tcase_add_test(state, test_counts_from_confirmations);
+    tcase_add_test(state, test_resp3_pushes);
     tcase_add_test(state, test_lost_subscribed);
     tcase_add_test(state, test_lost_unsubscribed);
     /* only forked, the abort stays in the child (make unit sets CK_FORK=yes) */

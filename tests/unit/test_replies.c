@@ -413,6 +413,62 @@ END_TEST
 /* replies_error, replies_unavailable                                                          */
 /* ------------------------------------------------------------------------------------------ */
 
+/* RESP3 replies (a RESP3 client's backend connections): every element type is framed, nulls
+ * are "_", maps count their pairs twice, a blob error "!" is an error like "-". */
+START_TEST(test_resp3_pick_filter_merge)
+{
+    const char *out;
+    size_t n;
+    pick(LIT("*4\r\n,2.5\r\n+QUEUED-no\r\n:1\r\n:1\r\n"), &out, &n);
+    EXPECT_BYTES(out, n, ",2.5\r\n");
+    pick(LIT("*2\r\n%1\r\n$1\r\nf\r\n~1\r\n_\r\n:1\r\n"), &out, &n);
+    EXPECT_BYTES(out, n, "%1\r\n$1\r\nf\r\n~1\r\n_\r\n");
+    pick(LIT("*2\r\n|1\r\n+a\r\n+b\r\n(123\r\n:1\r\n"), &out, &n);
+    EXPECT_BYTES(out, n, "|1\r\n+a\r\n+b\r\n(123\r\n");
+    replies_exec_pick(LIT("!21\r\nEXECABORT Transaction\r\n"), LIT("-ERR queued\r\n"), &out, &n);
+    EXPECT_BYTES(out, n, "-ERR queued\r\n");
+
+    static const uint8_t keep[] = {1, 0, 1, 1, 0};
+    struct bytebuf b = {0};
+    ck_assert_int_eq(replies_exec_filter(LIT("*5\r\n%2\r\n+a\r\n:1\r\n+b\r\n_\r\n:1\r\n=7\r\ntxt:a\r\n\r\n#t\r\n"
+                                             "~0\r\n"),
+                                         keep, 5, &b),
+                     0);
+    EXPECT_BYTES(b.p, b.len, "*3\r\n%2\r\n+a\r\n:1\r\n+b\r\n_\r\n=7\r\ntxt:a\r\n\r\n#t\r\n");
+    bytebuf_free(&b);
+
+    /* MGET a b c d across instances 1 and 2: RESP3 nulls are copied as they came */
+    static const int8_t key_instance[] = {-1, 1, 2, 1, 2};
+    const struct replies_part parts[] = {PART(1, "*2\r\n$1\r\nA\r\n_\r\n"), PART(2, "*2\r\n_\r\n$1\r\nD\r\n")};
+    ck_assert_int_eq(replies_merge(REPLIES_MERGE_VALUES, parts, 2, key_instance, 5, &b), 0);
+    EXPECT_BYTES(b.p, b.len, "*4\r\n$1\r\nA\r\n_\r\n_\r\n$1\r\nD\r\n");
+    bytebuf_free(&b);
+    const struct replies_part err[] = {PART(1, "*2\r\n_\r\n_\r\n"), PART(2, "!5\r\nERR x\r\n")};
+    ck_assert_int_eq(replies_merge(REPLIES_MERGE_VALUES, err, 2, key_instance, 5, &b), 0);
+    EXPECT_BYTES(b.p, b.len, "!5\r\nERR x\r\n");
+    bytebuf_free(&b);
+}
+END_TEST
+
+/* INFO for a RESP3 client: the merged bulk as a verbatim string; an error stays itself. */
+START_TEST(test_verbatim_from_bulk)
+{
+    struct bytebuf b = {0};
+    replies_verbatim(LIT("$13\r\n# Server\r\na:1\r\n"), &b);
+    EXPECT_BYTES(b.p, b.len, "=17\r\ntxt:# Server\r\na:1\r\n");
+    b.len = 0;
+    replies_verbatim(LIT("$0\r\n\r\n"), &b);
+    EXPECT_BYTES(b.p, b.len, "=4\r\ntxt:\r\n");
+    b.len = 0;
+    replies_verbatim(LIT("-UNAVAILABLE instance 'cache' is unreachable\r\n"), &b);
+    EXPECT_BYTES(b.p, b.len, "-UNAVAILABLE instance 'cache' is unreachable\r\n");
+    b.len = 0;
+    replies_verbatim(LIT("$5\r\nab\r\n"), &b); /* not a whole bulk: as it came */
+    EXPECT_BYTES(b.p, b.len, "$5\r\nab\r\n");
+    bytebuf_free(&b);
+}
+END_TEST
+
 START_TEST(test_error_normal)
 {
     char buf[128];
@@ -484,7 +540,9 @@ static Suite *replies_suite(void)
     tcase_add_test(mrg, test_merge_sum);
     tcase_add_test(mrg, test_merge_error_part_wins);
     tcase_add_test(mrg, test_merge_values_refuses);
+    tcase_add_test(mrg, test_resp3_pick_filter_merge);
     tcase_add_test(err, test_error_normal);
+    tcase_add_test(err, test_verbatim_from_bulk);
     tcase_add_test(err, test_error_cut_to_fit);
     tcase_add_test(err, test_unavailable_text);
     suite_add_tcase(s, pk);

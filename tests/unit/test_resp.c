@@ -753,6 +753,37 @@ START_TEST(test_scan_resp3_framing)
 }
 END_TEST
 
+/* RESP3 attributes: "|N" and N key/value pairs frame together with the element they annotate
+ * (as a reply, as an aggregate's element, nested); a reply is not done at the attribute. */
+START_TEST(test_scan_resp3_attributes)
+{
+    check_reply("|1\r\n+ttl\r\n:3\r\n$2\r\nhi\r\n", "L22");
+    check_reply("|0\r\n:7\r\n", "L8");
+    check_reply("*2\r\n|1\r\n+a\r\n+b\r\n:1\r\n:2\r\n", "L24");
+    check_reply("|1\r\n+k\r\n|1\r\n+x\r\n+y\r\n:1\r\n%1\r\n+f\r\n,1.5\r\n", "L38");
+    check_reply("|1\r\n+k\r\n:1\r\n:9\r\n", "L16");
+    check_reply("|-1\r\n:1\r\n", "X");
+    check_reply("|x\r\n:1\r\n", "X");
+}
+END_TEST
+
+/* Every RESP3 shape Redis 7.0 sends a HELLO 3 client, as it sends them (bytes from a real server). */
+START_TEST(test_scan_resp3_redis_replies)
+{
+    check_reply("%2\r\n$2\r\nf1\r\n$2\r\nv1\r\n$2\r\nf2\r\n$2\r\nv2\r\n", "L36"); /* HGETALL */
+    check_reply("*3\r\n$2\r\nv1\r\n_\r\n$2\r\nv2\r\n", "L23");                    /* HMGET with a null */
+    check_reply("*1\r\n*2\r\n$1\r\nm\r\n,2.5\r\n", "L21");                        /* ZRANGE WITHSCORES */
+    check_reply(">3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n", "L31");            /* confirmation */
+    check_reply("*1\r\n*10\r\n$3\r\nget\r\n:2\r\n~2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n~3\r\n"
+                "+@read\r\n+@string\r\n+@fast\r\n~0\r\n~1\r\n%3\r\n$5\r\nflags\r\n~2\r\n+RO\r\n+access\r\n"
+                "$12\r\nbegin_search\r\n%2\r\n$4\r\ntype\r\n$5\r\nindex\r\n$4\r\nspec\r\n%1\r\n$5\r\nindex\r\n"
+                ":1\r\n$9\r\nfind_keys\r\n%2\r\n$4\r\ntype\r\n$5\r\nrange\r\n$4\r\nspec\r\n%3\r\n$7\r\nlastkey\r\n"
+                ":0\r\n$7\r\nkeystep\r\n:1\r\n$5\r\nlimit\r\n:0\r\n~0\r\n",
+                "L307"); /* COMMAND INFO get */
+    check_reply("%0\r\n~0\r\n", "L4 L4");
+}
+END_TEST
+
 START_TEST(test_scan_zeroed_scanner)
 {
     struct resp_scanner s;
@@ -819,6 +850,8 @@ static Suite *resp_suite(void)
     tcase_add_test(inl, test_error_too_big_inline);
     tcase_add_test(ll, test_parse_ll);
     tcase_add_test(scan, test_scan_simple_types);
+    tcase_add_test(scan, test_scan_resp3_attributes);
+    tcase_add_test(scan, test_scan_resp3_redis_replies);
     tcase_add_test(scan, test_scan_bulk_and_null);
     tcase_add_test(scan, test_scan_arrays);
     tcase_add_test(scan, test_scan_exec_with_errors);
