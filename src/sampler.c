@@ -314,8 +314,10 @@ static void *sampler_poll(void *arg)
         int64_t started = mono_ms();
         int loading = 0;
         for (size_t i = 0; i < s->ninstances; i++) {
-            char err[256] = "";
-            if (!conns[i]) conns[i] = syncconn_open(&s->instances[i], (int)s->connect_timeout_ms, err, sizeof(err));
+            if (!conns[i]) {
+                char err[256] = "";
+                conns[i] = syncconn_open(&s->instances[i], (int)s->connect_timeout_ms, err, sizeof(err));
+            }
             if (!conns[i]) continue; /* unreachable: the workers' connections say so (/healthz) */
             const char *argv[1] = {"INFO"};
             size_t argvlen[1] = {4};
