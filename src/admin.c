@@ -15,6 +15,7 @@
 
 #include "backend.h"
 #include "loop.h"
+#include "sampler.h"
 #include "topology.h"
 
 /* Request line and headers of one admin request: larger requests are refused (evhttp). */
@@ -164,6 +165,108 @@ static void admin_metrics(struct admin *a, struct evbuffer *out)
     admin_metrics_report(p, cfg->registry, out);
 }
 
+/* The capacity gauges (from each instance's INFO, topology.c) and the per-namespace series
+ * and histograms (stats.c). */
+static void admin_metrics_capacity(struct admin *a, struct evbuffer *out)
+{
+    const struct proxy *p = a->proxy;
+    const struct config *cfg = *a->cfgp;
+    struct topology_capacity cap[CONFIG_MAX_INSTANCES];
+    for (size_t i = 0; i < cfg->ninstances; i++) topology_get_capacity(p, (int)i, &cap[i]);
+    int64_t now_ms = (int64_t)(clock_mono_ns() / 1000000u);
+#define CAP_SERIES(metric, type, help, field)                                                                          \
+    do {                                                                                                               \
+        evbuffer_add_printf(out, "# HELP " metric " " help "\n# TYPE " metric " " type "\n");                          \
+        for (size_t i = 0; i < cfg->ninstances; i++)                                                                   \
+            if (cap[i].valid)                                                                                          \
+                evbuffer_add_printf(out, metric "{instance=\"%s\"} %llu\n", cfg->instances[i].name,                    \
+                                    (unsigned long long)cap[i].field);                                                 \
+    } while (0)
+    CAP_SERIES("keygate_backend_used_memory_bytes", "gauge", "used_memory of the instance (its INFO)", used_memory);
+    CAP_SERIES("keygate_backend_maxmemory_bytes", "gauge", "maxmemory of the instance (0: no limit)", maxmemory);
+    evbuffer_add_printf(out, "# HELP keygate_backend_memory_headroom_ratio (maxmemory - used_memory) / maxmemory "
+                             "(absent while maxmemory is 0)\n# TYPE keygate_backend_memory_headroom_ratio gauge\n");
+    for (size_t i = 0; i < cfg->ninstances; i++)
+        if (cap[i].valid && cap[i].maxmemory > 0)
+            evbuffer_add_printf(out, "keygate_backend_memory_headroom_ratio{instance=\"%s\"} %.6f\n",
+                                cfg->instances[i].name, topology_headroom(&cap[i]));
+    CAP_SERIES("keygate_backend_evicted_keys_total", "counter", "evicted_keys of the instance (its INFO)",
+               evicted_keys);
+    CAP_SERIES("keygate_backend_expired_keys_total", "counter", "expired_keys of the instance (its INFO)",
+               expired_keys);
+    CAP_SERIES("keygate_backend_keyspace_hits_total", "counter", "keyspace_hits of the instance (its INFO)",
+               keyspace_hits);
+    CAP_SERIES("keygate_backend_keyspace_misses_total", "counter", "keyspace_misses of the instance (its INFO)",
+               keyspace_misses);
+    CAP_SERIES("keygate_backend_aof_enabled", "gauge", "1 when the instance's AOF is on", aof_enabled);
+    CAP_SERIES("keygate_backend_aof_last_write_ok", "gauge", "1 when the instance's last AOF write succeeded",
+               aof_last_write_ok);
+    CAP_SERIES("keygate_backend_aof_last_rewrite_ok", "gauge", "1 when the instance's last AOF rewrite succeeded",
+               aof_last_rewrite_ok);
+    CAP_SERIES("keygate_backend_connected_clients", "gauge", "connected_clients of the instance (its INFO)",
+               connected_clients);
+    CAP_SERIES("keygate_backend_ops_per_second", "gauge", "instantaneous_ops_per_sec of the instance (its INFO)",
+               ops_per_sec);
+#undef CAP_SERIES
+    evbuffer_add_printf(out, "# HELP keygate_backend_role the instance's role (its INFO), as the role label\n"
+                             "# TYPE keygate_backend_role gauge\n");
+    for (size_t i = 0; i < cfg->ninstances; i++)
+        if (cap[i].valid)
+            evbuffer_add_printf(out, "keygate_backend_role{instance=\"%s\",role=\"%s\"} 1\n", cfg->instances[i].name,
+                                cap[i].role[0] ? cap[i].role : "unknown");
+    evbuffer_add_printf(out, "# HELP keygate_backend_info_age_seconds seconds since the instance's INFO was last read\n"
+                             "# TYPE keygate_backend_info_age_seconds gauge\n");
+    for (size_t i = 0; i < cfg->ninstances; i++)
+        if (cap[i].valid)
+            evbuffer_add_printf(out, "keygate_backend_info_age_seconds{instance=\"%s\"} %.3f\n", cfg->instances[i].name,
+                                (double)(now_ms - cap[i].read_ms) / 1000.0);
+    uint64_t rejected[CONFIG_MAX_INSTANCES] = {0};
+    for (int w = 0; w < p->nworkers; w++)
+        for (size_t i = 0; i < cfg->ninstances; i++)
+            rejected[i] += __atomic_load_n(&p->workers[w].stats.rejected_writes[i], __ATOMIC_RELAXED);
+    evbuffer_add_printf(out, "# HELP keygate_backend_rejected_writes_total -OOM replies keygate passed on from the "
+                             "instance\n# TYPE keygate_backend_rejected_writes_total counter\n");
+    for (size_t i = 0; i < cfg->ninstances; i++)
+        evbuffer_add_printf(out, "keygate_backend_rejected_writes_total{instance=\"%s\"} %llu\n",
+                            cfg->instances[i].name, (unsigned long long)rejected[i]);
+
+    struct bytebuf text = {0};
+    stats_format_prometheus(&p->workers[0].stats, sizeof(struct worker), p->nworkers, cfg->instance_names,
+                            cfg->ninstances, &text);
+    sampler_format_prometheus(cfg->instance_names, cfg->ninstances, &text);
+    evbuffer_add(out, text.p, text.len);
+    bytebuf_free(&text);
+}
+
+/* /healthz's capacity problems: durable's headroom under durable-headroom-warn, or durable
+ * having evicted a key. Returns how many lines were added. */
+static int admin_health_capacity(struct admin *a, struct evbuffer *out)
+{
+    const struct config *cfg = *a->cfgp;
+    int n = 0;
+    for (size_t i = 0; i < cfg->ninstances; i++) {
+        if (strcmp(cfg->instances[i].name, "durable") != 0) continue;
+        struct topology_capacity cap;
+        topology_get_capacity(a->proxy, (int)i, &cap);
+        if (!cap.valid) continue;
+        double headroom = topology_headroom(&cap);
+        if (headroom >= 0 && headroom * 100.0 < (double)cfg->durable_headroom_warn_pct) {
+            evbuffer_add_printf(out,
+                                "instance 'durable' memory headroom is %.1f%% (used_memory %llu of maxmemory %llu), "
+                                "under durable-headroom-warn %d%%\n",
+                                headroom * 100.0, (unsigned long long)cap.used_memory,
+                                (unsigned long long)cap.maxmemory, cfg->durable_headroom_warn_pct);
+            n++;
+        }
+        if (cap.evicted_keys > 0) {
+            evbuffer_add_printf(out, "instance 'durable' evicted %llu keys (evicted_keys): it must never evict\n",
+                                (unsigned long long)cap.evicted_keys);
+            n++;
+        }
+    }
+    return n;
+}
+
 /* GET /healthz: the problems, one a line; returns how many. */
 static int admin_health(struct admin *a, struct evbuffer *out)
 {
@@ -179,7 +282,7 @@ static int admin_health(struct admin *a, struct evbuffer *out)
         for (const char *c = problems; *c; c++) n += *c == '\n';
         evbuffer_add(out, problems, strlen(problems));
     }
-    return n;
+    return n + admin_health_capacity(a, out);
 }
 
 static void admin_request_cb(struct evhttp_request *req, void *arg)
@@ -200,6 +303,7 @@ static void admin_request_cb(struct evhttp_request *req, void *arg)
         reply(req, 405, "Method Not Allowed", "text/plain; charset=utf-8", out);
     } else if (strcmp(path, "/metrics") == 0) {
         admin_metrics(a, out);
+        admin_metrics_capacity(a, out);
         reply(req, HTTP_OK, "OK", "text/plain; version=0.0.4; charset=utf-8", out);
     } else if (strcmp(path, "/healthz") == 0) {
         if (admin_health(a, out) == 0) {

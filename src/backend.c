@@ -131,6 +131,7 @@ static void backend_tick_cb(evutil_socket_t fd, short what, void *arg)
     struct worker *w = arg;
     (void)fd;
     (void)what;
+    stats_flush(&w->stats); /* the replies counted since this worker's last read show in /metrics */
     int64_t timeout_ms = w->cfg->backend_timeout_ms;
     if (timeout_ms <= 0) return;
     int64_t now = mono_ms();
@@ -371,6 +372,7 @@ static void backend_send_staged(struct backend *b)
 {
     if (b->state != BACKEND_READY || b->woff < b->wbuf.len) return;
     if (b->fifo_count == b->unsent) b->waiting_since_ms = mono_ms(); /* the oldest written entry starts waiting */
+    if (b->fifo_count == b->unsent) b->sent_ns = stats_clock(&b->worker->stats); /* latency: from this write */
     struct bytebuf t = b->wbuf;
     b->wbuf = b->out;
     b->out = t;
@@ -578,6 +580,8 @@ static void backend_large_partial(struct backend *b, size_t partial)
 static int backend_frame_replies(struct backend *b)
 {
     size_t pos = 0;
+    if (b->rlen > 0) stats_clock(&b->worker->stats); /* the replies' time: one clock read a batch */
+    uint64_t nreplies = 0;                           /* replies for the hooks: one latency observation each */
     while (pos < b->rlen) {
         long long n = resp_scan_reply(&b->scan, b->rbuf + pos, b->rlen - pos);
         if (n == 0) {
@@ -600,12 +604,15 @@ static int backend_frame_replies(struct backend *b)
             reply = dropped;
         }
         int own_head = b->fifo_count > 0 && b->fifo[b->fifo_head].own != BACKEND_OWN_NONE;
+        nreplies += !b->subscriber && !own_head;
         if (b->subscriber && !own_head)
             b->worker->hooks->push(b, reply, len);
         else if (backend_deliver(b, reply, len) != 0)
             return -1;
         assert(b->fd >= 0); /* the hooks do not close the backend they are called for */
     }
+    /* every reply of this read took as long: its batch's write to now */
+    if (nreplies) stats_backend_latency(&b->worker->stats, b->instance, b->worker->stats.now_ns - b->sent_ns, nreplies);
     if (pos > 0) {
         b->waiting_since_ms = mono_ms(); /* replies came: the next entry's wait begins now (one clock read a batch) */
         memmove(b->rbuf, b->rbuf + pos, b->rlen - pos);

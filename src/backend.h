@@ -87,6 +87,7 @@ struct backend {
     TAILQ_ENTRY(backend) pinned_link; /* the pool's list of live dedicated connections */
     /* backend-timeout */
     int64_t waiting_since_ms; /* monotonic: when the oldest written entry began to wait (its write, the last reply) */
+    uint64_t sent_ns;         /* monotonic: the write of the batch in flight (keygate_backend_latency_seconds) */
     int timed_out;            /* closed by backend-timeout: its entries fail as "timed out" */
     uint32_t rng;             /* the reconnect jitter's state */
 };

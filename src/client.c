@@ -601,6 +601,54 @@ void client_wake_postponed(struct worker *w)
     free(v.items);
 }
 
+/* ---- metrics (stats.h) ---- */
+
+/* A command's class for the per-namespace series: by the table's write / readonly flags. */
+static enum stats_class client_stats_class(const struct command_def *cmd)
+{
+    _Static_assert(CMD_WRITE == 1 && CMD_READONLY == 2, "the class table is indexed by these two flags");
+    static const uint8_t by_flags[4] = {STATS_OTHER, STATS_WRITE, STATS_READ, STATS_WRITE}; /* write wins */
+    return cmd ? (enum stats_class)by_flags[cmd->flags & 3] : STATS_OTHER;
+}
+
+/* A command with keys in several namespaces counts once under each: stats_command counted the
+ * first key's (`first`); the others are found here. Commands with one key at a fixed place
+ * (GET, SET, ...) stop at the first test. */
+static __attribute__((noinline)) void client_stats_more_namespaces(struct client *c, const struct command_def *cmd,
+                                                                   const struct namespace_entry *first,
+                                                                   enum stats_class cls)
+{
+    if (!cmd || (cmd->first_key > 0 && cmd->first_key == cmd->last_key && cmd->nspecs == 1)) return;
+    size_t argc = c->parser.argc;
+    struct key_ref small[16], *keys = small;
+    int n = command_find_keys(cmd, argc, c->argv, c->argvlen, keys, 16, NULL);
+    if (n > 16) {
+        keys = xmalloc(sizeof(*keys) * (size_t)n);
+        n = command_find_keys(cmd, argc, c->argv, c->argvlen, keys, n, NULL);
+    }
+    uint64_t seen[STATS_NS_MAX / 64] = {0};
+    seen[first->stats_slot / 64] |= 1ull << (first->stats_slot % 64);
+    const struct registry *reg = c->worker->cfg->registry;
+    for (int i = 0; i < n; i++) {
+        const struct namespace_entry *e =
+            registry_lookup(reg, NS_KEY, c->argv[keys[i].index], c->argvlen[keys[i].index]);
+        if (!e || (seen[e->stats_slot / 64] >> (e->stats_slot % 64) & 1)) continue;
+        seen[e->stats_slot / 64] |= 1ull << (e->stats_slot % 64);
+        stats_command_more(&c->worker->stats, stats_key(e->stats_slot, cls));
+    }
+    if (keys != small) free(keys);
+}
+
+/* Count the parsed command in the per-namespace series (stats.h); the mark its request carries. */
+static inline struct stats_mark client_stats_command(struct client *c, const struct policy_request *pr,
+                                                     const struct plan *plan)
+{
+    enum stats_class cls = client_stats_class(pr->cmd);
+    if (c->parser.argc > 2 && plan->ns) client_stats_more_namespaces(c, pr->cmd, plan->ns, cls);
+    return stats_command(&c->worker->stats, stats_key(plan->ns ? plan->ns->stats_slot : STATS_NS_NONE, cls),
+                         plan->kind == PLAN_FORWARD ? plan->instance : -1, c->parser.frame_len);
+}
+
 /*
  * RESP3: COMMAND, COMMAND INFO and COMMAND DOCS answer in sets and maps that keygate's table
  * (the raw RESP2 bytes of Redis 7.0's answers) does not hold; they go to the first instance's
@@ -665,11 +713,13 @@ static int client_handle_frame(struct client *c, const char *frame)
         plan.kind = PLAN_LOCAL; /* nothing subscribed: Redis's empty confirmation */
         plan.local = LOCAL_UNSUBSCRIBE_NONE;
     } else if (plan.kind == PLAN_FORWARD && (plan.flow == FLOW_SUBSCRIBE || plan.flow == FLOW_UNSUBSCRIBE)) {
+        client_stats_command(c, &pr, &plan);
         client_subscribe(c, &plan, frame);
         plan_release(&plan);
         return 0;
     }
     struct request *req = request_new(c);
+    req->mark = client_stats_command(c, &pr, &plan);
     if (c->session.mode == SESSION_MULTI &&
         (plan.kind == PLAN_FORWARD || (plan.kind == PLAN_ERROR && !plan.keeps_transaction))) {
         client_multi_queue(c, req, &plan, frame);
@@ -852,6 +902,7 @@ static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg)
     struct client *c = arg;
     struct worker *w = c->worker;
     (void)what;
+    stats_clock(&w->stats); /* the read time of the requests in this read (one clock read a batch) */
     /* first what is already buffered (resumed after backpressure or a stall) */
     if (c->qlen > 0 && !c->closing && client_parse_and_keep(c, c->qbuf, c->qlen) != 0) return;
     /* then read, but only while requests can be taken: backpressure bounds the buffer */
@@ -896,6 +947,7 @@ static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg)
 static void client_read_cb(struct bufferevent *bev, void *arg)
 {
     struct client *c = arg;
+    stats_clock(&c->worker->stats); /* the read time of the requests in this read */
     struct evbuffer *in = bufferevent_get_input(bev);
     size_t avail = evbuffer_get_length(in);
     c->tls_handshaking = 0; /* decrypted bytes: the handshake is done */

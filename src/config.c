@@ -440,6 +440,21 @@ static void dir_enforce(struct cfg_ctx *ctx, const struct tokens *t)
 
 enum value_kind { V_FUNC, V_INT, V_SIZE, V_DURATION, V_DURATION_OR_0 };
 
+/* durable-headroom-warn 20%: a whole percentage 0..99 ("20" without the sign too). */
+static void dir_headroom_warn(struct cfg_ctx *ctx, const struct tokens *t)
+{
+    const char *v = t->v[1].text;
+    char num[16];
+    size_t n = strlen(v);
+    if (n > 0 && v[n - 1] == '%') n--;
+    long long pct;
+    if (n == 0 || n >= sizeof(num) || (memcpy(num, v, n), num[n] = '\0', int_parse(num, 0, 99, &pct) != 0)) {
+        CFG_ERR(ctx, "bad durable-headroom-warn '%s' (a percentage 0%%..99%% of maxmemory, such as 20%%)", v);
+        return;
+    }
+    ctx->c->durable_headroom_warn_pct = (int)pct;
+}
+
 static const struct directive {
     const char *name;
     const char *usage;
@@ -477,6 +492,11 @@ static const struct directive {
     {"backend-timeout", "DURATION|0", 1, 1, 0, V_DURATION_OR_0, NULL, offsetof(struct config, backend_timeout_ms), 0,
      0},
     {"log-level", "debug|info|warn|error", 1, 1, 0, V_FUNC, dir_log_level, 0, 0, 0},
+    {"backend-info-interval", "DURATION", 1, 1, 0, V_DURATION, NULL, offsetof(struct config, backend_info_interval_ms),
+     0, 0},
+    {"durable-headroom-warn", "N%", 1, 1, 0, V_FUNC, dir_headroom_warn, 0, 0, 0},
+    {"namespace-scan-interval", "DURATION|0", 1, 1, 0, V_DURATION_OR_0, NULL,
+     offsetof(struct config, namespace_scan_interval_ms), 0, 0},
     {"log-format", "text|json", 1, 1, 0, V_FUNC, dir_log_format, 0, 0, 0},
     {"enforce", "on|report", 1, 1, 0, V_FUNC, dir_enforce, 0, 0, 0},
 };
@@ -567,6 +587,18 @@ static void owners_check(const struct config *c)
     }
 }
 
+/* Give every registry entry its per-namespace stats slot (stats.h: kept over reloads). */
+static void config_bind_stats(struct config *c)
+{
+    for (size_t i = 0; i < c->registry->count; i++) {
+        struct namespace_entry *e = &c->registry->entries[i];
+        e->stats_slot = stats_ns_slot(e->prefix, e->kind == NS_CHANNEL, c->instance_names[e->instance], e->owner);
+    }
+    /* the default line (keys and channels matching no prefix): namespace="(default)" */
+    struct namespace_entry *d = c->registry->dflt;
+    if (d) d->stats_slot = stats_ns_slot(REGISTRY_DEFAULT_NAME, 0, c->instance_names[d->instance], d->owner);
+}
+
 /* `enforce report` needs the registry's default line: report mode must not refuse unregistered
  * keys, and only the operator can say which instance and TTL they get. Then every line without
  * enforce= takes the directive's value. */
@@ -604,6 +636,9 @@ struct config *config_load(const char *path, struct diag *errs)
     c->client_header_timeout_ms = 10000;
     c->backend_timeout_ms = 5000;
     c->log_level = LOG_INFO;
+    c->backend_info_interval_ms = 10000;
+    c->durable_headroom_warn_pct = 20;
+    c->namespace_scan_interval_ms = 0;
     struct cfg_ctx ctx = {.c = c, .errs = errs};
     size_t errs_before = errs->count;
 
@@ -651,6 +686,7 @@ struct config *config_load(const char *path, struct diag *errs)
         log_event(LOG_WARN, "config_no_users", NULL, "%s: no user lines: clients need no AUTH (development only)",
                   c->path);
     owners_check(c);
+    config_bind_stats(c);
     return c;
 }
 

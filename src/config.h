@@ -6,9 +6,11 @@
 #include <stdint.h>
 
 #include "registry.h"
+#include "stats.h"
 #include "util.h"
 
 #define CONFIG_MAX_INSTANCES 8
+_Static_assert(CONFIG_MAX_INSTANCES <= STATS_MAX_INSTANCES, "the stats histograms hold every instance");
 
 struct listen_addr {
     char *host; /* NULL for unix sockets */
@@ -82,6 +84,11 @@ struct config {
     int enforce;                      /* enforce on|report (enum ns_enforce), default on: the value of
                                          every registry line without enforce= */
     int enforce_line;                 /* line of the enforce directive (0: none) */
+
+    /* metrics (issue 14) */
+    int64_t backend_info_interval_ms;   /* backend-info-interval: INFO read for the capacity gauges, default 10s */
+    int durable_headroom_warn_pct;      /* durable-headroom-warn N%: /healthz fails under it, default 20 */
+    int64_t namespace_scan_interval_ms; /* namespace-scan-interval: one sampler pass each (0 = off, default) */
     struct registry *registry;
 };
 

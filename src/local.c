@@ -347,7 +347,12 @@ static void local_info_body(struct client *c, size_t argc, const char *const *ar
                                 i, e->prefix, e->kind == NS_CHANNEL ? "channel" : "namespace",
                                 cfg->instance_names[e->instance], ttl, max, e->sliding, e->owner);
         }
-        report_info(px, cfg, body); /* issue 13: the default line, unregistered names, report counters */
+        report_info(px, cfg, body);  /* issue 13: the default line, unregistered names, report counters */
+        struct bytebuf counts = {0}; /* the per-namespace counters and latency percentiles (stats.h) */
+        stats_format_info(&px->workers[0].stats, sizeof(struct worker), px->nworkers, cfg->instance_names,
+                          cfg->ninstances, &counts);
+        evbuffer_add(body, counts.p, counts.len);
+        bytebuf_free(&counts);
         evbuffer_add_printf(body, "\r\n");
     }
     if (section_wanted(argc, argv, argvlen, "instances")) {

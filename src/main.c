@@ -3,6 +3,7 @@
 #include "worker.h"
 #include "admin.h"
 #include "audit.h"
+#include "sampler.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -26,6 +27,7 @@ struct daemon_state {
     struct proxy proxy;
     pthread_t *threads;
     struct event_base *base; /* main thread: signals */
+    struct sampler *sampler; /* namespace-scan-interval (NULL: off) */
 };
 
 static void usage(FILE *out)
@@ -127,6 +129,7 @@ static void reload(struct daemon_state *d)
     d->cfg = next;
     __atomic_store_n(&d->proxy.reload_acks, d->proxy.nworkers, __ATOMIC_RELEASE);
     for (int i = 0; i < d->proxy.nworkers; i++) worker_post(&d->proxy.workers[i], next, 0);
+    sampler_update(d->sampler, next);
     log_event(LOG_INFO, "reload", NULL, "reloaded registry (%zu namespaces) and %zu users", next->registry->count,
               next->nusers);
 }
@@ -211,9 +214,11 @@ static int run(const char *path)
     if (rc == 0) {
         log_event(LOG_INFO, "ready", NULL, "keygate %s ready: %zu listener(s), %d thread(s), %zu namespaces",
                   KEYGATE_VERSION, d.cfg->nlistens, d.proxy.nworkers, d.cfg->registry->count);
+        d.sampler = sampler_start(d.cfg, &d.proxy);
         sd_notify(0, "READY=1");
         event_base_dispatch(d.base);
     }
+    sampler_stop(d.sampler);
     admin_stop(admin);
     for (int i = 0; i < started; i++) worker_post(&d.proxy.workers[i], NULL, 1);
     for (int i = 0; i < started; i++) pthread_join(d.threads[i], NULL);

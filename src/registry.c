@@ -9,7 +9,7 @@
 /*
  * One entry a line:
  *
- *   kind     prefix      fields (name=value, "quoted values", the flag word sliding)
+ *   kind     prefix      fields (name=value, "quoted values", the flag words sliding and depth)
  *   namespace cache:     instance=cache ttl=1h max-ttl=7d owner=cache purpose="..."
  *   channel  push:       instance=cache owner=notifications
  *   default              instance=cache ttl=1h owner=legacy enforce=report
@@ -19,7 +19,18 @@
  * Parsing collects every problem (with its line), then reports them sorted by line.
  */
 
-enum field_id { F_INSTANCE, F_OWNER, F_TTL, F_MAX_TTL, F_NEAR_CACHE, F_PURPOSE, F_SLIDING, F_ENFORCE, F_COUNT };
+enum field_id {
+    F_INSTANCE,
+    F_OWNER,
+    F_TTL,
+    F_MAX_TTL,
+    F_NEAR_CACHE,
+    F_PURPOSE,
+    F_SLIDING,
+    F_ENFORCE,
+    F_DEPTH,
+    F_COUNT
+};
 
 static const struct {
     const char *name;
@@ -27,7 +38,7 @@ static const struct {
 } fields[F_COUNT] = {
     [F_INSTANCE] = {"instance", 1}, [F_OWNER] = {"owner", 1},           [F_TTL] = {"ttl", 0},
     [F_MAX_TTL] = {"max-ttl", 0},   [F_NEAR_CACHE] = {"near-cache", 0}, [F_PURPOSE] = {"purpose", 1},
-    [F_SLIDING] = {"sliding", 0},   [F_ENFORCE] = {"enforce", 1},
+    [F_SLIDING] = {"sliding", 0},   [F_ENFORCE] = {"enforce", 1},       [F_DEPTH] = {"depth", 0},
 };
 
 struct line_error {
@@ -147,15 +158,16 @@ static int field_apply(struct parse_ctx *ctx, int line, struct namespace_entry *
     int f = -1;
     for (int i = 0; i < F_COUNT; i++)
         if (strlen(fields[i].name) == name_len && memcmp(fields[i].name, name, name_len) == 0) f = i;
-    if (f < 0 || (f == F_SLIDING) != (value == NULL)) {
-        if (f == F_SLIDING)
-            err_add(ctx, line, "'sliding' is a flag word and takes no value");
+    int flag = f == F_SLIDING || f == F_DEPTH;
+    if (f < 0 || flag != (value == NULL)) {
+        if (flag)
+            err_add(ctx, line, "'%s' is a flag word and takes no value", fields[f].name);
         else if (f >= 0)
             err_add(ctx, line, "field '%s' needs a value (%s=...)", fields[f].name, fields[f].name);
         else
             err_add(ctx, line,
                     "unknown field '%.*s' (fields: instance= owner= ttl= max-ttl= "
-                    "near-cache= purpose= enforce= and the flag word sliding)",
+                    "near-cache= purpose= enforce= and the flag words sliding, depth)",
                     (int)name_len, name);
         return -1;
     }
@@ -165,7 +177,7 @@ static int field_apply(struct parse_ctx *ctx, int line, struct namespace_entry *
     }
     if (e->kind == NS_CHANNEL && !fields[f].channel_ok) {
         err_add(ctx, line, "%s%s is not allowed on a channel line (channels hold no keys)", fields[f].name,
-                f == F_SLIDING ? "" : "=");
+                flag ? "" : "=");
         return -1;
     }
     if (e->is_default && f == F_NEAR_CACHE) {
@@ -196,6 +208,9 @@ static int field_apply(struct parse_ctx *ctx, int line, struct namespace_entry *
         return field_duration(ctx, line, "max-ttl", value, 0, &e->max_ttl_ms) ? -1 : f;
     case F_NEAR_CACHE:
         return field_duration(ctx, line, "near-cache", value, 0, &e->near_cache_ms) ? -1 : f;
+    case F_DEPTH:
+        e->depth = 1;
+        return f;
     case F_ENFORCE:
         if (strcmp(value, "on") == 0)
             e->enforce = ENFORCE_ON;

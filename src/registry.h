@@ -30,11 +30,13 @@ struct namespace_entry {
     int sliding;           /* "sliding" flag word */
     int64_t near_cache_ms; /* 0 = no near cache */
     char *owner;
-    char *purpose;  /* may be "" */
-    int line;       /* line in the registry file */
-    int enforce;    /* enum ns_enforce */
-    int is_default; /* the `default` line: prefix "" (takes every key and channel matching no prefix) */
-    uint32_t index; /* position: entries[index], the default line is `count`; counters are indexed by it */
+    char *purpose;       /* may be "" */
+    int line;            /* line in the registry file */
+    int enforce;         /* enum ns_enforce */
+    int is_default;      /* the `default` line: prefix "" (takes every key and channel matching no prefix) */
+    uint32_t index;      /* position: entries[index], the default line is `count`; counters are indexed by it */
+    int depth;           /* "depth" flag word: the sampler sums its lists', streams' and zsets' lengths */
+    unsigned stats_slot; /* its per-namespace stats slot (stats_ns_slot, set at config load) */
 };
 
 struct registry {

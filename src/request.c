@@ -103,10 +103,12 @@ void request_complete(struct request *req, const char *reply, size_t len)
     }
     /* the head: straight to the output, then every complete one behind it */
     queue_pop(c, req);
+    stats_reply_out(&req->worker->stats, &req->mark, len);
     conn_out(c, reply, len);
     request_release(req);
     while ((req = TAILQ_FIRST(&c->queue)) && req->done) {
         queue_pop(c, req);
+        stats_reply_out(&req->worker->stats, &req->mark, req->reply_len);
         if (req->reply_len) conn_out(c, req->reply, req->reply_len);
         request_release(req);
     }
@@ -117,13 +119,25 @@ void request_error(struct request *req, const char *text)
 {
     char buf[ERROR_REPLY_MAX];
     size_t n = replies_error(buf, sizeof(buf), text);
-    stats_count_error(&req->worker->stats, text);
+    stats_refused(&req->worker->stats, &req->mark, text);
     request_complete(req, buf, n);
+}
+
+/* request_answer with a backend error reply: counted per namespace and code, then the same. */
+static __attribute__((noinline)) void request_answer_backend_error(struct request *req, const char *reply, size_t len)
+{
+    stats_backend_error(&req->worker->stats, &req->mark, reply, len);
+    req->waiting--;
+    request_complete(req, reply, len);
 }
 
 void request_answer(struct request *req, const char *reply, size_t len)
 {
     assert(req->waiting > 0);
+    if (__builtin_expect(reply[0] == '-', 0)) {
+        request_answer_backend_error(req, reply, len);
+        return;
+    }
     req->waiting--;
     request_complete(req, reply, len);
 }

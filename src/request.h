@@ -41,6 +41,7 @@ struct request {
     int merge;            /* enum plan_merge */
     int8_t *key_instance; /* split: instance of argv[i] (moved from the plan) */
     size_t argc;
+    struct stats_mark mark; /* its namespace slot, class, instance and read time (stats.h) */
 };
 
 /* A new request at the tail of c's queue. */

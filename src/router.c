@@ -152,7 +152,7 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
         route_expect(b, req, ROUTE_EXEC_PICK, 0);
     }
     STAT_INC(&w->stats, commands_forwarded);
-    if (plan->nappend || plan->ttl.nfix) STAT_INC(&w->stats, ttl_injected);
+    if (plan->nappend || plan->ttl.nfix) stats_ttl_injected(&w->stats, &req->mark);
 }
 
 void router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,

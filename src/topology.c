@@ -3,9 +3,11 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "config.h"
 #include "util.h"
@@ -107,12 +109,89 @@ int topology_check(const char *name, const char *info, char *problems, size_t le
     return pb.count;
 }
 
+/* The capacity fields: INFO name -> where it goes (a u64, or a flag set when the value is `flag_value`). */
+static const struct capacity_field {
+    const char *name;
+    size_t offset;
+    const char *flag_value; /* NULL: a number */
+} capacity_fields[] = {
+    {"used_memory", offsetof(struct topology_capacity, used_memory), NULL},
+    {"maxmemory", offsetof(struct topology_capacity, maxmemory), NULL},
+    {"evicted_keys", offsetof(struct topology_capacity, evicted_keys), NULL},
+    {"expired_keys", offsetof(struct topology_capacity, expired_keys), NULL},
+    {"keyspace_hits", offsetof(struct topology_capacity, keyspace_hits), NULL},
+    {"keyspace_misses", offsetof(struct topology_capacity, keyspace_misses), NULL},
+    {"connected_clients", offsetof(struct topology_capacity, connected_clients), NULL},
+    {"instantaneous_ops_per_sec", offsetof(struct topology_capacity, ops_per_sec), NULL},
+    {"aof_enabled", offsetof(struct topology_capacity, aof_enabled), "1"},
+    {"aof_last_write_status", offsetof(struct topology_capacity, aof_last_write_ok), "ok"},
+    {"aof_last_bgrewrite_status", offsetof(struct topology_capacity, aof_last_rewrite_ok), "ok"},
+};
+
+int topology_parse_capacity(const char *info, struct topology_capacity *out)
+{
+    memset(out, 0, sizeof(*out));
+    int memory = 0;
+    /* one pass over the lines ("name:value", CRLF or LF) */
+    for (const char *line = info; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t llen = end ? (size_t)(end - line) : strlen(line);
+        if (llen > 0 && line[llen - 1] == '\r') llen--;
+        const char *colon = memchr(line, ':', llen);
+        if (colon && line[0] != '#') {
+            size_t klen = (size_t)(colon - line), vlen = llen - klen - 1;
+            char value[32];
+            if (vlen >= sizeof(value)) vlen = sizeof(value) - 1;
+            memcpy(value, colon + 1, vlen);
+            value[vlen] = '\0';
+            if (klen == 4 && memcmp(line, "role", 4) == 0) {
+                size_t n = vlen < sizeof(out->role) ? vlen : sizeof(out->role) - 1;
+                memcpy(out->role, value, n);
+                out->role[n] = '\0';
+            }
+            for (size_t f = 0; f < sizeof(capacity_fields) / sizeof(capacity_fields[0]); f++) {
+                const struct capacity_field *cf = &capacity_fields[f];
+                if (strlen(cf->name) != klen || memcmp(cf->name, line, klen) != 0) continue;
+                char *field = (char *)out + cf->offset;
+                if (cf->flag_value)
+                    *(int *)(void *)field = strcmp(value, cf->flag_value) == 0;
+                else
+                    *(uint64_t *)(void *)field = strtoull(value, NULL, 10);
+                if (f < 2) memory = 1;
+                break;
+            }
+        }
+        line = end ? end + 1 : NULL;
+    }
+    if (!memory) {
+        memset(out, 0, sizeof(*out));
+        return -1;
+    }
+    out->valid = 1;
+    return 0;
+}
+
+double topology_headroom(const struct topology_capacity *c)
+{
+    if (c->maxmemory == 0) return -1;
+    if (c->used_memory >= c->maxmemory) return 0;
+    return (double)(c->maxmemory - c->used_memory) / (double)c->maxmemory;
+}
+
 /* ---- the recorded results: written by workers at connect, read by the admin endpoint ---- */
 
 struct topology_slot {
     int checked;
     char problems[TOPOLOGY_PROBLEMS_MAX];
+    struct topology_capacity capacity;
 };
+
+static int64_t topology_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static pthread_mutex_t topology_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct topology_slot topology_slots[CONFIG_MAX_INSTANCES];
@@ -153,6 +232,38 @@ void topology_record(struct proxy *p, int instance, const char *problems)
     }
 }
 
+/* Keep `cap` as the latest capacity reading of `instance`, stamped now. */
+static void topology_record_capacity(int instance, const struct topology_capacity *cap)
+{
+    if (instance < 0 || instance >= CONFIG_MAX_INSTANCES) return;
+    pthread_mutex_lock(&topology_lock);
+    topology_slots[instance].capacity = *cap;
+    topology_slots[instance].capacity.read_ms = topology_mono_ms();
+    pthread_mutex_unlock(&topology_lock);
+}
+
+void topology_get_capacity(const struct proxy *p, int instance, struct topology_capacity *out)
+{
+    (void)p;
+    memset(out, 0, sizeof(*out));
+    if (instance < 0 || instance >= CONFIG_MAX_INSTANCES) return;
+    pthread_mutex_lock(&topology_lock);
+    *out = topology_slots[instance].capacity;
+    pthread_mutex_unlock(&topology_lock);
+}
+
+int topology_on_info_text(struct proxy *p, int instance, const char *name, const char *text)
+{
+    if (strncmp(text, "loading:1", 9) == 0 || strstr(text, "\nloading:1") != NULL)
+        return 1; /* its fields are not final yet: asked again */
+    char problems[TOPOLOGY_PROBLEMS_MAX];
+    topology_check(name, text, problems, sizeof(problems));
+    struct topology_capacity cap;
+    if (topology_parse_capacity(text, &cap) == 0) topology_record_capacity(instance, &cap);
+    topology_record(p, instance, problems);
+    return 0;
+}
+
 int topology_on_info_reply(struct proxy *p, int instance, const char *name, const char *reply, size_t len)
 {
     char problems[TOPOLOGY_PROBLEMS_MAX];
@@ -164,12 +275,9 @@ int topology_on_info_reply(struct proxy *p, int instance, const char *name, cons
             char *text = xmalloc(blen + 1);
             memcpy(text, reply + hdr, blen);
             text[blen] = '\0';
-            int loading = strncmp(text, "loading:1", 9) == 0 || strstr(text, "\nloading:1") != NULL;
-            if (!loading) topology_check(name, text, problems, sizeof(problems));
+            int loading = topology_on_info_text(p, instance, name, text);
             free(text);
-            if (loading) return 1; /* its fields are not final yet: asked again */
-            topology_record(p, instance, problems);
-            return 0;
+            return loading;
         }
     }
     size_t n = len;

@@ -3,6 +3,9 @@
 #define KEYGATE_TOPOLOGY_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
 
 struct proxy;
 
@@ -44,10 +47,49 @@ void topology_record(struct proxy *p, int instance, const char *problems);
 int topology_on_info_reply(struct proxy *p, int instance, const char *name, const char *reply, size_t len);
 
 /*
+ * The same for INFO's text (NUL-terminated) read another way (the INFO poller's own
+ * connection, sampler.c): checked and recorded, with its capacity fields. Returns 1,
+ * recording nothing, while the instance is loading; else 0.
+ */
+int topology_on_info_text(struct proxy *p, int instance, const char *name, const char *text);
+
+/*
  * Copy the recorded problems of `instance` into buf[0..len) ("" when none or not yet
  * checked). Returns 1 when the instance was checked at least once, else 0.
  */
 int topology_get(const struct proxy *p, int instance, char *buf, size_t len);
+
+/* The capacity fields of one instance's INFO (keygate_backend_* gauges). */
+struct topology_capacity {
+    int valid;                  /* 1 once read from an INFO reply */
+    int64_t read_ms;            /* monotonic ms of that reading (topology_get_capacity) */
+    uint64_t used_memory;       /* used_memory */
+    uint64_t maxmemory;         /* maxmemory (0: no limit) */
+    uint64_t evicted_keys;      /* evicted_keys */
+    uint64_t expired_keys;      /* expired_keys */
+    uint64_t keyspace_hits;     /* keyspace_hits */
+    uint64_t keyspace_misses;   /* keyspace_misses */
+    uint64_t connected_clients; /* connected_clients */
+    uint64_t ops_per_sec;       /* instantaneous_ops_per_sec */
+    int aof_enabled;            /* aof_enabled:1 */
+    int aof_last_write_ok;      /* aof_last_write_status:ok */
+    int aof_last_rewrite_ok;    /* aof_last_bgrewrite_status:ok */
+    char role[16];              /* role: master / slave ("" when INFO lacks it) */
+};
+
+/*
+ * Read the capacity fields out of INFO text (as topology_check takes it) into *out
+ * (read_ms left 0). A field INFO lacks reads 0 (role ""). Returns 0, or -1 when the
+ * text has neither used_memory nor maxmemory (not an INFO memory section). Pure.
+ */
+int topology_parse_capacity(const char *info_text, struct topology_capacity *out) KG_MUST_CHECK;
+
+/* The memory headroom ratio (maxmemory - used_memory) / maxmemory, 0 when used is over the
+ * limit; -1 when there is no limit (maxmemory 0). Pure. */
+double topology_headroom(const struct topology_capacity *c);
+
+/* The last capacity reading of `instance` (valid 0 when none yet). Any thread. */
+void topology_get_capacity(const struct proxy *p, int instance, struct topology_capacity *out);
 
 /* Forget every recorded result (tests). */
 void topology_reset(void);

@@ -328,6 +328,7 @@ void worker_free(struct worker *w)
     client_reap(w);
     backend_pools_free(w);
     request_pool_free(w);
+    stats_free(&w->stats);
     if (w->control_ev) event_free(w->control_ev);
     if (w->control_pipe[0] > 0) close(w->control_pipe[0]);
     if (w->control_pipe[1] > 0) close(w->control_pipe[1]);

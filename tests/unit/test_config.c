@@ -349,6 +349,38 @@ START_TEST(timeout_directives)
 }
 END_TEST
 
+/* issue 14: the metrics directives, and every registry entry given its stats slot by config_load */
+START_TEST(metrics_directives)
+{
+    struct diag d;
+    struct config *c = load(BASE, &d);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->backend_info_interval_ms, 10000);
+    ck_assert_int_eq(c->durable_headroom_warn_pct, 20);
+    ck_assert_int_eq(c->namespace_scan_interval_ms, 0); /* the sampler is off by default */
+    config_free(c);
+    diag_free(&d);
+    c = load(BASE "backend-info-interval 2s\ndurable-headroom-warn 35%\nnamespace-scan-interval 5m\n", &d);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->backend_info_interval_ms, 2000);
+    ck_assert_int_eq(c->durable_headroom_warn_pct, 35);
+    ck_assert_int_eq(c->namespace_scan_interval_ms, 300000);
+    for (size_t i = 0; i < c->registry->count; i++) ck_assert_uint_ne(c->registry->entries[i].stats_slot, 0);
+    config_free(c);
+    diag_free(&d);
+    c = load(BASE "durable-headroom-warn 0\n", &d);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->durable_headroom_warn_pct, 0);
+    config_free(c);
+    diag_free(&d);
+    expect_error(BASE "backend-info-interval 0\n", 5, "bad backend-info-interval '0'");
+    expect_error(BASE "durable-headroom-warn 100%\n", 5, "bad durable-headroom-warn '100%' (a percentage 0%..99%");
+    expect_error(BASE "durable-headroom-warn x%\n", 5, "bad durable-headroom-warn");
+    expect_error(BASE "durable-headroom-warn %\n", 5, "bad durable-headroom-warn");
+    expect_error(BASE "namespace-scan-interval 10\n", 5, "bad namespace-scan-interval '10'");
+}
+END_TEST
+
 /* log-format text|json (issue 14): text by default, json when asked, anything else a FILE:LINE error */
 START_TEST(log_format_directive)
 {
@@ -553,6 +585,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, dev_config_parses);
     tcase_add_test(tc, test_issue10_item12_memory_directives);
     tcase_add_test(tc, timeout_directives);
+    tcase_add_test(tc, metrics_directives);
     tcase_add_test(tc, size_parse_forms);
     tcase_add_test(tc, missing_config_file);
     suite_add_tcase(s, tc);

@@ -443,6 +443,25 @@ START_TEST(print_plain_aligned)
 }
 END_TEST
 
+/* issue 14: the depth flag word (the sampler sums the lengths of such a namespace's lists, streams, zsets) */
+START_TEST(depth_flag)
+{
+    char *path = write_temp("namespace q: instance=durable ttl=none owner=queues depth\n"
+                            "namespace rl: instance=durable ttl=1h owner=rl\n");
+    struct diag d = {0};
+    struct registry *r = registry_load(path, instances, 2, &d);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(registry_lookup(r, NS_KEY, "q:1", 3)->depth, 1);
+    ck_assert_int_eq(registry_lookup(r, NS_KEY, "rl:1", 4)->depth, 0);
+    registry_free(r);
+    unlink(path);
+    free(path);
+    expect_one_error("namespace q: " GOOD " ttl=none depth=1\n", 1, "'depth' is a flag word and takes no value");
+    expect_one_error("namespace q: " GOOD " ttl=none depth depth\n", 1, "repeated field 'depth'");
+    expect_one_error("channel c: " GOOD " depth\n", 1, "depth is not allowed on a channel line");
+}
+END_TEST
+
 /* Issue 13: a default line takes what matches no prefix; it is last in the table. */
 START_TEST(default_line_takes_unmatched_names)
 {
@@ -531,6 +550,7 @@ static Suite *registry_suite(void)
     tcase_add_test(tc, lookup_matches_brute_force);
     tcase_add_test(tc, valid_forms);
     tcase_add_test(tc, default_line_takes_unmatched_names);
+    tcase_add_test(tc, depth_flag);
     tcase_add_test(tc, default_line_alone_is_a_registry);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "info_redis70.h"
 #include "topology.h"
 
 /* INFO text as Redis 7 sends it (CRLF lines, section headers), with the fields the rules read. */
@@ -157,6 +158,77 @@ START_TEST(info_reply_hook_parses_bulk_and_errors)
 }
 END_TEST
 
+/* ---- capacity: parsed from a real redis-server 7.0 INFO ---- */
+
+START_TEST(capacity_from_real_info)
+{
+    struct topology_capacity c;
+    ck_assert_int_eq(topology_parse_capacity(info_redis70, &c), 0);
+    ck_assert_int_eq(c.valid, 1);
+    ck_assert_uint_eq(c.used_memory, 966960);
+    ck_assert_uint_eq(c.maxmemory, 104857600);
+    ck_assert_uint_eq(c.evicted_keys, 0);
+    ck_assert_uint_eq(c.expired_keys, 0);
+    ck_assert_uint_eq(c.keyspace_hits, 1);
+    ck_assert_uint_eq(c.keyspace_misses, 1);
+    ck_assert_uint_eq(c.connected_clients, 1);
+    ck_assert_uint_eq(c.ops_per_sec, 1);
+    ck_assert_int_eq(c.aof_enabled, 1);
+    ck_assert_int_eq(c.aof_last_write_ok, 1);
+    ck_assert_int_eq(c.aof_last_rewrite_ok, 1);
+    ck_assert_str_eq(c.role, "master");
+    ck_assert_int_eq(c.read_ms, 0);
+    /* (maxmemory - used) / maxmemory */
+    ck_assert(topology_headroom(&c) > 0.99077 && topology_headroom(&c) < 0.99078);
+    /* the memory field is not confused with used_memory_rss or maxmemory_human */
+    ck_assert_ptr_nonnull(strstr(info_redis70, "\r\nused_memory_rss:"));
+}
+END_TEST
+
+START_TEST(capacity_edges)
+{
+    struct topology_capacity c;
+    ck_assert_int_eq(topology_parse_capacity("# Server\r\nredis_version:7.0.15\r\n", &c), -1); /* no memory section */
+    ck_assert_int_eq(c.valid, 0);
+    ck_assert_int_eq(topology_parse_capacity("used_memory:5000\nmaxmemory:0\naof_last_write_status:err\n"
+                                             "aof_enabled:0\nrole:slave\nevicted_keys:17\n",
+                                             &c),
+                     0);
+    ck_assert(topology_headroom(&c) == -1); /* no limit */
+    ck_assert_int_eq(c.aof_last_write_ok, 0);
+    ck_assert_int_eq(c.aof_last_rewrite_ok, 0); /* absent reads 0 */
+    ck_assert_str_eq(c.role, "slave");
+    ck_assert_uint_eq(c.evicted_keys, 17);
+    c.maxmemory = 4000; /* used over the limit: no headroom, never negative */
+    ck_assert(topology_headroom(&c) == 0);
+    c.maxmemory = 10000;
+    ck_assert(topology_headroom(&c) == 0.5);
+}
+END_TEST
+
+START_TEST(capacity_recorded_by_the_info_hook)
+{
+    topology_reset();
+    struct topology_capacity c;
+    topology_get_capacity(NULL, 1, &c);
+    ck_assert_int_eq(c.valid, 0);
+    size_t n = strlen(info_redis70);
+    char *reply = malloc(n + 32);
+    int h = snprintf(reply, 32, "$%zu\r\n", n);
+    memcpy(reply + h, info_redis70, n);
+    memcpy(reply + h + n, "\r\n", 2);
+    ck_assert_int_eq(topology_on_info_reply(NULL, 1, "durable", reply, (size_t)h + n + 2), 0);
+    free(reply);
+    topology_get_capacity(NULL, 1, &c);
+    ck_assert_int_eq(c.valid, 1);
+    ck_assert_uint_eq(c.maxmemory, 104857600);
+    ck_assert_int_gt(c.read_ms, 0);
+    topology_get_capacity(NULL, 0, &c); /* another instance: nothing */
+    ck_assert_int_eq(c.valid, 0);
+    topology_reset();
+}
+END_TEST
+
 static Suite *topology_suite(void)
 {
     Suite *s = suite_create("topology");
@@ -169,6 +241,9 @@ static Suite *topology_suite(void)
     tcase_add_test(tc, small_buffer_keeps_whole_lines_and_counts_all);
     tcase_add_test(tc, record_and_get);
     tcase_add_test(tc, info_reply_hook_parses_bulk_and_errors);
+    tcase_add_test(tc, capacity_from_real_info);
+    tcase_add_test(tc, capacity_edges);
+    tcase_add_test(tc, capacity_recorded_by_the_info_hook);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,461 @@
+/* sampler.c: the background readers: the INFO poller (capacity, topology guard) and the namespace sampler (SCAN). */
+#include "sampler.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "registry.h"
+#include "stats.h"
+#include "syncconn.h"
+#include "topology.h"
+
+struct sampler {
+    pthread_t thread;         /* the namespace sampler (only when scanning) */
+    pthread_t info_thread;    /* the INFO poller (always) */
+    int scanning, polling;    /* which threads run */
+    int64_t info_interval_ms; /* under lock: backend-info-interval */
+    struct proxy *proxy;      /* topology_on_info_text's */
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    int stop;                   /* under lock */
+    int64_t interval_ms;        /* under lock: 0 pauses the passes */
+    struct registry *pending;   /* under lock: the registry of a reload, taken at the next pass */
+    struct registry *reg;       /* the thread's own */
+    int64_t connect_timeout_ms; /* fixed: instances do not change without a restart */
+    struct instance_conf instances[CONFIG_MAX_INSTANCES];
+    const char *instance_names[CONFIG_MAX_INSTANCES];
+    size_t ninstances;
+    int failing[CONFIG_MAX_INSTANCES]; /* the thread's: the last pass of the instance failed (logged once) */
+};
+
+/* ---- the results: written by the thread after each instance's pass, read by /metrics ---- */
+
+static pthread_mutex_t results_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t result_keys[STATS_NS_MAX], result_depth[STATS_NS_MAX];
+static unsigned char result_has_keys[STATS_NS_MAX], result_has_depth[STATS_NS_MAX];
+static int64_t result_done_ms[CONFIG_MAX_INSTANCES];     /* monotonic end of the last completed pass; 0 none */
+static int64_t result_duration_ms[CONFIG_MAX_INSTANCES]; /* how long it took */
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+const char *sampler_depth_command(const char *type)
+{
+    if (strcmp(type, "list") == 0) return "LLEN";
+    if (strcmp(type, "stream") == 0) return "XLEN";
+    if (strcmp(type, "zset") == 0) return "ZCARD";
+    return NULL;
+}
+
+/* A registry of our own (the file cfg read, read again) with every entry's stats slot. NULL (logged) on errors. */
+static struct registry *registry_copy(const struct config *cfg)
+{
+    struct diag errs = {0};
+    struct registry *r = registry_load(cfg->registry->path, cfg->instance_names, cfg->ninstances, &errs);
+    if (!r)
+        log_event(LOG_WARN, "sampler_registry_unreadable", NULL,
+                  "sampler: cannot read %s again (%s); keeping the registry it had", cfg->registry->path,
+                  errs.count ? errs.lines[0] : "?");
+    diag_free(&errs);
+    for (size_t i = 0; r && i < r->count; i++) {
+        struct namespace_entry *e = &r->entries[i];
+        e->stats_slot = stats_ns_slot(e->prefix, e->kind == NS_CHANNEL, cfg->instance_names[e->instance], e->owner);
+    }
+    if (r && r->dflt) /* as config_load binds it */
+        r->dflt->stats_slot =
+            stats_ns_slot(REGISTRY_DEFAULT_NAME, 0, cfg->instance_names[r->dflt->instance], r->dflt->owner);
+    return r;
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? xstrdup(s) : NULL;
+}
+
+static void instance_copy(struct instance_conf *dst, const struct instance_conf *src)
+{
+    *dst = *src;
+    dst->name = dup_or_null(src->name);
+    dst->host = dup_or_null(src->host);
+    dst->ca = dup_or_null(src->ca);
+    dst->cert = dup_or_null(src->cert);
+    dst->key = dup_or_null(src->key);
+    dst->server_name = dup_or_null(src->server_name);
+    dst->password_file = dup_or_null(src->password_file);
+    dst->password = dup_or_null(src->password);
+    dst->username = dup_or_null(src->username);
+}
+
+static void instance_free(struct instance_conf *ic)
+{
+    free(ic->name);
+    free(ic->host);
+    free(ic->ca);
+    free(ic->cert);
+    free(ic->key);
+    free(ic->server_name);
+    free(ic->password_file);
+    if (ic->password) memset(ic->password, 0, strlen(ic->password));
+    free(ic->password);
+    free(ic->username);
+}
+
+/* Wait until `deadline_ms` (monotonic) or a stop. Returns 1 when stopped. */
+static int sampler_sleep_until(struct sampler *s, int64_t deadline_ms)
+{
+    pthread_mutex_lock(&s->lock);
+    while (!s->stop) {
+        int64_t now = mono_ms();
+        if (now >= deadline_ms) break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t wait = deadline_ms - now;
+        ts.tv_sec += (time_t)(wait / 1000);
+        ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->wake, &s->lock, &ts);
+    }
+    int stop = s->stop;
+    pthread_mutex_unlock(&s->lock);
+    return stop;
+}
+
+/* One instance's counts while its pass runs. */
+struct tally {
+    uint64_t keys[STATS_NS_MAX], depth[STATS_NS_MAX];
+};
+
+/* The queue depth of the depth-namespace keys keys[idx[0..n)]: TYPE, then the length
+ * command, each pipelined. 0, or -1 on a connection error (why in err). */
+static int sampler_depth(struct syncconn *c, redisReply **keys, const size_t *idx, size_t n,
+                         const struct namespace_entry **ns, struct tally *t)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *argv[2] = {"TYPE", keys[idx[i]]->str};
+        size_t argvlen[2] = {4, (size_t)keys[idx[i]]->len};
+        if (syncconn_append(c, 2, argv, argvlen) != 0) return -1;
+    }
+    if (syncconn_flush(c) != 0) return -1;
+    const char *cmd[256];
+    size_t sent = 0, which[256];
+    for (size_t i = 0; i < n; i++) {
+        redisReply *r = syncconn_read(c);
+        if (!r) return -1;
+        cmd[i] = r->type == REDIS_REPLY_STATUS ? sampler_depth_command(r->str) : NULL;
+        freeReplyObject(r);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!cmd[i]) continue;
+        const char *argv[2] = {cmd[i], keys[idx[i]]->str};
+        size_t argvlen[2] = {strlen(cmd[i]), (size_t)keys[idx[i]]->len};
+        if (syncconn_append(c, 2, argv, argvlen) != 0) return -1;
+        which[sent++] = i;
+    }
+    if (sent == 0) return 0;
+    if (syncconn_flush(c) != 0) return -1;
+    for (size_t k = 0; k < sent; k++) {
+        redisReply *r = syncconn_read(c);
+        if (!r) return -1;
+        /* a key deleted or retyped between TYPE and its length reads 0 or an error: not counted */
+        if (r->type == REDIS_REPLY_INTEGER && r->integer > 0)
+            t->depth[ns[which[k]]->stats_slot] += (uint64_t)r->integer;
+        freeReplyObject(r);
+    }
+    return 0;
+}
+
+/* One pass over instance inst into t. 0 when the SCAN reached its end, 1 when stopped, -1 on
+ * an error (why in err). */
+static int sampler_scan(struct sampler *s, int inst, struct tally *t, char *err, size_t errlen)
+{
+    struct syncconn *c = syncconn_open(&s->instances[inst], (int)s->connect_timeout_ms, err, errlen);
+    if (!c) return -1;
+    char cursor[32] = "0";
+    int rc = 0;
+    do {
+        const char *argv[4] = {"SCAN", cursor, "COUNT", SAMPLER_SCAN_COUNT};
+        size_t argvlen[4] = {4, strlen(cursor), 5, sizeof(SAMPLER_SCAN_COUNT) - 1};
+        redisReply *r = syncconn_command(c, 4, argv, argvlen);
+        if (!r) {
+            snprintf(err, errlen, "SCAN: %s", syncconn_error(c));
+            rc = -1;
+            break;
+        }
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
+            r->element[0]->len >= sizeof(cursor) || r->element[1]->type != REDIS_REPLY_ARRAY) {
+            snprintf(err, errlen, "SCAN: %s", r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+            freeReplyObject(r);
+            rc = -1;
+            break;
+        }
+        memcpy(cursor, r->element[0]->str, (size_t)r->element[0]->len + 1);
+        redisReply **keys = r->element[1]->element;
+        size_t nkeys = r->element[1]->elements, idx[256], n = 0;
+        const struct namespace_entry *ns[256];
+        for (size_t i = 0; i < nkeys && rc == 0; i++) {
+            if (keys[i]->type != REDIS_REPLY_STRING) continue;
+            /* the default line takes what matches no prefix, as keygate routes it */
+            const struct namespace_entry *e = registry_resolve(s->reg, NS_KEY, keys[i]->str, (size_t)keys[i]->len);
+            if (!e || e->instance != inst) continue; /* no namespace, or another instance's: the audit's business */
+            t->keys[e->stats_slot]++;
+            if (!e->depth) continue;
+            ns[n] = e;
+            idx[n++] = i;
+            if (n == sizeof(idx) / sizeof(idx[0])) {
+                if (sampler_depth(c, keys, idx, n, ns, t) != 0) rc = -1;
+                n = 0;
+            }
+        }
+        if (rc == 0 && n > 0 && sampler_depth(c, keys, idx, n, ns, t) != 0) rc = -1;
+        if (rc != 0) snprintf(err, errlen, "%s", syncconn_error(c));
+        freeReplyObject(r);
+        if (rc == 0 && strcmp(cursor, "0") != 0 && sampler_sleep_until(s, mono_ms() + SAMPLER_PAUSE_MS)) rc = 1;
+    } while (rc == 0 && strcmp(cursor, "0") != 0);
+    syncconn_close(c);
+    return rc;
+}
+
+/* The instance's pass is complete: its namespaces' counts replace the previous ones. */
+static void sampler_publish(struct sampler *s, int inst, const struct tally *t, int64_t started_ms)
+{
+    pthread_mutex_lock(&results_lock);
+    /* the namespaces this registry puts on inst (also those with no key: 0), the default line last */
+    for (size_t i = 0; i <= s->reg->count; i++) {
+        const struct namespace_entry *e = i < s->reg->count ? &s->reg->entries[i] : s->reg->dflt;
+        if (!e) break;
+        if (e->kind != NS_KEY || e->instance != inst) continue;
+        result_keys[e->stats_slot] = t->keys[e->stats_slot];
+        result_has_keys[e->stats_slot] = 1;
+        result_depth[e->stats_slot] = t->depth[e->stats_slot];
+        result_has_depth[e->stats_slot] = (unsigned char)e->depth;
+    }
+    int64_t now = mono_ms();
+    result_done_ms[inst] = now;
+    result_duration_ms[inst] = now - started_ms;
+    pthread_mutex_unlock(&results_lock);
+}
+
+static void *sampler_run(void *arg)
+{
+    struct sampler *s = arg;
+    struct tally *t = xmalloc(sizeof(*t));
+    int64_t next = mono_ms();
+    for (;;) {
+        if (sampler_sleep_until(s, next)) break;
+        pthread_mutex_lock(&s->lock);
+        if (s->pending) {
+            registry_free(s->reg);
+            s->reg = s->pending;
+            s->pending = NULL;
+        }
+        int64_t interval = s->interval_ms;
+        pthread_mutex_unlock(&s->lock);
+        if (interval <= 0) { /* paused by a reload: look again in a second */
+            next = mono_ms() + 1000;
+            continue;
+        }
+        int64_t started = mono_ms();
+        int stopped = 0;
+        for (size_t i = 0; i < s->ninstances && !stopped; i++) {
+            memset(t, 0, sizeof(*t));
+            char err[256] = "";
+            int64_t inst_started = mono_ms();
+            int rc = sampler_scan(s, (int)i, t, err, sizeof(err));
+            if (rc == 1) {
+                stopped = 1;
+            } else if (rc == 0) {
+                sampler_publish(s, (int)i, t, inst_started);
+                if (s->failing[i])
+                    log_event(LOG_INFO, "sampler_instance_ok", &(struct log_fields){.instance = s->instance_names[i]},
+                              "sampler: instance '%s' scanned again", s->instance_names[i]);
+                s->failing[i] = 0;
+            } else if (!s->failing[i]) { /* keep its last counts; say it once */
+                log_event(LOG_WARN, "sampler_instance_failed", &(struct log_fields){.instance = s->instance_names[i]},
+                          "sampler: instance '%s': %s; its namespace counts are not updated", s->instance_names[i],
+                          err);
+                s->failing[i] = 1;
+            }
+        }
+        if (stopped) break;
+        next = started + interval;
+    }
+    free(t);
+    return NULL;
+}
+
+/*
+ * The INFO poller: every backend-info-interval, INFO on a connection of its own per instance
+ * (kept open, opened again after an error) for the topology guard and the capacity gauges
+ * (topology_on_info_text). Not on the shared connections: an INFO in flight there holds the
+ * next batch of client requests for a round trip, and a later request of another client on
+ * another connection could reach Redis first (test_proxy's arrival-order test saw it).
+ */
+static void *sampler_poll(void *arg)
+{
+    struct sampler *s = arg;
+    struct syncconn *conns[CONFIG_MAX_INSTANCES] = {0};
+    int64_t next = mono_ms();
+    for (;;) {
+        if (sampler_sleep_until(s, next)) break;
+        pthread_mutex_lock(&s->lock);
+        int64_t interval = s->info_interval_ms;
+        pthread_mutex_unlock(&s->lock);
+        int64_t started = mono_ms();
+        int loading = 0;
+        for (size_t i = 0; i < s->ninstances; i++) {
+            if (!conns[i]) {
+                char err[256] = "";
+                conns[i] = syncconn_open(&s->instances[i], (int)s->connect_timeout_ms, err, sizeof(err));
+            }
+            if (!conns[i]) continue; /* unreachable: the workers' connections say so (/healthz) */
+            const char *argv[1] = {"INFO"};
+            size_t argvlen[1] = {4};
+            redisReply *r = syncconn_command(conns[i], 1, argv, argvlen);
+            if (r && r->type == REDIS_REPLY_STRING)
+                loading |= topology_on_info_text(s->proxy, (int)i, s->instance_names[i], r->str);
+            if (!r || r->type != REDIS_REPLY_STRING) { /* an error or a lost connection: a new one next time */
+                syncconn_close(conns[i]);
+                conns[i] = NULL;
+            }
+            if (r) freeReplyObject(r);
+        }
+        /* a loading instance is asked again a second later, as the workers' guard does */
+        next = started + (loading && interval > 1000 ? 1000 : interval);
+    }
+    for (size_t i = 0; i < s->ninstances; i++)
+        if (conns[i]) syncconn_close(conns[i]);
+    return NULL;
+}
+
+struct sampler *sampler_start(const struct config *cfg, struct proxy *p)
+{
+    struct sampler *s = xcalloc(1, sizeof(*s));
+    s->reg = registry_copy(cfg);
+    if (!s->reg) {
+        free(s);
+        return NULL;
+    }
+    s->proxy = p;
+    s->interval_ms = cfg->namespace_scan_interval_ms;
+    s->info_interval_ms = cfg->backend_info_interval_ms;
+    s->connect_timeout_ms = cfg->connect_timeout_ms;
+    s->ninstances = cfg->ninstances;
+    for (size_t i = 0; i < cfg->ninstances; i++) {
+        instance_copy(&s->instances[i], &cfg->instances[i]);
+        s->instance_names[i] = s->instances[i].name;
+    }
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->wake, NULL);
+    int err = pthread_create(&s->info_thread, NULL, sampler_poll, s);
+    s->polling = err == 0;
+    if (err == 0 && s->interval_ms > 0) {
+        err = pthread_create(&s->thread, NULL, sampler_run, s);
+        s->scanning = err == 0;
+    }
+    if (err != 0) {
+        log_event(LOG_ERROR, "sampler_start_failed", NULL, "sampler: cannot start its thread: %s", strerror(err));
+        sampler_stop(s);
+        return NULL;
+    }
+    if (s->scanning)
+        log_event(LOG_INFO, "sampler_started", NULL,
+                  "sampler: one pass every %lldms (SCAN COUNT %s, %d ms between calls)", (long long)s->interval_ms,
+                  SAMPLER_SCAN_COUNT, SAMPLER_PAUSE_MS);
+    return s;
+}
+
+void sampler_update(struct sampler *s, const struct config *cfg)
+{
+    if (!s) return;
+    struct registry *r = registry_copy(cfg);
+    pthread_mutex_lock(&s->lock);
+    if (r) {
+        registry_free(s->pending);
+        s->pending = r;
+    }
+    s->interval_ms = cfg->namespace_scan_interval_ms;
+    s->info_interval_ms = cfg->backend_info_interval_ms;
+    pthread_cond_broadcast(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void sampler_stop(struct sampler *s)
+{
+    if (!s) return;
+    pthread_mutex_lock(&s->lock);
+    s->stop = 1;
+    pthread_cond_broadcast(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+    if (s->scanning) pthread_join(s->thread, NULL);
+    if (s->polling) pthread_join(s->info_thread, NULL);
+    registry_free(s->reg);
+    registry_free(s->pending);
+    for (size_t i = 0; i < s->ninstances; i++) instance_free(&s->instances[i]);
+    pthread_cond_destroy(&s->wake);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+void sampler_format_prometheus(const char *const *instances, size_t ninstances, struct bytebuf *out)
+{
+    static uint64_t keys[STATS_NS_MAX], depth[STATS_NS_MAX]; /* the admin's copy (main thread only) */
+    static unsigned char has_keys[STATS_NS_MAX], has_depth[STATS_NS_MAX];
+    int64_t done[CONFIG_MAX_INSTANCES], took[CONFIG_MAX_INSTANCES];
+    pthread_mutex_lock(&results_lock);
+    memcpy(keys, result_keys, sizeof(keys));
+    memcpy(depth, result_depth, sizeof(depth));
+    memcpy(has_keys, result_has_keys, sizeof(has_keys));
+    memcpy(has_depth, result_has_depth, sizeof(has_depth));
+    memcpy(done, result_done_ms, sizeof(done));
+    memcpy(took, result_duration_ms, sizeof(took));
+    pthread_mutex_unlock(&results_lock);
+    int any = 0;
+    for (size_t i = 0; i < ninstances && i < CONFIG_MAX_INSTANCES; i++) any |= done[i] != 0;
+    if (!any) return;
+    stats_format_ns_gauge("keygate_namespace_keys", "keys of the namespace on its instance (the sampler's last pass)",
+                          keys, has_keys, out);
+    stats_format_ns_gauge("keygate_namespace_depth",
+                          "summed LLEN/XLEN/ZCARD of a depth namespace's keys (the sampler's last pass)", depth,
+                          has_depth, out);
+    char line[256];
+    int64_t now = mono_ms();
+    bytebuf_add(out, STR_AND_LEN("# HELP keygate_namespace_scan_age_seconds seconds since the sampler's last "
+                                 "complete pass over the instance\n# TYPE keygate_namespace_scan_age_seconds gauge\n"));
+    for (size_t i = 0; i < ninstances && i < CONFIG_MAX_INSTANCES; i++) {
+        if (!done[i]) continue;
+        int n = snprintf(line, sizeof(line), "keygate_namespace_scan_age_seconds{instance=\"%s\"} %.3f\n", instances[i],
+                         (double)(now - done[i]) / 1000.0);
+        if (n > 0 && (size_t)n < sizeof(line)) bytebuf_add(out, line, (size_t)n);
+    }
+    bytebuf_add(out, STR_AND_LEN("# HELP keygate_namespace_scan_duration_seconds how long the sampler's last pass "
+                                 "over the instance took\n# TYPE keygate_namespace_scan_duration_seconds gauge\n"));
+    for (size_t i = 0; i < ninstances && i < CONFIG_MAX_INSTANCES; i++) {
+        if (!done[i]) continue;
+        int n = snprintf(line, sizeof(line), "keygate_namespace_scan_duration_seconds{instance=\"%s\"} %.3f\n",
+                         instances[i], (double)took[i] / 1000.0);
+        if (n > 0 && (size_t)n < sizeof(line)) bytebuf_add(out, line, (size_t)n);
+    }
+}
+
+void sampler_reset(void)
+{
+    pthread_mutex_lock(&results_lock);
+    memset(result_keys, 0, sizeof(result_keys));
+    memset(result_depth, 0, sizeof(result_depth));
+    memset(result_has_keys, 0, sizeof(result_has_keys));
+    memset(result_has_depth, 0, sizeof(result_has_depth));
+    memset(result_done_ms, 0, sizeof(result_done_ms));
+    memset(result_duration_ms, 0, sizeof(result_duration_ms));
+    pthread_mutex_unlock(&results_lock);
+}

@@ -1,0 +1,59 @@
+/* sampler.h: the background readers: INFO every backend-info-interval, and the namespace sampler (namespace-scan-interval). */
+#ifndef KEYGATE_SAMPLER_H
+#define KEYGATE_SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+struct proxy;
+#include "util.h"
+
+/*
+ *  every namespace-scan-interval, one pass, instance after instance, on its own connection
+ *  (syncconn: TLS, AUTH, as `keygate audit` connects):
+ *    SCAN cursor COUNT SAMPLER_SCAN_COUNT      (then a SAMPLER_PAUSE_MS pause: rate-limited)
+ *      key -> registry_lookup -> its namespace, when that lives on this instance: keys + 1
+ *      key of a `depth` namespace -> TYPE (pipelined) -> list/stream/zset: LLEN/XLEN/ZCARD
+ *                                    (pipelined) -> depth + length
+ *    until the cursor is 0: the instance's counts replace its previous ones
+ */
+#define SAMPLER_SCAN_COUNT "1000"
+#define SAMPLER_PAUSE_MS 50 /* between SCAN calls: at most ~20,000 keys a second per instance */
+
+struct sampler;
+
+/*
+ * Start the background readers for cfg: the INFO poller (every backend-info-interval, INFO on
+ * a connection of its own per instance: the topology guard and the capacity gauges, see
+ * sampler.c) and, when namespace-scan-interval is > 0, the namespace sampler (its first pass
+ * begins at once). They keep their own copies of the instances and of the registry (read
+ * again from cfg's registry file). p is the proxy the topology results are recorded for.
+ * Returns NULL when they could not start (logged).
+ */
+struct sampler *sampler_start(const struct config *cfg, struct proxy *p) KG_MUST_CHECK;
+
+/* A reload: the next pass uses cfg's registry and interval (0 pauses the passes). s NULL: no-op.
+ * Main thread. Turning the sampler on (from 0 at start) needs a restart. */
+void sampler_update(struct sampler *s, const struct config *cfg);
+
+/* Stop the thread (a pass in progress ends at its next SCAN call, or when its I/O times out)
+ * and free s. NULL is a no-op. */
+void sampler_stop(struct sampler *s);
+
+/* The depth command for a TYPE reply (`list`, `stream`, `zset`), NULL for other types. Pure. */
+const char *sampler_depth_command(const char *type);
+
+/*
+ * Append the sampler's series to out (Prometheus text): keygate_namespace_keys and
+ * keygate_namespace_depth (`depth` namespaces) per namespace counted by the last completed
+ * pass of its instance, keygate_namespace_scan_age_seconds{instance} (since that pass ended)
+ * and keygate_namespace_scan_duration_seconds{instance}. Nothing before a first pass. Any thread.
+ */
+void sampler_format_prometheus(const char *const *instances, size_t ninstances, struct bytebuf *out);
+
+/* Forget every result (tests). */
+void sampler_reset(void);
+
+#endif

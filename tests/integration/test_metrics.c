@@ -1,0 +1,670 @@
+/* test_metrics.c: issue 14's metrics: exact per-namespace counters, histograms, capacity gauges, /healthz on headroom, promtool, the sampler. */
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/*
+ * One harness with admin-listen, a registry of its own (q: marked depth) and
+ * backend-info-interval 1s serves the suite. keygate lives across the tests of the case,
+ * so every counter assertion is a delta: read before, drive known traffic, read after.
+ */
+
+static struct harness h;
+
+#define REGISTRY                                                                                                       \
+    "namespace q:     instance=durable ttl=none owner=queues depth\n"                                                  \
+    "namespace rl:    instance=durable ttl=1h max-ttl=1d owner=rate-limit\n"                                           \
+    "namespace cache: instance=cache   ttl=1h max-ttl=7d owner=cache\n"                                                \
+    "channel   push:  instance=cache   owner=notifications\n"
+
+static void setup(void)
+{
+    struct harness_opts o = {.admin = 1, .registry_text = REGISTRY, .extra_config = "backend-info-interval 1s\n"};
+    ck_assert_msg(harness_start(&h, &o) == 0, "harness_start: %s", h.error);
+}
+
+static void teardown(void)
+{
+    harness_check_registry(&h);
+    harness_stop(&h);
+}
+
+/* ---- HTTP ---- */
+
+struct http_reply {
+    int status;
+    char *body;
+};
+
+static struct http_reply http_get(const char *path)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)h.admin_port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect admin: %s", strerror(errno));
+    char req[256];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
+    ck_assert_int_eq(write(fd, req, (size_t)n), n);
+    size_t cap = 1 << 20, len = 0;
+    char *buf = malloc(cap);
+    ck_assert_ptr_nonnull(buf);
+    for (;;) {
+        if (cap - len < 4096) buf = realloc(buf, cap *= 2);
+        ck_assert_ptr_nonnull(buf);
+        ssize_t got = read(fd, buf + len, cap - len - 1);
+        ck_assert_msg(got >= 0, "read admin: %s", strerror(errno));
+        if (got == 0) break;
+        len += (size_t)got;
+    }
+    close(fd);
+    buf[len] = '\0';
+    struct http_reply r = {0};
+    ck_assert(sscanf(buf, "HTTP/1.%*d %d", &r.status) == 1);
+    char *sep = strstr(buf, "\r\n\r\n");
+    ck_assert_ptr_nonnull(sep);
+    r.body = strdup(sep + 4);
+    free(buf);
+    return r;
+}
+
+static char *metrics(void)
+{
+    struct http_reply r = http_get("/metrics");
+    ck_assert_int_eq(r.status, 200);
+    return r.body;
+}
+
+/* The value of the series `name` (with its labels, exactly as printed) in body; -1 when absent. */
+static double series(const char *body, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *line = body; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+        if (strncmp(line, name, n) == 0 && line[n] == ' ') return strtod(line + n + 1, NULL);
+    return -1;
+}
+
+static double must_series(const char *body, const char *name)
+{
+    double v = series(body, name);
+    ck_assert_msg(v >= 0, "series %s not in /metrics", name);
+    return v;
+}
+
+#define NS(prefix, inst, owner) "namespace=\"" prefix "\",instance=\"" inst "\",owner=\"" owner "\""
+
+/* ---- keygate traffic ---- */
+
+/* The RESP bytes hiredis sends for `argv` (what keygate reads). */
+static size_t resp_len(int argc, const char **argv)
+{
+    char *out = NULL;
+    int n = redisFormatCommandArgv(&out, argc, argv, NULL);
+    ck_assert_int_gt(n, 0);
+    free(out);
+    return (size_t)n;
+}
+
+/* Send argv through c; its reply's RESP length (computed from the reply) is added to *sent. */
+static redisReply *send_argv(redisContext *c, int argc, const char **argv, size_t *received, size_t *sent)
+{
+    *received += resp_len(argc, argv);
+    redisReply *r = redisCommandArgv(c, argc, argv, NULL);
+    ck_assert_msg(r != NULL, "%s: %s", argv[0], c->errstr);
+    char tmp[64];
+    switch (r->type) {
+    case REDIS_REPLY_STATUS:
+    case REDIS_REPLY_ERROR:
+        *sent += 3 + r->len;
+        break;
+    case REDIS_REPLY_INTEGER:
+        *sent += 3 + (size_t)snprintf(tmp, sizeof tmp, "%lld", r->integer);
+        break;
+    case REDIS_REPLY_NIL:
+        *sent += 5;
+        break;
+    case REDIS_REPLY_STRING:
+        *sent += (size_t)snprintf(tmp, sizeof tmp, "$%zu\r\n", r->len) + r->len + 2;
+        break;
+    default:
+        ck_abort_msg("unexpected reply type %d", r->type);
+    }
+    return r;
+}
+
+START_TEST(test_namespace_counters_exact)
+{
+    redisContext *c = harness_must_client(&h);
+    char *before = metrics();
+    size_t rx_cache = 0, tx_cache = 0, rx_q = 0, tx_q = 0, rx_none = 0, tx_none = 0, rx_rl = 0, tx_rl = 0;
+    /* cache: 5 SET (TTL injected), 7 GET, 1 SET EX 30d (refused: over max-ttl 7d) */
+    for (int i = 0; i < 5; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "cache:m:%d", i);
+        const char *a[] = {"SET", key, "v"};
+        freeReplyObject(send_argv(c, 3, a, &rx_cache, &tx_cache));
+    }
+    for (int i = 0; i < 7; i++) {
+        const char *a[] = {"GET", "cache:m:1"};
+        freeReplyObject(send_argv(c, 2, a, &rx_cache, &tx_cache));
+    }
+    const char *over[] = {"SET", "cache:m:over", "v", "EX", "2592000"};
+    redisReply *r = send_argv(c, 5, over, &rx_cache, &tx_cache);
+    ck_assert_msg(r->type == REDIS_REPLY_ERROR && strstr(r->str, "above max-ttl"), "%s", describe(r));
+    freeReplyObject(r);
+    /* q: 3 RPUSH (ttl=none: nothing injected), 1 LLEN */
+    for (int i = 0; i < 3; i++) {
+        const char *a[] = {"RPUSH", "q:m:list", "job"};
+        freeReplyObject(send_argv(c, 3, a, &rx_q, &tx_q));
+    }
+    const char *llen[] = {"LLEN", "q:m:list"};
+    freeReplyObject(send_argv(c, 2, llen, &rx_q, &tx_q));
+    /* rl: a WRONGTYPE from the backend passed through (INCR on a list) */
+    const char *lpush[] = {"RPUSH", "rl:m:wt", "x"};
+    r = send_argv(c, 3, lpush, &rx_rl, &tx_rl); /* a list in rl: gets the TTL too */
+    freeReplyObject(r);
+    const char *incr[] = {"INCR", "rl:m:wt"};
+    r = send_argv(c, 2, incr, &rx_rl, &tx_rl);
+    ck_assert_msg(r->type == REDIS_REPLY_ERROR && strncmp(r->str, "WRONGTYPE", 9) == 0, "%s", describe(r));
+    freeReplyObject(r);
+    /* no namespace: 2 refused; PING counts under namespace="" class other */
+    for (int i = 0; i < 2; i++) {
+        const char *a[] = {"SET", "nope:m", "1"};
+        r = send_argv(c, 3, a, &rx_none, &tx_none);
+        ck_assert_msg(r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NONAMESPACE", 11) == 0, "%s", describe(r));
+        freeReplyObject(r);
+    }
+    const char *ping[] = {"PING"};
+    freeReplyObject(send_argv(c, 1, ping, &rx_none, &tx_none));
+    redisFree(c);
+
+    char *after = metrics();
+    struct {
+        const char *name;
+        double want;
+    } deltas[] = {
+        {"keygate_namespace_commands_total{" NS("cache:", "cache", "cache") ",class=\"write\"}", 6},
+        {"keygate_namespace_commands_total{" NS("cache:", "cache", "cache") ",class=\"read\"}", 7},
+        {"keygate_namespace_commands_total{" NS("cache:", "cache", "cache") ",class=\"other\"}", 0},
+        {"keygate_namespace_ttl_injected_total{" NS("cache:", "cache", "cache") "}", 5},
+        {"keygate_namespace_ttl_refused_total{" NS("cache:", "cache", "cache") "}", 1},
+        {"keygate_namespace_refused_total{" NS("cache:", "cache", "cache") ",code=\"DENIED\"}", 1},
+        {"keygate_namespace_received_bytes_total{" NS("cache:", "cache", "cache") "}", (double)rx_cache},
+        {"keygate_namespace_sent_bytes_total{" NS("cache:", "cache", "cache") "}", (double)tx_cache},
+        {"keygate_namespace_commands_total{" NS("q:", "durable", "queues") ",class=\"write\"}", 3},
+        {"keygate_namespace_commands_total{" NS("q:", "durable", "queues") ",class=\"read\"}", 1},
+        {"keygate_namespace_ttl_injected_total{" NS("q:", "durable", "queues") "}", 0},
+        {"keygate_namespace_received_bytes_total{" NS("q:", "durable", "queues") "}", (double)rx_q},
+        {"keygate_namespace_sent_bytes_total{" NS("q:", "durable", "queues") "}", (double)tx_q},
+        {"keygate_namespace_backend_errors_total{" NS("rl:", "durable", "rate-limit") ",code=\"WRONGTYPE\"}", 1},
+        {"keygate_namespace_backend_errors_total{" NS("rl:", "durable", "rate-limit") ",code=\"OOM\"}", 0},
+        {"keygate_namespace_ttl_injected_total{" NS("rl:", "durable", "rate-limit") "}", 2}, /* RPUSH, INCR */
+        {"keygate_namespace_received_bytes_total{" NS("rl:", "durable", "rate-limit") "}", (double)rx_rl},
+        {"keygate_namespace_sent_bytes_total{" NS("rl:", "durable", "rate-limit") "}", (double)tx_rl},
+        {"keygate_namespace_refused_total{" NS("", "", "") ",code=\"NONAMESPACE\"}", 2},
+        {"keygate_namespace_commands_total{" NS("", "", "") ",class=\"write\"}", 2},
+        {"keygate_namespace_commands_total{" NS("", "", "") ",class=\"other\"}", 1},
+        {"keygate_namespace_received_bytes_total{" NS("", "", "") "}", (double)rx_none},
+        {"keygate_namespace_sent_bytes_total{" NS("", "", "") "}", (double)tx_none},
+    };
+    for (size_t i = 0; i < sizeof deltas / sizeof deltas[0]; i++) {
+        double b = must_series(before, deltas[i].name), a = must_series(after, deltas[i].name);
+        ck_assert_msg(a - b == deltas[i].want, "%s: moved by %.0f, want %.0f", deltas[i].name, a - b, deltas[i].want);
+    }
+    /* a key is never a label */
+    ck_assert_msg(strstr(after, "cache:m:") == NULL && strstr(after, "nope:m") == NULL, "a key became a label");
+
+    /* INFO namespaces carries the same counters */
+    redisContext *c2 = harness_must_client(&h);
+    r = cmd(c2, "INFO namespaces");
+    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
+    const char *line = strstr(r->str, ":prefix=cache:,instance=cache,owner=cache,cmd_read=");
+    ck_assert_msg(line != NULL, "%s", r->str);
+    char want[64];
+    snprintf(want, sizeof want, "cmd_read=%.0f,",
+             must_series(after, "keygate_namespace_commands_total{" NS("cache:", "cache", "cache") ",class=\"read\"}"));
+    const char *eol = strstr(line, "\r\n");
+    ck_assert_msg(strstr(line, want) != NULL && strstr(line, want) < eol, "INFO %.*s lacks %s", (int)(eol - line), line,
+                  want);
+    ck_assert_msg(strstr(r->str, "latency_percentiles_usec_backend_cache:p50=") != NULL, "%s", r->str);
+    ck_assert_msg(strstr(r->str, "latency_percentiles_usec_request_read:p50=") != NULL, "%s", r->str);
+    freeReplyObject(r);
+    redisFree(c2);
+    free(before);
+    free(after);
+}
+END_TEST
+
+/* A command with keys in several namespaces counts once under each; its bytes go to the first key's. */
+START_TEST(test_multi_namespace_command_counted_under_each)
+{
+    char *before = metrics();
+    redisContext *c = harness_must_client(&h);
+    /* same instance: q: and rl: on durable; three q: keys still count q: once */
+    redisReply *r = cmd(c, "DEL q:mn:1 q:mn:2 rl:mn:1 q:mn:3");
+    ck_assert_int_eq(r->type, REDIS_REPLY_INTEGER);
+    freeReplyObject(r);
+    /* across instances (split and merged): cache: and q: */
+    r = cmd(c, "MGET cache:mn:1 q:mn:1 cache:mn:2");
+    ck_assert_int_eq(r->type, REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+    size_t del_len = strlen("*5\r\n$3\r\nDEL\r\n$6\r\nq:mn:1\r\n$6\r\nq:mn:2\r\n$7\r\nrl:mn:1\r\n$6\r\nq:mn:3\r\n");
+    redisFree(c);
+    char *after = metrics();
+    struct {
+        const char *name;
+        double want;
+    } deltas[] = {
+        {"keygate_namespace_commands_total{" NS("q:", "durable", "queues") ",class=\"write\"}", 1},
+        {"keygate_namespace_commands_total{" NS("rl:", "durable", "rate-limit") ",class=\"write\"}", 1},
+        {"keygate_namespace_commands_total{" NS("cache:", "cache", "cache") ",class=\"read\"}", 1},
+        {"keygate_namespace_commands_total{" NS("q:", "durable", "queues") ",class=\"read\"}", 1},
+        {"keygate_namespace_received_bytes_total{" NS("rl:", "durable", "rate-limit") "}", 0},
+    };
+    for (size_t i = 0; i < sizeof deltas / sizeof deltas[0]; i++) {
+        double b = must_series(before, deltas[i].name), a = must_series(after, deltas[i].name);
+        ck_assert_msg(a - b == deltas[i].want, "%s: moved by %.0f, want %.0f", deltas[i].name, a - b, deltas[i].want);
+    }
+    const char *qrx = "keygate_namespace_received_bytes_total{" NS("q:", "durable", "queues") "}";
+    ck_assert_int_eq(must_series(after, qrx) - must_series(before, qrx), del_len);
+    free(before);
+    free(after);
+}
+END_TEST
+
+/* Keys of the registry's default line count under namespace="(default)" (issue 13's line). */
+START_TEST(test_default_line_is_its_own_namespace)
+{
+    struct harness_opts o = {.admin = 1,
+                             .registry_text = REGISTRY "default instance=cache ttl=1h owner=legacy\n",
+                             .extra_config = "backend-info-interval 1s\n"};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart: %s", h.error);
+    char *before = metrics();
+    redisContext *c = harness_must_client(&h);
+    expect_status(cmd(c, "SET legacy:dl:1 v"), "OK", "SET of an unregistered key");
+    freeReplyObject(cmd(c, "GET legacy:dl:1"));
+    freeReplyObject(cmd(c, "GET cache:dl:1"));
+    redisFree(c);
+    char *after = metrics();
+    const char *w = "keygate_namespace_commands_total{" NS("(default)", "cache", "legacy") ",class=\"write\"}";
+    const char *r = "keygate_namespace_commands_total{" NS("(default)", "cache", "legacy") ",class=\"read\"}";
+    const char *inj = "keygate_namespace_ttl_injected_total{" NS("(default)", "cache", "legacy") "}";
+    ck_assert_int_eq(must_series(after, w) - (series(before, w) < 0 ? 0 : series(before, w)), 1);
+    ck_assert_int_eq(must_series(after, r) - (series(before, r) < 0 ? 0 : series(before, r)), 1);
+    ck_assert_int_eq(must_series(after, inj) - (series(before, inj) < 0 ? 0 : series(before, inj)), 1);
+    free(before);
+    free(after);
+    redisContext *d = harness_must_direct(&h, "cache"); /* the suite's registry has no default line */
+    freeReplyObject(cmd(d, "DEL legacy:dl:1"));
+    redisFree(d);
+}
+END_TEST
+
+/* SIGHUP with a registry that adds a namespace before the others and changes an owner: every
+ * unchanged namespace keeps its series (counters go on from where they were), the new one
+ * appears, the changed owner is a new series and the old one stays at its last value. */
+START_TEST(test_reload_keeps_series)
+{
+    redisContext *c = harness_must_client(&h);
+    for (int i = 0; i < 3; i++) freeReplyObject(cmd(c, "GET cache:rl:%d", i));
+    freeReplyObject(cmd(c, "RPUSH q:rl:list x"));
+    redisFree(c);
+    char *before = metrics();
+    FILE *f = fopen(h.registry_file, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("namespace a:     instance=cache   ttl=1h owner=alpha\n"
+          "namespace q:     instance=durable ttl=none owner=queues depth\n"
+          "namespace rl:    instance=durable ttl=1h max-ttl=1d owner=limits\n"
+          "namespace cache: instance=cache   ttl=1h max-ttl=7d owner=cache\n"
+          "channel   push:  instance=cache   owner=notifications\n",
+          f);
+    fclose(f);
+    ck_assert_int_eq(kill(h.keygate_pid, SIGHUP), 0);
+    long long deadline = now_ms() + 5000;
+    char *log = NULL;
+    for (;;) {
+        free(log);
+        log = harness_keygate_log(&h);
+        if ((log && strstr(log, "reloaded registry")) || now_ms() > deadline) break;
+        sleep_ms(50);
+    }
+    ck_assert_msg(log && strstr(log, "reloaded registry"), "no reload in the log");
+    free(log);
+    sleep_ms(300); /* the workers take the new config at their next turn */
+    c = harness_must_client(&h);
+    for (int i = 0; i < 2; i++) freeReplyObject(cmd(c, "GET cache:rl:%d", i));
+    freeReplyObject(cmd(c, "SET a:rl:1 v"));
+    freeReplyObject(cmd(c, "SET rl:rl:1 v"));
+    redisFree(c);
+    char *after = metrics();
+    const char *cr = "keygate_namespace_commands_total{" NS("cache:", "cache", "cache") ",class=\"read\"}";
+    ck_assert_int_eq(must_series(after, cr) - must_series(before, cr), 2);
+    const char *qw = "keygate_namespace_commands_total{" NS("q:", "durable", "queues") ",class=\"write\"}";
+    ck_assert_int_eq(must_series(after, qw), must_series(before, qw)); /* kept, not reset */
+    ck_assert_int_eq(
+        must_series(after, "keygate_namespace_commands_total{" NS("a:", "cache", "alpha") ",class=\"write\"}"), 1);
+    ck_assert_int_eq(
+        must_series(after, "keygate_namespace_commands_total{" NS("rl:", "durable", "limits") ",class=\"write\"}"), 1);
+    const char *old_rl = "keygate_namespace_commands_total{" NS("rl:", "durable", "rate-limit") ",class=\"write\"}";
+    ck_assert_int_eq(must_series(after, old_rl), must_series(before, old_rl));
+    free(before);
+    free(after);
+    redisContext *d = harness_must_direct(&h, "cache"); /* a: is not in the suite's registry */
+    freeReplyObject(cmd(d, "DEL a:rl:1"));
+    redisFree(d);
+}
+END_TEST
+
+/* ---- histograms ---- */
+
+/* Check the buckets of histogram `name{label}` are monotonic and end in _count; returns _count. */
+static double hist_check(const char *body, const char *name, const char *label)
+{
+    static const char *const les[] = {"5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025",
+                                      "0.005", "0.01",   "0.025",   "0.05",   "0.1",   "0.25",
+                                      "0.5",   "1",      "2.5",     "5",      "+Inf"};
+    double prev = 0;
+    char s[256];
+    for (size_t i = 0; i < sizeof les / sizeof les[0]; i++) {
+        snprintf(s, sizeof s, "%s_bucket{%s,le=\"%s\"}", name, label, les[i]);
+        double v = must_series(body, s);
+        ck_assert_msg(v >= prev, "%s: %.0f below the bucket before (%.0f)", s, v, prev);
+        prev = v;
+    }
+    snprintf(s, sizeof s, "%s_count{%s}", name, label);
+    ck_assert_msg(must_series(body, s) == prev, "%s is not the +Inf bucket", s);
+    snprintf(s, sizeof s, "%s_sum{%s}", name, label);
+    ck_assert(must_series(body, s) >= 0);
+    return prev;
+}
+
+START_TEST(test_histograms_count_the_requests)
+{
+    char *before = metrics();
+    double read0 = hist_check(before, "keygate_request_duration_seconds", "class=\"read\"");
+    double write0 = hist_check(before, "keygate_request_duration_seconds", "class=\"write\"");
+    double cache0 = hist_check(before, "keygate_backend_latency_seconds", "instance=\"cache\"");
+    redisContext *c = harness_must_client(&h);
+    /* 40 GETs pipelined, 10 one at a time; 3 SETs on q: (no TTL: one backend reply each) */
+    for (int i = 0; i < 40; i++) redisAppendCommand(c, "GET cache:h:%d", i);
+    for (int i = 0; i < 40; i++) freeReplyObject(next_reply(c));
+    for (int i = 0; i < 10; i++) freeReplyObject(cmd(c, "GET cache:h:x"));
+    for (int i = 0; i < 3; i++) freeReplyObject(cmd(c, "SET q:h:%d v", i));
+    redisFree(c);
+    char *after = metrics();
+    ck_assert_int_eq(hist_check(after, "keygate_request_duration_seconds", "class=\"read\"") - read0, 50);
+    ck_assert_int_eq(hist_check(after, "keygate_request_duration_seconds", "class=\"write\"") - write0, 3);
+    ck_assert_int_eq(hist_check(after, "keygate_backend_latency_seconds", "instance=\"cache\"") - cache0, 50);
+    hist_check(after, "keygate_backend_latency_seconds", "instance=\"durable\"");
+    hist_check(after, "keygate_request_duration_seconds", "class=\"other\"");
+    free(before);
+    free(after);
+}
+END_TEST
+
+/* ---- backend capacity ---- */
+
+/* INFO field `field` of backend `name` read directly. */
+static long long direct_info(const char *name, const char *field)
+{
+    redisContext *d = harness_must_direct(&h, name);
+    redisReply *r = cmd(d, "INFO everything");
+    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
+    char pat[64];
+    snprintf(pat, sizeof pat, "\r\n%s:", field);
+    const char *p = strstr(r->str, pat);
+    ck_assert_msg(p != NULL, "INFO has no %s", field);
+    long long v = strtoll(p + strlen(pat), NULL, 10);
+    freeReplyObject(r);
+    redisFree(d);
+    return v;
+}
+
+static void direct_config_set(const char *name, const char *param, const char *value)
+{
+    redisContext *d = harness_must_direct(&h, name);
+    redisReply *r = cmd(d, "CONFIG SET %s %s", param, value);
+    ck_assert_msg(r->type == REDIS_REPLY_STATUS, "CONFIG SET %s %s: %s", param, value, describe(r));
+    freeReplyObject(r);
+    redisFree(d);
+}
+
+/* Poll /metrics until series `name` equals want (timeout_ms); returns the last body. */
+static char *metrics_until(const char *name, double want, int timeout_ms)
+{
+    long long deadline = now_ms() + timeout_ms;
+    for (;;) {
+        char *body = metrics();
+        if (series(body, name) == want || now_ms() >= deadline) return body;
+        free(body);
+        sleep_ms(100);
+    }
+}
+
+START_TEST(test_capacity_gauges_equal_backend_info)
+{
+    direct_config_set("cache", "maxmemory", "123456789");
+    char *body = metrics_until("keygate_backend_maxmemory_bytes{instance=\"cache\"}", 123456789, 3000);
+    ck_assert_msg(series(body, "keygate_backend_maxmemory_bytes{instance=\"cache\"}") == 123456789,
+                  "maxmemory not read within 2 intervals:\n%s", body);
+    free(body);
+    /* quiet backends: the next reading equals what INFO says now */
+    long long hits = direct_info("cache", "keyspace_hits"), misses = direct_info("cache", "keyspace_misses");
+    long long evicted = direct_info("cache", "evicted_keys"), aof = direct_info("durable", "aof_enabled");
+    sleep_ms(1300); /* one interval and a tick */
+    body = metrics();
+    ck_assert_int_eq(must_series(body, "keygate_backend_keyspace_hits_total{instance=\"cache\"}"), hits);
+    ck_assert_int_eq(must_series(body, "keygate_backend_keyspace_misses_total{instance=\"cache\"}"), misses);
+    ck_assert_int_eq(must_series(body, "keygate_backend_evicted_keys_total{instance=\"cache\"}"), evicted);
+    ck_assert_int_eq(must_series(body, "keygate_backend_aof_enabled{instance=\"durable\"}"), aof);
+    ck_assert_int_eq(must_series(body, "keygate_backend_aof_enabled{instance=\"cache\"}"), 0);
+    ck_assert_int_eq(must_series(body, "keygate_backend_aof_last_write_ok{instance=\"durable\"}"), 1);
+    ck_assert_int_eq(must_series(body, "keygate_backend_role{instance=\"durable\",role=\"master\"}"), 1);
+    ck_assert(must_series(body, "keygate_backend_info_age_seconds{instance=\"cache\"}") < 1.5);
+    double used = must_series(body, "keygate_backend_used_memory_bytes{instance=\"cache\"}");
+    long long used_now = direct_info("cache", "used_memory");
+    ck_assert_msg(used > used_now * 0.9 && used < used_now * 1.1, "used_memory %.0f vs INFO %lld", used, used_now);
+    double ratio = must_series(body, "keygate_backend_memory_headroom_ratio{instance=\"cache\"}");
+    ck_assert_msg(ratio > 0 && ratio < 1 && ratio - (123456789.0 - used) / 123456789.0 < 1e-6, "ratio %f", ratio);
+    ck_assert(must_series(body, "keygate_backend_connected_clients{instance=\"cache\"}") >= 1);
+    free(body);
+}
+END_TEST
+
+START_TEST(test_oom_counted_and_healthz_flips_on_headroom)
+{
+    struct http_reply hz = http_get("/healthz");
+    ck_assert_msg(hz.status == 200, "healthz: %d %s", hz.status, hz.body);
+    free(hz.body);
+    char *before = metrics();
+    /* a tiny maxmemory on durable (noeviction): writes get -OOM, headroom is 0 */
+    direct_config_set("durable", "maxmemory", "1mb");
+    redisContext *d = harness_must_direct(&h, "durable");
+    static char fill[2 << 20];
+    freeReplyObject(cmd(d, "SET q:oom:fill %b", fill, sizeof fill));
+    redisFree(d);
+    redisContext *c = harness_must_client(&h);
+    for (int i = 0; i < 3; i++) {
+        redisReply *r = cmd(c, "RPUSH q:oom:%d x", i);
+        ck_assert_msg(r->type == REDIS_REPLY_ERROR && strncmp(r->str, "OOM", 3) == 0, "%s", describe(r));
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    char *after = metrics_until("keygate_backend_memory_headroom_ratio{instance=\"durable\"}", 0, 3000);
+    const char *oom = "keygate_namespace_backend_errors_total{" NS("q:", "durable", "queues") ",code=\"OOM\"}";
+    ck_assert_int_eq(must_series(after, oom) - must_series(before, oom), 3);
+    const char *rej = "keygate_backend_rejected_writes_total{instance=\"durable\"}";
+    ck_assert_int_eq(must_series(after, rej) - must_series(before, rej), 3);
+    ck_assert_int_eq(must_series(after, "keygate_backend_memory_headroom_ratio{instance=\"durable\"}"), 0);
+    free(before);
+    free(after);
+    hz = http_get("/healthz");
+    ck_assert_msg(hz.status == 503 && strstr(hz.body, "instance 'durable' memory headroom is 0.0%") &&
+                      strstr(hz.body, "under durable-headroom-warn 20%"),
+                  "healthz: %d %s", hz.status, hz.body);
+    free(hz.body);
+    /* room again: back to 200 within an interval */
+    redisContext *d2 = harness_must_direct(&h, "durable");
+    freeReplyObject(cmd(d2, "DEL q:oom:fill"));
+    redisFree(d2);
+    direct_config_set("durable", "maxmemory", "0");
+    long long deadline = now_ms() + 3000;
+    do {
+        sleep_ms(100);
+        hz = http_get("/healthz");
+        if (hz.status == 200) break;
+        free(hz.body);
+        hz.body = NULL;
+    } while (now_ms() < deadline);
+    ck_assert_msg(hz.status == 200, "healthz after the fix: %d %s", hz.status, hz.body ? hz.body : "");
+    free(hz.body);
+}
+END_TEST
+
+/* ---- promtool ---- */
+
+START_TEST(test_promtool_accepts_metrics)
+{
+    redisContext *c = harness_must_client(&h);
+    freeReplyObject(cmd(c, "GET cache:p"));
+    freeReplyObject(cmd(c, "SET nope:p 1"));
+    redisFree(c);
+    sleep_ms(1100); /* a capacity reading is in */
+    char *body = metrics();
+    char path[PATH_MAX], out[PATH_MAX], sh[3 * PATH_MAX];
+    snprintf(path, sizeof path, "%s/metrics.txt", h.dir);
+    snprintf(out, sizeof out, "%s/promtool.out", h.dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(body, f);
+    fclose(f);
+    free(body);
+    snprintf(sh, sizeof sh, "promtool check metrics < %s > %s 2>&1", path, out);
+    int rc = system(sh);
+    f = fopen(out, "r");
+    char text[8192] = "";
+    if (f) {
+        size_t n = fread(text, 1, sizeof text - 1, f);
+        text[n] = '\0';
+        fclose(f);
+    }
+    ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 0 && text[0] == '\0', "promtool (rc %d): %s", rc, text);
+}
+END_TEST
+
+/* ---- the namespace sampler ---- */
+
+/* Keys of `prefix` on backend `name` counted directly (SCAN MATCH), and the summed
+ * LLEN/XLEN/ZCARD of those that are lists, streams or zsets. */
+static void direct_count(const char *name, const char *prefix, long long *keys, long long *depth)
+{
+    redisContext *d = harness_must_direct(&h, name);
+    *keys = *depth = 0;
+    char cursor[32] = "0";
+    do {
+        redisReply *r = cmd(d, "SCAN %s MATCH %s* COUNT 100", cursor, prefix);
+        ck_assert_int_eq(r->type, REDIS_REPLY_ARRAY);
+        snprintf(cursor, sizeof cursor, "%s", r->element[0]->str);
+        for (size_t i = 0; i < r->element[1]->elements; i++) {
+            const char *k = r->element[1]->element[i]->str;
+            (*keys)++;
+            redisReply *t = cmd(d, "TYPE %s", k);
+            const char *len = strcmp(t->str, "list") == 0     ? "LLEN"
+                              : strcmp(t->str, "stream") == 0 ? "XLEN"
+                              : strcmp(t->str, "zset") == 0   ? "ZCARD"
+                                                              : NULL;
+            freeReplyObject(t);
+            if (!len) continue;
+            redisReply *n = cmd(d, "%s %s", len, k);
+            ck_assert_int_eq(n->type, REDIS_REPLY_INTEGER);
+            *depth += n->integer;
+            freeReplyObject(n);
+        }
+        freeReplyObject(r);
+    } while (strcmp(cursor, "0") != 0);
+    redisFree(d);
+}
+
+START_TEST(test_sampler_counts_keys_and_queue_depth)
+{
+    struct harness_opts o = {.admin = 1,
+                             .registry_text = REGISTRY,
+                             .extra_config = "backend-info-interval 1s\nnamespace-scan-interval 1s\n"};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart: %s", h.error);
+    redisContext *c = harness_must_client(&h);
+    for (int i = 0; i < 3; i++) freeReplyObject(cmd(c, "RPUSH q:s:list1 job%d", i));
+    for (int i = 0; i < 2; i++) freeReplyObject(cmd(c, "LPUSH q:s:list2 job%d", i));
+    for (int i = 0; i < 4; i++) freeReplyObject(cmd(c, "ZADD q:s:z %d m%d", i, i));
+    for (int i = 0; i < 5; i++) freeReplyObject(cmd(c, "XADD q:s:stream * f %d", i));
+    freeReplyObject(cmd(c, "SET q:s:string not-a-queue"));
+    freeReplyObject(cmd(c, "HSET q:s:hash f v"));
+    for (int i = 0; i < 7; i++) freeReplyObject(cmd(c, "SET cache:s:%d v", i));
+    for (int i = 0; i < 2; i++) freeReplyObject(cmd(c, "RPUSH rl:s:%d x", i)); /* rl: is not a depth namespace */
+    redisFree(c);
+    long long q_keys, q_depth, cache_keys, cache_depth, rl_keys, rl_depth;
+    direct_count("durable", "q:", &q_keys, &q_depth);
+    direct_count("cache", "cache:", &cache_keys, &cache_depth);
+    direct_count("durable", "rl:", &rl_keys, &rl_depth);
+    ck_assert_int_ge(q_depth, 14); /* 3 + 2 + 4 + 5 at least (earlier tests add more) */
+    ck_assert_int_ge(q_keys, 6);
+    /* two passes: one that began before the writes may have missed them */
+    char *body = NULL;
+    long long deadline = now_ms() + 5000;
+    const char *qk = "keygate_namespace_keys{" NS("q:", "durable", "queues") "}";
+    const char *qd = "keygate_namespace_depth{" NS("q:", "durable", "queues") "}";
+    for (;;) {
+        body = metrics();
+        if ((series(body, qk) == q_keys && series(body, qd) == q_depth) || now_ms() >= deadline) break;
+        free(body);
+        sleep_ms(200);
+    }
+    ck_assert_msg(series(body, qk) == q_keys, "q: keys %.0f, direct %lld", series(body, qk), q_keys);
+    ck_assert_msg(series(body, qd) == q_depth, "q: depth %.0f, direct %lld", series(body, qd), q_depth);
+    ck_assert_int_eq(series(body, "keygate_namespace_keys{" NS("cache:", "cache", "cache") "}"), cache_keys);
+    ck_assert_int_eq(series(body, "keygate_namespace_keys{" NS("rl:", "durable", "rate-limit") "}"), rl_keys);
+    ck_assert_msg(series(body, "keygate_namespace_depth{" NS("rl:", "durable", "rate-limit") "}") < 0,
+                  "rl: has no depth flag: no depth series");
+    ck_assert_msg(series(body, "keygate_namespace_keys{" NS("push:", "cache", "notifications") "}") < 0,
+                  "a channel holds no keys");
+    ck_assert(must_series(body, "keygate_namespace_scan_age_seconds{instance=\"durable\"}") < 3);
+    ck_assert(must_series(body, "keygate_namespace_scan_duration_seconds{instance=\"cache\"}") >= 0);
+    free(body);
+}
+END_TEST
+
+START_TEST(test_sampler_off_by_default)
+{
+    char *body = metrics();
+    ck_assert_msg(strstr(body, "keygate_namespace_keys") == NULL, "the sampler ran without namespace-scan-interval");
+    free(body);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("metrics");
+    TCase *tc = harness_tcase(s, "metrics", 60, setup, teardown);
+    harness_add_test(tc, test_namespace_counters_exact);
+    harness_add_test(tc, test_multi_namespace_command_counted_under_each);
+    harness_add_test(tc, test_default_line_is_its_own_namespace);
+    harness_add_test(tc, test_reload_keeps_series);
+    harness_add_test(tc, test_histograms_count_the_requests);
+    harness_add_test(tc, test_capacity_gauges_equal_backend_info);
+    harness_add_test(tc, test_oom_counted_and_healthz_flips_on_headroom);
+    harness_add_test(tc, test_promtool_accepts_metrics);
+    harness_add_test(tc, test_sampler_counts_keys_and_queue_depth);
+    harness_add_test(tc, test_sampler_off_by_default);
+    return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
