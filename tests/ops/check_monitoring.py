@@ -13,11 +13,11 @@ Checks:
   gridPos {h, w, x, y} inside the 24-column grid and not overlapping; every non-row panel a
   datasource and targets, each with a refId (unique in the panel) and a non-empty expr;
 - every $variable an expr uses is defined (or one of Grafana's $__ builtins);
-- every metric an expr names (dashboard and alerts) is keygate's: src/admin.c, the STATS_COUNTERS of
+- every metric an expr names (dashboard and alerts) is keygate's: src/admin.c, src/stats.c, src/sampler.c, the STATS_COUNTERS of
   src/stats.h (keygate_X_total), or metric-names.txt (a histogram's _bucket/_sum/_count too); the
   "future" ones only inside a dashboard row whose title says future, never in an alert; every label
   matcher and by/without label is one the metrics carry (or job, instance, exported_instance, le);
-- every metric-names.txt line marked "main" is served by src/admin.c (the file cannot claim more);
+- every metric-names.txt line marked "main" is served by src/admin.c, src/stats.c or src/sampler.c (the file cannot claim more);
 - the dashboard covers issue 14's panels, the alerts its alerts (by the metrics they read);
 - every dashboard expr parses as PromQL (promtool check rules on a rules file made of them, the
   Grafana variables replaced), and every alert has severity, summary and description.
@@ -69,11 +69,12 @@ class Metrics:
                 if parts[0] in self.m:
                     problem(f"{metrics_file}:{lineno}", f"{parts[0]} listed twice")
                 self.m[parts[0]] = (parts[1], labels, parts[3])
-        admin = open(os.path.join(src, "admin.c")).read()
-        served = set(re.findall(r"keygate_[a-z0-9_]+", admin))
+        served = set()
+        for f in SERVING_FILES:  # the files that write /metrics
+            served |= set(re.findall(r"keygate_[a-z0-9_]+", open(os.path.join(src, f)).read()))
         for name, (_, _, status) in self.m.items():
             if status == "main" and name not in served:
-                problem(metrics_file, f"{name} is marked main but src/admin.c does not serve it")
+                problem(metrics_file, f"{name} is marked main but {', '.join(SERVING_FILES)} do not serve it")
         self.newly_served = sorted(n for n, v in self.m.items() if v[2] == "new" and n in served)
         stats = open(os.path.join(src, "stats.h")).read()
         block = stats[stats.index("#define STATS_COUNTERS(X)"):]
@@ -83,7 +84,7 @@ class Metrics:
             problem(os.path.join(src, "stats.h"), "no STATS_COUNTERS found")
         for c in self.counters:
             self.m.setdefault(f"keygate_{c}_total", ("counter", set(), "main"))
-        for n in served - set(self.m):  # served by admin.c but not in the list: known, no labels checked
+        for n in served - set(self.m):  # served by the sources but not in the list: known, no labels checked
             if not n.endswith("_"):
                 self.m[n] = ("gauge", None, "main")
 
@@ -114,7 +115,7 @@ def check_expr(where, expr, metrics, allow_future):
         if word.startswith("keygate_"):
             r = metrics.resolve(word)
             if not r:
-                problem(where, f"unknown metric {word} (not in src/admin.c, src/stats.h or {metrics.file})")
+                problem(where, f"unknown metric {word} (not served by src/admin.c, stats.c, sampler.c, not in src/stats.h or {metrics.file})")
                 continue
             base, (typ, labels, status), is_bucket = r
             used.add(base)
@@ -307,6 +308,11 @@ def check_alerts(path, metrics):
     return used, names
 
 
+# The sources that write /metrics: admin.c (global and report series), stats.c (per namespace,
+# latency), sampler.c (the namespace sampler).
+SERVING_FILES = ("admin.c", "stats.c", "sampler.c")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dashboard", default=os.path.join(ROOT, "conf/grafana/keygate.json"))
@@ -352,7 +358,7 @@ def main():
     print(f"check_monitoring: dashboard ok ({len(dash_used)} keygate metrics), {len(alerts)} alerts ok; "
           f"{len(new)} metrics not in main yet, future: {', '.join(future)}")
     if metrics.newly_served:
-        print("check_monitoring: now served by src/admin.c, mark them main in metric-names.txt: " +
+        print("check_monitoring: now served by the sources, mark them main in metric-names.txt: " +
               ", ".join(metrics.newly_served))
     return 0
 
