@@ -364,6 +364,7 @@ static void client_multi_queue(struct client *c, struct request *req, const stru
         return;
     }
     router_write_queued(&c->multi_buf, c, plan, frame, &c->multi_keep);
+    if (plan->nappend || plan->ttl.nfix) stats_ttl_injected(&c->worker->stats, &req->mark); /* counted when queued */
     session_multi_queued(&c->session, plan->instance);
     if ((int64_t)c->multi_buf.len > c->worker->cfg->max_request_bytes) {
         /* the transaction is held in keygate's memory: it counts as query buffer, and a

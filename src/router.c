@@ -361,6 +361,7 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
         }
         STAT_INC(&w->stats, commands_forwarded);
     }
+    if (plan->ttl.nfix) stats_ttl_injected(&w->stats, &req->mark); /* a sliding window reset */
     /* parts whose instance is down fail at once; the merge reports it */
     for (int k = 0; k < req->nparts; k++) {
         if (conns[k]) continue;

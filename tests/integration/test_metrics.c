@@ -25,6 +25,7 @@ static struct harness h;
     "namespace q:     instance=durable ttl=none owner=queues depth\n"                                                  \
     "namespace rl:    instance=durable ttl=1h max-ttl=1d owner=rate-limit\n"                                           \
     "namespace cache: instance=cache   ttl=1h max-ttl=7d owner=cache\n"                                                \
+    "namespace sl:    instance=durable ttl=1h sliding owner=rate-limit\n"                                              \
     "channel   push:  instance=cache   owner=notifications\n"
 
 static void setup(void)
@@ -279,6 +280,33 @@ START_TEST(test_multi_namespace_command_counted_under_each)
     }
     const char *qrx = "keygate_namespace_received_bytes_total{" NS("q:", "durable", "queues") "}";
     ck_assert_int_eq(must_series(after, qrx) - must_series(before, qrx), del_len);
+    free(before);
+    free(after);
+}
+END_TEST
+
+START_TEST(test_ttl_injected_inside_multi_and_split)
+{
+    /* a TTL given to writes queued in the client's MULTI (counted when queued), and the
+     * sliding reset of a split EXISTS across both instances (counted once, first key's) */
+    char *before = metrics();
+    redisContext *c = harness_must_client(&h);
+    expect_status(cmd(c, "MULTI"), "OK", "MULTI");
+    expect_status(cmd(c, "SET rl:m:tx1 v"), "QUEUED", "SET in MULTI");
+    expect_status(cmd(c, "HSET rl:m:tx2 f v"), "QUEUED", "HSET in MULTI");
+    redisReply *r = cmd(c, "EXEC");
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 2, "EXEC: %s", describe(r));
+    freeReplyObject(r);
+    expect_int(cmd(c, "EXISTS sl:m:1 cache:m:none"), 0, "EXISTS across both instances");
+    expect_int(cmd(c, "DEL rl:m:tx1 rl:m:tx2"), 2, "DEL");
+    redisFree(c);
+    char *after = metrics();
+    const char *rl = "keygate_namespace_ttl_injected_total{" NS("rl:", "durable", "rate-limit") "}";
+    const char *sl = "keygate_namespace_ttl_injected_total{" NS("sl:", "durable", "rate-limit") "}";
+    ck_assert_msg(must_series(after, rl) - must_series(before, rl) == 2,
+                  "rl: moved by %.0f, want 2 (SET, HSET in MULTI)", must_series(after, rl) - must_series(before, rl));
+    ck_assert_msg(must_series(after, sl) - must_series(before, sl) == 1, "sl: moved by %.0f, want 1 (EXISTS split)",
+                  must_series(after, sl) - must_series(before, sl));
     free(before);
     free(after);
 }
@@ -657,6 +685,7 @@ int main(void)
     Suite *s = suite_create("metrics");
     TCase *tc = harness_tcase(s, "metrics", 60, setup, teardown);
     harness_add_test(tc, test_namespace_counters_exact);
+    harness_add_test(tc, test_ttl_injected_inside_multi_and_split);
     harness_add_test(tc, test_multi_namespace_command_counted_under_each);
     harness_add_test(tc, test_default_line_is_its_own_namespace);
     harness_add_test(tc, test_reload_keeps_series);
