@@ -257,6 +257,20 @@ static void route_part(struct request *req, int part, const char *reply, size_t 
     route_merge(req);
 }
 
+/* Part k of req has no connection (its instance is down): it fails at once with
+ * -UNAVAILABLE, and the merge answers when it was the last part due. */
+static void route_part_unavailable(struct worker *w, struct request *req, int k)
+{
+    char text[128], msg[ERROR_REPLY_MAX];
+    replies_unavailable(text, sizeof(text), w->cfg->instance_names[req->parts[k].instance]);
+    size_t n = replies_error(msg, sizeof(msg), text);
+    req->parts[k].reply = xmemdup(msg, n);
+    req->parts[k].len = n;
+    STAT_INC(&w->stats, errors_unavailable);
+    assert(req->parts_left > 0);
+    if (--req->parts_left == 0) route_merge(req);
+}
+
 /*
  * A keyless command for every instance (DBSIZE, INFO keyspace): the same `command` bytes to
  * each, one part per instance, merged like a split command (route_merge); `extra` (may be
@@ -288,17 +302,8 @@ static void router_forward_all(struct client *c, struct request *req, int merge,
         route_expect(conns[k], req, ROUTE_PART, k);
         STAT_INC(&w->stats, commands_forwarded);
     }
-    for (int k = 0; k < n; k++) {
-        if (conns[k]) continue;
-        char text[128], msg[ERROR_REPLY_MAX];
-        replies_unavailable(text, sizeof(text), w->cfg->instance_names[k]);
-        size_t len = replies_error(msg, sizeof(msg), text);
-        req->parts[k].reply = xmemdup(msg, len);
-        req->parts[k].len = len;
-        STAT_INC(&w->stats, errors_unavailable);
-        assert(req->parts_left > 0);
-        if (--req->parts_left == 0) route_merge(req);
-    }
+    for (int k = 0; k < n; k++)
+        if (!conns[k]) route_part_unavailable(w, req, k);
 }
 
 void router_forward_info(struct client *c, struct request *req, size_t argc, const char *const *argv,
@@ -363,17 +368,8 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
     }
     if (plan->ttl.nfix) stats_ttl_injected(&w->stats, &req->mark); /* a sliding window reset */
     /* parts whose instance is down fail at once; the merge reports it */
-    for (int k = 0; k < req->nparts; k++) {
-        if (conns[k]) continue;
-        char text[128], msg[ERROR_REPLY_MAX];
-        replies_unavailable(text, sizeof(text), w->cfg->instance_names[req->parts[k].instance]);
-        size_t n = replies_error(msg, sizeof(msg), text);
-        req->parts[k].reply = xmemdup(msg, n);
-        req->parts[k].len = n;
-        STAT_INC(&w->stats, errors_unavailable);
-        assert(req->parts_left > 0);
-        if (--req->parts_left == 0) route_merge(req);
-    }
+    for (int k = 0; k < req->nparts; k++)
+        if (!conns[k]) route_part_unavailable(w, req, k);
 }
 
 /* ---- the hooks: what the backends report ---- */
