@@ -403,8 +403,12 @@ static pid_t spawn_for_owner(char *const argv[], const char *log_path)
         pid_t self = getpid();
         pid_t pid = fork();
         if (pid == 0) {
-            for (int i = 0; i < 5000 && getppid() != g_owner; i++) { /* re-parented once `self` exits */
-                if (getppid() != self) _exit(127);                   /* adopted by another reaper: the owner is gone */
+            /* re-parented to the owner once `self` exits; one getppid() a turn: read twice, `self`
+             * could exit between the reads and look like another reaper (a rare exit 127 under load) */
+            for (int i = 0; i < 5000; i++) {
+                pid_t pp = getppid();
+                if (pp == g_owner) break;
+                if (pp != self) _exit(127); /* adopted by another reaper: the owner is gone */
                 usleep(1000);
             }
             exec_child(argv, log_path, g_owner);
