@@ -71,42 +71,37 @@ static void admin_metrics_report(const struct proxy *p, const struct registry *r
                         (unsigned long long)stats_unregistered_sum(st, stride, p->nworkers, 0));
     evbuffer_add_printf(out, "keygate_unregistered_total{kind=\"channel\"} %llu\n",
                         (unsigned long long)stats_unregistered_sum(st, stride, p->nworkers, 1));
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 0)
-            evbuffer_add_printf(out, "# HELP keygate_report_would_refuse_total commands report mode forwarded that "
-                                     "enforcement would refuse\n# TYPE keygate_report_would_refuse_total counter\n");
-        else
-            evbuffer_add_printf(out, "# HELP keygate_report_would_inject_ttl_total commands report mode forwarded "
+    struct bytebuf refuse = {0}, inject = {0};
+    bytebuf_add(&refuse, STR_AND_LEN("# HELP keygate_report_would_refuse_total commands report mode forwarded that "
+                                     "enforcement would refuse\n# TYPE keygate_report_would_refuse_total counter\n"));
+    bytebuf_add(&inject, STR_AND_LEN("# HELP keygate_report_would_inject_ttl_total commands report mode forwarded "
                                      "unchanged that enforcement would give a TTL\n"
-                                     "# TYPE keygate_report_would_inject_ttl_total counter\n");
-        for (size_t i = 0; i <= reg->count && i < STATS_REPORT_SLOTS; i++) {
-            const struct namespace_entry *e = i < reg->count ? &reg->entries[i] : reg->dflt;
-            if (!e || e->enforce != ENFORCE_REPORT) continue;
-            char label[512];
-            size_t o = 0;
-            const char *name = e->is_default ? REGISTRY_DEFAULT_NAME : e->prefix;
-            for (const char *c = name; *c && o + 3 < sizeof label; c++) {
-                if (*c == '\\' || *c == '"') label[o++] = '\\';
-                if (*c == '\n') {
-                    label[o++] = '\\', label[o++] = 'n';
-                    continue;
-                }
-                label[o++] = *c;
-            }
-            label[o] = '\0';
-            for (int r = 0; r < STATS_REPORT_NREASONS; r++) {
-                int inject = r == STATS_REPORT_INJECT_TTL;
-                if (inject != pass || (r == STATS_REPORT_NONAMESPACE)) continue;
-                uint64_t n = stats_report_sum(st, stride, p->nworkers, (uint32_t)i, (enum stats_report_reason)r);
-                if (inject)
-                    evbuffer_add_printf(out, "keygate_report_would_inject_ttl_total{namespace=\"%s\"} %llu\n", label,
-                                        (unsigned long long)n);
-                else
-                    evbuffer_add_printf(out, "keygate_report_would_refuse_total{namespace=\"%s\",code=\"%s\"} %llu\n",
-                                        label, stats_report_code((enum stats_report_reason)r), (unsigned long long)n);
-            }
+                                     "# TYPE keygate_report_would_inject_ttl_total counter\n"));
+    for (size_t i = 0; i <= reg->count && i < STATS_REPORT_SLOTS; i++) {
+        const struct namespace_entry *e = registry_entry(reg, i);
+        if (!e || e->enforce != ENFORCE_REPORT) continue;
+        const char *name = e->is_default ? REGISTRY_DEFAULT_NAME : e->prefix;
+        for (int r = 0; r < STATS_REPORT_NREASONS; r++) {
+            if (r == STATS_REPORT_NONAMESPACE) continue;
+            int is_inject = r == STATS_REPORT_INJECT_TTL;
+            struct bytebuf *b = is_inject ? &inject : &refuse;
+            if (is_inject)
+                bytebuf_add(b, STR_AND_LEN("keygate_report_would_inject_ttl_total{namespace=\""));
+            else
+                bytebuf_add(b, STR_AND_LEN("keygate_report_would_refuse_total{namespace=\""));
+            stats_prom_label_value(b, name);
+            char tail[96];
+            uint64_t n = stats_report_sum(st, stride, p->nworkers, (uint32_t)i, (enum stats_report_reason)r);
+            int len = is_inject ? snprintf(tail, sizeof tail, "\"} %llu\n", (unsigned long long)n)
+                                : snprintf(tail, sizeof tail, "\",code=\"%s\"} %llu\n",
+                                           stats_report_code((enum stats_report_reason)r), (unsigned long long)n);
+            bytebuf_add(b, tail, (size_t)len);
         }
     }
+    evbuffer_add(out, refuse.p, refuse.len);
+    evbuffer_add(out, inject.p, inject.len);
+    bytebuf_free(&refuse);
+    bytebuf_free(&inject);
 }
 
 /* GET /metrics: Prometheus text exposition format 0.0.4. */
@@ -173,7 +168,7 @@ static void admin_metrics_capacity(struct admin *a, struct evbuffer *out)
     const struct config *cfg = *a->cfgp;
     struct topology_capacity cap[CONFIG_MAX_INSTANCES];
     for (size_t i = 0; i < cfg->ninstances; i++) topology_get_capacity(p, (int)i, &cap[i]);
-    int64_t now_ms = (int64_t)(clock_mono_ns() / 1000000u);
+    int64_t now_ms = clock_mono_ms();
 #define CAP_SERIES(metric, type, help, field)                                                                          \
     do {                                                                                                               \
         evbuffer_add_printf(out, "# HELP " metric " " help "\n# TYPE " metric " " type "\n");                          \

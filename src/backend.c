@@ -102,11 +102,6 @@ int backend_backoff_delay(int backoff_ms, uint32_t r)
     return backoff_ms - (int)(r % (uint32_t)(backoff_ms / 5 + 1));
 }
 
-static int64_t mono_ms(void)
-{
-    return (int64_t)(clock_mono_ns() / 1000000u);
-}
-
 /* Has b's oldest written entry waited past backend-timeout? Then b is closed (its entries
  * fail "timed out") and, if shared, reconnects. A connection carrying a blocking command
  * (backend_exempt) waits its timeout more, or forever for one that blocks forever;
@@ -134,7 +129,7 @@ static void backend_tick_cb(evutil_socket_t fd, short what, void *arg)
     stats_flush(&w->stats); /* the replies counted since this worker's last read show in /metrics */
     int64_t timeout_ms = w->cfg->backend_timeout_ms;
     if (timeout_ms <= 0) return;
-    int64_t now = mono_ms();
+    int64_t now = clock_mono_ms();
     for (int i = 0; i < BACKEND_NPOOLS; i++) {
         struct backend_pool *pool = &w->pools[i];
         for (int j = 0; j < pool->nconns; j++) backend_check_timeout(&pool->conns[j], now, timeout_ms);
@@ -371,7 +366,7 @@ static int backend_holds(const struct backend *b)
 static void backend_send_staged(struct backend *b)
 {
     if (b->state != BACKEND_READY || b->woff < b->wbuf.len) return;
-    if (b->fifo_count == b->unsent) b->waiting_since_ms = mono_ms(); /* the oldest written entry starts waiting */
+    if (b->fifo_count == b->unsent) b->waiting_since_ms = clock_mono_ms(); /* the oldest written entry starts waiting */
     if (b->fifo_count == b->unsent) b->sent_ns = stats_clock(&b->worker->stats); /* latency: from this write */
     struct bytebuf t = b->wbuf;
     b->wbuf = b->out;
@@ -614,7 +609,8 @@ static int backend_frame_replies(struct backend *b)
     /* every reply of this read took as long: its batch's write to now */
     if (nreplies) stats_backend_latency(&b->worker->stats, b->instance, b->worker->stats.now_ns - b->sent_ns, nreplies);
     if (pos > 0) {
-        b->waiting_since_ms = mono_ms(); /* replies came: the next entry's wait begins now (one clock read a batch) */
+        b->waiting_since_ms =
+            clock_mono_ms(); /* replies came: the next entry's wait begins now (one clock read a batch) */
         memmove(b->rbuf, b->rbuf + pos, b->rlen - pos);
         b->rlen -= pos;
     }

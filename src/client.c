@@ -475,12 +475,7 @@ static void client_reset(struct client *c, struct request *req)
         router_unwatch(c, req); /* its reply is req's to swallow */
         client_watch_end(c);
     }
-    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
-        struct backend *b = c->pubsub.pin[i];
-        if (!b) continue;
-        pubsub_lost(&c->pubsub, i);
-        backend_abandon(b);
-    }
+    router_close_subscribers(c);
     session_reset(&c->session, c->worker->cfg->nusers == 0);
     free(c->name);
     c->name = NULL;
@@ -612,40 +607,14 @@ static enum stats_class client_stats_class(const struct command_def *cmd)
     return cmd ? (enum stats_class)by_flags[cmd->flags & 3] : STATS_OTHER;
 }
 
-/* A command with keys in several namespaces counts once under each: stats_command counted the
- * first key's (`first`); the others are found here. Commands with one key at a fixed place
- * (GET, SET, ...) stop at the first test. */
-static __attribute__((noinline)) void client_stats_more_namespaces(struct client *c, const struct command_def *cmd,
-                                                                   const struct namespace_entry *first,
-                                                                   enum stats_class cls)
-{
-    if (!cmd || (cmd->first_key > 0 && cmd->first_key == cmd->last_key && cmd->nspecs == 1)) return;
-    size_t argc = c->parser.argc;
-    struct key_ref small[16], *keys = small;
-    int n = command_find_keys(cmd, argc, c->argv, c->argvlen, keys, 16, NULL);
-    if (n > 16) {
-        keys = xmalloc(sizeof(*keys) * (size_t)n);
-        n = command_find_keys(cmd, argc, c->argv, c->argvlen, keys, n, NULL);
-    }
-    uint64_t seen[STATS_NS_MAX / 64] = {0};
-    seen[first->stats_slot / 64] |= 1ull << (first->stats_slot % 64);
-    const struct registry *reg = c->worker->cfg->registry;
-    for (int i = 0; i < n; i++) {
-        const struct namespace_entry *e =
-            registry_lookup(reg, NS_KEY, c->argv[keys[i].index], c->argvlen[keys[i].index]);
-        if (!e || (seen[e->stats_slot / 64] >> (e->stats_slot % 64) & 1)) continue;
-        seen[e->stats_slot / 64] |= 1ull << (e->stats_slot % 64);
-        stats_command_more(&c->worker->stats, stats_key(e->stats_slot, cls));
-    }
-    if (keys != small) free(keys);
-}
-
 /* Count the parsed command in the per-namespace series (stats.h); the mark its request carries. */
 static inline struct stats_mark client_stats_command(struct client *c, const struct policy_request *pr,
                                                      const struct plan *plan)
 {
     enum stats_class cls = client_stats_class(pr->cmd);
-    if (c->parser.argc > 2 && plan->ns) client_stats_more_namespaces(c, pr->cmd, plan->ns, cls);
+    /* a command with keys in several namespaces counts once under each (policy listed the others) */
+    for (uint32_t i = 0; plan->ns && i < plan->nmore_ns; i++)
+        stats_command_more(&c->worker->stats, stats_key(plan->more_ns[i]->stats_slot, cls));
     return stats_command(&c->worker->stats, stats_key(plan->ns ? plan->ns->stats_slot : STATS_NS_NONE, cls),
                          plan->kind == PLAN_FORWARD ? plan->instance : -1, c->parser.frame_len);
 }

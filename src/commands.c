@@ -685,5 +685,6 @@ int command_blocks(const struct command_def *cmd, size_t argc, const char *const
         f.argc = (int)argc;
         return find_run(&f) == 0 && f.blocks;
     }
-    return (cmd->flags & CMD_BLOCKING) != 0 || strcmp(cmd->name, "wait") == 0;
+    if (cmd->flags & CMD_BLOCKING) return 1;
+    return cmd->nspecs == 0 && strcmp(cmd->name, "wait") == 0; /* WAIT names no key: keyed commands skip the strcmp */
 }

@@ -406,13 +406,11 @@ static void dir_user(struct cfg_ctx *ctx, const struct tokens *t)
 /* log-level debug|info|warn|error */
 static void dir_log_level(struct cfg_ctx *ctx, const struct tokens *t)
 {
-    static const char *const levels[] = {"debug", "info", "warn", "error"};
-    for (int i = 0; i < 4; i++)
-        if (strcmp(t->v[1].text, levels[i]) == 0) {
-            ctx->c->log_level = i;
-            return;
-        }
-    CFG_ERR(ctx, "bad log-level '%s' (debug, info, warn or error)", t->v[1].text);
+    int level = log_level_parse(t->v[1].text);
+    if (level < 0)
+        CFG_ERR(ctx, "bad log-level '%s' (debug, info, warn or error)", t->v[1].text);
+    else
+        ctx->c->log_level = level;
 }
 
 /* log-format text|json */
@@ -430,12 +428,11 @@ static void dir_log_format(struct cfg_ctx *ctx, const struct tokens *t)
 static void dir_enforce(struct cfg_ctx *ctx, const struct tokens *t)
 {
     ctx->c->enforce_line = ctx->line;
-    if (strcmp(t->v[1].text, "on") == 0)
-        ctx->c->enforce = ENFORCE_ON;
-    else if (strcmp(t->v[1].text, "report") == 0)
-        ctx->c->enforce = ENFORCE_REPORT;
-    else
+    enum ns_enforce e = registry_enforce_word(t->v[1].text);
+    if (e == ENFORCE_UNSET)
         CFG_ERR(ctx, "bad enforce '%s' (on or report)", t->v[1].text);
+    else
+        ctx->c->enforce = e;
 }
 
 enum value_kind { V_FUNC, V_INT, V_SIZE, V_DURATION, V_DURATION_OR_0 };
@@ -588,15 +585,15 @@ static void owners_check(const struct config *c)
 }
 
 /* Give every registry entry its per-namespace stats slot (stats.h: kept over reloads). */
-static void config_bind_stats(struct config *c)
+void config_registry_bind_stats(struct registry *r, const char *const *instance_names)
 {
-    for (size_t i = 0; i < c->registry->count; i++) {
-        struct namespace_entry *e = &c->registry->entries[i];
-        e->stats_slot = stats_ns_slot(e->prefix, e->kind == NS_CHANNEL, c->instance_names[e->instance], e->owner);
+    for (size_t i = 0; i < r->count; i++) {
+        struct namespace_entry *e = &r->entries[i];
+        e->stats_slot = stats_ns_slot(e->prefix, e->kind == NS_CHANNEL, instance_names[e->instance], e->owner);
     }
     /* the default line (keys and channels matching no prefix): namespace="(default)" */
-    struct namespace_entry *d = c->registry->dflt;
-    if (d) d->stats_slot = stats_ns_slot(REGISTRY_DEFAULT_NAME, 0, c->instance_names[d->instance], d->owner);
+    struct namespace_entry *d = r->dflt;
+    if (d) d->stats_slot = stats_ns_slot(REGISTRY_DEFAULT_NAME, 0, instance_names[d->instance], d->owner);
 }
 
 /* `enforce report` needs the registry's default line: report mode must not refuse unregistered
@@ -686,8 +683,40 @@ struct config *config_load(const char *path, struct diag *errs)
         log_event(LOG_WARN, "config_no_users", NULL, "%s: no user lines: clients need no AUTH (development only)",
                   c->path);
     owners_check(c);
-    config_bind_stats(c);
+    config_registry_bind_stats(c->registry, c->instance_names);
     return c;
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? xstrdup(s) : NULL;
+}
+
+void config_instance_copy(struct instance_conf *dst, const struct instance_conf *src)
+{
+    *dst = *src;
+    dst->name = dup_or_null(src->name);
+    dst->host = dup_or_null(src->host);
+    dst->ca = dup_or_null(src->ca);
+    dst->cert = dup_or_null(src->cert);
+    dst->key = dup_or_null(src->key);
+    dst->server_name = dup_or_null(src->server_name);
+    dst->password_file = dup_or_null(src->password_file);
+    dst->password = dup_or_null(src->password);
+    dst->username = dup_or_null(src->username);
+}
+
+void config_instance_free(struct instance_conf *in)
+{
+    free(in->name);
+    free(in->host);
+    free(in->ca);
+    free(in->cert);
+    free(in->key);
+    free(in->server_name);
+    free(in->password_file);
+    secret_free(in->password);
+    free(in->username);
 }
 
 void config_free(struct config *c)
@@ -702,18 +731,7 @@ void config_free(struct config *c)
         free(l->tls_ca);
     }
     free(c->listens);
-    for (size_t i = 0; i < c->ninstances; i++) {
-        struct instance_conf *in = &c->instances[i];
-        free(in->name);
-        free(in->host);
-        free(in->ca);
-        free(in->cert);
-        free(in->key);
-        free(in->server_name);
-        free(in->password_file);
-        secret_free(in->password);
-        free(in->username);
-    }
+    for (size_t i = 0; i < c->ninstances; i++) config_instance_free(&c->instances[i]);
     for (size_t i = 0; i < c->nusers; i++) {
         struct user_conf *u = &c->users[i];
         free(u->name);

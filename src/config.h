@@ -105,6 +105,15 @@ struct config *config_load(const char *path, struct diag *errs) KG_MUST_CHECK;
 
 void config_free(struct config *c);
 
+/* A deep copy of an instance's settings (the password too), for a thread of its own (the
+ * sampler); free it with config_instance_free, which also clears the password. */
+void config_instance_copy(struct instance_conf *dst, const struct instance_conf *src);
+void config_instance_free(struct instance_conf *in);
+
+/* Give every entry of r (the default line too) its per-namespace stats slot (stats_ns_slot:
+ * the same labels keep their slot over reloads). config_load does it for its registry. */
+void config_registry_bind_stats(struct registry *r, const char *const *instance_names);
+
 /* Index of the instance called `name`, or -1. */
 int config_instance_index(const struct config *c, const char *name);
 

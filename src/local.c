@@ -124,17 +124,6 @@ static int set_client_name(struct client *c, const char *s, size_t len)
     return 0;
 }
 
-/* A protocol switch with nothing subscribed: the subscriber connections kept for the next
- * SUBSCRIBE speak the old protocol; close them (a new SUBSCRIBE pins one of the new). */
-static void local_drop_subscriber_pins(struct client *c)
-{
-    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
-        if (!c->pubsub.pin[i]) continue;
-        backend_abandon(c->pubsub.pin[i]);
-        (void)pubsub_lost(&c->pubsub, i);
-    }
-}
-
 /* HELLO [protover [AUTH user pass] [SETNAME name]], in Redis's order (helloCommand): every option
  * is read first (the last AUTH / SETNAME wins), then AUTH, then the NOAUTH check, and only
  * then the name and the protocol are set, so an unauthenticated HELLO changes nothing.
@@ -186,7 +175,9 @@ static void local_hello(struct client *c, struct request *req, size_t argc, cons
         request_error(req, "ERR Client names cannot contain spaces, newlines or special characters.");
         return;
     }
-    if (resp3 != c->resp3) local_drop_subscriber_pins(c);
+    /* nothing subscribed: the subscriber connections kept for the next SUBSCRIBE speak the old
+     * protocol; close them (a new SUBSCRIBE pins one of the new) */
+    if (resp3 != c->resp3) router_close_subscribers(c);
     c->resp3 = resp3;
     struct evbuffer *out = xevbuffer_new();
     evbuffer_add_printf(out, resp3 ? "%%7\r\n" : "*14\r\n");

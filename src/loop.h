@@ -134,8 +134,4 @@ static inline int mem_over(const struct worker *w)
     return w->cfg->max_memory > 0 && __atomic_load_n(&w->proxy->mem_used, __ATOMIC_RELAXED) > w->cfg->max_memory;
 }
 
-/* Milliseconds and nanoseconds of the wall / monotonic clocks. */
-int64_t clock_wall_ms(void);
-uint64_t clock_mono_ns(void);
-
 #endif

@@ -45,6 +45,21 @@ static void report_add(struct plan *p, const struct namespace_entry *ns, enum st
     rp->nevents++;
 }
 
+/* access_check_namespace for ns: 1 when the command may go on (allowed, or refused by a
+ * report-mode line: then counted as would-refuse NOPERM), 0 when p is its PLAN_ERROR. */
+static int namespace_access(const struct session *s, const struct namespace_entry *ns, const struct command_def *cmd,
+                            struct plan *p)
+{
+    if (access_check_namespace(s, ns, cmd, p->error, sizeof(p->error)) == 0) return 1;
+    if (!registry_reports(ns)) {
+        p->kind = PLAN_ERROR;
+        return 0;
+    }
+    p->error[0] = '\0';
+    report_add(p, ns, STATS_REPORT_NOPERM);
+    return 1;
+}
+
 /* The default line took argv[argi] (a key or a channel). */
 static void report_unregistered(struct plan *p, enum ns_kind kind, size_t argi)
 {
@@ -303,14 +318,7 @@ static void decide_channels(const struct config *cfg, const struct registry *reg
                        patterns ? "pattern" : "channel", ch);
             return;
         }
-        if (access_check_namespace(s, ns, r->cmd, p->error, sizeof(p->error)) != 0) {
-            if (!registry_reports(ns)) {
-                p->kind = PLAN_ERROR;
-                return;
-            }
-            p->error[0] = '\0'; /* report mode: forwarded, counted as would-refuse NOPERM */
-            report_add(p, ns, STATS_REPORT_NOPERM);
-        }
+        if (!namespace_access(s, ns, r->cmd, p)) return;
         char why[PLAN_ERROR_MAX - 160];
         if (patterns && !ns->is_default && /* the default line: no channel namespace below, checked above */
             !access_glob_namespace(reg, s, r->cmd, NS_CHANNEL, r->argv[i], r->argvlen[i], "*?[\\", why, sizeof(why))) {
@@ -571,14 +579,14 @@ static const struct namespace_entry ttl_none_entry = {.prefix = "", .owner = "",
  * ttl_decide would do if it were enforced alone (a refusal: would-refuse max-ttl / PERSIST; a
  * rewrite: would-inject-ttl) is recorded in p. Then the keys of report namespaces are replaced
  * in ns_of by an entry without TTL rules, so the real decision enforces only the enforce=on
- * ones. Returns 1 when some key was in a report namespace.
+ * ones.
  */
-static int decide_ttl_report(const struct policy_request *r, const struct key_ref *keys,
-                             const struct namespace_entry **ns_of, int nkeys, int blocks, int may_wrap, struct plan *p)
+static void decide_ttl_report(const struct policy_request *r, const struct key_ref *keys,
+                              const struct namespace_entry **ns_of, int nkeys, int blocks, int may_wrap, struct plan *p)
 {
     int any = 0;
     for (int i = 0; i < nkeys && !any; i++) any = registry_reports(ns_of[i]);
-    if (!any) return 0;
+    if (!any) return;
     const struct namespace_entry *stack_one[64], *decided[PLAN_REPORT_MAX];
     const struct namespace_entry **one = nkeys <= 64 ? stack_one : xmalloc((size_t)nkeys * sizeof(*one));
     size_t ndecided = 0;
@@ -601,7 +609,14 @@ static int decide_ttl_report(const struct policy_request *r, const struct key_re
     for (int i = 0; i < nkeys; i++)
         if (registry_reports(ns_of[i])) ns_of[i] = &ttl_none_entry;
     if (one != stack_one) free(one);
-    return 1;
+}
+
+/* ns, a namespace of one of the command's keys other than the first's, in p->more_ns once. */
+static void plan_note_namespace(struct plan *p, const struct namespace_entry *ns)
+{
+    for (uint32_t i = 0; i < p->nmore_ns; i++)
+        if (p->more_ns[i] == ns) return;
+    if (p->nmore_ns < PLAN_MORE_NS) p->more_ns[p->nmore_ns++] = ns;
 }
 
 /* Namespace, permission and instance checks over every key, then the TTL rules. */
@@ -638,15 +653,9 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
             plan_error(p, "NONAMESPACE key '%s' matches no namespace in the registry", key);
             return;
         }
-        if (access_check_namespace(s, ns, r->cmd, p->error, sizeof(p->error)) != 0) {
-            if (!registry_reports(ns)) {
-                p->kind = PLAN_ERROR;
-                return;
-            }
-            p->error[0] = '\0'; /* report mode: forwarded, counted as would-refuse NOPERM */
-            report_add(p, ns, STATS_REPORT_NOPERM);
-        }
+        if (!namespace_access(s, ns, r->cmd, p)) return;
         ns_of[i] = ns;
+        if (first && ns != first) plan_note_namespace(p, ns);
         if (!first) {
             first = ns;
         } else if (ns->instance != first->instance && splittable(cid)) {
@@ -689,7 +698,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
     int may_wrap = s->watch_instance != first->instance;
     struct ttl_decision td;
     /* keys of report namespaces are enforced as ttl=none; what their rules would do is counted */
-    (void)decide_ttl_report(r, keys, ns_of, nkeys, p->flow == FLOW_BLOCK, may_wrap, p);
+    decide_ttl_report(r, keys, ns_of, nkeys, p->flow == FLOW_BLOCK, may_wrap, p);
     ttl_decide(r, keys, ns_of, nkeys, p->flow == FLOW_BLOCK, may_wrap, &td);
     if (td.refused) {
         ttl_decision_release(&td);

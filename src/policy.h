@@ -94,6 +94,7 @@ struct plan_report {
 };
 
 #define PLAN_MAX_APPEND 4
+#define PLAN_MORE_NS 16
 #define PLAN_ERROR_MAX ERROR_TEXT_MAX /* session.h's size of an error text */
 
 struct plan {
@@ -113,6 +114,7 @@ struct plan {
     int8_t *key_instance;             /* merge: instance of argv[i] for i in 1..argc-1 (heap), -1 = not a key;
                                          NULL: the whole command to every instance (DBSIZE) */
     int keeps_transaction;            /* PLAN_ERROR inside MULTI that does not make EXEC abort (as Redis) */
+    uint32_t nmore_ns;                /* distinct namespaces of the other keys, in more_ns (metrics) */
     /* The text buffers last: policy_decide clears every field before them and only the first
      * byte of error, so a request does not pay for zeroing 600 bytes nobody reads. */
     char error[PLAN_ERROR_MAX]; /* PLAN_ERROR: "CODE message" (no '-', no CRLF); "" otherwise */
@@ -120,6 +122,9 @@ struct plan {
     /* PLAN_FORWARD: what report mode let through and what the default line took; policy_decide
      * sets its counts (the events array is read only up to nevents) */
     struct plan_report report;
+    /* the namespaces of a command's keys other than ns, each once (read up to nmore_ns; past
+     * PLAN_MORE_NS distinct ones the rest are not listed): the per-namespace commands series */
+    const struct namespace_entry *more_ns[PLAN_MORE_NS];
 };
 
 /* Free what policy_decide allocated in plan (call once the plan was carried out). */

@@ -212,11 +212,7 @@ static int field_apply(struct parse_ctx *ctx, int line, struct namespace_entry *
         e->depth = 1;
         return f;
     case F_ENFORCE:
-        if (strcmp(value, "on") == 0)
-            e->enforce = ENFORCE_ON;
-        else if (strcmp(value, "report") == 0)
-            e->enforce = ENFORCE_REPORT;
-        else {
+        if ((e->enforce = registry_enforce_word(value)) == ENFORCE_UNSET) {
             err_add(ctx, line, "bad enforce= value '%s' (on or report)", value);
             return -1;
         }
@@ -403,6 +399,11 @@ struct registry *registry_load(const char *path, const char *const *instances, s
     if (r->dflt) r->dflt->index = (uint32_t)r->count;
     index_build(r);
     return r;
+}
+
+enum ns_enforce registry_enforce_word(const char *word)
+{
+    return strcmp(word, "on") == 0 ? ENFORCE_ON : strcmp(word, "report") == 0 ? ENFORCE_REPORT : ENFORCE_UNSET;
 }
 
 void registry_set_enforce(struct registry *r, enum ns_enforce global)

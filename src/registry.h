@@ -87,11 +87,22 @@ static inline const struct namespace_entry *registry_resolve(const struct regist
     return e ? e : r ? r->dflt : NULL;
 }
 
+/* Entry i of r, counting the default line as entry `count` (its index): NULL past it, or at
+ * `count` without a default line. For loops over every entry, the default line last. */
+static inline const struct namespace_entry *registry_entry(const struct registry *r, size_t i)
+{
+    return i < r->count ? &r->entries[i] : i == r->count ? r->dflt : NULL;
+}
+
 /* 1 when entry e is in report mode (enforce=report, or unset under `enforce report`). */
 static inline int registry_reports(const struct namespace_entry *e)
 {
     return e && e->enforce == ENFORCE_REPORT;
 }
+
+/* The enforce value a word names ("on", "report"; the registry's enforce= and keygate.conf's
+ * enforce), ENFORCE_UNSET for any other word. */
+enum ns_enforce registry_enforce_word(const char *word);
 
 /* Give every line without enforce= the value of keygate.conf's `enforce` (ENFORCE_ON or
  * ENFORCE_REPORT). config_load calls it once, before the registry is shared. */

@@ -86,7 +86,7 @@ void report_reindex(struct worker *w, const struct registry *old, const struct r
     memcpy(fresh->unregistered_logged_ms, cur->unregistered_logged_ms, sizeof cur->unregistered_logged_ms);
     memcpy(fresh->unregistered_unlogged, cur->unregistered_unlogged, sizeof cur->unregistered_unlogged);
     for (size_t i = 0; i <= old->count; i++) {
-        const struct namespace_entry *e = i < old->count ? &old->entries[i] : old->dflt;
+        const struct namespace_entry *e = registry_entry(old, i);
         if (!e) continue;
         long to = entry_in(next, e);
         if (to < 0) continue;
@@ -125,7 +125,7 @@ void report_info(const struct proxy *p, const struct config *cfg, struct evbuffe
                         (unsigned long long)stats_unregistered_sum(st, stride, p->nworkers, 0),
                         (unsigned long long)stats_unregistered_sum(st, stride, p->nworkers, 1));
     for (size_t i = 0; i <= reg->count && i < STATS_REPORT_SLOTS; i++) {
-        const struct namespace_entry *e = i < reg->count ? &reg->entries[i] : d;
+        const struct namespace_entry *e = registry_entry(reg, i);
         if (!registry_reports(e)) continue;
         evbuffer_add_printf(
             out, "report%zu:namespace=%s,would_inject_ttl=%llu", i, entry_name(reg, e->index),

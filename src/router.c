@@ -110,6 +110,16 @@ static void router_write_wait_sync(struct bytebuf *out, struct backend *b, struc
     route_expect(b, req, ROUTE_DROP, 0);
 }
 
+void router_close_subscribers(struct client *c)
+{
+    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
+        struct backend *b = c->pubsub.pin[i];
+        if (!b) continue;
+        (void)pubsub_lost(&c->pubsub, i);
+        backend_abandon(b);
+    }
+}
+
 /* The reply of a request sent on the client's blocking pin: the pin is back in the pool. */
 static void route_unblock(struct request *req)
 {

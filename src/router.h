@@ -35,6 +35,10 @@ static inline struct backend *router_shared_for(struct client *c, int instance)
     return backend_for(c->worker, instance, c->id);
 }
 
+/* Close c's subscriber connections (never reused: no other client may get their
+ * subscriptions) and forget their subscriptions (RESET, a protocol switch). */
+void router_close_subscribers(struct client *c);
+
 /* The connection for c's commands to `instance`: its WATCH pin there, else its shared one.
  * NULL when that connection is down. */
 struct backend *router_conn_for(struct client *c, int instance);

@@ -40,13 +40,6 @@ static unsigned char result_has_keys[STATS_NS_MAX], result_has_depth[STATS_NS_MA
 static int64_t result_done_ms[CONFIG_MAX_INSTANCES];     /* monotonic end of the last completed pass; 0 none */
 static int64_t result_duration_ms[CONFIG_MAX_INSTANCES]; /* how long it took */
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 const char *sampler_depth_command(const char *type)
 {
     if (strcmp(type, "list") == 0) return "LLEN";
@@ -65,47 +58,8 @@ static struct registry *registry_copy(const struct config *cfg)
                   "sampler: cannot read %s again (%s); keeping the registry it had", cfg->registry->path,
                   errs.count ? errs.lines[0] : "?");
     diag_free(&errs);
-    for (size_t i = 0; r && i < r->count; i++) {
-        struct namespace_entry *e = &r->entries[i];
-        e->stats_slot = stats_ns_slot(e->prefix, e->kind == NS_CHANNEL, cfg->instance_names[e->instance], e->owner);
-    }
-    if (r && r->dflt) /* as config_load binds it */
-        r->dflt->stats_slot =
-            stats_ns_slot(REGISTRY_DEFAULT_NAME, 0, cfg->instance_names[r->dflt->instance], r->dflt->owner);
+    if (r) config_registry_bind_stats(r, cfg->instance_names); /* as config_load binds it */
     return r;
-}
-
-static char *dup_or_null(const char *s)
-{
-    return s ? xstrdup(s) : NULL;
-}
-
-static void instance_copy(struct instance_conf *dst, const struct instance_conf *src)
-{
-    *dst = *src;
-    dst->name = dup_or_null(src->name);
-    dst->host = dup_or_null(src->host);
-    dst->ca = dup_or_null(src->ca);
-    dst->cert = dup_or_null(src->cert);
-    dst->key = dup_or_null(src->key);
-    dst->server_name = dup_or_null(src->server_name);
-    dst->password_file = dup_or_null(src->password_file);
-    dst->password = dup_or_null(src->password);
-    dst->username = dup_or_null(src->username);
-}
-
-static void instance_free(struct instance_conf *ic)
-{
-    free(ic->name);
-    free(ic->host);
-    free(ic->ca);
-    free(ic->cert);
-    free(ic->key);
-    free(ic->server_name);
-    free(ic->password_file);
-    if (ic->password) memset(ic->password, 0, strlen(ic->password));
-    free(ic->password);
-    free(ic->username);
 }
 
 /* Wait until `deadline_ms` (monotonic) or a stop. Returns 1 when stopped. */
@@ -113,7 +67,7 @@ static int sampler_sleep_until(struct sampler *s, int64_t deadline_ms)
 {
     pthread_mutex_lock(&s->lock);
     while (!s->stop) {
-        int64_t now = mono_ms();
+        int64_t now = clock_mono_ms();
         if (now >= deadline_ms) break;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -220,7 +174,7 @@ static int sampler_scan(struct sampler *s, int inst, struct tally *t, char *err,
         if (rc == 0 && n > 0 && sampler_depth(c, keys, idx, n, ns, t) != 0) rc = -1;
         if (rc != 0) snprintf(err, errlen, "%s", syncconn_error(c));
         freeReplyObject(r);
-        if (rc == 0 && strcmp(cursor, "0") != 0 && sampler_sleep_until(s, mono_ms() + SAMPLER_PAUSE_MS)) rc = 1;
+        if (rc == 0 && strcmp(cursor, "0") != 0 && sampler_sleep_until(s, clock_mono_ms() + SAMPLER_PAUSE_MS)) rc = 1;
     } while (rc == 0 && strcmp(cursor, "0") != 0);
     syncconn_close(c);
     return rc;
@@ -232,7 +186,7 @@ static void sampler_publish(struct sampler *s, int inst, const struct tally *t, 
     pthread_mutex_lock(&results_lock);
     /* the namespaces this registry puts on inst (also those with no key: 0), the default line last */
     for (size_t i = 0; i <= s->reg->count; i++) {
-        const struct namespace_entry *e = i < s->reg->count ? &s->reg->entries[i] : s->reg->dflt;
+        const struct namespace_entry *e = registry_entry(s->reg, i);
         if (!e) break;
         if (e->kind != NS_KEY || e->instance != inst) continue;
         result_keys[e->stats_slot] = t->keys[e->stats_slot];
@@ -240,7 +194,7 @@ static void sampler_publish(struct sampler *s, int inst, const struct tally *t, 
         result_depth[e->stats_slot] = t->depth[e->stats_slot];
         result_has_depth[e->stats_slot] = (unsigned char)e->depth;
     }
-    int64_t now = mono_ms();
+    int64_t now = clock_mono_ms();
     result_done_ms[inst] = now;
     result_duration_ms[inst] = now - started_ms;
     pthread_mutex_unlock(&results_lock);
@@ -250,7 +204,7 @@ static void *sampler_run(void *arg)
 {
     struct sampler *s = arg;
     struct tally *t = xmalloc(sizeof(*t));
-    int64_t next = mono_ms();
+    int64_t next = clock_mono_ms();
     for (;;) {
         if (sampler_sleep_until(s, next)) break;
         pthread_mutex_lock(&s->lock);
@@ -262,15 +216,15 @@ static void *sampler_run(void *arg)
         int64_t interval = s->interval_ms;
         pthread_mutex_unlock(&s->lock);
         if (interval <= 0) { /* paused by a reload: look again in a second */
-            next = mono_ms() + 1000;
+            next = clock_mono_ms() + 1000;
             continue;
         }
-        int64_t started = mono_ms();
+        int64_t started = clock_mono_ms();
         int stopped = 0;
         for (size_t i = 0; i < s->ninstances && !stopped; i++) {
             memset(t, 0, sizeof(*t));
             char err[256] = "";
-            int64_t inst_started = mono_ms();
+            int64_t inst_started = clock_mono_ms();
             int rc = sampler_scan(s, (int)i, t, err, sizeof(err));
             if (rc == 1) {
                 stopped = 1;
@@ -305,13 +259,13 @@ static void *sampler_poll(void *arg)
 {
     struct sampler *s = arg;
     struct syncconn *conns[CONFIG_MAX_INSTANCES] = {0};
-    int64_t next = mono_ms();
+    int64_t next = clock_mono_ms();
     for (;;) {
         if (sampler_sleep_until(s, next)) break;
         pthread_mutex_lock(&s->lock);
         int64_t interval = s->info_interval_ms;
         pthread_mutex_unlock(&s->lock);
-        int64_t started = mono_ms();
+        int64_t started = clock_mono_ms();
         int loading = 0;
         for (size_t i = 0; i < s->ninstances; i++) {
             if (!conns[i]) {
@@ -352,7 +306,7 @@ struct sampler *sampler_start(const struct config *cfg, struct proxy *p)
     s->connect_timeout_ms = cfg->connect_timeout_ms;
     s->ninstances = cfg->ninstances;
     for (size_t i = 0; i < cfg->ninstances; i++) {
-        instance_copy(&s->instances[i], &cfg->instances[i]);
+        config_instance_copy(&s->instances[i], &cfg->instances[i]);
         s->instance_names[i] = s->instances[i].name;
     }
     pthread_mutex_init(&s->lock, NULL);
@@ -401,7 +355,7 @@ void sampler_stop(struct sampler *s)
     if (s->polling) pthread_join(s->info_thread, NULL);
     registry_free(s->reg);
     registry_free(s->pending);
-    for (size_t i = 0; i < s->ninstances; i++) instance_free(&s->instances[i]);
+    for (size_t i = 0; i < s->ninstances; i++) config_instance_free(&s->instances[i]);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);
     free(s);
@@ -429,7 +383,7 @@ void sampler_format_prometheus(const char *const *instances, size_t ninstances, 
                           "summed LLEN/XLEN/ZCARD of a depth namespace's keys (the sampler's last pass)", depth,
                           has_depth, out);
     char line[256];
-    int64_t now = mono_ms();
+    int64_t now = clock_mono_ms();
     bytebuf_add(out, STR_AND_LEN("# HELP keygate_namespace_scan_age_seconds seconds since the sampler's last "
                                  "complete pass over the instance\n# TYPE keygate_namespace_scan_age_seconds gauge\n"));
     for (size_t i = 0; i < ninstances && i < CONFIG_MAX_INSTANCES; i++) {

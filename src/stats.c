@@ -6,11 +6,17 @@
 #include <string.h>
 #include <time.h>
 
+/* Block i of the workers' stats, `stride` bytes apart. */
+static const struct stats *block_at(const struct stats *blocks, size_t stride, int i)
+{
+    return (const struct stats *)((const char *)blocks + (size_t)i * stride);
+}
+
 void stats_sum(const struct stats *blocks, size_t stride, int n, struct stats *out)
 {
     memset(out, 0, sizeof(*out));
     for (int i = 0; i < n; i++) {
-        const struct stats *s = (const struct stats *)((const char *)blocks + (size_t)i * stride);
+        const struct stats *s = block_at(blocks, stride, i);
 #define STATS_SUM(name, help) out->name += __atomic_load_n(&s->name, __ATOMIC_RELAXED);
         STATS_COUNTERS(STATS_SUM)
 #undef STATS_SUM
@@ -23,22 +29,34 @@ static int starts_with(const char *s, const char *word)
     return strncmp(s, word, n) == 0 && (s[n] == ' ' || s[n] == '\0');
 }
 
-void stats_count_error(struct stats *st, const char *error)
+static enum stats_refused refused_code(const char *error);
+
+/* The global errors_* counter of a refusal code. */
+static void count_refused(struct stats *st, enum stats_refused code)
 {
-    if (starts_with(error, "NONAMESPACE"))
+    switch (code) {
+    case STATS_REFUSED_NONAMESPACE:
         STAT_INC(st, errors_nonamespace);
-    else if (starts_with(error, "CROSSINSTANCE"))
+        break;
+    case STATS_REFUSED_CROSSINSTANCE:
         STAT_INC(st, errors_crossinstance);
-    else if (starts_with(error, "DENIED"))
+        break;
+    case STATS_REFUSED_DENIED:
         STAT_INC(st, errors_denied);
-    else if (starts_with(error, "NOPERM"))
+        break;
+    case STATS_REFUSED_NOPERM:
         STAT_INC(st, errors_noperm);
-    else if (starts_with(error, "NOAUTH") || starts_with(error, "WRONGPASS"))
+        break;
+    case STATS_REFUSED_NOAUTH: /* WRONGPASS too */
         STAT_INC(st, errors_noauth);
-    else if (starts_with(error, "UNAVAILABLE"))
+        break;
+    case STATS_REFUSED_UNAVAILABLE:
         STAT_INC(st, errors_unavailable);
-    else
+        break;
+    default:
         STAT_INC(st, errors_other);
+        break;
+    }
 }
 
 /* ---- recording ---- */
@@ -70,9 +88,7 @@ void stats_command_more(struct stats *st, uint32_t key)
 uint64_t stats_clock(struct stats *st)
 {
     if (st->run.n || st->commands.n) stats_flush(st);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    uint64_t now = clock_mono_ns();
     st->now_ns = now;
     return now;
 }
@@ -105,9 +121,9 @@ static enum stats_refused refused_code(const char *error)
 
 void stats_refused(struct stats *st, const struct stats_mark *m, const char *error)
 {
-    stats_count_error(st, error);
-    struct stats_ns *n = &stats_ns_of(st)[STATS_KEY_SLOT(m->key)];
     enum stats_refused code = refused_code(error);
+    count_refused(st, code);
+    struct stats_ns *n = &stats_ns_of(st)[STATS_KEY_SLOT(m->key)];
     STATS_BUMP(&n->refused[code], 1);
     /* ttl.c's text for a client TTL over the namespace's max-ttl */
     if (code == STATS_REFUSED_DENIED && strstr(error, " is above max-ttl ")) STATS_BUMP(&n->ttl_refused, 1);
@@ -202,11 +218,6 @@ static unsigned bound_slots(unsigned *out)
 
 /* ---- reading ---- */
 
-static const struct stats *block_at(const struct stats *blocks, size_t stride, int i)
-{
-    return (const struct stats *)((const char *)blocks + (size_t)i * stride);
-}
-
 void stats_ns_sum(const struct stats *blocks, size_t stride, int n, unsigned slot, struct stats_ns *out)
 {
     memset(out, 0, sizeof(*out));
@@ -261,8 +272,7 @@ double stats_hist_quantile_us(const struct stats_hist *h, double q)
 
 static const char *const class_names[STATS_NCLASSES] = {"read", "write", "other"};
 
-/* A label value in the exposition format: \ " and newline escaped. */
-static void add_label_value(struct bytebuf *out, const char *v)
+void stats_prom_label_value(struct bytebuf *out, const char *v)
 {
     for (; *v; v++) {
         if (*v == '\\' || *v == '"')
@@ -291,11 +301,11 @@ static void addf(struct bytebuf *out, const char *fmt, ...)
 static void add_ns_labels(struct bytebuf *out, const struct ns_label *l)
 {
     bytebuf_add(out, STR_AND_LEN("namespace=\""));
-    add_label_value(out, l->prefix);
+    stats_prom_label_value(out, l->prefix);
     bytebuf_add(out, STR_AND_LEN("\",instance=\""));
-    add_label_value(out, l->instance);
+    stats_prom_label_value(out, l->instance);
     bytebuf_add(out, STR_AND_LEN("\",owner=\""));
-    add_label_value(out, l->owner);
+    stats_prom_label_value(out, l->owner);
     bytebuf_add(out, "\"", 1);
 }
 
@@ -530,7 +540,7 @@ uint64_t stats_report_sum(const struct stats *blocks, size_t stride, int n, uint
 {
     uint64_t sum = 0;
     for (int i = 0; i < n; i++) {
-        const struct stats *s = (const struct stats *)((const char *)blocks + (size_t)i * stride);
+        const struct stats *s = block_at(blocks, stride, i);
         sum += __atomic_load_n(&s->report.count[slot][reason], __ATOMIC_RELAXED);
     }
     return sum;
@@ -540,7 +550,7 @@ uint64_t stats_unregistered_sum(const struct stats *blocks, size_t stride, int n
 {
     uint64_t sum = 0;
     for (int i = 0; i < n; i++) {
-        const struct stats *s = (const struct stats *)((const char *)blocks + (size_t)i * stride);
+        const struct stats *s = block_at(blocks, stride, i);
         sum += __atomic_load_n(&s->report.unregistered[kind], __ATOMIC_RELAXED);
     }
     return sum;

@@ -75,10 +75,12 @@ struct stats_ns {
 };
 
 /* ---- latency histograms: upper bounds 50 us .. 5 s (ns), plus +Inf ---- */
+#define STATS_HIST_BOUNDS_LIST                                                                                         \
+    50000ull, 100000ull, 250000ull, 500000ull, 1000000ull, 2500000ull, 5000000ull, 10000000ull, 25000000ull,           \
+        50000000ull, 100000000ull, 250000000ull, 500000000ull, 1000000000ull, 2500000000ull, 5000000000ull
 #define STATS_HIST_BOUNDS_NS                                                                                           \
     {                                                                                                                  \
-        50000ull, 100000ull, 250000ull, 500000ull, 1000000ull, 2500000ull, 5000000ull, 10000000ull, 25000000ull,       \
-            50000000ull, 100000000ull, 250000000ull, 500000000ull, 1000000000ull, 2500000000ull, 5000000000ull         \
+        STATS_HIST_BOUNDS_LIST                                                                                         \
     }
 #define STATS_HIST_NBOUNDS 16
 
@@ -213,8 +215,8 @@ uint64_t stats_unregistered_sum(const struct stats *blocks, size_t stride, int n
 const char *stats_report_code(enum stats_report_reason reason);
 const char *stats_report_word(enum stats_report_reason reason);
 
-/* Count an error reply by its code (the first word of `error`). */
-void stats_count_error(struct stats *st, const char *error);
+/* Append v as a Prometheus label value (the text between the quotes): \ " and newline escaped. */
+void stats_prom_label_value(struct bytebuf *out, const char *v);
 
 /* ---- recording (the owning worker only) ---- */
 
@@ -248,10 +250,7 @@ static inline int stats_hist_bucket(uint64_t ns)
                                       1,  2,  3,  4,  5,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 14,
                                       15, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16,
                                       16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16};
-    static const uint64_t bounds[STATS_HIST_NBOUNDS + 1] = {
-        50000ull,     100000ull,     250000ull,     500000ull,     1000000ull,   2500000ull,
-        5000000ull,   10000000ull,   25000000ull,   50000000ull,   100000000ull, 250000000ull,
-        500000000ull, 1000000000ull, 2500000000ull, 5000000000ull, UINT64_MAX};
+    static const uint64_t bounds[STATS_HIST_NBOUNDS + 1] = {STATS_HIST_BOUNDS_LIST, UINT64_MAX};
     int i = first[63 - __builtin_clzll(ns | 1)];
     return i + (ns > bounds[i]);
 }
@@ -307,7 +306,7 @@ static inline void stats_backend_latency(struct stats *st, int instance, uint64_
     if (instance >= 0 && instance < STATS_MAX_INSTANCES) stats_hist_add(&st->backend_latency[instance], ns, n);
 }
 
-/* keygate refuses the request with `error` ("CODE message"): stats_count_error, plus the
+/* keygate refuses the request with `error` ("CODE message"): its errors_* counter, plus the
  * namespace's refused-by-code counter and, for a client TTL above max-ttl, ttl_refused. */
 void stats_refused(struct stats *st, const struct stats_mark *m, const char *error);
 

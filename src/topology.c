@@ -132,37 +132,18 @@ int topology_parse_capacity(const char *info, struct topology_capacity *out)
 {
     memset(out, 0, sizeof(*out));
     int memory = 0;
-    /* one pass over the lines ("name:value", CRLF or LF) */
-    for (const char *line = info; line && *line;) {
-        const char *end = strchr(line, '\n');
-        size_t llen = end ? (size_t)(end - line) : strlen(line);
-        if (llen > 0 && line[llen - 1] == '\r') llen--;
-        const char *colon = memchr(line, ':', llen);
-        if (colon && line[0] != '#') {
-            size_t klen = (size_t)(colon - line), vlen = llen - klen - 1;
-            char value[32];
-            if (vlen >= sizeof(value)) vlen = sizeof(value) - 1;
-            memcpy(value, colon + 1, vlen);
-            value[vlen] = '\0';
-            if (klen == 4 && memcmp(line, "role", 4) == 0) {
-                size_t n = vlen < sizeof(out->role) ? vlen : sizeof(out->role) - 1;
-                memcpy(out->role, value, n);
-                out->role[n] = '\0';
-            }
-            for (size_t f = 0; f < sizeof(capacity_fields) / sizeof(capacity_fields[0]); f++) {
-                const struct capacity_field *cf = &capacity_fields[f];
-                if (strlen(cf->name) != klen || memcmp(cf->name, line, klen) != 0) continue;
-                char *field = (char *)out + cf->offset;
-                if (cf->flag_value)
-                    *(int *)(void *)field = strcmp(value, cf->flag_value) == 0;
-                else
-                    *(uint64_t *)(void *)field = strtoull(value, NULL, 10);
-                if (f < 2) memory = 1;
-                break;
-            }
-        }
-        line = end ? end + 1 : NULL;
+    for (size_t f = 0; f < sizeof(capacity_fields) / sizeof(capacity_fields[0]); f++) {
+        const struct capacity_field *cf = &capacity_fields[f];
+        char value[32];
+        if (info_field(info, cf->name, value, sizeof(value)) != 0) continue;
+        char *field = (char *)out + cf->offset;
+        if (cf->flag_value)
+            *(int *)(void *)field = strcmp(value, cf->flag_value) == 0;
+        else
+            *(uint64_t *)(void *)field = strtoull(value, NULL, 10);
+        if (f < 2) memory = 1; /* used_memory, maxmemory */
     }
+    if (info_field(info, "role", out->role, sizeof(out->role)) != 0) out->role[0] = '\0';
     if (!memory) {
         memset(out, 0, sizeof(*out));
         return -1;
@@ -185,13 +166,6 @@ struct topology_slot {
     char problems[TOPOLOGY_PROBLEMS_MAX];
     struct topology_capacity capacity;
 };
-
-static int64_t topology_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static pthread_mutex_t topology_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct topology_slot topology_slots[CONFIG_MAX_INSTANCES];
@@ -238,7 +212,7 @@ static void topology_record_capacity(int instance, const struct topology_capacit
     if (instance < 0 || instance >= CONFIG_MAX_INSTANCES) return;
     pthread_mutex_lock(&topology_lock);
     topology_slots[instance].capacity = *cap;
-    topology_slots[instance].capacity.read_ms = topology_mono_ms();
+    topology_slots[instance].capacity.read_ms = clock_mono_ms();
     pthread_mutex_unlock(&topology_lock);
 }
 

@@ -241,6 +241,13 @@ int log_format = LOG_FORMAT_TEXT;
 static const char *const log_level_names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
 static const char *const log_level_words[] = {"debug", "info", "warn", "error"}; /* log-level's words */
 
+int log_level_parse(const char *word)
+{
+    for (int i = LOG_DEBUG; i <= LOG_ERROR; i++)
+        if (strcmp(word, log_level_words[i]) == 0) return i;
+    return -1;
+}
+
 /* Length of the valid UTF-8 character at s[0..n) (s[0] >= 0x80), or 0 when it is not one
  * (overlong forms, surrogates and code points past U+10FFFF are not). */
 static size_t utf8_char_len(const unsigned char *s, size_t n)
@@ -449,4 +456,18 @@ void ptrvec_remove(struct ptrvec *v, const void *item)
         v->n--;
         return;
     }
+}
+
+int64_t clock_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint64_t clock_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }

@@ -162,8 +162,20 @@ void ptrvec_remove(struct ptrvec *v, const void *item);
 /* Write the decimal digits of v into buf (at least 21 bytes); returns their count. No NUL. */
 size_t format_ll(char *buf, long long v);
 
+/* Milliseconds and nanoseconds of the wall / monotonic clocks. */
+int64_t clock_wall_ms(void);
+uint64_t clock_mono_ns(void);
+
+static inline int64_t clock_mono_ms(void)
+{
+    return (int64_t)(clock_mono_ns() / 1000000u);
+}
+
 enum log_level { LOG_DEBUG = 0, LOG_INFO, LOG_WARN, LOG_ERROR };
 extern int log_min_level;
+
+/* The level a log-level word names (debug, info, warn, error), or -1. */
+int log_level_parse(const char *word);
 
 /* log-format: text (the default) or json. Set once at start-up, before any thread runs. */
 enum log_format { LOG_FORMAT_TEXT = 0, LOG_FORMAT_JSON };

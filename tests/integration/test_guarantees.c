@@ -470,7 +470,7 @@ END_TEST
 
 /* ---- 6. error replies are counted per code (INFO stats and /metrics) ----
  *
- * Mutation that makes it fail: in src/stats.c stats_count_error(), the DENIED line
+ * Mutation that makes it fail: in src/stats.c count_refused(), the DENIED case
  * counting into errors_other instead of errors_denied. */
 
 static const char *const g6_counters[] = {"errors_nonamespace",   "errors_denied", "errors_noperm",
