@@ -36,18 +36,12 @@ struct admin {
 /* libevent gives a listener's error callback evhttp's pointer, not ours: one admin per process. */
 static struct admin *the_admin;
 
-/* READY connections of `instance` over every worker. Pools belong to the worker
- * threads; their arrays are fixed from worker_init to worker_free and `state` is
- * read with a relaxed load, so this is a snapshot. */
+/* READY shared connections of `instance` over every worker and protocol (a snapshot). */
 static int instance_ready(const struct proxy *p, int instance)
 {
-    int ready = 0;
-    for (int w = 0; w < p->nworkers; w++) {
-        const struct backend_pool *pool = &p->workers[w].pools[instance];
-        for (int j = 0; j < pool->nconns; j++)
-            if (__atomic_load_n(&pool->conns[j].state, __ATOMIC_RELAXED) == BACKEND_READY) ready++;
-    }
-    return ready;
+    struct backend_pool_status st;
+    backend_pool_status(p, instance, &st);
+    return st.up;
 }
 
 static void reply(struct evhttp_request *req, int code, const char *reason, const char *type, struct evbuffer *body)
@@ -142,6 +136,15 @@ static void admin_metrics(struct admin *a, struct evbuffer *out)
     for (size_t i = 0; i < cfg->ninstances; i++)
         evbuffer_add_printf(out, "keygate_instance_connections_ready{instance=\"%s\"} %d\n", cfg->instances[i].name,
                             instance_ready(p, (int)i));
+    evbuffer_add_printf(out, "# HELP keygate_instance_connections shared backend connections (ready or not), all "
+                             "workers and protocols\n"
+                             "# TYPE keygate_instance_connections gauge\n");
+    for (size_t i = 0; i < cfg->ninstances; i++) {
+        struct backend_pool_status st;
+        backend_pool_status(p, (int)i, &st);
+        evbuffer_add_printf(out, "keygate_instance_connections{instance=\"%s\"} %d\n", cfg->instances[i].name,
+                            st.connections);
+    }
 
     char problems[TOPOLOGY_PROBLEMS_MAX];
     int checked[CONFIG_MAX_INSTANCES], ok[CONFIG_MAX_INSTANCES];

@@ -147,9 +147,9 @@ static void backend_pool_open(struct worker *w, int instance, int resp3)
 {
     const struct instance_conf *ic = &w->cfg->instances[instance];
     struct backend_pool *pool = &w->pools[backend_pool_index(instance, resp3)];
-    pool->nconns = ic->connections > 0 ? ic->connections : 1;
-    pool->conns = xcalloc((size_t)pool->nconns, sizeof(*pool->conns));
-    for (int j = 0; j < pool->nconns; j++) {
+    int n = ic->connections > 0 ? ic->connections : 1;
+    pool->conns = xcalloc((size_t)n, sizeof(*pool->conns));
+    for (int j = 0; j < n; j++) {
         struct backend *b = &pool->conns[j];
         b->worker = w;
         b->instance = instance;
@@ -160,8 +160,10 @@ static void backend_pool_open(struct worker *w, int instance, int resp3)
         b->block_ms = -1;
         b->rng = backend_seed(b);
         b->timer = xevtimer_new(w->base, backend_timer_cb, b);
-        backend_connect(b);
     }
+    /* published only now: backend_pool_status reads the pools from other threads */
+    __atomic_store_n(&pool->nconns, n, __ATOMIC_RELEASE);
+    for (int j = 0; j < n; j++) backend_connect(&pool->conns[j]);
 }
 
 int backend_pools_start(struct worker *w, const struct backend_hooks *hooks)
@@ -260,13 +262,19 @@ void backend_pools_free(struct worker *w)
     w->pools = NULL;
 }
 
-void backend_pool_status(const struct worker *w, int instance, struct backend_pool_status *out)
+void backend_pool_status(const struct proxy *p, int instance, struct backend_pool_status *out)
 {
-    const struct backend_pool *pool = &w->pools[instance];
-    *out = (struct backend_pool_status){.connections = pool->nconns};
-    for (int j = 0; j < pool->nconns; j++) {
-        if (pool->conns[j].state == BACKEND_READY) out->up++;
-        out->in_flight += pool->conns[j].fifo_count;
+    *out = (struct backend_pool_status){0};
+    for (int w = 0; w < p->nworkers; w++) {
+        for (int resp3 = 0; resp3 < 2; resp3++) {
+            const struct backend_pool *pool = &p->workers[w].pools[backend_pool_index(instance, resp3)];
+            int n = __atomic_load_n(&pool->nconns, __ATOMIC_ACQUIRE);
+            out->connections += n;
+            for (int j = 0; j < n; j++) {
+                if (__atomic_load_n(&pool->conns[j].state, __ATOMIC_RELAXED) == BACKEND_READY) out->up++;
+                out->in_flight += __atomic_load_n(&pool->conns[j].fifo_count, __ATOMIC_RELAXED);
+            }
+        }
     }
 }
 

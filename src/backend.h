@@ -120,13 +120,16 @@ int backend_pools_start(struct worker *w, const struct backend_hooks *hooks) KG_
 /* Close every backend connection of w and free the pools. */
 void backend_pools_free(struct worker *w);
 
-/* What INFO shows of an instance's shared connections on one worker. */
+/* What INFO and /metrics show of an instance's shared connections. */
 struct backend_pool_status {
-    int connections;  /* shared connections */
+    int connections;  /* shared connections, both protocols (a RESP3 pool once opened) */
     int up;           /* of them READY */
     size_t in_flight; /* replies owed on them */
 };
-void backend_pool_status(const struct worker *w, int instance, struct backend_pool_status *out);
+/* The shared connections of `instance` over every worker of p, RESP2 and RESP3 pools. Called
+ * from any thread: the pools belong to the workers, so this is a snapshot (relaxed loads; a
+ * RESP3 pool's nconns is published after its connections exist, see backend_pool_open). */
+void backend_pool_status(const struct proxy *p, int instance, struct backend_pool_status *out);
 
 /* The connection client `client_id` uses for `instance`: fixed, so one client's requests
  * to one instance keep their order. NULL when that connection is down. */

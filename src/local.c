@@ -350,7 +350,7 @@ static void local_info_body(struct client *c, size_t argc, const char *const *ar
         evbuffer_add_printf(body, "# Instances\r\n");
         for (size_t i = 0; i < cfg->ninstances; i++) {
             struct backend_pool_status st;
-            backend_pool_status(w, (int)i, &st);
+            backend_pool_status(w->proxy, (int)i, &st); /* every worker's */
             evbuffer_add_printf(body, "instance_%s:addr=%s:%d,tls=%d,connections=%d,up=%d,in_flight=%zu\r\n",
                                 cfg->instances[i].name, cfg->instances[i].host, cfg->instances[i].port,
                                 cfg->instances[i].tls, st.connections, st.up, st.in_flight);
