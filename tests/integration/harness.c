@@ -29,7 +29,8 @@
 #define STOP_TIMEOUT_MS 5000
 #define MAX_CHILDREN 64
 #define LOG_TAIL 8192
-#define HEAL_PING_MS 2000 /* how long heal waits for a server's PONG before it counts as hung */
+#define RECONNECT_TIMEOUT_MS 10000 /* how long keygate gets to reconnect to a backend started again */
+#define HEAL_PING_MS 2000          /* how long heal waits for a server's PONG before it counts as hung */
 
 /* ---- processes: who owns the servers, and what every process of a suite sees alike ----
  *
@@ -711,6 +712,7 @@ static int backend_spawn(struct harness *h, struct harness_backend *b)
     char what[64];
     snprintf(what, sizeof what, "redis-server %s", b->name);
     int rc = wait_ready(h, what, b->pid, b->plain_port, b->password);
+    if (rc == -2) print_log_tail(what, b->log_file);   /* why it exited: a port, its AOF, ... */
     if (rc == -1 && stop_pid(b->pid) == -1) return -1; /* still running: it stays recorded */
     if (rc != 0) {
         b->pid = 0; /* exited (-2), or stopped above */
@@ -775,6 +777,9 @@ int harness_backend_restart(struct harness *h, const char *name)
     b->pid = 0;
     int rc = backend_spawn(h, b);
     publish(h);
+    /* keygate is in its reconnect backoff (up to 2 s): a test's next request would meet
+     * -UNAVAILABLE (issue 19: test_keyless's WAIT after test_dbsize_with_an_instance_down) */
+    if (rc == 0 && h->keygate_pid > 0) rc = harness_wait_connected(h, name, RECONNECT_TIMEOUT_MS);
     return rc;
 }
 
@@ -820,8 +825,18 @@ static int write_keygate_files(struct harness *h, const struct harness_opts *o)
 
     const char *certs = "build/certs";
     struct harness_backend *d = &h->backends[0], *c = &h->backends[1];
+    /* keygate always has an admin listener: the harness reads /metrics there (harness_wait_connected);
+     * a suite's own admin-listen line (extra_config) is the one it reads then */
     char admin[64] = "";
-    if (h->admin_port) snprintf(admin, sizeof admin, "admin-listen  127.0.0.1:%d\n", h->admin_port);
+    const char *own = o->extra_config != NULL ? strstr(o->extra_config, "admin-listen") : NULL;
+    int own_port = 0;
+    if (own != NULL && sscanf(own, "admin-listen %*[^:]:%d", &own_port) != 1) own_port = 0;
+    if (own == NULL) {
+        h->probe_port = h->probe_own_port;
+        snprintf(admin, sizeof admin, "admin-listen  127.0.0.1:%d\n", h->probe_port);
+    } else {
+        h->probe_port = own_port;
+    }
     char conf[8 * PATH_MAX], instances[4 * PATH_MAX];
     int n = snprintf(instances, sizeof instances,
                      "instance durable 127.0.0.1:%d tls ca=%s/%s/ca.crt cert=%s/%s/client.crt "
@@ -866,6 +881,90 @@ static int keygate_start(struct harness *h)
         snprintf(h->error + len, sizeof h->error - len, " (%s -c %s; log %s)", bin, h->conf_file, h->log_file);
     }
     return rc == 0 ? 0 : -1;
+}
+
+/* GET path from 127.0.0.1:port (HTTP/1.0, the whole answer until EOF) into buf, NUL-terminated;
+ * 0 on a 200 answer, -1 otherwise (refused, timed out after io_ms, another status). */
+static int http_get(int port, const char *path, char *buf, size_t len, int io_ms)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    struct timeval tv = {io_ms / 1000, (io_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(0x7f000001)};
+    char req[256];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+    size_t got = 0;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && write(fd, req, (size_t)n) == n) {
+        ssize_t r;
+        while (got + 1 < len && (r = read(fd, buf + got, len - got - 1)) > 0) got += (size_t)r;
+    }
+    close(fd);
+    buf[got] = '\0';
+    return strncmp(buf, "HTTP/1.1 200", 12) == 0 || strncmp(buf, "HTTP/1.0 200", 12) == 0 ? 0 : -1;
+}
+
+/* The integer value of the series `name{instance="inst"}` in a /metrics text, or -1. */
+static long metric_of(const char *text, const char *name, const char *inst)
+{
+    char series[160];
+    snprintf(series, sizeof series, "\n%s{instance=\"%s\"} ", name, inst);
+    const char *at = strstr(text, series);
+    return at != NULL ? strtol(at + strlen(series), NULL, 10) : -1;
+}
+
+/* One look at keygate's shared connections: 1 when every instance of keygate.conf (or only
+ * `instance`) that points at a running harness backend has them all ready, 0 when not
+ * (why says which), -1 when /metrics cannot be read (why says so). */
+static int connections_ready(struct harness *h, const char *instance, char *why, size_t whylen)
+{
+    static char text[256 * 1024];
+    snprintf(why, whylen, "nothing read yet");
+    char *conf = read_file(h->conf_file);
+    if (conf == NULL) {
+        snprintf(why, whylen, "cannot read the keygate.conf it runs");
+        return -1;
+    }
+    if (http_get(h->probe_port, "/metrics", text, sizeof text, 2000) != 0) {
+        snprintf(why, whylen, "GET /metrics on 127.0.0.1:%d failed", h->probe_port);
+        free(conf);
+        return -1;
+    }
+    int ready = 1;
+    for (char *line = strtok(conf, "\n"); line != NULL && ready; line = strtok(NULL, "\n")) {
+        char name[64];
+        int port;
+        if (sscanf(line, "instance %63s %*[^:]:%d", name, &port) != 2) continue;
+        if (instance != NULL && strcmp(name, instance) != 0) continue;
+        int ours = 0;
+        for (int i = 0; i < 2; i++) ours |= h->backends[i].pid > 0 && h->backends[i].tls_port == port;
+        if (!ours) continue;
+        long total = metric_of(text, "keygate_instance_connections", name);
+        long up = metric_of(text, "keygate_instance_connections_ready", name);
+        if (total <= 0 || up != total) {
+            snprintf(why, whylen, "instance %s: %ld of %ld shared connections ready", name, up, total);
+            ready = 0;
+        }
+    }
+    free(conf);
+    return ready;
+}
+
+int harness_wait_connected(struct harness *h, const char *instance, int timeout_ms)
+{
+    char why[256];
+    long long start = now_ms();
+    for (;;) {
+        if (connections_ready(h, instance, why, sizeof why) == 1) return 0;
+        if (now_ms() - start >= timeout_ms) break;
+        sleep_ms(20);
+    }
+    set_error(h, "keygate (pid %d) not reconnected %d ms after the wait began: %s", (int)h->keygate_pid, timeout_ms,
+              why);
+    return -1;
 }
 
 /* Run scripts/gen-certs build/certs unless every file the harness needs is there. */
@@ -926,6 +1025,7 @@ int harness_start(struct harness *h, const struct harness_opts *o)
     if (rc == 0) {
         h->port = ports[4];
         h->admin_port = o->admin ? ports[5] : 0;
+        h->probe_own_port = ports[5];
         rc = backend_start(h, 0, "durable", ports[0], ports[1]);
     }
     if (rc == 0) rc = backend_start(h, 1, "cache", ports[2], ports[3]);
@@ -1158,6 +1258,9 @@ static int heal(struct harness *h)
             }
         }
     }
+    /* every test starts with keygate's connections up: one a test SIGSTOPped or restarted
+     * may still be in its reconnect backoff */
+    if (rc == 0 && h->keygate_pid > 0) rc = harness_wait_connected(h, NULL, RECONNECT_TIMEOUT_MS);
     publish(h);
     g_in_teardown = saved;
     return rc;

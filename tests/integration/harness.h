@@ -81,6 +81,10 @@ struct harness {
     char log_file[PATH_MAX];            /* keygate's stdout + stderr */
     int port;                           /* keygate's listen port on 127.0.0.1 */
     int admin_port;                     /* 0 unless opts->admin */
+    int probe_port;                     /* the admin-listen port the harness reads /metrics on: its own
+                                           (probe_own_port, = admin_port when opts->admin) or the one a
+                                           suite's extra_config names */
+    int probe_own_port;                 /* the harness's admin-listen port, added unless extra_config has one */
     pid_t keygate_pid;                  /* 0 when not running */
     int keygate_status;                 /* waitpid status once keygate exited, else -1 */
     struct harness_backend backends[2]; /* [0] durable, [1] cache */
@@ -109,9 +113,11 @@ struct harness_backend *harness_backend(struct harness *h, const char *name);
  * (h->error; it then stays recorded, for the next heal). */
 int harness_backend_kill(struct harness *h, const char *name) __attribute__((warn_unused_result));
 
-/* Start a backend again with the same ports and data dir; waits until it answers (10 s).
- * -1 (h->error) when it does not, when the running one does not stop, or when its port
- * answers from a process other than the one just started. */
+/* Start a backend again with the same ports and data dir; waits until it answers (10 s),
+ * then, while keygate runs, until keygate's shared connections to it are all ready again
+ * (harness_wait_connected). -1 (h->error) when it does not answer, when the running one
+ * does not stop, when its port answers from a process other than the one just started, or
+ * when keygate does not reconnect in time. */
 int harness_backend_restart(struct harness *h, const char *name) __attribute__((warn_unused_result));
 
 /* Stop keygate and start it again with options o (NULL: defaults), rewriting keygate.conf
@@ -119,6 +125,13 @@ int harness_backend_restart(struct harness *h, const char *name) __attribute__((
  * harness was started with one, and keygate's log is truncated first. Waits until it
  * answers PING, like harness_start. */
 int harness_keygate_restart(struct harness *h, const struct harness_opts *o) __attribute__((warn_unused_result));
+
+/* Wait until every shared connection keygate has to the instance named `instance` (NULL:
+ * every instance) is ready, read from keygate's /metrics (keygate_instance_connections and
+ * _ready, all threads and protocols) on h->probe_port. Only instances whose keygate.conf
+ * line points at a running harness backend are waited for. 0 once ready; -1 after
+ * timeout_ms with h->error saying which instance had how many of how many ready. */
+int harness_wait_connected(struct harness *h, const char *instance, int timeout_ms) __attribute__((warn_unused_result));
 
 /* keygate's log so far, malloc'd and NUL-terminated (the caller frees it); NULL if unreadable. */
 char *harness_keygate_log(struct harness *h);

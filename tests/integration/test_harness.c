@@ -360,6 +360,31 @@ START_TEST(test_servers_die_with_the_runner_also_those_a_test_restarted)
 }
 END_TEST
 
+/* Issue 19: test_keyless's WAIT met "-UNAVAILABLE instance 'cache' is unreachable" on a new
+ * user's first run, right after test_dbsize_with_an_instance_down restarted cache: keygate was
+ * still in its reconnect backoff (up to 2 s), and the harness went on as soon as redis-server
+ * answered. harness_backend_restart now returns once keygate's connections are ready again. */
+START_TEST(test_a_restarted_backend_is_reconnected_before_the_test_goes_on)
+{
+    redisContext *kg = harness_must_client(&h);
+    expect_status(cmd(kg, "SET cache:harness:r1 v"), "OK", "cache up");
+    ck_assert_int_eq(harness_backend_kill(&h, "cache"), 0);
+    redisReply *r = NULL;
+    for (long long end = now_ms() + 5000; now_ms() < end; sleep_ms(20)) { /* until keygate saw it go */
+        freeReplyObject(r);
+        r = cmd(kg, "GET cache:harness:r1");
+        if (r->type == REDIS_REPLY_ERROR) break;
+    }
+    expect_error(r, "UNAVAILABLE instance 'cache'", "GET with cache killed");
+    /* the scenario, not a wait for a condition: cache stays down long enough for keygate's
+     * reconnect backoff to reach its 2 s cap, as after a test that kept it down */
+    sleep_ms(3000);
+    ck_assert_msg(harness_backend_restart(&h, "cache") == 0, "restarting cache: %s", h.error);
+    expect_status(cmd(kg, "SET cache:harness:r2 v"), "OK", "the first request once harness_backend_restart returned");
+    redisFree(kg);
+}
+END_TEST
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -368,5 +393,6 @@ int main(void)
     harness_add_test(tc, test_a_crash_or_timeout_fails_that_test_alone);
     harness_add_test(tc, test_keygate_crashing_between_tests_fails_the_suite);
     harness_add_test(tc, test_servers_die_with_the_runner_also_those_a_test_restarted);
+    harness_add_test(tc, test_a_restarted_backend_is_reconnected_before_the_test_goes_on);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
