@@ -828,15 +828,8 @@ static int write_keygate_files(struct harness *h, const struct harness_opts *o)
     /* keygate always has an admin listener: the harness reads /metrics there (harness_wait_connected);
      * a suite's own admin-listen line (extra_config) is the one it reads then */
     char admin[64] = "";
-    const char *own = o->extra_config != NULL ? strstr(o->extra_config, "admin-listen") : NULL;
-    int own_port = 0;
-    if (own != NULL && sscanf(own, "admin-listen %*[^:]:%d", &own_port) != 1) own_port = 0;
-    if (own == NULL) {
-        h->probe_port = h->probe_own_port;
+    if (o->extra_config == NULL || strstr(o->extra_config, "admin-listen") == NULL)
         snprintf(admin, sizeof admin, "admin-listen  127.0.0.1:%d\n", h->probe_port);
-    } else {
-        h->probe_port = own_port;
-    }
     char conf[8 * PATH_MAX], instances[4 * PATH_MAX];
     int n = snprintf(instances, sizeof instances,
                      "instance durable 127.0.0.1:%d tls ca=%s/%s/ca.crt cert=%s/%s/client.crt "
@@ -928,8 +921,15 @@ static int connections_ready(struct harness *h, const char *instance, char *why,
         snprintf(why, whylen, "cannot read the keygate.conf it runs");
         return -1;
     }
-    if (http_get(h->probe_port, "/metrics", text, sizeof text, 2000) != 0) {
-        snprintf(why, whylen, "GET /metrics on 127.0.0.1:%d failed", h->probe_port);
+    const char *admin = strstr(conf, "\nadmin-listen");
+    int port = 0;
+    if (admin == NULL || sscanf(admin, "\nadmin-listen %*[^:]:%d", &port) != 1) {
+        snprintf(why, whylen, "the keygate.conf it runs has no admin-listen line");
+        free(conf);
+        return -1;
+    }
+    if (http_get(port, "/metrics", text, sizeof text, 2000) != 0) {
+        snprintf(why, whylen, "GET /metrics on 127.0.0.1:%d failed", port);
         free(conf);
         return -1;
     }
@@ -1025,7 +1025,7 @@ int harness_start(struct harness *h, const struct harness_opts *o)
     if (rc == 0) {
         h->port = ports[4];
         h->admin_port = o->admin ? ports[5] : 0;
-        h->probe_own_port = ports[5];
+        h->probe_port = ports[5];
         rc = backend_start(h, 0, "durable", ports[0], ports[1]);
     }
     if (rc == 0) rc = backend_start(h, 1, "cache", ports[2], ports[3]);

@@ -81,10 +81,9 @@ struct harness {
     char log_file[PATH_MAX];            /* keygate's stdout + stderr */
     int port;                           /* keygate's listen port on 127.0.0.1 */
     int admin_port;                     /* 0 unless opts->admin */
-    int probe_port;                     /* the admin-listen port the harness reads /metrics on: its own
-                                           (probe_own_port, = admin_port when opts->admin) or the one a
-                                           suite's extra_config names */
-    int probe_own_port;                 /* the harness's admin-listen port, added unless extra_config has one */
+    int probe_port;                     /* keygate's admin-listen port unless extra_config names its own
+                                           (= admin_port when opts->admin); harness_wait_connected reads
+                                           /metrics on the port of the keygate.conf keygate runs */
     pid_t keygate_pid;                  /* 0 when not running */
     int keygate_status;                 /* waitpid status once keygate exited, else -1 */
     struct harness_backend backends[2]; /* [0] durable, [1] cache */
@@ -128,7 +127,7 @@ int harness_keygate_restart(struct harness *h, const struct harness_opts *o) __a
 
 /* Wait until every shared connection keygate has to the instance named `instance` (NULL:
  * every instance) is ready, read from keygate's /metrics (keygate_instance_connections and
- * _ready, all threads and protocols) on h->probe_port. Only instances whose keygate.conf
+ * _ready, all threads and protocols) on the admin-listen port of the keygate.conf it runs. Only instances whose keygate.conf
  * line points at a running harness backend are waited for. 0 once ready; -1 after
  * timeout_ms with h->error saying which instance had how many of how many ready. */
 int harness_wait_connected(struct harness *h, const char *instance, int timeout_ms) __attribute__((warn_unused_result));
