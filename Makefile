@@ -101,7 +101,7 @@ fuzz: $(FUZZ_BINS)
 	done; exit $$fail
 
 fuzz-quick:
-	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=10
 
 # Build, make dev certificates, start durable + cache redis-servers with TLS, run keygate on 127.0.0.1:6400.
 run: deps all certs
@@ -110,8 +110,10 @@ run: deps all certs
 unit: $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; CK_FORK=yes $$t; done
 
+# INTEGRATION_JOBS suites at once (scripts/run-integration: longest first, each suite's output whole)
+INTEGRATION_JOBS ?= 2
 integration: $(BUILD)/keygate $(INTEG_BINS)
-	@set -e; for t in $(INTEG_BINS); do echo "== $$t"; KEYGATE_BIN=$(BUILD)/keygate $$t; done
+	@INTEGRATION_JOBS=$(INTEGRATION_JOBS) KEYGATE_BIN=$(BUILD)/keygate scripts/run-integration $(BUILD) $(INTEG_BINS)
 
 # Real clients (redis-py, ioredis, node-redis, redis-cli) against keygate on real TLS backends.
 clients: $(BUILD)/keygate

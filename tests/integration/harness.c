@@ -3,6 +3,7 @@
 
 #include <openssl/evp.h>
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -337,20 +338,37 @@ static void random_hex(char *out, size_t bytes)
     }
 }
 
-/* Free loopback ports: bind port 0 for all at once (so they differ), read them, close. */
+/* Free loopback ports, all different: each bound at once (and held until all are found),
+ * then closed. They are picked at random below the kernel's ephemeral range
+ * (ip_local_port_range, 32768 and up on Debian), so that no outgoing connection of this or
+ * another process (keygate's to its backends, a test's clients) takes one between the pick
+ * and the server's bind; a suite running beside another may still pick one the other just
+ * picked: harness_start tries again with other ports then. */
+#define PORT_PICK_LOW 16384
+#define PORT_PICK_HIGH 32767
 static int free_ports(int *ports, int n)
 {
+    static unsigned seed;
+    if (seed == 0) seed = (unsigned)getpid() * 2654435761u ^ (unsigned)now_ms();
     int fds[8], rc = 0;
+    assert(n <= 8);
     for (int i = 0; i < n; i++) fds[i] = -1;
     for (int i = 0; i < n && rc == 0; i++) {
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        socklen_t len = sizeof sa;
-        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fds[i] < 0 || bind(fds[i], (struct sockaddr *)&sa, sizeof sa) != 0 ||
-            getsockname(fds[i], (struct sockaddr *)&sa, &len) != 0)
-            rc = -1;
-        else
-            ports[i] = ntohs(sa.sin_port);
+        rc = -1;
+        for (int tries = 0; tries < 200 && rc != 0; tries++) {
+            int port = PORT_PICK_LOW + (int)(rand_r(&seed) % (PORT_PICK_HIGH - PORT_PICK_LOW + 1));
+            struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+                                     .sin_port = htons((uint16_t)port)};
+            int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            if (fd < 0) break;
+            if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
+                fds[i] = fd;
+                ports[i] = port;
+                rc = 0;
+            } else {
+                close(fd);
+            }
+        }
     }
     for (int i = 0; i < n; i++)
         if (fds[i] >= 0) close(fds[i]);
@@ -992,7 +1010,7 @@ static int ensure_certs(struct harness *h)
     return 0;
 }
 
-int harness_start(struct harness *h, const struct harness_opts *o)
+static int harness_start_once(struct harness *h, const struct harness_opts *o)
 {
     static const struct harness_opts defaults;
     if (o == NULL) o = &defaults;
@@ -1047,6 +1065,18 @@ int harness_start(struct harness *h, const struct harness_opts *o)
                 print_log_tail(h->backends[i].name, h->backends[i].log_file);
         harness_stop(h);
         memcpy(h->error, error, sizeof error);
+    }
+    return rc;
+}
+
+int harness_start(struct harness *h, const struct harness_opts *o)
+{
+    /* a port picked by a suite running beside this one makes a server exit at its bind:
+     * other ports then, twice at most (every failure is printed by harness_start_once) */
+    int rc = -1;
+    for (int attempt = 1; attempt <= 3 && rc != 0; attempt++) {
+        rc = harness_start_once(h, o);
+        if (rc != 0 && attempt < 3) fprintf(stderr, "harness_start: attempt %d failed; again with other ports\n", attempt);
     }
     return rc;
 }
