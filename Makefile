@@ -37,9 +37,10 @@ all: $(BUILD)/keygate
 deps:
 	@./scripts/install-deps
 
+# CPPFLAGS: empty here; a package build passes dpkg-buildflags' -D_FORTIFY_SOURCE=2 through it
 $(BUILD)/obj/%.o: src/%.c $(HDRS) | $(BUILD)/obj
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/keygate: $(OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -133,18 +134,21 @@ test:
 	@$(MAKE) --no-print-directory fuzz-quick
 	@$(MAKE) --no-print-directory clients  # last: its summary ("N passed, N failed") closes the run
 
-# Install as a systemd service: binary, unit (its paths follow PREFIX), tmpfiles and sysusers entries,
+# Install as a systemd service: binary, unit (its paths follow BINDIR), tmpfiles and sysusers entries,
 # man pages, the monitoring files under the data directory, and the example config (never overwriting an
 # existing /etc/keygate). DESTDIR works for packaging; without it the keygate user is created at once
-# (systemd-sysusers) so the unit's User=keygate exists.
+# (systemd-sysusers) so the unit's User=keygate exists. debian/rules sets BINDIR=/usr/sbin and
+# UNITDIR=/lib/systemd/system.
 PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+UNITDIR ?= /etc/systemd/system
 MANDIR  ?= $(PREFIX)/share/man
 DATADIR ?= $(PREFIX)/share/keygate
 install: $(BUILD)/keygate
-	install -D -m 0755 $(BUILD)/keygate $(DESTDIR)$(PREFIX)/bin/keygate
-	install -d -m 0755 $(DESTDIR)/etc/systemd/system
-	sed 's|/usr/local/bin/keygate|$(PREFIX)/bin/keygate|g' systemd/keygate.service >$(DESTDIR)/etc/systemd/system/keygate.service
-	chmod 0644 $(DESTDIR)/etc/systemd/system/keygate.service
+	install -D -m 0755 $(BUILD)/keygate $(DESTDIR)$(BINDIR)/keygate
+	install -d -m 0755 $(DESTDIR)$(UNITDIR)
+	sed 's|/usr/local/bin/keygate|$(BINDIR)/keygate|g' systemd/keygate.service >$(DESTDIR)$(UNITDIR)/keygate.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/keygate.service
 	install -D -m 0644 systemd/keygate-tmpfiles.conf $(DESTDIR)/usr/lib/tmpfiles.d/keygate.conf
 	install -D -m 0644 systemd/keygate-sysusers.conf $(DESTDIR)/usr/lib/sysusers.d/keygate.conf
 	install -D -m 0644 man/keygate.8 $(DESTDIR)$(MANDIR)/man8/keygate.8
