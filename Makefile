@@ -30,7 +30,7 @@ INTEG_BINS := $(INTEG_SRCS:tests/integration/%.c=$(BUILD)/tests/integration/%)
 HARNESS    := tests/integration/harness.c
 
 .PHONY: all deps certs run test unit integration clients check-conf clean format install fuzz fuzz-quick \
-        check format-check cppcheck check-layout check-layout-test check-ops
+        check format-check cppcheck check-layout check-layout-test check-ops deb
 
 all: $(BUILD)/keygate
 
@@ -164,6 +164,13 @@ install: $(BUILD)/keygate
 		install -D -m 0640 conf/registry.conf $(DESTDIR)/etc/keygate/registry.conf; \
 		echo "installed example config in $(DESTDIR)/etc/keygate: edit instances, certificates and users"; \
 	fi
+
+# The Debian package (debian/): dpkg-buildpackage -us -uc -b on a clean copy of the tree, the results in
+# build/deb/ (keygate_VERSION_ARCH.deb, its -dbgsym, .buildinfo, .changes, build.log). README
+# "Installing from the Debian package".
+deb:
+	@./scripts/install-deps --packaging
+	@./scripts/build-deb build/deb
 
 # Issue 14's operator artefacts (tests/ops/run): man pages, alerts (promtool), dashboard, sysusers, make install.
 check-ops: $(BUILD)/keygate
