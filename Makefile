@@ -30,7 +30,7 @@ INTEG_BINS := $(INTEG_SRCS:tests/integration/%.c=$(BUILD)/tests/integration/%)
 HARNESS    := tests/integration/harness.c
 
 .PHONY: all deps certs run test unit integration clients check-conf clean format install fuzz fuzz-quick \
-        check format-check cppcheck check-layout check-layout-test check-ops deb
+        check format-check cppcheck check-layout check-layout-test check-ops deb deb-check
 
 all: $(BUILD)/keygate
 
@@ -172,6 +172,12 @@ deb:
 	@./scripts/install-deps --packaging
 	@./scripts/build-deb build/deb
 
+# make check's package step (tests/ops/deb-check): builds it, checks its contents and lintian, then
+# installs it on this machine with apt-get, runs it, purges it, and leaves the machine as it was.
+deb-check:
+	@./scripts/install-deps --packaging
+	@tests/ops/deb-check
+
 # Issue 14's operator artefacts (tests/ops/run): man pages, alerts (promtool), dashboard, sysusers, make install.
 check-ops: $(BUILD)/keygate
 	@BUILD=$(BUILD) tests/ops/run
@@ -179,9 +185,9 @@ check-ops: $(BUILD)/keygate
 # ---- make check: the habits as gates (issue 11), run by .ci/run after make test.
 # Every step runs, even after one failed; the summary lists each with its time, and the target
 # fails when any did. The static steps come first, the long ones (sanitizers, fuzzers) last.
-CHECK_STEPS := format-check cppcheck check-layout-test check-layout sanitize-integration fuzz
+CHECK_STEPS := format-check cppcheck check-layout-test check-layout deb-check sanitize-integration fuzz
 check:
-	@./scripts/install-deps
+	@./scripts/install-deps --packaging
 	@fail=""; summary=""; all0=$$(date +%s); \
 	for t in $(CHECK_STEPS); do \
 		echo "== make check: $$t"; t0=$$(date +%s); \
