@@ -30,16 +30,17 @@ INTEG_BINS := $(INTEG_SRCS:tests/integration/%.c=$(BUILD)/tests/integration/%)
 HARNESS    := tests/integration/harness.c
 
 .PHONY: all deps certs run test unit integration clients check-conf clean format install fuzz fuzz-quick \
-        check format-check cppcheck check-layout check-layout-test check-ops
+        check format-check cppcheck check-layout check-layout-test check-ops deb deb-check
 
 all: $(BUILD)/keygate
 
 deps:
 	@./scripts/install-deps
 
+# CPPFLAGS: empty here; a package build passes dpkg-buildflags' -D_FORTIFY_SOURCE=2 through it
 $(BUILD)/obj/%.o: src/%.c $(HDRS) | $(BUILD)/obj
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/keygate: $(OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -135,18 +136,21 @@ test:
 	@$(MAKE) --no-print-directory fuzz-quick
 	@$(MAKE) --no-print-directory clients  # last: its summary ("N passed, N failed") closes the run
 
-# Install as a systemd service: binary, unit (its paths follow PREFIX), tmpfiles and sysusers entries,
+# Install as a systemd service: binary, unit (its paths follow BINDIR), tmpfiles and sysusers entries,
 # man pages, the monitoring files under the data directory, and the example config (never overwriting an
 # existing /etc/keygate). DESTDIR works for packaging; without it the keygate user is created at once
-# (systemd-sysusers) so the unit's User=keygate exists.
+# (systemd-sysusers) so the unit's User=keygate exists. debian/rules sets BINDIR=/usr/sbin and
+# UNITDIR=/lib/systemd/system.
 PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+UNITDIR ?= /etc/systemd/system
 MANDIR  ?= $(PREFIX)/share/man
 DATADIR ?= $(PREFIX)/share/keygate
 install: $(BUILD)/keygate
-	install -D -m 0755 $(BUILD)/keygate $(DESTDIR)$(PREFIX)/bin/keygate
-	install -d -m 0755 $(DESTDIR)/etc/systemd/system
-	sed 's|/usr/local/bin/keygate|$(PREFIX)/bin/keygate|g' systemd/keygate.service >$(DESTDIR)/etc/systemd/system/keygate.service
-	chmod 0644 $(DESTDIR)/etc/systemd/system/keygate.service
+	install -D -m 0755 $(BUILD)/keygate $(DESTDIR)$(BINDIR)/keygate
+	install -d -m 0755 $(DESTDIR)$(UNITDIR)
+	sed 's|/usr/local/bin/keygate|$(BINDIR)/keygate|g' systemd/keygate.service >$(DESTDIR)$(UNITDIR)/keygate.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/keygate.service
 	install -D -m 0644 systemd/keygate-tmpfiles.conf $(DESTDIR)/usr/lib/tmpfiles.d/keygate.conf
 	install -D -m 0644 systemd/keygate-sysusers.conf $(DESTDIR)/usr/lib/sysusers.d/keygate.conf
 	install -D -m 0644 man/keygate.8 $(DESTDIR)$(MANDIR)/man8/keygate.8
@@ -163,6 +167,19 @@ install: $(BUILD)/keygate
 		echo "installed example config in $(DESTDIR)/etc/keygate: edit instances, certificates and users"; \
 	fi
 
+# The Debian package (debian/): dpkg-buildpackage -us -uc -b on a clean copy of the tree, the results in
+# build/deb/ (keygate_VERSION_ARCH.deb, its -dbgsym, .buildinfo, .changes, build.log). README
+# "Installing from the Debian package".
+deb:
+	@./scripts/install-deps --packaging
+	@./scripts/build-deb build/deb
+
+# make check's package step (tests/ops/deb-check): builds it, checks its contents and lintian, then
+# installs it on this machine with apt-get, runs it, purges it, and leaves the machine as it was.
+deb-check:
+	@./scripts/install-deps --packaging
+	@tests/ops/deb-check
+
 # Issue 14's operator artefacts (tests/ops/run): man pages, alerts (promtool), dashboard, sysusers, make install.
 check-ops: $(BUILD)/keygate
 	@BUILD=$(BUILD) tests/ops/run
@@ -170,9 +187,9 @@ check-ops: $(BUILD)/keygate
 # ---- make check: the habits as gates (issue 11), run by .ci/run after make test.
 # Every step runs, even after one failed; the summary lists each with its time, and the target
 # fails when any did. The static steps come first, the long ones (sanitizers, fuzzers) last.
-CHECK_STEPS := format-check cppcheck check-layout-test check-layout sanitize-integration fuzz
+CHECK_STEPS := format-check cppcheck check-layout-test check-layout deb-check sanitize-integration fuzz
 check:
-	@./scripts/install-deps
+	@./scripts/install-deps --packaging
 	@fail=""; summary=""; all0=$$(date +%s); \
 	for t in $(CHECK_STEPS); do \
 		echo "== make check: $$t"; t0=$$(date +%s); \
