@@ -55,28 +55,14 @@ static void teardown(void)
     rmdir(dir);
 }
 
-/* A TCP connection to keygate whose source address is src (a loopback address): blocking. */
 static int connect_from(const char *src)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ck_assert_int_ge(fd, 0);
-    struct sockaddr_in from = {.sin_family = AF_INET};
-    ck_assert_int_eq(inet_pton(AF_INET, src, &from.sin_addr), 1);
-    ck_assert_msg(bind(fd, (struct sockaddr *)&from, sizeof from) == 0, "bind %s: %s", src, strerror(errno));
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)h.port)};
-    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_msg(connect(fd, (struct sockaddr *)&to, sizeof to) == 0, "connect from %s: %s", src, strerror(errno));
-    return fd;
+    return harness_connect_from(&h, src);
 }
 
-/* A hiredis connection from src (10 s I/O timeout). */
 static redisContext *client_from(const char *src)
 {
-    redisContext *c = redisConnectFd(connect_from(src));
-    ck_assert_msg(c != NULL && !c->err, "redisConnectFd from %s", src);
-    struct timeval tv = {10, 0};
-    ck_assert_int_eq(redisSetTimeout(c, tv), REDIS_OK);
-    return c;
+    return harness_client_from(&h, src);
 }
 
 /* Counter `name` of keygate's INFO stats; -1 when INFO has no such line. */
