@@ -9,7 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include "authfail.h"
 #include "harness.h"
@@ -409,6 +413,117 @@ START_TEST(test_two_threads_share_one_table)
 }
 END_TEST
 
+/* keygate again with a TLS listener on a free port and a unix socket (dir/kg.sock); the port. */
+static int restart_with_tls_and_unix(void)
+{
+    int tls_port = harness_free_port();
+    ck_assert_int_gt(tls_port, 0);
+    char conf[4096];
+    snprintf(conf, sizeof conf,
+             "%slisten 127.0.0.1:%d tls cert=%s/build/certs/server.crt key=%s/build/certs/server.key\n"
+             "listen unix:%s/kg.sock mode=0600\n",
+             extra, tls_port, h.root, h.root, dir);
+    struct harness_opts o = {.extra_config = conf, .admin = 1};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart with TLS and unix listeners: %s", h.error);
+    return tls_port;
+}
+
+/* A TLS client (a connection bound to 127.0.0.9) pipelining 5 wrong AUTHs and a PING gets
+ * three WRONGPASS, at least 100 + 200 + 400 ms after its write, then the connection
+ * closes: the TLS path holds and closes as the plain one does. */
+START_TEST(test_tls_clients_are_throttled_too)
+{
+    int port = restart_with_tls_and_unix();
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    ck_assert_ptr_nonnull(ctx);
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/build/certs/ca.crt", h.root);
+    ck_assert_int_eq(SSL_CTX_load_verify_locations(ctx, path, NULL), 1);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    int saved = h.port;
+    h.port = port; /* harness_connect_from connects to h.port */
+    int fd = connect_from("127.0.0.9");
+    h.port = saved;
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    SSL *ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, fd);
+    SSL_set1_host(ssl, "localhost");
+    ck_assert_int_eq(SSL_connect(ssl), 1);
+    char req[1024] = "";
+    for (int i = 0; i < 5; i++) strcat(req, "AUTH " WRONG_PW "\r\n");
+    strcat(req, "PING\r\n");
+    long long t0 = now_ms();
+    ck_assert_int_eq(SSL_write(ssl, req, (int)strlen(req)), (int)strlen(req));
+    char out[1024];
+    size_t got = 0;
+    for (;;) {
+        int n = SSL_read(ssl, out + got, (int)(sizeof out - 1 - got));
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    out[got] = '\0';
+    long long took = now_ms() - t0;
+    ck_assert_msg(took < 10000, "the connection was not closed (read timed out), got '%s'", out);
+    ck_assert_str_eq(out, WRONGPASS WRONGPASS WRONGPASS);
+    ck_assert_msg(took >= 100 + 200 + 400 - 5, "three failures answered within %lld ms", took);
+    ERR_clear_error();
+    SSL_free(ssl);
+    close(fd);
+    SSL_CTX_free(ctx);
+}
+END_TEST
+
+/* A unix-socket connection to keygate's dir/kg.sock (blocking, 10 s timeouts). */
+static redisContext *unix_client(void)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/kg.sock", dir);
+    struct timeval tv = {10, 0};
+    redisContext *c = redisConnectUnixWithTimeout(path, tv);
+    ck_assert_msg(c != NULL && !c->err, "connect %s: %s", path, c ? c->errstr : "no memory");
+    ck_assert_int_eq(redisSetTimeout(c, tv), REDIS_OK);
+    return c;
+}
+
+/* How long a wrong AUTH on c takes to be answered. */
+static long long wrong_auth_ms(redisContext *c)
+{
+    long long t0 = now_ms();
+    expect_error(cmd(c, "AUTH alice %s", WRONG_PW), "WRONGPASS", "AUTH alice (wrong)");
+    return now_ms() - t0;
+}
+
+/* Unix-socket clients count by their peer's uid: the failures of three connections of this
+ * uid add up (100, 200, 400 ms) and are logged as "unix uid N"; a TCP client's first failure
+ * (127.0.0.8) is not slowed by them. */
+START_TEST(test_unix_clients_count_by_uid)
+{
+    restart_with_tls_and_unix();
+    long long d[3];
+    for (int i = 0; i < 3; i++) {
+        redisContext *c = unix_client();
+        d[i] = wrong_auth_ms(c);
+        redisFree(c);
+    }
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(d[i] >= authfail_delay((uint32_t)i + 1) - 5,
+                      "unix failure %d answered after %lld ms, want >= %lld", i + 1, d[i],
+                      (long long)authfail_delay((uint32_t)i + 1));
+    redisContext *tcp = client_from("127.0.0.8");
+    long long first = wrong_auth_ms(tcp);
+    ck_assert_msg(first < authfail_delay(2), "a TCP client's first failure took %lld ms: it shares the unix bucket",
+                  first);
+    redisFree(tcp);
+    char *log = harness_keygate_log(&h);
+    ck_assert_ptr_nonnull(log);
+    char want[64];
+    snprintf(want, sizeof want, "failed AUTH from unix uid %u ", (unsigned)getuid());
+    ck_assert_msg(strstr(log, want) != NULL, "no '%s' in keygate's log", want);
+    free(log);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("authgate");
@@ -417,5 +532,7 @@ int main(void)
     harness_add_test(tc, test_a_connection_is_closed_after_three_failures);
     harness_add_test(tc, test_requests_behind_a_failed_auth_wait_in_order);
     harness_add_test(tc, test_two_threads_share_one_table);
+    harness_add_test(tc, test_tls_clients_are_throttled_too);
+    harness_add_test(tc, test_unix_clients_count_by_uid);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
