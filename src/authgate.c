@@ -4,6 +4,7 @@
 #include "args.h"
 #include "authfail.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,7 @@ static struct authgate_client *client_gate(struct client *c)
 static void client_hold(struct client *c, int64_t ms)
 {
     struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+    assert(!c->auth_held && ms > 0); /* nothing of a held client is parsed: no second hold */
     c->auth_held = 1;
     evtimer_add(client_gate(c)->timer, &tv);
 }
@@ -147,6 +149,7 @@ void authgate_failed(struct client *c, struct request *req, const char *text)
                   (unsigned long long)v.episode, label, (unsigned long long)c->id, c->addr, (long long)v.delay_ms,
                   AUTHFAIL_DELAY_MAX_MS, AUTHFAIL_CLOSE_AFTER, label, AUTHFAIL_FORGET_MS / 1000);
     }
+    assert(!a->held);
     a->held = req;
     a->text = text;
     client_hold(c, v.delay_ms);

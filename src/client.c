@@ -677,7 +677,8 @@ static int client_handle_frame(struct client *c, const char *frame)
         client_postpone(c, plan.kind == PLAN_FORWARD ? plan.instance : client_exec_instance(c));
         return 1;
     }
-    if (authgate_is_attempt(&plan, p->argc, c->argv, c->argvlen) && authgate_wait(c)) {
+    if (plan.kind == PLAN_LOCAL && (plan.local == LOCAL_AUTH || plan.local == LOCAL_HELLO) &&
+        authgate_is_attempt(&plan, p->argc, c->argv, c->argvlen) && authgate_wait(c)) {
         plan_release(&plan); /* not its address's turn: parsed again when c's timer fires */
         return 1;
     }
