@@ -44,11 +44,10 @@ int authgate_is_attempt(const struct plan *plan, size_t argc, const char *const 
     if (plan->kind != PLAN_LOCAL) return 0;
     if (plan->local == LOCAL_AUTH) return 1;
     if (plan->local != LOCAL_HELLO) return 0;
-    for (size_t i = 2; i < argc; i++) { /* HELLO ver [AUTH user pass] [SETNAME name] ... */
+    for (size_t i = 2; i < argc; i += 2) { /* HELLO ver [AUTH user pass] [SETNAME name] ...: SETNAME skipped */
         size_t more = argc - 1 - i;
         if (args_word_is(argv[i], argvlen[i], "AUTH") && more >= 2) return 1;
         if (!args_word_is(argv[i], argvlen[i], "SETNAME") || more < 1) return 0; /* a syntax error */
-        i++;
     }
     return 0;
 }

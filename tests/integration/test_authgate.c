@@ -239,6 +239,14 @@ static int occurrences(const char *s, const char *needle)
     return n;
 }
 
+/* How long a wrong AUTH on c takes to be answered. */
+static long long wrong_auth_ms(redisContext *c)
+{
+    long long t0 = now_ms();
+    expect_error(cmd(c, "AUTH alice %s", WRONG_PW), "WRONGPASS", "AUTH alice (wrong)");
+    return now_ms() - t0;
+}
+
 /* A correct AUTH from src: +OK; returns how long it took (it waits for the address's turn). */
 static long long auth_ok_from(const char *src)
 {
@@ -387,6 +395,41 @@ START_TEST(test_requests_behind_a_failed_auth_wait_in_order)
 }
 END_TEST
 
+/* HELLO ... AUTH takes its address's turn as AUTH does: while a failure of 127.0.0.10 (its
+ * third: 400 ms) is held, a HELLO 2 AUTH with the right password from another connection of
+ * the address is answered only once the turn came; a client of 127.0.0.2 is not held. */
+START_TEST(test_hello_auth_waits_its_turn)
+{
+    redisContext *legit = client_from("127.0.0.2");
+    expect_status(cmd(legit, "AUTH alice %s", ALICE_PW), "OK", "AUTH from 127.0.0.2");
+    long long base = info_stat(legit, "auth_failures");
+    ck_assert_msg(base >= 0, "INFO stats has no auth_failures");
+    redisContext *a = client_from("127.0.0.10");
+    wrong_auth_ms(a);
+    wrong_auth_ms(a);
+    redisFree(a);
+    a = client_from("127.0.0.10");
+    redisAppendCommand(a, "AUTH alice %s", WRONG_PW);
+    long long sent = now_ms();
+    send_appended(a, "the third wrong AUTH");
+    long long end = now_ms() + 5000;
+    while (info_stat(legit, "auth_failures") < base + 3 && now_ms() < end) sleep_ms(1);
+    ck_assert_msg(info_stat(legit, "auth_failures") == base + 3, "the third failure was not counted within 5 s");
+    redisContext *b = client_from("127.0.0.10");
+    redisReply *r = cmd(b, "HELLO 2 AUTH alice %s", ALICE_PW);
+    long long answered = now_ms();
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY, "HELLO 2 AUTH alice (right): %s", describe(r));
+    freeReplyObject(r);
+    ck_assert_msg(answered - sent >= authfail_delay(3) - 5,
+                  "HELLO ... AUTH answered %lld ms after a failure whose turn lasts %lld ms", answered - sent,
+                  (long long)authfail_delay(3));
+    expect_error(next_reply(a), "WRONGPASS", "the third wrong AUTH");
+    redisFree(a);
+    redisFree(b);
+    redisFree(legit);
+}
+END_TEST
+
 /* With `threads 2` the table is the process's: 20 connections of 127.0.0.4, spread over both
  * workers by SO_REUSEPORT, still get at most 10 answers a second, and no more than one table's
  * doubling delays allow (plus one: both workers may admit the first attempt before either
@@ -486,14 +529,6 @@ static redisContext *unix_client(void)
     return c;
 }
 
-/* How long a wrong AUTH on c takes to be answered. */
-static long long wrong_auth_ms(redisContext *c)
-{
-    long long t0 = now_ms();
-    expect_error(cmd(c, "AUTH alice %s", WRONG_PW), "WRONGPASS", "AUTH alice (wrong)");
-    return now_ms() - t0;
-}
-
 /* Unix-socket clients count by their peer's uid: the failures of three connections of this
  * uid add up (100, 200, 400 ms) and are logged as "unix uid N"; a TCP client's first failure
  * (127.0.0.8) is not slowed by them. */
@@ -531,6 +566,7 @@ int main(void)
     harness_add_test(tc, test_many_connections_of_one_address_get_ten_a_second);
     harness_add_test(tc, test_a_connection_is_closed_after_three_failures);
     harness_add_test(tc, test_requests_behind_a_failed_auth_wait_in_order);
+    harness_add_test(tc, test_hello_auth_waits_its_turn);
     harness_add_test(tc, test_two_threads_share_one_table);
     harness_add_test(tc, test_tls_clients_are_throttled_too);
     harness_add_test(tc, test_unix_clients_count_by_uid);
