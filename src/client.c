@@ -1,6 +1,7 @@
 /* client.c: client connections: accept, read, parse, decide, dispatch; service woken clients; tear down closed ones. */
 #include "client.h"
 
+#include "authgate.h"
 #include "backend.h"
 #include "local.h"
 #include "pubsub.h"
@@ -138,6 +139,7 @@ static void client_teardown(struct client *c)
     if (c->block_pin) backend_abandon(c->block_pin);
     for (int i = 0; i < CONFIG_MAX_INSTANCES; i++)
         if (c->pubsub.pin[i]) backend_abandon(c->pubsub.pin[i]);
+    authgate_client_free(c);
     if (c->pev) event_free(c->pev);
     if (c->pfd >= 0) close(c->pfd);
     if (c->bev) {
@@ -256,6 +258,7 @@ static void client_update_reading(struct client *c)
     if (c->closing) over = 1;
     if (client_stalled(c)) over = 1;
     if (c->postponed) over = 1;
+    if (c->auth_held) over = 1;
     if (!over && mem_over(c->worker)) {
         /* max-memory: read nothing more until the process is back under it */
         over = 1;
@@ -674,6 +677,11 @@ static int client_handle_frame(struct client *c, const char *frame)
         client_postpone(c, plan.kind == PLAN_FORWARD ? plan.instance : client_exec_instance(c));
         return 1;
     }
+    if (plan.kind == PLAN_LOCAL && (plan.local == LOCAL_AUTH || plan.local == LOCAL_HELLO) &&
+        authgate_is_attempt(&plan, p->argc, c->argv, c->argvlen) && authgate_wait(c)) {
+        plan_release(&plan); /* not its address's turn: parsed again when c's timer fires */
+        return 1;
+    }
     STAT_INC(&w->stats, commands_processed);
     if (pr.cmd) c->last_cmd = pr.cmd->name;
     client_note_write(c, &plan);
@@ -793,7 +801,7 @@ static size_t client_parse(struct client *c, const char *buf, size_t len)
     c->now_ms = clock_wall_ms();
     c->last_active_ms = c->now_ms;
     c->need_more = 0;
-    while (pos < len && !c->closing && c->nqueued < cfg->max_pending) {
+    while (pos < len && !c->closing && !c->auth_held && c->nqueued < cfg->max_pending) {
         enum resp_status st = resp_parse_request(&c->parser, buf + pos, len - pos);
         if (st == RESP_NEED_MORE) {
             if ((int64_t)(len - pos) > cfg->max_request_bytes + REQUEST_FRAMING_SLACK) {
@@ -848,7 +856,7 @@ static void client_keep_rest(struct client *c, const char *buf, size_t len, size
 /* Can c take more requests now? While it cannot, keygate reads nothing more from it. */
 static int client_can_parse(const struct client *c)
 {
-    if (c->closing || c->read_paused || c->postponed) return 0;
+    if (c->closing || c->read_paused || c->postponed || c->auth_held) return 0;
     if (c->nqueued >= c->worker->cfg->max_pending) return 0;
     if (client_stalled(c)) return 0;
     return 1;

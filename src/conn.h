@@ -68,6 +68,10 @@ struct client {
     int mem_paused;  /* paused (also) for max-memory: looked at again by client_memory_tick */
     int postponed;   /* a frame waits for the next backend flush (arrival order) */
     size_t mem_held; /* bytes counted in the process total (max-memory) */
+    /* AUTH throttling (authgate.c) */
+    int auth_held;                     /* an AUTH waits its address's turn, or a failed one's reply its delay:
+                                          nothing more is parsed or read until c's timer fires */
+    struct authgate_client *auth_gate; /* NULL until c's first AUTH waits or fails */
 };
 
 /* Queue reply bytes for c (dropped once c is closed); counted, checked against

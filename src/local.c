@@ -3,6 +3,7 @@
 
 #include "access.h"
 #include "args.h"
+#include "authgate.h"
 #include "backend.h"
 #include "report.h"
 #include "router.h"
@@ -96,9 +97,10 @@ static int local_auth(struct client *c, struct request *req, const char *user, s
     }
     const struct user_conf *u = auth_check(cfg, user, ulen, pass, plen);
     if (!u) {
-        request_error(req, "WRONGPASS invalid username-password pair or user is disabled.");
+        authgate_failed(c, req, "WRONGPASS invalid username-password pair or user is disabled."); /* answered later */
         return -1;
     }
+    authgate_passed(c);
     c->session.authenticated = 1;
     c->session.user = u;
     return 0;

@@ -42,6 +42,7 @@ struct backend_pool;
 struct backend_hooks;
 struct request;
 struct accept_pause;
+struct authgate;
 
 TAILQ_HEAD(client_list, client);
 TAILQ_HEAD(backend_list, backend);
@@ -101,6 +102,7 @@ struct proxy {
     int64_t mem_used;        /* atomic: buffered request and reply bytes, all workers (max-memory) */
     SSL_CTX **listen_ssl;    /* one per listen entry (cfg->nlistens), NULL for plain */
     size_t nlisten_ssl;
+    struct authgate *authgate; /* the failed-AUTH table of every worker (authgate.h) */
 };
 
 /* A worker adds its changes to the process total once they reach this (either way):

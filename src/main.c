@@ -3,6 +3,7 @@
 #include "worker.h"
 #include "admin.h"
 #include "audit.h"
+#include "authgate.h"
 #include "sampler.h"
 
 #include <errno.h>
@@ -185,6 +186,7 @@ static int run(const char *path)
 
     d.proxy.nworkers = d.cfg->threads;
     d.proxy.started_ms = clock_wall_ms();
+    d.proxy.authgate = authgate_new();
     d.proxy.workers = xcalloc((size_t)d.proxy.nworkers, sizeof(struct worker));
     d.threads = xcalloc((size_t)d.proxy.nworkers, sizeof(pthread_t));
     int rc = 0, started = 0;
@@ -233,6 +235,7 @@ static int run(const char *path)
     if (d.base) event_base_free(d.base);
     listen_tls_free(&d);
     free(d.proxy.workers);
+    authgate_free(d.proxy.authgate);
     free(d.threads);
     if (d.retired) config_free(d.retired);
     config_free(d.cfg);

@@ -25,6 +25,7 @@
     X(errors_unavailable, "requests answered -UNAVAILABLE")                                                            \
     X(errors_protocol, "client protocol errors")                                                                       \
     X(errors_other, "other error replies made by keygate")                                                             \
+    X(auth_failures, "failed AUTH attempts (AUTH and HELLO ... AUTH with a wrong password)")                           \
     X(backend_connects, "backend connections established")                                                             \
     X(backend_failures, "backend connections lost or failed")                                                          \
     X(backend_writes, "batches of requests written to backend connections")                                            \

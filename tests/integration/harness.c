@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <ftw.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1594,6 +1595,33 @@ redisContext *harness_must_client(struct harness *h)
 {
     redisContext *c = harness_client(h);
     ck_assert_msg(c != NULL, "cannot connect to keygate on 127.0.0.1:%d", h->port);
+    return c;
+}
+
+int harness_connect_from(struct harness *h, const char *source)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_msg(fd >= 0, "socket: %s", strerror(errno));
+    struct sockaddr_in from = {.sin_family = AF_INET};
+    ck_assert_msg(inet_pton(AF_INET, source, &from.sin_addr) == 1, "not an IPv4 address: %s", source);
+    ck_assert_msg(bind(fd, (struct sockaddr *)&from, sizeof from) == 0, "bind %s: %s", source, strerror(errno));
+    struct timeval tv = {5, 0}; /* a blocking connect that cannot hang the test */
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)h->port)};
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_msg(connect(fd, (struct sockaddr *)&to, sizeof to) == 0, "connect to keygate from %s: %s", source,
+                  strerror(errno));
+    struct timeval none = {0, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof none);
+    return fd;
+}
+
+redisContext *harness_client_from(struct harness *h, const char *source)
+{
+    redisContext *c = redisConnectFd(harness_connect_from(h, source));
+    ck_assert_msg(c != NULL && !c->err, "hiredis over a connection from %s", source);
+    struct timeval tv = {10, 0};
+    ck_assert_msg(redisSetTimeout(c, tv) == REDIS_OK, "redisSetTimeout");
     return c;
 }
 

@@ -172,6 +172,14 @@ int harness_run(Suite *s);
 /* harness_client, failing the test when keygate cannot be reached. */
 redisContext *harness_must_client(struct harness *h);
 
+/* A blocking TCP connection to keygate whose source address is `source` (a loopback address
+ * such as "127.0.0.2": keygate tells clients apart by address, e.g. for AUTH throttling);
+ * any failure fails the test. The caller closes the fd. */
+int harness_connect_from(struct harness *h, const char *source);
+
+/* harness_connect_from as a hiredis connection (10 s I/O timeout); the caller redisFree()s it. */
+redisContext *harness_client_from(struct harness *h, const char *source);
+
 /* harness_direct, failing the test when the backend cannot be reached. */
 redisContext *harness_must_direct(struct harness *h, const char *backend);
 

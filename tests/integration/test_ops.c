@@ -149,7 +149,11 @@ static void exercise_auth(void)
     expect_error(cmd(c, "SET q:ops:1 x"), "NOAUTH", "before AUTH");
     expect_error(cmd(c, "AUTH %s", WRONG_PW), "WRONGPASS", "AUTH wrong");
     expect_error(cmd(c, "AUTH app %s", WRONG_PW), "WRONGPASS", "AUTH user wrong");
-    expect_error(cmd(c, "HELLO 2 AUTH app %s", WRONG_PW), "WRONGPASS", "HELLO AUTH wrong");
+    /* a third failure would close c (authgate): HELLO's on a connection of its own; it is
+     * the address's third, logged (auth_throttle) */
+    redisContext *c2 = harness_must_client(&h);
+    expect_error(cmd(c2, "HELLO 2 AUTH app %s", WRONG_PW), "WRONGPASS", "HELLO AUTH wrong");
+    redisFree(c2);
     expect_status(cmd(c, "AUTH %s", APP_PW), "OK", "AUTH");
     expect_status(cmd(c, "AUTH app %s", APP_PW), "OK", "AUTH user pass");
     redisReply *r = cmd(c, "HELLO 2 AUTH app %s", APP_PW);
@@ -257,7 +261,13 @@ START_TEST(test_secrets_never_logged)
             ck_assert_msg(strstr(log, secrets[i]) == NULL && strstr(log, part) == NULL,
                           "secret %zu ('%s') is in keygate's %s log:\n%s", i, part, pass == 0 ? "json" : "text", log);
         }
-        if (pass == 0) expect_every_line_json();
+        if (pass == 0) {
+            expect_every_line_json();
+            ck_assert_msg(count_lines(".event == \"auth_throttle\" and .level == \"warn\" and "
+                                      "(.client | test(\"^127\\\\.0\\\\.0\\\\.1:[0-9]+$\")) and "
+                                      "(.msg | contains(\"failed AUTH from 127.0.0.1 \"))") == 1,
+                          "want one auth_throttle line for 127.0.0.1's failures");
+        }
         free(log);
     }
 }

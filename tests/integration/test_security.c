@@ -196,11 +196,15 @@ END_TEST
 
 START_TEST(test_auth_flows)
 {
-    redisContext *c = client();
+    /* from an address of its own (failures are remembered per address, test_authgate), two
+     * wrong pairs a connection: the third failure closes one */
+    redisContext *c = harness_client_from(&h, "127.0.0.6");
     expect_error(cmd(c, "AUTH %s", WRONG_PW), "WRONGPASS invalid username-password pair or user is disabled.",
                  "AUTH %s");
     expect_error(cmd(c, "AUTH alice %s", WRONG_PW), "WRONGPASS invalid username-password pair or user is disabled.",
                  "AUTH alice %s");
+    redisFree(c);
+    c = harness_client_from(&h, "127.0.0.6");
     expect_error(cmd(c, "AUTH alice %s", BOB_PW), "WRONGPASS", "AUTH alice %s");
     expect_error(cmd(c, "AUTH nobody %s", ALICE_PW), "WRONGPASS", "AUTH nobody %s");
     expect_error(cmd(c, "AUTH a b c"), "ERR syntax error", "AUTH a b c");
@@ -216,7 +220,7 @@ START_TEST(test_auth_flows)
     redisFree(c);
 
     /* HELLO 2 AUTH user password */
-    c = client();
+    c = harness_client_from(&h, "127.0.0.6");
     expect_error(cmd(c, "HELLO 2 AUTH ops %s", WRONG_PW), "WRONGPASS", "HELLO 2 AUTH ops %s");
     redisReply *r = cmd(c, "HELLO 2 AUTH ops %s", OPS_PW);
     ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements >= 2, "HELLO 2 AUTH: %s", describe(r));
@@ -578,9 +582,11 @@ START_TEST(test_secrets_never_in_logs_or_info)
 {
     /* every secret crosses keygate here, right and wrong, in each AUTH form (the log is at
      * debug level): this test sees only the log of its own keygate when run alone */
-    redisContext *c = client();
+    redisContext *c = harness_client_from(&h, "127.0.0.7"); /* an address of its own, two failures a connection */
     expect_error(cmd(c, "AUTH %s", WRONG_PW), "WRONGPASS", "AUTH wrong");
     expect_error(cmd(c, "AUTH alice %s", WRONG_PW), "WRONGPASS", "AUTH alice wrong");
+    redisFree(c);
+    c = harness_client_from(&h, "127.0.0.7");
     for (int i = 0; i < 2; i++)
         expect_error(cmd(c, "AUTH %s", h.backends[i].password), "WRONGPASS", "AUTH with a backend's password");
     expect_status(cmd(c, "AUTH %s", ALICE_PW), "OK", "AUTH alice's password");
