@@ -165,6 +165,18 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
     if (plan->nappend || plan->ttl.nfix) stats_ttl_injected(&w->stats, &req->mark);
 }
 
+void router_forward_bytes(struct client *c, struct backend *b, int instance, struct request *req, const char *bytes,
+                          size_t len)
+{
+    if (!b || b->state == BACKEND_DOWN) {
+        router_unavailable(c, req, instance);
+        return;
+    }
+    bytebuf_add(backend_stage(b), bytes, len);
+    route_expect(b, req, ROUTE_PASS, 0);
+    STAT_INC(&c->worker->stats, commands_forwarded);
+}
+
 void router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,
                          struct bytebuf *keep)
 {
