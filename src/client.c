@@ -690,6 +690,7 @@ static int client_handle_frame(struct client *c, const char *frame)
     }
     struct request *req = request_new(c);
     req->mark = client_stats_command(c, &pr, &plan);
+    req->silent = (uint8_t)policy_reply_dropped(&c->session, &plan); /* CLIENT REPLY OFF / SKIP */
     if (c->session.mode == SESSION_MULTI &&
         (plan.kind == PLAN_FORWARD || (plan.kind == PLAN_ERROR && !plan.keeps_transaction))) {
         client_multi_queue(c, req, &plan, frame);
@@ -772,6 +773,7 @@ static void client_qbuf_reserve(struct client *c, size_t more)
 static void client_protocol_error(struct client *c, const char *text)
 {
     struct request *req = request_new(c);
+    req->silent = c->session.reply_off || c->session.reply_skip; /* as Redis: no reply under CLIENT REPLY OFF */
     STAT_INC(&c->worker->stats, errors_protocol);
     log_event(LOG_INFO, "client_protocol_error", &(struct log_fields){.client = c->addr, .client_id = c->id},
               "client %llu %s: %s", (unsigned long long)c->id, c->addr, text);
@@ -810,7 +812,10 @@ static size_t client_parse(struct client *c, const char *buf, size_t len)
         const char *frame = buf + pos;
         if (c->parser.argc > 0 && client_stalled(c)) break; /* parsed again later */
         c->stall = 0;
-        if (c->parser.argc > 0 && client_handle_frame(c, frame)) break;
+        if (c->parser.argc > 0) {
+            if (client_handle_frame(c, frame)) break;
+            session_command_done(&c->session); /* CLIENT REPLY SKIP's window moves on */
+        }
         if (c->closed) return len; /* a closed client takes no more input */
         pos += c->parser.frame_len;
         if (c->parser.argc > 0) c->parser.unauthenticated = !c->session.authenticated; /* AUTH lifts the limits */

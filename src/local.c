@@ -7,6 +7,7 @@
 #include "report.h"
 #include "router.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
+#include <hiredis/hiredis.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
@@ -158,7 +160,7 @@ static void local_hello(struct client *c, struct request *req, size_t argc, cons
     if (auth && local_auth(c, req, argv[auth], argvlen[auth], argv[auth + 1], argvlen[auth + 1]) != 0) return;
     if (!c->session.authenticated) {
         request_error(req, "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
-                           "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
+                           "HELLO AUTH <user> <pass> option can be used to authenticate the client and "
                            "select the RESP protocol version at the same time");
         return;
     }
@@ -233,6 +235,47 @@ static void local_client_list(struct client *c, struct request *req, int only_se
     reply_buffer(req, out);
 }
 
+/*
+ * CLIENT UNBLOCK id [TIMEOUT|ERROR] (policy checked the arguments): the client `id` of this worker,
+ * logged in as the same user (any client when no users are configured), blocked in a command on
+ * its dedicated connection, is unblocked on the backend: CLIENT UNBLOCK <that connection's id>
+ * goes to the instance on c's own connection, and the backend's :1 or :0 is c's reply (:0 when
+ * the command was answered meanwhile); the blocked client gets what Redis gives it (TIMEOUT: the
+ * command's timeout reply, ERROR: -UNBLOCKED ...). That connection is never reused after (the
+ * UNBLOCK travels on another connection and must not reach a later client's command). Any other
+ * id: :0, as Redis answers for an id that is no blocked client.
+ */
+static void local_client_unblock(struct client *c, struct request *req, size_t argc, const char *const *argv,
+                                 const size_t *argvlen)
+{
+    long long id = 0;
+    if (args_ll(argv[2], argvlen[2], &id) != 0) id = 0; /* policy checked it */
+    const struct client *t;
+    struct backend *pin = NULL;
+    TAILQ_FOREACH(t, &c->worker->clients, link) {
+        if (t->id != (uint64_t)id || t->closed) continue;
+        int same_user =
+            !c->session.user || (t->session.user && strcmp(t->session.user->name, c->session.user->name) == 0);
+        if (same_user && t->session.mode == SESSION_BLOCKED && t->block_pin && t->block_pin->server_id > 0)
+            pin = t->block_pin;
+        break;
+    }
+    if (!pin) {
+        reply_str(req, ":0\r\n");
+        return;
+    }
+    int error = argc == 4 && args_word_is(argv[3], argvlen[3], "error");
+    char sid[32];
+    snprintf(sid, sizeof(sid), "%lld", pin->server_id);
+    const char *cmd[4] = {"CLIENT", "UNBLOCK", sid, error ? "ERROR" : "TIMEOUT"};
+    char *bytes = NULL;
+    int len = redisFormatCommandArgv(&bytes, 4, cmd, NULL);
+    if (len < 0) oom_abort(0);
+    backend_unblock_sent(pin);
+    router_forward_bytes(c, router_shared_for(c, pin->instance), pin->instance, req, bytes, (size_t)len);
+    free(bytes);
+}
+
 /* COMMAND / COMMAND INFO / COMMAND DOCS / COMMAND LIST / COMMAND COUNT, from the generated table. */
 static void local_command(struct client *c, struct request *req, enum local_cmd what, size_t argc,
                           const char *const *argv, const size_t *argvlen)
@@ -283,6 +326,53 @@ static void local_command(struct client *c, struct request *req, enum local_cmd 
             for (int j = 0; j < command_table[i].nsubcommands; j++) add_cstr(out, command_table[i].subcommands[j].name);
         }
     }
+    reply_buffer(req, out);
+}
+
+/* COMMAND GETKEYS / GETKEYSANDFLAGS cmd arg...: command_getkeys over argv[2..], Redis's reply. With
+ * flags each key is [key, flags] and the flags a set (RESP3 "~", RESP2 an array) of status words. */
+static void local_getkeys(struct client *c, struct request *req, size_t argc, const char *const *argv,
+                          const size_t *argvlen)
+{
+    static const struct {
+        uint32_t flag;
+        const char *word;
+    } words[] = {{KS_RO, "RO"},
+                 {KS_RW, "RW"},
+                 {KS_OW, "OW"},
+                 {KS_RM, "RM"},
+                 {KS_ACCESS, "access"},
+                 {KS_UPDATE, "update"},
+                 {KS_INSERT, "insert"},
+                 {KS_DELETE, "delete"},
+                 {KS_NOT_KEY, "not_key"},
+                 {KS_INCOMPLETE, "incomplete"},
+                 {KS_VARIABLE_FLAGS, "variable_flags"}};
+    int with_flags = argvlen[1] == strlen("getkeysandflags"); /* command_lookup told the two apart */
+    const char *error = NULL;
+    int n = command_getkeys(argc - 2, argv + 2, argvlen + 2, NULL, 0, &error);
+    if (n < 0) {
+        request_error(req, error);
+        return;
+    }
+    struct key_ref *keys = xmalloc(((size_t)n + 1) * sizeof(*keys));
+    int again = command_getkeys(argc - 2, argv + 2, argvlen + 2, keys, n, &error);
+    assert(again == n); /* pure: the same answer twice */
+    (void)again;
+    struct evbuffer *out = xevbuffer_new();
+    evbuffer_add_printf(out, "*%d\r\n", n);
+    for (int i = 0; i < n; i++) {
+        size_t ai = (size_t)keys[i].index + 2;
+        if (with_flags) evbuffer_add(out, STR_AND_LEN("*2\r\n"));
+        add_bulk(out, argv[ai], argvlen[ai]);
+        if (!with_flags) continue;
+        int count = 0;
+        for (size_t w = 0; w < sizeof(words) / sizeof(words[0]); w++) count += (keys[i].flags & words[w].flag) != 0;
+        evbuffer_add_printf(out, "%c%d\r\n", c->resp3 ? '~' : '*', count);
+        for (size_t w = 0; w < sizeof(words) / sizeof(words[0]); w++)
+            if (keys[i].flags & words[w].flag) evbuffer_add_printf(out, "+%s\r\n", words[w].word);
+    }
+    free(keys);
     reply_buffer(req, out);
 }
 
@@ -434,6 +524,16 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
             reply_str(req, local_null(c, "$-1\r\n"));
         }
         break;
+    case LOCAL_CLIENT_REPLY_ON:
+        session_client_reply(&c->session, SESSION_REPLY_ON);
+        reply_str(req, "+OK\r\n");
+        break;
+    case LOCAL_CLIENT_REPLY_OFF:
+    case LOCAL_CLIENT_REPLY_SKIP:
+        session_client_reply(&c->session,
+                             plan->local == LOCAL_CLIENT_REPLY_OFF ? SESSION_REPLY_OFF : SESSION_REPLY_SKIP);
+        request_complete(req, "", 0); /* silent (policy_reply_dropped): no reply of its own */
+        break;
     case LOCAL_CLIENT_ID:
         snprintf(buf, sizeof(buf), ":%llu\r\n", (unsigned long long)c->id);
         reply_str(req, buf);
@@ -453,6 +553,12 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
         break;
     case LOCAL_INFO:
         local_info(c, req, plan, argc, argv, argvlen);
+        break;
+    case LOCAL_CLIENT_UNBLOCK:
+        local_client_unblock(c, req, argc, argv, argvlen);
+        break;
+    case LOCAL_COMMAND_GETKEYS:
+        local_getkeys(c, req, argc, argv, argvlen);
         break;
     case LOCAL_UNWATCH:
         c->watch_lost = 0;
