@@ -484,6 +484,36 @@ START_TEST(test_issue19_client_unblock_resp3)
 }
 END_TEST
 
+/* ---- COMMAND GETKEYS: no registry check, and queued inside MULTI ---- */
+
+/* A user whose owners lack cache: asks about a cache: key and a never-forwarded command: no key
+ * is touched, so keygate answers as Redis does; inside MULTI it is queued and answered in EXEC. */
+static void getkeys_round(int resp3)
+{
+    struct raw kg, redis;
+    kg_open(&kg, "other", OTHER_PASS, resp3, "keygate (owners=queues)");
+    direct_open(&redis, "durable", resp3, "redis");
+    same(&kg, &redis, "COMMAND GETKEYS GET cache:rd:x");
+    same(&kg, &redis, "COMMAND GETKEYSANDFLAGS LMOVE cache:rd:a q:rd:b LEFT RIGHT");
+    same(&kg, &redis, "COMMAND GETKEYS MIGRATE 127.0.0.1 1 k 0 10");
+    same(&kg, &redis, "COMMAND GETKEYS FLUSHALL");
+    same(&kg, &redis, "MULTI");
+    same(&kg, &redis, "COMMAND GETKEYS GET q:rd:x");
+    same(&kg, &redis, "COMMAND GETKEYSANDFLAGS SET q:rd:x v GET");
+    char *got = same_at(__LINE__, &kg, &redis, "EXEC");
+    ck_assert_msg(strstr(got, "q:rd:x") != NULL, "EXEC: %s", shown(got));
+    free(got);
+    raw_close(&kg);
+    raw_close(&redis);
+}
+
+START_TEST(test_issue19_getkeys_without_registry_check_and_in_multi)
+{
+    getkeys_round(0);
+    getkeys_round(1);
+}
+END_TEST
+
 /* ---- PING before AUTH ---- */
 
 /* With users configured, keygate answers what Redis with a password answers before AUTH: only
@@ -563,6 +593,7 @@ int main(void)
     harness_add_test(tc, test_issue19_client_reply_keeps_pubsub_resp3);
     harness_add_test(tc, test_issue19_client_unblock_resp2);
     harness_add_test(tc, test_issue19_client_unblock_resp3);
+    harness_add_test(tc, test_issue19_getkeys_without_registry_check_and_in_multi);
     harness_add_test(tc, test_issue19_ping_before_auth_is_noauth);
     harness_add_test(tc, test_issue19_pubsub_numpat_on_the_default_line);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
