@@ -535,6 +535,8 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
         return 0;
     case BACKEND_OWN_ID: /* a dedicated connection's CLIENT ID (an error leaves it unknown: UNBLOCK answers :0) */
         if (reply[0] == ':') b->server_id = strtoll(reply + 1, NULL, 10);
+        if (b->block_client && b->server_id > 0) /* its blocking command went out before the id came */
+            blocked_set_server_id(&b->worker->proxy->blocked, b->block_client, b->server_id);
         return 0;
     case BACKEND_OWN_INFO:
         if (topology_on_info_reply(b->worker->proxy, b->instance, backend_conf(b)->name, reply, len)) {

@@ -85,6 +85,7 @@ struct backend {
     int in_idle;
     int64_t block_ms;                 /* carries a blocking command that may block this long (0: forever); -1 none */
     long long server_id;              /* the backend's CLIENT ID of this connection (0 until its reply came) */
+    uint64_t block_client;            /* the keygate client whose blocking command it carries (0: none) */
     int unblocked;                    /* a CLIENT UNBLOCK named it: closed when released, never reused (the
                                          UNBLOCK must not reach the next client's command) */
     TAILQ_ENTRY(backend) link;        /* idle list, or the worker's dead list */

@@ -135,7 +135,11 @@ static void client_teardown(struct client *c)
     assert(released == c->nqueued); /* nqueued counts the queue */
     c->nqueued = 0;
     if (c->watch_pin) backend_abandon(c->watch_pin);
-    if (c->block_pin) backend_abandon(c->block_pin);
+    if (c->block_pin) {
+        (void)blocked_remove(&w->proxy->blocked, c->id); /* the connection is closed anyway */
+        c->block_pin->block_client = 0;
+        backend_abandon(c->block_pin);
+    }
     for (int i = 0; i < CONFIG_MAX_INSTANCES; i++)
         if (c->pubsub.pin[i]) backend_abandon(c->pubsub.pin[i]);
     if (c->pev) event_free(c->pev);
@@ -745,6 +749,9 @@ static int client_handle_frame(struct client *c, const char *frame)
             }
             req->blocking = 1;
             c->block_pin = b;
+            b->block_client = c->id; /* CLIENT UNBLOCK, from any worker, finds it (blocked.h) */
+            blocked_add(&w->proxy->blocked, c->id, c->session.user ? c->session.user->name : NULL, plan.instance,
+                        b->server_id);
             backend_exempt(b, command_block_timeout_ms(pr.cmd, p->argc, c->argv,
                                                        c->argvlen)); /* it may wait as long as the command blocks */
             session_block(&c->session);

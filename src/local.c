@@ -236,44 +236,86 @@ static void local_client_list(struct client *c, struct request *req, int only_se
 }
 
 /*
- * CLIENT UNBLOCK id [TIMEOUT|ERROR] (policy checked the arguments): the client `id` of this worker,
- * logged in as the same user (any client when no users are configured), blocked in a command on
- * its dedicated connection, is unblocked on the backend: CLIENT UNBLOCK <that connection's id>
- * goes to the instance on c's own connection, and the backend's :1 or :0 is c's reply (:0 when
- * the command was answered meanwhile); the blocked client gets what Redis gives it (TIMEOUT: the
- * command's timeout reply, ERROR: -UNBLOCKED ...). That connection is never reused after (the
- * UNBLOCK travels on another connection and must not reach a later client's command). Any other
- * id: :0, as Redis answers for an id that is no blocked client.
+ * CLIENT UNBLOCK id [TIMEOUT|ERROR] (policy checked the arguments): the client `id`, on any worker
+ * (blocked.h), logged in as the same user (any client when no users are configured), blocked in a
+ * command on its dedicated connection, is unblocked on the backend: CLIENT UNBLOCK <that
+ * connection's id> goes to the instance on c's own connection, and the backend's :1 or :0 is c's
+ * reply (:0 when the command was answered meanwhile); the blocked client gets what Redis gives it
+ * (TIMEOUT: the command's timeout reply, ERROR: -UNBLOCKED ...). Its connection is never reused
+ * after (router.c: the UNBLOCK travels on another connection and must not reach a later client's
+ * command). Any other id: :0, as Redis answers for an id that is no blocked client.
  */
+#define UNBLOCK_RETRY_MS 1          /* asking again while the blocked client's new connection learns its id */
+#define UNBLOCK_PENDING_MAX_MS 1000 /* its CLIENT ID reply comes within a round trip; past this: :0 */
+
+/* A CLIENT UNBLOCK waiting for the blocked client's connection to learn its backend id. */
+struct unblock_retry {
+    struct event *ev;
+    struct request *req; /* kept alive by request_expect, also if its client goes */
+    long long id;
+    int error;
+    int64_t until_ms;
+};
+
+/* Claim `id` and send the backend's CLIENT UNBLOCK for req, or answer :0. 0 when req must ask
+ * again (the blocked client's connection does not know its backend id yet) and may_wait. */
+static int unblock_try(struct client *c, struct request *req, long long id, int error, int may_wait)
+{
+    long long server_id = 0;
+    int instance = -1;
+    enum blocked_claim_result found =
+        id > 0 ? blocked_claim(&c->worker->proxy->blocked, (uint64_t)id, c->session.user ? c->session.user->name : NULL,
+                               &instance, &server_id)
+               : BLOCKED_NONE;
+    if (found == BLOCKED_PENDING && may_wait) return 0;
+    if (found != BLOCKED_CLAIMED) {
+        reply_str(req, ":0\r\n");
+        return 1;
+    }
+    char sid[32];
+    snprintf(sid, sizeof(sid), "%lld", server_id);
+    const char *cmd[4] = {"CLIENT", "UNBLOCK", sid, error ? "ERROR" : "TIMEOUT"};
+    char *bytes = NULL;
+    int len = redisFormatCommandArgv(&bytes, 4, cmd, NULL);
+    if (len < 0) oom_abort(0);
+    router_forward_bytes(c, router_shared_for(c, instance), instance, req, bytes, (size_t)len);
+    free(bytes);
+    return 1;
+}
+
+static void unblock_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct unblock_retry *r = arg;
+    struct request *req = r->req;
+    (void)fd;
+    (void)what;
+    struct client *c = req->client;
+    if (c && !c->closed && unblock_try(c, req, r->id, r->error, clock_wall_ms() < r->until_ms) == 0) {
+        struct timeval tv = {0, UNBLOCK_RETRY_MS * 1000};
+        evtimer_add(r->ev, &tv);
+        return;
+    }
+    request_reply_consumed(req); /* answered or sent (it lives on while owed), or its client went */
+    event_free(r->ev);
+    free(r);
+}
+
 static void local_client_unblock(struct client *c, struct request *req, size_t argc, const char *const *argv,
                                  const size_t *argvlen)
 {
     long long id = 0;
     if (args_ll(argv[2], argvlen[2], &id) != 0) id = 0; /* policy checked it */
-    const struct client *t;
-    struct backend *pin = NULL;
-    TAILQ_FOREACH(t, &c->worker->clients, link) {
-        if (t->id != (uint64_t)id || t->closed) continue;
-        int same_user =
-            !c->session.user || (t->session.user && strcmp(t->session.user->name, c->session.user->name) == 0);
-        if (same_user && t->session.mode == SESSION_BLOCKED && t->block_pin && t->block_pin->server_id > 0)
-            pin = t->block_pin;
-        break;
-    }
-    if (!pin) {
-        reply_str(req, ":0\r\n");
-        return;
-    }
     int error = argc == 4 && args_word_is(argv[3], argvlen[3], "error");
-    char sid[32];
-    snprintf(sid, sizeof(sid), "%lld", pin->server_id);
-    const char *cmd[4] = {"CLIENT", "UNBLOCK", sid, error ? "ERROR" : "TIMEOUT"};
-    char *bytes = NULL;
-    int len = redisFormatCommandArgv(&bytes, 4, cmd, NULL);
-    if (len < 0) oom_abort(0);
-    backend_unblock_sent(pin);
-    router_forward_bytes(c, router_shared_for(c, pin->instance), pin->instance, req, bytes, (size_t)len);
-    free(bytes);
+    if (unblock_try(c, req, id, error, 1)) return;
+    struct unblock_retry *r = xcalloc(1, sizeof(*r));
+    r->req = req;
+    r->id = id;
+    r->error = error;
+    r->until_ms = clock_wall_ms() + UNBLOCK_PENDING_MAX_MS;
+    r->ev = xevtimer_new(c->worker->base, unblock_retry_cb, r);
+    request_expect(req);
+    struct timeval tv = {0, UNBLOCK_RETRY_MS * 1000};
+    evtimer_add(r->ev, &tv);
 }
 
 /* COMMAND / COMMAND INFO / COMMAND DOCS / COMMAND LIST / COMMAND COUNT, from the generated table. */

@@ -185,6 +185,7 @@ static int run(const char *path)
 
     d.proxy.nworkers = d.cfg->threads;
     d.proxy.started_ms = clock_wall_ms();
+    blocked_init(&d.proxy.blocked);
     d.proxy.workers = xcalloc((size_t)d.proxy.nworkers, sizeof(struct worker));
     d.threads = xcalloc((size_t)d.proxy.nworkers, sizeof(pthread_t));
     int rc = 0, started = 0;
@@ -233,6 +234,7 @@ static int run(const char *path)
     if (d.base) event_base_free(d.base);
     listen_tls_free(&d);
     free(d.proxy.workers);
+    blocked_free(&d.proxy.blocked);
     free(d.threads);
     if (d.retired) config_free(d.retired);
     config_free(d.cfg);

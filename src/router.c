@@ -124,8 +124,16 @@ void router_close_subscribers(struct client *c)
 static void route_unblock(struct request *req)
 {
     if (!req->blocking || !req->client) return;
-    req->client->block_pin = NULL;
-    session_unblock(&req->client->session);
+    struct client *c = req->client;
+    struct backend *b = c->block_pin;
+    if (b) {
+        b->block_client = 0;
+        /* a CLIENT UNBLOCK (from any worker) named its connection: the UNBLOCK may still be on its
+         * way, so the connection must not carry another client's blocking command */
+        if (blocked_remove(&c->worker->proxy->blocked, c->id)) backend_unblock_sent(b);
+    }
+    c->block_pin = NULL;
+    session_unblock(&c->session);
 }
 
 /*
@@ -497,6 +505,7 @@ static int route_may_keep(struct backend *b, const struct pending *pd, size_t pa
 static void route_owner_lost(struct backend *b, struct client *c)
 {
     if (c->block_pin == b) {
+        (void)blocked_remove(&c->worker->proxy->blocked, c->id);
         c->block_pin = NULL; /* its request got -UNAVAILABLE; no other state */
         return;
     }

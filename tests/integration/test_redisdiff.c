@@ -484,6 +484,54 @@ START_TEST(test_issue19_client_unblock_resp3)
 }
 END_TEST
 
+/* 1 when the CLIENT LIST that r sees (its worker's clients) names client `id`. */
+static int raw_lists_client(struct raw *r, long long id)
+{
+    char want[40];
+    raw_line(r, "CLIENT LIST");
+    char *got = raw_reply(r);
+    snprintf(want, sizeof(want), "id=%lld ", id);
+    int seen = strstr(got, want) != NULL;
+    free(got);
+    return seen;
+}
+
+/* With threads 2, CLIENT UNBLOCK from a client on the other worker thread (its CLIENT LIST does
+ * not show the blocked client) unblocks it too: the table of blocked clients is process-wide. */
+START_TEST(test_issue19_client_unblock_across_worker_threads)
+{
+    char app[65], other[65], extra[500];
+    harness_sha256_hex(APP_PASS, app);
+    harness_sha256_hex(OTHER_PASS, other);
+    snprintf(extra, sizeof(extra),
+             "user app sha256=%s owners=* access=rw\nuser other sha256=%s owners=queues access=rw\nthreads 2\n", app,
+             other);
+    struct harness_opts o = {.extra_config = extra};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart: %s", h.error);
+    struct raw a, b[64];
+    kg_open(&a, "app", APP_PASS, 0, "keygate (blocked)");
+    long long aid = raw_client_id(&a);
+    int far = -1, opened = 0;
+    for (long long deadline = now_ms() + 5000; far < 0 && opened < 64 && now_ms() < deadline; opened++) {
+        kg_open(&b[opened], "app", APP_PASS, 0, "keygate (unblocker)");
+        if (!raw_lists_client(&b[opened], aid)) far = opened;
+    }
+    ck_assert_msg(far >= 0, "no connection of %d landed on the other worker thread", opened);
+    raw_line(&a, "BLPOP q:rd:ubfar 0");
+    wait_blocked_on_durable(1, "the BLPOP");
+    char line[80];
+    snprintf(line, sizeof(line), "CLIENT UNBLOCK %lld", aid);
+    raw_line(&b[far], line);
+    expect_raw(&b[far], ":1\r\n", "CLIENT UNBLOCK from the other worker thread");
+    expect_raw(&a, "*-1\r\n", "the unblocked BLPOP (timeout reply)");
+    wait_blocked_on_durable(0, "unblocked on the backend");
+    raw_line(&b[far], line);
+    expect_raw(&b[far], ":0\r\n", "no longer blocked");
+    for (int i = 0; i < opened; i++) raw_close(&b[i]);
+    raw_close(&a);
+}
+END_TEST
+
 /* ---- COMMAND GETKEYS: no registry check, and queued inside MULTI ---- */
 
 /* A user whose owners lack cache: asks about a cache: key and a never-forwarded command: no key
@@ -593,6 +641,7 @@ int main(void)
     harness_add_test(tc, test_issue19_client_reply_keeps_pubsub_resp3);
     harness_add_test(tc, test_issue19_client_unblock_resp2);
     harness_add_test(tc, test_issue19_client_unblock_resp3);
+    harness_add_test(tc, test_issue19_client_unblock_across_worker_threads);
     harness_add_test(tc, test_issue19_getkeys_without_registry_check_and_in_multi);
     harness_add_test(tc, test_issue19_ping_before_auth_is_noauth);
     harness_add_test(tc, test_issue19_pubsub_numpat_on_the_default_line);
