@@ -694,7 +694,9 @@ static int client_handle_frame(struct client *c, const char *frame)
     }
     struct request *req = request_new(c);
     req->mark = client_stats_command(c, &pr, &plan);
-    req->silent = (uint8_t)policy_reply_dropped(&c->session, &plan); /* CLIENT REPLY OFF / SKIP */
+    /* CLIENT REPLY OFF / SKIP (without either, only their own replies are dropped, and they are empty) */
+    if (__builtin_expect(c->session.reply_off | c->session.reply_skip, 0))
+        req->silent = (uint8_t)policy_reply_dropped(&c->session, &plan);
     if (c->session.mode == SESSION_MULTI &&
         (plan.kind == PLAN_FORWARD || (plan.kind == PLAN_ERROR && !plan.keeps_transaction))) {
         client_multi_queue(c, req, &plan, frame);

@@ -121,9 +121,16 @@ void router_close_subscribers(struct client *c)
 }
 
 /* The reply of a request sent on the client's blocking pin: the pin is back in the pool. */
-static void route_unblock(struct request *req)
+static __attribute__((noinline)) void route_unblock_client(struct request *req);
+
+static inline void route_unblock(struct request *req)
 {
-    if (!req->blocking || !req->client) return;
+    if (__builtin_expect(req->blocking, 0)) route_unblock_client(req);
+}
+
+static void route_unblock_client(struct request *req)
+{
+    if (!req->client) return;
     struct client *c = req->client;
     struct backend *b = c->block_pin;
     if (b) {

@@ -93,12 +93,6 @@ void session_client_reply(struct session *s, enum session_reply mode)
     }
 }
 
-void session_command_done(struct session *s)
-{
-    s->reply_skip = s->reply_skip_next;
-    s->reply_skip_next = 0;
-}
-
 int session_arg_is(const struct policy_request *r, size_t i, const char *word)
 {
     return i < r->argc && args_word_is(r->argv[i], r->argvlen[i], word);

@@ -102,8 +102,13 @@ enum session_reply { SESSION_REPLY_ON = 0, SESSION_REPLY_OFF, SESSION_REPLY_SKIP
 void session_client_reply(struct session *s, enum session_reply mode);
 
 /* A command was handled (Redis's resetClient): the SKIP window moves on, so the command after
- * CLIENT REPLY SKIP is the one skipped, and only that one. Call once per command, after it ran. */
-void session_command_done(struct session *s);
+ * CLIENT REPLY SKIP is the one skipped, and only that one. Call once per command, after it ran.
+ * Inline: it runs for every command. */
+static inline void session_command_done(struct session *s)
+{
+    s->reply_skip = s->reply_skip_next;
+    s->reply_skip_next = 0;
+}
 
 /* One parsed request, as policy sees it. */
 struct policy_request {
