@@ -40,10 +40,8 @@ static const struct denied_entry denied[] = {
     {"client|no-evict", "it acts on the backend's connections"},
     {"client|no-touch", "it acts on the backend's connections"},
     {"client|pause", "it acts on the backend's connections"},
-    {"client|reply", "keygate owns the reply stream of its shared connections"},
     {"client|tracking", "client-side caching is keygate's near cache (the registry's near-cache=D), not tracking"},
     {"client|trackinginfo", "client-side caching state is not supported through keygate"},
-    {"client|unblock", "it acts on the backend's connections"},
     {"client|unpause", "it acts on the backend's connections"},
     {"cluster", "server administration"},
     {"config", "server administration"},
@@ -92,9 +90,11 @@ static const struct denied_entry denied[] = {
  * Flagged admin or @dangerous in Redis's table, yet safe through keygate:
  *   keys, sort, sort_ro  patterns checked here, keys through the registry
  *   info, client|list    answered by keygate itself (keygate's own sections / clients)
+ *   client|unblock       answered by keygate itself (its own clients, on their dedicated connections)
  *   lastsave             a keyless read policy sends to the first instance
  */
-static const char *const safe_exceptions[] = {"keys", "sort", "sort_ro", "info", "client|list", "lastsave", NULL};
+static const char *const safe_exceptions[] = {"keys",        "sort",     "sort_ro",        "info",
+                                              "client|list", "lastsave", "client|unblock", NULL};
 
 static int name_in(const char *name, const char *const *list)
 {
@@ -156,8 +156,7 @@ const char *access_never_forwarded_lookup(const struct command_def *cmd)
 
 int access_allowed_before_auth(const struct command_def *cmd)
 {
-    enum cmd_id cid = cmdclass_id(cmd);
-    return cid == CID_AUTH || cid == CID_HELLO || cid == CID_PING || cid == CID_QUIT || cid == CID_RESET;
+    return (cmd->flags & CMD_NO_AUTH) != 0; /* Redis's table: AUTH, HELLO, QUIT, RESET */
 }
 
 static void deny(struct access_result *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

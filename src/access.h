@@ -22,7 +22,8 @@ struct access_result {
     const struct namespace_entry *ns; /* ACCESS_PATTERN */
 };
 
-/* 1 when cmd may run before AUTH: AUTH, HELLO, PING, QUIT, RESET. */
+/* 1 when cmd may run before AUTH: the commands Redis 7.0 flags no_auth (AUTH, HELLO, QUIT, RESET), as
+ * Redis's processCommand; PING is not one of them (it answers -NOAUTH). Pure. */
 int access_allowed_before_auth(const struct command_def *cmd);
 
 /*

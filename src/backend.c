@@ -541,6 +541,11 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
             return -1;
         }
         return 0;
+    case BACKEND_OWN_ID: /* a dedicated connection's CLIENT ID (an error leaves it unknown: UNBLOCK answers :0) */
+        if (reply[0] == ':') b->server_id = strtoll(reply + 1, NULL, 10);
+        if (b->block_client && b->server_id > 0) /* its blocking command went out before the id came */
+            blocked_set_server_id(&b->worker->proxy->blocked, b->block_client, b->server_id);
+        return 0;
     case BACKEND_OWN_INFO:
         if (topology_on_info_reply(b->worker->proxy, b->instance, backend_conf(b)->name, reply, len)) {
             struct timeval tv = {TOPOLOGY_RECHECK_MS / 1000, (TOPOLOGY_RECHECK_MS % 1000) * 1000};
@@ -936,6 +941,11 @@ static void backend_connect(struct backend *b)
         const char *hello[2] = {"HELLO", "3"};
         backend_send_internal(b, BACKEND_OWN_HELLO, 2, hello);
     }
+    /* a dedicated connection's id on the backend, for CLIENT UNBLOCK of the client it serves */
+    if (b->pinned) {
+        const char *id[2] = {"CLIENT", "ID"};
+        backend_send_internal(b, BACKEND_OWN_ID, 2, id);
+    }
     /* topology guard (shared RESP2 connections only: every instance has them; its parser
      * reads RESP2's bulk): durable noeviction + AOF, cache evicting, Redis >= 7 */
     if (!b->pinned && !b->resp3) {
@@ -951,7 +961,7 @@ static void backend_make_idle(struct backend *b)
     b->release_when_idle = 0;
     b->owner = NULL;
     b->block_ms = -1;
-    if (b->state != BACKEND_READY && b->state != BACKEND_CONNECTING) {
+    if (b->unblocked || (b->state != BACKEND_READY && b->state != BACKEND_CONNECTING)) {
         backend_abandon(b);
         return;
     }
@@ -1003,6 +1013,12 @@ void backend_exempt(struct backend *b, int64_t block_ms)
 {
     assert(b->pinned && block_ms >= 0);
     b->block_ms = block_ms;
+}
+
+void backend_unblock_sent(struct backend *b)
+{
+    assert(b->pinned);
+    b->unblocked = 1;
 }
 
 void backend_unpin(struct backend *b)

@@ -16,9 +16,10 @@
  * One reply owed on a connection. The backend module only counts and orders them; what a
  * reply means is the router's (kind, part): the backend hands each framed reply, with its
  * entry, to the hooks. Entries with `own` set are the connection's own commands at connect
- * (AUTH, HELLO 3 on a RESP3 connection, the topology INFO), which the backend answers itself.
+ * (AUTH, HELLO 3 on a RESP3 connection, the topology INFO, a dedicated connection's CLIENT ID),
+ * which the backend answers itself.
  */
-enum backend_own { BACKEND_OWN_NONE = 0, BACKEND_OWN_AUTH, BACKEND_OWN_HELLO, BACKEND_OWN_INFO };
+enum backend_own { BACKEND_OWN_NONE = 0, BACKEND_OWN_AUTH, BACKEND_OWN_HELLO, BACKEND_OWN_INFO, BACKEND_OWN_ID };
 
 struct pending {
     struct request *req; /* the router's request (NULL for own entries) */
@@ -83,6 +84,10 @@ struct backend {
     int release_when_idle; /* back to the idle list once the FIFO is empty */
     int in_idle;
     int64_t block_ms;                 /* carries a blocking command that may block this long (0: forever); -1 none */
+    long long server_id;              /* the backend's CLIENT ID of this connection (0 until its reply came) */
+    uint64_t block_client;            /* the keygate client whose blocking command it carries (0: none) */
+    int unblocked;                    /* a CLIENT UNBLOCK named it: closed when released, never reused (the
+                                         UNBLOCK must not reach the next client's command) */
     TAILQ_ENTRY(backend) link;        /* idle list, or the worker's dead list */
     TAILQ_ENTRY(backend) pinned_link; /* the pool's list of live dedicated connections */
     /* backend-timeout */
@@ -188,6 +193,9 @@ void backend_exempt(struct backend *b, int64_t block_ms);
  * doubles from attempt to attempt. Pure.
  */
 int backend_backoff_delay(int backoff_ms, uint32_t r);
+
+/* A CLIENT UNBLOCK for b's server_id was sent (another connection carries it): b is never reused. */
+void backend_unblock_sent(struct backend *b);
 
 /* c's state on b ended: b goes back to the idle list once its FIFO is empty. */
 void backend_unpin(struct backend *b);

@@ -136,7 +136,11 @@ static void client_teardown(struct client *c)
     assert(released == c->nqueued); /* nqueued counts the queue */
     c->nqueued = 0;
     if (c->watch_pin) backend_abandon(c->watch_pin);
-    if (c->block_pin) backend_abandon(c->block_pin);
+    if (c->block_pin) {
+        (void)blocked_remove(&w->proxy->blocked, c->id); /* the connection is closed anyway */
+        c->block_pin->block_client = 0;
+        backend_abandon(c->block_pin);
+    }
     for (int i = 0; i < CONFIG_MAX_INSTANCES; i++)
         if (c->pubsub.pin[i]) backend_abandon(c->pubsub.pin[i]);
     authgate_client_free(c);
@@ -698,6 +702,9 @@ static int client_handle_frame(struct client *c, const char *frame)
     }
     struct request *req = request_new(c);
     req->mark = client_stats_command(c, &pr, &plan);
+    /* CLIENT REPLY OFF / SKIP (without either, only their own replies are dropped, and they are empty) */
+    if (__builtin_expect(c->session.reply_off | c->session.reply_skip, 0))
+        req->silent = (uint8_t)policy_reply_dropped(&c->session, &plan);
     if (c->session.mode == SESSION_MULTI &&
         (plan.kind == PLAN_FORWARD || (plan.kind == PLAN_ERROR && !plan.keeps_transaction))) {
         client_multi_queue(c, req, &plan, frame);
@@ -752,6 +759,9 @@ static int client_handle_frame(struct client *c, const char *frame)
             }
             req->blocking = 1;
             c->block_pin = b;
+            b->block_client = c->id; /* CLIENT UNBLOCK, from any worker, finds it (blocked.h) */
+            blocked_add(&w->proxy->blocked, c->id, c->session.user ? c->session.user->name : NULL, plan.instance,
+                        b->server_id);
             backend_exempt(b, command_block_timeout_ms(pr.cmd, p->argc, c->argv,
                                                        c->argvlen)); /* it may wait as long as the command blocks */
             session_block(&c->session);
@@ -780,6 +790,7 @@ static void client_qbuf_reserve(struct client *c, size_t more)
 static void client_protocol_error(struct client *c, const char *text)
 {
     struct request *req = request_new(c);
+    req->silent = c->session.reply_off || c->session.reply_skip; /* as Redis: no reply under CLIENT REPLY OFF */
     STAT_INC(&c->worker->stats, errors_protocol);
     log_event(LOG_INFO, "client_protocol_error", &(struct log_fields){.client = c->addr, .client_id = c->id},
               "client %llu %s: %s", (unsigned long long)c->id, c->addr, text);
@@ -818,7 +829,10 @@ static size_t client_parse(struct client *c, const char *buf, size_t len)
         const char *frame = buf + pos;
         if (c->parser.argc > 0 && client_stalled(c)) break; /* parsed again later */
         c->stall = 0;
-        if (c->parser.argc > 0 && client_handle_frame(c, frame)) break;
+        if (c->parser.argc > 0) {
+            if (client_handle_frame(c, frame)) break;
+            session_command_done(&c->session); /* CLIENT REPLY SKIP's window moves on */
+        }
         if (c->closed) return len; /* a closed client takes no more input */
         pos += c->parser.frame_len;
         if (c->parser.argc > 0) c->parser.unauthenticated = !c->session.authenticated; /* AUTH lifts the limits */

@@ -33,7 +33,9 @@
     X(CID_KEYS, "keys") X(CID_SCAN, "scan") X(CID_SCRIPT_LOAD, "script|load")                                 \
     X(CID_SCRIPT_EXISTS, "script|exists") X(CID_EVAL, "eval") X(CID_EVALSHA, "evalsha") X(CID_FCALL, "fcall")   \
     X(CID_CLIENT, "client") X(CID_DBSIZE, "dbsize") X(CID_TIME, "time") X(CID_LASTSAVE, "lastsave")             \
-    X(CID_READONLY, "readonly") X(CID_READWRITE, "readwrite")
+    X(CID_READONLY, "readonly") X(CID_READWRITE, "readwrite") X(CID_CLIENT_REPLY, "client|reply")            \
+    X(CID_CLIENT_UNBLOCK, "client|unblock") X(CID_COMMAND_GETKEYS, "command|getkeys")                         \
+    X(CID_COMMAND_GETKEYSANDFLAGS, "command|getkeysandflags")
 /* clang-format on */
 
 enum cmd_id {

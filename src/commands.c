@@ -641,6 +641,290 @@ int command_find_keys(const struct command_def *cmd, size_t argc, const char *co
     return command_find_keys_err(cmd, argc, argv, argvlen, out, max, incomplete, NULL, 0);
 }
 
+/* ---- COMMAND GETKEYS: Redis's own answer (getKeysFromCommandWithSpecs), not execution's ----
+ *
+ *   command_getkeys
+ *     unknown / no key spec / arity      -> Redis's error texts
+ *     SET, BITFIELD (variable flags)     -> getkeys_proc at once
+ *     otherwise the key specs            -> getkeys_spec_walk (getKeysUsingKeySpecs)
+ *       a spec that fails (UNKNOWN, INCOMPLETE, out of range, a bad key count)
+ *                                        -> the command's getkeys_proc, if it has one, else no key
+ *     no key                             -> [] when the command's keys are optional, else an error
+ */
+
+/* One spec of Redis's getKeysUsingKeySpecs (GET_KEYSPEC_DEFAULT): its keys into f; -1 when it fails. */
+static int getkeys_spec(struct find *f, const struct key_spec *ks)
+{
+    int argc = f->argc, first = 0, last, step;
+    if (ks->bs_type == BS_INDEX) {
+        first = ks->bs_index;
+    } else if (ks->bs_type == BS_KEYWORD) {
+        /* forward from startfrom to argc-2, or backward from argc+startfrom to 2: the end is excluded */
+        int start = ks->bs_startfrom > 0 ? ks->bs_startfrom : argc + ks->bs_startfrom;
+        int end = ks->bs_startfrom > 0 ? argc - 1 : 1;
+        for (int i = start; i != end; i = start <= end ? i + 1 : i - 1) {
+            if (i >= argc || i < 1) break;
+            if (find_is(f, i, ks->bs_keyword)) {
+                first = i + 1;
+                break;
+            }
+        }
+        if (!first) return 0; /* keyword not found: this spec names no key */
+    } else {
+        return -1;
+    }
+    if (ks->fk_type == FK_RANGE) {
+        step = ks->fk_keystep;
+        if (ks->fk_lastkey >= 0)
+            last = first + ks->fk_lastkey;
+        else if (!ks->fk_limit)
+            last = argc + ks->fk_lastkey;
+        else
+            last = first + ((argc - first) / ks->fk_limit + ks->fk_lastkey);
+    } else if (ks->fk_type == FK_KEYNUM) {
+        long long n;
+        step = ks->fk_keystep;
+        if (ks->fk_keynumidx >= argc || first + ks->fk_keynumidx >= argc) return -1;
+        if (find_ll(f, first + ks->fk_keynumidx, &n) != 0 || n < 0 || n > INT_MAX / 2) return -1;
+        first += ks->fk_firstkey;
+        last = first + (int)n - 1;
+    } else {
+        return -1;
+    }
+    if (last >= argc || last < first || first >= argc || step < 1) return -1;
+    for (int i = first; i <= last; i += step) key_add(f, i, ks->flags);
+    return ks->flags & KS_INCOMPLETE ? -1 : 0;
+}
+
+/* Every key spec (getKeysUsingKeySpecs): 0, or -1 (f->n reset) when one fails. */
+static int getkeys_spec_walk(struct find *f)
+{
+    for (int i = 0; i < f->cmd->nspecs; i++) {
+        const struct key_spec *ks = &f->cmd->specs[i];
+        if (ks->flags & KS_NOT_KEY) continue;
+        if (getkeys_spec(f, ks) < 0) {
+            f->n = 0;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* argv[i] as C's atoi reads its C string (leading space, a sign, digits up to the first other byte). */
+static int find_atoi(const struct find *f, int i)
+{
+    size_t len = find_len(f, i);
+    char small[64];
+    char *buf = len < sizeof(small) ? small : xmalloc(len + 1);
+    memcpy(buf, f->argv[i], len);
+    buf[len] = '\0';
+    int v = (int)strtol(buf, NULL, 10); /* glibc's atoi */
+    if (buf != small) free(buf);
+    return v;
+}
+
+/* genericGetKeys: `num` keys (atoi of argv[count_at]) from first_at, then the destination
+ * (store_at, 0 = none) last; no key when num < 1 or past argc. Flags: none. */
+static void getkeys_counted(struct find *f, int store_at, int count_at, int first_at)
+{
+    int num = find_atoi(f, count_at);
+    if (num < 1 || num > f->argc - first_at) return;
+    for (int i = 0; i < num; i++) key_add(f, first_at + i, 0);
+    if (store_at) key_add(f, store_at, 0);
+}
+
+/* sortGetKeys: the sorted key, and the last STORE's value, where options are skipped as LIMIT 2,
+ * GET 1, BY 1 and every other word as none (so a STORE value may itself be read as STORE). */
+static void getkeys_sort(struct find *f)
+{
+    int store = 0;
+    key_add(f, 1, KS_RO | KS_ACCESS);
+    for (int i = 2; i < f->argc; i++) {
+        if (find_is(f, i, "limit"))
+            i += 2;
+        else if (find_is(f, i, "get") || find_is(f, i, "by"))
+            i += 1;
+        else if (find_is(f, i, "store") && i + 1 < f->argc)
+            store = i + 1;
+    }
+    if (store) key_add(f, store, KS_OW | KS_UPDATE);
+}
+
+/* migrateGetKeys: argv[3], or every argument after KEYS (none when argv[3] is not ""). */
+static void getkeys_migrate(struct find *f)
+{
+    int first = 3, num = 1;
+    for (int i = 6; f->argc > 6 && i < f->argc; i++) {
+        if (find_is(f, i, "keys")) {
+            if (find_len(f, 3) > 0) {
+                num = 0;
+            } else {
+                first = i + 1;
+                num = f->argc - first;
+            }
+            break;
+        }
+        if (find_is(f, i, "auth"))
+            i += 1;
+        else if (find_is(f, i, "auth2"))
+            i += 2;
+    }
+    for (int i = 0; i < num; i++) key_add(f, first + i, KS_RW | KS_ACCESS | KS_DELETE);
+}
+
+/* georadiusGetKeys: argv[1], and the value of the last STORE or STOREDIST from argv[5]. */
+static void getkeys_georadius(struct find *f)
+{
+    int stored = 0;
+    for (int i = 5; i < f->argc; i++) {
+        if ((find_is(f, i, "store") || find_is(f, i, "storedist")) && i + 1 < f->argc) stored = ++i;
+    }
+    key_add(f, 1, 0);
+    if (stored) key_add(f, stored, 0);
+}
+
+/* xreadGetKeys: the first half of what follows the first STREAMS among BLOCK n, COUNT n,
+ * GROUP g c, NOACK (any other word ends the options); none when that is empty or odd. */
+static void getkeys_xread(struct find *f)
+{
+    int streams = -1;
+    for (int i = 1; i < f->argc; i++) {
+        if (find_is(f, i, "block") || find_is(f, i, "count")) {
+            i++;
+        } else if (find_is(f, i, "group")) {
+            i += 2;
+        } else if (find_is(f, i, "noack")) {
+            continue;
+        } else {
+            if (find_is(f, i, "streams")) streams = i;
+            break;
+        }
+    }
+    int num = streams < 0 ? 0 : f->argc - streams - 1;
+    if (num == 0 || num % 2 != 0) return;
+    for (int i = streams + 1; i < f->argc - num / 2; i++) key_add(f, i, 0);
+}
+
+/* setGetKeys / bitfieldGetKeys: argv[1], its flags from the options. */
+static void getkeys_set(struct find *f)
+{
+    uint32_t flags = KS_OW | KS_UPDATE;
+    for (int i = 3; i < f->argc; i++)
+        if (find_is(f, i, "get")) {
+            flags = KS_RW | KS_ACCESS | KS_UPDATE;
+            break;
+        }
+    key_add(f, 1, flags);
+}
+
+static void getkeys_bitfield(struct find *f)
+{
+    int readonly = 1;
+    for (int i = 2; i < f->argc; i++) {
+        int rem = f->argc - i - 1;
+        if (find_is(f, i, "get") && rem >= 2) {
+            i += 2;
+        } else if ((find_is(f, i, "set") || find_is(f, i, "incrby")) && rem >= 3) {
+            readonly = 0;
+            break;
+        } else if (find_is(f, i, "overflow") && rem >= 1) {
+            i += 1;
+        } else {
+            readonly = 0; /* a syntax error: Redis assumes a write */
+            break;
+        }
+    }
+    key_add(f, 1, readonly ? KS_RO | KS_ACCESS : KS_RW | KS_ACCESS | KS_UPDATE);
+}
+
+/* The getkeys procedure of Redis 7.0.15's table for f->cmd; 0 when the command has none. */
+static int getkeys_proc(struct find *f)
+{
+    static const struct {
+        const char *name;
+        int store_at, count_at, first_at; /* getkeys_counted's, when fn is NULL */
+        void (*fn)(struct find *f);
+    } procs[] = {
+        {"bitfield", 0, 0, 0, getkeys_bitfield},
+        {"blmpop", 0, 2, 3, NULL},
+        {"bzmpop", 0, 2, 3, NULL},
+        {"eval", 0, 2, 3, NULL},
+        {"eval_ro", 0, 2, 3, NULL},
+        {"evalsha", 0, 2, 3, NULL},
+        {"evalsha_ro", 0, 2, 3, NULL},
+        {"fcall", 0, 2, 3, NULL},
+        {"fcall_ro", 0, 2, 3, NULL},
+        {"georadius", 0, 0, 0, getkeys_georadius},
+        {"georadiusbymember", 0, 0, 0, getkeys_georadius},
+        {"lmpop", 0, 1, 2, NULL},
+        {"migrate", 0, 0, 0, getkeys_migrate},
+        {"set", 0, 0, 0, getkeys_set},
+        {"sintercard", 0, 1, 2, NULL},
+        {"sort", 0, 0, 0, getkeys_sort},
+        {"sort_ro", 0, 0, 0, NULL}, /* the sorted key alone (below) */
+        {"xread", 0, 0, 0, getkeys_xread},
+        {"xreadgroup", 0, 0, 0, getkeys_xread},
+        {"zdiff", 0, 1, 2, NULL},
+        {"zdiffstore", 1, 2, 3, NULL},
+        {"zinter", 0, 1, 2, NULL},
+        {"zintercard", 0, 1, 2, NULL},
+        {"zinterstore", 1, 2, 3, NULL},
+        {"zmpop", 0, 1, 2, NULL},
+        {"zunion", 0, 1, 2, NULL},
+        {"zunionstore", 1, 2, 3, NULL},
+    };
+    for (size_t i = 0; i < sizeof(procs) / sizeof(procs[0]); i++) {
+        if (strcmp(procs[i].name, f->cmd->name) != 0) continue;
+        if (procs[i].fn)
+            procs[i].fn(f);
+        else if (procs[i].count_at)
+            getkeys_counted(f, procs[i].store_at, procs[i].count_at, procs[i].first_at);
+        else
+            key_add(f, 1, KS_RO | KS_ACCESS); /* sortROGetKeys */
+        return 1;
+    }
+    return 0;
+}
+
+int command_getkeys(size_t argc, const char *const *argv, const size_t *argvlen, struct key_ref *out, int max,
+                    const char **error)
+{
+    int unknown = 0;
+    const struct command_def *cmd = command_lookup(argc, argv, argvlen, &unknown);
+    uint32_t all = 0, any_key = 0;
+    if (!cmd || (unknown && argc >= 2)) {
+        *error = "ERR Invalid command specified";
+        return -1;
+    }
+    for (int i = 0; i < cmd->nspecs; i++) {
+        all |= cmd->specs[i].flags;
+        any_key |= !(cmd->specs[i].flags & KS_NOT_KEY);
+    }
+    if (!any_key) { /* every command of the table with a getkeys procedure has a key spec */
+        *error = "ERR The command has no key arguments";
+        return -1;
+    }
+    if (!command_arity_ok(cmd, argc)) {
+        *error = "ERR Invalid number of arguments specified for command";
+        return -1;
+    }
+    if (argc > INT_MAX / 2) {
+        *error = "ERR Invalid arguments specified for command";
+        return -1;
+    }
+    struct find f =
+        {.cmd = cmd, .argc = (int)argc, .argv = argv, .argvlen = argvlen, .out = out, .max = max < 0 ? 0 : max};
+    if ((all & KS_VARIABLE_FLAGS) || getkeys_spec_walk(&f) != 0) {
+        f.n = 0;
+        (void)getkeys_proc(&f);
+    }
+    if (f.n == 0 && !(cmd->flags & CMD_NO_MANDATORY_KEYS)) {
+        *error = "ERR Invalid arguments specified for command";
+        return -1;
+    }
+    return f.n;
+}
+
 /* Redis's timeout in seconds (a decimal number, as getTimeoutFromObjectOrReply reads it) as
  * ms; 0 for 0 or for what is not a finite non-negative number. */
 static int64_t seconds_arg_ms(const char *s, size_t len)

@@ -162,6 +162,26 @@ int command_find_keys_err(const struct command_def *cmd, size_t argc, const char
 int command_find_keys(const struct command_def *cmd, size_t argc, const char *const *argv, const size_t *argvlen,
                       struct key_ref *out, int max, int *incomplete);
 
+/*
+ * COMMAND GETKEYS / GETKEYSANDFLAGS as Redis 7.0.15 answers them (getKeysSubcommandImpl), for
+ * argv[0..argc) = the command asked about. Not the execution finder above: GETKEYS walks the key
+ * specs (INDEX and KEYWORD begin-searches, RANGE and KEYNUM find-keys) and falls back to Redis's
+ * getkeys procedures where a spec fails (or, for SET and BITFIELD, whose flags depend on the
+ * arguments, at once), with their quirks: a key count read with atoi, SORT's STORE seen inside
+ * a STORE value, GEORADIUS's last STORE, ZUNIONSTORE's destination last when the counted form
+ * fails. So it differs from what execution touches where README says (GETKEYS vs execution).
+ * Returns the number of keys (the first `max` stored in out, each with the flags Redis reports:
+ * 0 where its procedure gives none), or -1 with *error pointing at Redis's text (static, no '-'):
+ *   "ERR Invalid command specified"                         an unknown command or subcommand
+ *   "ERR The command has no key arguments"                  no key spec that is a key
+ *   "ERR Invalid number of arguments specified for command" argc outside the command's arity
+ *   "ERR Invalid arguments specified for command"           no key found (unless the command's keys
+ *                                                           are optional: then 0, an empty array)
+ * argvlen may be NULL for NUL-terminated argv. Pure.
+ */
+int command_getkeys(size_t argc, const char *const *argv, const size_t *argvlen, struct key_ref *out, int max,
+                    const char **error);
+
 /* 1 when the hand-written finders are sorted by name, as their binary search needs (a unit test checks it). */
 int command_finders_sorted(void);
 

@@ -8,6 +8,7 @@
 #include "report.h"
 #include "router.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
+#include <hiredis/hiredis.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
@@ -160,7 +162,7 @@ static void local_hello(struct client *c, struct request *req, size_t argc, cons
     if (auth && local_auth(c, req, argv[auth], argvlen[auth], argv[auth + 1], argvlen[auth + 1]) != 0) return;
     if (!c->session.authenticated) {
         request_error(req, "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
-                           "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
+                           "HELLO AUTH <user> <pass> option can be used to authenticate the client and "
                            "select the RESP protocol version at the same time");
         return;
     }
@@ -235,6 +237,89 @@ static void local_client_list(struct client *c, struct request *req, int only_se
     reply_buffer(req, out);
 }
 
+/*
+ * CLIENT UNBLOCK id [TIMEOUT|ERROR] (policy checked the arguments): the client `id`, on any worker
+ * (blocked.h), logged in as the same user (any client when no users are configured), blocked in a
+ * command on its dedicated connection, is unblocked on the backend: CLIENT UNBLOCK <that
+ * connection's id> goes to the instance on c's own connection, and the backend's :1 or :0 is c's
+ * reply (:0 when the command was answered meanwhile); the blocked client gets what Redis gives it
+ * (TIMEOUT: the command's timeout reply, ERROR: -UNBLOCKED ...). Its connection is never reused
+ * after (router.c: the UNBLOCK travels on another connection and must not reach a later client's
+ * command). Any other id: :0, as Redis answers for an id that is no blocked client.
+ */
+#define UNBLOCK_RETRY_MS 1          /* asking again while the blocked client's new connection learns its id */
+#define UNBLOCK_PENDING_MAX_MS 1000 /* its CLIENT ID reply comes within a round trip; past this: :0 */
+
+/* A CLIENT UNBLOCK waiting for the blocked client's connection to learn its backend id. */
+struct unblock_retry {
+    struct event *ev;
+    struct request *req; /* kept alive by request_expect, also if its client goes */
+    long long id;
+    int error;
+    int64_t until_ms;
+};
+
+/* Claim `id` and send the backend's CLIENT UNBLOCK for req, or answer :0. 0 when req must ask
+ * again (the blocked client's connection does not know its backend id yet) and may_wait. */
+static int unblock_try(struct client *c, struct request *req, long long id, int error, int may_wait)
+{
+    long long server_id = 0;
+    int instance = -1;
+    enum blocked_claim_result found =
+        id > 0 ? blocked_claim(&c->worker->proxy->blocked, (uint64_t)id, c->session.user ? c->session.user->name : NULL,
+                               &instance, &server_id)
+               : BLOCKED_NONE;
+    if (found == BLOCKED_PENDING && may_wait) return 0;
+    if (found != BLOCKED_CLAIMED) {
+        reply_str(req, ":0\r\n");
+        return 1;
+    }
+    char sid[32];
+    snprintf(sid, sizeof(sid), "%lld", server_id);
+    const char *cmd[4] = {"CLIENT", "UNBLOCK", sid, error ? "ERROR" : "TIMEOUT"};
+    char *bytes = NULL;
+    int len = redisFormatCommandArgv(&bytes, 4, cmd, NULL);
+    if (len < 0) oom_abort(0);
+    router_forward_bytes(c, router_shared_for(c, instance), instance, req, bytes, (size_t)len);
+    free(bytes);
+    return 1;
+}
+
+static void unblock_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct unblock_retry *r = arg;
+    struct request *req = r->req;
+    (void)fd;
+    (void)what;
+    struct client *c = req->client;
+    if (c && !c->closed && unblock_try(c, req, r->id, r->error, clock_wall_ms() < r->until_ms) == 0) {
+        struct timeval tv = {0, UNBLOCK_RETRY_MS * 1000};
+        evtimer_add(r->ev, &tv);
+        return;
+    }
+    request_reply_consumed(req); /* answered or sent (it lives on while owed), or its client went */
+    event_free(r->ev);
+    free(r);
+}
+
+static void local_client_unblock(struct client *c, struct request *req, size_t argc, const char *const *argv,
+                                 const size_t *argvlen)
+{
+    long long id = 0;
+    if (args_ll(argv[2], argvlen[2], &id) != 0) id = 0; /* policy checked it */
+    int error = argc == 4 && args_word_is(argv[3], argvlen[3], "error");
+    if (unblock_try(c, req, id, error, 1)) return;
+    struct unblock_retry *r = xcalloc(1, sizeof(*r));
+    r->req = req;
+    r->id = id;
+    r->error = error;
+    r->until_ms = clock_wall_ms() + UNBLOCK_PENDING_MAX_MS;
+    r->ev = xevtimer_new(c->worker->base, unblock_retry_cb, r);
+    request_expect(req);
+    struct timeval tv = {0, UNBLOCK_RETRY_MS * 1000};
+    evtimer_add(r->ev, &tv);
+}
+
 /* COMMAND / COMMAND INFO / COMMAND DOCS / COMMAND LIST / COMMAND COUNT, from the generated table. */
 static void local_command(struct client *c, struct request *req, enum local_cmd what, size_t argc,
                           const char *const *argv, const size_t *argvlen)
@@ -285,6 +370,53 @@ static void local_command(struct client *c, struct request *req, enum local_cmd 
             for (int j = 0; j < command_table[i].nsubcommands; j++) add_cstr(out, command_table[i].subcommands[j].name);
         }
     }
+    reply_buffer(req, out);
+}
+
+/* COMMAND GETKEYS / GETKEYSANDFLAGS cmd arg...: command_getkeys over argv[2..], Redis's reply. With
+ * flags each key is [key, flags] and the flags a set (RESP3 "~", RESP2 an array) of status words. */
+static void local_getkeys(struct client *c, struct request *req, size_t argc, const char *const *argv,
+                          const size_t *argvlen)
+{
+    static const struct {
+        uint32_t flag;
+        const char *word;
+    } words[] = {{KS_RO, "RO"},
+                 {KS_RW, "RW"},
+                 {KS_OW, "OW"},
+                 {KS_RM, "RM"},
+                 {KS_ACCESS, "access"},
+                 {KS_UPDATE, "update"},
+                 {KS_INSERT, "insert"},
+                 {KS_DELETE, "delete"},
+                 {KS_NOT_KEY, "not_key"},
+                 {KS_INCOMPLETE, "incomplete"},
+                 {KS_VARIABLE_FLAGS, "variable_flags"}};
+    int with_flags = argvlen[1] == strlen("getkeysandflags"); /* command_lookup told the two apart */
+    const char *error = NULL;
+    int n = command_getkeys(argc - 2, argv + 2, argvlen + 2, NULL, 0, &error);
+    if (n < 0) {
+        request_error(req, error);
+        return;
+    }
+    struct key_ref *keys = xmalloc(((size_t)n + 1) * sizeof(*keys));
+    int again = command_getkeys(argc - 2, argv + 2, argvlen + 2, keys, n, &error);
+    assert(again == n); /* pure: the same answer twice */
+    (void)again;
+    struct evbuffer *out = xevbuffer_new();
+    evbuffer_add_printf(out, "*%d\r\n", n);
+    for (int i = 0; i < n; i++) {
+        size_t ai = (size_t)keys[i].index + 2;
+        if (with_flags) evbuffer_add(out, STR_AND_LEN("*2\r\n"));
+        add_bulk(out, argv[ai], argvlen[ai]);
+        if (!with_flags) continue;
+        int count = 0;
+        for (size_t w = 0; w < sizeof(words) / sizeof(words[0]); w++) count += (keys[i].flags & words[w].flag) != 0;
+        evbuffer_add_printf(out, "%c%d\r\n", c->resp3 ? '~' : '*', count);
+        for (size_t w = 0; w < sizeof(words) / sizeof(words[0]); w++)
+            if (keys[i].flags & words[w].flag) evbuffer_add_printf(out, "+%s\r\n", words[w].word);
+    }
+    free(keys);
     reply_buffer(req, out);
 }
 
@@ -436,6 +568,16 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
             reply_str(req, local_null(c, "$-1\r\n"));
         }
         break;
+    case LOCAL_CLIENT_REPLY_ON:
+        session_client_reply(&c->session, SESSION_REPLY_ON);
+        reply_str(req, "+OK\r\n");
+        break;
+    case LOCAL_CLIENT_REPLY_OFF:
+    case LOCAL_CLIENT_REPLY_SKIP:
+        session_client_reply(&c->session,
+                             plan->local == LOCAL_CLIENT_REPLY_OFF ? SESSION_REPLY_OFF : SESSION_REPLY_SKIP);
+        request_complete(req, "", 0); /* silent (policy_reply_dropped): no reply of its own */
+        break;
     case LOCAL_CLIENT_ID:
         snprintf(buf, sizeof(buf), ":%llu\r\n", (unsigned long long)c->id);
         reply_str(req, buf);
@@ -455,6 +597,12 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
         break;
     case LOCAL_INFO:
         local_info(c, req, plan, argc, argv, argvlen);
+        break;
+    case LOCAL_CLIENT_UNBLOCK:
+        local_client_unblock(c, req, argc, argv, argvlen);
+        break;
+    case LOCAL_COMMAND_GETKEYS:
+        local_getkeys(c, req, argc, argv, argvlen);
         break;
     case LOCAL_UNWATCH:
         c->watch_lost = 0;

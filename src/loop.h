@@ -11,6 +11,7 @@
 #include <event2/listener.h>
 #include <openssl/ssl.h>
 
+#include "blocked.h"
 #include "config.h"
 #include "sizes.h"
 #include "stats.h"
@@ -103,6 +104,7 @@ struct proxy {
     SSL_CTX **listen_ssl;    /* one per listen entry (cfg->nlistens), NULL for plain */
     size_t nlisten_ssl;
     struct authgate *authgate; /* the failed-AUTH table of every worker (authgate.h) */
+    struct blocked_table blocked; /* clients blocked on a dedicated connection (CLIENT UNBLOCK, any worker) */
 };
 
 /* A worker adds its changes to the process total once they reach this (either way):

@@ -187,6 +187,7 @@ static int run(const char *path)
     d.proxy.nworkers = d.cfg->threads;
     d.proxy.started_ms = clock_wall_ms();
     d.proxy.authgate = authgate_new();
+    blocked_init(&d.proxy.blocked);
     d.proxy.workers = xcalloc((size_t)d.proxy.nworkers, sizeof(struct worker));
     d.threads = xcalloc((size_t)d.proxy.nworkers, sizeof(pthread_t));
     int rc = 0, started = 0;
@@ -236,6 +237,7 @@ static int run(const char *path)
     listen_tls_free(&d);
     free(d.proxy.workers);
     authgate_free(d.proxy.authgate);
+    blocked_free(&d.proxy.blocked);
     free(d.threads);
     if (d.retired) config_free(d.retired);
     config_free(d.cfg);

@@ -93,6 +93,25 @@ static int channel_prefix_below(const struct registry *reg, const char *lit, siz
     return 0;
 }
 
+int policy_reply_dropped(const struct session *s, const struct plan *p)
+{
+    if (p->kind == PLAN_LOCAL) {
+        switch (p->local) {
+        case LOCAL_CLIENT_REPLY_ON:
+        case LOCAL_UNSUBSCRIBE_NONE:
+            return 0;
+        case LOCAL_CLIENT_REPLY_OFF:
+        case LOCAL_CLIENT_REPLY_SKIP:
+            return 1;
+        case LOCAL_RESET:
+            return s->reply_skip;
+        default:
+            break;
+        }
+    }
+    return s->reply_off || s->reply_skip;
+}
+
 void policy_unknown_command_error(const struct policy_request *req, char *buf, size_t len)
 {
     char name[130], args[160] = "", one[130];
@@ -135,6 +154,8 @@ static const uint8_t local_of[CID_COUNT] = {
     [CID_CLIENT_LIST] = LOCAL_CLIENT_LIST,
     [CID_READONLY] = LOCAL_READONLY,
     [CID_READWRITE] = LOCAL_READONLY,
+    [CID_COMMAND_GETKEYS] = LOCAL_COMMAND_GETKEYS,
+    [CID_COMMAND_GETKEYSANDFLAGS] = LOCAL_COMMAND_GETKEYS,
 };
 
 /* Decide the commands keygate answers itself; returns 1 when `p` was filled. */
@@ -166,6 +187,29 @@ static int decide_local(enum cmd_id cid, const struct policy_request *r, struct 
             plan_error(p, "NOPROTO unsupported protocol version");
         else
             plan_local(p, LOCAL_HELLO);
+    } else if (cid == CID_CLIENT_REPLY) {
+        if (session_arg_is(r, 2, "on"))
+            plan_local(p, LOCAL_CLIENT_REPLY_ON);
+        else if (session_arg_is(r, 2, "off"))
+            plan_local(p, LOCAL_CLIENT_REPLY_OFF);
+        else if (session_arg_is(r, 2, "skip"))
+            plan_local(p, LOCAL_CLIENT_REPLY_SKIP);
+        else
+            plan_error(p, "ERR syntax error");
+    } else if (cid == CID_CLIENT_UNBLOCK) {
+        long long id;
+        if (r->argc > 4) { /* Redis 7.0's clientCommand falls through to addReplySubcommandSyntaxError */
+            char sub[130], parent[64];
+            const char *nul = memchr(r->argv[1], '\0', r->argvlen[1]); /* Redis prints the C string */
+            session_printable(r->argv[1], nul ? (size_t)(nul - r->argv[1]) : r->argvlen[1], sub, sizeof(sub));
+            upper_copy(r->argv[0], r->argvlen[0], parent, sizeof(parent));
+            plan_error(p, "ERR unknown subcommand or wrong number of arguments for '%s'. Try %s HELP.", sub, parent);
+        } else if (r->argc == 4 && !session_arg_is(r, 3, "timeout") && !session_arg_is(r, 3, "error"))
+            plan_error(p, "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
+        else if (session_arg_ll(r, 2, &id) != 0)
+            plan_error(p, "ERR value is not an integer or out of range");
+        else
+            plan_local(p, LOCAL_CLIENT_UNBLOCK);
     } else if (cid == CID_INFO && info_names_instance_section(r->argc, r->argv, r->argvlen)) {
         plan_local(p, LOCAL_INFO); /* inside MULTI: refused, like INFO (decide_local_in_multi) */
         p->merge = MERGE_INFO;     /* outside: keygate's sections, then every instance's INFO */
@@ -348,15 +392,16 @@ static void decide_channels(const struct config *cfg, const struct registry *reg
     if (!seen && (role == CH_CHANNELS || role == CH_PATTERNS)) {
         p->all_instances = 1; /* (P|S)UNSUBSCRIBE with no argument: every subscriber connection */
     } else if (!seen) {
-        /* PUBSUB NUMPAT / CHANNELS / SHARDCHANNELS without a pattern: every channel of an instance */
-        for (size_t i = 0; i < reg->count; i++) {
-            const struct namespace_entry *e = &reg->entries[i];
-            if (e->kind != NS_CHANNEL) continue;
+        /* PUBSUB NUMPAT / CHANNELS / SHARDCHANNELS without a pattern: every channel of an instance,
+         * the default line's too (it takes the channels of no channel namespace) */
+        for (size_t i = 0; i <= reg->count; i++) {
+            const struct namespace_entry *e = registry_entry(reg, i);
+            if (!e || (e->kind != NS_CHANNEL && !e->is_default)) continue;
             if (access_check_namespace(s, e, r->cmd, p->error, sizeof(p->error)) != 0) {
                 plan_error(p,
                            "NOPERM '%s' without a pattern sees channel namespace '%s' (owner %s) that user '%s' "
                            "may not use; give a pattern inside your namespaces",
-                           r->cmd->name, e->prefix, e->owner, s->user->name);
+                           r->cmd->name, e->is_default ? REGISTRY_DEFAULT_NAME : e->prefix, e->owner, s->user->name);
                 return;
             }
             if (seen && seen->instance != e->instance) {
@@ -366,7 +411,7 @@ static void decide_channels(const struct config *cfg, const struct registry *reg
             seen = e;
         }
         if (!seen) {
-            plan_error(p, "DENIED the registry has no channel namespace");
+            plan_error(p, "DENIED the registry has no channel namespace and no default line");
             return;
         }
     }
@@ -436,11 +481,12 @@ static int decide_session(enum cmd_id cid, const struct session *s, const struct
     return 0;
 }
 
-/* Inside MULTI keygate forwards PING/ECHO (their replies belong in the EXEC array). */
+/* Inside MULTI keygate forwards PING/ECHO/COMMAND GETKEYS (their replies belong in the EXEC array). */
 static int decide_local_in_multi(const struct session *s, const struct policy_request *r, struct plan *p)
 {
     if (s->mode != SESSION_MULTI || p->kind != PLAN_LOCAL) return 0;
-    if (p->local == LOCAL_PING || p->local == LOCAL_ECHO) {
+    if (p->local == LOCAL_PING || p->local == LOCAL_ECHO || p->local == LOCAL_COMMAND_GETKEYS) {
+        /* Redis answers these alike wherever they run: queued, they run in the transaction */
         p->kind = PLAN_FORWARD;
         p->instance = -1; /* no key: it runs wherever the transaction's keys decide */
         return 1;

@@ -47,12 +47,17 @@ enum local_cmd {
     LOCAL_MULTI, /* start buffering a transaction in keygate */
     LOCAL_EXEC,  /* send the buffered transaction (or EXECABORT) */
     LOCAL_DISCARD,
-    LOCAL_UNWATCH,          /* UNWATCH with nothing watched */
-    LOCAL_PING_SUBSCRIBED,  /* PING in subscribed mode: ["pong", msg] */
-    LOCAL_UNSUBSCRIBE_NONE, /* (P|S)UNSUBSCRIBE with no subscription: Redis's empty confirmation */
-    LOCAL_EMPTY_ARRAY,      /* PUBSUB NUMSUB / SHARDNUMSUB naming no channel: "*0" */
-    LOCAL_RESET,            /* RESET: leave MULTI, unwatch, unsubscribe, forget the name, log out; "+RESET" */
-    LOCAL_READONLY,         /* READONLY / READWRITE: "+OK" (no cluster: every read is served by the primary) */
+    LOCAL_UNWATCH,           /* UNWATCH with nothing watched */
+    LOCAL_PING_SUBSCRIBED,   /* PING in subscribed mode: ["pong", msg] */
+    LOCAL_UNSUBSCRIBE_NONE,  /* (P|S)UNSUBSCRIBE with no subscription: Redis's empty confirmation */
+    LOCAL_EMPTY_ARRAY,       /* PUBSUB NUMSUB / SHARDNUMSUB naming no channel: "*0" */
+    LOCAL_RESET,             /* RESET: leave MULTI, unwatch, unsubscribe, forget the name, log out; "+RESET" */
+    LOCAL_READONLY,          /* READONLY / READWRITE: "+OK" (no cluster: every read is served by the primary) */
+    LOCAL_CLIENT_REPLY_ON,   /* CLIENT REPLY ON: "+OK", replies again (session_client_reply) */
+    LOCAL_CLIENT_REPLY_OFF,  /* CLIENT REPLY OFF: no reply, none until ON */
+    LOCAL_CLIENT_REPLY_SKIP, /* CLIENT REPLY SKIP: no reply, none for the next command */
+    LOCAL_COMMAND_GETKEYS,   /* COMMAND GETKEYS / GETKEYSANDFLAGS: command_getkeys, Redis's answer */
+    LOCAL_CLIENT_UNBLOCK,    /* CLIENT UNBLOCK id [TIMEOUT|ERROR]: a blocked client of the same user */
 };
 
 /* How a FORWARD plan uses backend connections. */
@@ -157,6 +162,16 @@ static inline const char *policy_printable(const char *s, size_t len, char *out,
 {
     return session_printable(s, len, out, outlen);
 }
+
+/*
+ * CLIENT REPLY: is the reply of the request planned as p dropped? From the session as it was
+ * when p was decided (before p ran): under OFF or in the SKIP window every reply is dropped
+ * (errors too), but for CLIENT REPLY ON (it ends both and answers), RESET (it ends OFF before
+ * it answers; a SKIP still drops it) and UNSUBSCRIBE's local confirmation (Redis pushes
+ * confirmations and messages whatever CLIENT REPLY says). CLIENT REPLY OFF and SKIP have no
+ * reply of their own. Pure.
+ */
+int policy_reply_dropped(const struct session *s, const struct plan *p);
 
 /* Format Redis's "unknown command" error for argv into buf (no '-', no CRLF). */
 void policy_unknown_command_error(const struct policy_request *req, char *buf, size_t len);

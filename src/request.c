@@ -90,13 +90,14 @@ void request_complete(struct request *req, const char *reply, size_t len)
     struct client *c = req->client;
     assert(!req->done); /* one reply per request */
     req->done = 1;
+    if (req->silent) len = 0; /* CLIENT REPLY OFF / SKIP: its turn in the queue, no bytes */
     if (!c) {
         if (req->waiting == 0) request_free(req);
         return;
     }
     if (c->closed) return; /* still on the queue: the reap releases it */
     if (req != TAILQ_FIRST(&c->queue)) {
-        req->reply = xmemdup(reply, len);
+        req->reply = len ? xmemdup(reply, len) : NULL;
         req->reply_len = len;
         mem_add(req->worker, (int64_t)len);
         return;
@@ -104,7 +105,7 @@ void request_complete(struct request *req, const char *reply, size_t len)
     /* the head: straight to the output, then every complete one behind it */
     queue_pop(c, req);
     stats_reply_out(&req->worker->stats, &req->mark, len);
-    conn_out(c, reply, len);
+    if (len) conn_out(c, reply, len);
     request_release(req);
     while ((req = TAILQ_FIRST(&c->queue)) && req->done) {
         queue_pop(c, req);

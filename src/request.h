@@ -33,6 +33,7 @@ struct request {
     size_t reply_len;
     /* the router's: how the backend replies make the client's reply */
     uint8_t blocking;   /* sent on the client's blocking pin */
+    uint8_t silent;     /* CLIENT REPLY OFF / SKIP: it completes in its turn, and no byte of it is written */
     char *queued_error; /* keygate's MULTI wrap: the command's queue-time error, if any */
     size_t queued_error_len;
     struct bytebuf exec_keep;   /* the client's EXEC: one byte per reply inside it, the client's (1) or injected (0) */
@@ -48,7 +49,7 @@ struct request {
 struct request *request_new(struct client *c);
 
 /*
- * The one completion: req's reply is reply[0..len). At the head of its client's queue the
+ * The one completion: req's reply is reply[0..len) (none for a silent request). At the head of its client's queue the
  * bytes go to the client's output at once (no copy), followed by every later request that
  * is already complete, and the client is woken; elsewhere they are kept until the head
  * reaches it. For an orphaned request the reply is dropped. A request completes once.

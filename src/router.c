@@ -121,11 +121,26 @@ void router_close_subscribers(struct client *c)
 }
 
 /* The reply of a request sent on the client's blocking pin: the pin is back in the pool. */
-static void route_unblock(struct request *req)
+static __attribute__((noinline)) void route_unblock_client(struct request *req);
+
+static inline void route_unblock(struct request *req)
 {
-    if (!req->blocking || !req->client) return;
-    req->client->block_pin = NULL;
-    session_unblock(&req->client->session);
+    if (__builtin_expect(req->blocking, 0)) route_unblock_client(req);
+}
+
+static void route_unblock_client(struct request *req)
+{
+    if (!req->client) return;
+    struct client *c = req->client;
+    struct backend *b = c->block_pin;
+    if (b) {
+        b->block_client = 0;
+        /* a CLIENT UNBLOCK (from any worker) named its connection: the UNBLOCK may still be on its
+         * way, so the connection must not carry another client's blocking command */
+        if (blocked_remove(&c->worker->proxy->blocked, c->id)) backend_unblock_sent(b);
+    }
+    c->block_pin = NULL;
+    session_unblock(&c->session);
 }
 
 /*
@@ -163,6 +178,18 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
     }
     STAT_INC(&w->stats, commands_forwarded);
     if (plan->nappend || plan->ttl.nfix) stats_ttl_injected(&w->stats, &req->mark);
+}
+
+void router_forward_bytes(struct client *c, struct backend *b, int instance, struct request *req, const char *bytes,
+                          size_t len)
+{
+    if (!b || b->state == BACKEND_DOWN) {
+        router_unavailable(c, req, instance);
+        return;
+    }
+    bytebuf_add(backend_stage(b), bytes, len);
+    route_expect(b, req, ROUTE_PASS, 0);
+    STAT_INC(&c->worker->stats, commands_forwarded);
 }
 
 void router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,
@@ -485,6 +512,7 @@ static int route_may_keep(struct backend *b, const struct pending *pd, size_t pa
 static void route_owner_lost(struct backend *b, struct client *c)
 {
     if (c->block_pin == b) {
+        (void)blocked_remove(&c->worker->proxy->blocked, c->id);
         c->block_pin = NULL; /* its request got -UNAVAILABLE; no other state */
         return;
     }

@@ -73,6 +73,11 @@ void router_unwatch(struct client *c, struct request *req);
  * the marker that tells when its confirmations are all in. */
 void router_subscribe(struct client *c, struct backend *b, int inst, const char *frame, size_t len);
 
+/* A command keygate made (whole RESP bytes) to b, a connection of `instance`, for req: its reply is
+ * req's. b NULL or down: req is answered -UNAVAILABLE. */
+void router_forward_bytes(struct client *c, struct backend *b, int instance, struct request *req, const char *bytes,
+                          size_t len);
+
 /* Answer req -UNAVAILABLE for `instance` (down, or no dedicated connection free). */
 void router_unavailable(struct client *c, struct request *req, int instance);
 

@@ -82,6 +82,17 @@ void session_reset(struct session *s, int authenticated)
     s->write_instance = write_instance;
 }
 
+void session_client_reply(struct session *s, enum session_reply mode)
+{
+    if (mode == SESSION_REPLY_ON) {
+        s->reply_off = s->reply_skip = s->reply_skip_next = 0;
+    } else if (mode == SESSION_REPLY_OFF) {
+        s->reply_off = 1;
+    } else if (!s->reply_off) {
+        s->reply_skip_next = 1; /* SKIP while OFF does nothing, as Redis */
+    }
+}
+
 int session_arg_is(const struct policy_request *r, size_t i, const char *word)
 {
     return i < r->argc && args_word_is(r->argv[i], r->argvlen[i], word);

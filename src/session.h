@@ -52,6 +52,10 @@ struct session {
     int watch_instance; /* instance of the WATCH pin, -1 none */
     int wrote;          /* a write was forwarded (WAIT goes where it went); RESET keeps it, as Redis keeps woff */
     int write_instance; /* the instance of the last forwarded write (when wrote) */
+    /* CLIENT REPLY, as Redis's CLIENT_REPLY_OFF / _SKIP / _SKIP_NEXT flags (session_client_reply) */
+    uint8_t reply_off;       /* OFF: no reply until CLIENT REPLY ON (or RESET) */
+    uint8_t reply_skip;      /* the command being decided now is the one after CLIENT REPLY SKIP */
+    uint8_t reply_skip_next; /* CLIENT REPLY SKIP ran: the next command's reply is dropped */
 };
 
 /* A new client's session: NORMAL, authenticated when no users are configured. */
@@ -83,11 +87,28 @@ void session_wrote(struct session *s, int instance);
 
 /*
  * RESET (Redis's clearClientConnectionState): from NORMAL, MULTI or SUBSCRIBED back to
- * NORMAL, no transaction, no WATCH, and authenticated only when no users are configured
+ * NORMAL, no transaction, no WATCH, CLIENT REPLY ON, and authenticated only when no users are configured
  * (`authenticated`), as a client that just connected. The last write's instance stays
  * (Redis keeps a connection's replication offset across RESET). Never while BLOCKED.
  */
 void session_reset(struct session *s, int authenticated);
+
+/*
+ * CLIENT REPLY ON | OFF | SKIP (Redis's clientCommand): ON ends OFF and a pending SKIP; OFF
+ * drops every reply until ON; SKIP drops the next command's reply (nothing while OFF). Which
+ * reply is dropped is policy_reply_dropped's to say; pushes (pub/sub) are never dropped.
+ */
+enum session_reply { SESSION_REPLY_ON = 0, SESSION_REPLY_OFF, SESSION_REPLY_SKIP };
+void session_client_reply(struct session *s, enum session_reply mode);
+
+/* A command was handled (Redis's resetClient): the SKIP window moves on, so the command after
+ * CLIENT REPLY SKIP is the one skipped, and only that one. Call once per command, after it ran.
+ * Inline: it runs for every command. */
+static inline void session_command_done(struct session *s)
+{
+    s->reply_skip = s->reply_skip_next;
+    s->reply_skip_next = 0;
+}
 
 /* One parsed request, as policy sees it. */
 struct policy_request {

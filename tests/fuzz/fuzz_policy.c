@@ -19,7 +19,7 @@
  * db.c), written here without policy's helpers, and aborts when a plan
  *
  *   O1  forwards to an instance outside [0, ninstances) (-1 only inside MULTI for PING/ECHO/UNWATCH,
- *       the keyless TIME/LASTSAVE/WAIT and
+ *       COMMAND GETKEYS/GETKEYSANDFLAGS, the keyless TIME/LASTSAVE/WAIT and
  *       PUBSUB NUMSUB/SHARDNUMSUB naming no channel, whose answers do not depend on the instance, or
  *       FLOW_UNSUBSCRIBE with all_instances), or names one in key_instance;
  *   O2  forwards a key (or channel, or KEYS/SCAN pattern) that matches no namespace, lives on another
@@ -1037,9 +1037,29 @@ static void check_sort_patterns(const struct registry *reg, const struct session
 }
 
 static const char *const keyless_ok[] = {
-    "ping",      "echo",       "unwatch",    "keys",        "scan",         "script|load",  "script|exists",
-    "subscribe", "ssubscribe", "psubscribe", "unsubscribe", "sunsubscribe", "punsubscribe", "publish",
-    "spublish",  "pubsub|",    "time",       "lastsave",    "dbsize",       "wait",         NULL,
+    "ping",
+    "echo",
+    "unwatch",
+    "keys",
+    "scan",
+    "script|load",
+    "script|exists",
+    "subscribe",
+    "ssubscribe",
+    "psubscribe",
+    "unsubscribe",
+    "sunsubscribe",
+    "punsubscribe",
+    "publish",
+    "spublish",
+    "pubsub|",
+    "time",
+    "lastsave",
+    "dbsize",
+    "wait",
+    "command|getkeys",
+    "command|getkeysandflags", /* queued in MULTI: it touches no key (issue 19) */
+    NULL,
 };
 
 static const char *const pubsub_mode_ok[] = {
@@ -1142,8 +1162,9 @@ static void check_plan(const struct registry *reg, const struct session *s, cons
     int ok = p->instance >= 0 && p->instance < NINST;
     if (p->instance == -1)
         ok = (s->mode == SESSION_MULTI &&
-              (is(cmd, "ping") || is(cmd, "echo") || is(cmd, "unwatch") || is(cmd, "time") || is(cmd, "lastsave") ||
-               is(cmd, "wait") || ((is(cmd, "pubsub|numsub") || is(cmd, "pubsub|shardnumsub")) && a->argc == 2))) ||
+              (is(cmd, "ping") || is(cmd, "echo") || is(cmd, "unwatch") || is(cmd, "command|getkeys") ||
+               is(cmd, "command|getkeysandflags") || is(cmd, "time") || is(cmd, "lastsave") || is(cmd, "wait") ||
+               ((is(cmd, "pubsub|numsub") || is(cmd, "pubsub|shardnumsub")) && a->argc == 2))) ||
              (p->flow == FLOW_UNSUBSCRIBE && p->all_instances);
     if (!ok) violation("O1", "FORWARD to instance %d", p->instance);
     if (p->key_instance)

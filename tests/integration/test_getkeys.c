@@ -1,12 +1,19 @@
 /* test_getkeys.c: differential test of keygate's key finder against a live redis-server (COMMAND GETKEYS and real
  * execution). */
+#include <arpa/inet.h>
 #include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "harness.h"
+#include "resp.h"
 
 /*
  * For every command of the table that has keys, a corpus of argument forms is made
@@ -881,10 +888,278 @@ START_TEST(test_issue10_differential_key_extraction)
 }
 END_TEST
 
+/* ---- issue 19: COMMAND GETKEYS / GETKEYSANDFLAGS answered by keygate, byte for byte ----
+ *
+ * The same corpus (every form of every command with keys), plus for every command and
+ * subcommand of the table a form with two arguments, unknown commands and subcommands, wrong
+ * arities and containers alone: each asked as COMMAND GETKEYS and COMMAND GETKEYSANDFLAGS of
+ * keygate (answered from commands.c, no backend) and of the cache backend directly, in RESP2
+ * and after HELLO 3; the reply bytes must be the same. Pipelined in batches.
+ */
+
+struct rawc {
+    int fd;
+    char *buf;
+    size_t len, cap;
+    const char *name;
+};
+
+static void rawc_open(struct rawc *r, int port, const char *name)
+{
+    r->fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_msg(r->fd >= 0, "socket: %s", strerror(errno));
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_msg(connect(r->fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "%s: connect: %s", name, strerror(errno));
+    r->len = 0;
+    r->cap = 1 << 16;
+    r->buf = malloc(r->cap);
+    r->name = name;
+}
+
+static void rawc_close(struct rawc *r)
+{
+    close(r->fd);
+    free(r->buf);
+}
+
+static void rawc_write(struct rawc *r, const char *p, size_t n)
+{
+    for (size_t off = 0; off < n;) {
+        ssize_t w = write(r->fd, p + off, n - off);
+        ck_assert_msg(w > 0, "%s: write: %s", r->name, strerror(errno));
+        off += (size_t)w;
+    }
+}
+
+/* The next whole reply (malloc'd, NUL-terminated; *len its length), within 10 s. */
+static char *rawc_reply(struct rawc *r, size_t *len)
+{
+    struct resp_scanner sc;
+    long long deadline = now_ms() + 10000;
+    for (;;) {
+        resp_scanner_reset(&sc);
+        long long n = r->len ? resp_scan_reply(&sc, r->buf, r->len) : 0;
+        ck_assert_msg(n >= 0, "%s: malformed reply", r->name);
+        if (n > 0) {
+            char *out = malloc((size_t)n + 1);
+            memcpy(out, r->buf, (size_t)n);
+            out[n] = '\0';
+            memmove(r->buf, r->buf + n, r->len - (size_t)n);
+            r->len -= (size_t)n;
+            *len = (size_t)n;
+            return out;
+        }
+        if (r->len == r->cap) r->buf = realloc(r->buf, r->cap *= 2);
+        struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
+        int left = (int)(deadline - now_ms());
+        ck_assert_msg(left > 0 && poll(&pfd, 1, left) == 1, "%s: no reply within 10 s", r->name);
+        ssize_t got = read(r->fd, r->buf + r->len, r->cap - r->len);
+        ck_assert_msg(got > 0, "%s: connection closed", r->name);
+        r->len += (size_t)got;
+    }
+}
+
+/* A command (argv) to both, and its reply checked at once (the start-up commands). */
+static char *rawc_call(struct rawc *r, int argc, const char **argv)
+{
+    char *out = NULL;
+    int n = redisFormatCommandArgv(&out, argc, argv, NULL);
+    rawc_write(r, out, (size_t)n);
+    free(out);
+    size_t len;
+    return rawc_reply(r, &len);
+}
+
+/* A batch of forms asked of both: every reply must be the same bytes. */
+struct gk_batch {
+    char *bytes;
+    size_t len, cap;
+    int n;
+    char desc[256][160]; /* the first forms, for messages */
+};
+
+static void gk_add(struct gk_batch *b, const char *sub, int argc, const char *const *argv, const size_t *len)
+{
+    const char *a[MAX_ARGV + 4];
+    size_t l[MAX_ARGV + 4];
+    a[0] = "COMMAND", l[0] = 7;
+    a[1] = sub, l[1] = strlen(sub);
+    for (int i = 0; i < argc; i++) a[i + 2] = argv[i], l[i + 2] = len[i];
+    char *out = NULL;
+    int n = redisFormatCommandArgv(&out, argc + 2, a, l);
+    ck_assert_int_gt(n, 0);
+    if (b->len + (size_t)n > b->cap) b->bytes = realloc(b->bytes, b->cap = (b->len + (size_t)n) * 2);
+    memcpy(b->bytes + b->len, out, (size_t)n);
+    b->len += (size_t)n;
+    free(out);
+    if (b->n < 256) {
+        size_t u = 0;
+        b->desc[b->n][0] = '\0';
+        for (int i = 0; i < argc + 2 && u + 4 < sizeof(b->desc[0]); i++)
+            u += (size_t)snprintf(b->desc[b->n] + u, sizeof(b->desc[0]) - u, "%s%.*s", i ? " " : "",
+                                  (int)(l[i] > 40 ? 40 : l[i]), a[i]);
+    }
+    b->n++;
+}
+
+struct gk_tally {
+    int asked, errors, empty, with_keys;
+};
+
+/* Send the batch to keygate and Redis; compare reply by reply. */
+static void gk_flush(struct gk_batch *b, struct rawc *kg, struct rawc *redis, struct gk_tally *t, const char *proto)
+{
+    if (b->n == 0) return;
+    rawc_write(kg, b->bytes, b->len);
+    rawc_write(redis, b->bytes, b->len);
+    for (int i = 0; i < b->n; i++) {
+        size_t n1, n2;
+        char *x = rawc_reply(kg, &n1), *y = rawc_reply(redis, &n2);
+        ck_assert_msg(n1 == n2 && memcmp(x, y, n1) == 0, "%s: %s: keygate answered '%.200s', Redis '%.200s'", proto,
+                      i < 256 ? b->desc[i] : "(a form past the first 256 of its batch)", x, y);
+        t->asked++;
+        t->errors += x[0] == '-';
+        t->empty += strcmp(x, "*0\r\n") == 0;
+        t->with_keys += x[0] == '*' && strcmp(x, "*0\r\n") != 0;
+        free(x);
+        free(y);
+    }
+    b->len = 0;
+    b->n = 0;
+}
+
+/* Both forms of one argv (GETKEYS, GETKEYSANDFLAGS) into the batch; flushed every 200. */
+static void gk_ask(struct gk_batch *b, struct rawc *kg, struct rawc *redis, struct gk_tally *t, const char *proto,
+                   int argc, const char *const *argv, const size_t *len)
+{
+    gk_add(b, "GETKEYS", argc, argv, len);
+    gk_add(b, "GETKEYSANDFLAGS", argc, argv, len);
+    if (b->n >= 200) gk_flush(b, kg, redis, t, proto);
+}
+
+static void gk_ask_words(struct gk_batch *b, struct rawc *kg, struct rawc *redis, struct gk_tally *t, const char *proto,
+                         const char *line)
+{
+    const char *argv[MAX_ARGV];
+    size_t len[MAX_ARGV];
+    static char copy[1024];
+    int argc = 0;
+    snprintf(copy, sizeof(copy), "%s", line);
+    for (char *tok = strtok(copy, " "); tok && argc < MAX_ARGV; tok = strtok(NULL, " ")) {
+        argv[argc] = tok;
+        len[argc++] = strlen(tok);
+    }
+    gk_ask(b, kg, redis, t, proto, argc, argv, len);
+}
+
+static void getkeys_round(int resp3)
+{
+    const char *proto = resp3 ? "RESP3" : "RESP2";
+    struct harness_backend *cache = harness_backend(&h, "cache");
+    struct rawc kg, redis;
+    rawc_open(&kg, h.port, "keygate");
+    rawc_open(&redis, cache->plain_port, "redis");
+    const char *auth[] = {"AUTH", cache->password};
+    char *r = rawc_call(&redis, 2, auth);
+    ck_assert_str_eq(r, "+OK\r\n");
+    free(r);
+    if (resp3) {
+        const char *hello[] = {"HELLO", "3"};
+        r = rawc_call(&kg, 2, hello);
+        ck_assert_msg(r[0] == '%', "keygate HELLO 3: %s", r);
+        free(r);
+        r = rawc_call(&redis, 2, hello);
+        ck_assert_msg(r[0] == '%', "redis HELLO 3: %s", r);
+        free(r);
+    }
+    struct gk_batch *b = calloc(1, sizeof(*b));
+    struct gk_tally t = {0};
+    long long start = now_ms();
+    int commands = 0;
+    for (size_t i = 0; i < command_table_len; i++) {
+        const struct command_def *top = &command_table[i];
+        for (int sidx = -1; sidx < top->nsubcommands; sidx++) {
+            const struct command_def *cd = sidx < 0 ? top : &top->subcommands[sidx];
+            char line[200], name[64];
+            snprintf(name, sizeof(name), "%s", cd->name);
+            char *bar = strchr(name, '|');
+            if (bar) *bar = ' ';
+            /* every command: two arguments, one, none (no keys, arity, containers alone) */
+            snprintf(line, sizeof(line), "%s k1 k2", name);
+            gk_ask_words(b, &kg, &redis, &t, proto, line);
+            snprintf(line, sizeof(line), "%s k1", name);
+            gk_ask_words(b, &kg, &redis, &t, proto, line);
+            gk_ask_words(b, &kg, &redis, &t, proto, name);
+            if (!has_keys(cd)) continue;
+            commands++;
+            struct corpus corp = {0};
+            corpus_of(cd, &corp);
+            for (int k = 0; k < corp.n; k++) {
+                const char *argv[MAX_ARGV];
+                for (int a = 0; a < corp.f[k].argc; a++) argv[a] = corp.f[k].a[a];
+                gk_ask(b, &kg, &redis, &t, proto, corp.f[k].argc, argv, corp.f[k].len);
+            }
+            free(corp.f);
+        }
+    }
+    static const char *const extra[] = {"nosuchcommand k",
+                                        "GET",
+                                        "get k extra",
+                                        "GeT k",
+                                        "CLIENT",
+                                        "CLIENT nosuch k",
+                                        "CONFIG GET",
+                                        "OBJECT FREQ k",
+                                        "object nosuch k",
+                                        "EVAL s 0",
+                                        "EVAL s 1x k",
+                                        "ZUNIONSTORE d 1x a",
+                                        "ZUNIONSTORE d 2 a b",
+                                        "PFMERGE d",
+                                        "MIGRATE h p \"\" 0 5000 KEYS",
+                                        "SET k v GET",
+                                        "SET k v get EX 1",
+                                        "BITFIELD k GET u8 0",
+                                        "BITFIELD k SET u8 0 1",
+                                        "SORT k STORE STORE BY p",
+                                        "GEORADIUS k 1 1 1 m STORE a STORE b",
+                                        "XREAD STREAMS a b c",
+                                        "PING k"};
+    for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++) gk_ask_words(b, &kg, &redis, &t, proto, extra[i]);
+    gk_flush(b, &kg, &redis, &t, proto);
+    fprintf(stderr,
+            "getkeys (%s): %d COMMAND GETKEYS/GETKEYSANDFLAGS asked of keygate and Redis in %lld ms (%d commands with "
+            "keys): %d with keys, %d empty, %d errors, every reply the same bytes\n",
+            proto, t.asked, now_ms() - start, commands, t.with_keys, t.empty, t.errors);
+    ck_assert_int_ge(commands, 150);
+    ck_assert_int_gt(t.with_keys, 10000);
+    ck_assert_int_gt(t.errors, 1000);
+    ck_assert_int_gt(t.empty, 0);
+    free(b->bytes);
+    free(b);
+    rawc_close(&kg);
+    rawc_close(&redis);
+}
+
+START_TEST(test_issue19_command_getkeys_is_redis_answer_resp2)
+{
+    getkeys_round(0);
+}
+END_TEST
+
+START_TEST(test_issue19_command_getkeys_is_redis_answer_resp3)
+{
+    getkeys_round(1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("getkeys");
     TCase *tc = harness_tcase(s, "differential", 120, setup, teardown);
     harness_add_test(tc, test_issue10_differential_key_extraction);
+    harness_add_test(tc, test_issue19_command_getkeys_is_redis_answer_resp2);
+    harness_add_test(tc, test_issue19_command_getkeys_is_redis_answer_resp3);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

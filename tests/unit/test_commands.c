@@ -727,6 +727,56 @@ START_TEST(test_hand_written_finders_are_sorted_for_their_binary_search)
 }
 END_TEST
 
+/* COMMAND GETKEYS of `line` as "k1 k2" (the keys' bytes, flags as hex after '/' when with_flags), or the error. */
+static const char *getkeys_of(const char *line, int with_flags)
+{
+    static char out[512];
+    struct args a;
+    struct key_ref refs[MAX_ARGS];
+    const char *error = NULL;
+    args_split(&a, line);
+    int n = command_getkeys(a.argc, a.argv, a.argvlen, refs, MAX_ARGS, &error);
+    if (n < 0) return error;
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n && i < MAX_ARGS; i++) {
+        used += (size_t)snprintf(out + used, sizeof(out) - used, "%s%.*s", i ? " " : "", (int)a.argvlen[refs[i].index],
+                                 a.argv[refs[i].index]);
+        if (with_flags) used += (size_t)snprintf(out + used, sizeof(out) - used, "/%x", refs[i].flags);
+    }
+    return out;
+}
+
+/* Issue 19: COMMAND GETKEYS answers what Redis 7.0.15's does (checked byte for byte against a live
+ * server by test_getkeys), also where that is not what execution touches. */
+START_TEST(test_issue19_getkeys_is_redis_getkeys)
+{
+    ck_assert_str_eq(getkeys_of("GET k", 0), "k");
+    ck_assert_str_eq(getkeys_of("MSET a 1 b 2", 0), "a b");
+    ck_assert_str_eq(getkeys_of("nosuch k", 0), "ERR Invalid command specified");
+    ck_assert_str_eq(getkeys_of("CLIENT nosuch", 0), "ERR Invalid command specified");
+    ck_assert_str_eq(getkeys_of("CLIENT", 0), "ERR The command has no key arguments");
+    ck_assert_str_eq(getkeys_of("PING x", 0), "ERR The command has no key arguments");
+    ck_assert_str_eq(getkeys_of("GET a b", 0), "ERR Invalid number of arguments specified for command");
+    ck_assert_str_eq(getkeys_of("PFMERGE d", 0), "ERR Invalid arguments specified for command");
+    ck_assert_str_eq(getkeys_of("EVAL s 0", 0), ""); /* no keys, and EVAL's are optional: [] */
+    ck_assert_str_eq(getkeys_of("EVAL s 5 a", 0), "");
+    ck_assert_str_eq(getkeys_of("EVAL s 1 a b", 1), "a/32");          /* the spec's RW access update */
+    ck_assert_str_eq(getkeys_of("ZUNIONSTORE d 1x a", 1), "a/0 d/0"); /* atoi's procedure: dest last, no flags */
+    ck_assert_str_eq(getkeys_of("ZUNIONSTORE d 1 a", 1), "d/24 a/11");
+    ck_assert_str_eq(getkeys_of("SET k v", 1), "k/24");             /* OW update */
+    ck_assert_str_eq(getkeys_of("SET k v GET", 1), "k/32");         /* RW access update */
+    ck_assert_str_eq(getkeys_of("BITFIELD k GET u8 0", 1), "k/11"); /* RO access */
+    ck_assert_str_eq(getkeys_of("BITFIELD k INCRBY u8 0 1", 1), "k/32");
+    ck_assert_str_eq(getkeys_of("SORT k STORE STORE BY p", 0), "k BY");            /* not execution's "k STORE" */
+    ck_assert_str_eq(getkeys_of("GEORADIUS k 1 1 1 m STORE a STORE b", 0), "k a"); /* the first STORE's spec */
+    ck_assert_str_eq(getkeys_of("XREAD STREAMS a b c", 0), "a");
+    ck_assert_str_eq(getkeys_of("MIGRATE h p \"\" 0 5000 KEYS", 0), "");
+    ck_assert_str_eq(getkeys_of("OBJECT FREQ k", 0), "k");
+    ck_assert_str_eq(getkeys_of("get k", 0), "k");
+}
+END_TEST
+
 static Suite *commands_suite(void)
 {
     Suite *s = suite_create("commands");
@@ -774,6 +824,7 @@ static Suite *commands_suite(void)
     tcase_add_test(t, test_issue10_item3_xreadgroup_group_named_streams);
     tcase_add_test(t, test_issue10_item18_key_count_error_texts);
     tcase_add_test(t, block_timeouts_as_redis_reads_them);
+    tcase_add_test(t, test_issue19_getkeys_is_redis_getkeys);
     suite_add_tcase(s, t);
     return s;
 }

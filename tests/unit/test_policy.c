@@ -351,10 +351,114 @@ START_TEST(auth_is_required_when_users_exist)
     struct plan p;
     decide_as(&s, "GET q:x", &p);
     ck_assert_str_eq(p.error, "NOAUTH Authentication required.");
-    decide_as(&s, "PING", &p);
-    ck_assert_int_eq(p.kind, PLAN_LOCAL);
+    decide_as(&s, "PING", &p); /* issue 19: Redis answers PING before AUTH with NOAUTH */
+    ck_assert_str_eq(p.error, "NOAUTH Authentication required.");
+    decide_as(&s, "ECHO x", &p);
+    ck_assert_str_eq(p.error, "NOAUTH Authentication required.");
+    decide_as(&s, "QUIT", &p);
+    ck_assert_int_eq(p.local, LOCAL_QUIT);
+    decide_as(&s, "RESET", &p);
+    ck_assert_int_eq(p.local, LOCAL_RESET);
+    decide_as(&s, "HELLO 3", &p);
+    ck_assert_int_eq(p.local, LOCAL_HELLO);
     decide_as(&s, "AUTH pw", &p);
     ck_assert_int_eq(p.local, LOCAL_AUTH);
+}
+END_TEST
+
+/* Issue 19: CLIENT REPLY, as Redis's flags: which replies are dropped, command by command (the
+ * session advanced as client.c does: session_command_done after each command). */
+static int reply_dropped_after(struct session *s, const char *line)
+{
+    struct plan p;
+    decide_as(s, line, &p);
+    int dropped = policy_reply_dropped(s, &p);
+    if (p.kind == PLAN_LOCAL && p.local == LOCAL_CLIENT_REPLY_ON) session_client_reply(s, SESSION_REPLY_ON);
+    if (p.kind == PLAN_LOCAL && p.local == LOCAL_CLIENT_REPLY_OFF) session_client_reply(s, SESSION_REPLY_OFF);
+    if (p.kind == PLAN_LOCAL && p.local == LOCAL_CLIENT_REPLY_SKIP) session_client_reply(s, SESSION_REPLY_SKIP);
+    if (p.kind == PLAN_LOCAL && p.local == LOCAL_RESET) session_reset(s, 1);
+    plan_release(&p);
+    session_command_done(s);
+    return dropped;
+}
+
+START_TEST(test_issue19_client_reply_drops_as_redis)
+{
+    struct session s;
+    session_init(&s, 1);
+    struct plan p;
+    decide_as(&s, "CLIENT REPLY maybe", &p);
+    ck_assert_str_eq(p.error, "ERR syntax error");
+    decide_as(&s, "CLIENT REPLY on x", &p);
+    ck_assert_str_eq(p.error, "ERR wrong number of arguments for 'client|reply' command");
+    ck_assert(!reply_dropped_after(&s, "GET q:a"));
+    ck_assert(reply_dropped_after(&s, "CLIENT REPLY OFF")); /* no reply of its own */
+    ck_assert(reply_dropped_after(&s, "GET q:a"));
+    ck_assert(reply_dropped_after(&s, "CLIENT REPLY maybe")); /* errors too */
+    ck_assert(reply_dropped_after(&s, "NOSUCH"));
+    ck_assert(reply_dropped_after(&s, "CLIENT REPLY SKIP")); /* nothing while OFF */
+    ck_assert(!reply_dropped_after(&s, "CLIENT REPLY ON"));  /* +OK */
+    ck_assert(!reply_dropped_after(&s, "GET q:a"));
+    ck_assert(reply_dropped_after(&s, "CLIENT REPLY SKIP"));
+    ck_assert(reply_dropped_after(&s, "GET q:a")); /* the next one only */
+    ck_assert(!reply_dropped_after(&s, "GET q:a"));
+    ck_assert(reply_dropped_after(&s, "CLIENT REPLY SKIP"));
+    ck_assert(reply_dropped_after(&s, "CLIENT REPLY SKIP")); /* skipped, and skips the next */
+    ck_assert(reply_dropped_after(&s, "GET q:a"));
+    ck_assert(!reply_dropped_after(&s, "GET q:a"));
+    ck_assert(reply_dropped_after(&s, "CLIENT REPLY SKIP"));
+    ck_assert(!reply_dropped_after(&s, "CLIENT REPLY ON")); /* ON ends the SKIP too */
+    ck_assert(!reply_dropped_after(&s, "GET q:a"));
+    ck_assert(reply_dropped_after(&s, "CLIENT REPLY OFF"));
+    ck_assert(!reply_dropped_after(&s, "RESET")); /* RESET ends OFF before it answers */
+    ck_assert(!reply_dropped_after(&s, "GET q:a"));
+    ck_assert(reply_dropped_after(&s, "CLIENT REPLY SKIP"));
+    ck_assert(reply_dropped_after(&s, "RESET")); /* but a SKIP drops +RESET */
+    ck_assert(!reply_dropped_after(&s, "GET q:a"));
+    /* UNSUBSCRIBE's local confirmation is a push: never dropped */
+    session_client_reply(&s, SESSION_REPLY_OFF);
+    struct plan unsub = {.kind = PLAN_LOCAL, .local = LOCAL_UNSUBSCRIBE_NONE};
+    ck_assert(!policy_reply_dropped(&s, &unsub));
+    /* inside MULTI keygate cannot queue it: refused, as its other local answers */
+    struct session m;
+    session_init(&m, 1);
+    session_multi_begin(&m);
+    decide_as(&m, "CLIENT REPLY OFF", &p);
+    assert_error_prefix(&p, "DENIED keygate cannot queue 'client|reply' inside MULTI");
+}
+END_TEST
+
+/* Issue 19: CLIENT UNBLOCK's argument errors are Redis's, in Redis's order; COMMAND GETKEYS is
+ * local (queued inside MULTI, where the transaction's instance answers it as Redis would). */
+START_TEST(test_issue19_client_unblock_and_getkeys_decisions)
+{
+    struct plan p;
+    decide("CLIENT UNBLOCK 12", &p);
+    ck_assert_int_eq(p.local, LOCAL_CLIENT_UNBLOCK);
+    decide("CLIENT UNBLOCK 12 error", &p);
+    ck_assert_int_eq(p.local, LOCAL_CLIENT_UNBLOCK);
+    decide("CLIENT UNBLOCK x", &p);
+    ck_assert_str_eq(p.error, "ERR value is not an integer or out of range");
+    decide("CLIENT UNBLOCK x maybe", &p); /* the reason is checked first */
+    ck_assert_str_eq(p.error, "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
+    decide("client UnBlock 1 2 3", &p);
+    ck_assert_str_eq(p.error, "ERR unknown subcommand or wrong number of arguments for 'UnBlock'. Try CLIENT HELP.");
+    decide("CLIENT UNBLOCK", &p);
+    ck_assert_str_eq(p.error, "ERR wrong number of arguments for 'client|unblock' command");
+    decide("COMMAND GETKEYS GET q:a", &p);
+    ck_assert_int_eq(p.local, LOCAL_COMMAND_GETKEYS);
+    decide("COMMAND GETKEYSANDFLAGS CONFIG SET a b", &p); /* no registry check, no never-forwarded list */
+    ck_assert_int_eq(p.local, LOCAL_COMMAND_GETKEYS);
+    struct session m;
+    session_init(&m, 1);
+    session_multi_begin(&m);
+    decide_as(&m, "COMMAND GETKEYS GET q:a", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.instance, -1);
+    struct session anon;
+    session_init(&anon, 0);
+    decide_as(&anon, "COMMAND GETKEYS GET q:a", &p);
+    ck_assert_str_eq(p.error, "NOAUTH Authentication required.");
 }
 END_TEST
 
@@ -640,6 +744,43 @@ START_TEST(default_line_takes_unregistered_keys)
 }
 END_TEST
 
+/* Issue 19: PUBSUB NUMPAT / CHANNELS without a pattern, and NUMSUB, where the registry's only channel
+ * rule is the default line: forwarded to the default line's instance, as Redis answers them. */
+START_TEST(test_issue19_pubsub_listing_on_the_default_line)
+{
+    fixture_free();
+    fixture_load_text("namespace q: instance=durable ttl=none owner=queues\n"
+                      "default instance=cache ttl=none owner=legacy\n");
+    static const char *const forms[] = {"PUBSUB NUMPAT", "PUBSUB CHANNELS", "PUBSUB NUMSUB a b", "PUBSUB CHANNELS x*"};
+    for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+        struct plan p;
+        decide_open(forms[i], &p);
+        ck_assert_msg(p.kind == PLAN_FORWARD, "%s: %s", forms[i], p.error);
+        ck_assert_int_eq(p.instance, 1);
+        ck_assert_ptr_eq(p.ns, reg->dflt);
+        plan_release(&p);
+    }
+    struct user_conf other = {.name = "app", .nowners = 1};
+    const char *owners[] = {"queues"};
+    other.owners = (char **)owners;
+    struct session s = {.authenticated = 1, .user = &other, .multi_instance = -1, .watch_instance = -1};
+    struct plan p;
+    fixture_decide(&s, "PUBSUB NUMPAT", &p); /* every channel is the default line's: its owner is needed */
+    assert_error_prefix(&p,
+                        "NOPERM 'pubsub|numpat' without a pattern sees channel namespace '(default)' (owner legacy)");
+    fixture_free();
+    fixture_load_text("namespace q: instance=durable ttl=none owner=queues\n");
+    decide_open("PUBSUB NUMPAT", &p);
+    assert_error_prefix(&p, "DENIED the registry has no channel namespace");
+    fixture_free();
+    fixture_load_text(REPORT_REGISTRY); /* push: and the default line, both on cache */
+    decide_open("PUBSUB NUMPAT", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.instance, 1);
+    plan_release(&p);
+}
+END_TEST
+
 START_TEST(without_default_line_unregistered_keys_are_refused)
 {
     fixture_free();
@@ -806,6 +947,8 @@ int main(void)
     tcase_add_test(tc, reset_and_start_up_commands);
     tcase_add_test(tc, auth_is_required_when_users_exist);
     tcase_add_test(tc, owners_and_read_only_users);
+    tcase_add_test(tc, test_issue19_client_reply_drops_as_redis);
+    tcase_add_test(tc, test_issue19_client_unblock_and_getkeys_decisions);
     tcase_add_test(tc, stateful_commands_pin_or_buffer);
     tcase_add_test(tc, channels_need_a_channel_namespace);
     tcase_add_test(tc, test_issue10_item7_pubsub_numsub_no_channel);
@@ -822,6 +965,7 @@ int main(void)
     tcase_add_test(tc, report_mode_cross_instance_goes_to_the_first_key);
     tcase_add_test(tc, report_mode_noperm_is_per_line);
     tcase_add_test(tc, default_line_in_report_mode);
+    tcase_add_test(tc, test_issue19_pubsub_listing_on_the_default_line);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
