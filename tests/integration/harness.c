@@ -69,9 +69,24 @@ struct child {
     int status;
 };
 
+/* Who a pid was when the harness started it: pid numbers come back (pid_max is 32768 here,
+ * and a busy machine wraps it in minutes), so a pid recorded for a server that has since
+ * exited and been reaped may name another process by the time a stop, kill or heal looks
+ * at it. Every signal the harness sends and every "has it exited?" checks the process's
+ * start time (/proc/PID/stat field 22) against the one recorded at its fork: a server
+ * killed twice must never become an unrelated process killed once (issue 19: suites run
+ * side by side lost their runner, and the script above them, to such a kill). */
+struct ident {
+    pid_t pid;
+    unsigned long long start; /* clock ticks since boot, at fork */
+};
+#define MAX_IDENTS 1024
+
 struct shared {
     struct harness h;                    /* the live harness as its last start, stop or restart left it */
     struct child children[MAX_CHILDREN]; /* every server the harness started and the owner has not reaped */
+    struct ident idents[MAX_IDENTS];     /* every server forked, newest last (a ring) */
+    unsigned nidents;
 };
 
 static struct shared *g_shared; /* the owner's mapping, inherited by every fork */
@@ -79,8 +94,65 @@ static struct harness *g_live;  /* the started harness, for atexit and the per-t
 static pid_t g_owner;           /* the process that started it (not a Check fork) */
 static pid_t g_owner_pgid;      /* its process group: where servers started by test children go */
 
+/* pid's start time (field 22 of /proc/PID/stat), or 0 when there is no such process.
+ * Only open/read/close: safe in a signal handler. */
+static unsigned long long proc_start(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* after the command name, which may hold anything */
+    if (p == NULL) return 0;
+    int field = 2;
+    for (; *p != '\0' && field < 22; p++)
+        if (*p == ' ') field++;
+    return field == 22 ? strtoull(p, NULL, 10) : 0;
+}
+
+/* Record who pid is: called by the process that forked it, before anyone can reap it. */
+static void ident_record(pid_t pid)
+{
+    if (g_shared == NULL) return;
+    unsigned i = __sync_fetch_and_add(&g_shared->nidents, 1) % MAX_IDENTS;
+    g_shared->idents[i].start = proc_start(pid);
+    __atomic_store_n(&g_shared->idents[i].pid, pid, __ATOMIC_RELEASE);
+}
+
+/* Is pid still the process the harness forked under that number? 1 when it is (or when the
+ * harness never recorded it: a pid it did not start is the caller's business), 0 when that
+ * process is gone and the number is free or another process's. */
+static int ident_same(pid_t pid)
+{
+    if (g_shared == NULL || pid <= 0) return pid > 0;
+    unsigned n = __atomic_load_n(&g_shared->nidents, __ATOMIC_ACQUIRE);
+    for (unsigned k = 0; k < MAX_IDENTS && k < n; k++) {
+        const struct ident *id = &g_shared->idents[(n - 1 - k) % MAX_IDENTS]; /* the newest first */
+        if (__atomic_load_n(&id->pid, __ATOMIC_ACQUIRE) != pid) continue;
+        unsigned long long now = proc_start(pid);
+        return now != 0 && now == id->start;
+    }
+    return 1;
+}
+
+/* kill(2) for the harness's servers: never to a pid that no longer names the server it was
+ * recorded for (ESRCH then, as for a process that is gone). */
+static int server_signal(pid_t pid, int sig)
+{
+    if (pid <= 0 || !ident_same(pid)) {
+        errno = ESRCH;
+        return -1;
+    }
+    return kill(pid, sig);
+}
+
 static void children_add(pid_t pid)
 {
+    ident_record(pid);
     for (int i = 0; g_shared != NULL && i < MAX_CHILDREN; i++)
         if (__sync_bool_compare_and_swap(&g_shared->children[i].pid, 0, pid)) {
             g_shared->children[i].exited = 0;
@@ -171,7 +243,7 @@ static void on_fatal_signal(int sig)
 {
     if (getpid() == g_owner && g_shared != NULL)
         for (int i = 0; i < MAX_CHILDREN; i++)
-            if (g_shared->children[i].pid > 0) kill(g_shared->children[i].pid, SIGKILL);
+            if (g_shared->children[i].pid > 0) server_signal(g_shared->children[i].pid, SIGKILL);
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -358,7 +430,8 @@ static int free_ports(int *ports, int n)
         rc = -1;
         for (int tries = 0; tries < 200 && rc != 0; tries++) {
             int port = PORT_PICK_LOW + (int)(rand_r(&seed) % (PORT_PICK_HIGH - PORT_PICK_LOW + 1));
-            struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+            struct sockaddr_in sa = {.sin_family = AF_INET,
+                                     .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
                                      .sin_port = htons((uint16_t)port)};
             int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
             if (fd < 0) break;
@@ -483,6 +556,10 @@ static int proc_threads(pid_t pid)
  * would report it to its parent. */
 static int proc_exited(pid_t pid, int *status)
 {
+    if (!ident_same(pid)) { /* gone, and its number taken again (or free) */
+        *status = 0;
+        return 1;
+    }
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -548,7 +625,7 @@ static int wait_exit(pid_t pid, int timeout_ms)
  * invariant above children_check). */
 static int kill_pid(pid_t pid)
 {
-    kill(pid, SIGKILL);
+    server_signal(pid, SIGKILL);
     int status = wait_exit(pid, STOP_TIMEOUT_MS);
     if (status == -1)
         fprintf(stderr, "harness: pid %d still runs %d ms after SIGKILL: it stays recorded\n", (int)pid,
@@ -560,8 +637,8 @@ static int kill_pid(pid_t pid)
  * Returns the exit status, or -1 when it still runs (kill_pid). */
 static int stop_pid(pid_t pid)
 {
-    kill(pid, SIGTERM);
-    kill(pid, SIGCONT);
+    server_signal(pid, SIGTERM);
+    server_signal(pid, SIGCONT);
     int status = wait_exit(pid, STOP_TIMEOUT_MS);
     if (status == -1) {
         fprintf(stderr, "harness: pid %d ignored SIGTERM for %d ms; SIGKILL\n", (int)pid, STOP_TIMEOUT_MS);
@@ -1077,7 +1154,8 @@ int harness_start(struct harness *h, const struct harness_opts *o)
     int rc = -1;
     for (int attempt = 1; attempt <= 3 && rc != 0; attempt++) {
         rc = harness_start_once(h, o);
-        if (rc != 0 && attempt < 3) fprintf(stderr, "harness_start: attempt %d failed; again with other ports\n", attempt);
+        if (rc != 0 && attempt < 3)
+            fprintf(stderr, "harness_start: attempt %d failed; again with other ports\n", attempt);
     }
     return rc;
 }
@@ -1132,7 +1210,7 @@ void harness_stop(struct harness *h)
     for (int i = 0; g_shared != NULL && getpid() == g_owner && g_live == h && i < MAX_CHILDREN; i++) {
         pid_t pid = g_shared->children[i].pid;
         if (pid <= 0) continue;
-        kill(pid, SIGKILL);
+        server_signal(pid, SIGKILL);
         wait_exit(pid, STOP_TIMEOUT_MS);
         g_shared->children[i].pid = 0;
     }
@@ -1233,7 +1311,7 @@ static int heal(struct harness *h)
     }
     pid_t pids[3] = {h->keygate_pid, h->backends[0].pid, h->backends[1].pid};
     for (int i = 0; i < 3; i++)
-        if (pids[i] > 0) kill(pids[i], SIGCONT);
+        if (pids[i] > 0) server_signal(pids[i], SIGCONT);
     int backend_restarted = 0;
     for (int i = 0; i < 2 && rc == 0; i++) {
         struct harness_backend *b = &h->backends[i];
