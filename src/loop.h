@@ -103,7 +103,7 @@ struct proxy {
     int64_t mem_used;        /* atomic: buffered request and reply bytes, all workers (max-memory) */
     SSL_CTX **listen_ssl;    /* one per listen entry (cfg->nlistens), NULL for plain */
     size_t nlisten_ssl;
-    struct authgate *authgate; /* the failed-AUTH table of every worker (authgate.h) */
+    struct authgate *authgate;    /* the failed-AUTH table of every worker (authgate.h) */
     struct blocked_table blocked; /* clients blocked on a dedicated connection (CLIENT UNBLOCK, any worker) */
 };
 

@@ -234,7 +234,10 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
     int busy = 0;
     struct client *c;
     TAILQ_FOREACH(c, &w->clients, link) {
-        if (!TAILQ_EMPTY(&c->queue)) busy = 1;
+        /* a client held by authgate (a failed AUTH's delayed reply, an AUTH waiting its
+         * address's turn) is not waited for: its delay may outlast shutdown-timeout, and a
+         * client that closed while held is only seen gone once it is read again */
+        if (!TAILQ_EMPTY(&c->queue) && !c->auth_held) busy = 1;
     }
     static const int step_ms = 20;
     w->drain_left_ms -= step_ms;

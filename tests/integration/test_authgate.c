@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -374,6 +375,50 @@ START_TEST(test_a_connection_is_closed_after_three_failures)
 }
 END_TEST
 
+/* Whether process pid has exited (gone, or a zombie whose threads are all gone). */
+static int exited(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return 1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    return p == NULL || p[2] == 'Z' || p[2] == 'X';
+}
+
+/* A failed AUTH whose reply is held for its delay is no request in flight: SIGTERM does not
+ * wait for the delay (test_security's last keygate took the whole 5 s shutdown-timeout to
+ * exit, and the harness SIGKILLed it: a client that closed while held is only seen gone
+ * once keygate reads it again). */
+START_TEST(test_shutdown_does_not_wait_for_a_held_failure)
+{
+    for (int k = 0; k < 3; k++) { /* 6 failures from 127.0.0.9, two a connection (3 would close it) */
+        redisContext *c = client_from("127.0.0.9");
+        for (int i = 0; i < 2 && k * 2 + i < 5; i++) wrong_auth_ms(c);
+        if (k == 2) {
+            /* the 6th: its reply is held for authfail_delay(6) */
+            ck_assert_int_eq(redisAppendCommand(c, "AUTH alice %s", WRONG_PW), REDIS_OK);
+            send_appended(c, "the held AUTH");
+            long long base = metrics_auth_failures() - 5, until = now_ms() + 3000; /* counted when it failed */
+            (void)base;
+            while (metrics_auth_failures() < 6 && now_ms() < until) sleep_ms(10);
+            ck_assert_msg(metrics_auth_failures() >= 6, "the 6th wrong AUTH was not counted within 3 s");
+            pid_t pid = h.keygate_pid;
+            long long t0 = now_ms();
+            ck_assert_int_eq(kill(pid, SIGTERM), 0);
+            while (!exited(pid) && now_ms() - t0 < 10000) sleep_ms(10);
+            long long took = now_ms() - t0;
+            ck_assert_msg(took < 1000, "keygate took %lld ms to stop with a failed AUTH held for %lld ms", took,
+                          (long long)authfail_delay(6));
+        }
+        redisFree(c);
+    }
+}
+END_TEST
+
 /* Requests pipelined behind a failed AUTH wait behind it, replies in order: WRONGPASS
  * (after its delay), the GET's NOAUTH, the right AUTH's +OK, the GET's nil. */
 START_TEST(test_requests_behind_a_failed_auth_wait_in_order)
@@ -570,5 +615,6 @@ int main(void)
     harness_add_test(tc, test_two_threads_share_one_table);
     harness_add_test(tc, test_tls_clients_are_throttled_too);
     harness_add_test(tc, test_unix_clients_count_by_uid);
+    harness_add_test(tc, test_shutdown_does_not_wait_for_a_held_failure);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
