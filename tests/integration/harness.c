@@ -474,6 +474,10 @@ static void exec_child(char *const argv[], const char *log_path, pid_t parent)
     dup2(in, 0);
     dup2(out, 1);
     dup2(out, 2);
+    /* nothing else of the forking process: a server started from a test would keep that
+     * test's client sockets (hiredis sets no FD_CLOEXEC) open after the test closed them,
+     * and keygate would count them as connected clients */
+    closefrom(3);
     execvp(argv[0], argv);
     dprintf(2, "harness: cannot exec %s: %s\n", argv[0], strerror(errno));
     _exit(127);
