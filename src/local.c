@@ -442,9 +442,11 @@ static void local_info_body(struct client *c, size_t argc, const char *const *ar
     if (section_wanted(argc, argv, argvlen, "server")) {
         evbuffer_add_printf(body,
                             "# Server\r\nredis_version:%s\r\nkeygate_version:%s\r\nredis_mode:standalone\r\n"
-                            "process_id:%ld\r\nthreads:%d\r\nuptime_in_seconds:%lld\r\nconfig_file:%s\r\n\r\n",
+                            "process_id:%ld\r\nthreads:%d\r\nuptime_in_seconds:%lld\r\nconfig_file:%s\r\n"
+                            "reloads:%llu\r\n\r\n",
                             REDIS_COMPAT_VERSION, KEYGATE_VERSION, (long)getpid(), px->nworkers,
-                            (long long)((clock_wall_ms() - px->started_ms) / 1000), cfg->path);
+                            (long long)((clock_wall_ms() - px->started_ms) / 1000), cfg->path,
+                            (unsigned long long)__atomic_load_n(&px->reloads, __ATOMIC_ACQUIRE));
     }
     if (section_wanted(argc, argv, argvlen, "clients")) {
         evbuffer_add_printf(body, "# Clients\r\nconnected_clients:%d\r\nmaxclients:%d\r\n\r\n",

@@ -100,6 +100,7 @@ struct proxy {
     int clients_now;         /* atomic: connected clients, all workers */
     uint64_t next_client_id; /* atomic */
     int reload_acks;         /* atomic: workers yet to take the new config */
+    uint64_t reloads;        /* atomic: reloads every worker has taken (counted by the last to take one) */
     int64_t mem_used;        /* atomic: buffered request and reply bytes, all workers (max-memory) */
     SSL_CTX **listen_ssl;    /* one per listen entry (cfg->nlistens), NULL for plain */
     size_t nlisten_ssl;

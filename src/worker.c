@@ -267,7 +267,9 @@ static void control_cb(evutil_socket_t fd, short what, void *arg)
         }
         report_reindex(w, w->cfg->registry, next->registry); /* issue 13: counters follow their namespaces */
         w->cfg = next;
-        __atomic_sub_fetch(&w->proxy->reload_acks, 1, __ATOMIC_ACQ_REL);
+        /* the last worker to take it: every worker now runs the new config (INFO server reloads:) */
+        if (__atomic_sub_fetch(&w->proxy->reload_acks, 1, __ATOMIC_ACQ_REL) == 0)
+            __atomic_add_fetch(&w->proxy->reloads, 1, __ATOMIC_RELEASE);
     }
     if (__atomic_load_n(&w->stop_requested, __ATOMIC_ACQUIRE) && !w->stopping) {
         w->stopping = 1;

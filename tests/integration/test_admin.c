@@ -128,6 +128,7 @@ static struct http_reply healthz_until_text(const char *needle, int timeout_ms)
 START_TEST(test_metrics_counters_move_after_commands)
 {
     struct http_reply r = healthz_until(200, 3000); /* both instances connected */
+    ck_assert_msg(r.status == 200, "healthz 3 s into the test: %d %s", r.status, r.body);
     http_reply_free(&r);
     r = http_get("/metrics");
     ck_assert_int_eq(r.status, 200);
@@ -217,6 +218,7 @@ static void config_set(const char *name, const char *param, const char *value)
 START_TEST(test_topology_problem_shows_in_healthz_and_metrics)
 {
     struct http_reply r = healthz_until(200, 3000);
+    ck_assert_msg(r.status == 200, "healthz 3 s into the test: %d %s", r.status, r.body);
     http_reply_free(&r);
     r = http_get("/metrics");
     int checked = metric(r.body, "keygate_topology_checked{instance=\"cache\"}") == 1;

@@ -245,7 +245,7 @@ static void durable_fsync_always(void)
 static void durable_kill_restart(int down_ms)
 {
     ck_assert_msg(harness_backend_kill(&h, "durable") == 0, "killing durable");
-    sleep_ms(down_ms);
+    sleep_ms(down_ms); /* the scenario, not a wait: durable stays down that long */
     ck_assert_msg(harness_backend_restart(&h, "durable") == 0, "restarting durable: %s", h.error);
     durable_fsync_always();
 }
@@ -277,6 +277,36 @@ static void chaos_log(struct chaos_log *log, const struct chaos_client *k, const
                                   "  %5lld ms %-28s acked so far %lld\n", now_ms() - log->t0, what, chaos_acked(k));
 }
 
+/* Wait (5 s at most) until pid is stopped: state T in /proc/PID/stat. */
+static void wait_stopped(pid_t pid)
+{
+    char path[64], state = '?';
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    for (long long end = now_ms() + 5000; state != 'T' && now_ms() < end;) {
+        FILE *f = fopen(path, "r");
+        /* pid (comm) state ...: comm may hold spaces, the state follows the last ')' */
+        char line[512] = "";
+        if (f && fgets(line, sizeof line, f) && strrchr(line, ')')) state = strrchr(line, ')')[2];
+        if (f) fclose(f);
+        if (state != 'T') sleep_ms(5);
+    }
+    ck_assert_msg(state == 'T', "pid %d is in state %c 5 s after SIGSTOP, not stopped (T)", (int)pid, state);
+}
+
+/* With durable stopped: wait until no ack came for 300 ms (the replies durable sent before it
+ * stopped have arrived), at most 1.5 s; the acks then. */
+static long long acked_quiet(const struct chaos_client *k)
+{
+    long long acked = chaos_acked(k), since = now_ms(), end = since + 1500;
+    while (now_ms() - since < 300) {
+        ck_assert_msg(now_ms() < end, "INCRs still acknowledged 1.5 s after durable stopped (%lld so far)", acked);
+        sleep_ms(10);
+        long long now = chaos_acked(k);
+        if (now != acked) acked = now, since = now_ms();
+    }
+    return acked;
+}
+
 START_TEST(test_chaos_nothing_acknowledged_is_lost)
 {
     char fsync_was[32];
@@ -298,7 +328,8 @@ START_TEST(test_chaos_nothing_acknowledged_is_lost)
     for (int i = 0; i < CHAOS_CLIENTS; i++)
         ck_assert_msg(pthread_create(&threads[i], NULL, chaos_client_run, &k[i]) == 0, "pthread_create");
 
-    /* the disturbances, about 20 s in all; acks counted before each */
+    /* the disturbances, about 20 s in all; acks counted before each. The sleeps between them
+     * are the scenario, not waits: the clients' traffic runs that long between disturbances */
     struct chaos_log log = {.t0 = now_ms()};
     sleep_ms(1500);
     chaos_log(&log, k, "CLIENT KILL TYPE normal");
@@ -310,9 +341,9 @@ START_TEST(test_chaos_nothing_acknowledged_is_lost)
     chaos_log(&log, k, "SIGSTOP 2 s, SIGCONT");
     pid_t pid = harness_backend(&h, "durable")->pid;
     ck_assert_msg(pid > 0 && kill(pid, SIGSTOP) == 0, "SIGSTOP durable");
-    sleep_ms(100); /* replies already on their way may still arrive */
-    long long acked_stop = chaos_acked(k);
-    sleep_ms(1900);
+    wait_stopped(pid);
+    long long acked_stop = acked_quiet(k); /* replies already on their way may still arrive */
+    sleep_ms(1900);                        /* the scenario, not a wait: durable stays stopped */
     long long acked_stopped = chaos_acked(k) - acked_stop;
     ck_assert_msg(kill(pid, SIGCONT) == 0, "SIGCONT durable");
     ck_assert_msg(acked_stopped == 0, "%lld INCRs acknowledged while durable was stopped", acked_stopped);
@@ -334,8 +365,15 @@ START_TEST(test_chaos_nothing_acknowledged_is_lost)
     for (int i = 0; i < CHAOS_CLIENTS; i++) pthread_join(threads[i], NULL);
     int restored = direct_ok("durable", "CONFIG SET appendfsync %s", fsync_was);
 
-    sleep_ms(500);
-    long long rss_end = keygate_kib("VmRSS"), rss_peak = keygate_kib("VmHWM");
+    /* keygate gives back what the chaos cost: its RSS polled (5 s) until within 16 MiB of the start.
+     * Not "until the clients are closed in keygate": a backend the harness restarted from this
+     * process inherited the clients' sockets (no FD_CLOEXEC), so keygate sees them open. */
+    long long rss_end = keygate_kib("VmRSS");
+    for (long long end = now_ms() + 5000; RSS_CHECKED && rss_end >= rss_start + 16 * 1024 && now_ms() < end;) {
+        sleep_ms(50);
+        rss_end = keygate_kib("VmRSS");
+    }
+    long long rss_peak = keygate_kib("VmHWM");
     fprintf(stderr, "chaos timeline (CLIENT KILL closed %lld, then %lld connections; acked in the stop: %lld):\n%s",
             killed1, killed2, acked_stopped, log.text);
 
@@ -374,7 +412,7 @@ START_TEST(test_chaos_nothing_acknowledged_is_lost)
     ck_assert_msg(errored > 0, "no INCR failed: the disturbances did not reach keygate");
     ck_assert_msg(acked > 1000, "only %lld INCRs acknowledged in 20 s", acked);
     ck_assert_msg(!RSS_CHECKED || rss_end < rss_start + 16 * 1024,
-                  "keygate's RSS %lld KiB at the end, %lld KiB at the start: not back within 16 MiB", rss_end,
+                  "keygate's RSS %lld KiB 5 s after the end, %lld KiB at the start: not back within 16 MiB", rss_end,
                   rss_start);
 
     /* keygate still serves, on a connection of before the chaos too */
@@ -506,7 +544,14 @@ START_TEST(test_busy_passes_through)
     int done = 0;
     for (int tries = 0; !done && tries < 100; tries++)
         if (redisBufferWrite(script, &done) != REDIS_OK) break;
-    sleep_ms(400);
+    /* the script runs past busy-reply-threshold: durable answers another client -BUSY (EXISTS: not counted below) */
+    int busy = 0;
+    for (long long end = now_ms() + 1000; done && !busy && now_ms() < end;) {
+        redisReply *e = try_cmd(direct, "EXISTS %s", key);
+        busy = e != NULL && e->type == REDIS_REPLY_ERROR && strncmp(e->str, "BUSY", 4) == 0;
+        freeReplyObject(e);
+    }
+    ck_assert_msg(busy, "durable did not answer -BUSY within 1 s of the 1.5 s script");
     long long t = now_ms();
     redisReply *through = try_cmd(c, "STRLEN %s", key);
     long long took = now_ms() - t;
@@ -814,7 +859,13 @@ START_TEST(test_loading_passes_through)
     free(original);
     restored |= direct_ok("durable", "CONFIG SET key-load-delay 0");
     restored |= direct_ok("durable", "CONFIG SET loading-process-events-interval-bytes 2097152");
-    sleep_ms(2500); /* keygate's reconnect backoff is capped at 2 s: it serves again within it */
+    /* keygate serves durable again (its reconnect backoff is capped at 2 s): a STRLEN answered through it */
+    long long served = 0;
+    for (long long end = now_ms() + 5000; served == 0 && now_ms() < end; sleep_ms(20)) {
+        pthread_mutex_lock(&probe_lock);
+        served = p.through_ok;
+        pthread_mutex_unlock(&probe_lock);
+    }
     atomic_store(&probe_stop, 1);
     for (int i = 0; i < started; i++) pthread_join(probes[i], NULL);
     ck_assert_msg(started == 2 && killed == 0 && restarted == 0, "probe threads, kill or restart failed: %s", h.error);

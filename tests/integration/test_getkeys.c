@@ -650,7 +650,8 @@ static int reply_is_error(const redisReply *r)
 /* Read the subscriber until the mark message `want`; collect keyspace keys into k when k. */
 static void sub_until(redisContext *sub, const char *want, struct kset *k)
 {
-    for (;;) {
+    for (long long deadline = now_ms() + 10000;;) {
+        ck_assert_msg(now_ms() < deadline, "subscriber: no mark message '%s' within 10 s", want);
         redisReply *r = next_reply(sub);
         ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements >= 3, "subscriber: %s", describe(r));
         const redisReply *chan = r->element[r->elements - 2];

@@ -261,6 +261,17 @@ END_TEST
  * Mutation that makes it fail: in src/router.c route_owner_lost(), dropping
  * `c->watch_lost = 1;` (EXEC then runs on a shared connection, unwatched). */
 
+/* How many times needle occurs in keygate's log. */
+static int log_count(const char *needle)
+{
+    char *log = harness_keygate_log(&h);
+    ck_assert_ptr_nonnull(log);
+    int n = 0;
+    for (const char *p = log; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+    free(log);
+    return n;
+}
+
 START_TEST(test_watch_lost_with_backend_fails_exec)
 {
     backends_up();
@@ -272,8 +283,13 @@ START_TEST(test_watch_lost_with_backend_fails_exec)
     expect_status(cmd(c, "WATCH q:g3:k"), "OK", "WATCH");
     expect_status(cmd(c, "MULTI"), "OK", "MULTI");
     expect_status(cmd(c, "SET q:g3:k changed"), "QUEUED", "SET in MULTI");
+    const char *lost = "instance 'durable' dedicated connection: "; /* backend_close's line for a pinned one */
+    int lost_before = log_count(lost);
     ck_assert_int_eq(harness_backend_kill(&h, "durable"), 0);
-    sleep_ms(200); /* keygate sees its WATCH connection close */
+    /* keygate sees its WATCH connection close (else EXEC would meet the dead connection, not watch_lost) */
+    for (long long end = now_ms() + 5000; log_count(lost) == lost_before && now_ms() < end;) sleep_ms(20);
+    ck_assert_msg(log_count(lost) > lost_before,
+                  "keygate did not log its WATCH connection to durable closed within 5 s");
     /* back up, and served by keygate again: an unwatched EXEC would now succeed */
     backend_back("durable");
 

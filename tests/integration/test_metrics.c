@@ -340,6 +340,19 @@ START_TEST(test_default_line_is_its_own_namespace)
 }
 END_TEST
 
+/* INFO server's reloads: (the reloads every worker thread has taken). */
+static long long info_reloads(void)
+{
+    redisContext *c = harness_must_client(&h);
+    redisReply *r = cmd(c, "INFO server");
+    const char *at = r->type == REDIS_REPLY_STRING ? strstr(r->str, "\r\nreloads:") : NULL;
+    ck_assert_msg(at != NULL, "INFO server has no reloads: line: %s", describe(r));
+    long long n = atoll(at + strlen("\r\nreloads:"));
+    freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
 /* SIGHUP with a registry that adds a namespace before the others and changes an owner: every
  * unchanged namespace keeps its series (counters go on from where they were), the new one
  * appears, the changed owner is a new series and the old one stays at its last value. */
@@ -359,18 +372,12 @@ START_TEST(test_reload_keeps_series)
           "channel   push:  instance=cache   owner=notifications\n",
           f);
     fclose(f);
+    long long reloads = info_reloads();
     ck_assert_int_eq(kill(h.keygate_pid, SIGHUP), 0);
-    long long deadline = now_ms() + 5000;
-    char *log = NULL;
-    for (;;) {
-        free(log);
-        log = harness_keygate_log(&h);
-        if ((log && strstr(log, "reloaded registry")) || now_ms() > deadline) break;
-        sleep_ms(50);
-    }
-    ck_assert_msg(log && strstr(log, "reloaded registry"), "no reload in the log");
-    free(log);
-    sleep_ms(300); /* the workers take the new config at their next turn */
+    long long got = reloads;
+    for (long long end = now_ms() + 5000; got == reloads && now_ms() < end; got = info_reloads()) sleep_ms(20);
+    ck_assert_msg(got == reloads + 1, "INFO server reloads: is %lld 5 s after SIGHUP, want %lld (every worker took it)",
+                  got, reloads + 1);
     c = harness_must_client(&h);
     for (int i = 0; i < 2; i++) freeReplyObject(cmd(c, "GET cache:rl:%d", i));
     freeReplyObject(cmd(c, "SET a:rl:1 v"));
@@ -481,6 +488,30 @@ static char *metrics_until(const char *name, double want, int timeout_ms)
     }
 }
 
+/* /metrics once the INFO poller has read both instances after since (now_ms()): each
+ * keygate_backend_info_age_seconds is under the time since then. Fails after 5 s (the suite
+ * reads every second). */
+static char *metrics_read_after(long long since)
+{
+    static const char *const ages[] = {"keygate_backend_info_age_seconds{instance=\"durable\"}",
+                                       "keygate_backend_info_age_seconds{instance=\"cache\"}"};
+    long long deadline = now_ms() + 5000;
+    for (;;) {
+        long long asked = now_ms();
+        char *body = metrics();
+        int fresh = 1;
+        for (int i = 0; i < 2; i++) {
+            double age = series(body, ages[i]); /* -1: no reading yet */
+            fresh &= age >= 0 && age * 1000 + 2 < (double)(asked - since);
+        }
+        if (fresh) return body;
+        ck_assert_msg(now_ms() < deadline,
+                      "no INFO reading of both instances within 5 s (backend-info-interval 1s):\n%s", body);
+        free(body);
+        sleep_ms(50);
+    }
+}
+
 START_TEST(test_capacity_gauges_equal_backend_info)
 {
     direct_config_set("cache", "maxmemory", "123456789");
@@ -491,8 +522,7 @@ START_TEST(test_capacity_gauges_equal_backend_info)
     /* quiet backends: the next reading equals what INFO says now */
     long long hits = direct_info("cache", "keyspace_hits"), misses = direct_info("cache", "keyspace_misses");
     long long evicted = direct_info("cache", "evicted_keys"), aof = direct_info("durable", "aof_enabled");
-    sleep_ms(1300); /* one interval and a tick */
-    body = metrics();
+    body = metrics_read_after(now_ms()); /* a reading of now */
     ck_assert_int_eq(must_series(body, "keygate_backend_keyspace_hits_total{instance=\"cache\"}"), hits);
     ck_assert_int_eq(must_series(body, "keygate_backend_keyspace_misses_total{instance=\"cache\"}"), misses);
     ck_assert_int_eq(must_series(body, "keygate_backend_evicted_keys_total{instance=\"cache\"}"), evicted);
@@ -569,8 +599,7 @@ START_TEST(test_promtool_accepts_metrics)
     freeReplyObject(cmd(c, "GET cache:p"));
     freeReplyObject(cmd(c, "SET nope:p 1"));
     redisFree(c);
-    sleep_ms(1100); /* a capacity reading is in */
-    char *body = metrics();
+    char *body = metrics_read_after(0); /* a capacity reading is in: its series are there */
     char path[PATH_MAX], out[PATH_MAX], sh[3 * PATH_MAX];
     snprintf(path, sizeof path, "%s/metrics.txt", h.dir);
     snprintf(out, sizeof out, "%s/promtool.out", h.dir);

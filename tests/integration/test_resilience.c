@@ -144,10 +144,15 @@ static void fd_exhaustion_episode(redisContext *kept, int episode, int threads)
 {
     enum { EXTRA = 100, SPARE = 4, CPU_WINDOW_MS = 2000, CPU_MAX_MS = 200, RESUME_MS = 1500 };
     int held = keygate_fds();
+    int paused_before = log_count(PAUSED_LOG);
     rlim_t old = keygate_set_nofile((rlim_t)(held + SPARE));
     int fds[EXTRA];
     for (int i = 0; i < EXTRA; i++) fds[i] = raw_connect();
-    sleep_ms(200); /* keygate accepts SPARE of them and runs out */
+    /* keygate accepts SPARE of them and runs out: a worker logs its pause */
+    for (long long end = now_ms() + 5000; log_count(PAUSED_LOG) == paused_before && now_ms() < end;) sleep_ms(20);
+    ck_assert_msg(log_count(PAUSED_LOG) > paused_before,
+                  "episode %d: keygate did not log '" PAUSED_LOG "' within 5 s of 100 connections over its fd limit",
+                  episode);
     /* the limit bites: most of the 100 wait in the backlog (fd numbers, not counts, are
      * limited, so a hole or an inherited high fd shifts it by one or two) */
     int now = keygate_fds();
@@ -155,7 +160,7 @@ static void fd_exhaustion_episode(redisContext *kept, int episode, int threads)
                   held + SPARE);
 
     long long cpu0 = keygate_cpu_ms();
-    sleep_ms(CPU_WINDOW_MS);
+    sleep_ms(CPU_WINDOW_MS); /* the scenario, not a wait: the CPU keygate uses in this window */
     long long used = keygate_cpu_ms() - cpu0;
     fprintf(stderr, "episode %d: keygate used %lld ms of CPU in %d ms while out of fds (limit %d)\n", episode, used,
             CPU_WINDOW_MS, held + SPARE);
@@ -266,9 +271,12 @@ START_TEST(test_issue12_fd_exhaustion_admin_endpoint_does_not_spin)
         fds[i] = raw_connect_port(admin_port);
         ck_assert_int_eq(write(fds[i], "GET /metrics HTTP/1.0\r\n\r\n", 26), 26);
     }
-    sleep_ms(200);
+    /* the admin listener tried to accept and paused */
+    for (long long end = now_ms() + 5000; log_count("admin endpoint: accept: ") == 0 && now_ms() < end;) sleep_ms(20);
+    ck_assert_msg(log_count("admin endpoint: accept: ") > 0,
+                  "the admin endpoint logged no accept pause within 5 s of %d scrapes over the fd limit", EXTRA);
     long long cpu0 = keygate_cpu_ms();
-    sleep_ms(CPU_WINDOW_MS);
+    sleep_ms(CPU_WINDOW_MS); /* the scenario, not a wait: the CPU keygate uses in this window */
     long long used = keygate_cpu_ms() - cpu0;
     fprintf(stderr, "admin endpoint: keygate used %lld ms of CPU in %d ms while out of fds\n", used, CPU_WINDOW_MS);
     for (int i = 0; i < EXTRA; i++) close(fds[i]);

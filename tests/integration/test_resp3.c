@@ -526,6 +526,19 @@ START_TEST(test_mget_split_with_nulls)
 }
 END_TEST
 
+/* The backend's blocked_clients (its INFO clients). */
+static long long blocked_clients(const char *backend)
+{
+    redisContext *d = harness_must_direct(&h, backend);
+    redisReply *r = cmd(d, "INFO clients");
+    const char *at = r->type == REDIS_REPLY_STRING ? strstr(r->str, "blocked_clients:") : NULL;
+    ck_assert_msg(at != NULL, "%s: INFO clients: %s", backend, describe(r));
+    long long n = atoll(at + strlen("blocked_clients:"));
+    freeReplyObject(r);
+    redisFree(d);
+    return n;
+}
+
 /* A blocking pop that times out: RESP3's null, as Redis answers; the connection stays usable.
  * One that is served: Redis's bytes. */
 START_TEST(test_blocking_pop_timeout_is_null)
@@ -536,8 +549,12 @@ START_TEST(test_blocking_pop_timeout_is_null)
     direct_raw(&red, "durable", 1);
     SAME(&kg, &red, "_\r\n", "BLPOP", "q:r3f:none", "0.1");
     SAME(&kg, &red, "_\r\n", "BZPOPMIN", "q:r3f:none", "0.1");
+    long long blocked = blocked_clients("durable");
     raw_send(&kg, "BLPOP", "q:r3f:list", "5", NULL);
-    sleep_ms(100);
+    /* the BLPOP blocks on durable before the RPUSH (else it would just pop, never block) */
+    long long now = blocked;
+    for (long long end = now_ms() + 4000; now == blocked && now_ms() < end;) now = blocked_clients("durable");
+    ck_assert_msg(now > blocked, "durable's blocked_clients stayed %lld for 4 s after the BLPOP was sent", now);
     raw_send(&other, "RPUSH", "q:r3f:list", "x", NULL);
     expect_raw(&other, ":1\r\n", "RPUSH");
     expect_raw(&kg, "*2\r\n$10\r\nq:r3f:list\r\n$1\r\nx\r\n", "BLPOP served");
@@ -727,7 +744,7 @@ START_TEST(test_client_timeout_spares_resp3_subscriber)
     kg3(&idle);
     raw_send(&sub, "SUBSCRIBE", "push:r3t", NULL);
     expect_raw(&sub, ">3\r\n$9\r\nsubscribe\r\n$8\r\npush:r3t\r\n:1\r\n", "SUBSCRIBE");
-    sleep_ms(2500);
+    sleep_ms(2500); /* the scenario, not a wait: 2.5 s of quiet, past client-timeout 1s */
     /* the idle one was closed: reading gives EOF */
     struct pollfd pfd = {.fd = idle.fd, .events = POLLIN};
     char byte;

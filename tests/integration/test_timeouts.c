@@ -127,7 +127,7 @@ START_TEST(test_idle_client_is_closed_after_client_timeout)
     /* busy keeps talking for 2 s: never idle for 1 s */
     for (int i = 0; i < 8; i++) {
         expect_status(cmd(busy, "PING"), "PONG", "PING from a busy client");
-        sleep_ms(250);
+        sleep_ms(250); /* the scenario, not a wait: a PING every 250 ms for 2 s */
     }
     /* idle said nothing for 2 s: closed */
     redisReply *r = redisCommand(idle, "PING");
@@ -210,7 +210,7 @@ START_TEST(test_slowloris_is_closed_but_a_moving_upload_is_not)
         ssize_t k = send(fd, frame + off, n, MSG_NOSIGNAL);
         ck_assert_msg(k == (ssize_t)n, "the upload was cut after %zu bytes, %lld ms: %s", off, now_ms() - start,
                       strerror(errno));
-        sleep_ms(60);
+        sleep_ms(60); /* the scenario, not a wait: the upload's pace */
     }
     free(frame);
     char buf[16] = "";

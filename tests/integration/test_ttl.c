@@ -244,7 +244,8 @@ static void mon_window_free(struct mon_window *w)
 /* Read monitor lines until one contains `marker`; when `w` is given, keep keygate's lines (not the markers). */
 static void mon_read_until(redisContext *mon, const char *marker, struct mon_window *w)
 {
-    for (;;) {
+    for (long long deadline = now_ms() + 10000;;) {
+        ck_assert_msg(now_ms() < deadline, "MONITOR: no line with %s within 10 s", marker);
         void *rv = NULL;
         ck_assert_msg(redisGetReply(mon, &rv) == REDIS_OK && rv != NULL, "MONITOR: %s", mon->errstr);
         redisReply *r = rv;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <openssl/evp.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1473,6 +1474,31 @@ static void script_load(struct workload *w)
     if (conn) redisFree(conn);
 }
 
+/* The blocked_clients of backend inst (its INFO clients), -1 when it cannot be read. No assertion. */
+static long long wl_blocked_clients(int inst)
+{
+    redisContext *d = harness_direct(&h, h.backends[inst].name);
+    redisReply *r = d ? redisCommand(d, "INFO clients") : NULL;
+    const char *at = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "blocked_clients:") : NULL;
+    long long n = at ? atoll(at + strlen("blocked_clients:")) : -1;
+    freeReplyObject(r);
+    if (d) redisFree(d);
+    return n;
+}
+
+/* After a blocking read was sent on c: wait (ms at most) until it blocks on backend inst (its
+ * blocked_clients above `before`) or c has an answer to read (keygate answered it without
+ * blocking). 1 when either happened, 0 when neither. */
+static int blocked_or_answered(redisContext *c, int inst, long long before, int ms)
+{
+    for (long long end = now_ms() + ms;;) {
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+        if (poll(&pfd, 1, 0) == 1 || wl_blocked_clients(inst) > before) return 1;
+        if (now_ms() >= end) return 0;
+        sleep_ms(5);
+    }
+}
+
 /* Issue 10 items 2 and 3 against the shared connection: a second client waits in
  * `XREADGROUP GROUP STREAMS c BLOCK 3000 STREAMS k >` (group STREAMS created first) or
  * `XREAD "BLOCK\0" 3000 STREAMS k 0-0` on a fresh stream k, and the workload's client
@@ -1537,9 +1563,16 @@ static void probe_blocking(struct workload *w, redisContext **kc)
     if (reader == NULL) return;
     struct logent *blocked = log_add(w, &rd, 'b');
     size_t blocked_at = (size_t)(blocked - w->log); /* side_command logs too: the log may move */
+    long long blocked_before = wl_blocked_clients(inst);
     send_one(reader, &rd, inl);
     send_appended(reader, "the blocking probe");
-    sleep_ms(30); /* let it reach keygate and Redis first */
+    /* it reaches keygate and Redis first: blocked there (or answered at once) before the XADD */
+    if (!blocked_or_answered(reader, inst, blocked_before, 2000)) {
+        printf("workload: probe: `%s` [%s] neither blocked on %s nor was answered within 2 s\n",
+               w->log[blocked_at].text, inl ? "inline" : "argv", h.backends[inst].name);
+        fail_later(w, "; `%.120s` neither blocked on %s nor was answered within 2 s", w->log[blocked_at].text,
+                   h.backends[inst].name);
+    }
 
     long long t0 = now_ms();
     redisReply *rep = side_command(w, kc, &xa, 'b', 0);
@@ -1744,6 +1777,7 @@ START_TEST(test_issue10_random_workload_leaves_registry_intact)
      * answered (no key the workload writes). On a dedicated connection it waits for good
      * and harms nobody; on the shared one every later command of that instance hangs. */
     redisContext *blockers[2] = {NULL, NULL};
+    long long blocked_before[2] = {wl_blocked_clients(0), wl_blocked_clients(1)};
     for (int inst = 0; inst < 2 && group_on("blockers"); inst++)
         for (int ns = 0; ns < g_nreg && !blockers[inst]; ns++) {
             if (g_ns[ns].instance != inst) continue;
@@ -1758,7 +1792,11 @@ START_TEST(test_issue10_random_workload_leaves_registry_intact)
             printf("workload: a client waits in `XREAD \"BLOCK\\0\" 0 STREAMS %s $` (%s)\n", stream,
                    h.backends[inst].name);
         }
-    sleep_ms(100);
+    /* each blocker reaches Redis and blocks there (or keygate answered it: checked at the end) */
+    for (int inst = 0; inst < 2; inst++)
+        ck_assert_msg(!blockers[inst] || blocked_or_answered(blockers[inst], inst, blocked_before[inst], 5000),
+                      "the XREAD \"BLOCK\\0\" 0 blocker neither blocked on %s nor was answered within 5 s",
+                      h.backends[inst].name);
 
     long long start = now_ms();
     int sent = 0, batches = 0;
