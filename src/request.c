@@ -38,7 +38,7 @@ static void request_free(struct request *req)
     free(req->key_instance);
     bytebuf_free(&req->exec_keep);
     free(req->queued_error);
-    mem_add(w, -(int64_t)req->held); /* its reply kept behind an earlier one, its parts */
+    if (req->held) mem_add(w, -(int64_t)req->held); /* its reply kept behind an earlier one, its parts */
     free(req->reply);
     if (w->nfree_requests >= FREE_REQUESTS_MAX) {
         free(req);
@@ -112,7 +112,7 @@ void request_reply_consumed(struct request *req)
 }
 
 /* Take the head of c's queue off it. */
-static void queue_pop(struct client *c, struct request *req)
+static inline __attribute__((always_inline)) void queue_pop(struct client *c, struct request *req)
 {
     assert(req == TAILQ_FIRST(&c->queue) && c->nqueued > 0); /* nqueued counts the queue */
     assert(c->replies_held >= req->held);                    /* what it keeps was counted for c when kept */
