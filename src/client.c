@@ -128,12 +128,15 @@ static void client_teardown(struct client *c)
     assert(c->closed && !c->out_dirty && !c->postponed && !c->woken);
     struct request *req;
     int released = 0;
+    size_t held = 0;
     while ((req = TAILQ_FIRST(&c->queue))) {
         TAILQ_REMOVE(&c->queue, req, link);
+        held += req->held;
         request_release(req);
         released++;
     }
-    assert(released == c->nqueued); /* nqueued counts the queue */
+    assert(released == c->nqueued);  /* nqueued counts the queue */
+    assert(held == c->replies_held); /* replies_held counts what its requests keep */
     c->nqueued = 0;
     if (c->watch_pin) backend_abandon(c->watch_pin);
     if (c->block_pin) {
@@ -257,7 +260,7 @@ static int client_stalled(const struct client *c)
 static void client_update_reading(struct client *c)
 {
     const struct config *cfg = c->worker->cfg;
-    size_t out = conn_out_pending(c);
+    size_t out = conn_out_held(c); /* queued and kept behind an earlier request */
     int over = c->nqueued >= cfg->max_pending || (int64_t)out > cfg->client_output_limit;
     if (c->closing) over = 1;
     if (client_stalled(c)) over = 1;
@@ -987,15 +990,15 @@ static void client_event_cb(struct bufferevent *bev, short events, void *arg)
         conn_close(c, "connection error");
 }
 
-/* The client of w holding the most bytes (input, transaction, replies), if it holds at
- * least `least`; else NULL. */
+/* The client of w holding the most bytes (input, transaction, replies queued or kept), if
+ * it holds at least `least`; else NULL. */
 static struct client *client_largest(struct worker *w, size_t least)
 {
     struct client *c, *best = NULL;
     size_t most = least;
     TAILQ_FOREACH(c, &w->clients, link) {
-        if (c->mem_held >= most) {
-            most = c->mem_held;
+        if (c->mem_held + c->replies_held >= most) {
+            most = c->mem_held + c->replies_held;
             best = c;
         }
     }
@@ -1073,8 +1076,8 @@ void client_memory_tick(evutil_socket_t fd, short what, void *arg)
                 log_event(LOG_WARN, "client_evicted", &(struct log_fields){.client = c->addr, .client_id = c->id},
                           "client %llu %s closed: keygate is over max-memory (%lld bytes) and this client "
                           "holds %zu bytes (input %zu, transaction %zu)",
-                          (unsigned long long)c->id, c->addr, (long long)w->cfg->max_memory, c->mem_held, c->qlen,
-                          c->multi_buf.len);
+                          (unsigned long long)c->id, c->addr, (long long)w->cfg->max_memory,
+                          c->mem_held + c->replies_held, c->qlen, c->multi_buf.len);
                 STAT_INC(&w->stats, clients_evicted);
                 conn_close(c, "evicted: over max-memory");
             }

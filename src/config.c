@@ -623,7 +623,7 @@ struct config *config_load(const char *path, struct diag *errs)
     c->max_clients = 10000;
     c->max_request_bytes = 512LL * 1024 * 1024;
     c->client_output_limit = 64LL * 1024 * 1024;
-    c->client_output_hard_limit = 1024LL * 1024 * 1024;
+    c->client_output_hard_limit = CONFIG_OUTPUT_HARD_LIMIT_DEFAULT;
     c->max_memory = 1024LL * 1024 * 1024;
     c->max_pending = 1024;
     c->max_pinned = 64;
@@ -663,7 +663,8 @@ struct config *config_load(const char *path, struct diag *errs)
     fclose(f);
 
     ctx.line = first_line[config_directive_index("client-output-hard-limit")];
-    if (!ctx.line) ctx.line = first_line[config_directive_index("client-output-limit")];
+    if (!ctx.line && c->client_output_hard_limit < c->client_output_limit)
+        c->client_output_hard_limit = c->client_output_limit; /* only the soft limit raised: the default follows */
     if (c->client_output_hard_limit < c->client_output_limit)
         CFG_ERR(&ctx, "client-output-hard-limit (%lld) is below client-output-limit (%lld)",
                 (long long)c->client_output_hard_limit, (long long)c->client_output_limit);

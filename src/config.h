@@ -10,6 +10,12 @@
 #include "util.h"
 
 #define CONFIG_MAX_INSTANCES 8
+
+/* client-output-hard-limit's default: Redis's hard limit for replicas, the one class of its
+ * clients that is sent bulk data it may not keep up with. A quarter of max-memory's default,
+ * so one client that never reads cannot take the process's budget alone; replies up to 256 MB
+ * still pass whole. Raised to client-output-limit when only that one is set above it. */
+#define CONFIG_OUTPUT_HARD_LIMIT_DEFAULT (256LL * 1024 * 1024)
 _Static_assert(CONFIG_MAX_INSTANCES <= STATS_MAX_INSTANCES, "the stats histograms hold every instance");
 
 struct listen_addr {
@@ -64,7 +70,7 @@ struct config {
     int64_t max_request_bytes;        /* max-request-size SIZE (bytes; 512mb default like Redis) */
     int64_t client_output_limit;      /* client-output-limit SIZE: reply bytes queued per client before
                                     keygate stops reading it (soft), default 64mb */
-    int64_t client_output_hard_limit; /* client-output-hard-limit SIZE: past it the client is closed, default 1gb */
+    int64_t client_output_hard_limit; /* client-output-hard-limit SIZE: past it the client is closed, default 256mb */
     int64_t max_memory;               /* max-memory SIZE: buffered request + reply bytes of all workers past
                                  which no client is read (0 = no bound), default 1gb */
     int max_pending;                  /* max-pending N: requests in flight per client, default 1024 */

@@ -7,15 +7,14 @@
 
 void conn_out(struct client *c, const char *data, size_t len)
 {
-    if (c->closed) return;
+    if (conn_output_over(c, len)) return; /* closed (now or before): never queued */
     STAT_ADD(&c->worker->stats, bytes_to_clients, len);
     if (c->bev) {
         bufferevent_write(c->bev, data, len);
-        if (!conn_output_over(c, 0)) conn_account(c);
+        conn_account(c);
         return;
     }
     bytebuf_add(&c->obuf, data, len);
-    if (conn_output_over(c, 0)) return;
     conn_account(c);
     if (!c->out_dirty) {
         ptrvec_push(&c->worker->dirty_clients, c);
@@ -36,13 +35,23 @@ void conn_account(struct client *c)
     mem_set(c->worker, &c->mem_held, now);
 }
 
-int conn_output_over(struct client *c, size_t partial)
+size_t conn_out_held(const struct client *c)
+{
+    return conn_out_pending(c) + c->replies_held;
+}
+
+int conn_output_over(struct client *c, size_t arriving)
 {
     if (c->closed) return 1;
-    if ((int64_t)(conn_out_pending(c) + partial) <= c->worker->cfg->client_output_hard_limit) return 0;
+    const struct config *cfg = c->worker->cfg;
+    size_t held = conn_out_held(c);
+    if ((int64_t)(held + arriving) <= cfg->client_output_limit) return 0; /* the common case: no atomic read */
+    int mem = mem_over(c->worker);
+    if ((int64_t)(held + arriving) <= (mem ? cfg->client_output_limit : cfg->client_output_hard_limit)) return 0;
     log_event(LOG_WARN, "client_output_limit", &(struct log_fields){.client = c->addr, .client_id = c->id},
-              "client %llu %s closed: its replies (%zu bytes queued, %zu arriving) passed client-output-hard-limit",
-              (unsigned long long)c->id, c->addr, conn_out_pending(c), partial);
+              "client %llu %s closed: its replies (%zu bytes held, %zu arriving) passed %s", (unsigned long long)c->id,
+              c->addr, held, arriving,
+              mem ? "client-output-limit while keygate is over max-memory" : "client-output-hard-limit");
     STAT_INC(&c->worker->stats, clients_output_limit);
     conn_close(c, "over client-output-hard-limit");
     return 1;

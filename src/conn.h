@@ -60,30 +60,40 @@ struct client {
     struct bytebuf multi_keep; /* per backend reply inside EXEC: the client's (1) or injected (0) */
     int multi_dirty;           /* a queue-time error: EXEC answers EXECABORT */
     /* flow and lifecycle */
-    int stall;       /* parse nothing more until every queued reply is written */
-    int closing;     /* close once every queued reply is written */
-    int closed;      /* conn_close ran: no more events; torn down at the next reap */
-    int woken;       /* on w->woken */
-    int read_paused; /* backpressure: EV_READ is off */
-    int mem_paused;  /* paused (also) for max-memory: looked at again by client_memory_tick */
-    int postponed;   /* a frame waits for the next backend flush (arrival order) */
-    size_t mem_held; /* bytes counted in the process total (max-memory) */
+    int stall;           /* parse nothing more until every queued reply is written */
+    int closing;         /* close once every queued reply is written */
+    int closed;          /* conn_close ran: no more events; torn down at the next reap */
+    int woken;           /* on w->woken */
+    int read_paused;     /* backpressure: EV_READ is off */
+    int mem_paused;      /* paused (also) for max-memory: looked at again by client_memory_tick */
+    int postponed;       /* a frame waits for the next backend flush (arrival order) */
+    size_t mem_held;     /* bytes counted in the process total (max-memory) */
+    size_t replies_held; /* reply bytes kept on its queue behind an earlier request (request.c):
+                            they count against its output limits (conn_out_held) */
     /* AUTH throttling (authgate.c) */
     int auth_held;                     /* an AUTH waits its address's turn, or a failed one's reply its delay:
                                           nothing more is parsed or read until c's timer fires */
     struct authgate_client *auth_gate; /* NULL until c's first AUTH waits or fails */
 };
 
-/* Queue reply bytes for c (dropped once c is closed); counted, checked against
- * client-output-hard-limit (over it, c is closed), written at the flush step. */
+/* Queue reply bytes for c (dropped once c is closed); checked against its hard limit
+ * first (conn_output_over: past it c is closed and the bytes dropped), counted, written
+ * at the flush step. */
 void conn_out(struct client *c, const char *data, size_t len);
 
 /* Reply bytes queued for c and not yet written. */
 size_t conn_out_pending(const struct client *c);
 
-/* The bytes of c's replies the backend is sending now reach `partial`: when they and
- * what c has queued pass client-output-hard-limit, c is closed. 1 when c is closed. */
-int conn_output_over(struct client *c, size_t partial);
+/* Every reply byte keygate holds for c: queued on its output, and kept on its request
+ * queue until an earlier request's reply came. What its output limits compare. */
+size_t conn_out_held(const struct client *c);
+
+/* `arriving` more reply bytes for c (a reply being queued or kept, or the part of one the
+ * backend has sent so far): when they and what c holds (conn_out_held) pass its hard
+ * limit, c is closed. The hard limit is client-output-hard-limit, and client-output-limit
+ * while keygate is over max-memory (a client that does not read is closed before the
+ * process grows further). 1 when c is closed. */
+int conn_output_over(struct client *c, size_t arriving);
 
 /* max-memory: count what c holds now (unparsed input, its MULTI, unwritten replies). */
 void conn_account(struct client *c);

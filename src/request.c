@@ -38,7 +38,7 @@ static void request_free(struct request *req)
     free(req->key_instance);
     bytebuf_free(&req->exec_keep);
     free(req->queued_error);
-    if (req->reply) mem_add(w, -(int64_t)req->reply_len); /* a reply kept behind an earlier one */
+    if (req->held) mem_add(w, -(int64_t)req->held); /* its reply kept behind an earlier one, its parts */
     free(req->reply);
     if (w->nfree_requests >= FREE_REQUESTS_MAX) {
         free(req);
@@ -57,6 +57,40 @@ void request_pool_free(struct worker *w)
         free(req);
     }
     w->nfree_requests = 0;
+}
+
+/* req keeps `len` more reply bytes: they count in max-memory and against its client's limits. */
+static void request_hold(struct request *req, size_t len)
+{
+    req->held += len;
+    mem_add(req->worker, (int64_t)len);
+    if (req->client) req->client->replies_held += len;
+}
+
+/* req's parts are merged into its reply: free them (they no longer count). */
+static void request_parts_drop(struct request *req)
+{
+    size_t len = 0;
+    for (int i = 0; i < req->nparts; i++) {
+        len += req->parts[i].len;
+        free(req->parts[i].reply);
+        req->parts[i].reply = NULL;
+        req->parts[i].len = 0;
+    }
+    assert(len <= req->held); /* every part was kept through request_part_keep */
+    req->held -= len;
+    mem_add(req->worker, -(int64_t)len);
+    if (req->client) req->client->replies_held -= len;
+}
+
+void request_part_keep(struct request *req, int part, const char *reply, size_t len)
+{
+    struct request_part *pt = &req->parts[part];
+    assert(part < req->nparts && !pt->reply);
+    pt->reply = xmemdup(reply, len);
+    pt->len = len;
+    request_hold(req, len);
+    if (req->client) (void)conn_output_over(req->client, 0); /* past its limit: closed, the rest dropped */
 }
 
 void request_release(struct request *req)
@@ -78,11 +112,13 @@ void request_reply_consumed(struct request *req)
 }
 
 /* Take the head of c's queue off it. */
-static void queue_pop(struct client *c, struct request *req)
+static inline __attribute__((always_inline)) void queue_pop(struct client *c, struct request *req)
 {
     assert(req == TAILQ_FIRST(&c->queue) && c->nqueued > 0); /* nqueued counts the queue */
+    assert(c->replies_held >= req->held);                    /* what it keeps was counted for c when kept */
     TAILQ_REMOVE(&c->queue, req, link);
     c->nqueued--;
+    c->replies_held -= req->held; /* its reply goes to the output now (or is dropped) */
 }
 
 void request_complete(struct request *req, const char *reply, size_t len)
@@ -91,15 +127,18 @@ void request_complete(struct request *req, const char *reply, size_t len)
     assert(!req->done); /* one reply per request */
     req->done = 1;
     if (req->silent) len = 0; /* CLIENT REPLY OFF / SKIP: its turn in the queue, no bytes */
+    if (req->nparts) request_parts_drop(req); /* merged into reply (which never points into them) */
     if (!c) {
         if (req->waiting == 0) request_free(req);
         return;
     }
     if (c->closed) return; /* still on the queue: the reap releases it */
     if (req != TAILQ_FIRST(&c->queue)) {
+        /* kept until the head reaches it, counted against c's limits as it arrives */
+        if (conn_output_over(c, len)) return; /* closed: the reply is dropped */
         req->reply = len ? xmemdup(reply, len) : NULL;
         req->reply_len = len;
-        mem_add(req->worker, (int64_t)len);
+        request_hold(req, len);
         return;
     }
     /* the head: straight to the output, then every complete one behind it */

@@ -31,6 +31,8 @@ struct request {
     int done;              /* its reply is complete */
     char *reply;           /* the reply, kept while an earlier request of the client waits */
     size_t reply_len;
+    size_t held; /* bytes of replies it keeps (its reply, its parts): counted in max-memory, and in
+                    its client's replies_held while it is on the client's queue */
     /* the router's: how the backend replies make the client's reply */
     uint8_t blocking;   /* sent on the client's blocking pin */
     uint8_t silent;     /* CLIENT REPLY OFF / SKIP: it completes in its turn, and no byte of it is written */
@@ -65,6 +67,10 @@ void request_answer_error(struct request *req, const char *text);
 
 /* One more backend reply is owed to req. */
 void request_expect(struct request *req);
+
+/* Keep reply[0..len) as part `part` of split request req (copied), counted as a reply held
+ * for its client: past the client's hard limit the client is closed (conn_output_over). */
+void request_part_keep(struct request *req, int part, const char *reply, size_t len);
 
 /* A backend reply owed to req came and was taken (by the router, not as the reply). Frees an
  * orphaned request with nothing more owed. */

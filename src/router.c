@@ -282,10 +282,8 @@ static void route_merge(struct request *req)
 /* One instance's reply (or failure) for part `part` of a split request; the last merges. */
 static void route_part(struct request *req, int part, const char *reply, size_t len)
 {
-    struct request_part *pt = &req->parts[part];
-    assert(part < req->nparts && !pt->reply && req->parts_left > 0 && req->waiting > 0);
-    pt->reply = xmemdup(reply, len);
-    pt->len = len;
+    assert(part < req->nparts && req->parts_left > 0 && req->waiting > 0);
+    request_part_keep(req, part, reply, len); /* counted against the client's limits as it comes */
     if (--req->parts_left > 0) {
         request_reply_consumed(req); /* other parts are still owed: req lives on */
         return;
@@ -301,8 +299,7 @@ static void route_part_unavailable(struct worker *w, struct request *req, int k)
     char text[128], msg[ERROR_REPLY_MAX];
     replies_unavailable(text, sizeof(text), w->cfg->instance_names[req->parts[k].instance]);
     size_t n = replies_error(msg, sizeof(msg), text);
-    req->parts[k].reply = xmemdup(msg, n);
-    req->parts[k].len = n;
+    request_part_keep(req, k, msg, n);
     STAT_INC(&w->stats, errors_unavailable);
     assert(req->parts_left > 0);
     if (--req->parts_left == 0) route_merge(req);
@@ -325,8 +322,9 @@ static void router_forward_all(struct client *c, struct request *req, int merge,
     req->argc = c->parser.argc;
     req->nparts = req->parts_left = n;
     if (extra) { /* one more part, complete already: keygate's own (INFO's local sections) */
-        req->parts[n] = (struct request_part){.instance = -1, .reply = xmemdup(extra, extra_len), .len = extra_len};
+        req->parts[n].instance = -1;
         req->nparts++;
+        request_part_keep(req, n, extra, extra_len);
     }
     struct backend *conns[CONFIG_MAX_INSTANCES] = {0};
     for (int k = 0; k < n; k++) {

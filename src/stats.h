@@ -30,7 +30,7 @@
     X(backend_failures, "backend connections lost or failed")                                                          \
     X(backend_writes, "batches of requests written to backend connections")                                            \
     X(backend_timeouts, "backend connections closed by backend-timeout")                                               \
-    X(clients_output_limit, "clients closed over client-output-hard-limit")                                            \
+    X(clients_output_limit, "clients closed over their output limit")                                                  \
     X(clients_query_limit, "clients closed: a MULTI over max-request-size")                                            \
     X(clients_evicted, "clients closed: the largest while over max-memory")                                            \
     X(clients_timed_out, "clients closed by client-timeout or client-header-timeout")                                  \

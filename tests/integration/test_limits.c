@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -564,6 +565,250 @@ START_TEST(test_max_request_size_refuses_a_larger_bulk)
 }
 END_TEST
 
+/* ---- issue 19 item 3: a client that never reads costs a bounded amount ----
+ *
+ * A client pipelines SLOW_GETS GETs of a 1 MiB value and never reads. keygate forwards
+ * max-pending (1024) of them before the first reply lands; their replies come whatever it
+ * does, and count against the client's limits as they arrive: past client-output-hard-limit
+ * (default 256mb) the client is closed and the rest of its replies are framed and dropped.
+ *
+ * Each fails on the code before issue 19 item 3, and under one mutation of it:
+ *   a client that never reads    client-output-hard-limit's default back to 1gb (src/config.h)
+ *   ten clients that never read  conn_output_over() (src/conn.c) comparing the hard limit
+ *                                also while keygate is over max-memory
+ *   replies kept behind one owed conn_out_held() (src/conn.c) leaving out replies_held */
+
+#define SLOW_VALUE (1024 * 1024) /* each GET's reply: 1 MiB */
+#define SLOW_GETS 2000
+#define SLOW_KEY "q:lim19slow"
+
+/* keygate's INFO stats counter `name`, asked on c. */
+static long long info_stat(redisContext *c, const char *name)
+{
+    redisReply *r = cmd(c, "INFO stats");
+    ck_assert_msg(r->type == REDIS_REPLY_STRING, "INFO stats: %s", describe(r));
+    char field[96];
+    snprintf(field, sizeof field, "\r\n%s:", name);
+    const char *at = strstr(r->str, field);
+    ck_assert_msg(at != NULL, "INFO stats has no %s", name);
+    long long n = atoll(at + strlen(field));
+    freeReplyObject(r);
+    return n;
+}
+
+/* Put the 1 MiB value the slow readers GET on durable (directly). */
+static void slow_value_set(void)
+{
+    char *val = malloc(SLOW_VALUE);
+    ck_assert_ptr_nonnull(val);
+    memset(val, 's', SLOW_VALUE);
+    redisContext *d = harness_must_direct(&h, "durable");
+    expect_status(cmd(d, "SET %s %b", SLOW_KEY, val, (size_t)SLOW_VALUE), "OK", "direct SET of the 1 MiB value");
+    redisFree(d);
+    free(val);
+}
+
+/* The slow readers' key is durable's: they GET it through keygate, and this client gets the
+ * whole value (the shared connection kept in step while replies were dropped). */
+static void slow_value_check(redisContext *c, const char *when)
+{
+    redisReply *r = cmd(c, "GET %s", SLOW_KEY);
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == SLOW_VALUE && r->str[0] == 's' &&
+                      r->str[SLOW_VALUE - 1] == 's',
+                  "GET of the 1 MiB value %s: %s", when, describe(r));
+    freeReplyObject(r);
+}
+
+/* A raw client, logged in, that has sent SLOW_GETS pipelined GETs of the 1 MiB value (what
+ * keygate took within 2 s) and never reads. (Its receive buffer stays the default: a tiny
+ * one would make draining what keygate wrote before the close take tens of seconds.) */
+static int slow_reader_start(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_msg(fd >= 0, "socket: %s", strerror(errno));
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)h.port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct timeval tv = {.tv_sec = 10};
+    ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect: %s", strerror(errno));
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char auth[128];
+    int n = snprintf(auth, sizeof auth, "*3\r\n$4\r\nAUTH\r\n$4\r\nroot\r\n$%zu\r\n%s\r\n", strlen(ROOT_PW), ROOT_PW);
+    ck_assert_int_eq(send(fd, auth, (size_t)n, MSG_NOSIGNAL), n);
+    char *ok = raw_read_n(fd, 5);
+    ck_assert_str_eq(ok, "+OK\r\n");
+    free(ok);
+    static const char get[] = "*2\r\n$3\r\nGET\r\n$11\r\n" SLOW_KEY "\r\n";
+    size_t one = sizeof get - 1, len = one * SLOW_GETS;
+    char *reqs = malloc(len);
+    ck_assert_ptr_nonnull(reqs);
+    for (int i = 0; i < SLOW_GETS; i++) memcpy(reqs + (size_t)i * one, get, one);
+    long long sent = send_for(fd, reqs, len, 2000);
+    ck_assert_msg(sent > (long long)(one * 1024), "the slow reader sent only %lld bytes of GETs", sent);
+    free(reqs);
+    return fd;
+}
+
+/* Read and drop what keygate sent fd until it closes it (EOF or reset); 1 when it did
+ * within ms, 0 when fd is still open then. */
+static int drained_to_close(int fd, int ms)
+{
+    static char buf[1 << 16];
+    for (long long end = now_ms() + ms; now_ms() < end;) {
+        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return 1;
+        if (n < 0) sleep_ms(5);
+    }
+    return 0;
+}
+
+START_TEST(test_issue19_item3_a_client_that_never_reads_is_closed)
+{
+    /* the default limits: keygate's RSS grows by less than 300 MB (286 MiB) and the client
+     * is closed as its replies pass client-output-hard-limit (256mb); before, it grew by
+     * about 1 GiB (the 1gb default) */
+    enum { RSS_MAX_MIB = 286 };
+    restart_with("");
+    slow_value_set();
+    redisContext *c = login();
+    long long base = keygate_mib("VmRSS"), t0 = now_ms();
+    int fd = slow_reader_start();
+    long long closed = 0;
+    for (long long end = now_ms() + 60000; closed < 1 && now_ms() < end; sleep_ms(20))
+        closed = info_stat(c, "clients_output_limit");
+    ck_assert_msg(closed == 1, "the client that never reads was not closed over client-output-hard-limit in %lld ms",
+                  now_ms() - t0);
+    ck_assert_msg(drained_to_close(fd, 20000), "keygate did not close the socket of the client that never reads");
+    close(fd);
+    long long peak = keygate_mib("VmHWM");
+    fprintf(stderr, "issue 19.3, one client that never reads: closed after %lld ms, RSS %lld MiB, peak %lld MiB\n",
+            now_ms() - t0, base, peak);
+    ck_assert_msg(!RSS_CHECKED || peak - base < RSS_MAX_MIB,
+                  "keygate's RSS went from %lld MiB to a peak of %lld MiB for one client that never reads (want less "
+                  "than %d MiB more)",
+                  base, peak, RSS_MAX_MIB);
+    char *log = harness_keygate_log(&h);
+    ck_assert_msg(log && strstr(log, "passed client-output-hard-limit"), "no hard-limit close logged:\n%s",
+                  log ? log : "");
+    free(log);
+    slow_value_check(c, "after the slow reader's replies were dropped");
+    redisFree(c);
+    restart_with("");
+}
+END_TEST
+
+START_TEST(test_issue19_item3_ten_clients_that_never_read)
+{
+    /* Ten such clients at once, with max-memory 32mb and client-output-limit 8mb: each is
+     * closed by its output limits as its replies arrive (over max-memory, client-output-limit
+     * is its hard limit), none is left to the late max-memory eviction (which reads nobody
+     * for 0.5 s first), and keygate's buffers stay under max-memory plus, for each client
+     * receiving replies, client-output-limit and one reply: 32 + 11 x 9 MiB. Meanwhile
+     * another client's SET and GET, on the other instance, take less than 100 ms each (300
+     * ms under ASan, which slows keygate ~3x). max-pending 64: durable builds the replies of
+     * every GET keygate forwarded for its shared connection (Redis puts no limit on a normal
+     * client's output): 10 x 1024 MiB with the default 1024 (its RSS reached 8.6 GB), 640
+     * MiB here, which also keeps the storm short enough that the 100 ms hold with both
+     * cores busy (slowest 29-36 ms seen under two busy loops; 105-122 ms with 128). */
+    enum { SLOW = 10, MAX_MEMORY_MIB = 32, SOFT_MIB = 8, SLACK_MIB = 32, LATENCY_MS = RSS_CHECKED ? 100 : 300 };
+    char more[256];
+    snprintf(more, sizeof more, "max-memory %dmb\nclient-output-limit %dmb\nmax-pending 64\n", MAX_MEMORY_MIB,
+             SOFT_MIB);
+    restart_with(more);
+    slow_value_set();
+    redisContext *c = login(), *probe = login();
+    long long base = keygate_mib("VmRSS"), t0 = now_ms();
+    int fds[SLOW];
+    for (int i = 0; i < SLOW; i++) fds[i] = slow_reader_start();
+    long long closed = 0, worst = 0, n = 0;
+    for (long long end = now_ms() + 60000; closed < SLOW && now_ms() < end; n++) {
+        long long t = now_ms();
+        expect_status(cmd(c, "SET cache:lim19n %lld", n), "OK", "the other client's SET");
+        long long took = now_ms() - t;
+        ck_assert_msg(took < LATENCY_MS, "the other client's SET took %lld ms (round %lld, %lld ms in)", took, n,
+                      t - t0);
+        if (took > worst) worst = took;
+        t = now_ms();
+        redisReply *r = cmd(c, "GET cache:lim19n");
+        took = now_ms() - t;
+        ck_assert_msg(r->type == REDIS_REPLY_STRING && atoll(r->str) == n, "the other client's GET: %s", describe(r));
+        freeReplyObject(r);
+        ck_assert_msg(took < LATENCY_MS, "the other client's GET took %lld ms (round %lld, %lld ms in)", took, n,
+                      t - t0);
+        if (took > worst) worst = took;
+        if (n % 20 == 0) closed = info_stat(probe, "clients_output_limit");
+    }
+    long long peak = keygate_mib("VmHWM"), evicted = info_stat(probe, "clients_evicted");
+    fprintf(stderr,
+            "issue 19.3, ten clients that never read: %lld closed after %lld ms (%lld evicted); the other client: "
+            "%lld rounds, its slowest request %lld ms; RSS %lld MiB, peak %lld MiB\n",
+            closed, now_ms() - t0, evicted, n, worst, base, peak);
+    ck_assert_msg(closed == SLOW, "%lld of the %d clients that never read were closed over their output limits", closed,
+                  SLOW);
+    ck_assert_msg(evicted == 0, "%lld clients were left to the late eviction over max-memory", evicted);
+    for (int i = 0; i < SLOW; i++) {
+        ck_assert_msg(drained_to_close(fds[i], 20000), "keygate did not close slow reader %d's socket", i);
+        close(fds[i]);
+    }
+    long long bound = MAX_MEMORY_MIB + (SLOW + 1) * (SOFT_MIB + 1) + SLACK_MIB;
+    ck_assert_msg(!RSS_CHECKED || peak - base < bound,
+                  "keygate's RSS went from %lld MiB to a peak of %lld MiB (want less than %lld MiB more)", base, peak,
+                  bound);
+    slow_value_check(probe, "after the slow readers' replies were dropped");
+    redisFree(c);
+    redisFree(probe);
+    restart_with("");
+}
+END_TEST
+
+START_TEST(test_issue19_item3_replies_kept_behind_a_slow_one_count)
+{
+    /* A GET on cache, stopped (SIGSTOP), then 1024 GETs of the 1 MiB value on durable: their
+     * replies come while cache's is owed, and keygate keeps them on the client's queue. They
+     * count against its limits as they come: keygate closes the client past
+     * client-output-hard-limit (256mb) while cache is still stopped, and its RSS grows by
+     * less than 286 MiB. Before, they counted nowhere: keygate kept all 1024 (1 GiB) and
+     * closed nobody. backend-timeout 60s: cache's reply stays owed while the test runs. */
+    enum { GETS = 1024, RSS_MAX_MIB = 286 };
+    restart_with("backend-timeout 60s\n");
+    slow_value_set();
+    redisContext *c = login();
+    expect_status(cmd(c, "SET cache:lim19head x"), "OK", "SET on cache");
+    long long base = keygate_mib("VmRSS");
+    int fd = raw_login();
+    static const char head[] = "*2\r\n$3\r\nGET\r\n$14\r\ncache:lim19head\r\n";
+    static const char get[] = "*2\r\n$3\r\nGET\r\n$11\r\n" SLOW_KEY "\r\n";
+    size_t one = sizeof get - 1, len = sizeof head - 1 + one * GETS;
+    char *reqs = malloc(len);
+    ck_assert_ptr_nonnull(reqs);
+    memcpy(reqs, head, sizeof head - 1);
+    for (int i = 0; i < GETS; i++) memcpy(reqs + sizeof head - 1 + (size_t)i * one, get, one);
+    pid_t cache = harness_backend(&h, "cache")->pid;
+    ck_assert_msg(cache > 0 && kill(cache, SIGSTOP) == 0, "SIGSTOP cache: %s", strerror(errno));
+    long long sent = send_for(fd, reqs, len, 2000);
+    free(reqs);
+    long long closed = 0;
+    for (long long end = now_ms() + 30000; closed < 1 && now_ms() < end; sleep_ms(20))
+        closed = info_stat(c, "clients_output_limit");
+    long long peak = keygate_mib("VmHWM");
+    ck_assert_int_eq(kill(cache, SIGCONT), 0);
+    fprintf(stderr, "issue 19.3, replies kept behind one owed: closed %lld, RSS %lld MiB, peak %lld MiB\n", closed,
+            base, peak);
+    ck_assert_msg(sent == (long long)len, "the GETs behind cache's were not all sent (%lld of %zu bytes)", sent, len);
+    ck_assert_msg(closed == 1, "the client was not closed while its replies waited behind cache's");
+    ck_assert_msg(drained_to_close(fd, 20000), "keygate did not close the client's socket");
+    close(fd);
+    ck_assert_msg(!RSS_CHECKED || peak - base < RSS_MAX_MIB,
+                  "keygate's RSS went from %lld MiB to a peak of %lld MiB (want less than %d MiB more)", base, peak,
+                  RSS_MAX_MIB);
+    slow_value_check(c, "after the kept replies were dropped");
+    expect_bulk(cmd(c, "GET cache:lim19head"), "x", "GET on cache after SIGCONT");
+    expect_int(cmd(c, "DEL cache:lim19head"), 1, "DEL");
+    redisFree(c);
+    restart_with("");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("limits");
@@ -578,5 +823,8 @@ int main(void)
     harness_add_test(tc, test_issue10_item12_memory_count_returns_to_zero);
     harness_add_test(tc, test_max_clients_refuses_the_one_over);
     harness_add_test(tc, test_max_request_size_refuses_a_larger_bulk);
+    harness_add_test(tc, test_issue19_item3_a_client_that_never_reads_is_closed);
+    harness_add_test(tc, test_issue19_item3_ten_clients_that_never_read);
+    harness_add_test(tc, test_issue19_item3_replies_kept_behind_a_slow_one_count);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

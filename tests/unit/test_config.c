@@ -221,7 +221,7 @@ START_TEST(defaults_and_no_user_warning)
     ck_assert_int_eq(c->max_clients, 10000);
     ck_assert_int_eq(c->max_request_bytes, 512LL * 1024 * 1024);
     ck_assert_int_eq(c->client_output_limit, 64LL * 1024 * 1024);
-    ck_assert_int_eq(c->client_output_hard_limit, 1024LL * 1024 * 1024);
+    ck_assert_int_eq(c->client_output_hard_limit, 256LL * 1024 * 1024);
     ck_assert_int_eq(c->max_memory, 1024LL * 1024 * 1024);
     ck_assert_int_eq(c->max_pending, 1024);
     ck_assert_int_eq(c->connect_timeout_ms, 2000);
@@ -321,7 +321,33 @@ START_TEST(test_issue10_item12_memory_directives)
     expect_error(BASE "max-memory lots\n", 5, "bad max-memory");
     expect_error(BASE "client-output-limit 8mb\nclient-output-hard-limit 4mb\n", 6,
                  "client-output-hard-limit (4194304) is below client-output-limit");
-    expect_error(BASE "client-output-limit 2gb\n", 5, "is below client-output-limit");
+}
+END_TEST
+
+/* issue 19 item 3: the hard limit's default is 256mb and follows a soft limit set above it;
+ * a hard limit written below the soft one is still refused, at its own line */
+START_TEST(test_issue19_item3_hard_limit_default)
+{
+    struct diag d;
+    struct config *c = load(BASE "client-output-limit 512mb\n", &d);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->client_output_limit, 512LL * 1024 * 1024);
+    ck_assert_int_eq(c->client_output_hard_limit, 512LL * 1024 * 1024);
+    config_free(c);
+    diag_free(&d);
+    c = load(BASE "client-output-limit 128mb\n", &d);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->client_output_hard_limit, 256LL * 1024 * 1024);
+    config_free(c);
+    diag_free(&d);
+    c = load(BASE "client-output-hard-limit 64mb\n", &d);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->client_output_hard_limit, 64LL * 1024 * 1024);
+    config_free(c);
+    diag_free(&d);
+    expect_error(BASE "client-output-limit 2gb\nclient-output-hard-limit 1gb\n", 6,
+                 "client-output-hard-limit (1073741824) is below client-output-limit (2147483648)");
+    expect_error(BASE "client-output-hard-limit 1mb\n", 5, "is below client-output-limit");
 }
 END_TEST
 
@@ -584,6 +610,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, defaults_and_no_user_warning);
     tcase_add_test(tc, dev_config_parses);
     tcase_add_test(tc, test_issue10_item12_memory_directives);
+    tcase_add_test(tc, test_issue19_item3_hard_limit_default);
     tcase_add_test(tc, timeout_directives);
     tcase_add_test(tc, metrics_directives);
     tcase_add_test(tc, size_parse_forms);
