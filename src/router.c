@@ -16,6 +16,7 @@ enum route_kind {
     ROUTE_EXEC_PICK,
     ROUTE_EXEC_FILTER,
     ROUTE_PART,
+    ROUTE_PART_PICK, /* a split part in keygate's MULTI (its invalidations): element 0 of EXEC is the part */
 };
 
 _Static_assert(CONFIG_MAX_INSTANCES <= REPLIES_MAX_PARTS, "a split command has one part per instance");
@@ -83,6 +84,15 @@ static void write_fix(struct bytebuf *out, const struct client *c, const char *f
     }
 }
 
+/* XADD <stream> * k <key>: the near-cache invalidation of one written key (ncpolicy.h). */
+static void write_inval(struct bytebuf *out, const struct client *c, const char *frame, const struct nc_inval_key *k)
+{
+    bytebuf_add(out, STR_AND_LEN("*5\r\n$4\r\nXADD\r\n"));
+    bytebuf_add_bulk(out, k->ns->nc_stream, k->ns->nc_stream_len);
+    bytebuf_add(out, STR_AND_LEN("$1\r\n*\r\n$1\r\nk\r\n"));
+    bytebuf_add_bulk(out, resp_arg_ptr(&c->parser, frame, k->argi), c->parser.args[k->argi].len);
+}
+
 void router_unavailable(struct client *c, struct request *req, int instance)
 {
     char text[128];
@@ -132,8 +142,8 @@ static void route_unblock(struct request *req)
  * Everything for one request goes into the connection's output in one go, so no
  * other client's command can fall between keygate's MULTI and EXEC:
  *
- *   [MULTI]  client command  [PEXPIRE k D NX ...]  [EXEC]
- *   DROP     PASS | QUEUED   DROP ...              EXEC_PICK
+ *   [MULTI]  client command  [PEXPIRE k D NX ...]  [XADD s * k key ...]  [EXEC]
+ *   DROP     PASS | QUEUED   DROP ...              DROP ...              EXEC_PICK
  */
 void router_forward(struct client *c, struct backend *b, struct request *req, const struct plan *plan,
                     const char *frame)
@@ -157,6 +167,10 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
         write_fix(out, c, frame, &plan->ttl.fix[i]);
         route_expect(b, req, ROUTE_DROP, 0);
     }
+    for (uint32_t i = 0; i < plan->inval.n; i++) {
+        write_inval(out, c, frame, &plan->inval.key[i]);
+        route_expect(b, req, ROUTE_DROP, 0);
+    }
     if (wrap) {
         bytebuf_add(out, STR_AND_LEN("*1\r\n$4\r\nEXEC\r\n"));
         route_expect(b, req, ROUTE_EXEC_PICK, 0);
@@ -173,6 +187,10 @@ void router_write_queued(struct bytebuf *out, const struct client *c, const stru
     bytebuf_add(keep, &client_reply, 1);
     for (size_t i = 0; i < plan->ttl.nfix; i++) {
         write_fix(out, c, frame, &plan->ttl.fix[i]);
+        bytebuf_add(keep, &injected, 1);
+    }
+    for (uint32_t i = 0; i < plan->inval.n; i++) { /* in the client's transaction, after its write */
+        write_inval(out, c, frame, &plan->inval.key[i]);
         bytebuf_add(keep, &injected, 1);
     }
 }
@@ -362,17 +380,33 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
         struct backend *b = conns[k];
         if (!b) continue;
         struct bytebuf *out = backend_stage(b);
+        /* a part that writes near-cache keys carries their XADDs in one MULTI/EXEC of its own */
+        int wrap = 0;
+        for (uint32_t v = 0; v < plan->inval.n && !wrap; v++) wrap = req->key_instance[plan->inval.key[v].argi] == inst;
+        if (wrap) {
+            bytebuf_add(out, STR_AND_LEN("*1\r\n$5\r\nMULTI\r\n"));
+            route_expect(b, req, ROUTE_DROP, 0);
+        }
         char hdr[32];
         int n = snprintf(hdr, sizeof(hdr), "*%d\r\n", 1 + count[inst]);
         bytebuf_add(out, hdr, (size_t)n);
         bytebuf_add_bulk(out, resp_arg_ptr(p, frame, 0), p->args[0].len);
         for (size_t i = 1; i < p->argc; i++)
             if (req->key_instance[i] == inst) bytebuf_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
-        route_expect(b, req, ROUTE_PART, k);
+        route_expect(b, req, wrap ? ROUTE_QUEUED : ROUTE_PART, k);
         for (size_t f = 0; f < plan->ttl.nfix; f++) {
             if (req->key_instance[plan->ttl.fix[f].argi] != inst) continue;
             write_fix(out, c, frame, &plan->ttl.fix[f]);
             route_expect(b, req, ROUTE_DROP, 0);
+        }
+        for (uint32_t v = 0; v < plan->inval.n; v++) {
+            if (req->key_instance[plan->inval.key[v].argi] != inst) continue;
+            write_inval(out, c, frame, &plan->inval.key[v]);
+            route_expect(b, req, ROUTE_DROP, 0);
+        }
+        if (wrap) {
+            bytebuf_add(out, STR_AND_LEN("*1\r\n$4\r\nEXEC\r\n"));
+            route_expect(b, req, ROUTE_PART_PICK, k);
         }
         STAT_INC(&w->stats, commands_forwarded);
     }
@@ -418,6 +452,13 @@ static void route_deliver(struct backend *b, const struct pending *pd, const cha
     case ROUTE_PART:
         route_part(req, pd->part, reply, len);
         return;
+    case ROUTE_PART_PICK: {
+        const char *pick;
+        size_t pick_len;
+        replies_exec_pick(reply, len, req->queued_error, req->queued_error_len, &pick, &pick_len);
+        route_part(req, pd->part, pick, pick_len);
+        return;
+    }
     case ROUTE_PASS:
         route_unblock(req);
         request_answer(req, reply, len);
@@ -441,7 +482,8 @@ static void route_fail(struct backend *b, const struct pending *pd)
         route_unblock(req);
         request_answer_error(req, text);
         return;
-    case ROUTE_PART: {
+    case ROUTE_PART:
+    case ROUTE_PART_PICK: {
         char msg[ERROR_REPLY_MAX];
         size_t n = replies_error(msg, sizeof(msg), text);
         STAT_INC(&b->worker->stats, errors_unavailable);

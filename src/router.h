@@ -17,6 +17,7 @@
  *   EXEC_PICK   keygate's EXEC: the client's reply is element 0 (or the queued error)
  *   EXEC_FILTER the client's EXEC: the injected elements are dropped
  *   PART        one instance's part of a split command, merged once all came
+ *   PART_PICK   a part in keygate's MULTI (it carries near-cache XADDs): element 0 of EXEC
  *
  * Frames of subscriber connections go to the client's pub/sub state (pubsub.c) and output.
  * A connection that fails answers its entries -UNAVAILABLE; a dedicated one that fails
