@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "info.h"
+#include "nearcache.h"
 #include "replies.h"
 
 /* How a backend reply is used (struct pending's kind; see router.h). */
@@ -17,6 +18,7 @@ enum route_kind {
     ROUTE_EXEC_FILTER,
     ROUTE_PART,
     ROUTE_PART_PICK, /* a split part in keygate's MULTI (its invalidations): element 0 of EXEC is the part */
+    ROUTE_FILL,      /* a near-cache fill: stored, and the command's reply rendered from it (nearcache.c) */
 };
 
 _Static_assert(CONFIG_MAX_INSTANCES <= REPLIES_MAX_PARTS, "a split command has one part per instance");
@@ -177,6 +179,23 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
     }
     STAT_INC(&w->stats, commands_forwarded);
     if (plan->nappend || plan->ttl.nfix) stats_ttl_injected(&w->stats, &req->mark);
+}
+
+void router_forward_fill(struct client *c, struct backend *b, struct request *req, const struct plan *plan,
+                         const char *frame)
+{
+    if (!b || b->state == BACKEND_DOWN) {
+        router_unavailable(c, req, plan->instance);
+        return;
+    }
+    static const char script[] = NCPOLICY_FILL_SCRIPT;
+    struct bytebuf *out = backend_stage(b);
+    bytebuf_add(out, STR_AND_LEN("*4\r\n$4\r\nEVAL\r\n"));
+    bytebuf_add_bulk(out, script, sizeof(script) - 1);
+    bytebuf_add(out, STR_AND_LEN("$1\r\n1\r\n"));
+    bytebuf_add_bulk(out, resp_arg_ptr(&c->parser, frame, 1), c->parser.args[1].len);
+    route_expect(b, req, ROUTE_FILL, 0);
+    STAT_INC(&c->worker->stats, commands_forwarded);
 }
 
 void router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,
@@ -418,11 +437,21 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
 
 /* ---- the hooks: what the backends report ---- */
 
+/* The reply (or failure) that answers a request: a write's near-cache keys are evicted again. */
+static void route_writes_answered(struct request *req, enum route_kind kind)
+{
+    if (req->nc && kind != ROUTE_DROP && kind != ROUTE_QUEUED && kind != ROUTE_FILL) nearcache_write_replied(req);
+}
+
 static void route_deliver(struct backend *b, const struct pending *pd, const char *reply, size_t len)
 {
     struct request *req = pd->req;
     (void)b;
+    route_writes_answered(req, (enum route_kind)pd->kind);
     switch ((enum route_kind)pd->kind) {
+    case ROUTE_FILL:
+        nearcache_fill_reply(req, reply, len, NULL);
+        return;
     case ROUTE_DROP:
         request_reply_consumed(req);
         return;
@@ -475,7 +504,11 @@ static void route_fail(struct backend *b, const struct pending *pd)
         replies_timed_out(text, sizeof(text), b->worker->cfg->instance_names[b->instance]);
     else
         replies_unavailable(text, sizeof(text), b->worker->cfg->instance_names[b->instance]);
+    route_writes_answered(req, (enum route_kind)pd->kind);
     switch ((enum route_kind)pd->kind) {
+    case ROUTE_FILL:
+        nearcache_fill_reply(req, NULL, 0, text);
+        return;
     case ROUTE_PASS:
     case ROUTE_EXEC_PICK:
     case ROUTE_EXEC_FILTER:

@@ -18,6 +18,7 @@
  *   EXEC_FILTER the client's EXEC: the injected elements are dropped
  *   PART        one instance's part of a split command, merged once all came
  *   PART_PICK   a part in keygate's MULTI (it carries near-cache XADDs): element 0 of EXEC
+ *   FILL        a near-cache fill (EVAL): stored, and the command's reply rendered from it
  *
  * Frames of subscriber connections go to the client's pub/sub state (pubsub.c) and output.
  * A connection that fails answers its entries -UNAVAILABLE; a dedicated one that fails
@@ -48,6 +49,12 @@ struct backend *router_conn_for(struct client *c, int instance);
  * down: req is answered -UNAVAILABLE. `frame` is the client's parsed frame (c->parser). */
 void router_forward(struct client *c, struct backend *b, struct request *req, const struct plan *plan,
                     const char *frame);
+
+/* A near-cache fill for req (nearcache_try said NEARCACHE_FILL): EVAL <fill script> 1 <argv[1]> on
+ * b, read as ROUTE_FILL (nearcache_fill_reply makes the client's reply); b NULL or down:
+ * -UNAVAILABLE. */
+void router_forward_fill(struct client *c, struct backend *b, struct request *req, const struct plan *plan,
+                         const char *frame);
 
 /* A split plan (MGET/DEL/... across instances): one part per instance, merged when all came. */
 void router_forward_split(struct client *c, struct request *req, struct plan *plan, const char *frame);

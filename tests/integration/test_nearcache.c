@@ -1,10 +1,18 @@
 /* test_nearcache.c: integration tests of the near cache (issue 20): every write's XADD on the real backends. */
+#include <arpa/inet.h>
 #include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "harness.h"
+#include "resp.h"
 
 /*
  * One harness (two TLS redis-servers + keygate) with this registry:
@@ -87,6 +95,153 @@ static void stream_last(const char *backend, const char *stream, char *id, size_
     redisFree(d);
 }
 
+/* ---- the near cache's counters (INFO nearcache) ---- */
+
+/* Field `field` of namespace prefix's line in keygate's INFO nearcache (-1 when absent). */
+static long long nc_counter(redisContext *c, const char *prefix, const char *field)
+{
+    redisReply *r = cmd(c, "INFO nearcache");
+    ck_assert_msg(r->type == REDIS_REPLY_STRING, "INFO nearcache: %s", describe(r));
+    char head[64], want[64];
+    snprintf(head, sizeof head, "nc_%s:", prefix);
+    snprintf(want, sizeof want, "%s=", field);
+    long long v = -1;
+    const char *line = strstr(r->str, head);
+    if (line) {
+        const char *end = strstr(line, "\r\n"), *f = strstr(line, want);
+        if (f && (!end || f < end)) v = atoll(f + strlen(want));
+    }
+    freeReplyObject(r);
+    return v;
+}
+
+/* Read `key` through c until a read of it is a hit (the namespace serves: its reader caught up
+ * once), 5 s at most. */
+static void wait_hit(redisContext *c, const char *prefix, const char *key)
+{
+    long long deadline = now_ms() + 5000;
+    for (;;) {
+        long long before = nc_counter(c, prefix, "hits");
+        freeReplyObject(cmd(c, "GET %s", key));
+        if (nc_counter(c, prefix, "hits") > before) return;
+        ck_assert_msg(now_ms() < deadline, "no near-cache hit for %s within 5 s (hits %lld)", key, before);
+        sleep_ms(10);
+    }
+}
+
+/* calls=N of `cmdstat_<name>` in the backend's INFO commandstats (0 when never called). */
+static long long cmdstat_calls(const char *backend, const char *name)
+{
+    redisContext *d = harness_must_direct(&h, backend);
+    redisReply *r = cmd(d, "INFO commandstats");
+    char head[64];
+    snprintf(head, sizeof head, "cmdstat_%s:calls=", name);
+    const char *p = strstr(r->str, head);
+    long long v = p ? atoll(p + strlen(head)) : 0;
+    freeReplyObject(r);
+    redisFree(d);
+    return v;
+}
+
+/* ---- a raw RESP connection (replies compared byte for byte) ---- */
+
+struct raw {
+    int fd;
+    char buf[1 << 16];
+    size_t len;
+    const char *name;
+};
+
+static void raw_open(struct raw *r, int port, const char *name)
+{
+    r->fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_msg(r->fd >= 0, "socket: %s", strerror(errno));
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_msg(connect(r->fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "%s: connect: %s", name, strerror(errno));
+    r->len = 0;
+    r->name = name;
+}
+
+static void raw_sendv(struct raw *r, int argc, const char **argv)
+{
+    char *out = NULL;
+    int n = redisFormatCommandArgv(&out, argc, argv, NULL);
+    ck_assert_int_gt(n, 0);
+    for (int off = 0; off < n;) {
+        ssize_t w = write(r->fd, out + off, (size_t)(n - off));
+        ck_assert_msg(w > 0, "%s: write: %s", r->name, strerror(errno));
+        off += (int)w;
+    }
+    free(out);
+}
+
+/* The next whole reply's bytes (NUL-terminated, malloc'd). Waits up to 5 s. */
+static char *raw_reply(struct raw *r, size_t *len)
+{
+    struct resp_scanner sc;
+    long long deadline = now_ms() + 5000;
+    for (;;) {
+        resp_scanner_reset(&sc);
+        long long n = r->len ? resp_scan_reply(&sc, r->buf, r->len) : 0;
+        ck_assert_msg(n >= 0, "%s: malformed reply", r->name);
+        if (n > 0) {
+            char *out = malloc((size_t)n + 1);
+            memcpy(out, r->buf, (size_t)n);
+            out[n] = '\0';
+            memmove(r->buf, r->buf + n, r->len - (size_t)n);
+            r->len -= (size_t)n;
+            *len = (size_t)n;
+            return out;
+        }
+        struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
+        int left = (int)(deadline - now_ms());
+        ck_assert_msg(left > 0 && poll(&pfd, 1, left) == 1, "%s: no reply within 5 s", r->name);
+        ssize_t got = read(r->fd, r->buf + r->len, sizeof(r->buf) - r->len);
+        ck_assert_msg(got > 0, "%s: connection closed", r->name);
+        r->len += (size_t)got;
+    }
+}
+
+static char *raw_command(struct raw *r, size_t *len, int argc, const char **argv)
+{
+    raw_sendv(r, argc, argv);
+    return raw_reply(r, len);
+}
+
+/* Printable bytes (CR LF shown), for messages. */
+static const char *shown(const char *s, size_t n)
+{
+    static char buf[4][700];
+    static int k;
+    char *o = buf[k++ % 4];
+    size_t j = 0;
+    for (size_t i = 0; i < n && j < sizeof(buf[0]) - 5; i++) {
+        if (s[i] == '\r' || s[i] == '\n') {
+            o[j++] = '\\';
+            o[j++] = s[i] == '\r' ? 'r' : 'n';
+        } else {
+            o[j++] = s[i];
+        }
+    }
+    o[j] = '\0';
+    return o;
+}
+
+/* keygate (logged in, RESP3 when resp3) and a direct connection to backend in the same protocol. */
+static void raw_pair(struct raw *kg, struct raw *redis, const char *backend, int resp3)
+{
+    size_t n;
+    raw_open(kg, h.port, "keygate");
+    const char *auth3[] = {"HELLO", "3", "AUTH", "root", ROOT_PW}, *auth2[] = {"AUTH", "root", ROOT_PW};
+    free(resp3 ? raw_command(kg, &n, 5, auth3) : raw_command(kg, &n, 3, auth2));
+    struct harness_backend *b = harness_backend(&h, backend);
+    raw_open(redis, b->plain_port, "redis");
+    const char *a[] = {"AUTH", b->password}, *hello[] = {"HELLO", "3"};
+    free(raw_command(redis, &n, 2, a));
+    if (resp3) free(raw_command(redis, &n, 2, hello));
+}
+
 #define U_STREAM "kg:nc:{u:}:stream"
 #define T_STREAM "kg:nc:{t:}:stream"
 #define UC_STREAM "kc:nc:{uc:}:stream"
@@ -154,11 +309,148 @@ START_TEST(multi_and_scripts_leave_their_xadd)
 }
 END_TEST
 
+/* The cached reads give Redis's bytes, in RESP2 and RESP3, on a fill (the first read) and on a
+ * hit (the second): strings, sets, hashes, absent keys and a key of another type. */
+START_TEST(cached_reads_are_redis_byte_for_byte)
+{
+    redisContext *c = client();
+    expect_status(cmd(c, "SET u:r:s hello"), "OK", "SET");
+    expect_int(cmd(c, "SADD u:r:set a b c 10"), 4, "SADD");
+    expect_int(cmd(c, "HSET u:r:h f1 v1 f2 v2 f3 ''"), 3, "HSET");
+    expect_int(cmd(c, "RPUSH u:r:l x"), 1, "RPUSH");
+    wait_hit(c, "u:", "u:r:s");
+    static const char *const reads[][5] = {
+        {"GET", "u:r:s"},
+        {"GET", "u:r:none"},
+        {"GET", "u:r:set"},
+        {"SMEMBERS", "u:r:set"},
+        {"SMEMBERS", "u:r:none"},
+        {"SMEMBERS", "u:r:s"},
+        {"SISMEMBER", "u:r:set", "b"},
+        {"SISMEMBER", "u:r:set", "z"},
+        {"SISMEMBER", "u:r:none", "z"},
+        {"SMISMEMBER", "u:r:set", "a", "z", "10"},
+        {"SCARD", "u:r:set"},
+        {"SCARD", "u:r:none"},
+        {"HGET", "u:r:h", "f1"},
+        {"HGET", "u:r:h", "nope"},
+        {"HGET", "u:r:none", "f1"},
+        {"HMGET", "u:r:h", "f1", "x", "f3"},
+        {"HGETALL", "u:r:h"},
+        {"HGETALL", "u:r:none"},
+        {"HEXISTS", "u:r:h", "f2"},
+        {"HEXISTS", "u:r:h", "z"},
+        {"HLEN", "u:r:h"},
+        {"HSTRLEN", "u:r:h", "f1"},
+        {"HSTRLEN", "u:r:h", "z"},
+        {"HGETALL", "u:r:l"},
+        {"SCARD", "u:r:l"},
+        {"HGET", "u:r:s", "f"},
+    };
+    for (int resp3 = 0; resp3 <= 1; resp3++) {
+        struct raw kg, redis;
+        raw_pair(&kg, &redis, "durable", resp3);
+        for (int pass = 0; pass < 2; pass++) { /* a fill (or an earlier pass's hit), then a hit */
+            for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {
+                int argc = 0;
+                while (argc < 5 && reads[i][argc]) argc++;
+                size_t n1, n2;
+                char *a = raw_command(&kg, &n1, argc, (const char **)reads[i]);
+                char *b = raw_command(&redis, &n2, argc, (const char **)reads[i]);
+                ck_assert_msg(n1 == n2 && memcmp(a, b, n1) == 0, "RESP%d pass %d %s %s: keygate %s, Redis %s",
+                              resp3 ? 3 : 2, pass, reads[i][0], reads[i][1], shown(a, n1), shown(b, n2));
+                free(a);
+                free(b);
+            }
+        }
+        /* MGET of cached keys (every one a hit): a string is its bulk, anything else nil */
+        const char *mget[] = {"MGET", "u:r:s", "u:r:none", "u:r:set"};
+        size_t n1, n2;
+        char *a = raw_command(&kg, &n1, 4, mget), *b = raw_command(&redis, &n2, 4, mget);
+        ck_assert_msg(n1 == n2 && memcmp(a, b, n1) == 0, "RESP%d MGET: keygate %s, Redis %s", resp3 ? 3 : 2,
+                      shown(a, n1), shown(b, n2));
+        free(a);
+        free(b);
+        close(kg.fd);
+        close(redis.fd);
+    }
+    ck_assert_int_gt(nc_counter(c, "u:", "hits"), 2 * 26);
+    expect_int(cmd(c, "DEL u:r:s u:r:set u:r:h u:r:l"), 4, "clean-up");
+    redisFree(c);
+}
+END_TEST
+
+/* 1,000 hits make no backend round trip: the backend's GET and EVAL counts do not move. */
+START_TEST(hits_make_no_backend_round_trip)
+{
+    redisContext *c = client();
+    expect_status(cmd(c, "SET u:hot v1"), "OK", "SET");
+    wait_hit(c, "u:", "u:hot");
+    long long get0 = cmdstat_calls("durable", "get"), eval0 = cmdstat_calls("durable", "eval"),
+              hits0 = nc_counter(c, "u:", "hits");
+    for (int i = 0; i < 1000; i++) redisAppendCommand(c, "GET u:hot");
+    for (int i = 0; i < 1000; i++) expect_bulk(next_reply(c), "v1", "a hit");
+    ck_assert_int_eq(cmdstat_calls("durable", "get"), get0);
+    ck_assert_int_eq(cmdstat_calls("durable", "eval"), eval0);
+    ck_assert_int_eq(nc_counter(c, "u:", "hits") - hits0, 1000);
+    expect_int(cmd(c, "DEL u:hot"), 1, "clean-up");
+    redisFree(c);
+}
+END_TEST
+
+/* An absent key is cached (seed step 1); a SET through keygate is read back at once. */
+START_TEST(cached_miss_then_own_write_is_read)
+{
+    redisContext *c = client();
+    expect_status(cmd(c, "SET u:probe x"), "OK", "SET");
+    wait_hit(c, "u:", "u:probe");
+    expect_nil(cmd(c, "GET u:miss1"), "absent (a fill)");
+    long long hits = nc_counter(c, "u:", "hits");
+    expect_nil(cmd(c, "GET u:miss1"), "absent (a hit)");
+    ck_assert_int_eq(nc_counter(c, "u:", "hits"), hits + 1);
+    expect_status(cmd(c, "SET u:miss1 now"), "OK", "SET");
+    expect_bulk(cmd(c, "GET u:miss1"), "now", "read your own write");
+    expect_int(cmd(c, "HSET u:miss2 f v"), 1, "HSET");
+    expect_bulk(cmd(c, "HGET u:miss2 f"), "v", "HGET");
+    expect_int(cmd(c, "HSET u:miss2 f w"), 0, "HSET again");
+    expect_bulk(cmd(c, "HGET u:miss2 f"), "w", "HGET after the write");
+    expect_int(cmd(c, "DEL u:miss1 u:miss2 u:probe"), 3, "clean-up");
+    redisFree(c);
+}
+END_TEST
+
+/* An entry never outlives its key: a 2 s TTL under near-cache=30s reads absent once Redis
+ * expired the key. */
+START_TEST(entry_ends_with_its_keys_ttl)
+{
+    redisContext *c = client();
+    expect_status(cmd(c, "SET u:probe2 x"), "OK", "SET");
+    wait_hit(c, "u:", "u:probe2");
+    expect_status(cmd(c, "SET u:ttl2 v PX 2000"), "OK", "SET PX 2000");
+    expect_bulk(cmd(c, "GET u:ttl2"), "v", "a fill");
+    long long hits = nc_counter(c, "u:", "hits");
+    expect_bulk(cmd(c, "GET u:ttl2"), "v", "a hit");
+    ck_assert_int_eq(nc_counter(c, "u:", "hits"), hits + 1);
+    long long deadline = now_ms() + 5000;
+    while (harness_direct_int(&h, "durable", "EXISTS u:ttl2") == 1) {
+        ck_assert_msg(now_ms() < deadline, "u:ttl2 did not expire on Redis within 5 s");
+        sleep_ms(5);
+    }
+    expect_nil(cmd(c, "GET u:ttl2"), "expired on Redis: absent through keygate");
+    expect_int(cmd(c, "DEL u:probe2"), 1, "clean-up");
+    redisFree(c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("nearcache");
     TCase *tc = harness_tcase(s, "nearcache", 60, setup, teardown);
     harness_add_test(tc, every_write_leaves_its_xadd);
     harness_add_test(tc, multi_and_scripts_leave_their_xadd);
+    harness_add_test(tc, cached_reads_are_redis_byte_for_byte);
+    harness_add_test(tc, hits_make_no_backend_round_trip);
+    harness_add_test(tc, cached_miss_then_own_write_is_read);
+    harness_add_test(tc, entry_ends_with_its_keys_ttl);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
