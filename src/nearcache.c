@@ -28,8 +28,16 @@ struct nc_slot {
     size_t stream_len, markers_len;
     int instance;
     struct nc_id cursor; /* the reader's (its thread only) */
-    int gap_checked;     /* the reader: its stream was checked once since (re)connecting */
+    /* atomic, wall-clock ms: entries are served only before this. The reader moves it forward
+     * after each read that found the stream caught up (the read checks for gaps too), and to 0
+     * when its connection is lost; a reader that stalls (a frozen process, a hung network)
+     * stops vouching within NC_VOUCH_MS. */
+    int64_t vouched_until_ms;
 };
+
+/* How long one caught-up read vouches for a namespace's entries: the blocking read wakes the
+ * reader at least every second, so a healthy reader renews it well before. */
+#define NC_VOUCH_MS 3000
 
 /* What a reader tells a worker, in order. */
 enum nc_msg_kind { NC_MSG_ENTRY = 0, NC_MSG_FLUSH, NC_MSG_SERVE, NC_MSG_DOWN };
@@ -131,7 +139,7 @@ static void nc_inbox_cb(evutil_socket_t fd, short what, void *arg)
     pthread_mutex_lock(&nw->mu);
     while (read(fd, buf, sizeof(buf)) > 0) {
     }
-    nw->signaled = 0;
+    __atomic_store_n(&nw->signaled, 0, __ATOMIC_RELEASE);
     struct nc_msg *msgs = nw->msgs;
     size_t n = nw->nmsgs;
     nw->msgs = NULL;
@@ -185,11 +193,21 @@ static void nc_post(struct nearcache *nc, const struct nc_msg *m, size_t n)
             nw->msgs[nw->nmsgs++] = c;
         }
         int wake = !nw->signaled;
-        nw->signaled = 1;
+        __atomic_store_n(&nw->signaled, 1, __ATOMIC_RELEASE);
         pthread_mutex_unlock(&nw->mu);
         if (wake && write(nw->pipe[1], "x", 1) < 0 && errno != EAGAIN)
             log_event(LOG_WARN, "near_cache_wake", NULL, "near cache: cannot wake worker %d: %s", k, strerror(errno));
     }
+}
+
+/* 1 when w may answer from slot's entries now: its reader vouched for them recently, and every
+ * message it posted before vouching is applied (drained here when some are pending). */
+static int nc_vouched(struct nc_worker *nw, int slot, int64_t now_ms)
+{
+    /* the vouch first (acquire): the messages posted before it are then seen pending below */
+    int64_t until = __atomic_load_n(&nw->nc->slots[slot].vouched_until_ms, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&nw->signaled, __ATOMIC_ACQUIRE)) nc_inbox_cb(nw->pipe[0], EV_READ, nw);
+    return now_ms < until;
 }
 
 /* ---- the request path ---- */
@@ -316,7 +334,7 @@ static int nc_try_mget(struct nc_worker *nw, struct client *c, struct request *r
         const struct namespace_entry *e = registry_resolve(reg, NS_KEY, pr->argv[i + 1], pr->argvlen[i + 1]);
         int slot = nc_slot_for(nw, e);
         struct nc_entry *ent =
-            slot < 0 || !nw->cache.ns[slot].serving
+            slot < 0 || !nc_vouched(nw, slot, c->now_ms) || !nw->cache.ns[slot].serving
                 ? NULL
                 : nccore_peek(&nw->cache, (uint32_t)slot, pr->argv[i + 1], pr->argvlen[i + 1], c->now_ms);
         if (ent)
@@ -354,7 +372,11 @@ enum nearcache_verdict nearcache_try(struct client *c, struct request *req, cons
     if (!row) return NEARCACHE_PASS;
     int slot = nc_slot_for(nw, plan->ns);
     if (slot < 0) return NEARCACHE_PASS;
-    struct nc_entry *e = nccore_find(&nw->cache, (uint32_t)slot, pr->argv[1], pr->argvlen[1], c->now_ms);
+    struct nc_entry *e = NULL;
+    if (nc_vouched(nw, slot, c->now_ms))
+        e = nccore_find(&nw->cache, (uint32_t)slot, pr->argv[1], pr->argvlen[1], c->now_ms);
+    else
+        nw->cache.ns[slot].misses++; /* not vouched for: the fill's value is kept, served once it is */
     if (e) {
         struct nc_value v = nc_value_of(e);
         struct bytebuf out = {0};
@@ -711,6 +733,9 @@ static int nc_read_once(struct nearcache *nc, struct syncconn *conn, const size_
         }
     }
     nc_post(nc, batch, nb); /* copies the keys: the reply is freed below */
+    int64_t until = clock_wall_ms() + NC_VOUCH_MS;
+    for (size_t k = 0; k < n; k++) /* after the post (release): a worker that sees it sees the messages */
+        if (got[k] < 100) __atomic_store_n(&nc->slots[idx[k]].vouched_until_ms, until, __ATOMIC_RELEASE);
     free(batch);
     freeReplyObject(r);
     return more;
@@ -722,6 +747,7 @@ static void nc_down(struct nearcache *nc, const size_t *idx, size_t n, int *serv
     struct nc_msg m[64];
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
+        __atomic_store_n(&nc->slots[idx[i]].vouched_until_ms, 0, __ATOMIC_RELEASE);
         if (serving[i]) m[k++] = (struct nc_msg){.kind = NC_MSG_DOWN, .slot = (uint32_t)idx[i]};
         serving[i] = 0;
     }
@@ -749,6 +775,12 @@ static void *nc_reader_main(void *arg)
                 continue;
             }
             backoff = 100;
+            char name[64];
+            snprintf(name, sizeof(name), "keygate-nearcache-%ld", (long)getpid());
+            const char *setname[] = {"CLIENT", "SETNAME", name};
+            redisReply *nr = nc_append(conn, 3, setname) == 0 && syncconn_flush(conn) == 0 ? syncconn_read(conn) : NULL;
+            if (!nr) goto lost;
+            freeReplyObject(nr);
             /* the marker pins the stream at the cursor before anything is served (seed step 4) */
             if (nc_markers_write(nc, conn, idx, n) != 0) goto lost;
             next_marker = clock_mono_ms() + 1000;

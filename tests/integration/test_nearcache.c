@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -46,7 +47,8 @@ static void setup(void)
     static char extra[256];
     char hash[65];
     harness_sha256_hex(ROOT_PW, hash);
-    snprintf(extra, sizeof extra, "user root sha256=%s owners=* access=rw scripts=yes\n", hash);
+    snprintf(extra, sizeof extra, "user root sha256=%s owners=* access=rw scripts=yes\nnear-cache-trim-interval 1s\n",
+             hash);
     struct harness_opts o = {.registry_text = registry_text, .extra_config = extra};
     ck_assert_msg(harness_start(&h, &o) == 0, "harness_start: %s", h.error);
 }
@@ -442,6 +444,137 @@ START_TEST(entry_ends_with_its_keys_ttl)
 }
 END_TEST
 
+/* ---- two keygates over the same backends ---- */
+
+static long long now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* A client of the second keygate, logged in as root. */
+static redisContext *peer_client(void)
+{
+    redisContext *c = harness_must_peer_client(&h);
+    expect_status(cmd(c, "AUTH root %s", ROOT_PW), "OK", "AUTH root (B)");
+    return c;
+}
+
+static void start_peer(void)
+{
+    ck_assert_msg(harness_peer_start(&h) == 0, "second keygate: %s", h.error);
+}
+
+/* GET key through c until it reads `want`, at most deadline_ms; returns how long it took (us).
+ * Every read before must be one of the values allowed (`old`, or NULL for nil). */
+static long long read_until(redisContext *c, const char *key, const char *want, const char *old, int deadline_ms)
+{
+    long long t0 = now_us(), end = now_ms() + deadline_ms;
+    for (;;) {
+        redisReply *r = cmd(c, "GET %s", key);
+        if (r->type == REDIS_REPLY_STRING && strcmp(r->str, want) == 0) {
+            freeReplyObject(r);
+            return now_us() - t0;
+        }
+        int allowed = old ? r->type == REDIS_REPLY_STRING && strcmp(r->str, old) == 0 : r->type == REDIS_REPLY_NIL;
+        ck_assert_msg(allowed, "GET %s: %s (waiting for %s after %s)", key, describe(r), want, old ? old : "nil");
+        freeReplyObject(r);
+        ck_assert_msg(now_ms() < end, "GET %s still not %s after %d ms", key, want, deadline_ms);
+    }
+}
+
+static int cmp_ll(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A write through A reaches B's cache within milliseconds, and B never reads the old value
+ * again once it read the new one: 1,000 writes, the lag printed (p50/p99). */
+START_TEST(write_via_a_is_seen_by_b)
+{
+    start_peer();
+    redisContext *a = client(), *b = peer_client();
+    expect_status(cmd(a, "SET u:lag 0"), "OK", "SET");
+    wait_hit(b, "u:", "u:lag");
+    enum { N = 1000 };
+    static long long lag[N];
+    char prev[32] = "0", val[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(val, sizeof val, "%d", i + 1);
+        expect_status(cmd(a, "SET u:lag %s", val), "OK", "SET via A");
+        lag[i] = read_until(b, "u:lag", val, prev, 2000);
+        expect_bulk(cmd(b, "GET u:lag"), val, "B never goes back to the old value");
+        snprintf(prev, sizeof prev, "%s", val);
+    }
+    qsort(lag, N, sizeof lag[0], cmp_ll);
+    fprintf(stderr, "near cache: invalidation lag A -> B over %d writes: p50 %.3f ms, p99 %.3f ms, max %.3f ms\n", N,
+            lag[N / 2] / 1000.0, lag[N * 99 / 100] / 1000.0, lag[N - 1] / 1000.0);
+    ck_assert_int_gt(nc_counter(b, "u:", "evicted_stream"), N / 2); /* B learnt them from the stream */
+    expect_int(cmd(a, "DEL u:lag"), 1, "clean-up");
+    redisFree(a);
+    redisFree(b);
+}
+END_TEST
+
+/* B caches `key` (read until a hit), A runs `write`, B reads `check` until it answers `want`. */
+static void invalidates(redisContext *a, redisContext *b, const char *check, const char *want, const char *write)
+{
+    long long until = now_ms() + 3000; /* the set-up write's own invalidation may evict B's first fill */
+    for (;;) {
+        long long hits = nc_counter(b, "u:", "hits");
+        freeReplyObject(cmd(b, check));
+        if (nc_counter(b, "u:", "hits") > hits) break;
+        ck_assert_msg(now_ms() < until, "'%s' is never a hit on B", check);
+    }
+    redisReply *w = cmd(a, write);
+    ck_assert_msg(w->type != REDIS_REPLY_ERROR, "%s: %s", write, describe(w));
+    freeReplyObject(w);
+    long long end = now_ms() + 2000;
+    for (;;) {
+        redisReply *r = cmd(b, check);
+        char got[256];
+        describe_into(r, got, sizeof got);
+        freeReplyObject(r);
+        if (strcmp(got, want) == 0) return;
+        ck_assert_msg(now_ms() < end, "after '%s' via A, B's '%s' is still %s (want %s)", write, check, got, want);
+    }
+}
+
+START_TEST(every_kind_of_write_invalidates_b)
+{
+    start_peer();
+    redisContext *a = client(), *b = peer_client();
+    expect_status(cmd(a, "SET u:probe3 x"), "OK", "SET");
+    wait_hit(b, "u:", "u:probe3");
+    freeReplyObject(cmd(a, "DEL u:k:s u:k:h u:k:d u:k:r1 u:k:r2 u:k:e u:k:c1 u:k:c2 u:k:m u:k:v"));
+    expect_int(cmd(a, "SADD u:k:s a"), 1, "SADD");
+    invalidates(a, b, "SCARD u:k:s", ":2", "SADD u:k:s b");
+    expect_int(cmd(a, "HSET u:k:h f 1"), 1, "HSET");
+    invalidates(a, b, "HGET u:k:h f", "\"2\"", "HSET u:k:h f 2");
+    expect_status(cmd(a, "SET u:k:d 1"), "OK", "SET");
+    invalidates(a, b, "GET u:k:d", "(nil)", "DEL u:k:d");
+    expect_status(cmd(a, "SET u:k:r1 one"), "OK", "SET");
+    invalidates(a, b, "GET u:k:r2", "\"one\"", "RENAME u:k:r1 u:k:r2"); /* the destination */
+    expect_status(cmd(a, "SET u:k:r1 two"), "OK", "SET");
+    invalidates(a, b, "GET u:k:r1", "(nil)", "RENAME u:k:r1 u:k:r3"); /* the source */
+    expect_status(cmd(a, "SET u:k:e 1"), "OK", "SET");
+    invalidates(a, b, "GET u:k:e", "(nil)", "PEXPIRE u:k:e 1"); /* an expiry that ends it */
+    expect_status(cmd(a, "SET u:k:c1 copied"), "OK", "SET");
+    invalidates(a, b, "GET u:k:c2", "\"copied\"", "COPY u:k:c1 u:k:c2");
+    expect_status(cmd(a, "SET u:k:m 1"), "OK", "SET");
+    expect_status(cmd(a, "MULTI"), "OK", "MULTI");
+    expect_status(cmd(a, "INCR u:k:m"), "QUEUED", "queued");
+    invalidates(a, b, "GET u:k:m", "\"2\"", "EXEC");
+    expect_status(cmd(a, "SET u:k:v 1"), "OK", "SET");
+    invalidates(a, b, "GET u:k:v", "\"lua\"", "EVAL redis.call('SET',KEYS[1],'lua') 1 u:k:v");
+    freeReplyObject(cmd(a, "DEL u:k:s u:k:h u:k:r2 u:k:r3 u:k:c1 u:k:c2 u:k:m u:k:v u:probe3"));
+    redisFree(a);
+    redisFree(b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("nearcache");
@@ -452,5 +585,7 @@ int main(void)
     harness_add_test(tc, hits_make_no_backend_round_trip);
     harness_add_test(tc, cached_miss_then_own_write_is_read);
     harness_add_test(tc, entry_ends_with_its_keys_ttl);
+    harness_add_test(tc, write_via_a_is_seen_by_b);
+    harness_add_test(tc, every_kind_of_write_invalidates_b);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
