@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -575,10 +576,216 @@ START_TEST(every_kind_of_write_invalidates_b)
 }
 END_TEST
 
+/* The id of the durable connection named `name` in CLIENT LIST (-1 when none). */
+static long long client_id_named(const char *backend, const char *name)
+{
+    redisContext *d = harness_must_direct(&h, backend);
+    redisReply *r = cmd(d, "CLIENT LIST");
+    char want[96];
+    snprintf(want, sizeof want, " name=%s ", name);
+    long long id = -1;
+    for (const char *line = r->str; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        const char *end = strchr(line, '\n'), *m = strstr(line, want);
+        if (m && (!end || m < end) && strncmp(line, "id=", 3) == 0) {
+            id = atoll(line + 3);
+            break;
+        }
+    }
+    freeReplyObject(r);
+    redisFree(d);
+    return id;
+}
+
+/* B's stream connection killed while A writes: B resumes from its cursor and never serves the
+ * value the write replaced (with a resume from the stream's end it would, for near-cache=30s). */
+START_TEST(stream_connection_killed_resumes_from_cursor)
+{
+    start_peer();
+    redisContext *a = client(), *b = peer_client();
+    expect_status(cmd(a, "SET u:kill v0"), "OK", "SET");
+    wait_hit(b, "u:", "u:kill");
+    char name[64];
+    snprintf(name, sizeof name, "keygate-nearcache-%d", (int)h.peer_pid);
+    for (int round = 1; round <= 5; round++) {
+        long long id = client_id_named("durable", name);
+        ck_assert_msg(id > 0, "B's stream connection (%s) is not in durable's CLIENT LIST", name);
+        long long killed = harness_direct_int(&h, "durable", "CLIENT KILL ID %lld", id);
+        ck_assert_int_eq(killed, 1);
+        char val[16], old[16];
+        snprintf(val, sizeof val, "v%d", round);
+        snprintf(old, sizeof old, "v%d", round - 1);
+        expect_status(cmd(a, "SET u:kill %s", val), "OK", "SET via A while B is disconnected");
+        read_until(b, "u:kill", val, old, 3000);
+        for (int i = 0; i < 50; i++) expect_bulk(cmd(b, "GET u:kill"), val, "no stale read after");
+        /* B caches it again once its reader is back */
+        wait_hit(b, "u:", "u:kill");
+    }
+    expect_int(cmd(a, "DEL u:kill"), 1, "clean-up");
+    redisFree(a);
+    redisFree(b);
+}
+END_TEST
+
+/* B frozen (SIGSTOP) while A writes and trims past B's marker (both in group `default`: A's
+ * marker overwrites B's, seed step 4's trade): after SIGCONT B reads no stale value; it found
+ * the gap and flushed. */
+START_TEST(frozen_b_finds_the_gap)
+{
+    start_peer();
+    redisContext *a = client(), *b = peer_client();
+    expect_status(cmd(a, "SET u:frozen old"), "OK", "SET");
+    wait_hit(b, "u:", "u:frozen");
+    long long gaps = nc_counter(b, "u:", "evicted_gap");
+    ck_assert_int_eq(kill(h.peer_pid, SIGSTOP), 0);
+    expect_status(cmd(a, "SET u:frozen new"), "OK", "SET via A while B is frozen");
+    char last[64];
+    stream_last("durable", U_STREAM, last, sizeof last);
+    /* A's trimmer (near-cache-trim-interval 1s) removes the entry B has not read */
+    long long end = now_ms() + 5000;
+    for (;;) {
+        for (int i = 0; i < 5; i++) expect_status(cmd(a, "SET u:frozen:other %d", i), "OK", "more writes");
+        redisContext *d = harness_must_direct(&h, "durable");
+        redisReply *r = cmd(d, "XRANGE %s %s %s", U_STREAM, last, last);
+        int gone = r->type == REDIS_REPLY_ARRAY && r->elements == 0;
+        freeReplyObject(r);
+        redisFree(d);
+        if (gone) break;
+        ck_assert_msg(now_ms() < end, "A did not trim the stream past %s within 5 s", last);
+        sleep_ms(100);
+    }
+    sleep_ms(3100); /* longer than B's vouch: what it cached before is not served on trust */
+    ck_assert_int_eq(kill(h.peer_pid, SIGCONT), 0);
+    expect_bulk(cmd(b, "GET u:frozen"), "new", "B after SIGCONT: not the trimmed-away old value");
+    end = now_ms() + 3000;
+    while (nc_counter(b, "u:", "evicted_gap") <= gaps) {
+        ck_assert_msg(now_ms() < end, "B did not flush on the gap");
+        sleep_ms(20);
+    }
+    expect_bulk(cmd(b, "GET u:frozen"), "new", "B after the flush");
+    freeReplyObject(cmd(a, "DEL u:frozen u:frozen:other"));
+    redisFree(a);
+    redisFree(b);
+}
+END_TEST
+
+/* The stream deleted on the backend: B cannot vouch for anything it cached, and flushes. */
+START_TEST(stream_deleted_flushes)
+{
+    start_peer();
+    redisContext *a = client(), *b = peer_client();
+    expect_status(cmd(a, "SET u:del1 v"), "OK", "SET");
+    wait_hit(b, "u:", "u:del1");
+    long long gaps = nc_counter(b, "u:", "evicted_gap");
+    ck_assert_int_eq(harness_direct_int(&h, "durable", "DEL %s", U_STREAM), 1);
+    long long end = now_ms() + 3000;
+    while (nc_counter(b, "u:", "evicted_gap") <= gaps) {
+        ck_assert_msg(now_ms() < end, "B did not flush when its stream vanished");
+        sleep_ms(20);
+    }
+    long long misses = nc_counter(b, "u:", "misses");
+    expect_bulk(cmd(b, "GET u:del1"), "v", "read again after the flush");
+    ck_assert_int_eq(nc_counter(b, "u:", "misses"), misses + 1);
+    expect_int(cmd(a, "DEL u:del1"), 1, "clean-up");
+    redisFree(a);
+    redisFree(b);
+}
+END_TEST
+
+/* Seed step 5 forced: B's fill is held (KEYGATE_NEAR_CACHE_FILL_DELAY_MS, the test hook) while A's
+ * write and its invalidation pass it; the fill's old value is B's answer, but not cached. */
+START_TEST(fill_crossed_by_an_invalidation_is_not_cached)
+{
+    setenv("KEYGATE_NEAR_CACHE_FILL_DELAY_MS", "400", 1);
+    start_peer();
+    unsetenv("KEYGATE_NEAR_CACHE_FILL_DELAY_MS");
+    redisContext *a = client(), *b = peer_client();
+    expect_status(cmd(a, "SET u:race old"), "OK", "SET");
+    wait_hit(b, "u:", "u:probe-race"); /* B serves (an absent key's fill) */
+    long long raced = nc_counter(b, "u:", "raced");
+    redisAppendCommand(b, "GET u:race"); /* a fill, held 400 ms in B once its reply is in */
+    send_appended(b, "GET on B");
+    sleep_ms(100);
+    expect_status(cmd(a, "SET u:race new"), "OK", "SET via A while B's fill is held");
+    expect_bulk(next_reply(b), "old", "the held fill's answer: the value it read");
+    expect_bulk(cmd(b, "GET u:race"), "new", "not the raced value from B's cache");
+    ck_assert_int_eq(nc_counter(b, "u:", "raced"), raced + 1);
+    expect_int(cmd(a, "DEL u:race"), 1, "clean-up");
+    redisFree(a);
+    redisFree(b);
+}
+END_TEST
+
+/* VmRSS of pid in KiB. */
+static long long rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    long long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "VmRSS:", 6) == 0) kib = atoll(line + 6);
+    fclose(f);
+    return kib;
+}
+
+/* near-cache-memory bounds the process: 200,000 distinct 1 KiB values read through a keygate
+ * with near-cache-memory 16mb. The values are written directly on cache in batches and deleted
+ * there after being read (directly: no invalidation), so Redis holds one batch at a time. */
+START_TEST(memory_is_bounded)
+{
+    static char extra[512];
+    char hash[65];
+    harness_sha256_hex(ROOT_PW, hash);
+    snprintf(extra, sizeof extra, "user root sha256=%s owners=* access=rw scripts=yes\nnear-cache-memory 16mb\n", hash);
+    struct harness_opts o = {.registry_text = registry_text, .extra_config = extra};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart: %s", h.error);
+    redisContext *c = client();
+    expect_status(cmd(c, "SET uc:mem:probe x"), "OK", "SET");
+    long long end = now_ms() + 5000;
+    for (;;) { /* uc:'s reader caught up */
+        long long hits = nc_counter(c, "uc:", "hits");
+        freeReplyObject(cmd(c, "GET uc:mem:probe"));
+        if (nc_counter(c, "uc:", "hits") > hits) break;
+        ck_assert_msg(now_ms() < end, "uc: never serves");
+        sleep_ms(10);
+    }
+    long long rss0 = rss_kib(h.keygate_pid);
+    char val[1024];
+    memset(val, 'v', sizeof val);
+    redisContext *d = harness_must_direct(&h, "cache");
+    enum { TOTAL = 200000, BATCH = 10000 };
+    for (int base = 0; base < TOTAL; base += BATCH) {
+        for (int i = base; i < base + BATCH; i++) redisAppendCommand(d, "SET uc:mem:%d %b", i, val, sizeof val);
+        for (int i = base; i < base + BATCH; i++) freeReplyObject(next_reply(d));
+        for (int i = base; i < base + BATCH; i++) redisAppendCommand(c, "GET uc:mem:%d", i);
+        for (int i = base; i < base + BATCH; i++) {
+            redisReply *r = next_reply(c);
+            ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == sizeof val, "GET uc:mem:%d: %s", i, describe(r));
+            freeReplyObject(r);
+        }
+        for (int i = base; i < base + BATCH; i++) redisAppendCommand(d, "UNLINK uc:mem:%d", i);
+        for (int i = base; i < base + BATCH; i++) freeReplyObject(next_reply(d));
+    }
+    long long rss1 = rss_kib(h.keygate_pid), bytes = nc_counter(c, "uc:", "bytes"),
+              lru = nc_counter(c, "uc:", "evicted_lru"), entries = nc_counter(c, "uc:", "entries");
+    fprintf(stderr,
+            "near cache: 200,000 x 1 KiB through near-cache-memory 16mb: RSS %lld -> %lld KiB (+%lld KiB), "
+            "cached %lld bytes in %lld entries, %lld LRU evictions\n",
+            rss0, rss1, rss1 - rss0, bytes, entries, lru);
+    ck_assert_int_le(bytes, 16LL * 1024 * 1024);
+    ck_assert_int_gt(lru, TOTAL / 2);
+    ck_assert_msg(rss1 - rss0 < 40 * 1024, "RSS grew by %lld KiB: more than 16 MiB of entries + 24 MiB", rss1 - rss0);
+    redisFree(d);
+    expect_int(cmd(c, "DEL uc:mem:probe"), 1, "clean-up");
+    redisFree(c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("nearcache");
-    TCase *tc = harness_tcase(s, "nearcache", 60, setup, teardown);
+    TCase *tc = harness_tcase(s, "nearcache", 120, setup, teardown);
     harness_add_test(tc, every_write_leaves_its_xadd);
     harness_add_test(tc, multi_and_scripts_leave_their_xadd);
     harness_add_test(tc, cached_reads_are_redis_byte_for_byte);
@@ -587,5 +794,10 @@ int main(void)
     harness_add_test(tc, entry_ends_with_its_keys_ttl);
     harness_add_test(tc, write_via_a_is_seen_by_b);
     harness_add_test(tc, every_kind_of_write_invalidates_b);
+    harness_add_test(tc, stream_connection_killed_resumes_from_cursor);
+    harness_add_test(tc, frozen_b_finds_the_gap);
+    harness_add_test(tc, stream_deleted_flushes);
+    harness_add_test(tc, fill_crossed_by_an_invalidation_is_not_cached);
+    harness_add_test(tc, memory_is_bounded);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
