@@ -993,19 +993,21 @@ void nearcache_format_prometheus(const struct proxy *p, struct bytebuf *out)
         const char *name, *help;
         size_t off;
     } counters[] = {
-        {"hits", "near-cache reads answered from keygate's memory", offsetof(struct nc_ns, hits)},
-        {"misses", "near-cache reads not in the cache (sent as fills)", offsetof(struct nc_ns, misses)},
-        {"fills", "fill replies (value and PTTL read with EVAL on the primary)", offsetof(struct nc_ns, fills)},
-        {"raced", "fills returned but not cached: an invalidation or local write crossed them",
+        {"keygate_near_cache_hits_total", "near-cache reads answered from keygate's memory",
+         offsetof(struct nc_ns, hits)},
+        {"keygate_near_cache_misses_total", "near-cache reads not answered from the cache (sent as fills)",
+         offsetof(struct nc_ns, misses)},
+        {"keygate_near_cache_fills_total", "fill replies (value and PTTL read with EVAL on the primary)",
+         offsetof(struct nc_ns, fills)},
+        {"keygate_near_cache_raced_total", "fills returned but not cached: an invalidation or local write crossed them",
          offsetof(struct nc_ns, raced)},
     };
     for (size_t c = 0; c < sizeof(counters) / sizeof(counters[0]); c++) {
-        nc_addf(out, "# HELP keygate_near_cache_%s_total %s\n# TYPE keygate_near_cache_%s_total counter\n",
-                counters[c].name, counters[c].help, counters[c].name);
+        nc_addf(out, "# HELP %s %s\n# TYPE %s counter\n", counters[c].name, counters[c].help, counters[c].name);
         for (size_t s = 0; s < nc->nslots; s++) {
             struct nc_slot_stats lag;
             struct nc_ns t = nc_sum(nc, s, &lag);
-            nc_addf(out, "keygate_near_cache_%s_total{namespace=\"%s\"} %llu\n", counters[c].name, nc->slots[s].prefix,
+            nc_addf(out, "%s{namespace=\"%s\"} %llu\n", counters[c].name, nc->slots[s].prefix,
                     (unsigned long long)*(const uint64_t *)(const void *)((const char *)&t + counters[c].off));
         }
     }
@@ -1033,22 +1035,21 @@ void nearcache_format_prometheus(const struct proxy *p, struct bytebuf *out)
             nc_addf(out, "keygate_near_cache_evictions_total{namespace=\"%s\",cause=\"%s\"} %llu\n",
                     nc->slots[s].prefix, nc_cause_names[c], (unsigned long long)t.evictions[c]);
     }
-    nc_addf(out, "# HELP keygate_near_cache_invalidation_lag_seconds time from an invalidation's XADD (its id) to "
-                 "its eviction here\n# TYPE keygate_near_cache_invalidation_lag_seconds histogram\n");
+    static const char lag_name[] = "keygate_near_cache_invalidation_lag_seconds";
+    nc_addf(out, "# HELP %s time from an invalidation's XADD (its id) to its eviction here\n# TYPE %s histogram\n",
+            lag_name, lag_name);
     for (size_t s = 0; s < nc->nslots; s++) {
         struct nc_slot_stats lag;
         (void)nc_sum(nc, s, &lag);
+        const char *ns = nc->slots[s].prefix;
         uint64_t cum = 0;
         for (int b = 0; b < NC_LAG_BUCKETS; b++) {
             cum += lag.lag[b];
-            nc_addf(out, "keygate_near_cache_invalidation_lag_seconds_bucket{namespace=\"%s\",le=\"%g\"} %llu\n",
-                    nc->slots[s].prefix, (double)nc_lag_le[b] / 1000.0, (unsigned long long)cum);
+            nc_addf(out, "%s_bucket{namespace=\"%s\",le=\"%g\"} %llu\n", lag_name, ns, (double)nc_lag_le[b] / 1000.0,
+                    (unsigned long long)cum);
         }
-        nc_addf(out, "keygate_near_cache_invalidation_lag_seconds_bucket{namespace=\"%s\",le=\"+Inf\"} %llu\n",
-                nc->slots[s].prefix, (unsigned long long)lag.lag_count);
-        nc_addf(out, "keygate_near_cache_invalidation_lag_seconds_sum{namespace=\"%s\"} %g\n", nc->slots[s].prefix,
-                (double)lag.lag_sum_ms / 1000.0);
-        nc_addf(out, "keygate_near_cache_invalidation_lag_seconds_count{namespace=\"%s\"} %llu\n", nc->slots[s].prefix,
-                (unsigned long long)lag.lag_count);
+        nc_addf(out, "%s_bucket{namespace=\"%s\",le=\"+Inf\"} %llu\n", lag_name, ns, (unsigned long long)lag.lag_count);
+        nc_addf(out, "%s_sum{namespace=\"%s\"} %g\n", lag_name, ns, (double)lag.lag_sum_ms / 1000.0);
+        nc_addf(out, "%s_count{namespace=\"%s\"} %llu\n", lag_name, ns, (unsigned long long)lag.lag_count);
     }
 }
