@@ -152,6 +152,10 @@ static void nc_inbox_cb(evutil_socket_t fd, short what, void *arg)
         case NC_MSG_ENTRY: {
             nccore_stream_apply(&nw->cache, m->slot, m->id, m->key, m->key_len);
             struct nc_slot_stats *st = &nw->sstats[m->slot];
+            if (m->key_len == 0) { /* a cursor move (a new reader's start), no invalidation */
+                free(m->key);
+                break;
+            }
             int64_t lag = now - (int64_t)m->id.ms;
             if (lag < 0) lag = 0;
             size_t b = 0;
@@ -488,12 +492,22 @@ static void nc_id_format(struct nc_id id, char *buf, size_t len)
     snprintf(buf, len, "%llu-%llu", (unsigned long long)id.ms, (unsigned long long)id.seq);
 }
 
-/* The slots of reader r's instance, into idx (returns how many). */
+/* The most namespaces one reader follows (one XREAD names them all). */
+#define NC_READER_MAX 64
+
+/* The slots of reader r's instance, into idx (returns how many, at most NC_READER_MAX). */
 static size_t nc_reader_slots(const struct nc_reader *r, size_t *idx)
 {
     size_t n = 0;
-    for (size_t s = 0; s < r->nc->nslots; s++)
-        if (r->nc->slots[s].instance == r->instance) idx[n++] = s;
+    for (size_t s = 0; s < r->nc->nslots; s++) {
+        if (r->nc->slots[s].instance != r->instance) continue;
+        if (n == NC_READER_MAX) { /* never vouched for: never served (its writes still carry their XADD) */
+            log_event(LOG_WARN, "near_cache", NULL, "near cache: more than %d namespaces on '%s': '%s' is not cached",
+                      NC_READER_MAX, r->conf.name, r->nc->slots[s].prefix);
+            continue;
+        }
+        idx[n++] = s;
+    }
     return n;
 }
 
@@ -673,8 +687,8 @@ static int nc_read_once(struct nearcache *nc, struct syncconn *conn, const size_
     }
     struct nc_msg *batch = NULL;
     size_t nb = 0, cap = 0;
-    int flushed[64] = {0};
-    assert(n <= 64);
+    int flushed[NC_READER_MAX] = {0};
+    assert(n <= NC_READER_MAX);
     for (size_t k = 0; k < n; k++) {
         struct nc_slot *s = &nc->slots[idx[k]];
         struct nc_id last;
@@ -685,10 +699,19 @@ static int nc_read_once(struct nearcache *nc, struct syncconn *conn, const size_
             nc_batch_add(&batch, &nb, &cap, (struct nc_msg){.kind = NC_MSG_FLUSH, .slot = (uint32_t)idx[k]});
             s->cursor = last;
             flushed[k] = 1;
+        } else if (nccore_id_cmp(s->cursor, (struct nc_id){0, 0}) == 0 && nccore_id_cmp(last, s->cursor) > 0) {
+            /* a new reader: nothing is cached from before this moment, so the entries up to the
+             * stream's last id concern nothing here (the seed's replay from 0 against an empty
+             * cache, without reading it); a fill in flight sees the cursor move and is not kept */
+            nc_batch_add(
+                &batch, &nb, &cap,
+                (struct nc_msg){.kind = NC_MSG_ENTRY, .slot = (uint32_t)idx[k], .id = last, .key = "", .key_len = 0});
+            s->cursor = last;
+            flushed[k] = 1; /* this read's entries are at or below it */
         }
     }
     const redisReply *x = r->element[n]; /* XREAD: nil, or [[stream, [[id, [f, v...]]...]]...] */
-    size_t got[64] = {0};
+    size_t got[NC_READER_MAX] = {0};
     for (size_t i = 0; nc_is_array(x) && i < x->elements; i++) {
         const redisReply *sr = x->element[i];
         if (!nc_is_array(sr) || sr->elements != 2 || sr->element[0]->type != REDIS_REPLY_STRING) continue;
@@ -744,7 +767,7 @@ static int nc_read_once(struct nearcache *nc, struct syncconn *conn, const size_
 /* Every slot of the reader stops serving (its connection is down). */
 static void nc_down(struct nearcache *nc, const size_t *idx, size_t n, int *serving)
 {
-    struct nc_msg m[64];
+    struct nc_msg m[NC_READER_MAX];
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         __atomic_store_n(&nc->slots[idx[i]].vouched_until_ms, 0, __ATOMIC_RELEASE);
@@ -758,9 +781,9 @@ static void *nc_reader_main(void *arg)
 {
     struct nc_reader *rd = arg;
     struct nearcache *nc = rd->nc;
-    size_t idx[64];
+    size_t idx[NC_READER_MAX];
     size_t n = nc_reader_slots(rd, idx);
-    int serving[64] = {0};
+    int serving[NC_READER_MAX] = {0};
     struct syncconn *conn = NULL;
     int64_t backoff = 100, next_marker = 0, next_trim = clock_mono_ms() + nc->trim_interval_ms;
     while (!nc_stopping(nc)) {

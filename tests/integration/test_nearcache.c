@@ -430,10 +430,8 @@ START_TEST(entry_ends_with_its_keys_ttl)
     expect_status(cmd(c, "SET u:probe2 x"), "OK", "SET");
     wait_hit(c, "u:", "u:probe2");
     expect_status(cmd(c, "SET u:ttl2 v PX 2000"), "OK", "SET PX 2000");
-    expect_bulk(cmd(c, "GET u:ttl2"), "v", "a fill");
-    long long hits = nc_counter(c, "u:", "hits");
-    expect_bulk(cmd(c, "GET u:ttl2"), "v", "a hit");
-    ck_assert_int_eq(nc_counter(c, "u:", "hits"), hits + 1);
+    wait_hit(c, "u:", "u:ttl2"); /* cached (the SET's own invalidation may evict the first fill) */
+    ck_assert_msg(harness_direct_int(&h, "durable", "PTTL u:ttl2") > 0, "u:ttl2 expired before it was cached");
     long long deadline = now_ms() + 5000;
     while (harness_direct_int(&h, "durable", "EXISTS u:ttl2") == 1) {
         ck_assert_msg(now_ms() < deadline, "u:ttl2 did not expire on Redis within 5 s");
@@ -715,6 +713,14 @@ START_TEST(fill_crossed_by_an_invalidation_is_not_cached)
 }
 END_TEST
 
+/* ASan keeps freed memory in quarantine and adds shadow memory: under it the RSS bound is not
+ * checked (the byte bound still is); the plain build checks it. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_CHECKED 0
+#else
+#define RSS_CHECKED 1
+#endif
+
 /* VmRSS of pid in KiB. */
 static long long rss_kib(pid_t pid)
 {
@@ -775,7 +781,8 @@ START_TEST(memory_is_bounded)
             rss0, rss1, rss1 - rss0, bytes, entries, lru);
     ck_assert_int_le(bytes, 16LL * 1024 * 1024);
     ck_assert_int_gt(lru, TOTAL / 2);
-    ck_assert_msg(rss1 - rss0 < 40 * 1024, "RSS grew by %lld KiB: more than 16 MiB of entries + 24 MiB", rss1 - rss0);
+    ck_assert_msg(!RSS_CHECKED || rss1 - rss0 < 40 * 1024, "RSS grew by %lld KiB: more than 16 MiB of entries + 24 MiB",
+                  rss1 - rss0);
     redisFree(d);
     expect_int(cmd(c, "DEL uc:mem:probe"), 1, "clean-up");
     redisFree(c);
