@@ -151,7 +151,8 @@ struct nc_ticket nccore_ticket(const struct nc_cache *c, uint32_t ns)
 }
 
 enum nc_store_result nccore_store(struct nc_cache *c, const struct nc_ticket *t, const char *key, size_t key_len,
-                                  uint8_t type, uint32_t nelem, const char *val, size_t val_len, int64_t expires_ms)
+                                  uint8_t type, uint32_t nelem, const char *val, size_t val_len, int64_t expires_ms,
+                                  uint8_t big_type)
 {
     assert(t->ns < c->nns);
     struct nc_ns *n = &c->ns[t->ns];
@@ -162,7 +163,11 @@ enum nc_store_result nccore_store(struct nc_cache *c, const struct nc_ticket *t,
         return NC_RACED;
     }
     evict_key(c, t->ns, key, key_len, NC_EVICT_COUNT); /* a fill replaces what it read again */
-    if (val_len > nccore_max_value(c)) return NC_TOO_BIG;
+    enum nc_store_result result = NC_STORED;
+    if (val_len > nccore_max_value(c)) {
+        type = big_type, nelem = 0, val_len = 0;
+        result = NC_TOO_BIG;
+    }
     size_t bytes = nccore_entry_bytes(key_len, val_len);
     while (c->bytes + bytes > c->max_bytes && c->lru_tail) evict(c, c->lru_tail, NC_EVICT_LRU);
     struct nc_entry *e = xmalloc(sizeof(*e) + key_len + val_len);
@@ -185,7 +190,7 @@ enum nc_store_result nccore_store(struct nc_cache *c, const struct nc_ticket *t,
     n->entries++;
     n->bytes += bytes;
     if (c->count > c->nbuckets) grow(c);
-    return NC_STORED;
+    return result;
 }
 
 void nccore_local_write(struct nc_cache *c, uint32_t ns, const char *key, size_t len)

@@ -94,11 +94,14 @@ struct nc_ticket nccore_ticket(const struct nc_cache *c, uint32_t ns);
 /*
  * Store a fill's value (replacing any entry of the key) unless the ticket's cursor or
  * generation moved (NC_RACED: the value is still a fine answer for the read that fetched it,
- * but an invalidation may have missed it) or it is larger than nccore_max_value (NC_TOO_BIG).
- * Past the bound, least recently used entries are evicted (cause LRU). Counts the fill.
+ * but an invalidation may have missed it) or it is larger than nccore_max_value (NC_TOO_BIG:
+ * then an empty entry of type big_type is stored in its place, which the table reads as "do
+ * not fill this key again"). Past the bound, least recently used entries are evicted (cause
+ * LRU). Counts the fill.
  */
 enum nc_store_result nccore_store(struct nc_cache *c, const struct nc_ticket *t, const char *key, size_t key_len,
-                                  uint8_t type, uint32_t nelem, const char *val, size_t val_len, int64_t expires_ms);
+                                  uint8_t type, uint32_t nelem, const char *val, size_t val_len, int64_t expires_ms,
+                                  uint8_t big_type);
 
 /* A write through this keygate to (ns, key): evicted now (cause WRITE); the generation moves. */
 void nccore_local_write(struct nc_cache *c, uint32_t ns, const char *key, size_t len);

@@ -262,7 +262,7 @@ static const struct nc_read rows[] = {
 
 const struct nc_read *ncpolicy_read(const struct command_def *cmd)
 {
-    if (!cmd) return NULL;
+    if (!cmd || (cmd->name[0] != 'g' && cmd->name[0] != 's' && cmd->name[0] != 'h')) return NULL;
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
         if (strcmp(cmd->name, rows[i].name) == 0) return &rows[i];
     return NULL;

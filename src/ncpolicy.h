@@ -67,7 +67,14 @@ void ncpolicy_inval_release(struct nc_inval *v);
  *   NC_T_HASH    per field: u32 length, bytes, u32 length, value     nelem = fields
  *   NC_T_ABSENT, NC_T_OTHER  nothing (another type: every row but MGET answers WRONGTYPE)
  */
-enum nc_type { NC_T_ABSENT = 0, NC_T_STRING, NC_T_SET, NC_T_HASH, NC_T_OTHER };
+enum nc_type {
+    NC_T_ABSENT = 0,
+    NC_T_STRING,
+    NC_T_SET,
+    NC_T_HASH,
+    NC_T_OTHER,
+    NC_T_BIG, /* a value over the size bound: its reads are forwarded as they came, not filled again */
+};
 
 #define NCPOLICY_FILL_SCRIPT                                                                                           \
     "#!lua flags=allow-oom\n"                                                                                          \

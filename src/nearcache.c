@@ -69,6 +69,7 @@ struct nc_worker {
     int32_t *slot_of;            /* registry entry index -> slot, -1: not followed */
     size_t nslot_of;
     struct nc_slot_stats *sstats; /* per slot */
+    struct bytebuf out;           /* a hit's reply is rendered here (kept: no allocation per hit) */
     /* inbox: written by readers under mu, read by the worker */
     pthread_mutex_t mu;
     struct nc_msg *msgs;
@@ -341,7 +342,7 @@ static int nc_try_mget(struct nc_worker *nw, struct client *c, struct request *r
             slot < 0 || !nc_vouched(nw, slot, c->now_ms) || !nw->cache.ns[slot].serving
                 ? NULL
                 : nccore_peek(&nw->cache, (uint32_t)slot, pr->argv[i + 1], pr->argvlen[i + 1], c->now_ms);
-        if (ent)
+        if (ent && ent->type != NC_T_BIG)
             vals[i] = nc_value_of(ent);
         else
             ok = 0;
@@ -351,10 +352,10 @@ static int nc_try_mget(struct nc_worker *nw, struct client *c, struct request *r
             const struct namespace_entry *e = registry_resolve(reg, NS_KEY, pr->argv[i + 1], pr->argvlen[i + 1]);
             (void)nccore_find(&nw->cache, (uint32_t)nc_slot_for(nw, e), pr->argv[i + 1], pr->argvlen[i + 1], c->now_ms);
         }
-        struct bytebuf out = {0};
-        ncpolicy_render_mget(vals, n, c->resp3, &out);
-        request_complete(req, out.p, out.len);
-        bytebuf_free(&out);
+        nw->out.len = 0;
+        ncpolicy_render_mget(vals, n, c->resp3, &nw->out);
+        request_complete(req, nw->out.p, nw->out.len);
+        if (nw->out.cap > (1u << 20)) bytebuf_free(&nw->out);
     }
     if (vals != stack_vals) free(vals);
     return ok;
@@ -381,12 +382,13 @@ enum nearcache_verdict nearcache_try(struct client *c, struct request *req, cons
         e = nccore_find(&nw->cache, (uint32_t)slot, pr->argv[1], pr->argvlen[1], c->now_ms);
     else
         nw->cache.ns[slot].misses++; /* not vouched for: the fill's value is kept, served once it is */
+    if (e && e->type == NC_T_BIG) return NEARCACHE_PASS; /* too large to cache: as if not a cached read */
     if (e) {
         struct nc_value v = nc_value_of(e);
-        struct bytebuf out = {0};
-        row->render(&v, pr->argc, pr->argv, pr->argvlen, c->resp3, &out);
-        request_complete(req, out.p, out.len);
-        bytebuf_free(&out);
+        nw->out.len = 0;
+        row->render(&v, pr->argc, pr->argv, pr->argvlen, c->resp3, &nw->out);
+        request_complete(req, nw->out.p, nw->out.len);
+        if (nw->out.cap > (1u << 20)) bytebuf_free(&nw->out); /* a large value's buffer is not kept */
         return NEARCACHE_HIT;
     }
     /* a miss: the fill reads the whole value on the primary; the reply is rendered from it */
@@ -458,7 +460,9 @@ void nearcache_fill_reply(struct request *req, const char *reply, size_t len, co
     /* the entry never outlives the key: its PTTL counted from when the fill was sent */
     int64_t life = f->near_ms;
     if (pttl >= 0 && pttl < life) life = pttl;
-    (void)nccore_store(&nw->cache, &f->ticket, argv[1], lens[1], type, nelem, value.p, value.len, f->sent_ms + life);
+    /* too large: an NC_T_BIG entry makes its next reads go to Redis as they came, not as fills */
+    (void)nccore_store(&nw->cache, &f->ticket, argv[1], lens[1], type, nelem, value.p, value.len, f->sent_ms + life,
+                       NC_T_BIG);
     struct nc_value v = {.type = type, .nelem = nelem, .val = value.p, .len = value.len};
     struct bytebuf out = {0};
     f->row->render(&v, f->argc, argv, lens, f->resp3, &out);
@@ -932,6 +936,7 @@ void nearcache_stop(struct nearcache *nc)
         nccore_free(&nw->cache);
         free(nw->slot_of);
         free(nw->sstats);
+        bytebuf_free(&nw->out);
         nw->w->nc = NULL;
     }
     for (size_t s = 0; s < nc->nslots; s++) {

@@ -443,6 +443,36 @@ START_TEST(entry_ends_with_its_keys_ttl)
 }
 END_TEST
 
+/* A value over a sixteenth of near-cache-memory (64mb: 4 MiB) is not cached: after one fill its
+ * reads go to Redis as the client sent them (GET), not as fills of the whole value again. */
+START_TEST(large_value_is_not_cached)
+{
+    redisContext *c = client();
+    expect_status(cmd(c, "SET u:probe4 x"), "OK", "SET");
+    wait_hit(c, "u:", "u:probe4");
+    size_t n = 5u << 20;
+    char *big = malloc(n);
+    memset(big, 'b', n);
+    expect_status(cmd(c, "SET u:big %b", big, n), "OK", "SET 5 MiB");
+    redisReply *r = cmd(c, "GET u:big");
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == n, "GET u:big (the fill): %s", describe(r));
+    freeReplyObject(r);
+    long long end = now_ms() + 3000, get0, eval0;
+    for (;;) { /* the SET's own invalidation may pass the first fill: read until GETs reach Redis */
+        get0 = cmdstat_calls("durable", "get"), eval0 = cmdstat_calls("durable", "eval");
+        r = cmd(c, "GET u:big");
+        ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == n && memcmp(r->str, big, n) == 0, "GET u:big");
+        freeReplyObject(r);
+        if (cmdstat_calls("durable", "get") == get0 + 1 && cmdstat_calls("durable", "eval") == eval0) break;
+        ck_assert_msg(now_ms() < end, "GET of a 5 MiB value is still sent as a fill");
+    }
+    ck_assert_int_lt(nc_counter(c, "u:", "bytes"), 1 << 20); /* not in the cache */
+    free(big);
+    expect_int(cmd(c, "DEL u:big u:probe4"), 2, "clean-up");
+    redisFree(c);
+}
+END_TEST
+
 /* ---- two keygates over the same backends ---- */
 
 static long long now_us(void)
@@ -799,6 +829,7 @@ int main(void)
     harness_add_test(tc, hits_make_no_backend_round_trip);
     harness_add_test(tc, cached_miss_then_own_write_is_read);
     harness_add_test(tc, entry_ends_with_its_keys_ttl);
+    harness_add_test(tc, large_value_is_not_cached);
     harness_add_test(tc, write_via_a_is_seen_by_b);
     harness_add_test(tc, every_kind_of_write_invalidates_b);
     harness_add_test(tc, stream_connection_killed_resumes_from_cursor);
