@@ -577,11 +577,12 @@ START_TEST(every_kind_of_write_invalidates_b)
     redisContext *a = client(), *b = peer_client();
     expect_status(cmd(a, "SET u:probe3 x"), "OK", "SET");
     wait_hit(b, "u:", "u:probe3");
-    freeReplyObject(cmd(a, "DEL u:k:s u:k:h u:k:d u:k:r1 u:k:r2 u:k:e u:k:c1 u:k:c2 u:k:m u:k:v"));
+    freeReplyObject(cmd(a, "DEL u:k:s u:k:h u:k:d u:k:r1 u:k:r2 u:k:e u:k:c1 u:k:c2 u:k:m u:k:v u:k:n"));
     expect_int(cmd(a, "SADD u:k:s a"), 1, "SADD");
     invalidates(a, b, "SCARD u:k:s", ":2", "SADD u:k:s b");
     expect_int(cmd(a, "HSET u:k:h f 1"), 1, "HSET");
     invalidates(a, b, "HGET u:k:h f", "\"2\"", "HSET u:k:h f 2");
+    invalidates(a, b, "GET u:k:n", "\"set\"", "SET u:k:n set"); /* a cached miss */
     expect_status(cmd(a, "SET u:k:d 1"), "OK", "SET");
     invalidates(a, b, "GET u:k:d", "(nil)", "DEL u:k:d");
     expect_status(cmd(a, "SET u:k:r1 one"), "OK", "SET");
@@ -598,7 +599,7 @@ START_TEST(every_kind_of_write_invalidates_b)
     invalidates(a, b, "GET u:k:m", "\"2\"", "EXEC");
     expect_status(cmd(a, "SET u:k:v 1"), "OK", "SET");
     invalidates(a, b, "GET u:k:v", "\"lua\"", "EVAL redis.call('SET',KEYS[1],'lua') 1 u:k:v");
-    freeReplyObject(cmd(a, "DEL u:k:s u:k:h u:k:r2 u:k:r3 u:k:c1 u:k:c2 u:k:m u:k:v u:probe3"));
+    freeReplyObject(cmd(a, "DEL u:k:s u:k:h u:k:r2 u:k:r3 u:k:c1 u:k:c2 u:k:m u:k:v u:k:n u:probe3"));
     redisFree(a);
     redisFree(b);
 }
