@@ -50,7 +50,7 @@ static void setup(void)
     harness_sha256_hex(ROOT_PW, hash);
     snprintf(extra, sizeof extra, "user root sha256=%s owners=* access=rw scripts=yes\nnear-cache-trim-interval 1s\n",
              hash);
-    struct harness_opts o = {.registry_text = registry_text, .extra_config = extra};
+    struct harness_opts o = {.registry_text = registry_text, .extra_config = extra, .admin = 1};
     ck_assert_msg(harness_start(&h, &o) == 0, "harness_start: %s", h.error);
 }
 
@@ -473,6 +473,76 @@ START_TEST(large_value_is_not_cached)
 }
 END_TEST
 
+/* /metrics (the admin port) body, malloc'd. */
+static char *metrics_body(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)h.admin_port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect admin: %s", strerror(errno));
+    const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    ck_assert_int_eq(write(fd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
+    size_t cap = 1 << 20, len = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (cap - len < 4096) buf = realloc(buf, cap *= 2);
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        ck_assert_msg(poll(&pfd, 1, 5000) == 1, "no /metrics within 5 s");
+        ssize_t got = read(fd, buf + len, cap - len - 1);
+        ck_assert_msg(got >= 0, "read admin: %s", strerror(errno));
+        if (got == 0) break;
+        len += (size_t)got;
+    }
+    close(fd);
+    buf[len] = '\0';
+    ck_assert_msg(strncmp(buf, "HTTP/1.1 200", 12) == 0, "/metrics: %.40s", buf);
+    return buf;
+}
+
+/* The value of series `name` (labels as printed) in body, -1 when absent. */
+static long long series(const char *body, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *line = strstr(body, "\r\n\r\n"); line && *line; line = strchr(line, '\n')) {
+        line++;
+        if (strncmp(line, name, n) == 0 && line[n] == ' ') return atoll(line + n + 1);
+    }
+    return -1;
+}
+
+/* /metrics says what INFO nearcache says, and moves with the traffic. */
+START_TEST(metrics_follow_the_traffic)
+{
+    redisContext *c = client();
+    expect_status(cmd(c, "SET u:met v"), "OK", "SET");
+    wait_hit(c, "u:", "u:met");
+    char *m0 = metrics_body();
+    long long hits0 = series(m0, "keygate_near_cache_hits_total{namespace=\"u:\"}"),
+              writes0 = series(m0, "keygate_near_cache_evictions_total{namespace=\"u:\",cause=\"write\"}");
+    ck_assert_int_ge(hits0, 1);
+    free(m0);
+    for (int i = 0; i < 10; i++) expect_bulk(cmd(c, "GET u:met"), "v", "a hit");
+    long long inval0 = nc_counter(c, "u:", "invalidations");
+    expect_status(cmd(c, "SET u:met w"), "OK", "a write through this keygate evicts its entry");
+    long long end = now_ms() + 3000;
+    while (nc_counter(c, "u:", "invalidations") <= inval0) { /* its own XADD, read back from the stream */
+        ck_assert_msg(now_ms() < end, "the SET's invalidation never came back from the stream");
+        sleep_ms(5);
+    }
+    char *m1 = metrics_body();
+    ck_assert_int_eq(series(m1, "keygate_near_cache_hits_total{namespace=\"u:\"}"), hits0 + 10);
+    ck_assert_int_eq(series(m1, "keygate_near_cache_hits_total{namespace=\"u:\"}"), nc_counter(c, "u:", "hits"));
+    ck_assert_int_ge(series(m1, "keygate_near_cache_evictions_total{namespace=\"u:\",cause=\"write\"}"), writes0 + 1);
+    ck_assert_int_eq(series(m1, "keygate_near_cache_entries{namespace=\"u:\"}"), nc_counter(c, "u:", "entries"));
+    ck_assert_int_ge(series(m1, "keygate_near_cache_invalidation_lag_seconds_count{namespace=\"u:\"}"), inval0 + 1);
+    ck_assert_int_ge(series(m1, "keygate_near_cache_invalidation_lag_seconds_bucket{namespace=\"u:\",le=\"+Inf\"}"), 1);
+    free(m1);
+    expect_int(cmd(c, "DEL u:met"), 1, "clean-up");
+    redisFree(c);
+}
+END_TEST
+
 /* ---- two keygates over the same backends ---- */
 
 static long long now_us(void)
@@ -831,6 +901,7 @@ int main(void)
     harness_add_test(tc, cached_miss_then_own_write_is_read);
     harness_add_test(tc, entry_ends_with_its_keys_ttl);
     harness_add_test(tc, large_value_is_not_cached);
+    harness_add_test(tc, metrics_follow_the_traffic);
     harness_add_test(tc, write_via_a_is_seen_by_b);
     harness_add_test(tc, every_kind_of_write_invalidates_b);
     harness_add_test(tc, stream_connection_killed_resumes_from_cursor);
