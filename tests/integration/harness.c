@@ -868,7 +868,7 @@ static int keygate_start(struct harness *h)
     return rc == 0 ? 0 : -1;
 }
 
-int harness_peer_start(struct harness *h)
+int harness_peer_start(struct harness *h, const char *extra)
 {
     if (h->peer_pid > 0) {
         set_error(h, "a second keygate runs already (pid %d)", (int)h->peer_pid);
@@ -883,7 +883,7 @@ int harness_peer_start(struct harness *h)
     snprintf(h->peer_conf_file, sizeof h->peer_conf_file, "%s/keygate-peer.conf", h->dir);
     snprintf(h->peer_log_file, sizeof h->peer_log_file, "%s/keygate-peer.log", h->dir);
     /* the same lines but listen (its own port) and admin-listen (none) */
-    size_t cap = strlen(conf) + 128, used = 0;
+    size_t cap = strlen(conf) + (extra ? strlen(extra) : 0) + 128, used = 0;
     char *out = malloc(cap);
     for (char *line = strtok(conf, "\n"); line != NULL && out != NULL; line = strtok(NULL, "\n")) {
         if (strncmp(line, "admin-listen", 12) == 0) continue;
@@ -893,6 +893,7 @@ int harness_peer_start(struct harness *h)
             used += (size_t)snprintf(out + used, cap - used, "%s\n", line);
     }
     free(conf);
+    if (out != NULL && extra != NULL) used += (size_t)snprintf(out + used, cap - used, "%s", extra);
     if (out == NULL || write_file(h->peer_conf_file, out, 0644) != 0) {
         free(out);
         set_error(h, "cannot write %s", h->peer_conf_file);

@@ -127,8 +127,9 @@ int harness_keygate_restart(struct harness *h, const struct harness_opts *o) __a
 
 /* Start a second keygate with the suite's keygate.conf and registry.conf but its own listen
  * port (peer_port; no admin port) and log, over the same backends (issue 20: two keygates share
- * the near cache's streams); waits until it answers PING. 0, or -1 (h->error). One at a time. */
-int harness_peer_start(struct harness *h) __attribute__((warn_unused_result));
+ * the near cache's streams), with the lines `extra` (may be NULL) appended; waits until it
+ * answers PING. 0, or -1 (h->error). One at a time. */
+int harness_peer_start(struct harness *h, const char *extra) __attribute__((warn_unused_result));
 
 /* Stop the second keygate (SIGCONT + SIGTERM, SIGKILL after 5 s); its wait status, -1 when none ran. */
 int harness_peer_stop(struct harness *h);

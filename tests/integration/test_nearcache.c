@@ -48,7 +48,9 @@ static void setup(void)
     static char extra[256];
     char hash[65];
     harness_sha256_hex(ROOT_PW, hash);
-    snprintf(extra, sizeof extra, "user root sha256=%s owners=* access=rw scripts=yes\nnear-cache-trim-interval 1s\n",
+    snprintf(extra, sizeof extra,
+             "user root sha256=%s owners=* access=rw scripts=yes\nnear-cache-trim-interval 1s\n"
+             "near-cache-marker-timeout 5s\n",
              hash);
     struct harness_opts o = {.registry_text = registry_text, .extra_config = extra, .admin = 1};
     ck_assert_msg(harness_start(&h, &o) == 0, "harness_start: %s", h.error);
@@ -560,9 +562,14 @@ static redisContext *peer_client(void)
     return c;
 }
 
+static void start_peer_with(const char *extra)
+{
+    ck_assert_msg(harness_peer_start(&h, extra) == 0, "second keygate: %s", h.error);
+}
+
 static void start_peer(void)
 {
-    ck_assert_msg(harness_peer_start(&h) == 0, "second keygate: %s", h.error);
+    start_peer_with(NULL);
 }
 
 /* GET key through c until it reads `want`, at most deadline_ms; returns how long it took (us).
@@ -767,6 +774,78 @@ START_TEST(frozen_b_finds_the_gap)
 }
 END_TEST
 
+/* B in a group of its own: frozen for less than near-cache-marker-timeout, its marker pins the
+ * stream (A trims only to it) and B applies the invalidation it missed; frozen for longer, its
+ * marker stops pinning, A trims past it, and B flushes on the gap. */
+START_TEST(trim_respects_another_groups_marker)
+{
+    start_peer_with("near-cache-group b-group\n");
+    redisContext *a = client(), *b = peer_client();
+    expect_status(cmd(a, "SET u:grp old"), "OK", "SET");
+    char read_by_b[64]; /* the last entry B reads before it is frozen: its marker's id */
+    stream_last("durable", U_STREAM, read_by_b, sizeof read_by_b);
+    wait_hit(b, "u:", "u:grp");
+    long long end = now_ms() + 3000;
+    for (;;) { /* both groups' markers are in the hash */
+        redisContext *d = harness_must_direct(&h, "durable");
+        redisReply *r = cmd(d, "HLEN kg:nc:{u:}:markers");
+        long long n = r->integer;
+        freeReplyObject(r);
+        redisFree(d);
+        if (n >= 2) break;
+        ck_assert_msg(now_ms() < end, "B's group marker is not in the markers hash");
+        sleep_ms(20);
+    }
+    long long gaps = nc_counter(b, "u:", "evicted_gap");
+    ck_assert_int_eq(kill(h.peer_pid, SIGSTOP), 0);
+    expect_status(cmd(a, "SET u:grp new"), "OK", "SET via A while B is frozen");
+    char last[64];
+    stream_last("durable", U_STREAM, last, sizeof last);
+    sleep_ms(2500); /* two trim intervals of A; B's marker is 2.5 s old, under the 5 s timeout */
+    redisContext *d = harness_must_direct(&h, "durable");
+    redisReply *r = cmd(d, "XRANGE %s %s %s", U_STREAM, read_by_b, read_by_b);
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 1, "A trimmed past B's marker (%s): %s", read_by_b,
+                  describe(r));
+    freeReplyObject(r);
+    ck_assert_int_eq(kill(h.peer_pid, SIGCONT), 0);
+    read_until(b, "u:grp", "new", "old", 3000);
+    wait_hit(b, "u:", "u:grp");
+    ck_assert_int_eq(nc_counter(b, "u:", "evicted_gap"), gaps); /* nothing lost: no flush */
+    /* frozen past the marker timeout: the stream is trimmed past B, which flushes */
+    ck_assert_int_eq(kill(h.peer_pid, SIGSTOP), 0);
+    expect_status(cmd(a, "SET u:grp newer"), "OK", "SET via A while B is frozen again");
+    stream_last("durable", U_STREAM, last, sizeof last);
+    end = now_ms() + 10000;
+    for (;;) {
+        expect_status(cmd(a, "SET u:grp:other x"), "OK", "more writes");
+        r = cmd(d, "XRANGE %s %s %s", U_STREAM, last, last);
+        int gone = r->type == REDIS_REPLY_ARRAY && r->elements == 0;
+        freeReplyObject(r);
+        if (gone) break;
+        if (now_ms() >= end) {
+            redisReply *m = cmd(d, "HGETALL kg:nc:{u:}:markers"), *x = cmd(d, "XRANGE %s - + COUNT 3", U_STREAM);
+            char mm[512];
+            describe_into(m, mm, sizeof mm);
+            ck_abort_msg("a marker older than near-cache-marker-timeout still pins the stream: markers %s, last %s, "
+                         "stream %s",
+                         mm, last, describe(x));
+        }
+        sleep_ms(200);
+    }
+    ck_assert_int_eq(kill(h.peer_pid, SIGCONT), 0);
+    expect_bulk(cmd(b, "GET u:grp"), "newer", "B after the trim past it");
+    end = now_ms() + 3000;
+    while (nc_counter(b, "u:", "evicted_gap") <= gaps) {
+        ck_assert_msg(now_ms() < end, "B did not flush on the gap");
+        sleep_ms(20);
+    }
+    redisFree(d);
+    freeReplyObject(cmd(a, "DEL u:grp u:grp:other"));
+    redisFree(a);
+    redisFree(b);
+}
+END_TEST
+
 /* The stream deleted on the backend: B cannot vouch for anything it cached, and flushes. */
 START_TEST(stream_deleted_flushes)
 {
@@ -906,6 +985,7 @@ int main(void)
     harness_add_test(tc, every_kind_of_write_invalidates_b);
     harness_add_test(tc, stream_connection_killed_resumes_from_cursor);
     harness_add_test(tc, frozen_b_finds_the_gap);
+    harness_add_test(tc, trim_respects_another_groups_marker);
     harness_add_test(tc, stream_deleted_flushes);
     harness_add_test(tc, fill_crossed_by_an_invalidation_is_not_cached);
     harness_add_test(tc, memory_is_bounded);
