@@ -360,9 +360,8 @@ static void local_info_body(struct client *c, size_t argc, const char *const *ar
     }
     if (section_wanted(argc, argv, argvlen, "nearcache")) { /* issue 20: per near-cache namespace */
         struct bytebuf nc = {0};
-        nearcache_info(px, &nc);
-        evbuffer_add(body, nc.p, nc.len);
-        evbuffer_add_printf(body, "\r\n");
+        nearcache_info(px, &nc); /* nothing without near-cache namespaces */
+        if (nc.len) evbuffer_add(body, nc.p, nc.len), evbuffer_add_printf(body, "\r\n");
         bytebuf_free(&nc);
     }
 }

@@ -996,8 +996,8 @@ static struct nearcache *nc_from_proxy(const struct proxy *p)
 void nearcache_info(const struct proxy *p, struct bytebuf *out)
 {
     struct nearcache *nc = nc_from_proxy(p);
-    nc_addf(out, "# Nearcache\r\n");
     if (!nc) return;
+    nc_addf(out, "# Nearcache\r\n");
     for (size_t s = 0; s < nc->nslots; s++) {
         struct nc_slot_stats lag;
         struct nc_ns t = nc_sum(nc, s, &lag);

@@ -75,7 +75,8 @@ void nearcache_write_replied(struct request *req);
 void nearcache_fill_reply(struct request *req, const char *reply, size_t len, const char *fail);
 
 /* The INFO section "# Nearcache" (per namespace: hits, misses, fills, raced, entries, bytes,
- * evictions by cause) of every worker's counts, appended to out. Any thread. */
+ * evictions by cause) of every worker's counts, appended to out; nothing when no namespace has
+ * near-cache=D. Any thread. */
 void nearcache_info(const struct proxy *p, struct bytebuf *out);
 
 /* The same as Prometheus series (keygate_near_cache_*), appended to out. Any thread. */
