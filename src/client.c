@@ -703,7 +703,9 @@ static int client_handle_frame(struct client *c, const char *frame)
     }
     enum nearcache_verdict nv = nearcache_try(c, req, &plan, &pr);
     if (nv != NEARCACHE_PASS) {
-        if (nv == NEARCACHE_FILL) router_forward_fill(c, router_conn_for(c, plan.instance), req, &plan, frame);
+        struct backend *nb = nv == NEARCACHE_HIT ? NULL : router_conn_for(c, plan.instance);
+        if (nv == NEARCACHE_FILL) router_forward_fill(c, nb, req, &plan, frame);
+        if (nv == NEARCACHE_PREFETCH) router_forward(c, nb, req, &plan, frame), router_forward_prefetch(c, nb, req);
         plan_release(&plan);
         return 0;
     }

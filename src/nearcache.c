@@ -218,7 +218,7 @@ static int nc_vouched(struct nc_worker *nw, int slot, int64_t now_ms)
 /* ---- the request path ---- */
 
 /* What a request of the near cache carries (req->nc, one heap block, freed with the request). */
-enum nc_blob_kind { NC_BLOB_FILL = 1, NC_BLOB_WRITES };
+enum nc_blob_kind { NC_BLOB_FILL = 1, NC_BLOB_WRITES, NC_BLOB_PREFETCH };
 
 struct nc_fill {
     uint8_t kind; /* NC_BLOB_FILL */
@@ -236,6 +236,20 @@ struct nc_writes {
     uint8_t kind; /* NC_BLOB_WRITES */
     size_t len;
     char data[]; /* records: u32 slot, u32 length, key bytes */
+};
+
+/* MGET's missing keys, each read by a fill of its own after the MGET (their replies only stored). */
+struct nc_prefetch_key {
+    struct nc_ticket ticket;
+    size_t off, len; /* the key in data */
+};
+
+struct nc_prefetch {
+    uint8_t kind; /* NC_BLOB_PREFETCH */
+    int64_t sent_ms, near_ms;
+    size_t n;
+    struct nc_prefetch_key *keys; /* points into data */
+    char data[];                  /* the keys array, then the keys' bytes */
 };
 
 /* A writes blob holding records[0..len). */
@@ -327,38 +341,99 @@ static struct nc_value nc_value_of(const struct nc_entry *e)
     return (struct nc_value){.type = e->type, .nelem = e->nelem, .val = e->data + e->key_len, .len = e->val_len};
 }
 
-/* MGET with every key in followed namespaces: answered when every key is cached, else 0. */
-static int nc_try_mget(struct nc_worker *nw, struct client *c, struct request *req, const struct policy_request *pr)
+/* MGET with every key in followed namespaces: answered when every key is cached (NEARCACHE_HIT);
+ * else the keys not cached are prefetched by fills sent after the MGET (NEARCACHE_PREFETCH, req->nc
+ * set), whose replies are stored only: the MGET's own reply is Redis's. */
+static enum nearcache_verdict nc_try_mget(struct nc_worker *nw, struct client *c, struct request *req,
+                                          const struct plan *plan, const struct policy_request *pr)
 {
     size_t n = pr->argc - 1;
     struct nc_value stack_vals[16];
+    int stack_slots[16];
     struct nc_value *vals = n <= 16 ? stack_vals : xmalloc(n * sizeof(*vals));
-    int ok = 1;
+    int *slots = n <= 16 ? stack_slots : xmalloc(n * sizeof(*slots));
+    size_t missing = 0, missing_bytes = 0, uncacheable = 0;
     const struct registry *reg = c->worker->cfg->registry;
-    for (size_t i = 0; i < n && ok; i++) {
+    for (size_t i = 0; i < n; i++) {
         const struct namespace_entry *e = registry_resolve(reg, NS_KEY, pr->argv[i + 1], pr->argvlen[i + 1]);
-        int slot = nc_slot_for(nw, e);
+        int slot = slots[i] = nc_slot_for(nw, e);
+        int vouched = slot >= 0 && nc_vouched(nw, slot, c->now_ms) && nw->cache.ns[slot].serving;
         struct nc_entry *ent =
-            slot < 0 || !nc_vouched(nw, slot, c->now_ms) || !nw->cache.ns[slot].serving
-                ? NULL
-                : nccore_peek(&nw->cache, (uint32_t)slot, pr->argv[i + 1], pr->argvlen[i + 1], c->now_ms);
+            vouched ? nccore_peek(&nw->cache, (uint32_t)slot, pr->argv[i + 1], pr->argvlen[i + 1], c->now_ms) : NULL;
         if (ent && ent->type != NC_T_BIG)
             vals[i] = nc_value_of(ent);
+        else if (slot >= 0 && !ent)
+            missing++, missing_bytes += pr->argvlen[i + 1], vals[i].type = UINT8_MAX; /* to be prefetched */
         else
-            ok = 0;
+            uncacheable++; /* not vouched for, too large, or not followed: neither answered nor prefetched */
     }
-    if (ok) {
-        for (size_t i = 0; i < n; i++) { /* counted as hits, made the most recent */
-            const struct namespace_entry *e = registry_resolve(reg, NS_KEY, pr->argv[i + 1], pr->argvlen[i + 1]);
-            (void)nccore_find(&nw->cache, (uint32_t)nc_slot_for(nw, e), pr->argv[i + 1], pr->argvlen[i + 1], c->now_ms);
-        }
+    enum nearcache_verdict v = NEARCACHE_PASS;
+    if (missing == 0 && uncacheable == 0) {
+        for (size_t i = 0; i < n; i++) /* counted as hits, made the most recent */
+            (void)nccore_find(&nw->cache, (uint32_t)slots[i], pr->argv[i + 1], pr->argvlen[i + 1], c->now_ms);
         nw->out.len = 0;
         ncpolicy_render_mget(vals, n, c->resp3, &nw->out);
         request_complete(req, nw->out.p, nw->out.len);
         if (nw->out.cap > (1u << 20)) bytebuf_free(&nw->out);
+        v = NEARCACHE_HIT;
+    } else if (missing > 0) {
+        if (missing > NEARCACHE_PREFETCH_MAX) missing = NEARCACHE_PREFETCH_MAX;
+        struct nc_prefetch *pf = xmalloc(sizeof(*pf) + missing * sizeof(struct nc_prefetch_key) + missing_bytes);
+        pf->kind = NC_BLOB_PREFETCH;
+        pf->sent_ms = clock_wall_ms();
+        pf->near_ms = plan->ns->near_cache_ms;
+        pf->keys = (struct nc_prefetch_key *)(void *)pf->data;
+        pf->n = 0;
+        char *p = pf->data + missing * sizeof(struct nc_prefetch_key);
+        for (size_t i = 0; i < n && pf->n < missing; i++) {
+            if (vals[i].type != UINT8_MAX) continue;
+            nw->cache.ns[slots[i]].misses++;
+            struct nc_prefetch_key *k = &pf->keys[pf->n++];
+            k->ticket = nccore_ticket(&nw->cache, (uint32_t)slots[i]);
+            k->off = (size_t)(p - pf->data);
+            k->len = pr->argvlen[i + 1];
+            memcpy(p, pr->argv[i + 1], k->len);
+            p += k->len;
+        }
+        assert(!req->nc);
+        req->nc = pf;
+        v = NEARCACHE_PREFETCH;
     }
     if (vals != stack_vals) free(vals);
-    return ok;
+    if (slots != stack_slots) free(slots);
+    return v;
+}
+
+size_t nearcache_prefetch_count(const struct request *req)
+{
+    const struct nc_prefetch *pf = req->nc;
+    return pf && pf->kind == NC_BLOB_PREFETCH ? pf->n : 0;
+}
+
+const char *nearcache_prefetch_key(const struct request *req, size_t i, size_t *len)
+{
+    const struct nc_prefetch *pf = req->nc;
+    assert(pf && pf->kind == NC_BLOB_PREFETCH && i < pf->n);
+    *len = pf->keys[i].len;
+    return pf->data + pf->keys[i].off;
+}
+
+void nearcache_prefetch_reply(struct request *req, size_t i, const char *reply, size_t len)
+{
+    struct nc_prefetch *pf = req->nc;
+    struct nc_worker *nw = nc_of(req->worker);
+    assert(pf && pf->kind == NC_BLOB_PREFETCH && i < pf->n);
+    uint8_t type;
+    int64_t pttl;
+    uint32_t nelem;
+    struct bytebuf value = {0};
+    if (nw && reply && ncpolicy_fill_parse(reply, len, &type, &pttl, &nelem, &value) == 0) {
+        int64_t life = pf->near_ms;
+        if (pttl >= 0 && pttl < life) life = pttl;
+        (void)nccore_store(&nw->cache, &pf->keys[i].ticket, pf->data + pf->keys[i].off, pf->keys[i].len, type, nelem,
+                           value.p, value.len, pf->sent_ms + life, NC_T_BIG);
+    }
+    bytebuf_free(&value);
 }
 
 enum nearcache_verdict nearcache_try(struct client *c, struct request *req, const struct plan *plan,
@@ -371,7 +446,7 @@ enum nearcache_verdict nearcache_try(struct client *c, struct request *req, cons
         plan->ttl.nfix || plan->ttl.getex || c->watch_pin)
         return NEARCACHE_PASS;
     if (plan->merge == MERGE_NONE && cmdclass_id(pr->cmd) == CID_MGET && plan->nmore_ns == 0)
-        return nc_try_mget(nw, c, req, pr) ? NEARCACHE_HIT : NEARCACHE_PASS; /* one namespace; split: forwarded */
+        return nc_try_mget(nw, c, req, plan, pr); /* one namespace; split: forwarded */
     if (plan->merge != MERGE_NONE) return NEARCACHE_PASS;
     const struct nc_read *row = ncpolicy_read(pr->cmd);
     if (!row) return NEARCACHE_PASS;

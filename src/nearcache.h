@@ -50,7 +50,18 @@ enum nearcache_verdict {
     NEARCACHE_PASS = 0, /* not a cached read: it goes on as usual */
     NEARCACHE_HIT,      /* answered from the cache (req is complete) */
     NEARCACHE_FILL,     /* a miss: the caller sends req as a fill (router_forward_fill of argv[1]) */
+    NEARCACHE_PREFETCH, /* MGET with keys not cached: the caller forwards it, then router_forward_prefetch */
 };
+
+/* At most this many keys of one MGET are prefetched (a pending's part index is a byte). */
+#define NEARCACHE_PREFETCH_MAX 255
+
+/* MGET's keys to prefetch (NEARCACHE_PREFETCH): how many, and key i. */
+size_t nearcache_prefetch_count(const struct request *req);
+const char *nearcache_prefetch_key(const struct request *req, size_t i, size_t *len);
+
+/* The fill of prefetched key i came (reply NULL: it failed): stored unless raced; nobody is answered. */
+void nearcache_prefetch_reply(struct request *req, size_t i, const char *reply, size_t len);
 
 /* A request's plan for client c (decided, counted, req made): what the near cache makes of it.
  * Worker thread. */

@@ -19,6 +19,7 @@ enum route_kind {
     ROUTE_PART,
     ROUTE_PART_PICK, /* a split part in keygate's MULTI (its invalidations): element 0 of EXEC is the part */
     ROUTE_FILL,      /* a near-cache fill: stored, and the command's reply rendered from it (nearcache.c) */
+    ROUTE_PREFETCH,  /* a near-cache fill of one of MGET's keys (part = its index): stored, not answered */
 };
 
 _Static_assert(CONFIG_MAX_INSTANCES <= REPLIES_MAX_PARTS, "a split command has one part per instance");
@@ -196,6 +197,23 @@ void router_forward_fill(struct client *c, struct backend *b, struct request *re
     bytebuf_add_bulk(out, resp_arg_ptr(&c->parser, frame, 1), c->parser.args[1].len);
     route_expect(b, req, ROUTE_FILL, 0);
     STAT_INC(&c->worker->stats, commands_forwarded);
+}
+
+void router_forward_prefetch(struct client *c, struct backend *b, struct request *req)
+{
+    size_t n = nearcache_prefetch_count(req);
+    if (!b || b->state == BACKEND_DOWN || n == 0) return; /* the MGET itself answered -UNAVAILABLE */
+    static const char script[] = NCPOLICY_FILL_SCRIPT;
+    struct bytebuf *out = backend_stage(b);
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        const char *key = nearcache_prefetch_key(req, i, &len);
+        bytebuf_add(out, STR_AND_LEN("*4\r\n$4\r\nEVAL\r\n"));
+        bytebuf_add_bulk(out, script, sizeof(script) - 1);
+        bytebuf_add(out, STR_AND_LEN("$1\r\n1\r\n"));
+        bytebuf_add_bulk(out, key, len);
+        route_expect(b, req, ROUTE_PREFETCH, (int)i);
+    }
 }
 
 void router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,
@@ -440,7 +458,8 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
 /* The reply (or failure) that answers a request: a write's near-cache keys are evicted again. */
 static void route_writes_answered(struct request *req, enum route_kind kind)
 {
-    if (req->nc && kind != ROUTE_DROP && kind != ROUTE_QUEUED && kind != ROUTE_FILL) nearcache_write_replied(req);
+    if (req->nc && kind != ROUTE_DROP && kind != ROUTE_QUEUED && kind != ROUTE_FILL && kind != ROUTE_PREFETCH)
+        nearcache_write_replied(req);
 }
 
 static void route_deliver(struct backend *b, const struct pending *pd, const char *reply, size_t len)
@@ -451,6 +470,10 @@ static void route_deliver(struct backend *b, const struct pending *pd, const cha
     switch ((enum route_kind)pd->kind) {
     case ROUTE_FILL:
         nearcache_fill_reply(req, reply, len, NULL);
+        return;
+    case ROUTE_PREFETCH:
+        nearcache_prefetch_reply(req, pd->part, reply, len);
+        request_reply_consumed(req);
         return;
     case ROUTE_DROP:
         request_reply_consumed(req);
@@ -508,6 +531,9 @@ static void route_fail(struct backend *b, const struct pending *pd)
     switch ((enum route_kind)pd->kind) {
     case ROUTE_FILL:
         nearcache_fill_reply(req, NULL, 0, text);
+        return;
+    case ROUTE_PREFETCH:
+        request_reply_consumed(req);
         return;
     case ROUTE_PASS:
     case ROUTE_EXEC_PICK:

@@ -19,6 +19,7 @@
  *   PART        one instance's part of a split command, merged once all came
  *   PART_PICK   a part in keygate's MULTI (it carries near-cache XADDs): element 0 of EXEC
  *   FILL        a near-cache fill (EVAL): stored, and the command's reply rendered from it
+ *   PREFETCH    a near-cache fill of one of MGET's keys, after the MGET: stored, not answered
  *
  * Frames of subscriber connections go to the client's pub/sub state (pubsub.c) and output.
  * A connection that fails answers its entries -UNAVAILABLE; a dedicated one that fails
@@ -55,6 +56,10 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
  * -UNAVAILABLE. */
 void router_forward_fill(struct client *c, struct backend *b, struct request *req, const struct plan *plan,
                          const char *frame);
+
+/* After an MGET forwarded for req (nearcache_try said NEARCACHE_PREFETCH): one fill per key not
+ * cached, on the same connection b, read as ROUTE_PREFETCH (stored only). b NULL or down: none. */
+void router_forward_prefetch(struct client *c, struct backend *b, struct request *req);
 
 /* A split plan (MGET/DEL/... across instances): one part per instance, merged when all came. */
 void router_forward_split(struct client *c, struct request *req, struct plan *plan, const char *frame);

@@ -545,6 +545,29 @@ START_TEST(metrics_follow_the_traffic)
 }
 END_TEST
 
+/* MGET of keys not cached is Redis's MGET, and prefetches them (fills after it, stored only):
+ * the same MGET again is answered from the cache, with no MGET on the backend. */
+START_TEST(mget_prefetches_then_hits)
+{
+    redisContext *c = client();
+    expect_status(cmd(c, "SET u:probe5 x"), "OK", "SET");
+    wait_hit(c, "u:", "u:probe5");
+    expect_status(cmd(c, "MSET u:mg1 one u:mg2 two"), "OK", "MSET");
+    long long end = now_ms() + 3000;
+    for (;;) { /* MSET's own invalidations may pass the first prefetch: until a MGET is a hit */
+        long long mget0 = cmdstat_calls("durable", "mget");
+        expect_array(cmd(c, "MGET u:mg1 u:mg3 u:mg2"), "MGET", 3, "one", "nil", "two");
+        if (cmdstat_calls("durable", "mget") == mget0) break;
+        ck_assert_msg(now_ms() < end, "MGET of prefetched keys is never answered from the cache");
+        sleep_ms(20);
+    }
+    expect_status(cmd(c, "SET u:mg2 deux"), "OK", "a write to one of them");
+    expect_array(cmd(c, "MGET u:mg1 u:mg3 u:mg2"), "MGET after the write", 3, "one", "nil", "deux");
+    expect_int(cmd(c, "DEL u:mg1 u:mg2 u:probe5"), 3, "clean-up");
+    redisFree(c);
+}
+END_TEST
+
 /* ---- two keygates over the same backends ---- */
 
 static long long now_us(void)
@@ -981,6 +1004,7 @@ int main(void)
     harness_add_test(tc, entry_ends_with_its_keys_ttl);
     harness_add_test(tc, large_value_is_not_cached);
     harness_add_test(tc, metrics_follow_the_traffic);
+    harness_add_test(tc, mget_prefetches_then_hits);
     harness_add_test(tc, write_via_a_is_seen_by_b);
     harness_add_test(tc, every_kind_of_write_invalidates_b);
     harness_add_test(tc, stream_connection_killed_resumes_from_cursor);
