@@ -8,6 +8,7 @@
 #include "replies.h"
 #include "report.h"
 #include "request.h"
+#include "nearcache.h"
 #include "router.h"
 
 #include <assert.h>
@@ -159,6 +160,7 @@ static void client_teardown(struct client *c)
     bytebuf_free(&c->obuf);
     bytebuf_free(&c->multi_buf);
     bytebuf_free(&c->multi_keep);
+    bytebuf_free(&c->nc_multi);
     mem_set(w, &c->mem_held, 0);
     resp_parser_free(&c->parser);
     free(c->qbuf);
@@ -374,6 +376,7 @@ static void client_multi_queue(struct client *c, struct request *req, const stru
         return;
     }
     router_write_queued(&c->multi_buf, c, plan, frame, &c->multi_keep);
+    nearcache_queued(c, plan);
     if (plan->nappend || plan->ttl.nfix) stats_ttl_injected(&c->worker->stats, &req->mark); /* counted when queued */
     session_multi_queued(&c->session, plan->instance);
     if ((int64_t)c->multi_buf.len > c->worker->cfg->max_request_bytes) {
@@ -397,6 +400,7 @@ static void client_multi_reset(struct client *c)
     if (c->multi_buf.cap > CLIENT_BUF_KEEP_BYTES) bytebuf_free(&c->multi_buf);
     conn_account(c);
     bytebuf_free(&c->multi_keep);
+    c->nc_multi.len = 0;
     c->multi_dirty = 0;
     session_multi_end(&c->session);
 }
@@ -452,6 +456,7 @@ static void client_exec(struct client *c, struct request *req)
         router_unavailable(c, req, instance);
         return;
     }
+    nearcache_exec(c, req);
     router_exec(c, b, req);
     client_multi_reset(c);
     client_watch_end(c);
@@ -714,6 +719,15 @@ static int client_handle_frame(struct client *c, const char *frame)
         plan_release(&plan);
         return 0;
     }
+    enum nearcache_verdict nv = nearcache_try(c, req, &plan, &pr);
+    if (nv != NEARCACHE_PASS) {
+        struct backend *nb = nv == NEARCACHE_HIT ? NULL : router_conn_for(c, plan.instance);
+        if (nv == NEARCACHE_FILL) router_forward_fill(c, nb, req, &plan, frame);
+        if (nv == NEARCACHE_PREFETCH) router_forward(c, nb, req, &plan, frame), router_forward_prefetch(c, nb, req);
+        plan_release(&plan);
+        return 0;
+    }
+    if (plan.kind == PLAN_FORWARD) nearcache_writes(c, req, &plan);
     switch (plan.kind) {
     case PLAN_ERROR:
         request_error(req, plan.error);

@@ -452,6 +452,18 @@ static void dir_headroom_warn(struct cfg_ctx *ctx, const struct tokens *t)
     ctx->c->durable_headroom_warn_pct = (int)pct;
 }
 
+/* near-cache-group NAME: a marker name (a field of each markers hash; no blanks by the tokenizer) */
+static void dir_near_cache_group(struct cfg_ctx *ctx, const struct tokens *t)
+{
+    const char *v = t->v[1].text;
+    if (!*v || strlen(v) > 128) {
+        CFG_ERR(ctx, "bad near-cache-group '%s' (a name of 1..128 bytes)", v);
+        return;
+    }
+    free(ctx->c->near_cache_group);
+    ctx->c->near_cache_group = xstrdup(v);
+}
+
 static const struct directive {
     const char *name;
     const char *usage;
@@ -496,6 +508,12 @@ static const struct directive {
      offsetof(struct config, namespace_scan_interval_ms), 0, 0},
     {"log-format", "text|json", 1, 1, 0, V_FUNC, dir_log_format, 0, 0, 0},
     {"enforce", "on|report", 1, 1, 0, V_FUNC, dir_enforce, 0, 0, 0},
+    {"near-cache-memory", "SIZE", 1, 1, 0, V_SIZE, NULL, offsetof(struct config, near_cache_memory), 1, INT64_MAX},
+    {"near-cache-group", "NAME", 1, 1, 0, V_FUNC, dir_near_cache_group, 0, 0, 0},
+    {"near-cache-trim-interval", "DURATION", 1, 1, 0, V_DURATION, NULL,
+     offsetof(struct config, near_cache_trim_interval_ms), 0, 0},
+    {"near-cache-marker-timeout", "DURATION", 1, 1, 0, V_DURATION, NULL,
+     offsetof(struct config, near_cache_marker_timeout_ms), 0, 0},
 };
 #define NDIRECTIVES (sizeof directives / sizeof directives[0])
 
@@ -636,6 +654,9 @@ struct config *config_load(const char *path, struct diag *errs)
     c->backend_info_interval_ms = 10000;
     c->durable_headroom_warn_pct = 20;
     c->namespace_scan_interval_ms = 0;
+    c->near_cache_memory = 64LL * 1024 * 1024;
+    c->near_cache_trim_interval_ms = 60000;
+    c->near_cache_marker_timeout_ms = 3600000;
     struct cfg_ctx ctx = {.c = c, .errs = errs};
     size_t errs_before = errs->count;
 
@@ -680,6 +701,7 @@ struct config *config_load(const char *path, struct diag *errs)
         config_free(c);
         return NULL;
     }
+    if (!c->near_cache_group) c->near_cache_group = xstrdup("default");
     if (c->nusers == 0)
         log_event(LOG_WARN, "config_no_users", NULL, "%s: no user lines: clients need no AUTH (development only)",
                   c->path);
@@ -744,6 +766,7 @@ void config_free(struct config *c)
     free(c->users);
     free(c->admin_host);
     free(c->registry_path);
+    free(c->near_cache_group);
     registry_free(c->registry);
     free(c->path);
     free(c);

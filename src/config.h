@@ -95,6 +95,13 @@ struct config {
     int64_t backend_info_interval_ms;   /* backend-info-interval: INFO read for the capacity gauges, default 10s */
     int durable_headroom_warn_pct;      /* durable-headroom-warn N%: /healthz fails under it, default 20 */
     int64_t namespace_scan_interval_ms; /* namespace-scan-interval: one sampler pass each (0 = off, default) */
+
+    /* the near cache (issue 20; registry lines with near-cache=D) */
+    int64_t near_cache_memory;            /* near-cache-memory: cached bytes of the whole process, default 64mb */
+    char *near_cache_group;               /* near-cache-group: the marker's name in each markers hash, default
+                                            "default" */
+    int64_t near_cache_trim_interval_ms;  /* near-cache-trim-interval: XTRIM MINID period, default 1m */
+    int64_t near_cache_marker_timeout_ms; /* near-cache-marker-timeout: a marker older stops pinning, default 1h */
     struct registry *registry;
 };
 

@@ -59,6 +59,7 @@ struct client {
     struct bytebuf multi_buf;  /* the transaction's commands, sent at EXEC */
     struct bytebuf multi_keep; /* per backend reply inside EXEC: the client's (1) or injected (0) */
     int multi_dirty;           /* a queue-time error: EXEC answers EXECABORT */
+    struct bytebuf nc_multi;   /* the near cache's: keys the queued writes invalidate (nearcache_queued) */
     /* flow and lifecycle */
     int stall;           /* parse nothing more until every queued reply is written */
     int closing;         /* close once every queued reply is written */

@@ -1,6 +1,7 @@
 /* local.c: the commands keygate answers itself: PING, ECHO, AUTH, HELLO, SELECT 0, CLIENT, COMMAND, INFO (its instance sections asked of the instances). */
 #include "local.h"
 
+#include "nearcache.h"
 #include "access.h"
 #include "args.h"
 #include "authgate.h"
@@ -492,6 +493,12 @@ static void local_info_body(struct client *c, size_t argc, const char *const *ar
                                 cfg->instances[i].tls, st.connections, st.up, st.in_flight);
         }
         evbuffer_add_printf(body, "\r\n");
+    }
+    if (section_wanted(argc, argv, argvlen, "nearcache")) { /* issue 20: per near-cache namespace */
+        struct bytebuf nc = {0};
+        nearcache_info(px, &nc); /* nothing without near-cache namespaces */
+        if (nc.len) evbuffer_add(body, nc.p, nc.len), evbuffer_add_printf(body, "\r\n");
+        bytebuf_free(&nc);
     }
 }
 

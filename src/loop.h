@@ -40,6 +40,7 @@
 struct client;
 struct backend;
 struct backend_pool;
+struct nc_worker;
 struct backend_hooks;
 struct request;
 struct accept_pause;
@@ -90,6 +91,7 @@ struct worker {
     struct accept_pause *accept_pause; /* out of fds: accepting paused, retried on a timer (worker.c) */
     struct stats stats;
     struct proxy *proxy;
+    struct nc_worker *nc; /* its near cache (nearcache.c), NULL without near-cache namespaces */
 };
 
 /* Process-wide state shared by the workers (read-only after start, but for counters). */

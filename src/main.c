@@ -4,6 +4,7 @@
 #include "admin.h"
 #include "audit.h"
 #include "authgate.h"
+#include "nearcache.h"
 #include "sampler.h"
 
 #include <errno.h>
@@ -198,6 +199,8 @@ static int run(const char *path)
             break;
         }
     }
+    /* the near cache's per-worker caches and inboxes go on the workers' bases before they run */
+    struct nearcache *nearcache = rc == 0 ? nearcache_start(d.cfg, &d.proxy) : NULL;
     d.base = event_base_new();
     struct admin *admin = NULL;
     if (rc == 0 && d.cfg->admin_host &&
@@ -225,6 +228,7 @@ static int run(const char *path)
     admin_stop(admin);
     for (int i = 0; i < started; i++) worker_post(&d.proxy.workers[i], NULL, 1);
     for (int i = 0; i < started; i++) pthread_join(d.threads[i], NULL);
+    nearcache_stop(nearcache);
     for (int i = 0; i < d.proxy.nworkers; i++) worker_free(&d.proxy.workers[i]);
     int64_t left = __atomic_load_n(&d.proxy.mem_used, __ATOMIC_RELAXED);
     for (int i = 0; i < d.proxy.nworkers; i++) left += d.proxy.workers[i].mem_unpublished;

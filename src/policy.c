@@ -593,6 +593,7 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
 void plan_release(struct plan *p)
 {
     ttl_rewrite_release(&p->ttl);
+    ncpolicy_inval_release(&p->inval);
     free(p->key_instance);
     p->key_instance = NULL;
 }
@@ -742,17 +743,25 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
     }
     /* keygate's own MULTI/EXEC on the WATCH pin would clear (or fail on) the client's watch */
     int may_wrap = s->watch_instance != first->instance;
+    /* before report mode's keys lose their namespace below: a report line is invalidated too */
+    struct nc_inval inval;
+    ncpolicy_invalidations(r, keys, ns_of, nkeys, &inval);
     struct ttl_decision td;
     /* keys of report namespaces are enforced as ttl=none; what their rules would do is counted */
     decide_ttl_report(r, keys, ns_of, nkeys, p->flow == FLOW_BLOCK, may_wrap, p);
     ttl_decide(r, keys, ns_of, nkeys, p->flow == FLOW_BLOCK, may_wrap, &td);
     if (td.refused) {
         ttl_decision_release(&td);
+        ncpolicy_inval_release(&inval);
         p->kind = PLAN_ERROR;
         memcpy(p->error, td.error, strlen(td.error) + 1); /* both ERROR_TEXT_MAX bytes */
         return;
     }
     plan_take_ttl(p, &td);
+    ncpolicy_inval_move(&p->inval, &inval);
+    /* a write is never visible without its invalidation: both in one MULTI/EXEC (a blocking
+     * command or a WATCH pin cannot be wrapped: the XADDs follow the write on its connection) */
+    if (p->inval.n && may_wrap && p->flow != FLOW_BLOCK) p->ttl.wrap = 1;
     if (p->error[0]) return; /* a text the key finder left: the plan stays PLAN_ERROR, as it always did */
     p->kind = PLAN_FORWARD;
     p->instance = first->instance;

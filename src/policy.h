@@ -8,6 +8,7 @@
 #include "access.h"
 #include "commands.h"
 #include "config.h"
+#include "ncpolicy.h"
 #include "registry.h"
 #include "session.h"
 #include "stats.h"
@@ -20,7 +21,8 @@
  *   PLAN_LOCAL    keygate answers itself (PING, ECHO, HELLO, CLIENT SETNAME, COMMAND ...)
  *   PLAN_FORWARD  send to instance `instance`: the original frame, with `append`
  *                 arguments spliced on the end (SET k v -> SET k v EX 3600), and the
- *                 TTL commands of `ttl` around it (MULTI ... PEXPIRE k D NX ... EXEC)
+ *                 TTL commands of `ttl` around it (MULTI ... PEXPIRE k D NX ... EXEC),
+ *                 and the near cache's invalidations `inval` (... XADD s * k key ... EXEC)
  */
 enum plan_kind { PLAN_ERROR = 0, PLAN_LOCAL, PLAN_FORWARD };
 
@@ -120,6 +122,8 @@ struct plan {
                                          NULL: the whole command to every instance (DBSIZE) */
     int keeps_transaction;            /* PLAN_ERROR inside MULTI that does not make EXEC abort (as Redis) */
     uint32_t nmore_ns;                /* distinct namespaces of the other keys, in more_ns (metrics) */
+    struct nc_inval inval;            /* PLAN_FORWARD: the near-cache invalidations (XADD) the write carries, in
+                                         its transaction (ttl.wrap is set for them: see ncpolicy.h) */
     /* The text buffers last: policy_decide clears every field before them and only the first
      * byte of error, so a request does not pay for zeroing 600 bytes nobody reads. */
     char error[PLAN_ERROR_MAX]; /* PLAN_ERROR: "CODE message" (no '-', no CRLF); "" otherwise */

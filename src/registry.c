@@ -110,6 +110,8 @@ static void entry_free(struct namespace_entry *e)
     free(e->prefix);
     free(e->owner);
     free(e->purpose);
+    free(e->nc_stream);
+    free(e->nc_markers);
 }
 
 static int instance_find(const struct parse_ctx *ctx, const char *name)
@@ -282,6 +284,12 @@ static int line_parse(struct parse_ctx *ctx, int line, const struct tokens *t)
         err_add(ctx, line, "sliding needs a ttl to slide (ttl=none)");
         bad = 1;
     }
+    if (ok[F_NEAR_CACHE] && e.sliding) {
+        err_add(ctx, line,
+                "near-cache= cannot be combined with sliding (a cached read would not reset the key's TTL on the "
+                "backend)");
+        bad = 1;
+    }
     e.prefix = xstrdup(e.is_default ? "" : t->v[1].text);
     e.prefix_len = strlen(e.prefix);
     if (!e.owner) e.owner = xstrdup("");
@@ -310,6 +318,53 @@ static void duplicates_check(struct parse_ctx *ctx)
         }
         err_add(ctx, b->line, "duplicate %s prefix '%s' (first defined on line %d)",
                 b->kind == NS_KEY ? "namespace" : "channel", b->prefix, a->line);
+    }
+}
+
+/* A new heap string "<keygate prefix>nc:{<prefix>}:<what>" (registry.h: the hash tag puts the
+ * stream and the markers of one namespace in one slot). */
+static char *near_cache_key(const struct namespace_entry *kg, const struct namespace_entry *e, const char *what,
+                            size_t *len)
+{
+    size_t n = kg->prefix_len + 4 + e->prefix_len + 2 + strlen(what);
+    char *k = xmalloc(n + 1);
+    snprintf(k, n + 1, "%snc:{%s}:%s", kg->prefix, e->prefix, what);
+    *len = n;
+    return k;
+}
+
+/*
+ * near-cache=D keeps its invalidation stream in the keygate-owned namespace (owner=keygate) of
+ * its own instance: the write and its XADD go in one MULTI/EXEC, which one instance runs. The
+ * first such line in the file is the one used. Sets nc_stream and nc_markers.
+ */
+static void near_cache_check(struct parse_ctx *ctx)
+{
+    for (size_t i = 0; i < ctx->count; i++) {
+        struct namespace_entry *e = &ctx->entries[i];
+        if (e->near_cache_ms == 0 || e->instance < 0) continue; /* an unknown instance: reported already */
+        if (strcmp(e->owner, REGISTRY_KEYGATE_OWNER) == 0) {
+            err_add(ctx, e->line,
+                    "near-cache= is not allowed on a keygate-owned line (owner=keygate holds its streams)");
+            continue;
+        }
+        const struct namespace_entry *kg = NULL;
+        for (size_t j = 0; j < ctx->count; j++) {
+            const struct namespace_entry *k = &ctx->entries[j];
+            if (k->kind == NS_KEY && k->instance == e->instance && strcmp(k->owner, REGISTRY_KEYGATE_OWNER) == 0 &&
+                (!kg || k->line < kg->line))
+                kg = k;
+        }
+        if (!kg) {
+            const char *inst = ctx->instances[e->instance];
+            err_add(ctx, e->line,
+                    "near-cache= needs a keygate-owned namespace on instance '%s' for its invalidation stream: add "
+                    "the line 'namespace keygate: instance=%s ttl=none owner=keygate'",
+                    inst, inst);
+            continue;
+        }
+        e->nc_stream = near_cache_key(kg, e, "stream", &e->nc_stream_len);
+        e->nc_markers = near_cache_key(kg, e, "markers", &e->nc_markers_len);
     }
 }
 
@@ -375,6 +430,7 @@ struct registry *registry_load(const char *path, const char *const *instances, s
 
     if (ctx.count > 0) qsort(ctx.entries, ctx.count, sizeof *ctx.entries, entry_cmp);
     duplicates_check(&ctx);
+    near_cache_check(&ctx);
 
     if (ctx.nerrs > 0) qsort(ctx.errs, ctx.nerrs, sizeof *ctx.errs, line_error_cmp);
     for (size_t i = 0; i < ctx.nerrs; i++) {

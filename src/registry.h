@@ -37,7 +37,15 @@ struct namespace_entry {
     uint32_t index;      /* position: entries[index], the default line is `count`; counters are indexed by it */
     int depth;           /* "depth" flag word: the sampler sums its lists', streams' and zsets' lengths */
     unsigned stats_slot; /* its per-namespace stats slot (stats_ns_slot, set at config load) */
+    /* near-cache=D: the invalidation stream and the markers hash, keys of the keygate-owned
+     * namespace (owner=keygate) of the same instance: "<its prefix>nc:{<prefix>}:stream" and
+     * "...:markers" (the hash tag keeps both in one slot). NULL without near-cache. */
+    char *nc_stream, *nc_markers;
+    size_t nc_stream_len, nc_markers_len;
 };
+
+/* The owner= that marks a namespace as keygate's own (the near cache's streams live in it). */
+#define REGISTRY_KEYGATE_OWNER "keygate"
 
 struct registry {
     char *path;
@@ -64,7 +72,9 @@ struct registry {
  * instance, bad duration, max-ttl < ttl, sliding with ttl=none, duplicate prefix
  * (same kind), unterminated quote, ttl/max-ttl/sliding/near-cache on a channel line,
  * a file with no entries (reported at line 0), a second `default` line, near-cache= on the
- * default line, a bad enforce= value. max-ttl with ttl=none is allowed: it
+ * default line, a bad enforce= value, near-cache= with sliding, near-cache= on an instance
+ * without a keygate-owned namespace (owner=keygate; the message names the line to add) or
+ * on an owner=keygate line. max-ttl with ttl=none is allowed: it
  * caps the TTLs clients set themselves. Errors are reported in line order.
  * Returns the registry (caller frees with registry_free) when there were no
  * errors, else NULL.

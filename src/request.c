@@ -38,6 +38,7 @@ static void request_free(struct request *req)
     free(req->key_instance);
     bytebuf_free(&req->exec_keep);
     free(req->queued_error);
+    free(req->nc);
     if (req->held) mem_add(w, -(int64_t)req->held); /* its reply kept behind an earlier one, its parts */
     free(req->reply);
     if (w->nfree_requests >= FREE_REQUESTS_MAX) {

@@ -45,6 +45,7 @@ struct request {
     int8_t *key_instance; /* split: instance of argv[i] (moved from the plan) */
     size_t argc;
     struct stats_mark mark; /* its namespace slot, class, instance and read time (stats.h) */
+    void *nc;               /* the near cache's (a fill, or the keys a write invalidates): one heap block */
 };
 
 /* A new request at the tail of c's queue. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "info.h"
+#include "nearcache.h"
 #include "replies.h"
 
 /* How a backend reply is used (struct pending's kind; see router.h). */
@@ -16,6 +17,9 @@ enum route_kind {
     ROUTE_EXEC_PICK,
     ROUTE_EXEC_FILTER,
     ROUTE_PART,
+    ROUTE_PART_PICK, /* a split part in keygate's MULTI (its invalidations): element 0 of EXEC is the part */
+    ROUTE_FILL,      /* a near-cache fill: stored, and the command's reply rendered from it (nearcache.c) */
+    ROUTE_PREFETCH,  /* a near-cache fill of one of MGET's keys (part = its index): stored, not answered */
 };
 
 _Static_assert(CONFIG_MAX_INSTANCES <= REPLIES_MAX_PARTS, "a split command has one part per instance");
@@ -83,6 +87,15 @@ static void write_fix(struct bytebuf *out, const struct client *c, const char *f
     }
 }
 
+/* XADD <stream> * k <key>: the near-cache invalidation of one written key (ncpolicy.h). */
+static void write_inval(struct bytebuf *out, const struct client *c, const char *frame, const struct nc_inval_key *k)
+{
+    bytebuf_add(out, STR_AND_LEN("*5\r\n$4\r\nXADD\r\n"));
+    bytebuf_add_bulk(out, k->ns->nc_stream, k->ns->nc_stream_len);
+    bytebuf_add(out, STR_AND_LEN("$1\r\n*\r\n$1\r\nk\r\n"));
+    bytebuf_add_bulk(out, resp_arg_ptr(&c->parser, frame, k->argi), c->parser.args[k->argi].len);
+}
+
 void router_unavailable(struct client *c, struct request *req, int instance)
 {
     char text[128];
@@ -147,8 +160,8 @@ static void route_unblock_client(struct request *req)
  * Everything for one request goes into the connection's output in one go, so no
  * other client's command can fall between keygate's MULTI and EXEC:
  *
- *   [MULTI]  client command  [PEXPIRE k D NX ...]  [EXEC]
- *   DROP     PASS | QUEUED   DROP ...              EXEC_PICK
+ *   [MULTI]  client command  [PEXPIRE k D NX ...]  [XADD s * k key ...]  [EXEC]
+ *   DROP     PASS | QUEUED   DROP ...              DROP ...              EXEC_PICK
  */
 void router_forward(struct client *c, struct backend *b, struct request *req, const struct plan *plan,
                     const char *frame)
@@ -172,6 +185,10 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
         write_fix(out, c, frame, &plan->ttl.fix[i]);
         route_expect(b, req, ROUTE_DROP, 0);
     }
+    for (uint32_t i = 0; i < plan->inval.n; i++) {
+        write_inval(out, c, frame, &plan->inval.key[i]);
+        route_expect(b, req, ROUTE_DROP, 0);
+    }
     if (wrap) {
         bytebuf_add(out, STR_AND_LEN("*1\r\n$4\r\nEXEC\r\n"));
         route_expect(b, req, ROUTE_EXEC_PICK, 0);
@@ -192,6 +209,40 @@ void router_forward_bytes(struct client *c, struct backend *b, int instance, str
     STAT_INC(&c->worker->stats, commands_forwarded);
 }
 
+void router_forward_fill(struct client *c, struct backend *b, struct request *req, const struct plan *plan,
+                         const char *frame)
+{
+    if (!b || b->state == BACKEND_DOWN) {
+        router_unavailable(c, req, plan->instance);
+        return;
+    }
+    static const char script[] = NCPOLICY_FILL_SCRIPT;
+    struct bytebuf *out = backend_stage(b);
+    bytebuf_add(out, STR_AND_LEN("*4\r\n$4\r\nEVAL\r\n"));
+    bytebuf_add_bulk(out, script, sizeof(script) - 1);
+    bytebuf_add(out, STR_AND_LEN("$1\r\n1\r\n"));
+    bytebuf_add_bulk(out, resp_arg_ptr(&c->parser, frame, 1), c->parser.args[1].len);
+    route_expect(b, req, ROUTE_FILL, 0);
+    STAT_INC(&c->worker->stats, commands_forwarded);
+}
+
+void router_forward_prefetch(struct client *c, struct backend *b, struct request *req)
+{
+    size_t n = nearcache_prefetch_count(req);
+    if (!b || b->state == BACKEND_DOWN || n == 0) return; /* the MGET itself answered -UNAVAILABLE */
+    static const char script[] = NCPOLICY_FILL_SCRIPT;
+    struct bytebuf *out = backend_stage(b);
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        const char *key = nearcache_prefetch_key(req, i, &len);
+        bytebuf_add(out, STR_AND_LEN("*4\r\n$4\r\nEVAL\r\n"));
+        bytebuf_add_bulk(out, script, sizeof(script) - 1);
+        bytebuf_add(out, STR_AND_LEN("$1\r\n1\r\n"));
+        bytebuf_add_bulk(out, key, len);
+        route_expect(b, req, ROUTE_PREFETCH, (int)i);
+    }
+}
+
 void router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,
                          struct bytebuf *keep)
 {
@@ -200,6 +251,10 @@ void router_write_queued(struct bytebuf *out, const struct client *c, const stru
     bytebuf_add(keep, &client_reply, 1);
     for (size_t i = 0; i < plan->ttl.nfix; i++) {
         write_fix(out, c, frame, &plan->ttl.fix[i]);
+        bytebuf_add(keep, &injected, 1);
+    }
+    for (uint32_t i = 0; i < plan->inval.n; i++) { /* in the client's transaction, after its write */
+        write_inval(out, c, frame, &plan->inval.key[i]);
         bytebuf_add(keep, &injected, 1);
     }
 }
@@ -387,17 +442,33 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
         struct backend *b = conns[k];
         if (!b) continue;
         struct bytebuf *out = backend_stage(b);
+        /* a part that writes near-cache keys carries their XADDs in one MULTI/EXEC of its own */
+        int wrap = 0;
+        for (uint32_t v = 0; v < plan->inval.n && !wrap; v++) wrap = req->key_instance[plan->inval.key[v].argi] == inst;
+        if (wrap) {
+            bytebuf_add(out, STR_AND_LEN("*1\r\n$5\r\nMULTI\r\n"));
+            route_expect(b, req, ROUTE_DROP, 0);
+        }
         char hdr[32];
         int n = snprintf(hdr, sizeof(hdr), "*%d\r\n", 1 + count[inst]);
         bytebuf_add(out, hdr, (size_t)n);
         bytebuf_add_bulk(out, resp_arg_ptr(p, frame, 0), p->args[0].len);
         for (size_t i = 1; i < p->argc; i++)
             if (req->key_instance[i] == inst) bytebuf_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
-        route_expect(b, req, ROUTE_PART, k);
+        route_expect(b, req, wrap ? ROUTE_QUEUED : ROUTE_PART, k);
         for (size_t f = 0; f < plan->ttl.nfix; f++) {
             if (req->key_instance[plan->ttl.fix[f].argi] != inst) continue;
             write_fix(out, c, frame, &plan->ttl.fix[f]);
             route_expect(b, req, ROUTE_DROP, 0);
+        }
+        for (uint32_t v = 0; v < plan->inval.n; v++) {
+            if (req->key_instance[plan->inval.key[v].argi] != inst) continue;
+            write_inval(out, c, frame, &plan->inval.key[v]);
+            route_expect(b, req, ROUTE_DROP, 0);
+        }
+        if (wrap) {
+            bytebuf_add(out, STR_AND_LEN("*1\r\n$4\r\nEXEC\r\n"));
+            route_expect(b, req, ROUTE_PART_PICK, k);
         }
         STAT_INC(&w->stats, commands_forwarded);
     }
@@ -409,11 +480,26 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
 
 /* ---- the hooks: what the backends report ---- */
 
+/* The reply (or failure) that answers a request: a write's near-cache keys are evicted again. */
+static void route_writes_answered(struct request *req, enum route_kind kind)
+{
+    if (req->nc && kind != ROUTE_DROP && kind != ROUTE_QUEUED && kind != ROUTE_FILL && kind != ROUTE_PREFETCH)
+        nearcache_write_replied(req);
+}
+
 static void route_deliver(struct backend *b, const struct pending *pd, const char *reply, size_t len)
 {
     struct request *req = pd->req;
     (void)b;
+    route_writes_answered(req, (enum route_kind)pd->kind);
     switch ((enum route_kind)pd->kind) {
+    case ROUTE_FILL:
+        nearcache_fill_reply(req, reply, len, NULL);
+        return;
+    case ROUTE_PREFETCH:
+        nearcache_prefetch_reply(req, pd->part, reply, len);
+        request_reply_consumed(req);
+        return;
     case ROUTE_DROP:
         request_reply_consumed(req);
         return;
@@ -443,6 +529,13 @@ static void route_deliver(struct backend *b, const struct pending *pd, const cha
     case ROUTE_PART:
         route_part(req, pd->part, reply, len);
         return;
+    case ROUTE_PART_PICK: {
+        const char *pick;
+        size_t pick_len;
+        replies_exec_pick(reply, len, req->queued_error, req->queued_error_len, &pick, &pick_len);
+        route_part(req, pd->part, pick, pick_len);
+        return;
+    }
     case ROUTE_PASS:
         route_unblock(req);
         request_answer(req, reply, len);
@@ -459,14 +552,22 @@ static void route_fail(struct backend *b, const struct pending *pd)
         replies_timed_out(text, sizeof(text), b->worker->cfg->instance_names[b->instance]);
     else
         replies_unavailable(text, sizeof(text), b->worker->cfg->instance_names[b->instance]);
+    route_writes_answered(req, (enum route_kind)pd->kind);
     switch ((enum route_kind)pd->kind) {
+    case ROUTE_FILL:
+        nearcache_fill_reply(req, NULL, 0, text);
+        return;
+    case ROUTE_PREFETCH:
+        request_reply_consumed(req);
+        return;
     case ROUTE_PASS:
     case ROUTE_EXEC_PICK:
     case ROUTE_EXEC_FILTER:
         route_unblock(req);
         request_answer_error(req, text);
         return;
-    case ROUTE_PART: {
+    case ROUTE_PART:
+    case ROUTE_PART_PICK: {
         char msg[ERROR_REPLY_MAX];
         size_t n = replies_error(msg, sizeof(msg), text);
         STAT_INC(&b->worker->stats, errors_unavailable);

@@ -17,6 +17,9 @@
  *   EXEC_PICK   keygate's EXEC: the client's reply is element 0 (or the queued error)
  *   EXEC_FILTER the client's EXEC: the injected elements are dropped
  *   PART        one instance's part of a split command, merged once all came
+ *   PART_PICK   a part in keygate's MULTI (it carries near-cache XADDs): element 0 of EXEC
+ *   FILL        a near-cache fill (EVAL): stored, and the command's reply rendered from it
+ *   PREFETCH    a near-cache fill of one of MGET's keys, after the MGET: stored, not answered
  *
  * Frames of subscriber connections go to the client's pub/sub state (pubsub.c) and output.
  * A connection that fails answers its entries -UNAVAILABLE; a dedicated one that fails
@@ -47,6 +50,16 @@ struct backend *router_conn_for(struct client *c, int instance);
  * down: req is answered -UNAVAILABLE. `frame` is the client's parsed frame (c->parser). */
 void router_forward(struct client *c, struct backend *b, struct request *req, const struct plan *plan,
                     const char *frame);
+
+/* A near-cache fill for req (nearcache_try said NEARCACHE_FILL): EVAL <fill script> 1 <argv[1]> on
+ * b, read as ROUTE_FILL (nearcache_fill_reply makes the client's reply); b NULL or down:
+ * -UNAVAILABLE. */
+void router_forward_fill(struct client *c, struct backend *b, struct request *req, const struct plan *plan,
+                         const char *frame);
+
+/* After an MGET forwarded for req (nearcache_try said NEARCACHE_PREFETCH): one fill per key not
+ * cached, on the same connection b, read as ROUTE_PREFETCH (stored only). b NULL or down: none. */
+void router_forward_prefetch(struct client *c, struct backend *b, struct request *req);
 
 /* A split plan (MGET/DEL/... across instances): one part per instance, merged when all came. */
 void router_forward_split(struct client *c, struct request *req, struct plan *plan, const char *frame);

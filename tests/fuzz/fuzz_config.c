@@ -243,6 +243,18 @@ static void registry_check(const struct registry *r, size_t ninstances, int reg_
         duration_roundtrip(e->ttl_ms, e->prefix);
         duration_roundtrip(e->max_ttl_ms, e->prefix);
         duration_roundtrip(e->near_cache_ms, e->prefix);
+        /* issue 20: a near-cache line has its stream in a keygate-owned namespace of its instance */
+        if ((e->near_cache_ms > 0) != (e->nc_stream != NULL))
+            fail("near-cache without its stream (or the reverse)", e->prefix);
+        if (e->near_cache_ms > 0) {
+            if (e->sliding) fail("near-cache with sliding loaded", e->prefix);
+            size_t j = 0;
+            while (j < r->count && !(strcmp(r->entries[j].owner, "keygate") == 0 &&
+                                     r->entries[j].instance == e->instance && r->entries[j].kind == NS_KEY &&
+                                     strncmp(e->nc_stream, r->entries[j].prefix, r->entries[j].prefix_len) == 0))
+                j++;
+            if (j == r->count) fail("near-cache stream outside a keygate-owned namespace of its instance", e->prefix);
+        }
         count[e->kind]++;
     }
     for (int k = 0; k < 2; k++) {

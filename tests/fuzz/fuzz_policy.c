@@ -34,7 +34,12 @@
  *   O5  writes outside database 0 (COPY ... DB n), forwards what only an operator may run, a write
  *       for an access=ro user, a script without scripts=yes, anything before AUTH, or a non-pub/sub
  *       command in subscribed mode;
- *   O6  differs when decided twice (policy_decide is pure).
+ *   O6  differs when decided twice (policy_decide is pure);
+ *   O8  (issue 20) writes a key of a near-cache namespace without its invalidation: an XADD of that
+ *       argument to that namespace's stream (plan->inval), wrapped in keygate's MULTI/EXEC with the
+ *       write unless the command runs in the client's MULTI, blocks, or holds a WATCH pin there.
+ *       Fuzzed registries give some namespace lines near-cache=1m and always carry keygate-owned
+ *       lines on both instances.
  *
  * Issue 13: a name matching no prefix belongs to the default line when there is one (and the plan
  * must count it as unregistered); a pattern left to the default line must reach no namespace. A key
@@ -237,6 +242,11 @@ static struct registry *fuzzed_registry(struct in *in)
     char text[1024];
     size_t len = 0;
     unsigned n = 1 + in_u8(in) % 6;
+    /* the near cache's streams live in a keygate-owned namespace of each instance */
+    len = (size_t)snprintf(text, sizeof(text),
+                           "namespace ~kg: instance=%s ttl=none owner=keygate\n"
+                           "namespace ~kc: instance=%s ttl=none owner=keygate\n",
+                           instance_names[0], instance_names[1]);
     for (unsigned i = 0; i < n; i++) {
         unsigned a = in_u8(in), b = in_u8(in);
         int channel = (a & 7) == 7;
@@ -255,7 +265,10 @@ static struct registry *fuzzed_registry(struct in *in)
         else
             w = snprintf(text + len, sizeof(text) - len, "namespace %s instance=%s ttl=%s%s%s owner=%s%s\n", prefix,
                          inst, gen_ttls[(b >> 3) % NELEM(gen_ttls)], gen_max[(b >> 6) % NELEM(gen_max)],
-                         (a & 0x80) ? " sliding" : "", owner, report);
+                         (a & 0x80)   ? " sliding"
+                         : (a & 0x40) ? " near-cache=1m"
+                                      : "",
+                         owner, report);
         if (w < 0 || (size_t)w >= sizeof(text) - len) break;
         len += (size_t)w;
     }
@@ -1144,6 +1157,27 @@ static void check_ttl(const struct registry *reg, const struct plan *p, const st
     }
 }
 
+/* O8: every key of a near-cache namespace the command writes has its XADD, in the write's MULTI. */
+static void check_near_cache(const struct registry *reg, const struct session *s, const struct plan *p,
+                             const struct args *a, const struct oracle *o)
+{
+    int any = 0;
+    for (int i = 0; i < o->nkeys; i++) {
+        size_t idx = o->keys[i].idx;
+        const struct namespace_entry *ns = ns_of(reg, NS_KEY, a->argv[idx], a->len[idx]);
+        if (!ns || ns->near_cache_ms == 0) continue;
+        any = 1;
+        uint32_t k = 0;
+        while (k < p->inval.n && !(p->inval.key[k].argi == idx && p->inval.key[k].ns == ns)) k++;
+        if (k == p->inval.n)
+            violation("O8", "written key argv[%zu] of near-cache namespace '%s' has no XADD", idx, ns->prefix);
+        else if (strcmp(p->inval.key[k].ns->nc_stream, ns->nc_stream) != 0)
+            violation("O8", "XADD to the wrong stream");
+    }
+    int wrappable = s->mode != SESSION_MULTI && p->flow != FLOW_BLOCK && s->watch_instance != p->instance;
+    if (any && wrappable && !p->ttl.wrap) violation("O8", "a near-cache write and its XADD are not in one MULTI/EXEC");
+}
+
 static void check_plan(const struct registry *reg, const struct session *s, const struct command_def *cmd,
                        const struct args *a, const struct policy_request *r, const struct plan *p)
 {
@@ -1214,6 +1248,9 @@ static void check_plan(const struct registry *reg, const struct session *s, cons
 
     /* O3 */
     check_ttl(reg, p, cmd, a, &o);
+
+    /* O8 */
+    if (writes && !is(cmd, "publish") && !is(cmd, "spublish")) check_near_cache(reg, s, p, a, &o);
 }
 
 /* ---------------------------------------------------------------- entry */
@@ -1290,7 +1327,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     policy_decide(&cfg, reg, &s, &r, &again);
     if (again.kind != p.kind || again.instance != p.instance || again.flow != p.flow || again.nappend != p.nappend ||
         again.ttl.nfix != p.ttl.nfix || again.ttl.wrap != p.ttl.wrap || again.merge != p.merge ||
-        strcmp(again.error, p.error) != 0)
+        again.inval.n != p.inval.n || strcmp(again.error, p.error) != 0)
         violation("O6", "a second decision differs");
     plan_release(&again);
     plan_release(&p);

@@ -295,7 +295,15 @@ CONFIG = {
                        b"bogus z:\nnamespace y: instance=cache ttl=1h max-ttl=1m owner=o\nchannel c: instance=cache ttl=1h owner=o\n"
                        b"namespace s: instance=cache ttl=none sliding owner=o\nnamespace u: instance=cache ttl=1h owner=o purpose=\"x\n"
                        b"namespace q: instance=cache instance=cache ttl=1h owner=o near-cache=5s color=red\nnamespace\n",
+    "registry_near_cache": b"\0namespace kg: instance=durable ttl=none owner=keygate\n"
+                           b"namespace u: instance=durable ttl=none near-cache=1m owner=api\n"
+                           b"namespace v: instance=cache ttl=1h near-cache=5s owner=api\n"
+                           b"namespace w: instance=durable ttl=1h sliding near-cache=5s owner=api\n",
     "registry_empty": b"\0# nothing\n\n",
+    "registry_near_cache_ok": b"\0namespace kg: instance=durable ttl=none owner=keygate\n"
+                              b"namespace kc: instance=cache ttl=none owner=keygate\n"
+                              b"namespace u: instance=durable ttl=none near-cache=1m owner=api\n"
+                              b"namespace v: instance=cache ttl=1h near-cache=5s owner=api\n",
     "registry_no_newline": b"\0namespace k: instance=durable ttl=7d owner=o",
     "config_shipped": b"\1" + SHIPPED_CONFIG + b"\1" + SHIPPED_REGISTRY,
     "config_small": b"\1" + SMALL_CONFIG + b"\1" + SMALL_REGISTRY,

@@ -208,7 +208,7 @@ static int children_check(const struct harness *h, const char *where)
         pid_t pid = g_shared->children[i].pid;
         int status;
         if (pid <= 0 || pid == h->keygate_pid || pid == h->backends[0].pid || pid == h->backends[1].pid ||
-            child_exited(pid, &status))
+            pid == h->peer_pid || child_exited(pid, &status))
             continue;
         broken++;
         suite_failure("harness: INVARIANT BROKEN %s (pid %d): pid %d, a server the harness started, runs but the "
@@ -1067,6 +1067,73 @@ int harness_wait_connected(struct harness *h, const char *instance, int timeout_
     return -1;
 }
 
+int harness_peer_start(struct harness *h, const char *extra)
+{
+    if (h->peer_pid > 0) {
+        set_error(h, "a second keygate runs already (pid %d)", (int)h->peer_pid);
+        return -1;
+    }
+    char *conf = read_file(h->conf_file);
+    if (conf == NULL) {
+        set_error(h, "cannot read %s: %s", h->conf_file, strerror(errno));
+        return -1;
+    }
+    h->peer_port = harness_free_port();
+    snprintf(h->peer_conf_file, sizeof h->peer_conf_file, "%s/keygate-peer.conf", h->dir);
+    snprintf(h->peer_log_file, sizeof h->peer_log_file, "%s/keygate-peer.log", h->dir);
+    /* the same lines but listen (its own port) and admin-listen (none) */
+    size_t cap = strlen(conf) + (extra ? strlen(extra) : 0) + 128, used = 0;
+    char *out = malloc(cap);
+    for (char *line = strtok(conf, "\n"); line != NULL && out != NULL; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "admin-listen", 12) == 0) continue;
+        if (strncmp(line, "listen", 6) == 0 && (line[6] == ' ' || line[6] == '\t'))
+            used += (size_t)snprintf(out + used, cap - used, "listen        127.0.0.1:%d\n", h->peer_port);
+        else
+            used += (size_t)snprintf(out + used, cap - used, "%s\n", line);
+    }
+    free(conf);
+    if (out != NULL && extra != NULL) used += (size_t)snprintf(out + used, cap - used, "%s", extra);
+    if (out == NULL || write_file(h->peer_conf_file, out, 0644) != 0) {
+        free(out);
+        set_error(h, "cannot write %s", h->peer_conf_file);
+        return -1;
+    }
+    free(out);
+    char *argv[] = {(char *)keygate_bin(), "-c", h->peer_conf_file, NULL};
+    pid_t pid = spawn(argv, h->peer_log_file);
+    if (pid < 0) {
+        set_error(h, "fork for the second keygate: %s", strerror(errno));
+        return -1;
+    }
+    h->peer_pid = pid;
+    publish(h);
+    int rc = wait_ready(h, "second keygate", pid, h->peer_port, NULL);
+    if (rc == -2) h->peer_pid = 0;
+    if (rc != 0) {
+        print_log_tail("second keygate's log", h->peer_log_file);
+        if (h->peer_pid > 0 && stop_pid(h->peer_pid) != -1) h->peer_pid = 0;
+        publish(h);
+        return -1;
+    }
+    return 0;
+}
+
+int harness_peer_stop(struct harness *h)
+{
+    if (h->peer_pid <= 0) return -1;
+    int status = stop_pid(h->peer_pid);
+    if (status != -1) h->peer_pid = 0; /* one that did not stop stays recorded */
+    publish(h);
+    return status;
+}
+
+redisContext *harness_must_peer_client(struct harness *h)
+{
+    redisContext *c = connect_to(h->peer_port, 5000, 10000);
+    ck_assert_msg(c != NULL, "cannot connect to the second keygate on 127.0.0.1:%d", h->peer_port);
+    return c;
+}
+
 /* Run scripts/gen-certs build/certs unless every file the harness needs is there. */
 static int ensure_certs(struct harness *h)
 {
@@ -1201,6 +1268,7 @@ static void keygate_exit_check(struct harness *h)
 
 void harness_stop(struct harness *h)
 {
+    if (h->peer_pid > 0) (void)harness_peer_stop(h);
     pid_t keygate = h->keygate_pid;
     h->keygate_pid = 0;
     if (keygate > 0) h->keygate_status = stop_pid(keygate);
@@ -1309,10 +1377,12 @@ static int heal(struct harness *h)
         if (pid <= 0 || pid == h->keygate_pid || pid == h->backends[0].pid || pid == h->backends[1].pid ||
             child_exited(pid, &status))
             continue;
-        fprintf(stderr, "harness: pid %d, started by an earlier test that ended before recording it: killed\n",
-                (int)pid);
-        kill_pid(pid);
+        if (pid != h->peer_pid)
+            fprintf(stderr, "harness: pid %d, started by an earlier test that ended before recording it: killed\n",
+                    (int)pid);
+        kill_pid(pid); /* a second keygate too: each test starts its own */
     }
+    h->peer_pid = 0;
     pid_t pids[3] = {h->keygate_pid, h->backends[0].pid, h->backends[1].pid};
     for (int i = 0; i < 3; i++)
         if (pids[i] > 0) server_signal(pids[i], SIGCONT);

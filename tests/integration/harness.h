@@ -88,6 +88,11 @@ struct harness {
     int keygate_status;                 /* waitpid status once keygate exited, else -1 */
     struct harness_backend backends[2]; /* [0] durable, [1] cache */
     char error[1024];                   /* why the last failing call failed */
+    /* a second keygate (harness_peer_start), 0 when none: killed by the heal before each test */
+    pid_t peer_pid;
+    int peer_port;
+    char peer_conf_file[PATH_MAX];
+    char peer_log_file[PATH_MAX];
 };
 
 /* Start backends and keygate; waits until keygate answers PING (10 s). On failure
@@ -131,6 +136,18 @@ int harness_keygate_restart(struct harness *h, const struct harness_opts *o) __a
  * line points at a running harness backend are waited for. 0 once ready; -1 after
  * timeout_ms with h->error saying which instance had how many of how many ready. */
 int harness_wait_connected(struct harness *h, const char *instance, int timeout_ms) __attribute__((warn_unused_result));
+
+/* Start a second keygate with the suite's keygate.conf and registry.conf but its own listen
+ * port (peer_port; no admin port) and log, over the same backends (issue 20: two keygates share
+ * the near cache's streams), with the lines `extra` (may be NULL) appended; waits until it
+ * answers PING. 0, or -1 (h->error). One at a time. */
+int harness_peer_start(struct harness *h, const char *extra) __attribute__((warn_unused_result));
+
+/* Stop the second keygate (SIGCONT + SIGTERM, SIGKILL after 5 s); its wait status, -1 when none ran. */
+int harness_peer_stop(struct harness *h);
+
+/* A blocking connection to the second keygate (as harness_client); fails the test when it cannot. */
+redisContext *harness_must_peer_client(struct harness *h);
 
 /* keygate's log so far, malloc'd and NUL-terminated (the caller frees it); NULL if unreadable. */
 char *harness_keygate_log(struct harness *h);

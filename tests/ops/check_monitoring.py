@@ -310,7 +310,7 @@ def check_alerts(path, metrics):
 
 # The sources that write /metrics: admin.c (global and report series), stats.c (per namespace,
 # latency), sampler.c (the namespace sampler).
-SERVING_FILES = ("admin.c", "stats.c", "sampler.c")
+SERVING_FILES = ("admin.c", "stats.c", "sampler.c", "nearcache.c")
 
 
 def main():
@@ -334,7 +334,8 @@ def main():
                        ("cache hit ratio (hits)", "keygate_backend_keyspace_hits_total"),
                        ("cache hit ratio (misses)", "keygate_backend_keyspace_misses_total"),
                        ("evictions", "keygate_backend_evicted_keys_total"),
-                       ("near-cache hits (future)", "keygate_near_cache_hits_total")):
+                       ("near-cache hits", "keygate_near_cache_hits_total"),
+                       ("near-cache invalidation lag", "keygate_near_cache_invalidation_lag_seconds")):
         if need not in dash_used:
             problem(a.dashboard, f"no panel shows {what} ({need})")
     dash = json.load(open(a.dashboard)) if os.path.exists(a.dashboard) else {}
@@ -344,7 +345,9 @@ def main():
                        ("evictions on durable", "keygate_backend_evicted_keys_total"),
                        ("topology guard failing", "keygate_topology_ok"),
                        ("instance down", "keygate_instance_up"),
-                       ("refusals spiking", "keygate_namespace_refused_total")):
+                       ("refusals spiking", "keygate_namespace_refused_total"),
+                       ("near-cache invalidation lag", "keygate_near_cache_invalidation_lag_seconds"),
+                       ("near-cache gap flushes", "keygate_near_cache_evictions_total")):
         if need not in alert_used:
             problem(a.alerts, f"no alert on {what} ({need})")
 

@@ -407,6 +407,35 @@ START_TEST(metrics_directives)
 }
 END_TEST
 
+/* issue 20: the near cache's directives, their defaults and their errors */
+START_TEST(near_cache_directives)
+{
+    struct diag d;
+    struct config *c = load(BASE, &d);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->near_cache_memory, 64LL * 1024 * 1024);
+    ck_assert_str_eq(c->near_cache_group, "default");
+    ck_assert_int_eq(c->near_cache_trim_interval_ms, 60000);
+    ck_assert_int_eq(c->near_cache_marker_timeout_ms, 3600000);
+    config_free(c);
+    diag_free(&d);
+    c = load(BASE "near-cache-memory 16mb\nnear-cache-group api-eu\nnear-cache-trim-interval 10s\n"
+                  "near-cache-marker-timeout 2h\n",
+             &d);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->near_cache_memory, 16LL * 1024 * 1024);
+    ck_assert_str_eq(c->near_cache_group, "api-eu");
+    ck_assert_int_eq(c->near_cache_trim_interval_ms, 10000);
+    ck_assert_int_eq(c->near_cache_marker_timeout_ms, 7200000);
+    config_free(c);
+    diag_free(&d);
+    expect_error(BASE "near-cache-memory 0\n", 5, "bad near-cache-memory '0'");
+    expect_error(BASE "near-cache-trim-interval 10\n", 5, "bad near-cache-trim-interval '10'");
+    expect_error(BASE "near-cache-marker-timeout x\n", 5, "bad near-cache-marker-timeout 'x'");
+    expect_error(BASE "near-cache-group a b\n", 5, "near-cache-group: too many arguments");
+}
+END_TEST
+
 /* log-format text|json (issue 14): text by default, json when asked, anything else a FILE:LINE error */
 START_TEST(log_format_directive)
 {
@@ -629,6 +658,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, error_unterminated_quote);
     tcase_add_test(tc, registry_errors_join_the_same_diag);
     tcase_add_test(tc, log_format_directive);
+    tcase_add_test(tc, near_cache_directives);
     suite_add_tcase(s, tc);
     return s;
 }

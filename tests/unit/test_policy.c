@@ -925,6 +925,109 @@ START_TEST(default_line_in_report_mode)
 }
 END_TEST
 
+/* ---- issue 20: the near cache's invalidations in the write's plan ---- */
+
+#define NEAR_REGISTRY                                                                                                  \
+    "namespace kg: instance=durable ttl=none owner=keygate\n"                                                          \
+    "namespace u: instance=durable ttl=none near-cache=1m owner=api\n"                                                 \
+    "namespace t: instance=durable ttl=1h near-cache=30s owner=api\n"                                                  \
+    "namespace plain: instance=durable ttl=none owner=api\n"                                                           \
+    "namespace kc: instance=cache ttl=none owner=keygate\n"                                                            \
+    "namespace uc: instance=cache ttl=none near-cache=1m owner=api\n"
+
+static void near_setup(void)
+{
+    fixture_load_text(NEAR_REGISTRY);
+}
+
+/* The plan's invalidations as "ARGI>STREAM;..." plus " wrap" when the write is wrapped. */
+static const char *invals_of(const struct plan *p)
+{
+    static char buf[512];
+    size_t used = 0;
+    buf[0] = '\0';
+    for (uint32_t i = 0; i < p->inval.n; i++)
+        used += (size_t)snprintf(buf + used, sizeof buf - used, "%u>%s;", p->inval.key[i].argi,
+                                 p->inval.key[i].ns->nc_stream);
+    if (p->ttl.wrap) snprintf(buf + used, sizeof buf - used, " wrap");
+    return buf;
+}
+
+START_TEST(near_cache_writes_carry_their_xadd)
+{
+    static const struct {
+        const char *line, *want;
+    } cases[] = {
+        {"SET u:1 v", "1>kg:nc:{u:}:stream; wrap"},
+        {"GET u:1", ""},
+        {"HGETALL u:1", ""},
+        {"SET plain:1 v", ""},
+        {"SET t:1 v", "1>kg:nc:{t:}:stream; wrap"}, /* SET ... EX 3600 in MULTI with its XADD */
+        {"HSET t:1 f v", "1>kg:nc:{t:}:stream; wrap"},
+        {"DEL u:1", "1>kg:nc:{u:}:stream; wrap"},
+        {"UNLINK u:1 plain:2 u:3", "1>kg:nc:{u:}:stream;3>kg:nc:{u:}:stream; wrap"},
+        {"EXPIRE u:1 10", "1>kg:nc:{u:}:stream; wrap"},
+        {"PERSIST u:1", "1>kg:nc:{u:}:stream; wrap"},
+        {"RENAME u:a u:b", "1>kg:nc:{u:}:stream;2>kg:nc:{u:}:stream; wrap"},
+        {"RENAME plain:a u:b", "2>kg:nc:{u:}:stream; wrap"},
+        {"COPY plain:a u:b", "2>kg:nc:{u:}:stream; wrap"},
+        {"SUNIONSTORE u:d plain:a t:b", "1>kg:nc:{u:}:stream;3>kg:nc:{t:}:stream; wrap"},
+        {"SORT plain:a STORE u:d", "3>kg:nc:{u:}:stream; wrap"},
+        {"EVAL x 2 u:a plain:b", "3>kg:nc:{u:}:stream; wrap"},
+        {"EVALSHA x 1 u:a", "3>kg:nc:{u:}:stream; wrap"},
+        {"FCALL f 1 u:a", "3>kg:nc:{u:}:stream; wrap"},
+        {"EVAL_RO x 1 u:a", ""},
+        {"SADD uc:s m", "1>kc:nc:{uc:}:stream; wrap"},
+    };
+    struct user_conf all = {.name = "ops", .all_owners = 1, .scripts = 1};
+    struct session s = {.authenticated = 1, .user = &all, .multi_instance = -1, .watch_instance = -1};
+    struct plan p;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        decide_as(&s, cases[i].line, &p);
+        ck_assert_msg(p.kind == PLAN_FORWARD, "%s: kind %d %s", cases[i].line, p.kind, p.error);
+        ck_assert_msg(strcmp(invals_of(&p), cases[i].want) == 0, "%s: got '%s', want '%s'", cases[i].line,
+                      invals_of(&p), cases[i].want);
+        plan_release(&p);
+    }
+    /* SET in a ttl=D near-cache namespace keeps its EX and gains the MULTI for the XADD */
+    decide("SET t:1 v", &p);
+    ck_assert_uint_eq(p.nappend, 2);
+    plan_release(&p);
+    /* a split DEL: each instance's part carries the XADDs of its own keys */
+    decide("DEL u:1 uc:2 plain:3", &p);
+    ck_assert_int_eq(p.merge, MERGE_SUM);
+    ck_assert_str_eq(invals_of(&p), "1>kg:nc:{u:}:stream;2>kc:nc:{uc:}:stream; wrap");
+    plan_release(&p);
+}
+END_TEST
+
+START_TEST(near_cache_xadd_in_transactions_pins_and_blocking)
+{
+    struct plan p;
+    /* queued in the client's MULTI: router_write_queued writes the XADD into that transaction */
+    struct session m = {.authenticated = 1, .mode = SESSION_MULTI, .multi_instance = -1, .watch_instance = -1};
+    decide_as(&m, "SET u:1 v", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_uint_eq(p.inval.n, 1);
+    plan_release(&p);
+    /* a WATCH pin on the instance: keygate's MULTI would clear the watch; the XADD follows unwrapped */
+    struct session w = {.authenticated = 1, .multi_instance = -1, .watch_instance = 0};
+    decide_as(&w, "SET u:1 v", &p);
+    ck_assert_str_eq(invals_of(&p), "1>kg:nc:{u:}:stream;");
+    plan_release(&p);
+    /* a blocking write never goes in MULTI (it would not block): the XADDs follow it on its pin */
+    decide("BLMOVE u:a u:b LEFT LEFT 0", &p);
+    ck_assert_int_eq(p.flow, FLOW_BLOCK);
+    ck_assert_str_eq(invals_of(&p), "1>kg:nc:{u:}:stream;2>kg:nc:{u:}:stream;");
+    plan_release(&p);
+    /* many keys: past the inline array */
+    decide("DEL u:1 u:2 u:3 u:4 u:5 u:6 u:7 u:8 u:9", &p);
+    ck_assert_uint_eq(p.inval.n, 9);
+    ck_assert_uint_eq(p.inval.key[8].argi, 9);
+    plan_release(&p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("policy");
@@ -966,6 +1069,11 @@ int main(void)
     tcase_add_test(tc, report_mode_noperm_is_per_line);
     tcase_add_test(tc, default_line_in_report_mode);
     tcase_add_test(tc, test_issue19_pubsub_listing_on_the_default_line);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("near_cache");
+    tcase_add_checked_fixture(tc, near_setup, teardown);
+    tcase_add_test(tc, near_cache_writes_carry_their_xadd);
+    tcase_add_test(tc, near_cache_xadd_in_transactions_pins_and_blocking);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -269,6 +269,22 @@ START_TEST(error_sliding_without_ttl)
 }
 END_TEST
 
+START_TEST(error_near_cache_needs_keygate_namespace)
+{
+    /* the stream lives on the namespace's own instance: a keygate line elsewhere does not count */
+    expect_one_error("namespace kg: instance=cache ttl=none owner=keygate\n"
+                     "namespace u: " GOOD " ttl=none near-cache=1m\n",
+                     2,
+                     "near-cache= needs a keygate-owned namespace on instance 'durable' for its invalidation stream: "
+                     "add the line 'namespace keygate: instance=durable ttl=none owner=keygate'");
+    expect_one_error("namespace u: " GOOD " ttl=1h sliding near-cache=1m\n"
+                     "namespace kg: instance=durable ttl=none owner=keygate\n",
+                     1, "near-cache= cannot be combined with sliding");
+    expect_one_error("namespace kg: instance=durable ttl=none owner=keygate near-cache=1m\n", 1,
+                     "near-cache= is not allowed on a keygate-owned line");
+}
+END_TEST
+
 START_TEST(error_key_fields_on_channel)
 {
     struct diag d;
@@ -355,13 +371,15 @@ START_TEST(valid_forms)
         "namespace  q:  instance=durable ttl=none max-ttl=1h owner=queues   # max-ttl caps clients\n"
         "namespace \"sp ace:\" instance=cache ttl=90s owner=c purpose=\"a # not a comment, \\\"q\\\" \\\\\"\n"
         "namespace  u:  instance=durable ttl=none near-cache=60s owner=api\n"
-        "channel    push: instance=cache owner=notifications\n");
+        "channel    push: instance=cache owner=notifications\n"
+        "namespace  kg: instance=durable ttl=none owner=keygate\n");
     struct diag d = {0};
     struct registry *r = registry_load(path, instances, 2, &d);
     for (size_t i = 0; i < d.count; i++) fprintf(stderr, "  diag: %s\n", d.lines[i]);
     ck_assert_ptr_nonnull(r);
-    ck_assert_uint_eq(r->count, 4);
+    ck_assert_uint_eq(r->count, 5);
     const struct namespace_entry *e = registry_lookup(r, NS_KEY, "q:1", 3);
+    ck_assert_ptr_null(e->nc_stream);
     ck_assert_int_eq(e->ttl_ms, 0);
     ck_assert_int_eq(e->max_ttl_ms, 3600000);
     ck_assert_int_eq(e->line, 2);
@@ -371,6 +389,10 @@ START_TEST(valid_forms)
     ck_assert_int_eq(e->ttl_ms, 90000);
     e = registry_lookup(r, NS_KEY, "u:1", 3);
     ck_assert_int_eq(e->near_cache_ms, 60000);
+    ck_assert_str_eq(e->nc_stream, "kg:nc:{u:}:stream"); /* in the keygate-owned namespace, hash-tagged */
+    ck_assert_uint_eq(e->nc_stream_len, strlen("kg:nc:{u:}:stream"));
+    ck_assert_str_eq(e->nc_markers, "kg:nc:{u:}:markers");
+    ck_assert_uint_eq(e->nc_markers_len, strlen("kg:nc:{u:}:markers"));
     ck_assert_str_eq(e->purpose, "");
     e = registry_lookup(r, NS_CHANNEL, "push:x", 6);
     ck_assert_int_eq(e->kind, NS_CHANNEL);
@@ -422,16 +444,18 @@ START_TEST(print_plain_aligned)
     char *path = write_temp("namespace long:prefix: instance=durable ttl=1h max-ttl=1d owner=o "
                             "purpose=\"p|q — x\"\n"
                             "channel c: instance=cache owner=own purpose=\"\"\n"
-                            "namespace n: instance=cache ttl=none near-cache=60s owner=a\n");
+                            "namespace n: instance=cache ttl=none near-cache=60s owner=a\n"
+                            "namespace k: instance=cache ttl=none owner=keygate\n");
     struct diag d = {0};
     struct registry *r = registry_load(path, instances, 2, &d);
     ck_assert_ptr_nonnull(r);
     char *s = print_to_string(r, 0);
     const char *want = "Namespace     Purpose  Instance  TTL                  Max TTL  Owner\n"
-                       "------------  -------  --------  -------------------  -------  -----\n"
+                       "------------  -------  --------  -------------------  -------  -------\n"
                        "long:prefix:  p|q — x  durable   1h                   1d       o\n"
                        "c:                     cache     (pub/sub)            -        own\n"
-                       "n:                     cache     none, near-cache 1m  -        a\n";
+                       "n:                     cache     none, near-cache 1m  -        a\n"
+                       "k:                     cache     none                 -        keygate\n";
     ck_assert_msg(strcmp(s, want) == 0, "got:\n%s", s);
     free(s);
     s = print_to_string(r, 1);
@@ -565,6 +589,7 @@ static Suite *registry_suite(void)
     tcase_add_test(tc, error_max_ttl_below_ttl);
     tcase_add_test(tc, error_sliding_without_ttl);
     tcase_add_test(tc, error_key_fields_on_channel);
+    tcase_add_test(tc, error_near_cache_needs_keygate_namespace);
     tcase_add_test(tc, error_duplicate_prefix_names_first_line);
     tcase_add_test(tc, error_unterminated_quote);
     tcase_add_test(tc, error_empty_file_at_line_0);

@@ -1,0 +1,128 @@
+/* nccore.h: the near cache's generic core: entries by bytes with LRU, per-namespace cursor, the race rule, flushes. */
+#ifndef KEYGATE_NCCORE_H
+#define KEYGATE_NCCORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * One cache (one per worker thread: no lock on the hit path). It knows nothing of Redis
+ * types: an entry is (namespace slot, key) -> (type byte, element count, value bytes), with
+ * an expiry; the table of cached reads (ncpolicy.h) fills and renders them. Pure: no I/O, no
+ * clock (the caller passes now_ms).
+ *
+ *   fill:       ticket = nccore_ticket(ns)  ...the read travels...  nccore_store(ticket, ...)
+ *               stored only if neither the namespace's stream cursor nor its local write
+ *               generation moved meanwhile (seed step 5; a local write counts as one)
+ *   stream:     nccore_stream_apply(ns, id, key): the cursor moves, THEN the key is evicted
+ *   local write nccore_local_write(ns, key): evicted at once, the generation moves
+ *   gap:        nccore_flush(ns): every entry of the namespace goes, the generation moves
+ */
+
+enum nc_evict_cause { NC_EVICT_WRITE = 0, NC_EVICT_STREAM, NC_EVICT_TTL, NC_EVICT_LRU, NC_EVICT_GAP, NC_EVICT_COUNT };
+
+/* A stream entry id "MS-SEQ" as two numbers; {0,0} is "0" (before every entry). */
+struct nc_id {
+    uint64_t ms, seq;
+};
+
+struct nc_entry {
+    struct nc_entry *hnext;         /* hash chain */
+    struct nc_entry *lprev, *lnext; /* LRU list: lru_head is the most recently used */
+    uint64_t hash;
+    int64_t expires_ms; /* not served at or past this (min of near-cache=D and the key's PTTL) */
+    uint32_t ns;        /* namespace slot */
+    uint32_t key_len, val_len;
+    uint32_t nelem; /* elements of a set or hash (the value's format is the table's, ncpolicy.h) */
+    uint8_t type;   /* the table's type byte (ncpolicy.h: absent, string, set, hash, other) */
+    size_t bytes;   /* what it counts against the bound */
+    char data[];    /* key bytes, then value bytes */
+};
+
+/* Per namespace slot: where its stream stands and what happened to it (this cache's counts). */
+struct nc_ns {
+    struct nc_id cursor; /* the last stream entry applied */
+    uint64_t gen;        /* local writes and flushes: moves when a fill in flight may be stale */
+    int serving;         /* 0: no entry is served (its stream is down or catching up) */
+    uint64_t entries, bytes;
+    uint64_t hits, misses, fills, raced, evictions[NC_EVICT_COUNT];
+};
+
+struct nc_cache {
+    struct nc_entry **buckets;
+    size_t nbuckets, count;
+    struct nc_entry *lru_head, *lru_tail;
+    size_t bytes, max_bytes;
+    struct nc_ns *ns;
+    size_t nns;
+};
+
+/* What a fill saw when it started (nccore_ticket). */
+struct nc_ticket {
+    uint32_t ns;
+    struct nc_id cursor;
+    uint64_t gen;
+};
+
+enum nc_store_result { NC_STORED = 0, NC_RACED, NC_TOO_BIG };
+
+/* An empty cache of nns namespace slots bounded to max_bytes (entries' bytes); all serving. */
+void nccore_init(struct nc_cache *c, size_t max_bytes, size_t nns);
+
+/* Free every entry and the tables. */
+void nccore_free(struct nc_cache *c);
+
+/* The bytes an entry of key_len + val_len counts (header included). */
+size_t nccore_entry_bytes(size_t key_len, size_t val_len);
+
+/* The largest value nccore_store takes: a sixteenth of the bound (issue 20). */
+static inline size_t nccore_max_value(const struct nc_cache *c)
+{
+    return c->max_bytes / 16;
+}
+
+/* The servable entry of (ns, key), made the most recent; NULL when there is none, the namespace
+ * is not serving, or it expired (then it is evicted, cause TTL). Counts a hit or a miss. */
+struct nc_entry *nccore_find(struct nc_cache *c, uint32_t ns, const char *key, size_t len, int64_t now_ms);
+
+/* The entry of (ns, key) without counting, serving check or expiry (tests, MGET's all-or-none). */
+struct nc_entry *nccore_peek(struct nc_cache *c, uint32_t ns, const char *key, size_t len, int64_t now_ms);
+
+/* Where ns stands before a fill is sent. */
+struct nc_ticket nccore_ticket(const struct nc_cache *c, uint32_t ns);
+
+/*
+ * Store a fill's value (replacing any entry of the key) unless the ticket's cursor or
+ * generation moved (NC_RACED: the value is still a fine answer for the read that fetched it,
+ * but an invalidation may have missed it) or it is larger than nccore_max_value (NC_TOO_BIG:
+ * then an empty entry of type big_type is stored in its place, which the table reads as "do
+ * not fill this key again"). Past the bound, least recently used entries are evicted (cause
+ * LRU). Counts the fill.
+ */
+enum nc_store_result nccore_store(struct nc_cache *c, const struct nc_ticket *t, const char *key, size_t key_len,
+                                  uint8_t type, uint32_t nelem, const char *val, size_t val_len, int64_t expires_ms,
+                                  uint8_t big_type);
+
+/* A write through this keygate to (ns, key): evicted now (cause WRITE); the generation moves. */
+void nccore_local_write(struct nc_cache *c, uint32_t ns, const char *key, size_t len);
+
+/* A stream entry of ns (its id and key) read by the reader: the cursor moves, then the key goes. */
+void nccore_stream_apply(struct nc_cache *c, uint32_t ns, struct nc_id id, const char *key, size_t len);
+
+/* Every entry of ns goes (cause); the generation moves. */
+void nccore_flush(struct nc_cache *c, uint32_t ns, enum nc_evict_cause cause);
+
+/* Serve ns's entries (on) or none (off: its stream connection is down or catching up). */
+void nccore_set_serving(struct nc_cache *c, uint32_t ns, int on);
+
+/* Parse a stream id "MS-SEQ" (or "MS", or "0"); 0, or -1 when it is not one. */
+int nccore_id_parse(const char *s, size_t len, struct nc_id *out);
+
+/* -1, 0, 1 as a is below, equal to or above b. */
+static inline int nccore_id_cmp(struct nc_id a, struct nc_id b)
+{
+    if (a.ms != b.ms) return a.ms < b.ms ? -1 : 1;
+    return a.seq < b.seq ? -1 : a.seq > b.seq;
+}
+
+#endif

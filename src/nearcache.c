@@ -1,0 +1,1158 @@
+/* nearcache.c: the near cache in the request path (hits, fills, local writes) and its stream readers. */
+#include "nearcache.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "cmdclass.h"
+#include "nccore.h"
+#include "ncpolicy.h"
+#include "syncconn.h"
+
+/* ---- the process: namespaces followed, per-worker state, readers ---- */
+
+/* One near-cache namespace the readers follow (a slot: nccore's namespace index). */
+struct nc_slot {
+    char *prefix, *stream, *markers;
+    size_t stream_len, markers_len;
+    int instance;
+    struct nc_id cursor; /* the reader's (its thread only) */
+    /* atomic, wall-clock ms: entries are served only before this. The reader moves it forward
+     * after each read that found the stream caught up (the read checks for gaps too), and to 0
+     * when its connection is lost; a reader that stalls (a frozen process, a hung network)
+     * stops vouching within NC_VOUCH_MS. */
+    int64_t vouched_until_ms;
+};
+
+/* How long one caught-up read vouches for a namespace's entries: the blocking read wakes the
+ * reader at least every second, so a healthy reader renews it well before. */
+#define NC_VOUCH_MS 3000
+
+/* What a reader tells a worker, in order. */
+enum nc_msg_kind { NC_MSG_ENTRY = 0, NC_MSG_FLUSH, NC_MSG_SERVE, NC_MSG_DOWN };
+
+struct nc_msg {
+    uint8_t kind;
+    uint32_t slot;
+    struct nc_id id;
+    char *key; /* NC_MSG_ENTRY: heap, the worker frees it */
+    size_t key_len;
+};
+
+/* Lag histogram buckets (ms between an invalidation's XADD id time and its eviction here). */
+#define NC_LAG_BUCKETS 10
+static const int64_t nc_lag_le[NC_LAG_BUCKETS] = {1, 2, 5, 10, 25, 50, 100, 250, 1000, 5000};
+
+struct nc_slot_stats {
+    uint64_t lag[NC_LAG_BUCKETS + 1]; /* the last: above every bound */
+    uint64_t lag_count;
+    int64_t lag_sum_ms;
+};
+
+/* One worker's near cache: its cache, its inbox, its map from registry entries to slots. */
+struct nc_worker {
+    struct nearcache *nc;
+    struct worker *w;
+    struct nc_cache cache;
+    const struct config *mapped; /* the config slot_of was built for */
+    int32_t *slot_of;            /* registry entry index -> slot, -1: not followed */
+    size_t nslot_of;
+    struct nc_slot_stats *sstats; /* per slot */
+    struct bytebuf out;           /* a hit's reply is rendered here (kept: no allocation per hit) */
+    /* inbox: written by readers under mu, read by the worker */
+    pthread_mutex_t mu;
+    struct nc_msg *msgs;
+    size_t nmsgs, cap;
+    int pipe[2];
+    int signaled; /* under mu: a byte is in the pipe */
+    struct event *ev;
+};
+
+struct nc_reader {
+    struct nearcache *nc;
+    int instance;
+    struct instance_conf conf; /* its own copy (config_instance_copy) */
+    pthread_t thread;
+    int started;
+};
+
+struct nearcache {
+    struct proxy *proxy;
+    struct nc_slot *slots;
+    size_t nslots;
+    struct nc_worker *workers; /* one per proxy worker */
+    int nworkers;
+    struct nc_reader readers[CONFIG_MAX_INSTANCES];
+    int nreaders;
+    char *group;
+    int64_t trim_interval_ms, marker_timeout_ms;
+    int stop; /* atomic */
+};
+
+/* The test hook (README): KEYGATE_NEAR_CACHE_FILL_DELAY_MS holds every fill's reply that long
+ * before it is used, so an integration test can make an invalidation cross a fill. 0: none. */
+static int64_t nc_fill_delay_ms;
+
+/* ---- the worker side ---- */
+
+/* The slot of registry entry e for w's current config (built again after a reload). */
+static int nc_slot_for(struct nc_worker *nw, const struct namespace_entry *e)
+{
+    const struct config *cfg = nw->w->cfg;
+    if (nw->mapped != cfg) {
+        size_t n = cfg->registry->count + 1;
+        free(nw->slot_of);
+        nw->slot_of = xmalloc(n * sizeof(*nw->slot_of));
+        nw->nslot_of = n;
+        for (size_t i = 0; i < n; i++) {
+            const struct namespace_entry *x = registry_entry(cfg->registry, i);
+            nw->slot_of[i] = -1;
+            for (size_t s = 0; x && x->nc_stream && s < nw->nc->nslots; s++)
+                if (strcmp(nw->nc->slots[s].stream, x->nc_stream) == 0) nw->slot_of[i] = (int32_t)s;
+        }
+        nw->mapped = cfg;
+    }
+    return e && e->index < nw->nslot_of ? nw->slot_of[e->index] : -1;
+}
+
+static struct nc_worker *nc_of(struct worker *w)
+{
+    return w->nc;
+}
+
+/* Apply what the readers sent (worker thread): in order, so a slot's cursor only moves forward. */
+static void nc_inbox_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct nc_worker *nw = arg;
+    char buf[64];
+    (void)what;
+    pthread_mutex_lock(&nw->mu);
+    while (read(fd, buf, sizeof(buf)) > 0) {
+    }
+    __atomic_store_n(&nw->signaled, 0, __ATOMIC_RELEASE);
+    struct nc_msg *msgs = nw->msgs;
+    size_t n = nw->nmsgs;
+    nw->msgs = NULL;
+    nw->nmsgs = nw->cap = 0;
+    pthread_mutex_unlock(&nw->mu);
+    int64_t now = clock_wall_ms();
+    for (size_t i = 0; i < n; i++) {
+        struct nc_msg *m = &msgs[i];
+        switch ((enum nc_msg_kind)m->kind) {
+        case NC_MSG_ENTRY: {
+            nccore_stream_apply(&nw->cache, m->slot, m->id, m->key, m->key_len);
+            struct nc_slot_stats *st = &nw->sstats[m->slot];
+            if (m->key_len == 0) { /* a cursor move (a new reader's start), no invalidation */
+                free(m->key);
+                break;
+            }
+            int64_t lag = now - (int64_t)m->id.ms;
+            if (lag < 0) lag = 0;
+            size_t b = 0;
+            while (b < NC_LAG_BUCKETS && lag > nc_lag_le[b]) b++;
+            st->lag[b]++;
+            st->lag_count++;
+            st->lag_sum_ms += lag;
+            free(m->key);
+            break;
+        }
+        case NC_MSG_FLUSH:
+            nccore_flush(&nw->cache, m->slot, NC_EVICT_GAP);
+            break;
+        case NC_MSG_SERVE:
+            nccore_set_serving(&nw->cache, m->slot, 1);
+            break;
+        case NC_MSG_DOWN:
+            nccore_set_serving(&nw->cache, m->slot, 0);
+            break;
+        }
+    }
+    free(msgs);
+}
+
+/* Reader thread: append messages to every worker's inbox, waking each once. */
+static void nc_post(struct nearcache *nc, const struct nc_msg *m, size_t n)
+{
+    if (n == 0) return;
+    for (int k = 0; k < nc->nworkers; k++) {
+        struct nc_worker *nw = &nc->workers[k];
+        pthread_mutex_lock(&nw->mu);
+        if (nw->nmsgs + n > nw->cap) {
+            nw->cap = (nw->nmsgs + n) * 2;
+            nw->msgs = xrealloc(nw->msgs, nw->cap * sizeof(*nw->msgs));
+        }
+        for (size_t i = 0; i < n; i++) {
+            struct nc_msg c = m[i];
+            if (c.kind == NC_MSG_ENTRY) c.key = xmemdup(m[i].key, m[i].key_len);
+            nw->msgs[nw->nmsgs++] = c;
+        }
+        int wake = !nw->signaled;
+        __atomic_store_n(&nw->signaled, 1, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&nw->mu);
+        if (wake && write(nw->pipe[1], "x", 1) < 0 && errno != EAGAIN)
+            log_event(LOG_WARN, "near_cache_wake", NULL, "near cache: cannot wake worker %d: %s", k, strerror(errno));
+    }
+}
+
+/* 1 when w may answer from slot's entries now: its reader vouched for them recently, and every
+ * message it posted before vouching is applied (drained here when some are pending). */
+static int nc_vouched(struct nc_worker *nw, int slot, int64_t now_ms)
+{
+    /* the vouch first (acquire): the messages posted before it are then seen pending below */
+    int64_t until = __atomic_load_n(&nw->nc->slots[slot].vouched_until_ms, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&nw->signaled, __ATOMIC_ACQUIRE)) nc_inbox_cb(nw->pipe[0], EV_READ, nw);
+    return now_ms < until;
+}
+
+/* ---- the request path ---- */
+
+/* What a request of the near cache carries (req->nc, one heap block, freed with the request). */
+enum nc_blob_kind { NC_BLOB_FILL = 1, NC_BLOB_WRITES, NC_BLOB_PREFETCH };
+
+struct nc_fill {
+    uint8_t kind; /* NC_BLOB_FILL */
+    uint8_t resp3;
+    struct nc_ticket ticket;
+    const struct nc_read *row;
+    int64_t sent_ms, near_ms;
+    int64_t delay_until_ms;
+    size_t argc;
+    /* argc lengths (size_t), then the arguments' bytes one after the other */
+    char data[];
+};
+
+struct nc_writes {
+    uint8_t kind; /* NC_BLOB_WRITES */
+    size_t len;
+    char data[]; /* records: u32 slot, u32 length, key bytes */
+};
+
+/* MGET's missing keys, each read by a fill of its own after the MGET (their replies only stored). */
+struct nc_prefetch_key {
+    struct nc_ticket ticket;
+    size_t off, len; /* the key in data */
+};
+
+struct nc_prefetch {
+    uint8_t kind; /* NC_BLOB_PREFETCH */
+    int64_t sent_ms, near_ms;
+    size_t n;
+    struct nc_prefetch_key *keys; /* points into data */
+    char data[];                  /* the keys array, then the keys' bytes */
+};
+
+/* A writes blob holding records[0..len). */
+static struct nc_writes *nc_writes_new(const char *records, size_t len)
+{
+    struct nc_writes *wr = xmalloc(sizeof(*wr) + len);
+    wr->kind = NC_BLOB_WRITES;
+    wr->len = len;
+    if (len) memcpy(wr->data, records, len);
+    return wr;
+}
+
+/* Append (slot, key) to a records buffer. */
+static void nc_record(struct bytebuf *b, uint32_t slot, const char *key, size_t len)
+{
+    uint32_t l = (uint32_t)len;
+    bytebuf_add(b, &slot, sizeof(slot));
+    bytebuf_add(b, &l, sizeof(l));
+    bytebuf_add(b, key, len);
+}
+
+/* Evict every record of p[0..n) from w's cache (a local write: the generation moves). */
+static void nc_evict_records(struct nc_worker *nw, const char *p, size_t n)
+{
+    size_t pos = 0;
+    while (pos < n) {
+        uint32_t slot, len;
+        memcpy(&slot, p + pos, sizeof(slot));
+        memcpy(&len, p + pos + 4, sizeof(len));
+        nccore_local_write(&nw->cache, slot, p + pos + 8, len);
+        pos += 8 + len;
+    }
+}
+
+/* The records of plan's invalidations whose namespace is followed, appended to b. */
+static void nc_plan_records(struct nc_worker *nw, struct client *c, const struct plan *plan, struct bytebuf *b)
+{
+    for (uint32_t i = 0; i < plan->inval.n; i++) {
+        int slot = nc_slot_for(nw, plan->inval.key[i].ns);
+        uint32_t a = plan->inval.key[i].argi;
+        if (slot >= 0) nc_record(b, (uint32_t)slot, c->argv[a], c->argvlen[a]);
+    }
+}
+
+void nearcache_writes(struct client *c, struct request *req, const struct plan *plan)
+{
+    struct nc_worker *nw = nc_of(c->worker);
+    if (!nw || plan->inval.n == 0) return;
+    struct bytebuf b = {0};
+    nc_plan_records(nw, c, plan, &b);
+    nc_evict_records(nw, b.p, b.len);
+    assert(!req->nc);
+    if (b.len) req->nc = nc_writes_new(b.p, b.len);
+    bytebuf_free(&b);
+}
+
+void nearcache_queued(struct client *c, const struct plan *plan)
+{
+    struct nc_worker *nw = nc_of(c->worker);
+    if (!nw || plan->inval.n == 0) return;
+    size_t from = c->nc_multi.len;
+    nc_plan_records(nw, c, plan, &c->nc_multi);
+    nc_evict_records(nw, c->nc_multi.p + from, c->nc_multi.len - from);
+}
+
+void nearcache_exec(struct client *c, struct request *req)
+{
+    struct nc_worker *nw = nc_of(c->worker);
+    if (!nw || c->nc_multi.len == 0) return;
+    nc_evict_records(nw, c->nc_multi.p, c->nc_multi.len);
+    assert(!req->nc);
+    req->nc = nc_writes_new(c->nc_multi.p, c->nc_multi.len);
+    c->nc_multi.len = 0;
+}
+
+void nearcache_write_replied(struct request *req)
+{
+    struct nc_writes *wr = req->nc;
+    if (!wr || wr->kind != NC_BLOB_WRITES) return;
+    struct nc_worker *nw = nc_of(req->worker);
+    if (nw) nc_evict_records(nw, wr->data, wr->len);
+    /* a fill that started after the write was sent and was read before it may have been stored
+     * meanwhile: this second eviction (and generation) comes before the client sees its reply */
+}
+
+/* The cached value of an entry, as the rows read it. */
+static struct nc_value nc_value_of(const struct nc_entry *e)
+{
+    return (struct nc_value){.type = e->type, .nelem = e->nelem, .val = e->data + e->key_len, .len = e->val_len};
+}
+
+/* MGET with every key in followed namespaces: answered when every key is cached (NEARCACHE_HIT);
+ * else the keys not cached are prefetched by fills sent after the MGET (NEARCACHE_PREFETCH, req->nc
+ * set), whose replies are stored only: the MGET's own reply is Redis's. */
+static enum nearcache_verdict nc_try_mget(struct nc_worker *nw, struct client *c, struct request *req,
+                                          const struct plan *plan, const struct policy_request *pr)
+{
+    size_t n = pr->argc - 1;
+    struct nc_value stack_vals[16];
+    int stack_slots[16];
+    struct nc_value *vals = n <= 16 ? stack_vals : xmalloc(n * sizeof(*vals));
+    int *slots = n <= 16 ? stack_slots : xmalloc(n * sizeof(*slots));
+    size_t missing = 0, missing_bytes = 0, uncacheable = 0;
+    const struct registry *reg = c->worker->cfg->registry;
+    for (size_t i = 0; i < n; i++) {
+        const struct namespace_entry *e = registry_resolve(reg, NS_KEY, pr->argv[i + 1], pr->argvlen[i + 1]);
+        int slot = slots[i] = nc_slot_for(nw, e);
+        int vouched = slot >= 0 && nc_vouched(nw, slot, c->now_ms) && nw->cache.ns[slot].serving;
+        struct nc_entry *ent =
+            vouched ? nccore_peek(&nw->cache, (uint32_t)slot, pr->argv[i + 1], pr->argvlen[i + 1], c->now_ms) : NULL;
+        if (ent && ent->type != NC_T_BIG)
+            vals[i] = nc_value_of(ent);
+        else if (slot >= 0 && !ent)
+            missing++, missing_bytes += pr->argvlen[i + 1], vals[i].type = UINT8_MAX; /* to be prefetched */
+        else
+            uncacheable++; /* not vouched for, too large, or not followed: neither answered nor prefetched */
+    }
+    enum nearcache_verdict v = NEARCACHE_PASS;
+    if (missing == 0 && uncacheable == 0) {
+        for (size_t i = 0; i < n; i++) /* counted as hits, made the most recent */
+            (void)nccore_find(&nw->cache, (uint32_t)slots[i], pr->argv[i + 1], pr->argvlen[i + 1], c->now_ms);
+        nw->out.len = 0;
+        ncpolicy_render_mget(vals, n, c->resp3, &nw->out);
+        request_complete(req, nw->out.p, nw->out.len);
+        if (nw->out.cap > (1u << 20)) bytebuf_free(&nw->out);
+        v = NEARCACHE_HIT;
+    } else if (missing > 0) {
+        if (missing > NEARCACHE_PREFETCH_MAX) missing = NEARCACHE_PREFETCH_MAX;
+        struct nc_prefetch *pf = xmalloc(sizeof(*pf) + missing * sizeof(struct nc_prefetch_key) + missing_bytes);
+        pf->kind = NC_BLOB_PREFETCH;
+        pf->sent_ms = clock_wall_ms();
+        pf->near_ms = plan->ns->near_cache_ms;
+        pf->keys = (struct nc_prefetch_key *)(void *)pf->data;
+        pf->n = 0;
+        char *p = pf->data + missing * sizeof(struct nc_prefetch_key);
+        for (size_t i = 0; i < n && pf->n < missing; i++) {
+            if (vals[i].type != UINT8_MAX) continue;
+            nw->cache.ns[slots[i]].misses++;
+            struct nc_prefetch_key *k = &pf->keys[pf->n++];
+            k->ticket = nccore_ticket(&nw->cache, (uint32_t)slots[i]);
+            k->off = (size_t)(p - pf->data);
+            k->len = pr->argvlen[i + 1];
+            memcpy(p, pr->argv[i + 1], k->len);
+            p += k->len;
+        }
+        assert(!req->nc);
+        req->nc = pf;
+        v = NEARCACHE_PREFETCH;
+    }
+    if (vals != stack_vals) free(vals);
+    if (slots != stack_slots) free(slots);
+    return v;
+}
+
+size_t nearcache_prefetch_count(const struct request *req)
+{
+    const struct nc_prefetch *pf = req->nc;
+    return pf && pf->kind == NC_BLOB_PREFETCH ? pf->n : 0;
+}
+
+const char *nearcache_prefetch_key(const struct request *req, size_t i, size_t *len)
+{
+    const struct nc_prefetch *pf = req->nc;
+    assert(pf && pf->kind == NC_BLOB_PREFETCH && i < pf->n);
+    *len = pf->keys[i].len;
+    return pf->data + pf->keys[i].off;
+}
+
+void nearcache_prefetch_reply(struct request *req, size_t i, const char *reply, size_t len)
+{
+    struct nc_prefetch *pf = req->nc;
+    struct nc_worker *nw = nc_of(req->worker);
+    assert(pf && pf->kind == NC_BLOB_PREFETCH && i < pf->n);
+    uint8_t type;
+    int64_t pttl;
+    uint32_t nelem;
+    struct bytebuf value = {0};
+    if (nw && reply && ncpolicy_fill_parse(reply, len, &type, &pttl, &nelem, &value) == 0) {
+        int64_t life = pf->near_ms;
+        if (pttl >= 0 && pttl < life) life = pttl;
+        (void)nccore_store(&nw->cache, &pf->keys[i].ticket, pf->data + pf->keys[i].off, pf->keys[i].len, type, nelem,
+                           value.p, value.len, pf->sent_ms + life, NC_T_BIG);
+    }
+    bytebuf_free(&value);
+}
+
+enum nearcache_verdict nearcache_try(struct client *c, struct request *req, const struct plan *plan,
+                                     const struct policy_request *pr)
+{
+    struct nc_worker *nw = nc_of(c->worker);
+    if (!nw || plan->kind != PLAN_FORWARD || !plan->ns || plan->ns->near_cache_ms <= 0) return NEARCACHE_PASS;
+    /* a plain read on the shared connection: no TTL rewrite, no transaction, no pin */
+    if (plan->writes || plan->flow != FLOW_SHARED || c->session.mode != SESSION_NORMAL || plan->nappend ||
+        plan->ttl.nfix || plan->ttl.getex || c->watch_pin)
+        return NEARCACHE_PASS;
+    if (plan->merge == MERGE_NONE && cmdclass_id(pr->cmd) == CID_MGET && plan->nmore_ns == 0)
+        return nc_try_mget(nw, c, req, plan, pr); /* one namespace; split: forwarded */
+    if (plan->merge != MERGE_NONE) return NEARCACHE_PASS;
+    const struct nc_read *row = ncpolicy_read(pr->cmd);
+    if (!row) return NEARCACHE_PASS;
+    int slot = nc_slot_for(nw, plan->ns);
+    if (slot < 0) return NEARCACHE_PASS;
+    struct nc_entry *e = NULL;
+    if (nc_vouched(nw, slot, c->now_ms))
+        e = nccore_find(&nw->cache, (uint32_t)slot, pr->argv[1], pr->argvlen[1], c->now_ms);
+    else
+        nw->cache.ns[slot].misses++; /* not vouched for: the fill's value is kept, served once it is */
+    if (e && e->type == NC_T_BIG) return NEARCACHE_PASS; /* too large to cache: as if not a cached read */
+    if (e) {
+        struct nc_value v = nc_value_of(e);
+        nw->out.len = 0;
+        row->render(&v, pr->argc, pr->argv, pr->argvlen, c->resp3, &nw->out);
+        request_complete(req, nw->out.p, nw->out.len);
+        if (nw->out.cap > (1u << 20)) bytebuf_free(&nw->out); /* a large value's buffer is not kept */
+        return NEARCACHE_HIT;
+    }
+    /* a miss: the fill reads the whole value on the primary; the reply is rendered from it */
+    size_t bytes = sizeof(struct nc_fill) + pr->argc * sizeof(size_t);
+    for (size_t i = 0; i < pr->argc; i++) bytes += pr->argvlen[i];
+    struct nc_fill *f = xmalloc(bytes);
+    f->kind = NC_BLOB_FILL;
+    f->resp3 = (uint8_t)c->resp3;
+    f->ticket = nccore_ticket(&nw->cache, (uint32_t)slot);
+    f->row = row;
+    f->sent_ms = clock_wall_ms();
+    f->near_ms = plan->ns->near_cache_ms;
+    f->delay_until_ms = nc_fill_delay_ms ? clock_mono_ms() + nc_fill_delay_ms : 0;
+    f->argc = pr->argc;
+    size_t *lens = (size_t *)(void *)f->data;
+    char *p = f->data + pr->argc * sizeof(size_t);
+    for (size_t i = 0; i < pr->argc; i++) {
+        lens[i] = pr->argvlen[i];
+        memcpy(p, pr->argv[i], pr->argvlen[i]);
+        p += pr->argvlen[i];
+    }
+    assert(!req->nc);
+    req->nc = f;
+    return NEARCACHE_FILL;
+}
+
+/* The test hook's wait: this thread sleeps (the fill's worker only; tests run one client). */
+static void nc_fill_wait(const struct nc_fill *f)
+{
+    int64_t left = f->delay_until_ms - clock_mono_ms();
+    if (left <= 0) return;
+    struct timespec ts = {.tv_sec = left / 1000, .tv_nsec = (left % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+void nearcache_fill_reply(struct request *req, const char *reply, size_t len, const char *fail)
+{
+    struct nc_fill *f = req->nc;
+    assert(f && f->kind == NC_BLOB_FILL);
+    if (!reply) {
+        request_answer_error(req, fail);
+        return;
+    }
+    if (f->delay_until_ms) {
+        nc_fill_wait(f);
+        /* readers' messages that came meanwhile are applied first: the race the hook makes */
+        struct nc_worker *nw = nc_of(req->worker);
+        if (nw) nc_inbox_cb(nw->pipe[0], EV_READ, nw);
+    }
+    struct nc_worker *nw = nc_of(req->worker);
+    uint8_t type;
+    int64_t pttl;
+    uint32_t nelem;
+    struct bytebuf value = {0};
+    if (!nw || ncpolicy_fill_parse(reply, len, &type, &pttl, &nelem, &value) != 0) {
+        request_answer(req, reply, len); /* an error (or anything else): the client's as it came */
+        bytebuf_free(&value);
+        return;
+    }
+    const size_t *lens = (const size_t *)(const void *)f->data;
+    const char *argv_stack[16];
+    const char **argv = f->argc <= 16 ? argv_stack : xmalloc(f->argc * sizeof(*argv));
+    const char *p = f->data + f->argc * sizeof(size_t);
+    for (size_t i = 0; i < f->argc; i++) {
+        argv[i] = p;
+        p += lens[i];
+    }
+    /* the entry never outlives the key: its PTTL counted from when the fill was sent */
+    int64_t life = f->near_ms;
+    if (pttl >= 0 && pttl < life) life = pttl;
+    /* too large: an NC_T_BIG entry makes its next reads go to Redis as they came, not as fills */
+    (void)nccore_store(&nw->cache, &f->ticket, argv[1], lens[1], type, nelem, value.p, value.len, f->sent_ms + life,
+                       NC_T_BIG);
+    struct nc_value v = {.type = type, .nelem = nelem, .val = value.p, .len = value.len};
+    struct bytebuf out = {0};
+    f->row->render(&v, f->argc, argv, lens, f->resp3, &out);
+    request_answer(req, out.p, out.len);
+    bytebuf_free(&out);
+    bytebuf_free(&value);
+    if (argv != argv_stack) free(argv);
+}
+
+/* ---- the readers (one thread per instance, a connection of its own) ---- */
+
+static int nc_stopping(const struct nearcache *nc)
+{
+    return __atomic_load_n(&nc->stop, __ATOMIC_ACQUIRE);
+}
+
+/* Sleep ms (in slices, so a stop is seen within 100 ms); 1 when stopping. */
+static int nc_sleep(struct nearcache *nc, int64_t ms)
+{
+    while (ms > 0 && !nc_stopping(nc)) {
+        int64_t step = ms < 100 ? ms : 100;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = step * 1000000};
+        nanosleep(&ts, NULL);
+        ms -= step;
+    }
+    return nc_stopping(nc);
+}
+
+static void nc_id_format(struct nc_id id, char *buf, size_t len)
+{
+    snprintf(buf, len, "%llu-%llu", (unsigned long long)id.ms, (unsigned long long)id.seq);
+}
+
+/* The most namespaces one reader follows (one XREAD names them all). */
+#define NC_READER_MAX 64
+
+/* The slots of reader r's instance, into idx (returns how many, at most NC_READER_MAX). */
+static size_t nc_reader_slots(const struct nc_reader *r, size_t *idx)
+{
+    size_t n = 0;
+    for (size_t s = 0; s < r->nc->nslots; s++) {
+        if (r->nc->slots[s].instance != r->instance) continue;
+        if (n == NC_READER_MAX) { /* never vouched for: never served (its writes still carry their XADD) */
+            log_event(LOG_WARN, "near_cache", NULL, "near cache: more than %d namespaces on '%s': '%s' is not cached",
+                      NC_READER_MAX, r->conf.name, r->nc->slots[s].prefix);
+            continue;
+        }
+        idx[n++] = s;
+    }
+    return n;
+}
+
+/* A reply that is an array (else NULL): hiredis's shape of every reply read here. */
+static int nc_is_array(const redisReply *r)
+{
+    return r && r->type == REDIS_REPLY_ARRAY;
+}
+
+/* The value of field `name` in a flat field/value array (XINFO STREAM), or NULL. */
+static const redisReply *nc_field(const redisReply *r, const char *name)
+{
+    if (!nc_is_array(r)) return NULL;
+    for (size_t i = 0; i + 1 < r->elements; i += 2)
+        if (r->element[i]->type == REDIS_REPLY_STRING || r->element[i]->type == REDIS_REPLY_STATUS)
+            if (strcmp(r->element[i]->str, name) == 0) return r->element[i + 1];
+    return NULL;
+}
+
+/*
+ * XINFO STREAM's verdict for slot s: 1 when entries the reader has not applied may be gone
+ * (the stream vanished, its first entry is above the cursor, or its last id is below it), so
+ * the namespace must be flushed; *last is the stream's last id (0 when it has none).
+ */
+static int nc_gap(const struct nc_slot *s, const redisReply *info, struct nc_id *last)
+{
+    struct nc_id zero = {0, 0};
+    *last = zero;
+    int at_start = nccore_id_cmp(s->cursor, zero) == 0;
+    if (!info || info->type == REDIS_REPLY_ERROR) return !at_start; /* no such key: gone (or never made) */
+    const redisReply *lg = nc_field(info, "last-generated-id"), *first = nc_field(info, "first-entry"),
+                     *length = nc_field(info, "length");
+    if (lg && lg->type == REDIS_REPLY_STRING) (void)nccore_id_parse(lg->str, lg->len, last);
+    if (at_start) return 0;                            /* a new reader: its cache holds nothing of this namespace yet */
+    if (nccore_id_cmp(*last, s->cursor) < 0) return 1; /* made again since the cursor */
+    if (length && length->type == REDIS_REPLY_INTEGER && length->integer == 0)
+        return nccore_id_cmp(*last, s->cursor) > 0; /* emptied past the cursor: trimmed unread */
+    struct nc_id f;
+    if (nc_is_array(first) && first->elements >= 1 && first->element[0]->type == REDIS_REPLY_STRING &&
+        nccore_id_parse(first->element[0]->str, first->element[0]->len, &f) == 0)
+        return nccore_id_cmp(f, s->cursor) > 0;
+    return 0;
+}
+
+/* Append one command of argc words (NUL-terminated) to conn. */
+static int nc_append(struct syncconn *conn, int argc, const char **argv)
+{
+    size_t lens[8];
+    assert(argc <= 8);
+    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+    return syncconn_append(conn, argc, argv, lens);
+}
+
+/* Append XREAD [BLOCK ms] COUNT 100 STREAMS s... cursors... for slots idx[0..n). */
+static int nc_append_xread(struct nearcache *nc, struct syncconn *conn, const size_t *idx, size_t n, int block)
+{
+    size_t argc = 0, cap = 6 + 2 * n;
+    const char **argv = xmalloc(cap * sizeof(*argv));
+    size_t *lens = xmalloc(cap * sizeof(*lens));
+    char(*ids)[48] = xmalloc(n * sizeof(*ids));
+#define ARG(s, l) (argv[argc] = (s), lens[argc] = (l), argc++)
+    ARG("XREAD", 5);
+    if (block) {
+        ARG("BLOCK", 5);
+        ARG("1000", 4);
+    }
+    ARG("COUNT", 5);
+    ARG("100", 3);
+    ARG("STREAMS", 7);
+    for (size_t k = 0; k < n; k++) ARG(nc->slots[idx[k]].stream, nc->slots[idx[k]].stream_len);
+    for (size_t k = 0; k < n; k++) {
+        nc_id_format(nc->slots[idx[k]].cursor, ids[k], sizeof(ids[k]));
+        ARG(ids[k], strlen(ids[k]));
+    }
+#undef ARG
+    int rc = syncconn_append(conn, (int)argc, argv, lens);
+    free(argv);
+    free(lens);
+    free(ids);
+    return rc;
+}
+
+/* HSET markers group "<cursor> <ms>" for each slot: where this group stands (seed step 4). */
+static int nc_markers_write(struct nearcache *nc, struct syncconn *conn, const size_t *idx, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        char id[48], val[96];
+        nc_id_format(nc->slots[idx[k]].cursor, id, sizeof(id));
+        snprintf(val, sizeof(val), "%s %lld", id, (long long)clock_wall_ms());
+        const char *argv[] = {"HSET", nc->slots[idx[k]].markers, nc->group, val};
+        if (nc_append(conn, 4, argv) != 0) return -1;
+    }
+    if (syncconn_flush(conn) != 0) return -1;
+    for (size_t k = 0; k < n; k++) {
+        redisReply *r = syncconn_read(conn);
+        if (!r) return -1;
+        freeReplyObject(r);
+    }
+    return 0;
+}
+
+/* XTRIM each stream MINID to its lowest marker refreshed within near-cache-marker-timeout. */
+static int nc_trim(struct nearcache *nc, struct syncconn *conn, const size_t *idx, size_t n)
+{
+    int64_t now = clock_wall_ms();
+    for (size_t k = 0; k < n; k++) {
+        const struct nc_slot *s = &nc->slots[idx[k]];
+        const char *argv[] = {"HGETALL", s->markers};
+        if (nc_append(conn, 2, argv) != 0 || syncconn_flush(conn) != 0) return -1;
+        redisReply *r = syncconn_read(conn);
+        if (!r) return -1;
+        struct nc_id min = {UINT64_MAX, UINT64_MAX};
+        int any = 0;
+        for (size_t i = 0; nc_is_array(r) && i + 1 < r->elements; i += 2) {
+            const redisReply *v = r->element[i + 1];
+            if (v->type != REDIS_REPLY_STRING) continue;
+            const char *sp = memchr(v->str, ' ', v->len);
+            struct nc_id id;
+            long long at = sp ? atoll(sp + 1) : 0;
+            if (!sp || nccore_id_parse(v->str, (size_t)(sp - v->str), &id) != 0) continue;
+            if (now - at > nc->marker_timeout_ms) continue; /* a group gone quiet no longer pins the stream */
+            if (!any || nccore_id_cmp(id, min) < 0) min = id;
+            any = 1;
+        }
+        freeReplyObject(r);
+        if (!any || (min.ms == 0 && min.seq == 0)) continue;
+        char id[48];
+        nc_id_format(min, id, sizeof(id));
+        const char *trim[] = {"XTRIM", s->stream, "MINID", id};
+        if (nc_append(conn, 4, trim) != 0 || syncconn_flush(conn) != 0) return -1;
+        r = syncconn_read(conn);
+        if (!r) return -1;
+        freeReplyObject(r);
+    }
+    return 0;
+}
+
+/* A message for the slot into the batch. */
+static void nc_batch_add(struct nc_msg **b, size_t *n, size_t *cap, struct nc_msg m)
+{
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 64;
+        *b = xrealloc(*b, *cap * sizeof(**b));
+    }
+    (*b)[(*n)++] = m;
+}
+
+/*
+ * One read of every slot: MULTI / XINFO STREAM per slot / XREAD COUNT 100 / EXEC, so the gap
+ * check and the entries describe the same moment. Posts flushes, entries and (for a slot caught
+ * up) SERVE. Returns 1 when some slot has more entries waiting, 0 when all are caught up, -1 on
+ * a connection error.
+ */
+static int nc_read_once(struct nearcache *nc, struct syncconn *conn, const size_t *idx, size_t n, int *serving)
+{
+    const char *multi[] = {"MULTI"}, *exec[] = {"EXEC"};
+    if (nc_append(conn, 1, multi) != 0) return -1;
+    for (size_t k = 0; k < n; k++) {
+        const char *info[] = {"XINFO", "STREAM", nc->slots[idx[k]].stream};
+        if (nc_append(conn, 3, info) != 0) return -1;
+    }
+    if (nc_append_xread(nc, conn, idx, n, 0) != 0 || nc_append(conn, 1, exec) != 0 || syncconn_flush(conn) != 0)
+        return -1;
+    for (size_t k = 0; k < n + 2; k++) { /* +OK, +QUEUED... */
+        redisReply *r = syncconn_read(conn);
+        if (!r) return -1;
+        freeReplyObject(r);
+    }
+    redisReply *r = syncconn_read(conn);
+    if (!r) return -1;
+    int more = 0;
+    if (!nc_is_array(r) || r->elements != n + 1) {
+        log_event(LOG_WARN, "near_cache_read", NULL, "near cache: unexpected reply to the stream read (type %d)",
+                  r->type);
+        freeReplyObject(r);
+        return -1;
+    }
+    struct nc_msg *batch = NULL;
+    size_t nb = 0, cap = 0;
+    int flushed[NC_READER_MAX] = {0};
+    assert(n <= NC_READER_MAX);
+    for (size_t k = 0; k < n; k++) {
+        struct nc_slot *s = &nc->slots[idx[k]];
+        struct nc_id last;
+        if (nc_gap(s, r->element[k], &last)) {
+            /* entries it never applied may be gone: nothing of the namespace can be vouched for */
+            log_event(LOG_WARN, "near_cache_gap", NULL,
+                      "near cache: stream %s has a gap past the cursor: namespace '%s' flushed", s->stream, s->prefix);
+            nc_batch_add(&batch, &nb, &cap, (struct nc_msg){.kind = NC_MSG_FLUSH, .slot = (uint32_t)idx[k]});
+            s->cursor = last;
+            flushed[k] = 1;
+        } else if (nccore_id_cmp(s->cursor, (struct nc_id){0, 0}) == 0 && nccore_id_cmp(last, s->cursor) > 0) {
+            /* a new reader: nothing is cached from before this moment, so the entries up to the
+             * stream's last id concern nothing here (the seed's replay from 0 against an empty
+             * cache, without reading it); a fill in flight sees the cursor move and is not kept */
+            nc_batch_add(
+                &batch, &nb, &cap,
+                (struct nc_msg){.kind = NC_MSG_ENTRY, .slot = (uint32_t)idx[k], .id = last, .key = "", .key_len = 0});
+            s->cursor = last;
+            flushed[k] = 1; /* this read's entries are at or below it */
+        }
+    }
+    const redisReply *x = r->element[n]; /* XREAD: nil, or [[stream, [[id, [f, v...]]...]]...] */
+    size_t got[NC_READER_MAX] = {0};
+    for (size_t i = 0; nc_is_array(x) && i < x->elements; i++) {
+        const redisReply *sr = x->element[i];
+        if (!nc_is_array(sr) || sr->elements != 2 || sr->element[0]->type != REDIS_REPLY_STRING) continue;
+        size_t k = 0;
+        while (k < n && strcmp(nc->slots[idx[k]].stream, sr->element[0]->str) != 0) k++;
+        if (k == n || flushed[k]) continue;
+        struct nc_slot *s = &nc->slots[idx[k]];
+        const redisReply *es = sr->element[1];
+        for (size_t j = 0; nc_is_array(es) && j < es->elements; j++) {
+            const redisReply *e = es->element[j];
+            struct nc_id id;
+            if (!nc_is_array(e) || e->elements != 2 || e->element[0]->type != REDIS_REPLY_STRING ||
+                nccore_id_parse(e->element[0]->str, e->element[0]->len, &id) != 0)
+                continue;
+            got[k]++;
+            s->cursor = id;
+            const redisReply *fv = e->element[1];
+            int any = 0;
+            for (size_t f = 0; nc_is_array(fv) && f + 1 < fv->elements; f += 2) {
+                if (fv->element[f]->type != REDIS_REPLY_STRING || strcmp(fv->element[f]->str, "k") != 0) continue;
+                const redisReply *key = fv->element[f + 1];
+                nc_batch_add(&batch, &nb, &cap,
+                             (struct nc_msg){.kind = NC_MSG_ENTRY,
+                                             .slot = (uint32_t)idx[k],
+                                             .id = id,
+                                             .key = key->str,
+                                             .key_len = key->len});
+                any = 1;
+            }
+            if (!any) /* an entry without a k field still moves the cursor (nothing to evict) */
+                nc_batch_add(
+                    &batch, &nb, &cap,
+                    (struct nc_msg){.kind = NC_MSG_ENTRY, .slot = (uint32_t)idx[k], .id = id, .key = "", .key_len = 0});
+        }
+    }
+    for (size_t k = 0; k < n; k++) {
+        if (got[k] >= 100) {
+            more = 1;
+        } else if (!serving[k]) { /* caught up: its entries can be vouched for again */
+            serving[k] = 1;
+            nc_batch_add(&batch, &nb, &cap, (struct nc_msg){.kind = NC_MSG_SERVE, .slot = (uint32_t)idx[k]});
+        }
+    }
+    nc_post(nc, batch, nb); /* copies the keys: the reply is freed below */
+    int64_t until = clock_wall_ms() + NC_VOUCH_MS;
+    for (size_t k = 0; k < n; k++) /* after the post (release): a worker that sees it sees the messages */
+        if (got[k] < 100) __atomic_store_n(&nc->slots[idx[k]].vouched_until_ms, until, __ATOMIC_RELEASE);
+    free(batch);
+    freeReplyObject(r);
+    return more;
+}
+
+/* Every slot of the reader stops serving (its connection is down). */
+static void nc_down(struct nearcache *nc, const size_t *idx, size_t n, int *serving)
+{
+    struct nc_msg m[NC_READER_MAX];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        __atomic_store_n(&nc->slots[idx[i]].vouched_until_ms, 0, __ATOMIC_RELEASE);
+        if (serving[i]) m[k++] = (struct nc_msg){.kind = NC_MSG_DOWN, .slot = (uint32_t)idx[i]};
+        serving[i] = 0;
+    }
+    nc_post(nc, m, k);
+}
+
+static void *nc_reader_main(void *arg)
+{
+    struct nc_reader *rd = arg;
+    struct nearcache *nc = rd->nc;
+    size_t idx[NC_READER_MAX];
+    size_t n = nc_reader_slots(rd, idx);
+    int serving[NC_READER_MAX] = {0};
+    struct syncconn *conn = NULL;
+    int64_t backoff = 100, next_marker = 0, next_trim = clock_mono_ms() + nc->trim_interval_ms;
+    while (!nc_stopping(nc)) {
+        if (!conn) {
+            char err[256];
+            conn = syncconn_open(&rd->conf, 2000, err, sizeof(err));
+            if (!conn) {
+                log_event(LOG_WARN, "near_cache_reader", NULL, "near cache: stream reader for '%s' cannot connect: %s",
+                          rd->conf.name, err);
+                if (nc_sleep(nc, backoff)) break;
+                backoff = backoff < 2000 ? backoff * 2 : 2000;
+                continue;
+            }
+            backoff = 100;
+            char name[64];
+            snprintf(name, sizeof(name), "keygate-nearcache-%ld", (long)getpid());
+            const char *setname[] = {"CLIENT", "SETNAME", name};
+            redisReply *nr = nc_append(conn, 3, setname) == 0 && syncconn_flush(conn) == 0 ? syncconn_read(conn) : NULL;
+            if (!nr) goto lost;
+            freeReplyObject(nr);
+            /* the marker pins the stream at the cursor before anything is served (seed step 4) */
+            if (nc_markers_write(nc, conn, idx, n) != 0) goto lost;
+            next_marker = clock_mono_ms() + 1000;
+        }
+        int more = nc_read_once(nc, conn, idx, n, serving);
+        if (more < 0) goto lost;
+        if (more) continue;
+        int64_t now = clock_mono_ms();
+        if (now >= next_marker) {
+            if (nc_markers_write(nc, conn, idx, n) != 0) goto lost;
+            next_marker = now + 1000;
+        }
+        if (now >= next_trim) {
+            if (nc_trim(nc, conn, idx, n) != 0) goto lost;
+            next_trim = now + nc->trim_interval_ms;
+        }
+        /* wait for news: the blocking read only wakes the loop; nc_read_once reads for real */
+        if (nc_append_xread(nc, conn, idx, n, 1) != 0 || syncconn_flush(conn) != 0) goto lost;
+        redisReply *r = syncconn_read(conn);
+        if (!r) goto lost;
+        freeReplyObject(r);
+        continue;
+    lost:
+        log_event(LOG_WARN, "near_cache_reader", NULL,
+                  "near cache: stream connection to '%s' lost (%s): its namespaces are not served until it caught up",
+                  rd->conf.name, conn ? syncconn_error(conn) : "?");
+        nc_down(nc, idx, n, serving);
+        if (conn) syncconn_close(conn);
+        conn = NULL;
+        if (nc_sleep(nc, 100)) break;
+    }
+    if (conn) syncconn_close(conn);
+    return NULL;
+}
+
+/* ---- start, stop ---- */
+
+struct nearcache *nearcache_start(const struct config *cfg, struct proxy *p)
+{
+    const struct registry *reg = cfg->registry;
+    size_t nslots = 0;
+    for (size_t i = 0; i < reg->count; i++) nslots += reg->entries[i].near_cache_ms > 0;
+    if (nslots == 0) return NULL;
+    int(*pipes)[2] = xcalloc((size_t)p->nworkers, sizeof(*pipes));
+    for (int k = 0; k < p->nworkers; k++) {
+        if (pipe(pipes[k]) == 0) continue;
+        log_event(LOG_ERROR, "near_cache", NULL, "near cache: off (cannot make a pipe: %s); reads are forwarded",
+                  strerror(errno));
+        for (int j = 0; j < k; j++) close(pipes[j][0]), close(pipes[j][1]);
+        free(pipes);
+        return NULL;
+    }
+    const char *delay = getenv("KEYGATE_NEAR_CACHE_FILL_DELAY_MS");
+    nc_fill_delay_ms = delay ? atoll(delay) : 0;
+    struct nearcache *nc = xcalloc(1, sizeof(*nc));
+    nc->proxy = p;
+    nc->slots = xcalloc(nslots, sizeof(*nc->slots));
+    for (size_t i = 0; i < reg->count; i++) {
+        const struct namespace_entry *e = &reg->entries[i];
+        if (e->near_cache_ms <= 0) continue;
+        struct nc_slot *s = &nc->slots[nc->nslots++];
+        s->prefix = xstrdup(e->prefix);
+        s->stream = xstrdup(e->nc_stream);
+        s->stream_len = e->nc_stream_len;
+        s->markers = xstrdup(e->nc_markers);
+        s->markers_len = e->nc_markers_len;
+        s->instance = e->instance;
+    }
+    nc->group = xstrdup(cfg->near_cache_group);
+    nc->trim_interval_ms = cfg->near_cache_trim_interval_ms;
+    nc->marker_timeout_ms = cfg->near_cache_marker_timeout_ms;
+    nc->nworkers = p->nworkers;
+    nc->workers = xcalloc((size_t)p->nworkers, sizeof(*nc->workers));
+    size_t per_worker = (size_t)(cfg->near_cache_memory / p->nworkers); /* the process stays under the bound */
+    for (int k = 0; k < p->nworkers; k++) {
+        struct nc_worker *nw = &nc->workers[k];
+        nw->nc = nc;
+        nw->w = &p->workers[k];
+        nccore_init(&nw->cache, per_worker, nc->nslots);
+        for (size_t s = 0; s < nc->nslots; s++) nccore_set_serving(&nw->cache, (uint32_t)s, 0); /* until caught up */
+        nw->sstats = xcalloc(nc->nslots, sizeof(*nw->sstats));
+        pthread_mutex_init(&nw->mu, NULL);
+        nw->pipe[0] = pipes[k][0];
+        nw->pipe[1] = pipes[k][1];
+        fcntl(nw->pipe[0], F_SETFL, O_NONBLOCK);
+        fcntl(nw->pipe[1], F_SETFL, O_NONBLOCK);
+        nw->ev = xevent_new(nw->w->base, nw->pipe[0], EV_READ | EV_PERSIST, nc_inbox_cb, nw);
+        event_add(nw->ev, NULL);
+        nw->w->nc = nw;
+    }
+    free(pipes);
+    for (int i = 0; i < (int)cfg->ninstances; i++) {
+        int any = 0;
+        for (size_t s = 0; s < nc->nslots; s++) any |= nc->slots[s].instance == i;
+        if (!any) continue;
+        struct nc_reader *rd = &nc->readers[nc->nreaders++];
+        rd->nc = nc;
+        rd->instance = i;
+        config_instance_copy(&rd->conf, &cfg->instances[i]);
+        rd->started = pthread_create(&rd->thread, NULL, nc_reader_main, rd) == 0;
+        if (!rd->started)
+            log_event(LOG_ERROR, "near_cache_reader", NULL, "near cache: cannot start the reader of '%s'",
+                      rd->conf.name);
+    }
+    log_event(LOG_INFO, "near_cache", NULL, "near cache: %zu namespace(s), %lld bytes per worker", nc->nslots,
+              (long long)per_worker);
+    return nc;
+}
+
+void nearcache_stop(struct nearcache *nc)
+{
+    if (!nc) return;
+    __atomic_store_n(&nc->stop, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < nc->nreaders; i++) {
+        if (nc->readers[i].started) pthread_join(nc->readers[i].thread, NULL);
+        config_instance_free(&nc->readers[i].conf);
+    }
+    for (int k = 0; k < nc->nworkers; k++) {
+        struct nc_worker *nw = &nc->workers[k];
+        event_free(nw->ev);
+        close(nw->pipe[0]);
+        close(nw->pipe[1]);
+        for (size_t i = 0; i < nw->nmsgs; i++) free(nw->msgs[i].key);
+        free(nw->msgs);
+        pthread_mutex_destroy(&nw->mu);
+        nccore_free(&nw->cache);
+        free(nw->slot_of);
+        free(nw->sstats);
+        bytebuf_free(&nw->out);
+        nw->w->nc = NULL;
+    }
+    for (size_t s = 0; s < nc->nslots; s++) {
+        free(nc->slots[s].prefix);
+        free(nc->slots[s].stream);
+        free(nc->slots[s].markers);
+    }
+    free(nc->slots);
+    free(nc->workers);
+    free(nc->group);
+    free(nc);
+}
+
+/* ---- metrics ---- */
+
+static const char *const nc_cause_names[NC_EVICT_COUNT] = {"write", "stream", "ttl", "lru", "gap"};
+
+/* The sum of every worker's counts for slot s (read without locks: counters of other threads
+ * may be a moment old). */
+static struct nc_ns nc_sum(const struct nearcache *nc, size_t s, struct nc_slot_stats *lag)
+{
+    struct nc_ns t = {0};
+    memset(lag, 0, sizeof(*lag));
+    for (int k = 0; k < nc->nworkers; k++) {
+        const struct nc_ns *n = &nc->workers[k].cache.ns[s];
+        t.hits += n->hits;
+        t.misses += n->misses;
+        t.fills += n->fills;
+        t.raced += n->raced;
+        t.entries += n->entries;
+        t.bytes += n->bytes;
+        for (int c = 0; c < NC_EVICT_COUNT; c++) t.evictions[c] += n->evictions[c];
+        const struct nc_slot_stats *st = &nc->workers[k].sstats[s];
+        for (int b = 0; b <= NC_LAG_BUCKETS; b++) lag->lag[b] += st->lag[b];
+        lag->lag_count += st->lag_count;
+        lag->lag_sum_ms += st->lag_sum_ms;
+    }
+    return t;
+}
+
+static void nc_addf(struct bytebuf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void nc_addf(struct bytebuf *out, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    if (n > 0) bytebuf_add(out, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+}
+
+static struct nearcache *nc_from_proxy(const struct proxy *p)
+{
+    return p->nworkers > 0 && p->workers[0].nc ? p->workers[0].nc->nc : NULL;
+}
+
+void nearcache_info(const struct proxy *p, struct bytebuf *out)
+{
+    struct nearcache *nc = nc_from_proxy(p);
+    if (!nc) return;
+    nc_addf(out, "# Nearcache\r\n");
+    for (size_t s = 0; s < nc->nslots; s++) {
+        struct nc_slot_stats lag;
+        struct nc_ns t = nc_sum(nc, s, &lag);
+        nc_addf(out,
+                "nc_%s:hits=%llu,misses=%llu,fills=%llu,raced=%llu,entries=%llu,bytes=%llu,evicted_write=%llu,"
+                "evicted_stream=%llu,evicted_ttl=%llu,evicted_lru=%llu,evicted_gap=%llu,invalidations=%llu\r\n",
+                nc->slots[s].prefix, (unsigned long long)t.hits, (unsigned long long)t.misses,
+                (unsigned long long)t.fills, (unsigned long long)t.raced, (unsigned long long)t.entries,
+                (unsigned long long)t.bytes, (unsigned long long)t.evictions[NC_EVICT_WRITE],
+                (unsigned long long)t.evictions[NC_EVICT_STREAM], (unsigned long long)t.evictions[NC_EVICT_TTL],
+                (unsigned long long)t.evictions[NC_EVICT_LRU], (unsigned long long)t.evictions[NC_EVICT_GAP],
+                (unsigned long long)lag.lag_count);
+    }
+}
+
+void nearcache_format_prometheus(const struct proxy *p, struct bytebuf *out)
+{
+    struct nearcache *nc = nc_from_proxy(p);
+    if (!nc) return;
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } counters[] = {
+        {"keygate_near_cache_hits_total", "near-cache reads answered from keygate's memory",
+         offsetof(struct nc_ns, hits)},
+        {"keygate_near_cache_misses_total", "near-cache reads not answered from the cache (sent as fills)",
+         offsetof(struct nc_ns, misses)},
+        {"keygate_near_cache_fills_total", "fill replies (value and PTTL read with EVAL on the primary)",
+         offsetof(struct nc_ns, fills)},
+        {"keygate_near_cache_raced_total", "fills returned but not cached: an invalidation or local write crossed them",
+         offsetof(struct nc_ns, raced)},
+    };
+    for (size_t c = 0; c < sizeof(counters) / sizeof(counters[0]); c++) {
+        nc_addf(out, "# HELP %s %s\n# TYPE %s counter\n", counters[c].name, counters[c].help, counters[c].name);
+        for (size_t s = 0; s < nc->nslots; s++) {
+            struct nc_slot_stats lag;
+            struct nc_ns t = nc_sum(nc, s, &lag);
+            nc_addf(out, "%s{namespace=\"%s\"} %llu\n", counters[c].name, nc->slots[s].prefix,
+                    (unsigned long long)*(const uint64_t *)(const void *)((const char *)&t + counters[c].off));
+        }
+    }
+    nc_addf(out, "# HELP keygate_near_cache_entries entries cached\n# TYPE keygate_near_cache_entries gauge\n");
+    for (size_t s = 0; s < nc->nslots; s++) {
+        struct nc_slot_stats lag;
+        struct nc_ns t = nc_sum(nc, s, &lag);
+        nc_addf(out, "keygate_near_cache_entries{namespace=\"%s\"} %llu\n", nc->slots[s].prefix,
+                (unsigned long long)t.entries);
+    }
+    nc_addf(out, "# HELP keygate_near_cache_bytes bytes cached (keys, values, headers)\n"
+                 "# TYPE keygate_near_cache_bytes gauge\n");
+    for (size_t s = 0; s < nc->nslots; s++) {
+        struct nc_slot_stats lag;
+        struct nc_ns t = nc_sum(nc, s, &lag);
+        nc_addf(out, "keygate_near_cache_bytes{namespace=\"%s\"} %llu\n", nc->slots[s].prefix,
+                (unsigned long long)t.bytes);
+    }
+    nc_addf(out, "# HELP keygate_near_cache_evictions_total entries evicted, by cause\n"
+                 "# TYPE keygate_near_cache_evictions_total counter\n");
+    for (size_t s = 0; s < nc->nslots; s++) {
+        struct nc_slot_stats lag;
+        struct nc_ns t = nc_sum(nc, s, &lag);
+        for (int c = 0; c < NC_EVICT_COUNT; c++)
+            nc_addf(out, "keygate_near_cache_evictions_total{namespace=\"%s\",cause=\"%s\"} %llu\n",
+                    nc->slots[s].prefix, nc_cause_names[c], (unsigned long long)t.evictions[c]);
+    }
+    static const char lag_name[] = "keygate_near_cache_invalidation_lag_seconds";
+    nc_addf(out, "# HELP %s time from an invalidation's XADD (its id) to its eviction here\n# TYPE %s histogram\n",
+            lag_name, lag_name);
+    for (size_t s = 0; s < nc->nslots; s++) {
+        struct nc_slot_stats lag;
+        (void)nc_sum(nc, s, &lag);
+        const char *ns = nc->slots[s].prefix;
+        uint64_t cum = 0;
+        for (int b = 0; b < NC_LAG_BUCKETS; b++) {
+            cum += lag.lag[b];
+            nc_addf(out, "%s_bucket{namespace=\"%s\",le=\"%g\"} %llu\n", lag_name, ns, (double)nc_lag_le[b] / 1000.0,
+                    (unsigned long long)cum);
+        }
+        nc_addf(out, "%s_bucket{namespace=\"%s\",le=\"+Inf\"} %llu\n", lag_name, ns, (unsigned long long)lag.lag_count);
+        nc_addf(out, "%s_sum{namespace=\"%s\"} %g\n", lag_name, ns, (double)lag.lag_sum_ms / 1000.0);
+        nc_addf(out, "%s_count{namespace=\"%s\"} %llu\n", lag_name, ns, (unsigned long long)lag.lag_count);
+    }
+}
