@@ -127,7 +127,7 @@ void request_complete(struct request *req, const char *reply, size_t len)
     struct client *c = req->client;
     assert(!req->done); /* one reply per request */
     req->done = 1;
-    if (req->silent) len = 0; /* CLIENT REPLY OFF / SKIP: its turn in the queue, no bytes */
+    if (req->silent) len = 0;                 /* CLIENT REPLY OFF / SKIP: its turn in the queue, no bytes */
     if (req->nparts) request_parts_drop(req); /* merged into reply (which never points into them) */
     if (!c) {
         if (req->waiting == 0) request_free(req);
