@@ -124,15 +124,18 @@ check-conf: $(BUILD)/keygate
 	$(BUILD)/keygate --check -c conf/keygate.conf
 
 # The README's test command: installs what is missing, builds, runs every suite.
+# The builds use both cores (BUILD_JOBS); the suites run as their targets say.
+BUILD_JOBS ?= 2
 test:
 	@./scripts/install-deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(BUILD_JOBS) all $(UNIT_BINS) $(INTEG_BINS)
 	@$(MAKE) --no-print-directory check-layout
 	@./scripts/gen-certs build/certs >/dev/null
 	@$(MAKE) --no-print-directory check-conf
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory check-ops
 	@$(MAKE) --no-print-directory integration
+	@$(MAKE) --no-print-directory -j$(BUILD_JOBS) $(FUZZ_BINS)
 	@$(MAKE) --no-print-directory fuzz-quick
 	@$(MAKE) --no-print-directory clients  # last: its summary ("N passed, N failed") closes the run
 

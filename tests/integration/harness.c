@@ -270,6 +270,16 @@ static int safety_net_install(void)
     g_shared = s;
     g_live = NULL; /* a harness inherited from the parent process is the parent's to stop */
     g_owner = getpid();
+    /* A process group of its own, which its servers join: shared with the make and the
+     * other suites above it, a test's SIGSTOPped keygate made that group an orphaned one
+     * with a stopped member, and the first process of the group to exit then had the
+     * kernel send SIGHUP to all of it (POSIX's orphaned process groups): make, the suite
+     * runner and every suite beside it died of it with the suites run side by side.
+     * Its parent (make, scripts/run-integration) is in another group of the same session,
+     * so this group is never orphaned while the runner lives; and the runner ends with its
+     * parent (SIGTERM: its handler stops the servers), as when they shared a group. */
+    if (getpgrp() != getpid()) setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
     g_owner_pgid = getpgrp();
     if (!atexit_done) atexit(on_exit_cleanup);
     atexit_done = 1;
