@@ -74,8 +74,8 @@ struct child {
  * exited and been reaped may name another process by the time a stop, kill or heal looks
  * at it. Every signal the harness sends and every "has it exited?" checks the process's
  * start time (/proc/PID/stat field 22) against the one recorded at its fork: a server
- * killed twice must never become an unrelated process killed once (issue 19: suites run
- * side by side lost their runner, and the script above them, to such a kill). */
+ * killed twice must never become an unrelated process killed once (a stop_pid that waited
+ * 5 s for a reused pid would SIGKILL whatever had taken it). */
 struct ident {
     pid_t pid;
     unsigned long long start; /* clock ticks since boot, at fork */
