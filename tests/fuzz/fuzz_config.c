@@ -137,11 +137,13 @@ static int diag_check(const char *d, int cfg_lines, int reg_lines, int *which)
     const char *rest;
     int limit;
 
-    if (starts_with(d, cfg_path) && d[strlen(cfg_path)] == ':') {
+    /* a file whose name is ours plus more (`registry registry.conf:` names "registry.conf:")
+     * is another file: its diagnostic only starts like one of ours */
+    if (starts_with(d, cfg_path) && d[strlen(cfg_path)] == ':' && d[strlen(cfg_path) + 1] != ':') {
         rest = d + strlen(cfg_path) + 1;
         limit = cfg_lines;
         *which = 0;
-    } else if (starts_with(d, reg_path) && d[strlen(reg_path)] == ':') {
+    } else if (starts_with(d, reg_path) && d[strlen(reg_path)] == ':' && d[strlen(reg_path) + 1] != ':') {
         rest = d + strlen(reg_path) + 1;
         limit = reg_lines;
         *which = 1;
