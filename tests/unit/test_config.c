@@ -498,6 +498,15 @@ START_TEST(error_instance_forms)
     expect_error(BASE "instance cache 1.2.3.4:5 plain\n", 5, "duplicate instance 'cache' (first defined on line 4)");
     expect_error(BASE "instance x/y 1.2.3.4:5 plain\n", 5, "bad instance name");
     expect_error(BASE "instance x 1.2.3.4 plain\n", 5, "bad instance address");
+    /* the contract's cluster and sentinel forms: named as such, one error for the line */
+    expect_error(BASE "instance x cluster 1.2.3.4:5,1.2.3.4:6 tls ca=a\n", 5,
+                 "instance 'x': cluster instances are not implemented in this version");
+    expect_error(BASE "instance x sentinel 1.2.3.4:5 master=m plain\n", 5,
+                 "instance 'x': sentinel instances are not implemented in this version");
+    struct diag d;
+    ck_assert_ptr_null(load(BASE "instance x cluster 1.2.3.4:5 plain\n", &d));
+    ck_assert_int_eq(d.count, 1); /* not also "bad instance address" and "unknown instance option" */
+    diag_free(&d);
 }
 END_TEST
 
