@@ -47,7 +47,9 @@ uint16_t slotmap_crc16(const char *buf, size_t len);
  * the endpoint) means "the address keygate used to ask": asked_host, except that a "?"
  * (cluster-preferred-endpoint-type hostname, the node has none) whose metadata carries the
  * node's "ip" uses that ip. asked_host may be NULL when the caller has none (such a reply is
- * then an error). Slots no range names stay -1.
+ * then an error). Slots no range names stay -1. The ports are those of the transport the
+ * question came on: with tls-cluster yes, Redis 7.0 answers a TLS connection with the nodes'
+ * TLS ports and a plain one with their plain ports (MOVED / ASK likewise).
  */
 int slotmap_parse_slots(struct slotmap *m, const char *reply, size_t len, const char *asked_host, char *err,
                         size_t errlen) __attribute__((warn_unused_result));
