@@ -11,6 +11,7 @@
 #include <ftw.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "registry.h"
+#include "resp.h"
 
 #define START_TIMEOUT_MS 10000
 #define STOP_TIMEOUT_MS 5000
@@ -316,6 +318,99 @@ void harness_sha256_hex(const char *s, char out[65])
     unsigned int n = 0;
     ck_assert(EVP_Digest(s, strlen(s), d, &n, EVP_sha256(), NULL));
     for (int i = 0; i < 32; i++) sprintf(out + 2 * i, "%02x", d[i]);
+}
+
+struct harness_http harness_admin_get(const struct harness *h, const char *path)
+{
+    ck_assert_msg(h->admin_port > 0, "harness_admin_get %s: keygate has no admin port (opts.admin)", path);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)h->admin_port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect admin: %s", strerror(errno));
+    char req[256];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
+    ck_assert_int_eq(write(fd, req, (size_t)n), n);
+    size_t cap = 1 << 20, len = 0;
+    char *buf = malloc(cap);
+    ck_assert_ptr_nonnull(buf);
+    for (;;) {
+        if (cap - len < 4096) buf = realloc(buf, cap *= 2);
+        ck_assert_ptr_nonnull(buf);
+        ssize_t got = read(fd, buf + len, cap - len - 1);
+        ck_assert_msg(got >= 0, "read admin %s: %s", path, strerror(errno));
+        if (got == 0) break;
+        len += (size_t)got;
+    }
+    close(fd);
+    buf[len] = '\0';
+    struct harness_http r = {0};
+    ck_assert_msg(sscanf(buf, "HTTP/1.%*d %d", &r.status) == 1, "admin %s: bad status line: %.200s", path, buf);
+    char *sep = strstr(buf, "\r\n\r\n");
+    ck_assert_msg(sep != NULL, "admin %s: no end of headers", path);
+    r.body = strdup(sep + 4);
+    free(buf);
+    return r;
+}
+
+void harness_raw_open(struct harness_raw *r, int port, const char *name)
+{
+    r->fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_msg(r->fd >= 0, "socket: %s", strerror(errno));
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_msg(connect(r->fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "%s: connect: %s", name, strerror(errno));
+    r->len = 0;
+    r->name = name;
+}
+
+void harness_raw_close(struct harness_raw *r)
+{
+    close(r->fd);
+    r->fd = -1;
+}
+
+void harness_raw_sendv(struct harness_raw *r, int argc, const char **argv)
+{
+    char *out = NULL;
+    int n = redisFormatCommandArgv(&out, argc, argv, NULL);
+    ck_assert_int_gt(n, 0);
+    for (int off = 0; off < n;) {
+        ssize_t w = write(r->fd, out + off, (size_t)(n - off));
+        ck_assert_msg(w > 0, "%s: write: %s", r->name, strerror(errno));
+        off += (int)w;
+    }
+    free(out);
+}
+
+char *harness_raw_reply(struct harness_raw *r, size_t *len)
+{
+    struct resp_scanner sc;
+    long long deadline = now_ms() + 5000;
+    for (;;) {
+        resp_scanner_reset(&sc); /* scan again from the start: simple, the replies are small */
+        long long n = r->len ? resp_scan_reply(&sc, r->buf, r->len) : 0;
+        ck_assert_msg(n >= 0, "%s: malformed reply: %.*s", r->name, (int)r->len, r->buf);
+        if (n > 0) {
+            char *out = malloc((size_t)n + 1);
+            memcpy(out, r->buf, (size_t)n);
+            out[n] = '\0';
+            memmove(r->buf, r->buf + n, r->len - (size_t)n);
+            r->len -= (size_t)n;
+            if (len) *len = (size_t)n;
+            return out;
+        }
+        ck_assert_msg(r->len < sizeof(r->buf), "%s: reply larger than the test's buffer", r->name);
+        struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
+        int left = (int)(deadline - now_ms());
+        ck_assert_msg(left > 0 && poll(&pfd, 1, left) == 1, "%s: no reply within 5 s (have %zu bytes: %.*s)", r->name,
+                      r->len, (int)r->len, r->buf);
+        ssize_t got = read(r->fd, r->buf + r->len, sizeof(r->buf) - r->len);
+        ck_assert_msg(got > 0, "%s: connection closed (have %zu bytes: %.*s)", r->name, r->len, (int)r->len, r->buf);
+        r->len += (size_t)got;
+    }
 }
 
 long long now_ms(void)

@@ -279,6 +279,41 @@ void harness_check_registry(struct harness *h);
  * stderr (count and first key), never silent. */
 void harness_check_registry_except(struct harness *h, const char *const *planted);
 
+/* An HTTP answer of keygate's admin endpoint: its status and body (malloc'd, NUL-terminated). */
+struct harness_http {
+    int status;
+    char *body;
+};
+
+/* GET path from keygate's admin port (h->admin_port: opts->admin), the whole answer until the
+ * endpoint closes; fails the test when it cannot connect, a read takes over 5 s, or the answer
+ * is not HTTP. The caller frees body. */
+struct harness_http harness_admin_get(const struct harness *h, const char *path);
+
+/* ---- a raw RESP connection: replies as bytes, for byte-for-byte comparisons ---- */
+
+/* A plain TCP connection whose replies are framed by keygate's own reply scanner
+ * (resp_scan_reply) and handed over as the bytes that came. `name` appears in messages. */
+struct harness_raw {
+    int fd;
+    char buf[1 << 16];
+    size_t len;
+    const char *name;
+};
+
+/* Connect r to 127.0.0.1:port (fails the test when it cannot). */
+void harness_raw_open(struct harness_raw *r, int port, const char *name);
+
+void harness_raw_close(struct harness_raw *r);
+
+/* Write one command (argv, RESP multibulk) whole. */
+void harness_raw_sendv(struct harness_raw *r, int argc, const char **argv);
+
+/* The next whole reply's bytes (NUL-terminated, malloc'd; *len its length when len is not
+ * NULL). Fails the test when none comes within 5 s, the peer closes, or the bytes are not
+ * RESP. */
+char *harness_raw_reply(struct harness_raw *r, size_t *len);
+
 #define expect_status(r, want, what) expect_status_at(__LINE__, r, want, what)
 #define expect_bulk(r, want, what) expect_bulk_at(__LINE__, r, want, what)
 #define expect_int(r, want, what) expect_int_at(__LINE__, r, want, what)

@@ -77,33 +77,8 @@ static redisContext *app_client(void)
 /* GET path on the admin port: the body (malloc'd). */
 static char *http_body(const char *path)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(fd, 0);
-    struct timeval tv = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)h.admin_port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect admin: %s", strerror(errno));
-    char req[256];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
-    ck_assert_int_eq(write(fd, req, (size_t)n), n);
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (cap - len < 4096) buf = realloc(buf, cap *= 2);
-        ck_assert_ptr_nonnull(buf);
-        ssize_t got = read(fd, buf + len, cap - len - 1);
-        ck_assert_msg(got >= 0, "read admin: %s", strerror(errno));
-        if (got == 0) break;
-        len += (size_t)got;
-    }
-    close(fd);
-    buf[len] = '\0';
-    char *sep = strstr(buf, "\r\n\r\n");
-    ck_assert_ptr_nonnull(sep);
-    char *body = strdup(sep + 4);
-    free(buf);
-    return body;
+    struct harness_http r = harness_admin_get(&h, path);
+    return r.body;
 }
 
 /* The value of the metric line `series value` in /metrics; -1 when absent. */

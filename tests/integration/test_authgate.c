@@ -86,32 +86,11 @@ static long long info_stat(redisContext *c, const char *name)
 /* keygate_auth_failures_total from /metrics. */
 static long long metrics_auth_failures(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(fd, 0);
-    struct timeval tv = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)h.admin_port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect admin: %s", strerror(errno));
-    const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-    ck_assert_int_eq(write(fd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
-    size_t cap = 1 << 20, len = 0;
-    char *buf = malloc(cap);
-    ck_assert_ptr_nonnull(buf);
-    for (;;) {
-        if (cap - len < 4096) buf = realloc(buf, cap *= 2);
-        ck_assert_ptr_nonnull(buf);
-        ssize_t got = read(fd, buf + len, cap - len - 1);
-        ck_assert_msg(got >= 0, "read admin: %s", strerror(errno));
-        if (got == 0) break;
-        len += (size_t)got;
-    }
-    close(fd);
-    buf[len] = '\0';
-    const char *at = strstr(buf, "\nkeygate_auth_failures_total ");
+    struct harness_http r = harness_admin_get(&h, "/metrics");
+    const char *at = strstr(r.body, "\nkeygate_auth_failures_total ");
     ck_assert_msg(at != NULL, "/metrics has no keygate_auth_failures_total");
     long long v = atoll(at + strlen("\nkeygate_auth_failures_total "));
-    free(buf);
+    free(r.body);
     return v;
 }
 

@@ -42,48 +42,9 @@ static void teardown(void)
 
 /* ---- HTTP ---- */
 
-struct http_reply {
-    int status;
-    char *body;
-};
-
-static struct http_reply http_get(const char *path)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(fd, 0);
-    struct timeval tv = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)h.admin_port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect admin: %s", strerror(errno));
-    char req[256];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
-    ck_assert_int_eq(write(fd, req, (size_t)n), n);
-    size_t cap = 1 << 20, len = 0;
-    char *buf = malloc(cap);
-    ck_assert_ptr_nonnull(buf);
-    for (;;) {
-        if (cap - len < 4096) buf = realloc(buf, cap *= 2);
-        ck_assert_ptr_nonnull(buf);
-        ssize_t got = read(fd, buf + len, cap - len - 1);
-        ck_assert_msg(got >= 0, "read admin: %s", strerror(errno));
-        if (got == 0) break;
-        len += (size_t)got;
-    }
-    close(fd);
-    buf[len] = '\0';
-    struct http_reply r = {0};
-    ck_assert(sscanf(buf, "HTTP/1.%*d %d", &r.status) == 1);
-    char *sep = strstr(buf, "\r\n\r\n");
-    ck_assert_ptr_nonnull(sep);
-    r.body = strdup(sep + 4);
-    free(buf);
-    return r;
-}
-
 static char *metrics(void)
 {
-    struct http_reply r = http_get("/metrics");
+    struct harness_http r = harness_admin_get(&h, "/metrics");
     ck_assert_int_eq(r.status, 200);
     return r.body;
 }
@@ -543,7 +504,7 @@ END_TEST
 
 START_TEST(test_oom_counted_and_healthz_flips_on_headroom)
 {
-    struct http_reply hz = http_get("/healthz");
+    struct harness_http hz = harness_admin_get(&h, "/healthz");
     ck_assert_msg(hz.status == 200, "healthz: %d %s", hz.status, hz.body);
     free(hz.body);
     char *before = metrics();
@@ -568,7 +529,7 @@ START_TEST(test_oom_counted_and_healthz_flips_on_headroom)
     ck_assert_int_eq(must_series(after, "keygate_backend_memory_headroom_ratio{instance=\"durable\"}"), 0);
     free(before);
     free(after);
-    hz = http_get("/healthz");
+    hz = harness_admin_get(&h, "/healthz");
     ck_assert_msg(hz.status == 503 && strstr(hz.body, "instance 'durable' memory headroom is 0.0%") &&
                       strstr(hz.body, "under durable-headroom-warn 20%"),
                   "healthz: %d %s", hz.status, hz.body);
@@ -581,7 +542,7 @@ START_TEST(test_oom_counted_and_healthz_flips_on_headroom)
     long long deadline = now_ms() + 3000;
     do {
         sleep_ms(100);
-        hz = http_get("/healthz");
+        hz = harness_admin_get(&h, "/healthz");
         if (hz.status == 200) break;
         free(hz.body);
         hz.body = NULL;

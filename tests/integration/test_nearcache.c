@@ -148,70 +148,12 @@ static long long cmdstat_calls(const char *backend, const char *name)
     return v;
 }
 
-/* ---- a raw RESP connection (replies compared byte for byte) ---- */
+/* ---- raw RESP connections (struct harness_raw, harness.h): replies compared byte for byte ---- */
 
-struct raw {
-    int fd;
-    char buf[1 << 16];
-    size_t len;
-    const char *name;
-};
-
-static void raw_open(struct raw *r, int port, const char *name)
+static char *raw_command(struct harness_raw *r, size_t *len, int argc, const char **argv)
 {
-    r->fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_msg(r->fd >= 0, "socket: %s", strerror(errno));
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_msg(connect(r->fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "%s: connect: %s", name, strerror(errno));
-    r->len = 0;
-    r->name = name;
-}
-
-static void raw_sendv(struct raw *r, int argc, const char **argv)
-{
-    char *out = NULL;
-    int n = redisFormatCommandArgv(&out, argc, argv, NULL);
-    ck_assert_int_gt(n, 0);
-    for (int off = 0; off < n;) {
-        ssize_t w = write(r->fd, out + off, (size_t)(n - off));
-        ck_assert_msg(w > 0, "%s: write: %s", r->name, strerror(errno));
-        off += (int)w;
-    }
-    free(out);
-}
-
-/* The next whole reply's bytes (NUL-terminated, malloc'd). Waits up to 5 s. */
-static char *raw_reply(struct raw *r, size_t *len)
-{
-    struct resp_scanner sc;
-    long long deadline = now_ms() + 5000;
-    for (;;) {
-        resp_scanner_reset(&sc);
-        long long n = r->len ? resp_scan_reply(&sc, r->buf, r->len) : 0;
-        ck_assert_msg(n >= 0, "%s: malformed reply", r->name);
-        if (n > 0) {
-            char *out = malloc((size_t)n + 1);
-            memcpy(out, r->buf, (size_t)n);
-            out[n] = '\0';
-            memmove(r->buf, r->buf + n, r->len - (size_t)n);
-            r->len -= (size_t)n;
-            *len = (size_t)n;
-            return out;
-        }
-        struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
-        int left = (int)(deadline - now_ms());
-        ck_assert_msg(left > 0 && poll(&pfd, 1, left) == 1, "%s: no reply within 5 s", r->name);
-        ssize_t got = read(r->fd, r->buf + r->len, sizeof(r->buf) - r->len);
-        ck_assert_msg(got > 0, "%s: connection closed", r->name);
-        r->len += (size_t)got;
-    }
-}
-
-static char *raw_command(struct raw *r, size_t *len, int argc, const char **argv)
-{
-    raw_sendv(r, argc, argv);
-    return raw_reply(r, len);
+    harness_raw_sendv(r, argc, argv);
+    return harness_raw_reply(r, len);
 }
 
 /* Printable bytes (CR LF shown), for messages. */
@@ -234,14 +176,14 @@ static const char *shown(const char *s, size_t n)
 }
 
 /* keygate (logged in, RESP3 when resp3) and a direct connection to backend in the same protocol. */
-static void raw_pair(struct raw *kg, struct raw *redis, const char *backend, int resp3)
+static void raw_pair(struct harness_raw *kg, struct harness_raw *redis, const char *backend, int resp3)
 {
     size_t n;
-    raw_open(kg, h.port, "keygate");
+    harness_raw_open(kg, h.port, "keygate");
     const char *auth3[] = {"HELLO", "3", "AUTH", "root", ROOT_PW}, *auth2[] = {"AUTH", "root", ROOT_PW};
     free(resp3 ? raw_command(kg, &n, 5, auth3) : raw_command(kg, &n, 3, auth2));
     struct harness_backend *b = harness_backend(&h, backend);
-    raw_open(redis, b->plain_port, "redis");
+    harness_raw_open(redis, b->plain_port, "redis");
     const char *a[] = {"AUTH", b->password}, *hello[] = {"HELLO", "3"};
     free(raw_command(redis, &n, 2, a));
     if (resp3) free(raw_command(redis, &n, 2, hello));
@@ -353,7 +295,7 @@ START_TEST(cached_reads_are_redis_byte_for_byte)
         {"HGET", "u:r:s", "f"},
     };
     for (int resp3 = 0; resp3 <= 1; resp3++) {
-        struct raw kg, redis;
+        struct harness_raw kg, redis;
         raw_pair(&kg, &redis, "durable", resp3);
         for (int pass = 0; pass < 2; pass++) { /* a fill (or an earlier pass's hit), then a hit */
             for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {

@@ -17,7 +17,7 @@
 /*
  * One harness (two TLS redis-servers + keygate, the repo's conf/registry.conf) with two users:
  * app (owners=*) and other (owners=queues). Every check sends the same commands to keygate and
- * to a backend's plain port (struct raw: a socket, replies framed with keygate's resp_scan_reply)
+ * to a backend's plain port (struct harness_raw: a socket, replies framed with keygate's resp_scan_reply)
  * and compares the bytes; in RESP3 both connections said HELLO 3 first. Where keygate's keys
  * and Redis's must differ (the registry), keygate's use q:rd:kg..., Redis's q:rd:rs...; both
  * live on durable (ttl=none), so the replies are the same bytes. Channels: push:rd... on cache.
@@ -45,86 +45,21 @@ static void teardown(void)
     harness_stop(&h);
 }
 
-/* ---- a raw RESP connection ---- */
-
-struct raw {
-    int fd;
-    char buf[1 << 16];
-    size_t len;
-    const char *name; /* for messages */
-};
-
-static void raw_open(struct raw *r, int port, const char *name)
-{
-    r->fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_msg(r->fd >= 0, "socket: %s", strerror(errno));
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_msg(connect(r->fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "%s: connect: %s", name, strerror(errno));
-    r->len = 0;
-    r->name = name;
-}
-
-static void raw_close(struct raw *r)
-{
-    close(r->fd);
-    r->fd = -1;
-}
-
-static void raw_sendv(struct raw *r, int argc, const char **argv)
-{
-    char *out = NULL;
-    int n = redisFormatCommandArgv(&out, argc, argv, NULL);
-    ck_assert_int_gt(n, 0);
-    for (int off = 0; off < n;) {
-        ssize_t w = write(r->fd, out + off, (size_t)(n - off));
-        ck_assert_msg(w > 0, "%s: write: %s", r->name, strerror(errno));
-        off += (int)w;
-    }
-    free(out);
-}
+/* ---- raw RESP connections (struct harness_raw, harness.h) ---- */
 
 /* One command line split on spaces (no quoting needed here). */
-static void raw_line(struct raw *r, const char *line)
+static void raw_line(struct harness_raw *r, const char *line)
 {
     char copy[512];
     const char *argv[32];
     int argc = 0;
     snprintf(copy, sizeof(copy), "%s", line);
     for (char *tok = strtok(copy, " "); tok && argc < 32; tok = strtok(NULL, " ")) argv[argc++] = tok;
-    raw_sendv(r, argc, argv);
-}
-
-/* The next whole reply's bytes (NUL-terminated, malloc'd), within 5 s. */
-static char *raw_reply(struct raw *r)
-{
-    struct resp_scanner sc;
-    long long deadline = now_ms() + 5000;
-    for (;;) {
-        resp_scanner_reset(&sc);
-        long long n = r->len ? resp_scan_reply(&sc, r->buf, r->len) : 0;
-        ck_assert_msg(n >= 0, "%s: malformed reply: %.*s", r->name, (int)r->len, r->buf);
-        if (n > 0) {
-            char *out = malloc((size_t)n + 1);
-            memcpy(out, r->buf, (size_t)n);
-            out[n] = '\0';
-            memmove(r->buf, r->buf + n, r->len - (size_t)n);
-            r->len -= (size_t)n;
-            return out;
-        }
-        ck_assert_msg(r->len < sizeof(r->buf), "%s: reply larger than the test's buffer", r->name);
-        struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
-        int left = (int)(deadline - now_ms());
-        ck_assert_msg(left > 0 && poll(&pfd, 1, left) == 1, "%s: no reply within 5 s (have %zu bytes: %.*s)", r->name,
-                      r->len, (int)r->len, r->buf);
-        ssize_t got = read(r->fd, r->buf + r->len, sizeof(r->buf) - r->len);
-        ck_assert_msg(got > 0, "%s: connection closed (have %zu bytes: %.*s)", r->name, r->len, (int)r->len, r->buf);
-        r->len += (size_t)got;
-    }
+    harness_raw_sendv(r, argc, argv);
 }
 
 /* Every byte until the peer closes (after a QUIT), within 5 s; malloc'd, NUL-terminated. */
-static char *raw_until_closed(struct raw *r)
+static char *raw_until_closed(struct harness_raw *r)
 {
     long long deadline = now_ms() + 5000;
     for (;;) {
@@ -168,9 +103,9 @@ static const char *shown(const char *s)
 }
 
 #define expect_raw(r, want, what) expect_raw_at(__LINE__, r, want, what)
-static void expect_raw_at(int line, struct raw *r, const char *want, const char *what)
+static void expect_raw_at(int line, struct harness_raw *r, const char *want, const char *what)
 {
-    char *got = raw_reply(r);
+    char *got = harness_raw_reply(r, NULL);
     ck_assert_msg(strcmp(got, want) == 0, "line %d: %s: %s answered %s, want %s", line, what, r->name, shown(got),
                   shown(want));
     free(got);
@@ -178,9 +113,9 @@ static void expect_raw_at(int line, struct raw *r, const char *want, const char 
 
 /* The next reply of each is the same bytes; returns keygate's (the caller frees it). */
 #define same_next(kg, redis, what) same_next_at(__LINE__, kg, redis, what)
-static char *same_next_at(int line, struct raw *kg, struct raw *redis, const char *what)
+static char *same_next_at(int line, struct harness_raw *kg, struct harness_raw *redis, const char *what)
 {
-    char *a = raw_reply(kg), *b = raw_reply(redis);
+    char *a = harness_raw_reply(kg, NULL), *b = harness_raw_reply(redis, NULL);
     ck_assert_msg(strcmp(a, b) == 0, "line %d: %s: keygate answered %s, Redis %s", line, what, shown(a), shown(b));
     free(b);
     return a;
@@ -188,7 +123,7 @@ static char *same_next_at(int line, struct raw *kg, struct raw *redis, const cha
 
 /* The same command line to both, the same reply bytes. */
 #define same(kg, redis, line) free(same_at(__LINE__, kg, redis, line))
-static char *same_at(int line, struct raw *kg, struct raw *redis, const char *cmdline)
+static char *same_at(int line, struct harness_raw *kg, struct harness_raw *redis, const char *cmdline)
 {
     raw_line(kg, cmdline);
     raw_line(redis, cmdline);
@@ -196,44 +131,44 @@ static char *same_at(int line, struct raw *kg, struct raw *redis, const char *cm
 }
 
 /* keygate as user (app / other), in RESP3 (HELLO 3 ... AUTH) or RESP2 (AUTH). */
-static void kg_open(struct raw *r, const char *user, const char *pass, int resp3, const char *name)
+static void kg_open(struct harness_raw *r, const char *user, const char *pass, int resp3, const char *name)
 {
-    raw_open(r, h.port, name);
+    harness_raw_open(r, h.port, name);
     if (resp3) {
         const char *argv[] = {"HELLO", "3", "AUTH", user, pass};
-        raw_sendv(r, 5, argv);
-        char *got = raw_reply(r);
+        harness_raw_sendv(r, 5, argv);
+        char *got = harness_raw_reply(r, NULL);
         ck_assert_msg(strncmp(got, "%7\r\n$6\r\nserver\r\n$7\r\nkeygate\r\n", 28) == 0, "HELLO 3: %s", shown(got));
         free(got);
     } else {
         const char *argv[] = {"AUTH", user, pass};
-        raw_sendv(r, 3, argv);
+        harness_raw_sendv(r, 3, argv);
         expect_raw(r, "+OK\r\n", "AUTH");
     }
 }
 
 /* A backend's plain port, authenticated, in RESP3 (HELLO 3) or RESP2. */
-static void direct_open(struct raw *r, const char *backend, int resp3, const char *name)
+static void direct_open(struct harness_raw *r, const char *backend, int resp3, const char *name)
 {
     struct harness_backend *b = harness_backend(&h, backend);
     ck_assert_ptr_nonnull(b);
-    raw_open(r, b->plain_port, name);
+    harness_raw_open(r, b->plain_port, name);
     const char *auth[] = {"AUTH", b->password};
-    raw_sendv(r, 2, auth);
+    harness_raw_sendv(r, 2, auth);
     expect_raw(r, "+OK\r\n", "AUTH");
     if (resp3) {
         raw_line(r, "HELLO 3");
-        char *got = raw_reply(r);
+        char *got = harness_raw_reply(r, NULL);
         ck_assert_msg(got[0] == '%', "HELLO 3: %s", shown(got));
         free(got);
     }
 }
 
 /* The integer a connection's CLIENT ID answers. */
-static long long raw_client_id(struct raw *r)
+static long long raw_client_id(struct harness_raw *r)
 {
     raw_line(r, "CLIENT ID");
-    char *got = raw_reply(r);
+    char *got = harness_raw_reply(r, NULL);
     ck_assert_msg(got[0] == ':', "%s: CLIENT ID answered %s", r->name, shown(got));
     long long id = strtoll(got + 1, NULL, 10);
     free(got);
@@ -251,7 +186,7 @@ static long long raw_client_id(struct raw *r)
 static void client_reply_round(int resp3)
 {
     const char *p = resp3 ? "3" : "2";
-    struct raw kg, redis;
+    struct harness_raw kg, redis;
     kg_open(&kg, "app", APP_PASS, resp3, "keygate");
     direct_open(&redis, "durable", resp3, "redis");
     static const char *const seq[] = {"CLIENT REPLY OFF",
@@ -296,7 +231,7 @@ static void client_reply_round(int resp3)
         if (strcmp(seq[i], "AUTH") == 0) { /* after RESET (logged out): each side's own password */
             raw_line(&kg, "AUTH app " APP_PASS);
             const char *auth[] = {"AUTH", harness_backend(&h, "durable")->password};
-            raw_sendv(&redis, 2, auth);
+            harness_raw_sendv(&redis, 2, auth);
             continue;
         }
         snprintf(line, sizeof(line), seq[i], kgkey);
@@ -313,8 +248,8 @@ static void client_reply_round(int resp3)
     ck_assert_msg(strcmp(a, want) == 0, "RESP%s: the stream is %s", p, shown(a)); /* RESP3's shapes are RESP2's here */
     free(a);
     free(b);
-    raw_close(&kg);
-    raw_close(&redis);
+    harness_raw_close(&kg);
+    harness_raw_close(&redis);
     /* every dropped command ran on the backend, in order: n counts 6 INCRs, s was set */
     redisContext *d = harness_must_direct(&h, "durable");
     snprintf(line, sizeof(line), "%sn", kgkey);
@@ -342,7 +277,7 @@ static void client_reply_pubsub_round(int resp3)
 {
     const char *chan = resp3 ? "push:rd:off3" : "push:rd:off2";
     char line[120];
-    struct raw kg, redis;
+    struct harness_raw kg, redis;
     kg_open(&kg, "app", APP_PASS, resp3, "keygate");
     direct_open(&redis, "cache", resp3, "redis");
     raw_line(&kg, "CLIENT REPLY OFF");
@@ -360,8 +295,8 @@ static void client_reply_pubsub_round(int resp3)
     same(&kg, &redis, "CLIENT REPLY ON");
     same(&kg, &redis, "PING");
     redisFree(pub);
-    raw_close(&kg);
-    raw_close(&redis);
+    harness_raw_close(&kg);
+    harness_raw_close(&redis);
 }
 
 START_TEST(test_issue19_client_reply_keeps_pubsub_resp2)
@@ -411,7 +346,7 @@ static void wait_blocked_on_durable(int want, const char *what)
 static void client_unblock_round(int resp3, const char *how)
 {
     char line[160], key[64];
-    struct raw a, b, o, ra, rb;
+    struct harness_raw a, b, o, ra, rb;
     kg_open(&a, "app", APP_PASS, resp3, "keygate (blocked)");
     kg_open(&b, "app", APP_PASS, resp3, "keygate (unblocker)");
     kg_open(&o, "other", OTHER_PASS, resp3, "keygate (other user)");
@@ -462,11 +397,11 @@ static void client_unblock_round(int resp3, const char *how)
     same(&b, &rb, "CLIENT UNBLOCK 1 maybe");
     same(&b, &rb, "CLIENT UNBLOCK x");
     same(&b, &rb, "CLIENT UNBLOCK 1 2 3");
-    raw_close(&a);
-    raw_close(&b);
-    raw_close(&o);
-    raw_close(&ra);
-    raw_close(&rb);
+    harness_raw_close(&a);
+    harness_raw_close(&b);
+    harness_raw_close(&o);
+    harness_raw_close(&ra);
+    harness_raw_close(&rb);
 }
 
 START_TEST(test_issue19_client_unblock_resp2)
@@ -485,11 +420,11 @@ START_TEST(test_issue19_client_unblock_resp3)
 END_TEST
 
 /* 1 when the CLIENT LIST that r sees (its worker's clients) names client `id`. */
-static int raw_lists_client(struct raw *r, long long id)
+static int raw_lists_client(struct harness_raw *r, long long id)
 {
     char want[40];
     raw_line(r, "CLIENT LIST");
-    char *got = raw_reply(r);
+    char *got = harness_raw_reply(r, NULL);
     snprintf(want, sizeof(want), "id=%lld ", id);
     int seen = strstr(got, want) != NULL;
     free(got);
@@ -508,7 +443,7 @@ START_TEST(test_issue19_client_unblock_across_worker_threads)
              other);
     struct harness_opts o = {.extra_config = extra};
     ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart: %s", h.error);
-    struct raw a, b[64];
+    struct harness_raw a, b[64];
     kg_open(&a, "app", APP_PASS, 0, "keygate (blocked)");
     long long aid = raw_client_id(&a);
     int far = -1, opened = 0;
@@ -527,8 +462,8 @@ START_TEST(test_issue19_client_unblock_across_worker_threads)
     wait_blocked_on_durable(0, "unblocked on the backend");
     raw_line(&b[far], line);
     expect_raw(&b[far], ":0\r\n", "no longer blocked");
-    for (int i = 0; i < opened; i++) raw_close(&b[i]);
-    raw_close(&a);
+    for (int i = 0; i < opened; i++) harness_raw_close(&b[i]);
+    harness_raw_close(&a);
 }
 END_TEST
 
@@ -538,7 +473,7 @@ END_TEST
  * is touched, so keygate answers as Redis does; inside MULTI it is queued and answered in EXEC. */
 static void getkeys_round(int resp3)
 {
-    struct raw kg, redis;
+    struct harness_raw kg, redis;
     kg_open(&kg, "other", OTHER_PASS, resp3, "keygate (owners=queues)");
     direct_open(&redis, "durable", resp3, "redis");
     same(&kg, &redis, "COMMAND GETKEYS GET cache:rd:x");
@@ -551,8 +486,8 @@ static void getkeys_round(int resp3)
     char *got = same_at(__LINE__, &kg, &redis, "EXEC");
     ck_assert_msg(strstr(got, "q:rd:x") != NULL, "EXEC: %s", shown(got));
     free(got);
-    raw_close(&kg);
-    raw_close(&redis);
+    harness_raw_close(&kg);
+    harness_raw_close(&redis);
 }
 
 START_TEST(test_issue19_getkeys_without_registry_check_and_in_multi)
@@ -568,9 +503,9 @@ END_TEST
  * AUTH, HELLO, QUIT and RESET run; PING is -NOAUTH. */
 START_TEST(test_issue19_ping_before_auth_is_noauth)
 {
-    struct raw kg, redis;
-    raw_open(&kg, h.port, "keygate");
-    raw_open(&redis, harness_backend(&h, "durable")->plain_port, "redis");
+    struct harness_raw kg, redis;
+    harness_raw_open(&kg, h.port, "keygate");
+    harness_raw_open(&redis, harness_backend(&h, "durable")->plain_port, "redis");
     char *got = same_at(__LINE__, &kg, &redis, "PING");
     ck_assert_str_eq(got, "-NOAUTH Authentication required.\r\n");
     free(got);
@@ -582,8 +517,8 @@ START_TEST(test_issue19_ping_before_auth_is_noauth)
     same(&kg, &redis, "RESET");
     same(&kg, &redis, "PING");
     same(&kg, &redis, "QUIT");
-    raw_close(&kg);
-    raw_close(&redis);
+    harness_raw_close(&kg);
+    harness_raw_close(&redis);
 }
 END_TEST
 
@@ -591,7 +526,7 @@ END_TEST
 
 static void pubsub_default_round(int resp3)
 {
-    struct raw kg, redis;
+    struct harness_raw kg, redis;
     kg_open(&kg, "app", APP_PASS, resp3, "keygate");
     direct_open(&redis, "cache", resp3, "redis");
     same(&kg, &redis, "PUBSUB NUMPAT");
@@ -599,8 +534,8 @@ static void pubsub_default_round(int resp3)
     same(&kg, &redis, "PUBSUB NUMSUB");
     same(&kg, &redis, "PUBSUB CHANNELS rd:*");
     same(&kg, &redis, "PUBSUB CHANNELS");
-    raw_close(&kg);
-    raw_close(&redis);
+    harness_raw_close(&kg);
+    harness_raw_close(&redis);
 }
 
 START_TEST(test_issue19_pubsub_numpat_on_the_default_line)
@@ -614,20 +549,20 @@ START_TEST(test_issue19_pubsub_numpat_on_the_default_line)
                                               "default instance=cache ttl=none owner=legacy\n"};
     ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart: %s", h.error);
     /* subscribers on cache directly: a pattern and a channel, so the counts are not 0 */
-    struct raw sub;
+    struct harness_raw sub;
     direct_open(&sub, "cache", 0, "subscriber");
     raw_line(&sub, "PSUBSCRIBE rd:pat:*");
-    free(raw_reply(&sub));
+    free(harness_raw_reply(&sub, NULL));
     raw_line(&sub, "SUBSCRIBE rd:chan");
-    free(raw_reply(&sub));
+    free(harness_raw_reply(&sub, NULL));
     pubsub_default_round(0);
     pubsub_default_round(1);
-    struct raw kg;
+    struct harness_raw kg;
     kg_open(&kg, "app", APP_PASS, 0, "keygate");
     raw_line(&kg, "PUBSUB NUMPAT");
     expect_raw(&kg, ":1\r\n", "the subscriber's one pattern");
-    raw_close(&kg);
-    raw_close(&sub);
+    harness_raw_close(&kg);
+    harness_raw_close(&sub);
 }
 END_TEST
 

@@ -16,7 +16,7 @@
 
 /*
  * One harness (two TLS redis-servers + keygate, the repo's conf/registry.conf). Every check
- * reads raw reply bytes (struct raw: a socket and keygate's own reply framer, resp_scan_reply)
+ * reads raw reply bytes (struct harness_raw: a socket and keygate's own reply framer, resp_scan_reply)
  * from keygate and from the backend's plain port, both after HELLO 3, and compares them.
  * Keys: q:r3N:... (durable, ttl=none), rl:r3N:... (durable, ttl=1h), cache:r3N:... (cache,
  * ttl=1h), telegram:active-conv:r3N (cache, sliding: GET becomes GETEX), channels push:r3N.
@@ -42,48 +42,10 @@ static void teardown(void)
     harness_stop(&h);
 }
 
-/* ---- a raw RESP connection ---- */
-
-struct raw {
-    int fd;
-    char buf[1 << 16];
-    size_t len;
-    const char *name; /* for messages */
-};
-
-static void raw_open(struct raw *r, int port, const char *name)
-{
-    r->fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_msg(r->fd >= 0, "socket: %s", strerror(errno));
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_msg(connect(r->fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "%s: connect: %s", name, strerror(errno));
-    r->len = 0;
-    r->name = name;
-}
-
-static void raw_close(struct raw *r)
-{
-    close(r->fd);
-    r->fd = -1;
-}
-
-/* Send one command (C strings). */
-static void raw_sendv(struct raw *r, int argc, const char **argv)
-{
-    char *out = NULL;
-    int n = redisFormatCommandArgv(&out, argc, argv, NULL);
-    ck_assert_int_gt(n, 0);
-    for (int off = 0; off < n;) {
-        ssize_t w = write(r->fd, out + off, (size_t)(n - off));
-        ck_assert_msg(w > 0, "%s: write: %s", r->name, strerror(errno));
-        off += (int)w;
-    }
-    free(out);
-}
+/* ---- raw RESP connections (struct harness_raw, harness.h) ---- */
 
 #define RAW_MAXARGS 16
-static void raw_send(struct raw *r, const char *first, ...)
+static void raw_send(struct harness_raw *r, const char *first, ...)
 {
     const char *argv[RAW_MAXARGS];
     int argc = 0;
@@ -94,41 +56,11 @@ static void raw_send(struct raw *r, const char *first, ...)
         argv[argc++] = a;
     }
     va_end(ap);
-    raw_sendv(r, argc, argv);
-}
-
-/* The next whole reply's bytes (NUL-terminated, malloc'd; *len its length). Waits up to 5 s. */
-static char *raw_reply(struct raw *r, size_t *len)
-{
-    struct resp_scanner sc;
-    resp_scanner_reset(&sc);
-    long long deadline = now_ms() + 5000;
-    for (;;) {
-        long long n = r->len ? resp_scan_reply(&sc, r->buf, r->len) : 0;
-        ck_assert_msg(n >= 0, "%s: malformed reply: %.*s", r->name, (int)r->len, r->buf);
-        if (n > 0) {
-            char *out = malloc((size_t)n + 1);
-            memcpy(out, r->buf, (size_t)n);
-            out[n] = '\0';
-            memmove(r->buf, r->buf + n, r->len - (size_t)n);
-            r->len -= (size_t)n;
-            if (len) *len = (size_t)n;
-            return out;
-        }
-        ck_assert_msg(r->len < sizeof(r->buf), "%s: reply larger than the test's buffer", r->name);
-        struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
-        int left = (int)(deadline - now_ms());
-        ck_assert_msg(left > 0 && poll(&pfd, 1, left) == 1, "%s: no reply within 5 s (have %zu bytes: %.*s)", r->name,
-                      r->len, (int)r->len, r->buf);
-        ssize_t got = read(r->fd, r->buf + r->len, sizeof(r->buf) - r->len);
-        ck_assert_msg(got > 0, "%s: connection closed (have %zu bytes: %.*s)", r->name, r->len, (int)r->len, r->buf);
-        r->len += (size_t)got;
-        resp_scanner_reset(&sc); /* scan again from the start: simple, the replies are small */
-    }
+    harness_raw_sendv(r, argc, argv);
 }
 
 /* Nothing more arrives within ms. */
-static void raw_expect_quiet(struct raw *r, int ms)
+static void raw_expect_quiet(struct harness_raw *r, int ms)
 {
     struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
     ck_assert_msg(r->len == 0 && poll(&pfd, 1, ms) == 0, "%s: unexpected bytes", r->name);
@@ -158,46 +90,46 @@ static const char *shown(const char *s)
 
 /* The next reply is exactly `want`. */
 #define expect_raw(r, want, what) expect_raw_at(__LINE__, r, want, what)
-static void expect_raw_at(int line, struct raw *r, const char *want, const char *what)
+static void expect_raw_at(int line, struct harness_raw *r, const char *want, const char *what)
 {
     size_t n;
-    char *got = raw_reply(r, &n);
+    char *got = harness_raw_reply(r, &n);
     ck_assert_msg(n == strlen(want) && memcmp(got, want, n) == 0, "line %d: %s: %s answered %s, want %s", line, what,
                   r->name, shown(got), shown(want));
     free(got);
 }
 
 /* The next reply starts with `prefix`. */
-static void expect_raw_prefix(struct raw *r, const char *prefix, const char *what)
+static void expect_raw_prefix(struct harness_raw *r, const char *prefix, const char *what)
 {
-    char *got = raw_reply(r, NULL);
+    char *got = harness_raw_reply(r, NULL);
     ck_assert_msg(strncmp(got, prefix, strlen(prefix)) == 0, "%s: %s answered %s, want %s...", what, r->name,
                   shown(got), shown(prefix));
     free(got);
 }
 
 /* A RESP3 connection to keygate (HELLO 3 answered with the map). */
-static void kg3(struct raw *r)
+static void kg3(struct harness_raw *r)
 {
-    raw_open(r, h.port, "keygate");
+    harness_raw_open(r, h.port, "keygate");
     raw_send(r, "HELLO", "3", "AUTH", "root", ROOT_PASS, NULL);
     expect_raw_prefix(r, "%7\r\n$6\r\nserver\r\n$7\r\nkeygate\r\n", "HELLO 3");
 }
 
 /* A RESP2 connection to keygate. */
-static void kg2(struct raw *r)
+static void kg2(struct harness_raw *r)
 {
-    raw_open(r, h.port, "keygate (RESP2)");
+    harness_raw_open(r, h.port, "keygate (RESP2)");
     raw_send(r, "AUTH", "root", ROOT_PASS, NULL);
     expect_raw(r, "+OK\r\n", "AUTH");
 }
 
 /* A direct connection to a backend's plain port, authenticated, in RESP3 (resp3) or RESP2. */
-static void direct_raw(struct raw *r, const char *backend, int resp3)
+static void direct_raw(struct harness_raw *r, const char *backend, int resp3)
 {
     struct harness_backend *b = harness_backend(&h, backend);
     ck_assert_ptr_nonnull(b);
-    raw_open(r, b->plain_port, resp3 ? "redis (HELLO 3)" : "redis (RESP2)");
+    harness_raw_open(r, b->plain_port, resp3 ? "redis (HELLO 3)" : "redis (RESP2)");
     raw_send(r, "AUTH", b->password, NULL);
     expect_raw(r, "+OK\r\n", "AUTH");
     if (resp3) {
@@ -207,12 +139,13 @@ static void direct_raw(struct raw *r, const char *backend, int resp3)
 }
 
 /* The same command to both: the replies must be the same bytes. Returns keygate's reply. */
-static char *same_bytes(struct raw *kg, struct raw *redis, const char *what, int argc, const char **argv)
+static char *same_bytes(struct harness_raw *kg, struct harness_raw *redis, const char *what, int argc,
+                        const char **argv)
 {
-    raw_sendv(kg, argc, argv);
-    raw_sendv(redis, argc, argv);
+    harness_raw_sendv(kg, argc, argv);
+    harness_raw_sendv(redis, argc, argv);
     size_t n1, n2;
-    char *a = raw_reply(kg, &n1), *b = raw_reply(redis, &n2);
+    char *a = harness_raw_reply(kg, &n1), *b = harness_raw_reply(redis, &n2);
     ck_assert_msg(n1 == n2 && memcmp(a, b, n1) == 0, "%s: keygate answered %s, Redis %s", what, shown(a), shown(b));
     free(b);
     return a;
@@ -234,13 +167,13 @@ static char *same_bytes(struct raw *kg, struct raw *redis, const char *what, int
  * is checked too, so a RESP2 answer from either side fails. */
 START_TEST(test_reply_shapes_byte_for_byte)
 {
-    struct raw kg, dur, cache;
+    struct harness_raw kg, dur, cache;
     kg3(&kg);
     direct_raw(&dur, "durable", 1);
     direct_raw(&cache, "cache", 1);
     const char *keys[][2] = {{"q:r3a:", "durable"}, {"rl:r3a:", "durable"}, {"cache:r3a:", "cache"}};
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-        struct raw *d = strcmp(keys[i][1], "durable") == 0 ? &dur : &cache;
+        struct harness_raw *d = strcmp(keys[i][1], "durable") == 0 ? &dur : &cache;
         char str[64], h1[64], z[64], set[64], list[64], missing[64];
         snprintf(str, sizeof(str), "%sstr", keys[i][0]);
         snprintf(h1, sizeof(h1), "%shash", keys[i][0]);
@@ -284,9 +217,9 @@ START_TEST(test_reply_shapes_byte_for_byte)
         SAME(&kg, d, "%2\r\n", "EVAL", "redis.setresp(3); return redis.call('HGETALL', KEYS[1])", "1", h1);
         SAME(&kg, d, "-MYERR custom", "EVAL", "return {err='MYERR custom'}", "1", str);
     }
-    raw_close(&kg);
-    raw_close(&dur);
-    raw_close(&cache);
+    harness_raw_close(&kg);
+    harness_raw_close(&dur);
+    harness_raw_close(&cache);
 }
 END_TEST
 
@@ -304,7 +237,7 @@ static void push_message(char *out, size_t size, const char *channel, const char
  * bytes Redis sends a HELLO 3 subscriber. */
 START_TEST(test_pubsub_pushes_between_replies)
 {
-    struct raw kg, pub, red;
+    struct harness_raw kg, pub, red;
     kg3(&kg);
     kg3(&pub);
     direct_raw(&red, "cache", 1);
@@ -345,7 +278,7 @@ START_TEST(test_pubsub_pushes_between_replies)
     int replies = 0, messages = 0;
     while (replies < N || messages < M) {
         size_t n;
-        char *f = raw_reply(&kg, &n);
+        char *f = harness_raw_reply(&kg, &n);
         if (f[0] == '>') {
             char payload[16];
             snprintf(payload, sizeof(payload), "p%d", messages);
@@ -369,9 +302,9 @@ START_TEST(test_pubsub_pushes_between_replies)
     raw_send(&kg, "GET", "q:r3b:k", NULL);
     expect_raw(&kg, "$2\r\nv1\r\n", "GET after UNSUBSCRIBE");
     raw_expect_quiet(&kg, 100);
-    raw_close(&kg);
-    raw_close(&pub);
-    raw_close(&red);
+    harness_raw_close(&kg);
+    harness_raw_close(&pub);
+    harness_raw_close(&red);
 }
 END_TEST
 
@@ -379,7 +312,7 @@ END_TEST
  * before the second's, as Redis orders them. */
 START_TEST(test_pubsub_pipelined_subscribe_keeps_order)
 {
-    struct raw kg;
+    struct harness_raw kg;
     kg3(&kg);
     raw_send(&kg, "SET", "cache:r3c:k", "v", NULL);
     expect_raw(&kg, "+OK\r\n", "SET");
@@ -394,7 +327,7 @@ START_TEST(test_pubsub_pipelined_subscribe_keeps_order)
     expect_raw(&kg, "$1\r\nv\r\n", "GET 2");
     expect_raw(&kg, ">3\r\n$11\r\nunsubscribe\r\n$8\r\npush:r3c\r\n:0\r\n", "UNSUBSCRIBE");
     expect_raw(&kg, "_\r\n", "GET 3 (missing)");
-    raw_close(&kg);
+    harness_raw_close(&kg);
 }
 END_TEST
 
@@ -404,7 +337,7 @@ END_TEST
  * filter drops its injected PEXPIRE), each the bytes Redis answers alone. */
 START_TEST(test_multi_exec_with_ttl_write)
 {
-    struct raw kg, red;
+    struct harness_raw kg, red;
     kg3(&kg);
     direct_raw(&red, "durable", 1);
     raw_send(&kg, "HSET", "rl:r3d:h", "a", "1", NULL);
@@ -419,18 +352,18 @@ START_TEST(test_multi_exec_with_ttl_write)
     for (size_t i = 0; i < 5; i++) {
         int argc = 0;
         while (argc < 5 && queued[i][argc]) argc++;
-        raw_sendv(&kg, argc, queued[i]);
+        harness_raw_sendv(&kg, argc, queued[i]);
         expect_raw(&kg, "+QUEUED\r\n", "queued");
     }
     raw_send(&kg, "EXEC", NULL);
     size_t n;
-    char *exec = raw_reply(&kg, &n);
+    char *exec = harness_raw_reply(&kg, &n);
     /* Redis's own answers, one by one (reads after the fact: same values) */
     char want[1024] = "*5\r\n+OK\r\n,4.5\r\n";
     const char *reads[][4] = {{"HGETALL", "rl:r3d:h"}, {"GET", "rl:r3d:missing"}, {"SMEMBERS", "rl:r3d:s"}};
     for (size_t i = 0; i < 3; i++) {
-        raw_sendv(&red, 2, reads[i]);
-        char *r = raw_reply(&red, NULL);
+        harness_raw_sendv(&red, 2, reads[i]);
+        char *r = harness_raw_reply(&red, NULL);
         strcat(want, r);
         free(r);
     }
@@ -439,11 +372,11 @@ START_TEST(test_multi_exec_with_ttl_write)
     ck_assert_msg(strstr(want, "%1\r\n") && strstr(want, "_\r\n-WRONGTYPE"), "the shapes: %s", shown(want));
     /* the TTL injection happened */
     raw_send(&red, "PTTL", "rl:r3d:z", NULL);
-    char *ttl = raw_reply(&red, NULL);
+    char *ttl = harness_raw_reply(&red, NULL);
     ck_assert_msg(ttl[0] == ':' && atoll(ttl + 1) > 0, "PTTL: %s", shown(ttl));
     free(ttl);
-    raw_close(&kg);
-    raw_close(&red);
+    harness_raw_close(&kg);
+    harness_raw_close(&red);
 }
 END_TEST
 
@@ -451,7 +384,7 @@ END_TEST
  * broken by another client makes EXEC answer RESP3's null, as Redis does (addReplyNullArray). */
 START_TEST(test_watch_exec_in_resp3)
 {
-    struct raw kg, other, red;
+    struct harness_raw kg, other, red;
     kg3(&kg);
     kg2(&other);
     direct_raw(&red, "durable", 1);
@@ -477,7 +410,7 @@ START_TEST(test_watch_exec_in_resp3)
     raw_send(&red, "GET", "q:r3w:x", NULL);
     expect_raw(&red, "+QUEUED\r\n", "direct queued");
     raw_send(&red, "EXEC", NULL);
-    char *want = raw_reply(&red, NULL);
+    char *want = harness_raw_reply(&red, NULL);
     raw_send(&kg, "MULTI", NULL);
     expect_raw(&kg, "+OK\r\n", "MULTI");
     raw_send(&kg, "GET", "q:r3w:x", NULL);
@@ -486,9 +419,9 @@ START_TEST(test_watch_exec_in_resp3)
     expect_raw(&kg, want, "EXEC after the WATCHed key changed: Redis's RESP3 null");
     ck_assert_str_eq(want, "_\r\n");
     free(want);
-    raw_close(&kg);
-    raw_close(&other);
-    raw_close(&red);
+    harness_raw_close(&kg);
+    harness_raw_close(&other);
+    harness_raw_close(&red);
 }
 END_TEST
 
@@ -496,7 +429,7 @@ END_TEST
  * across instances: the integers summed. */
 START_TEST(test_mget_split_with_nulls)
 {
-    struct raw kg, dur, cache;
+    struct harness_raw kg, dur, cache;
     kg3(&kg);
     direct_raw(&dur, "durable", 1);
     direct_raw(&cache, "cache", 1);
@@ -505,7 +438,7 @@ START_TEST(test_mget_split_with_nulls)
     raw_send(&kg, "SET", "cache:r3e:b", "B", NULL);
     expect_raw(&kg, "+OK\r\n", "SET");
     raw_send(&kg, "MGET", "q:r3e:a", "cache:r3e:b", "q:r3e:none", "cache:r3e:none", "cache:r3e:b", NULL);
-    char *merged = raw_reply(&kg, NULL);
+    char *merged = harness_raw_reply(&kg, NULL);
     /* the same keys asked one by one, directly */
     char want[512] = "*5\r\n";
     const char *order[][2] = {{"q:r3e:a", "d"},
@@ -514,9 +447,9 @@ START_TEST(test_mget_split_with_nulls)
                               {"cache:r3e:none", "c"},
                               {"cache:r3e:b", "c"}};
     for (size_t i = 0; i < 5; i++) {
-        struct raw *d = order[i][1][0] == 'd' ? &dur : &cache;
+        struct harness_raw *d = order[i][1][0] == 'd' ? &dur : &cache;
         raw_send(d, "GET", order[i][0], NULL);
-        char *r = raw_reply(d, NULL);
+        char *r = harness_raw_reply(d, NULL);
         strcat(want, r);
         free(r);
     }
@@ -525,9 +458,9 @@ START_TEST(test_mget_split_with_nulls)
     free(merged);
     raw_send(&kg, "DEL", "q:r3e:a", "cache:r3e:b", "q:r3e:none", NULL);
     expect_raw(&kg, ":2\r\n", "DEL across instances");
-    raw_close(&kg);
-    raw_close(&dur);
-    raw_close(&cache);
+    harness_raw_close(&kg);
+    harness_raw_close(&dur);
+    harness_raw_close(&cache);
 }
 END_TEST
 
@@ -548,7 +481,7 @@ static long long blocked_clients(const char *backend)
  * One that is served: Redis's bytes. */
 START_TEST(test_blocking_pop_timeout_is_null)
 {
-    struct raw kg, red, other;
+    struct harness_raw kg, red, other;
     kg3(&kg);
     kg3(&other);
     direct_raw(&red, "durable", 1);
@@ -565,9 +498,9 @@ START_TEST(test_blocking_pop_timeout_is_null)
     expect_raw(&kg, "*2\r\n$10\r\nq:r3f:list\r\n$1\r\nx\r\n", "BLPOP served");
     raw_send(&kg, "GET", "q:r3f:none", NULL);
     expect_raw(&kg, "_\r\n", "GET after the blocking pop");
-    raw_close(&kg);
-    raw_close(&other);
-    raw_close(&red);
+    harness_raw_close(&kg);
+    harness_raw_close(&other);
+    harness_raw_close(&red);
 }
 END_TEST
 
@@ -575,11 +508,11 @@ END_TEST
 
 START_TEST(test_hello_and_local_answers)
 {
-    struct raw kg, red;
+    struct harness_raw kg, red;
     kg3(&kg);
     direct_raw(&red, "durable", 1);
     raw_send(&kg, "CLIENT", "ID", NULL);
-    char *id = raw_reply(&kg, NULL);
+    char *id = harness_raw_reply(&kg, NULL);
     char want[512];
     /* Redis's shape and fields: server, version, proto, id, mode, role, modules */
     snprintf(
@@ -602,14 +535,14 @@ START_TEST(test_hello_and_local_answers)
     raw_send(&red, "INFO", "server", NULL);
     expect_raw_prefix(&red, "=", "Redis's INFO");
     raw_send(&kg, "INFO", "server", NULL);
-    char *info = raw_reply(&kg, NULL);
+    char *info = harness_raw_reply(&kg, NULL);
     long long vlen = atoll(info + 1);
     const char *body = strstr(info, "\r\n") + 2;
     ck_assert_msg(strncmp(body, "txt:# Server\r\n", 14) == 0 && (long long)strlen(body) == vlen + 2, "INFO: %s",
                   shown(info));
     free(info);
     raw_send(&kg, "CLIENT", "INFO", NULL);
-    char *ci = raw_reply(&kg, NULL);
+    char *ci = harness_raw_reply(&kg, NULL);
     ck_assert_msg(ci[0] == '=' && strstr(ci, "\r\ntxt:id=") && strstr(ci, " resp=3\n\r\n"), "CLIENT INFO: %s",
                   shown(ci));
     free(ci);
@@ -621,7 +554,7 @@ START_TEST(test_hello_and_local_answers)
     raw_send(&kg, "CLIENT", "TRACKING", "on", NULL);
     expect_raw_prefix(&kg, "-DENIED", "CLIENT TRACKING");
     raw_send(&kg, "CLIENT", "TRACKING", "on", NULL);
-    char *tr = raw_reply(&kg, NULL);
+    char *tr = harness_raw_reply(&kg, NULL);
     ck_assert_msg(strstr(tr, "near cache") != NULL, "CLIENT TRACKING: %s", shown(tr));
     free(tr);
     /* HELLO inside MULTI: keygate refuses local commands there */
@@ -667,8 +600,8 @@ START_TEST(test_hello_and_local_answers)
     expect_raw(&kg, "+OK\r\n", "AUTH after RESET (users are configured: RESET logs out)");
     raw_send(&kg, "HGETALL", "q:r3g:h", NULL);
     expect_raw(&kg, "*2\r\n$1\r\nf\r\n$1\r\nv\r\n", "HGETALL after RESET: RESP2");
-    raw_close(&kg);
-    raw_close(&red);
+    harness_raw_close(&kg);
+    harness_raw_close(&red);
 }
 END_TEST
 
@@ -676,13 +609,13 @@ END_TEST
  * strings, merged with keygate's sections into one verbatim string, as Redis answers INFO. */
 START_TEST(test_info_instance_sections_verbatim)
 {
-    struct raw k3, k2;
+    struct harness_raw k3, k2;
     kg3(&k3);
     kg2(&k2);
     raw_send(&k2, "INFO", "server", "keyspace", NULL);
-    char *bulk = raw_reply(&k2, NULL);
+    char *bulk = harness_raw_reply(&k2, NULL);
     raw_send(&k3, "INFO", "server", "keyspace", NULL);
-    char *verb = raw_reply(&k3, NULL);
+    char *verb = harness_raw_reply(&k3, NULL);
     ck_assert_msg(bulk[0] == '$' && strstr(bulk, "# Keyspace (instance durable)"), "RESP2 INFO: %s", shown(bulk));
     ck_assert_msg(verb[0] == '=' && strstr(verb, "\r\ntxt:# Server\r\n") &&
                       strstr(verb, "# Keyspace (instance durable)") && strstr(verb, "# Keyspace (instance cache)"),
@@ -694,18 +627,18 @@ START_TEST(test_info_instance_sections_verbatim)
     free(bulk);
     free(verb);
     raw_send(&k3, "INFO", "replication", NULL); /* valkey-glide's start-up question */
-    char *rep = raw_reply(&k3, NULL);
+    char *rep = harness_raw_reply(&k3, NULL);
     ck_assert_msg(rep[0] == '=' && strstr(rep, "\r\nrole:master\r\n"), "INFO replication: %s", shown(rep));
     free(rep);
-    raw_close(&k3);
-    raw_close(&k2);
+    harness_raw_close(&k3);
+    harness_raw_close(&k2);
 }
 END_TEST
 
 /* RESP2 clients of the same keygate, interleaved with a RESP3 one, get RESP2's bytes. */
 START_TEST(test_resp2_clients_unaffected)
 {
-    struct raw k3, k2, d2;
+    struct harness_raw k3, k2, d2;
     kg3(&k3);
     kg2(&k2);
     direct_raw(&d2, "durable", 0);
@@ -726,12 +659,12 @@ START_TEST(test_resp2_clients_unaffected)
     raw_send(&k2, "HELLO", NULL);
     expect_raw_prefix(&k2, "*14\r\n", "HELLO on a RESP2 client");
     raw_send(&k2, "CLIENT", "INFO", NULL);
-    char *ci = raw_reply(&k2, NULL);
+    char *ci = harness_raw_reply(&k2, NULL);
     ck_assert_msg(ci[0] == '$' && strstr(ci, " resp=2\n\r\n"), "CLIENT INFO: %s", shown(ci));
     free(ci);
-    raw_close(&k3);
-    raw_close(&k2);
-    raw_close(&d2);
+    harness_raw_close(&k3);
+    harness_raw_close(&k2);
+    harness_raw_close(&d2);
 }
 END_TEST
 
@@ -744,7 +677,7 @@ START_TEST(test_client_timeout_spares_resp3_subscriber)
     snprintf(extra, sizeof(extra), "user root sha256=%s owners=* access=rw scripts=yes\nclient-timeout 1s\n", hash);
     struct harness_opts o = {.extra_config = extra};
     ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart with client-timeout 1s: %s", h.error);
-    struct raw sub, idle, pub;
+    struct harness_raw sub, idle, pub;
     kg3(&sub);
     kg3(&idle);
     raw_send(&sub, "SUBSCRIBE", "push:r3t", NULL);
@@ -762,9 +695,9 @@ START_TEST(test_client_timeout_spares_resp3_subscriber)
     expect_raw(&sub, msg, "the message after 2.5 s of quiet");
     raw_send(&sub, "GET", "q:r3t:none", NULL);
     expect_raw(&sub, "_\r\n", "a command on the subscribed connection");
-    raw_close(&sub);
-    raw_close(&idle);
-    raw_close(&pub);
+    harness_raw_close(&sub);
+    harness_raw_close(&idle);
+    harness_raw_close(&pub);
 }
 END_TEST
 
