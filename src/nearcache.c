@@ -97,7 +97,8 @@ struct nearcache {
     int nreaders;
     char *group;
     int64_t trim_interval_ms, marker_timeout_ms;
-    int stop; /* atomic */
+    int stop;                   /* atomic */
+    struct syncconn_stop *halt; /* tripped by nearcache_stop: a reader's blocking call returns */
 };
 
 /* The test hook (README): KEYGATE_NEAR_CACHE_FILL_DELAY_MS holds every fill's reply that long
@@ -868,8 +869,9 @@ static void *nc_reader_main(void *arg)
     while (!nc_stopping(nc)) {
         if (!conn) {
             char err[256];
-            conn = syncconn_open(&rd->conf, 2000, err, sizeof(err));
+            conn = syncconn_open_stoppable(&rd->conf, 2000, nc->halt, err, sizeof(err));
             if (!conn) {
+                if (nc_stopping(nc)) break;
                 log_event(LOG_WARN, "near_cache_reader", NULL, "near cache: stream reader for '%s' cannot connect: %s",
                           rd->conf.name, err);
                 if (nc_sleep(nc, backoff)) break;
@@ -906,6 +908,7 @@ static void *nc_reader_main(void *arg)
         freeReplyObject(r);
         continue;
     lost:
+        if (nc_stopping(nc)) break; /* nearcache_stop cut the connection short: nothing was lost */
         log_event(LOG_WARN, "near_cache_reader", NULL,
                   "near cache: stream connection to '%s' lost (%s): its namespaces are not served until it caught up",
                   rd->conf.name, conn ? syncconn_error(conn) : "?");
@@ -939,6 +942,7 @@ struct nearcache *nearcache_start(const struct config *cfg, struct proxy *p)
     nc_fill_delay_ms = delay ? atoll(delay) : 0;
     struct nearcache *nc = xcalloc(1, sizeof(*nc));
     nc->proxy = p;
+    nc->halt = syncconn_stop_new();
     nc->slots = xcalloc(nslots, sizeof(*nc->slots));
     for (size_t i = 0; i < reg->count; i++) {
         const struct namespace_entry *e = &reg->entries[i];
@@ -996,10 +1000,12 @@ void nearcache_stop(struct nearcache *nc)
 {
     if (!nc) return;
     __atomic_store_n(&nc->stop, 1, __ATOMIC_RELEASE);
+    syncconn_stop_trip(nc->halt); /* a read waiting on a frozen backend ends now */
     for (int i = 0; i < nc->nreaders; i++) {
         if (nc->readers[i].started) pthread_join(nc->readers[i].thread, NULL);
         config_instance_free(&nc->readers[i].conf);
     }
+    syncconn_stop_free(nc->halt);
     for (int k = 0; k < nc->nworkers; k++) {
         struct nc_worker *nw = &nc->workers[k];
         event_free(nw->ev);

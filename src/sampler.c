@@ -22,6 +22,7 @@ struct sampler {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     int stop;                   /* under lock */
+    struct syncconn_stop *halt; /* tripped by sampler_stop: the threads' blocking calls return */
     int64_t interval_ms;        /* under lock: 0 pauses the passes */
     struct registry *pending;   /* under lock: the registry of a reload, taken at the next pass */
     struct registry *reg;       /* the thread's own */
@@ -133,7 +134,7 @@ static int sampler_depth(struct syncconn *c, redisReply **keys, const size_t *id
  * an error (why in err). */
 static int sampler_scan(struct sampler *s, int inst, struct tally *t, char *err, size_t errlen)
 {
-    struct syncconn *c = syncconn_open(&s->instances[inst], (int)s->connect_timeout_ms, err, errlen);
+    struct syncconn *c = syncconn_open_stoppable(&s->instances[inst], (int)s->connect_timeout_ms, s->halt, err, errlen);
     if (!c) return -1;
     char cursor[32] = "0";
     int rc = 0;
@@ -270,7 +271,8 @@ static void *sampler_poll(void *arg)
         for (size_t i = 0; i < s->ninstances; i++) {
             if (!conns[i]) {
                 char err[256] = "";
-                conns[i] = syncconn_open(&s->instances[i], (int)s->connect_timeout_ms, err, sizeof(err));
+                conns[i] =
+                    syncconn_open_stoppable(&s->instances[i], (int)s->connect_timeout_ms, s->halt, err, sizeof(err));
             }
             if (!conns[i]) continue; /* unreachable: the workers' connections say so (/healthz) */
             const char *argv[1] = {"INFO"};
@@ -311,6 +313,7 @@ struct sampler *sampler_start(const struct config *cfg, struct proxy *p)
     }
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->wake, NULL);
+    s->halt = syncconn_stop_new();
     int err = pthread_create(&s->info_thread, NULL, sampler_poll, s);
     s->polling = err == 0;
     if (err == 0 && s->interval_ms > 0) {
@@ -351,8 +354,10 @@ void sampler_stop(struct sampler *s)
     s->stop = 1;
     pthread_cond_broadcast(&s->wake);
     pthread_mutex_unlock(&s->lock);
+    syncconn_stop_trip(s->halt); /* an INFO or SCAN waiting on a silent backend ends now */
     if (s->scanning) pthread_join(s->thread, NULL);
     if (s->polling) pthread_join(s->info_thread, NULL);
+    syncconn_stop_free(s->halt);
     registry_free(s->reg);
     registry_free(s->pending);
     for (size_t i = 0; i < s->ninstances; i++) config_instance_free(&s->instances[i]);

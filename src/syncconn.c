@@ -3,12 +3,14 @@
 #include "sizes.h"
 #include "tls.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,8 +23,16 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+struct syncconn_stop {
+    pthread_mutex_t lock;
+    int tripped;            /* under lock */
+    struct syncconn *conns; /* under lock: the connections opened with it, linked by stop_next */
+};
+
 struct syncconn {
-    int fd;
+    int fd;                     /* under stop->lock when stop is set (the tripping thread reads it) */
+    struct syncconn_stop *stop; /* NULL: none */
+    struct syncconn *stop_next; /* in stop->conns */
     SSL_CTX *ctx;
     SSL *ssl;
     redisReader *reader;
@@ -59,6 +69,42 @@ static void set_ssl_err(struct syncconn *c, const char *what, int ret)
     ERR_clear_error();
 }
 
+struct syncconn_stop *syncconn_stop_new(void)
+{
+    struct syncconn_stop *st = xcalloc(1, sizeof(*st));
+    pthread_mutex_init(&st->lock, NULL);
+    return st;
+}
+
+void syncconn_stop_trip(struct syncconn_stop *st)
+{
+    pthread_mutex_lock(&st->lock);
+    st->tripped = 1;
+    for (struct syncconn *c = st->conns; c; c = c->stop_next)
+        if (c->fd >= 0) shutdown(c->fd, SHUT_RDWR);
+    pthread_mutex_unlock(&st->lock);
+}
+
+void syncconn_stop_free(struct syncconn_stop *st)
+{
+    if (!st) return;
+    assert(st->conns == NULL); /* every connection opened with it was closed */
+    pthread_mutex_destroy(&st->lock);
+    free(st);
+}
+
+/* c's socket becomes fd (-1: none), closing the one it had; with a stop, under its lock, so a
+ * trip never shuts down a number the socket no longer owns. A socket set after a trip is shut
+ * down at once. */
+static void set_fd(struct syncconn *c, int fd)
+{
+    if (c->stop) pthread_mutex_lock(&c->stop->lock);
+    if (c->fd >= 0) close(c->fd);
+    c->fd = fd;
+    if (c->stop && c->stop->tripped && fd >= 0) shutdown(fd, SHUT_RDWR);
+    if (c->stop) pthread_mutex_unlock(&c->stop->lock);
+}
+
 /* Non-blocking connect bounded by timeout_ms, then back to blocking with I/O timeouts. */
 static int tcp_connect(struct syncconn *c, const char *host, int port, int timeout_ms)
 {
@@ -72,8 +118,7 @@ static int tcp_connect(struct syncconn *c, const char *host, int port, int timeo
     }
     int rc = -1;
     for (struct addrinfo *ai = res; ai && rc != 0; ai = ai->ai_next) {
-        if (c->fd >= 0) close(c->fd);
-        c->fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+        set_fd(c, socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol));
         if (c->fd < 0) {
             set_err(c, "socket: %s", strerror(errno));
             continue;
@@ -146,11 +191,30 @@ static int tls_handshake(struct syncconn *c, const struct instance_conf *ic)
 
 struct syncconn *syncconn_open(const struct instance_conf *ic, int timeout_ms, char *err, size_t errlen)
 {
+    return syncconn_open_stoppable(ic, timeout_ms, NULL, err, errlen);
+}
+
+struct syncconn *syncconn_open_stoppable(const struct instance_conf *ic, int timeout_ms, struct syncconn_stop *st,
+                                         char *err, size_t errlen)
+{
     struct syncconn *c = xcalloc(1, sizeof(*c));
     c->fd = -1;
     c->reader = redisReaderCreate();
     if (!c->reader) oom_abort(sizeof(redisReader)); /* it fails only for memory */
-    int rc = tcp_connect(c, ic->host, ic->port, timeout_ms > 0 ? timeout_ms : 2000);
+    int rc = 0;
+    if (st) {
+        pthread_mutex_lock(&st->lock);
+        if (st->tripped) {
+            set_err(c, "stopping");
+            rc = -1;
+        } else {
+            c->stop = st;
+            c->stop_next = st->conns;
+            st->conns = c;
+        }
+        pthread_mutex_unlock(&st->lock);
+    }
+    if (rc == 0) rc = tcp_connect(c, ic->host, ic->port, timeout_ms > 0 ? timeout_ms : 2000);
     if (rc == 0 && ic->tls) rc = tls_handshake(c, ic);
     if (rc == 0 && ic->password) {
         /* AUTH password, or AUTH user password */
@@ -277,7 +341,14 @@ void syncconn_close(struct syncconn *c)
         SSL_free(c->ssl);
     }
     if (c->ctx) SSL_CTX_free(c->ctx);
-    if (c->fd >= 0) close(c->fd);
+    set_fd(c, -1);
+    if (c->stop) { /* off the stop's list */
+        pthread_mutex_lock(&c->stop->lock);
+        struct syncconn **p = &c->stop->conns;
+        while (*p != c) p = &(*p)->stop_next;
+        *p = c->stop_next;
+        pthread_mutex_unlock(&c->stop->lock);
+    }
     if (c->reader) redisReaderFree(c->reader);
     free(c->out);
     free(c);

@@ -1,4 +1,4 @@
-/* syncconn.h: a small blocking Redis client over TLS or TCP for one-shot tools (`keygate audit`). */
+/* syncconn.h: a small blocking Redis client over TLS or TCP for one-shot tools (`keygate audit`) and background threads. */
 #ifndef KEYGATE_SYNCCONN_H
 #define KEYGATE_SYNCCONN_H
 
@@ -23,6 +23,23 @@ struct syncconn;
  * Returns the connection, or NULL with the reason in err[0..errlen).
  */
 struct syncconn *syncconn_open(const struct instance_conf *ic, int timeout_ms, char *err, size_t errlen) KG_MUST_CHECK;
+
+/*
+ * A stop for other threads' connections: syncconn_stop_trip (from any thread) shuts down
+ * (shutdown(2)) the socket of every connection opened with the stop, so a read, a write or
+ * a TLS handshake blocked on it returns at once with an error, and makes every later open
+ * with it fail. A daemon's background thread opens its connections with one, and its
+ * stopper trips it before joining the thread. syncconn_stop_free once no connection opened
+ * with it is left.
+ */
+struct syncconn_stop;
+struct syncconn_stop *syncconn_stop_new(void);
+void syncconn_stop_trip(struct syncconn_stop *st);
+void syncconn_stop_free(struct syncconn_stop *st);
+
+/* syncconn_open with a stop (NULL: none). Fails, saying so, once st was tripped. */
+struct syncconn *syncconn_open_stoppable(const struct instance_conf *ic, int timeout_ms, struct syncconn_stop *st,
+                                         char *err, size_t errlen) KG_MUST_CHECK;
 
 /* Queue one command (formatted with redisFormatCommandArgv); sent by the next flush. */
 int syncconn_append(struct syncconn *c, int argc, const char **argv, const size_t *argvlen) KG_MUST_CHECK;

@@ -729,6 +729,11 @@ static int wait_exit(pid_t pid, int timeout_ms)
     }
 }
 
+int harness_wait_exit(pid_t pid, int timeout_ms)
+{
+    return wait_exit(pid, timeout_ms);
+}
+
 /* SIGKILL pid and wait (STOP_TIMEOUT_MS) until it has exited. Returns its wait status, or
  * -1, said on stderr, when it still runs: the caller must then keep it recorded (see the
  * invariant above children_check). */

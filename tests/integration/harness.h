@@ -290,6 +290,10 @@ struct harness_http {
  * is not HTTP. The caller frees body. */
 struct harness_http harness_admin_get(const struct harness *h, const char *path);
 
+/* Wait up to timeout_ms for pid (a server the harness started: keygate, a backend) to exit,
+ * without stopping it. Its wait status, or -1 when it still runs. */
+int harness_wait_exit(pid_t pid, int timeout_ms);
+
 /* ---- a raw RESP connection: replies as bytes, for byte-for-byte comparisons ---- */
 
 /* A plain TCP connection whose replies are framed by keygate's own reply scanner

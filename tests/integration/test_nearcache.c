@@ -953,6 +953,30 @@ START_TEST(memory_is_bounded)
 }
 END_TEST
 
+/* A stream reader waiting on a frozen backend does not hold keygate's exit: SIGTERM cuts its
+ * blocking read short (it waited out syncconn's 10 s I/O timeout before). */
+START_TEST(shutdown_is_not_held_by_a_frozen_stream)
+{
+    redisContext *c = client();
+    expect_nil(cmd(c, "GET u:shutdown:1"), "a read: the reader follows u: on durable");
+    redisFree(c);
+    pid_t durable = harness_backend(&h, "durable")->pid;
+    ck_assert_int_eq(kill(durable, SIGSTOP), 0);
+    /* the scenario, not a wait: frozen for 1.5 s, past the reader's XREAD BLOCK 1000, so its
+     * next request waits on the frozen backend */
+    sleep_ms(1500);
+    pid_t pid = h.keygate_pid;
+    long long t0 = now_ms();
+    ck_assert_int_eq(kill(pid, SIGTERM), 0);
+    int status = harness_wait_exit(pid, 15000);
+    long long took = now_ms() - t0;
+    kill(durable, SIGCONT);
+    ck_assert_msg(status != -1, "keygate still runs 15 s after SIGTERM");
+    ck_assert_msg(took < 2000, "keygate took %lld ms to stop while its stream reader waited on a frozen durable",
+                  took);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("nearcache");
@@ -973,6 +997,7 @@ int main(void)
     harness_add_test(tc, trim_respects_another_groups_marker);
     harness_add_test(tc, stream_deleted_flushes);
     harness_add_test(tc, fill_crossed_by_an_invalidation_is_not_cached);
+    harness_add_test(tc, shutdown_is_not_held_by_a_frozen_stream);
     harness_add_test(tc, memory_is_bounded);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

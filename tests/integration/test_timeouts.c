@@ -418,6 +418,62 @@ START_TEST(test_tls_handshake_to_a_silent_port_is_bounded_by_connect_timeout)
 }
 END_TEST
 
+/* ---- shutdown while a backend never answers TLS ---- */
+
+/* The INFO poller talks to each instance on a blocking connection of its own (syncconn); one
+ * to a port that accepts and never answers TLS sat in its handshake for syncconn's 10 s I/O
+ * timeout, and SIGTERM waited for it, past shutdown-timeout. Stopping must cut it short. */
+START_TEST(test_shutdown_is_not_held_by_a_backend_that_never_answers_tls)
+{
+    char more[1024];
+    snprintf(more, sizeof more, "%sbackend-info-interval 1s\nconnect-timeout 1s\n", extra);
+    struct harness_opts o = {.extra_config = more};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart with backend-info-interval 1s: %s", h.error);
+    int lfd = cache_port_taken_over(h.backends[1].tls_port);
+    /* accept keygate's connections until one is held past connect-timeout (1 s): the workers'
+     * give up at 1 s, so that one is the poller's blocking handshake */
+    enum { MAX_HELD = 64 };
+    int fds[MAX_HELD], n = 0, found = 0;
+    long long opened[MAX_HELD];
+    for (long long end = now_ms() + 8000; !found && now_ms() < end;) {
+        struct pollfd p[MAX_HELD + 1];
+        p[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
+        for (int i = 0; i < n; i++) p[i + 1] = (struct pollfd){.fd = fds[i], .events = fds[i] >= 0 ? POLLIN : 0};
+        if (poll(p, (nfds_t)n + 1, 20) > 0) {
+            if ((p[0].revents & POLLIN) && n < MAX_HELD) {
+                int cfd = accept(lfd, NULL, NULL);
+                if (cfd >= 0) {
+                    fds[n] = cfd;
+                    opened[n++] = now_ms();
+                }
+            }
+            for (int i = 0; i < n; i++) {
+                if (fds[i] < 0 || !(p[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+                char buf[4096];
+                if (read(fds[i], buf, sizeof buf) > 0) continue; /* the ClientHello */
+                close(fds[i]);
+                fds[i] = -1;
+            }
+        }
+        for (int i = 0; i < n; i++) found |= fds[i] >= 0 && now_ms() - opened[i] > 2000;
+    }
+    pid_t pid = h.keygate_pid;
+    long long t0 = now_ms();
+    int sent = found ? kill(pid, SIGTERM) : -1;
+    int status = sent == 0 ? harness_wait_exit(pid, 15000) : -1;
+    long long took = now_ms() - t0;
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    close(lfd);
+    /* keygate first (cache down is fine for it), then cache, which waits for its connections */
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "starting keygate again: %s", h.error);
+    ck_assert_msg(harness_backend_restart(&h, "cache") == 0, "restarting cache: %s", h.error);
+    ck_assert_msg(found, "no connection to the silent port was held past connect-timeout (no INFO poller handshake?)");
+    ck_assert_msg(sent == 0 && status != -1, "keygate still runs 15 s after SIGTERM");
+    ck_assert_msg(took < 2000, "keygate took %lld ms to stop while its INFO poller waited on a silent port", took);
+}
+END_TEST
+
 /* ---- reconnect jitter ---- */
 
 START_TEST(test_connections_do_not_reconnect_in_the_same_millisecond)
@@ -473,5 +529,6 @@ int main(void)
     harness_add_test(tc, test_frozen_backend_times_out_and_comes_back);
     harness_add_test(tc, test_connections_do_not_reconnect_in_the_same_millisecond);
     harness_add_test(tc, test_tls_handshake_to_a_silent_port_is_bounded_by_connect_timeout);
+    harness_add_test(tc, test_shutdown_is_not_held_by_a_backend_that_never_answers_tls);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
