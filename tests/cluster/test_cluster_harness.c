@@ -19,8 +19,10 @@ static struct cluster *C;
 
 static void setup(void)
 {
+    long long t0 = now_ms();
     C = cluster_start();
     ck_assert_msg(C != NULL, "cluster_start: %s", cluster_last_error());
+    fprintf(stderr, "cluster up in %lld ms\n", now_ms() - t0);
 }
 
 static void teardown(void)
