@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <unistd.h>
@@ -398,6 +399,71 @@ START_TEST(test_stop_leaves_nothing)
 }
 END_TEST
 
+/* ---- a failed test leaves nothing either: a nested suite, run in a forked process ---- */
+
+static char g_pids_file[64]; /* the nested suite's node pids, one a line */
+
+static void nested_setup(void)
+{
+    setup();
+    FILE *f = fopen(g_pids_file, "w");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < CLUSTER_NODES; i++) fprintf(f, "%d\n", (int)C->nodes[i].pid);
+    fclose(f);
+}
+
+START_TEST(nested_fails)
+{
+    ck_abort_msg("a failed assertion (on purpose)");
+}
+END_TEST
+
+START_TEST(nested_crashes_with_a_node_stopped)
+{
+    ck_assert_msg(cluster_node_pause(C, 1) == 0, "%s", cluster_last_error());
+    abort();
+}
+END_TEST
+
+START_TEST(test_failed_tests_leave_nothing)
+{
+    snprintf(g_pids_file, sizeof g_pids_file, "/tmp/keygate-cluster-pids-XXXXXX");
+    int fd = mkstemp(g_pids_file);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    pid_t nested = fork();
+    ck_assert_int_ge(nested, 0);
+    if (nested == 0) {
+        Suite *s = suite_create("nested");
+        TCase *tc = harness_tcase(s, "nested", 30, nested_setup, teardown);
+        tcase_add_test(tc, nested_fails);
+        tcase_add_test(tc, nested_crashes_with_a_node_stopped);
+        SRunner *sr = srunner_create(s);
+        srunner_set_fork_status(sr, CK_FORK);
+        srunner_run_all(sr, CK_SILENT);
+        int failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        _exit(failed); /* no atexit: the teardown alone must have stopped the nodes */
+    }
+    int status;
+    ck_assert_int_eq(waitpid(nested, &status, 0), nested);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 2, "the nested suite's 2 tests failed (status %d)",
+                  status);
+    FILE *f = fopen(g_pids_file, "r");
+    ck_assert_ptr_nonnull(f);
+    int pid, n = 0;
+    while (fscanf(f, "%d", &pid) == 1) {
+        errno = 0;
+        ck_assert_msg(kill(pid, 0) != 0 && errno == ESRCH, "node pid %d of the nested suite is gone", pid);
+        n++;
+    }
+    fclose(f);
+    unlink(g_pids_file);
+    ck_assert_int_eq(n, CLUSTER_NODES);
+    ck_assert_int_eq(cluster_leftovers(), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cluster_harness");
@@ -413,6 +479,7 @@ int main(void)
     harness_add_test(tc, test_kill_primary);
     tc = harness_tcase(s, "stop", 60, NULL, NULL);
     harness_add_test(tc, test_stop_leaves_nothing);
+    harness_add_test(tc, test_failed_tests_leave_nothing);
     int failed = harness_run(s);
     /* after every teardown: no node of any cluster of this suite still runs */
     int left = cluster_leftovers();
