@@ -46,7 +46,7 @@ struct cluster_node {
     int plain_port;
     int tls_port;
     int bus_port;             /* tls_port + 10000 */
-    pid_t pid;                /* 0 once killed or stopped for good */
+    pid_t pid;                /* as started, kept after a kill (cluster_node_alive tells) */
     unsigned long long start; /* the pid's start time, at fork */
     int stopped;              /* SIGSTOPped by cluster_node_pause and not continued */
     char id[41];              /* CLUSTER MYID */
