@@ -155,6 +155,13 @@ static void spawned_add(pid_t pid, unsigned long long start)
             MAX_SPAWNED, (int)pid);
 }
 
+/* Drop pid's entry once the process is gone (reaped): the table only holds what may still run. */
+static void spawned_forget(pid_t pid)
+{
+    for (int i = 0; g_spawned != NULL && pid > 0 && i < MAX_SPAWNED; i++)
+        if (__sync_bool_compare_and_swap(&g_spawned[i].pid, pid, 0)) return;
+}
+
 /* SIGKILL every server this process started (atexit, fatal signals): a test process that
  * exits must not kill the runner's cluster, hence the owner check. */
 static void spawned_kill_mine(void)
@@ -204,7 +211,7 @@ int cluster_leftovers(void)
         pid_t pid = g_spawned[i].pid;
         if (pid <= 0) continue;
         if (proc_gone(pid, g_spawned[i].start)) {
-            if (g_spawned[i].owner == getpid()) g_spawned[i].pid = 0;
+            __sync_bool_compare_and_swap(&g_spawned[i].pid, pid, 0);
             continue;
         }
         fprintf(stderr, "cluster_harness: LEFTOVER: pid %d (started by %d) still runs\n", (int)pid,
@@ -256,11 +263,15 @@ static int wait_child(pid_t pid, int timeout_ms)
     for (;;) {
         int status;
         pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid) return status;
+        if (r == pid) {
+            spawned_forget(pid);
+            return status;
+        }
         if (r < 0 && errno != EINTR) return -1;
         if (mono_ms() >= deadline) {
             kill(pid, SIGKILL);
             waitpid(pid, NULL, 0);
+            spawned_forget(pid);
             return -1;
         }
         nap_ms(20);
@@ -756,8 +767,10 @@ static void kill_all(struct cluster *c)
         if (n->pid > 0 && !proc_gone(n->pid, n->start))
             fprintf(stderr, "cluster_harness: node %d (pid %d) still runs %d ms after SIGKILL\n", i, (int)n->pid,
                     GONE_MS);
-        else
+        else {
+            spawned_forget(n->pid);
             n->pid = 0;
+        }
     }
 }
 
