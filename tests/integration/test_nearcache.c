@@ -972,8 +972,7 @@ START_TEST(shutdown_is_not_held_by_a_frozen_stream)
     long long took = now_ms() - t0;
     kill(durable, SIGCONT);
     ck_assert_msg(status != -1, "keygate still runs 15 s after SIGTERM");
-    ck_assert_msg(took < 2000, "keygate took %lld ms to stop while its stream reader waited on a frozen durable",
-                  took);
+    ck_assert_msg(took < 2000, "keygate took %lld ms to stop while its stream reader waited on a frozen durable", took);
 }
 END_TEST
 
