@@ -215,6 +215,16 @@ struct syncconn *syncconn_open_stoppable(const struct instance_conf *ic, int tim
         pthread_mutex_unlock(&st->lock);
     }
     if (rc == 0) rc = tcp_connect(c, ic->host, ic->port, timeout_ms > 0 ? timeout_ms : 2000);
+    if (rc == 0 && st) {
+        /* a trip while connecting may not reach the socket (shutdown(2) of an unconnected one does
+         * nothing): look again before the blocking handshake; a later trip shuts it down */
+        pthread_mutex_lock(&st->lock);
+        if (st->tripped) {
+            set_err(c, "stopping");
+            rc = -1;
+        }
+        pthread_mutex_unlock(&st->lock);
+    }
     if (rc == 0 && ic->tls) rc = tls_handshake(c, ic);
     if (rc == 0 && ic->password) {
         /* AUTH password, or AUTH user password */

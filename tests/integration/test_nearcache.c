@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -972,6 +973,8 @@ START_TEST(shutdown_is_not_held_by_a_frozen_stream)
     long long took = now_ms() - t0;
     kill(durable, SIGCONT);
     ck_assert_msg(status != -1, "keygate still runs 15 s after SIGTERM");
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "keygate ended with wait status %d after SIGTERM",
+                  status);
     ck_assert_msg(took < 2000, "keygate took %lld ms to stop while its stream reader waited on a frozen durable", took);
 }
 END_TEST

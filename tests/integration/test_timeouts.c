@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -470,6 +471,8 @@ START_TEST(test_shutdown_is_not_held_by_a_backend_that_never_answers_tls)
     ck_assert_msg(harness_backend_restart(&h, "cache") == 0, "restarting cache: %s", h.error);
     ck_assert_msg(found, "no connection to the silent port was held past connect-timeout (no INFO poller handshake?)");
     ck_assert_msg(sent == 0 && status != -1, "keygate still runs 15 s after SIGTERM");
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "keygate ended with wait status %d after SIGTERM",
+                  status);
     ck_assert_msg(took < 2000, "keygate took %lld ms to stop while its INFO poller waited on a silent port", took);
 }
 END_TEST
