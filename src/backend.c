@@ -2,6 +2,7 @@
 #include "backend.h"
 
 #include "replies.h"
+#include "slotmap.h"
 #include "tls.h"
 #include "topology.h"
 
@@ -45,8 +46,24 @@
  * hard output limit (and dropped as it comes when nobody may keep it). */
 #define PARTIAL_CHECK_BYTES (1024 * 1024)
 
+/* A cluster instance on one worker (backend.h): its slot map and a pool per node and protocol. */
+struct backend_cluster {
+    struct worker *worker;
+    int instance;
+    struct slotmap map;                              /* node indexes are stable: they index pools */
+    struct slotmap parsed;                           /* the CLUSTER SLOTS reply being adopted */
+    struct backend_pool pools[SLOTMAP_MAX_NODES][2]; /* shared connections per node, RESP2 / RESP3 */
+    int refreshing;                                  /* a CLUSTER SLOTS is in flight */
+    int next_seed;                                   /* the seed node asked when no node is up */
+    int64_t last_refresh_ms;                         /* monotonic: when the last CLUSTER SLOTS was sent */
+    struct event *soon;                              /* a refresh held back by BACKEND_REFRESH_MIN_MS */
+    struct event *periodic;                          /* every cluster-refresh */
+};
+
 static void backend_connect(struct backend *b);
 static void backend_make_idle(struct backend *b);
+static void cluster_refresh_now(struct backend_cluster *cl);
+static void backend_send_internal(struct backend *b, enum backend_own own, int argc, const char **argv);
 static void backend_unstage(struct backend *b);
 
 static void backend_do_write(struct backend *b);
@@ -68,6 +85,18 @@ static struct backend_pool *backend_pool_of(const struct backend *b)
 static struct backend_pool *backend_pin_pool(const struct backend *b)
 {
     return &b->worker->pools[b->instance];
+}
+
+void backend_address(const struct backend *b, const char **host, int *port)
+{
+    const struct backend_cluster *cl = b->worker->clusters[b->instance];
+    if (cl && b->node >= 0) {
+        *host = cl->map.nodes[b->node].host;
+        *port = cl->map.nodes[b->node].port;
+        return;
+    }
+    *host = backend_conf(b)->host;
+    *port = backend_conf(b)->port;
 }
 
 /* max-memory: count what b holds now (replies not yet framed, requests not yet written). */
@@ -102,6 +131,19 @@ int backend_backoff_delay(int backoff_ms, uint32_t r)
     return backoff_ms - (int)(r % (uint32_t)(backoff_ms / 5 + 1));
 }
 
+/* The shared pool number i of w (i < BACKEND_ALL_POOLS): the instances' pools, then
+ * each cluster's node pools; NULL for a cluster slot that holds none. */
+#define BACKEND_ALL_POOLS (BACKEND_NPOOLS + CONFIG_MAX_INSTANCES * SLOTMAP_MAX_NODES * 2)
+static struct backend_pool *backend_shared_pool(struct worker *w, int i)
+{
+    if (i < BACKEND_NPOOLS) return w->pools ? &w->pools[i] : NULL;
+    i -= BACKEND_NPOOLS;
+    struct backend_cluster *cl = __atomic_load_n(&w->clusters[i / (SLOTMAP_MAX_NODES * 2)], __ATOMIC_ACQUIRE);
+    if (!cl) return NULL;
+    i %= SLOTMAP_MAX_NODES * 2;
+    return &cl->pools[i / 2][i % 2];
+}
+
 /* Has b's oldest written entry waited past backend-timeout? Then b is closed (its entries
  * fail "timed out") and, if shared, reconnects. A connection carrying a blocking command
  * (backend_exempt) waits its timeout more, or forever for one that blocks forever;
@@ -130,9 +172,11 @@ static void backend_tick_cb(evutil_socket_t fd, short what, void *arg)
     int64_t timeout_ms = w->cfg->backend_timeout_ms;
     if (timeout_ms <= 0) return;
     int64_t now = clock_mono_ms();
-    for (int i = 0; i < BACKEND_NPOOLS; i++) {
-        struct backend_pool *pool = &w->pools[i];
+    for (int i = 0; i < BACKEND_ALL_POOLS; i++) {
+        struct backend_pool *pool = backend_shared_pool(w, i);
+        if (!pool) continue;
         for (int j = 0; j < pool->nconns; j++) backend_check_timeout(&pool->conns[j], now, timeout_ms);
+        if (i >= BACKEND_NPOOLS) continue; /* dedicated connections are listed in the instance's pools */
         struct backend *b, *next;
         for (b = TAILQ_FIRST(&pool->pinned); b; b = next) {
             next = TAILQ_NEXT(b, pinned_link); /* a timed-out one leaves the list */
@@ -143,16 +187,17 @@ static void backend_tick_cb(evutil_socket_t fd, short what, void *arg)
 
 /* Create the shared connections of `instance`'s pool for protocol resp3 (0: RESP2) and start
  * connecting them (every connection of an instance uses its RESP2 pool's TLS context). */
-static void backend_pool_open(struct worker *w, int instance, int resp3)
+static void backend_pool_fill(struct worker *w, struct backend_pool *pool, int instance, int node, int resp3)
 {
     const struct instance_conf *ic = &w->cfg->instances[instance];
-    struct backend_pool *pool = &w->pools[backend_pool_index(instance, resp3)];
     int n = ic->connections > 0 ? ic->connections : 1;
     pool->conns = xcalloc((size_t)n, sizeof(*pool->conns));
     for (int j = 0; j < n; j++) {
         struct backend *b = &pool->conns[j];
         b->worker = w;
         b->instance = instance;
+        b->node = node;
+        b->domain = backend_domain(instance, node);
         b->resp3 = (uint8_t)(resp3 != 0);
         b->slot = j;
         b->fd = -1;
@@ -164,6 +209,169 @@ static void backend_pool_open(struct worker *w, int instance, int resp3)
     /* published only now: backend_pool_status reads the pools from other threads */
     __atomic_store_n(&pool->nconns, n, __ATOMIC_RELEASE);
     for (int j = 0; j < n; j++) backend_connect(&pool->conns[j]);
+}
+
+static void backend_pool_open(struct worker *w, int instance, int resp3)
+{
+    backend_pool_fill(w, &w->pools[backend_pool_index(instance, resp3)], instance, -1, resp3);
+}
+
+/* ---- cluster instances ---- */
+
+/* The node host:port's index in cl's map, added (with no slot) when new; -1 when the table is full. */
+static int cluster_node_index(struct backend_cluster *cl, const char *host, int port)
+{
+    int i = slotmap_find_node(&cl->map, host, port);
+    if (i >= 0 || cl->map.nnodes == SLOTMAP_MAX_NODES || strlen(host) >= SLOTMAP_HOST_MAX) return i;
+    i = cl->map.nnodes++;
+    snprintf(cl->map.nodes[i].host, SLOTMAP_HOST_MAX, "%s", host);
+    cl->map.nodes[i].port = port;
+    return i;
+}
+
+/* Node `node`'s pool of protocol resp3, its connections opened on first use. */
+static struct backend_pool *cluster_pool(struct backend_cluster *cl, int node, int resp3)
+{
+    assert(node >= 0 && node < cl->map.nnodes);
+    struct backend_pool *pool = &cl->pools[node][resp3 ? 1 : 0];
+    if (pool->nconns == 0) backend_pool_fill(cl->worker, pool, cl->instance, node, resp3);
+    return pool;
+}
+
+/* Every node's map entry takes the owners of the reply just parsed (cl->parsed). */
+static void cluster_adopt(struct backend_cluster *cl)
+{
+    int16_t index_of[SLOTMAP_MAX_NODES];
+    for (int k = 0; k < cl->parsed.nnodes; k++)
+        index_of[k] = (int16_t)cluster_node_index(cl, cl->parsed.nodes[k].host, cl->parsed.nodes[k].port);
+    for (int s = 0; s < SLOTMAP_SLOTS; s++) {
+        int k = cl->parsed.owner[s];
+        cl->map.owner[s] = k >= 0 ? index_of[k] : -1;
+    }
+}
+
+/* The CLUSTER SLOTS reply of node connection b. */
+static void cluster_slots_reply(struct backend *b, const char *reply, size_t len)
+{
+    struct backend_cluster *cl = b->worker->clusters[b->instance];
+    if (!cl) return;
+    cl->refreshing = 0;
+    char err[200];
+    const char *host;
+    int port;
+    backend_address(b, &host, &port);
+    if (slotmap_parse_slots(&cl->parsed, reply, len, host, err, sizeof(err)) != 0) {
+        log_event(LOG_WARN, "cluster_map_failed",
+                  &(struct log_fields){.instance = backend_conf(b)->name, .backend_host = host, .backend_port = port},
+                  "instance '%s': the slot map from %s:%d is unusable: %s", backend_conf(b)->name, host, port, err);
+        backend_cluster_refresh(b->worker, b->instance); /* another node, soon */
+        return;
+    }
+    cluster_adopt(cl);
+}
+
+/* Ask for the slot map on a connection that is up (any node), else on the next seed's. */
+static void cluster_refresh_now(struct backend_cluster *cl)
+{
+    struct worker *w = cl->worker;
+    if (cl->refreshing || w->stopping) return;
+    struct backend *b = NULL;
+    for (int n = 0; n < cl->map.nnodes && !b; n++) {
+        struct backend_pool *pool = &cl->pools[n][0];
+        if (pool->nconns > 0 && pool->conns[0].state == BACKEND_READY) b = &pool->conns[0];
+    }
+    if (!b) {
+        const struct instance_conf *ic = &w->cfg->instances[cl->instance];
+        int seed = cl->next_seed++ % ic->nseeds;
+        int node = cluster_node_index(cl, ic->seed_host[seed], ic->seed_port[seed]);
+        if (node < 0) return;
+        b = &cluster_pool(cl, node, 0)->conns[0];
+        if (b->state == BACKEND_DOWN) return; /* it reconnects, and its failure asks again */
+    }
+    const char *argv[2] = {"CLUSTER", "SLOTS"};
+    cl->refreshing = 1;
+    cl->last_refresh_ms = clock_mono_ms();
+    STAT_INC(&w->stats, cluster_refreshes);
+    backend_send_internal(b, BACKEND_OWN_SLOTS, 2, argv);
+}
+
+static void cluster_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    cluster_refresh_now(arg);
+}
+
+static void cluster_start(struct worker *w, int instance)
+{
+    struct backend_cluster *cl = xcalloc(1, sizeof(*cl));
+    cl->worker = w;
+    cl->instance = instance;
+    slotmap_init(&cl->map);
+    cl->soon = xevtimer_new(w->base, cluster_timer_cb, cl);
+    cl->periodic = xevent_new(w->base, -1, EV_PERSIST, cluster_timer_cb, cl);
+    int64_t ms = w->cfg->cluster_refresh_ms > 0 ? w->cfg->cluster_refresh_ms : 10000;
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    event_add(cl->periodic, &tv);
+    __atomic_store_n(&w->clusters[instance], cl, __ATOMIC_RELEASE);
+    cluster_refresh_now(cl);
+}
+
+int backend_is_cluster(const struct worker *w, int instance)
+{
+    return w->clusters[instance] != NULL;
+}
+
+void backend_cluster_refresh(struct worker *w, int instance)
+{
+    struct backend_cluster *cl = w->clusters[instance];
+    if (!cl || cl->refreshing || w->stopping) return;
+    int64_t wait = cl->last_refresh_ms + BACKEND_REFRESH_MIN_MS - clock_mono_ms();
+    if (wait <= 0) {
+        cluster_refresh_now(cl);
+        return;
+    }
+    if (evtimer_pending(cl->soon, NULL)) return;
+    struct timeval tv = {wait / 1000, (wait % 1000) * 1000};
+    evtimer_add(cl->soon, &tv);
+}
+
+void backend_cluster_moved(struct worker *w, int instance, unsigned slot, const char *host, int port)
+{
+    struct backend_cluster *cl = w->clusters[instance];
+    if (!cl) return;
+    int node = cluster_node_index(cl, host, port);
+    if (node >= 0 && slot < SLOTMAP_SLOTS) cl->map.owner[slot] = (int16_t)node;
+    backend_cluster_refresh(w, instance);
+}
+
+/* The node for slot (-1: slot 0's, for a keyless command); -1 when not known. */
+static int cluster_node_for(const struct backend_cluster *cl, int slot)
+{
+    return slotmap_owner(&cl->map, slot >= 0 ? (unsigned)slot : 0);
+}
+
+struct backend *backend_for_slot(struct worker *w, int instance, int slot, uint64_t client_id, int resp3)
+{
+    struct backend_cluster *cl = w->clusters[instance];
+    if (!cl) return resp3 ? backend_for3(w, instance, client_id) : backend_for(w, instance, client_id);
+    int node = cluster_node_for(cl, slot);
+    if (node < 0) return NULL;
+    struct backend_pool *pool = cluster_pool(cl, node, resp3);
+    struct backend *b = &pool->conns[client_id % (uint64_t)pool->nconns];
+    return b->state == BACKEND_DOWN ? NULL : b;
+}
+
+struct backend *backend_for_addr(struct worker *w, int instance, const char *host, int port, uint64_t client_id,
+                                 int resp3)
+{
+    struct backend_cluster *cl = w->clusters[instance];
+    if (!cl) return NULL;
+    int node = cluster_node_index(cl, host, port);
+    if (node < 0) return NULL;
+    struct backend_pool *pool = cluster_pool(cl, node, resp3);
+    struct backend *b = &pool->conns[client_id % (uint64_t)pool->nconns];
+    return b->state == BACKEND_DOWN ? NULL : b;
 }
 
 int backend_pools_start(struct worker *w, const struct backend_hooks *hooks)
@@ -187,7 +395,10 @@ int backend_pools_start(struct worker *w, const struct backend_hooks *hooks)
                 return -1;
             }
         }
-        backend_pool_open(w, (int)i, 0);
+        if (ic->cluster)
+            cluster_start(w, (int)i);
+        else
+            backend_pool_open(w, (int)i, 0);
     }
     w->backend_tick = xevent_new(w->base, -1, EV_PERSIST, backend_tick_cb, w);
     struct timeval tv = {0, TIMEOUT_TICK_MS * 1000};
@@ -204,6 +415,8 @@ static void backend_fail_fifo(struct backend *b)
         b->fifo_head = (b->fifo_head + 1) % b->fifo_cap;
         b->fifo_count--;
         if (pd.own == BACKEND_OWN_NONE) b->worker->hooks->fail(b, &pd);
+        if (pd.own == BACKEND_OWN_SLOTS && b->worker->clusters[b->instance])
+            b->worker->clusters[b->instance]->refreshing = 0; /* asked again below (backend_close) */
     }
 }
 
@@ -241,8 +454,9 @@ void backend_pools_free(struct worker *w)
         }
     }
     backend_reap(w);
-    for (int i = 0; i < BACKEND_NPOOLS; i++) {
-        struct backend_pool *pool = &w->pools[i];
+    for (int i = 0; i < BACKEND_ALL_POOLS; i++) {
+        struct backend_pool *pool = backend_shared_pool(w, i);
+        if (!pool) continue;
         for (int j = 0; j < pool->nconns; j++) {
             struct backend *b = &pool->conns[j];
             backend_io_close(b);
@@ -258,6 +472,14 @@ void backend_pools_free(struct worker *w)
         if (pool->ssl_ctx) SSL_CTX_free(pool->ssl_ctx);
         memset(pool, 0, sizeof(*pool));
     }
+    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
+        struct backend_cluster *cl = w->clusters[i];
+        if (!cl) continue;
+        event_free(cl->soon);
+        event_free(cl->periodic);
+        free(cl);
+        w->clusters[i] = NULL;
+    }
     free(w->pools);
     w->pools = NULL;
 }
@@ -266,8 +488,11 @@ void backend_pool_status(const struct proxy *p, int instance, struct backend_poo
 {
     *out = (struct backend_pool_status){0};
     for (int w = 0; w < p->nworkers; w++) {
-        for (int resp3 = 0; resp3 < 2; resp3++) {
-            const struct backend_pool *pool = &p->workers[w].pools[backend_pool_index(instance, resp3)];
+        const struct backend_cluster *cl = __atomic_load_n(&p->workers[w].clusters[instance], __ATOMIC_ACQUIRE);
+        int npools = cl ? SLOTMAP_MAX_NODES * 2 : 2;
+        for (int k = 0; k < npools; k++) {
+            const struct backend_pool *pool =
+                cl ? &cl->pools[k / 2][k % 2] : &p->workers[w].pools[backend_pool_index(instance, k)];
             int n = __atomic_load_n(&pool->nconns, __ATOMIC_ACQUIRE);
             out->connections += n;
             for (int j = 0; j < n; j++) {
@@ -280,6 +505,7 @@ void backend_pool_status(const struct proxy *p, int instance, struct backend_poo
 
 struct backend *backend_for(struct worker *w, int instance, uint64_t client_id)
 {
+    if (__builtin_expect(w->clusters[instance] != NULL, 0)) return backend_for_slot(w, instance, -1, client_id, 0);
     struct backend_pool *pool = &w->pools[instance];
     if (pool->nconns == 0) return NULL;
     struct backend *b = &pool->conns[client_id % (uint64_t)pool->nconns];
@@ -288,6 +514,7 @@ struct backend *backend_for(struct worker *w, int instance, uint64_t client_id)
 
 struct backend *backend_for3(struct worker *w, int instance, uint64_t client_id)
 {
+    if (w->clusters[instance]) return backend_for_slot(w, instance, -1, client_id, 1);
     if (w->pools[instance].nconns == 0) return NULL; /* no such instance */
     struct backend_pool *pool = &w->pools[backend_pool_index(instance, 1)];
     if (pool->nconns == 0) backend_pool_open(w, instance, 1); /* the first RESP3 client of the instance */
@@ -319,26 +546,26 @@ struct bytebuf *backend_stage(struct backend *b)
     if (!b->dirty) {
         ptrvec_push(&w->dirty, b);
         b->dirty = 1;
-        w->inst_tail[b->instance] = b;
+        w->domain_tail[b->domain] = b;
     }
     /* also when b is listed already: it may have been kept back by the last flush */
     event_active(w->flush_ev, EV_TIMEOUT, 0);
     return &b->out;
 }
 
-/* Recompute w->inst_tail from the dirty list. */
+/* Recompute w->domain_tail from the dirty list. */
 static void backend_tails(struct worker *w)
 {
-    memset(w->inst_tail, 0, sizeof(w->inst_tail));
+    memset(w->domain_tail, 0, sizeof(w->domain_tail));
     for (size_t i = 0; i < w->dirty.n; i++) {
         struct backend *b = w->dirty.items[i];
-        w->inst_tail[b->instance] = b;
+        w->domain_tail[b->domain] = b;
     }
 }
 
-int backend_would_reorder(const struct worker *w, int instance, const struct backend *b)
+int backend_would_reorder(const struct worker *w, const struct backend *b)
 {
-    return b && b->dirty == 1 && w->inst_tail[instance] != b;
+    return b && b->dirty == 1 && w->domain_tail[b->domain] != b;
 }
 
 /* Forget b's staged bytes and take it off the flush list (it closed). */
@@ -406,7 +633,7 @@ void backend_flush_all(struct worker *w)
     w->dirty.n = 0;
     w->flush_spare = (struct ptrvec){0};
     /* decide first, in order: waits (0), writes (1), writes unless it holds (2) */
-    int blocked[CONFIG_MAX_INSTANCES] = {0}, later_writes[CONFIG_MAX_INSTANCES] = {0};
+    int blocked[BACKEND_DOMAINS] = {0}, later_writes[BACKEND_DOMAINS] = {0};
     for (size_t i = 0; i < todo.n; i++) {
         struct backend *b = todo.items[i];
         b->dirty = 2; /* listed in todo: backend_stage leaves it there, backend_unstage zeroes it */
@@ -415,13 +642,13 @@ void backend_flush_all(struct worker *w)
             continue;
         }
         int busy = b->state != BACKEND_READY || b->woff < b->wbuf.len;
-        b->flush_go = blocked[b->instance] || busy ? 0 : 2;
-        if (busy) blocked[b->instance] = 1;
+        b->flush_go = blocked[b->domain] || busy ? 0 : 2;
+        if (busy) blocked[b->domain] = 1;
     }
     for (size_t i = todo.n; i-- > 0;) {
         struct backend *b = todo.items[i];
-        if (b->flush_go == 2) b->flush_go = !backend_holds(b) || later_writes[b->instance];
-        if (b->flush_go == 1) later_writes[b->instance] = 1;
+        if (b->flush_go == 2) b->flush_go = !backend_holds(b) || later_writes[b->domain];
+        if (b->flush_go == 1) later_writes[b->domain] = 1;
     }
     size_t kept = 0;
     for (size_t i = 0; i < todo.n; i++) {
@@ -470,11 +697,14 @@ static void backend_send_internal(struct backend *b, enum backend_own own, int a
 void backend_close(struct backend *b, const char *reason)
 {
     const struct instance_conf *ic = backend_conf(b);
+    const char *host;
+    int port;
+    backend_address(b, &host, &port);
     backend_unstage(b);
     if (b->pinned) {
         struct client *owner = b->owner;
         log_event(owner ? LOG_WARN : LOG_DEBUG, "backend_pinned_closed",
-                  &(struct log_fields){.instance = ic->name, .backend_host = ic->host, .backend_port = ic->port},
+                  &(struct log_fields){.instance = ic->name, .backend_host = host, .backend_port = port},
                   "instance '%s' dedicated connection: %s", ic->name, reason);
         backend_io_close(b);
         b->state = BACKEND_DOWN;
@@ -492,8 +722,8 @@ void backend_close(struct backend *b, const char *reason)
     }
     if (!b->warned_down || b->state == BACKEND_READY || strncmp(b->down_reason, reason, sizeof b->down_reason - 1)) {
         log_event(LOG_WARN, "backend_down",
-                  &(struct log_fields){.instance = ic->name, .backend_host = ic->host, .backend_port = ic->port},
-                  "instance '%s' (%s:%d) connection %d: %s; retrying", ic->name, ic->host, ic->port, b->slot, reason);
+                  &(struct log_fields){.instance = ic->name, .backend_host = host, .backend_port = port},
+                  "instance '%s' (%s:%d) connection %d: %s; retrying", ic->name, host, port, b->slot, reason);
         snprintf(b->down_reason, sizeof b->down_reason, "%s", reason);
     }
     b->warned_down = 1;
@@ -507,6 +737,8 @@ void backend_close(struct backend *b, const char *reason)
     struct timeval tv = {delay_ms / 1000, (delay_ms % 1000) * 1000};
     b->backoff_ms = b->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : b->backoff_ms * 2;
     if (!b->worker->stopping && b->timer) evtimer_add(b->timer, &tv);
+    /* a cluster node lost: its slots may have a new owner (a failover) */
+    if (b->node >= 0) backend_cluster_refresh(b->worker, b->instance);
 }
 
 /* Reserve room for `more` received bytes. */
@@ -551,6 +783,9 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
             struct timeval tv = {TOPOLOGY_RECHECK_MS / 1000, (TOPOLOGY_RECHECK_MS % 1000) * 1000};
             evtimer_add(b->timer, &tv); /* still loading: INFO again (backend_timer_cb) */
         }
+        return 0;
+    case BACKEND_OWN_SLOTS:
+        cluster_slots_reply(b, reply, len);
         return 0;
     default:
         b->worker->hooks->deliver(b, &pd, reply, len);
@@ -781,6 +1016,9 @@ static void backend_do_write(struct backend *b)
 static void backend_ready(struct backend *b)
 {
     const struct instance_conf *ic = backend_conf(b);
+    const char *host;
+    int port;
+    backend_address(b, &host, &port);
     evtimer_del(b->timer);
     event_del(b->wev);
     event_add(b->rev, NULL);
@@ -788,12 +1026,12 @@ static void backend_ready(struct backend *b)
     b->backoff_ms = BACKOFF_MIN_MS;
     if (b->warned_down)
         log_event(LOG_INFO, "backend_up",
-                  &(struct log_fields){.instance = ic->name, .backend_host = ic->host, .backend_port = ic->port},
+                  &(struct log_fields){.instance = ic->name, .backend_host = host, .backend_port = port},
                   "instance '%s' connection %d is back", ic->name, b->slot);
     b->warned_down = 0;
     if (b->ssl)
         log_event(LOG_DEBUG, "backend_connected",
-                  &(struct log_fields){.instance = ic->name, .backend_host = ic->host, .backend_port = ic->port},
+                  &(struct log_fields){.instance = ic->name, .backend_host = host, .backend_port = port},
                   "instance '%s' connection %d: %s %s", ic->name, b->slot, SSL_get_version(b->ssl),
                   SSL_get_cipher_name(b->ssl));
     STAT_INC(&b->worker->stats, backend_connects);
@@ -885,12 +1123,15 @@ static void backend_connect(struct backend *b)
 {
     struct worker *w = b->worker;
     const struct instance_conf *ic = backend_conf(b);
-    struct backend_pool *pool = &w->pools[b->instance];
+    struct backend_pool *pool = &w->pools[b->instance]; /* its TLS context */
+    const char *host;
+    int port;
+    backend_address(b, &host, &port);
 
     struct sockaddr_storage ss;
     int sslen = sizeof(ss);
     char addr[300];
-    snprintf(addr, sizeof(addr), strchr(ic->host, ':') ? "[%s]:%d" : "%s:%d", ic->host, ic->port);
+    snprintf(addr, sizeof(addr), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
     if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &sslen) != 0) {
         backend_close(b, "host is not a numeric address");
         return;
@@ -914,7 +1155,7 @@ static void backend_connect(struct backend *b)
     b->wev = xevent_new(w->base, b->fd, EV_WRITE | EV_PERSIST, backend_io_cb, b);
     if (pool->ssl_ctx) {
         b->ssl = SSL_new(pool->ssl_ctx);
-        if (!b->ssl || tls_instance_expect_name(b->ssl, ic) != 0 || SSL_set_fd(b->ssl, b->fd) != 1) {
+        if (!b->ssl || tls_instance_expect_name(b->ssl, ic, host) != 0 || SSL_set_fd(b->ssl, b->fd) != 1) {
             backend_close(b, "cannot set up TLS (SSL_new / SSL_set1_host / SSL_set_fd failed)");
             return;
         }
@@ -971,12 +1212,17 @@ static void backend_make_idle(struct backend *b)
     }
 }
 
-struct backend *backend_pin(struct worker *w, int instance, struct client *c, int resp3)
+struct backend *backend_pin(struct worker *w, int instance, int slot, struct client *c, int resp3)
 {
     struct backend_pool *pool = &w->pools[instance]; /* counts every pin of the instance */
     struct backend_pool *idle = &w->pools[backend_pool_index(instance, resp3)];
-    struct backend *b;
-    while ((b = TAILQ_FIRST(&idle->idle))) {
+    const struct backend_cluster *cl = w->clusters[instance];
+    int node = cl ? cluster_node_for(cl, slot) : -1;
+    if (cl && node < 0) return NULL; /* the slot's owner is not known yet */
+    struct backend *b, *next;
+    for (b = TAILQ_FIRST(&idle->idle); b; b = next) {
+        next = TAILQ_NEXT(b, link);
+        if (b->node != node) continue; /* another cluster node's */
         TAILQ_REMOVE(&idle->idle, b, link);
         b->in_idle = 0;
         if (b->state != BACKEND_DOWN) {
@@ -989,6 +1235,8 @@ struct backend *backend_pin(struct worker *w, int instance, struct client *c, in
     b = xcalloc(1, sizeof(*b));
     b->worker = w;
     b->instance = instance;
+    b->node = node;
+    b->domain = backend_domain(instance, node);
     b->resp3 = (uint8_t)(resp3 != 0);
     b->slot = -1;
     b->fd = -1;

@@ -19,13 +19,20 @@
  * (AUTH, HELLO 3 on a RESP3 connection, the topology INFO, a dedicated connection's CLIENT ID),
  * which the backend answers itself.
  */
-enum backend_own { BACKEND_OWN_NONE = 0, BACKEND_OWN_AUTH, BACKEND_OWN_HELLO, BACKEND_OWN_INFO, BACKEND_OWN_ID };
+enum backend_own {
+    BACKEND_OWN_NONE = 0,
+    BACKEND_OWN_AUTH,
+    BACKEND_OWN_HELLO,
+    BACKEND_OWN_INFO,
+    BACKEND_OWN_ID,
+    BACKEND_OWN_SLOTS /* a cluster node's CLUSTER SLOTS: the worker's slot map of its instance */
+};
 
 struct pending {
     struct request *req; /* the router's request (NULL for own entries) */
     uint8_t own;         /* enum backend_own */
     uint8_t kind;        /* the router's: how the reply is used */
-    uint8_t part;        /* the router's: a split request's part */
+    uint16_t part;       /* the router's: a split request's part */
 };
 
 /* What a backend reports to the layer above (the router). None of them may close, free or
@@ -52,6 +59,8 @@ struct backend {
     struct worker *worker;
     int instance;  /* config instance index */
     int slot;      /* index in the instance's pool */
+    int node;      /* a cluster instance: index of its node in the worker's slot map; -1 otherwise */
+    int domain;    /* ordering domain: one per server (backend_would_reorder) */
     uint8_t resp3; /* 1: a RESP3 connection (HELLO 3 sent at connect), for RESP3 clients only */
     enum backend_state state;
     int fd;                  /* -1 while closed */
@@ -119,6 +128,37 @@ struct backend_pool {
     int npinned;                /* dedicated connections alive (in use + idle) */
 };
 
+/*
+ * A cluster instance (instance NAME cluster SEEDS ...): each worker keeps its own slot map
+ * (slotmap.h, from CLUSTER SLOTS of any node it reaches) and, per node and protocol, a pool
+ * of shared connections opened on first use. The map is read at start, every
+ * cluster-refresh, and soon after a -MOVED or a lost node connection (never more often than
+ * every BACKEND_REFRESH_MIN_MS). A single-server instance has no map: slot arguments are ignored.
+ */
+#define BACKEND_REFRESH_MIN_MS 500
+
+/* Is `instance` a cluster? */
+int backend_is_cluster(const struct worker *w, int instance);
+
+/* The shared connection of client_id for `slot` of `instance` (the slot's primary; slot -1: any
+ * node, for keyless commands), in the pool of protocol resp3. NULL when the slot's owner is not
+ * known yet or its connection is down. For a single-server instance: backend_for / backend_for3. */
+struct backend *backend_for_slot(struct worker *w, int instance, int slot, uint64_t client_id, int resp3);
+
+/* The shared connection to the cluster node host:port (a -ASK target), added to the map's
+ * node table (with no slot) when new. NULL when down or the table is full. */
+struct backend *backend_for_addr(struct worker *w, int instance, const char *host, int port, uint64_t client_id,
+                                 int resp3);
+
+/* A -MOVED: `slot` of `instance` is now host:port's (a map change), and the whole map is read again soon. */
+void backend_cluster_moved(struct worker *w, int instance, unsigned slot, const char *host, int port);
+
+/* Read the slot map of `instance` again: now, or when BACKEND_REFRESH_MIN_MS since the last read has passed. */
+void backend_cluster_refresh(struct worker *w, int instance);
+
+/* The host and port of b's server (a cluster node, or its instance's address). */
+void backend_address(const struct backend *b, const char **host, int *port);
+
 /* Create the pools of worker w, reporting to `hooks`, and start connecting. 0 on success. */
 int backend_pools_start(struct worker *w, const struct backend_hooks *hooks) KG_MUST_CHECK;
 
@@ -162,12 +202,12 @@ void backend_expect(struct backend *b, struct pending pd);
 void backend_flush_all(struct worker *w);
 
 /*
- * Would staging a request for `instance` on b (NULL: a connection not listed) now let it
- * overtake one that arrived earlier? True when b already holds staged requests and
- * another connection of the instance was staged after them (they leave as one write).
+ * Would staging a request on b (NULL: a connection not listed) now let it overtake one that
+ * arrived earlier? True when b already holds staged requests and another connection of its
+ * domain (the same server) was staged after them (they leave as one write).
  * The client layer then postpones the request until after the next backend_flush_all.
  */
-int backend_would_reorder(const struct worker *w, int instance, const struct backend *b);
+int backend_would_reorder(const struct worker *w, const struct backend *b);
 
 /* The one close path of a backend connection: every entry owed is failed (the fail hook); a
  * shared connection reconnects with backoff, a dedicated one tells its owner (owner_lost)
@@ -175,8 +215,9 @@ int backend_would_reorder(const struct worker *w, int instance, const struct bac
 void backend_close(struct backend *b, const char *reason);
 
 /* A dedicated connection to `instance` for client c (idle or new), speaking RESP3 when resp3
- * is 1 (c's protocol). NULL at max-pinned or when it cannot even start connecting. */
-struct backend *backend_pin(struct worker *w, int instance, struct client *c, int resp3);
+ * is 1 (c's protocol); on a cluster, to the primary of `slot` (-1: any node). NULL at
+ * max-pinned, when the slot's owner is not known, or when it cannot even start connecting. */
+struct backend *backend_pin(struct worker *w, int instance, int slot, struct client *c, int resp3);
 
 /* Are max-pinned dedicated connections to `instance` alive on w (a pin would fail for that)? */
 int backend_pin_full(const struct worker *w, int instance);

@@ -378,7 +378,7 @@ static void client_multi_queue(struct client *c, struct request *req, const stru
     router_write_queued(&c->multi_buf, c, plan, frame, &c->multi_keep);
     nearcache_queued(c, plan);
     if (plan->nappend || plan->ttl.nfix) stats_ttl_injected(&c->worker->stats, &req->mark); /* counted when queued */
-    session_multi_queued(&c->session, plan->instance);
+    session_multi_queued(&c->session, plan->instance, plan->slot);
     if ((int64_t)c->multi_buf.len > c->worker->cfg->max_request_bytes) {
         /* the transaction is held in keygate's memory: it counts as query buffer, and a
          * client past its limit is closed, as Redis closes one over client-query-buffer-limit */
@@ -415,6 +415,15 @@ static void client_watch_end(struct client *c)
     c->stall = 1; /* the next command may go to another connection: keep the order */
 }
 
+/* The slot of c's transaction on a cluster instance (-1: none, or a single server; PLAN_SLOT_SPANS:
+ * its keys and the WATCHed ones are in two slots). */
+static int client_exec_slot(const struct client *c)
+{
+    const struct session *s = &c->session;
+    if (s->multi_slot >= 0 && s->watch_slot >= 0 && s->multi_slot != s->watch_slot) return PLAN_SLOT_SPANS;
+    return s->multi_slot >= 0 ? s->multi_slot : s->watch_slot;
+}
+
 /* The instance client_exec sends c's transaction to. */
 static int client_exec_instance(const struct client *c)
 {
@@ -443,21 +452,28 @@ static void client_exec(struct client *c, struct request *req)
         request_error(req, "EXECABORT Transaction discarded because of previous errors.");
         return;
     }
+    int slot = client_exec_slot(c);
+    if (c->session.multi_crossslot || slot == PLAN_SLOT_SPANS) { /* a cluster runs one slot's transaction */
+        client_multi_reset(c);
+        client_watch_end(c);
+        request_error(req, PLAN_CROSSSLOT);
+        return;
+    }
     if (c->multi_keep.len == 0 && !c->watch_pin) {
         client_multi_reset(c);
         request_complete(req, STR_AND_LEN("*0\r\n"));
         return;
     }
     int instance = client_exec_instance(c);
-    struct backend *b = c->watch_pin ? c->watch_pin : router_shared_for(c, instance);
-    if (!b) {
+    struct backend *b = c->watch_pin ? c->watch_pin : router_conn_for(c, instance, slot);
+    if (!b && !backend_is_cluster(c->worker, instance)) { /* a cluster's waits for its slot's owner */
         client_multi_reset(c);
         client_watch_end(c);
         router_unavailable(c, req, instance);
         return;
     }
     nearcache_exec(c, req);
-    router_exec(c, b, req);
+    router_exec(c, b, req, instance, slot);
     client_multi_reset(c);
     client_watch_end(c);
 }
@@ -526,7 +542,7 @@ static void client_subscribe(struct client *c, const struct plan *plan, const ch
         if (!wanted) continue;
         struct backend *b = c->pubsub.pin[i];
         if (!b && plan->flow == FLOW_SUBSCRIBE) {
-            b = backend_pin(w, i, c, c->resp3);
+            b = backend_pin(w, i, -1, c, c->resp3);
             if (!b) {
                 request_pin_full(c, request_new(c), i);
                 return;
@@ -553,25 +569,29 @@ static int client_has_no_subscription(const struct client *c, const struct plan 
  * (backend_would_reorder)? Looks at the connection it would be staged on; split plans
  * and commands queued inside MULTI (nothing is sent before EXEC) are not looked at.
  */
-static int client_would_reorder(struct client *c, const struct plan *plan)
+static int client_would_reorder(struct client *c, const struct plan *plan, int *domain)
 {
     struct worker *w = c->worker;
-    if (plan->kind == PLAN_LOCAL && plan->local == LOCAL_EXEC && !c->multi_dirty && !c->watch_lost) {
-        int instance = client_exec_instance(c);
-        struct backend *b = c->watch_pin ? c->watch_pin : router_shared_for(c, instance);
-        return w->postponing[instance] || backend_would_reorder(w, instance, b);
-    }
-    if (plan->kind != PLAN_FORWARD || c->session.mode == SESSION_MULTI || plan->merge != MERGE_NONE ||
-        plan->instance < 0 || plan->all_instances)
-        return 0;
     struct backend *b;
-    if (plan->flow == FLOW_BLOCK || (plan->flow == FLOW_WATCH && !c->watch_pin))
-        b = NULL; /* a fresh pin */
-    else if (plan->flow == FLOW_SUBSCRIBE || plan->flow == FLOW_UNSUBSCRIBE)
-        b = c->pubsub.pin[plan->instance];
-    else
-        b = router_conn_for(c, plan->instance);
-    return w->postponing[plan->instance] || backend_would_reorder(w, plan->instance, b);
+    int instance;
+    if (plan->kind == PLAN_LOCAL && plan->local == LOCAL_EXEC && !c->multi_dirty && !c->watch_lost) {
+        instance = client_exec_instance(c);
+        int slot = client_exec_slot(c);
+        b = c->watch_pin ? c->watch_pin : router_conn_for(c, instance, slot < 0 ? -1 : slot);
+    } else {
+        if (plan->kind != PLAN_FORWARD || c->session.mode == SESSION_MULTI || plan->merge != MERGE_NONE ||
+            plan->instance < 0 || plan->all_instances)
+            return 0;
+        instance = plan->instance;
+        if (plan->flow == FLOW_BLOCK || (plan->flow == FLOW_WATCH && !c->watch_pin))
+            b = NULL; /* a fresh pin */
+        else if (plan->flow == FLOW_SUBSCRIBE || plan->flow == FLOW_UNSUBSCRIBE)
+            b = c->pubsub.pin[plan->instance];
+        else
+            b = router_conn_for(c, plan->instance, plan->slot);
+    }
+    *domain = b ? b->domain : backend_domain(instance, -1);
+    return w->postponing[*domain] || backend_would_reorder(w, b);
 }
 
 /* RESP3: a (un)subscribe's confirmations are pushes that go to the client as they come, so
@@ -582,11 +602,11 @@ static int client_push_waits(const struct client *c, const struct plan *plan)
     return c->resp3 && (plan->flow == FLOW_SUBSCRIBE || plan->flow == FLOW_UNSUBSCRIBE);
 }
 
-/* c's frame for `instance` waits: it is parsed again after the next backend flush. */
-static void client_postpone(struct client *c, int instance)
+/* c's frame for ordering domain `domain` waits: it is parsed again after the next backend flush. */
+static void client_postpone(struct client *c, int domain)
 {
     struct worker *w = c->worker;
-    w->postponing[instance] = 1;
+    w->postponing[domain] = 1;
     if (!c->postponed) {
         ptrvec_push(&w->postponed, c);
         c->postponed = 1;
@@ -683,10 +703,11 @@ static int client_handle_frame(struct client *c, const char *frame)
         c->stall = 1;
         return 1;
     }
-    if (client_would_reorder(c, &plan)) {
+    int domain = 0;
+    if (client_would_reorder(c, &plan, &domain)) {
         /* it would leave before a request read earlier: wait for the next flush */
         plan_release(&plan);
-        client_postpone(c, plan.kind == PLAN_FORWARD ? plan.instance : client_exec_instance(c));
+        client_postpone(c, domain);
         return 1;
     }
     if (plan.kind == PLAN_LOCAL && (plan.local == LOCAL_AUTH || plan.local == LOCAL_HELLO) &&
@@ -721,7 +742,7 @@ static int client_handle_frame(struct client *c, const char *frame)
     }
     enum nearcache_verdict nv = nearcache_try(c, req, &plan, &pr);
     if (nv != NEARCACHE_PASS) {
-        struct backend *nb = nv == NEARCACHE_HIT ? NULL : router_conn_for(c, plan.instance);
+        struct backend *nb = nv == NEARCACHE_HIT ? NULL : router_conn_for(c, plan.instance, plan.slot);
         if (nv == NEARCACHE_FILL) router_forward_fill(c, nb, req, &plan, frame);
         if (nv == NEARCACHE_PREFETCH) router_forward(c, nb, req, &plan, frame), router_forward_prefetch(c, nb, req);
         plan_release(&plan);
@@ -753,12 +774,12 @@ static int client_handle_frame(struct client *c, const char *frame)
             router_forward_split(c, req, &plan, frame);
         } else if (plan.flow == FLOW_WATCH) {
             if (!c->watch_pin) {
-                c->watch_pin = backend_pin(w, plan.instance, c, c->resp3);
+                c->watch_pin = backend_pin(w, plan.instance, plan.slot, c, c->resp3);
                 if (!c->watch_pin) {
                     request_pin_full(c, req, plan.instance);
                     break;
                 }
-                session_watch(&c->session, plan.instance);
+                session_watch(&c->session, plan.instance, plan.slot);
             }
             router_forward(c, c->watch_pin, req, &plan, frame);
         } else if (plan.flow == FLOW_UNWATCH && !c->watch_pin) {
@@ -769,7 +790,7 @@ static int client_handle_frame(struct client *c, const char *frame)
             router_forward(c, c->watch_pin, req, &plan, frame);
             client_watch_end(c);
         } else if (plan.flow == FLOW_BLOCK) {
-            struct backend *b = backend_pin(w, plan.instance, c, c->resp3);
+            struct backend *b = backend_pin(w, plan.instance, plan.slot, c, c->resp3);
             if (!b) {
                 request_pin_full(c, req, plan.instance);
                 break;
@@ -786,7 +807,7 @@ static int client_handle_frame(struct client *c, const char *frame)
             backend_unpin(b); /* back to the idle list once it answered */
             c->stall = 1;     /* later commands wait for it, as they would on Redis */
         } else {
-            router_forward(c, router_conn_for(c, plan.instance), req, &plan, frame);
+            router_forward(c, router_conn_for(c, plan.instance, plan.slot), req, &plan, frame);
         }
         break;
     }

@@ -222,6 +222,34 @@ static int name_valid(const char *s)
 }
 
 /* instance NAME HOST:PORT tls|plain [ca= cert= key= server-name= password-file= user= connections=N] */
+/* A cluster's seed list "H:P[,H:P...]" into in (host/port: the first seed). */
+static void instance_seeds(struct cfg_ctx *ctx, struct instance_conf *in, const char *list)
+{
+    char *copy = xstrdup(list), *save = NULL;
+    for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+        const char *why;
+        char *host;
+        int port;
+        if (in->nseeds == CONFIG_MAX_SEEDS) {
+            CFG_ERR(ctx, "instance '%s': too many seed nodes (at most %d)", in->name, CONFIG_MAX_SEEDS);
+            break;
+        }
+        if (addr_parse(s, &host, &port, &why) != 0) {
+            CFG_ERR(ctx, "instance '%s': bad seed address '%s': %s", in->name, s, why);
+            continue;
+        }
+        in->seed_host[in->nseeds] = host;
+        in->seed_port[in->nseeds++] = port;
+    }
+    if (in->nseeds == 0 && !*list)
+        CFG_ERR(ctx, "instance '%s': cluster needs its seed nodes (cluster HOST:PORT[,HOST:PORT...])", in->name);
+    if (in->nseeds > 0) {
+        in->host = xstrdup(in->seed_host[0]);
+        in->port = in->seed_port[0];
+    }
+    free(copy);
+}
+
 static void dir_instance(struct cfg_ctx *ctx, const struct tokens *t)
 {
     struct config *c = ctx->c;
@@ -247,16 +275,24 @@ static void dir_instance(struct cfg_ctx *ctx, const struct tokens *t)
     in->connections = 1; /* Redis runs commands one at a time: one connection batches best */
     c->instance_names[c->ninstances++] = in->name;
 
-    if (t->v[2].eq < 0 && (strcmp(t->v[2].text, "cluster") == 0 || strcmp(t->v[2].text, "sentinel") == 0)) {
-        /* DESIGN.md's forms, not built yet: say so once, not "bad address" and "unknown option" */
-        CFG_ERR(ctx, "instance '%s': %s instances are not implemented in this version (README, Limits)", name,
-                t->v[2].text);
+    size_t first_opt = 3;
+    if (t->v[2].eq < 0 && strcmp(t->v[2].text, "sentinel") == 0) {
+        /* DESIGN.md's form, not built yet: say so once, not "bad address" and "unknown option" */
+        CFG_ERR(ctx, "instance '%s': sentinel instances are not implemented in this version (README, Limits)", name);
         return;
     }
-    if (addr_parse(t->v[2].text, &in->host, &in->port, &why) != 0)
+    if (t->v[2].eq < 0 && strcmp(t->v[2].text, "cluster") == 0) {
+        in->cluster = 1;
+        first_opt = 4;
+        if (t->n < 4 || t->v[3].eq >= 0 || strcmp(t->v[3].text, "tls") == 0 || strcmp(t->v[3].text, "plain") == 0) {
+            CFG_ERR(ctx, "instance '%s': cluster needs its seed nodes (cluster HOST:PORT[,HOST:PORT...])", name);
+            first_opt = 3;
+        } else
+            instance_seeds(ctx, in, t->v[3].text);
+    } else if (addr_parse(t->v[2].text, &in->host, &in->port, &why) != 0)
         CFG_ERR(ctx, "bad instance address '%s': %s", t->v[2].text, why);
     int ntls = 0, nplain = 0, conns_seen = 0;
-    for (size_t i = 3; i < t->n; i++) {
+    for (size_t i = first_opt; i < t->n; i++) {
         const char *tok = t->v[i].text, *v = tok + t->v[i].eq + 1;
         long long n;
         if (t->v[i].eq < 0 && strcmp(tok, "tls") == 0)
@@ -485,7 +521,7 @@ static const struct directive {
     {"admin-listen", "HOST:PORT", 1, 1, 0, V_FUNC, dir_admin_listen, 0, 0, 0},
     {"registry", "PATH", 1, 1, 0, V_FUNC, dir_registry, 0, 0, 0},
     {"instance",
-     "NAME HOST:PORT tls|plain [ca=F cert=F key=F server-name=N password-file=F "
+     "NAME HOST:PORT|cluster HOST:PORT[,HOST:PORT...] tls|plain [ca=F cert=F key=F server-name=N password-file=F "
      "user=U connections=N]",
      3, -1, 1, V_FUNC, dir_instance, 0, 0, 0},
     {"user", "NAME password-file=F|sha256=HEX owners=a,b|* access=rw|ro [scripts=yes|no]", 2, -1, 1, V_FUNC, dir_user,
@@ -507,6 +543,7 @@ static const struct directive {
     {"backend-timeout", "DURATION|0", 1, 1, 0, V_DURATION_OR_0, NULL, offsetof(struct config, backend_timeout_ms), 0,
      0},
     {"log-level", "debug|info|warn|error", 1, 1, 0, V_FUNC, dir_log_level, 0, 0, 0},
+    {"cluster-refresh", "DURATION", 1, 1, 0, V_DURATION, NULL, offsetof(struct config, cluster_refresh_ms), 0, 0},
     {"backend-info-interval", "DURATION", 1, 1, 0, V_DURATION, NULL, offsetof(struct config, backend_info_interval_ms),
      0, 0},
     {"durable-headroom-warn", "N%", 1, 1, 0, V_FUNC, dir_headroom_warn, 0, 0, 0},
@@ -658,6 +695,7 @@ struct config *config_load(const char *path, struct diag *errs)
     c->backend_timeout_ms = 5000;
     c->log_level = LOG_INFO;
     c->backend_info_interval_ms = 10000;
+    c->cluster_refresh_ms = 10000;
     c->durable_headroom_warn_pct = 20;
     c->namespace_scan_interval_ms = 0;
     c->near_cache_memory = 64LL * 1024 * 1024;
@@ -726,6 +764,7 @@ void config_instance_copy(struct instance_conf *dst, const struct instance_conf 
     *dst = *src;
     dst->name = dup_or_null(src->name);
     dst->host = dup_or_null(src->host);
+    for (int i = 0; i < src->nseeds; i++) dst->seed_host[i] = dup_or_null(src->seed_host[i]);
     dst->ca = dup_or_null(src->ca);
     dst->cert = dup_or_null(src->cert);
     dst->key = dup_or_null(src->key);
@@ -739,6 +778,7 @@ void config_instance_free(struct instance_conf *in)
 {
     free(in->name);
     free(in->host);
+    for (int i = 0; i < in->nseeds; i++) free(in->seed_host[i]);
     free(in->ca);
     free(in->cert);
     free(in->key);

@@ -10,6 +10,8 @@
 #include "util.h"
 
 #define CONFIG_MAX_INSTANCES 8
+/* seed nodes on one `instance NAME cluster H:P,H:P...` line */
+#define CONFIG_MAX_SEEDS 16
 
 /* client-output-hard-limit's default: Redis's hard limit for replicas, the one class of its
  * clients that is sent bulk data it may not keep up with. A quarter of max-memory's default,
@@ -29,8 +31,12 @@ struct listen_addr {
 
 struct instance_conf {
     char *name; /* "durable", "cache", ... */
-    char *host;
+    char *host; /* a cluster: its first seed */
     int port;
+    int cluster;                       /* instance NAME cluster SEEDS ...: a Redis Cluster */
+    char *seed_host[CONFIG_MAX_SEEDS]; /* a cluster's seed nodes (any reachable one gives the slot map) */
+    int seed_port[CONFIG_MAX_SEEDS];
+    int nseeds;
     int tls;               /* 1 = tls (default when neither word is given: error), 0 = plain */
     char *ca, *cert, *key; /* resolved paths; tls requires ca, cert and key go together */
     char *server_name;     /* server-name=: name the certificate must carry; NULL = host */
@@ -95,6 +101,7 @@ struct config {
     int64_t backend_info_interval_ms;   /* backend-info-interval: INFO read for the capacity gauges, default 10s */
     int durable_headroom_warn_pct;      /* durable-headroom-warn N%: /healthz fails under it, default 20 */
     int64_t namespace_scan_interval_ms; /* namespace-scan-interval: one sampler pass each (0 = off, default) */
+    int64_t cluster_refresh_ms; /* cluster-refresh: periodic slot-map refresh of cluster instances, default 10s */
 
     /* the near cache (issue 20; registry lines with near-cache=D) */
     int64_t near_cache_memory;            /* near-cache-memory: cached bytes of the whole process, default 64mb */

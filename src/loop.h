@@ -46,6 +46,16 @@ struct request;
 struct accept_pause;
 struct authgate;
 
+struct backend_cluster;
+
+/* Ordering domains (backend_would_reorder): a single-server instance is domain `instance`; a
+ * cluster node CONFIG_MAX_INSTANCES + node (mod the rest: two nodes sharing one only wait more). */
+#define BACKEND_DOMAINS 64
+static inline int backend_domain(int instance, int node)
+{
+    return node < 0 ? instance : CONFIG_MAX_INSTANCES + node % (BACKEND_DOMAINS - CONFIG_MAX_INSTANCES);
+}
+
 TAILQ_HEAD(client_list, client);
 TAILQ_HEAD(backend_list, backend);
 TAILQ_HEAD(request_queue, request);
@@ -66,9 +76,10 @@ struct worker {
     struct event
         *flush_ev;       /* end of each loop iteration: staged backend output goes out (or waits, see backend_holds) */
     struct ptrvec dirty; /* backends with staged output, in the order they were first staged */
-    struct ptrvec flush_spare;                       /* backend_flush_all's second list (kept to reuse its memory) */
-    struct backend *inst_tail[CONFIG_MAX_INSTANCES]; /* the last backend of each instance on the dirty list */
-    int postponing[CONFIG_MAX_INSTANCES];            /* a request for the instance waits for the next flush */
+    struct ptrvec flush_spare;                    /* backend_flush_all's second list (kept to reuse its memory) */
+    struct backend *domain_tail[BACKEND_DOMAINS]; /* the last backend of each domain on the dirty list */
+    int postponing[BACKEND_DOMAINS];              /* a request for the domain waits for the next flush */
+    struct backend_cluster *clusters[CONFIG_MAX_INSTANCES]; /* cluster instances' slot maps and node pools */
     struct ptrvec postponed;            /* clients whose frame waits for the next flush, in arrival order */
     struct ptrvec dirty_clients;        /* plain clients with replies to write */
     char scratch[CLIENT_SCRATCH_BYTES]; /* plain clients are read into this, one at a time */

@@ -1,6 +1,8 @@
 /* policy.c: the pure request decision: auth, deny list, namespaces, instance, TTL rewrite. */
 #include "policy.h"
 
+#include "slotmap.h"
+
 #include "access.h"
 #include "cmdclass.h"
 #include "info.h"
@@ -243,7 +245,7 @@ static int decide_keyless(const struct session *s, enum cmd_id cid, struct plan 
     }
     p->instance = 0;
     if (cid == CID_DBSIZE) {
-        p->merge = MERGE_SUM; /* no key_instance: the command as it came, to every instance */
+        p->merge = MERGE_SUM; /* no key_part: the command as it came, to every instance */
     } else if (cid == CID_WAIT) {
         p->flow = FLOW_BLOCK;
         if (s->wrote) {
@@ -508,6 +510,7 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
     memset(p, 0, offsetof(struct plan, error)); /* the text buffers are written when used */
     p->error[0] = '\0';
     p->instance = -1;
+    p->slot = -1;
     p->report.nevents = 0;
     p->report.unregistered = 0;
     p->report.unregistered_kind = NS_KEY;
@@ -594,8 +597,85 @@ void plan_release(struct plan *p)
 {
     ttl_rewrite_release(&p->ttl);
     ncpolicy_inval_release(&p->inval);
-    free(p->key_instance);
-    p->key_instance = NULL;
+    free(p->key_part);
+    p->key_part = NULL;
+    free(p->parts);
+    p->parts = NULL;
+}
+
+/* The slot of every key on a cluster instance: p->slot is the first instance's (when a
+ * cluster). Returns 1 when the keys of one cluster instance lie in several slots. */
+static int decide_slots(const struct config *cfg, const struct policy_request *r, const struct key_ref *keys,
+                        const struct namespace_entry **ns_of, int nkeys, struct plan *p)
+{
+    int first_slot[CONFIG_MAX_INSTANCES];
+    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) first_slot[i] = -1;
+    int spans = 0;
+    for (int i = 0; i < nkeys; i++) {
+        int inst = ns_of[i]->instance;
+        if (inst < 0 || !cfg->instances[inst].cluster) continue;
+        size_t ai = (size_t)keys[i].index;
+        int slot = (int)slotmap_key_slot(r->argv[ai], r->argvlen[ai]);
+        if (first_slot[inst] < 0)
+            first_slot[inst] = slot;
+        else if (first_slot[inst] != slot)
+            spans = 1;
+    }
+    if (p->ns && p->ns->instance >= 0) p->slot = first_slot[p->ns->instance];
+    return spans;
+}
+
+/* A split command's parts: one per (instance, slot) of its keys, in the order they first
+ * appear; p->key_part maps each key argument to its part. -1 (p untouched) past PLAN_MAX_PARTS. */
+static int plan_split(const struct config *cfg, const struct policy_request *r, const struct key_ref *keys,
+                      const struct namespace_entry **ns_of, int nkeys, struct plan *p)
+{
+    int16_t *slot_part = NULL; /* a cluster's slot -> part, for the keys of cluster instances */
+    int16_t inst_part[CONFIG_MAX_INSTANCES];
+    int cluster_inst = -1;
+    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) inst_part[i] = -1;
+    int16_t *key_part = xmalloc(r->argc * sizeof(*key_part));
+    for (size_t i = 0; i < r->argc; i++) key_part[i] = -1;
+    struct plan_part *parts = xmalloc(PLAN_MAX_PARTS * sizeof(*parts));
+    int nparts = 0;
+    for (int i = 0; i < nkeys; i++) {
+        int inst = ns_of[i]->instance;
+        size_t ai = (size_t)keys[i].index;
+        int slot = -1;
+        int16_t *where = &inst_part[inst];
+        if (cfg->instances[inst].cluster) {
+            slot = (int)slotmap_key_slot(r->argv[ai], r->argvlen[ai]);
+            if (cluster_inst >= 0 && cluster_inst != inst) {
+                nparts = PLAN_MAX_PARTS + 1; /* keys of two clusters: not split */
+                break;
+            }
+            cluster_inst = inst;
+            if (!slot_part) {
+                slot_part = xmalloc(SLOTMAP_SLOTS * sizeof(*slot_part));
+                for (int k = 0; k < SLOTMAP_SLOTS; k++) slot_part[k] = -1;
+            }
+            where = &slot_part[slot];
+        }
+        if (*where < 0) {
+            if (nparts == PLAN_MAX_PARTS) {
+                nparts++;
+                break;
+            }
+            parts[nparts] = (struct plan_part){.instance = (int16_t)inst, .slot = (int16_t)slot};
+            *where = (int16_t)nparts++;
+        }
+        key_part[ai] = *where;
+    }
+    free(slot_part);
+    if (nparts > PLAN_MAX_PARTS) {
+        free(key_part);
+        free(parts);
+        return -1;
+    }
+    p->key_part = key_part;
+    p->parts = parts;
+    p->nparts = nparts;
+    return 0;
 }
 
 _Static_assert(PLAN_MAX_APPEND >= TTL_MAX_APPEND, "a plan carries every argument the TTL engine appends");
@@ -719,15 +799,27 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
         }
     }
     p->ns = first;
-    if (split_instance >= 0) {
+    /* a cluster instance runs a command only when its keys share a slot, as Redis does */
+    int spans = decide_slots(cfg, r, keys, ns_of, nkeys, p);
+    if (spans && s->mode == SESSION_MULTI && split_instance < 0) {
+        p->slot = PLAN_SLOT_SPANS; /* queued; EXEC answers CROSSSLOT, as Redis */
+        spans = 0;
+    } else if (spans && !splittable(cid)) {
+        plan_error(p, PLAN_CROSSSLOT);
+        return;
+    }
+    if (split_instance >= 0 || spans) {
         if (s->mode == SESSION_MULTI) {
             plan_error(p, "CROSSINSTANCE keys of '%s' live on instances '%s' and '%s'; inside MULTI it cannot be split",
                        name, cfg->instance_names[first->instance], cfg->instance_names[split_instance]);
             return;
         }
-        p->key_instance = xmalloc(r->argc);
-        memset(p->key_instance, -1, r->argc);
-        for (int i = 0; i < nkeys; i++) p->key_instance[keys[i].index] = (int8_t)ns_of[i]->instance;
+        if (plan_split(cfg, r, keys, ns_of, nkeys, p) != 0) {
+            plan_error(p,
+                       "CROSSSLOT keys of '%s' span more than %d slots and instances; keygate splits into at most %d",
+                       name, PLAN_MAX_PARTS, PLAN_MAX_PARTS);
+            return;
+        }
         p->merge = cid == CID_MGET ? MERGE_MGET : MERGE_SUM;
     }
     /* the connection flow first: the TTL engine needs to know whether it may wrap */
@@ -735,6 +827,10 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
         if (s->watch_instance >= 0 && s->watch_instance != first->instance) {
             plan_error(p, "CROSSINSTANCE WATCH keys live on instance '%s' but earlier WATCHed keys on '%s'",
                        cfg->instance_names[first->instance], cfg->instance_names[s->watch_instance]);
+            return;
+        }
+        if (s->watch_instance >= 0 && s->watch_slot != p->slot) { /* on a cluster: one node's connection */
+            plan_error(p, PLAN_CROSSSLOT);
             return;
         }
         p->flow = FLOW_WATCH;

@@ -101,6 +101,17 @@ struct plan_report {
 };
 
 #define PLAN_MAX_APPEND 4
+/* A split command's parts: one per instance, and on a cluster one per slot (Redis runs a
+ * multi-key command only when its keys share a slot). More slots than this: CROSSSLOT. */
+#define PLAN_MAX_PARTS 1024
+#define PLAN_SLOT_SPANS (-2)
+/* Redis's text, for a command whose keys are in several slots of a cluster instance */
+#define PLAN_CROSSSLOT "CROSSSLOT Keys in request don't hash to the same slot"
+
+struct plan_part {
+    int16_t instance;
+    int16_t slot; /* -1: a single-server instance */
+};
 #define PLAN_MORE_NS 16
 #define PLAN_ERROR_MAX ERROR_TEXT_MAX /* session.h's size of an error text */
 
@@ -117,12 +128,17 @@ struct plan {
     enum plan_flow flow;              /* PLAN_FORWARD */
     int all_instances;                /* FLOW_UNSUBSCRIBE with no argument: every subscriber connection */
     int wait_sync;                    /* WAIT after a write: a replicated no-op first, so the pin's offset covers it */
-    enum plan_merge merge;            /* != MERGE_NONE: split per instance, see key_instance */
-    int8_t *key_instance;             /* merge: instance of argv[i] for i in 1..argc-1 (heap), -1 = not a key;
+    int slot;                         /* PLAN_FORWARD to a cluster instance: the slot of its keys; -1 none (keyless,
+                                         or a single-server instance); PLAN_SLOT_SPANS: queued in MULTI, keys in
+                                         several slots (EXEC answers CROSSSLOT, as Redis) */
+    enum plan_merge merge;            /* != MERGE_NONE: split, see key_part */
+    int16_t *key_part;                /* merge: the part of argv[i] for i in 1..argc-1 (heap), -1 = not a key;
                                          NULL: the whole command to every instance (DBSIZE) */
-    int keeps_transaction;            /* PLAN_ERROR inside MULTI that does not make EXEC abort (as Redis) */
-    uint32_t nmore_ns;                /* distinct namespaces of the other keys, in more_ns (metrics) */
-    struct nc_inval inval;            /* PLAN_FORWARD: the near-cache invalidations (XADD) the write carries, in
+    struct plan_part *parts;          /* merge with key_part: one per (instance, slot) of the keys (heap) */
+    int nparts;
+    int keeps_transaction; /* PLAN_ERROR inside MULTI that does not make EXEC abort (as Redis) */
+    uint32_t nmore_ns;     /* distinct namespaces of the other keys, in more_ns (metrics) */
+    struct nc_inval inval; /* PLAN_FORWARD: the near-cache invalidations (XADD) the write carries, in
                                          its transaction (ttl.wrap is set for them: see ncpolicy.h) */
     /* The text buffers last: policy_decide clears every field before them and only the first
      * byte of error, so a request does not pay for zeroing 600 bytes nobody reads. */

@@ -74,8 +74,8 @@ int replies_exec_filter(const char *reply, size_t len, const uint8_t *keep, size
     return 0;
 }
 
-int replies_merge(enum replies_merge_kind kind, const struct replies_part *parts, int nparts,
-                  const int8_t *key_instance, size_t argc, struct bytebuf *out)
+int replies_merge(enum replies_merge_kind kind, const struct replies_part *parts, int nparts, const int16_t *key_part,
+                  size_t argc, struct bytebuf *out)
 {
     assert(nparts > 0);
     /* any failed part: the client gets that error, never a silent partial result */
@@ -97,9 +97,8 @@ int replies_merge(enum replies_merge_kind kind, const struct replies_part *parts
         add_header(out, ':', sum);
         return 0;
     }
-    const char *cursor[REPLIES_MAX_PARTS] = {0};
-    const char *end[REPLIES_MAX_PARTS] = {0};
-    int part_of[REPLIES_MAX_PARTS];
+    static _Thread_local const char *cursor[REPLIES_MAX_PARTS], *end[REPLIES_MAX_PARTS];
+    static _Thread_local int part_of[REPLIES_MAX_PARTS];
     assert(nparts <= REPLIES_MAX_PARTS);
     for (int i = 0; i < REPLIES_MAX_PARTS; i++) part_of[i] = -1;
     for (int k = 0; k < nparts; k++) {
@@ -112,7 +111,7 @@ int replies_merge(enum replies_merge_kind kind, const struct replies_part *parts
     size_t start = out->len;
     add_header(out, '*', (long long)(argc - 1));
     for (size_t i = 1; i < argc; i++) {
-        int inst = key_instance[i];
+        int inst = key_part[i];
         int k = inst >= 0 && inst < REPLIES_MAX_PARTS ? part_of[inst] : -1;
         size_t n = k >= 0 && cursor[k] ? reply_length(cursor[k], (size_t)(end[k] - cursor[k])) : 0;
         if (n == 0) {

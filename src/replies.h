@@ -28,10 +28,10 @@ int replies_exec_filter(const char *reply, size_t len, const uint8_t *keep, size
 /* How a split command's per-instance replies are put together (enum plan_merge's values). */
 enum replies_merge_kind { REPLIES_MERGE_VALUES = 1, REPLIES_MERGE_SUM = 2 };
 
-/* The most parts a split command has (one per instance: config.h's CONFIG_MAX_INSTANCES). */
-#define REPLIES_MAX_PARTS 8
+/* The most parts a split command has (policy.h's PLAN_MAX_PARTS). */
+#define REPLIES_MAX_PARTS 1024
 
-/* One instance's reply to its part of a split command. */
+/* One part's reply to a split command, and the id key_part names it by. */
 struct replies_part {
     int instance;
     const char *reply;
@@ -44,12 +44,12 @@ struct replies_part {
  *   - any part that is an error: that error (the first such part), never a partial result;
  *   - REPLIES_MERGE_SUM: one integer, the sum of the parts' integers;
  *   - REPLIES_MERGE_VALUES: one array of argc-1 elements, element i-1 taken in order from the part
- *     of instance key_instance[i] (argv[i]'s instance).
- * Returns 0, or -1 when the parts do not hold the elements key_instance asks for (nothing
+ *     of id key_part[i] (argv[i]'s part: the part whose `instance` field is that id).
+ * Returns 0, or -1 when the parts do not hold the elements key_part asks for (nothing
  * appended; the caller answers an error).
  */
-int replies_merge(enum replies_merge_kind kind, const struct replies_part *parts, int nparts,
-                  const int8_t *key_instance, size_t argc, struct bytebuf *out);
+int replies_merge(enum replies_merge_kind kind, const struct replies_part *parts, int nparts, const int16_t *key_part,
+                  size_t argc, struct bytebuf *out);
 
 /*
  * RESP3's form of text for a human (INFO, as Redis's addReplyVerbatim): the bulk reply

@@ -35,7 +35,15 @@ static void request_free(struct request *req)
     assert(req->waiting == 0 && !req->client); /* nobody holds it, no backend reply is owed to it */
     for (int i = 0; i < req->nparts; i++) free(req->parts[i].reply);
     free(req->parts);
-    free(req->key_instance);
+    free(req->key_part);
+    for (int i = 0; i < req->nsends; i++) {
+        struct request_send *s = &req->sends[i];
+        bytebuf_free(&s->bytes);
+        free(s->entries);
+        free(s->error);
+        if (s->timer) event_free(s->timer);
+    }
+    free(req->sends);
     bytebuf_free(&req->exec_keep);
     free(req->queued_error);
     free(req->nc);

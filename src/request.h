@@ -11,11 +11,45 @@
 
 struct client;
 
-/* One instance's part of a split command: its reply once it came. */
+/* One part of a split command (an instance, and on a cluster one slot): its reply once it came. */
 struct request_part {
     int instance;
+    int slot; /* -1: a single-server instance */
     char *reply;
     size_t len;
+};
+
+/* One reply a kept send owes: how the router reads it, and where its bytes end in `bytes`. */
+struct request_entry {
+    uint8_t kind;
+    uint16_t part;
+    uint32_t end;
+};
+
+/*
+ * What the router sent to a cluster node for a request (or one part of a split request),
+ * kept until every reply of it came, so that it can be sent again when Redis answers that
+ * it did not run it (-MOVED, -ASK, -TRYAGAIN, -CLUSTERDOWN) or when no node owns its slot
+ * yet (router.c).
+ */
+struct request_send {
+    struct bytebuf bytes;          /* the requests, as staged */
+    struct request_entry *entries; /* one per reply owed, in order */
+    int nentries, cap;
+    int instance, slot;
+    int left; /* replies of the current attempt still owed */
+    int redo; /* a reply said it did not run: send again from entry `from` */
+    int from;
+    int atomic; /* a MULTI ... EXEC: sent again whole (EXECABORT: nothing ran) */
+    int wait;   /* the next attempt waits (TRYAGAIN, CLUSTERDOWN, no owner) */
+    int hops, retries;
+    int ask; /* the next attempt goes to ask_host:ask_port, after ASKING */
+    char ask_host[256];
+    int ask_port;
+    char *error; /* the last redirect, passed through when the bounds are reached */
+    size_t error_len;
+    struct event *timer; /* the wait before the next attempt */
+    struct request *req;
 };
 
 /*
@@ -41,8 +75,11 @@ struct request {
     struct bytebuf exec_keep;   /* the client's EXEC: one byte per reply inside it, the client's (1) or injected (0) */
     struct request_part *parts; /* split across instances: one part per instance, merged when all came */
     int nparts, parts_left;
-    int merge;            /* enum plan_merge */
-    int8_t *key_instance; /* split: instance of argv[i] (moved from the plan) */
+    int merge;                  /* enum plan_merge */
+    int16_t *key_part;          /* split: part of argv[i] (moved from the plan) */
+    struct request_send *sends; /* cluster: kept sends, one per part (1 when not split) */
+    int nsends;
+    struct request_send *recording; /* the send the router is writing now (route_expect records) */
     size_t argc;
     struct stats_mark mark; /* its namespace slot, class, instance and read time (stats.h) */
     void *nc;               /* the near cache's (a fill, or the keys a write invalidates): one heap block */

@@ -8,6 +8,7 @@
 #include "info.h"
 #include "nearcache.h"
 #include "replies.h"
+#include "slotmap.h"
 
 /* How a backend reply is used (struct pending's kind; see router.h). */
 enum route_kind {
@@ -20,18 +21,253 @@ enum route_kind {
     ROUTE_PART_PICK, /* a split part in keygate's MULTI (its invalidations): element 0 of EXEC is the part */
     ROUTE_FILL,      /* a near-cache fill: stored, and the command's reply rendered from it (nearcache.c) */
     ROUTE_PREFETCH,  /* a near-cache fill of one of MGET's keys (part = its index): stored, not answered */
+    ROUTE_ASKING,    /* the ASKING before a command sent again after -ASK: swallowed */
 };
 
 _Static_assert(CONFIG_MAX_INSTANCES <= REPLIES_MAX_PARTS, "a split command has one part per instance");
+_Static_assert(PLAN_MAX_PARTS <= REPLIES_MAX_PARTS && PLAN_MAX_PARTS <= UINT16_MAX, "a part index fits everywhere");
+
+/* Cluster re-sends (README, Redis Cluster): at most this many -MOVED / -ASK hops, and this many
+ * waits after -TRYAGAIN / -CLUSTERDOWN / no reachable owner, 25 ms doubling to 500 ms (about
+ * 6.3 s in all: a replica's promotion fits), then the last answer passes through. */
+#define ROUTE_MAX_HOPS 5
+#define ROUTE_MAX_RETRIES 16
+#define ROUTE_RETRY_MIN_MS 25
+#define ROUTE_RETRY_MAX_MS 500
 _Static_assert((int)REPLIES_MERGE_VALUES == (int)MERGE_MGET && (int)REPLIES_MERGE_SUM == (int)MERGE_SUM,
                "replies_merge takes plan_merge's values");
 
-/* One more reply owed on b for req, used as `kind`. */
+/* One more reply owed on b for req, used as `kind`; while req records a send (a cluster
+ * request, route_out), the entry is recorded and owed once the send is staged (route_stage). */
 static void route_expect(struct backend *b, struct request *req, enum route_kind kind, int part)
 {
-    assert(part >= 0 && part <= UINT8_MAX);
-    backend_expect(b, (struct pending){.req = req, .kind = (uint8_t)kind, .part = (uint8_t)part});
+    assert(part >= 0 && part <= UINT16_MAX);
+    struct request_send *s = req->recording;
+    if (__builtin_expect(s != NULL, 0)) {
+        if (s->nentries == s->cap) {
+            s->cap = s->cap ? 2 * s->cap : 8;
+            s->entries = xrealloc(s->entries, (size_t)s->cap * sizeof(*s->entries));
+        }
+        s->entries[s->nentries++] =
+            (struct request_entry){.kind = (uint8_t)kind, .part = (uint16_t)part, .end = (uint32_t)s->bytes.len};
+        return;
+    }
+    backend_expect(b, (struct pending){.req = req, .kind = (uint8_t)kind, .part = (uint16_t)part});
     request_expect(req);
+}
+
+/* ---- cluster sends: kept, and sent again when Redis says the command did not run ---- */
+
+static void route_again(struct request *req, struct request_send *s);
+
+/* Stage s's entries from s->from on b (after ASKING when s->ask): one attempt. */
+static void route_stage(struct request *req, struct request_send *s, struct backend *b)
+{
+    struct bytebuf *out = backend_stage(b);
+    if (s->ask) {
+        bytebuf_add(out, STR_AND_LEN("*1\r\n$6\r\nASKING\r\n"));
+        backend_expect(b, (struct pending){.req = req, .kind = ROUTE_ASKING});
+        request_expect(req);
+    }
+    if (s->from > 0) { /* entries before `from` ran: drop them from the send */
+        uint32_t cut = s->entries[s->from - 1].end;
+        memmove(s->bytes.p, s->bytes.p + cut, s->bytes.len - cut);
+        s->bytes.len -= cut;
+        s->nentries -= s->from;
+        memmove(s->entries, s->entries + s->from, (size_t)s->nentries * sizeof(*s->entries));
+        for (int i = 0; i < s->nentries; i++) s->entries[i].end -= cut;
+        s->from = 0;
+    }
+    bytebuf_add(out, s->bytes.p, s->bytes.len);
+    for (int i = 0; i < s->nentries; i++) {
+        backend_expect(b, (struct pending){.req = req, .kind = s->entries[i].kind, .part = s->entries[i].part});
+        request_expect(req);
+    }
+    s->left = s->nentries;
+    s->redo = s->ask = s->wait = 0;
+}
+
+/* The connection s's next attempt goes to: the ASK target, else the slot's owner. */
+static struct backend *route_target(struct request *req, struct request_send *s)
+{
+    struct client *c = req->client;
+    if (s->ask) return backend_for_addr(req->worker, s->instance, s->ask_host, s->ask_port, c->id, c->resp3);
+    return backend_for_slot(req->worker, s->instance, s->slot, c->id, c->resp3);
+}
+
+static void route_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct request_send *s = arg;
+    s->wait = 0;
+    route_again(s->req, s);
+}
+
+/* Wait before s's next attempt: 25 ms, doubling with each retry, at most 500 ms. */
+static void route_wait(struct request *req, struct request_send *s)
+{
+    if (!s->timer) s->timer = xevtimer_new(req->worker->base, route_retry_cb, s);
+    int ms = ROUTE_RETRY_MIN_MS << (s->retries > 1 ? s->retries - 1 : 0);
+    if (ms > ROUTE_RETRY_MAX_MS || ms <= 0) ms = ROUTE_RETRY_MAX_MS;
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    evtimer_add(s->timer, &tv);
+}
+
+/* The bounds are reached: s's last answer (or -UNAVAILABLE) is the reply of its part or request. */
+static void route_give_up(struct request *req, struct request_send *s);
+
+/*
+ * s's attempt ended without running (every reply of it came; one reply owed to req stands
+ * for it until this returns): stage it again, wait, or give up. A request whose client left
+ * is not sent again.
+ */
+static void route_again(struct request *req, struct request_send *s)
+{
+    if (!req->client) {
+        request_reply_consumed(req);
+        return;
+    }
+    if (s->hops > ROUTE_MAX_HOPS || s->retries > ROUTE_MAX_RETRIES) {
+        route_give_up(req, s);
+        return;
+    }
+    if (!s->wait) {
+        struct backend *b = route_target(req, s);
+        if (b) {
+            route_stage(req, s, b);
+            request_reply_consumed(req);
+            return;
+        }
+        s->ask = 0; /* the owner is not known or its node is down: ask the map again, and wait */
+        free(s->error);
+        s->error = NULL;
+        s->retries++;
+        STAT_INC(&req->worker->stats, cluster_retries);
+        backend_cluster_refresh(req->worker, s->instance);
+        if (s->retries > ROUTE_MAX_RETRIES) {
+            route_give_up(req, s);
+            return;
+        }
+    }
+    route_wait(req, s);
+}
+
+static void route_part(struct request *req, int part, const char *reply, size_t len);
+
+static void route_give_up(struct request *req, struct request_send *s)
+{
+    char text[160], msg[ERROR_REPLY_MAX];
+    const char *reply = s->error;
+    size_t len = s->error_len;
+    if (!reply) {
+        replies_unavailable(text, sizeof(text), req->worker->cfg->instance_names[s->instance]);
+        len = replies_error(msg, sizeof(msg), text);
+        reply = msg;
+        STAT_INC(&req->worker->stats, errors_unavailable);
+    }
+    if (req->nsends > 1 || req->nparts > 0)
+        route_part(req, (int)(s - req->sends), reply, len);
+    else
+        request_answer(req, reply, len);
+}
+
+/* The send of req that the entry pd belongs to (NULL: none kept). */
+static struct request_send *route_send_of(struct request *req, const struct pending *pd)
+{
+    if (__builtin_expect(req->sends == NULL, 1) || pd->kind == ROUTE_ASKING) return NULL;
+    int k = req->nsends > 1 ? pd->part : 0;
+    return k < req->nsends && req->sends[k].nentries > 0 ? &req->sends[k] : NULL;
+}
+
+/*
+ * A reply (reply NULL: a failure) for an entry of a kept send. Returns 1 when the router
+ * took it here (the send goes again), 0 when it is read as usual. A -MOVED updates the
+ * map, a -ASK aims the next attempt once, -TRYAGAIN and -CLUSTERDOWN wait; from that
+ * reply on, the rest of the attempt is swallowed, and once it is all in the send goes
+ * again from that entry (a MULTI ... EXEC from its start).
+ */
+static int route_intercept(struct backend *b, struct request_send *s, const char *reply, size_t len)
+{
+    struct request *req = s->req;
+    assert(s->left > 0);
+    int index = s->nentries - s->left;
+    s->left--;
+    struct slotmap_redirect rd;
+    if (!s->redo && reply && reply[0] == '-') {
+        int moved = slotmap_parse_redirect(reply, len, &rd);
+        if (moved || slotmap_is_retryable(reply, len)) {
+            s->redo = 1;
+            s->from = s->atomic ? 0 : index;
+            free(s->error);
+            s->error = xmemdup(reply, len);
+            s->error_len = len;
+            if (moved) {
+                const char *host;
+                int port;
+                backend_address(b, &host, &port);
+                if (rd.host[0]) host = rd.host; /* "" : the node it asked */
+                s->hops++;
+                STAT_INC(&req->worker->stats, cluster_redirects);
+                if (rd.kind == SLOTMAP_MOVED) {
+                    backend_cluster_moved(req->worker, s->instance, rd.slot, host, rd.port);
+                } else {
+                    s->ask = 1;
+                    snprintf(s->ask_host, sizeof(s->ask_host), "%s", host);
+                    s->ask_port = rd.port;
+                }
+            } else {
+                s->wait = 1;
+                s->retries++;
+                STAT_INC(&req->worker->stats, cluster_retries);
+            }
+        }
+    }
+    if (!s->redo) return 0;
+    if (s->left > 0)
+        request_reply_consumed(req);
+    else
+        route_again(req, s);
+    return 1;
+}
+
+/* The buffer a request for (instance, slot) is written to: b's staging buffer, or for a
+ * shared cluster connection (b may then be NULL: no owner known yet) the kept send of part
+ * `part`, which route_out_done stages. */
+static struct bytebuf *route_out(struct client *c, struct backend *b, struct request *req, int instance, int slot,
+                                 int part)
+{
+    if (__builtin_expect(!backend_is_cluster(c->worker, instance) || (b && b->pinned), 1)) return backend_stage(b);
+    if (!req->sends) {
+        req->nsends = req->nparts > 0 ? req->nparts : 1;
+        req->sends = xcalloc((size_t)req->nsends, sizeof(*req->sends));
+    }
+    assert(part < req->nsends);
+    struct request_send *s = &req->sends[part];
+    assert(s->nentries == 0);
+    s->req = req;
+    s->instance = instance;
+    s->slot = slot < 0 ? -1 : slot;
+    req->recording = s;
+    return &s->bytes;
+}
+
+/* The request written since route_out goes: staged on b, or (b NULL) after a wait. */
+static void route_out_done(struct request *req, struct backend *b)
+{
+    struct request_send *s = req->recording;
+    if (__builtin_expect(!s, 1)) return;
+    req->recording = NULL;
+    static const char multi[] = "*1\r\n$5\r\nMULTI\r\n";
+    s->atomic =
+        s->nentries > 1 && s->bytes.len >= sizeof(multi) - 1 && memcmp(s->bytes.p, multi, sizeof(multi) - 1) == 0;
+    if (b && b->state != BACKEND_DOWN) {
+        route_stage(req, s, b);
+        return;
+    }
+    request_expect(req); /* stands for the send until it goes (route_again) */
+    s->wait = 0;
+    route_again(req, s);
 }
 
 /*
@@ -103,9 +339,11 @@ void router_unavailable(struct client *c, struct request *req, int instance)
     request_error(req, text);
 }
 
-struct backend *router_conn_for(struct client *c, int instance)
+struct backend *router_conn_for(struct client *c, int instance, int slot)
 {
-    if (c->watch_pin && c->session.watch_instance == instance) return c->watch_pin;
+    if (c->watch_pin && c->session.watch_instance == instance && (slot < 0 || slot == c->session.watch_slot))
+        return c->watch_pin;
+    if (__builtin_expect(slot >= 0, 0)) return backend_for_slot(c->worker, instance, slot, c->id, c->resp3);
     return router_shared_for(c, instance);
 }
 
@@ -167,12 +405,13 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
                     const char *frame)
 {
     struct worker *w = c->worker;
-    if (!b || b->state == BACKEND_DOWN) {
+    int cluster = backend_is_cluster(w, plan->instance) && !(b && b->pinned);
+    if (!cluster && (!b || b->state == BACKEND_DOWN)) {
         route_unblock(req);
         router_unavailable(c, req, plan->instance);
         return;
     }
-    struct bytebuf *out = backend_stage(b);
+    struct bytebuf *out = route_out(c, b, req, plan->instance, plan->slot, 0);
     if (plan->wait_sync) router_write_wait_sync(out, b, req);
     int wrap = plan->ttl.wrap;
     if (wrap) {
@@ -193,6 +432,7 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
         bytebuf_add(out, STR_AND_LEN("*1\r\n$4\r\nEXEC\r\n"));
         route_expect(b, req, ROUTE_EXEC_PICK, 0);
     }
+    route_out_done(req, b);
     STAT_INC(&w->stats, commands_forwarded);
     if (plan->nappend || plan->ttl.nfix) stats_ttl_injected(&w->stats, &req->mark);
 }
@@ -200,12 +440,14 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
 void router_forward_bytes(struct client *c, struct backend *b, int instance, struct request *req, const char *bytes,
                           size_t len)
 {
-    if (!b || b->state == BACKEND_DOWN) {
+    int cluster = backend_is_cluster(c->worker, instance) && !(b && b->pinned);
+    if (!cluster && (!b || b->state == BACKEND_DOWN)) {
         router_unavailable(c, req, instance);
         return;
     }
-    bytebuf_add(backend_stage(b), bytes, len);
+    bytebuf_add(route_out(c, b, req, instance, -1, 0), bytes, len);
     route_expect(b, req, ROUTE_PASS, 0);
+    route_out_done(req, b);
     STAT_INC(&c->worker->stats, commands_forwarded);
 }
 
@@ -259,15 +501,16 @@ void router_write_queued(struct bytebuf *out, const struct client *c, const stru
     }
 }
 
-void router_exec(struct client *c, struct backend *b, struct request *req)
+void router_exec(struct client *c, struct backend *b, struct request *req, int instance, int slot)
 {
-    struct bytebuf *out = backend_stage(b);
+    struct bytebuf *out = route_out(c, b, req, instance, slot, 0);
     bytebuf_add(out, STR_AND_LEN("*1\r\n$5\r\nMULTI\r\n"));
     route_expect(b, req, ROUTE_DROP, 0);
     bytebuf_add(out, c->multi_buf.p, c->multi_buf.len);
     for (size_t i = 0; i < c->multi_keep.len; i++) route_expect(b, req, ROUTE_DROP, 0); /* each +QUEUED */
     bytebuf_add(out, STR_AND_LEN("*1\r\n$4\r\nEXEC\r\n"));
     route_expect(b, req, ROUTE_EXEC_FILTER, 0);
+    route_out_done(req, b);
     req->exec_keep = c->multi_keep; /* the request owns the flags now */
     memset(&c->multi_keep, 0, sizeof(c->multi_keep));
     STAT_INC(&c->worker->stats, commands_forwarded);
@@ -323,11 +566,13 @@ static void route_merge(struct request *req)
         return;
     }
     assert(req->parts_left == 0 && req->nparts > 0 && req->nparts <= REPLIES_MAX_PARTS);
-    struct replies_part parts[REPLIES_MAX_PARTS];
-    for (int k = 0; k < req->nparts; k++)
-        parts[k] = (struct replies_part){req->parts[k].instance, req->parts[k].reply, req->parts[k].len};
+    struct replies_part *parts = xmalloc((size_t)req->nparts * sizeof(*parts));
+    for (int k = 0; k < req->nparts; k++) /* key_part names parts by index */
+        parts[k] = (struct replies_part){k, req->parts[k].reply, req->parts[k].len};
     struct bytebuf out = {0};
-    if (replies_merge((enum replies_merge_kind)req->merge, parts, req->nparts, req->key_instance, req->argc, &out) == 0)
+    int merged = replies_merge((enum replies_merge_kind)req->merge, parts, req->nparts, req->key_part, req->argc, &out);
+    free(parts);
+    if (merged == 0)
         request_complete(req, out.p, out.len);
     else
         request_error(req, "ERR keygate could not merge the MGET replies");
@@ -384,7 +629,7 @@ static void router_forward_all(struct client *c, struct request *req, int merge,
     struct backend *conns[CONFIG_MAX_INSTANCES] = {0};
     for (int k = 0; k < n; k++) {
         req->parts[k].instance = k;
-        conns[k] = router_conn_for(c, k);
+        conns[k] = router_conn_for(c, k, -1);
     }
     for (int k = 0; k < n; k++) { /* every part is written before any reply can complete req */
         if (!conns[k]) continue;
@@ -409,73 +654,83 @@ void router_forward_info(struct client *c, struct request *req, size_t argc, con
 }
 
 /*
- * MGET/DEL/UNLINK/EXISTS/TOUCH across instances: one sub-command per instance with
- * that instance's keys, in the client's order; route_merge puts the replies together.
+ * MGET/DEL/UNLINK/EXISTS/TOUCH across instances (and a cluster's slots): one sub-command per
+ * part (plan->parts) with that part's keys, in the client's order; route_merge puts the
+ * replies together.
  */
 void router_forward_split(struct client *c, struct request *req, struct plan *plan, const char *frame)
 {
     struct worker *w = c->worker;
     const struct resp_parser *p = &c->parser;
-    int count[CONFIG_MAX_INSTANCES] = {0};
-    if (!plan->key_instance) {
+    if (!plan->key_part) {
         struct bytebuf command = {0};
         write_frame(&command, c, plan, frame);
         router_forward_all(c, req, plan->merge, &command, NULL, 0);
         bytebuf_free(&command);
         return;
     }
+    int n = plan->nparts;
+    assert(n > 0 && n <= PLAN_MAX_PARTS);
+    int *count = xcalloc((size_t)n, sizeof(*count));
     for (size_t i = 1; i < p->argc; i++)
-        if (plan->key_instance[i] >= 0) count[(int)plan->key_instance[i]]++;
-    req->parts = xcalloc(CONFIG_MAX_INSTANCES, sizeof(*req->parts));
+        if (plan->key_part[i] >= 0) count[plan->key_part[i]]++;
+    req->parts = xcalloc((size_t)n, sizeof(*req->parts));
     req->merge = plan->merge;
-    req->key_instance = plan->key_instance;
-    plan->key_instance = NULL;
+    req->key_part = plan->key_part;
+    plan->key_part = NULL;
     req->argc = p->argc;
-    for (int inst = 0; inst < CONFIG_MAX_INSTANCES; inst++)
-        if (count[inst]) req->parts[req->nparts++].instance = inst;
-    req->parts_left = req->nparts;
+    req->nparts = req->parts_left = n;
     /* write every part before any reply can complete the request */
-    struct backend *conns[CONFIG_MAX_INSTANCES] = {0};
-    for (int k = 0; k < req->nparts; k++) conns[k] = router_conn_for(c, req->parts[k].instance);
-    for (int k = 0; k < req->nparts; k++) {
+    struct backend **conns = xcalloc((size_t)n, sizeof(*conns));
+    for (int k = 0; k < n; k++) {
+        req->parts[k].instance = plan->parts[k].instance;
+        req->parts[k].slot = plan->parts[k].slot;
+        conns[k] = router_conn_for(c, req->parts[k].instance, req->parts[k].slot);
+    }
+    for (int k = 0; k < n; k++) {
         int inst = req->parts[k].instance;
         struct backend *b = conns[k];
-        if (!b) continue;
-        struct bytebuf *out = backend_stage(b);
+        int cluster = backend_is_cluster(w, inst) && !(b && b->pinned);
+        if (!cluster && !b) continue;
+        struct bytebuf *out = route_out(c, b, req, inst, req->parts[k].slot, k);
         /* a part that writes near-cache keys carries their XADDs in one MULTI/EXEC of its own */
         int wrap = 0;
-        for (uint32_t v = 0; v < plan->inval.n && !wrap; v++) wrap = req->key_instance[plan->inval.key[v].argi] == inst;
+        for (uint32_t v = 0; v < plan->inval.n && !wrap; v++) wrap = req->key_part[plan->inval.key[v].argi] == k;
         if (wrap) {
             bytebuf_add(out, STR_AND_LEN("*1\r\n$5\r\nMULTI\r\n"));
-            route_expect(b, req, ROUTE_DROP, 0);
+            route_expect(b, req, ROUTE_DROP, k);
         }
         char hdr[32];
-        int n = snprintf(hdr, sizeof(hdr), "*%d\r\n", 1 + count[inst]);
-        bytebuf_add(out, hdr, (size_t)n);
+        int hn = snprintf(hdr, sizeof(hdr), "*%d\r\n", 1 + count[k]);
+        bytebuf_add(out, hdr, (size_t)hn);
         bytebuf_add_bulk(out, resp_arg_ptr(p, frame, 0), p->args[0].len);
         for (size_t i = 1; i < p->argc; i++)
-            if (req->key_instance[i] == inst) bytebuf_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
+            if (req->key_part[i] == k) bytebuf_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
         route_expect(b, req, wrap ? ROUTE_QUEUED : ROUTE_PART, k);
         for (size_t f = 0; f < plan->ttl.nfix; f++) {
-            if (req->key_instance[plan->ttl.fix[f].argi] != inst) continue;
+            if (req->key_part[plan->ttl.fix[f].argi] != k) continue;
             write_fix(out, c, frame, &plan->ttl.fix[f]);
-            route_expect(b, req, ROUTE_DROP, 0);
+            route_expect(b, req, ROUTE_DROP, k);
         }
         for (uint32_t v = 0; v < plan->inval.n; v++) {
-            if (req->key_instance[plan->inval.key[v].argi] != inst) continue;
+            if (req->key_part[plan->inval.key[v].argi] != k) continue;
             write_inval(out, c, frame, &plan->inval.key[v]);
-            route_expect(b, req, ROUTE_DROP, 0);
+            route_expect(b, req, ROUTE_DROP, k);
         }
         if (wrap) {
             bytebuf_add(out, STR_AND_LEN("*1\r\n$4\r\nEXEC\r\n"));
             route_expect(b, req, ROUTE_PART_PICK, k);
         }
+        route_out_done(req, b);
         STAT_INC(&w->stats, commands_forwarded);
     }
     if (plan->ttl.nfix) stats_ttl_injected(&w->stats, &req->mark); /* a sliding window reset */
-    /* parts whose instance is down fail at once; the merge reports it */
-    for (int k = 0; k < req->nparts; k++)
-        if (!conns[k]) route_part_unavailable(w, req, k);
+    /* parts whose instance is down fail at once; the merge reports it (a cluster's part waits
+     * for its slot's owner instead: route_out_done) */
+    for (int k = 0; k < n; k++)
+        if (!conns[k] && !backend_is_cluster(w, req->parts[k].instance)) route_part_unavailable(w, req, k);
+    free(conns);
+    free(count);
 }
 
 /* ---- the hooks: what the backends report ---- */
@@ -490,9 +745,13 @@ static void route_writes_answered(struct request *req, enum route_kind kind)
 static void route_deliver(struct backend *b, const struct pending *pd, const char *reply, size_t len)
 {
     struct request *req = pd->req;
-    (void)b;
+    struct request_send *s = route_send_of(req, pd);
+    if (__builtin_expect(s != NULL, 0) && route_intercept(b, s, reply, len)) return;
     route_writes_answered(req, (enum route_kind)pd->kind);
     switch ((enum route_kind)pd->kind) {
+    case ROUTE_ASKING:
+        request_reply_consumed(req);
+        return;
     case ROUTE_FILL:
         nearcache_fill_reply(req, reply, len, NULL);
         return;
@@ -547,6 +806,8 @@ static void route_deliver(struct backend *b, const struct pending *pd, const cha
 static void route_fail(struct backend *b, const struct pending *pd)
 {
     struct request *req = pd->req;
+    struct request_send *s = route_send_of(req, pd);
+    if (__builtin_expect(s != NULL, 0) && route_intercept(b, s, NULL, 0)) return;
     char text[160];
     if (b->timed_out)
         replies_timed_out(text, sizeof(text), b->worker->cfg->instance_names[b->instance]);
@@ -576,6 +837,7 @@ static void route_fail(struct backend *b, const struct pending *pd)
     }
     case ROUTE_DROP:
     case ROUTE_QUEUED:
+    case ROUTE_ASKING:
         request_reply_consumed(req);
         return;
     }

@@ -42,12 +42,16 @@ static inline struct backend *router_shared_for(struct client *c, int instance)
  * subscriptions) and forget their subscriptions (RESET, a protocol switch). */
 void router_close_subscribers(struct client *c);
 
-/* The connection for c's commands to `instance`: its WATCH pin there, else its shared one.
- * NULL when that connection is down. */
-struct backend *router_conn_for(struct client *c, int instance);
+/* The connection for c's commands to `instance` (on a cluster, to `slot`'s primary; -1: keyless):
+ * its WATCH pin there, else its shared one. NULL when that connection is down (or, on a
+ * cluster, the slot's owner is not known: router_forward then waits for it). */
+struct backend *router_conn_for(struct client *c, int instance, int slot);
 
 /* Send a FORWARD plan's bytes (the command, its TTL rewrite) to backend b for req; b NULL or
- * down: req is answered -UNAVAILABLE. `frame` is the client's parsed frame (c->parser). */
+ * down: req is answered -UNAVAILABLE. `frame` is the client's parsed frame (c->parser). On a
+ * shared cluster connection the bytes are kept: -MOVED, -ASK, -TRYAGAIN and -CLUSTERDOWN send
+ * them again (bounded: ROUTE_MAX_HOPS, ROUTE_MAX_RETRIES in router.c), and b NULL waits for
+ * the slot's owner; a lost connection is never sent again. */
 void router_forward(struct client *c, struct backend *b, struct request *req, const struct plan *plan,
                     const char *frame);
 
@@ -75,9 +79,10 @@ void router_forward_info(struct client *c, struct request *req, size_t argc, con
 void router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,
                          struct bytebuf *keep);
 
-/* EXEC: MULTI + c's buffered transaction + EXEC on b, in one write; req's reply is the EXEC
- * array without the injected elements. Takes c->multi_keep. */
-void router_exec(struct client *c, struct backend *b, struct request *req);
+/* EXEC: MULTI + c's buffered transaction + EXEC on b (a connection of `instance`; on a cluster,
+ * of `slot`'s primary, and sent again whole after a redirect), in one write; req's reply is the
+ * EXEC array without the injected elements. Takes c->multi_keep. */
+void router_exec(struct client *c, struct backend *b, struct request *req, int instance, int slot);
 
 /* DISCARD under a WATCH: UNWATCH on c's WATCH pin (its reply swallowed). */
 void router_unwatch(struct client *c, struct request *req);

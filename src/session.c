@@ -10,7 +10,9 @@ void session_init(struct session *s, int authenticated)
     *s = (struct session){.authenticated = authenticated,
                           .mode = SESSION_NORMAL,
                           .multi_instance = -1,
-                          .watch_instance = -1};
+                          .multi_slot = -1,
+                          .watch_instance = -1,
+                          .watch_slot = -1};
 }
 
 void session_multi_begin(struct session *s)
@@ -18,12 +20,16 @@ void session_multi_begin(struct session *s)
     assert(s->mode == SESSION_NORMAL); /* policy refuses MULTI elsewhere */
     s->mode = SESSION_MULTI;
     s->multi_instance = -1;
+    s->multi_slot = -1;
+    s->multi_crossslot = 0;
 }
 
-void session_multi_queued(struct session *s, int instance)
+void session_multi_queued(struct session *s, int instance, int slot)
 {
     assert(s->mode == SESSION_MULTI);
     if (s->multi_instance < 0 && instance >= 0) s->multi_instance = instance;
+    if (slot < -1 || (slot >= 0 && s->multi_slot >= 0 && slot != s->multi_slot)) s->multi_crossslot = 1;
+    if (s->multi_slot < 0 && slot >= 0) s->multi_slot = slot;
 }
 
 void session_multi_end(struct session *s)
@@ -31,6 +37,8 @@ void session_multi_end(struct session *s)
     assert(s->mode == SESSION_MULTI);
     s->mode = SESSION_NORMAL;
     s->multi_instance = -1;
+    s->multi_slot = -1;
+    s->multi_crossslot = 0;
 }
 
 void session_block(struct session *s)
@@ -55,15 +63,17 @@ void session_set_subscribed(struct session *s, int subscribed)
     }
 }
 
-void session_watch(struct session *s, int instance)
+void session_watch(struct session *s, int instance, int slot)
 {
     assert(instance >= 0 && (s->watch_instance < 0 || s->watch_instance == instance));
     s->watch_instance = instance;
+    s->watch_slot = slot;
 }
 
 void session_unwatch(struct session *s)
 {
     s->watch_instance = -1;
+    s->watch_slot = -1;
 }
 
 void session_wrote(struct session *s, int instance)

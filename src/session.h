@@ -48,10 +48,13 @@ struct session {
     int authenticated;            /* 1 when no auth is required or AUTH succeeded */
     const struct user_conf *user; /* NULL when no users are configured */
     enum session_mode mode;
-    int multi_instance; /* MULTI: instance of the transaction's keys so far, -1 none */
-    int watch_instance; /* instance of the WATCH pin, -1 none */
-    int wrote;          /* a write was forwarded (WAIT goes where it went); RESET keeps it, as Redis keeps woff */
-    int write_instance; /* the instance of the last forwarded write (when wrote) */
+    int multi_instance;  /* MULTI: instance of the transaction's keys so far, -1 none */
+    int multi_slot;      /* MULTI on a cluster instance: the slot of its keys so far, -1 none */
+    int multi_crossslot; /* MULTI: keys queued in two slots (EXEC answers CROSSSLOT, as Redis) */
+    int watch_instance;  /* instance of the WATCH pin, -1 none */
+    int watch_slot;      /* its slot on a cluster instance, -1 none */
+    int wrote;           /* a write was forwarded (WAIT goes where it went); RESET keeps it, as Redis keeps woff */
+    int write_instance;  /* the instance of the last forwarded write (when wrote) */
     /* CLIENT REPLY, as Redis's CLIENT_REPLY_OFF / _SKIP / _SKIP_NEXT flags (session_client_reply) */
     uint8_t reply_off;       /* OFF: no reply until CLIENT REPLY ON (or RESET) */
     uint8_t reply_skip;      /* the command being decided now is the one after CLIENT REPLY SKIP */
@@ -64,8 +67,10 @@ void session_init(struct session *s, int authenticated);
 /* MULTI: NORMAL -> MULTI, no instance chosen yet. */
 void session_multi_begin(struct session *s);
 
-/* Inside MULTI, a queued command for `instance`: the transaction's instance is its first one. */
-void session_multi_queued(struct session *s, int instance);
+/* Inside MULTI, a queued command for `instance` (and, on a cluster, `slot`: -1 none, or
+ * PLAN_SLOT_SPANS's -2 for keys in several): the transaction's instance is its first one, its
+ * slot the first one; a second slot marks it multi_crossslot. */
+void session_multi_queued(struct session *s, int instance, int slot);
 
 /* EXEC or DISCARD (also refused): MULTI -> NORMAL. */
 void session_multi_end(struct session *s);
@@ -79,7 +84,7 @@ void session_unblock(struct session *s);
 void session_set_subscribed(struct session *s, int subscribed);
 
 /* WATCH pinned a connection to `instance`; EXEC, DISCARD, UNWATCH or the pin's loss ended it. */
-void session_watch(struct session *s, int instance);
+void session_watch(struct session *s, int instance, int slot);
 void session_unwatch(struct session *s);
 
 /* A write was forwarded to `instance` (WAIT waits for it there). */

@@ -30,6 +30,9 @@
     X(backend_failures, "backend connections lost or failed")                                                          \
     X(backend_writes, "batches of requests written to backend connections")                                            \
     X(backend_timeouts, "backend connections closed by backend-timeout")                                               \
+    X(cluster_redirects, "requests sent again after a cluster -MOVED or -ASK")                                         \
+    X(cluster_retries, "requests sent again after -TRYAGAIN, -CLUSTERDOWN or no reachable slot owner")                 \
+    X(cluster_refreshes, "cluster slot maps read (CLUSTER SLOTS)")                                                     \
     X(clients_output_limit, "clients closed over their output limit")                                                  \
     X(clients_query_limit, "clients closed: a MULTI over max-request-size")                                            \
     X(clients_evicted, "clients closed: the largest while over max-memory")                                            \

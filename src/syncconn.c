@@ -169,7 +169,7 @@ static int tls_handshake(struct syncconn *c, const struct instance_conf *ic)
         set_err(c, "SSL_new failed");
         return -1;
     }
-    if (tls_instance_expect_name(c->ssl, ic) != 0 || !SSL_set_fd(c->ssl, c->fd)) {
+    if (tls_instance_expect_name(c->ssl, ic, ic->host) != 0 || !SSL_set_fd(c->ssl, c->fd)) {
         set_err(c, "TLS set-up failed");
         return -1;
     }

@@ -31,9 +31,9 @@ SSL_CTX *tls_instance_ctx(const struct instance_conf *ic, char *err, size_t errl
     return ctx;
 }
 
-int tls_instance_expect_name(SSL *ssl, const struct instance_conf *ic)
+int tls_instance_expect_name(SSL *ssl, const struct instance_conf *ic, const char *host)
 {
-    const char *name = ic->server_name ? ic->server_name : ic->host;
+    const char *name = ic->server_name ? ic->server_name : host;
     SSL_set_tlsext_host_name(ssl, name);
     return SSL_set1_host(ssl, name) ? 0 : -1;
 }

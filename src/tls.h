@@ -15,8 +15,8 @@
  */
 SSL_CTX *tls_instance_ctx(const struct instance_conf *ic, char *err, size_t errlen);
 
-/* Make ssl send SNI and verify the certificate's name: ic->server_name, else ic->host.
- * 0, or -1 when OpenSSL refuses. */
-int tls_instance_expect_name(SSL *ssl, const struct instance_conf *ic);
+/* Make ssl send SNI and verify the certificate's name: ic->server_name, else host (the
+ * server's address: ic->host, or a cluster node's). 0, or -1 when OpenSSL refuses. */
+int tls_instance_expect_name(SSL *ssl, const struct instance_conf *ic, const char *host);
 
 #endif

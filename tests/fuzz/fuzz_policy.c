@@ -21,9 +21,9 @@
  *   O1  forwards to an instance outside [0, ninstances) (-1 only inside MULTI for PING/ECHO/UNWATCH,
  *       COMMAND GETKEYS/GETKEYSANDFLAGS, the keyless TIME/LASTSAVE/WAIT and
  *       PUBSUB NUMSUB/SHARDNUMSUB naming no channel, whose answers do not depend on the instance, or
- *       FLOW_UNSUBSCRIBE with all_instances), or names one in key_instance;
+ *       FLOW_UNSUBSCRIBE with all_instances), or names one in key_part's parts;
  *   O2  forwards a key (or channel, or KEYS/SCAN pattern) that matches no namespace, lives on another
- *       instance than the plan's (key_instance for split plans, the transaction's inside MULTI), or
+ *       instance than the plan's (key_part's parts for split plans, the transaction's inside MULTI), or
  *       belongs to an owner the user lacks (SORT BY/GET patterns included); or forwards a keyless
  *       command that is not routed by pattern, channel or transaction (but TIME, LASTSAVE, DBSIZE, WAIT);
  *   O3  leaves a written key of a ttl=D namespace without a TTL rule (an EX/PX append, a PEXPIRE fix
@@ -1201,10 +1201,12 @@ static void check_plan(const struct registry *reg, const struct session *s, cons
                ((is(cmd, "pubsub|numsub") || is(cmd, "pubsub|shardnumsub")) && a->argc == 2))) ||
              (p->flow == FLOW_UNSUBSCRIBE && p->all_instances);
     if (!ok) violation("O1", "FORWARD to instance %d", p->instance);
-    if (p->key_instance)
+    if (p->key_part)
         for (size_t i = 1; i < a->argc; i++)
-            if (p->key_instance[i] < -1 || p->key_instance[i] >= NINST)
-                violation("O1", "key_instance[%zu] = %d", i, p->key_instance[i]);
+            if (p->key_part[i] < -1 || p->key_part[i] >= p->nparts ||
+                (p->key_part[i] >= 0 &&
+                 (p->parts[p->key_part[i]].instance < 0 || p->parts[p->key_part[i]].instance >= NINST)))
+                violation("O1", "key_part[%zu] = %d", i, p->key_part[i]);
 
     /* O5 */
     if (!s->authenticated && !is(cmd, "ping")) violation("O5", "forwarded before AUTH");
@@ -1235,7 +1237,7 @@ static void check_plan(const struct registry *reg, const struct session *s, cons
     for (int i = 0; i < o.nkeys; i++) {
         size_t idx = o.keys[i].idx;
         const struct namespace_entry *ns = ns_of(reg, NS_KEY, a->argv[idx], a->len[idx]);
-        int inst = p->key_instance ? p->key_instance[idx] : p->instance;
+        int inst = p->key_part ? (p->key_part[idx] >= 0 ? p->parts[p->key_part[idx]].instance : -1) : p->instance;
         if (!ns) {
             violation("O2", "key argv[%zu] matches no namespace", idx);
             continue;

@@ -498,14 +498,44 @@ START_TEST(error_instance_forms)
     expect_error(BASE "instance cache 1.2.3.4:5 plain\n", 5, "duplicate instance 'cache' (first defined on line 4)");
     expect_error(BASE "instance x/y 1.2.3.4:5 plain\n", 5, "bad instance name");
     expect_error(BASE "instance x 1.2.3.4 plain\n", 5, "bad instance address");
-    /* the contract's cluster and sentinel forms: named as such, one error for the line */
-    expect_error(BASE "instance x cluster 1.2.3.4:5,1.2.3.4:6 tls ca=a\n", 5,
-                 "instance 'x': cluster instances are not implemented in this version");
+    /* cluster: a seed list, then the options of a single-server instance */
+    expect_error(BASE "instance x cluster tls ca=a\n", 5, "instance 'x': cluster needs its seed nodes");
+    expect_error(BASE "instance x cluster\n", 5, "missing argument");
+    expect_error(BASE "instance x cluster 1.2.3.4:5,nowhere plain\n", 5, "instance 'x': bad seed address 'nowhere'");
+    expect_error(BASE "instance x cluster 1.2.3.4:5 tls\n", 5, "tls needs ca=");
+    expect_error(BASE "instance x cluster 1.2.3.4:5 plain color=red\n", 5, "unknown instance option");
+    expect_error(BASE "cluster-refresh soon\n", 5, "cluster-refresh");
+    /* the contract's sentinel form: named as such, one error for the line */
     expect_error(BASE "instance x sentinel 1.2.3.4:5 master=m plain\n", 5,
                  "instance 'x': sentinel instances are not implemented in this version");
     struct diag d;
-    ck_assert_ptr_null(load(BASE "instance x cluster 1.2.3.4:5 plain\n", &d));
+    ck_assert_ptr_null(load(BASE "instance x sentinel 1.2.3.4:5 master=m plain\n", &d));
     ck_assert_int_eq(d.count, 1); /* not also "bad instance address" and "unknown instance option" */
+    diag_free(&d);
+}
+END_TEST
+
+START_TEST(cluster_instance)
+{
+    struct diag d;
+    struct config *c = load(BASE "instance big cluster 10.0.0.1:7001,[::1]:7002,h3:7003 plain connections=2\n"
+                                 "cluster-refresh 3s\n",
+                            &d);
+    ck_assert_msg(c != NULL, "%s", d.count ? d.lines[0] : "?");
+    int i = config_instance_index(c, "big");
+    ck_assert_int_ge(i, 0);
+    const struct instance_conf *in = &c->instances[i];
+    ck_assert_int_eq(in->cluster, 1);
+    ck_assert_int_eq(in->nseeds, 3);
+    ck_assert_str_eq(in->seed_host[0], "10.0.0.1");
+    ck_assert_int_eq(in->seed_port[0], 7001);
+    ck_assert_str_eq(in->seed_host[1], "::1");
+    ck_assert_int_eq(in->seed_port[2], 7003);
+    ck_assert_str_eq(in->host, "10.0.0.1"); /* the first seed */
+    ck_assert_int_eq(in->connections, 2);
+    ck_assert_int_eq(c->cluster_refresh_ms, 3000);
+    ck_assert_int_eq(c->instances[0].cluster, 0);
+    config_free(c);
     diag_free(&d);
 }
 END_TEST
@@ -662,6 +692,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, error_listen_forms);
     tcase_add_test(tc, error_instance_forms);
     tcase_add_test(tc, error_password_files);
+    tcase_add_test(tc, cluster_instance);
     tcase_add_test(tc, error_user_forms);
     tcase_add_test(tc, error_required_directives_at_line_0);
     tcase_add_test(tc, error_unterminated_quote);

@@ -47,6 +47,57 @@ static void assert_error_prefix(const struct plan *p, const char *prefix)
                   prefix);
 }
 
+/* cache (instance 1) as a Redis Cluster: slots from CRC16 (expected values asked of a real node's
+ * CLUSTER KEYSLOT: cache:{u}a and cache:{u}b 11826, cache:x 16229, cache:y 12100) */
+START_TEST(cluster_instance_routes_by_slot)
+{
+    cfg.instances[1].cluster = 1;
+    struct plan p;
+    decide("SET cache:x 1", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.slot, 16229);
+    ck_assert_uint_eq(p.nappend, 2); /* the TTL still injected */
+    plan_release(&p);
+    decide("MSET cache:{u}a 1 cache:{u}b 2", &p); /* one slot: as it came */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.slot, 11826);
+    ck_assert_int_eq(p.merge, MERGE_NONE);
+    plan_release(&p);
+    decide("MSET cache:x 1 cache:y 2", &p);
+    ck_assert_int_eq(p.kind, PLAN_ERROR);
+    ck_assert_str_eq(p.error, "CROSSSLOT Keys in request don't hash to the same slot");
+    decide("MGET cache:x cache:y cache:x q:1", &p); /* split per (instance, slot), in key order */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.merge, MERGE_MGET);
+    ck_assert_int_eq(p.nparts, 3);
+    ck_assert_int_eq(p.key_part[1], p.key_part[3]);
+    ck_assert_int_ne(p.key_part[1], p.key_part[2]);
+    ck_assert_int_eq(p.parts[p.key_part[1]].slot, 16229);
+    ck_assert_int_eq(p.parts[p.key_part[2]].slot, 12100);
+    ck_assert_int_eq(p.parts[p.key_part[4]].instance, 0);
+    ck_assert_int_eq(p.parts[p.key_part[4]].slot, -1);
+    plan_release(&p);
+    decide("GET q:1", &p); /* the single-server instance has no slot */
+    ck_assert_int_eq(p.slot, -1);
+    struct session s;
+    session_init(&s, 1);
+    session_multi_begin(&s);
+    decide_as(&s, "MSET cache:x 1 cache:y 2", &p); /* queued: EXEC answers CROSSSLOT, as Redis */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.slot, PLAN_SLOT_SPANS);
+    plan_release(&p);
+    session_multi_end(&s);
+    session_watch(&s, 1, 16229);
+    decide_as(&s, "WATCH cache:y", &p); /* the WATCH pin is one node's connection */
+    ck_assert_int_eq(p.kind, PLAN_ERROR);
+    ck_assert_str_eq(p.error, "CROSSSLOT Keys in request don't hash to the same slot");
+    decide_as(&s, "WATCH cache:x", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    plan_release(&p);
+    cfg.instances[1].cluster = 0;
+}
+END_TEST
+
 START_TEST(set_cache_key_gets_registry_ttl)
 {
     struct plan p;
@@ -163,8 +214,10 @@ START_TEST(many_keys_route_together)
     decide(line, &p); /* MGET across instances is split per instance */
     ck_assert_int_eq(p.kind, PLAN_FORWARD);
     ck_assert_int_eq(p.merge, MERGE_MGET);
-    ck_assert_int_eq(p.key_instance[1], 1);
-    ck_assert_int_eq(p.key_instance[601], 0);
+    ck_assert_int_eq(p.nparts, 2);
+    ck_assert_int_eq(p.parts[p.key_part[1]].instance, 1);
+    ck_assert_int_eq(p.parts[p.key_part[601]].instance, 0);
+    ck_assert_int_eq(p.parts[p.key_part[601]].slot, -1);
     plan_release(&p);
     line[1] = 'S'; /* MSET across instances cannot be split */
     strcat(line, " v");
@@ -275,7 +328,7 @@ START_TEST(keyless_commands_keygate_forwards)
     decide("DBSIZE", &p); /* every instance, summed */
     ck_assert_int_eq(p.kind, PLAN_FORWARD);
     ck_assert_int_eq(p.merge, MERGE_SUM);
-    ck_assert_ptr_null(p.key_instance);
+    ck_assert_ptr_null(p.key_part);
     plan_release(&p);
     decide("WAIT 1 1000", &p); /* no write yet: the first instance, on a dedicated connection */
     ck_assert_int_eq(p.kind, PLAN_FORWARD);
@@ -1034,6 +1087,7 @@ int main(void)
     TCase *tc = tcase_create("decide");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, set_cache_key_gets_registry_ttl);
+    tcase_add_test(tc, cluster_instance_routes_by_slot);
     tcase_add_test(tc, longest_prefix_decides_ttl);
     tcase_add_test(tc, set_durable_queue_key_has_no_ttl);
     tcase_add_test(tc, set_with_client_ttl_is_kept);

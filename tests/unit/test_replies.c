@@ -277,7 +277,7 @@ END_TEST
 START_TEST(test_merge_values_two_instances)
 {
     /* MGET a b c: a and c on instance 5, b on instance 3 (b missing there) */
-    static const int8_t key_instance[] = {-1, 5, 3, 5};
+    static const int16_t key_instance[] = {-1, 5, 3, 5};
     const struct replies_part parts[] = {
         PART(3, "*1\r\n$-1\r\n"),
         PART(5, "*2\r\n$2\r\nva\r\n$2\r\nvc\r\n"),
@@ -292,7 +292,7 @@ END_TEST
 START_TEST(test_merge_values_three_instances_interleaved)
 {
     /* MGET a b c d e: a c on 0, b e on 1, d on 2; the parts not in instance order */
-    static const int8_t key_instance[] = {-1, 0, 1, 0, 2, 1};
+    static const int16_t key_instance[] = {-1, 0, 1, 0, 2, 1};
     const struct replies_part parts[] = {
         PART(2, "*1\r\n$2\r\nvd\r\n"),
         PART(0, "*2\r\n$2\r\nva\r\n$-1\r\n"),
@@ -308,7 +308,7 @@ END_TEST
 
 START_TEST(test_merge_sum)
 {
-    static const int8_t key_instance[] = {-1, 0, 1, 0};
+    static const int16_t key_instance[] = {-1, 0, 1, 0};
     struct bytebuf out = {0};
 
     const struct replies_part two[] = {PART(0, ":3\r\n"), PART(1, ":4\r\n")};
@@ -330,7 +330,7 @@ END_TEST
 
 START_TEST(test_merge_error_part_wins)
 {
-    static const int8_t key_instance[] = {-1, 0, 1, 2};
+    static const int16_t key_instance[] = {-1, 0, 1, 2};
     struct bytebuf out = {0};
 
     /* SUM: an error in the middle, then another: the first one, exactly */
@@ -367,7 +367,7 @@ START_TEST(test_merge_error_part_wins)
 END_TEST
 
 /* replies_merge(VALUES) refuses and leaves out exactly as it was (empty, then holding bytes). */
-static void merge_refuses(const struct replies_part *parts, int nparts, const int8_t *key_instance, size_t argc,
+static void merge_refuses(const struct replies_part *parts, int nparts, const int16_t *key_instance, size_t argc,
                           int line)
 {
     struct bytebuf out = {0};
@@ -386,7 +386,7 @@ static void merge_refuses(const struct replies_part *parts, int nparts, const in
 START_TEST(test_merge_values_refuses)
 {
     /* MGET a b c, a and c on 0: instance 0's part holds one element, not two */
-    static const int8_t key_instance[] = {-1, 0, 1, 0};
+    static const int16_t key_instance[] = {-1, 0, 1, 0};
     const struct replies_part short_part[] = {PART(0, "*1\r\n$1\r\na\r\n"), PART(1, "*1\r\n$1\r\nb\r\n")};
     merge_refuses(short_part, 2, key_instance, 4, __LINE__);
 
@@ -399,7 +399,7 @@ START_TEST(test_merge_values_refuses)
     merge_refuses(not_array, 2, key_instance, 4, __LINE__);
 
     /* a key whose instance sent no part */
-    static const int8_t key_instance3[] = {-1, 0, 2, 0};
+    static const int16_t key_instance3[] = {-1, 0, 2, 0};
     const struct replies_part no_part[] = {PART(0, "*2\r\n$1\r\na\r\n$1\r\nc\r\n"), PART(1, "*1\r\n$1\r\nb\r\n")};
     merge_refuses(no_part, 2, key_instance3, 4, __LINE__);
 
@@ -438,7 +438,7 @@ START_TEST(test_resp3_pick_filter_merge)
     bytebuf_free(&b);
 
     /* MGET a b c d across instances 1 and 2: RESP3 nulls are copied as they came */
-    static const int8_t key_instance[] = {-1, 1, 2, 1, 2};
+    static const int16_t key_instance[] = {-1, 1, 2, 1, 2};
     const struct replies_part parts[] = {PART(1, "*2\r\n$1\r\nA\r\n_\r\n"), PART(2, "*2\r\n_\r\n$1\r\nD\r\n")};
     ck_assert_int_eq(replies_merge(REPLIES_MERGE_VALUES, parts, 2, key_instance, 5, &b), 0);
     EXPECT_BYTES(b.p, b.len, "*4\r\n$1\r\nA\r\n_\r\n_\r\n$1\r\nD\r\n");

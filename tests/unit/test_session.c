@@ -24,10 +24,10 @@ START_TEST(multi_takes_its_first_instance)
     session_init(&s, 1);
     session_multi_begin(&s);
     ck_assert_int_eq(s.mode, SESSION_MULTI);
-    session_multi_queued(&s, -1); /* PING: any instance */
+    session_multi_queued(&s, -1, -1); /* PING: any instance */
     ck_assert_int_eq(s.multi_instance, -1);
-    session_multi_queued(&s, 1);
-    session_multi_queued(&s, 0); /* policy refuses a second instance; the first stays */
+    session_multi_queued(&s, 1, -1);
+    session_multi_queued(&s, 0, -1); /* policy refuses a second instance; the first stays */
     ck_assert_int_eq(s.multi_instance, 1);
     session_multi_end(&s);
     ck_assert_int_eq(s.mode, SESSION_NORMAL);
@@ -35,16 +35,43 @@ START_TEST(multi_takes_its_first_instance)
 }
 END_TEST
 
+START_TEST(multi_on_a_cluster_tracks_its_slot)
+{
+    struct session s;
+    session_init(&s, 1);
+    session_multi_begin(&s);
+    session_multi_queued(&s, 0, -1); /* keyless */
+    session_multi_queued(&s, 0, 77);
+    session_multi_queued(&s, 0, 77);
+    ck_assert_int_eq(s.multi_slot, 77);
+    ck_assert_int_eq(s.multi_crossslot, 0);
+    session_multi_queued(&s, 0, 78); /* Redis answers EXEC -CROSSSLOT */
+    ck_assert_int_eq(s.multi_crossslot, 1);
+    ck_assert_int_eq(s.multi_slot, 77);
+    session_multi_end(&s);
+    ck_assert_int_eq(s.multi_slot, -1);
+    ck_assert_int_eq(s.multi_crossslot, 0);
+    session_multi_begin(&s);
+    session_multi_queued(&s, 0, -2); /* one command's keys in several slots */
+    ck_assert_int_eq(s.multi_crossslot, 1);
+    session_multi_end(&s);
+    session_watch(&s, 0, 9);
+    ck_assert_int_eq(s.watch_slot, 9);
+    session_unwatch(&s);
+    ck_assert_int_eq(s.watch_slot, -1);
+}
+END_TEST
+
 START_TEST(watch_spans_multi_and_ends_on_unwatch)
 {
     struct session s;
     session_init(&s, 1);
-    session_watch(&s, 2);
+    session_watch(&s, 2, -1);
     session_multi_begin(&s);
     ck_assert_int_eq(s.watch_instance, 2);
     session_multi_end(&s);
     ck_assert_int_eq(s.watch_instance, 2); /* EXEC's caller unwatches, not the transaction's end */
-    session_watch(&s, 2);                  /* WATCH again on the same pin */
+    session_watch(&s, 2, -1);              /* WATCH again on the same pin */
     session_unwatch(&s);
     ck_assert_int_eq(s.watch_instance, -1);
 }
@@ -119,10 +146,10 @@ START_TEST(reset_from_every_state_is_a_new_client_that_keeps_its_last_write)
         s.authenticated = 1; /* AUTH succeeded */
         s.user = &u;
         session_wrote(&s, 1);
-        session_watch(&s, 1);
+        session_watch(&s, 1, -1);
         if (from[i] == SESSION_MULTI) {
             session_multi_begin(&s);
-            session_multi_queued(&s, 1);
+            session_multi_queued(&s, 1, -1);
         } else if (from[i] == SESSION_SUBSCRIBED) {
             session_set_subscribed(&s, 1);
         }
@@ -167,8 +194,8 @@ START_TEST(wrong_transition_watch_a_second_instance)
 {
     struct session s;
     session_init(&s, 1);
-    session_watch(&s, 0);
-    session_watch(&s, 1);
+    session_watch(&s, 0, -1);
+    session_watch(&s, 1, -1);
 }
 END_TEST
 
@@ -179,6 +206,7 @@ int main(void)
     tcase_add_test(tc, init_is_normal_and_watches_nothing);
     tcase_add_test(tc, multi_takes_its_first_instance);
     tcase_add_test(tc, watch_spans_multi_and_ends_on_unwatch);
+    tcase_add_test(tc, multi_on_a_cluster_tracks_its_slot);
     tcase_add_test(tc, block_and_unblock);
     tcase_add_test(tc, subscribed_follows_the_counts);
     tcase_add_test_raise_signal(tc, wrong_transition_multi_end_outside_multi, SIGABRT);
