@@ -242,11 +242,12 @@ static struct backend_pool *cluster_pool(struct backend_cluster *cl, int node, i
 static void cluster_adopt(struct backend_cluster *cl)
 {
     int16_t index_of[SLOTMAP_MAX_NODES];
+    for (int k = 0; k < SLOTMAP_MAX_NODES; k++) index_of[k] = -1;
     for (int k = 0; k < cl->parsed.nnodes; k++)
         index_of[k] = (int16_t)cluster_node_index(cl, cl->parsed.nodes[k].host, cl->parsed.nodes[k].port);
     for (int s = 0; s < SLOTMAP_SLOTS; s++) {
         int k = cl->parsed.owner[s];
-        cl->map.owner[s] = k >= 0 ? index_of[k] : -1;
+        cl->map.owner[s] = k >= 0 && k < SLOTMAP_MAX_NODES ? index_of[k] : -1;
     }
 }
 

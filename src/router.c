@@ -157,10 +157,11 @@ static void route_part(struct request *req, int part, const char *reply, size_t 
 
 static void route_give_up(struct request *req, struct request_send *s)
 {
-    char text[160], msg[ERROR_REPLY_MAX];
+    char msg[ERROR_REPLY_MAX];
     const char *reply = s->error;
     size_t len = s->error_len;
     if (!reply) {
+        char text[160];
         replies_unavailable(text, sizeof(text), req->worker->cfg->instance_names[s->instance]);
         len = replies_error(msg, sizeof(msg), text);
         reply = msg;
