@@ -352,27 +352,27 @@ static int cluster_node_for(const struct backend_cluster *cl, int slot)
     return slotmap_owner(&cl->map, slot >= 0 ? (unsigned)slot : 0);
 }
 
-struct backend *backend_for_slot(struct worker *w, int instance, int slot, uint64_t client_id, int resp3)
+/* client_id's shared connection to node `node` (-1: none known), NULL when down. */
+static struct backend *cluster_conn(struct backend_cluster *cl, int node, uint64_t client_id, int resp3)
 {
-    struct backend_cluster *cl = w->clusters[instance];
-    if (!cl) return resp3 ? backend_for3(w, instance, client_id) : backend_for(w, instance, client_id);
-    int node = cluster_node_for(cl, slot);
     if (node < 0) return NULL;
     struct backend_pool *pool = cluster_pool(cl, node, resp3);
     struct backend *b = &pool->conns[client_id % (uint64_t)pool->nconns];
     return b->state == BACKEND_DOWN ? NULL : b;
 }
 
+struct backend *backend_for_slot(struct worker *w, int instance, int slot, uint64_t client_id, int resp3)
+{
+    struct backend_cluster *cl = w->clusters[instance];
+    if (!cl) return resp3 ? backend_for3(w, instance, client_id) : backend_for(w, instance, client_id);
+    return cluster_conn(cl, cluster_node_for(cl, slot), client_id, resp3);
+}
+
 struct backend *backend_for_addr(struct worker *w, int instance, const char *host, int port, uint64_t client_id,
                                  int resp3)
 {
     struct backend_cluster *cl = w->clusters[instance];
-    if (!cl) return NULL;
-    int node = cluster_node_index(cl, host, port);
-    if (node < 0) return NULL;
-    struct backend_pool *pool = cluster_pool(cl, node, resp3);
-    struct backend *b = &pool->conns[client_id % (uint64_t)pool->nconns];
-    return b->state == BACKEND_DOWN ? NULL : b;
+    return cl ? cluster_conn(cl, cluster_node_index(cl, host, port), client_id, resp3) : NULL;
 }
 
 int backend_pools_start(struct worker *w, const struct backend_hooks *hooks)

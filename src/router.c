@@ -232,13 +232,20 @@ static int route_intercept(struct backend *b, struct request_send *s, const char
     return 1;
 }
 
+/* Is a request for `instance` on b kept (sent again after a redirect)? On a cluster's shared
+ * connections, and when no connection is known yet (b NULL: it waits for the slot's owner). */
+static inline int route_keeps(const struct client *c, const struct backend *b, int instance)
+{
+    return backend_is_cluster(c->worker, instance) && !(b && b->pinned);
+}
+
 /* The buffer a request for (instance, slot) is written to: b's staging buffer, or for a
  * shared cluster connection (b may then be NULL: no owner known yet) the kept send of part
  * `part`, which route_out_done stages. */
 static struct bytebuf *route_out(struct client *c, struct backend *b, struct request *req, int instance, int slot,
                                  int part)
 {
-    if (__builtin_expect(!backend_is_cluster(c->worker, instance) || (b && b->pinned), 1)) return backend_stage(b);
+    if (__builtin_expect(!route_keeps(c, b, instance), 1)) return backend_stage(b);
     if (!req->sends) {
         req->nsends = req->nparts > 0 ? req->nparts : 1;
         req->sends = xcalloc((size_t)req->nsends, sizeof(*req->sends));
@@ -406,8 +413,7 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
                     const char *frame)
 {
     struct worker *w = c->worker;
-    int cluster = backend_is_cluster(w, plan->instance) && !(b && b->pinned);
-    if (!cluster && (!b || b->state == BACKEND_DOWN)) {
+    if (!route_keeps(c, b, plan->instance) && (!b || b->state == BACKEND_DOWN)) {
         route_unblock(req);
         router_unavailable(c, req, plan->instance);
         return;
@@ -441,8 +447,7 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
 void router_forward_bytes(struct client *c, struct backend *b, int instance, struct request *req, const char *bytes,
                           size_t len)
 {
-    int cluster = backend_is_cluster(c->worker, instance) && !(b && b->pinned);
-    if (!cluster && (!b || b->state == BACKEND_DOWN)) {
+    if (!route_keeps(c, b, instance) && (!b || b->state == BACKEND_DOWN)) {
         router_unavailable(c, req, instance);
         return;
     }
@@ -691,8 +696,7 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
     for (int k = 0; k < n; k++) {
         int inst = req->parts[k].instance;
         struct backend *b = conns[k];
-        int cluster = backend_is_cluster(w, inst) && !(b && b->pinned);
-        if (!cluster && !b) continue;
+        if (!b && !route_keeps(c, b, inst)) continue;
         struct bytebuf *out = route_out(c, b, req, inst, req->parts[k].slot, k);
         /* a part that writes near-cache keys carries their XADDs in one MULTI/EXEC of its own */
         int wrap = 0;
