@@ -346,6 +346,38 @@ void backend_cluster_moved(struct worker *w, int instance, unsigned slot, const 
     backend_cluster_refresh(w, instance);
 }
 
+/* Order of two nodes of a map by address: host bytes, then port. */
+static int node_address_cmp(const struct slotmap_node *a, const struct slotmap_node *b)
+{
+    int c = strcmp(a->host, b->host);
+    return c ? c : (a->port > b->port) - (a->port < b->port);
+}
+
+int backend_cluster_primaries(const struct worker *w, int instance, int *slots, int max)
+{
+    const struct backend_cluster *cl = w->clusters[instance];
+    if (!cl) return 0;
+    int first[SLOTMAP_MAX_NODES]; /* each node's lowest slot, -1: it owns none */
+    for (int k = 0; k < SLOTMAP_MAX_NODES; k++) first[k] = -1;
+    for (int s = SLOTMAP_SLOTS - 1; s >= 0; s--) {
+        int k = cl->map.owner[s];
+        if (k >= 0) first[k] = s;
+    }
+    int n = 0, order[SLOTMAP_MAX_NODES] = {0};
+    for (int k = 0; k < cl->map.nnodes; k++) {
+        if (first[k] < 0) continue;
+        int i = n++; /* insertion by address: a cluster has a few primaries */
+        while (i > 0 && node_address_cmp(&cl->map.nodes[order[i - 1]], &cl->map.nodes[k]) > 0) {
+            order[i] = order[i - 1];
+            i--;
+        }
+        order[i] = k;
+    }
+    if (n > max) n = max;
+    for (int i = 0; i < n; i++) slots[i] = first[order[i]];
+    return n;
+}
+
 /* The node for slot (-1: slot 0's, for a keyless command); -1 when not known. */
 static int cluster_node_for(const struct backend_cluster *cl, int slot)
 {

@@ -145,6 +145,14 @@ int backend_is_cluster(const struct worker *w, int instance);
  * known yet or its connection is down. For a single-server instance: backend_for / backend_for3. */
 struct backend *backend_for_slot(struct worker *w, int instance, int slot, uint64_t client_id, int resp3);
 
+/*
+ * The primaries of cluster `instance` as this worker's map has them, each named by one slot it
+ * owns (its lowest), ordered by address (host, then port): the same order in every worker whose
+ * map agrees, so a SCAN cursor's node rank (slotmap.h) keeps its meaning from call to call.
+ * Fills slots[0..max) and returns how many; 0 when the map is not known yet.
+ */
+int backend_cluster_primaries(const struct worker *w, int instance, int *slots, int max);
+
 /* The shared connection to the cluster node host:port (a -ASK target), added to the map's
  * node table (with no slot) when new. NULL when down or the table is full. */
 struct backend *backend_for_addr(struct worker *w, int instance, const char *host, int port, uint64_t client_id,

@@ -257,6 +257,23 @@ static int decide_keyless(const struct session *s, enum cmd_id cid, struct plan 
 }
 
 /*
+ * KEYS and SCAN in a namespace of a cluster instance read every primary (a cluster's keys are
+ * spread over them): KEYS merges their arrays, SCAN walks them one after the other with the
+ * node's rank in the cursor (slotmap.h). Inside MULTI they would read one node: refused. 1
+ * when p was decided here.
+ */
+static int decide_pattern_cluster(const struct config *cfg, const struct session *s, enum cmd_id cid, struct plan *p)
+{
+    if ((cid != CID_KEYS && cid != CID_SCAN) || !cfg->instances[p->instance].cluster) return 0;
+    if (s->mode == SESSION_MULTI)
+        plan_error(p, "DENIED %s inside MULTI would read one node of cluster instance '%s'",
+                   cid == CID_KEYS ? "KEYS" : "SCAN", cfg->instance_names[p->instance]);
+    else
+        p->merge = cid == CID_KEYS ? MERGE_KEYS : MERGE_SCAN;
+    return 1;
+}
+
+/*
  * CLIENT subcommands of Redis 7.2 that clients send at start-up, which Redis 7.0's table (and
  * so keygate's) lacks; 1 when p was filled. SETINFO is checked as Redis 7.2 checks it and
  * answered +OK (keygate keeps no library name); NO-TOUCH is refused with its reason.
@@ -560,6 +577,7 @@ void policy_decide(const struct config *cfg, const struct registry *reg, const s
         p->kind = PLAN_FORWARD;
         p->instance = ar.ns->instance;
         p->ns = ar.ns;
+        if (decide_pattern_cluster(cfg, s, cid, p)) return;
         if (s->mode == SESSION_MULTI) decide_multi_instance(cfg, s, p);
         return;
     }

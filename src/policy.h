@@ -78,6 +78,8 @@ enum plan_merge {
     MERGE_MGET, /* values back in the client's key order */
     MERGE_SUM,  /* DEL/UNLINK/EXISTS/TOUCH: integers summed */
     MERGE_INFO, /* INFO keyspace/memory/replication: keygate's sections + each instance's, labelled (info.h) */
+    MERGE_KEYS, /* KEYS on a cluster instance: every primary's keys, in one array */
+    MERGE_SCAN, /* SCAN on a cluster instance: one primary at a time, the node's rank in the cursor */
 };
 
 /*
@@ -133,7 +135,8 @@ struct plan {
                                          several slots (EXEC answers CROSSSLOT, as Redis) */
     enum plan_merge merge;            /* != MERGE_NONE: split, see key_part */
     int16_t *key_part;                /* merge: the part of argv[i] for i in 1..argc-1 (heap), -1 = not a key;
-                                         NULL: the whole command to every instance (DBSIZE) */
+                                         NULL: the whole command to every instance (DBSIZE; every primary
+                                         of a cluster), or to every primary of `instance` (MERGE_KEYS) */
     struct plan_part *parts;          /* merge with key_part: one per (instance, slot) of the keys (heap) */
     int nparts;
     int keeps_transaction; /* PLAN_ERROR inside MULTI that does not make EXEC abort (as Redis) */

@@ -74,6 +74,25 @@ int replies_exec_filter(const char *reply, size_t len, const uint8_t *keep, size
     return 0;
 }
 
+/* Every part's array elements in one array, part by part; -1 (nothing appended) when a part is not an array. */
+static int merge_concat(const struct replies_part *parts, int nparts, struct bytebuf *out)
+{
+    long long total = 0;
+    for (int k = 0; k < nparts; k++) {
+        long long n = -1;
+        const char *elem = resp_array_first(parts[k].reply, parts[k].len, &n);
+        if (!elem || n < 0 || reply_length(parts[k].reply, parts[k].len) != parts[k].len) return -1;
+        total += n;
+    }
+    add_header(out, '*', total);
+    for (int k = 0; k < nparts; k++) {
+        long long n;
+        const char *elem = resp_array_first(parts[k].reply, parts[k].len, &n);
+        bytebuf_add(out, elem, parts[k].len - (size_t)(elem - parts[k].reply));
+    }
+    return 0;
+}
+
 int replies_merge(enum replies_merge_kind kind, const struct replies_part *parts, int nparts, const int16_t *key_part,
                   size_t argc, struct bytebuf *out)
 {
@@ -97,6 +116,7 @@ int replies_merge(enum replies_merge_kind kind, const struct replies_part *parts
         add_header(out, ':', sum);
         return 0;
     }
+    if (kind == REPLIES_MERGE_CONCAT) return merge_concat(parts, nparts, out);
     static _Thread_local const char *cursor[REPLIES_MAX_PARTS], *end[REPLIES_MAX_PARTS];
     static _Thread_local int part_of[REPLIES_MAX_PARTS];
     assert(nparts <= REPLIES_MAX_PARTS);
@@ -121,6 +141,49 @@ int replies_merge(enum replies_merge_kind kind, const struct replies_part *parts
         bytebuf_add(out, cursor[k], n);
         cursor[k] += n;
     }
+    return 0;
+}
+
+/* SCAN's reply: its cursor (digits at *digits, n of them) and where the keys' array starts; -1 when not that shape. */
+static int scan_reply_split(const char *reply, size_t len, uint64_t *cursor, size_t *keys_at)
+{
+    long long count = 0, blen = -1;
+    const char *elem = resp_array_first(reply, len, &count);
+    if (!elem || count != 2) return -1;
+    const char *end = reply + len, *crlf = memchr(elem, '\r', (size_t)(end - elem));
+    if (elem[0] != '$' || !crlf || resp_parse_ll(elem + 1, (size_t)(crlf - elem - 1), &blen) != 0 || blen <= 0 ||
+        blen > 20 || end - (crlf + 2) < blen + 2)
+        return -1;
+    const char *digits = crlf + 2;
+    uint64_t v = 0;
+    for (long long i = 0; i < blen; i++) {
+        unsigned d = (unsigned)(digits[i] - '0');
+        if (d > 9 || v > (UINT64_MAX - d) / 10) return -1;
+        v = v * 10 + d;
+    }
+    const char *keys = digits + blen + 2;
+    if (reply_length(keys, (size_t)(end - keys)) != (size_t)(end - keys)) return -1;
+    *cursor = v;
+    *keys_at = (size_t)(keys - reply);
+    return 0;
+}
+
+int replies_scan_cursor(const char *reply, size_t len, uint64_t *cursor)
+{
+    size_t keys_at;
+    return scan_reply_split(reply, len, cursor, &keys_at);
+}
+
+int replies_scan_with_cursor(const char *reply, size_t len, uint64_t cursor, struct bytebuf *out)
+{
+    uint64_t old;
+    size_t keys_at;
+    if (scan_reply_split(reply, len, &old, &keys_at) != 0) return -1;
+    char digits[24];
+    int n = snprintf(digits, sizeof(digits), "%llu", (unsigned long long)cursor);
+    bytebuf_add(out, STR_AND_LEN("*2\r\n"));
+    bytebuf_add_bulk(out, digits, (size_t)n);
+    bytebuf_add(out, reply + keys_at, len - keys_at);
     return 0;
 }
 

@@ -26,7 +26,7 @@ void replies_exec_pick(const char *reply, size_t len, const char *queued_error, 
 int replies_exec_filter(const char *reply, size_t len, const uint8_t *keep, size_t nkeep, struct bytebuf *out);
 
 /* How a split command's per-instance replies are put together (enum plan_merge's values). */
-enum replies_merge_kind { REPLIES_MERGE_VALUES = 1, REPLIES_MERGE_SUM = 2 };
+enum replies_merge_kind { REPLIES_MERGE_VALUES = 1, REPLIES_MERGE_SUM = 2, REPLIES_MERGE_CONCAT = 4 };
 
 /* The most parts a split command has (policy.h's PLAN_MAX_PARTS). */
 #define REPLIES_MAX_PARTS 1024
@@ -43,6 +43,8 @@ struct replies_part {
  * into the reply Redis would give for the whole command, appended to `out`:
  *   - any part that is an error: that error (the first such part), never a partial result;
  *   - REPLIES_MERGE_SUM: one integer, the sum of the parts' integers;
+ *   - REPLIES_MERGE_CONCAT: one array of every part's elements, part by part (KEYS over the
+ *     primaries of a cluster); key_part and argc are not read;
  *   - REPLIES_MERGE_VALUES: one array of argc-1 elements, element i-1 taken in order from the part
  *     of id key_part[i] (argv[i]'s part: the part whose `instance` field is that id).
  * Returns 0, or -1 when the parts do not hold the elements key_part asks for (nothing
@@ -50,6 +52,16 @@ struct replies_part {
  */
 int replies_merge(enum replies_merge_kind kind, const struct replies_part *parts, int nparts, const int16_t *key_part,
                   size_t argc, struct bytebuf *out);
+
+/*
+ * SCAN's reply: "*2", the cursor as a bulk string of decimal digits, then the array of keys.
+ * replies_scan_cursor reads the cursor into *cursor; replies_scan_with_cursor appends to out
+ * the same reply with the cursor replaced by `cursor`. Both return 0, or -1 (nothing
+ * appended) when the reply is not that shape (an error reply is not).
+ */
+int replies_scan_cursor(const char *reply, size_t len, uint64_t *cursor) __attribute__((warn_unused_result));
+int replies_scan_with_cursor(const char *reply, size_t len, uint64_t cursor, struct bytebuf *out)
+    __attribute__((warn_unused_result));
 
 /*
  * RESP3's form of text for a human (INFO, as Redis's addReplyVerbatim): the bulk reply

@@ -81,8 +81,9 @@ struct request {
     int nsends;
     struct request_send *recording; /* the send the router is writing now (route_expect records) */
     size_t argc;
-    struct stats_mark mark; /* its namespace slot, class, instance and read time (stats.h) */
-    void *nc;               /* the near cache's (a fill, or the keys a write invalidates): one heap block */
+    uint16_t scan_rank, scan_nodes; /* SCAN on a cluster: the rank of the primary it reads, of how many */
+    struct stats_mark mark;         /* its namespace slot, class, instance and read time (stats.h) */
+    void *nc;                       /* the near cache's (a fill, or the keys a write invalidates): one heap block */
 };
 
 /* A new request at the tail of c's queue. */

@@ -34,7 +34,8 @@ _Static_assert(PLAN_MAX_PARTS <= REPLIES_MAX_PARTS && PLAN_MAX_PARTS <= UINT16_M
 #define ROUTE_MAX_RETRIES 16
 #define ROUTE_RETRY_MIN_MS 25
 #define ROUTE_RETRY_MAX_MS 500
-_Static_assert((int)REPLIES_MERGE_VALUES == (int)MERGE_MGET && (int)REPLIES_MERGE_SUM == (int)MERGE_SUM,
+_Static_assert((int)REPLIES_MERGE_VALUES == (int)MERGE_MGET && (int)REPLIES_MERGE_SUM == (int)MERGE_SUM &&
+                   (int)REPLIES_MERGE_CONCAT == (int)MERGE_KEYS,
                "replies_merge takes plan_merge's values");
 
 /* One more reply owed on b for req, used as `kind`; while req records a send (a cluster
@@ -564,11 +565,33 @@ static void route_merge_info(struct request *req)
     bytebuf_free(&out);
 }
 
+/* A cluster SCAN's node answered: its reply with the client's next cursor (route_forward_scan). */
+static void route_merge_scan(struct request *req)
+{
+    const struct request_part *part = &req->parts[0];
+    uint64_t node_cursor, next;
+    if (replies_scan_cursor(part->reply, part->len, &node_cursor) != 0) { /* an error: as it came */
+        request_complete(req, part->reply, part->len);
+        return;
+    }
+    struct bytebuf out = {0};
+    if (slotmap_scan_cursor_next(node_cursor, req->scan_rank, req->scan_nodes, &next) == 0 &&
+        replies_scan_with_cursor(part->reply, part->len, next, &out) == 0)
+        request_complete(req, out.p, out.len);
+    else
+        request_error(req, "ERR keygate cannot carry this node's SCAN cursor");
+    bytebuf_free(&out);
+}
+
 /* All parts of a split request came: merge them into its reply. */
 static void route_merge(struct request *req)
 {
     if (req->merge == MERGE_INFO) {
         route_merge_info(req);
+        return;
+    }
+    if (req->merge == MERGE_SCAN) {
+        route_merge_scan(req);
         return;
     }
     assert(req->parts_left == 0 && req->nparts > 0 && req->nparts <= REPLIES_MAX_PARTS);
@@ -581,7 +604,7 @@ static void route_merge(struct request *req)
     if (merged == 0)
         request_complete(req, out.p, out.len);
     else
-        request_error(req, "ERR keygate could not merge the MGET replies");
+        request_error(req, "ERR keygate could not merge the replies of the parts of the command");
     bytebuf_free(&out);
 }
 
@@ -611,19 +634,41 @@ static void route_part_unavailable(struct worker *w, struct request *req, int k)
     if (--req->parts_left == 0) route_merge(req);
 }
 
+/* The parts of a command for every primary of cluster `instance` (each named by a slot it owns),
+ * from parts[at]; one part with no slot (it waits for the map) when none is known yet. Returns
+ * how many it filled (at most max). */
+static int route_primaries(struct worker *w, int instance, struct request_part *parts, int max)
+{
+    int slots[SLOTMAP_MAX_NODES];
+    int n = backend_cluster_primaries(w, instance, slots, max < SLOTMAP_MAX_NODES ? max : SLOTMAP_MAX_NODES);
+    if (n == 0) slots[n++] = -1;
+    for (int k = 0; k < n; k++) parts[k] = (struct request_part){.instance = instance, .slot = slots[k]};
+    return n;
+}
+
 /*
- * A keyless command for every instance (DBSIZE, INFO keyspace): the same `command` bytes to
- * each, one part per instance, merged like a split command (route_merge); `extra` (may be
- * NULL) is one more part that is complete already. An instance that is down fails its part,
- * and the merge answers that error.
+ * A keyless command for every instance (DBSIZE, INFO keyspace), or (only >= 0) for one: the
+ * same `command` bytes to each, one part per instance and, when per_node, one per primary of
+ * a cluster instance; merged like a split command (route_merge). `extra` (may be NULL) is one
+ * more part that is complete already. A single server that is down fails its part at once, and
+ * the merge answers that error; a cluster's part waits for its node (route_out_done).
  */
 static void router_forward_all(struct client *c, struct request *req, int merge, const struct bytebuf *command,
-                               const char *extra, size_t extra_len)
+                               const char *extra, size_t extra_len, int only, int per_node)
 {
     struct worker *w = c->worker;
-    int n = (int)w->cfg->ninstances;
-    assert(n > 0 && n <= CONFIG_MAX_INSTANCES);
-    req->parts = xcalloc(CONFIG_MAX_INSTANCES + 1, sizeof(*req->parts));
+    int ninst = (int)w->cfg->ninstances;
+    assert(ninst > 0 && ninst <= CONFIG_MAX_INSTANCES);
+    req->parts = xcalloc(REPLIES_MAX_PARTS, sizeof(*req->parts));
+    int n = 0;
+    for (int i = 0; i < ninst; i++) {
+        if (only >= 0 && i != only) continue;
+        if (per_node && backend_is_cluster(w, i))
+            n += route_primaries(w, i, req->parts + n, REPLIES_MAX_PARTS - 1 - (ninst - 1 - i) - n);
+        else
+            req->parts[n++] = (struct request_part){.instance = i, .slot = -1};
+    }
+    assert(n > 0 && n < REPLIES_MAX_PARTS);
     req->merge = merge;
     req->argc = c->parser.argc;
     req->nparts = req->parts_left = n;
@@ -632,19 +677,19 @@ static void router_forward_all(struct client *c, struct request *req, int merge,
         req->nparts++;
         request_part_keep(req, n, extra, extra_len);
     }
-    struct backend *conns[CONFIG_MAX_INSTANCES] = {0};
-    for (int k = 0; k < n; k++) {
-        req->parts[k].instance = k;
-        conns[k] = router_conn_for(c, k, -1);
-    }
+    struct backend **conns = xcalloc((size_t)n, sizeof(*conns));
+    for (int k = 0; k < n; k++) conns[k] = router_conn_for(c, req->parts[k].instance, req->parts[k].slot);
     for (int k = 0; k < n; k++) { /* every part is written before any reply can complete req */
-        if (!conns[k]) continue;
-        bytebuf_add(backend_stage(conns[k]), command->p, command->len);
+        int inst = req->parts[k].instance;
+        if (!conns[k] && !route_keeps(c, NULL, inst)) continue;
+        bytebuf_add(route_out(c, conns[k], req, inst, req->parts[k].slot, k), command->p, command->len);
         route_expect(conns[k], req, ROUTE_PART, k);
+        route_out_done(req, conns[k]);
         STAT_INC(&w->stats, commands_forwarded);
     }
     for (int k = 0; k < n; k++)
-        if (!conns[k]) route_part_unavailable(w, req, k);
+        if (!conns[k] && !route_keeps(c, NULL, req->parts[k].instance)) route_part_unavailable(w, req, k);
+    free(conns);
 }
 
 void router_forward_info(struct client *c, struct request *req, size_t argc, const char *const *argv,
@@ -655,8 +700,73 @@ void router_forward_info(struct client *c, struct request *req, size_t argc, con
     int n = snprintf(hdr, sizeof(hdr), "*%zu\r\n", argc);
     bytebuf_add(&command, hdr, (size_t)n);
     for (size_t i = 0; i < argc; i++) bytebuf_add_bulk(&command, argv[i], argvlen[i]);
-    router_forward_all(c, req, MERGE_INFO, &command, local_len ? local : "", local_len); /* "": present, empty */
+    /* "": present, empty; one part per instance: INFO's sections are labelled by instance */
+    router_forward_all(c, req, MERGE_INFO, &command, local_len ? local : "", local_len, -1, 0);
     bytebuf_free(&command);
+}
+
+/* A SCAN cursor as Redis reads it (strtoull, all of it: an optional sign, a negative one wrapping,
+ * "" is 0; no leading space, no overflow). 0, or -1 when Redis would answer "invalid cursor". */
+static int route_parse_cursor(const char *s, size_t len, uint64_t *out)
+{
+    size_t i = 0;
+    int negative = 0;
+    if (len > 0 && (s[0] == '+' || s[0] == '-')) negative = s[i++] == '-';
+    if (i == len) { /* no digits: strtoull consumed nothing, which is all of "" only */
+        *out = 0;
+        return len == 0 ? 0 : -1;
+    }
+    uint64_t v = 0;
+    for (; i < len; i++) {
+        unsigned d = (unsigned)(s[i] - '0');
+        if (d > 9 || v > (UINT64_MAX - d) / 10) return -1;
+        v = v * 10 + d;
+    }
+    *out = negative ? (uint64_t)0 - v : v;
+    return 0;
+}
+
+/*
+ * SCAN cursor MATCH p ... on a cluster instance: the client's cursor names a primary (its rank
+ * among them, slotmap.h) and that node's cursor; the node's SCAN goes as one part, and its reply
+ * comes back with the cursor that continues there, or starts the next primary
+ * (route_merge_scan). A rank past the primaries known is Redis's invalid cursor.
+ */
+static void route_forward_scan(struct client *c, struct request *req, const struct plan *plan, const char *frame)
+{
+    const struct resp_parser *p = &c->parser;
+    uint64_t cursor;
+    if (route_parse_cursor(resp_arg_ptr(p, frame, 1), p->args[1].len, &cursor) != 0) {
+        request_error(req, "ERR invalid cursor");
+        return;
+    }
+    unsigned rank;
+    uint64_t node_cursor;
+    slotmap_scan_cursor_split(cursor, &rank, &node_cursor);
+    struct request_part nodes[SLOTMAP_MAX_NODES];
+    int n = route_primaries(c->worker, plan->instance, nodes, SLOTMAP_MAX_NODES);
+    if (rank >= (unsigned)n) {
+        request_error(req, "ERR invalid cursor");
+        return;
+    }
+    req->parts = xcalloc(1, sizeof(*req->parts));
+    req->parts[0] = nodes[rank];
+    req->merge = MERGE_SCAN;
+    req->nparts = req->parts_left = 1;
+    req->scan_rank = (uint16_t)rank;
+    req->scan_nodes = (uint16_t)n;
+    struct backend *b = router_conn_for(c, plan->instance, nodes[rank].slot);
+    struct bytebuf *out = route_out(c, b, req, plan->instance, nodes[rank].slot, 0);
+    char hdr[32], digits[24];
+    int hn = snprintf(hdr, sizeof(hdr), "*%zu\r\n", p->argc);
+    int dn = snprintf(digits, sizeof(digits), "%llu", (unsigned long long)node_cursor);
+    bytebuf_add(out, hdr, (size_t)hn);
+    bytebuf_add_bulk(out, resp_arg_ptr(p, frame, 0), p->args[0].len);
+    bytebuf_add_bulk(out, digits, (size_t)dn);
+    for (size_t i = 2; i < p->argc; i++) bytebuf_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
+    route_expect(b, req, ROUTE_PART, 0);
+    route_out_done(req, b);
+    STAT_INC(&c->worker->stats, commands_forwarded);
 }
 
 /*
@@ -668,10 +778,14 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
 {
     struct worker *w = c->worker;
     const struct resp_parser *p = &c->parser;
-    if (!plan->key_part) {
+    if (plan->merge == MERGE_SCAN) {
+        route_forward_scan(c, req, plan, frame);
+        return;
+    }
+    if (!plan->key_part) { /* DBSIZE: every instance; KEYS: one cluster instance's primaries */
         struct bytebuf command = {0};
         write_frame(&command, c, plan, frame);
-        router_forward_all(c, req, plan->merge, &command, NULL, 0);
+        router_forward_all(c, req, plan->merge, &command, NULL, 0, plan->merge == MERGE_KEYS ? plan->instance : -1, 1);
         bytebuf_free(&command);
         return;
     }

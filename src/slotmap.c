@@ -65,6 +65,24 @@ int slotmap_common_slot(const char *const *keys, const size_t *lens, size_t n)
     return (int)slot;
 }
 
+void slotmap_scan_cursor_split(uint64_t cursor, unsigned *rank, uint64_t *node_cursor)
+{
+    *rank = (unsigned)(cursor & ((1u << SLOTMAP_SCAN_RANK_BITS) - 1));
+    *node_cursor = cursor >> SLOTMAP_SCAN_RANK_BITS;
+}
+
+int slotmap_scan_cursor_next(uint64_t node_cursor, unsigned rank, unsigned nnodes, uint64_t *out)
+{
+    assert(rank < nnodes && nnodes <= (1u << SLOTMAP_SCAN_RANK_BITS));
+    if (node_cursor == 0) { /* this node is done: the next one's start, or the end */
+        *out = rank + 1 < nnodes ? rank + 1 : 0;
+        return 0;
+    }
+    if (node_cursor >> (64 - SLOTMAP_SCAN_RANK_BITS)) return -1;
+    *out = node_cursor << SLOTMAP_SCAN_RANK_BITS | rank;
+    return 0;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * The map.
  * ------------------------------------------------------------------------------------------- */

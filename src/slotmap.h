@@ -103,4 +103,22 @@ int slotmap_is_retryable(const char *reply, size_t len);
  * (CROSSSLOT), -2 when n == 0. */
 int slotmap_common_slot(const char *const *keys, const size_t *lens, size_t n);
 
+/*
+ * SCAN over every primary of a cluster with one cursor to the client: the cursor a client sees
+ * carries the rank of the node it scans (its place among the primaries ordered by address, at
+ * most SLOTMAP_MAX_NODES) in its low SLOTMAP_SCAN_RANK_BITS bits and that node's own cursor
+ * above them. Cursor 0 is node 0's start; when a node's SCAN ends (its cursor 0) the client's
+ * next cursor is the next rank's start, and 0 after the last node.
+ */
+#define SLOTMAP_SCAN_RANK_BITS 7
+_Static_assert((1 << SLOTMAP_SCAN_RANK_BITS) >= SLOTMAP_MAX_NODES, "a node rank fits its bits");
+
+/* Split a client's cursor into the rank of the node to scan and that node's cursor. */
+void slotmap_scan_cursor_split(uint64_t cursor, unsigned *rank, uint64_t *node_cursor);
+
+/* The client's next cursor after node `rank` (of nnodes) answered node_cursor. 0 on success;
+ * -1 when node_cursor does not fit beside the rank (a table of more than 2^56 buckets). */
+int slotmap_scan_cursor_next(uint64_t node_cursor, unsigned rank, unsigned nnodes, uint64_t *out)
+    __attribute__((warn_unused_result));
+
 #endif

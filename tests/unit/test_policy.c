@@ -98,6 +98,47 @@ START_TEST(cluster_instance_routes_by_slot)
 }
 END_TEST
 
+/* KEYS and SCAN in a namespace of a cluster instance read every primary; inside MULTI they
+ * would read one: refused. DBSIZE is split as on single servers (the router adds the nodes);
+ * on a single-server instance KEYS and SCAN go as they came. */
+START_TEST(cluster_patterns_read_every_primary)
+{
+    struct plan p;
+    decide("KEYS cache:a*", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.merge, MERGE_NONE);
+    plan_release(&p);
+    cfg.instances[1].cluster = 1;
+    decide("KEYS cache:a*", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.instance, 1);
+    ck_assert_int_eq(p.merge, MERGE_KEYS);
+    ck_assert_ptr_null(p.key_part);
+    plan_release(&p);
+    decide("SCAN 129 MATCH cache:a* COUNT 10", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.instance, 1);
+    ck_assert_int_eq(p.merge, MERGE_SCAN);
+    plan_release(&p);
+    decide("SCAN 0 MATCH q:*", &p); /* durable is one server */
+    ck_assert_int_eq(p.merge, MERGE_NONE);
+    plan_release(&p);
+    decide("DBSIZE", &p);
+    ck_assert_int_eq(p.merge, MERGE_SUM);
+    plan_release(&p);
+    struct session s;
+    session_init(&s, 1);
+    session_multi_begin(&s);
+    decide_as(&s, "KEYS cache:a*", &p);
+    ck_assert_int_eq(p.kind, PLAN_ERROR);
+    ck_assert_str_eq(p.error, "DENIED KEYS inside MULTI would read one node of cluster instance 'cache'");
+    decide_as(&s, "SCAN 0 MATCH cache:a*", &p);
+    ck_assert_int_eq(p.kind, PLAN_ERROR);
+    ck_assert_str_eq(p.error, "DENIED SCAN inside MULTI would read one node of cluster instance 'cache'");
+    cfg.instances[1].cluster = 0;
+}
+END_TEST
+
 START_TEST(set_cache_key_gets_registry_ttl)
 {
     struct plan p;
@@ -1088,6 +1129,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, set_cache_key_gets_registry_ttl);
     tcase_add_test(tc, cluster_instance_routes_by_slot);
+    tcase_add_test(tc, cluster_patterns_read_every_primary);
     tcase_add_test(tc, longest_prefix_decides_ttl);
     tcase_add_test(tc, set_durable_queue_key_has_no_ttl);
     tcase_add_test(tc, set_with_client_ttl_is_kept);

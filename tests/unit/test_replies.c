@@ -517,6 +517,65 @@ START_TEST(test_unavailable_text)
 }
 END_TEST
 
+/* KEYS over a cluster's primaries: every part's keys in one array, part by part; empty parts
+ * add nothing; an error part wins; a part that is not a whole array is refused. */
+START_TEST(test_merge_concat)
+{
+    const struct replies_part parts[] = {PART(0, "*2\r\n$1\r\na\r\n$2\r\nbb\r\n"), PART(1, "*0\r\n"),
+                                         PART(2, "*1\r\n$3\r\nc\r\n\r\n")};
+    struct bytebuf out = {0};
+    ck_assert_int_eq(replies_merge(REPLIES_MERGE_CONCAT, parts, 3, NULL, 0, &out), 0);
+    EXPECT_BYTES(out.p, out.len, "*3\r\n$1\r\na\r\n$2\r\nbb\r\n$3\r\nc\r\n\r\n");
+    out.len = 0;
+    const struct replies_part none[] = {PART(0, "*0\r\n"), PART(1, "*0\r\n")};
+    ck_assert_int_eq(replies_merge(REPLIES_MERGE_CONCAT, none, 2, NULL, 0, &out), 0);
+    EXPECT_BYTES(out.p, out.len, "*0\r\n");
+    out.len = 0;
+    const struct replies_part failed[] = {PART(0, "*1\r\n$1\r\na\r\n"), PART(1, "-UNAVAILABLE x\r\n")};
+    ck_assert_int_eq(replies_merge(REPLIES_MERGE_CONCAT, failed, 2, NULL, 0, &out), 0);
+    EXPECT_BYTES(out.p, out.len, "-UNAVAILABLE x\r\n");
+    out.len = 0;
+    const struct replies_part bad[] = {PART(0, "*1\r\n$1\r\na\r\n"), PART(1, ":3\r\n")};
+    ck_assert_int_eq(replies_merge(REPLIES_MERGE_CONCAT, bad, 2, NULL, 0, &out), -1);
+    ck_assert_uint_eq(out.len, 0);
+    const struct replies_part cut[] = {PART(0, "*2\r\n$1\r\na\r\n")};
+    ck_assert_int_eq(replies_merge(REPLIES_MERGE_CONCAT, cut, 1, NULL, 0, &out), -1);
+    ck_assert_uint_eq(out.len, 0);
+    bytebuf_free(&out);
+}
+END_TEST
+
+/* A SCAN reply's cursor read and replaced; the keys follow byte for byte; other shapes refused. */
+START_TEST(test_scan_cursor)
+{
+    uint64_t cur = 1;
+    struct bytebuf out = {0};
+    ck_assert_int_eq(replies_scan_cursor(LIT("*2\r\n$1\r\n0\r\n*0\r\n"), &cur), 0);
+    ck_assert_uint_eq(cur, 0);
+    ck_assert_int_eq(replies_scan_cursor(LIT("*2\r\n$20\r\n18446744073709551615\r\n*1\r\n$1\r\nk\r\n"), &cur), 0);
+    ck_assert(cur == UINT64_MAX);
+    ck_assert_int_eq(replies_scan_with_cursor(LIT("*2\r\n$2\r\n48\r\n*2\r\n$1\r\nk\r\n$2\r\nk2\r\n"), 385, &out), 0);
+    EXPECT_BYTES(out.p, out.len, "*2\r\n$3\r\n385\r\n*2\r\n$1\r\nk\r\n$2\r\nk2\r\n");
+    out.len = 0;
+    /* not a SCAN reply: nothing read, nothing appended */
+    static const char *const bad[] = {"-ERR invalid cursor\r\n",
+                                      "*2\r\n$0\r\n\r\n*0\r\n",
+                                      "*2\r\n$2\r\n1x\r\n*0\r\n",
+                                      "*2\r\n:1\r\n*0\r\n",
+                                      "*2\r\n$21\r\n184467440737095516150\r\n*0\r\n",
+                                      "*2\r\n$20\r\n18446744073709551616\r\n*0\r\n",
+                                      "*3\r\n$1\r\n0\r\n*0\r\n*0\r\n",
+                                      "*2\r\n$1\r\n0\r\n*1\r\n",
+                                      "*2\r\n$5\r\n0\r\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ck_assert_msg(replies_scan_cursor(bad[i], strlen(bad[i]), &cur) == -1, "bad[%zu] read", i);
+        ck_assert_msg(replies_scan_with_cursor(bad[i], strlen(bad[i]), 7, &out) == -1, "bad[%zu] rewritten", i);
+        ck_assert_uint_eq(out.len, 0);
+    }
+    bytebuf_free(&out);
+}
+END_TEST
+
 static Suite *replies_suite(void)
 {
     Suite *s = suite_create("replies");
@@ -541,6 +600,8 @@ static Suite *replies_suite(void)
     tcase_add_test(mrg, test_merge_error_part_wins);
     tcase_add_test(mrg, test_merge_values_refuses);
     tcase_add_test(mrg, test_resp3_pick_filter_merge);
+    tcase_add_test(mrg, test_merge_concat);
+    tcase_add_test(mrg, test_scan_cursor);
     tcase_add_test(err, test_error_normal);
     tcase_add_test(err, test_verbatim_from_bulk);
     tcase_add_test(err, test_error_cut_to_fit);

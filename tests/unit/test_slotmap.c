@@ -876,6 +876,39 @@ START_TEST(set_owner_table_full)
 }
 END_TEST
 
+/* The SCAN cursor over a cluster's primaries: rank in the low bits, the node's cursor above;
+ * a node's end moves to the next rank's start, the last node's end is 0; a node cursor too
+ * large to carry is refused. Every cursor split gives back what was joined. */
+START_TEST(scan_cursor_over_nodes)
+{
+    unsigned rank;
+    uint64_t node, next;
+    slotmap_scan_cursor_split(0, &rank, &node);
+    ck_assert_uint_eq(rank, 0);
+    ck_assert(node == 0);
+    ck_assert_int_eq(slotmap_scan_cursor_next(0, 0, 3, &next), 0); /* node 0 done: node 1 */
+    ck_assert(next == 1);
+    slotmap_scan_cursor_split(next, &rank, &node);
+    ck_assert_uint_eq(rank, 1);
+    ck_assert(node == 0);
+    ck_assert_int_eq(slotmap_scan_cursor_next(0, 2, 3, &next), 0); /* the last node done: the end */
+    ck_assert(next == 0);
+    ck_assert_int_eq(slotmap_scan_cursor_next(0, 0, 1, &next), 0);
+    ck_assert(next == 0);
+    static const uint64_t cursors[] = {1, 2, 96, 12345, 1ull << 40, (1ull << 57) - 1};
+    for (size_t i = 0; i < sizeof(cursors) / sizeof(cursors[0]); i++)
+        for (unsigned r = 0; r < SLOTMAP_MAX_NODES; r += 37) {
+            ck_assert_int_eq(slotmap_scan_cursor_next(cursors[i], r, SLOTMAP_MAX_NODES, &next), 0);
+            ck_assert(next != 0);
+            slotmap_scan_cursor_split(next, &rank, &node);
+            ck_assert_uint_eq(rank, r);
+            ck_assert(node == cursors[i]);
+        }
+    ck_assert_int_eq(slotmap_scan_cursor_next(1ull << 57, 0, 3, &next), -1);
+    ck_assert_int_eq(slotmap_scan_cursor_next(UINT64_MAX, 2, 3, &next), -1);
+}
+END_TEST
+
 static Suite *slotmap_suite(void)
 {
     Suite *s = suite_create("slotmap");
@@ -913,6 +946,7 @@ static Suite *slotmap_suite(void)
     tcase_add_test(redir, retryable_replies);
     tcase_add_test(redir, set_owner_adds_and_reuses_nodes);
     tcase_add_test(redir, set_owner_table_full);
+    tcase_add_test(redir, scan_cursor_over_nodes);
     suite_add_tcase(s, redir);
     return s;
 }
