@@ -1,0 +1,226 @@
+/* test_cluster_keyless.c: keyless reads of a cluster instance through keygate against the live TLS cluster's own answers: DBSIZE summed over every primary, KEYS and SCAN MATCH reading every primary once, SCAN's cursor across nodes and its errors. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster_harness.h"
+#include "harness.h"
+
+static struct cluster *C;
+static struct harness h;
+
+/* cache is the cluster; durable stays the harness's single server */
+static const char registry[] = "namespace  cache:  instance=cache   ttl=1h owner=app\n"
+                               "namespace  other: instance=cache   ttl=1h owner=app\n"
+                               "namespace  q:     instance=durable ttl=none owner=app\n";
+
+static void setup(void)
+{
+    C = cluster_start();
+    ck_assert_msg(C != NULL, "cluster_start: %s", cluster_last_error());
+    struct harness_opts o = {.registry_text = registry};
+    ck_assert_msg(harness_start(&h, &o) == 0, "%s", h.error);
+}
+
+static void teardown(void)
+{
+    harness_stop(&h);
+    cluster_stop(C);
+    C = NULL;
+}
+
+/* keygate with `cache` as the cluster (every test starts it: the heal puts the suite's files back). */
+static void keygate_on_cluster(void)
+{
+    static char lines[3 * PATH_MAX];
+    const struct harness_backend *d = &h.backends[0];
+    snprintf(lines, sizeof lines,
+             "instance durable 127.0.0.1:%d tls ca=%s/build/certs/ca.crt server-name=localhost password-file=%s\n"
+             "instance cache cluster 127.0.0.1:%d,127.0.0.1:%d tls ca=%s/build/certs/ca.crt server-name=localhost "
+             "password-file=%s\n",
+             d->tls_port, h.root, d->pass_file, C->nodes[0].tls_port, C->nodes[1].tls_port, h.root, C->pass_file);
+    struct harness_opts o = {.registry_text = registry, .instances_text = lines};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "keygate on the cluster: %s", h.error);
+}
+
+/* Write n keys cache:k:<i> through keygate (pipelined) and check each answered OK. */
+static void write_keys(redisContext *kg, const char *prefix, int n)
+{
+    for (int i = 0; i < n; i++) redisAppendCommand(kg, "SET %s%d v%d", prefix, i, i);
+    for (int i = 0; i < n; i++) expect_status(next_reply(kg), "OK", "SET through keygate");
+}
+
+/* DBSIZE of every primary, asked directly; *nprimaries: how many answered. */
+static long long primaries_dbsize(int *nprimaries)
+{
+    int idx[CLUSTER_NODES];
+    int n = cluster_primaries(C, idx);
+    ck_assert_msg(n == 3, "3 primaries expected, the cluster says %d", n);
+    long long sum = 0;
+    for (int k = 0; k < n; k++) {
+        redisContext *c = cluster_connect(C, idx[k]);
+        ck_assert_msg(c != NULL, "primary %d does not answer", idx[k]);
+        redisReply *r = cmd(c, "DBSIZE");
+        ck_assert_msg(r->type == REDIS_REPLY_INTEGER, "DBSIZE on node %d: %s", idx[k], describe(r));
+        sum += r->integer;
+        freeReplyObject(r);
+        redisFree(c);
+    }
+    *nprimaries = n;
+    return sum;
+}
+
+/* Which of the n keys prefix<i> each element of a reply array names; fails on a stranger or a repeat. */
+static int mark_keys(const redisReply *arr, const char *prefix, int n, unsigned char *seen, const char *what)
+{
+    size_t plen = strlen(prefix);
+    int added = 0;
+    for (size_t j = 0; j < arr->elements; j++) {
+        const redisReply *e = arr->element[j];
+        ck_assert_msg(e->type == REDIS_REPLY_STRING && e->len > plen && memcmp(e->str, prefix, plen) == 0,
+                      "%s: element %zu is %s, not a %s key", what, j, describe(e), prefix);
+        int i = atoi(e->str + plen);
+        ck_assert_msg(i >= 0 && i < n, "%s: key %s out of range", what, e->str);
+        ck_assert_msg(!seen[i], "%s: key %s returned twice", what, e->str);
+        seen[i] = 1;
+        added++;
+    }
+    return added;
+}
+
+START_TEST(dbsize_sums_every_primary)
+{
+    keygate_on_cluster();
+    redisContext *kg = harness_must_client(&h);
+    write_keys(kg, "cache:d:", 500);
+    expect_status(cmd(kg, "SET q:d:1 x"), "OK", "SET on durable");
+    int n;
+    long long cluster = primaries_dbsize(&n);
+    long long durable = harness_direct_int(&h, "durable", "DBSIZE");
+    ck_assert_msg(cluster == 500, "the primaries hold %lld keys, 500 written", cluster);
+    /* keygate's DBSIZE: every instance, and every primary of the cluster */
+    expect_int(cmd(kg, "DBSIZE"), cluster + durable, "DBSIZE through keygate");
+    fprintf(stderr, "DBSIZE: %lld on %d primaries + %lld on durable\n", cluster, n, durable);
+    redisFree(kg);
+}
+END_TEST
+
+START_TEST(keys_reads_every_primary_once)
+{
+    keygate_on_cluster();
+    redisContext *kg = harness_must_client(&h);
+    enum { N = 600 };
+    write_keys(kg, "cache:k:", N);
+    write_keys(kg, "other:k:", 50); /* outside the pattern */
+    unsigned char seen[N] = {0};
+    redisReply *r = cmd(kg, "KEYS cache:k:*");
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY, "KEYS: %s", describe(r));
+    ck_assert_int_eq(mark_keys(r, "cache:k:", N, seen, "KEYS"), N);
+    freeReplyObject(r);
+    r = cmd(kg, "KEYS cache:none:*");
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 0, "KEYS with no match: %s", describe(r));
+    freeReplyObject(r);
+    /* inside MULTI it would read one node: refused, and EXEC aborts as after any refused command */
+    expect_status(cmd(kg, "MULTI"), "OK", "MULTI");
+    expect_error(cmd(kg, "KEYS cache:k:*"), "DENIED KEYS inside MULTI", "KEYS in MULTI");
+    expect_error(cmd(kg, "EXEC"), "EXECABORT", "EXEC");
+    redisFree(kg);
+}
+END_TEST
+
+/* SCAN cursor MATCH p COUNT 7 [TYPE t] through keygate until the cursor is 0 again; every key
+ * seen is marked (a repeat is allowed, as Redis's SCAN allows it); *ranks gets a bit for every
+ * node rank a cursor named (its low 7 bits). Returns the number of calls. */
+static int scan_all(redisContext *kg, const char *match, const char *type, const char *prefix, int n,
+                    unsigned char *seen, unsigned *ranks)
+{
+    char cursor[32] = "0";
+    int calls = 0;
+    size_t plen = strlen(prefix);
+    do {
+        ck_assert_msg(++calls < 20000, "SCAN did not come back to 0 in 20000 calls (cursor %s)", cursor);
+        unsigned long long c = strtoull(cursor, NULL, 10);
+        *ranks |= 1u << (c & 127);
+        redisReply *r = type ? cmd(kg, "SCAN %s MATCH %s COUNT 7 TYPE %s", cursor, match, type)
+                             : cmd(kg, "SCAN %s MATCH %s COUNT 7", cursor, match);
+        ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING &&
+                          r->element[1]->type == REDIS_REPLY_ARRAY,
+                      "SCAN %s: %s", cursor, describe(r));
+        snprintf(cursor, sizeof cursor, "%s", r->element[0]->str);
+        const redisReply *keys = r->element[1];
+        for (size_t j = 0; j < keys->elements; j++) {
+            const redisReply *e = keys->element[j];
+            ck_assert_msg(e->type == REDIS_REPLY_STRING && e->len >= plen && memcmp(e->str, prefix, plen) == 0,
+                          "SCAN MATCH %s returned %s", match, describe(e));
+            int i = atoi(e->str + plen);
+            if (i >= 0 && i < n) seen[i] = 1;
+        }
+        freeReplyObject(r);
+    } while (strcmp(cursor, "0") != 0);
+    return calls;
+}
+
+START_TEST(scan_walks_every_primary_with_one_cursor)
+{
+    keygate_on_cluster();
+    redisContext *kg = harness_must_client(&h);
+    enum { N = 1000 };
+    write_keys(kg, "cache:s:", N);
+    write_keys(kg, "other:s:", 100); /* outside the pattern */
+    unsigned char seen[N] = {0};
+    unsigned ranks = 0;
+    int calls = scan_all(kg, "cache:s:*", NULL, "cache:s:", N, seen, &ranks);
+    int found = 0;
+    for (int i = 0; i < N; i++) found += seen[i];
+    ck_assert_msg(found == N, "SCAN through keygate found %d of the %d keys", found, N);
+    ck_assert_msg(ranks == 7, "the cursors named node ranks 0x%x, not all three primaries", ranks);
+    fprintf(stderr, "SCAN: %d keys on 3 primaries in %d calls\n", N, calls);
+
+    /* TYPE filters on every node: the one hash among the strings */
+    expect_int(cmd(kg, "HSET cache:s:h f v"), 1, "HSET");
+    unsigned char none[1] = {0};
+    ranks = 0;
+    int calls_hash = scan_all(kg, "cache:s:h*", "hash", "cache:s:h", 1, none, &ranks);
+    ck_assert_msg(none[0] == 1 && calls_hash >= 3, "SCAN ... TYPE hash: the hash %sfound in %d calls",
+                  none[0] ? "" : "not ", calls_hash);
+    ck_assert_msg(ranks == 7, "SCAN ... TYPE hash named node ranks 0x%x", ranks);
+    redisReply *r = cmd(kg, "SCAN 0 MATCH cache:s:h TYPE string");
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 2, "SCAN TYPE string: %s", describe(r));
+    freeReplyObject(r);
+
+    /* a cursor Redis would not parse, and one naming a node past the primaries: Redis's text */
+    redisContext *node = cluster_connect(C, 0);
+    ck_assert_msg(node != NULL, "node 0 does not answer");
+    redisReply *want = cmd(node, "SCAN abc");
+    ck_assert_msg(want->type == REDIS_REPLY_ERROR, "SCAN abc on a node: %s", describe(want));
+    char text[256];
+    snprintf(text, sizeof text, "%s", want->str);
+    freeReplyObject(want);
+    redisFree(node);
+    /* (Redis reads the cursor with strtoull: "-1" is 2^64-1, which names rank 127 here) */
+    static const char *const bad[] = {"abc", "5", "-1", "18446744073709551616", " 1", "+"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        r = cmd(kg, "SCAN %s MATCH cache:s:*", bad[i]);
+        ck_assert_msg(r->type == REDIS_REPLY_ERROR && strcmp(r->str, text) == 0, "SCAN '%s': %s, Redis says '%s'",
+                      bad[i], describe(r), text);
+        freeReplyObject(r);
+    }
+    /* inside MULTI: refused */
+    expect_status(cmd(kg, "MULTI"), "OK", "MULTI");
+    expect_error(cmd(kg, "SCAN 0 MATCH cache:s:*"), "DENIED SCAN inside MULTI", "SCAN in MULTI");
+    expect_status(cmd(kg, "DISCARD"), "OK", "DISCARD");
+    redisFree(kg);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cluster_keyless");
+    TCase *tc = harness_tcase(s, "keyless", 120, setup, teardown);
+    harness_add_test(tc, dbsize_sums_every_primary);
+    harness_add_test(tc, keys_reads_every_primary_once);
+    harness_add_test(tc, scan_walks_every_primary_with_one_cursor);
+    int failed = harness_run(s);
+    return failed == 0 && cluster_leftovers() == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
