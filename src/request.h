@@ -70,6 +70,7 @@ struct request {
     /* the router's: how the backend replies make the client's reply */
     uint8_t blocking;   /* sent on the client's blocking pin */
     uint8_t silent;     /* CLIENT REPLY OFF / SKIP: it completes in its turn, and no byte of it is written */
+    uint8_t watching;   /* a WATCH (a cluster's redirect of it is answered +OK: router.c) */
     char *queued_error; /* keygate's MULTI wrap: the command's queue-time error, if any */
     size_t queued_error_len;
     struct bytebuf exec_keep;   /* the client's EXEC: one byte per reply inside it, the client's (1) or injected (0) */

@@ -240,13 +240,16 @@ static inline int route_keeps(const struct client *c, const struct backend *b, i
     return backend_is_cluster(c->worker, instance) && !(b && b->pinned);
 }
 
-/* The buffer a request for (instance, slot) is written to: b's staging buffer, or for a
- * shared cluster connection (b may then be NULL: no owner known yet) the kept send of part
- * `part`, which route_out_done stages. */
-static struct bytebuf *route_out(struct client *c, struct backend *b, struct request *req, int instance, int slot,
-                                 int part)
+/* The buffer a request for (instance, slot) is written to: b's staging buffer, or when keep
+ * (a shared cluster connection, route_keeps; b may then be NULL: no owner known yet) the kept
+ * send of part `part`, which route_out_done stages. route_out: keep as route_keeps says. */
+static struct bytebuf *route_out_kept(struct client *c, struct backend *b, struct request *req, int keep, int instance,
+                                      int slot, int part)
 {
-    if (__builtin_expect(!route_keeps(c, b, instance), 1)) return backend_stage(b);
+    if (__builtin_expect(!keep, 1)) {
+        assert(b != NULL); /* callers send nowhere else without a connection */
+        return backend_stage(b);
+    }
     if (!req->sends) {
         req->nsends = req->nparts > 0 ? req->nparts : 1;
         req->sends = xcalloc((size_t)req->nsends, sizeof(*req->sends));
@@ -259,6 +262,12 @@ static struct bytebuf *route_out(struct client *c, struct backend *b, struct req
     s->slot = slot < 0 ? -1 : slot;
     req->recording = s;
     return &s->bytes;
+}
+
+static struct bytebuf *route_out(struct client *c, struct backend *b, struct request *req, int instance, int slot,
+                                 int part)
+{
+    return route_out_kept(c, b, req, route_keeps(c, b, instance), instance, slot, part);
 }
 
 /* The request written since route_out goes: staged on b, or (b NULL) after a wait. */
@@ -414,12 +423,19 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
                     const char *frame)
 {
     struct worker *w = c->worker;
-    if (!route_keeps(c, b, plan->instance) && (!b || b->state == BACKEND_DOWN)) {
+    int keep = route_keeps(c, b, plan->instance);
+    if (!keep && (!b || b->state == BACKEND_DOWN)) {
         route_unblock(req);
         router_unavailable(c, req, plan->instance);
         return;
     }
-    struct bytebuf *out = route_out(c, b, req, plan->instance, plan->slot, 0);
+    /* on a cluster, a command under WATCH starts on the WATCH's node and follows a redirect like
+     * any other (the transaction then gets EXEC's null reply: route_exec_reply); WATCH itself
+     * stays on its connection (route_watch_reply) */
+    if (__builtin_expect(b && b == c->watch_pin && plan->flow == FLOW_SHARED, 0))
+        keep = backend_is_cluster(w, plan->instance);
+    req->watching = plan->flow == FLOW_WATCH;
+    struct bytebuf *out = route_out_kept(c, b, req, keep, plan->instance, plan->slot, 0);
     if (plan->wait_sync) router_write_wait_sync(out, b, req);
     int wrap = plan->ttl.wrap;
     if (wrap) {
@@ -514,7 +530,7 @@ void router_exec(struct client *c, struct backend *b, struct request *req, int i
     bytebuf_add(out, STR_AND_LEN("*1\r\n$5\r\nMULTI\r\n"));
     route_expect(b, req, ROUTE_DROP, 0);
     bytebuf_add(out, c->multi_buf.p, c->multi_buf.len);
-    for (size_t i = 0; i < c->multi_keep.len; i++) route_expect(b, req, ROUTE_DROP, 0); /* each +QUEUED */
+    for (size_t i = 0; i < c->multi_keep.len; i++) route_expect(b, req, ROUTE_QUEUED, 0); /* each +QUEUED */
     bytebuf_add(out, STR_AND_LEN("*1\r\n$4\r\nEXEC\r\n"));
     route_expect(b, req, ROUTE_EXEC_FILTER, 0);
     route_out_done(req, b);
@@ -861,6 +877,55 @@ static void route_writes_answered(struct request *req, enum route_kind kind)
         nearcache_write_replied(req);
 }
 
+/* A redirect answered on b (a dedicated connection, which does not follow it): a -MOVED updates the map. */
+static void route_learn_move(struct backend *b, const struct slotmap_redirect *rd)
+{
+    if (rd->kind != SLOTMAP_MOVED) return;
+    const char *host;
+    int port;
+    backend_address(b, &host, &port);
+    backend_cluster_moved(b->worker, b->instance, rd->slot, rd->host[0] ? rd->host : host, rd->port);
+}
+
+/*
+ * WATCH on a cluster runs on a dedicated connection to its slot's node. Answered -MOVED or -ASK
+ * (or -TRYAGAIN, -CLUSTERDOWN: it did not run), nothing is watched there: the map learns the
+ * move, the client gets +OK as from any WATCH, and its EXEC, sent to that node, is refused
+ * there and answers the null reply (route_exec_moved): the client retries, as after any broken
+ * WATCH, and its next WATCH goes to the new owner. 1 when answered here.
+ */
+static int route_watch_moved(struct backend *b, struct request *req, const char *reply, size_t len)
+{
+    struct slotmap_redirect rd;
+    int moved = reply[0] == '-' && slotmap_parse_redirect(reply, len, &rd);
+    if (!moved && !(reply[0] == '-' && slotmap_is_retryable(reply, len))) return 0;
+    if (!backend_is_cluster(b->worker, b->instance)) return 0;
+    if (moved) route_learn_move(b, &rd);
+    request_answer(req, STR_AND_LEN("+OK\r\n"));
+    return 1;
+}
+
+/*
+ * The client's EXEC on a cluster's WATCH connection, refused (-EXECABORT) because a command in
+ * it was redirected or told to retry (its slot moved away from the WATCH's node, or is moving):
+ * nothing ran, and the WATCH cannot hold on another node, so the client gets the null reply of
+ * a broken WATCH and retries. 1 when answered here.
+ */
+static int route_exec_moved(struct backend *b, struct request *req, const char *reply)
+{
+    if (reply[0] != '-' || !req->queued_error || !b->pinned || !backend_is_cluster(b->worker, b->instance)) return 0;
+    struct slotmap_redirect rd;
+    int redirected = slotmap_parse_redirect(req->queued_error, req->queued_error_len, &rd);
+    if (!redirected && !slotmap_is_retryable(req->queued_error, req->queued_error_len)) return 0;
+    if (redirected) route_learn_move(b, &rd);
+    struct client *c = req->client;
+    if (c && c->resp3)
+        request_answer(req, STR_AND_LEN("_\r\n"));
+    else
+        request_answer(req, STR_AND_LEN("*-1\r\n"));
+    return 1;
+}
+
 static void route_deliver(struct backend *b, const struct pending *pd, const char *reply, size_t len)
 {
     struct request *req = pd->req;
@@ -896,6 +961,7 @@ static void route_deliver(struct backend *b, const struct pending *pd, const cha
         return;
     }
     case ROUTE_EXEC_FILTER: {
+        if (route_exec_moved(b, req, reply)) return;
         struct bytebuf out = {0};
         if (replies_exec_filter(reply, len, (const uint8_t *)req->exec_keep.p, req->exec_keep.len, &out) == 0)
             request_answer(req, out.p, out.len);
@@ -916,6 +982,7 @@ static void route_deliver(struct backend *b, const struct pending *pd, const cha
     }
     case ROUTE_PASS:
         route_unblock(req);
+        if (__builtin_expect(req->watching, 0) && route_watch_moved(b, req, reply, len)) return;
         request_answer(req, reply, len);
         return;
     }
