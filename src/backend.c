@@ -65,6 +65,7 @@ static void backend_make_idle(struct backend *b);
 static void cluster_refresh_now(struct backend_cluster *cl);
 static void backend_send_internal(struct backend *b, enum backend_own own, int argc, const char **argv);
 static void backend_unstage(struct backend *b);
+static void backend_io_close(struct backend *b);
 
 static void backend_do_write(struct backend *b);
 static void backend_timer_cb(evutil_socket_t fd, short what, void *arg);
@@ -229,26 +230,79 @@ static int cluster_node_index(struct backend_cluster *cl, const char *host, int 
     return i;
 }
 
-/* Node `node`'s pool of protocol resp3, its connections opened on first use. */
+/* Node `node`'s pool of protocol resp3, its connections opened on first use (and again once retired). */
 static struct backend_pool *cluster_pool(struct backend_cluster *cl, int node, int resp3)
 {
     assert(node >= 0 && node < cl->map.nnodes);
     struct backend_pool *pool = &cl->pools[node][resp3 ? 1 : 0];
-    if (pool->nconns == 0) backend_pool_fill(cl->worker, pool, cl->instance, node, resp3);
+    if (pool->nconns == 0) {
+        backend_pool_fill(cl->worker, pool, cl->instance, node, resp3);
+    } else if (__builtin_expect(pool->retired, 0)) {
+        __atomic_store_n(&pool->retired, 0, __ATOMIC_RELAXED);
+        for (int j = 0; j < pool->nconns; j++) {
+            pool->conns[j].backoff_ms = BACKOFF_MIN_MS;
+            backend_connect(&pool->conns[j]);
+        }
+    }
     return pool;
 }
 
-/* Every node's map entry takes the owners of the reply just parsed (cl->parsed). */
-static void cluster_adopt(struct backend_cluster *cl)
+/* Does any connection of node's pools hold something: a reply owed, bytes staged, a flush due? */
+static int cluster_node_busy(const struct backend_cluster *cl, int node)
+{
+    for (int p = 0; p < 2; p++) {
+        const struct backend_pool *pool = &cl->pools[node][p];
+        for (int j = 0; j < pool->nconns; j++) {
+            const struct backend *b = &pool->conns[j];
+            if (b->fifo_count || b->dirty || b->out.len) return 1;
+        }
+    }
+    return 0;
+}
+
+/* Node `node` owns no slot: close its shared connections, with no reconnect (cluster_pool opens
+ * them again). A node with something in flight is left for the next map. */
+static void cluster_node_retire(struct backend_cluster *cl, int node)
+{
+    struct backend_pool *pools = cl->pools[node];
+    if ((pools[0].nconns == 0 || pools[0].retired) && (pools[1].nconns == 0 || pools[1].retired)) return;
+    if (cluster_node_busy(cl, node)) return;
+    const struct instance_conf *ic = &cl->worker->cfg->instances[cl->instance];
+    const struct slotmap_node *n = &cl->map.nodes[node];
+    log_event(LOG_INFO, "cluster_node_left",
+              &(struct log_fields){.instance = ic->name, .backend_host = n->host, .backend_port = n->port},
+              "instance '%s': node %s:%d owns no slot in the map: its connections are closed", ic->name, n->host,
+              n->port);
+    for (int p = 0; p < 2; p++) {
+        if (pools[p].nconns == 0) continue;
+        for (int j = 0; j < pools[p].nconns; j++) {
+            struct backend *b = &pools[p].conns[j];
+            backend_io_close(b); /* also stops a reconnect timer */
+            b->state = BACKEND_DOWN;
+            b->rlen = 0;
+            resp_scanner_reset(&b->scan);
+            b->warned_down = 0;
+        }
+        __atomic_store_n(&pools[p].retired, 1, __ATOMIC_RELAXED);
+    }
+}
+
+/* Every node's map entry takes the owners of the reply just parsed (cl->parsed); nodes left
+ * with no slot are retired, but for `asked` (the node whose connection is delivering the reply). */
+static void cluster_adopt(struct backend_cluster *cl, int asked)
 {
     int16_t index_of[SLOTMAP_MAX_NODES];
     for (int k = 0; k < SLOTMAP_MAX_NODES; k++) index_of[k] = -1;
     for (int k = 0; k < cl->parsed.nnodes; k++)
         index_of[k] = (int16_t)cluster_node_index(cl, cl->parsed.nodes[k].host, cl->parsed.nodes[k].port);
+    unsigned char owns[SLOTMAP_MAX_NODES] = {0};
     for (int s = 0; s < SLOTMAP_SLOTS; s++) {
         int k = cl->parsed.owner[s];
         cl->map.owner[s] = k >= 0 && k < SLOTMAP_MAX_NODES ? index_of[k] : -1;
+        if (cl->map.owner[s] >= 0) owns[cl->map.owner[s]] = 1;
     }
+    for (int k = 0; k < cl->map.nnodes; k++)
+        if (!owns[k] && k != asked) cluster_node_retire(cl, k);
 }
 
 /* The CLUSTER SLOTS reply of node connection b. */
@@ -268,7 +322,7 @@ static void cluster_slots_reply(struct backend *b, const char *reply, size_t len
         backend_cluster_refresh(b->worker, b->instance); /* another node, soon */
         return;
     }
-    cluster_adopt(cl);
+    cluster_adopt(cl, b->node);
 }
 
 /* Ask for the slot map on a connection that is up (any node), else on the next seed's. */
@@ -527,6 +581,7 @@ void backend_pool_status(const struct proxy *p, int instance, struct backend_poo
             const struct backend_pool *pool =
                 cl ? &cl->pools[k / 2][k % 2] : &p->workers[w].pools[backend_pool_index(instance, k)];
             int n = __atomic_load_n(&pool->nconns, __ATOMIC_ACQUIRE);
+            if (__atomic_load_n(&pool->retired, __ATOMIC_RELAXED)) continue; /* a node that left the map */
             out->connections += n;
             for (int j = 0; j < n; j++) {
                 if (__atomic_load_n(&pool->conns[j].state, __ATOMIC_RELAXED) == BACKEND_READY) out->up++;

@@ -126,6 +126,8 @@ struct backend_pool {
     struct backend_list idle;   /* clean dedicated connections ready for the next pin */
     struct backend_list pinned; /* every live dedicated connection (in use + idle), for backend-timeout */
     int npinned;                /* dedicated connections alive (in use + idle) */
+    int retired;                /* a cluster node's pool, closed: the node left the slot map (not counted,
+                                   not reconnected; opened again when a redirect or the map names it) */
 };
 
 /*
@@ -133,7 +135,10 @@ struct backend_pool {
  * (slotmap.h, from CLUSTER SLOTS of any node it reaches) and, per node and protocol, a pool
  * of shared connections opened on first use. The map is read at start, every
  * cluster-refresh, and soon after a -MOVED or a lost node connection (never more often than
- * every BACKEND_REFRESH_MIN_MS). A single-server instance has no map: slot arguments are ignored.
+ * every BACKEND_REFRESH_MIN_MS). A node that owns no slot in a map just read (a failed-over
+ * primary, a node resharded empty, an ASK target) has its shared connections closed once
+ * nothing is owed on them, and they are not reconnected until the node is named again. A
+ * single-server instance has no map: slot arguments are ignored.
  */
 #define BACKEND_REFRESH_MIN_MS 500
 
