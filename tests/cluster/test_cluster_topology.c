@@ -1,4 +1,4 @@
-/* test_cluster_pins.c: a WATCH through keygate on a cluster whose slot moves: EXEC answers the null reply (nothing ran, checked on the nodes), commands under the WATCH follow the move, and the retried transaction runs on the new owner. */
+/* test_cluster_topology.c: keygate's connections as the cluster changes under them: a WATCHed slot that moves (EXEC answers the null reply, nothing ran, the retry runs on the new owner) and a failed-over primary's connections closed. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +19,7 @@ static void setup(void)
 {
     C = cluster_start();
     ck_assert_msg(C != NULL, "cluster_start: %s", cluster_last_error());
-    struct harness_opts o = {.registry_text = registry};
+    struct harness_opts o = {.registry_text = registry, .admin = 1};
     ck_assert_msg(harness_start(&h, &o) == 0, "%s", h.error);
 }
 
@@ -40,7 +40,11 @@ static void keygate_on_cluster(void)
              "instance cache cluster 127.0.0.1:%d,127.0.0.1:%d tls ca=%s/build/certs/ca.crt server-name=localhost "
              "password-file=%s\n",
              d->tls_port, h.root, d->pass_file, C->nodes[0].tls_port, C->nodes[1].tls_port, h.root, C->pass_file);
-    struct harness_opts o = {.registry_text = registry, .instances_text = lines};
+    /* a map read every second: a failover is seen without traffic */
+    struct harness_opts o = {.registry_text = registry,
+                             .instances_text = lines,
+                             .extra_config = "cluster-refresh 1s\n",
+                             .admin = 1};
     ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "keygate on the cluster: %s", h.error);
 }
 
@@ -158,12 +162,68 @@ START_TEST(watch_on_a_slot_moved_before_nils_exec)
 }
 END_TEST
 
+/* keygate's /metrics value of `metric` for instance cache, or -1. */
+static long long cache_gauge(const char *metric)
+{
+    struct harness_http r = harness_admin_get(&h, "/metrics");
+    char needle[128];
+    snprintf(needle, sizeof needle, "%s{instance=\"cache\"} ", metric);
+    const char *at = r.body ? strstr(r.body, needle) : NULL;
+    long long v = at ? atoll(at + strlen(needle)) : -1;
+    free(r.body);
+    return v;
+}
+
+/* A primary killed and failed over: keygate's connections to it are closed once its replica owns
+ * its slots (no reconnect loop to a node that is not in the map), so every connection keygate
+ * counts for the instance is ready again; traffic to the moved slots is served. */
+START_TEST(failed_over_primary_is_disconnected)
+{
+    keygate_on_cluster();
+    redisContext *kg = harness_must_client(&h);
+    for (int i = 0; i < 300; i++) redisAppendCommand(kg, "SET cache:f:%d v", i); /* every primary gets connections */
+    for (int i = 0; i < 300; i++) expect_status(next_reply(kg), "OK", "SET");
+    int idx[CLUSTER_NODES];
+    ck_assert_int_eq(cluster_primaries(C, idx), 3);
+    int victim = idx[0], promoted = -1;
+    long long ms = 0;
+    ck_assert_msg(cluster_kill_primary(C, victim, 20000, &promoted, &ms) == 0, "%s", cluster_last_error());
+    long long start = now_ms(), conns = -1, ready = -2;
+    while (now_ms() - start < 15000) {
+        conns = cache_gauge("keygate_instance_connections");
+        ready = cache_gauge("keygate_instance_connections_ready");
+        if (conns > 0 && conns == ready) break;
+        sleep_ms(100);
+    }
+    ck_assert_msg(conns > 0 && conns == ready,
+                  "15 s after the failover keygate counts %lld connections to cache, %lld ready (the dead node's "
+                  "connections were not closed)",
+                  conns, ready);
+    char *log = harness_keygate_log(&h);
+    char needle[64];
+    snprintf(needle, sizeof needle, "node 127.0.0.1:%d owns no slot", C->nodes[victim].tls_port);
+    ck_assert_msg(log && strstr(log, needle), "keygate's log does not say '%s'", needle);
+    free(log);
+    for (int i = 0; i < 300; i++) redisAppendCommand(kg, "GET cache:f:%d", i);
+    int served = 0;
+    for (int i = 0; i < 300; i++) {
+        redisReply *r = next_reply(kg);
+        served += r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_NIL; /* the lost writes: nil */
+        freeReplyObject(r);
+    }
+    ck_assert_int_eq(served, 300);
+    fprintf(stderr, "failover in %lld ms; keygate's connections all ready %lld ms after it\n", ms, now_ms() - start);
+    redisFree(kg);
+}
+END_TEST
+
 int main(void)
 {
-    Suite *s = suite_create("cluster_pins");
-    TCase *tc = harness_tcase(s, "pins", 120, setup, teardown);
+    Suite *s = suite_create("cluster_topology");
+    TCase *tc = harness_tcase(s, "topology", 120, setup, teardown);
     harness_add_test(tc, watched_slot_moving_after_watch_nils_exec);
     harness_add_test(tc, watch_on_a_slot_moved_before_nils_exec);
+    harness_add_test(tc, failed_over_primary_is_disconnected);
     int failed = harness_run(s);
     return failed == 0 && cluster_leftovers() == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
