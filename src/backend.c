@@ -407,6 +407,20 @@ static int node_address_cmp(const struct slotmap_node *a, const struct slotmap_n
     return c ? c : (a->port > b->port) - (a->port < b->port);
 }
 
+int backend_cluster_owner(const struct worker *w, int instance, int slot)
+{
+    const struct backend_cluster *cl = w->clusters[instance];
+    return cl && slot >= 0 && slot < SLOTMAP_SLOTS ? slotmap_owner(&cl->map, (unsigned)slot) : -1;
+}
+
+void backend_cluster_node_address(const struct worker *w, int instance, int node, const char **host, int *port)
+{
+    const struct backend_cluster *cl = w->clusters[instance];
+    assert(cl && node >= 0 && node < cl->map.nnodes);
+    *host = cl->map.nodes[node].host;
+    *port = cl->map.nodes[node].port;
+}
+
 int backend_cluster_primaries(const struct worker *w, int instance, int *slots, int max)
 {
     const struct backend_cluster *cl = w->clusters[instance];

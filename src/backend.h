@@ -158,6 +158,13 @@ struct backend *backend_for_slot(struct worker *w, int instance, int slot, uint6
  */
 int backend_cluster_primaries(const struct worker *w, int instance, int *slots, int max);
 
+/* The node (its index in this worker's map, as struct backend's `node`) owning `slot` of cluster
+ * `instance`; -1 when not known, or `instance` is no cluster. */
+int backend_cluster_owner(const struct worker *w, int instance, int slot);
+
+/* The address of node `node` (backend_cluster_owner's) of cluster `instance`. */
+void backend_cluster_node_address(const struct worker *w, int instance, int node, const char **host, int *port);
+
 /* The shared connection to the cluster node host:port (a -ASK target), added to the map's
  * node table (with no slot) when new. NULL when down or the table is full. */
 struct backend *backend_for_addr(struct worker *w, int instance, const char *host, int port, uint64_t client_id,

@@ -534,6 +534,28 @@ static void request_pin_full(struct client *c, struct request *req, int instance
 
 /* (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE: written to the subscriber connection, whose frames
  * go straight to the client (client_push); no reply is matched to a request. */
+/*
+ * A cluster's shard channel lives on its slot's node; a client's subscriptions on one instance
+ * share one subscriber connection, opened on the node of the first. An SSUBSCRIBE or SUNSUBSCRIBE
+ * whose slot is another node's is refused (1) rather than answered -MOVED.
+ */
+static int client_shard_elsewhere(struct client *c, const struct backend *b, const struct plan *plan)
+{
+    int owner = backend_cluster_owner(c->worker, plan->instance, plan->slot);
+    if (owner < 0 || owner == b->node) return 0;
+    const char *host, *pin_host;
+    int port, pin_port;
+    backend_address(b, &pin_host, &pin_port);
+    backend_cluster_node_address(c->worker, plan->instance, owner, &host, &port);
+    char text[ERROR_TEXT_MAX];
+    snprintf(text, sizeof(text),
+             "DENIED this shard channel lives on node %s:%d of cluster instance '%s', and this connection's "
+             "subscriptions there are on node %s:%d; subscribe to it on another connection",
+             host, port, c->worker->cfg->instance_names[plan->instance], pin_host, pin_port);
+    request_error(request_new(c), text);
+    return 1;
+}
+
 static void client_subscribe(struct client *c, const struct plan *plan, const char *frame)
 {
     struct worker *w = c->worker;
@@ -541,8 +563,9 @@ static void client_subscribe(struct client *c, const struct plan *plan, const ch
         int wanted = plan->flow == FLOW_SUBSCRIBE ? i == plan->instance : (plan->all_instances || i == plan->instance);
         if (!wanted) continue;
         struct backend *b = c->pubsub.pin[i];
+        if (b && plan->slot >= 0 && client_shard_elsewhere(c, b, plan)) return;
         if (!b && plan->flow == FLOW_SUBSCRIBE) {
-            b = backend_pin(w, i, -1, c, c->resp3);
+            b = backend_pin(w, i, plan->slot, c, c->resp3); /* a shard channel: its slot's node */
             if (!b) {
                 request_pin_full(c, request_new(c), i);
                 return;

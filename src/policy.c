@@ -437,6 +437,12 @@ static void decide_channels(const struct config *cfg, const struct registry *reg
     p->kind = PLAN_FORWARD;
     p->ns = seen;
     p->instance = seen ? seen->instance : -1;
+    if (seen && cfg->instances[seen->instance].cluster &&
+        (cid == CID_SSUBSCRIBE || cid == CID_SUNSUBSCRIBE || cid == CID_SPUBLISH || cid == CID_PUBSUB_SHARDNUMSUB)) {
+        /* a shard channel lives on its slot's node, and one command's channels share a slot (Redis) */
+        p->slot = slotmap_common_slot((const char *const *)r->argv + first, r->argvlen + first, last - first);
+        if (p->slot == -1) plan_error(p, PLAN_CROSSSLOT);
+    }
 }
 
 /* Transaction, WATCH and subscribed-mode rules that depend on the session. 1 when p was filled. */

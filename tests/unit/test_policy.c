@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "policy_fixture.h"
+#include "slotmap.h"
 
 static struct user_conf user_ro, user_queues;
 
@@ -136,6 +137,36 @@ START_TEST(cluster_patterns_read_every_primary)
     ck_assert_int_eq(p.kind, PLAN_ERROR);
     ck_assert_str_eq(p.error, "DENIED SCAN inside MULTI would read one node of cluster instance 'cache'");
     cfg.instances[1].cluster = 0;
+}
+END_TEST
+
+/* Shard channels of a cluster instance go to their slot's node; one command's must share a slot
+ * (Redis's CROSSSLOT); SUBSCRIBE and PUBLISH, which a cluster broadcasts, take no slot. */
+START_TEST(cluster_shard_channels_take_their_slot)
+{
+    cfg.instances[1].cluster = 1;
+    struct plan p;
+    decide("SSUBSCRIBE push:{a}1 push:{a}2", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.flow, FLOW_SUBSCRIBE);
+    ck_assert_int_eq(p.slot, (int)slotmap_key_slot("a", 1));
+    decide("SSUBSCRIBE push:x push:y", &p);
+    ck_assert_int_eq(p.kind, PLAN_ERROR);
+    ck_assert_str_eq(p.error, "CROSSSLOT Keys in request don't hash to the same slot");
+    decide("SUNSUBSCRIBE push:{a}1", &p);
+    ck_assert_int_eq(p.slot, (int)slotmap_key_slot("a", 1));
+    decide("SPUBLISH push:x m", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.slot, (int)slotmap_key_slot("push:x", 6));
+    decide("SUBSCRIBE push:x push:y", &p);
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.slot, -1);
+    decide("PUBLISH push:x m", &p);
+    ck_assert_int_eq(p.slot, -1);
+    cfg.instances[1].cluster = 0;
+    decide("SSUBSCRIBE push:x push:y", &p); /* a single server: no slot */
+    ck_assert_int_eq(p.kind, PLAN_FORWARD);
+    ck_assert_int_eq(p.slot, -1);
 }
 END_TEST
 
@@ -1130,6 +1161,7 @@ int main(void)
     tcase_add_test(tc, set_cache_key_gets_registry_ttl);
     tcase_add_test(tc, cluster_instance_routes_by_slot);
     tcase_add_test(tc, cluster_patterns_read_every_primary);
+    tcase_add_test(tc, cluster_shard_channels_take_their_slot);
     tcase_add_test(tc, longest_prefix_decides_ttl);
     tcase_add_test(tc, set_durable_queue_key_has_no_ttl);
     tcase_add_test(tc, set_with_client_ttl_is_kept);
