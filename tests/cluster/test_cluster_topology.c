@@ -13,7 +13,8 @@ static struct harness h;
 /* cache is the cluster; durable stays the harness's single server */
 static const char registry[] = "namespace  cache:  instance=cache   ttl=1h owner=app\n"
                                "namespace  other: instance=cache   ttl=1h owner=app\n"
-                               "namespace  q:     instance=durable ttl=none owner=app\n";
+                               "namespace  q:     instance=durable ttl=none owner=app\n"
+                               "channel    push:  instance=cache owner=app\n";
 
 static void setup(void)
 {
@@ -217,6 +218,80 @@ START_TEST(failed_over_primary_is_disconnected)
 }
 END_TEST
 
+/* The next frame from a subscribed connection must be [kind, channel, ...]; its third element's integer or -1. */
+static long long expect_push(redisContext *c, const char *kind, const char *channel, const char *what)
+{
+    redisReply *r = next_reply(c);
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 3 && strcmp(r->element[0]->str, kind) == 0 &&
+                      strcmp(r->element[1]->str, channel) == 0,
+                  "%s: want [%s, %s, ...], got %s", what, kind, channel, describe(r));
+    long long n = r->element[2]->type == REDIS_REPLY_INTEGER ? r->element[2]->integer : -1;
+    freeReplyObject(r);
+    return n;
+}
+
+/* PUBSUB SHARDNUMSUB channel on node i, asked directly. */
+static long long node_shardnumsub(int i, const char *channel)
+{
+    redisContext *n = cluster_connect(C, i);
+    ck_assert_msg(n != NULL, "node %d does not answer", i);
+    redisReply *r = cmd(n, "PUBSUB SHARDNUMSUB %s", channel);
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 2, "SHARDNUMSUB on node %d: %s", i, describe(r));
+    long long v = r->element[1]->integer;
+    freeReplyObject(r);
+    redisFree(n);
+    return v;
+}
+
+/* SSUBSCRIBE and SPUBLISH through keygate reach the shard channel's node; a second shard channel on
+ * another node is refused on that connection; when the slot moves, Redis's own sunsubscribe reaches
+ * the client. */
+START_TEST(shard_channels_live_on_their_node)
+{
+    keygate_on_cluster();
+    const char *ch = "push:{sh1}feed";
+    unsigned slot;
+    int owner, other;
+    slot_and_nodes(ch, &slot, &owner, &other);
+    redisContext *sub = harness_must_client(&h), *pub = harness_must_client(&h);
+    redisAppendCommand(sub, "SSUBSCRIBE %s", ch);
+    ck_assert_int_eq(expect_push(sub, "ssubscribe", ch, "SSUBSCRIBE"), 1);
+    ck_assert_msg(node_shardnumsub(owner, ch) == 1, "the subscription is not on the slot's owner (node %d)", owner);
+    expect_int(cmd(pub, "SPUBLISH %s hello", ch), 1, "SPUBLISH through keygate");
+    redisReply *m = next_reply(sub);
+    ck_assert_msg(m->type == REDIS_REPLY_ARRAY && m->elements == 3 && strcmp(m->element[0]->str, "smessage") == 0 &&
+                      strcmp(m->element[2]->str, "hello") == 0,
+                  "the message: %s", describe(m));
+    freeReplyObject(m);
+
+    /* a shard channel of another node, on the same connection: refused, the first one kept */
+    char far[64];
+    unsigned far_slot = slot;
+    int far_owner = owner;
+    for (int i = 0; i < 1000 && far_owner == owner; i++) {
+        snprintf(far, sizeof far, "push:{sh%d}x", i);
+        int o2;
+        slot_and_nodes(far, &far_slot, &far_owner, &o2);
+    }
+    ck_assert_msg(far_owner != owner, "no channel on another node found");
+    redisAppendCommand(sub, "SSUBSCRIBE %s", far);
+    expect_error(next_reply(sub), "DENIED this shard channel lives on node", "SSUBSCRIBE on another node");
+    expect_int(cmd(pub, "SPUBLISH %s again", ch), 1, "SPUBLISH after the refusal");
+    m = next_reply(sub);
+    ck_assert_msg(m->type == REDIS_REPLY_ARRAY && m->elements == 3 && strcmp(m->element[2]->str, "again") == 0,
+                  "the second message: %s", describe(m));
+    freeReplyObject(m);
+
+    /* the slot moves: the old owner unsubscribes its clients from the slot's shard channels */
+    move_slot(slot, owner, other);
+    ck_assert_int_eq(expect_push(sub, "sunsubscribe", ch, "after the slot moved"), 0);
+    fprintf(stderr, "shard channel %s: served by node %d, sunsubscribe after its slot moved to node %d\n", ch, owner,
+            other);
+    redisFree(sub);
+    redisFree(pub);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cluster_topology");
@@ -224,6 +299,7 @@ int main(void)
     harness_add_test(tc, watched_slot_moving_after_watch_nils_exec);
     harness_add_test(tc, watch_on_a_slot_moved_before_nils_exec);
     harness_add_test(tc, failed_over_primary_is_disconnected);
+    harness_add_test(tc, shard_channels_live_on_their_node);
     int failed = harness_run(s);
     return failed == 0 && cluster_leftovers() == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
