@@ -148,6 +148,7 @@ static void client_teardown(struct client *c)
     for (int i = 0; i < CONFIG_MAX_INSTANCES; i++)
         if (c->pubsub.pin[i]) backend_abandon(c->pubsub.pin[i]);
     authgate_client_free(c);
+    if (c->owner_timer) event_free(c->owner_timer);
     if (c->pev) event_free(c->pev);
     if (c->pfd >= 0) close(c->pfd);
     if (c->bev) {
@@ -267,7 +268,7 @@ static void client_update_reading(struct client *c)
     if (c->closing) over = 1;
     if (client_stalled(c)) over = 1;
     if (c->postponed) over = 1;
-    if (c->auth_held) over = 1;
+    if (c->auth_held || c->owner_held) over = 1;
     if (!over && mem_over(c->worker)) {
         /* max-memory: read nothing more until the process is back under it */
         over = 1;
@@ -691,6 +692,54 @@ static void client_resp3_plan(const struct client *c, struct plan *plan)
     plan->instance = 0;
 }
 
+static void client_owner_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct client *c = arg;
+    (void)fd;
+    (void)what;
+    if (c->closed) return; /* its teardown frees the timer */
+    c->owner_held = 0;
+    conn_wake(c); /* the held frame is parsed again */
+}
+
+/* Bounds of a wait for a cluster slot's owner: as the router's re-sends (router.c), 25 ms doubling
+ * to 500 ms, at most 16 waits (about 6.3 s: a replica's promotion fits). */
+#define CLIENT_OWNER_WAITS 16
+
+/*
+ * A command that needs a new dedicated connection (WATCH, a blocking command, a first SUBSCRIBE)
+ * to a cluster slot whose owner keygate cannot reach yet (its map is not read, or a failover is
+ * under way: the owner's shared connection is not ready) waits, as a shared request does, instead of
+ * failing: c is held (nothing more of it is parsed or read), the map is asked again, and the
+ * frame is parsed again when the timer fires. Past the bound it goes on, and fails as before
+ * (-UNAVAILABLE). 1 when c is held.
+ */
+static int client_waits_for_owner(struct client *c, const struct plan *plan)
+{
+    struct worker *w = c->worker;
+    int pins = plan->kind == PLAN_FORWARD && c->session.mode != SESSION_MULTI && plan->instance >= 0 &&
+               (plan->flow == FLOW_BLOCK || (plan->flow == FLOW_WATCH && !c->watch_pin) ||
+                (plan->flow == FLOW_SUBSCRIBE && !c->pubsub.pin[plan->instance]));
+    if (__builtin_expect(!pins || !backend_is_cluster(w, plan->instance), 1) || c->owner_waits >= CLIENT_OWNER_WAITS) {
+        c->owner_waits = 0;
+        return 0;
+    }
+    const struct backend *shared = backend_for_slot(w, plan->instance, plan->slot, c->id, 0);
+    if (shared && shared->state == BACKEND_READY) { /* the owner answers: a pin to it can be opened */
+        c->owner_waits = 0;
+        return 0;
+    }
+    backend_cluster_refresh(w, plan->instance);
+    int ms = 25 << (c->owner_waits < 5 ? c->owner_waits : 5);
+    if (ms > 500) ms = 500;
+    c->owner_waits++;
+    if (!c->owner_timer) c->owner_timer = xevtimer_new(w->base, client_owner_timer_cb, c);
+    struct timeval tv = {0, ms * 1000};
+    evtimer_add(c->owner_timer, &tv);
+    c->owner_held = 1;
+    return 1;
+}
+
 /*
  * Handle one parsed frame: decide, then answer, refuse, buffer or forward.
  * Returns 1 when the frame must wait (a switch of connection while earlier replies
@@ -724,6 +773,10 @@ static int client_handle_frame(struct client *c, const char *frame)
     if (needs_empty_queue && c->nqueued > 0) {
         plan_release(&plan);
         c->stall = 1;
+        return 1;
+    }
+    if (__builtin_expect(client_waits_for_owner(c, &plan), 0)) {
+        plan_release(&plan); /* parsed again when c's owner timer fires */
         return 1;
     }
     int domain = 0;
@@ -823,8 +876,9 @@ static int client_handle_frame(struct client *c, const char *frame)
             b->block_client = c->id; /* CLIENT UNBLOCK, from any worker, finds it (blocked.h) */
             blocked_add(&w->proxy->blocked, c->id, c->session.user ? c->session.user->name : NULL, plan.instance,
                         b->server_id);
-            backend_exempt(b, command_block_timeout_ms(pr.cmd, p->argc, c->argv,
-                                                       c->argvlen)); /* it may wait as long as the command blocks */
+            req->block_ms = command_block_timeout_ms(pr.cmd, p->argc, c->argv, c->argvlen);
+            backend_exempt(b, req->block_ms);
+            /* it may wait as long as the command blocks */ /* it may wait as long as the command blocks */
             session_block(&c->session);
             router_forward(c, b, req, &plan, frame);
             backend_unpin(b); /* back to the idle list once it answered */
@@ -873,7 +927,7 @@ static size_t client_parse(struct client *c, const char *buf, size_t len)
     c->now_ms = clock_wall_ms();
     c->last_active_ms = c->now_ms;
     c->need_more = 0;
-    while (pos < len && !c->closing && !c->auth_held && c->nqueued < cfg->max_pending) {
+    while (pos < len && !c->closing && !c->auth_held && !c->owner_held && c->nqueued < cfg->max_pending) {
         enum resp_status st = resp_parse_request(&c->parser, buf + pos, len - pos);
         if (st == RESP_NEED_MORE) {
             if ((int64_t)(len - pos) > cfg->max_request_bytes + REQUEST_FRAMING_SLACK) {
@@ -931,7 +985,7 @@ static void client_keep_rest(struct client *c, const char *buf, size_t len, size
 /* Can c take more requests now? While it cannot, keygate reads nothing more from it. */
 static int client_can_parse(const struct client *c)
 {
-    if (c->closing || c->read_paused || c->postponed || c->auth_held) return 0;
+    if (c->closing || c->read_paused || c->postponed || c->auth_held || c->owner_held) return 0;
     if (c->nqueued >= c->worker->cfg->max_pending) return 0;
     if (client_stalled(c)) return 0;
     return 1;

@@ -75,6 +75,11 @@ struct client {
     int auth_held;                     /* an AUTH waits its address's turn, or a failed one's reply its delay:
                                           nothing more is parsed or read until c's timer fires */
     struct authgate_client *auth_gate; /* NULL until c's first AUTH waits or fails */
+    /* a command that needs a dedicated connection to a cluster slot with no reachable owner yet
+     * (client.c: client_waits_for_owner): nothing more is parsed or read until owner_timer fires */
+    int owner_held;
+    int owner_waits; /* how many times the frame waited so far */
+    struct event *owner_timer;
 };
 
 /* Queue reply bytes for c (dropped once c is closed); checked against its hard limit

@@ -71,6 +71,7 @@ struct request {
     uint8_t blocking;   /* sent on the client's blocking pin */
     uint8_t silent;     /* CLIENT REPLY OFF / SKIP: it completes in its turn, and no byte of it is written */
     uint8_t watching;   /* a WATCH (a cluster's redirect of it is answered +OK: router.c) */
+    int64_t block_ms;   /* a blocking command: how long it may block (0: forever), for a new pin on a cluster */
     char *queued_error; /* keygate's MULTI wrap: the command's queue-time error, if any */
     size_t queued_error_len;
     struct bytebuf exec_keep;   /* the client's EXEC: one byte per reply inside it, the client's (1) or injected (0) */

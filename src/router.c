@@ -60,6 +60,7 @@ static void route_expect(struct backend *b, struct request *req, enum route_kind
 /* ---- cluster sends: kept, and sent again when Redis says the command did not run ---- */
 
 static void route_again(struct request *req, struct request_send *s);
+static void route_unblock_client(struct request *req);
 
 /* Stage s's entries from s->from on b (after ASKING when s->ask): one attempt. */
 static void route_stage(struct request *req, struct request_send *s, struct backend *b)
@@ -119,6 +120,31 @@ static void route_wait(struct request *req, struct request_send *s)
 static void route_give_up(struct request *req, struct request_send *s);
 
 /*
+ * A blocking command that its node did not run (-MOVED, -TRYAGAIN, -CLUSTERDOWN) goes again on a
+ * new dedicated connection to its slot's owner, which becomes the client's blocking pin (CLIENT
+ * UNBLOCK finds it; the old one goes back to the idle list, having answered). NULL when no pin
+ * can be had now (max-pinned, no owner known): the caller waits and tries again.
+ */
+static struct backend *route_repin(struct request *req, struct request_send *s)
+{
+    struct client *c = req->client;
+    struct worker *w = req->worker;
+    struct backend *b = backend_pin(w, s->instance, s->slot, c, c->resp3);
+    if (!b) return NULL;
+    struct backend *old = c->block_pin;
+    if (old) {
+        old->block_client = 0;
+        if (blocked_remove(&w->proxy->blocked, c->id)) backend_unblock_sent(old);
+    }
+    c->block_pin = b;
+    b->block_client = c->id;
+    blocked_add(&w->proxy->blocked, c->id, c->session.user ? c->session.user->name : NULL, s->instance, b->server_id);
+    backend_exempt(b, req->block_ms);
+    backend_unpin(b); /* back to the idle list once it answered */
+    return b;
+}
+
+/*
  * s's attempt ended without running (every reply of it came; one reply owed to req stands
  * for it until this returns): stage it again, wait, or give up. A request whose client left
  * is not sent again.
@@ -133,8 +159,13 @@ static void route_again(struct request *req, struct request_send *s)
         route_give_up(req, s);
         return;
     }
+    if (req->blocking && s->ask) { /* a blocking command waits for the migration to end, on no ASK target */
+        s->ask = 0;
+        s->wait = 1;
+        s->retries++;
+    }
     if (!s->wait) {
-        struct backend *b = route_target(req, s);
+        struct backend *b = req->blocking ? route_repin(req, s) : route_target(req, s);
         if (b) {
             route_stage(req, s, b);
             request_reply_consumed(req);
@@ -158,6 +189,7 @@ static void route_part(struct request *req, int part, const char *reply, size_t 
 
 static void route_give_up(struct request *req, struct request_send *s)
 {
+    if (req->blocking) route_unblock_client(req);
     char msg[ERROR_REPLY_MAX];
     const char *reply = s->error;
     size_t len = s->error_len;
@@ -390,14 +422,12 @@ void router_close_subscribers(struct client *c)
 }
 
 /* The reply of a request sent on the client's blocking pin: the pin is back in the pool. */
-static __attribute__((noinline)) void route_unblock_client(struct request *req);
-
 static inline void route_unblock(struct request *req)
 {
     if (__builtin_expect(req->blocking, 0)) route_unblock_client(req);
 }
 
-static void route_unblock_client(struct request *req)
+static __attribute__((noinline)) void route_unblock_client(struct request *req)
 {
     if (!req->client) return;
     struct client *c = req->client;
@@ -433,6 +463,9 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
      * any other (the transaction then gets EXEC's null reply: route_exec_reply); WATCH itself
      * stays on its connection (route_watch_reply) */
     if (__builtin_expect(b && b == c->watch_pin && plan->flow == FLOW_SHARED, 0))
+        keep = backend_is_cluster(w, plan->instance);
+    /* a blocking command on a cluster is kept too: redirected, it goes again on a new pin (route_repin) */
+    if (__builtin_expect(plan->flow == FLOW_BLOCK && b && b == c->block_pin, 0))
         keep = backend_is_cluster(w, plan->instance);
     req->watching = plan->flow == FLOW_WATCH;
     struct bytebuf *out = route_out_kept(c, b, req, keep, plan->instance, plan->slot, 0);

@@ -49,11 +49,13 @@ static void keygate_on_cluster(void)
     ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "keygate on the cluster: %s", h.error);
 }
 
-/* The slot of key (CLUSTER KEYSLOT of node 0), its owner, and another primary. */
+/* The slot of key (CLUSTER KEYSLOT of a running node), its owner, and another primary. */
 static void slot_and_nodes(const char *key, unsigned *slot, int *owner, int *other)
 {
-    redisContext *n0 = cluster_connect(C, 0);
-    ck_assert_msg(n0 != NULL, "node 0 does not answer");
+    int any = 0; /* an earlier test may have killed a node */
+    while (any < CLUSTER_NODES - 1 && !cluster_node_alive(C, any)) any++;
+    redisContext *n0 = cluster_connect(C, any);
+    ck_assert_msg(n0 != NULL, "node %d does not answer", any);
     redisReply *r = cmd(n0, "CLUSTER KEYSLOT %s", key);
     ck_assert_msg(r->type == REDIS_REPLY_INTEGER, "CLUSTER KEYSLOT: %s", describe(r));
     *slot = (unsigned)r->integer;
@@ -292,6 +294,98 @@ START_TEST(shard_channels_live_on_their_node)
 }
 END_TEST
 
+/* INFO clients' blocked_clients of node i, asked directly. */
+static long long node_blocked(int i)
+{
+    redisContext *n = cluster_connect(C, i);
+    ck_assert_msg(n != NULL, "node %d does not answer", i);
+    redisReply *r = cmd(n, "INFO clients");
+    const char *at = r->type == REDIS_REPLY_STRING ? strstr(r->str, "blocked_clients:") : NULL;
+    long long v = at ? atoll(at + strlen("blocked_clients:")) : -1;
+    freeReplyObject(r);
+    redisFree(n);
+    return v;
+}
+
+/* Wait (5 s) until node i has `want` blocked clients. */
+static void wait_blocked(int i, long long want, const char *what)
+{
+    long long start = now_ms(), v = -1;
+    while (now_ms() - start < 5000 && (v = node_blocked(i)) != want) sleep_ms(20);
+    ck_assert_msg(v == want, "%s: node %d has %lld blocked clients, want %lld", what, i, v, want);
+}
+
+/* A blocking pop whose slot moved, before it was sent (keygate's map not told yet) and while it
+ * waits (Redis unblocks it with -MOVED): keygate sends it again on a dedicated connection to the
+ * new owner, and the client gets the value pushed there, never the redirect. */
+START_TEST(blocking_pop_follows_its_slot)
+{
+    keygate_on_cluster();
+    redisContext *waiter = harness_must_client(&h), *pusher = harness_must_client(&h);
+    /* moved before */
+    const char *k1 = "cache:{bl1}q";
+    unsigned slot;
+    int owner, other;
+    slot_and_nodes(k1, &slot, &owner, &other);
+    move_slot(slot, owner, other);
+    redisAppendCommand(waiter, "BLPOP %s 10", k1);
+    ck_assert_int_eq(redisBufferWrite(waiter, &(int){0}), REDIS_OK);
+    wait_blocked(other, 1, "BLPOP sent after the move");
+    expect_int(cmd(pusher, "LPUSH %s one", k1), 1, "LPUSH");
+    expect_array(next_reply(waiter), "BLPOP after the move", 2, k1, "one");
+
+    /* moved while it waits */
+    const char *k2 = "cache:{bl2}q";
+    slot_and_nodes(k2, &slot, &owner, &other);
+    redisAppendCommand(waiter, "BLPOP %s 10", k2);
+    ck_assert_int_eq(redisBufferWrite(waiter, &(int){0}), REDIS_OK);
+    wait_blocked(owner, 1, "BLPOP before the move");
+    move_slot(slot, owner, other);
+    wait_blocked(other, 1, "BLPOP after its slot moved");
+    expect_int(cmd(pusher, "LPUSH %s two", k2), 1, "LPUSH");
+    expect_array(next_reply(waiter), "BLPOP moved while waiting", 2, k2, "two");
+    redisFree(waiter);
+    redisFree(pusher);
+}
+END_TEST
+
+/* A blocking pop sent while its slot's primary is dead and not yet replaced waits for the
+ * promotion (as a shared request does) instead of failing, then blocks on the new primary and
+ * gets the value pushed there. */
+START_TEST(blocking_pop_waits_for_a_failover)
+{
+    keygate_on_cluster();
+    redisContext *waiter = harness_must_client(&h), *pusher = harness_must_client(&h);
+    const char *key = "cache:{blf}q";
+    unsigned slot;
+    int owner, other;
+    slot_and_nodes(key, &slot, &owner, &other);
+    expect_int(cmd(pusher, "RPUSH %s warm", key), 1, "RPUSH"); /* keygate's connection to the owner is up */
+    expect_array(cmd(pusher, "BLPOP %s 1", key), "BLPOP", 2, key, "warm");
+    ck_assert_msg(cluster_node_kill(C, owner) == 0, "%s", cluster_last_error());
+    long long start = now_ms(), conns = 0, ready = 0;
+    while (now_ms() - start < 5000) { /* keygate saw the connection go */
+        conns = cache_gauge("keygate_instance_connections");
+        ready = cache_gauge("keygate_instance_connections_ready");
+        if (ready < conns) break;
+        sleep_ms(10);
+    }
+    ck_assert_msg(ready < conns, "keygate still counts %lld of %lld connections ready after the kill", ready, conns);
+    long long sent = now_ms();
+    redisAppendCommand(waiter, "BLPOP %s 20", key);
+    ck_assert_int_eq(redisBufferWrite(waiter, &(int){0}), REDIS_OK);
+    ck_assert_msg(cluster_wait_ok(C, 20000) == 0, "%s", cluster_last_error());
+    int promoted = cluster_slot_owner(C, slot);
+    ck_assert_msg(promoted >= 0 && promoted != owner, "slot %u owner after the failover: %d", slot, promoted);
+    wait_blocked(promoted, 1, "BLPOP after the promotion");
+    expect_int(cmd(pusher, "LPUSH %s after", key), 1, "LPUSH after the promotion");
+    expect_array(next_reply(waiter), "BLPOP sent during the failover", 2, key, "after");
+    fprintf(stderr, "BLPOP sent during the failover blocked on the promoted node %lld ms later\n", now_ms() - sent);
+    redisFree(waiter);
+    redisFree(pusher);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cluster_topology");
@@ -300,6 +394,8 @@ int main(void)
     harness_add_test(tc, watch_on_a_slot_moved_before_nils_exec);
     harness_add_test(tc, failed_over_primary_is_disconnected);
     harness_add_test(tc, shard_channels_live_on_their_node);
+    harness_add_test(tc, blocking_pop_follows_its_slot);
+    harness_add_test(tc, blocking_pop_waits_for_a_failover);
     int failed = harness_run(s);
     return failed == 0 && cluster_leftovers() == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
