@@ -130,11 +130,14 @@ static int sampler_depth(struct syncconn *c, redisReply **keys, const size_t *id
     return 0;
 }
 
-/* One pass over instance inst into t. 0 when the SCAN reached its end, 1 when stopped, -1 on
- * an error (why in err). */
-static int sampler_scan(struct sampler *s, int inst, struct tally *t, char *err, size_t errlen)
+/* One pass over the server host:port of instance inst (its address, or a cluster's primary) into
+ * t (added to what t holds). 0 when the SCAN reached its end, 1 when stopped, -1 on an error (why
+ * in err). */
+static int sampler_scan(struct sampler *s, int inst, const char *host, int port, struct tally *t, char *err,
+                        size_t errlen)
 {
-    struct syncconn *c = syncconn_open_stoppable(&s->instances[inst], (int)s->connect_timeout_ms, s->halt, err, errlen);
+    struct syncconn *c =
+        syncconn_open_node(&s->instances[inst], host, port, (int)s->connect_timeout_ms, s->halt, err, errlen);
     if (!c) return -1;
     char cursor[32] = "0";
     int rc = 0;
@@ -178,6 +181,24 @@ static int sampler_scan(struct sampler *s, int inst, struct tally *t, char *err,
         if (rc == 0 && strcmp(cursor, "0") != 0 && sampler_sleep_until(s, clock_mono_ms() + SAMPLER_PAUSE_MS)) rc = 1;
     } while (rc == 0 && strcmp(cursor, "0") != 0);
     syncconn_close(c);
+    return rc;
+}
+
+/* One pass over instance inst into t: its server, or every primary of a cluster (the slot map from
+ * the first seed that answers), the counts summed. As sampler_scan; a cluster's errors name the node. */
+static int sampler_scan_instance(struct sampler *s, int inst, struct tally *t, char *err, size_t errlen)
+{
+    const struct instance_conf *ic = &s->instances[inst];
+    if (!ic->cluster) return sampler_scan(s, inst, ic->host, ic->port, t, err, errlen);
+    struct slotmap_node *nodes = xmalloc(SLOTMAP_MAX_NODES * sizeof(*nodes));
+    int n = syncconn_primaries(ic, (int)s->connect_timeout_ms, s->halt, nodes, SLOTMAP_MAX_NODES, err, errlen);
+    int rc = n < 0 ? -1 : 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        char why[256] = "";
+        rc = sampler_scan(s, inst, nodes[i].host, nodes[i].port, t, why, sizeof(why));
+        if (rc < 0) snprintf(err, errlen, "node %s:%d: %s", nodes[i].host, nodes[i].port, why);
+    }
+    free(nodes);
     return rc;
 }
 
@@ -226,7 +247,7 @@ static void *sampler_run(void *arg)
             memset(t, 0, sizeof(*t));
             char err[256] = "";
             int64_t inst_started = clock_mono_ms();
-            int rc = sampler_scan(s, (int)i, t, err, sizeof(err));
+            int rc = sampler_scan_instance(s, (int)i, t, err, sizeof(err));
             if (rc == 1) {
                 stopped = 1;
             } else if (rc == 0) {

@@ -11,13 +11,15 @@ struct proxy;
 #include "util.h"
 
 /*
- *  every namespace-scan-interval, one pass, instance after instance, on its own connection
- *  (syncconn: TLS, AUTH, as `keygate audit` connects):
+ *  every namespace-scan-interval, one pass, instance after instance (a cluster: primary after
+ *  primary, the slot map from the first seed that answers; the counts summed), on its own
+ *  connection (syncconn: TLS, AUTH, as `keygate audit` connects):
  *    SCAN cursor COUNT SAMPLER_SCAN_COUNT      (then a SAMPLER_PAUSE_MS pause: rate-limited)
  *      key -> registry_lookup -> its namespace, when that lives on this instance: keys + 1
  *      key of a `depth` namespace -> TYPE (pipelined) -> list/stream/zset: LLEN/XLEN/ZCARD
  *                                    (pipelined) -> depth + length
- *    until the cursor is 0: the instance's counts replace its previous ones
+ *    until the cursor is 0 (on every primary of a cluster): the instance's counts replace its
+ *    previous ones; a pass that fails anywhere keeps them
  */
 #define SAMPLER_SCAN_COUNT "1000"
 #define SAMPLER_PAUSE_MS 50 /* between SCAN calls: at most ~20,000 keys a second per instance */
