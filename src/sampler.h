@@ -28,8 +28,8 @@ struct sampler;
 
 /*
  * Start the background readers for cfg: the INFO poller (every backend-info-interval, INFO on
- * a connection of its own per instance: the topology guard and the capacity gauges, see
- * sampler.c) and, when namespace-scan-interval is > 0, the namespace sampler (its first pass
+ * a connection of its own per instance, per primary of a cluster instance: the topology guard
+ * and the capacity gauges, see sampler.c) and, when namespace-scan-interval is > 0, the namespace sampler (its first pass
  * begins at once). They keep their own copies of the instances and of the registry (read
  * again from cfg's registry file). p is the proxy the topology results are recorded for.
  * Returns NULL when they could not start (logged).
