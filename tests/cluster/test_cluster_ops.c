@@ -393,6 +393,60 @@ START_TEST(test_guard_names_the_node)
 }
 END_TEST
 
+/* A primary killed: before its replica takes over, the poller reports it unreachable (log, node_up
+ * 0 while it lasts); after the failover its series go and the promoted replica's come, with the
+ * guard clean again. */
+START_TEST(test_failover_moves_the_node_series)
+{
+    cluster_prepare();
+    /* the replicas get the guard's settings too: one is about to become a primary */
+    for (int i = 0; i < CLUSTER_NODES; i++) {
+        redisContext *c = node(i);
+        expect_status(cmd(c, "CONFIG SET maxmemory 100mb"), "OK", "CONFIG SET maxmemory");
+        expect_status(cmd(c, "CONFIG SET maxmemory-policy allkeys-lru"), "OK", "CONFIG SET maxmemory-policy");
+        redisFree(c);
+    }
+    keygate_on_cluster("backend-info-interval 200ms\n");
+    int victim = P[2], dead = C->nodes[victim].tls_port, promoted = -1;
+    char name[256];
+    snprintf(name, sizeof name, "keygate_backend_node_up{instance=\"cache\",node=\"127.0.0.1:%d\"}", dead);
+    long long deadline = now_ms() + 10000;
+    for (;;) { /* the poller has read the victim */
+        char *body = metrics();
+        int up = series(body, name) == 1;
+        free(body);
+        if (up) break;
+        ck_assert_msg(now_ms() < deadline, "no %s 1 within 10 s", name);
+        sleep_ms(100);
+    }
+    long long ms = 0;
+    ck_assert_msg(cluster_kill_primary(C, victim, 20000, &promoted, &ms) == 0, "%s", cluster_last_error());
+    char fresh[256];
+    snprintf(fresh, sizeof fresh, "keygate_backend_node_up{instance=\"cache\",node=\"127.0.0.1:%d\"}",
+             C->nodes[promoted].tls_port);
+    deadline = now_ms() + 10000;
+    for (;;) {
+        char *body = metrics();
+        int done = series(body, name) < 0 && series(body, fresh) == 1 &&
+                   series(body, "keygate_topology_ok{instance=\"cache\"}") == 1;
+        if (done) {
+            free(body);
+            break;
+        }
+        ck_assert_msg(now_ms() < deadline,
+                      "10 s after the failover (%lld ms) /metrics still has the killed primary or lacks node %d:\n%s",
+                      ms, promoted, body);
+        free(body);
+        sleep_ms(100);
+    }
+    char *log = harness_keygate_log(&h);
+    ck_assert_ptr_nonnull(log);
+    snprintf(name, sizeof name, "topology: instance 'cache' node 127.0.0.1:%d: unreachable (", dead);
+    ck_assert_msg(strstr(log, name) != NULL, "the log never said '%s' (failover took %lld ms):\n%s", name, ms, log);
+    free(log);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cluster_ops");
@@ -401,6 +455,9 @@ int main(void)
     harness_add_test(tc, test_sampler_sums_every_primary);
     harness_add_test(tc, test_capacity_per_node);
     harness_add_test(tc, test_guard_names_the_node);
+    /* a cluster of its own: the failover leaves it with a dead node */
+    TCase *tf = harness_tcase(s, "failover", 90, setup, teardown);
+    harness_add_test(tf, test_failover_moves_the_node_series);
     int failed = harness_run(s);
     int left = cluster_leftovers();
     if (left) fprintf(stderr, "POST-CONDITION FAILED: %d redis-server(s) of this suite still run\n", left);
