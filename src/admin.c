@@ -164,31 +164,73 @@ static void admin_metrics(struct admin *a, struct evbuffer *out)
     admin_metrics_report(p, cfg->registry, out);
 }
 
-/* The capacity gauges (from each instance's INFO, topology.c) and the per-namespace series
- * and histograms (stats.c). */
+/* One capacity reading to render: a single-server instance's (node NULL: the series carry the
+ * instance label only, as they always did), or a cluster primary's (node="host:port" added). */
+struct cap_row {
+    const char *instance;
+    const char *node;
+    const struct topology_capacity *cap;
+};
+
+/* The labels of a row: instance="NAME"[,node="ADDR"] (the address escaped as a label value). */
+static void cap_labels(struct evbuffer *out, const struct cap_row *r)
+{
+    evbuffer_add_printf(out, "instance=\"%s\"", r->instance);
+    if (!r->node) return;
+    struct bytebuf v = {0};
+    stats_prom_label_value(&v, r->node);
+    evbuffer_add_printf(out, ",node=\"%.*s\"", (int)v.len, v.p);
+    bytebuf_free(&v);
+}
+
+/* The capacity gauges (from each instance's INFO, topology.c; a cluster's per primary, with a
+ * node label) and the per-namespace series and histograms (stats.c). */
 static void admin_metrics_capacity(struct admin *a, struct evbuffer *out)
 {
     const struct proxy *p = a->proxy;
     const struct config *cfg = *a->cfgp;
     struct topology_capacity cap[CONFIG_MAX_INSTANCES];
-    for (size_t i = 0; i < cfg->ninstances; i++) topology_get_capacity(p, (int)i, &cap[i]);
+    struct topology_node *nodes[CONFIG_MAX_INSTANCES] = {0};
+    int nnodes[CONFIG_MAX_INSTANCES] = {0}, nrows = 0;
+    for (size_t i = 0; i < cfg->ninstances; i++) {
+        topology_get_capacity(p, (int)i, &cap[i]);
+        if (!cfg->instances[i].cluster) {
+            nrows += cap[i].valid;
+            continue;
+        }
+        nodes[i] = xmalloc(SLOTMAP_MAX_NODES * sizeof(*nodes[i]));
+        nnodes[i] = topology_get_nodes(p, (int)i, nodes[i], SLOTMAP_MAX_NODES);
+        nrows += nnodes[i];
+    }
+    struct cap_row *rows = xcalloc((size_t)nrows + 1, sizeof(*rows));
+    int n = 0;
+    for (size_t i = 0; i < cfg->ninstances; i++) {
+        if (!cfg->instances[i].cluster && cap[i].valid)
+            rows[n++] = (struct cap_row){cfg->instances[i].name, NULL, &cap[i]};
+        for (int k = 0; k < nnodes[i]; k++)
+            if (nodes[i][k].capacity.valid)
+                rows[n++] = (struct cap_row){cfg->instances[i].name, nodes[i][k].addr, &nodes[i][k].capacity};
+    }
     int64_t now_ms = clock_mono_ms();
 #define CAP_SERIES(metric, type, help, field)                                                                          \
     do {                                                                                                               \
         evbuffer_add_printf(out, "# HELP " metric " " help "\n# TYPE " metric " " type "\n");                          \
-        for (size_t i = 0; i < cfg->ninstances; i++)                                                                   \
-            if (cap[i].valid)                                                                                          \
-                evbuffer_add_printf(out, metric "{instance=\"%s\"} %llu\n", cfg->instances[i].name,                    \
-                                    (unsigned long long)cap[i].field);                                                 \
+        for (int r = 0; r < n; r++) {                                                                                  \
+            evbuffer_add_printf(out, metric "{");                                                                      \
+            cap_labels(out, &rows[r]);                                                                                 \
+            evbuffer_add_printf(out, "} %llu\n", (unsigned long long)rows[r].cap->field);                              \
+        }                                                                                                              \
     } while (0)
     CAP_SERIES("keygate_backend_used_memory_bytes", "gauge", "used_memory of the instance (its INFO)", used_memory);
     CAP_SERIES("keygate_backend_maxmemory_bytes", "gauge", "maxmemory of the instance (0: no limit)", maxmemory);
     evbuffer_add_printf(out, "# HELP keygate_backend_memory_headroom_ratio (maxmemory - used_memory) / maxmemory "
                              "(absent while maxmemory is 0)\n# TYPE keygate_backend_memory_headroom_ratio gauge\n");
-    for (size_t i = 0; i < cfg->ninstances; i++)
-        if (cap[i].valid && cap[i].maxmemory > 0)
-            evbuffer_add_printf(out, "keygate_backend_memory_headroom_ratio{instance=\"%s\"} %.6f\n",
-                                cfg->instances[i].name, topology_headroom(&cap[i]));
+    for (int r = 0; r < n; r++) {
+        if (rows[r].cap->maxmemory == 0) continue;
+        evbuffer_add_printf(out, "keygate_backend_memory_headroom_ratio{");
+        cap_labels(out, &rows[r]);
+        evbuffer_add_printf(out, "} %.6f\n", topology_headroom(rows[r].cap));
+    }
     CAP_SERIES("keygate_backend_evicted_keys_total", "counter", "evicted_keys of the instance (its INFO)",
                evicted_keys);
     CAP_SERIES("keygate_backend_expired_keys_total", "counter", "expired_keys of the instance (its INFO)",
@@ -209,16 +251,30 @@ static void admin_metrics_capacity(struct admin *a, struct evbuffer *out)
 #undef CAP_SERIES
     evbuffer_add_printf(out, "# HELP keygate_backend_role the instance's role (its INFO), as the role label\n"
                              "# TYPE keygate_backend_role gauge\n");
-    for (size_t i = 0; i < cfg->ninstances; i++)
-        if (cap[i].valid)
-            evbuffer_add_printf(out, "keygate_backend_role{instance=\"%s\",role=\"%s\"} 1\n", cfg->instances[i].name,
-                                cap[i].role[0] ? cap[i].role : "unknown");
+    for (int r = 0; r < n; r++) {
+        evbuffer_add_printf(out, "keygate_backend_role{");
+        cap_labels(out, &rows[r]);
+        evbuffer_add_printf(out, ",role=\"%s\"} 1\n", rows[r].cap->role[0] ? rows[r].cap->role : "unknown");
+    }
     evbuffer_add_printf(out, "# HELP keygate_backend_info_age_seconds seconds since the instance's INFO was last read\n"
                              "# TYPE keygate_backend_info_age_seconds gauge\n");
+    for (int r = 0; r < n; r++) {
+        evbuffer_add_printf(out, "keygate_backend_info_age_seconds{");
+        cap_labels(out, &rows[r]);
+        evbuffer_add_printf(out, "} %.3f\n", (double)(now_ms - rows[r].cap->read_ms) / 1000.0);
+    }
+    evbuffer_add_printf(out, "# HELP keygate_backend_node_up 1 when the INFO poller's last INFO of the cluster "
+                             "primary was read, 0 when it was unreachable or INFO failed\n"
+                             "# TYPE keygate_backend_node_up gauge\n");
     for (size_t i = 0; i < cfg->ninstances; i++)
-        if (cap[i].valid)
-            evbuffer_add_printf(out, "keygate_backend_info_age_seconds{instance=\"%s\"} %.3f\n", cfg->instances[i].name,
-                                (double)(now_ms - cap[i].read_ms) / 1000.0);
+        for (int k = 0; k < nnodes[i]; k++) {
+            struct cap_row row = {cfg->instances[i].name, nodes[i][k].addr, NULL};
+            evbuffer_add_printf(out, "keygate_backend_node_up{");
+            cap_labels(out, &row);
+            evbuffer_add_printf(out, "} %d\n", nodes[i][k].up);
+        }
+    free(rows);
+    for (size_t i = 0; i < cfg->ninstances; i++) free(nodes[i]);
     uint64_t rejected[CONFIG_MAX_INSTANCES] = {0};
     for (int w = 0; w < p->nworkers; w++)
         for (size_t i = 0; i < cfg->ninstances; i++)
@@ -238,31 +294,54 @@ static void admin_metrics_capacity(struct admin *a, struct evbuffer *out)
     bytebuf_free(&text);
 }
 
+/* One reading's /healthz capacity problems (see admin_health_capacity); `who` names the instance
+ * or the node. Returns how many lines were added. */
+static int health_capacity_of(const struct config *cfg, const char *who, const struct topology_capacity *cap,
+                              struct evbuffer *out)
+{
+    int n = 0;
+    double headroom = topology_headroom(cap);
+    if (headroom >= 0 && headroom * 100.0 < (double)cfg->durable_headroom_warn_pct) {
+        evbuffer_add_printf(out,
+                            "%s memory headroom is %.1f%% (used_memory %llu of maxmemory %llu), "
+                            "under durable-headroom-warn %d%%\n",
+                            who, headroom * 100.0, (unsigned long long)cap->used_memory,
+                            (unsigned long long)cap->maxmemory, cfg->durable_headroom_warn_pct);
+        n++;
+    }
+    if (cap->evicted_keys > 0) {
+        evbuffer_add_printf(out, "%s evicted %llu keys (evicted_keys): it must never evict\n", who,
+                            (unsigned long long)cap->evicted_keys);
+        n++;
+    }
+    return n;
+}
+
 /* /healthz's capacity problems: durable's headroom under durable-headroom-warn, or durable
- * having evicted a key. Returns how many lines were added. */
+ * having evicted a key. A cluster durable is judged per primary: every node under the
+ * threshold (so the worst one decides) or with evictions gets a line naming it. Returns how
+ * many lines were added. */
 static int admin_health_capacity(struct admin *a, struct evbuffer *out)
 {
     const struct config *cfg = *a->cfgp;
     int n = 0;
     for (size_t i = 0; i < cfg->ninstances; i++) {
         if (strcmp(cfg->instances[i].name, "durable") != 0) continue;
-        struct topology_capacity cap;
-        topology_get_capacity(a->proxy, (int)i, &cap);
-        if (!cap.valid) continue;
-        double headroom = topology_headroom(&cap);
-        if (headroom >= 0 && headroom * 100.0 < (double)cfg->durable_headroom_warn_pct) {
-            evbuffer_add_printf(out,
-                                "instance 'durable' memory headroom is %.1f%% (used_memory %llu of maxmemory %llu), "
-                                "under durable-headroom-warn %d%%\n",
-                                headroom * 100.0, (unsigned long long)cap.used_memory,
-                                (unsigned long long)cap.maxmemory, cfg->durable_headroom_warn_pct);
-            n++;
+        if (!cfg->instances[i].cluster) {
+            struct topology_capacity cap;
+            topology_get_capacity(a->proxy, (int)i, &cap);
+            if (cap.valid) n += health_capacity_of(cfg, "instance 'durable'", &cap, out);
+            continue;
         }
-        if (cap.evicted_keys > 0) {
-            evbuffer_add_printf(out, "instance 'durable' evicted %llu keys (evicted_keys): it must never evict\n",
-                                (unsigned long long)cap.evicted_keys);
-            n++;
+        struct topology_node *nodes = xmalloc(SLOTMAP_MAX_NODES * sizeof(*nodes));
+        int nn = topology_get_nodes(a->proxy, (int)i, nodes, SLOTMAP_MAX_NODES);
+        for (int k = 0; k < nn; k++) {
+            if (!nodes[k].capacity.valid) continue;
+            char who[64 + TOPOLOGY_NODE_ADDR_MAX];
+            snprintf(who, sizeof(who), "instance 'durable' node %s:", nodes[k].addr);
+            n += health_capacity_of(cfg, who, &nodes[k].capacity, out);
         }
+        free(nodes);
     }
     return n;
 }

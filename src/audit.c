@@ -12,7 +12,8 @@
 #include "syncconn.h"
 
 /*
- *  for each instance:  INFO keyspace -> db 0 + every db with keys
+ *  for each instance (a cluster: each of its primaries, syncconn_primaries; only db 0 exists there):
+ *                      INFO keyspace -> db 0 + every db with keys
  *   for each db:        SELECT db (db > 0)
  *                       SCAN c COUNT 1000 -> keys
  *                         -> db > 0?                            -> "outside db 0"
@@ -35,8 +36,11 @@ struct audit {
     unsigned long long limit;
     unsigned long long violations, by_kind[AUDIT_KINDS];
     unsigned long long scanned[CONFIG_MAX_INSTANCES];
-    unsigned long long unregistered; /* keys only the registry's default line takes (not violations) */
-    int db;                          /* the database being scanned: violations of db > 0 say so */
+    unsigned long long unregistered;     /* keys only the registry's default line takes (not violations) */
+    int db;                              /* the database being scanned: violations of db > 0 say so */
+    int primaries[CONFIG_MAX_INSTANCES]; /* a cluster instance: how many primaries it had */
+    const char *node;                    /* a cluster node being scanned ("host:port"): its violations say so */
+    char where[320];                     /* "instance 'NAME'" or "instance 'NAME' node HOST:PORT", for errors */
 };
 
 void audit_key_escape(FILE *out, const char *key, size_t len)
@@ -94,6 +98,7 @@ static void violation(struct audit *a, int inst, const char *key, size_t len, in
     vprintf(fmt, ap);
     va_end(ap);
     if (a->db != 0) printf(" (db %d)", a->db);
+    if (a->node) printf(" (node %s)", a->node);
     putchar('\n');
 }
 
@@ -136,7 +141,7 @@ static int check_ttls(struct audit *a, struct syncconn *c, int inst, redisReply 
             const struct namespace_entry *e = registry_resolve(a->cfg->registry, NS_KEY, k->str, (size_t)k->len);
             if (e) ttl_violation(a, inst, k, e, r->integer);
         } else {
-            fprintf(stderr, "keygate audit: instance '%s': PTTL: %s\n", a->cfg->instances[inst].name,
+            fprintf(stderr, "keygate audit: %s: PTTL: %s\n", a->where,
                     r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
             rc = -1;
         }
@@ -182,7 +187,7 @@ static int check_batch(struct audit *a, struct syncconn *c, int inst, redisReply
 /* SCAN the selected database of instance inst to its end. 0, or -1 on an error (printed). */
 static int audit_db(struct audit *a, struct syncconn *c, int inst)
 {
-    const char *name = a->cfg->instances[inst].name;
+    const char *name = a->where;
     char cursor[32] = "0";
     int rc = 0;
     do {
@@ -190,12 +195,12 @@ static int audit_db(struct audit *a, struct syncconn *c, int inst)
         size_t argvlen[4] = {4, strlen(cursor), 5, strlen(SCAN_COUNT)};
         redisReply *r = syncconn_command(c, 4, argv, argvlen);
         if (!r) {
-            fprintf(stderr, "keygate audit: instance '%s' db %d: SCAN: %s\n", name, a->db, syncconn_error(c));
+            fprintf(stderr, "keygate audit: %s db %d: SCAN: %s\n", name, a->db, syncconn_error(c));
             return -1;
         }
         if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
             r->element[0]->len >= sizeof(cursor) || r->element[1]->type != REDIS_REPLY_ARRAY) {
-            fprintf(stderr, "keygate audit: instance '%s' db %d: SCAN: %s\n", name, a->db,
+            fprintf(stderr, "keygate audit: %s db %d: SCAN: %s\n", name, a->db,
                     r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
             freeReplyObject(r);
             return -1;
@@ -203,14 +208,14 @@ static int audit_db(struct audit *a, struct syncconn *c, int inst)
         memcpy(cursor, r->element[0]->str, (size_t)r->element[0]->len + 1);
         rc = check_batch(a, c, inst, r->element[1]->element, r->element[1]->elements);
         if (rc != 0 && syncconn_error(c)[0])
-            fprintf(stderr, "keygate audit: instance '%s' db %d: %s\n", name, a->db, syncconn_error(c));
+            fprintf(stderr, "keygate audit: %s db %d: %s\n", name, a->db, syncconn_error(c));
         freeReplyObject(r);
     } while (rc == 0 && strcmp(cursor, "0") != 0);
     return rc;
 }
 
 /* SELECT db on c. 0, or -1 (printed). */
-static int select_db(struct syncconn *c, const char *inst_name, int db)
+static int select_db(struct syncconn *c, const char *where, int db)
 {
     char num[16];
     snprintf(num, sizeof(num), "%d", db);
@@ -219,7 +224,7 @@ static int select_db(struct syncconn *c, const char *inst_name, int db)
     redisReply *r = syncconn_command(c, 2, argv, argvlen);
     int ok = r && r->type == REDIS_REPLY_STATUS;
     if (!ok)
-        fprintf(stderr, "keygate audit: instance '%s': SELECT %d: %s\n", inst_name, db,
+        fprintf(stderr, "keygate audit: %s: SELECT %d: %s\n", where, db,
                 !r                             ? syncconn_error(c)
                 : r->type == REDIS_REPLY_ERROR ? r->str
                                                : "unexpected reply");
@@ -227,35 +232,39 @@ static int select_db(struct syncconn *c, const char *inst_name, int db)
     return ok ? 0 : -1;
 }
 
-/* Audit one instance: db 0, then every other database INFO keyspace lists with keys.
- * 0, or -1 when it could not be reached, listed or scanned (printed). */
-static int audit_instance(struct audit *a, int inst)
+/* Audit one server of instance inst (the instance's address, or a cluster's primary): db 0, then
+ * every other database INFO keyspace lists with keys. 0, or -1 when it could not be reached,
+ * listed or scanned (printed). */
+static int audit_server(struct audit *a, int inst, const char *host, int port)
 {
     const struct instance_conf *ic = &a->cfg->instances[inst];
     char err[256];
-    struct syncconn *c = syncconn_open(ic, (int)a->cfg->connect_timeout_ms, err, sizeof(err));
+    struct syncconn *c = syncconn_open_node(ic, host, port, (int)a->cfg->connect_timeout_ms, NULL, err, sizeof(err));
     if (!c) {
-        fprintf(stderr, "keygate audit: instance '%s' (%s:%d): %s\n", ic->name, ic->host, ic->port, err);
+        if (a->node)
+            fprintf(stderr, "keygate audit: %s: %s\n", a->where, err);
+        else
+            fprintf(stderr, "keygate audit: instance '%s' (%s:%d): %s\n", ic->name, host, port, err);
         return -1;
     }
     const char *info_argv[2] = {"INFO", "keyspace"};
     size_t info_len[2] = {4, 8};
     redisReply *info = syncconn_command(c, 2, info_argv, info_len);
     if (!info) {
-        fprintf(stderr, "keygate audit: instance '%s': INFO keyspace: %s\n", ic->name, syncconn_error(c));
+        fprintf(stderr, "keygate audit: %s: INFO keyspace: %s\n", a->where, syncconn_error(c));
         syncconn_close(c);
         return -1;
     }
     int listed = info->type == REDIS_REPLY_STRING, rc = listed ? 0 : -1;
     if (!listed)
-        fprintf(stderr, "keygate audit: instance '%s': INFO keyspace: %s; only db 0 is audited\n", ic->name,
+        fprintf(stderr, "keygate audit: %s: INFO keyspace: %s; only db 0 is audited\n", a->where,
                 info->type == REDIS_REPLY_ERROR ? info->str : "unexpected reply");
     a->db = 0;
     if (audit_db(a, c, inst) != 0) rc = -1;
     for (int db = rc == 0 ? audit_keyspace_next(info->str, 0) : -1; db > 0 && rc == 0;
          db = audit_keyspace_next(info->str, db)) {
         a->db = db;
-        if (select_db(c, ic->name, db) != 0 || audit_db(a, c, inst) != 0) rc = -1;
+        if (select_db(c, a->where, db) != 0 || audit_db(a, c, inst) != 0) rc = -1;
     }
     a->db = 0;
     freeReplyObject(info);
@@ -263,12 +272,43 @@ static int audit_instance(struct audit *a, int inst)
     return rc;
 }
 
+/* Audit instance inst: its server, or every primary of a cluster (the cluster's slot map from
+ * the first seed that answers; a primary that cannot be audited leaves the others audited).
+ * 0, or -1 when any part could not be audited (printed). */
+static int audit_instance(struct audit *a, int inst)
+{
+    const struct instance_conf *ic = &a->cfg->instances[inst];
+    snprintf(a->where, sizeof(a->where), "instance '%s'", ic->name);
+    if (!ic->cluster) return audit_server(a, inst, ic->host, ic->port);
+    struct slotmap_node *nodes = xmalloc(SLOTMAP_MAX_NODES * sizeof(*nodes));
+    char err[400];
+    int n = syncconn_primaries(ic, (int)a->cfg->connect_timeout_ms, NULL, nodes, SLOTMAP_MAX_NODES, err, sizeof(err));
+    if (n < 0) {
+        fprintf(stderr, "keygate audit: instance '%s' (a cluster): %s\n", ic->name, err);
+        free(nodes);
+        return -1;
+    }
+    a->primaries[inst] = n;
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        char node[SLOTMAP_HOST_MAX + 8];
+        snprintf(node, sizeof(node), "%s:%d", nodes[i].host, nodes[i].port);
+        a->node = node;
+        snprintf(a->where, sizeof(a->where), "instance '%s' node %s", ic->name, node);
+        if (audit_server(a, inst, nodes[i].host, nodes[i].port) != 0) rc = -1;
+    }
+    a->node = NULL;
+    free(nodes);
+    return rc;
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: keygate audit -c FILE [--limit N]\n"
-            "  SCAN every database of every instance; print INSTANCE KEY PROBLEM per key that\n"
-            "  breaks the registry (keys outside db 0 included)\n"
+            "  SCAN every database of every instance (every primary of a cluster); print\n"
+            "  INSTANCE KEY PROBLEM per key that breaks the registry (keys outside db 0 included;\n"
+            "  a cluster's lines end in (node HOST:PORT))\n"
             "  --limit N   print at most N violations (default %d; all are counted)\n"
             "  exit 0 clean, 1 violations found, 2 config or connection errors\n",
             DEFAULT_LIMIT);
@@ -317,7 +357,11 @@ int audit_main(int argc, char **argv)
 
     printf("audit:");
     for (size_t i = 0; i < cfg->ninstances; i++)
-        printf(" %s %llu keys%s", cfg->instances[i].name, a.scanned[i], i + 1 < cfg->ninstances ? "," : ";");
+        if (cfg->instances[i].cluster)
+            printf(" %s %llu keys (%d primaries)%s", cfg->instances[i].name, a.scanned[i], a.primaries[i],
+                   i + 1 < cfg->ninstances ? "," : ";");
+        else
+            printf(" %s %llu keys%s", cfg->instances[i].name, a.scanned[i], i + 1 < cfg->ninstances ? "," : ";");
     printf(" %llu violations", a.violations);
     if (a.violations) {
         const char *sep = " (";

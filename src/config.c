@@ -676,6 +676,26 @@ static void config_enforce_apply(struct cfg_ctx *ctx)
     registry_set_enforce(c->registry, c->enforce == ENFORCE_REPORT ? ENFORCE_REPORT : ENFORCE_ON);
 }
 
+/* The near cache on a cluster instance is not supported (its stream reader, fills and invalidation
+ * XADDs assume one server): a near-cache= line whose instance is a cluster is an error at that line
+ * of the registry (config_load and every reload run it, so a SIGHUP cannot bring one in). */
+static void config_near_cache_cluster_check(struct config *c, struct diag *errs)
+{
+    if (!c->registry) return;
+    for (size_t i = 0; i < c->registry->count; i++) {
+        const struct namespace_entry *e = registry_entry(c->registry, i);
+        if (!e || e->near_cache_ms <= 0 || e->instance < 0 || (size_t)e->instance >= c->ninstances) continue;
+        const struct instance_conf *ic = &c->instances[e->instance];
+        if (!ic->cluster) continue;
+        char d[32];
+        duration_format(e->near_cache_ms, d, sizeof(d));
+        diag_add(errs, c->registry->path, e->line,
+                 "namespace '%s' has near-cache=%s, but instance '%s' is a Redis Cluster (%s:%d): the near cache is "
+                 "not supported on a cluster instance",
+                 e->prefix, d, ic->name, c->path, ic->line);
+    }
+}
+
 struct config *config_load(const char *path, struct diag *errs)
 {
     struct config *c = xcalloc(1, sizeof *c);
@@ -740,6 +760,7 @@ struct config *config_load(const char *path, struct diag *errs)
     if (c->registry_path && c->ninstances > 0)
         c->registry = registry_load(c->registry_path, c->instance_names, c->ninstances, errs);
     config_enforce_apply(&ctx);
+    config_near_cache_cluster_check(c, errs);
 
     if (errs->count > errs_before) {
         config_free(c);

@@ -130,11 +130,14 @@ static int sampler_depth(struct syncconn *c, redisReply **keys, const size_t *id
     return 0;
 }
 
-/* One pass over instance inst into t. 0 when the SCAN reached its end, 1 when stopped, -1 on
- * an error (why in err). */
-static int sampler_scan(struct sampler *s, int inst, struct tally *t, char *err, size_t errlen)
+/* One pass over the server host:port of instance inst (its address, or a cluster's primary) into
+ * t (added to what t holds). 0 when the SCAN reached its end, 1 when stopped, -1 on an error (why
+ * in err). */
+static int sampler_scan(struct sampler *s, int inst, const char *host, int port, struct tally *t, char *err,
+                        size_t errlen)
 {
-    struct syncconn *c = syncconn_open_stoppable(&s->instances[inst], (int)s->connect_timeout_ms, s->halt, err, errlen);
+    struct syncconn *c =
+        syncconn_open_node(&s->instances[inst], host, port, (int)s->connect_timeout_ms, s->halt, err, errlen);
     if (!c) return -1;
     char cursor[32] = "0";
     int rc = 0;
@@ -178,6 +181,24 @@ static int sampler_scan(struct sampler *s, int inst, struct tally *t, char *err,
         if (rc == 0 && strcmp(cursor, "0") != 0 && sampler_sleep_until(s, clock_mono_ms() + SAMPLER_PAUSE_MS)) rc = 1;
     } while (rc == 0 && strcmp(cursor, "0") != 0);
     syncconn_close(c);
+    return rc;
+}
+
+/* One pass over instance inst into t: its server, or every primary of a cluster (the slot map from
+ * the first seed that answers), the counts summed. As sampler_scan; a cluster's errors name the node. */
+static int sampler_scan_instance(struct sampler *s, int inst, struct tally *t, char *err, size_t errlen)
+{
+    const struct instance_conf *ic = &s->instances[inst];
+    if (!ic->cluster) return sampler_scan(s, inst, ic->host, ic->port, t, err, errlen);
+    struct slotmap_node *nodes = xmalloc(SLOTMAP_MAX_NODES * sizeof(*nodes));
+    int n = syncconn_primaries(ic, (int)s->connect_timeout_ms, s->halt, nodes, SLOTMAP_MAX_NODES, err, errlen);
+    int rc = n < 0 ? -1 : 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        char why[256] = "";
+        rc = sampler_scan(s, inst, nodes[i].host, nodes[i].port, t, why, sizeof(why));
+        if (rc < 0) snprintf(err, errlen, "node %s:%d: %s", nodes[i].host, nodes[i].port, why);
+    }
+    free(nodes);
     return rc;
 }
 
@@ -226,7 +247,7 @@ static void *sampler_run(void *arg)
             memset(t, 0, sizeof(*t));
             char err[256] = "";
             int64_t inst_started = clock_mono_ms();
-            int rc = sampler_scan(s, (int)i, t, err, sizeof(err));
+            int rc = sampler_scan_instance(s, (int)i, t, err, sizeof(err));
             if (rc == 1) {
                 stopped = 1;
             } else if (rc == 0) {
@@ -249,17 +270,140 @@ static void *sampler_run(void *arg)
     return NULL;
 }
 
+/* The INFO poller's view of one primary of a cluster instance. */
+struct poll_node {
+    struct slotmap_node at;
+    struct syncconn *c;                        /* kept open; NULL: opened at the next round */
+    struct topology_node node;                 /* addr, up, last capacity reading */
+    char problems[TOPOLOGY_NODE_PROBLEMS_MAX]; /* its lines of the last round that judged it */
+};
+
+/* ... and of a cluster instance: its primaries as the last slot map that could be read listed them. */
+struct poll_cluster {
+    struct poll_node *nodes; /* SLOTMAP_MAX_NODES */
+    int n;
+};
+
+/* pc's primaries become list[0..n): the nodes still listed keep their connection and last result. */
+static void poll_cluster_adopt(struct poll_cluster *pc, const struct slotmap_node *list, int n)
+{
+    struct poll_node *next = xcalloc(SLOTMAP_MAX_NODES, sizeof(*next));
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < pc->n; k++) {
+            if (pc->nodes[k].at.port != list[i].port || strcmp(pc->nodes[k].at.host, list[i].host) != 0) continue;
+            next[i] = pc->nodes[k];
+            pc->nodes[k].c = NULL; /* moved */
+            break;
+        }
+        next[i].at = list[i];
+        snprintf(next[i].node.addr, sizeof(next[i].node.addr), "%s:%d", list[i].host, list[i].port);
+    }
+    for (int k = 0; k < pc->n; k++) syncconn_close(pc->nodes[k].c); /* nodes no longer primaries */
+    free(pc->nodes);
+    pc->nodes = next;
+    pc->n = n;
+}
+
+/* Append the whole lines of text to out[0..len) (NUL-terminated) while they fit. */
+static void lines_append(char *out, size_t len, const char *text)
+{
+    size_t used = strlen(out);
+    for (const char *line = text; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t n = end ? (size_t)(end - line) + 1 : strlen(line);
+        if (used + n + 1 > len) return;
+        memcpy(out + used, line, n);
+        used += n;
+        out[used] = '\0';
+        line += n;
+    }
+}
+
+/*
+ * One round of the INFO poller over cluster instance inst: the primaries from the slot map (the
+ * first seed that answers; when none does, the last known list, and a problem line), then INFO
+ * on a connection of its own to each (kept open): the guard's checks per node (topology_check_node),
+ * its capacity, an unreachable node or a failed INFO as a problem naming the node. Recorded
+ * with topology_record_cluster. Returns 1 when a node was loading (asked again a second later).
+ */
+static int poll_cluster_round(struct sampler *s, int inst, struct poll_cluster *pc)
+{
+    const struct instance_conf *ic = &s->instances[inst];
+    const char *name = s->instance_names[inst];
+    char *problems = xmalloc(TOPOLOGY_PROBLEMS_MAX);
+    problems[0] = '\0';
+    struct slotmap_node *list = xmalloc(SLOTMAP_MAX_NODES * sizeof(*list));
+    char err[400];
+    int n = syncconn_primaries(ic, (int)s->connect_timeout_ms, s->halt, list, SLOTMAP_MAX_NODES, err, sizeof(err));
+    if (n >= 0) {
+        poll_cluster_adopt(pc, list, n);
+    } else {
+        char line[600];
+        snprintf(line, sizeof(line), "instance '%s' slot map unreadable: %s\n", name, err);
+        lines_append(problems, TOPOLOGY_PROBLEMS_MAX, line);
+    }
+    free(list);
+    int loading = 0;
+    for (int i = 0; i < pc->n; i++) {
+        struct poll_node *pn = &pc->nodes[i];
+        if (!pn->c)
+            pn->c =
+                syncconn_open_node(ic, pn->at.host, pn->at.port, (int)s->connect_timeout_ms, s->halt, err, sizeof(err));
+        if (!pn->c) {
+            pn->node.up = 0;
+            snprintf(pn->problems, sizeof(pn->problems), "instance '%s' node %s: unreachable (%s)\n", name,
+                     pn->node.addr, err);
+        } else {
+            const char *argv[1] = {"INFO"};
+            size_t argvlen[1] = {4};
+            redisReply *r = syncconn_command(pn->c, 1, argv, argvlen);
+            if (r && r->type == REDIS_REPLY_STRING) {
+                pn->node.up = 1;
+                if (topology_info_loading(r->str)) {
+                    loading = 1; /* not judged: its last result stands */
+                } else {
+                    struct topology_capacity cap;
+                    topology_check_node(name, pn->node.addr, r->str, pn->problems, sizeof(pn->problems));
+                    if (topology_parse_capacity(r->str, &cap) == 0) {
+                        cap.read_ms = clock_mono_ms();
+                        pn->node.capacity = cap;
+                    }
+                }
+            } else { /* an error or a lost connection: a new one next time */
+                pn->node.up = 0;
+                snprintf(pn->problems, sizeof(pn->problems), "instance '%s' node %s: INFO failed (%s)\n", name,
+                         pn->node.addr,
+                         !r                             ? syncconn_error(pn->c)
+                         : r->type == REDIS_REPLY_ERROR ? r->str
+                                                        : "not a bulk string");
+                syncconn_close(pn->c);
+                pn->c = NULL;
+            }
+            if (r) freeReplyObject(r);
+        }
+        lines_append(problems, TOPOLOGY_PROBLEMS_MAX, pn->problems);
+    }
+    struct topology_node *nodes = xmalloc(SLOTMAP_MAX_NODES * sizeof(*nodes));
+    for (int i = 0; i < pc->n; i++) nodes[i] = pc->nodes[i].node;
+    topology_record_cluster(s->proxy, inst, nodes, pc->n, problems);
+    free(nodes);
+    free(problems);
+    return loading;
+}
+
 /*
  * The INFO poller: every backend-info-interval, INFO on a connection of its own per instance
  * (kept open, opened again after an error) for the topology guard and the capacity gauges
- * (topology_on_info_text). Not on the shared connections: an INFO in flight there holds the
- * next batch of client requests for a round trip, and a later request of another client on
- * another connection could reach Redis first (test_proxy's arrival-order test saw it).
+ * (topology_on_info_text); a cluster instance's, on one per primary (poll_cluster_round). Not
+ * on the shared connections: an INFO in flight there holds the next batch of client requests
+ * for a round trip, and a later request of another client on another connection could reach
+ * Redis first (test_proxy's arrival-order test saw it).
  */
 static void *sampler_poll(void *arg)
 {
     struct sampler *s = arg;
     struct syncconn *conns[CONFIG_MAX_INSTANCES] = {0};
+    struct poll_cluster clusters[CONFIG_MAX_INSTANCES] = {0};
     int64_t next = clock_mono_ms();
     for (;;) {
         if (sampler_sleep_until(s, next)) break;
@@ -269,6 +413,10 @@ static void *sampler_poll(void *arg)
         int64_t started = clock_mono_ms();
         int loading = 0;
         for (size_t i = 0; i < s->ninstances; i++) {
+            if (s->instances[i].cluster) {
+                loading |= poll_cluster_round(s, (int)i, &clusters[i]);
+                continue;
+            }
             if (!conns[i]) {
                 char err[256] = "";
                 conns[i] =
@@ -289,8 +437,11 @@ static void *sampler_poll(void *arg)
         /* a loading instance is asked again a second later, as the workers' guard does */
         next = started + (loading && interval > 1000 ? 1000 : interval);
     }
-    for (size_t i = 0; i < s->ninstances; i++)
+    for (size_t i = 0; i < s->ninstances; i++) {
         if (conns[i]) syncconn_close(conns[i]);
+        poll_cluster_adopt(&clusters[i], NULL, 0);
+        free(clusters[i].nodes);
+    }
     return NULL;
 }
 

@@ -11,13 +11,15 @@ struct proxy;
 #include "util.h"
 
 /*
- *  every namespace-scan-interval, one pass, instance after instance, on its own connection
- *  (syncconn: TLS, AUTH, as `keygate audit` connects):
+ *  every namespace-scan-interval, one pass, instance after instance (a cluster: primary after
+ *  primary, the slot map from the first seed that answers; the counts summed), on its own
+ *  connection (syncconn: TLS, AUTH, as `keygate audit` connects):
  *    SCAN cursor COUNT SAMPLER_SCAN_COUNT      (then a SAMPLER_PAUSE_MS pause: rate-limited)
  *      key -> registry_lookup -> its namespace, when that lives on this instance: keys + 1
  *      key of a `depth` namespace -> TYPE (pipelined) -> list/stream/zset: LLEN/XLEN/ZCARD
  *                                    (pipelined) -> depth + length
- *    until the cursor is 0: the instance's counts replace its previous ones
+ *    until the cursor is 0 (on every primary of a cluster): the instance's counts replace its
+ *    previous ones; a pass that fails anywhere keeps them
  */
 #define SAMPLER_SCAN_COUNT "1000"
 #define SAMPLER_PAUSE_MS 50 /* between SCAN calls: at most ~20,000 keys a second per instance */
@@ -26,8 +28,8 @@ struct sampler;
 
 /*
  * Start the background readers for cfg: the INFO poller (every backend-info-interval, INFO on
- * a connection of its own per instance: the topology guard and the capacity gauges, see
- * sampler.c) and, when namespace-scan-interval is > 0, the namespace sampler (its first pass
+ * a connection of its own per instance, per primary of a cluster instance: the topology guard
+ * and the capacity gauges, see sampler.c) and, when namespace-scan-interval is > 0, the namespace sampler (its first pass
  * begins at once). They keep their own copies of the instances and of the registry (read
  * again from cfg's registry file). p is the proxy the topology results are recorded for.
  * Returns NULL when they could not start (logged).

@@ -156,7 +156,7 @@ static int tcp_connect(struct syncconn *c, const char *host, int port, int timeo
     return 0;
 }
 
-static int tls_handshake(struct syncconn *c, const struct instance_conf *ic)
+static int tls_handshake(struct syncconn *c, const struct instance_conf *ic, const char *host)
 {
     char err[300];
     c->ctx = tls_instance_ctx(ic, err, sizeof(err));
@@ -169,7 +169,7 @@ static int tls_handshake(struct syncconn *c, const struct instance_conf *ic)
         set_err(c, "SSL_new failed");
         return -1;
     }
-    if (tls_instance_expect_name(c->ssl, ic, ic->host) != 0 || !SSL_set_fd(c->ssl, c->fd)) {
+    if (tls_instance_expect_name(c->ssl, ic, host) != 0 || !SSL_set_fd(c->ssl, c->fd)) {
         set_err(c, "TLS set-up failed");
         return -1;
     }
@@ -197,6 +197,12 @@ struct syncconn *syncconn_open(const struct instance_conf *ic, int timeout_ms, c
 struct syncconn *syncconn_open_stoppable(const struct instance_conf *ic, int timeout_ms, struct syncconn_stop *st,
                                          char *err, size_t errlen)
 {
+    return syncconn_open_node(ic, ic->host, ic->port, timeout_ms, st, err, errlen);
+}
+
+struct syncconn *syncconn_open_node(const struct instance_conf *ic, const char *host, int port, int timeout_ms,
+                                    struct syncconn_stop *st, char *err, size_t errlen)
+{
     struct syncconn *c = xcalloc(1, sizeof(*c));
     c->fd = -1;
     c->reader = redisReaderCreate();
@@ -214,7 +220,7 @@ struct syncconn *syncconn_open_stoppable(const struct instance_conf *ic, int tim
         }
         pthread_mutex_unlock(&st->lock);
     }
-    if (rc == 0) rc = tcp_connect(c, ic->host, ic->port, timeout_ms > 0 ? timeout_ms : 2000);
+    if (rc == 0) rc = tcp_connect(c, host, port, timeout_ms > 0 ? timeout_ms : 2000);
     if (rc == 0 && st) {
         /* a trip while connecting may not reach the socket (shutdown(2) of an unconnected one does
          * nothing): look again before the blocking handshake; a later trip shuts it down */
@@ -225,7 +231,7 @@ struct syncconn *syncconn_open_stoppable(const struct instance_conf *ic, int tim
         }
         pthread_mutex_unlock(&st->lock);
     }
-    if (rc == 0 && ic->tls) rc = tls_handshake(c, ic);
+    if (rc == 0 && ic->tls) rc = tls_handshake(c, ic, host);
     if (rc == 0 && ic->password) {
         /* AUTH password, or AUTH user password */
         const char *argv[3] = {"AUTH", ic->username ? ic->username : ic->password, ic->password};
@@ -245,6 +251,94 @@ struct syncconn *syncconn_open_stoppable(const struct instance_conf *ic, int tim
         return NULL;
     }
     return c;
+}
+
+void syncconn_reply_encode(const redisReply *r, struct bytebuf *out)
+{
+    char head[48];
+    int n;
+    switch (r->type) {
+    case REDIS_REPLY_STRING:
+        bytebuf_add_bulk(out, r->str, r->len);
+        return;
+    case REDIS_REPLY_ARRAY:
+        n = snprintf(head, sizeof(head), "*%zu\r\n", r->elements);
+        bytebuf_add(out, head, (size_t)n);
+        for (size_t i = 0; i < r->elements; i++) syncconn_reply_encode(r->element[i], out);
+        return;
+    case REDIS_REPLY_INTEGER:
+        n = snprintf(head, sizeof(head), ":%lld\r\n", r->integer);
+        bytebuf_add(out, head, (size_t)n);
+        return;
+    case REDIS_REPLY_STATUS:
+    case REDIS_REPLY_ERROR:
+        bytebuf_add(out, r->type == REDIS_REPLY_STATUS ? "+" : "-", 1);
+        bytebuf_add(out, r->str, r->len);
+        bytebuf_add(out, STR_AND_LEN("\r\n"));
+        return;
+    default: /* REDIS_REPLY_NIL */
+        bytebuf_add(out, STR_AND_LEN("$-1\r\n"));
+        return;
+    }
+}
+
+int syncconn_primaries_from_slots(const redisReply *r, const char *asked_host, struct slotmap_node *out, int max,
+                                  char *err, size_t errlen)
+{
+    struct bytebuf raw = {0};
+    syncconn_reply_encode(r, &raw);
+    struct slotmap *m = xmalloc(sizeof(*m));
+    int n = -1;
+    if (slotmap_parse_slots(m, raw.p, raw.len, asked_host, err, errlen) == 0) {
+        unsigned char owns[SLOTMAP_MAX_NODES] = {0};
+        for (unsigned slot = 0; slot < SLOTMAP_SLOTS; slot++) {
+            int o = slotmap_owner(m, slot);
+            if (o >= 0) owns[o] = 1;
+        }
+        n = 0;
+        for (int i = 0; i < m->nnodes && n < max; i++)
+            if (owns[i]) out[n++] = m->nodes[i];
+        if (n == 0) {
+            snprintf(err, errlen, "CLUSTER SLOTS: no slot is served");
+            n = -1;
+        }
+    }
+    free(m);
+    bytebuf_free(&raw);
+    return n;
+}
+
+int syncconn_primaries(const struct instance_conf *ic, int timeout_ms, struct syncconn_stop *st,
+                       struct slotmap_node *out, int max, char *err, size_t errlen)
+{
+    if (!ic->cluster) {
+        if (max < 1) return 0;
+        snprintf(out[0].host, sizeof(out[0].host), "%s", ic->host);
+        out[0].port = ic->port;
+        return 1;
+    }
+    int n = -1;
+    snprintf(err, errlen, "no seed node");
+    for (int i = 0; i < ic->nseeds && n < 0; i++) {
+        char why[300];
+        struct syncconn *c =
+            syncconn_open_node(ic, ic->seed_host[i], ic->seed_port[i], timeout_ms, st, why, sizeof(why));
+        if (c) {
+            const char *argv[2] = {"CLUSTER", "SLOTS"};
+            size_t argvlen[2] = {7, 5};
+            redisReply *r = syncconn_command(c, 2, argv, argvlen);
+            if (!r)
+                snprintf(why, sizeof(why), "CLUSTER SLOTS: %s", syncconn_error(c));
+            else
+                n = syncconn_primaries_from_slots(r, ic->seed_host[i], out, max, why, sizeof(why));
+            if (r) freeReplyObject(r);
+            syncconn_close(c);
+        }
+        if (n < 0)
+            snprintf(err, errlen, "no seed gave the slot map (seed %s:%d: %s)", ic->seed_host[i], ic->seed_port[i],
+                     why);
+    }
+    return n;
 }
 
 int syncconn_append(struct syncconn *c, int argc, const char **argv, const size_t *argvlen)

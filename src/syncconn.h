@@ -7,6 +7,7 @@
 #include <hiredis/hiredis.h>
 
 #include "config.h"
+#include "slotmap.h"
 #include "util.h"
 
 struct syncconn;
@@ -40,6 +41,35 @@ void syncconn_stop_free(struct syncconn_stop *st);
 /* syncconn_open with a stop (NULL: none). Fails, saying so, once st was tripped. */
 struct syncconn *syncconn_open_stoppable(const struct instance_conf *ic, int timeout_ms, struct syncconn_stop *st,
                                          char *err, size_t errlen) KG_MUST_CHECK;
+
+/* syncconn_open_stoppable to host:port (a cluster node) instead of the instance's address, with
+ * the instance's options: TLS (the certificate must carry server-name=, or host when there is
+ * none), client certificate, AUTH. */
+struct syncconn *syncconn_open_node(const struct instance_conf *ic, const char *host, int port, int timeout_ms,
+                                    struct syncconn_stop *st, char *err, size_t errlen) KG_MUST_CHECK;
+
+/*
+ * The servers a background reader walks for an instance, into out[0..max): a single-server
+ * instance is its own address (returns 1, no I/O); for a cluster, the seeds are asked in turn
+ * (syncconn_open_node, CLUSTER SLOTS) until one answers, and its primaries, the nodes owning at
+ * least one slot, are listed in the order the reply names them (syncconn_primaries_from_slots).
+ * Returns how many, or -1 with err saying why (no seed reachable or answering: the last seed's
+ * reason). st as syncconn_open_stoppable.
+ */
+int syncconn_primaries(const struct instance_conf *ic, int timeout_ms, struct syncconn_stop *st,
+                       struct slotmap_node *out, int max, char *err, size_t errlen) KG_MUST_CHECK;
+
+/*
+ * Pure: the primaries (nodes owning >= 1 slot) of a parsed CLUSTER SLOTS reply r (slotmap_parse_slots
+ * on its RESP2 bytes, syncconn_reply_encode), asked of asked_host (a node whose endpoint Redis does
+ * not know is that address), in the order the reply names them, into out[0..max). Returns how
+ * many (at most max), or -1 with err (an error reply, a malformed one, no slot served).
+ */
+int syncconn_primaries_from_slots(const redisReply *r, const char *asked_host, struct slotmap_node *out, int max,
+                                  char *err, size_t errlen) KG_MUST_CHECK;
+
+/* Pure: append r as RESP2 bytes (what the server sent, for the parsers that read bytes: slotmap). */
+void syncconn_reply_encode(const redisReply *r, struct bytebuf *out);
 
 /* Queue one command (formatted with redisFormatCommandArgv); sent by the next flush. */
 int syncconn_append(struct syncconn *c, int argc, const char **argv, const size_t *argvlen) KG_MUST_CHECK;

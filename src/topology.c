@@ -69,44 +69,58 @@ static int policy_evicts(const char *policy)
            strcmp(policy, "allkeys-random") == 0 || strncmp(policy, STR_AND_LEN("volatile-")) == 0;
 }
 
-int topology_check(const char *name, const char *info, char *problems, size_t len)
+/* The checks; every line starts with who: "instance 'cache'" or "instance 'cache' node H:P:". */
+static int topology_check_as(const char *name, const char *who, const char *info, char *problems, size_t len)
 {
     struct problem_buf pb = {.buf = problems, .len = len};
     if (len > 0) problems[0] = '\0';
     char version[64], policy[64], maxmem[32];
 
     if (info_field(info, "redis_version", version, sizeof(version)) != 0) {
-        problem_add(&pb, "instance '%s' INFO has no redis_version", name);
+        problem_add(&pb, "%s INFO has no redis_version", who);
     } else {
         int major = atoi(version);
-        if (major < 7) problem_add(&pb, "instance '%s' runs Redis %s, must be 7.0 or newer", name, version);
+        if (major < 7) problem_add(&pb, "%s runs Redis %s, must be 7.0 or newer", who, version);
     }
 
     if (strcmp(name, "durable") == 0) {
         char aof[16];
         if (info_field(info, "maxmemory_policy", policy, sizeof(policy)) != 0)
-            problem_add(&pb, "instance '%s' INFO has no maxmemory_policy", name);
+            problem_add(&pb, "%s INFO has no maxmemory_policy", who);
         else if (strcmp(policy, "noeviction") != 0)
-            problem_add(&pb, "instance '%s' maxmemory-policy is %s, must be noeviction", name, policy);
+            problem_add(&pb, "%s maxmemory-policy is %s, must be noeviction", who, policy);
         if (info_field(info, "aof_enabled", aof, sizeof(aof)) != 0)
-            problem_add(&pb, "instance '%s' INFO has no aof_enabled", name);
+            problem_add(&pb, "%s INFO has no aof_enabled", who);
         else if (strcmp(aof, "1") != 0)
-            problem_add(&pb, "instance '%s' has AOF off (aof_enabled:%s), must be appendonly yes", name, aof);
+            problem_add(&pb, "%s has AOF off (aof_enabled:%s), must be appendonly yes", who, aof);
     } else if (strcmp(name, "cache") == 0) {
         if (info_field(info, "maxmemory", maxmem, sizeof(maxmem)) != 0)
-            problem_add(&pb, "instance '%s' INFO has no maxmemory", name);
+            problem_add(&pb, "%s INFO has no maxmemory", who);
         else if (strtoull(maxmem, NULL, 10) == 0)
-            problem_add(&pb, "instance '%s' has no maxmemory (maxmemory:%s), must have a limit to evict under", name,
-                        maxmem);
+            problem_add(&pb, "%s has no maxmemory (maxmemory:%s), must have a limit to evict under", who, maxmem);
         if (info_field(info, "maxmemory_policy", policy, sizeof(policy)) != 0)
-            problem_add(&pb, "instance '%s' INFO has no maxmemory_policy", name);
+            problem_add(&pb, "%s INFO has no maxmemory_policy", who);
         else if (!policy_evicts(policy))
             problem_add(&pb,
-                        "instance '%s' maxmemory-policy is %s, must evict (allkeys-lru, allkeys-lfu, "
+                        "%s maxmemory-policy is %s, must evict (allkeys-lru, allkeys-lfu, "
                         "allkeys-random or volatile-*)",
-                        name, policy);
+                        who, policy);
     }
     return pb.count;
+}
+
+int topology_check(const char *name, const char *info, char *problems, size_t len)
+{
+    char who[160];
+    snprintf(who, sizeof(who), "instance '%s'", name);
+    return topology_check_as(name, who, info, problems, len);
+}
+
+int topology_check_node(const char *name, const char *addr, const char *info, char *problems, size_t len)
+{
+    char who[160 + TOPOLOGY_NODE_ADDR_MAX];
+    snprintf(who, sizeof(who), "instance '%s' node %s:", name, addr);
+    return topology_check_as(name, who, info, problems, len);
 }
 
 /* The capacity fields: INFO name -> where it goes (a u64, or a flag set when the value is `flag_value`). */
@@ -165,6 +179,9 @@ struct topology_slot {
     int checked;
     char problems[TOPOLOGY_PROBLEMS_MAX];
     struct topology_capacity capacity;
+    struct topology_node *nodes; /* a cluster instance: its primaries (SLOTMAP_MAX_NODES, allocated at
+                                    its first round; kept for the process's life) */
+    int nnodes;
 };
 
 static pthread_mutex_t topology_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -216,6 +233,32 @@ static void topology_record_capacity(int instance, const struct topology_capacit
     pthread_mutex_unlock(&topology_lock);
 }
 
+void topology_record_cluster(struct proxy *p, int instance, const struct topology_node *nodes, int n,
+                             const char *problems)
+{
+    if (instance < 0 || instance >= CONFIG_MAX_INSTANCES) return;
+    if (n > SLOTMAP_MAX_NODES) n = SLOTMAP_MAX_NODES;
+    pthread_mutex_lock(&topology_lock);
+    struct topology_slot *s = &topology_slots[instance];
+    if (!s->nodes) s->nodes = xcalloc(SLOTMAP_MAX_NODES, sizeof(*s->nodes));
+    if (n > 0) memcpy(s->nodes, nodes, (size_t)n * sizeof(*nodes));
+    s->nnodes = n;
+    pthread_mutex_unlock(&topology_lock);
+    topology_record(p, instance, problems);
+}
+
+int topology_get_nodes(const struct proxy *p, int instance, struct topology_node *out, int max)
+{
+    (void)p;
+    if (instance < 0 || instance >= CONFIG_MAX_INSTANCES) return 0;
+    pthread_mutex_lock(&topology_lock);
+    const struct topology_slot *s = &topology_slots[instance];
+    int n = s->nnodes < max ? s->nnodes : max;
+    if (n > 0) memcpy(out, s->nodes, (size_t)n * sizeof(*out));
+    pthread_mutex_unlock(&topology_lock);
+    return n;
+}
+
 void topology_get_capacity(const struct proxy *p, int instance, struct topology_capacity *out)
 {
     (void)p;
@@ -226,10 +269,14 @@ void topology_get_capacity(const struct proxy *p, int instance, struct topology_
     pthread_mutex_unlock(&topology_lock);
 }
 
+int topology_info_loading(const char *text)
+{
+    return strncmp(text, "loading:1", 9) == 0 || strstr(text, "\nloading:1") != NULL;
+}
+
 int topology_on_info_text(struct proxy *p, int instance, const char *name, const char *text)
 {
-    if (strncmp(text, "loading:1", 9) == 0 || strstr(text, "\nloading:1") != NULL)
-        return 1; /* its fields are not final yet: asked again */
+    if (topology_info_loading(text)) return 1; /* its fields are not final yet: asked again */
     char problems[TOPOLOGY_PROBLEMS_MAX];
     topology_check(name, text, problems, sizeof(problems));
     struct topology_capacity cap;
@@ -249,7 +296,12 @@ int topology_on_info_reply(struct proxy *p, int instance, const char *name, cons
             char *text = xmalloc(blen + 1);
             memcpy(text, reply + hdr, blen);
             text[blen] = '\0';
-            int loading = topology_on_info_text(p, instance, name, text);
+            char cluster[8];
+            /* a cluster node's: which node is not known here; the INFO poller checks each by name */
+            int loading =
+                info_field(text, "cluster_enabled", cluster, sizeof(cluster)) == 0 && strcmp(cluster, "1") == 0
+                    ? 0
+                    : topology_on_info_text(p, instance, name, text);
             free(text);
             return loading;
         }
@@ -280,6 +332,7 @@ int topology_get(const struct proxy *p, int instance, char *buf, size_t len)
 void topology_reset(void)
 {
     pthread_mutex_lock(&topology_lock);
+    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) free(topology_slots[i].nodes);
     memset(topology_slots, 0, sizeof(topology_slots));
     pthread_mutex_unlock(&topology_lock);
 }

@@ -5,12 +5,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "slotmap.h"
 #include "util.h"
 
 struct proxy;
 
-/* Room for one instance's problem lines; longer lists are cut at a line boundary. */
-#define TOPOLOGY_PROBLEMS_MAX 1024
+/* Room for one instance's problem lines (a cluster's: every node's); longer lists are cut at a
+ * line boundary. */
+#define TOPOLOGY_PROBLEMS_MAX 4096
+/* Room for one cluster node's problem lines. */
+#define TOPOLOGY_NODE_PROBLEMS_MAX 1024
+/* "host:port" of a cluster node (SLOTMAP_HOST_MAX - 1 bytes of host, ':', 5 digits, NUL) */
+#define TOPOLOGY_NODE_ADDR_MAX (SLOTMAP_HOST_MAX + 8)
 
 /*
  * Check one instance's `INFO` reply text (the bulk string's contents, "field:value"
@@ -25,6 +31,10 @@ struct proxy;
  * are (also those that did not fit). Pure: no I/O, no state.
  */
 int topology_check(const char *instance_name, const char *info_text, char *problems, size_t len);
+
+/* topology_check for one node (addr "host:port") of a cluster instance: its role's rules, each
+ * line naming the node ("instance 'cache' node 127.0.0.1:7001: maxmemory-policy is ..."). Pure. */
+int topology_check_node(const char *instance_name, const char *addr, const char *info_text, char *problems, size_t len);
 
 /*
  * Record the result of the latest check of `instance` (config index): `problems` as
@@ -42,7 +52,9 @@ void topology_record(struct proxy *p, int instance, const char *problems);
  * non-bulk reply is recorded as a problem ("instance 'cache' INFO failed: NOPERM ...").
  * Returns 1, recording nothing, when the instance is still loading its data (`loading:1`:
  * Redis then reports aof_enabled:0 and other fields it has not read yet): the caller asks
- * again later. Else 0.
+ * again later. Else 0. An INFO saying `cluster_enabled:1` (a node of a cluster instance: the
+ * hook does not say which) records nothing: the INFO poller checks every primary of a
+ * cluster, naming each (topology_record_cluster).
  */
 int topology_on_info_reply(struct proxy *p, int instance, const char *name, const char *reply, size_t len);
 
@@ -52,6 +64,10 @@ int topology_on_info_reply(struct proxy *p, int instance, const char *name, cons
  * recording nothing, while the instance is loading; else 0.
  */
 int topology_on_info_text(struct proxy *p, int instance, const char *name, const char *text);
+
+/* Does INFO text say the server is still loading its data (`loading:1`)? Its fields are then not
+ * final (aof_enabled:0 whatever the config): not judged, asked again. Pure. */
+int topology_info_loading(const char *text);
 
 /*
  * Copy the recorded problems of `instance` into buf[0..len) ("" when none or not yet
@@ -88,8 +104,29 @@ int topology_parse_capacity(const char *info_text, struct topology_capacity *out
  * limit; -1 when there is no limit (maxmemory 0). Pure. */
 double topology_headroom(const struct topology_capacity *c);
 
-/* The last capacity reading of `instance` (valid 0 when none yet). Any thread. */
+/* The last capacity reading of `instance` (valid 0 when none yet; always 0 for a cluster
+ * instance, whose readings are per node: topology_get_nodes). Any thread. */
 void topology_get_capacity(const struct proxy *p, int instance, struct topology_capacity *out);
+
+/* One primary of a cluster instance as the INFO poller last read it. */
+struct topology_node {
+    char addr[TOPOLOGY_NODE_ADDR_MAX]; /* "host:port", as CLUSTER SLOTS names it */
+    int up;                            /* 1 when its last INFO was read; 0: unreachable or INFO failed */
+    struct topology_capacity capacity; /* its last reading (valid 0 before a first one) */
+};
+
+/*
+ * Record the INFO poller's round over cluster instance `instance`: its primaries nodes[0..n)
+ * (n <= SLOTMAP_MAX_NODES; they replace the previous list) and `problems`, the lines of every
+ * node (each naming it) and of the slot map, "" when none: the instance's topology result
+ * (topology_get, /healthz, keygate_topology_ok), logged as topology_record logs. Any thread.
+ */
+void topology_record_cluster(struct proxy *p, int instance, const struct topology_node *nodes, int n,
+                             const char *problems);
+
+/* Copy the primaries recorded for cluster instance `instance` into out[0..max); returns how many
+ * (0 for a single-server instance or before a first round). Any thread. */
+int topology_get_nodes(const struct proxy *p, int instance, struct topology_node *out, int max);
 
 /* Forget every recorded result (tests). */
 void topology_reset(void);

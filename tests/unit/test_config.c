@@ -540,6 +540,43 @@ START_TEST(cluster_instance)
 }
 END_TEST
 
+/* The near cache on a cluster instance is not supported: --check (config_load) refuses a near-cache=
+ * namespace whose instance is a cluster, at its registry line; the same namespace on a single
+ * server, and a cluster instance without near-cache= namespaces, load. */
+START_TEST(near_cache_on_cluster_refused)
+{
+    write_file("nc-registry.conf",
+               "namespace q: instance=durable ttl=none owner=queues\n"
+               "namespace keygate: instance=cache ttl=none owner=keygate\n"
+               "namespace users: instance=cache ttl=none near-cache=60s owner=api\n",
+               0644);
+    struct diag d;
+    ck_assert_ptr_null(load("listen 127.0.0.1:6400\n"
+                            "registry nc-registry.conf\n"
+                            "instance durable 127.0.0.1:6401 plain\n"
+                            "instance cache cluster 127.0.0.1:7001,127.0.0.1:7002 plain\n",
+                            &d));
+    ck_assert_uint_eq(d.count, 1);
+    char reg[160], want[512];
+    snprintf(reg, sizeof reg, "%s/nc-registry.conf", dir);
+    snprintf(want, sizeof want,
+             "%s:3: namespace 'users:' has near-cache=1m, but instance 'cache' is a Redis Cluster (%s:4): the near "
+             "cache is not supported on a cluster instance",
+             reg, conf_path);
+    ck_assert_str_eq(d.lines[0], want);
+    diag_free(&d);
+
+    struct config *c = load("listen 127.0.0.1:6400\n"
+                            "registry nc-registry.conf\n"
+                            "instance durable cluster 127.0.0.1:7001 plain\n"
+                            "instance cache 127.0.0.1:6402 plain\n",
+                            &d);
+    ck_assert_msg(c != NULL, "%s", d.count ? d.lines[0] : "?");
+    config_free(c);
+    diag_free(&d);
+}
+END_TEST
+
 START_TEST(error_password_files)
 {
     char want[256];
@@ -693,6 +730,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, error_instance_forms);
     tcase_add_test(tc, error_password_files);
     tcase_add_test(tc, cluster_instance);
+    tcase_add_test(tc, near_cache_on_cluster_refused);
     tcase_add_test(tc, error_user_forms);
     tcase_add_test(tc, error_required_directives_at_line_0);
     tcase_add_test(tc, error_unterminated_quote);

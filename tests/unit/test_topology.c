@@ -229,6 +229,70 @@ START_TEST(capacity_recorded_by_the_info_hook)
 }
 END_TEST
 
+/* a cluster's node: the rules of its instance's role, each line naming the node */
+START_TEST(node_check_names_the_node)
+{
+    char text[1024], problems[TOPOLOGY_PROBLEMS_MAX];
+    info(text, sizeof(text), "7.0.15", "67108864", "noeviction", "0");
+    ck_assert_int_eq(topology_check_node("cache", "127.0.0.1:7001", text, problems, sizeof(problems)), 1);
+    ck_assert_str_eq(problems, "instance 'cache' node 127.0.0.1:7001: maxmemory-policy is noeviction, must evict "
+                               "(allkeys-lru, allkeys-lfu, allkeys-random or volatile-*)\n");
+    info(text, sizeof(text), "6.2.0", "0", "allkeys-lru", "0");
+    ck_assert_int_eq(topology_check_node("durable", "::1:7002", text, problems, sizeof(problems)), 3);
+    ck_assert_str_eq(problems,
+                     "instance 'durable' node ::1:7002: runs Redis 6.2.0, must be 7.0 or newer\n"
+                     "instance 'durable' node ::1:7002: maxmemory-policy is allkeys-lru, must be noeviction\n"
+                     "instance 'durable' node ::1:7002: has AOF off (aof_enabled:0), must be appendonly yes\n");
+    info(text, sizeof(text), "7.0.15", "67108864", "allkeys-lfu", "0");
+    ck_assert_int_eq(topology_check_node("cache", "h:1", text, problems, sizeof(problems)), 0);
+    ck_assert_str_eq(problems, "");
+}
+END_TEST
+
+/* a cluster instance's round: its nodes and problems recorded together; a later round replaces
+ * the list; the workers' connect-time INFO of a cluster node (cluster_enabled:1) records nothing */
+START_TEST(cluster_round_recorded)
+{
+    topology_reset();
+    struct topology_node nodes[3] = {{.addr = "127.0.0.1:7001", .up = 1}, {.addr = "127.0.0.1:7002", .up = 0}};
+    nodes[0].capacity.valid = 1;
+    nodes[0].capacity.maxmemory = 1000;
+    topology_record_cluster(NULL, 1, nodes, 2, "instance 'cache' node 127.0.0.1:7002: unreachable (refused)\n");
+    struct topology_node out[SLOTMAP_MAX_NODES];
+    ck_assert_int_eq(topology_get_nodes(NULL, 1, out, SLOTMAP_MAX_NODES), 2);
+    ck_assert_str_eq(out[0].addr, "127.0.0.1:7001");
+    ck_assert_int_eq(out[0].up, 1);
+    ck_assert_uint_eq(out[0].capacity.maxmemory, 1000);
+    ck_assert_int_eq(out[1].up, 0);
+    ck_assert_int_eq(topology_get_nodes(NULL, 1, out, 1), 1);
+    ck_assert_int_eq(topology_get_nodes(NULL, 0, out, SLOTMAP_MAX_NODES), 0); /* a single server: none */
+    char buf[TOPOLOGY_PROBLEMS_MAX];
+    ck_assert_int_eq(topology_get(NULL, 1, buf, sizeof(buf)), 1);
+    ck_assert_str_eq(buf, "instance 'cache' node 127.0.0.1:7002: unreachable (refused)\n");
+
+    /* a connect-time INFO of some node of the cluster: neither its problems nor its capacity land */
+    char framed[512];
+    size_t n = bulk(framed, sizeof(framed),
+                    "# Server\r\nredis_version:7.0.15\r\n# Memory\r\nused_memory:5\r\nmaxmemory:0\r\n"
+                    "maxmemory_policy:noeviction\r\n# Cluster\r\ncluster_enabled:1\r\n");
+    ck_assert_int_eq(topology_on_info_reply(NULL, 1, "cache", framed, n), 0);
+    ck_assert_int_eq(topology_get(NULL, 1, buf, sizeof(buf)), 1);
+    ck_assert_str_eq(buf, "instance 'cache' node 127.0.0.1:7002: unreachable (refused)\n");
+    struct topology_capacity c;
+    topology_get_capacity(NULL, 1, &c);
+    ck_assert_int_eq(c.valid, 0);
+
+    topology_record_cluster(NULL, 1, nodes + 1, 1, "");
+    ck_assert_int_eq(topology_get_nodes(NULL, 1, out, SLOTMAP_MAX_NODES), 1);
+    ck_assert_str_eq(out[0].addr, "127.0.0.1:7002");
+    ck_assert_int_eq(topology_get(NULL, 1, buf, sizeof(buf)), 1);
+    ck_assert_str_eq(buf, "");
+    ck_assert_int_eq(topology_info_loading("redis_version:7.0.15\r\nloading:1\r\n"), 1);
+    ck_assert_int_eq(topology_info_loading("loading:0\r\n"), 0);
+    topology_reset();
+}
+END_TEST
+
 static Suite *topology_suite(void)
 {
     Suite *s = suite_create("topology");
@@ -244,6 +308,8 @@ static Suite *topology_suite(void)
     tcase_add_test(tc, capacity_from_real_info);
     tcase_add_test(tc, capacity_edges);
     tcase_add_test(tc, capacity_recorded_by_the_info_hook);
+    tcase_add_test(tc, node_check_names_the_node);
+    tcase_add_test(tc, cluster_round_recorded);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,465 @@
+/* test_cluster_ops.c: the background readers on a Redis Cluster instance: `keygate audit` SCANs every primary, the namespace sampler sums them, the INFO poller's capacity gauges and topology guard are per node. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "cluster_harness.h"
+#include "harness.h"
+#include "slotmap.h"
+
+/*
+ * One cluster (3 primaries + 3 replicas) and one harness (its durable and cache servers and
+ * keygate) per test case, started in the unchecked setup. Each test runs keygate with
+ * `instance cache cluster` over two of the cluster's nodes (durable stays the harness's server)
+ * and first brings the cluster's primaries to a known state (FLUSHALL, maxmemory and an evicting
+ * policy: what the guard wants of `cache`), so no test relies on another. Keys are planted
+ * directly on the primary that owns their slot.
+ */
+
+static struct cluster *C;
+static struct harness h;
+
+#define REGISTRY                                                                                                       \
+    "namespace q:      instance=durable ttl=none owner=queues\n"                                                       \
+    "namespace cache:  instance=cache   ttl=1h max-ttl=7d owner=cache\n"                                               \
+    "namespace job:    instance=cache   ttl=none depth owner=jobs\n"
+
+static void setup(void)
+{
+    C = cluster_start();
+    ck_assert_msg(C != NULL, "cluster_start: %s", cluster_last_error());
+    struct harness_opts o = {.registry_text = REGISTRY, .admin = 1};
+    ck_assert_msg(harness_start(&h, &o) == 0, "%s", h.error);
+}
+
+static void teardown(void)
+{
+    harness_stop(&h);
+    cluster_stop(C);
+    C = NULL;
+}
+
+/* The primaries (node indexes) and every slot's owner, as the cluster answers now. */
+static int P[CLUSTER_NODES], NP;
+static int owners[CLUSTER_SLOTS];
+
+static redisContext *node(int i)
+{
+    redisContext *c = cluster_connect(C, i);
+    ck_assert_msg(c != NULL, "node %d (port %d) does not answer", i, C->nodes[i].plain_port);
+    return c;
+}
+
+/* The known state: primaries read, every primary empty with maxmemory (100mb + k mb, a value
+ * per primary) and allkeys-lru. */
+static void cluster_prepare(void)
+{
+    NP = cluster_primaries(C, P);
+    ck_assert_msg(NP == 3, "primaries: %d (%s)", NP, cluster_last_error());
+    ck_assert_msg(cluster_slot_owners(C, P[0], owners) == 0, "%s", cluster_last_error());
+    for (int k = 0; k < NP; k++) {
+        redisContext *c = node(P[k]);
+        expect_status(cmd(c, "FLUSHALL"), "OK", "FLUSHALL");
+        char mm[32];
+        snprintf(mm, sizeof mm, "%d", (100 + k) * 1024 * 1024);
+        expect_status(cmd(c, "CONFIG SET maxmemory %s", mm), "OK", "CONFIG SET maxmemory");
+        expect_status(cmd(c, "CONFIG SET maxmemory-policy allkeys-lru"), "OK", "CONFIG SET maxmemory-policy");
+        redisFree(c);
+    }
+}
+
+/* "PREFIX{n}" for the first n whose slot primary P[k] owns, into buf. */
+static void key_on(char *buf, size_t len, const char *prefix, int k, int nth)
+{
+    for (int n = 0, found = 0; n < 100000; n++) {
+        snprintf(buf, len, "%s{%d}", prefix, n);
+        if (owners[slotmap_key_slot(buf, strlen(buf))] == P[k] && found++ == nth) return;
+    }
+    ck_abort_msg("no key of %s on primary %d", prefix, P[k]);
+}
+
+/* keygate with `instance cache cluster` (seeds: nodes 0 and 1 over TLS) and the lines extra. */
+static void keygate_on_cluster(const char *extra)
+{
+    static char inst[4 * PATH_MAX];
+    const struct harness_backend *d = &h.backends[0];
+    snprintf(inst, sizeof inst,
+             "instance durable 127.0.0.1:%d tls ca=%s/build/certs/ca.crt cert=%s/build/certs/client.crt "
+             "key=%s/build/certs/client.key server-name=localhost password-file=%s\n"
+             "instance cache cluster 127.0.0.1:%d,127.0.0.1:%d tls ca=%s/build/certs/ca.crt server-name=localhost "
+             "password-file=%s\n",
+             d->tls_port, h.root, h.root, h.root, d->pass_file, C->nodes[0].tls_port, C->nodes[1].tls_port, h.root,
+             C->pass_file);
+    struct harness_opts o = {.registry_text = REGISTRY, .extra_config = extra, .admin = 1, .instances_text = inst};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "keygate on the cluster: %s", h.error);
+}
+
+/* The value of the series written exactly as `series` (name and labels), -1 when absent. */
+static double series(const char *body, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = body; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == body || p[-1] == '\n') && p[n] == ' ') return strtod(p + n + 1, NULL);
+    return -1;
+}
+
+static char *metrics(void)
+{
+    struct harness_http r = harness_admin_get(&h, "/metrics");
+    ck_assert_int_eq(r.status, 200);
+    return r.body;
+}
+
+/* `keygate audit -c` keygate's config: its exit code, its output (stdout and stderr) in out. */
+static int audit_run(char *out, size_t len)
+{
+    const char *bin = getenv("KEYGATE_BIN") ? getenv("KEYGATE_BIN") : "build/keygate";
+    char path[PATH_MAX], sh[3 * PATH_MAX];
+    snprintf(path, sizeof path, "%s/audit.out", h.dir);
+    snprintf(sh, sizeof sh, "timeout 60 %s audit -c %s > %s 2>&1", bin, h.conf_file, path);
+    int rc = system(sh);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(out, 1, len - 1, f);
+    out[n] = '\0';
+    fclose(f);
+    ck_assert_msg(WIFEXITED(rc), "keygate audit did not exit (status %d): %s", rc, out);
+    return WEXITSTATUS(rc);
+}
+
+static void expect_line(const char *out, const char *line)
+{
+    char want[1024];
+    snprintf(want, sizeof want, "\n%s\n", line);
+    ck_assert_msg(strstr(out, want) != NULL || strncmp(out, want + 1, strlen(want + 1)) == 0,
+                  "no line '%s' in the audit's output:\n%s", line, out);
+}
+
+/* Keys planted on every primary, some breaking the registry, are all reported with their node,
+ * and counted once (the replicas hold them too but are not scanned): exit 1. The clean cluster:
+ * exit 0. */
+START_TEST(test_audit_scans_every_primary)
+{
+    cluster_prepare();
+    keygate_on_cluster(NULL);
+    char out[16384], key[64], line[512];
+    for (int k = 0; k < NP; k++) { /* a valid key on each primary */
+        redisContext *c = node(P[k]);
+        key_on(key, sizeof key, "cache:ok:", k, 0);
+        expect_status(cmd(c, "SET %s v EX 3600", key), "OK", "SET valid");
+        redisFree(c);
+    }
+    ck_assert_msg(audit_run(out, sizeof out) == 0, "a clean cluster: %s", out);
+    expect_line(out, "audit: durable 0 keys, cache 3 keys (3 primaries); 0 violations");
+
+    for (int k = 0; k < NP; k++) {
+        redisContext *c = node(P[k]);
+        key_on(key, sizeof key, "cache:nottl:", k, 0);
+        expect_status(cmd(c, "SET %s v", key), "OK", "SET no TTL");
+        key_on(key, sizeof key, "nope:", k, 0);
+        expect_status(cmd(c, "SET %s v", key), "OK", "SET no namespace");
+        key_on(key, sizeof key, "q:wrong:", k, 0);
+        expect_status(cmd(c, "SET %s v", key), "OK", "SET wrong instance");
+        key_on(key, sizeof key, "cache:long:", k, 0);
+        expect_status(cmd(c, "SET %s v EX 2592000", key), "OK", "SET above max-ttl");
+        redisFree(c);
+    }
+    ck_assert_msg(audit_run(out, sizeof out) == 1, "violations: %s", out);
+    for (int k = 0; k < NP; k++) {
+        int port = C->nodes[P[k]].tls_port;
+        key_on(key, sizeof key, "cache:nottl:", k, 0);
+        snprintf(line, sizeof line, "cache %s missing TTL: namespace 'cache:' requires ttl=1h (node 127.0.0.1:%d)", key,
+                 port);
+        expect_line(out, line);
+        key_on(key, sizeof key, "nope:", k, 0);
+        snprintf(line, sizeof line, "cache %s no namespace (node 127.0.0.1:%d)", key, port);
+        expect_line(out, line);
+        key_on(key, sizeof key, "q:wrong:", k, 0);
+        snprintf(line, sizeof line, "cache %s wrong instance: namespace 'q:' lives on 'durable' (node 127.0.0.1:%d)",
+                 key, port);
+        expect_line(out, line);
+        key_on(key, sizeof key, "cache:long:", k, 0);
+        snprintf(line, sizeof line, "\ncache %s TTL above max-ttl: ", key);
+        const char *at = strstr(out, line);
+        ck_assert_msg(at != NULL, "no '%s' line:\n%s", line + 1, out);
+        snprintf(line, sizeof line, "s left, namespace 'cache:' allows max-ttl=7d (node 127.0.0.1:%d)\n", port);
+        const char *end = strchr(at + 1, '\n');
+        ck_assert_msg(end && (size_t)(end + 1 - at) > strlen(line) &&
+                          strncmp(end + 1 - strlen(line), line, strlen(line)) == 0,
+                      "the TTL line of %s does not end in '%s':\n%s", key, line, out);
+    }
+    expect_line(out, "audit: durable 0 keys, cache 15 keys (3 primaries); 12 violations (no namespace 3, wrong "
+                     "instance 3, missing TTL 3, TTL above max-ttl 3)");
+}
+END_TEST
+
+/* Keys and queue depth per namespace: the sampler's count is the sum over every primary, equal
+ * to the keys counted directly on each. */
+START_TEST(test_sampler_sums_every_primary)
+{
+    cluster_prepare();
+    static const int counts[3] = {5, 7, 11}, lens[3] = {2, 3, 4};
+    char key[64];
+    for (int k = 0; k < NP; k++) {
+        redisContext *c = node(P[k]);
+        for (int i = 0; i < counts[k]; i++) {
+            key_on(key, sizeof key, "cache:s:", k, i);
+            expect_status(cmd(c, "SET %s v EX 3600", key), "OK", "SET");
+        }
+        key_on(key, sizeof key, "job:", k, 0);
+        for (int i = 0; i < lens[k]; i++) freeReplyObject(cmd(c, "RPUSH %s x", key));
+        redisFree(c);
+    }
+    long long direct = 0;
+    for (int k = 0; k < NP; k++) { /* counted directly: SCAN MATCH on each primary */
+        redisContext *c = node(P[k]);
+        char cursor[32] = "0";
+        do {
+            redisReply *r = cmd(c, "SCAN %s MATCH cache:* COUNT 100", cursor);
+            ck_assert_int_eq(r->type, REDIS_REPLY_ARRAY);
+            snprintf(cursor, sizeof cursor, "%s", r->element[0]->str);
+            direct += (long long)r->element[1]->elements;
+            freeReplyObject(r);
+        } while (strcmp(cursor, "0") != 0);
+        redisFree(c);
+    }
+    ck_assert_int_eq(direct, 5 + 7 + 11);
+
+    keygate_on_cluster("namespace-scan-interval 200ms\n");
+    const char *keys = "keygate_namespace_keys{namespace=\"cache:\",instance=\"cache\",owner=\"cache\"}";
+    const char *jobs = "keygate_namespace_keys{namespace=\"job:\",instance=\"cache\",owner=\"jobs\"}";
+    const char *depth = "keygate_namespace_depth{namespace=\"job:\",instance=\"cache\",owner=\"jobs\"}";
+    long long deadline = now_ms() + 15000;
+    for (;;) {
+        char *body = metrics();
+        double got = series(body, keys), gotj = series(body, jobs), gotd = series(body, depth);
+        if (got == (double)direct && gotj == 3 && gotd == 2 + 3 + 4) {
+            ck_assert_msg(series(body, "keygate_namespace_scan_age_seconds{instance=\"cache\"}") >= 0, "%s", body);
+            free(body);
+            break;
+        }
+        ck_assert_msg(now_ms() < deadline,
+                      "within 15 s (namespace-scan-interval 200ms) the sampler's keys of cache: are %g (want %lld, "
+                      "counted on the primaries), of job: %g (want 3), depth %g (want 9):\n%s",
+                      got, direct, gotj, gotd, body);
+        free(body);
+        sleep_ms(100);
+    }
+}
+END_TEST
+
+/* The primary's own INFO field, read directly. */
+static long long node_info(int i, const char *field)
+{
+    redisContext *c = node(i);
+    redisReply *r = cmd(c, "INFO everything");
+    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
+    char pat[64];
+    snprintf(pat, sizeof pat, "\r\n%s:", field);
+    const char *p = strstr(r->str, pat);
+    ck_assert_msg(p != NULL, "INFO of node %d has no %s", i, field);
+    long long v = strtoll(p + strlen(pat), NULL, 10);
+    freeReplyObject(r);
+    redisFree(c);
+    return v;
+}
+
+/* The capacity gauges carry node="host:port" per primary, with each node's own INFO values;
+ * the single-server durable keeps its unlabelled series; promtool accepts the text. */
+START_TEST(test_capacity_per_node)
+{
+    cluster_prepare();
+    keygate_on_cluster("backend-info-interval 200ms\n");
+    long long want[3];
+    for (int k = 0; k < NP; k++) want[k] = node_info(P[k], "maxmemory");
+    ck_assert_int_eq(want[0], 100LL * 1024 * 1024); /* the values differ per node */
+    ck_assert_int_eq(want[2], 102LL * 1024 * 1024);
+    long long deadline = now_ms() + 10000;
+    char *body = NULL, name[256];
+    for (;;) {
+        body = metrics();
+        int ok = 1;
+        for (int k = 0; k < NP; k++) {
+            snprintf(name, sizeof name, "keygate_backend_maxmemory_bytes{instance=\"cache\",node=\"127.0.0.1:%d\"}",
+                     C->nodes[P[k]].tls_port);
+            ok &= series(body, name) == (double)want[k];
+        }
+        if (ok) break;
+        ck_assert_msg(now_ms() < deadline, "no per-node maxmemory equal to the nodes' INFO within 10 s:\n%s", body);
+        free(body);
+        sleep_ms(100);
+    }
+    for (int k = 0; k < NP; k++) {
+        int port = C->nodes[P[k]].tls_port;
+        snprintf(name, sizeof name, "keygate_backend_role{instance=\"cache\",node=\"127.0.0.1:%d\",role=\"master\"}",
+                 port);
+        ck_assert_msg(series(body, name) == 1, "%s missing:\n%s", name, body);
+        snprintf(name, sizeof name, "keygate_backend_node_up{instance=\"cache\",node=\"127.0.0.1:%d\"}", port);
+        ck_assert_msg(series(body, name) == 1, "%s missing:\n%s", name, body);
+        snprintf(name, sizeof name, "keygate_backend_memory_headroom_ratio{instance=\"cache\",node=\"127.0.0.1:%d\"}",
+                 port);
+        ck_assert_msg(series(body, name) > 0, "%s missing:\n%s", name, body);
+    }
+    /* the replicas are not read; the cluster has no per-instance series; durable keeps its own */
+    int labelled = 0;
+    for (const char *p = body; (p = strstr(p, "\nkeygate_backend_used_memory_bytes{instance=\"cache\",node=")); p++)
+        labelled++;
+    ck_assert_msg(labelled == NP, "%d per-node used_memory series, want %d:\n%s", labelled, NP, body);
+    ck_assert_msg(series(body, "keygate_backend_maxmemory_bytes{instance=\"cache\"}") < 0, "%s", body);
+    ck_assert_msg(series(body, "keygate_backend_maxmemory_bytes{instance=\"durable\"}") >= 0, "%s", body);
+    ck_assert_msg(series(body, "keygate_topology_ok{instance=\"cache\"}") == 1, "%s", body);
+
+    char path[PATH_MAX], out[PATH_MAX], sh[3 * PATH_MAX];
+    snprintf(path, sizeof path, "%s/metrics.txt", h.dir);
+    snprintf(out, sizeof out, "%s/promtool.out", h.dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(body, f);
+    fclose(f);
+    free(body);
+    snprintf(sh, sizeof sh, "promtool check metrics < %s > %s 2>&1", path, out);
+    int rc = system(sh);
+    f = fopen(out, "r");
+    char text[8192] = "";
+    if (f) {
+        size_t n = fread(text, 1, sizeof text - 1, f);
+        text[n] = '\0';
+        fclose(f);
+    }
+    ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 0 && text[0] == '\0', "promtool (rc %d): %s", rc, text);
+}
+END_TEST
+
+/* /healthz until its body does (want 1) or does not (want 0) hold `line`; the body. */
+static char *healthz_until(const char *line, int want, int timeout_ms)
+{
+    long long deadline = now_ms() + timeout_ms;
+    for (;;) {
+        struct harness_http r = harness_admin_get(&h, "/healthz");
+        int has = strstr(r.body, line) != NULL;
+        if (has == want) return r.body;
+        ck_assert_msg(now_ms() < deadline, "/healthz (%d) %s '%s' after %d ms:\n%s", r.status,
+                      want ? "still lacks" : "still has", line, timeout_ms, r.body);
+        free(r.body);
+        sleep_ms(100);
+    }
+}
+
+/* A primary whose maxmemory-policy is changed to one the guard refuses for `cache` is named in
+ * /healthz and turns keygate_topology_ok to 0; set back, the line goes. */
+START_TEST(test_guard_names_the_node)
+{
+    cluster_prepare();
+    keygate_on_cluster("backend-info-interval 200ms\n");
+    int bad = P[1], port = C->nodes[bad].tls_port;
+    char line[512];
+    snprintf(line, sizeof line,
+             "instance 'cache' node 127.0.0.1:%d: maxmemory-policy is noeviction, must evict (allkeys-lru, "
+             "allkeys-lfu, allkeys-random or volatile-*)\n",
+             port);
+    char *body = healthz_until("instance 'cache' node", 0, 10000); /* every node as the guard wants */
+    free(body);
+    char *m = metrics();
+    ck_assert_msg(series(m, "keygate_topology_checked{instance=\"cache\"}") == 1 &&
+                      series(m, "keygate_topology_ok{instance=\"cache\"}") == 1,
+                  "%s", m);
+    free(m);
+
+    redisContext *c = node(bad);
+    expect_status(cmd(c, "CONFIG SET maxmemory-policy noeviction"), "OK", "CONFIG SET");
+    body = healthz_until(line, 1, 10000);
+    for (int k = 0; k < NP; k++) { /* only that node is named */
+        if (P[k] == bad) continue;
+        char other[64];
+        snprintf(other, sizeof other, "node 127.0.0.1:%d", C->nodes[P[k]].tls_port);
+        ck_assert_msg(strstr(body, other) == NULL, "%s named too:\n%s", other, body);
+    }
+    free(body);
+    m = metrics();
+    ck_assert_msg(series(m, "keygate_topology_ok{instance=\"cache\"}") == 0, "%s", m);
+    free(m);
+
+    expect_status(cmd(c, "CONFIG SET maxmemory-policy allkeys-lfu"), "OK", "CONFIG SET");
+    redisFree(c);
+    body = healthz_until("instance 'cache' node", 0, 10000);
+    free(body);
+    char *log = harness_keygate_log(&h);
+    ck_assert_ptr_nonnull(log);
+    snprintf(line, sizeof line, "topology: instance 'cache' node 127.0.0.1:%d: maxmemory-policy is noeviction", port);
+    ck_assert_msg(strstr(log, line) != NULL, "the log lacks '%s':\n%s", line, log);
+    free(log);
+}
+END_TEST
+
+/* A primary killed: before its replica takes over, the poller reports it unreachable (log, node_up
+ * 0 while it lasts); after the failover its series go and the promoted replica's come, with the
+ * guard clean again. */
+START_TEST(test_failover_moves_the_node_series)
+{
+    cluster_prepare();
+    /* the replicas get the guard's settings too: one is about to become a primary */
+    for (int i = 0; i < CLUSTER_NODES; i++) {
+        redisContext *c = node(i);
+        expect_status(cmd(c, "CONFIG SET maxmemory 100mb"), "OK", "CONFIG SET maxmemory");
+        expect_status(cmd(c, "CONFIG SET maxmemory-policy allkeys-lru"), "OK", "CONFIG SET maxmemory-policy");
+        redisFree(c);
+    }
+    keygate_on_cluster("backend-info-interval 200ms\n");
+    int victim = P[2], dead = C->nodes[victim].tls_port, promoted = -1;
+    char name[256];
+    snprintf(name, sizeof name, "keygate_backend_node_up{instance=\"cache\",node=\"127.0.0.1:%d\"}", dead);
+    long long deadline = now_ms() + 10000;
+    for (;;) { /* the poller has read the victim */
+        char *body = metrics();
+        int up = series(body, name) == 1;
+        free(body);
+        if (up) break;
+        ck_assert_msg(now_ms() < deadline, "no %s 1 within 10 s", name);
+        sleep_ms(100);
+    }
+    long long ms = 0;
+    ck_assert_msg(cluster_kill_primary(C, victim, 20000, &promoted, &ms) == 0, "%s", cluster_last_error());
+    char fresh[256];
+    snprintf(fresh, sizeof fresh, "keygate_backend_node_up{instance=\"cache\",node=\"127.0.0.1:%d\"}",
+             C->nodes[promoted].tls_port);
+    deadline = now_ms() + 10000;
+    for (;;) {
+        char *body = metrics();
+        int done = series(body, name) < 0 && series(body, fresh) == 1 &&
+                   series(body, "keygate_topology_ok{instance=\"cache\"}") == 1;
+        if (done) {
+            free(body);
+            break;
+        }
+        ck_assert_msg(now_ms() < deadline,
+                      "10 s after the failover (%lld ms) /metrics still has the killed primary or lacks node %d:\n%s",
+                      ms, promoted, body);
+        free(body);
+        sleep_ms(100);
+    }
+    char *log = harness_keygate_log(&h);
+    ck_assert_ptr_nonnull(log);
+    snprintf(name, sizeof name, "topology: instance 'cache' node 127.0.0.1:%d: unreachable (", dead);
+    ck_assert_msg(strstr(log, name) != NULL, "the log never said '%s' (failover took %lld ms):\n%s", name, ms, log);
+    free(log);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cluster_ops");
+    TCase *tc = harness_tcase(s, "ops", 90, setup, teardown);
+    harness_add_test(tc, test_audit_scans_every_primary);
+    harness_add_test(tc, test_sampler_sums_every_primary);
+    harness_add_test(tc, test_capacity_per_node);
+    harness_add_test(tc, test_guard_names_the_node);
+    /* a cluster of its own: the failover leaves it with a dead node */
+    TCase *tf = harness_tcase(s, "failover", 90, setup, teardown);
+    harness_add_test(tf, test_failover_moves_the_node_series);
+    int failed = harness_run(s);
+    int left = cluster_leftovers();
+    if (left) fprintf(stderr, "POST-CONDITION FAILED: %d redis-server(s) of this suite still run\n", left);
+    return failed == 0 && left == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
