@@ -445,7 +445,8 @@ struct load_thread {
     long long regressions;                /* lossy: INCRs answered below the count + 1 */
     long long nil_reads[16];              /* SET indexes of the first such nil GETs */
     long long errors, error_batches, errors_after_mark;
-    long long first_error_ms; /* since the load began */
+    long long first_error_ms;   /* since the load began */
+    long long error_sent_ms[2]; /* when the first two failed batches were sent, since the load began */
     char first_error[256];
 };
 
@@ -475,6 +476,7 @@ static void ld_error(struct load_thread *t, long long sent, int *batch_err, cons
                      const char *errstr)
 {
     t->errors++;
+    if (!*batch_err && t->error_batches < 2) t->error_sent_ms[t->error_batches] = sent - g_load_t0;
     if (!*batch_err) t->error_batches++;
     *batch_err = 1;
     long long mark = __atomic_load_n(&g_load_mark, __ATOMIC_ACQUIRE);
@@ -683,8 +685,11 @@ static struct load_sum load_sum(void)
         s.errors_after_mark += t->errors_after_mark;
         if (t->error_batches > s.max_error_batches) s.max_error_batches = t->error_batches;
         if (t->errors > 0)
-            fprintf(stderr, "  thread %d: %lld error(s) in %lld batch(es), the first at %lld ms: %s\n", k, t->errors,
-                    t->error_batches, t->first_error_ms, t->first_error);
+            fprintf(stderr,
+                    "  thread %d: %lld error(s) in %lld batch(es) sent at %lld ms%s%.0lld, the first answered at %lld "
+                    "ms: %s\n",
+                    k, t->errors, t->error_batches, t->error_sent_ms[0], t->error_batches > 1 ? " and " : "",
+                    t->error_batches > 1 ? t->error_sent_ms[1] : 0, t->first_error_ms, t->first_error);
     }
     return s;
 }
