@@ -1703,8 +1703,8 @@ int harness_pttl_is_missing(long long pttl)
     return pttl == -1;
 }
 
-static void check_key(struct scan_report *r, const struct registry *reg, const char *const *names, int inst, int db,
-                      const char *key, size_t len, long long pttl)
+static void check_key(struct scan_report *r, const struct registry *reg, const char *const *names, int inst,
+                      const char *where, int db, const char *key, size_t len, long long pttl)
 {
     if (pttl == -2) return; /* expired or deleted since SCAN */
     char why[512];
@@ -1731,15 +1731,16 @@ static void check_key(struct scan_report *r, const struct registry *reg, const c
     int p = planted_index(r, key, len);
     if (p >= 0) {
         if (r->skipped[p]++ == 0)
-            snprintf(r->first_skip[p], sizeof r->first_skip[p], "%s db%d %.200s: %.150s", names[inst], db, text, why);
+            snprintf(r->first_skip[p], sizeof r->first_skip[p], "%s db%d %.200s: %.150s", where, db, text, why);
         return;
     }
-    if (r->bad++ < r->max_keys) report_add(r, "  %s db%d %s: %s\n", names[inst], db, text, why);
+    if (r->bad++ < r->max_keys) report_add(r, "  %s db%d %s: %s\n", where, db, text, why);
 }
 
-/* SCAN the selected database of c; PTTL each batch in one pipeline. 0, or -1 (report says why). */
+/* SCAN the selected database of c (the server `where`, of instance inst); PTTL each batch in one
+ * pipeline. 0, or -1 (report says why). */
 static int scan_db(struct scan_report *r, redisContext *c, const struct registry *reg, const char *const *names,
-                   int inst, int db)
+                   int inst, const char *where, int db)
 {
     char cursor[32] = "0";
     do {
@@ -1747,7 +1748,7 @@ static int scan_db(struct scan_report *r, redisContext *c, const struct registry
         if (s == NULL || s->type != REDIS_REPLY_ARRAY || s->elements != 2 ||
             s->element[0]->type != REDIS_REPLY_STRING || s->element[0]->len >= sizeof cursor ||
             s->element[1]->type != REDIS_REPLY_ARRAY) {
-            report_add(r, "%s db%d: SCAN failed: %s\n", names[inst], db, s != NULL ? describe(s) : c->errstr);
+            report_add(r, "%s db%d: SCAN failed: %s\n", where, db, s != NULL ? describe(s) : c->errstr);
             freeReplyObject(s);
             return -1;
         }
@@ -1759,13 +1760,14 @@ static int scan_db(struct scan_report *r, redisContext *c, const struct registry
         for (size_t i = 0; i < keys->elements; i++) {
             redisReply *t = NULL;
             if (redisGetReply(c, (void **)&t) != REDIS_OK || t == NULL || t->type != REDIS_REPLY_INTEGER) {
-                report_add(r, "%s db%d: PTTL failed: %s\n", names[inst], db, t != NULL ? describe(t) : c->errstr);
+                report_add(r, "%s db%d: PTTL failed: %s\n", where, db, t != NULL ? describe(t) : c->errstr);
                 freeReplyObject(t);
                 rc = -1;
                 if (t == NULL) break; /* the connection is gone */
                 continue;
             }
-            if (rc == 0) check_key(r, reg, names, inst, db, keys->element[i]->str, keys->element[i]->len, t->integer);
+            if (rc == 0)
+                check_key(r, reg, names, inst, where, db, keys->element[i]->str, keys->element[i]->len, t->integer);
             freeReplyObject(t);
         }
         freeReplyObject(s);
@@ -1801,10 +1803,23 @@ static int scan_backend(struct scan_report *r, struct harness *h, const struct r
             rc = -1;
         }
         freeReplyObject(sel);
-        if (rc == 0) rc = scan_db(r, c, reg, names, inst, (int)db);
+        if (rc == 0) rc = scan_db(r, c, reg, names, inst, names[inst], (int)db);
     }
     redisFree(c);
     return rc;
+}
+
+/* The harness's registry file loaded with its instance names; NULL (report says why). */
+static struct registry *registry_of(struct harness *h, struct scan_report *r, const char *const *names)
+{
+    struct diag errs = {0};
+    struct registry *reg = registry_load(h->registry_file, names, 2, &errs);
+    if (reg == NULL) {
+        report_add(r, "cannot load the registry %s:\n", h->registry_file);
+        for (size_t i = 0; i < errs.count; i++) report_add(r, "  %s\n", errs.lines[i]);
+    }
+    diag_free(&errs);
+    return reg;
 }
 
 int harness_registry_violations(struct harness *h, const char *const *planted, int max_keys, char *report, size_t len)
@@ -1812,15 +1827,8 @@ int harness_registry_violations(struct harness *h, const char *const *planted, i
     struct scan_report r = {.buf = report, .len = len, .planted = planted, .max_keys = max_keys};
     if (len > 0) report[0] = '\0';
     const char *names[2] = {h->backends[0].name, h->backends[1].name};
-    struct diag errs = {0};
-    struct registry *reg = registry_load(h->registry_file, names, 2, &errs);
-    if (reg == NULL) {
-        report_add(&r, "cannot load the registry %s:\n", h->registry_file);
-        for (size_t i = 0; i < errs.count; i++) report_add(&r, "  %s\n", errs.lines[i]);
-        diag_free(&errs);
-        return -1;
-    }
-    diag_free(&errs);
+    struct registry *reg = registry_of(h, &r, names);
+    if (reg == NULL) return -1;
     int rc = 0;
     for (int i = 0; i < 2; i++)
         if (scan_backend(&r, h, reg, names, i) != 0) rc = -1;
@@ -1833,6 +1841,53 @@ int harness_registry_violations(struct harness *h, const char *const *planted, i
     return r.bad;
 }
 
+int harness_registry_violations_on(struct harness *h, const char *instance, const int *plain_ports, int nports,
+                                   const char *password, int max_keys, char *report, size_t len)
+{
+    struct scan_report r = {.buf = report, .len = len, .max_keys = max_keys};
+    if (len > 0) report[0] = '\0';
+    const char *names[2] = {h->backends[0].name, h->backends[1].name};
+    int inst = strcmp(instance, names[0]) == 0 ? 0 : strcmp(instance, names[1]) == 0 ? 1 : -1;
+    if (inst < 0 || nports <= 0) {
+        report_add(&r, "instance '%s' with %d server(s): nothing to scan\n", instance, nports);
+        return -1;
+    }
+    struct registry *reg = registry_of(h, &r, names);
+    if (reg == NULL) return -1;
+    int rc = 0;
+    for (int i = 0; i < nports; i++) {
+        char where[64];
+        snprintf(where, sizeof where, "%s 127.0.0.1:%d", instance, plain_ports[i]);
+        redisContext *c = connect_to(plain_ports[i], 2000, 10000);
+        redisReply *a = c != NULL ? redisCommand(c, "AUTH %s", password) : NULL;
+        if (a == NULL || a->type != REDIS_REPLY_STATUS) {
+            report_add(&r, "%s: cannot connect and AUTH: %s\n", where,
+                       a != NULL   ? describe(a)
+                       : c != NULL ? c->errstr
+                                   : "connect failed");
+            rc = -1;
+        } else if (scan_db(&r, c, reg, names, inst, where, 0) != 0) {
+            rc = -1;
+        }
+        freeReplyObject(a);
+        if (c != NULL) redisFree(c);
+    }
+    registry_free(reg);
+    if (rc != 0) return -1;
+    if (r.bad > max_keys) report_add(&r, "  ... and %d more\n", r.bad - max_keys);
+    return r.bad;
+}
+
+/* n keys broke the registry (-1: the check could not run), report listing them: a test's
+ * failure in a test, a suite failure in a teardown. */
+static void registry_assert(int n, const char *report)
+{
+    if (n == 0) return;
+    const char *what = n < 0 ? "could not run" : "keys that break the registry";
+    if (!g_in_teardown) ck_abort_msg("harness_check_registry: %s (%d):\n%s", what, n, report);
+    suite_failure("harness_check_registry: %s (%d):\n%s", what, n, report);
+}
+
 void harness_check_registry_except(struct harness *h, const char *const *planted)
 {
     size_t n_planted = 0;
@@ -1841,16 +1896,22 @@ void harness_check_registry_except(struct harness *h, const char *const *planted
     int n = n_planted > MAX_PLANTED
                 ? -1
                 : harness_registry_violations(h, planted, HARNESS_REPORT_KEYS, report, sizeof report);
-    if (n == 0) return;
     if (n_planted > MAX_PLANTED) snprintf(report, sizeof report, "more than %d planted patterns\n", MAX_PLANTED);
-    const char *what = n < 0 ? "could not run" : "keys that break the registry";
-    if (!g_in_teardown) ck_abort_msg("harness_check_registry: %s (%d):\n%s", what, n, report);
-    suite_failure("harness_check_registry: %s (%d):\n%s", what, n, report);
+    registry_assert(n, report);
 }
 
 void harness_check_registry(struct harness *h)
 {
     harness_check_registry_except(h, NULL);
+}
+
+void harness_check_registry_on(struct harness *h, const char *instance, const int *plain_ports, int nports,
+                               const char *password)
+{
+    char report[6144];
+    registry_assert(harness_registry_violations_on(h, instance, plain_ports, nports, password, HARNESS_REPORT_KEYS,
+                                                   report, sizeof report),
+                    report);
 }
 
 redisContext *harness_must_client(struct harness *h)

@@ -279,6 +279,19 @@ void harness_check_registry(struct harness *h);
  * stderr (count and first key), never silent. */
 void harness_check_registry_except(struct harness *h, const char *const *planted);
 
+/* The same check on servers outside the harness that keygate's instance `instance` ("durable" or
+ * "cache") runs on, such as a Redis Cluster's primaries: SCAN db 0 of each (plain port, AUTH
+ * password) directly; the keys are checked as on that backend (a ttl= namespace: PTTL in
+ * (0, max-ttl]; a namespace of the other instance: wrong instance), each listed with its
+ * server's port. Returns as harness_registry_violations (-1 also when nports is 0). */
+int harness_registry_violations_on(struct harness *h, const char *instance, const int *plain_ports, int nports,
+                                   const char *password, int max_keys, char *report, size_t len);
+
+/* The assertion of harness_registry_violations_on, failing as harness_check_registry does (in a
+ * test, or in a teardown as POST-CONDITION FAILED). */
+void harness_check_registry_on(struct harness *h, const char *instance, const int *plain_ports, int nports,
+                               const char *password);
+
 /* An HTTP answer of keygate's admin endpoint: its status and body (malloc'd, NUL-terminated). */
 struct harness_http {
     int status;

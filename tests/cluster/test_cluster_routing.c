@@ -1,0 +1,1275 @@
+/* test_cluster_routing.c: keygate in front of a live TLS Redis Cluster (3 primaries + 3 replicas): keys routed to their slot's node with their TTL, multi-key commands split or refused per slot, transactions on one slot, and zero client-visible errors through a reshard, a held migration (ASK), a failover and a slot moved back and forth; every check made on the nodes directly. */
+#include <check.h>
+#include <fnmatch.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster_harness.h"
+#include "harness.h"
+#include "slotmap.h"
+
+/*
+ * Each test case starts its own cluster and a keygate whose one instance, `cache`, is that
+ * cluster (seeds: nodes 0 and 1, over TLS). Registry: `c:` a TTL namespace (ttl=1h), `n:`
+ * counters without a TTL. The teardown checks that every key on every primary matches the
+ * registry (harness_check_registry_on), as the integration suites do on their backends.
+ */
+
+static struct cluster *C;
+static struct harness h;
+
+#define TTL_MS 3600000LL /* c:'s ttl=1h */
+
+static const char registry_text[] =
+    "namespace c: instance=cache ttl=1h max-ttl=1d owner=app purpose=\"TTL namespace on the cluster\"\n"
+    "namespace n: instance=cache ttl=none owner=app purpose=\"counters on the cluster\"\n";
+
+static void setup(void)
+{
+    long long t0 = now_ms();
+    C = cluster_start();
+    ck_assert_msg(C != NULL, "cluster_start: %s", cluster_last_error());
+    long long t1 = now_ms();
+    char instances[3 * PATH_MAX];
+    snprintf(instances, sizeof instances,
+             "instance cache cluster 127.0.0.1:%d,127.0.0.1:%d tls ca=%s/build/certs/ca.crt server-name=localhost "
+             "password-file=%s\n",
+             C->nodes[0].tls_port, C->nodes[1].tls_port, C->root, C->pass_file);
+    struct harness_opts o = {.registry_text = registry_text, .instances_text = instances};
+    ck_assert_msg(harness_start(&h, &o) == 0, "harness_start: %s", h.error);
+    fprintf(stderr, "cluster up in %lld ms, keygate in front of it in %lld ms\n", t1 - t0, now_ms() - t1);
+}
+
+/* The registry post-condition on every primary that runs (a promoted replica too), then the
+ * harness's own on its two backends (which keygate does not use here: nothing may be there). */
+static void teardown(void)
+{
+    int idx[CLUSTER_NODES], ports[CLUSTER_NODES];
+    int np = C != NULL ? cluster_primaries(C, idx) : -1;
+    for (int k = 0; k < np; k++) ports[k] = C->nodes[idx[k]].plain_port;
+    if (C != NULL) harness_check_registry_on(&h, "cache", ports, np > 0 ? np : 0, C->password);
+    harness_check_registry(&h);
+    harness_stop(&h);
+    cluster_stop(C);
+    C = NULL;
+}
+
+/* ---- helpers: nodes, slots, keygate's counters ---- */
+
+static redisContext *node(int i)
+{
+    redisContext *c = cluster_connect(C, i);
+    ck_assert_msg(c != NULL, "node %d (port %d) does not answer", i, C->nodes[i].plain_port);
+    return c;
+}
+
+/* A running node's index (the first). */
+static int any_running(void)
+{
+    for (int i = 0; i < CLUSTER_NODES; i++)
+        if (cluster_node_alive(C, i)) return i;
+    ck_abort_msg("no cluster node runs");
+    return -1;
+}
+
+/* Every slot's owner now, as CLUSTER SHARDS of a running node says. */
+static void owners_now(int owners[CLUSTER_SLOTS])
+{
+    ck_assert_msg(cluster_slot_owners(C, any_running(), owners) == 0, "%s", cluster_last_error());
+}
+
+/* The 3 primaries (node indexes, ascending). */
+static void primaries3(int p[CLUSTER_NODES])
+{
+    int n = cluster_primaries(C, p);
+    ck_assert_msg(n == 3, "%d primaries own slots, want 3: %s", n, cluster_last_error());
+}
+
+/* Slots of keys[0..n) as CLUSTER KEYSLOT of a running node answers (one pipeline). */
+static void keyslots(char *const *keys, int n, unsigned *slots)
+{
+    redisContext *c = node(any_running());
+    for (int k = 0; k < n; k++) redisAppendCommand(c, "CLUSTER KEYSLOT %s", keys[k]);
+    for (int k = 0; k < n; k++) {
+        redisReply *r = next_reply(c);
+        ck_assert_msg(r->type == REDIS_REPLY_INTEGER, "CLUSTER KEYSLOT %s: %s", keys[k], describe(r));
+        slots[k] = (unsigned)r->integer;
+        freeReplyObject(r);
+    }
+    redisFree(c);
+}
+
+/* One command `verb key` for each of keys[0..n), each sent directly to the primary owning the
+ * key's slot now (CLUSTER KEYSLOT, CLUSTER SHARDS), pipelined; out[k] its reply (the caller
+ * frees each). With asking, ASKING goes before each (a slot held mid-migration). */
+static void nodes_each(const char *verb, char *const *keys, int n, redisReply **out)
+{
+    static int owners[CLUSTER_SLOTS];
+    owners_now(owners);
+    unsigned *slots = malloc(sizeof *slots * (size_t)(n > 0 ? n : 1));
+    ck_assert(slots != NULL);
+    keyslots(keys, n, slots);
+    redisContext *conns[CLUSTER_NODES] = {0};
+    for (int k = 0; k < n; k++) {
+        int o = owners[slots[k]];
+        ck_assert_msg(o >= 0, "slot %u has no owner", slots[k]);
+        if (conns[o] == NULL) conns[o] = node(o);
+        redisAppendCommand(conns[o], "%s %s", verb, keys[k]);
+    }
+    for (int k = 0; k < n; k++) out[k] = next_reply(conns[owners[slots[k]]]);
+    for (int i = 0; i < CLUSTER_NODES; i++)
+        if (conns[i] != NULL) redisFree(conns[i]);
+    free(slots);
+}
+
+/* keygate's INFO stats counter `name` (through keygate); -1 when INFO has no such line. */
+static long long info_stat(redisContext *c, const char *name)
+{
+    redisReply *r = cmd(c, "INFO stats");
+    ck_assert_msg(r->type == REDIS_REPLY_STRING, "INFO stats: %s", describe(r));
+    char key[64];
+    snprintf(key, sizeof key, "\r\n%s:", name);
+    const char *at = strstr(r->str, key);
+    long long v = at ? atoll(at + strlen(key)) : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+struct cluster_stats {
+    long long redirects, retries, refreshes;
+};
+
+static struct cluster_stats stats_now(void)
+{
+    redisContext *c = harness_must_client(&h);
+    struct cluster_stats s = {info_stat(c, "cluster_redirects"), info_stat(c, "cluster_retries"),
+                              info_stat(c, "cluster_refreshes")};
+    redisFree(c);
+    ck_assert_msg(s.redirects >= 0 && s.retries >= 0 && s.refreshes >= 0,
+                  "INFO stats lacks cluster_redirects/_retries/_refreshes");
+    return s;
+}
+
+/* A key "<prefix>{tagN}<suffix>" (into key) whose slot, CLUSTER KEYSLOT says, is owned by
+ * primary `owner` (any owner: -1), other than the slots of avoid[0..navoid); *slot its slot. */
+static void key_on(int owner, const char *prefix, const char *suffix, const unsigned *avoid, int navoid, char *key,
+                   size_t len, unsigned *slot)
+{
+    static int owners[CLUSTER_SLOTS];
+    owners_now(owners);
+    static unsigned seq;
+    for (;;) {
+        char tag[32];
+        snprintf(tag, sizeof tag, "t%u", seq++);
+        unsigned s = slotmap_key_slot(tag, strlen(tag));
+        int taken = 0;
+        for (int k = 0; k < navoid; k++) taken |= avoid[k] == s;
+        if (taken || (owner >= 0 && owners[s] != owner)) continue;
+        snprintf(key, len, "%s{%s}%s", prefix, tag, suffix);
+        char *one[] = {key};
+        keyslots(one, 1, slot);
+        ck_assert_msg(*slot == s, "CLUSTER KEYSLOT %s = %u, crc16 of its tag %u", key, *slot, s);
+        return;
+    }
+}
+
+/* The PTTL of key (on its primary) is within (0, TTL_MS]. */
+static void expect_ttl_on_node(const char *key)
+{
+    char *keys[] = {(char *)key};
+    redisReply *r;
+    nodes_each("PTTL", keys, 1, &r);
+    ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer > 0 && r->integer <= TTL_MS,
+                  "%s: PTTL on its node %s, want (0, %lld]", key, describe(r), TTL_MS);
+    freeReplyObject(r);
+}
+
+/* GET key on its primary directly is the bulk `want` (NULL: the key does not exist). */
+static void expect_on_node(const char *key, const char *want)
+{
+    char *keys[] = {(char *)key};
+    redisReply *r;
+    nodes_each("GET", keys, 1, &r);
+    if (want == NULL)
+        expect_nil(r, key);
+    else
+        expect_bulk(r, want, key);
+}
+
+/* ---- 1. routing of 10,000 keys ---- */
+
+#define ROUTE_KEYS 10000
+
+START_TEST(test_routing_10000_keys_on_their_slot_node_with_ttl)
+{
+    static char *keys[ROUTE_KEYS];
+    static unsigned slots[ROUTE_KEYS];
+    static int owners[CLUSTER_SLOTS];
+    for (int k = 0; k < ROUTE_KEYS; k++) ck_assert(asprintf(&keys[k], "c:route:%d", k) > 0);
+
+    redisContext *kg = harness_must_client(&h);
+    long long t0 = now_ms();
+    for (int k = 0; k < ROUTE_KEYS; k++) redisAppendCommand(kg, "SET %s v%d", keys[k], k);
+    for (int k = 0; k < ROUTE_KEYS; k++) expect_status(next_reply(kg), "OK", keys[k]);
+    long long t_set = now_ms() - t0;
+
+    keyslots(keys, ROUTE_KEYS, slots);
+    owners_now(owners);
+    int p[CLUSTER_NODES];
+    primaries3(p);
+    int want[CLUSTER_NODES] = {0};
+    for (int k = 0; k < ROUTE_KEYS; k++) want[owners[slots[k]]]++;
+    /* each key on its slot's owner (EXISTS there), with its TTL; each primary holds exactly the
+     * keys of its slots (DBSIZE: the cluster is this test's alone), so none is anywhere else */
+    for (int j = 0; j < 3; j++) {
+        redisContext *c = node(p[j]);
+        for (int k = 0; k < ROUTE_KEYS; k++)
+            if (owners[slots[k]] == p[j]) {
+                redisAppendCommand(c, "EXISTS %s", keys[k]);
+                redisAppendCommand(c, "PTTL %s", keys[k]);
+            }
+        for (int k = 0; k < ROUTE_KEYS; k++) {
+            if (owners[slots[k]] != p[j]) continue;
+            expect_int(next_reply(c), 1, keys[k]);
+            redisReply *r = next_reply(c);
+            ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer > 0 && r->integer <= TTL_MS,
+                          "%s (slot %u, node %d): PTTL %s, want (0, %lld]", keys[k], slots[k], p[j], describe(r),
+                          TTL_MS);
+            freeReplyObject(r);
+        }
+        expect_int(cmd(c, "DBSIZE"), want[p[j]], "DBSIZE of the primary = the keys of its slots");
+        redisFree(c);
+    }
+    t0 = now_ms();
+    for (int k = 0; k < ROUTE_KEYS; k++) redisAppendCommand(kg, "GET %s", keys[k]);
+    for (int k = 0; k < ROUTE_KEYS; k++) {
+        char v[16];
+        snprintf(v, sizeof v, "v%d", k);
+        expect_bulk(next_reply(kg), v, keys[k]);
+    }
+    long long t_get = now_ms() - t0;
+    redisFree(kg);
+    struct cluster_stats s = stats_now();
+    fprintf(stderr,
+            "routing: %d pipelined SETs in %lld ms, GETs in %lld ms; keys per primary: node %d %d, node %d %d, node %d "
+            "%d; each on its slot's owner with 0 < PTTL <= %lld; redirects %lld retries %lld refreshes %lld\n",
+            ROUTE_KEYS, t_set, t_get, p[0], want[p[0]], p[1], want[p[1]], p[2], want[p[2]], TTL_MS, s.redirects,
+            s.retries, s.refreshes);
+    for (int k = 0; k < ROUTE_KEYS; k++) free(keys[k]);
+}
+END_TEST
+
+/* ---- 2. multi-key commands and transactions ---- */
+
+#define CROSSSLOT_TEXT "CROSSSLOT Keys in request don't hash to the same slot"
+
+static void expect_crossslot(redisReply *r, const char *what)
+{
+    ck_assert_msg(r->type == REDIS_REPLY_ERROR && strcmp(r->str, CROSSSLOT_TEXT) == 0, "%s: %s, want -%s", what,
+                  describe(r), CROSSSLOT_TEXT);
+    freeReplyObject(r);
+}
+
+START_TEST(test_multikey_split_crossslot_and_transactions)
+{
+    redisContext *kg = harness_must_client(&h);
+    int p[CLUSTER_NODES];
+    primaries3(p);
+    unsigned s;
+
+    /* hash-tagged multi-key commands go through to the tag's node, with their TTLs */
+    expect_status(cmd(kg, "MSET c:{t}a 1 c:{t}b 2"), "OK", "MSET on one tag");
+    expect_on_node("c:{t}a", "1");
+    expect_on_node("c:{t}b", "2");
+    expect_ttl_on_node("c:{t}a");
+    expect_ttl_on_node("c:{t}b");
+    expect_int(cmd(kg, "SADD c:{u}s1 a b"), 2, "SADD");
+    expect_int(cmd(kg, "SADD c:{u}s2 b c"), 2, "SADD");
+    expect_int(cmd(kg, "SUNIONSTORE c:{u}dst c:{u}s1 c:{u}s2"), 3, "SUNIONSTORE on one tag");
+    {
+        char *keys[] = {"c:{u}dst"};
+        redisReply *r;
+        nodes_each("SCARD", keys, 1, &r);
+        expect_int(r, 3, "SCARD c:{u}dst on its node");
+        expect_ttl_on_node("c:{u}dst");
+    }
+
+    /* MSET across slots: Redis's CROSSSLOT text, and nothing written */
+    char x1[64], x2[64];
+    unsigned used[2];
+    key_on(p[0], "c:x:", "", NULL, 0, x1, sizeof x1, &used[0]);
+    key_on(p[1], "c:x:", "", used, 1, x2, sizeof x2, &used[1]);
+    expect_crossslot(cmd(kg, "MSET %s 1 %s 2", x1, x2), "MSET across slots");
+    expect_crossslot(cmd(kg, "SUNIONSTORE %s %s", x1, x2), "SUNIONSTORE across slots");
+    expect_on_node(x1, NULL);
+    expect_on_node(x2, NULL);
+
+    /* a split MGET over keys of all three primaries: key order, nils for missing keys */
+    enum { NM = 12 };
+    char mk[NM][64];
+    unsigned mslots[NM];
+    int present[NM];
+    for (int k = 0; k < NM; k++) {
+        key_on(p[k % 3], "c:mget:", "", mslots, k, mk[k], sizeof mk[k], &mslots[k]);
+        present[k] = (k / 3) % 2 == 0 || k == NM - 1; /* per primary: present, present, missing, ... */
+        if (present[k]) expect_status(cmd(kg, "SET %s val%d", mk[k], k), "OK", mk[k]);
+    }
+    {
+        const char *argv[NM + 1];
+        argv[0] = "MGET";
+        for (int k = 0; k < NM; k++) argv[k + 1] = mk[k];
+        redisReply *r = redisCommandArgv(kg, NM + 1, argv, NULL);
+        ck_assert_msg(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == NM, "MGET of %d keys: %s", NM,
+                      describe(r));
+        for (int k = 0; k < NM; k++) {
+            char want[16];
+            snprintf(want, sizeof want, "val%d", k);
+            const redisReply *e = r->element[k];
+            if (present[k])
+                ck_assert_msg(e->type == REDIS_REPLY_STRING && strcmp(e->str, want) == 0,
+                              "MGET element %d (%s, node %d): %s, want %s", k, mk[k], p[k % 3], describe(e), want);
+            else
+                ck_assert_msg(e->type == REDIS_REPLY_NIL, "MGET element %d (%s, missing): %s", k, mk[k], describe(e));
+        }
+        freeReplyObject(r);
+    }
+
+    /* DEL / EXISTS / UNLINK / TOUCH over several slots sum the parts */
+    enum { ND = 6 };
+    char dk[ND][64], miss[64];
+    unsigned dslots[ND + 1];
+    for (int k = 0; k < ND; k++) key_on(p[k % 3], "c:del:", "", dslots, k, dk[k], sizeof dk[k], &dslots[k]);
+    key_on(p[1], "c:del:", ":missing", dslots, ND, miss, sizeof miss, &dslots[ND]);
+    for (int k = 0; k < ND; k++) expect_status(cmd(kg, "SET %s x", dk[k]), "OK", dk[k]);
+    expect_int(cmd(kg, "EXISTS %s %s %s %s %s %s %s %s", dk[0], dk[1], dk[2], dk[3], dk[4], dk[5], dk[0], miss), 7,
+               "EXISTS of 6 keys on 3 primaries, one twice, one missing");
+    expect_int(cmd(kg, "DEL %s %s %s %s %s", dk[0], dk[1], dk[2], miss, dk[3]), 4, "DEL of 4 keys + a missing one");
+    for (int k = 0; k < 4; k++) expect_on_node(dk[k], NULL);
+    expect_on_node(dk[4], "x");
+    expect_on_node(dk[5], "x");
+    expect_int(cmd(kg, "TOUCH %s %s %s %s", dk[4], dk[5], dk[0], miss), 2, "TOUCH over 3 slots");
+    expect_int(cmd(kg, "UNLINK %s %s %s", dk[4], miss, dk[5]), 2, "UNLINK over 3 slots");
+    expect_on_node(dk[4], NULL);
+    expect_on_node(dk[5], NULL);
+    expect_int(cmd(kg, "EXISTS %s %s %s", dk[4], dk[5], miss), 0, "EXISTS after UNLINK");
+
+    /* MULTI/EXEC on one slot: the TTL engine's writes inside the client's transaction */
+    expect_status(cmd(kg, "MULTI"), "OK", "MULTI");
+    expect_status(cmd(kg, "SET c:{m}a x"), "QUEUED", "SET in MULTI");
+    expect_status(cmd(kg, "INCR c:{m}n"), "QUEUED", "INCR in MULTI");
+    expect_status(cmd(kg, "INCR n:{m}k"), "QUEUED", "INCR in MULTI");
+    expect_array(cmd(kg, "EXEC"), "EXEC on one slot", 3, "+OK", ":1", ":1");
+    expect_on_node("c:{m}a", "x");
+    expect_on_node("c:{m}n", "1");
+    expect_on_node("n:{m}k", "1");
+    expect_ttl_on_node("c:{m}a");
+    expect_ttl_on_node("c:{m}n");
+
+    /* a transaction spanning slots: CROSSSLOT at EXEC, nothing runs */
+    char t1[64], t2[64];
+    unsigned ts[2];
+    key_on(p[0], "c:tx:", "", NULL, 0, t1, sizeof t1, &ts[0]);
+    key_on(p[2], "c:tx:", "", ts, 1, t2, sizeof t2, &ts[1]);
+    expect_status(cmd(kg, "MULTI"), "OK", "MULTI");
+    expect_status(cmd(kg, "SET %s 1", t1), "QUEUED", "SET in MULTI");
+    expect_status(cmd(kg, "INCR %s", t2), "QUEUED", "INCR of another slot in MULTI");
+    expect_crossslot(cmd(kg, "EXEC"), "EXEC of a transaction over two slots");
+    expect_on_node(t1, NULL);
+    expect_on_node(t2, NULL);
+    expect_status(cmd(kg, "PING"), "PONG", "the connection serves after the CROSSSLOT EXEC");
+
+    /* WATCH + MULTI/EXEC on one slot; a direct write to the watched key makes EXEC answer null */
+    expect_status(cmd(kg, "WATCH c:{w}k"), "OK", "WATCH");
+    expect_status(cmd(kg, "MULTI"), "OK", "MULTI");
+    expect_status(cmd(kg, "SET c:{w}k mine"), "QUEUED", "SET in MULTI");
+    expect_status(cmd(kg, "INCR c:{w}n"), "QUEUED", "INCR in MULTI");
+    expect_array(cmd(kg, "EXEC"), "EXEC after an untouched WATCH", 2, "+OK", ":1");
+    expect_on_node("c:{w}k", "mine");
+    expect_ttl_on_node("c:{w}k");
+    expect_status(cmd(kg, "WATCH c:{w}k"), "OK", "WATCH");
+    {
+        static int owners[CLUSTER_SLOTS];
+        owners_now(owners);
+        char *one[] = {"c:{w}k"};
+        keyslots(one, 1, &s);
+        redisContext *c = node(owners[s]);
+        expect_status(cmd(c, "SET c:{w}k theirs PX %lld", TTL_MS), "OK", "the direct write to the watched key");
+        redisFree(c);
+    }
+    expect_status(cmd(kg, "MULTI"), "OK", "MULTI");
+    expect_status(cmd(kg, "SET c:{w}k mine2"), "QUEUED", "SET in MULTI");
+    expect_nil(cmd(kg, "EXEC"), "EXEC after the watched key changed");
+    expect_on_node("c:{w}k", "theirs");
+    expect_bulk(cmd(kg, "GET c:{w}k"), "theirs", "GET through keygate after the aborted EXEC");
+    redisFree(kg);
+    struct cluster_stats st = stats_now();
+    fprintf(stderr,
+            "multi-key: MSET/SUNIONSTORE on one tag, CROSSSLOT x2, split MGET of %d keys over 3 primaries, "
+            "EXISTS/DEL/TOUCH/UNLINK sums, MULTI/EXEC, cross-slot EXEC, WATCH: all as Redis; redirects %lld "
+            "retries %lld refreshes %lld\n",
+            NM, st.redirects, st.retries, st.refreshes);
+}
+END_TEST
+
+/* ---- the load: 20 client threads through keygate ----
+ *
+ * Thread T sends batches, pipelined, and reads every reply before the next batch (one batch
+ * in flight per thread): SET c:ld:T:i (keys over all slots), INCR n:ctr:T:j (no TTL), INCR
+ * c:ctr:T:j (TTL-wrapped by keygate: MULTI/INCR/PEXPIRE/EXEC), GET c:ld:T:i, with `reread` a
+ * GET of an earlier acknowledged key, and every 4th batch the client's own transaction
+ * MULTI / INCR c:{mT}:ctr / SET c:{mT}:last i / EXEC. Every reply is checked against what
+ * the thread knows (INCR: its count + 1, within the errors that may have run); anything
+ * else is a client-visible error. Threads make no Check assertion: the test asserts on
+ * their counts once they are joined. */
+
+#define LOAD_THREADS 20
+#define LOAD_COUNTERS 4
+#define LOAD_MAX_BATCH 9 /* commands in one batch, at most */
+
+struct load_thread {
+    int id;
+    int reread;
+    int lossy; /* a failover: a counter may answer below the count (async replication lost some) */
+    pthread_t thread;
+    long long batches;    /* completed (atomic: the test waits on it) */
+    long long sets;       /* SETs sent: keys c:ld:ID:0 .. sets-1 */
+    long long sets_done;  /* SETs whose batch completed (atomic: snapshots) */
+    unsigned char *acked; /* acked[i]: SET i answered +OK */
+    size_t cap;
+    long long incr[2][LOAD_COUNTERS];     /* acknowledged INCRs of n:ctr:ID:j and c:ctr:ID:j (atomic) */
+    long long incr_err[2][LOAD_COUNTERS]; /* INCRs answered with an error (they may have run) */
+    long long multi, multi_err;           /* acknowledged / failed MULTI ... EXEC (atomic) */
+    long long gets, lost_reads;           /* GETs; nil for a key whose SET was acknowledged */
+    long long regressions;                /* lossy: INCRs answered below the count + 1 */
+    long long nil_reads[16];              /* SET indexes of the first such nil GETs */
+    long long errors, error_batches, errors_after_mark;
+    long long first_error_ms;   /* since the load began */
+    long long error_sent_ms[2]; /* when the first two failed batches were sent, since the load began */
+    char first_error[256];
+};
+
+static struct load_thread g_load[LOAD_THREADS];
+static volatile int g_load_stop;
+static long long g_load_t0;
+static long long g_load_mark = -1; /* errors in batches sent after this time count as errors_after_mark */
+
+static long long ld_get(const long long *v)
+{
+    return __atomic_load_n(v, __ATOMIC_ACQUIRE);
+}
+
+static void ld_set(long long *v, long long x)
+{
+    __atomic_store_n(v, x, __ATOMIC_RELEASE);
+}
+
+enum ld_kind { LD_SET, LD_INCR_N, LD_INCR_C, LD_GET, LD_GET_OLD, LD_MULTI, LD_QUEUED, LD_EXEC };
+
+struct ld_cmd {
+    enum ld_kind kind;
+    long long i; /* the SET index a GET reads; the counter index of an INCR */
+};
+
+static void ld_error(struct load_thread *t, long long sent, int *batch_err, const char *what, const redisReply *r,
+                     const char *errstr)
+{
+    t->errors++;
+    if (!*batch_err && t->error_batches < 2) t->error_sent_ms[t->error_batches] = sent - g_load_t0;
+    if (!*batch_err) t->error_batches++;
+    *batch_err = 1;
+    long long mark = __atomic_load_n(&g_load_mark, __ATOMIC_ACQUIRE);
+    if (mark >= 0 && sent > mark) t->errors_after_mark++;
+    if (t->first_error[0] == '\0') {
+        char d[120];
+        if (r != NULL)
+            describe_into(r, d, sizeof d);
+        else
+            snprintf(d, sizeof d, "connection: %.80s", errstr);
+        snprintf(t->first_error, sizeof t->first_error, "%s: %s", what, d);
+        t->first_error_ms = now_ms() - g_load_t0;
+    }
+}
+
+/* An INCR's answer: the count + 1, up to the errors that may have run (lossy: or less, from 1,
+ * counted as a regression); then counted. */
+static int ld_incr_ok(struct load_thread *t, long long *count, long long errs, const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_INTEGER || r->integer > *count + 1 + errs) return 0;
+    if (r->integer < *count + 1) {
+        if (!t->lossy || r->integer < 1) return 0;
+        t->regressions++;
+    }
+    ld_set(count, *count + 1);
+    return 1;
+}
+
+static void *load_main(void *arg)
+{
+    struct load_thread *t = arg;
+    unsigned seed = 7919u * (unsigned)t->id + 17u;
+    redisContext *c = harness_client(&h);
+    struct ld_cmd cmds[LOAD_MAX_BATCH];
+    while (!g_load_stop) {
+        if (c == NULL || c->err) {
+            if (c != NULL) redisFree(c);
+            c = harness_client(&h);
+            if (c == NULL) {
+                int e = 0;
+                ld_error(t, now_ms(), &e, "connect to keygate", NULL, "refused");
+                sleep_ms(50);
+                continue;
+            }
+        }
+        long long i = t->sets;
+        if ((size_t)i >= t->cap) {
+            size_t cap = t->cap ? t->cap * 2 : 4096;
+            unsigned char *a = realloc(t->acked, cap);
+            if (a == NULL) break;
+            memset(a + t->cap, 0, cap - t->cap);
+            t->acked = a;
+            t->cap = cap;
+        }
+        int n = 0, j = (int)(i % LOAD_COUNTERS);
+        redisAppendCommand(c, "SET c:ld:%d:%lld v%d:%lld", t->id, i, t->id, i);
+        cmds[n++] = (struct ld_cmd){LD_SET, i};
+        redisAppendCommand(c, "INCR n:ctr:%d:%d", t->id, j);
+        cmds[n++] = (struct ld_cmd){LD_INCR_N, j};
+        redisAppendCommand(c, "INCR c:ctr:%d:%d", t->id, j);
+        cmds[n++] = (struct ld_cmd){LD_INCR_C, j};
+        redisAppendCommand(c, "GET c:ld:%d:%lld", t->id, i);
+        cmds[n++] = (struct ld_cmd){LD_GET, i};
+        if (t->reread && i > 0) {
+            long long old = (long long)(rand_r(&seed) % (unsigned)i);
+            redisAppendCommand(c, "GET c:ld:%d:%lld", t->id, old);
+            cmds[n++] = (struct ld_cmd){LD_GET_OLD, old};
+        }
+        if (i % 4 == 3) {
+            redisAppendCommand(c, "MULTI");
+            cmds[n++] = (struct ld_cmd){LD_MULTI, 0};
+            redisAppendCommand(c, "INCR c:{m%d}:ctr", t->id);
+            cmds[n++] = (struct ld_cmd){LD_QUEUED, 0};
+            redisAppendCommand(c, "SET c:{m%d}:last %lld", t->id, i);
+            cmds[n++] = (struct ld_cmd){LD_QUEUED, 0};
+            redisAppendCommand(c, "EXEC");
+            cmds[n++] = (struct ld_cmd){LD_EXEC, 0};
+        }
+        t->sets++;
+        long long sent = now_ms();
+        int batch_err = 0, multi_bad = 0;
+        for (int k = 0; k < n; k++) {
+            redisReply *r = NULL;
+            if (redisGetReply(c, (void **)&r) != REDIS_OK || r == NULL) {
+                for (; k < n; k++) { /* the rest of the batch is lost with the connection */
+                    if (cmds[k].kind == LD_INCR_N || cmds[k].kind == LD_INCR_C)
+                        t->incr_err[cmds[k].kind == LD_INCR_C][cmds[k].i]++;
+                    if (cmds[k].kind == LD_EXEC) t->multi_err++;
+                    ld_error(t, sent, &batch_err, "reply", NULL, c->errstr);
+                }
+                break;
+            }
+            char want[48];
+            switch (cmds[k].kind) {
+            case LD_SET:
+                if (r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0)
+                    t->acked[cmds[k].i] = 1;
+                else
+                    ld_error(t, sent, &batch_err, "SET", r, NULL);
+                break;
+            case LD_INCR_N:
+            case LD_INCR_C: {
+                int w = cmds[k].kind == LD_INCR_C;
+                long long *cnt = &t->incr[w][cmds[k].i], *err = &t->incr_err[w][cmds[k].i];
+                if (!ld_incr_ok(t, cnt, *err, r)) {
+                    if (r->type == REDIS_REPLY_ERROR) (*err)++;
+                    ld_error(t, sent, &batch_err, w ? "INCR c: (TTL-wrapped)" : "INCR n:", r, NULL);
+                }
+                break;
+            }
+            case LD_GET:
+            case LD_GET_OLD:
+                t->gets++;
+                snprintf(want, sizeof want, "v%d:%lld", t->id, cmds[k].i);
+                if (r->type == REDIS_REPLY_STRING && strcmp(r->str, want) == 0) break;
+                if (r->type == REDIS_REPLY_NIL && t->acked[cmds[k].i]) {
+                    if (t->lost_reads < 16) t->nil_reads[t->lost_reads] = cmds[k].i;
+                    t->lost_reads++; /* counted; the test decides (a failover may lose a write) */
+                } else if (!(r->type == REDIS_REPLY_NIL && !t->acked[cmds[k].i]))
+                    ld_error(t, sent, &batch_err, "GET", r, NULL);
+                break;
+            case LD_MULTI:
+                if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, "OK") != 0) {
+                    multi_bad = 1;
+                    ld_error(t, sent, &batch_err, "MULTI", r, NULL);
+                }
+                break;
+            case LD_QUEUED:
+                if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, "QUEUED") != 0) {
+                    multi_bad = 1;
+                    ld_error(t, sent, &batch_err, "command in MULTI", r, NULL);
+                }
+                break;
+            case LD_EXEC:
+                if (!multi_bad && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                    ld_incr_ok(t, &t->multi, t->multi_err, r->element[0]) && r->element[1]->type == REDIS_REPLY_STATUS)
+                    break;
+                t->multi_err++;
+                ld_error(t, sent, &batch_err, "EXEC", r, NULL);
+                break;
+            }
+            freeReplyObject(r);
+        }
+        ld_set(&t->sets_done, t->sets);
+        ld_set(&t->batches, t->batches + 1);
+    }
+    if (c != NULL) redisFree(c);
+    return NULL;
+}
+
+static void load_start(int reread, int lossy)
+{
+    g_load_stop = 0;
+    g_load_t0 = now_ms();
+    __atomic_store_n(&g_load_mark, -1, __ATOMIC_RELEASE);
+    for (int k = 0; k < LOAD_THREADS; k++) {
+        memset(&g_load[k], 0, sizeof g_load[k]);
+        g_load[k].id = k;
+        g_load[k].reread = reread;
+        g_load[k].lossy = lossy;
+        ck_assert_int_eq(pthread_create(&g_load[k].thread, NULL, load_main, &g_load[k]), 0);
+    }
+}
+
+/* Wait (timeout_ms) until every thread completed `more` batches after this call. */
+static void load_wait_batches(int more, int timeout_ms, const char *what)
+{
+    long long base[LOAD_THREADS];
+    for (int k = 0; k < LOAD_THREADS; k++) base[k] = ld_get(&g_load[k].batches);
+    long long deadline = now_ms() + timeout_ms;
+    for (int k = 0; k < LOAD_THREADS; k++) {
+        while (ld_get(&g_load[k].batches) < base[k] + more) {
+            ck_assert_msg(now_ms() < deadline, "%s: thread %d completed %lld of %d batches in %d ms", what, k,
+                          ld_get(&g_load[k].batches) - base[k], more, timeout_ms);
+            sleep_ms(5);
+        }
+    }
+}
+
+static void load_stop(void)
+{
+    g_load_stop = 1;
+    for (int k = 0; k < LOAD_THREADS; k++) pthread_join(g_load[k].thread, NULL);
+}
+
+struct load_sum {
+    long long batches, sets, acked, incrs, multis, gets, lost_reads, regressions, errors, errors_after_mark,
+        max_error_batches;
+};
+
+static struct load_sum load_sum(void)
+{
+    struct load_sum s = {0};
+    for (int k = 0; k < LOAD_THREADS; k++) {
+        struct load_thread *t = &g_load[k];
+        s.batches += t->batches;
+        s.sets += t->sets;
+        for (long long i = 0; i < t->sets; i++) s.acked += t->acked[i];
+        for (int w = 0; w < 2; w++)
+            for (int j = 0; j < LOAD_COUNTERS; j++) s.incrs += t->incr[w][j];
+        s.multis += t->multi;
+        s.gets += t->gets;
+        s.lost_reads += t->lost_reads;
+        s.regressions += t->regressions;
+        s.errors += t->errors;
+        s.errors_after_mark += t->errors_after_mark;
+        if (t->error_batches > s.max_error_batches) s.max_error_batches = t->error_batches;
+        if (t->errors > 0)
+            fprintf(stderr,
+                    "  thread %d: %lld error(s) in %lld batch(es) sent at %lld ms%s%.0lld, the first answered at %lld "
+                    "ms: %s\n",
+                    k, t->errors, t->error_batches, t->error_sent_ms[0], t->error_batches > 1 ? " and " : "",
+                    t->error_batches > 1 ? t->error_sent_ms[1] : 0, t->first_error_ms, t->first_error);
+    }
+    return s;
+}
+
+/* A counter of the load, as a key name. */
+static char *counter_key(int id, int w, int j)
+{
+    char *k;
+    if (j < 0)
+        ck_assert(asprintf(&k, "c:{m%d}:ctr", id) > 0);
+    else
+        ck_assert(asprintf(&k, "%s:ctr:%d:%d", w ? "c" : "n", id, j) > 0);
+    return k;
+}
+
+/*
+ * The load's keys read on their nodes directly (and through keygate when via_keygate): every
+ * counter's value v is within [low, acknowledged + errored] where low is its acknowledged
+ * count (exact: lossless) or the count of `snap` (a failover: what was acknowledged before
+ * the snapshot the replica was known to have); every acknowledged SET has its value, except,
+ * when snap is given, SETs of batches completed after the snapshot, which the failover may
+ * have lost (counted into *lost_sets). Returns the counters' total shortfall against their
+ * acknowledged counts (what asynchronous replication lost).
+ */
+struct load_snap {
+    long long incr[LOAD_THREADS][2][LOAD_COUNTERS], multi[LOAD_THREADS], sets_done[LOAD_THREADS];
+};
+
+static long long load_verify(const struct load_snap *snap, int via_keygate, long long *lost_sets, long long *checked)
+{
+    enum { NCTR = 2 * LOAD_COUNTERS + 1 };
+    static char *ckeys[LOAD_THREADS * NCTR];
+    static redisReply *creps[LOAD_THREADS * NCTR];
+    int nc = 0;
+    for (int k = 0; k < LOAD_THREADS; k++) {
+        for (int w = 0; w < 2; w++)
+            for (int j = 0; j < LOAD_COUNTERS; j++) ckeys[nc++] = counter_key(k, w, j);
+        ckeys[nc++] = counter_key(k, 1, -1);
+    }
+    nodes_each("GET", ckeys, nc, creps);
+    long long shortfall = 0;
+    for (int k = 0, x = 0; k < LOAD_THREADS; k++) {
+        struct load_thread *t = &g_load[k];
+        for (int m = 0; m < NCTR; m++, x++) {
+            int w = m / LOAD_COUNTERS, j = m % LOAD_COUNTERS;
+            long long acked = m < 2 * LOAD_COUNTERS ? t->incr[w][j] : t->multi;
+            long long errs = m < 2 * LOAD_COUNTERS ? t->incr_err[w][j] : t->multi_err;
+            long long low = snap == NULL ? acked : m < 2 * LOAD_COUNTERS ? snap->incr[k][w][j] : snap->multi[k];
+            const redisReply *r = creps[x];
+            long long v = r->type == REDIS_REPLY_STRING ? atoll(r->str) : r->type == REDIS_REPLY_NIL ? 0 : -1;
+            ck_assert_msg(v >= low && v <= acked + errs,
+                          "%s on its node: %s; acknowledged %lld, errored %lld, must be at least %lld", ckeys[x],
+                          describe(r), acked, errs, low);
+            if (v < acked) shortfall += acked - v;
+            freeReplyObject(creps[x]);
+            free(ckeys[x]);
+        }
+    }
+    long long total = 0;
+    for (int k = 0; k < LOAD_THREADS; k++)
+        for (long long i = 0; i < g_load[k].sets; i++) total += g_load[k].acked[i];
+    char **keys = malloc(sizeof *keys * (size_t)(total + 1));
+    redisReply **reps = malloc(sizeof *reps * (size_t)(total + 1));
+    ck_assert(keys != NULL && reps != NULL);
+    long long n = 0;
+    for (int k = 0; k < LOAD_THREADS; k++)
+        for (long long i = 0; i < g_load[k].sets; i++)
+            if (g_load[k].acked[i]) ck_assert(asprintf(&keys[n++], "c:ld:%d:%lld", k, i) > 0);
+    nodes_each("GET", keys, (int)n, reps);
+    redisContext *kg = via_keygate ? harness_must_client(&h) : NULL;
+    if (kg != NULL)
+        for (long long x = 0; x < n; x++) redisAppendCommand(kg, "GET %s", keys[x]);
+    *lost_sets = 0;
+    for (long long x = 0; x < n; x++) {
+        int id;
+        long long i;
+        ck_assert(sscanf(keys[x], "c:ld:%d:%lld", &id, &i) == 2);
+        char want[48];
+        snprintf(want, sizeof want, "v%d:%lld", id, i);
+        int may_lose = snap != NULL && i >= snap->sets_done[id];
+        if (reps[x]->type == REDIS_REPLY_NIL && may_lose)
+            (*lost_sets)++;
+        else
+            ck_assert_msg(reps[x]->type == REDIS_REPLY_STRING && strcmp(reps[x]->str, want) == 0,
+                          "acknowledged SET %s: on its node %s, want %s", keys[x], describe(reps[x]), want);
+        freeReplyObject(reps[x]);
+        if (kg != NULL) {
+            redisReply *r = next_reply(kg);
+            ck_assert_msg(r->type == REDIS_REPLY_STRING && strcmp(r->str, want) == 0,
+                          "acknowledged SET %s: GET through keygate %s, want %s", keys[x], describe(r), want);
+            freeReplyObject(r);
+        }
+        free(keys[x]);
+    }
+    if (kg != NULL) redisFree(kg);
+    free(keys);
+    free(reps);
+    *checked = n;
+    return shortfall;
+}
+
+static void load_free(void)
+{
+    for (int k = 0; k < LOAD_THREADS; k++) free(g_load[k].acked);
+}
+
+/* ---- 3. a reshard of 1,000 slots under load ---- */
+
+START_TEST(test_reshard_1000_slots_under_load_no_client_error)
+{
+    static int before[CLUSTER_SLOTS], after[CLUSTER_SLOTS];
+    int p[CLUSTER_NODES];
+    primaries3(p);
+    owners_now(before);
+    struct cluster_stats s0 = stats_now();
+    load_start(1, 0);
+    load_wait_batches(20, 10000, "the load before the reshard");
+    long long t0 = now_ms();
+    ck_assert_msg(cluster_reshard(C, p[0], p[1], 1000, 90000) == 0, "%s", cluster_last_error());
+    long long t_reshard = now_ms() - t0;
+    load_wait_batches(20, 10000, "the load after the reshard");
+    load_stop();
+    long long t_load = now_ms() - g_load_t0;
+    struct cluster_stats s1 = stats_now();
+    struct load_sum sum = load_sum();
+    owners_now(after);
+    int moved = 0;
+    for (int sl = 0; sl < CLUSTER_SLOTS; sl++) moved += before[sl] != after[sl];
+    fprintf(stderr,
+            "reshard: %d slots moved from node %d to node %d in %lld ms under %d clients (%lld ms of load): %lld "
+            "batches, %lld SETs (%lld acknowledged), %lld INCRs, %lld MULTI/EXEC, %lld GETs; %lld client-visible "
+            "errors; keygate: %lld redirects, %lld retries, %lld refreshes\n",
+            moved, p[0], p[1], t_reshard, LOAD_THREADS, t_load, sum.batches, sum.sets, sum.acked, sum.incrs, sum.multis,
+            sum.gets, sum.errors, s1.redirects - s0.redirects, s1.retries - s0.retries, s1.refreshes - s0.refreshes);
+    ck_assert_int_eq(moved, 1000);
+    ck_assert_msg(sum.errors == 0 && sum.lost_reads == 0,
+                  "%lld client-visible errors, %lld GETs of acknowledged "
+                  "SETs answered nil (threads above)",
+                  sum.errors, sum.lost_reads);
+    ck_assert_msg(s1.redirects > s0.redirects, "no redirect was followed: the reshard did not meet the load");
+    /* keys written in the moved slots during the reshard */
+    long long in_moved = 0;
+    {
+        long long n = 0;
+        for (int k = 0; k < LOAD_THREADS; k++) n += g_load[k].sets;
+        char **keys = malloc(sizeof *keys * (size_t)n);
+        unsigned *slots = malloc(sizeof *slots * (size_t)n);
+        ck_assert(keys != NULL && slots != NULL);
+        long long x = 0;
+        for (int k = 0; k < LOAD_THREADS; k++)
+            for (long long i = 0; i < g_load[k].sets; i++) ck_assert(asprintf(&keys[x++], "c:ld:%d:%lld", k, i) > 0);
+        keyslots(keys, (int)n, slots);
+        for (x = 0; x < n; x++) {
+            in_moved += before[slots[x]] != after[slots[x]];
+            free(keys[x]);
+        }
+        free(keys);
+        free(slots);
+    }
+    long long lost = 0, checked = 0;
+    long long t1 = now_ms();
+    long long shortfall = load_verify(NULL, 1, &lost, &checked);
+    fprintf(stderr,
+            "reshard: %lld acknowledged SETs (%lld in moved slots) read back with their values on their nodes and "
+            "through keygate, %d counters equal to their acknowledged counts (%lld ms)\n",
+            checked, in_moved, LOAD_THREADS * (2 * LOAD_COUNTERS + 1), now_ms() - t1);
+    ck_assert_int_eq(shortfall, 0);
+    ck_assert_int_eq(lost, 0);
+    ck_assert_msg(in_moved > 0, "no key of the load landed in a moved slot");
+    load_free();
+}
+END_TEST
+
+/* ---- 4. a slot held mid-migration: ASK followed ---- */
+
+/* The reply of `verb key` sent to node i directly, after ASKING when asking. */
+static redisReply *node_cmd(int i, int asking, const char *verb, const char *key)
+{
+    redisContext *c = node(i);
+    if (asking) expect_status(cmd(c, "ASKING"), "OK", "ASKING");
+    redisReply *r = cmd(c, "%s %s", verb, key);
+    redisFree(c);
+    return r;
+}
+
+START_TEST(test_held_migration_reads_writes_follow_ask)
+{
+    enum { NK = 20, NNEW = 10 };
+    int p[CLUSTER_NODES];
+    primaries3(p);
+    const int from = p[0], to = p[1];
+    char probe[64], tag[32];
+    unsigned slot;
+    key_on(from, "c:", ":0", NULL, 0, probe, sizeof probe, &slot);
+    ck_assert(sscanf(probe, "c:{%31[^}]}", tag) == 1);
+    redisContext *kg = harness_must_client(&h);
+    for (int k = 0; k < NK; k++) expect_status(cmd(kg, "SET c:{%s}:%d a%d", tag, k, k), "OK", "SET before");
+    for (int k = 1; k <= 3; k++) {
+        expect_int(cmd(kg, "INCR n:{%s}:ctr", tag), k, "INCR n: before");
+        expect_int(cmd(kg, "INCR c:{%s}:ctr", tag), k, "INCR c: before");
+    }
+    const int total = NK + 2;
+    struct cluster_stats s0 = stats_now();
+    ck_assert_msg(cluster_migrate_begin(C, slot, from, to) == 0, "%s", cluster_last_error());
+    int moved = 0;
+    ck_assert_msg(cluster_migrate_keys(C, slot, from, to, total / 2, &moved) == 0, "%s", cluster_last_error());
+    ck_assert_int_eq(moved, total / 2);
+    {
+        redisContext *c = node(to);
+        expect_int(cmd(c, "CLUSTER COUNTKEYSINSLOT %u", slot), moved, "keys on the importing node");
+        redisFree(c);
+        c = node(from);
+        expect_int(cmd(c, "CLUSTER COUNTKEYSINSLOT %u", slot), total - moved, "keys left on the migrating node");
+        redisFree(c);
+    }
+    /* held: moved and not-yet-moved keys read and written, new keys made, through keygate */
+    long long t0 = now_ms();
+    char key[80], want[32];
+    for (int k = 0; k < NK; k++) {
+        snprintf(key, sizeof key, "c:{%s}:%d", tag, k);
+        snprintf(want, sizeof want, "a%d", k);
+        expect_bulk(cmd(kg, "GET %s", key), want, "GET while the slot migrates");
+        expect_status(cmd(kg, "SET %s b%d", key, k), "OK", "SET while the slot migrates");
+        snprintf(want, sizeof want, "b%d", k);
+        expect_bulk(cmd(kg, "GET %s", key), want, "GET of the value just written");
+    }
+    expect_int(cmd(kg, "INCR n:{%s}:ctr", tag), 4, "INCR n: while the slot migrates");
+    expect_int(cmd(kg, "INCR c:{%s}:ctr", tag), 4, "INCR c: (TTL-wrapped) while the slot migrates");
+    for (int k = 0; k < NNEW; k++) {
+        expect_status(cmd(kg, "SET c:{%s}:new%d w%d", tag, k, k), "OK", "SET of a new key while the slot migrates");
+        snprintf(want, sizeof want, "w%d", k);
+        expect_bulk(cmd(kg, "GET c:{%s}:new%d", tag, k), want, "GET of a new key");
+    }
+    long long t_held = now_ms() - t0;
+    struct cluster_stats s1 = stats_now();
+    /* on the nodes: each old key on exactly one of them with its new value; new keys on the target */
+    int on_from = 0, on_to = 0;
+    for (int k = 0; k < NK; k++) {
+        snprintf(key, sizeof key, "c:{%s}:%d", tag, k);
+        snprintf(want, sizeof want, "b%d", k);
+        redisReply *a = node_cmd(from, 0, "GET", key), *b = node_cmd(to, 1, "GET", key);
+        int at_from = a->type == REDIS_REPLY_STRING, at_to = b->type == REDIS_REPLY_STRING;
+        ck_assert_msg(at_from != at_to && (at_from ? strcmp(a->str, want) : strcmp(b->str, want)) == 0,
+                      "%s: on the source %s, on the target (ASKING) %s; want %s on one", key, describe(a),
+                      at_from ? "-" : describe(b), want);
+        on_from += at_from;
+        on_to += at_to;
+        freeReplyObject(a);
+        freeReplyObject(b);
+    }
+    for (int k = 0; k < NNEW; k++) {
+        snprintf(key, sizeof key, "c:{%s}:new%d", tag, k);
+        snprintf(want, sizeof want, "w%d", k);
+        expect_bulk(node_cmd(to, 1, "GET", key), want, "a new key on the importing node");
+        redisReply *r = node_cmd(to, 1, "PTTL", key);
+        ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer > 0 && r->integer <= TTL_MS, "%s: PTTL %s", key,
+                      describe(r));
+        freeReplyObject(r);
+    }
+    /* the rest of the keys, then the slot is the target's */
+    int rest = 0;
+    ck_assert_msg(cluster_migrate_keys(C, slot, from, to, 1000, &rest) == 0, "%s", cluster_last_error());
+    ck_assert_int_eq(rest, total - moved);
+    ck_assert_msg(cluster_migrate_end(C, slot, from, to) == 0, "%s", cluster_last_error());
+    for (int k = 0; k < NK; k++) {
+        snprintf(want, sizeof want, "b%d", k);
+        expect_bulk(cmd(kg, "GET c:{%s}:%d", tag, k), want, "GET after the migration");
+        expect_status(cmd(kg, "SET c:{%s}:%d c%d", tag, k, k), "OK", "SET after the migration");
+    }
+    for (int k = 0; k < NNEW; k++) {
+        snprintf(want, sizeof want, "w%d", k);
+        expect_bulk(cmd(kg, "GET c:{%s}:new%d", tag, k), want, "GET of a new key after the migration");
+    }
+    expect_int(cmd(kg, "INCR n:{%s}:ctr", tag), 5, "INCR n: after the migration");
+    expect_int(cmd(kg, "INCR c:{%s}:ctr", tag), 5, "INCR c: after the migration");
+    redisFree(kg);
+    struct cluster_stats s2 = stats_now();
+    ck_assert_int_eq(cluster_slot_owner(C, slot), to);
+    {
+        redisContext *c = node(from);
+        expect_int(cmd(c, "CLUSTER COUNTKEYSINSLOT %u", slot), 0, "keys left on the source");
+        redisFree(c);
+        c = node(to);
+        expect_int(cmd(c, "CLUSTER COUNTKEYSINSLOT %u", slot), total + NNEW, "keys on the target");
+        redisFree(c);
+    }
+    for (int k = 0; k < NK; k++) {
+        snprintf(key, sizeof key, "c:{%s}:%d", tag, k);
+        snprintf(want, sizeof want, "c%d", k);
+        expect_on_node(key, want);
+        expect_ttl_on_node(key);
+    }
+    snprintf(key, sizeof key, "n:{%s}:ctr", tag);
+    expect_on_node(key, "5");
+    expect_int(node_cmd(to, 0, "PTTL", key), -1, "n: has no TTL");
+    snprintf(key, sizeof key, "c:{%s}:ctr", tag);
+    expect_on_node(key, "5");
+    expect_ttl_on_node(key);
+    fprintf(stderr,
+            "held migration of slot %u (node %d -> %d): %d keys moved, %d left; %d GET+SET+GET of old keys (%d then "
+            "on the source, %d on the target), 2 INCRs, %d new keys, in %lld ms: %lld redirects followed (%lld "
+            "retries); after the end: %lld more redirects, all values as written\n",
+            slot, from, to, moved, total - moved, NK, on_from, on_to, NNEW, t_held, s1.redirects - s0.redirects,
+            s1.retries - s0.retries, s2.redirects - s1.redirects);
+    ck_assert_msg(s1.redirects - s0.redirects >= on_to, "fewer ASK redirects (%lld) than keys read on the target (%d)",
+                  s1.redirects - s0.redirects, on_to);
+}
+END_TEST
+
+/* ---- 5. a primary SIGKILLed under load ---- */
+
+START_TEST(test_primary_killed_under_load_errors_only_in_flight)
+{
+    int p[CLUSTER_NODES];
+    primaries3(p);
+    const int victim = p[0];
+    static struct load_snap snap;
+    struct cluster_stats s0 = stats_now();
+    load_start(0, 1);
+    load_wait_batches(20, 10000, "the load before the kill");
+    /* what the replica is known to have: every write acknowledged before this snapshot ran on
+     * the primary before the marker below, which WAIT says the replica has */
+    for (int k = 0; k < LOAD_THREADS; k++) {
+        snap.sets_done[k] = ld_get(&g_load[k].sets_done);
+        snap.multi[k] = ld_get(&g_load[k].multi);
+        for (int w = 0; w < 2; w++)
+            for (int j = 0; j < LOAD_COUNTERS; j++) snap.incr[k][w][j] = ld_get(&g_load[k].incr[w][j]);
+    }
+    char marker[64];
+    unsigned ms;
+    key_on(victim, "c:", ":kill-marker", NULL, 0, marker, sizeof marker, &ms);
+    {
+        redisContext *c = node(victim);
+        expect_status(cmd(c, "SET %s 1 PX %lld", marker, TTL_MS), "OK", "the marker on the primary");
+        expect_int(cmd(c, "WAIT 1 5000"), 1, "the replica has the marker");
+        redisFree(c);
+    }
+    long long t_kill = now_ms() - g_load_t0;
+    int heir = -1;
+    long long failover_ms = 0;
+    ck_assert_msg(cluster_kill_primary(C, victim, 20000, &heir, &failover_ms) == 0, "%s", cluster_last_error());
+    __atomic_store_n(&g_load_mark, now_ms(), __ATOMIC_RELEASE);
+    load_wait_batches(20, 15000, "the load after the promotion");
+    load_stop();
+    struct cluster_stats s1 = stats_now();
+    struct load_sum sum = load_sum();
+    long long window = 0;
+    for (int k = 0; k < LOAD_THREADS; k++) {
+        window += g_load[k].multi - snap.multi[k];
+        for (int w = 0; w < 2; w++)
+            for (int j = 0; j < LOAD_COUNTERS; j++) window += g_load[k].incr[w][j] - snap.incr[k][w][j];
+    }
+    fprintf(stderr,
+            "failover: node %d SIGKILLed at %lld ms of load, node %d promoted, cluster ok %lld ms after the kill; "
+            "%d clients: %lld batches, %lld SETs (%lld acknowledged), %lld INCRs, %lld MULTI/EXEC; %lld "
+            "client-visible errors (bound %d), at most %lld failed batch per client, %lld after the promotion; "
+            "keygate: %lld redirects, %lld retries, %lld refreshes\n",
+            victim, t_kill, heir, failover_ms, LOAD_THREADS, sum.batches, sum.sets, sum.acked, sum.incrs, sum.multis,
+            sum.errors, LOAD_THREADS * LOAD_MAX_BATCH, sum.max_error_batches, sum.errors_after_mark,
+            s1.redirects - s0.redirects, s1.retries - s0.retries, s1.refreshes - s0.refreshes);
+    long long lost_sets = 0, checked = 0;
+    long long shortfall = load_verify(&snap, 0, &lost_sets, &checked);
+    fprintf(stderr,
+            "failover: counters on the nodes short of their acknowledged counts by %lld in all (async replication "
+            "may lose up to %lld: the INCRs acknowledged after the replica was known to have the rest); %lld of "
+            "%lld acknowledged SETs lost, %lld GETs of an acknowledged SET answered nil, %lld INCRs answered below "
+            "the count\n",
+            shortfall, window, lost_sets, checked, sum.lost_reads, sum.regressions);
+    /* a GET answered nil after its batch's SET was acknowledged: a write the failover lost, or,
+     * when the key is on its node now, a GET that ran before the SET sent ahead of it */
+    long long reordered = 0;
+    for (int k = 0; k < LOAD_THREADS; k++) {
+        struct load_thread *t = &g_load[k];
+        int n = t->lost_reads < 16 ? (int)t->lost_reads : 16;
+        for (int x = 0; x < n; x++) {
+            char key[48], *one[] = {key}, want[48];
+            snprintf(key, sizeof key, "c:ld:%d:%lld", k, t->nil_reads[x]);
+            snprintf(want, sizeof want, "v%d:%lld", k, t->nil_reads[x]);
+            redisReply *r;
+            nodes_each("GET", one, 1, &r);
+            if (r->type == REDIS_REPLY_STRING && strcmp(r->str, want) == 0) {
+                if (reordered++ < 5)
+                    fprintf(stderr,
+                            "  thread %d: SET %s answered +OK, the GET pipelined after it answered nil, and the "
+                            "key is on its node with its value: the GET ran first\n",
+                            k, key);
+            }
+            freeReplyObject(r);
+        }
+    }
+    fprintf(stderr, "failover: %lld GETs ran before the SET the client sent ahead of them (same key, one connection)\n",
+            reordered);
+    ck_assert_msg(sum.errors <= LOAD_THREADS * LOAD_MAX_BATCH, "%lld errors: more than the requests in flight (%d)",
+                  sum.errors, LOAD_THREADS * LOAD_MAX_BATCH);
+    ck_assert_msg(sum.max_error_batches <= 1, "a client had %lld failed batches: only the one in flight may fail",
+                  sum.max_error_batches);
+    ck_assert_msg(sum.errors_after_mark == 0, "%lld errors in batches sent after the promotion", sum.errors_after_mark);
+    ck_assert_msg(reordered == 0,
+                  "%lld GETs answered nil although the SET of the same key sent before them on the same connection "
+                  "was acknowledged and is on its node: requests waiting for the promotion were sent again out of "
+                  "the client's order",
+                  reordered);
+    ck_assert_msg(shortfall <= window,
+                  "counters lost %lld increments, more than the %lld acknowledged after the "
+                  "replica had the rest",
+                  shortfall, window);
+    load_free();
+}
+END_TEST
+
+/* ---- 6. a slot moved back and forth ---- */
+
+struct pingpong {
+    const char *tag;
+    pthread_t thread;
+    volatile int stop, held;
+    long long batches; /* atomic */
+    long long sent, sent_held, last_set, n_ctr, c_ctr, errors;
+    char first_error[256];
+};
+
+static void pp_error(struct pingpong *pp, const char *what, const redisReply *r, const char *errstr)
+{
+    if (pp->errors++ == 0) {
+        char d[100];
+        if (r != NULL)
+            describe_into(r, d, sizeof d);
+        else
+            snprintf(d, sizeof d, "connection: %.80s", errstr);
+        snprintf(pp->first_error, sizeof pp->first_error, "%s: %s", what, d);
+    }
+}
+
+static void *pp_main(void *arg)
+{
+    struct pingpong *pp = arg;
+    redisContext *c = harness_client(&h);
+    for (long long i = 1; !pp->stop && c != NULL && !c->err; i++) {
+        int held = pp->held;
+        redisAppendCommand(c, "SET c:{%s}:k %lld", pp->tag, i);
+        redisAppendCommand(c, "GET c:{%s}:k", pp->tag);
+        redisAppendCommand(c, "INCR n:{%s}:ctr", pp->tag);
+        redisAppendCommand(c, "INCR c:{%s}:ctr", pp->tag);
+        pp->sent += 4;
+        if (held || pp->held) pp->sent_held += 4;
+        redisReply *r[4] = {0};
+        int k = 0;
+        for (; k < 4; k++)
+            if (redisGetReply(c, (void **)&r[k]) != REDIS_OK || r[k] == NULL) break;
+        if (k < 4) {
+            pp_error(pp, "reply", NULL, c->errstr);
+        } else {
+            char v[24];
+            snprintf(v, sizeof v, "%lld", i);
+            if (r[0]->type == REDIS_REPLY_STATUS && strcmp(r[0]->str, "OK") == 0)
+                pp->last_set = i;
+            else
+                pp_error(pp, "SET", r[0], NULL);
+            if (r[1]->type != REDIS_REPLY_STRING || strcmp(r[1]->str, v) != 0) pp_error(pp, "GET", r[1], NULL);
+            if (r[2]->type == REDIS_REPLY_INTEGER && r[2]->integer == pp->n_ctr + 1)
+                pp->n_ctr++;
+            else
+                pp_error(pp, "INCR n:", r[2], NULL);
+            if (r[3]->type == REDIS_REPLY_INTEGER && r[3]->integer == pp->c_ctr + 1)
+                pp->c_ctr++;
+            else
+                pp_error(pp, "INCR c: (TTL-wrapped)", r[3], NULL);
+        }
+        for (int j = 0; j < k; j++) freeReplyObject(r[j]);
+        __atomic_store_n(&pp->batches, pp->batches + 1, __ATOMIC_RELEASE);
+    }
+    if (c == NULL || c->err) pp_error(pp, "connection", NULL, c != NULL ? c->errstr : "connect failed");
+    if (c != NULL) redisFree(c);
+    return NULL;
+}
+
+static void pp_wait(struct pingpong *pp, int more, const char *what)
+{
+    long long base = __atomic_load_n(&pp->batches, __ATOMIC_ACQUIRE), deadline = now_ms() + 10000;
+    while (__atomic_load_n(&pp->batches, __ATOMIC_ACQUIRE) < base + more) {
+        ck_assert_msg(now_ms() < deadline, "%s: the client completed %lld of %d batches in 10 s (errors %lld: %s)",
+                      what, __atomic_load_n(&pp->batches, __ATOMIC_ACQUIRE) - base, more, pp->errors, pp->first_error);
+        sleep_ms(2);
+    }
+}
+
+START_TEST(test_slot_moved_back_and_forth_no_error_no_loop)
+{
+    enum { MOVES = 10 };
+    int p[CLUSTER_NODES];
+    primaries3(p);
+    const int a = p[0], b = p[1];
+    char probe[64], tag[32];
+    unsigned slot;
+    key_on(a, "c:", ":k", NULL, 0, probe, sizeof probe, &slot);
+    ck_assert(sscanf(probe, "c:{%31[^}]}", tag) == 1);
+    static struct pingpong pp;
+    memset(&pp, 0, sizeof pp);
+    pp.tag = tag;
+    ck_assert_int_eq(pthread_create(&pp.thread, NULL, pp_main, &pp), 0);
+    pp_wait(&pp, 5, "before the first move");
+    struct cluster_stats s0 = stats_now();
+    long long t0 = now_ms();
+    int keys_moved = 0;
+    for (int m = 0; m < MOVES; m++) {
+        int from = m % 2 == 0 ? a : b, to = m % 2 == 0 ? b : a, n = 0;
+        pp.held = 1;
+        ck_assert_msg(cluster_migrate_begin(C, slot, from, to) == 0, "move %d: %s", m, cluster_last_error());
+        pp_wait(&pp, 3, "slot migrating, no key moved yet");
+        ck_assert_msg(cluster_migrate_keys(C, slot, from, to, 100, &n) == 0, "move %d: %s", m, cluster_last_error());
+        keys_moved += n;
+        pp_wait(&pp, 3, "slot migrating, its keys moved");
+        ck_assert_msg(cluster_migrate_end(C, slot, from, to) == 0, "move %d: %s", m, cluster_last_error());
+        pp.held = 0;
+        pp_wait(&pp, 3, "slot moved");
+    }
+    long long elapsed = now_ms() - t0;
+    struct cluster_stats s1 = stats_now();
+    pp.stop = 1;
+    pthread_join(pp.thread, NULL);
+    long long redirects = s1.redirects - s0.redirects, refreshes = s1.refreshes - s0.refreshes;
+    long long refresh_bound = elapsed / 500 + elapsed / 10000 + 3;
+    fprintf(stderr,
+            "ping-pong: slot %u moved %d times between nodes %d and %d in %lld ms (%d key moves); the client sent "
+            "%lld commands (%lld while a migration was held): %lld errors; keygate: %lld redirects, %lld retries, "
+            "%lld refreshes (bound %lld)\n",
+            slot, MOVES, a, b, elapsed, keys_moved, pp.sent, pp.sent_held, pp.errors, redirects,
+            s1.retries - s0.retries, refreshes, refresh_bound);
+    ck_assert_msg(pp.errors == 0, "%lld client-visible errors, the first: %s", pp.errors, pp.first_error);
+    ck_assert_msg(redirects <= pp.sent_held + 8 * MOVES,
+                  "%lld redirects for %lld commands sent while held and %d moves: a redirect loop", redirects,
+                  pp.sent_held, MOVES);
+    ck_assert_msg(refreshes <= refresh_bound, "%lld slot-map refreshes in %lld ms: more than one per 500 ms", refreshes,
+                  elapsed);
+    ck_assert_int_eq(cluster_slot_owner(C, slot), a);
+    char key[64], want[24];
+    snprintf(key, sizeof key, "c:{%s}:k", tag);
+    snprintf(want, sizeof want, "%lld", pp.last_set);
+    expect_on_node(key, want);
+    expect_ttl_on_node(key);
+    snprintf(key, sizeof key, "n:{%s}:ctr", tag);
+    snprintf(want, sizeof want, "%lld", pp.n_ctr);
+    expect_on_node(key, want);
+    snprintf(key, sizeof key, "c:{%s}:ctr", tag);
+    snprintf(want, sizeof want, "%lld", pp.c_ctr);
+    expect_on_node(key, want);
+    expect_ttl_on_node(key);
+}
+END_TEST
+
+/* A test case of its own (its own cluster) for test, unless HARNESS_TEST names other tests
+ * only: a cluster is started only for a test that runs. */
+static void add_case(Suite *s, const char *name, int timeout_s, const TTest *test)
+{
+    const char *only = getenv("HARNESS_TEST");
+    int run = only == NULL || *only == '\0';
+    char glob[256];
+    for (const char *p = only; !run && *p != '\0';) {
+        size_t len = strcspn(p, ",");
+        if (len > 0 && len < sizeof glob) {
+            memcpy(glob, p, len);
+            glob[len] = '\0';
+            run = fnmatch(glob, test->name, 0) == 0;
+        }
+        p += len + (p[len] == ',');
+    }
+    if (run) harness_add_test(harness_tcase(s, name, timeout_s, setup, teardown), test);
+}
+
+int main(void)
+{
+    Suite *s = suite_create("cluster_routing");
+    add_case(s, "routing", 60, test_routing_10000_keys_on_their_slot_node_with_ttl);
+    add_case(s, "multikey", 60, test_multikey_split_crossslot_and_transactions);
+    add_case(s, "reshard", 120, test_reshard_1000_slots_under_load_no_client_error);
+    add_case(s, "held_migration", 60, test_held_migration_reads_writes_follow_ask);
+    add_case(s, "failover", 90, test_primary_killed_under_load_errors_only_in_flight);
+    add_case(s, "pingpong", 90, test_slot_moved_back_and_forth_no_error_no_loop);
+    int failed = harness_run(s);
+    int left = cluster_leftovers();
+    if (left) fprintf(stderr, "POST-CONDITION FAILED: %d redis-server(s) of this suite still run\n", left);
+    return failed == 0 && left == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
