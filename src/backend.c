@@ -510,11 +510,13 @@ int backend_pools_start(struct worker *w, const struct backend_hooks *hooks)
 /* Fail and forget every entry owed on b (the router answers them). */
 static void backend_fail_fifo(struct backend *b)
 {
+    size_t written = b->fifo_count - b->unsent; /* the entries after these were never written */
     b->unsent = 0;
-    while (b->fifo_count > 0) {
+    for (size_t i = 0; b->fifo_count > 0; i++) {
         struct pending pd = b->fifo[b->fifo_head];
         b->fifo_head = (b->fifo_head + 1) % b->fifo_cap;
         b->fifo_count--;
+        pd.unsent = i >= written;
         if (pd.own == BACKEND_OWN_NONE) b->worker->hooks->fail(b, &pd);
         if (pd.own == BACKEND_OWN_SLOTS && b->worker->clusters[b->instance])
             b->worker->clusters[b->instance]->refreshing = 0; /* asked again below (backend_close) */

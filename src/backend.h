@@ -33,6 +33,7 @@ struct pending {
     uint8_t own;         /* enum backend_own */
     uint8_t kind;        /* the router's: how the reply is used */
     uint16_t part;       /* the router's: a split request's part */
+    uint8_t unsent;      /* passed to the fail hook: the entry was staged, never written (Redis never saw it) */
 };
 
 /* What a backend reports to the layer above (the router). None of them may close, free or

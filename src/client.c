@@ -82,6 +82,7 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
     addr_format(sa, c->addr, sizeof(c->addr));
     (void)salen;
     TAILQ_INIT(&c->queue);
+    TAILQ_INIT(&c->resends);
     resp_parser_init(&c->parser);
     c->parser.max_bulk = cfg->max_request_bytes;
     session_init(&c->session, cfg->nusers == 0);
@@ -148,6 +149,7 @@ static void client_teardown(struct client *c)
     for (int i = 0; i < CONFIG_MAX_INSTANCES; i++)
         if (c->pubsub.pin[i]) backend_abandon(c->pubsub.pin[i]);
     authgate_client_free(c);
+    router_client_gone(c); /* after its requests were released: they are not sent again */
     if (c->owner_timer) event_free(c->owner_timer);
     if (c->pev) event_free(c->pev);
     if (c->pfd >= 0) close(c->pfd);

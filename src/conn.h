@@ -50,6 +50,9 @@ struct client {
     /* requests, in arrival order (request.c) */
     struct request_queue queue;
     int nqueued;
+    uint64_t next_seq;                /* the seq of its next request */
+    struct request_send_list resends; /* its cluster sends waiting to go again, in request order (router.c) */
+    struct event *resend_timer;       /* the wait of the first of them */
     /* what policy knows, and the connections that hold the client's state */
     struct session session;
     struct backend *watch_pin; /* WATCH: until EXEC/DISCARD/UNWATCH */

@@ -59,6 +59,8 @@ static inline int backend_domain(int instance, int node)
 TAILQ_HEAD(client_list, client);
 TAILQ_HEAD(backend_list, backend);
 TAILQ_HEAD(request_queue, request);
+struct request_send;
+TAILQ_HEAD(request_send_list, request_send); /* a client's cluster sends waiting to go again, in request order */
 
 struct worker {
     int id;

@@ -24,6 +24,7 @@ struct request *request_new(struct client *c)
     }
     req->worker = w;
     req->client = c;
+    req->seq = c->next_seq++;
     TAILQ_INSERT_TAIL(&c->queue, req, link);
     c->nqueued++;
     return req;
@@ -41,7 +42,7 @@ static void request_free(struct request *req)
         bytebuf_free(&s->bytes);
         free(s->entries);
         free(s->error);
-        if (s->timer) event_free(s->timer);
+        assert(!s->queued); /* a client's list holds no send of a freed request */
     }
     free(req->sends);
     bytebuf_free(&req->exec_keep);

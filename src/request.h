@@ -48,7 +48,8 @@ struct request_send {
     int ask_port;
     char *error; /* the last redirect, passed through when the bounds are reached */
     size_t error_len;
-    struct event *timer; /* the wait before the next attempt */
+    int queued;                            /* on its client's `resends` list (router.c) */
+    TAILQ_ENTRY(request_send) resend_link; /* that list's links */
     struct request *req;
 };
 
@@ -84,6 +85,7 @@ struct request {
     struct request_send *recording; /* the send the router is writing now (route_expect records) */
     size_t argc;
     uint16_t scan_rank, scan_nodes; /* SCAN on a cluster: the rank of the primary it reads, of how many */
+    uint64_t seq;                   /* its place among its client's requests (request_new) */
     struct stats_mark mark;         /* its namespace slot, class, instance and read time (stats.h) */
     void *nc;                       /* the near cache's (a fill, or the keys a write invalidates): one heap block */
 };

@@ -97,27 +97,78 @@ static struct backend *route_target(struct request *req, struct request_send *s)
     return backend_for_slot(req->worker, s->instance, s->slot, c->id, c->resp3);
 }
 
-static void route_retry_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    struct request_send *s = arg;
-    s->wait = 0;
-    route_again(s->req, s);
-}
+/*
+ * A client's cluster sends that wait to go again (no reachable owner, -TRYAGAIN, -CLUSTERDOWN, a
+ * connection lost before they were written) wait on one list, in the order of the client's
+ * requests, and go in that order: a later request never overtakes an earlier one that waits,
+ * and a new request of the client waits behind them (route_out_done). One timer per client:
+ * the first send's wait, 25 ms doubling with its retries to 500 ms.
+ */
+static void route_resend_cb(evutil_socket_t fd, short what, void *arg);
 
-/* Wait before s's next attempt: 25 ms, doubling with each retry, at most 500 ms. */
-static void route_wait(struct request *req, struct request_send *s)
+static void route_resend_arm(struct client *c)
 {
-    if (!s->timer) s->timer = xevtimer_new(req->worker->base, route_retry_cb, s);
-    int ms = ROUTE_RETRY_MIN_MS << (s->retries > 1 ? s->retries - 1 : 0);
+    const struct request_send *first = TAILQ_FIRST(&c->resends);
+    if (!first || (c->resend_timer && evtimer_pending(c->resend_timer, NULL))) return;
+    if (!c->resend_timer) c->resend_timer = xevtimer_new(c->worker->base, route_resend_cb, c);
+    int ms = ROUTE_RETRY_MIN_MS << (first->retries > 1 ? first->retries - 1 : 0);
     if (ms > ROUTE_RETRY_MAX_MS || ms <= 0) ms = ROUTE_RETRY_MAX_MS;
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    evtimer_add(s->timer, &tv);
+    evtimer_add(c->resend_timer, &tv);
+}
+
+/* s waits on its client's list, at its request's place (parts of one request in part order). */
+static void route_resend_enqueue(struct client *c, struct request_send *s)
+{
+    assert(!s->queued);
+    struct request_send *at = TAILQ_LAST(&c->resends, request_send_list);
+    int part = (int)(s - s->req->sends);
+    while (at && (at->req->seq > s->req->seq || (at->req == s->req && (int)(at - at->req->sends) > part)))
+        at = TAILQ_PREV(at, request_send_list, resend_link);
+    if (at)
+        TAILQ_INSERT_AFTER(&c->resends, at, s, resend_link);
+    else
+        TAILQ_INSERT_HEAD(&c->resends, s, resend_link);
+    s->queued = 1;
+    route_resend_arm(c);
 }
 
 /* The bounds are reached: s's last answer (or -UNAVAILABLE) is the reply of its part or request. */
 static void route_give_up(struct request *req, struct request_send *s);
+
+/* One attempt of s (not on the list): 1 staged; 0 no connection (a retry counted, s waits);
+ * -1 past its bounds (its part or request answered: s goes nowhere). */
+static int route_try(struct request *req, struct request_send *s);
+
+static void route_resend_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct client *c = arg;
+    struct request_send *s;
+    while ((s = TAILQ_FIRST(&c->resends))) {
+        TAILQ_REMOVE(&c->resends, s, resend_link);
+        s->queued = 0;
+        s->wait = 0;
+        if (route_try(s->req, s) != 0) continue; /* staged, or answered: the next one may go */
+        TAILQ_INSERT_HEAD(&c->resends, s, resend_link);
+        s->queued = 1;
+        break;
+    }
+    route_resend_arm(c);
+}
+
+void router_client_gone(struct client *c)
+{
+    struct request_send *s;
+    while ((s = TAILQ_FIRST(&c->resends))) {
+        TAILQ_REMOVE(&c->resends, s, resend_link);
+        s->queued = 0;
+        request_reply_consumed(s->req); /* the reply that stood for it: never sent again */
+    }
+    if (c->resend_timer) event_free(c->resend_timer);
+    c->resend_timer = NULL;
+}
 
 /*
  * A blocking command that its node did not run (-MOVED, -TRYAGAIN, -CLUSTERDOWN) goes again on a
@@ -144,10 +195,33 @@ static struct backend *route_repin(struct request *req, struct request_send *s)
     return b;
 }
 
+static int route_try(struct request *req, struct request_send *s)
+{
+    if (s->hops > ROUTE_MAX_HOPS || s->retries > ROUTE_MAX_RETRIES) {
+        route_give_up(req, s);
+        return -1;
+    }
+    struct backend *b = req->blocking ? route_repin(req, s) : route_target(req, s);
+    if (b) {
+        route_stage(req, s, b);
+        request_reply_consumed(req);
+        return 1;
+    }
+    s->ask = 0; /* the owner is not known or its node is down: ask the map again, and wait */
+    free(s->error);
+    s->error = NULL;
+    s->retries++;
+    STAT_INC(&req->worker->stats, cluster_retries);
+    backend_cluster_refresh(req->worker, s->instance);
+    if (s->retries <= ROUTE_MAX_RETRIES) return 0;
+    route_give_up(req, s);
+    return -1;
+}
+
 /*
  * s's attempt ended without running (every reply of it came; one reply owed to req stands
- * for it until this returns): stage it again, wait, or give up. A request whose client left
- * is not sent again.
+ * for it until it goes again): stage it again now, or wait on the client's list (route_resend_*),
+ * or give up. A request whose client left is not sent again.
  */
 static void route_again(struct request *req, struct request_send *s)
 {
@@ -155,6 +229,7 @@ static void route_again(struct request *req, struct request_send *s)
         request_reply_consumed(req);
         return;
     }
+    struct client *c = req->client;
     if (s->hops > ROUTE_MAX_HOPS || s->retries > ROUTE_MAX_RETRIES) {
         route_give_up(req, s);
         return;
@@ -164,25 +239,8 @@ static void route_again(struct request *req, struct request_send *s)
         s->wait = 1;
         s->retries++;
     }
-    if (!s->wait) {
-        struct backend *b = req->blocking ? route_repin(req, s) : route_target(req, s);
-        if (b) {
-            route_stage(req, s, b);
-            request_reply_consumed(req);
-            return;
-        }
-        s->ask = 0; /* the owner is not known or its node is down: ask the map again, and wait */
-        free(s->error);
-        s->error = NULL;
-        s->retries++;
-        STAT_INC(&req->worker->stats, cluster_retries);
-        backend_cluster_refresh(req->worker, s->instance);
-        if (s->retries > ROUTE_MAX_RETRIES) {
-            route_give_up(req, s);
-            return;
-        }
-    }
-    route_wait(req, s);
+    if (!s->wait && TAILQ_EMPTY(&c->resends) && route_try(req, s) != 0) return; /* nothing waits ahead of it */
+    route_resend_enqueue(c, s);
 }
 
 static void route_part(struct request *req, int part, const char *reply, size_t len);
@@ -217,16 +275,25 @@ static struct request_send *route_send_of(struct request *req, const struct pend
 /*
  * A reply (reply NULL: a failure) for an entry of a kept send. Returns 1 when the router
  * took it here (the send goes again), 0 when it is read as usual. A -MOVED updates the
- * map, a -ASK aims the next attempt once, -TRYAGAIN and -CLUSTERDOWN wait; from that
- * reply on, the rest of the attempt is swallowed, and once it is all in the send goes
- * again from that entry (a MULTI ... EXEC from its start).
+ * map, a -ASK aims the next attempt once, -TRYAGAIN and -CLUSTERDOWN wait, and so does a
+ * failure of an entry that was never written (unsent: its connection was lost before, so Redis
+ * never saw it; one that was written may have run, and fails as usual); from that reply on, the
+ * rest of the attempt is swallowed, and once it is all in the send goes again from that entry
+ * (a MULTI ... EXEC from its start).
  */
-static int route_intercept(struct backend *b, struct request_send *s, const char *reply, size_t len)
+static int route_intercept(struct backend *b, struct request_send *s, const char *reply, size_t len, int unsent)
 {
     struct request *req = s->req;
     assert(s->left > 0);
     int index = s->nentries - s->left;
     s->left--;
+    if (!s->redo && !reply && unsent) { /* lost before it was written: Redis never saw it */
+        s->redo = 1;
+        s->from = s->atomic ? 0 : index;
+        s->wait = 1;
+        s->retries++;
+        STAT_INC(&req->worker->stats, cluster_retries);
+    }
     struct slotmap_redirect rd;
     if (!s->redo && reply && reply[0] == '-') {
         int moved = slotmap_parse_redirect(reply, len, &rd);
@@ -311,7 +378,7 @@ static void route_out_done(struct request *req, struct backend *b)
     static const char multi[] = "*1\r\n$5\r\nMULTI\r\n";
     s->atomic =
         s->nentries > 1 && s->bytes.len >= sizeof(multi) - 1 && memcmp(s->bytes.p, multi, sizeof(multi) - 1) == 0;
-    if (b && b->state != BACKEND_DOWN) {
+    if (b && b->state != BACKEND_DOWN && TAILQ_EMPTY(&req->client->resends)) {
         route_stage(req, s, b);
         return;
     }
@@ -963,7 +1030,7 @@ static void route_deliver(struct backend *b, const struct pending *pd, const cha
 {
     struct request *req = pd->req;
     struct request_send *s = route_send_of(req, pd);
-    if (__builtin_expect(s != NULL, 0) && route_intercept(b, s, reply, len)) return;
+    if (__builtin_expect(s != NULL, 0) && route_intercept(b, s, reply, len, 0)) return;
     route_writes_answered(req, (enum route_kind)pd->kind);
     switch ((enum route_kind)pd->kind) {
     case ROUTE_ASKING:
@@ -1026,7 +1093,7 @@ static void route_fail(struct backend *b, const struct pending *pd)
 {
     struct request *req = pd->req;
     struct request_send *s = route_send_of(req, pd);
-    if (__builtin_expect(s != NULL, 0) && route_intercept(b, s, NULL, 0)) return;
+    if (__builtin_expect(s != NULL, 0) && route_intercept(b, s, NULL, 0, pd->unsent)) return;
     char text[160];
     if (b->timed_out)
         replies_timed_out(text, sizeof(text), b->worker->cfg->instance_names[b->instance]);

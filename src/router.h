@@ -38,6 +38,10 @@ static inline struct backend *router_shared_for(struct client *c, int instance)
     return backend_for(c->worker, instance, c->id);
 }
 
+/* c is torn down: its cluster sends that wait to go again are dropped (their requests, orphaned,
+ * are freed once nothing else is owed to them), and its timer freed. */
+void router_client_gone(struct client *c);
+
 /* Close c's subscriber connections (never reused: no other client may get their
  * subscriptions) and forget their subscriptions (RESET, a protocol switch). */
 void router_close_subscribers(struct client *c);
