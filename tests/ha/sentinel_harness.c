@@ -683,6 +683,7 @@ int ha_wait_settled(struct ha *h, int timeout_ms, int *primary)
         }
         if (mono_ms() >= deadline) {
             wrap_err("not settled within %d ms", timeout_ms);
+            print_logs(h);
             return -1;
         }
         nap_ms(POLL_MS);
@@ -703,6 +704,7 @@ int ha_wait_promoted(struct ha *h, int old, int timeout_ms, int *promoted)
         }
         if (mono_ms() >= deadline) {
             wrap_err("no new primary (other than node %d) within %d ms", old, timeout_ms);
+            print_logs(h);
             return -1;
         }
         nap_ms(POLL_MS);
@@ -762,10 +764,10 @@ static int sentinel_write_files(struct ha *h, int s)
     snprintf(conf, sizeof conf,
              "%srequirepass %s\nsentinel sentinel-pass %s\n"
              "sentinel monitor %s 127.0.0.1 %d %d\nsentinel auth-pass %s %s\n"
-             "sentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 5000\n"
+             "sentinel down-after-milliseconds %s %d\nsentinel failover-timeout %s 5000\n"
              "sentinel parallel-syncs %s 2\n",
              common, h->sentinel_password, h->sentinel_password, m, h->nodes[0].tls_port, HA_QUORUM, m, h->password, m,
-             m, m);
+             h->down_after_ms, m, m);
     if (mkdir(p->dir, 0700) != 0 || write_file(p->conf_file, conf, 0600) != 0) {
         set_err("writing sentinel %d's files in %s: %s", s, p->dir, strerror(errno));
         return -1;
@@ -969,6 +971,8 @@ struct ha *ha_start(void)
     h->owner = getpid();
     h->owner_pgid = getpgrp();
     snprintf(h->master_name, sizeof h->master_name, "keygate-ha");
+    const char *down_after = getenv("HA_DOWN_AFTER_MS");
+    h->down_after_ms = down_after != NULL && atoi(down_after) > 0 ? atoi(down_after) : 1000;
     char path[PATH_MAX + 32];
     if (getcwd(h->root, sizeof h->root) == NULL) {
         set_err("getcwd: %s", strerror(errno));
@@ -1141,6 +1145,15 @@ int ha_sentinel_restart(struct ha *h, int s)
     return wait_ready(p, h->sentinel_password, sentinel_name(s)) == 0 ? 0 : -1;
 }
 
+/* Sentinel may switch twice for one failure: a sentinel whose own attempt (a later epoch) was
+ * voted for after another's promotion had been agreed on promotes another replica. Not an
+ * error of the harness; said on stderr, since a test measuring the first switch sees it. */
+static void note_second_switch(int first, int settled)
+{
+    fprintf(stderr, "sentinel_harness: every sentinel named node %d first, then settled on node %d (a second switch)\n",
+            first, settled);
+}
+
 int ha_failover(struct ha *h, int timeout_ms, int *promoted, long long *confirmed_ms, long long *settled_ms)
 {
     int old = ha_primary(h);
@@ -1163,11 +1176,8 @@ int ha_failover(struct ha *h, int timeout_ms, int *promoted, long long *confirme
     long long left = deadline - mono_ms();
     int settled_on;
     if (ha_wait_settled(h, left > 1000 ? (int)left : 1000, &settled_on) != 0) return -1;
-    if (settled_on != p) {
-        set_err("the failover to node %d settled on node %d", p, settled_on);
-        return -1;
-    }
-    if (promoted != NULL) *promoted = p;
+    if (settled_on != p) note_second_switch(p, settled_on);
+    if (promoted != NULL) *promoted = settled_on;
     if (confirmed_ms != NULL) *confirmed_ms = confirmed;
     if (settled_ms != NULL) *settled_ms = mono_ms() - t0;
     return 0;
@@ -1185,12 +1195,9 @@ int ha_kill_primary(struct ha *h, int timeout_ms, int *old, int *promoted, long 
     long long left = deadline - mono_ms();
     int settled_on;
     if (ha_wait_settled(h, left > 1000 ? (int)left : 1000, &settled_on) != 0) return -1;
-    if (settled_on != p) {
-        set_err("the promotion of node %d settled on node %d", p, settled_on);
-        return -1;
-    }
+    if (settled_on != p) note_second_switch(p, settled_on);
     if (old != NULL) *old = was;
-    if (promoted != NULL) *promoted = p;
+    if (promoted != NULL) *promoted = settled_on;
     if (ms != NULL) *ms = took;
     return 0;
 }

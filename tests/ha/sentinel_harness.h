@@ -26,8 +26,13 @@
  * port, tls-replication yes (they speak TLS to the data nodes and to each other), a
  * password of their own (requirepass and `sentinel sentinel-pass`; in sentinel_pass_file,
  * mode 0600), monitoring master_name at node 0's TLS port with quorum 2,
- * down-after-milliseconds 1000, failover-timeout 5000, parallel-syncs 2, auth-pass the
- * nodes' password. Every port is picked at random in 20000..31999 (below the kernel's
+ * down-after-milliseconds 1000 (HA_DOWN_AFTER_MS=N at ha_start: N), failover-timeout 5000,
+ * parallel-syncs 2, auth-pass the nodes' password. With 1000 ms a failure often gets two
+ * switches: right after +switch-master a sentinel's fresh link to the new primary may miss
+ * a PING reply within 1 s, and the other sentinels' "master down" answers, kept from the
+ * failover just done, make that +sdown an +odown at once (quorum 3/2), so a second failover
+ * promotes the other replica about 1.2 s after the first (measured: 4 SIGKILLs of 5; none
+ * in 3 with 2000 ms, where the promotion takes 2.2 to 3.2 s; redis/redis#8607). Every port is picked at random in 20000..31999 (below the kernel's
  * ephemeral range and below 45000).
  *
  * Processes: every server is a child of the process that called ha_start (the owner, made
@@ -42,7 +47,7 @@
  * runs, for a suite's final post-condition.
  *
  * Every wait polls with a deadline and, when it passes, says in ha_last_error() what it
- * waited for and what it saw last. Functions returning int: 0 on success, -1 on failure
+ * waited for and what it saw last (and prints the tail of every server's log on stderr). Functions returning int: 0 on success, -1 on failure
  * (the error then says why). Environment: HA_KEEP=1 keeps the temp dir (logs, configs).
  * The cwd must be the repo root (certificates: build/certs, made by scripts/gen-certs).
  */
@@ -75,9 +80,10 @@ struct ha {
     char pass_file[PATH_MAX];
     char sentinel_password[65]; /* the sentinels' own */
     char sentinel_pass_file[PATH_MAX];
-    pid_t owner;      /* the process that started the servers (their parent) */
-    pid_t owner_pgid; /* its process group, which every server joins */
-    int nnodes;       /* data nodes started: 3, or 4 after ha_replica_add */
+    pid_t owner;       /* the process that started the servers (their parent) */
+    pid_t owner_pgid;  /* its process group, which every server joins */
+    int nnodes;        /* data nodes started: 3, or 4 after ha_replica_add */
+    int down_after_ms; /* the sentinels' down-after-milliseconds */
     struct ha_proc nodes[HA_NODES];
     struct ha_proc sentinels[HA_SENTINELS];
 };
@@ -140,15 +146,17 @@ int ha_wait_promoted(struct ha *h, int old, int timeout_ms, int *promoted) __att
 /* SENTINEL FAILOVER master_name on a running sentinel, then ha_wait_promoted (the primary
  * changed, every sentinel agrees) and ha_wait_settled (the old primary and the other
  * replica replicate from the new one; Sentinel demotes a reachable old primary some 8 s
- * after the switch). timeout_ms bounds both. *promoted, *confirmed_ms (to ha_wait_promoted's
- * end), *settled_ms (to the end): may be NULL. */
+ * after the switch). timeout_ms bounds both. *promoted: the primary it settled on;
+ * *confirmed_ms: to ha_wait_promoted's end; *settled_ms: to the end (each may be NULL).
+ * Sentinel may switch twice for one failover (a second sentinel's attempt, voted for in a
+ * later epoch, promotes another replica): the settled primary counts, and stderr says so. */
 int ha_failover(struct ha *h, int timeout_ms, int *promoted, long long *confirmed_ms, long long *settled_ms)
     __attribute__((warn_unused_result));
 
 /* SIGKILL the current primary (ha_primary) and wait (timeout_ms) for its replacement:
- * ha_wait_promoted, then ha_wait_settled. *old (may be NULL): the killed node; *promoted,
- * *ms (may be NULL): the new primary, and the milliseconds from the kill to every sentinel
- * naming it (ha_wait_promoted). */
+ * ha_wait_promoted, then ha_wait_settled. *old (may be NULL): the killed node; *promoted (may
+ * be NULL): the primary it settled on (see ha_failover on a second switch); *ms (may be
+ * NULL): the milliseconds from the kill to every sentinel naming a new primary. */
 int ha_kill_primary(struct ha *h, int timeout_ms, int *old, int *promoted, long long *ms)
     __attribute__((warn_unused_result));
 
