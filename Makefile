@@ -32,9 +32,13 @@ HARNESS    := tests/integration/harness.c
 CLUSTER_SRCS := $(wildcard tests/cluster/test_*.c)
 CLUSTER_BINS := $(CLUSTER_SRCS:tests/cluster/%.c=$(BUILD)/tests/cluster/%)
 CLUSTER_HARNESS := tests/cluster/cluster_harness.c
+# tests/ha/: suites against a real local Sentinel-managed deployment (make test-ha); not in make integration's wildcard
+HA_SRCS := $(wildcard tests/ha/test_*.c)
+HA_BINS := $(HA_SRCS:tests/ha/%.c=$(BUILD)/tests/ha/%)
+HA_HARNESS := tests/ha/sentinel_harness.c
 
 .PHONY: all deps certs run test unit integration clients check-conf clean format install fuzz fuzz-quick \
-        check format-check cppcheck check-layout check-layout-test check-ops deb deb-check test-cluster
+        check format-check cppcheck check-layout check-layout-test check-ops deb deb-check test-cluster test-ha
 
 all: $(BUILD)/keygate
 
@@ -49,7 +53,7 @@ $(BUILD)/obj/%.o: src/%.c $(HDRS) | $(BUILD)/obj
 $(BUILD)/keygate: $(OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/obj $(BUILD)/tests/unit $(BUILD)/tests/integration $(BUILD)/tests/cluster:
+$(BUILD)/obj $(BUILD)/tests/unit $(BUILD)/tests/integration $(BUILD)/tests/cluster $(BUILD)/tests/ha:
 	mkdir -p $@
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_OBJS) $(HDRS) $(wildcard tests/integration/*.h) $(wildcard tests/unit/*.h) | $(BUILD)/tests/unit
@@ -61,6 +65,10 @@ $(BUILD)/tests/integration/%: tests/integration/%.c $(HARNESS) $(wildcard tests/
 # the cluster suites link the integration harness too (harness_tcase, cmd, expect_*, the raw RESP connection)
 $(BUILD)/tests/cluster/%: tests/cluster/%.c $(CLUSTER_HARNESS) $(HARNESS) $(wildcard tests/cluster/*.h) $(wildcard tests/integration/*.h) $(LIB_OBJS) $(HDRS) | $(BUILD)/tests/cluster
 	$(CC) $(CFLAGS) -Itests/integration -Itests/cluster $(LDFLAGS) -o $@ $< $(CLUSTER_HARNESS) $(HARNESS) $(LIB_OBJS) $(CHECK_LIBS) $(LDLIBS)
+
+# the HA suites likewise
+$(BUILD)/tests/ha/%: tests/ha/%.c $(HA_HARNESS) $(HARNESS) $(wildcard tests/ha/*.h) $(wildcard tests/integration/*.h) $(LIB_OBJS) $(HDRS) | $(BUILD)/tests/ha
+	$(CC) $(CFLAGS) -Itests/integration -Itests/ha $(LDFLAGS) -o $@ $< $(HA_HARNESS) $(HARNESS) $(LIB_OBJS) $(CHECK_LIBS) $(LDLIBS)
 
 certs:
 	@./scripts/gen-certs build/certs
@@ -124,12 +132,15 @@ INTEGRATION_JOBS ?= 2
 integration: $(BUILD)/keygate $(INTEG_BINS)
 	@INTEGRATION_JOBS=$(INTEGRATION_JOBS) KEYGATE_BIN=$(BUILD)/keygate scripts/run-integration $(BUILD) $(INTEG_BINS)
 
-# The cluster suites (tests/cluster/test_*: each test case starts its own 3 primaries + 3 replicas TLS
-# cluster), one suite at a time (six nodes with a 1 s cluster-node-timeout: two clusters side by side on a
-# busy machine would fail over by themselves), through scripts/run-integration.
-test-cluster: $(BUILD)/keygate $(CLUSTER_BINS)
+# The high-availability suites: tests/cluster/test_* (each test case starts its own 3 primaries + 3 replicas
+# TLS cluster) and tests/ha/test_* (each test case starts its own TLS primary, 2 replicas and 3 sentinels),
+# one suite at a time (1 s cluster-node-timeout / down-after-milliseconds: two deployments side by side on a
+# busy machine would fail over by themselves), through scripts/run-integration. test-cluster: the old name.
+test-ha: $(BUILD)/keygate $(CLUSTER_BINS) $(HA_BINS)
 	@./scripts/gen-certs build/certs >/dev/null
-	@INTEGRATION_JOBS=1 KEYGATE_BIN=$(BUILD)/keygate scripts/run-integration $(BUILD) $(CLUSTER_BINS)
+	@INTEGRATION_JOBS=1 KEYGATE_BIN=$(BUILD)/keygate scripts/run-integration $(BUILD) $(CLUSTER_BINS) $(HA_BINS)
+
+test-cluster: test-ha
 
 # Real clients (redis-py, ioredis, node-redis, redis-cli) against keygate on real TLS backends.
 clients: $(BUILD)/keygate
