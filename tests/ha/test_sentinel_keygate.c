@@ -1,0 +1,1200 @@
+/* test_sentinel_keygate.c: keygate in front of a live Sentinel-managed TLS primary (issue 22): keys routed to the primary the sentinels name with their TTLs, and through SENTINEL FAILOVER, a SIGKILLed primary, a SIGSTOPped one and dead sentinels, 20 clients' acknowledged writes found on the new primary; every check made on the nodes directly. */
+#include <check.h>
+#include <fnmatch.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sentinel_harness.h"
+#include "harness.h"
+
+/*
+ * Each test case starts its own deployment (sentinel_harness.h: a TLS primary, 2 replicas, 3
+ * sentinels) and the integration harness's two servers; each test then restarts keygate with
+ * `instance durable sentinel <the 3 sentinels' TLS ports> master=<name> tls ...` in place of the
+ * durable line (the sentinels listen on TLS with the same CA, so no sentinel-tls=no), the
+ * harness's own single server staying `cache`. Registry: `c:` a TTL namespace (ttl=1h) and `n:`
+ * counters without a TTL on durable, `k:` a TTL namespace on cache. The teardown checks that every
+ * key on every running data node matches the registry (harness_check_registry_on).
+ */
+
+static struct ha *H;
+static struct harness h;
+
+#define TTL_MS 3600000LL /* c:'s and k:'s ttl=1h */
+
+static const char registry_text[] =
+    "namespace c: instance=durable ttl=1h max-ttl=1d owner=app purpose=\"TTL namespace on the Sentinel primary\"\n"
+    "namespace n: instance=durable ttl=none owner=app purpose=\"counters on the Sentinel primary\"\n"
+    "namespace k: instance=cache ttl=1h max-ttl=1d owner=app purpose=\"TTL namespace on the single server\"\n";
+
+static void setup(void)
+{
+    long long t0 = now_ms();
+    H = ha_start();
+    ck_assert_msg(H != NULL, "ha_start: %s", ha_last_error());
+    long long t1 = now_ms();
+    struct harness_opts o = {.registry_text = registry_text};
+    ck_assert_msg(harness_start(&h, &o) == 0, "harness_start: %s", h.error);
+    fprintf(stderr, "sentinel deployment up in %lld ms, the harness's servers and keygate in %lld ms\n", t1 - t0,
+            now_ms() - t1);
+}
+
+/* The registry post-condition on every data node that runs (replicas hold the primary's keys),
+ * then the harness's own on its two servers. */
+static void teardown(void)
+{
+    int ports[HA_NODES], n = 0;
+    for (int i = 0; H != NULL && i < H->nnodes; i++)
+        if (ha_node_alive(H, i) && !H->nodes[i].stopped) ports[n++] = H->nodes[i].plain_port;
+    if (H != NULL) harness_check_registry_on(&h, "durable", ports, n, H->password);
+    harness_check_registry(&h);
+    harness_stop(&h);
+    ha_stop(H);
+    H = NULL;
+}
+
+/* ---- helpers: keygate on the sentinels, the nodes ---- */
+
+/* keygate restarted with durable behind the sentinels (their TLS ports) and the lines extra
+ * (may be NULL); then wait until a write to durable through keygate is served. */
+static void keygate_on_sentinels(const char *extra)
+{
+    static char inst[6 * PATH_MAX];
+    const struct harness_backend *c = harness_backend(&h, "cache");
+    snprintf(inst, sizeof inst,
+             "instance durable sentinel 127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d master=%s tls "
+             "ca=%s/build/certs/ca.crt server-name=localhost password-file=%s sentinel-password-file=%s\n"
+             "instance cache 127.0.0.1:%d tls ca=%s/build/certs/ca.crt server-name=localhost password-file=%s\n",
+             H->sentinels[0].tls_port, H->sentinels[1].tls_port, H->sentinels[2].tls_port, H->master_name, H->root,
+             H->pass_file, H->sentinel_pass_file, c->tls_port, h.root, c->pass_file);
+    struct harness_opts o = {.registry_text = registry_text, .extra_config = extra, .instances_text = inst};
+    long long t0 = now_ms();
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "keygate on the sentinels: %s", h.error);
+    long long t1 = now_ms(), deadline = t1 + 15000;
+    redisContext *kg = harness_must_client(&h);
+    for (;;) {
+        redisReply *r = cmd(kg, "SET n:probe ready");
+        int ok = r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
+        char d[160];
+        describe_into(r, d, sizeof d);
+        freeReplyObject(r);
+        if (ok) break;
+        ck_assert_msg(now_ms() < deadline, "keygate does not serve durable 15 s after its start: SET answers %s", d);
+        sleep_ms(50);
+    }
+    redisFree(kg);
+    fprintf(stderr, "keygate on the sentinels: answers PING %lld ms after its start, serves durable %lld ms later\n",
+            t1 - t0, now_ms() - t1);
+}
+
+static redisContext *node(int i)
+{
+    redisContext *c = ha_connect(H, i);
+    ck_assert_msg(c != NULL, "node %d (port %d) does not answer", i, H->nodes[i].plain_port);
+    return c;
+}
+
+/* The primary every sentinel names now. */
+static int primary_now(void)
+{
+    int p = ha_primary(H);
+    ck_assert_msg(p >= 0, "no primary: %s", ha_last_error());
+    return p;
+}
+
+/* One command `verb key` for each of keys[0..n) on node i directly, pipelined; out[k] its
+ * reply (the caller frees each). */
+static void node_each(int i, const char *verb, char *const *keys, long long n, redisReply **out)
+{
+    redisContext *c = node(i);
+    for (long long k = 0; k < n; k++) redisAppendCommand(c, "%s %s", verb, keys[k]);
+    for (long long k = 0; k < n; k++) out[k] = next_reply(c);
+    redisFree(c);
+}
+
+/* `verb key` on node i directly. */
+static redisReply *node_cmd(int i, const char *verb, const char *key)
+{
+    redisContext *c = node(i);
+    redisReply *r = cmd(c, "%s %s", verb, key);
+    redisFree(c);
+    return r;
+}
+
+static void expect_on_node(int i, const char *key, const char *want)
+{
+    redisReply *r = node_cmd(i, "GET", key);
+    char what[160];
+    snprintf(what, sizeof what, "%s on node %d", key, i);
+    if (want == NULL)
+        expect_nil(r, what);
+    else
+        expect_bulk(r, want, what);
+}
+
+static void expect_ttl_on_node(int i, const char *key)
+{
+    redisReply *r = node_cmd(i, "PTTL", key);
+    ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer > 0 && r->integer <= TTL_MS,
+                  "%s: PTTL on node %d %s, want (0, %lld]", key, i, describe(r), TTL_MS);
+    freeReplyObject(r);
+}
+
+/* Does node i's CLIENT LIST show a client that runs keygate's traffic (a normal client, not the
+ * master link or a replica, whose last command is one of the load's writes or reads)? The
+ * sentinels' links are named sentinel-<id>-cmd/-pubsub (their reconfigurations run in MULTI/EXEC);
+ * our own connection runs CLIENT LIST. */
+static int keygate_traffic_on(int i)
+{
+    redisContext *c = ha_connect(H, i);
+    if (c == NULL) return 0;
+    redisReply *r = redisCommand(c, "CLIENT LIST");
+    int found = 0;
+    if (r != NULL && r->type == REDIS_REPLY_STRING) {
+        static const char *cmds[] = {"set", "incr", "get", "exec", "multi", "pexpire", "lpush", "blpop"};
+        for (char *line = strtok(r->str, "\n"); line != NULL && !found; line = strtok(NULL, "\n")) {
+            const char *fl = strstr(line, " flags="), *cm = strstr(line, " cmd="), *nm = strstr(line, " name=");
+            if (fl == NULL || cm == NULL || fl[7] != 'N' || (nm != NULL && strncmp(nm + 6, "sentinel-", 9) == 0))
+                continue;
+            for (size_t k = 0; k < sizeof cmds / sizeof cmds[0] && !found; k++) {
+                size_t n = strlen(cmds[k]);
+                found = strncmp(cm + 5, cmds[k], n) == 0 && (cm[5 + n] == ' ' || cm[5 + n] == '\0');
+            }
+        }
+    }
+    freeReplyObject(r);
+    redisFree(c);
+    return found;
+}
+
+/* Wait (timeout_ms) until a running, not stopped data node other than old carries keygate's
+ * traffic; its index. */
+static int wait_keygate_moved(int old, int timeout_ms, const char *what)
+{
+    long long deadline = now_ms() + timeout_ms;
+    for (;;) {
+        for (int i = 0; i < H->nnodes; i++)
+            if (i != old && ha_node_alive(H, i) && !H->nodes[i].stopped && keygate_traffic_on(i)) return i;
+        ck_assert_msg(now_ms() < deadline, "%s: no node but node %d carries keygate's traffic %d ms later", what, old,
+                      timeout_ms);
+        sleep_ms(20);
+    }
+}
+
+/* The length of keygate's log now. */
+static size_t log_length(void)
+{
+    char *log = harness_keygate_log(&h);
+    ck_assert_msg(log != NULL, "cannot read keygate's log");
+    size_t n = strlen(log);
+    free(log);
+    return n;
+}
+
+/* Does keygate's log, past its first `from` bytes, name the port (as a number of its own)? */
+static int log_names_port(int port, size_t from)
+{
+    char *log = harness_keygate_log(&h);
+    ck_assert_msg(log != NULL, "cannot read keygate's log");
+    char want[32];
+    snprintf(want, sizeof want, "%d", port);
+    size_t n = strlen(want);
+    int found = 0;
+    for (const char *p = log + (from < strlen(log) ? from : strlen(log)); !found && (p = strstr(p, want)) != NULL; p++)
+        found = (p == log || p[-1] < '0' || p[-1] > '9') && (p[n] < '0' || p[n] > '9');
+    free(log);
+    return found;
+}
+
+/* Wait (timeout_ms) until keygate's log, past its first `from` bytes, names port. */
+static void wait_log_names(int port, size_t from, int timeout_ms, const char *what)
+{
+    long long deadline = now_ms() + timeout_ms;
+    while (!log_names_port(port, from)) {
+        ck_assert_msg(now_ms() < deadline, "%s: keygate's log (%s) does not name port %d since the failure began", what,
+                      h.log_file, port);
+        sleep_ms(50);
+    }
+}
+
+/* A client of keygate with a 30 s I/O timeout: a request may wait out a failover-hold of 15 s. */
+static redisContext *long_client(void)
+{
+    redisContext *c = harness_client(&h);
+    struct timeval tv = {30, 0};
+    if (c != NULL && redisSetTimeout(c, tv) != REDIS_OK) {
+        redisFree(c);
+        c = NULL;
+    }
+    return c;
+}
+
+static redisContext *must_long_client(void)
+{
+    redisContext *c = long_client();
+    ck_assert_msg(c != NULL, "cannot connect to keygate on 127.0.0.1:%d", h.port);
+    return c;
+}
+
+/* A SENTINEL FAILOVER sent to the first running sentinel. */
+static void sentinel_failover(void)
+{
+    for (int s = 0; s < HA_SENTINELS; s++) {
+        if (!ha_sentinel_alive(H, s)) continue;
+        redisContext *c = ha_sentinel_connect(H, s);
+        ck_assert_msg(c != NULL, "sentinel %d does not answer", s);
+        expect_status(cmd(c, "SENTINEL FAILOVER %s", H->master_name), "OK", "SENTINEL FAILOVER");
+        redisFree(c);
+        return;
+    }
+    ck_abort_msg("no sentinel runs");
+}
+
+/* ---- 1. routing ---- */
+
+#define ROUTE_KEYS 200
+
+START_TEST(test_routing_to_the_named_primary_with_ttls)
+{
+    keygate_on_sentinels(NULL);
+    int p = primary_now();
+    ck_assert_int_eq(p, 0);
+    redisContext *kg = harness_must_client(&h);
+    long long t0 = now_ms();
+    for (int k = 0; k < ROUTE_KEYS; k++) {
+        redisAppendCommand(kg, "SET c:r:%d v%d", k, k);
+        redisAppendCommand(kg, "SET n:r:%d w%d", k, k);
+        redisAppendCommand(kg, "INCR n:cnt");
+        redisAppendCommand(kg, "INCR c:cnt");
+        redisAppendCommand(kg, "SET k:r:%d x%d", k, k);
+    }
+    for (int k = 0; k < ROUTE_KEYS; k++) {
+        expect_status(next_reply(kg), "OK", "SET c:");
+        expect_status(next_reply(kg), "OK", "SET n:");
+        expect_int(next_reply(kg), k + 1, "INCR n:cnt");
+        expect_int(next_reply(kg), k + 1, "INCR c:cnt (TTL-wrapped)");
+        expect_status(next_reply(kg), "OK", "SET k: (cache)");
+    }
+    long long t_write = now_ms() - t0;
+    /* on the primary directly: the values, c:'s TTL, n: without one */
+    static char *ckeys[ROUTE_KEYS], *nkeys[ROUTE_KEYS];
+    static redisReply *reps[ROUTE_KEYS];
+    for (int k = 0; k < ROUTE_KEYS; k++) {
+        ck_assert(asprintf(&ckeys[k], "c:r:%d", k) > 0);
+        ck_assert(asprintf(&nkeys[k], "n:r:%d", k) > 0);
+    }
+    node_each(p, "GET", ckeys, ROUTE_KEYS, reps);
+    for (int k = 0; k < ROUTE_KEYS; k++) {
+        char want[16];
+        snprintf(want, sizeof want, "v%d", k);
+        expect_bulk(reps[k], want, ckeys[k]);
+    }
+    node_each(p, "PTTL", ckeys, ROUTE_KEYS, reps);
+    for (int k = 0; k < ROUTE_KEYS; k++) {
+        ck_assert_msg(reps[k]->type == REDIS_REPLY_INTEGER && reps[k]->integer > 0 && reps[k]->integer <= TTL_MS,
+                      "%s: PTTL on the primary %s, want (0, %lld]", ckeys[k], describe(reps[k]), TTL_MS);
+        freeReplyObject(reps[k]);
+    }
+    node_each(p, "GET", nkeys, ROUTE_KEYS, reps);
+    for (int k = 0; k < ROUTE_KEYS; k++) {
+        char want[16];
+        snprintf(want, sizeof want, "w%d", k);
+        expect_bulk(reps[k], want, nkeys[k]);
+    }
+    node_each(p, "PTTL", nkeys, ROUTE_KEYS, reps);
+    for (int k = 0; k < ROUTE_KEYS; k++) expect_int(reps[k], -1, "PTTL of an n: key (ttl=none) on the primary");
+    expect_on_node(p, "n:cnt", "200");
+    expect_int(node_cmd(p, "PTTL", "n:cnt"), -1, "n:cnt has no TTL");
+    expect_on_node(p, "c:cnt", "200");
+    expect_ttl_on_node(p, "c:cnt");
+    /* cache stays the single server: k: there with its TTL, on no data node; nothing of durable there */
+    redisContext *cache = harness_must_direct(&h, "cache");
+    expect_bulk(cmd(cache, "GET k:r:7"), "x7", "k:r:7 on the cache server");
+    {
+        redisReply *r = cmd(cache, "PTTL k:r:7");
+        ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer > 0 && r->integer <= TTL_MS, "k:r:7 PTTL %s",
+                      describe(r));
+        freeReplyObject(r);
+    }
+    expect_int(cmd(cache, "EXISTS c:r:7 n:r:7 n:cnt"), 0, "no durable key on the cache server");
+    redisFree(cache);
+    expect_on_node(p, "k:r:7", NULL);
+    redisContext *old = harness_must_direct(&h, "durable");
+    expect_int(cmd(old, "DBSIZE"), 0, "the harness's own durable server, replaced by the sentinel line, is empty");
+    redisFree(old);
+    /* reads through keygate */
+    t0 = now_ms();
+    for (int k = 0; k < ROUTE_KEYS; k++) redisAppendCommand(kg, "GET c:r:%d", k);
+    for (int k = 0; k < ROUTE_KEYS; k++) {
+        char want[16];
+        snprintf(want, sizeof want, "v%d", k);
+        expect_bulk(next_reply(kg), want, ckeys[k]);
+    }
+    long long t_read = now_ms() - t0;
+    /* the replicas have it all too (WAIT on the primary): keygate wrote on the primary only,
+     * a replica refuses writes */
+    {
+        redisContext *c = node(p);
+        redisReply *r = cmd(c, "WAIT 2 5000");
+        ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer == 2, "WAIT 2: %s", describe(r));
+        freeReplyObject(r);
+        redisFree(c);
+    }
+    for (int i = 0; i < H->nnodes; i++)
+        if (i != p) expect_on_node(i, "n:cnt", "200");
+    ck_assert_msg(keygate_traffic_on(p), "keygate's connection is not on the primary");
+    for (int k = 0; k < ROUTE_KEYS; k++) {
+        free(ckeys[k]);
+        free(nkeys[k]);
+    }
+    redisFree(kg);
+    fprintf(stderr,
+            "routing: %d x (SET c:, SET n:, INCR n:, INCR c:, SET k:) pipelined in %lld ms, %d GETs in %lld ms; all on "
+            "node %d (the sentinels' primary), c: with 0 < PTTL <= %lld, n: without, k: on the cache server\n",
+            ROUTE_KEYS, t_write, ROUTE_KEYS, t_read, p, TTL_MS);
+}
+END_TEST
+
+/* ---- the load: 20 client threads through keygate ----
+ *
+ * Thread T sends batches, pipelined, and reads every reply before the next batch (one batch in
+ * flight per thread): SET c:ld:T:i, INCR n:ctr:T:j (no TTL), INCR c:ctr:T:j (TTL-wrapped by
+ * keygate: MULTI/INCR/PEXPIRE/EXEC), GET c:ld:T:i, and every 4th batch the client's own
+ * transaction MULTI / INCR c:m:T:ctr / SET c:m:T:last i / EXEC. Every reply is checked against
+ * what the thread knows (INCR: its count + 1, up to the errors that may have run; below it is a
+ * regression: an acknowledged increment lost); anything else is a client-visible error. Threads
+ * make no Check assertion: the test asserts on their counts once they are joined. Each thread also
+ * measures its longest stall (the time between two batch completions) and when it ended. */
+
+#define LOAD_THREADS 20
+#define LOAD_COUNTERS 4
+#define LOAD_MAX_BATCH 8
+
+struct load_thread {
+    int id;
+    pthread_t thread;
+    long long batches;    /* completed (atomic: the test waits on it) */
+    long long sets;       /* SETs sent: keys c:ld:ID:0 .. sets-1 */
+    long long sets_done;  /* SETs whose batch completed (atomic: snapshots) */
+    unsigned char *acked; /* acked[i]: SET i answered +OK */
+    size_t cap;
+    long long incr[2][LOAD_COUNTERS];     /* acknowledged INCRs of n:ctr:ID:j and c:ctr:ID:j (atomic) */
+    long long incr_err[2][LOAD_COUNTERS]; /* INCRs answered with an error (they may have run) */
+    long long multi, multi_err;           /* acknowledged / failed MULTI ... EXEC (atomic) */
+    long long gets, lost_reads;           /* GETs; nil for a key whose SET was acknowledged */
+    long long regressions;                /* INCRs answered below the count + 1 */
+    long long readonly;                   /* -READONLY answers seen */
+    long long errors, error_batches, errors_after_mark;
+    long long first_error_ms, last_error_done_ms; /* since the load began */
+    long long error_sent_ms[2];                   /* when the first two failed batches were sent */
+    long long prev_done_ms, max_stall_ms, stall_end_ms;
+    char first_error[256];
+    char first_regression[128];
+};
+
+static struct load_thread g_load[LOAD_THREADS];
+static volatile int g_load_stop;
+static long long g_load_t0;
+static long long g_load_mark = -1; /* errors in batches sent after this time count as errors_after_mark */
+
+static long long ld_get(const long long *v)
+{
+    return __atomic_load_n(v, __ATOMIC_ACQUIRE);
+}
+
+static void ld_set(long long *v, long long x)
+{
+    __atomic_store_n(v, x, __ATOMIC_RELEASE);
+}
+
+enum ld_kind { LD_SET, LD_INCR_N, LD_INCR_C, LD_GET, LD_MULTI, LD_QUEUED, LD_EXEC };
+
+struct ld_cmd {
+    enum ld_kind kind;
+    long long i; /* the SET index a GET reads; the counter index of an INCR */
+};
+
+static void ld_error(struct load_thread *t, long long sent, int *batch_err, const char *what, const redisReply *r,
+                     const char *errstr)
+{
+    t->errors++;
+    if (r != NULL && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "READONLY", 8) == 0) t->readonly++;
+    if (!*batch_err && t->error_batches < 2) t->error_sent_ms[t->error_batches] = sent - g_load_t0;
+    if (!*batch_err) t->error_batches++;
+    *batch_err = 1;
+    long long mark = __atomic_load_n(&g_load_mark, __ATOMIC_ACQUIRE);
+    if (mark >= 0 && sent > mark) t->errors_after_mark++;
+    if (t->first_error[0] == '\0') {
+        char d[120];
+        if (r != NULL)
+            describe_into(r, d, sizeof d);
+        else
+            snprintf(d, sizeof d, "connection: %.80s", errstr);
+        snprintf(t->first_error, sizeof t->first_error, "%s: %s", what, d);
+        t->first_error_ms = now_ms() - g_load_t0;
+    }
+}
+
+/* An INCR's answer: the count + 1, up to the errors that may have run; below it (from 1) is a
+ * regression, counted and accepted (the counter goes on from the count); then counted. */
+static int ld_incr_ok(struct load_thread *t, long long *count, long long errs, const redisReply *r, const char *what)
+{
+    if (r->type != REDIS_REPLY_INTEGER || r->integer > *count + 1 + errs || r->integer < 1) return 0;
+    if (r->integer < *count + 1) {
+        if (t->regressions++ == 0)
+            snprintf(t->first_regression, sizeof t->first_regression, "%s answered %lld after %lld acknowledged", what,
+                     r->integer, *count);
+    }
+    ld_set(count, *count + 1);
+    return 1;
+}
+
+static void *load_main(void *arg)
+{
+    struct load_thread *t = arg;
+    redisContext *c = long_client();
+    struct ld_cmd cmds[LOAD_MAX_BATCH];
+    t->prev_done_ms = now_ms() - g_load_t0;
+    while (!g_load_stop) {
+        if (c == NULL || c->err) {
+            if (c != NULL) redisFree(c);
+            c = long_client();
+            if (c == NULL) {
+                int e = 0;
+                ld_error(t, now_ms(), &e, "connect to keygate", NULL, "refused");
+                sleep_ms(50);
+                continue;
+            }
+        }
+        long long i = t->sets;
+        if ((size_t)i >= t->cap) {
+            size_t cap = t->cap ? t->cap * 2 : 4096;
+            unsigned char *a = realloc(t->acked, cap);
+            if (a == NULL) break;
+            memset(a + t->cap, 0, cap - t->cap);
+            t->acked = a;
+            t->cap = cap;
+        }
+        int n = 0, j = (int)(i % LOAD_COUNTERS);
+        redisAppendCommand(c, "SET c:ld:%d:%lld v%d:%lld", t->id, i, t->id, i);
+        cmds[n++] = (struct ld_cmd){LD_SET, i};
+        redisAppendCommand(c, "INCR n:ctr:%d:%d", t->id, j);
+        cmds[n++] = (struct ld_cmd){LD_INCR_N, j};
+        redisAppendCommand(c, "INCR c:ctr:%d:%d", t->id, j);
+        cmds[n++] = (struct ld_cmd){LD_INCR_C, j};
+        redisAppendCommand(c, "GET c:ld:%d:%lld", t->id, i);
+        cmds[n++] = (struct ld_cmd){LD_GET, i};
+        if (i % 4 == 3) {
+            redisAppendCommand(c, "MULTI");
+            cmds[n++] = (struct ld_cmd){LD_MULTI, 0};
+            redisAppendCommand(c, "INCR c:m:%d:ctr", t->id);
+            cmds[n++] = (struct ld_cmd){LD_QUEUED, 0};
+            redisAppendCommand(c, "SET c:m:%d:last %lld", t->id, i);
+            cmds[n++] = (struct ld_cmd){LD_QUEUED, 0};
+            redisAppendCommand(c, "EXEC");
+            cmds[n++] = (struct ld_cmd){LD_EXEC, 0};
+        }
+        t->sets++;
+        long long sent = now_ms();
+        int batch_err = 0, multi_bad = 0;
+        for (int k = 0; k < n; k++) {
+            redisReply *r = NULL;
+            if (redisGetReply(c, (void **)&r) != REDIS_OK || r == NULL) {
+                for (; k < n; k++) { /* the rest of the batch is lost with the connection */
+                    if (cmds[k].kind == LD_INCR_N || cmds[k].kind == LD_INCR_C)
+                        t->incr_err[cmds[k].kind == LD_INCR_C][cmds[k].i]++;
+                    if (cmds[k].kind == LD_EXEC) t->multi_err++;
+                    ld_error(t, sent, &batch_err, "reply", NULL, c->errstr);
+                }
+                break;
+            }
+            char want[48];
+            switch (cmds[k].kind) {
+            case LD_SET:
+                if (r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0)
+                    t->acked[cmds[k].i] = 1;
+                else
+                    ld_error(t, sent, &batch_err, "SET", r, NULL);
+                break;
+            case LD_INCR_N:
+            case LD_INCR_C: {
+                int w = cmds[k].kind == LD_INCR_C;
+                long long *cnt = &t->incr[w][cmds[k].i], *err = &t->incr_err[w][cmds[k].i];
+                const char *what = w ? "INCR c: (TTL-wrapped)" : "INCR n:";
+                if (!ld_incr_ok(t, cnt, *err, r, what)) {
+                    if (r->type == REDIS_REPLY_ERROR) (*err)++;
+                    ld_error(t, sent, &batch_err, what, r, NULL);
+                }
+                break;
+            }
+            case LD_GET:
+                t->gets++;
+                snprintf(want, sizeof want, "v%d:%lld", t->id, cmds[k].i);
+                if (r->type == REDIS_REPLY_STRING && strcmp(r->str, want) == 0) break;
+                if (r->type == REDIS_REPLY_NIL && t->acked[cmds[k].i])
+                    t->lost_reads++; /* counted; the test decides */
+                else if (!(r->type == REDIS_REPLY_NIL && !t->acked[cmds[k].i]))
+                    ld_error(t, sent, &batch_err, "GET", r, NULL);
+                break;
+            case LD_MULTI:
+                if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, "OK") != 0) {
+                    multi_bad = 1;
+                    ld_error(t, sent, &batch_err, "MULTI", r, NULL);
+                }
+                break;
+            case LD_QUEUED:
+                if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, "QUEUED") != 0) {
+                    multi_bad = 1;
+                    ld_error(t, sent, &batch_err, "command in MULTI", r, NULL);
+                }
+                break;
+            case LD_EXEC:
+                if (!multi_bad && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                    ld_incr_ok(t, &t->multi, t->multi_err, r->element[0], "EXEC's INCR c:m:") &&
+                    r->element[1]->type == REDIS_REPLY_STATUS)
+                    break;
+                t->multi_err++;
+                ld_error(t, sent, &batch_err, "EXEC", r, NULL);
+                break;
+            }
+            freeReplyObject(r);
+        }
+        long long done = now_ms() - g_load_t0;
+        if (done - t->prev_done_ms > t->max_stall_ms) {
+            t->max_stall_ms = done - t->prev_done_ms;
+            t->stall_end_ms = done;
+        }
+        t->prev_done_ms = done;
+        if (batch_err) t->last_error_done_ms = done;
+        ld_set(&t->sets_done, t->sets);
+        ld_set(&t->batches, t->batches + 1);
+    }
+    if (c != NULL) redisFree(c);
+    return NULL;
+}
+
+static void load_start(void)
+{
+    g_load_stop = 0;
+    g_load_t0 = now_ms();
+    __atomic_store_n(&g_load_mark, -1, __ATOMIC_RELEASE);
+    for (int k = 0; k < LOAD_THREADS; k++) {
+        memset(&g_load[k], 0, sizeof g_load[k]);
+        g_load[k].id = k;
+        ck_assert_int_eq(pthread_create(&g_load[k].thread, NULL, load_main, &g_load[k]), 0);
+    }
+}
+
+/* Wait (timeout_ms) until every thread completed `more` batches after this call. */
+static void load_wait_batches(int more, int timeout_ms, const char *what)
+{
+    long long base[LOAD_THREADS];
+    for (int k = 0; k < LOAD_THREADS; k++) base[k] = ld_get(&g_load[k].batches);
+    long long deadline = now_ms() + timeout_ms;
+    for (int k = 0; k < LOAD_THREADS; k++) {
+        while (ld_get(&g_load[k].batches) < base[k] + more) {
+            ck_assert_msg(now_ms() < deadline, "%s: thread %d completed %lld of %d batches in %d ms", what, k,
+                          ld_get(&g_load[k].batches) - base[k], more, timeout_ms);
+            sleep_ms(5);
+        }
+    }
+}
+
+static void load_stop(void)
+{
+    g_load_stop = 1;
+    for (int k = 0; k < LOAD_THREADS; k++) pthread_join(g_load[k].thread, NULL);
+}
+
+static void load_free(void)
+{
+    for (int k = 0; k < LOAD_THREADS; k++) free(g_load[k].acked);
+}
+
+struct load_sum {
+    long long batches, sets, acked, incrs, multis, gets, lost_reads, regressions, readonly, errors, errors_after_mark,
+        max_error_batches, max_stall_ms, stall_end_ms, last_error_done_ms;
+};
+
+static struct load_sum load_sum(void)
+{
+    struct load_sum s = {0};
+    for (int k = 0; k < LOAD_THREADS; k++) {
+        struct load_thread *t = &g_load[k];
+        s.batches += t->batches;
+        s.sets += t->sets;
+        for (long long i = 0; i < t->sets; i++) s.acked += t->acked[i];
+        for (int w = 0; w < 2; w++)
+            for (int j = 0; j < LOAD_COUNTERS; j++) s.incrs += t->incr[w][j];
+        s.multis += t->multi;
+        s.gets += t->gets;
+        s.lost_reads += t->lost_reads;
+        s.regressions += t->regressions;
+        s.readonly += t->readonly;
+        s.errors += t->errors;
+        s.errors_after_mark += t->errors_after_mark;
+        if (t->error_batches > s.max_error_batches) s.max_error_batches = t->error_batches;
+        if (t->max_stall_ms > s.max_stall_ms) {
+            s.max_stall_ms = t->max_stall_ms;
+            s.stall_end_ms = t->stall_end_ms;
+        }
+        if (t->last_error_done_ms > s.last_error_done_ms) s.last_error_done_ms = t->last_error_done_ms;
+        if (t->errors > 0)
+            fprintf(stderr,
+                    "  thread %d: %lld error(s) in %lld batch(es) sent at %lld ms%s%.0lld, the first answered at %lld "
+                    "ms: %s\n",
+                    k, t->errors, t->error_batches, t->error_sent_ms[0], t->error_batches > 1 ? " and " : "",
+                    t->error_batches > 1 ? t->error_sent_ms[1] : 0, t->first_error_ms, t->first_error);
+        if (t->regressions > 0)
+            fprintf(stderr, "  thread %d: %lld INCR(s) answered below the count, the first: %s\n", k, t->regressions,
+                    t->first_regression);
+    }
+    return s;
+}
+
+/* What the replicas are known to have: the load's counts when a marker written on the primary
+ * afterwards was acknowledged by both replicas (WAIT 2). */
+struct load_snap {
+    long long incr[LOAD_THREADS][2][LOAD_COUNTERS], multi[LOAD_THREADS], sets_done[LOAD_THREADS];
+};
+
+static void load_snapshot(struct load_snap *snap, int primary)
+{
+    for (int k = 0; k < LOAD_THREADS; k++) {
+        snap->sets_done[k] = ld_get(&g_load[k].sets_done);
+        snap->multi[k] = ld_get(&g_load[k].multi);
+        for (int w = 0; w < 2; w++)
+            for (int j = 0; j < LOAD_COUNTERS; j++) snap->incr[k][w][j] = ld_get(&g_load[k].incr[w][j]);
+    }
+    redisContext *c = node(primary);
+    expect_status(cmd(c, "SET c:marker 1 PX %lld", TTL_MS), "OK", "the marker on the primary");
+    redisReply *r = cmd(c, "WAIT 2 5000");
+    ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer == 2, "WAIT 2 after the marker: %s", describe(r));
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+static char *counter_key(int id, int m)
+{
+    char *k;
+    if (m == 2 * LOAD_COUNTERS)
+        ck_assert(asprintf(&k, "c:m:%d:ctr", id) > 0);
+    else
+        ck_assert(asprintf(&k, "%s:ctr:%d:%d", m >= LOAD_COUNTERS ? "c" : "n", id, m % LOAD_COUNTERS) > 0);
+    return k;
+}
+
+/*
+ * The load's keys read on node p directly: each counter's value v within [low, acknowledged +
+ * errored], low its count in snap (snap NULL: 0; the caller asserts on the shortfall); every
+ * acknowledged SET has its value or is missing (counted into *lost_sets; with snap, only SETs of
+ * batches completed after it may be); c: counters carry their TTL, n: ones none. Returns the counters' total shortfall against
+ * their acknowledged counts; *short_counters: how many counters are short.
+ */
+static long long load_verify(int p, const struct load_snap *snap, long long *lost_sets, long long *checked,
+                             long long *short_counters)
+{
+    enum { NCTR = 2 * LOAD_COUNTERS + 1 };
+    static char *ckeys[LOAD_THREADS * NCTR];
+    static redisReply *creps[LOAD_THREADS * NCTR], *ttls[LOAD_THREADS * NCTR];
+    int nc = 0;
+    for (int k = 0; k < LOAD_THREADS; k++)
+        for (int m = 0; m < NCTR; m++) ckeys[nc++] = counter_key(k, m);
+    node_each(p, "GET", ckeys, nc, creps);
+    node_each(p, "PTTL", ckeys, nc, ttls);
+    long long shortfall = 0;
+    *short_counters = 0;
+    for (int k = 0, x = 0; k < LOAD_THREADS; k++) {
+        struct load_thread *t = &g_load[k];
+        for (int m = 0; m < NCTR; m++, x++) {
+            int w = m / LOAD_COUNTERS, j = m % LOAD_COUNTERS;
+            long long acked = m < 2 * LOAD_COUNTERS ? t->incr[w][j] : t->multi;
+            long long errs = m < 2 * LOAD_COUNTERS ? t->incr_err[w][j] : t->multi_err;
+            long long low = snap == NULL ? 0 : m < 2 * LOAD_COUNTERS ? snap->incr[k][w][j] : snap->multi[k];
+            const redisReply *r = creps[x];
+            long long v = r->type == REDIS_REPLY_STRING ? atoll(r->str) : r->type == REDIS_REPLY_NIL ? 0 : -1;
+            ck_assert_msg(v >= low && v <= acked + errs,
+                          "%s on node %d: %s, want within [%lld, %lld] (acknowledged %lld, errored %lld)", ckeys[x], p,
+                          describe(r), low, acked + errs, acked, errs);
+            if (v < acked) {
+                shortfall += acked - v;
+                (*short_counters)++;
+            }
+            if (m >= LOAD_COUNTERS && v > 0)
+                ck_assert_msg(ttls[x]->type == REDIS_REPLY_INTEGER && ttls[x]->integer > 0 &&
+                                  ttls[x]->integer <= TTL_MS,
+                              "%s on node %d: PTTL %s, want (0, %lld]", ckeys[x], p, describe(ttls[x]), TTL_MS);
+            if (m < LOAD_COUNTERS && v > 0)
+                expect_int(ttls[x], -1, "an n: counter has no TTL");
+            else
+                freeReplyObject(ttls[x]);
+            freeReplyObject(creps[x]);
+            free(ckeys[x]);
+        }
+    }
+    long long total = 0;
+    for (int k = 0; k < LOAD_THREADS; k++)
+        for (long long i = 0; i < g_load[k].sets; i++) total += g_load[k].acked[i];
+    char **keys = malloc(sizeof *keys * (size_t)(total + 1));
+    redisReply **reps = malloc(sizeof *reps * (size_t)(total + 1));
+    ck_assert(keys != NULL && reps != NULL);
+    long long n = 0;
+    for (int k = 0; k < LOAD_THREADS; k++)
+        for (long long i = 0; i < g_load[k].sets; i++)
+            if (g_load[k].acked[i]) ck_assert(asprintf(&keys[n++], "c:ld:%d:%lld", k, i) > 0);
+    node_each(p, "GET", keys, n, reps);
+    *lost_sets = 0;
+    for (long long x = 0; x < n; x++) {
+        int id;
+        long long i;
+        ck_assert(sscanf(keys[x], "c:ld:%d:%lld", &id, &i) == 2);
+        char want[48];
+        snprintf(want, sizeof want, "v%d:%lld", id, i);
+        if (reps[x]->type == REDIS_REPLY_NIL) {
+            ck_assert_msg(snap == NULL || i >= snap->sets_done[id],
+                          "acknowledged SET %s, before the snapshot the replicas had, is not on node %d", keys[x], p);
+            (*lost_sets)++;
+        } else {
+            ck_assert_msg(reps[x]->type == REDIS_REPLY_STRING && strcmp(reps[x]->str, want) == 0,
+                          "acknowledged SET %s: on node %d %s, want %s", keys[x], p, describe(reps[x]), want);
+        }
+        freeReplyObject(reps[x]);
+        free(keys[x]);
+    }
+    free(keys);
+    free(reps);
+    *checked = n;
+    return shortfall;
+}
+
+/* ---- 2. SENTINEL FAILOVER under load: zero client-visible errors, nothing acknowledged lost ---- */
+
+START_TEST(test_sentinel_failover_under_load_no_error_nothing_lost)
+{
+    keygate_on_sentinels(NULL);
+    int old = primary_now();
+    load_start();
+    load_wait_batches(20, 10000, "the load before the failover");
+    size_t log_from = log_length();
+    long long t_failover = now_ms();
+    long long at = t_failover - g_load_t0;
+    sentinel_failover();
+    int moved = wait_keygate_moved(old, 30000, "SENTINEL FAILOVER");
+    long long t_moved = now_ms() - t_failover;
+    int p = -1;
+    ck_assert_msg(ha_wait_promoted(H, old, 30000, &p) == 0, "%s", ha_last_error());
+    long long t_confirmed = now_ms() - t_failover;
+    int q = -1;
+    ck_assert_msg(ha_wait_settled(H, 40000, &q) == 0, "%s", ha_last_error());
+    long long t_settled = now_ms() - t_failover;
+    if (q != p) fprintf(stderr, "failover: the sentinels named node %d first, then settled on node %d\n", p, q);
+    load_wait_batches(20, 15000, "the load after the failover settled");
+    load_stop();
+    struct load_sum sum = load_sum();
+    wait_log_names(H->nodes[q].tls_port, log_from, 5000, "the switch to the new primary");
+    fprintf(stderr,
+            "SENTINEL FAILOVER at %lld ms of load: keygate's traffic on node %d %lld ms later, every sentinel naming "
+            "node %d at %lld ms, settled (old primary node %d a replica of node %d) at %lld ms; longest client stall "
+            "%lld ms (ended at %lld ms of load); %d clients: %lld batches, %lld SETs (%lld acknowledged), %lld INCRs, "
+            "%lld MULTI/EXEC, %lld GETs; %lld client-visible errors (%lld -READONLY), %lld INCRs answered below the "
+            "count, %lld GETs of an acknowledged SET answered nil\n",
+            at, moved, t_moved, p, t_confirmed, old, q, t_settled, sum.max_stall_ms, sum.stall_end_ms, LOAD_THREADS,
+            sum.batches, sum.sets, sum.acked, sum.incrs, sum.multis, sum.gets, sum.errors, sum.readonly,
+            sum.regressions, sum.lost_reads);
+    long long lost_sets = 0, checked = 0, short_counters = 0;
+    long long shortfall = load_verify(q, NULL, &lost_sets, &checked, &short_counters);
+    fprintf(stderr,
+            "failover: on node %d %lld of %lld acknowledged SETs missing, %lld of %d counters short of their "
+            "acknowledged counts by %lld in all\n",
+            q, lost_sets, checked, short_counters, LOAD_THREADS * (2 * LOAD_COUNTERS + 1), shortfall);
+    ck_assert_msg(sum.errors == 0, "%lld client-visible errors through a SENTINEL FAILOVER (threads above)",
+                  sum.errors);
+    ck_assert_msg(sum.regressions == 0 && sum.lost_reads == 0,
+                  "%lld INCRs answered below their acknowledged count, %lld GETs of acknowledged SETs answered nil: "
+                  "acknowledged writes lost in the failover",
+                  sum.regressions, sum.lost_reads);
+    ck_assert_msg(shortfall == 0 && lost_sets == 0,
+                  "acknowledged writes missing on the new primary: %lld increments, %lld SETs", shortfall, lost_sets);
+    load_free();
+}
+END_TEST
+
+/* ---- 3. the primary SIGKILLed under load ---- */
+
+START_TEST(test_primary_killed_under_load_errors_only_in_flight)
+{
+    keygate_on_sentinels("failover-hold 15s\n");
+    int old = primary_now();
+    static struct load_snap snap;
+    load_start();
+    load_wait_batches(20, 10000, "the load before the kill");
+    load_snapshot(&snap, old);
+    size_t log_from = log_length();
+    long long t_kill = now_ms(), at = t_kill - g_load_t0;
+    ck_assert_msg(ha_node_kill(H, old) == 0, "%s", ha_last_error());
+    int moved = wait_keygate_moved(old, 30000, "SIGKILL of the primary");
+    long long t_moved = now_ms() - t_kill;
+    int p = -1;
+    ck_assert_msg(ha_wait_promoted(H, old, 30000, &p) == 0, "%s", ha_last_error());
+    long long t_confirmed = now_ms() - t_kill;
+    int q = -1;
+    ck_assert_msg(ha_wait_settled(H, 30000, &q) == 0, "%s", ha_last_error());
+    if (q != p) fprintf(stderr, "kill: the sentinels named node %d first, then settled on node %d\n", p, q);
+    wait_log_names(H->nodes[q].tls_port, log_from, 5000, "the switch to the promoted replica");
+    __atomic_store_n(&g_load_mark, now_ms(), __ATOMIC_RELEASE);
+    load_wait_batches(20, 15000, "the load after the promotion");
+    load_stop();
+    struct load_sum sum = load_sum();
+    long long window = 0;
+    for (int k = 0; k < LOAD_THREADS; k++) {
+        window += g_load[k].multi - snap.multi[k];
+        for (int w = 0; w < 2; w++)
+            for (int j = 0; j < LOAD_COUNTERS; j++) window += g_load[k].incr[w][j] - snap.incr[k][w][j];
+    }
+    long long service = sum.stall_end_ms > sum.last_error_done_ms ? sum.stall_end_ms : sum.last_error_done_ms;
+    fprintf(stderr,
+            "kill: node %d SIGKILLed at %lld ms of load; keygate's traffic on node %d %lld ms later, every sentinel "
+            "naming node %d at %lld ms; longest client stall %lld ms, full service again %lld ms after the kill; "
+            "%d clients: %lld batches, %lld SETs (%lld acknowledged), %lld INCRs, %lld MULTI/EXEC; %lld "
+            "client-visible errors (bound %d), at most %lld failed batch per client, %lld after the promotion\n",
+            old, at, moved, t_moved, p, t_confirmed, sum.max_stall_ms, service - at, LOAD_THREADS, sum.batches,
+            sum.sets, sum.acked, sum.incrs, sum.multis, sum.errors, LOAD_THREADS * LOAD_MAX_BATCH,
+            sum.max_error_batches, sum.errors_after_mark);
+    long long lost_sets = 0, checked = 0, short_counters = 0;
+    long long shortfall = load_verify(q, &snap, &lost_sets, &checked, &short_counters);
+    fprintf(stderr,
+            "kill: on node %d counters short of their acknowledged counts by %lld (%lld counters; async replication "
+            "may lose up to %lld, the increments acknowledged after the replicas were known to have the rest); %lld "
+            "of %lld acknowledged SETs lost; %lld INCRs answered below the count, %lld GETs of an acknowledged SET "
+            "answered nil\n",
+            q, shortfall, short_counters, window, lost_sets, checked, sum.regressions, sum.lost_reads);
+    ck_assert_msg(sum.max_error_batches <= 1, "a client had %lld failed batches: only the one in flight may fail",
+                  sum.max_error_batches);
+    ck_assert_msg(sum.errors <= LOAD_THREADS * LOAD_MAX_BATCH, "%lld errors: more than the requests in flight (%d)",
+                  sum.errors, LOAD_THREADS * LOAD_MAX_BATCH);
+    ck_assert_msg(sum.errors_after_mark == 0, "%lld errors in batches sent after the promotion", sum.errors_after_mark);
+    ck_assert_msg(shortfall <= window,
+                  "counters lost %lld increments, more than the %lld acknowledged after the snapshot", shortfall,
+                  window);
+    load_free();
+}
+END_TEST
+
+/* ---- 4. the primary SIGSTOPped until the sentinels fail it over, then SIGCONT ---- */
+
+/* n writes through keygate on one connection, pipelined: INCR n:burst:<tag>, SET c:burst:<tag>:i;
+ * every answer checked; the number of errors (-READONLY counted into *readonly). */
+static long long burst(const char *tag, int n, long long *readonly, char *first, size_t len)
+{
+    redisContext *kg = must_long_client();
+    for (int i = 0; i < n; i++) {
+        redisAppendCommand(kg, "INCR n:burst:%s", tag);
+        redisAppendCommand(kg, "SET c:burst:%s:%d %d", tag, i, i);
+    }
+    long long errors = 0;
+    for (int i = 0; i < n; i++) {
+        redisReply *a = next_reply(kg), *b = next_reply(kg);
+        int ok = a->type == REDIS_REPLY_INTEGER && a->integer == i + 1 && b->type == REDIS_REPLY_STATUS &&
+                 strcmp(b->str, "OK") == 0;
+        if (!ok) {
+            const redisReply *bad = a->type == REDIS_REPLY_INTEGER && a->integer == i + 1 ? b : a;
+            if (bad->type == REDIS_REPLY_ERROR && strncmp(bad->str, "READONLY", 8) == 0 && readonly != NULL)
+                (*readonly)++;
+            if (errors++ == 0 && first != NULL) describe_into(bad, first, len);
+        }
+        freeReplyObject(a);
+        freeReplyObject(b);
+    }
+    redisFree(kg);
+    return errors;
+}
+
+/* The burst landed on node p: n:burst:<tag> is n there, c:burst:<tag>:0 and :n-1 with their TTL. */
+static void burst_on(int p, const char *tag, int n)
+{
+    char key[64], want[16];
+    snprintf(key, sizeof key, "n:burst:%s", tag);
+    snprintf(want, sizeof want, "%d", n);
+    expect_on_node(p, key, want);
+    snprintf(key, sizeof key, "c:burst:%s:%d", tag, n - 1);
+    snprintf(want, sizeof want, "%d", n - 1);
+    expect_on_node(p, key, want);
+    expect_ttl_on_node(p, key);
+}
+
+START_TEST(test_primary_sigstopped_keygate_follows_then_old_one_a_replica)
+{
+    keygate_on_sentinels("failover-hold 15s\n");
+    int old = primary_now();
+    redisContext *kg = must_long_client();
+    long long t0 = now_ms();
+    ck_assert_msg(ha_node_pause(H, old) == 0, "%s", ha_last_error());
+    /* one writer: INCR n:stop until an answer comes from the new primary */
+    long long errors = 0, first_ok = -1, sent = 0, acked = 0;
+    char first_error[160] = "";
+    long long deadline = t0 + 45000;
+    while (now_ms() < deadline) {
+        redisReply *r = cmd(kg, "INCR n:stop");
+        sent++;
+        if (r->type == REDIS_REPLY_INTEGER) {
+            acked++;
+            first_ok = now_ms() - t0;
+            freeReplyObject(r);
+            break;
+        }
+        if (errors++ == 0) describe_into(r, first_error, sizeof first_error);
+        freeReplyObject(r);
+        sleep_ms(20);
+    }
+    ck_assert_msg(first_ok >= 0, "no write served within 45 s of the primary's SIGSTOP (%lld errors, first: %s)",
+                  errors, first_error);
+    int p = -1;
+    ck_assert_msg(ha_wait_promoted(H, old, 30000, &p) == 0, "%s", ha_last_error());
+    long long t_promoted = now_ms() - t0;
+    ck_assert_msg(ha_node_role(H, p, NULL, NULL) == HA_ROLE_PRIMARY, "node %d is the primary", p);
+    long long e2 = 0, ro = 0;
+    char first2[160] = "";
+    long long t1 = now_ms();
+    e2 = burst("paused", 500, &ro, first2, sizeof first2);
+    long long t_burst1 = now_ms() - t1;
+    fprintf(stderr,
+            "SIGSTOP of node %d: first write through keygate served %lld ms later (%lld requests, %lld errors, the "
+            "first: %s), every sentinel naming node %d at %lld ms; a burst of 500 INCR+SET while the old primary is "
+            "still stopped: %lld errors in %lld ms\n",
+            old, first_ok, sent, errors, first_error[0] ? first_error : "-", p, t_promoted, e2, t_burst1);
+    ck_assert_msg(e2 == 0, "%lld errors in a burst on the new primary (the old one stopped): %s", e2, first2);
+    burst_on(p, "paused", 500);
+    /* SIGCONT: the old primary is made a replica of the new one */
+    long long t2 = now_ms();
+    ck_assert_msg(ha_node_resume(H, old) == 0, "%s", ha_last_error());
+    /* writes while the old primary wakes up still saying master: they must land on the new one */
+    long long e3 = 0, ro3 = 0;
+    char first3[160] = "";
+    e3 = burst("waking", 500, &ro3, first3, sizeof first3);
+    int q = -1;
+    ck_assert_msg(ha_wait_settled(H, 40000, &q) == 0, "%s", ha_last_error());
+    long long t_settled = now_ms() - t2;
+    int up = 0, from = -1;
+    ck_assert_msg(ha_node_role(H, old, &from, &up) == HA_ROLE_REPLICA, "the old primary node %d is a replica", old);
+    long long e4 = 0, ro4 = 0;
+    char first4[160] = "";
+    t1 = now_ms();
+    e4 = burst("after", 1000, &ro4, first4, sizeof first4);
+    long long t_burst2 = now_ms() - t1;
+    fprintf(stderr,
+            "SIGCONT of node %d: 500 INCR+SET sent at once: %lld errors (%lld -READONLY); node %d a replica of port %d "
+            "%lld ms after the SIGCONT (primary node %d); a burst of 1000 INCR+SET: %lld errors (%lld -READONLY) in "
+            "%lld ms\n",
+            old, e3, ro3, old, from, t_settled, q, e4, ro4, t_burst2);
+    ck_assert_msg(e3 == 0, "%lld errors in the burst sent at the SIGCONT (%lld -READONLY): %s", e3, ro3, first3);
+    ck_assert_msg(e4 == 0, "%lld errors in the burst after the old primary became a replica (%lld -READONLY): %s", e4,
+                  ro4, first4);
+    if (q == p) burst_on(q, "waking", 500);
+    burst_on(q, "after", 1000);
+    {
+        /* the write served on the new primary is there; the ones answered with an error may have run */
+        redisReply *r = node_cmd(q, "GET", "n:stop");
+        long long v = r->type == REDIS_REPLY_STRING ? atoll(r->str) : -1;
+        ck_assert_msg(v >= acked && v <= sent, "n:stop on node %d: %s, want within [%lld, %lld]", q, describe(r), acked,
+                      sent);
+        freeReplyObject(r);
+    }
+    redisFree(kg);
+}
+END_TEST
+
+/* ---- 5. sentinels killed: no effect on traffic ---- */
+
+START_TEST(test_sentinels_killed_traffic_unaffected)
+{
+    keygate_on_sentinels(NULL);
+    int p = primary_now();
+    char first[160] = "";
+    long long t0 = now_ms();
+    long long e0 = burst("base", 1000, NULL, first, sizeof first);
+    ck_assert_msg(e0 == 0, "%lld errors with every sentinel up: %s", e0, first);
+    ck_assert_msg(ha_sentinel_kill(H, 0) == 0, "%s", ha_last_error());
+    long long t1 = now_ms();
+    long long e1 = burst("one_down", 1000, NULL, first, sizeof first);
+    long long t_one = now_ms() - t1;
+    ck_assert_msg(e1 == 0, "%lld errors with sentinel 0 killed: %s", e1, first);
+    burst_on(p, "one_down", 1000);
+    /* long enough for keygate to have noticed (its sentinel connection lost, a reconnect tried) */
+    sleep_ms(1500);
+    long long e1b = burst("one_down_later", 1000, NULL, first, sizeof first);
+    ck_assert_msg(e1b == 0, "%lld errors 1.5 s after sentinel 0's kill: %s", e1b, first);
+    ck_assert_msg(ha_sentinel_kill(H, 1) == 0, "%s", ha_last_error());
+    ck_assert_msg(ha_sentinel_kill(H, 2) == 0, "%s", ha_last_error());
+    long long t2 = now_ms();
+    long long e2 = burst("all_down", 1000, NULL, first, sizeof first);
+    long long t_all = now_ms() - t2;
+    ck_assert_msg(e2 == 0, "%lld errors with every sentinel killed: %s", e2, first);
+    burst_on(p, "all_down", 1000);
+    sleep_ms(3000);
+    long long e3 = burst("all_down_later", 1000, NULL, first, sizeof first);
+    ck_assert_msg(e3 == 0, "%lld errors 3 s after every sentinel's kill: %s", e3, first);
+    burst_on(p, "all_down_later", 1000);
+    /* keygate still runs and answers; the sentinels come back and nothing changes */
+    for (int s = 0; s < HA_SENTINELS; s++) ck_assert_msg(ha_sentinel_restart(H, s) == 0, "%s", ha_last_error());
+    int q = -1;
+    ck_assert_msg(ha_wait_settled(H, 30000, &q) == 0, "%s", ha_last_error());
+    ck_assert_int_eq(q, p);
+    long long e4 = burst("back", 1000, NULL, first, sizeof first);
+    ck_assert_msg(e4 == 0, "%lld errors after the sentinels came back: %s", e4, first);
+    burst_on(p, "back", 1000);
+    fprintf(stderr,
+            "sentinels: 1000 INCR+SET bursts: %lld errors with all up, %lld with one killed (%lld ms), %lld 1.5 s "
+            "later, %lld with all 3 killed (%lld ms), %lld 3 s later, %lld once they were back; %lld ms in all\n",
+            e0, e1, t_one, e1b, e2, t_all, e3, e4, now_ms() - t0);
+}
+END_TEST
+
+/* ---- 6. a blocked BLPOP and a WATCH across a failover ---- */
+
+/* A client sending BLPOP key 50 through keygate (60 s I/O timeout). */
+static redisContext *blpop_client(const char *key)
+{
+    redisContext *c = harness_must_client(&h);
+    struct timeval tv = {60, 0};
+    ck_assert_int_eq(redisSetTimeout(c, tv), REDIS_OK);
+    redisAppendCommand(c, "BLPOP %s 50", key);
+    send_appended(c, "BLPOP");
+    return c;
+}
+
+/* Wait (5 s) until node i has a client blocked in BLPOP (CLIENT LIST: cmd=blpop). */
+static void wait_blocked_on(int i)
+{
+    redisContext *c = node(i);
+    long long deadline = now_ms() + 5000;
+    for (;;) {
+        redisReply *r = cmd(c, "CLIENT LIST");
+        int found = r->type == REDIS_REPLY_STRING && strstr(r->str, "cmd=blpop") != NULL;
+        freeReplyObject(r);
+        if (found) break;
+        ck_assert_msg(now_ms() < deadline, "no client blocked in BLPOP on node %d", i);
+        sleep_ms(20);
+    }
+    redisFree(c);
+}
+
+/* The BLPOP on c answers [key, want]; the milliseconds it took from `since`. */
+static long long expect_popped(redisContext *c, const char *key, const char *want, long long since, const char *what)
+{
+    redisReply *b = next_reply(c);
+    long long took = now_ms() - since;
+    char d[160];
+    describe_into(b, d, sizeof d);
+    ck_assert_msg(b->type == REDIS_REPLY_ARRAY && b->elements == 2 && b->element[1]->type == REDIS_REPLY_STRING &&
+                      strcmp(b->element[0]->str, key) == 0 && strcmp(b->element[1]->str, want) == 0,
+                  "%s: BLPOP answered %s, want [%s, %s]", what, d, key, want);
+    freeReplyObject(b);
+    expect_status(cmd(c, "PING"), "PONG", "the BLPOP's connection serves after it");
+    return took;
+}
+
+START_TEST(test_blpop_and_watch_across_a_failover)
+{
+    keygate_on_sentinels(NULL);
+    int old = primary_now();
+    /* a BLPOP blocked on the primary before the failover */
+    redisContext *before = blpop_client("n:blk:before");
+    wait_blocked_on(old);
+    /* the watcher: WATCH n:w and MULTI before the failover, EXEC after it */
+    {
+        redisContext *c = node(old);
+        expect_status(cmd(c, "SET n:w 10"), "OK", "n:w on the primary");
+        redisReply *r = cmd(c, "WAIT 2 5000");
+        ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer == 2, "WAIT 2: %s", describe(r));
+        freeReplyObject(r);
+        redisFree(c);
+    }
+    redisContext *w = harness_must_client(&h);
+    expect_status(cmd(w, "WATCH n:w"), "OK", "WATCH");
+    expect_bulk(cmd(w, "GET n:w"), "10", "GET under WATCH");
+    expect_status(cmd(w, "MULTI"), "OK", "MULTI");
+    expect_status(cmd(w, "INCR n:w"), "QUEUED", "INCR in MULTI");
+    long long t0 = now_ms();
+    sentinel_failover();
+    int p = -1;
+    ck_assert_msg(ha_wait_promoted(H, old, 30000, &p) == 0, "%s", ha_last_error());
+    long long t_promoted = now_ms() - t0;
+    /* a BLPOP sent during the failover: the sentinels name the new primary, the old one is not
+     * demoted yet (Sentinel waits some 8 s) */
+    redisContext *during = blpop_client("n:blk:during");
+    int q = -1;
+    ck_assert_msg(ha_wait_settled(H, 40000, &q) == 0, "%s", ha_last_error());
+    long long t_settled = now_ms() - t0;
+    if (q != p) fprintf(stderr, "blocking: the sentinels named node %d first, then settled on node %d\n", p, q);
+    redisReply *x = cmd(w, "EXEC");
+    char exec_reply[160];
+    describe_into(x, exec_reply, sizeof exec_reply);
+    ck_assert_msg(x->type == REDIS_REPLY_NIL ||
+                      (x->type == REDIS_REPLY_ARRAY && x->elements == 1 && x->element[0]->type == REDIS_REPLY_INTEGER),
+                  "EXEC across the failover answered %s: want nil (the WATCH broke) or the INCR's result", exec_reply);
+    if (x->type == REDIS_REPLY_ARRAY) {
+        ck_assert_int_eq(x->element[0]->integer, 11);
+        expect_on_node(q, "n:w", "11");
+    } else {
+        expect_on_node(q, "n:w", "10");
+    }
+    freeReplyObject(x);
+    expect_status(cmd(w, "PING"), "PONG", "the watcher's connection serves after EXEC");
+    redisFree(w);
+    /* values pushed on the new primary directly reach both BLPOPs */
+    long long t_push = now_ms();
+    {
+        redisContext *c = node(q);
+        expect_int(cmd(c, "LPUSH n:blk:before pushed-before"), 1, "LPUSH on the new primary");
+        expect_int(cmd(c, "LPUSH n:blk:during pushed-during"), 1, "LPUSH on the new primary");
+        redisFree(c);
+    }
+    long long t_before = expect_popped(before, "n:blk:before", "pushed-before", t_push, "the BLPOP sent before");
+    long long t_during = expect_popped(during, "n:blk:during", "pushed-during", t_push, "the BLPOP sent during");
+    redisFree(before);
+    redisFree(during);
+    expect_int(node_cmd(q, "EXISTS", "n:blk:before"), 0, "the list was popped on the new primary");
+    expect_int(node_cmd(q, "EXISTS", "n:blk:during"), 0, "the list was popped on the new primary");
+    fprintf(stderr,
+            "blocking: SENTINEL FAILOVER node %d -> %d (every sentinel naming it at %lld ms, settled at %lld ms): "
+            "EXEC under a WATCH taken before it answered %s; a BLPOP blocked before it and one sent during it got "
+            "the values pushed on the new primary %lld and %lld ms after the push\n",
+            old, q, t_promoted, t_settled, exec_reply, t_before, t_during);
+}
+END_TEST
+
+/* A test case of its own (its own deployment) for test, unless HARNESS_TEST names other tests
+ * only: a deployment is started only for a test that runs. */
+static void add_case(Suite *s, const char *name, int timeout_s, const TTest *test)
+{
+    const char *only = getenv("HARNESS_TEST");
+    int run = only == NULL || *only == '\0';
+    char glob[256];
+    for (const char *p = only; !run && *p != '\0';) {
+        size_t len = strcspn(p, ",");
+        if (len > 0 && len < sizeof glob) {
+            memcpy(glob, p, len);
+            glob[len] = '\0';
+            run = fnmatch(glob, test->name, 0) == 0;
+        }
+        p += len + (p[len] == ',');
+    }
+    if (run) harness_add_test(harness_tcase(s, name, timeout_s, setup, teardown), test);
+}
+
+int main(void)
+{
+    Suite *s = suite_create("sentinel_keygate");
+    add_case(s, "routing", 60, test_routing_to_the_named_primary_with_ttls);
+    add_case(s, "failover", 120, test_sentinel_failover_under_load_no_error_nothing_lost);
+    add_case(s, "kill", 120, test_primary_killed_under_load_errors_only_in_flight);
+    add_case(s, "sigstop", 150, test_primary_sigstopped_keygate_follows_then_old_one_a_replica);
+    add_case(s, "sentinels", 90, test_sentinels_killed_traffic_unaffected);
+    add_case(s, "blocking", 120, test_blpop_and_watch_across_a_failover);
+    int failed = harness_run(s);
+    int left = ha_leftovers();
+    if (left) fprintf(stderr, "POST-CONDITION FAILED: %d server(s) of this suite still run\n", left);
+    return failed == 0 && left == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
