@@ -110,7 +110,7 @@ static void admin_sentinel_metrics(struct evbuffer *out, const struct config *cf
     for (size_t i = 0; i < cfg->ninstances; i++) any |= cfg->instances[i].sentinel;
     if (!any) return;
     struct sentinelwatch_state st[CONFIG_MAX_INSTANCES];
-    int known[CONFIG_MAX_INSTANCES];
+    int known[CONFIG_MAX_INSTANCES] = {0};
     for (size_t i = 0; i < cfg->ninstances; i++)
         known[i] = cfg->instances[i].sentinel && sentinelwatch_get((int)i, &st[i]) == 0;
     evbuffer_add_printf(out, "# HELP keygate_sentinel_primary 1 for the primary keygate sends a sentinel instance's "
