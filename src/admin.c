@@ -17,6 +17,7 @@
 #include "backend.h"
 #include "loop.h"
 #include "sampler.h"
+#include "sentinelwatch.h"
 #include "topology.h"
 
 /* Request line and headers of one admin request: larger requests are refused (evhttp). */
@@ -100,6 +101,34 @@ static void admin_metrics_report(const struct proxy *p, const struct registry *r
 }
 
 /* GET /metrics: Prometheus text exposition format 0.0.4. */
+
+/* A sentinel instance's primary as its watcher found it (sentinelwatch.h): which node, whether
+ * confirmed, and how many switches keygate followed. */
+static void admin_sentinel_metrics(struct evbuffer *out, const struct config *cfg)
+{
+    int any = 0;
+    for (size_t i = 0; i < cfg->ninstances; i++) any |= cfg->instances[i].sentinel;
+    if (!any) return;
+    struct sentinelwatch_state st[CONFIG_MAX_INSTANCES];
+    int known[CONFIG_MAX_INSTANCES] = {0};
+    for (size_t i = 0; i < cfg->ninstances; i++)
+        known[i] = cfg->instances[i].sentinel && sentinelwatch_get((int)i, &st[i]) == 0;
+    evbuffer_add_printf(out, "# HELP keygate_sentinel_primary 1 for the primary keygate sends a sentinel instance's "
+                             "requests to, 0 while it is not confirmed (requests wait)\n"
+                             "# TYPE keygate_sentinel_primary gauge\n");
+    for (size_t i = 0; i < cfg->ninstances; i++)
+        if (known[i] && st[i].primary.host[0])
+            evbuffer_add_printf(out, "keygate_sentinel_primary{instance=\"%s\",node=\"%s:%d\"} %d\n",
+                                cfg->instances[i].name, st[i].primary.host, st[i].primary.port, st[i].confirmed);
+    evbuffer_add_printf(out, "# HELP keygate_sentinel_switches_total changes of a sentinel instance's primary keygate "
+                             "followed (failovers)\n"
+                             "# TYPE keygate_sentinel_switches_total counter\n");
+    for (size_t i = 0; i < cfg->ninstances; i++)
+        if (known[i])
+            evbuffer_add_printf(out, "keygate_sentinel_switches_total{instance=\"%s\"} %llu\n", cfg->instances[i].name,
+                                (unsigned long long)st[i].switches);
+}
+
 static void admin_metrics(struct admin *a, struct evbuffer *out)
 {
     const struct proxy *p = a->proxy;
@@ -146,6 +175,8 @@ static void admin_metrics(struct admin *a, struct evbuffer *out)
         evbuffer_add_printf(out, "keygate_instance_connections{instance=\"%s\"} %d\n", cfg->instances[i].name,
                             st.connections);
     }
+
+    admin_sentinel_metrics(out, cfg);
 
     char problems[TOPOLOGY_PROBLEMS_MAX];
     int checked[CONFIG_MAX_INSTANCES], ok[CONFIG_MAX_INSTANCES];

@@ -272,19 +272,20 @@ static int audit_server(struct audit *a, int inst, const char *host, int port)
     return rc;
 }
 
-/* Audit instance inst: its server, or every primary of a cluster (the cluster's slot map from
+/* Audit instance inst: its server, its primary as the sentinels name it, or every primary of a cluster (the cluster's slot map from
  * the first seed that answers; a primary that cannot be audited leaves the others audited).
  * 0, or -1 when any part could not be audited (printed). */
 static int audit_instance(struct audit *a, int inst)
 {
     const struct instance_conf *ic = &a->cfg->instances[inst];
     snprintf(a->where, sizeof(a->where), "instance '%s'", ic->name);
-    if (!ic->cluster) return audit_server(a, inst, ic->host, ic->port);
+    if (!ic->cluster && !ic->sentinel) return audit_server(a, inst, ic->host, ic->port);
     struct slotmap_node *nodes = xmalloc(SLOTMAP_MAX_NODES * sizeof(*nodes));
     char err[400];
     int n = syncconn_primaries(ic, (int)a->cfg->connect_timeout_ms, NULL, nodes, SLOTMAP_MAX_NODES, err, sizeof(err));
     if (n < 0) {
-        fprintf(stderr, "keygate audit: instance '%s' (a cluster): %s\n", ic->name, err);
+        fprintf(stderr, "keygate audit: instance '%s' (%s): %s\n", ic->name, ic->cluster ? "a cluster" : "sentinel",
+                err);
         free(nodes);
         return -1;
     }

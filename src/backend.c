@@ -2,6 +2,7 @@
 #include "backend.h"
 
 #include "replies.h"
+#include "sentinelwatch.h"
 #include "slotmap.h"
 #include "tls.h"
 #include "topology.h"
@@ -57,7 +58,10 @@ struct backend_cluster {
     int next_seed;                                   /* the seed node asked when no node is up */
     int64_t last_refresh_ms;                         /* monotonic: when the last CLUSTER SLOTS was sent */
     struct event *soon;                              /* a refresh held back by BACKEND_REFRESH_MIN_MS */
-    struct event *periodic;                          /* every cluster-refresh */
+    struct event *periodic;                          /* every cluster-refresh (a sentinel instance: SENTINEL_POLL_MS) */
+    int sentinel;                                    /* a sentinel instance: one primary, from its watcher */
+    uint64_t generation;                             /* the watcher's state last adopted */
+    int adopted;                                     /* generation holds one */
 };
 
 static void backend_connect(struct backend *b);
@@ -325,10 +329,36 @@ static void cluster_slots_reply(struct backend *b, const char *reply, size_t len
     cluster_adopt(cl, b->node);
 }
 
+/*
+ * A sentinel instance is a map of one node: every slot belongs to the primary its watcher
+ * confirmed (sentinelwatch.h), none while it confirms none (requests then wait, as for a
+ * cluster slot with no owner). With `retire` (from a timer: no connection is in a callback),
+ * nodes that are not the primary are retired once nothing is owed on them: a request written
+ * to the old primary gets its answer if it comes.
+ */
+static void sentinel_adopt(struct backend_cluster *cl, int retire)
+{
+    struct sentinelwatch_state st;
+    if (sentinelwatch_get(cl->instance, &st) != 0) return;
+    if (!cl->adopted || st.generation != cl->generation) {
+        cl->adopted = 1;
+        cl->generation = st.generation;
+        int node = st.confirmed && st.primary.host[0] ? cluster_node_index(cl, st.primary.host, st.primary.port) : -1;
+        for (int s = 0; s < SLOTMAP_SLOTS; s++) cl->map.owner[s] = (int16_t)node;
+    }
+    int primary = cl->map.owner[0];
+    for (int k = 0; k < cl->map.nnodes && retire; k++)
+        if (k != primary) cluster_node_retire(cl, k);
+}
+
 /* Ask for the slot map on a connection that is up (any node), else on the next seed's. */
 static void cluster_refresh_now(struct backend_cluster *cl)
 {
     struct worker *w = cl->worker;
+    if (cl->sentinel) {
+        sentinel_adopt(cl, 1); /* from its timers (or at start) */
+        return;
+    }
     if (cl->refreshing || w->stopping) return;
     struct backend *b = NULL;
     for (int n = 0; n < cl->map.nnodes && !b; n++) {
@@ -362,10 +392,13 @@ static void cluster_start(struct worker *w, int instance)
     struct backend_cluster *cl = xcalloc(1, sizeof(*cl));
     cl->worker = w;
     cl->instance = instance;
+    cl->sentinel = w->cfg->instances[instance].sentinel;
     slotmap_init(&cl->map);
     cl->soon = xevtimer_new(w->base, cluster_timer_cb, cl);
     cl->periodic = xevent_new(w->base, -1, EV_PERSIST, cluster_timer_cb, cl);
-    int64_t ms = w->cfg->cluster_refresh_ms > 0 ? w->cfg->cluster_refresh_ms : 10000;
+    int64_t ms = cl->sentinel                     ? BACKEND_SENTINEL_POLL_MS
+                 : w->cfg->cluster_refresh_ms > 0 ? w->cfg->cluster_refresh_ms
+                                                  : 10000;
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     event_add(cl->periodic, &tv);
     __atomic_store_n(&w->clusters[instance], cl, __ATOMIC_RELEASE);
@@ -377,9 +410,23 @@ int backend_is_cluster(const struct worker *w, int instance)
     return w->clusters[instance] != NULL;
 }
 
+int backend_is_sentinel(const struct worker *w, int instance)
+{
+    return w->clusters[instance] != NULL && w->clusters[instance]->sentinel;
+}
+
 void backend_cluster_refresh(struct worker *w, int instance)
 {
     struct backend_cluster *cl = w->clusters[instance];
+    if (cl && cl->sentinel) { /* its watcher checks the primary again; its state is read now */
+        int64_t now = clock_mono_ms();
+        if (now - cl->last_refresh_ms >= BACKEND_SENTINEL_POLL_MS) {
+            cl->last_refresh_ms = now;
+            sentinelwatch_poke(instance);
+        }
+        sentinel_adopt(cl, 0); /* a caller may be inside a connection's callback: its timer retires */
+        return;
+    }
     if (!cl || cl->refreshing || w->stopping) return;
     int64_t wait = cl->last_refresh_ms + BACKEND_REFRESH_MIN_MS - clock_mono_ms();
     if (wait <= 0) {
@@ -496,7 +543,7 @@ int backend_pools_start(struct worker *w, const struct backend_hooks *hooks)
                 return -1;
             }
         }
-        if (ic->cluster)
+        if (ic->cluster || ic->sentinel)
             cluster_start(w, (int)i);
         else
             backend_pool_open(w, (int)i, 0);
@@ -1292,8 +1339,9 @@ static void backend_connect(struct backend *b)
         backend_send_internal(b, BACKEND_OWN_ID, 2, id);
     }
     /* topology guard (shared RESP2 connections only: every instance has them; its parser
-     * reads RESP2's bulk): durable noeviction + AOF, cache evicting, Redis >= 7 */
-    if (!b->pinned && !b->resp3) {
+     * reads RESP2's bulk): durable noeviction + AOF, cache evicting, Redis >= 7. Not for a
+     * cluster's or a sentinel instance's node: the INFO poller checks each by its address */
+    if (!b->pinned && !b->resp3 && b->node < 0) {
         const char *info[1] = {"INFO"};
         backend_send_internal(b, BACKEND_OWN_INFO, 1, info);
     }

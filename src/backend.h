@@ -143,8 +143,21 @@ struct backend_pool {
  */
 #define BACKEND_REFRESH_MIN_MS 500
 
-/* Is `instance` a cluster? */
+/*
+ * A sentinel instance (instance NAME sentinel ...) is kept as a cluster of one node: every slot
+ * belongs to the primary its watcher thread confirmed (sentinelwatch.h), read every
+ * BACKEND_SENTINEL_POLL_MS and at each refresh (which also asks the watcher to check again, at
+ * most once per BACKEND_SENTINEL_POLL_MS); while none is confirmed no node owns a slot, and
+ * requests wait as for a cluster slot without an owner. The policy sees a single server (no
+ * slots, no CROSSSLOT).
+ */
+#define BACKEND_SENTINEL_POLL_MS 100
+
+/* Is `instance` a cluster (or a sentinel instance, kept as one)? */
 int backend_is_cluster(const struct worker *w, int instance);
+
+/* Is `instance` a sentinel instance? */
+int backend_is_sentinel(const struct worker *w, int instance);
 
 /* The shared connection of client_id for `slot` of `instance` (the slot's primary; slot -1: any
  * node, for keyless commands), in the pool of protocol resp3. NULL when the slot's owner is not

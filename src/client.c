@@ -704,17 +704,14 @@ static void client_owner_timer_cb(evutil_socket_t fd, short what, void *arg)
     conn_wake(c); /* the held frame is parsed again */
 }
 
-/* Bounds of a wait for a cluster slot's owner: as the router's re-sends (router.c), 25 ms doubling
- * to 500 ms, at most 16 waits (about 6.3 s: a replica's promotion fits). */
-#define CLIENT_OWNER_WAITS 16
-
 /*
  * A command that needs a new dedicated connection (WATCH, a blocking command, a first SUBSCRIBE)
  * to a cluster slot whose owner keygate cannot reach yet (its map is not read, or a failover is
  * under way: the owner's shared connection is not ready) waits, as a shared request does, instead of
  * failing: c is held (nothing more of it is parsed or read), the map is asked again, and the
- * frame is parsed again when the timer fires. Past the bound it goes on, and fails as before
- * (-UNAVAILABLE). 1 when c is held.
+ * frame is parsed again when the timer fires (25 ms doubling to 500 ms), as often as the router
+ * waits (router_max_waits: about 6.3 s on a cluster, failover-hold on a sentinel instance). Past
+ * the bound it goes on, and fails as before (-UNAVAILABLE). 1 when c is held.
  */
 static int client_waits_for_owner(struct client *c, const struct plan *plan)
 {
@@ -722,7 +719,8 @@ static int client_waits_for_owner(struct client *c, const struct plan *plan)
     int pins = plan->kind == PLAN_FORWARD && c->session.mode != SESSION_MULTI && plan->instance >= 0 &&
                (plan->flow == FLOW_BLOCK || (plan->flow == FLOW_WATCH && !c->watch_pin) ||
                 (plan->flow == FLOW_SUBSCRIBE && !c->pubsub.pin[plan->instance]));
-    if (__builtin_expect(!pins || !backend_is_cluster(w, plan->instance), 1) || c->owner_waits >= CLIENT_OWNER_WAITS) {
+    if (__builtin_expect(!pins || !backend_is_cluster(w, plan->instance), 1) ||
+        c->owner_waits >= router_max_waits(w, plan->instance)) {
         c->owner_waits = 0;
         return 0;
     }

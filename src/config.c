@@ -242,7 +242,9 @@ static void instance_seeds(struct cfg_ctx *ctx, struct instance_conf *in, const 
         in->seed_port[in->nseeds++] = port;
     }
     if (in->nseeds == 0 && !*list)
-        CFG_ERR(ctx, "instance '%s': cluster needs its seed nodes (cluster HOST:PORT[,HOST:PORT...])", in->name);
+        CFG_ERR(ctx, "instance '%s': %s", in->name,
+                in->sentinel ? "sentinel needs its sentinels (sentinel HOST:PORT[,HOST:PORT...] master=NAME)"
+                             : "cluster needs its seed nodes (cluster HOST:PORT[,HOST:PORT...])");
     if (in->nseeds > 0) {
         in->host = xstrdup(in->seed_host[0]);
         in->port = in->seed_port[0];
@@ -276,16 +278,15 @@ static void dir_instance(struct cfg_ctx *ctx, const struct tokens *t)
     c->instance_names[c->ninstances++] = in->name;
 
     size_t first_opt = 3;
-    if (t->v[2].eq < 0 && strcmp(t->v[2].text, "sentinel") == 0) {
-        /* DESIGN.md's form, not built yet: say so once, not "bad address" and "unknown option" */
-        CFG_ERR(ctx, "instance '%s': sentinel instances are not implemented in this version (README, Limits)", name);
-        return;
-    }
-    if (t->v[2].eq < 0 && strcmp(t->v[2].text, "cluster") == 0) {
-        in->cluster = 1;
+    int sentinel_tls_seen = 0, sentinel_tls = -1;
+    if (t->v[2].eq < 0 && (strcmp(t->v[2].text, "cluster") == 0 || strcmp(t->v[2].text, "sentinel") == 0)) {
+        in->cluster = t->v[2].text[0] == 'c';
+        in->sentinel = !in->cluster;
         first_opt = 4;
         if (t->n < 4 || t->v[3].eq >= 0 || strcmp(t->v[3].text, "tls") == 0 || strcmp(t->v[3].text, "plain") == 0) {
-            CFG_ERR(ctx, "instance '%s': cluster needs its seed nodes (cluster HOST:PORT[,HOST:PORT...])", name);
+            CFG_ERR(ctx, "instance '%s': %s", name,
+                    in->sentinel ? "sentinel needs its sentinels (sentinel HOST:PORT[,HOST:PORT...] master=NAME)"
+                                 : "cluster needs its seed nodes (cluster HOST:PORT[,HOST:PORT...])");
             first_opt = 3;
         } else
             instance_seeds(ctx, in, t->v[3].text);
@@ -313,7 +314,18 @@ static void dir_instance(struct cfg_ctx *ctx, const struct tokens *t)
             (void)opt_set(ctx, &in->password_file, "password-file", v, 1);
         else if (strncmp(tok, STR_AND_LEN("user=")) == 0)
             (void)opt_set(ctx, &in->username, "user", v, 0);
-        else if (strncmp(tok, STR_AND_LEN("connections=")) == 0) {
+        else if (in->sentinel && strncmp(tok, STR_AND_LEN("master=")) == 0)
+            (void)opt_set(ctx, &in->master_name, "master", v, 0);
+        else if (in->sentinel && strncmp(tok, STR_AND_LEN("sentinel-password-file=")) == 0)
+            (void)opt_set(ctx, &in->sentinel_password_file, "sentinel-password-file", v, 1);
+        else if (in->sentinel && strncmp(tok, STR_AND_LEN("sentinel-tls=")) == 0) {
+            if (sentinel_tls_seen++)
+                CFG_ERR(ctx, "repeated option 'sentinel-tls='");
+            else if (strcmp(v, "yes") == 0 || strcmp(v, "no") == 0)
+                sentinel_tls = v[0] == 'y';
+            else
+                CFG_ERR(ctx, "bad sentinel-tls '%s' (yes|no)", v);
+        } else if (strncmp(tok, STR_AND_LEN("connections=")) == 0) {
             if (conns_seen++)
                 CFG_ERR(ctx, "repeated option 'connections='");
             else if (int_parse(v, 1, 64, &n) != 0)
@@ -323,8 +335,20 @@ static void dir_instance(struct cfg_ctx *ctx, const struct tokens *t)
         } else
             CFG_ERR(ctx,
                     "unknown instance option '%.*s=' (ca= cert= key= server-name= "
-                    "password-file= user= connections=)",
-                    t->v[i].eq, tok);
+                    "password-file= user= connections=%s)",
+                    t->v[i].eq, tok, in->sentinel ? " master= sentinel-password-file= sentinel-tls=" : "");
+    }
+    if (in->sentinel) {
+        if (!in->master_name)
+            CFG_ERR(ctx, "instance '%s': sentinel needs master=NAME (the name the sentinels monitor)", name);
+        in->sentinel_tls = sentinel_tls >= 0 ? sentinel_tls : ntls > 0;
+        if (in->sentinel_tls && ntls == 0)
+            CFG_ERR(ctx, "instance '%s': sentinel-tls=yes needs tls (the sentinels are verified with the line's ca=)",
+                    name);
+        if (in->sentinel_password_file) {
+            size_t len;
+            in->sentinel_password = password_load(ctx, in->sentinel_password_file, &len);
+        }
     }
     in->tls = ntls > 0;
     if (ntls + nplain != 1)
@@ -521,8 +545,9 @@ static const struct directive {
     {"admin-listen", "HOST:PORT", 1, 1, 0, V_FUNC, dir_admin_listen, 0, 0, 0},
     {"registry", "PATH", 1, 1, 0, V_FUNC, dir_registry, 0, 0, 0},
     {"instance",
-     "NAME HOST:PORT|cluster HOST:PORT[,HOST:PORT...] tls|plain [ca=F cert=F key=F server-name=N password-file=F "
-     "user=U connections=N]",
+     "NAME HOST:PORT|cluster HOST:PORT[,HOST:PORT...]|sentinel HOST:PORT[,HOST:PORT...] master=NAME tls|plain "
+     "[ca=F cert=F key=F server-name=N password-file=F user=U connections=N] [sentinel-password-file=F "
+     "sentinel-tls=yes|no]",
      3, -1, 1, V_FUNC, dir_instance, 0, 0, 0},
     {"user", "NAME password-file=F|sha256=HEX owners=a,b|* access=rw|ro [scripts=yes|no]", 2, -1, 1, V_FUNC, dir_user,
      0, 0, 0},
@@ -544,6 +569,8 @@ static const struct directive {
      0},
     {"log-level", "debug|info|warn|error", 1, 1, 0, V_FUNC, dir_log_level, 0, 0, 0},
     {"cluster-refresh", "DURATION", 1, 1, 0, V_DURATION, NULL, offsetof(struct config, cluster_refresh_ms), 0, 0},
+    {"failover-hold", "DURATION", 1, 1, 0, V_DURATION, NULL, offsetof(struct config, failover_hold_ms), 0, 0},
+    {"replicas-timeout", "DURATION", 1, 1, 0, V_DURATION, NULL, offsetof(struct config, replicas_timeout_ms), 0, 0},
     {"backend-info-interval", "DURATION", 1, 1, 0, V_DURATION, NULL, offsetof(struct config, backend_info_interval_ms),
      0, 0},
     {"durable-headroom-warn", "N%", 1, 1, 0, V_FUNC, dir_headroom_warn, 0, 0, 0},
@@ -676,7 +703,7 @@ static void config_enforce_apply(struct cfg_ctx *ctx)
     registry_set_enforce(c->registry, c->enforce == ENFORCE_REPORT ? ENFORCE_REPORT : ENFORCE_ON);
 }
 
-/* The near cache on a cluster instance is not supported (its stream reader, fills and invalidation
+/* The near cache on a cluster or sentinel instance is not supported (its stream reader, fills and invalidation
  * XADDs assume one server): a near-cache= line whose instance is a cluster is an error at that line
  * of the registry (config_load and every reload run it, so a SIGHUP cannot bring one in). */
 static void config_near_cache_cluster_check(struct config *c, struct diag *errs)
@@ -686,13 +713,14 @@ static void config_near_cache_cluster_check(struct config *c, struct diag *errs)
         const struct namespace_entry *e = registry_entry(c->registry, i);
         if (!e || e->near_cache_ms <= 0 || e->instance < 0 || (size_t)e->instance >= c->ninstances) continue;
         const struct instance_conf *ic = &c->instances[e->instance];
-        if (!ic->cluster) continue;
+        if (!ic->cluster && !ic->sentinel) continue;
         char d[32];
         duration_format(e->near_cache_ms, d, sizeof(d));
+        const char *kind = ic->cluster ? "a Redis Cluster" : "Sentinel-managed";
         diag_add(errs, c->registry->path, e->line,
-                 "namespace '%s' has near-cache=%s, but instance '%s' is a Redis Cluster (%s:%d): the near cache is "
-                 "not supported on a cluster instance",
-                 e->prefix, d, ic->name, c->path, ic->line);
+                 "namespace '%s' has near-cache=%s, but instance '%s' is %s (%s:%d): the near cache is "
+                 "not supported on a %s instance",
+                 e->prefix, d, ic->name, kind, c->path, ic->line, ic->cluster ? "cluster" : "sentinel");
     }
 }
 
@@ -716,6 +744,8 @@ struct config *config_load(const char *path, struct diag *errs)
     c->log_level = LOG_INFO;
     c->backend_info_interval_ms = 10000;
     c->cluster_refresh_ms = 10000;
+    c->failover_hold_ms = 5000;
+    c->replicas_timeout_ms = 1000;
     c->durable_headroom_warn_pct = 20;
     c->namespace_scan_interval_ms = 0;
     c->near_cache_memory = 64LL * 1024 * 1024;
@@ -807,6 +837,9 @@ void config_instance_free(struct instance_conf *in)
     free(in->password_file);
     secret_free(in->password);
     free(in->username);
+    free(in->master_name);
+    free(in->sentinel_password_file);
+    secret_free(in->sentinel_password);
 }
 
 void config_free(struct config *c)

@@ -34,7 +34,14 @@ struct instance_conf {
     char *host; /* a cluster: its first seed */
     int port;
     int cluster;                       /* instance NAME cluster SEEDS ...: a Redis Cluster */
-    char *seed_host[CONFIG_MAX_SEEDS]; /* a cluster's seed nodes (any reachable one gives the slot map) */
+    int sentinel;                      /* instance NAME sentinel SENTINELS master=NAME ...: a Sentinel-managed
+                                          primary (seed_host/seed_port: the sentinels) */
+    char *master_name;                 /* sentinel: master=NAME, as the sentinels monitor it */
+    char *sentinel_password_file;      /* sentinel: sentinel-password-file= (resolved; NULL: no AUTH) */
+    char *sentinel_password;           /* read from it at load time */
+    int sentinel_tls;                  /* sentinel: the sentinels speak TLS (the line's tls, unless sentinel-tls=no) */
+    char *seed_host[CONFIG_MAX_SEEDS]; /* a cluster's seed nodes (any reachable one gives the slot map), or the
+                                          sentinels of a sentinel instance */
     int seed_port[CONFIG_MAX_SEEDS];
     int nseeds;
     int tls;               /* 1 = tls (default when neither word is given: error), 0 = plain */
@@ -101,7 +108,9 @@ struct config {
     int64_t backend_info_interval_ms;   /* backend-info-interval: INFO read for the capacity gauges, default 10s */
     int durable_headroom_warn_pct;      /* durable-headroom-warn N%: /healthz fails under it, default 20 */
     int64_t namespace_scan_interval_ms; /* namespace-scan-interval: one sampler pass each (0 = off, default) */
-    int64_t cluster_refresh_ms; /* cluster-refresh: periodic slot-map refresh of cluster instances, default 10s */
+    int64_t cluster_refresh_ms;  /* cluster-refresh: periodic slot-map refresh of cluster instances, default 10s */
+    int64_t failover_hold_ms;    /* failover-hold: how long a request waits for an instance's primary, default 5s */
+    int64_t replicas_timeout_ms; /* replicas-timeout: a replicas=N write's wait for its replicas, default 1s */
 
     /* the near cache (issue 20; registry lines with near-cache=D) */
     int64_t near_cache_memory;            /* near-cache-memory: cached bytes of the whole process, default 64mb */

@@ -6,6 +6,7 @@
 #include "authgate.h"
 #include "nearcache.h"
 #include "sampler.h"
+#include "sentinelwatch.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -199,6 +200,8 @@ static int run(const char *path)
             break;
         }
     }
+    /* sentinel instances: their primaries are looked for before the workers need them */
+    struct sentinelwatch *watch = rc == 0 ? sentinelwatch_start(d.cfg) : NULL;
     /* the near cache's per-worker caches and inboxes go on the workers' bases before they run */
     struct nearcache *nearcache = rc == 0 ? nearcache_start(d.cfg, &d.proxy) : NULL;
     d.base = event_base_new();
@@ -229,6 +232,7 @@ static int run(const char *path)
     for (int i = 0; i < started; i++) worker_post(&d.proxy.workers[i], NULL, 1);
     for (int i = 0; i < started; i++) pthread_join(d.threads[i], NULL);
     nearcache_stop(nearcache);
+    sentinelwatch_stop(watch);
     for (int i = 0; i < d.proxy.nworkers; i++) worker_free(&d.proxy.workers[i]);
     int64_t left = __atomic_load_n(&d.proxy.mem_used, __ATOMIC_RELAXED);
     for (int i = 0; i < d.proxy.nworkers; i++) left += d.proxy.workers[i].mem_unpublished;

@@ -197,7 +197,7 @@ static struct backend *route_repin(struct request *req, struct request_send *s)
 
 static int route_try(struct request *req, struct request_send *s)
 {
-    if (s->hops > ROUTE_MAX_HOPS || s->retries > ROUTE_MAX_RETRIES) {
+    if (s->hops > ROUTE_MAX_HOPS || s->retries > router_max_waits(req->worker, s->instance)) {
         route_give_up(req, s);
         return -1;
     }
@@ -213,7 +213,7 @@ static int route_try(struct request *req, struct request_send *s)
     s->retries++;
     STAT_INC(&req->worker->stats, cluster_retries);
     backend_cluster_refresh(req->worker, s->instance);
-    if (s->retries <= ROUTE_MAX_RETRIES) return 0;
+    if (s->retries <= router_max_waits(req->worker, s->instance)) return 0;
     route_give_up(req, s);
     return -1;
 }
@@ -230,7 +230,7 @@ static void route_again(struct request *req, struct request_send *s)
         return;
     }
     struct client *c = req->client;
-    if (s->hops > ROUTE_MAX_HOPS || s->retries > ROUTE_MAX_RETRIES) {
+    if (s->hops > ROUTE_MAX_HOPS || s->retries > router_max_waits(req->worker, s->instance)) {
         route_give_up(req, s);
         return;
     }
@@ -273,6 +273,37 @@ static struct request_send *route_send_of(struct request *req, const struct pend
 }
 
 /*
+ * A sentinel instance's node that is no longer its primary, or not yet, says the command did not
+ * run: -READONLY (a write on a demoted primary), -LOADING (a restarting node), and, to a blocking
+ * command, -UNBLOCKED (Redis ends a blocking wait when its primary turns replica: nothing was
+ * popped). 1 when reply is one of these on a sentinel instance.
+ */
+static int route_demoted(const struct worker *w, int instance, const struct request *req, const char *reply, size_t len)
+{
+    if (!backend_is_sentinel(w, instance)) return 0;
+    if (len >= 10 && memcmp(reply, "-READONLY ", 10) == 0) return 1;
+    if (len >= 9 && memcmp(reply, "-LOADING ", 9) == 0) return 1;
+    return req->blocking && len >= 11 && memcmp(reply, "-UNBLOCKED ", 11) == 0;
+}
+
+/*
+ * How many times a send waits for its instance's owner before it gives up: on a cluster
+ * ROUTE_MAX_RETRIES (about 6.3 s); on a sentinel instance as many as fit in failover-hold.
+ */
+int router_max_waits(const struct worker *w, int instance)
+{
+    if (!backend_is_sentinel(w, instance)) return ROUTE_MAX_RETRIES;
+    int64_t hold = w->cfg->failover_hold_ms, waited = 0;
+    int n = 0;
+    while (waited < hold && n < 1000) {
+        int ms = ROUTE_RETRY_MIN_MS << (n < 5 ? n : 5);
+        waited += ms > ROUTE_RETRY_MAX_MS ? ROUTE_RETRY_MAX_MS : ms;
+        n++;
+    }
+    return n;
+}
+
+/*
  * A reply (reply NULL: a failure) for an entry of a kept send. Returns 1 when the router
  * took it here (the send goes again), 0 when it is read as usual. A -MOVED updates the
  * map, a -ASK aims the next attempt once, -TRYAGAIN and -CLUSTERDOWN wait, and so does a
@@ -297,7 +328,9 @@ static int route_intercept(struct backend *b, struct request_send *s, const char
     struct slotmap_redirect rd;
     if (!s->redo && reply && reply[0] == '-') {
         int moved = slotmap_parse_redirect(reply, len, &rd);
-        if (moved || slotmap_is_retryable(reply, len)) {
+        int demoted = !moved && route_demoted(req->worker, s->instance, req, reply, len);
+        if (demoted) backend_cluster_refresh(req->worker, s->instance); /* the watcher checks the primary now */
+        if (moved || demoted || slotmap_is_retryable(reply, len)) {
             s->redo = 1;
             s->from = s->atomic ? 0 : index;
             free(s->error);
@@ -1016,7 +1049,9 @@ static int route_exec_moved(struct backend *b, struct request *req, const char *
     if (reply[0] != '-' || !req->queued_error || !b->pinned || !backend_is_cluster(b->worker, b->instance)) return 0;
     struct slotmap_redirect rd;
     int redirected = slotmap_parse_redirect(req->queued_error, req->queued_error_len, &rd);
-    if (!redirected && !slotmap_is_retryable(req->queued_error, req->queued_error_len)) return 0;
+    if (!redirected && !slotmap_is_retryable(req->queued_error, req->queued_error_len) &&
+        !route_demoted(b->worker, b->instance, req, req->queued_error, req->queued_error_len))
+        return 0;
     if (redirected) route_learn_move(b, &rd);
     struct client *c = req->client;
     if (c && c->resp3)

@@ -38,6 +38,10 @@ static inline struct backend *router_shared_for(struct client *c, int instance)
     return backend_for(c->worker, instance, c->id);
 }
 
+/* How many waits (25 ms doubling to 500 ms) a request for `instance` makes for an owner it cannot
+ * reach before it fails: about 6.3 s on a cluster, failover-hold on a sentinel instance. */
+int router_max_waits(const struct worker *w, int instance);
+
 /* c is torn down: its cluster sends that wait to go again are dropped (their requests, orphaned,
  * are freed once nothing else is owed to them), and its timer freed. */
 void router_client_gone(struct client *c);

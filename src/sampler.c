@@ -189,7 +189,7 @@ static int sampler_scan(struct sampler *s, int inst, const char *host, int port,
 static int sampler_scan_instance(struct sampler *s, int inst, struct tally *t, char *err, size_t errlen)
 {
     const struct instance_conf *ic = &s->instances[inst];
-    if (!ic->cluster) return sampler_scan(s, inst, ic->host, ic->port, t, err, errlen);
+    if (!ic->cluster && !ic->sentinel) return sampler_scan(s, inst, ic->host, ic->port, t, err, errlen);
     struct slotmap_node *nodes = xmalloc(SLOTMAP_MAX_NODES * sizeof(*nodes));
     int n = syncconn_primaries(ic, (int)s->connect_timeout_ms, s->halt, nodes, SLOTMAP_MAX_NODES, err, errlen);
     int rc = n < 0 ? -1 : 0;
@@ -413,7 +413,7 @@ static void *sampler_poll(void *arg)
         int64_t started = clock_mono_ms();
         int loading = 0;
         for (size_t i = 0; i < s->ninstances; i++) {
-            if (s->instances[i].cluster) {
+            if (s->instances[i].cluster || s->instances[i].sentinel) { /* a sentinel's: its one primary */
                 loading |= poll_cluster_round(s, (int)i, &clusters[i]);
                 continue;
             }

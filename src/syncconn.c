@@ -1,5 +1,7 @@
 /* syncconn.c: a small blocking Redis client (TLS via OpenSSL or plain TCP; hiredis formats and parses). */
 #include "syncconn.h"
+
+#include "sentinel.h"
 #include "sizes.h"
 #include "tls.h"
 
@@ -105,8 +107,9 @@ static void set_fd(struct syncconn *c, int fd)
     if (c->stop) pthread_mutex_unlock(&c->stop->lock);
 }
 
-/* Non-blocking connect bounded by timeout_ms, then back to blocking with I/O timeouts. */
-static int tcp_connect(struct syncconn *c, const char *host, int port, int timeout_ms)
+/* Non-blocking connect bounded by timeout_ms, then back to blocking with I/O timeouts of io_ms
+ * (0: the longer of timeout_ms and SYNCCONN_IO_TIMEOUT_MS). */
+static int tcp_connect(struct syncconn *c, const char *host, int port, int timeout_ms, int io_ms)
 {
     char portstr[16];
     snprintf(portstr, sizeof(portstr), "%d", port);
@@ -147,7 +150,7 @@ static int tcp_connect(struct syncconn *c, const char *host, int port, int timeo
     if (rc != 0) return -1;
     int flags = fcntl(c->fd, F_GETFL);
     fcntl(c->fd, F_SETFL, flags & ~O_NONBLOCK);
-    int io_ms = timeout_ms > SYNCCONN_IO_TIMEOUT_MS ? timeout_ms : SYNCCONN_IO_TIMEOUT_MS;
+    if (io_ms <= 0) io_ms = timeout_ms > SYNCCONN_IO_TIMEOUT_MS ? timeout_ms : SYNCCONN_IO_TIMEOUT_MS;
     struct timeval tv = {io_ms / 1000, (io_ms % 1000) * 1000};
     setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
@@ -200,8 +203,10 @@ struct syncconn *syncconn_open_stoppable(const struct instance_conf *ic, int tim
     return syncconn_open_node(ic, ic->host, ic->port, timeout_ms, st, err, errlen);
 }
 
-struct syncconn *syncconn_open_node(const struct instance_conf *ic, const char *host, int port, int timeout_ms,
-                                    struct syncconn_stop *st, char *err, size_t errlen)
+/* syncconn_open_node with its reads and writes (the TLS handshake and AUTH included) bounded by
+ * io_ms (0: as syncconn_open_node). */
+static struct syncconn *open_node(const struct instance_conf *ic, const char *host, int port, int timeout_ms, int io_ms,
+                                  struct syncconn_stop *st, char *err, size_t errlen)
 {
     struct syncconn *c = xcalloc(1, sizeof(*c));
     c->fd = -1;
@@ -220,7 +225,7 @@ struct syncconn *syncconn_open_node(const struct instance_conf *ic, const char *
         }
         pthread_mutex_unlock(&st->lock);
     }
-    if (rc == 0) rc = tcp_connect(c, host, port, timeout_ms > 0 ? timeout_ms : 2000);
+    if (rc == 0) rc = tcp_connect(c, host, port, timeout_ms > 0 ? timeout_ms : 2000, io_ms);
     if (rc == 0 && st) {
         /* a trip while connecting may not reach the socket (shutdown(2) of an unconnected one does
          * nothing): look again before the blocking handshake; a later trip shuts it down */
@@ -251,6 +256,12 @@ struct syncconn *syncconn_open_node(const struct instance_conf *ic, const char *
         return NULL;
     }
     return c;
+}
+
+struct syncconn *syncconn_open_node(const struct instance_conf *ic, const char *host, int port, int timeout_ms,
+                                    struct syncconn_stop *st, char *err, size_t errlen)
+{
+    return open_node(ic, host, port, timeout_ms, 0, st, err, errlen);
 }
 
 void syncconn_reply_encode(const redisReply *r, struct bytebuf *out)
@@ -308,9 +319,106 @@ int syncconn_primaries_from_slots(const redisReply *r, const char *asked_host, s
     return n;
 }
 
+struct syncconn *syncconn_open_sentinel(const struct instance_conf *ic, int i, int timeout_ms, int io_ms,
+                                        struct syncconn_stop *st, char *err, size_t errlen)
+{
+    assert(ic->sentinel && i >= 0 && i < ic->nseeds);
+    struct instance_conf sc = *ic; /* the data nodes' options but for TLS and AUTH */
+    sc.tls = ic->sentinel_tls;
+    sc.password = ic->sentinel_password;
+    sc.username = NULL;
+    if (!sc.tls) sc.ca = sc.cert = sc.key = sc.server_name = NULL;
+    return open_node(&sc, ic->seed_host[i], ic->seed_port[i], timeout_ms, io_ms, st, err, errlen);
+}
+
+/* One command's reply on c as RESP2 bytes into out; 0, or -1 with why. */
+static int command_bytes(struct syncconn *c, int argc, const char **argv, struct bytebuf *out, char *why, size_t len)
+{
+    size_t argvlen[4];
+    assert(argc <= 4);
+    for (int k = 0; k < argc; k++) argvlen[k] = strlen(argv[k]);
+    redisReply *r = syncconn_command(c, argc, argv, argvlen);
+    if (!r) {
+        snprintf(why, len, "%s: %.150s", argv[0], syncconn_error(c));
+        return -1;
+    }
+    syncconn_reply_encode(r, out);
+    freeReplyObject(r);
+    return 0;
+}
+
+/* Does the node at a answer ROLE as a primary? 0, or -1 with why. */
+static int node_is_primary(const struct instance_conf *ic, const struct sentinel_addr *a, int timeout_ms,
+                           struct syncconn_stop *st, char *why, size_t len)
+{
+    char e[200];
+    struct syncconn *c = open_node(ic, a->host, a->port, timeout_ms, timeout_ms, st, e, sizeof(e));
+    if (!c) {
+        snprintf(why, len, "its primary %s:%d: %s", a->host, a->port, e);
+        return -1;
+    }
+    struct bytebuf b = {0};
+    const char *argv[1] = {"ROLE"};
+    struct sentinel_role role;
+    int rc = command_bytes(c, 1, argv, &b, e, sizeof(e));
+    if (rc == 0) rc = sentinel_parse_role(b.p, b.len, &role, e, sizeof(e));
+    if (rc == 0 && role.kind != SENTINEL_ROLE_PRIMARY) {
+        snprintf(e, sizeof(e), "ROLE says it is not a primary");
+        rc = -1;
+    }
+    if (rc != 0) snprintf(why, len, "its primary %s:%d: %s", a->host, a->port, e);
+    bytebuf_free(&b);
+    syncconn_close(c);
+    return rc;
+}
+
+int syncconn_sentinel_primary(const struct instance_conf *ic, int timeout_ms, struct syncconn_stop *st,
+                              const struct slotmap_node *not_this, struct slotmap_node *out, int *asked, char *err,
+                              size_t errlen)
+{
+    snprintf(err, errlen, "no sentinel");
+    int answered = 0; /* a sentinel named a primary */
+    for (int i = 0; i < ic->nseeds; i++) {
+        char why[800];
+        struct sentinel_addr a = {.port = 0};
+        int rc = -1;
+        struct syncconn *c = syncconn_open_sentinel(ic, i, timeout_ms, timeout_ms, st, why, sizeof(why));
+        if (c) {
+            struct bytebuf b = {0};
+            const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", ic->master_name};
+            rc = command_bytes(c, 3, argv, &b, why, sizeof(why));
+            if (rc == 0) {
+                int known = sentinel_parse_master_addr(b.p, b.len, &a, why, sizeof(why));
+                if (known == 0) snprintf(why, sizeof(why), "it monitors no master named '%s'", ic->master_name);
+                rc = known == 1 ? 0 : -1;
+            }
+            bytebuf_free(&b);
+            syncconn_close(c);
+        }
+        if (rc == 0) answered = 1;
+        if (rc == 0 && not_this && not_this->port == a.port && strcmp(not_this->host, a.host) == 0) {
+            snprintf(why, sizeof(why), "it still names %s:%d, which is down or being replaced", a.host, a.port);
+            rc = -1;
+        } else if (rc == 0)
+            rc = node_is_primary(ic, &a, timeout_ms, st, why, sizeof(why));
+        if (rc == 0) {
+            snprintf(out->host, sizeof(out->host), "%s", a.host);
+            out->port = a.port;
+            if (asked) *asked = i;
+            return 0;
+        }
+        snprintf(err, errlen, "sentinel %s:%d: %s", ic->seed_host[i], ic->seed_port[i], why);
+    }
+    return answered ? -2 : -1;
+}
+
 int syncconn_primaries(const struct instance_conf *ic, int timeout_ms, struct syncconn_stop *st,
                        struct slotmap_node *out, int max, char *err, size_t errlen)
 {
+    if (ic->sentinel) {
+        if (max < 1) return 0;
+        return syncconn_sentinel_primary(ic, timeout_ms, st, NULL, &out[0], NULL, err, errlen) == 0 ? 1 : -1;
+    }
     if (!ic->cluster) {
         if (max < 1) return 0;
         snprintf(out[0].host, sizeof(out[0].host), "%s", ic->host);

@@ -49,8 +49,32 @@ struct syncconn *syncconn_open_node(const struct instance_conf *ic, const char *
                                     struct syncconn_stop *st, char *err, size_t errlen) KG_MUST_CHECK;
 
 /*
+ * A connection to sentinel i (ic->seed_host[i]) of a sentinel instance, with the sentinels'
+ * options: TLS when ic->sentinel_tls (the line's ca=, cert=/key= and server-name=), AUTH with
+ * sentinel-password-file's password when there is one. As syncconn_open_node otherwise, but
+ * every read and write (the handshake and AUTH included) is bounded by io_ms.
+ */
+struct syncconn *syncconn_open_sentinel(const struct instance_conf *ic, int i, int timeout_ms, int io_ms,
+                                        struct syncconn_stop *st, char *err, size_t errlen) KG_MUST_CHECK;
+
+/*
+ * The primary of a sentinel instance: the sentinels are asked in turn (SENTINEL
+ * get-master-addr-by-name ic->master_name) until one names an address whose node answers ROLE
+ * as a primary (the data nodes' options). Every read and write, with the sentinels and the node,
+ * is bounded by timeout_ms (a frozen node does not hold the caller for SYNCCONN_IO_TIMEOUT_MS).
+ * An address equal to not_this (may be NULL: a primary the caller knows is down) is not asked.
+ * 0 with *out filled (*asked: the index of the sentinel that named it, may be NULL); -1 when no
+ * sentinel named a primary (unreachable, no such master); -2 when one did but ROLE did not
+ * confirm it (not a primary, unreachable, or not_this); err says why (the last sentinel's reason).
+ */
+int syncconn_sentinel_primary(const struct instance_conf *ic, int timeout_ms, struct syncconn_stop *st,
+                              const struct slotmap_node *not_this, struct slotmap_node *out, int *asked, char *err,
+                              size_t errlen) KG_MUST_CHECK;
+
+/*
  * The servers a background reader walks for an instance, into out[0..max): a single-server
- * instance is its own address (returns 1, no I/O); for a cluster, the seeds are asked in turn
+ * instance is its own address (returns 1, no I/O); a sentinel instance its primary as the
+ * sentinels name it and ROLE confirms (syncconn_sentinel_primary); for a cluster, the seeds are asked in turn
  * (syncconn_open_node, CLUSTER SLOTS) until one answers, and its primaries, the nodes owning at
  * least one slot, are listed in the order the reply names them (syncconn_primaries_from_slots).
  * Returns how many, or -1 with err saying why (no seed reachable or answering: the last seed's

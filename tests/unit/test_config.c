@@ -505,12 +505,58 @@ START_TEST(error_instance_forms)
     expect_error(BASE "instance x cluster 1.2.3.4:5 tls\n", 5, "tls needs ca=");
     expect_error(BASE "instance x cluster 1.2.3.4:5 plain color=red\n", 5, "unknown instance option");
     expect_error(BASE "cluster-refresh soon\n", 5, "cluster-refresh");
-    /* the contract's sentinel form: named as such, one error for the line */
-    expect_error(BASE "instance x sentinel 1.2.3.4:5 master=m plain\n", 5,
-                 "instance 'x': sentinel instances are not implemented in this version");
+    /* sentinel: the sentinels, master=, then the options of a single-server instance */
+    expect_error(BASE "instance x sentinel master=m plain\n", 5, "instance 'x': sentinel needs its sentinels");
+    expect_error(BASE "instance x sentinel 1.2.3.4:5 plain\n", 5, "instance 'x': sentinel needs master=NAME");
+    expect_error(BASE "instance x sentinel 1.2.3.4:5,nowhere master=m plain\n", 5,
+                 "instance 'x': bad seed address 'nowhere'");
+    expect_error(BASE "instance x sentinel 1.2.3.4:5 master=m plain sentinel-tls=yes\n", 5,
+                 "sentinel-tls=yes needs tls");
+    expect_error(BASE "instance x sentinel 1.2.3.4:5 master=m plain sentinel-tls=maybe\n", 5, "bad sentinel-tls");
+    expect_error(BASE "instance x sentinel 1.2.3.4:5 master=m plain sentinel-tls=no sentinel-tls=no\n", 5,
+                 "repeated option 'sentinel-tls='");
+    expect_error(BASE "instance x sentinel 1.2.3.4:5 master=m master=n plain\n", 5, "repeated option 'master='");
+    expect_error(BASE "instance x 1.2.3.4:5 master=m plain\n", 5, "unknown instance option 'master='");
+    expect_error(BASE "instance x cluster 1.2.3.4:5 sentinel-tls=no plain\n", 5,
+                 "unknown instance option 'sentinel-tls='");
+    expect_error(BASE "failover-hold soon\n", 5, "failover-hold");
+    expect_error(BASE "replicas-timeout 0\n", 5, "replicas-timeout");
     struct diag d;
-    ck_assert_ptr_null(load(BASE "instance x sentinel 1.2.3.4:5 master=m plain\n", &d));
+    ck_assert_ptr_null(load(BASE "instance x sentinel 1.2.3.4:5 plain\n", &d));
     ck_assert_int_eq(d.count, 1); /* not also "bad instance address" and "unknown instance option" */
+    diag_free(&d);
+}
+END_TEST
+
+START_TEST(sentinel_instance)
+{
+    struct diag d;
+    struct config *c =
+        load(BASE "instance ha sentinel 10.0.0.1:26379,10.0.0.2:26380 master=mymaster plain connections=2\n"
+                  "instance hat sentinel 10.0.0.1:26379 master=m2 tls ca=ca.crt sentinel-tls=no\n"
+                  "instance hau sentinel 10.0.0.1:26379 master=m3 tls ca=ca.crt\n"
+                  "failover-hold 2s\nreplicas-timeout 250ms\n",
+             &d);
+    ck_assert_msg(c != NULL, "%s", d.count ? d.lines[0] : "?");
+    const struct instance_conf *in = &c->instances[config_instance_index(c, "ha")];
+    ck_assert_int_eq(in->sentinel, 1);
+    ck_assert_int_eq(in->cluster, 0);
+    ck_assert_int_eq(in->nseeds, 2);
+    ck_assert_str_eq(in->seed_host[1], "10.0.0.2");
+    ck_assert_int_eq(in->seed_port[1], 26380);
+    ck_assert_str_eq(in->master_name, "mymaster");
+    ck_assert_int_eq(in->sentinel_tls, 0);
+    ck_assert_int_eq(in->connections, 2);
+    ck_assert_int_eq(c->instances[config_instance_index(c, "hat")].sentinel_tls, 0);
+    ck_assert_int_eq(c->instances[config_instance_index(c, "hau")].sentinel_tls, 1); /* the line's TLS by default */
+    ck_assert_int_eq(c->failover_hold_ms, 2000);
+    ck_assert_int_eq(c->replicas_timeout_ms, 250);
+    config_free(c);
+    diag_free(&d);
+    c = load(BASE, &d);
+    ck_assert_int_eq(c->failover_hold_ms, 5000);
+    ck_assert_int_eq(c->replicas_timeout_ms, 1000);
+    config_free(c);
     diag_free(&d);
 }
 END_TEST
@@ -730,6 +776,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, error_instance_forms);
     tcase_add_test(tc, error_password_files);
     tcase_add_test(tc, cluster_instance);
+    tcase_add_test(tc, sentinel_instance);
     tcase_add_test(tc, near_cache_on_cluster_refused);
     tcase_add_test(tc, error_user_forms);
     tcase_add_test(tc, error_required_directives_at_line_0);
