@@ -80,8 +80,10 @@ struct request {
     int nparts, parts_left;
     int merge;                  /* enum plan_merge */
     int16_t *key_part;          /* split: part of argv[i] (moved from the plan) */
-    struct request_send *sends; /* cluster: kept sends, one per part (1 when not split) */
+    struct request_send *sends; /* cluster: kept sends, one per part (1 when not split: &send1) */
     int nsends;
+    struct request_send send1;  /* the one send of a request that is not split; its buffers outlive a
+                                   recycling (request_new), so a kept send allocates nothing */
     struct request_send *recording; /* the send the router is writing now (route_expect records) */
     size_t argc;
     uint16_t scan_rank, scan_nodes; /* SCAN on a cluster: the rank of the primary it reads, of how many */

@@ -384,7 +384,7 @@ static struct bytebuf *route_out_kept(struct client *c, struct backend *b, struc
     }
     if (!req->sends) {
         req->nsends = req->nparts > 0 ? req->nparts : 1;
-        req->sends = xcalloc((size_t)req->nsends, sizeof(*req->sends));
+        req->sends = req->nsends == 1 ? &req->send1 : xcalloc((size_t)req->nsends, sizeof(*req->sends));
     }
     assert(part < req->nsends);
     struct request_send *s = &req->sends[part];
