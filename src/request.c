@@ -82,6 +82,8 @@ void request_pool_free(struct worker *w)
     struct request *req;
     while ((req = w->free_requests)) {
         w->free_requests = req->link.tqe_next;
+        bytebuf_free(&req->send1.bytes); /* kept across its recycling (request_free) */
+        free(req->send1.entries);
         free(req);
     }
     w->nfree_requests = 0;
