@@ -9,9 +9,9 @@
 
 _Static_assert(ERROR_REPLY_MAX >= ERROR_TEXT_MAX + 3, "an error reply holds any error text of the pure layer");
 
-#define FREE_REQUESTS_MAX 4096    /* recycled per worker; beyond that they go back to malloc */
-#define REQUEST_KEEP_BYTES 4096   /* a recycled request keeps its kept send's buffer up to this */
-#define REQUEST_KEEP_ENTRIES 64   /* and its entries array up to this many */
+#define FREE_REQUESTS_MAX 4096  /* recycled per worker; beyond that they go back to malloc */
+#define REQUEST_KEEP_BYTES 4096 /* a recycled request keeps its kept send's buffer up to this */
+#define REQUEST_KEEP_ENTRIES 64 /* and its entries array up to this many */
 
 struct request *request_new(struct client *c)
 {

@@ -82,7 +82,7 @@ struct request {
     int16_t *key_part;          /* split: part of argv[i] (moved from the plan) */
     struct request_send *sends; /* cluster: kept sends, one per part (1 when not split: &send1) */
     int nsends;
-    struct request_send send1;  /* the one send of a request that is not split; its buffers outlive a
+    struct request_send send1;      /* the one send of a request that is not split; its buffers outlive a
                                    recycling (request_new), so a kept send allocates nothing */
     struct request_send *recording; /* the send the router is writing now (route_expect records) */
     size_t argc;
