@@ -15,6 +15,7 @@ struct client;
 struct request_part {
     int instance;
     int slot; /* -1: a single-server instance */
+    int node; /* a keyless command's part for one primary of a cluster: its node (backend_cluster_owner), else -1 */
     char *reply;
     size_t len;
 };

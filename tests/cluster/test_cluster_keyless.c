@@ -176,6 +176,40 @@ START_TEST(scan_walks_every_primary_with_one_cursor)
 }
 END_TEST
 
+/* INFO keyspace through keygate: one section per primary of the cluster, labelled with the node's
+ * address (the TLS port keygate uses), each with that node's own key count; durable's as before. */
+START_TEST(info_keyspace_per_primary)
+{
+    keygate_on_cluster();
+    redisContext *kg = harness_must_client(&h);
+    write_keys(kg, "cache:i:", 300);
+    redisReply *r = cmd(kg, "INFO keyspace");
+    ck_assert_msg(r->type == REDIS_REPLY_STRING, "INFO keyspace: %s", describe(r));
+    ck_assert_msg(strstr(r->str, "# Keyspace (instance durable)"), "durable's section missing:\n%s", r->str);
+    int idx[CLUSTER_NODES], n = cluster_primaries(C, idx);
+    ck_assert_int_eq(n, 3);
+    for (int k = 0; k < n; k++) {
+        char header[128];
+        snprintf(header, sizeof header, "# Keyspace (instance cache node 127.0.0.1:%d)", C->nodes[idx[k]].tls_port);
+        const char *at = strstr(r->str, header);
+        ck_assert_msg(at != NULL, "no section '%s' in:\n%s", header, r->str);
+        redisContext *node = cluster_connect(C, idx[k]);
+        ck_assert_msg(node != NULL, "node %d does not answer", idx[k]);
+        redisReply *d = cmd(node, "DBSIZE");
+        char want[64];
+        snprintf(want, sizeof want, "db0:keys=%lld,", d->integer);
+        freeReplyObject(d);
+        redisFree(node);
+        const char *next = strstr(at + 1, "# ");
+        const char *line = strstr(at, "db0:keys=");
+        ck_assert_msg(line && (!next || line < next) && strncmp(line, want, strlen(want)) == 0,
+                      "section '%s' does not say %s:\n%s", header, want, r->str);
+    }
+    freeReplyObject(r);
+    redisFree(kg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cluster_keyless");
@@ -183,6 +217,7 @@ int main(void)
     harness_add_test(tc, dbsize_sums_every_primary);
     harness_add_test(tc, keys_reads_every_primary_once);
     harness_add_test(tc, scan_walks_every_primary_with_one_cursor);
+    harness_add_test(tc, info_keyspace_per_primary);
     int failed = harness_run(s);
     return failed == 0 && cluster_leftovers() == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
