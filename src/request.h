@@ -50,6 +50,7 @@ struct request_send {
     char *error; /* the last redirect, passed through when the bounds are reached */
     size_t error_len;
     int queued;                            /* on its client's `resends` list (router.c) */
+    uint64_t held_since_ns;                /* monotonic: its first wait on that list (0: none) */
     TAILQ_ENTRY(request_send) resend_link; /* that list's links */
     struct request *req;
 };

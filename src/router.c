@@ -130,11 +130,20 @@ static void route_resend_enqueue(struct client *c, struct request_send *s)
     else
         TAILQ_INSERT_HEAD(&c->resends, s, resend_link);
     s->queued = 1;
+    if (!s->held_since_ns) s->held_since_ns = clock_mono_ns(); /* keygate_request_hold_seconds */
     route_resend_arm(c);
 }
 
 /* The bounds are reached: s's last answer (or -UNAVAILABLE) is the reply of its part or request. */
 static void route_give_up(struct request *req, struct request_send *s);
+
+/* s's wait on the list ends (it goes, or gives up): its hold is counted once. */
+static void route_held(struct request *req, struct request_send *s)
+{
+    if (!s->held_since_ns) return;
+    stats_request_hold(&req->worker->stats, s->instance, clock_mono_ns() - s->held_since_ns);
+    s->held_since_ns = 0;
+}
 
 /* One attempt of s (not on the list): 1 staged; 0 no connection (a retry counted, s waits);
  * -1 past its bounds (its part or request answered: s goes nowhere). */
@@ -203,6 +212,7 @@ static int route_try(struct request *req, struct request_send *s)
     }
     struct backend *b = req->blocking ? route_repin(req, s) : route_target(req, s);
     if (b) {
+        route_held(req, s);
         route_stage(req, s, b);
         request_reply_consumed(req);
         return 1;
@@ -247,6 +257,7 @@ static void route_part(struct request *req, int part, const char *reply, size_t 
 
 static void route_give_up(struct request *req, struct request_send *s)
 {
+    route_held(req, s);
     if (req->blocking) route_unblock_client(req);
     char msg[ERROR_REPLY_MAX];
     const char *reply = s->error;
