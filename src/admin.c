@@ -214,6 +214,13 @@ static void cap_labels(struct evbuffer *out, const struct cap_row *r)
     bytebuf_free(&v);
 }
 
+/* Is an instance's INFO read node by node (a cluster's primaries; a sentinel instance's primary and
+ * replicas), its gauges labelled with the node? */
+static int instance_per_node(const struct instance_conf *ic)
+{
+    return ic->cluster || ic->sentinel;
+}
+
 /* The capacity gauges (from each instance's INFO, topology.c; a cluster's per primary, with a
  * node label) and the per-namespace series and histograms (stats.c). */
 static void admin_metrics_capacity(struct admin *a, struct evbuffer *out)
@@ -225,7 +232,7 @@ static void admin_metrics_capacity(struct admin *a, struct evbuffer *out)
     int nnodes[CONFIG_MAX_INSTANCES] = {0}, nrows = 0;
     for (size_t i = 0; i < cfg->ninstances; i++) {
         topology_get_capacity(p, (int)i, &cap[i]);
-        if (!cfg->instances[i].cluster) {
+        if (!instance_per_node(&cfg->instances[i])) {
             nrows += cap[i].valid;
             continue;
         }
@@ -236,7 +243,7 @@ static void admin_metrics_capacity(struct admin *a, struct evbuffer *out)
     struct cap_row *rows = xcalloc((size_t)nrows + 1, sizeof(*rows));
     int n = 0;
     for (size_t i = 0; i < cfg->ninstances; i++) {
-        if (!cfg->instances[i].cluster && cap[i].valid)
+        if (!instance_per_node(&cfg->instances[i]) && cap[i].valid)
             rows[n++] = (struct cap_row){cfg->instances[i].name, NULL, &cap[i]};
         for (int k = 0; k < nnodes[i]; k++)
             if (nodes[i][k].capacity.valid)
@@ -358,7 +365,7 @@ static int admin_health_capacity(struct admin *a, struct evbuffer *out)
     int n = 0;
     for (size_t i = 0; i < cfg->ninstances; i++) {
         if (strcmp(cfg->instances[i].name, "durable") != 0) continue;
-        if (!cfg->instances[i].cluster) {
+        if (!instance_per_node(&cfg->instances[i])) {
             struct topology_capacity cap;
             topology_get_capacity(a->proxy, (int)i, &cap);
             if (cap.valid) n += health_capacity_of(cfg, "instance 'durable'", &cap, out);

@@ -345,6 +345,7 @@ static void sentinel_adopt(struct backend_cluster *cl, int retire)
         cl->generation = st.generation;
         int node = st.confirmed && st.primary.host[0] ? cluster_node_index(cl, st.primary.host, st.primary.port) : -1;
         for (int s = 0; s < SLOTMAP_SLOTS; s++) cl->map.owner[s] = (int16_t)node;
+        if (node >= 0) (void)cluster_pool(cl, node, 0); /* its connections ready before the first request */
     }
     int primary = cl->map.owner[0];
     for (int k = 0; k < cl->map.nnodes && retire; k++)

@@ -823,6 +823,9 @@ void config_instance_copy(struct instance_conf *dst, const struct instance_conf 
     dst->password_file = dup_or_null(src->password_file);
     dst->password = dup_or_null(src->password);
     dst->username = dup_or_null(src->username);
+    dst->master_name = dup_or_null(src->master_name);
+    dst->sentinel_password_file = dup_or_null(src->sentinel_password_file);
+    dst->sentinel_password = dup_or_null(src->sentinel_password);
 }
 
 void config_instance_free(struct instance_conf *in)

@@ -9,7 +9,9 @@
 
 _Static_assert(ERROR_REPLY_MAX >= ERROR_TEXT_MAX + 3, "an error reply holds any error text of the pure layer");
 
-#define FREE_REQUESTS_MAX 4096 /* recycled per worker; beyond that they go back to malloc */
+#define FREE_REQUESTS_MAX 4096  /* recycled per worker; beyond that they go back to malloc */
+#define REQUEST_KEEP_BYTES 4096 /* a recycled request keeps its kept send's buffer up to this */
+#define REQUEST_KEEP_ENTRIES 64 /* and its entries array up to this many */
 
 struct request *request_new(struct client *c)
 {
@@ -18,7 +20,13 @@ struct request *request_new(struct client *c)
     if (req) {
         w->free_requests = req->link.tqe_next;
         w->nfree_requests--;
+        struct bytebuf bytes = req->send1.bytes; /* kept by request_free, emptied */
+        struct request_entry *entries = req->send1.entries;
+        int cap = req->send1.cap;
         memset(req, 0, sizeof(*req));
+        req->send1.bytes = bytes;
+        req->send1.entries = entries;
+        req->send1.cap = cap;
     } else {
         req = xcalloc(1, sizeof(*req));
     }
@@ -37,14 +45,24 @@ static void request_free(struct request *req)
     for (int i = 0; i < req->nparts; i++) free(req->parts[i].reply);
     free(req->parts);
     free(req->key_part);
+    int recycled = w->nfree_requests < FREE_REQUESTS_MAX;
     for (int i = 0; i < req->nsends; i++) {
         struct request_send *s = &req->sends[i];
+        assert(!s->queued); /* a client's list holds no send of a freed request */
+        free(s->error);
+        if (s == &req->send1) continue; /* below */
         bytebuf_free(&s->bytes);
         free(s->entries);
-        free(s->error);
-        assert(!s->queued); /* a client's list holds no send of a freed request */
     }
-    free(req->sends);
+    if (req->sends != &req->send1) free(req->sends);
+    /* send1's buffers stay with a recycled request while they are small */
+    if (!recycled || req->send1.bytes.cap > REQUEST_KEEP_BYTES || req->send1.cap > REQUEST_KEEP_ENTRIES) {
+        bytebuf_free(&req->send1.bytes);
+        free(req->send1.entries);
+        req->send1.entries = NULL;
+        req->send1.cap = 0;
+    }
+    req->send1.bytes.len = 0;
     bytebuf_free(&req->exec_keep);
     free(req->queued_error);
     free(req->nc);
@@ -64,6 +82,8 @@ void request_pool_free(struct worker *w)
     struct request *req;
     while ((req = w->free_requests)) {
         w->free_requests = req->link.tqe_next;
+        bytebuf_free(&req->send1.bytes); /* kept across its recycling (request_free) */
+        free(req->send1.entries);
         free(req);
     }
     w->nfree_requests = 0;

@@ -15,6 +15,7 @@ struct client;
 struct request_part {
     int instance;
     int slot; /* -1: a single-server instance */
+    int node; /* a keyless command's part for one primary of a cluster: its node (backend_cluster_owner), else -1 */
     char *reply;
     size_t len;
 };
@@ -49,6 +50,7 @@ struct request_send {
     char *error; /* the last redirect, passed through when the bounds are reached */
     size_t error_len;
     int queued;                            /* on its client's `resends` list (router.c) */
+    uint64_t held_since_ns;                /* monotonic: its first wait on that list (0: none) */
     TAILQ_ENTRY(request_send) resend_link; /* that list's links */
     struct request *req;
 };
@@ -80,8 +82,10 @@ struct request {
     int nparts, parts_left;
     int merge;                  /* enum plan_merge */
     int16_t *key_part;          /* split: part of argv[i] (moved from the plan) */
-    struct request_send *sends; /* cluster: kept sends, one per part (1 when not split) */
+    struct request_send *sends; /* cluster: kept sends, one per part (1 when not split: &send1) */
     int nsends;
+    struct request_send send1;      /* the one send of a request that is not split; its buffers outlive a
+                                   recycling (request_new), so a kept send allocates nothing */
     struct request_send *recording; /* the send the router is writing now (route_expect records) */
     size_t argc;
     uint16_t scan_rank, scan_nodes; /* SCAN on a cluster: the rank of the primary it reads, of how many */

@@ -552,3 +552,56 @@ const char *resp_array_first(const char *reply, size_t len, long long *count)
     if (!crlf || crlf - reply < 3 || resp_parse_ll(reply + 1, (size_t)(crlf - reply) - 2, count) != 0) return NULL;
     return crlf + 1;
 }
+
+int resp_cursor_line(struct resp_cursor *r, char type, const char **s, size_t *n)
+{
+    if (r->p >= r->end || *r->p != type) return -1;
+    const char *cr = memchr(r->p, '\r', (size_t)(r->end - r->p));
+    if (!cr || cr + 1 >= r->end || cr[1] != '\n') return -1;
+    *s = r->p + 1;
+    *n = (size_t)(cr - r->p) - 1;
+    r->p = cr + 2;
+    return 0;
+}
+
+int resp_cursor_number(struct resp_cursor *r, char type, long long *v)
+{
+    const char *s;
+    size_t n;
+    return resp_cursor_line(r, type, &s, &n) == 0 && resp_parse_ll(s, n, v) == 0 ? 0 : -1;
+}
+
+int resp_cursor_array(struct resp_cursor *r, long long *n)
+{
+    return resp_cursor_number(r, '*', n) == 0 && *n >= 0 ? 0 : -1;
+}
+
+int resp_cursor_bulk(struct resp_cursor *r, struct resp_str *out)
+{
+    long long n;
+    if (resp_cursor_number(r, '$', &n) != 0 || n < -1) return -1;
+    out->nil = n == -1;
+    out->s = r->p;
+    out->n = 0;
+    if (out->nil) return 0;
+    if ((unsigned long long)n + 2 > (unsigned long long)(r->end - r->p)) return -1;
+    if (r->p[n] != '\r' || r->p[n + 1] != '\n') return -1;
+    out->n = (size_t)n;
+    r->p += n + 2;
+    return 0;
+}
+
+int resp_cursor_skip(struct resp_cursor *r)
+{
+    struct resp_scanner sc;
+    resp_scanner_reset(&sc);
+    long long n = resp_scan_reply(&sc, r->p, (size_t)(r->end - r->p));
+    if (n <= 0) return -1;
+    r->p += n;
+    return 0;
+}
+
+int resp_str_is(struct resp_str s, const char *lit)
+{
+    return !s.nil && s.n == strlen(lit) && memcmp(s.s, lit, s.n) == 0;
+}

@@ -129,6 +129,41 @@ size_t resp_scan_discard(struct resp_scanner *s, size_t len);
  */
 const char *resp_array_first(const char *reply, size_t len, long long *count);
 
+/*
+ * Reading one whole reply element by element, for the pure parsers of replies (slotmap,
+ * sentinel): a cursor over the reply's bytes [p, end); each call reads the element at p and
+ * moves p past it, or returns -1 (the reply is not the shape asked for: the caller gives up on
+ * all of it, and p is then of no use).
+ */
+struct resp_cursor {
+    const char *p, *end;
+};
+
+/* A bulk string read: s[0..n), or nil for a null bulk ($-1). */
+struct resp_str {
+    const char *s;
+    size_t n;
+    int nil;
+};
+
+/* One line "<type>text\r\n": its text in *s, *n. */
+int resp_cursor_line(struct resp_cursor *r, char type, const char **s, size_t *n);
+
+/* One line "<type><decimal>\r\n" (':' an integer, '*' an array's count, '$' a bulk's length). */
+int resp_cursor_number(struct resp_cursor *r, char type, long long *v);
+
+/* An array's header "*N" with N >= 0 (a null array is no array here). */
+int resp_cursor_array(struct resp_cursor *r, long long *n);
+
+/* A bulk string, null included. */
+int resp_cursor_bulk(struct resp_cursor *r, struct resp_str *out);
+
+/* Skip one element of any type, nested ones whole. */
+int resp_cursor_skip(struct resp_cursor *r);
+
+/* Is s (not nil) exactly the bytes of lit? */
+int resp_str_is(struct resp_str s, const char *lit);
+
 /* Parse a decimal integer of exactly len bytes (optional leading '-'). 0 on success. */
 int resp_parse_ll(const char *s, size_t len, long long *out);
 

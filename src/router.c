@@ -130,11 +130,20 @@ static void route_resend_enqueue(struct client *c, struct request_send *s)
     else
         TAILQ_INSERT_HEAD(&c->resends, s, resend_link);
     s->queued = 1;
+    if (!s->held_since_ns) s->held_since_ns = clock_mono_ns(); /* keygate_request_hold_seconds */
     route_resend_arm(c);
 }
 
 /* The bounds are reached: s's last answer (or -UNAVAILABLE) is the reply of its part or request. */
 static void route_give_up(struct request *req, struct request_send *s);
+
+/* s's wait on the list ends (it goes, or gives up): its hold is counted once. */
+static void route_held(struct request *req, struct request_send *s)
+{
+    if (!s->held_since_ns) return;
+    stats_request_hold(&req->worker->stats, s->instance, clock_mono_ns() - s->held_since_ns);
+    s->held_since_ns = 0;
+}
 
 /* One attempt of s (not on the list): 1 staged; 0 no connection (a retry counted, s waits);
  * -1 past its bounds (its part or request answered: s goes nowhere). */
@@ -203,6 +212,7 @@ static int route_try(struct request *req, struct request_send *s)
     }
     struct backend *b = req->blocking ? route_repin(req, s) : route_target(req, s);
     if (b) {
+        route_held(req, s);
         route_stage(req, s, b);
         request_reply_consumed(req);
         return 1;
@@ -247,6 +257,7 @@ static void route_part(struct request *req, int part, const char *reply, size_t 
 
 static void route_give_up(struct request *req, struct request_send *s)
 {
+    route_held(req, s);
     if (req->blocking) route_unblock_client(req);
     char msg[ERROR_REPLY_MAX];
     const char *reply = s->error;
@@ -384,7 +395,7 @@ static struct bytebuf *route_out_kept(struct client *c, struct backend *b, struc
     }
     if (!req->sends) {
         req->nsends = req->nparts > 0 ? req->nparts : 1;
-        req->sends = xcalloc((size_t)req->nsends, sizeof(*req->sends));
+        req->sends = req->nsends == 1 ? &req->send1 : xcalloc((size_t)req->nsends, sizeof(*req->sends));
     }
     assert(part < req->nsends);
     struct request_send *s = &req->sends[part];
@@ -694,12 +705,22 @@ void router_subscribe(struct client *c, struct backend *b, int inst, const char 
 static void route_merge_info(struct request *req)
 {
     const struct config *cfg = req->worker->cfg;
-    struct info_part parts[CONFIG_MAX_INSTANCES];
     int n = req->nparts - 1;
-    assert(n > 0 && n <= CONFIG_MAX_INSTANCES && req->parts[n].instance == -1);
-    for (int k = 0; k < n; k++)
-        parts[k] =
-            (struct info_part){cfg->instance_names[req->parts[k].instance], req->parts[k].reply, req->parts[k].len};
+    assert(n > 0 && n < REPLIES_MAX_PARTS && req->parts[n].instance == -1);
+    struct info_part *parts = xmalloc((size_t)n * sizeof(*parts));
+    char(*names)[SLOTMAP_HOST_MAX + 64] = xmalloc((size_t)n * sizeof(*names));
+    for (int k = 0; k < n; k++) {
+        const struct request_part *rp = &req->parts[k];
+        const char *name = cfg->instance_names[rp->instance];
+        if (rp->node >= 0 && !backend_is_sentinel(req->worker, rp->instance)) { /* "cache node 10.0.0.1:7001" */
+            const char *host;
+            int port;
+            backend_cluster_node_address(req->worker, rp->instance, rp->node, &host, &port);
+            snprintf(names[k], sizeof(names[k]), "%s node %s:%d", name, host, port);
+            name = names[k];
+        }
+        parts[k] = (struct info_part){name, rp->reply, rp->len};
+    }
     struct bytebuf out = {0};
     if (info_merge(req->parts[n].reply, req->parts[n].len, parts, n, &out) == 0) {
         if (req->client && req->client->resp3) { /* RESP3: a verbatim string, as Redis's INFO */
@@ -712,6 +733,8 @@ static void route_merge_info(struct request *req)
     } else
         request_error(req, "ERR keygate could not merge the instances' INFO replies");
     bytebuf_free(&out);
+    free(parts);
+    free(names);
 }
 
 /* A cluster SCAN's node answered: its reply with the client's next cursor (route_forward_scan). */
@@ -791,7 +814,10 @@ static int route_primaries(struct worker *w, int instance, struct request_part *
     int slots[SLOTMAP_MAX_NODES];
     int n = backend_cluster_primaries(w, instance, slots, max < SLOTMAP_MAX_NODES ? max : SLOTMAP_MAX_NODES);
     if (n == 0) slots[n++] = -1;
-    for (int k = 0; k < n; k++) parts[k] = (struct request_part){.instance = instance, .slot = slots[k]};
+    for (int k = 0; k < n; k++)
+        parts[k] = (struct request_part){.instance = instance,
+                                         .slot = slots[k],
+                                         .node = backend_cluster_owner(w, instance, slots[k])};
     return n;
 }
 
@@ -815,7 +841,7 @@ static void router_forward_all(struct client *c, struct request *req, int merge,
         if (per_node && backend_is_cluster(w, i))
             n += route_primaries(w, i, req->parts + n, REPLIES_MAX_PARTS - 1 - (ninst - 1 - i) - n);
         else
-            req->parts[n++] = (struct request_part){.instance = i, .slot = -1};
+            req->parts[n++] = (struct request_part){.instance = i, .slot = -1, .node = -1};
     }
     assert(n > 0 && n < REPLIES_MAX_PARTS);
     req->merge = merge;
@@ -849,8 +875,8 @@ void router_forward_info(struct client *c, struct request *req, size_t argc, con
     int n = snprintf(hdr, sizeof(hdr), "*%zu\r\n", argc);
     bytebuf_add(&command, hdr, (size_t)n);
     for (size_t i = 0; i < argc; i++) bytebuf_add_bulk(&command, argv[i], argvlen[i]);
-    /* "": present, empty; one part per instance: INFO's sections are labelled by instance */
-    router_forward_all(c, req, MERGE_INFO, &command, local_len ? local : "", local_len, -1, 0);
+    /* "": present, empty; a cluster's sections come from each primary, labelled by node */
+    router_forward_all(c, req, MERGE_INFO, &command, local_len ? local : "", local_len, -1, 1);
     bytebuf_free(&command);
 }
 

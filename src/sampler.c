@@ -321,7 +321,9 @@ static void lines_append(char *out, size_t len, const char *text)
 
 /*
  * One round of the INFO poller over cluster instance inst: the primaries from the slot map (the
- * first seed that answers; when none does, the last known list, and a problem line), then INFO
+ * first seed that answers; when none does, the last known list, and a problem line; a sentinel
+ * instance: its primary and the replicas its sentinels list, so a replica that would fail the
+ * guard is reported before a failover promotes it), then INFO
  * on a connection of its own to each (kept open): the guard's checks per node (topology_check_node),
  * its capacity, an unreachable node or a failed INFO as a problem naming the node. Recorded
  * with topology_record_cluster. Returns 1 when a node was loading (asked again a second later).
@@ -335,6 +337,12 @@ static int poll_cluster_round(struct sampler *s, int inst, struct poll_cluster *
     struct slotmap_node *list = xmalloc(SLOTMAP_MAX_NODES * sizeof(*list));
     char err[400];
     int n = syncconn_primaries(ic, (int)s->connect_timeout_ms, s->halt, list, SLOTMAP_MAX_NODES, err, sizeof(err));
+    if (n >= 0 && ic->sentinel) { /* and the replicas a failover may promote, judged as the primary is */
+        char rerr[400];
+        int r = syncconn_sentinel_replicas(ic, (int)s->connect_timeout_ms, s->halt, list + n, SLOTMAP_MAX_NODES - n,
+                                           rerr, sizeof(rerr));
+        if (r > 0) n += r;
+    }
     if (n >= 0) {
         poll_cluster_adopt(pc, list, n);
     } else {

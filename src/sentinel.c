@@ -12,76 +12,10 @@
  * by resp_scan_reply first, so counts are real; every read is still bounds-checked.
  * ------------------------------------------------------------------------------------------- */
 
-struct rd {
-    const char *p, *end;
-};
-
-struct str {
-    const char *s;
-    size_t n;
-    int nil; /* a null bulk ($-1) */
-};
-
-/* One line "<type>text\r\n": text in *s, *n. */
-static int rd_line(struct rd *r, char type, const char **s, size_t *n)
-{
-    if (r->p >= r->end || *r->p != type) return -1;
-    const char *cr = memchr(r->p, '\r', (size_t)(r->end - r->p));
-    if (!cr || cr + 1 >= r->end || cr[1] != '\n') return -1;
-    *s = r->p + 1;
-    *n = (size_t)(cr - r->p) - 1;
-    r->p = cr + 2;
-    return 0;
-}
-
-static int rd_number(struct rd *r, char type, long long *v)
-{
-    const char *s;
-    size_t n;
-    return rd_line(r, type, &s, &n) == 0 && resp_parse_ll(s, n, v) == 0 ? 0 : -1;
-}
-
-/* "*N" with N >= 0 (a null array is no array here). */
-static int rd_array(struct rd *r, long long *n)
-{
-    return rd_number(r, '*', n) == 0 && *n >= 0 ? 0 : -1;
-}
-
-static int rd_bulk(struct rd *r, struct str *out)
-{
-    long long n;
-    if (rd_number(r, '$', &n) != 0 || n < -1) return -1;
-    out->nil = n == -1;
-    out->s = r->p;
-    out->n = 0;
-    if (out->nil) return 0;
-    if ((unsigned long long)n + 2 > (unsigned long long)(r->end - r->p)) return -1;
-    if (r->p[n] != '\r' || r->p[n + 1] != '\n') return -1;
-    out->n = (size_t)n;
-    r->p += n + 2;
-    return 0;
-}
-
 /* A bulk that is not null. */
-static int rd_string(struct rd *r, struct str *out)
+static int rd_string(struct resp_cursor *r, struct resp_str *out)
 {
-    return rd_bulk(r, out) == 0 && !out->nil ? 0 : -1;
-}
-
-/* Skip one element of any type. */
-static int rd_skip(struct rd *r)
-{
-    struct resp_scanner sc;
-    resp_scanner_reset(&sc);
-    long long n = resp_scan_reply(&sc, r->p, (size_t)(r->end - r->p));
-    if (n <= 0) return -1;
-    r->p += n;
-    return 0;
-}
-
-static int str_is(struct str s, const char *lit)
-{
-    return !s.nil && s.n == strlen(lit) && memcmp(s.s, lit, s.n) == 0;
+    return resp_cursor_bulk(r, out) == 0 && !out->nil ? 0 : -1;
 }
 
 /* A port: the decimal text of 1..65535. */
@@ -104,7 +38,7 @@ static int word_copy(const char *s, size_t n, char *out, size_t cap)
     return 0;
 }
 
-static int addr_set(struct sentinel_addr *a, struct str host, const char *port, size_t port_len)
+static int addr_set(struct sentinel_addr *a, struct resp_str host, const char *port, size_t port_len)
 {
     return word_copy(host.s, host.n, a->host, sizeof a->host) == 0 && port_of(port, port_len, &a->port) == 0 ? 0 : -1;
 }
@@ -123,7 +57,7 @@ __attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, 
 }
 
 /* Frame the reply: -1 (err filled) for a partial or trailing-bytes reply or an error reply. */
-static int reply_open(const char *reply, size_t len, struct rd *r, const char *cmd, char *err, size_t errlen)
+static int reply_open(const char *reply, size_t len, struct resp_cursor *r, const char *cmd, char *err, size_t errlen)
 {
     struct resp_scanner sc;
     resp_scanner_reset(&sc);
@@ -143,12 +77,12 @@ static int reply_open(const char *reply, size_t len, struct rd *r, const char *c
 int sentinel_parse_master_addr(const char *reply, size_t len, struct sentinel_addr *out, char *err, size_t errlen)
 {
     static const char cmd[] = "SENTINEL get-master-addr-by-name";
-    struct rd r;
+    struct resp_cursor r;
     if (reply_open(reply, len, &r, cmd, err, errlen) != 0) return -1;
     if ((len == 5 && memcmp(reply, "$-1\r\n", 5) == 0) || (len == 5 && memcmp(reply, "*-1\r\n", 5) == 0)) return 0;
     long long n;
-    struct str host, port;
-    if (rd_array(&r, &n) != 0 || n != 2 || rd_string(&r, &host) != 0 || rd_string(&r, &port) != 0)
+    struct resp_str host, port;
+    if (resp_cursor_array(&r, &n) != 0 || n != 2 || rd_string(&r, &host) != 0 || rd_string(&r, &port) != 0)
         return fail(err, errlen, cmd, "not an array of host and port");
     struct sentinel_addr a;
     if (addr_set(&a, host, port.s, port.n) != 0)
@@ -162,7 +96,7 @@ int sentinel_parse_master_addr(const char *reply, size_t len, struct sentinel_ad
  * ROLE
  * ------------------------------------------------------------------------------------------- */
 
-static enum sentinel_link link_of(struct str s)
+static enum sentinel_link link_of(struct resp_str s)
 {
     static const struct {
         const char *word;
@@ -173,23 +107,23 @@ static enum sentinel_link link_of(struct str s)
                  {"sync", SENTINEL_LINK_SYNC},
                  {"connected", SENTINEL_LINK_CONNECTED}};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
-        if (str_is(s, words[i].word)) return words[i].link;
+        if (resp_str_is(s, words[i].word)) return words[i].link;
     return SENTINEL_LINK_UNKNOWN;
 }
 
 /* The primary's list: *N [*3 [host, port, offset] ...] (port and offset as bulks; more elements ignored). */
-static int role_replicas(struct rd *r, struct sentinel_role *o)
+static int role_replicas(struct resp_cursor *r, struct sentinel_role *o)
 {
     long long n;
-    if (rd_array(r, &n) != 0) return -1;
+    if (resp_cursor_array(r, &n) != 0) return -1;
     for (long long i = 0; i < n; i++) {
         long long k;
-        struct str host, port, off;
-        if (rd_array(r, &k) != 0 || k < 3 || rd_string(r, &host) != 0 || rd_string(r, &port) != 0 ||
+        struct resp_str host, port, off;
+        if (resp_cursor_array(r, &k) != 0 || k < 3 || rd_string(r, &host) != 0 || rd_string(r, &port) != 0 ||
             rd_string(r, &off) != 0)
             return -1;
         for (long long j = 3; j < k; j++)
-            if (rd_skip(r) != 0) return -1;
+            if (resp_cursor_skip(r) != 0) return -1;
         long long offset;
         struct sentinel_addr a;
         if (addr_set(&a, host, port.s, port.n) != 0 || resp_parse_ll(off.s, off.n, &offset) != 0) return -1;
@@ -205,35 +139,35 @@ static int role_replicas(struct rd *r, struct sentinel_role *o)
 int sentinel_parse_role(const char *reply, size_t len, struct sentinel_role *out, char *err, size_t errlen)
 {
     static const char cmd[] = "ROLE";
-    struct rd r;
+    struct resp_cursor r;
     if (reply_open(reply, len, &r, cmd, err, errlen) != 0) return -1;
     long long n;
-    struct str kind;
-    if (rd_array(&r, &n) != 0 || n < 1 || rd_string(&r, &kind) != 0)
+    struct resp_str kind;
+    if (resp_cursor_array(&r, &n) != 0 || n < 1 || rd_string(&r, &kind) != 0)
         return fail(err, errlen, cmd, "not an array starting with the role");
     struct sentinel_role o;
     memset(&o, 0, sizeof o);
-    if (str_is(kind, "master")) {
+    if (resp_str_is(kind, "master")) {
         o.kind = SENTINEL_ROLE_PRIMARY;
-        if (n != 3 || rd_number(&r, ':', &o.offset) != 0 || role_replicas(&r, &o) != 0)
+        if (n != 3 || resp_cursor_number(&r, ':', &o.offset) != 0 || role_replicas(&r, &o) != 0)
             return fail(err, errlen, cmd, "malformed master reply");
-    } else if (str_is(kind, "slave")) {
-        struct str host, state;
+    } else if (resp_str_is(kind, "slave")) {
+        struct resp_str host, state;
         long long port;
         o.kind = SENTINEL_ROLE_REPLICA;
-        if (n != 5 || rd_string(&r, &host) != 0 || rd_number(&r, ':', &port) != 0 || rd_string(&r, &state) != 0 ||
-            rd_number(&r, ':', &o.offset) != 0)
+        if (n != 5 || rd_string(&r, &host) != 0 || resp_cursor_number(&r, ':', &port) != 0 ||
+            rd_string(&r, &state) != 0 || resp_cursor_number(&r, ':', &o.offset) != 0)
             return fail(err, errlen, cmd, "malformed slave reply");
         if (word_copy(host.s, host.n, o.primary.host, sizeof o.primary.host) != 0 || port < 1 || port > 65535)
             return fail(err, errlen, cmd, "bad primary address in a slave reply");
         o.primary.port = (int)port;
         o.link = link_of(state);
-    } else if (str_is(kind, "sentinel")) {
+    } else if (resp_str_is(kind, "sentinel")) {
         long long masters;
         o.kind = SENTINEL_ROLE_SENTINEL;
-        if (n != 2 || rd_array(&r, &masters) != 0) return fail(err, errlen, cmd, "malformed sentinel reply");
+        if (n != 2 || resp_cursor_array(&r, &masters) != 0) return fail(err, errlen, cmd, "malformed sentinel reply");
         for (long long i = 0; i < masters; i++) {
-            struct str name;
+            struct resp_str name;
             if (rd_string(&r, &name) != 0) return fail(err, errlen, cmd, "malformed sentinel reply");
         }
         o.nmasters = (int)(masters > 1000000 ? 1000000 : masters);
@@ -275,41 +209,42 @@ unsigned sentinel_parse_flags(const char *text, size_t len)
 }
 
 /* One replica: a flat map of bulk strings. -1 with *why set. */
-static int replica_map(struct rd *r, struct sentinel_replica *o, const char **why)
+static int replica_map(struct resp_cursor *r, struct sentinel_replica *o, const char **why)
 {
     long long n;
-    if (rd_array(r, &n) != 0 || n % 2 != 0) {
+    if (resp_cursor_array(r, &n) != 0 || n % 2 != 0) {
         *why = "a replica is not a flat map";
         return -1;
     }
     memset(o, 0, sizeof *o);
     o->priority = -1;
     o->offset = -1;
-    struct str ip = {0}, port = {0};
+    struct resp_str ip = {0}, port = {0};
     int have_ip = 0, have_port = 0, have_flags = 0;
-    struct str mhost = {0}, mport = {0};
+    struct resp_str mhost = {0}, mport = {0};
     for (long long i = 0; i < n; i += 2) {
-        struct str k, v;
+        struct resp_str k, v;
         if (rd_string(r, &k) != 0 || rd_string(r, &v) != 0) {
             *why = "a replica's field or value is not a string";
             return -1;
         }
         long long num;
-        if (str_is(k, "ip")) {
+        if (resp_str_is(k, "ip")) {
             ip = v, have_ip = 1;
-        } else if (str_is(k, "port")) {
+        } else if (resp_str_is(k, "port")) {
             port = v, have_port = 1;
-        } else if (str_is(k, "flags")) {
+        } else if (resp_str_is(k, "flags")) {
             o->flags = sentinel_parse_flags(v.s, v.n), have_flags = 1;
-        } else if (str_is(k, "master-link-status")) {
-            o->link_up = str_is(v, "ok");
-        } else if (str_is(k, "master-host")) {
+        } else if (resp_str_is(k, "master-link-status")) {
+            o->link_up = resp_str_is(v, "ok");
+        } else if (resp_str_is(k, "master-host")) {
             mhost = v;
-        } else if (str_is(k, "master-port")) {
+        } else if (resp_str_is(k, "master-port")) {
             mport = v;
-        } else if (str_is(k, "slave-priority") && resp_parse_ll(v.s, v.n, &num) == 0 && num >= 0 && num <= 1 << 30) {
+        } else if (resp_str_is(k, "slave-priority") && resp_parse_ll(v.s, v.n, &num) == 0 && num >= 0 &&
+                   num <= 1 << 30) {
             o->priority = (int)num;
-        } else if (str_is(k, "slave-repl-offset") && resp_parse_ll(v.s, v.n, &num) == 0) {
+        } else if (resp_str_is(k, "slave-repl-offset") && resp_parse_ll(v.s, v.n, &num) == 0) {
             o->offset = num;
         }
     }
@@ -322,7 +257,7 @@ static int replica_map(struct rd *r, struct sentinel_replica *o, const char **wh
         return -1;
     }
     /* the primary it reports: "?" and 0 before its first INFO; keep only a usable one */
-    if (mhost.n > 0 && !str_is(mhost, "?")) {
+    if (mhost.n > 0 && !resp_str_is(mhost, "?")) {
         struct sentinel_addr m;
         if (addr_set(&m, mhost, mport.s, mport.n) == 0) o->primary = m;
     }
@@ -333,10 +268,10 @@ int sentinel_parse_replicas(const char *reply, size_t len, struct sentinel_repli
                             size_t errlen)
 {
     static const char cmd[] = "SENTINEL REPLICAS";
-    struct rd r;
+    struct resp_cursor r;
     if (reply_open(reply, len, &r, cmd, err, errlen) != 0) return -1;
     long long n;
-    if (rd_array(&r, &n) != 0) return fail(err, errlen, cmd, "not an array");
+    if (resp_cursor_array(&r, &n) != 0) return fail(err, errlen, cmd, "not an array");
     for (long long i = 0; i < n; i++) {
         struct sentinel_replica one;
         const char *why = "";
@@ -354,14 +289,14 @@ int sentinel_parse_replicas(const char *reply, size_t len, struct sentinel_repli
 int sentinel_parse_message(const char *reply, size_t len, const char **channel, size_t *channel_len,
                            const char **payload, size_t *payload_len)
 {
-    struct rd r;
+    struct resp_cursor r;
     if (reply_open(reply, len, &r, "message", NULL, 0) != 0) return 0;
     long long n;
-    struct str kind, pattern, ch, msg;
-    if (rd_array(&r, &n) != 0 || rd_string(&r, &kind) != 0) return 0;
-    if (str_is(kind, "message") && n == 3) {
+    struct resp_str kind, pattern, ch, msg;
+    if (resp_cursor_array(&r, &n) != 0 || rd_string(&r, &kind) != 0) return 0;
+    if (resp_str_is(kind, "message") && n == 3) {
         if (rd_string(&r, &ch) != 0 || rd_string(&r, &msg) != 0) return 0;
-    } else if (str_is(kind, "pmessage") && n == 4) {
+    } else if (resp_str_is(kind, "pmessage") && n == 4) {
         if (rd_string(&r, &pattern) != 0 || rd_string(&r, &ch) != 0 || rd_string(&r, &msg) != 0) return 0;
     } else {
         return 0;
@@ -436,12 +371,12 @@ int sentinel_parse_event(const char *payload, size_t len, struct sentinel_event 
             break;
         }
     if (split_words(payload, head, &w, 8) != 0 || w.count < 4) return -1;
-    struct str type = {w.s[0], w.n[0], 0};
-    if (str_is(type, "master"))
+    struct resp_str type = {w.s[0], w.n[0], 0};
+    if (resp_str_is(type, "master"))
         o.kind = SENTINEL_ROLE_PRIMARY;
-    else if (str_is(type, "slave"))
+    else if (resp_str_is(type, "slave"))
         o.kind = SENTINEL_ROLE_REPLICA;
-    else if (str_is(type, "sentinel"))
+    else if (resp_str_is(type, "sentinel"))
         o.kind = SENTINEL_ROLE_SENTINEL;
     else
         return -1;

@@ -139,81 +139,10 @@ int slotmap_set_owner(struct slotmap *m, unsigned slot, const char *host, int po
  * by resp_scan_reply first, so counts are real; every read is still bounds-checked.
  * ------------------------------------------------------------------------------------------- */
 
-struct rd {
-    const char *p, *end;
-};
-
-struct str {
-    const char *s;
-    size_t n;
-    int nil; /* a null bulk ($-1) */
-};
-
-/* One line "<type>text\r\n": text in *s, *n. */
-static int rd_line(struct rd *r, char type, const char **s, size_t *n)
-{
-    if (r->p >= r->end || *r->p != type) return -1;
-    const char *cr = memchr(r->p, '\r', (size_t)(r->end - r->p));
-    if (!cr || cr + 1 >= r->end || cr[1] != '\n') return -1;
-    *s = r->p + 1;
-    *n = (size_t)(cr - r->p) - 1;
-    r->p = cr + 2;
-    return 0;
-}
-
-static int rd_number(struct rd *r, char type, long long *v)
-{
-    const char *s;
-    size_t n;
-    return rd_line(r, type, &s, &n) == 0 && resp_parse_ll(s, n, v) == 0 ? 0 : -1;
-}
-
-static int rd_int(struct rd *r, long long *v)
-{
-    return rd_number(r, ':', v);
-}
-
-/* "*N" with N >= 0 (a null array is no array here). */
-static int rd_array(struct rd *r, long long *n)
-{
-    return rd_number(r, '*', n) == 0 && *n >= 0 ? 0 : -1;
-}
-
-static int rd_bulk(struct rd *r, struct str *out)
-{
-    long long n;
-    if (rd_number(r, '$', &n) != 0 || n < -1) return -1;
-    out->nil = n == -1;
-    out->s = r->p;
-    out->n = 0;
-    if (out->nil) return 0;
-    if ((unsigned long long)n + 2 > (unsigned long long)(r->end - r->p)) return -1;
-    if (r->p[n] != '\r' || r->p[n + 1] != '\n') return -1;
-    out->n = (size_t)n;
-    r->p += n + 2;
-    return 0;
-}
-
-/* Skip one element of any type. */
-static int rd_skip(struct rd *r)
-{
-    struct resp_scanner sc;
-    resp_scanner_reset(&sc);
-    long long n = resp_scan_reply(&sc, r->p, (size_t)(r->end - r->p));
-    if (n <= 0) return -1;
-    r->p += n;
-    return 0;
-}
-
-static int str_is(struct str s, const char *lit)
-{
-    return !s.nil && s.n == strlen(lit) && memcmp(s.s, lit, s.n) == 0;
-}
-
 /* An address Redis names: not null, not "", not "?". */
-static int str_usable(struct str s)
+static int str_usable(struct resp_str s)
 {
-    return !s.nil && s.n > 0 && !str_is(s, "?");
+    return !s.nil && s.n > 0 && !resp_str_is(s, "?");
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -242,7 +171,7 @@ __attribute__((format(printf, 2, 3))) static int fail(struct parse *c, const cha
 }
 
 /* Frame the reply and open it: -1 (err filled) for a partial or trailing-bytes reply or an error reply. */
-static int reply_open(struct parse *c, const char *reply, size_t len, struct rd *r)
+static int reply_open(struct parse *c, const char *reply, size_t len, struct resp_cursor *r)
 {
     struct resp_scanner sc;
     resp_scanner_reset(&sc);
@@ -259,7 +188,7 @@ static int reply_open(struct parse *c, const char *reply, size_t len, struct rd 
 
 /* The host to store: `named` when Redis named one (str_usable), else asked_host. -1 (err filled)
  * when neither is there or the host cannot be stored. */
-static int pick_host(struct parse *c, struct str named, struct str *out, const char *where)
+static int pick_host(struct parse *c, struct resp_str named, struct resp_str *out, const char *where)
 {
     if (str_usable(named)) {
         *out = named;
@@ -277,7 +206,8 @@ static int pick_host(struct parse *c, struct str named, struct str *out, const c
 }
 
 /* Slots start..end belong to host:port in c->t. */
-static int assign(struct parse *c, long long start, long long end, struct str host, long long port, const char *where)
+static int assign(struct parse *c, long long start, long long end, struct resp_str host, long long port,
+                  const char *where)
 {
     if (start < 0 || end >= SLOTMAP_SLOTS || start > end)
         return fail(c, "%s: bad slot range %lld-%lld", where, start, end);
@@ -293,12 +223,12 @@ static int assign(struct parse *c, long long start, long long end, struct str ho
 
 /* Parse the array at r with `one` per element, into a fresh map that replaces m on success. */
 static int parse_into(struct parse *c, struct slotmap *m, const char *reply, size_t len, void *arg,
-                      int (*one)(struct parse *, struct rd *, long long, void *))
+                      int (*one)(struct parse *, struct resp_cursor *, long long, void *))
 {
-    struct rd r;
+    struct resp_cursor r;
     long long n;
     if (reply_open(c, reply, len, &r) != 0) return -1;
-    if (rd_array(&r, &n) != 0) return fail(c, "not an array");
+    if (resp_cursor_array(&r, &n) != 0) return fail(c, "not an array");
     c->t = xmalloc(sizeof(*c->t));
     slotmap_init(c->t);
     int rc = 0;
@@ -311,44 +241,46 @@ static int parse_into(struct parse *c, struct slotmap *m, const char *reply, siz
 }
 
 /* CLUSTER SLOTS "ip" metadata of a node entry ([k, v, ...]); a nil str when absent. */
-static int slots_meta_ip(struct rd *r, struct str *ip)
+static int slots_meta_ip(struct resp_cursor *r, struct resp_str *ip)
 {
     long long n;
     ip->nil = 1;
-    if (rd_array(r, &n) != 0 || n % 2 != 0) return -1;
+    if (resp_cursor_array(r, &n) != 0 || n % 2 != 0) return -1;
     for (long long i = 0; i < n; i += 2) {
-        struct str k, v;
-        if (rd_bulk(r, &k) != 0) return -1;
-        if (!str_is(k, "ip")) {
-            if (rd_skip(r) != 0) return -1;
+        struct resp_str k, v;
+        if (resp_cursor_bulk(r, &k) != 0) return -1;
+        if (!resp_str_is(k, "ip")) {
+            if (resp_cursor_skip(r) != 0) return -1;
             continue;
         }
-        if (rd_bulk(r, &v) != 0) return -1;
+        if (resp_cursor_bulk(r, &v) != 0) return -1;
         *ip = v;
     }
     return 0;
 }
 
 /* One range: [start, end, [host, port, id?, metadata?, ...], replicas...]. */
-static int slots_range(struct parse *c, struct rd *r, long long i, void *arg)
+static int slots_range(struct parse *c, struct resp_cursor *r, long long i, void *arg)
 {
     char where[32];
     long long n, start, end, nn, port;
-    struct str host, ip = {.nil = 1};
+    struct resp_str host, ip = {.nil = 1};
     snprintf(where, sizeof(where), "range %lld", i + 1);
-    if (rd_array(r, &n) != 0 || n < 3) return fail(c, "%s: not an array of start, end, primary", where);
-    if (rd_int(r, &start) != 0 || rd_int(r, &end) != 0) return fail(c, "%s: start and end must be integers", where);
-    if (rd_array(r, &nn) != 0 || nn < 2) return fail(c, "%s: the primary is not an array of host, port", where);
-    if (rd_bulk(r, &host) != 0) return fail(c, "%s: the primary's host is not a bulk string", where);
-    if (rd_int(r, &port) != 0) return fail(c, "%s: the primary's port is not an integer", where);
+    if (resp_cursor_array(r, &n) != 0 || n < 3) return fail(c, "%s: not an array of start, end, primary", where);
+    if (resp_cursor_number(r, ':', &start) != 0 || resp_cursor_number(r, ':', &end) != 0)
+        return fail(c, "%s: start and end must be integers", where);
+    if (resp_cursor_array(r, &nn) != 0 || nn < 2)
+        return fail(c, "%s: the primary is not an array of host, port", where);
+    if (resp_cursor_bulk(r, &host) != 0) return fail(c, "%s: the primary's host is not a bulk string", where);
+    if (resp_cursor_number(r, ':', &port) != 0) return fail(c, "%s: the primary's port is not an integer", where);
     for (long long k = 2; k < nn; k++) {
-        int rc = k == 3 && str_is(host, "?") ? slots_meta_ip(r, &ip) : rd_skip(r);
+        int rc = k == 3 && resp_str_is(host, "?") ? slots_meta_ip(r, &ip) : resp_cursor_skip(r);
         if (rc != 0) return fail(c, "%s: malformed node entry", where);
     }
     for (long long k = 3; k < n; k++)
-        if (rd_skip(r) != 0) return fail(c, "%s: malformed replica entry", where);
-    if (str_is(host, "?") && str_usable(ip)) host = ip;
-    struct str use;
+        if (resp_cursor_skip(r) != 0) return fail(c, "%s: malformed replica entry", where);
+    if (resp_str_is(host, "?") && str_usable(ip)) host = ip;
+    struct resp_str use;
     if (pick_host(c, host, &use, where) != 0) return -1;
     return assign(c, start, end, use, port, where);
 }
@@ -362,69 +294,71 @@ int slotmap_parse_slots(struct slotmap *m, const char *reply, size_t len, const 
 
 /* What a CLUSTER SHARDS node map says that we use. */
 struct shard_node {
-    struct str ip, endpoint, role, health;
+    struct resp_str ip, endpoint, role, health;
     long long port, tls_port; /* -1: absent */
 };
 
-static int shard_node(struct rd *r, struct shard_node *nd)
+static int shard_node(struct resp_cursor *r, struct shard_node *nd)
 {
     long long n;
-    struct str none = {.nil = 1};
+    struct resp_str none = {.nil = 1};
     *nd = (struct shard_node){.ip = none, .endpoint = none, .role = none, .health = none, .port = -1, .tls_port = -1};
-    if (rd_array(r, &n) != 0 || n % 2 != 0) return -1;
+    if (resp_cursor_array(r, &n) != 0 || n % 2 != 0) return -1;
     for (long long i = 0; i < n; i += 2) {
-        struct str k;
+        struct resp_str k;
         int rc;
-        if (rd_bulk(r, &k) != 0) return -1;
-        if (str_is(k, "port"))
-            rc = rd_int(r, &nd->port);
-        else if (str_is(k, "tls-port"))
-            rc = rd_int(r, &nd->tls_port);
-        else if (str_is(k, "ip"))
-            rc = rd_bulk(r, &nd->ip);
-        else if (str_is(k, "endpoint"))
-            rc = rd_bulk(r, &nd->endpoint);
-        else if (str_is(k, "role"))
-            rc = rd_bulk(r, &nd->role);
-        else if (str_is(k, "health"))
-            rc = rd_bulk(r, &nd->health);
+        if (resp_cursor_bulk(r, &k) != 0) return -1;
+        if (resp_str_is(k, "port"))
+            rc = resp_cursor_number(r, ':', &nd->port);
+        else if (resp_str_is(k, "tls-port"))
+            rc = resp_cursor_number(r, ':', &nd->tls_port);
+        else if (resp_str_is(k, "ip"))
+            rc = resp_cursor_bulk(r, &nd->ip);
+        else if (resp_str_is(k, "endpoint"))
+            rc = resp_cursor_bulk(r, &nd->endpoint);
+        else if (resp_str_is(k, "role"))
+            rc = resp_cursor_bulk(r, &nd->role);
+        else if (resp_str_is(k, "health"))
+            rc = resp_cursor_bulk(r, &nd->health);
         else
-            rc = rd_skip(r);
+            rc = resp_cursor_skip(r);
         if (rc != 0) return -1;
     }
     return 0;
 }
 
 /* One shard: ["slots", [start, end, ...], "nodes", [node map, ...], ...]. */
-static int shards_shard(struct parse *c, struct rd *r, long long i, void *arg)
+static int shards_shard(struct parse *c, struct resp_cursor *r, long long i, void *arg)
 {
     const int want_tls = *(const int *)arg;
     char where[32];
     long long n, nslots = -1, nnodes;
-    struct rd slots_at = {0};
+    struct resp_cursor slots_at = {0};
     struct shard_node primary = {.port = -1}, nd;
     int have_primary = 0;
 
     snprintf(where, sizeof(where), "shard %lld", i + 1);
-    if (rd_array(r, &n) != 0 || n % 2 != 0) return fail(c, "%s: not a map (an array of name, value pairs)", where);
+    if (resp_cursor_array(r, &n) != 0 || n % 2 != 0)
+        return fail(c, "%s: not a map (an array of name, value pairs)", where);
     for (long long f = 0; f < n; f += 2) {
-        struct str k;
-        if (rd_bulk(r, &k) != 0) return fail(c, "%s: a field name is not a bulk string", where);
-        if (str_is(k, "slots")) {
+        struct resp_str k;
+        if (resp_cursor_bulk(r, &k) != 0) return fail(c, "%s: a field name is not a bulk string", where);
+        if (resp_str_is(k, "slots")) {
             slots_at = *r; /* read once the primary is known */
-            if (rd_array(r, &nslots) != 0 || nslots % 2 != 0)
+            if (resp_cursor_array(r, &nslots) != 0 || nslots % 2 != 0)
                 return fail(c, "%s: slots is not an array of start, end pairs", where);
             for (long long s = 0; s < nslots; s++)
-                if (rd_skip(r) != 0) return fail(c, "%s: malformed slots", where);
-        } else if (str_is(k, "nodes")) {
-            if (rd_array(r, &nnodes) != 0) return fail(c, "%s: nodes is not an array", where);
+                if (resp_cursor_skip(r) != 0) return fail(c, "%s: malformed slots", where);
+        } else if (resp_str_is(k, "nodes")) {
+            if (resp_cursor_array(r, &nnodes) != 0) return fail(c, "%s: nodes is not an array", where);
             for (long long j = 0; j < nnodes; j++) {
                 if (shard_node(r, &nd) != 0) return fail(c, "%s: node %lld is not a well-formed map", where, j + 1);
-                if (!str_is(nd.role, "master")) continue;
-                if (!have_primary || (!str_is(primary.health, "online") && str_is(nd.health, "online"))) primary = nd;
+                if (!resp_str_is(nd.role, "master")) continue;
+                if (!have_primary || (!resp_str_is(primary.health, "online") && resp_str_is(nd.health, "online")))
+                    primary = nd;
                 have_primary = 1;
             }
-        } else if (rd_skip(r) != 0) {
+        } else if (resp_cursor_skip(r) != 0) {
             return fail(c, "%s: malformed field", where);
         }
     }
@@ -432,20 +366,20 @@ static int shards_shard(struct parse *c, struct rd *r, long long i, void *arg)
     if (nslots == 0) return 0; /* a primary without slots (e.g. failed over): nothing to route */
     if (!have_primary) return fail(c, "%s: no node with role master", where);
 
-    struct str host;
-    if (str_is(primary.endpoint, "") && !primary.endpoint.nil)
+    struct resp_str host;
+    if (resp_str_is(primary.endpoint, "") && !primary.endpoint.nil)
         host = primary.endpoint; /* unknown-endpoint */
     else
         host = str_usable(primary.endpoint) ? primary.endpoint : primary.ip;
-    struct str use;
+    struct resp_str use;
     if (pick_host(c, host, &use, where) != 0) return -1;
     long long port = want_tls ? primary.tls_port : primary.port;
     if (port == -1) return fail(c, "%s: the primary has no %s", where, want_tls ? "tls-port" : "port");
 
-    if (rd_array(&slots_at, &nslots) != 0) return fail(c, "%s: malformed slots", where); /* not reached */
+    if (resp_cursor_array(&slots_at, &nslots) != 0) return fail(c, "%s: malformed slots", where); /* not reached */
     for (long long s = 0; s < nslots; s += 2) {
         long long start, end;
-        if (rd_int(&slots_at, &start) != 0 || rd_int(&slots_at, &end) != 0)
+        if (resp_cursor_number(&slots_at, ':', &start) != 0 || resp_cursor_number(&slots_at, ':', &end) != 0)
             return fail(c, "%s: slots must be integers", where);
         if (assign(c, start, end, use, port, where) != 0) return -1;
     }

@@ -245,6 +245,13 @@ void stats_hist_sum_backend(const struct stats *blocks, size_t stride, int n, in
     for (int i = 0; i < n; i++) hist_sum(&block_at(blocks, stride, i)->backend_latency[instance], out);
 }
 
+void stats_hist_sum_hold(const struct stats *blocks, size_t stride, int n, int instance, struct stats_hist *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (instance < 0 || instance >= STATS_MAX_INSTANCES) return;
+    for (int i = 0; i < n; i++) hist_sum(&block_at(blocks, stride, i)->request_hold[instance], out);
+}
+
 void stats_hist_sum_request(const struct stats *blocks, size_t stride, int n, int cls, struct stats_hist *out)
 {
     memset(out, 0, sizeof(*out));
@@ -427,6 +434,13 @@ void stats_format_prometheus(const struct stats *blocks, size_t stride, int n, c
     for (size_t i = 0; i < ninstances && i < STATS_MAX_INSTANCES; i++) {
         stats_hist_sum_backend(blocks, stride, n, (int)i, &h);
         prom_hist(out, "keygate_backend_latency_seconds", "instance", instances[i], &h);
+    }
+    prom_header(out, "keygate_request_hold_seconds", "histogram",
+                "requests held for a cluster slot's owner or a sentinel instance's primary: the wait (its count: "
+                "requests held)");
+    for (size_t i = 0; i < ninstances && i < STATS_MAX_INSTANCES; i++) {
+        stats_hist_sum_hold(blocks, stride, n, (int)i, &h);
+        prom_hist(out, "keygate_request_hold_seconds", "instance", instances[i], &h);
     }
     prom_header(out, "keygate_request_duration_seconds", "histogram",
                 "time in keygate: the request read to its reply written, by command class");

@@ -172,6 +172,8 @@ struct stats {
     uint64_t now_ns;     /* the worker's cached monotonic clock (stats_clock: once a read batch) */
     struct stats_ns *ns; /* STATS_NS_MAX slots, allocated at the first command (atomic pointer) */
     struct stats_hist backend_latency[STATS_MAX_INSTANCES]; /* request written -> reply framed */
+    struct stats_hist request_hold[STATS_MAX_INSTANCES];    /* a request's wait for its owner (cluster) or primary
+                                                               (sentinel): first wait -> sent again, or given up */
     struct stats_hist request_duration[STATS_NCLASSES];     /* request read -> reply written */
     uint64_t rejected_writes[STATS_MAX_INSTANCES];          /* -OOM replies seen per instance */
     struct stats_run run;                                   /* replies not yet counted (stats_reply_out) */
@@ -305,6 +307,11 @@ static inline void stats_reply_out(struct stats *st, const struct stats_mark *m,
 }
 
 /* n backend replies were framed on `instance`, `ns` after the write of their batch. */
+static inline void stats_request_hold(struct stats *st, int instance, uint64_t ns)
+{
+    if (instance >= 0 && instance < STATS_MAX_INSTANCES) stats_hist_add(&st->request_hold[instance], ns, 1);
+}
+
 static inline void stats_backend_latency(struct stats *st, int instance, uint64_t ns, uint64_t n)
 {
     if (instance >= 0 && instance < STATS_MAX_INSTANCES) stats_hist_add(&st->backend_latency[instance], ns, n);
@@ -345,6 +352,9 @@ void stats_ns_sum(const struct stats *blocks, size_t stride, int n, unsigned slo
 
 /* Histogram sums: the backend latency of `instance`, the request duration of `cls`. */
 void stats_hist_sum_backend(const struct stats *blocks, size_t stride, int n, int instance, struct stats_hist *out);
+
+/* The same for the request-hold histograms of `instance`. */
+void stats_hist_sum_hold(const struct stats *blocks, size_t stride, int n, int instance, struct stats_hist *out);
 void stats_hist_sum_request(const struct stats *blocks, size_t stride, int n, int cls, struct stats_hist *out);
 
 /* The value below which `q` (0..1) of the observations fall, in microseconds, read from the

@@ -412,6 +412,37 @@ int syncconn_sentinel_primary(const struct instance_conf *ic, int timeout_ms, st
     return answered ? -2 : -1;
 }
 
+int syncconn_sentinel_replicas(const struct instance_conf *ic, int timeout_ms, struct syncconn_stop *st,
+                               struct slotmap_node *out, int max, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "no sentinel");
+    enum { MAX_LISTED = 64 };
+    struct sentinel_replica *listed = xmalloc(MAX_LISTED * sizeof(*listed));
+    int n = -1;
+    for (int i = 0; i < ic->nseeds && n < 0; i++) {
+        char why[400];
+        struct syncconn *c = syncconn_open_sentinel(ic, i, timeout_ms, timeout_ms, st, why, sizeof(why));
+        if (c) {
+            struct bytebuf b = {0};
+            const char *argv[3] = {"SENTINEL", "REPLICAS", ic->master_name};
+            int count = 0;
+            if (command_bytes(c, 3, argv, &b, why, sizeof(why)) == 0 &&
+                sentinel_parse_replicas(b.p, b.len, listed, MAX_LISTED, &count, why, sizeof(why)) == 0)
+                n = count < MAX_LISTED ? count : MAX_LISTED;
+            bytebuf_free(&b);
+            syncconn_close(c);
+        }
+        if (n < 0) snprintf(err, errlen, "sentinel %s:%d: %s", ic->seed_host[i], ic->seed_port[i], why);
+    }
+    if (n > max) n = max;
+    for (int k = 0; k < n; k++) {
+        snprintf(out[k].host, sizeof(out[k].host), "%s", listed[k].addr.host);
+        out[k].port = listed[k].addr.port;
+    }
+    free(listed);
+    return n;
+}
+
 int syncconn_primaries(const struct instance_conf *ic, int timeout_ms, struct syncconn_stop *st,
                        struct slotmap_node *out, int max, char *err, size_t errlen)
 {

@@ -72,6 +72,14 @@ int syncconn_sentinel_primary(const struct instance_conf *ic, int timeout_ms, st
                               size_t errlen) KG_MUST_CHECK;
 
 /*
+ * The replicas of a sentinel instance as the first sentinel that answers SENTINEL REPLICAS
+ * ic->master_name lists them (down or not), into out[0..max). Returns how many (at most max),
+ * or -1 with err (no sentinel answered). Bounded by timeout_ms as syncconn_sentinel_primary.
+ */
+int syncconn_sentinel_replicas(const struct instance_conf *ic, int timeout_ms, struct syncconn_stop *st,
+                               struct slotmap_node *out, int max, char *err, size_t errlen) KG_MUST_CHECK;
+
+/*
  * The servers a background reader walks for an instance, into out[0..max): a single-server
  * instance is its own address (returns 1, no I/O); a sentinel instance its primary as the
  * sentinels name it and ROLE confirms (syncconn_sentinel_primary); for a cluster, the seeds are asked in turn

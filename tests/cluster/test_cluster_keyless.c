@@ -4,45 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cluster_harness.h"
-#include "harness.h"
-
-static struct cluster *C;
-static struct harness h;
-
-/* cache is the cluster; durable stays the harness's single server */
-static const char registry[] = "namespace  cache:  instance=cache   ttl=1h owner=app\n"
-                               "namespace  other: instance=cache   ttl=1h owner=app\n"
-                               "namespace  q:     instance=durable ttl=none owner=app\n";
-
-static void setup(void)
-{
-    C = cluster_start();
-    ck_assert_msg(C != NULL, "cluster_start: %s", cluster_last_error());
-    struct harness_opts o = {.registry_text = registry};
-    ck_assert_msg(harness_start(&h, &o) == 0, "%s", h.error);
-}
-
-static void teardown(void)
-{
-    harness_stop(&h);
-    cluster_stop(C);
-    C = NULL;
-}
-
-/* keygate with `cache` as the cluster (every test starts it: the heal puts the suite's files back). */
-static void keygate_on_cluster(void)
-{
-    static char lines[3 * PATH_MAX];
-    const struct harness_backend *d = &h.backends[0];
-    snprintf(lines, sizeof lines,
-             "instance durable 127.0.0.1:%d tls ca=%s/build/certs/ca.crt server-name=localhost password-file=%s\n"
-             "instance cache cluster 127.0.0.1:%d,127.0.0.1:%d tls ca=%s/build/certs/ca.crt server-name=localhost "
-             "password-file=%s\n",
-             d->tls_port, h.root, d->pass_file, C->nodes[0].tls_port, C->nodes[1].tls_port, h.root, C->pass_file);
-    struct harness_opts o = {.registry_text = registry, .instances_text = lines};
-    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "keygate on the cluster: %s", h.error);
-}
+#include "cluster_keygate.h"
 
 /* Write n keys cache:k:<i> through keygate (pipelined) and check each answered OK. */
 static void write_keys(redisContext *kg, const char *prefix, int n)
@@ -214,6 +176,40 @@ START_TEST(scan_walks_every_primary_with_one_cursor)
 }
 END_TEST
 
+/* INFO keyspace through keygate: one section per primary of the cluster, labelled with the node's
+ * address (the TLS port keygate uses), each with that node's own key count; durable's as before. */
+START_TEST(info_keyspace_per_primary)
+{
+    keygate_on_cluster();
+    redisContext *kg = harness_must_client(&h);
+    write_keys(kg, "cache:i:", 300);
+    redisReply *r = cmd(kg, "INFO keyspace");
+    ck_assert_msg(r->type == REDIS_REPLY_STRING, "INFO keyspace: %s", describe(r));
+    ck_assert_msg(strstr(r->str, "# Keyspace (instance durable)"), "durable's section missing:\n%s", r->str);
+    int idx[CLUSTER_NODES], n = cluster_primaries(C, idx);
+    ck_assert_int_eq(n, 3);
+    for (int k = 0; k < n; k++) {
+        char header[128];
+        snprintf(header, sizeof header, "# Keyspace (instance cache node 127.0.0.1:%d)", C->nodes[idx[k]].tls_port);
+        const char *at = strstr(r->str, header);
+        ck_assert_msg(at != NULL, "no section '%s' in:\n%s", header, r->str);
+        redisContext *node = cluster_connect(C, idx[k]);
+        ck_assert_msg(node != NULL, "node %d does not answer", idx[k]);
+        redisReply *d = cmd(node, "DBSIZE");
+        char want[64];
+        snprintf(want, sizeof want, "db0:keys=%lld,", d->integer);
+        freeReplyObject(d);
+        redisFree(node);
+        const char *next = strstr(at + 1, "# ");
+        const char *line = strstr(at, "db0:keys=");
+        ck_assert_msg(line && (!next || line < next) && strncmp(line, want, strlen(want)) == 0,
+                      "section '%s' does not say %s:\n%s", header, want, r->str);
+    }
+    freeReplyObject(r);
+    redisFree(kg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cluster_keyless");
@@ -221,6 +217,7 @@ int main(void)
     harness_add_test(tc, dbsize_sums_every_primary);
     harness_add_test(tc, keys_reads_every_primary_once);
     harness_add_test(tc, scan_walks_every_primary_with_one_cursor);
+    harness_add_test(tc, info_keyspace_per_primary);
     int failed = harness_run(s);
     return failed == 0 && cluster_leftovers() == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

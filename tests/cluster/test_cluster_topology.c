@@ -4,50 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cluster_harness.h"
-#include "harness.h"
-
-static struct cluster *C;
-static struct harness h;
-
-/* cache is the cluster; durable stays the harness's single server */
-static const char registry[] = "namespace  cache:  instance=cache   ttl=1h owner=app\n"
-                               "namespace  other: instance=cache   ttl=1h owner=app\n"
-                               "namespace  q:     instance=durable ttl=none owner=app\n"
-                               "channel    push:  instance=cache owner=app\n";
-
-static void setup(void)
-{
-    C = cluster_start();
-    ck_assert_msg(C != NULL, "cluster_start: %s", cluster_last_error());
-    struct harness_opts o = {.registry_text = registry, .admin = 1};
-    ck_assert_msg(harness_start(&h, &o) == 0, "%s", h.error);
-}
-
-static void teardown(void)
-{
-    harness_stop(&h);
-    cluster_stop(C);
-    C = NULL;
-}
-
-/* keygate with `cache` as the cluster (every test starts it: the heal puts the suite's files back). */
-static void keygate_on_cluster(void)
-{
-    static char lines[3 * PATH_MAX];
-    const struct harness_backend *d = &h.backends[0];
-    snprintf(lines, sizeof lines,
-             "instance durable 127.0.0.1:%d tls ca=%s/build/certs/ca.crt server-name=localhost password-file=%s\n"
-             "instance cache cluster 127.0.0.1:%d,127.0.0.1:%d tls ca=%s/build/certs/ca.crt server-name=localhost "
-             "password-file=%s\n",
-             d->tls_port, h.root, d->pass_file, C->nodes[0].tls_port, C->nodes[1].tls_port, h.root, C->pass_file);
-    /* a map read every second: a failover is seen without traffic */
-    struct harness_opts o = {.registry_text = registry,
-                             .instances_text = lines,
-                             .extra_config = "cluster-refresh 1s\n",
-                             .admin = 1};
-    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "keygate on the cluster: %s", h.error);
-}
+#include "cluster_keygate.h"
 
 /* The slot of key (CLUSTER KEYSLOT of a running node), its owner, and another primary. */
 static void slot_and_nodes(const char *key, unsigned *slot, int *owner, int *other)

@@ -551,7 +551,13 @@ START_TEST(sentinel_instance)
     ck_assert_int_eq(c->instances[config_instance_index(c, "hau")].sentinel_tls, 1); /* the line's TLS by default */
     ck_assert_int_eq(c->failover_hold_ms, 2000);
     ck_assert_int_eq(c->replicas_timeout_ms, 250);
+    /* the background threads' own copy outlives the config (a double free once, under ASan) */
+    struct instance_conf copy;
+    config_instance_copy(&copy, in);
     config_free(c);
+    ck_assert_str_eq(copy.master_name, "mymaster");
+    ck_assert_str_eq(copy.seed_host[1], "10.0.0.2");
+    config_instance_free(&copy);
     diag_free(&d);
     c = load(BASE, &d);
     ck_assert_int_eq(c->failover_hold_ms, 5000);
