@@ -28,7 +28,8 @@ static struct harness h;
 static const char registry_text[] =
     "namespace c: instance=durable ttl=1h max-ttl=1d owner=app purpose=\"TTL namespace on the Sentinel primary\"\n"
     "namespace n: instance=durable ttl=none owner=app purpose=\"counters on the Sentinel primary\"\n"
-    "namespace k: instance=cache ttl=1h max-ttl=1d owner=app purpose=\"TTL namespace on the single server\"\n";
+    "namespace k: instance=cache ttl=1h max-ttl=1d owner=app purpose=\"TTL namespace on the single server\"\n"
+    "channel ev: instance=durable owner=app purpose=\"channels on the Sentinel primary\"\n";
 
 static void setup(void)
 {
@@ -1302,6 +1303,105 @@ START_TEST(test_watch_across_a_failover_exec_nil_or_runs)
 }
 END_TEST
 
+/* ---- subscribers across a failover ---- */
+
+static redisContext *g_sub_during; /* the SUBSCRIBE sent during the failover */
+
+static void send_subscribe_during(void)
+{
+    g_sub_during = harness_must_client(&h);
+    redisAppendCommand(g_sub_during, "SUBSCRIBE ev:during");
+    send_appended(g_sub_during, "SUBSCRIBE");
+}
+
+static void expect_subscribed(redisContext *c, const char *channel)
+{
+    redisReply *r = next_reply(c);
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 3 && r->element[0]->type == REDIS_REPLY_STRING &&
+                      strcmp(r->element[0]->str, "subscribe") == 0 && strcmp(r->element[1]->str, channel) == 0,
+                  "SUBSCRIBE %s answered %s", channel, describe(r));
+    freeReplyObject(r);
+}
+
+/* What a subscriber got within 5 s: 1 when the message `payload` on `channel`; else 0 and what came
+ * instead (an error, the connection closed, nothing) in out. */
+static int sub_got(redisContext *c, const char *channel, const char *payload, char *out, size_t len)
+{
+    struct timeval tv = {5, 0};
+    redisSetTimeout(c, tv);
+    redisReply *r = NULL;
+    if (redisGetReply(c, (void **)&r) != REDIS_OK || r == NULL) {
+        snprintf(out, len, "%s", c->err == REDIS_ERR_EOF ? "the connection closed" : c->errstr);
+        if (c->err == REDIS_ERR_IO && strstr(c->errstr, "temporarily") != NULL)
+            snprintf(out, len, "nothing within 5 s");
+        return 0;
+    }
+    describe_into(r, out, len);
+    int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 3 && strcmp(r->element[0]->str, "message") == 0 &&
+             strcmp(r->element[1]->str, channel) == 0 && strcmp(r->element[2]->str, payload) == 0;
+    freeReplyObject(r);
+    return ok;
+}
+
+/* A subscriber on the primary before a SENTINEL FAILOVER, and one that subscribes while it is under
+ * way: a message published on the new primary (directly) reaches the second; the first gets it
+ * or is told (an error, its connection closed), never silence. Sentinel demotes the old primary
+ * with CLIENT KILL TYPE normal and pubsub. */
+START_TEST(test_subscribers_across_a_failover)
+{
+    keygate_on_sentinels(NULL);
+    int old = primary_now();
+    redisContext *before = harness_must_client(&h);
+    redisAppendCommand(before, "SUBSCRIBE ev:before");
+    send_appended(before, "SUBSCRIBE");
+    expect_subscribed(before, "ev:before");
+    {
+        redisContext *c = node(old);
+        long long deadline = now_ms() + 5000;
+        for (;;) {
+            redisReply *r = cmd(c, "PUBSUB NUMSUB ev:before");
+            int n = r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? (int)r->element[1]->integer : -1;
+            freeReplyObject(r);
+            if (n == 1) break;
+            ck_assert_msg(now_ms() < deadline, "the subscriber of ev:before is not on the primary (NUMSUB %d)", n);
+            sleep_ms(20);
+        }
+        redisFree(c);
+    }
+    int p, q;
+    long long t_promoted, t_settled;
+    failover_with(old, send_subscribe_during, &p, &t_promoted, &q, &t_settled);
+    expect_subscribed(g_sub_during, "ev:during");
+    long long receivers_before, receivers_during;
+    {
+        redisContext *c = node(q);
+        redisReply *r = cmd(c, "PUBLISH ev:during hello-during");
+        receivers_during = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+        freeReplyObject(r);
+        r = cmd(c, "PUBLISH ev:before hello-before");
+        receivers_before = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+        freeReplyObject(r);
+        redisFree(c);
+    }
+    char got_before[160], got_during[160];
+    int ok_during = sub_got(g_sub_during, "ev:during", "hello-during", got_during, sizeof got_during);
+    int ok_before = sub_got(before, "ev:before", "hello-before", got_before, sizeof got_before);
+    int told_before = !ok_before && strcmp(got_before, "nothing within 5 s") != 0;
+    fprintf(stderr,
+            "subscribers: SENTINEL FAILOVER node %d -> %d (every sentinel naming it at %lld ms, settled at %lld ms): "
+            "the one subscribed during it got %s (PUBLISH on the new primary: %lld receivers there); the one "
+            "subscribed before it got %s (%lld receivers on the new primary)\n",
+            old, q, t_promoted, t_settled, got_during, receivers_during, got_before, receivers_before);
+    redisFree(before);
+    redisFree(g_sub_during);
+    if (!ok_during || !(ok_before || told_before)) print_keygate_log("subscribers across a failover");
+    ck_assert_msg(ok_during, "the subscriber of ev:during got %s, want the message published on the new primary",
+                  got_during);
+    ck_assert_msg(ok_before || told_before,
+                  "the subscriber of ev:before got %s: neither the message nor an error (silently lost)", got_before);
+}
+END_TEST
+
 /* A test case of its own (its own deployment) for test, unless HARNESS_TEST names other tests
  * only: a deployment is started only for a test that runs. */
 static void add_case(Suite *s, const char *name, int timeout_s, const TTest *test)
@@ -1331,6 +1431,7 @@ int main(void)
     add_case(s, "sentinels", 90, test_sentinels_killed_traffic_unaffected);
     add_case(s, "blocking", 90, test_blpop_across_a_failover_gets_the_value_pushed_on_the_new_primary);
     add_case(s, "watch", 90, test_watch_across_a_failover_exec_nil_or_runs);
+    add_case(s, "subscribers", 90, test_subscribers_across_a_failover);
     int failed = harness_run(s);
     int left = ha_leftovers();
     if (left) fprintf(stderr, "POST-CONDITION FAILED: %d server(s) of this suite still run\n", left);
