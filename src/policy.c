@@ -806,6 +806,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
         }
         if (!namespace_access(s, ns, r->cmd, p)) return;
         ns_of[i] = ns;
+        if (p->writes && ns->replicas > p->replicas) p->replicas = ns->replicas;
         if (first && ns != first) plan_note_namespace(p, ns);
         if (!first) {
             first = ns;
