@@ -9,9 +9,9 @@
 
 _Static_assert(ERROR_REPLY_MAX >= ERROR_TEXT_MAX + 3, "an error reply holds any error text of the pure layer");
 
-#define FREE_REQUESTS_MAX 4096    /* recycled per worker; beyond that they go back to malloc */
-#define REQUEST_KEEP_BYTES 4096   /* a recycled request keeps its kept send's buffer up to this */
-#define REQUEST_KEEP_ENTRIES 64   /* and its entries array up to this many */
+#define FREE_REQUESTS_MAX 4096  /* recycled per worker; beyond that they go back to malloc */
+#define REQUEST_KEEP_BYTES 4096 /* a recycled request keeps its kept send's buffer up to this */
+#define REQUEST_KEEP_ENTRIES 64 /* and its entries array up to this many */
 
 struct request *request_new(struct client *c)
 {
@@ -68,6 +68,7 @@ static void request_free(struct request *req)
     free(req->nc);
     if (req->held) mem_add(w, -(int64_t)req->held); /* its reply kept behind an earlier one, its parts */
     free(req->reply);
+    free(req->repl_reply);
     if (w->nfree_requests >= FREE_REQUESTS_MAX) {
         free(req);
         return;
@@ -119,6 +120,14 @@ void request_part_keep(struct request *req, int part, const char *reply, size_t 
     pt->len = len;
     request_hold(req, len);
     if (req->client) (void)conn_output_over(req->client, 0); /* past its limit: closed, the rest dropped */
+}
+
+void request_keep_reply(struct request *req, const char *reply, size_t len)
+{
+    assert(!req->repl_reply);
+    req->repl_reply = xmemdup(reply, len);
+    req->repl_len = len;
+    request_hold(req, len);
 }
 
 void request_release(struct request *req)
