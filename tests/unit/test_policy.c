@@ -1171,14 +1171,17 @@ START_TEST(replicas_on_writes_only)
         const char *line;
         int want;
     } cases[] = {
-        {"SET r1:a v", 1},        {"GET r1:a", 0},           {"SET p:a v", 0}, {"SET r2:a v", 2},
-        {"MSET p:a 1 r2:b 2", 2}, {"MSET r1:a 1 r2:b 2", 2}, {"DEL r1:a", 1},  {"EXISTS r1:a", 0},
-        {"INCR r1:n", 1},         {"EXPIRE r1:a 10", 1},     {"SET x v", 3},   {"GET x", 0},
-        {"RENAME p:a r1:b", 1},   {"LPUSH r2:l x", 2},       {"SET c:a v", 0},
+        {"SET r1:a v", 1},        {"GET r1:a", 0},           {"SET p:a v", 0},        {"SET r2:a v", 2},
+        {"MSET p:a 1 r2:b 2", 2}, {"MSET r1:a 1 r2:b 2", 2}, {"DEL r1:a", 1},         {"EXISTS r1:a", 0},
+        {"INCR r1:n", 1},         {"EXPIRE r1:a 10", 1},     {"SET x v", 3},          {"GET x", 0},
+        {"RENAME p:a r1:b", 1},   {"LPUSH r2:l x", 2},       {"SET c:a v", 0},        {"EVAL x 1 r1:a", 1},
+        {"EVALSHA x 1 r2:a", 2},  {"FCALL f 1 r1:a", 1},     {"EVAL_RO x 1 r1:a", 0},
     };
+    struct user_conf all = {.name = "ops", .all_owners = 1, .scripts = 1};
+    struct session s = {.authenticated = 1, .user = &all, .multi_instance = -1, .watch_instance = -1};
     struct plan p;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        decide(cases[i].line, &p);
+        decide_as(&s, cases[i].line, &p);
         ck_assert_msg(p.kind == PLAN_FORWARD, "%s: kind %d %s", cases[i].line, p.kind, p.error);
         ck_assert_msg(p.replicas == cases[i].want, "%s: replicas %d, want %d", cases[i].line, p.replicas,
                       cases[i].want);
