@@ -67,10 +67,20 @@ static void replica_start(struct replica *rp)
     for (long long end = now_ms() + 10000; now_ms() < end; sleep_ms(50)) {
         redisContext *d = harness_must_direct(&h, "durable");
         redisReply *r = cmd(d, "INFO replication");
-        int online = r->type == REDIS_REPLY_STRING && strstr(r->str, "state=online");
+        char want[64]; /* this replica: an earlier test's, killed, may still be listed online */
+        snprintf(want, sizeof want, "port=%d,state=online", rp->port);
+        int online = r->type == REDIS_REPLY_STRING && strstr(r->str, want);
         freeReplyObject(r);
         redisFree(d);
-        if (online) return;
+        if (online) {
+            /* after a diskless sync the primary streams writes to the replica only after its
+             * first REPLCONF ACK (up to 1 s later): wait until a write of its own is acknowledged */
+            redisContext *d2 = harness_must_direct(&h, "durable");
+            expect_status(cmd(d2, "SET q:replica:warm 1"), "OK", "a direct write");
+            expect_int(cmd(d2, "WAIT 1 10000"), 1, "the new replica acknowledges a direct write");
+            redisFree(d2);
+            return;
+        }
     }
     kill(rp->pid, SIGKILL);
     ck_abort_msg("the replica of durable did not come online within 10 s (log %s)", log);
@@ -262,6 +272,38 @@ START_TEST(test_replicas_waits_counted)
 }
 END_TEST
 
+/* keygate stopping (SIGTERM) while a write is held: its client still gets its answer (the WAIT's,
+ * within the drain), and keygate exits 0 (the harness fails the suite otherwise) */
+START_TEST(test_replicas_held_write_at_shutdown)
+{
+    struct replica rp;
+    replica_start(&rp);
+    redisContext *kg = harness_must_client(&h);
+    expect_status(cmd(kg, "SET rq:sd:0 v"), "OK", "a confirmed write");
+    replica_pause(&rp);
+    redisAppendCommand(kg, "SET rq:sd:1 v");
+    send_appended(kg, "SET rq:sd:1");
+    sleep_ms(30); /* held, its WAIT pending */
+    pid_t kpid = h.keygate_pid;
+    ck_assert_int_gt(kpid, 0);
+    ck_assert_int_eq(kill(kpid, SIGTERM), 0);
+    expect_error(next_reply(kg), "NOREPLICAS", "the held write, answered while keygate stops");
+    /* it exits (a zombie until the runner reaps it; the heal then checks its exit status) */
+    char path[64], state = 'R';
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)kpid);
+    for (long long end = now_ms() + 10000; state != 'Z' && state != '?' && now_ms() < end;) {
+        FILE *f = fopen(path, "r");
+        char line[512] = "";
+        state = f && fgets(line, sizeof line, f) && strrchr(line, ')') ? strrchr(line, ')')[2] : '?';
+        if (f) fclose(f);
+        if (state != 'Z' && state != '?') sleep_ms(20);
+    }
+    ck_assert_msg(state == 'Z' || state == '?', "keygate still runs 10 s after SIGTERM (state %c)", state);
+    redisFree(kg);
+    replica_stop(&rp);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("replicas");
@@ -270,5 +312,6 @@ int main(void)
     harness_add_test(tc, test_replicas_not_confirmed_answers_noreplicas);
     harness_add_test(tc, test_replicas_one_wait_per_group);
     harness_add_test(tc, test_replicas_waits_counted);
+    harness_add_test(tc, test_replicas_held_write_at_shutdown);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
