@@ -36,6 +36,8 @@ CLUSTER_HARNESS := tests/cluster/cluster_harness.c
 HA_SRCS := $(wildcard tests/ha/test_*.c)
 HA_BINS := $(HA_SRCS:tests/ha/%.c=$(BUILD)/tests/ha/%)
 HA_HARNESS := tests/ha/sentinel_harness.c
+# tests/common/: the process handling both harnesses share (servers, their safety nets, ports, the last error)
+PROCS := tests/common/procs.c
 
 .PHONY: all deps certs run test unit integration clients check-conf clean format install fuzz fuzz-quick \
         check format-check cppcheck check-layout check-layout-test check-ops deb deb-check test-cluster test-ha
@@ -62,13 +64,14 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_OBJS) $(HDRS) $(wildcard tests/integ
 $(BUILD)/tests/integration/%: tests/integration/%.c $(HARNESS) $(wildcard tests/integration/*.h) $(LIB_OBJS) $(HDRS) | $(BUILD)/tests/integration
 	$(CC) $(CFLAGS) -Itests/integration $(LDFLAGS) -o $@ $< $(HARNESS) $(LIB_OBJS) $(CHECK_LIBS) $(LDLIBS)
 
-# the cluster suites link the integration harness too (harness_tcase, cmd, expect_*, the raw RESP connection)
-$(BUILD)/tests/cluster/%: tests/cluster/%.c $(CLUSTER_HARNESS) $(HARNESS) $(wildcard tests/cluster/*.h) $(wildcard tests/integration/*.h) $(LIB_OBJS) $(HDRS) | $(BUILD)/tests/cluster
-	$(CC) $(CFLAGS) -Itests/integration -Itests/cluster $(LDFLAGS) -o $@ $< $(CLUSTER_HARNESS) $(HARNESS) $(LIB_OBJS) $(CHECK_LIBS) $(LDLIBS)
+# the cluster suites link the integration harness too (harness_tcase, cmd, expect_*, the raw RESP connection),
+# and tests/common/procs.c under cluster_harness.c
+$(BUILD)/tests/cluster/%: tests/cluster/%.c $(CLUSTER_HARNESS) $(PROCS) $(HARNESS) $(wildcard tests/cluster/*.h) $(wildcard tests/common/*.h) $(wildcard tests/integration/*.h) $(LIB_OBJS) $(HDRS) | $(BUILD)/tests/cluster
+	$(CC) $(CFLAGS) -Itests/integration -Itests/cluster -Itests/common $(LDFLAGS) -o $@ $< $(CLUSTER_HARNESS) $(PROCS) $(HARNESS) $(LIB_OBJS) $(CHECK_LIBS) $(LDLIBS)
 
 # the HA suites likewise
-$(BUILD)/tests/ha/%: tests/ha/%.c $(HA_HARNESS) $(HARNESS) $(wildcard tests/ha/*.h) $(wildcard tests/integration/*.h) $(LIB_OBJS) $(HDRS) | $(BUILD)/tests/ha
-	$(CC) $(CFLAGS) -Itests/integration -Itests/ha $(LDFLAGS) -o $@ $< $(HA_HARNESS) $(HARNESS) $(LIB_OBJS) $(CHECK_LIBS) $(LDLIBS)
+$(BUILD)/tests/ha/%: tests/ha/%.c $(HA_HARNESS) $(PROCS) $(HARNESS) $(wildcard tests/ha/*.h) $(wildcard tests/common/*.h) $(wildcard tests/integration/*.h) $(LIB_OBJS) $(HDRS) | $(BUILD)/tests/ha
+	$(CC) $(CFLAGS) -Itests/integration -Itests/ha -Itests/common $(LDFLAGS) -o $@ $< $(HA_HARNESS) $(PROCS) $(HARNESS) $(LIB_OBJS) $(CHECK_LIBS) $(LDLIBS)
 
 certs:
 	@./scripts/gen-certs build/certs

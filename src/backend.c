@@ -685,7 +685,7 @@ void backend_expect(struct backend *b, struct pending pd)
         b->fifo_head = 0;
         b->fifo_cap = cap;
     }
-    assert((pd.req != NULL) == (pd.own == BACKEND_OWN_NONE)); /* only the connection's own have no request */
+    assert(pd.own == BACKEND_OWN_NONE || pd.req == NULL); /* the connection's own have no request */
     b->fifo[(b->fifo_head + b->fifo_count) % b->fifo_cap] = pd;
     b->fifo_count++;
     b->unsent++;

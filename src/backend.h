@@ -29,7 +29,7 @@ enum backend_own {
 };
 
 struct pending {
-    struct request *req; /* the router's request (NULL for own entries) */
+    struct request *req; /* the router's request (NULL for own entries, and the router's own: a replicas= WAIT) */
     uint8_t own;         /* enum backend_own */
     uint8_t kind;        /* the router's: how the reply is used */
     uint16_t part;       /* the router's: a split request's part */

@@ -379,6 +379,7 @@ static void client_multi_queue(struct client *c, struct request *req, const stru
         return;
     }
     router_write_queued(&c->multi_buf, c, plan, frame, &c->multi_keep);
+    if (plan->replicas > c->multi_replicas) c->multi_replicas = plan->replicas;
     nearcache_queued(c, plan);
     if (plan->nappend || plan->ttl.nfix) stats_ttl_injected(&c->worker->stats, &req->mark); /* counted when queued */
     session_multi_queued(&c->session, plan->instance, plan->slot);
@@ -405,6 +406,7 @@ static void client_multi_reset(struct client *c)
     bytebuf_free(&c->multi_keep);
     c->nc_multi.len = 0;
     c->multi_dirty = 0;
+    c->multi_replicas = 0;
     session_multi_end(&c->session);
 }
 
@@ -476,6 +478,7 @@ static void client_exec(struct client *c, struct request *req)
         return;
     }
     nearcache_exec(c, req);
+    req->replicas = (uint8_t)c->multi_replicas;
     router_exec(c, b, req, instance, slot);
     client_multi_reset(c);
     client_watch_end(c);

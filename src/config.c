@@ -724,6 +724,24 @@ static void config_near_cache_cluster_check(struct config *c, struct diag *errs)
     }
 }
 
+/* replicas=N on a cluster instance is not supported (WAIT counts one node's replicas, and a cluster's
+ * writes go to many nodes): an error at that registry line, as near-cache= (config_load, every reload). */
+static void config_replicas_cluster_check(struct config *c, struct diag *errs)
+{
+    if (!c->registry) return;
+    for (size_t i = 0; i <= c->registry->count; i++) {
+        const struct namespace_entry *e = registry_entry(c->registry, i);
+        if (!e || e->replicas <= 0 || e->instance < 0 || (size_t)e->instance >= c->ninstances) continue;
+        const struct instance_conf *ic = &c->instances[e->instance];
+        if (!ic->cluster) continue;
+        diag_add(errs, c->registry->path, e->line,
+                 "%s '%s' has replicas=%d, but instance '%s' is a Redis Cluster (%s:%d): replicas= is not supported "
+                 "on a cluster instance (a single server or a sentinel instance)",
+                 e->is_default ? "the default line" : "namespace", e->is_default ? REGISTRY_DEFAULT_NAME : e->prefix,
+                 e->replicas, ic->name, c->path, ic->line);
+    }
+}
+
 struct config *config_load(const char *path, struct diag *errs)
 {
     struct config *c = xcalloc(1, sizeof *c);
@@ -791,6 +809,7 @@ struct config *config_load(const char *path, struct diag *errs)
         c->registry = registry_load(c->registry_path, c->instance_names, c->ninstances, errs);
     config_enforce_apply(&ctx);
     config_near_cache_cluster_check(c, errs);
+    config_replicas_cluster_check(c, errs);
 
     if (errs->count > errs_before) {
         config_free(c);

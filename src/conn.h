@@ -62,6 +62,7 @@ struct client {
     struct bytebuf multi_buf;  /* the transaction's commands, sent at EXEC */
     struct bytebuf multi_keep; /* per backend reply inside EXEC: the client's (1) or injected (0) */
     int multi_dirty;           /* a queue-time error: EXEC answers EXECABORT */
+    int multi_replicas;        /* the largest replicas=N of its queued writes: EXEC's reply waits for them */
     struct bytebuf nc_multi;   /* the near cache's: keys the queued writes invalidate (nearcache_queued) */
     /* flow and lifecycle */
     int stall;           /* parse nothing more until every queued reply is written */

@@ -62,6 +62,18 @@ TAILQ_HEAD(request_queue, request);
 struct request_send;
 TAILQ_HEAD(request_send_list, request_send); /* a client's cluster sends waiting to go again, in request order */
 
+/*
+ * replicas=N (router.c): one instance's writes whose replies came and are held until a WAIT says
+ * enough replicas have them. `next` collects them while `covered`'s WAIT is out on `conn` (a
+ * dedicated connection); once it answers, `covered` is answered and `next` gets its own WAIT.
+ */
+struct repl_group {
+    struct ptrvec next;    /* struct request *: held, for the next WAIT */
+    struct ptrvec covered; /* held, covered by the WAIT on conn */
+    struct backend *conn;  /* the dedicated connection carrying PUBLISH + WAIT; NULL: none out */
+    int need;              /* the WAIT's numreplicas: the largest replicas=N of `covered` */
+};
+
 struct worker {
     int id;
     struct event_base *base;
@@ -104,7 +116,9 @@ struct worker {
     struct accept_pause *accept_pause; /* out of fds: accepting paused, retried on a timer (worker.c) */
     struct stats stats;
     struct proxy *proxy;
-    struct nc_worker *nc; /* its near cache (nearcache.c), NULL without near-cache namespaces */
+    struct nc_worker *nc;                         /* its near cache (nearcache.c), NULL without near-cache namespaces */
+    struct repl_group repl[CONFIG_MAX_INSTANCES]; /* replicas=N writes held per instance (router.c) */
+    int repl_stopped;                             /* router_stop ran: no new WAIT starts */
 };
 
 /* Process-wide state shared by the workers (read-only after start, but for counters). */

@@ -795,6 +795,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
 
     const struct namespace_entry *first = NULL;
     int split_instance = -1;
+    int may_write = ncpolicy_writes(r->cmd); /* write-flagged, and scripts (EVAL, EVALSHA, FCALL) */
     for (int i = 0; i < nkeys; i++) {
         size_t ai = (size_t)keys[i].index;
         const struct namespace_entry *ns = resolve_name(reg, NS_KEY, r, ai, r->argvlen[ai], p);
@@ -806,6 +807,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
         }
         if (!namespace_access(s, ns, r->cmd, p)) return;
         ns_of[i] = ns;
+        if (may_write && ns->replicas > p->replicas) p->replicas = ns->replicas;
         if (first && ns != first) plan_note_namespace(p, ns);
         if (!first) {
             first = ns;

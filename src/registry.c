@@ -11,6 +11,7 @@
  *
  *   kind     prefix      fields (name=value, "quoted values", the flag words sliding and depth)
  *   namespace cache:     instance=cache ttl=1h max-ttl=7d owner=cache purpose="..."
+ *   namespace q:         instance=durable ttl=none owner=queues replicas=1
  *   channel  push:       instance=cache owner=notifications
  *   default              instance=cache ttl=1h owner=legacy enforce=report
  *
@@ -29,6 +30,7 @@ enum field_id {
     F_SLIDING,
     F_ENFORCE,
     F_DEPTH,
+    F_REPLICAS,
     F_COUNT
 };
 
@@ -39,6 +41,7 @@ static const struct {
     [F_INSTANCE] = {"instance", 1}, [F_OWNER] = {"owner", 1},           [F_TTL] = {"ttl", 0},
     [F_MAX_TTL] = {"max-ttl", 0},   [F_NEAR_CACHE] = {"near-cache", 0}, [F_PURPOSE] = {"purpose", 1},
     [F_SLIDING] = {"sliding", 0},   [F_ENFORCE] = {"enforce", 1},       [F_DEPTH] = {"depth", 0},
+    [F_REPLICAS] = {"replicas", 0},
 };
 
 struct line_error {
@@ -169,7 +172,7 @@ static int field_apply(struct parse_ctx *ctx, int line, struct namespace_entry *
         else
             err_add(ctx, line,
                     "unknown field '%.*s' (fields: instance= owner= ttl= max-ttl= "
-                    "near-cache= purpose= enforce= and the flag words sliding, depth)",
+                    "near-cache= replicas= purpose= enforce= and the flag words sliding, depth)",
                     (int)name_len, name);
         return -1;
     }
@@ -213,6 +216,17 @@ static int field_apply(struct parse_ctx *ctx, int line, struct namespace_entry *
     case F_DEPTH:
         e->depth = 1;
         return f;
+    case F_REPLICAS: {
+        char *end;
+        errno = 0;
+        long n = strtol(value, &end, 10);
+        if (!*value || *end || errno || value[0] == '+' || value[0] == '-' || n < 1 || n > REGISTRY_MAX_REPLICAS) {
+            err_add(ctx, line, "bad replicas= value '%s' (a number of replicas, 1..%d)", value, REGISTRY_MAX_REPLICAS);
+            return -1;
+        }
+        e->replicas = (int)n;
+        return f;
+    }
     case F_ENFORCE:
         if ((e->enforce = registry_enforce_word(value)) == ENFORCE_UNSET) {
             err_add(ctx, line, "bad enforce= value '%s' (on or report)", value);
@@ -554,6 +568,10 @@ static void row_fill(struct row *row, const struct namespace_entry *e, const cha
         }
     }
     size_t tl = strlen(row->ttl);
+    if (e->replicas > 0 && tl < sizeof row->ttl) {
+        snprintf(row->ttl + tl, sizeof row->ttl - tl, ", replicas=%d", e->replicas);
+        tl = strlen(row->ttl);
+    }
     if (e->enforce == ENFORCE_REPORT && tl < sizeof row->ttl)
         snprintf(row->ttl + tl, sizeof row->ttl - tl, ", enforce=report");
     if (e->max_ttl_ms > 0 && e->kind == NS_KEY)

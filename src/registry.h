@@ -36,6 +36,7 @@ struct namespace_entry {
     int is_default;      /* the `default` line: prefix "" (takes every key and channel matching no prefix) */
     uint32_t index;      /* position: entries[index], the default line is `count`; counters are indexed by it */
     int depth;           /* "depth" flag word: the sampler sums its lists', streams' and zsets' lengths */
+    int replicas;        /* replicas=N: its writes are acknowledged once N replicas have them (0: at once) */
     unsigned stats_slot; /* its per-namespace stats slot (stats_ns_slot, set at config load) */
     /* near-cache=D: the invalidation stream and the markers hash, keys of the keygate-owned
      * namespace (owner=keygate) of the same instance: "<its prefix>nc:{<prefix>}:stream" and
@@ -43,6 +44,9 @@ struct namespace_entry {
     char *nc_stream, *nc_markers;
     size_t nc_stream_len, nc_markers_len;
 };
+
+/* replicas=N takes 1..this (Redis's WAIT counts replicas; more than this is a typo). */
+#define REGISTRY_MAX_REPLICAS 16
 
 /* The owner= that marks a namespace as keygate's own (the near cache's streams live in it). */
 #define REGISTRY_KEYGATE_OWNER "keygate"
@@ -74,7 +78,7 @@ struct registry {
  * a file with no entries (reported at line 0), a second `default` line, near-cache= on the
  * default line, a bad enforce= value, near-cache= with sliding, near-cache= on an instance
  * without a keygate-owned namespace (owner=keygate; the message names the line to add) or
- * on an owner=keygate line. max-ttl with ttl=none is allowed: it
+ * on an owner=keygate line, replicas= outside 1..REGISTRY_MAX_REPLICAS or on a channel line. max-ttl with ttl=none is allowed: it
  * caps the TTLs clients set themselves. Errors are reported in line order.
  * Returns the registry (caller frees with registry_free) when there were no
  * errors, else NULL.
@@ -120,7 +124,7 @@ void registry_set_enforce(struct registry *r, enum ns_enforce global);
 
 /* Print the registry as the seed's table, in file order: Namespace | Purpose | Instance |
  * TTL | Max TTL | Owner; aligned plain text, or a Markdown table when markdown != 0.
- * TTL reads "90s", "30m sliding", "none" (+ ", near-cache 60s"); channels "(pub/sub)".
+ * TTL reads "90s", "30m sliding", "none" (+ ", near-cache 60s", ", replicas=1"); channels "(pub/sub)".
  * The default line is the last row, named "(default)"; report-mode lines say ", enforce=report"
  * in the TTL column. */
 void registry_print(const struct registry *r, const char *const *instances, int markdown, FILE *out);

@@ -68,6 +68,7 @@ static void request_free(struct request *req)
     free(req->nc);
     if (req->held) mem_add(w, -(int64_t)req->held); /* its reply kept behind an earlier one, its parts */
     free(req->reply);
+    free(req->repl_reply);
     if (w->nfree_requests >= FREE_REQUESTS_MAX) {
         free(req);
         return;
@@ -121,6 +122,14 @@ void request_part_keep(struct request *req, int part, const char *reply, size_t 
     pt->len = len;
     request_hold(req, len);
     if (req->client) (void)conn_output_over(req->client, 0); /* past its limit: closed, the rest dropped */
+}
+
+void request_keep_reply(struct request *req, const char *reply, size_t len)
+{
+    assert(!req->repl_reply);
+    req->repl_reply = xmemdup(reply, len);
+    req->repl_len = len;
+    request_hold(req, len);
 }
 
 void request_release(struct request *req)

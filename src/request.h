@@ -71,9 +71,13 @@ struct request {
     size_t held; /* bytes of replies it keeps (its reply, its parts): counted in max-memory, and in
                     its client's replies_held while it is on the client's queue */
     /* the router's: how the backend replies make the client's reply */
-    uint8_t blocking;   /* sent on the client's blocking pin */
-    uint8_t silent;     /* CLIENT REPLY OFF / SKIP: it completes in its turn, and no byte of it is written */
-    uint8_t watching;   /* a WATCH (a cluster's redirect of it is answered +OK: router.c) */
+    uint8_t blocking; /* sent on the client's blocking pin */
+    uint8_t silent;   /* CLIENT REPLY OFF / SKIP: it completes in its turn, and no byte of it is written */
+    uint8_t watching; /* a WATCH (a cluster's redirect of it is answered +OK: router.c) */
+    uint8_t replicas; /* replicas=N: its reply is held until a WAIT says N replicas have the write (router.c) */
+    char *repl_reply; /* that reply, while held (request_keep_reply) */
+    size_t repl_len;
+    int16_t repl_node;  /* the node that answered it (a sentinel instance's primary then; -1: a single server) */
     int64_t block_ms;   /* a blocking command: how long it may block (0: forever), for a new pin on a cluster */
     char *queued_error; /* keygate's MULTI wrap: the command's queue-time error, if any */
     size_t queued_error_len;
@@ -118,6 +122,10 @@ void request_expect(struct request *req);
 /* Keep reply[0..len) as part `part` of split request req (copied), counted as a reply held
  * for its client: past the client's hard limit the client is closed (conn_output_over). */
 void request_part_keep(struct request *req, int part, const char *reply, size_t len);
+
+/* Keep reply[0..len) as req's reply while it is held (replicas=N, router.c), counted like a reply
+ * kept behind an earlier one; freed with req. */
+void request_keep_reply(struct request *req, const char *reply, size_t len);
 
 /* A backend reply owed to req came and was taken (by the router, not as the reply). Frees an
  * orphaned request with nothing more owed. */

@@ -22,6 +22,9 @@ enum route_kind {
     ROUTE_FILL,      /* a near-cache fill: stored, and the command's reply rendered from it (nearcache.c) */
     ROUTE_PREFETCH,  /* a near-cache fill of one of MGET's keys (part = its index): stored, not answered */
     ROUTE_ASKING,    /* the ASKING before a command sent again after -ASK: swallowed */
+    /* the router's own entries (no request; part = the instance): replicas=N's group commit */
+    ROUTE_REPL_SYNC, /* the replicated no-op before the WAIT: swallowed */
+    ROUTE_REPL_WAIT, /* WAIT need timeout: answers the writes of its group (route_repl_answer) */
 };
 
 _Static_assert(CONFIG_MAX_INSTANCES <= REPLIES_MAX_PARTS, "a split command has one part per instance");
@@ -522,6 +525,189 @@ static void router_write_wait_sync(struct bytebuf *out, struct backend *b, struc
     route_expect(b, req, ROUTE_DROP, 0);
 }
 
+/* ---- replicas=N: group commit (README, High availability) ----
+ *
+ *   shared connection:   SET a  SET b  SET c   (replies come: each is held, not answered)
+ *                            \      \      \
+ *   w->repl[instance]:    covered = {a, b, c}           next = {d, e}  (held while the WAIT is out)
+ *                            |
+ *   dedicated connection: PUBLISH keygate:wait:0 ""  +  WAIT need replicas-timeout
+ *                            |
+ *   WAIT answers k:       a, b, c answered (their kept reply when k >= their N, else -NOREPLICAS);
+ *                         next becomes covered, and its own WAIT goes out
+ *
+ * A write whose reply came has run on the primary, and Redis has put it in its replication stream
+ * before answering; the PUBLISH written after that reply is later in the stream, so WAIT (which
+ * waits for its own connection's offset, the PUBLISH's) covers every write held before the
+ * PUBLISH was written. So a held write joins the WAIT out while its PUBLISH is still unwritten
+ * (staged until the end of this loop iteration: every reply of a batch read here joins it), and
+ * waits for the next one otherwise. One WAIT per group, on a dedicated connection: the shared
+ * connections never wait for replicas. */
+
+/* The -NOREPLICAS text of a held write whose replicas did not confirm it (Redis's code and first
+ * words, as for min-replicas; the write did run on the primary). */
+static void route_repl_error(char *text, size_t size, const struct worker *w, int instance, const struct request *req,
+                             long long acked, const char *why)
+{
+    char d[32];
+    duration_format(w->cfg->replicas_timeout_ms, d, sizeof(d));
+    if (why)
+        snprintf(text, size,
+                 "NOREPLICAS Not enough good replicas to write: the write ran on the primary of instance '%s', but "
+                 "its replication could not be checked (%s)",
+                 w->cfg->instance_names[instance], why);
+    else
+        snprintf(text, size,
+                 "NOREPLICAS Not enough good replicas to write: the write ran on the primary of instance '%s', and "
+                 "%lld of %d replicas confirmed it within replicas-timeout (%s)",
+                 w->cfg->instance_names[instance], acked < 0 ? 0 : acked, req->replicas, d);
+}
+
+/* Answer every write of `v` (held for instance): acked replicas confirmed them (-1: unknown, see
+ * why); each gets its kept reply when acked reaches its N, else -NOREPLICAS. */
+static void route_repl_answer(struct worker *w, int instance, struct ptrvec *v, long long acked, const char *why)
+{
+    for (size_t i = 0; i < v->n; i++) {
+        struct request *req = v->items[i];
+        if (acked >= req->replicas) {
+            request_answer(req, req->repl_reply, req->repl_len);
+            continue;
+        }
+        char text[ERROR_TEXT_MAX], msg[ERROR_REPLY_MAX];
+        route_repl_error(text, sizeof(text), w, instance, req, acked, why);
+        request_answer(req, msg, replies_error(msg, sizeof(msg), text));
+    }
+    v->n = 0;
+}
+
+/* The writes of `next` become the covered group: PUBLISH + WAIT for them on a dedicated connection
+ * (idle or new; it goes back to the idle list once the WAIT answered). */
+static void route_repl_start(struct worker *w, int instance)
+{
+    struct repl_group *g = &w->repl[instance];
+    assert(!g->conn && g->covered.n == 0);
+    if (g->next.n == 0) return;
+    struct ptrvec t = g->covered;
+    g->covered = g->next;
+    g->next = t;
+    g->need = 0;
+    for (size_t i = 0; i < g->covered.n; i++) {
+        const struct request *req = g->covered.items[i];
+        if (req->replicas > g->need) g->need = req->replicas;
+    }
+    struct backend *b = w->repl_stopped ? NULL : backend_pin(w, instance, -1, NULL, 0);
+    if (!b) {
+        route_repl_answer(w, instance, &g->covered, -1,
+                          w->repl_stopped ? "keygate is shutting down"
+                                          : "no dedicated connection for WAIT: max-pinned, or no primary known");
+        return;
+    }
+    /* a sentinel instance's primary changed since some of them ran (a failover): the new one's
+     * replicas say nothing of those writes */
+    size_t kept = 0;
+    for (size_t i = 0; i < g->covered.n; i++) {
+        struct request *req = g->covered.items[i];
+        if (req->repl_node == b->node) {
+            g->covered.items[kept++] = req;
+            continue;
+        }
+        struct ptrvec one = {.items = (void **)&req, .n = 1, .cap = 1};
+        route_repl_answer(w, instance, &one, -1, "the primary changed since the write: a failover");
+    }
+    g->covered.n = kept;
+    if (kept == 0) {
+        backend_unpin(b);
+        return;
+    }
+    int64_t timeout = w->cfg->replicas_timeout_ms;
+    backend_exempt(b, timeout); /* WAIT blocks up to its timeout: backend-timeout counts after it */
+    struct bytebuf *out = backend_stage(b);
+    bytebuf_add(out, STR_AND_LEN(ROUTER_WAIT_SYNC));
+    backend_expect(b, (struct pending){.kind = ROUTE_REPL_SYNC, .part = (uint16_t)instance});
+    char n[24], ms[24];
+    size_t nl = format_ll(n, g->need), msl = format_ll(ms, (long long)timeout);
+    bytebuf_add(out, STR_AND_LEN("*3\r\n$4\r\nWAIT\r\n"));
+    bytebuf_add_bulk(out, n, nl);
+    bytebuf_add_bulk(out, ms, msl);
+    backend_expect(b, (struct pending){.kind = ROUTE_REPL_WAIT, .part = (uint16_t)instance});
+    STAT_INC(&w->stats, replicas_waits);
+    backend_unpin(b); /* back to the idle list once the WAIT answered */
+    g->conn = b;
+}
+
+/*
+ * The reply of req, a replicas=N write, came from b: hold it (1), or 0 when it is answered as usual
+ * (an error: nothing to replicate; an orphaned request: nobody waits for it).
+ */
+static int route_repl_hold(struct backend *b, struct request *req, const char *reply, size_t len)
+{
+    if (reply[0] == '-' || !req->client) return 0;
+    struct worker *w = req->worker;
+    struct repl_group *g = &w->repl[b->instance];
+    request_keep_reply(req, reply, len);
+    req->repl_node = (int16_t)b->node;
+    /* its PUBLISH not written yet (both entries still staged): the WAIT out covers this write too */
+    if (g->conn && g->conn->unsent >= 2 && req->replicas <= g->need && req->repl_node == g->conn->node) {
+        ptrvec_push(&g->covered, req);
+        return 1;
+    }
+    ptrvec_push(&g->next, req);
+    if (!g->conn) route_repl_start(w, b->instance);
+    return 1;
+}
+
+/* A reply (reply NULL: lost) of the router's own entries: the WAIT answers its group. */
+static void route_repl_reply(struct backend *b, const struct pending *pd, const char *reply, size_t len)
+{
+    if (pd->kind == ROUTE_REPL_SYNC) return;
+    assert(pd->kind == ROUTE_REPL_WAIT);
+    struct worker *w = b->worker;
+    int instance = pd->part;
+    struct repl_group *g = &w->repl[instance];
+    assert(g->conn == b);
+    g->conn = NULL;
+    long long acked = -1;
+    char why[160];
+    const char *reason = NULL;
+    if (!reply) {
+        reason = "its connection for WAIT was lost";
+    } else if (reply[0] == ':' && len >= 3) {
+        char digits[24];
+        size_t n = len - 3 < sizeof(digits) - 1 ? len - 3 : sizeof(digits) - 1;
+        memcpy(digits, reply + 1, n);
+        digits[n] = '\0';
+        acked = strtoll(digits, NULL, 10);
+    } else {
+        size_t n = 0;
+        while (n < len && n < 100 && reply[n] != '\r') n++;
+        snprintf(why, sizeof(why), "WAIT answered %.*s", (int)n, reply);
+        reason = why;
+    }
+    route_repl_answer(w, instance, &g->covered, acked, reason);
+    route_repl_start(w, instance);
+}
+
+void router_stop(struct worker *w)
+{
+    w->repl_stopped = 1;
+    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
+        struct repl_group *g = &w->repl[i];
+        route_repl_answer(w, i, &g->next, -1, "keygate is shutting down");
+        /* covered: answered when backend_pools_free fails its WAIT */
+    }
+}
+
+void router_free(struct worker *w)
+{
+    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
+        struct repl_group *g = &w->repl[i];
+        assert(g->next.n == 0 && g->covered.n == 0 && !g->conn);
+        free(g->next.items);
+        free(g->covered.items);
+        memset(g, 0, sizeof(*g));
+    }
+}
+
 void router_close_subscribers(struct client *c)
 {
     for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
@@ -579,6 +765,7 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
     if (__builtin_expect(plan->flow == FLOW_BLOCK && b && b == c->block_pin, 0))
         keep = backend_is_cluster(w, plan->instance);
     req->watching = plan->flow == FLOW_WATCH;
+    req->replicas = (uint8_t)plan->replicas;
     struct bytebuf *out = route_out_kept(c, b, req, keep, plan->instance, plan->slot, 0);
     if (plan->wait_sync) router_write_wait_sync(out, b, req);
     int wrap = plan->ttl.wrap;
@@ -1090,6 +1277,10 @@ static int route_exec_moved(struct backend *b, struct request *req, const char *
 static void route_deliver(struct backend *b, const struct pending *pd, const char *reply, size_t len)
 {
     struct request *req = pd->req;
+    if (__builtin_expect(!req, 0)) { /* the router's own: replicas=N's WAIT */
+        route_repl_reply(b, pd, reply, len);
+        return;
+    }
     struct request_send *s = route_send_of(req, pd);
     if (__builtin_expect(s != NULL, 0) && route_intercept(b, s, reply, len, 0)) return;
     route_writes_answered(req, (enum route_kind)pd->kind);
@@ -1118,16 +1309,19 @@ static void route_deliver(struct backend *b, const struct pending *pd, const cha
         const char *pick;
         size_t pick_len;
         replies_exec_pick(reply, len, req->queued_error, req->queued_error_len, &pick, &pick_len);
+        if (__builtin_expect(req->replicas, 0) && route_repl_hold(b, req, pick, pick_len)) return;
         request_answer(req, pick, pick_len);
         return;
     }
     case ROUTE_EXEC_FILTER: {
         if (route_exec_moved(b, req, reply)) return;
         struct bytebuf out = {0};
-        if (replies_exec_filter(reply, len, (const uint8_t *)req->exec_keep.p, req->exec_keep.len, &out) == 0)
+        int filtered =
+            replies_exec_filter(reply, len, (const uint8_t *)req->exec_keep.p, req->exec_keep.len, &out) == 0;
+        if (!filtered) /* nil (WATCH) or EXECABORT: as it came, nothing ran */
+            request_answer(req, reply, len);
+        else if (!(req->replicas && out.len > 0 && route_repl_hold(b, req, out.p, out.len)))
             request_answer(req, out.p, out.len);
-        else
-            request_answer(req, reply, len); /* nil (WATCH) or EXECABORT: as it came */
         bytebuf_free(&out);
         return;
     }
@@ -1144,8 +1338,12 @@ static void route_deliver(struct backend *b, const struct pending *pd, const cha
     case ROUTE_PASS:
         route_unblock(req);
         if (__builtin_expect(req->watching, 0) && route_watch_moved(b, req, reply, len)) return;
+        if (__builtin_expect(req->replicas, 0) && route_repl_hold(b, req, reply, len)) return;
         request_answer(req, reply, len);
         return;
+    case ROUTE_REPL_SYNC:
+    case ROUTE_REPL_WAIT:
+        break; /* never with a request */
     }
     assert(!"unknown route kind");
 }
@@ -1153,6 +1351,10 @@ static void route_deliver(struct backend *b, const struct pending *pd, const cha
 static void route_fail(struct backend *b, const struct pending *pd)
 {
     struct request *req = pd->req;
+    if (__builtin_expect(!req, 0)) { /* the router's own: replicas=N's WAIT, lost */
+        route_repl_reply(b, pd, NULL, 0);
+        return;
+    }
     struct request_send *s = route_send_of(req, pd);
     if (__builtin_expect(s != NULL, 0) && route_intercept(b, s, NULL, 0, pd->unsent)) return;
     char text[160];
@@ -1187,6 +1389,9 @@ static void route_fail(struct backend *b, const struct pending *pd)
     case ROUTE_ASKING:
         request_reply_consumed(req);
         return;
+    case ROUTE_REPL_SYNC:
+    case ROUTE_REPL_WAIT:
+        break; /* never with a request */
     }
     assert(!"unknown route kind");
 }
@@ -1213,6 +1418,7 @@ static void route_push(struct backend *b, const char *frame, size_t len)
 static int route_may_keep(struct backend *b, const struct pending *pd, size_t partial)
 {
     if (!pd) return !(b->owner && conn_output_over(b->owner, partial)); /* a subscriber connection */
+    if (!pd->req) return 1;                                             /* the router's own (a WAIT) */
     struct client *c = pd->req->client;
     return pd->kind != ROUTE_DROP && c && !c->closed && !conn_output_over(c, partial);
 }

@@ -107,4 +107,11 @@ void router_forward_bytes(struct client *c, struct backend *b, int instance, str
 /* Answer req -UNAVAILABLE for `instance` (down, or no dedicated connection free). */
 void router_unavailable(struct client *c, struct request *req, int instance);
 
+/* Worker w stops: replicas=N writes held for a WAIT not sent yet get -NOREPLICAS (they ran), and no
+ * WAIT starts from here on; those of a WAIT out are answered when backend_pools_free fails it. */
+void router_stop(struct worker *w);
+
+/* Free w's replicas=N groups (after backend_pools_free: nothing is held any more). */
+void router_free(struct worker *w);
+
 #endif

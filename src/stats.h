@@ -33,6 +33,7 @@
     X(cluster_redirects, "requests sent again after a cluster -MOVED or -ASK")                                         \
     X(cluster_retries, "requests sent again after -TRYAGAIN, -CLUSTERDOWN or no reachable slot owner")                 \
     X(cluster_refreshes, "cluster slot maps read (CLUSTER SLOTS)")                                                     \
+    X(replicas_waits, "WAITs sent for replicas=N writes (one per group of held writes)")                               \
     X(clients_output_limit, "clients closed over their output limit")                                                  \
     X(clients_query_limit, "clients closed: a MULTI over max-request-size")                                            \
     X(clients_evicted, "clients closed: the largest while over max-memory")                                            \

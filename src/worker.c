@@ -331,7 +331,9 @@ void worker_free(struct worker *w)
     struct client *c;
     while ((c = TAILQ_FIRST(&w->clients))) conn_close(c, "shutting down");
     client_reap(w);
+    router_stop(w);
     backend_pools_free(w);
+    router_free(w);
     request_pool_free(w);
     stats_free(&w->stats);
     if (w->control_ev) event_free(w->control_ev);

@@ -1,31 +1,24 @@
 /* cluster_harness.c: starts a real local TLS Redis Cluster (3 primaries + 3 replicas) on free loopback ports for the cluster suites, and drives it: failover, SIGSTOP, reshard, a held slot migration. */
 #include "cluster_harness.h"
+#include "procs.h"
 
-#include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <netinet/in.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define START_MS 10000  /* a node answers PING */
 #define FORM_MS 30000   /* the cluster is formed after --cluster create */
 #define CREATE_MS 60000 /* redis-cli --cluster create runs */
-#define GONE_MS 5000    /* a SIGKILLed node's threads are gone */
 #define POLL_MS 50      /* between two looks at a condition */
-#define MAX_SPAWNED 256
 
 /* Ports: TLS ports in [TLS_LOW, TLS_HIGH] so that the bus port (+10000) stays below the
  * kernel's ephemeral range (32768 and up on Debian: no outgoing connection takes it between
@@ -36,246 +29,23 @@
 #define PLAIN_HIGH 29999
 #define BUS_OFFSET 10000
 
-static char g_err[2048];
-
 const char *cluster_last_error(void)
 {
-    return g_err;
-}
-
-static void set_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void set_err(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(g_err, sizeof g_err, fmt, ap);
-    va_end(ap);
-}
-
-static long long mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
-/* ---- processes: every server this process tree started, with who it was ---- */
-
-struct spawned {
-    pid_t pid; /* 0: free */
-    pid_t owner;
-    unsigned long long start;
-};
-
-static struct spawned *g_spawned; /* MAP_SHARED: test processes see what the runner started and the reverse */
-
-/* pid's start time (field 22 of /proc/PID/stat) and state letter; 0 when there is no such
- * process. Only open/read/close: safe in a signal handler. */
-static unsigned long long proc_stat(pid_t pid, char *state)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* after the command name, which may hold anything */
-    if (p == NULL || p[1] != ' ') return 0;
-    if (state != NULL) *state = p[2];
-    int field = 2;
-    for (; *p != '\0' && field < 22; p++)
-        if (*p == ' ') field++;
-    return field == 22 ? strtoull(p, NULL, 10) : 0;
-}
-
-/* Threads left in pid's group ("Threads:" of /proc/PID/status); 0 when gone. A SIGKILLed
- * redis-server's leader is a zombie while its bio threads still exit and hold its ports. */
-static int proc_threads(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (f == NULL) return 0;
-    int threads = 0;
-    while (fgets(line, sizeof line, f) != NULL)
-        if (strncmp(line, "Threads:", 8) == 0) threads = atoi(line + 8);
-    fclose(f);
-    return threads;
-}
-
-/* Is the process recorded as (pid, start) still running (not a zombie)? */
-static int proc_alive(pid_t pid, unsigned long long start)
-{
-    char state = '?';
-    if (pid <= 0) return 0;
-    unsigned long long now = proc_stat(pid, &state);
-    return now != 0 && now == start && state != 'Z' && state != 'X';
-}
-
-/* Is it gone for good: reaped, or (seen from a process that is not its parent) a zombie
- * whose last thread has exited? Reaps it when we are its parent. */
-static int proc_gone(pid_t pid, unsigned long long start)
-{
-    if (pid <= 0) return 1;
-    if (waitpid(pid, NULL, WNOHANG) == pid) return 1;
-    char state = '?';
-    unsigned long long now = proc_stat(pid, &state);
-    if (now == 0 || now != start) return 1;
-    return (state == 'Z' || state == 'X') && proc_threads(pid) <= 1;
-}
-
-static int signal_if_same(pid_t pid, unsigned long long start, int sig)
-{
-    if (pid <= 0 || proc_stat(pid, NULL) != start) {
-        errno = ESRCH;
-        return -1;
-    }
-    return kill(pid, sig);
-}
-
-static void spawned_add(pid_t pid, unsigned long long start)
-{
-    for (int i = 0; g_spawned != NULL && i < MAX_SPAWNED; i++)
-        if (__sync_bool_compare_and_swap(&g_spawned[i].pid, 0, -1)) {
-            g_spawned[i].owner = getpid();
-            g_spawned[i].start = start;
-            __atomic_store_n(&g_spawned[i].pid, pid, __ATOMIC_RELEASE);
-            return;
-        }
-    fprintf(stderr, "cluster_harness: more than %d servers: pid %d not recorded (PDEATHSIG still ends it)\n",
-            MAX_SPAWNED, (int)pid);
-}
-
-/* Drop pid's entry once the process is gone (reaped): the table only holds what may still run. */
-static void spawned_forget(pid_t pid)
-{
-    for (int i = 0; g_spawned != NULL && pid > 0 && i < MAX_SPAWNED; i++)
-        if (__sync_bool_compare_and_swap(&g_spawned[i].pid, pid, 0)) return;
-}
-
-/* SIGKILL every server this process started (atexit, fatal signals): a test process that
- * exits must not kill the runner's cluster, hence the owner check. */
-static void spawned_kill_mine(void)
-{
-    for (int i = 0; g_spawned != NULL && i < MAX_SPAWNED; i++) {
-        pid_t pid = g_spawned[i].pid;
-        if (pid <= 0 || g_spawned[i].owner != getpid()) continue;
-        signal_if_same(pid, g_spawned[i].start, SIGCONT);
-        signal_if_same(pid, g_spawned[i].start, SIGKILL);
-    }
-}
-
-static void on_fatal_signal(int sig)
-{
-    spawned_kill_mine();
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-static int safety_net_install(void)
-{
-    static pid_t installed;
-    if (installed == getpid()) return 0;
-    if (g_spawned == NULL) {
-        void *m =
-            mmap(NULL, sizeof(struct spawned) * MAX_SPAWNED, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED) return -1;
-        g_spawned = m;
-    }
-    /* A process group of its own (a Check test process has one already): a SIGSTOPped node
-     * in the group make runs in would make that group orphaned with a stopped member, and
-     * the kernel would SIGHUP all of it when one of its processes exits (see harness.c). */
-    if (getpgrp() != getpid()) setpgid(0, 0);
-    if (installed == 0) atexit(spawned_kill_mine); /* inherited by forks: spawned_kill_mine checks the owner */
-    installed = getpid();
-    signal(SIGINT, on_fatal_signal);
-    signal(SIGTERM, on_fatal_signal);
-    signal(SIGABRT, on_fatal_signal);
-    signal(SIGPIPE, SIG_IGN);
-    return 0;
+    return procs_last_error();
 }
 
 int cluster_leftovers(void)
 {
-    int n = 0;
-    for (int i = 0; g_spawned != NULL && i < MAX_SPAWNED; i++) {
-        pid_t pid = g_spawned[i].pid;
-        if (pid <= 0) continue;
-        if (proc_gone(pid, g_spawned[i].start)) {
-            __sync_bool_compare_and_swap(&g_spawned[i].pid, pid, 0);
-            continue;
-        }
-        fprintf(stderr, "cluster_harness: LEFTOVER: pid %d (started by %d) still runs\n", (int)pid,
-                (int)g_spawned[i].owner);
-        n++;
-    }
-    return n;
+    return procs_leftovers();
 }
 
-/* fork + exec argv, stdout and stderr appended to log_path, REDISCLI_AUTH=auth when not
- * NULL; the child dies with us (PDEATHSIG) and keeps no fd of ours. Returns its pid, or -1. */
-static pid_t spawn(char *const argv[], const char *log_path, const char *auth, unsigned long long *start)
+/* "node i", as the errors name node i. */
+static const char *node_name(int i)
 {
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0) {
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        signal(SIGPIPE, SIG_DFL);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGABRT, SIG_DFL);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(127);
-        int out = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        int in = open("/dev/null", O_RDONLY);
-        if (out < 0 || in < 0) _exit(127);
-        dup2(in, 0);
-        dup2(out, 1);
-        dup2(out, 2);
-        closefrom(3); /* no test's client sockets in a server */
-        if (auth != NULL) setenv("REDISCLI_AUTH", auth, 1);
-        execvp(argv[0], argv);
-        dprintf(2, "cluster_harness: cannot exec %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    if (pid < 0) return -1;
-    /* the child cannot exec before its stat exists; read it at once, before anyone can reap it */
-    *start = proc_stat(pid, NULL);
-    spawned_add(pid, *start);
-    return pid;
-}
-
-/* Wait for a child we forked to exit (timeout_ms); its wait status, or -1 (then SIGKILLed and reaped). */
-static int wait_child(pid_t pid, int timeout_ms)
-{
-    long long deadline = mono_ms() + timeout_ms;
-    for (;;) {
-        int status;
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid) {
-            spawned_forget(pid);
-            return status;
-        }
-        if (r < 0 && errno != EINTR) return -1;
-        if (mono_ms() >= deadline) {
-            kill(pid, SIGKILL);
-            waitpid(pid, NULL, 0);
-            spawned_forget(pid);
-            return -1;
-        }
-        nap_ms(20);
-    }
+    static char names[CLUSTER_NODES][16];
+    assert(i >= 0 && i < CLUSTER_NODES);
+    snprintf(names[i], sizeof names[i], "node %d", i);
+    return names[i];
 }
 
 /* ---- files ---- */
@@ -327,53 +97,18 @@ static void random_hex(char *out, size_t bytes)
 
 /* ---- ports ---- */
 
-static int bind_loopback(int port)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-                             .sin_port = htons((uint16_t)port)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-/* Pick every node's plain, TLS and bus ports, all free and different: each bound at once
- * and held until all are found. */
+/* Pick every node's plain, TLS and bus ports, all free and different. */
 static int pick_ports(struct cluster *c)
 {
-    static unsigned seed;
-    if (seed == 0) seed = (unsigned)getpid() * 2654435761u ^ (unsigned)mono_ms();
-    int fds[3 * CLUSTER_NODES], nfds = 0, rc = 0;
-    for (int i = 0; i < CLUSTER_NODES && rc == 0; i++) {
-        struct cluster_node *n = &c->nodes[i];
-        int found = 0;
-        for (int tries = 0; tries < 500 && !found; tries++) {
-            int tls = TLS_LOW + (int)(rand_r(&seed) % (TLS_HIGH - TLS_LOW + 1));
-            int plain = PLAIN_LOW + (int)(rand_r(&seed) % (PLAIN_HIGH - PLAIN_LOW + 1));
-            int a = bind_loopback(tls), b = bind_loopback(tls + BUS_OFFSET), p = bind_loopback(plain);
-            if (a >= 0 && b >= 0 && p >= 0) {
-                fds[nfds++] = a;
-                fds[nfds++] = b;
-                fds[nfds++] = p;
-                n->tls_port = tls;
-                n->bus_port = tls + BUS_OFFSET;
-                n->plain_port = plain;
-                found = 1;
-            } else {
-                if (a >= 0) close(a);
-                if (b >= 0) close(b);
-                if (p >= 0) close(p);
-            }
-        }
-        if (!found) rc = -1;
+    static const struct procs_port_ranges ranges = {TLS_LOW, TLS_HIGH, PLAIN_LOW, PLAIN_HIGH, BUS_OFFSET};
+    int tls[CLUSTER_NODES], plain[CLUSTER_NODES];
+    if (procs_pick_ports(CLUSTER_NODES, &ranges, tls, plain) != 0) return -1;
+    for (int i = 0; i < CLUSTER_NODES; i++) {
+        c->nodes[i].tls_port = tls[i];
+        c->nodes[i].bus_port = tls[i] + BUS_OFFSET;
+        c->nodes[i].plain_port = plain[i];
     }
-    for (int i = 0; i < nfds; i++) close(fds[i]);
-    if (rc != 0) set_err("no free loopback ports in %d..%d / %d..%d", TLS_LOW, TLS_HIGH, PLAIN_LOW, PLAIN_HIGH);
-    return rc;
+    return 0;
 }
 
 /* ---- connections and replies ---- */
@@ -404,20 +139,20 @@ redisContext *cluster_connect(const struct cluster *c, int i)
     return connect_port(c->nodes[i].plain_port, c->password, 2000, 10000);
 }
 
-/* One command on a new connection to node i; NULL (g_err says why) when it cannot connect or
- * gets no reply. io_ms bounds the wait. */
+/* One command on a new connection to node i; NULL (the last error says why) when it cannot
+ * connect or gets no reply. io_ms bounds the wait. */
 static redisReply *node_command(const struct cluster *c, int i, int io_ms, const char *fmt, ...)
 {
     redisContext *ctx = connect_port(c->nodes[i].plain_port, c->password, 1000, io_ms);
     if (ctx == NULL) {
-        set_err("node %d (port %d) does not answer", i, c->nodes[i].plain_port);
+        procs_set_err("node %d (port %d) does not answer", i, c->nodes[i].plain_port);
         return NULL;
     }
     va_list ap;
     va_start(ap, fmt);
     redisReply *r = redisvCommand(ctx, fmt, ap);
     va_end(ap);
-    if (r == NULL) set_err("node %d (port %d): %s", i, c->nodes[i].plain_port, ctx->errstr);
+    if (r == NULL) procs_set_err("node %d (port %d): %s", i, c->nodes[i].plain_port, ctx->errstr);
     redisFree(ctx);
     return r;
 }
@@ -446,7 +181,7 @@ int cluster_node_by_id(const struct cluster *c, const char *id)
 int cluster_node_alive(const struct cluster *c, int i)
 {
     assert(i >= 0 && i < CLUSTER_NODES);
-    return proc_alive(c->nodes[i].pid, c->nodes[i].start);
+    return procs_alive(c->nodes[i].pid, c->nodes[i].start);
 }
 
 /* Can node i answer now (running and not SIGSTOPped)? */
@@ -489,13 +224,13 @@ static int shards_owners(const struct cluster *c, const redisReply *r, int owner
 {
     for (int s = 0; s < CLUSTER_SLOTS; s++) owners[s] = -1;
     if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
-        set_err("CLUSTER SHARDS: %s", reply_text(r));
+        procs_set_err("CLUSTER SHARDS: %s", reply_text(r));
         return -1;
     }
     for (size_t k = 0; k < r->elements; k++) {
         const redisReply *slots = map_get(r->element[k], "slots"), *nodes = map_get(r->element[k], "nodes");
         if (slots == NULL || nodes == NULL || slots->type != REDIS_REPLY_ARRAY || nodes->type != REDIS_REPLY_ARRAY) {
-            set_err("CLUSTER SHARDS: shard %zu has no slots or nodes", k);
+            procs_set_err("CLUSTER SHARDS: shard %zu has no slots or nodes", k);
             return -1;
         }
         if (slots->elements == 0) continue;
@@ -511,7 +246,7 @@ static int shards_owners(const struct cluster *c, const redisReply *r, int owner
         for (size_t j = 0; j + 1 < slots->elements; j += 2) {
             long long a = slots->element[j]->integer, b = slots->element[j + 1]->integer;
             if (slots->element[j]->type != REDIS_REPLY_INTEGER || a < 0 || b >= CLUSTER_SLOTS || a > b) {
-                set_err("CLUSTER SHARDS: bad slot range in shard %zu", k);
+                procs_set_err("CLUSTER SHARDS: bad slot range in shard %zu", k);
                 return -1;
             }
             for (long long s = a; s <= b; s++) owners[s] = primary;
@@ -559,7 +294,7 @@ int cluster_primaries(const struct cluster *c, int *out)
     return n;
 }
 
-/* Is the cluster ok as every answering node sees it? 1 yes, 0 not yet (g_err: why). */
+/* Is the cluster ok as every answering node sees it? 1 yes, 0 not yet (the last error: why). */
 static int cluster_ok_now(struct cluster *c)
 {
     static int first[CLUSTER_SLOTS], other[CLUSTER_SLOTS];
@@ -570,39 +305,38 @@ static int cluster_ok_now(struct cluster *c)
         if (r == NULL) return 0;
         int ok = r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_state:ok") != NULL &&
                  strstr(r->str, "cluster_slots_ok:16384") != NULL;
-        if (!ok) set_err("node %d: CLUSTER INFO: %.200s", i, reply_text(r));
+        if (!ok) procs_set_err("node %d: CLUSTER INFO: %.200s", i, reply_text(r));
         freeReplyObject(r);
         if (!ok) return 0;
         int *owners = base < 0 ? first : other;
         if (cluster_slot_owners(c, i, owners) != 0) return 0;
         for (int s = 0; s < CLUSTER_SLOTS; s++) {
             if (owners[s] < 0 || !cluster_node_alive(c, owners[s])) {
-                set_err("node %d: slot %d is owned by %s", i, s, owners[s] < 0 ? "no known node" : "a dead node");
+                procs_set_err("node %d: slot %d is owned by %s", i, s, owners[s] < 0 ? "no known node" : "a dead node");
                 return 0;
             }
             if (base >= 0 && owners[s] != first[s]) {
-                set_err("nodes %d and %d disagree on slot %d: node %d vs node %d", base, i, s, first[s], owners[s]);
+                procs_set_err("nodes %d and %d disagree on slot %d: node %d vs node %d", base, i, s, first[s],
+                              owners[s]);
                 return 0;
             }
         }
         if (base < 0) base = i;
     }
-    if (base < 0) set_err("no node answers");
+    if (base < 0) procs_set_err("no node answers");
     return base >= 0;
 }
 
 int cluster_wait_ok(struct cluster *c, int timeout_ms)
 {
-    long long deadline = mono_ms() + timeout_ms;
+    long long deadline = procs_mono_ms() + timeout_ms;
     for (;;) {
         if (cluster_ok_now(c)) return 0;
-        if (mono_ms() >= deadline) {
-            char why[sizeof g_err];
-            snprintf(why, sizeof why, "%s", g_err);
-            set_err("cluster not ok within %d ms: %s", timeout_ms, why);
+        if (procs_mono_ms() >= deadline) {
+            procs_wrap_err("cluster not ok within %d ms", timeout_ms);
             return -1;
         }
-        nap_ms(POLL_MS);
+        procs_nap_ms(POLL_MS);
     }
 }
 
@@ -611,7 +345,7 @@ static int replicas_ok_now(struct cluster *c)
 {
     int primaries[CLUSTER_NODES], np = cluster_primaries(c, primaries);
     if (np != 3) {
-        set_err("%d primaries own slots, not 3", np);
+        procs_set_err("%d primaries own slots, not 3", np);
         return 0;
     }
     int replicas_of[CLUSTER_NODES] = {0};
@@ -625,14 +359,14 @@ static int replicas_ok_now(struct cluster *c)
         int master = ok ? cluster_node_by_port(c, (int)r->element[2]->integer) : -1;
         freeReplyObject(r);
         if (!ok || master < 0) {
-            set_err("node %d is not a connected replica of a node of the cluster yet", i);
+            procs_set_err("node %d is not a connected replica of a node of the cluster yet", i);
             return 0;
         }
         replicas_of[master]++;
     }
     for (int k = 0; k < np; k++)
         if (replicas_of[primaries[k]] != 1) {
-            set_err("primary node %d has %d replicas", primaries[k], replicas_of[primaries[k]]);
+            procs_set_err("primary node %d has %d replicas", primaries[k], replicas_of[primaries[k]]);
             return 0;
         }
     return 1;
@@ -660,7 +394,7 @@ static int node_write_files(struct cluster *c, int i)
              "requirepass %s\nmasterauth %s\ndir \"%s\"\nsave \"\"\nappendonly no\ndaemonize no\nlogfile \"\"\n",
              n->plain_port, n->tls_port, n->bus_port, c->root, c->root, c->root, c->password, c->password, n->dir);
     if (mkdir(n->dir, 0700) != 0 || write_file(n->conf_file, conf, 0600) != 0) {
-        set_err("writing node %d's files in %s: %s", i, n->dir, strerror(errno));
+        procs_set_err("writing node %d's files in %s: %s", i, n->dir, strerror(errno));
         return -1;
     }
     return 0;
@@ -670,10 +404,10 @@ static int node_write_files(struct cluster *c, int i)
 static int node_wait_ready(struct cluster *c, int i)
 {
     struct cluster_node *n = &c->nodes[i];
-    long long deadline = mono_ms() + START_MS;
-    while (mono_ms() < deadline) {
+    long long deadline = procs_mono_ms() + START_MS;
+    while (procs_mono_ms() < deadline) {
         if (!cluster_node_alive(c, i)) {
-            set_err("node %d (ports %d/%d) exited during start-up", i, n->plain_port, n->tls_port);
+            procs_set_err("node %d (ports %d/%d) exited during start-up", i, n->plain_port, n->tls_port);
             return -2;
         }
         redisContext *ctx = connect_port(n->plain_port, c->password, 200, 1000);
@@ -685,9 +419,9 @@ static int node_wait_ready(struct cluster *c, int i)
             redisFree(ctx);
             if (ok) return 0;
         }
-        nap_ms(POLL_MS);
+        procs_nap_ms(POLL_MS);
     }
-    set_err("node %d did not answer on 127.0.0.1:%d within %d ms", i, n->plain_port, START_MS);
+    procs_set_err("node %d did not answer on 127.0.0.1:%d within %d ms", i, n->plain_port, START_MS);
     return -1;
 }
 
@@ -713,23 +447,23 @@ static int run_redis_cli(struct cluster *c, const char *what, const char *const 
     for (int k = 0; k < nargs; k++) argv[n++] = args[k];
     argv[n] = NULL;
     unsigned long long start;
-    long long t0 = mono_ms();
-    pid_t pid = spawn((char *const *)argv, log, c->password, &start);
+    long long t0 = procs_mono_ms();
+    pid_t pid = procs_spawn((char *const *)argv, log, c->password, getpid(), getpgrp(), &start);
     if (pid < 0) {
-        set_err("fork for redis-cli %s: %s", what, strerror(errno));
+        procs_set_err("fork for redis-cli %s: %s", what, strerror(errno));
         return -1;
     }
-    int status = wait_child(pid, timeout_ms);
+    int status = procs_wait_child(pid, timeout_ms);
     if (status != 0) {
         print_log_tail("redis-cli", log);
-        set_err("redis-cli %s: %s %d after %lld ms (log %s)", what,
-                status == -1        ? "timed out, killed:"
-                : WIFEXITED(status) ? "exit status"
-                                    : "signal",
-                status == -1        ? timeout_ms
-                : WIFEXITED(status) ? WEXITSTATUS(status)
-                                    : WTERMSIG(status),
-                mono_ms() - t0, log);
+        procs_set_err("redis-cli %s: %s %d after %lld ms (log %s)", what,
+                      status == -1        ? "timed out, killed:"
+                      : WIFEXITED(status) ? "exit status"
+                                          : "signal",
+                      status == -1        ? timeout_ms
+                      : WIFEXITED(status) ? WEXITSTATUS(status)
+                                          : WTERMSIG(status),
+                      procs_mono_ms() - t0, log);
         return -1;
     }
     return 0;
@@ -754,21 +488,12 @@ static int cluster_create(struct cluster *c)
 
 static void kill_all(struct cluster *c)
 {
+    for (int i = 0; i < CLUSTER_NODES; i++) procs_kill(c->nodes[i].pid, c->nodes[i].start);
+    long long deadline = procs_mono_ms() + PROCS_GONE_MS;
     for (int i = 0; i < CLUSTER_NODES; i++) {
         struct cluster_node *n = &c->nodes[i];
-        if (n->pid <= 0) continue;
-        signal_if_same(n->pid, n->start, SIGCONT);
-        signal_if_same(n->pid, n->start, SIGKILL);
-    }
-    long long deadline = mono_ms() + GONE_MS;
-    for (int i = 0; i < CLUSTER_NODES; i++) {
-        struct cluster_node *n = &c->nodes[i];
-        while (n->pid > 0 && !proc_gone(n->pid, n->start) && mono_ms() < deadline) nap_ms(10);
-        if (n->pid > 0 && !proc_gone(n->pid, n->start))
-            fprintf(stderr, "cluster_harness: node %d (pid %d) still runs %d ms after SIGKILL\n", i, (int)n->pid,
-                    GONE_MS);
-        else {
-            spawned_forget(n->pid);
+        if (procs_reap(n->pid, n->start, deadline, node_name(i))) {
+            procs_forget(n->pid);
             n->pid = 0;
         }
     }
@@ -793,29 +518,27 @@ static int start_once(struct cluster *c)
     for (int i = 0; i < CLUSTER_NODES && rc == 0; i++) {
         struct cluster_node *n = &c->nodes[i];
         char *argv[] = {"redis-server", n->conf_file, NULL};
-        n->pid = spawn(argv, n->log_file, NULL, &n->start);
+        n->pid = procs_spawn(argv, n->log_file, NULL, getpid(), getpgrp(), &n->start);
         if (n->pid < 0) {
             n->pid = 0;
-            set_err("fork for redis-server: %s", strerror(errno));
+            procs_set_err("fork for redis-server: %s", strerror(errno));
             rc = -1;
         }
     }
     for (int i = 0; i < CLUSTER_NODES && rc == 0; i++) rc = node_wait_ready(c, i);
     if (rc == 0) rc = cluster_create(c);
-    long long deadline = mono_ms() + FORM_MS;
+    long long deadline = procs_mono_ms() + FORM_MS;
     if (rc == 0) rc = cluster_wait_ok(c, FORM_MS);
     while (rc == 0 && !replicas_ok_now(c)) {
-        if (mono_ms() >= deadline) {
-            char why[sizeof g_err];
-            snprintf(why, sizeof why, "%s", g_err);
-            set_err("replicas not connected within %d ms: %s", FORM_MS, why);
+        if (procs_mono_ms() >= deadline) {
+            procs_wrap_err("replicas not connected within %d ms", FORM_MS);
             rc = -1;
         }
-        nap_ms(POLL_MS);
+        procs_nap_ms(POLL_MS);
     }
     if (rc != 0) {
-        char why[sizeof g_err];
-        snprintf(why, sizeof why, "%s", g_err);
+        char why[PROCS_ERR_MAX];
+        snprintf(why, sizeof why, "%s", procs_last_error());
         fprintf(stderr, "cluster_start: %s\n", why);
         for (int i = 0; i < CLUSTER_NODES; i++)
             if (c->nodes[i].log_file[0] != '\0') {
@@ -824,40 +547,40 @@ static int start_once(struct cluster *c)
                 print_log_tail(title, c->nodes[i].log_file);
             }
         kill_all(c);
-        snprintf(g_err, sizeof g_err, "%s", why);
+        procs_set_err("%s", why);
     }
     return rc;
 }
 
 struct cluster *cluster_start(void)
 {
-    if (safety_net_install() != 0) {
-        set_err("mmap: %s", strerror(errno));
+    if (procs_install("cluster_harness", 0) != 0) {
+        procs_set_err("mmap: %s", strerror(errno));
         return NULL;
     }
     struct cluster *c = mmap(NULL, sizeof *c, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (c == MAP_FAILED) {
-        set_err("mmap: %s", strerror(errno));
+        procs_set_err("mmap: %s", strerror(errno));
         return NULL;
     }
     memset(c, 0, sizeof *c);
     c->owner = getpid();
     char ca[PATH_MAX + 32];
     if (getcwd(c->root, sizeof c->root) == NULL) {
-        set_err("getcwd: %s", strerror(errno));
+        procs_set_err("getcwd: %s", strerror(errno));
         munmap(c, sizeof *c);
         return NULL;
     }
     certs_path(c, "server.key", ca, sizeof ca);
     if (access(ca, R_OK) != 0) {
-        set_err("%s missing: run scripts/gen-certs build/certs from the repo root (make certs)", ca);
+        procs_set_err("%s missing: run scripts/gen-certs build/certs from the repo root (make certs)", ca);
         munmap(c, sizeof *c);
         return NULL;
     }
     const char *tmp = getenv("TMPDIR");
     snprintf(c->dir, sizeof c->dir, "%s/keygate-cluster-XXXXXX", tmp != NULL && *tmp ? tmp : "/tmp");
     if (mkdtemp(c->dir) == NULL) {
-        set_err("mkdtemp %s: %s", c->dir, strerror(errno));
+        procs_set_err("mkdtemp %s: %s", c->dir, strerror(errno));
         munmap(c, sizeof *c);
         return NULL;
     }
@@ -866,7 +589,7 @@ struct cluster *cluster_start(void)
     char line[80];
     snprintf(line, sizeof line, "%s\n", c->password);
     if (write_file(c->pass_file, line, 0600) != 0) {
-        set_err("writing %s: %s", c->pass_file, strerror(errno));
+        procs_set_err("writing %s: %s", c->pass_file, strerror(errno));
         cluster_stop(c);
         return NULL;
     }
@@ -880,10 +603,10 @@ struct cluster *cluster_start(void)
             memset(c->nodes, 0, sizeof c->nodes);
         }
     }
-    char why[sizeof g_err];
-    snprintf(why, sizeof why, "%s", g_err);
+    char why[PROCS_ERR_MAX];
+    snprintf(why, sizeof why, "%s", procs_last_error());
     cluster_stop(c);
-    snprintf(g_err, sizeof g_err, "%s", why);
+    procs_set_err("%s", why);
     return NULL;
 }
 
@@ -893,21 +616,9 @@ int cluster_node_kill(struct cluster *c, int i)
 {
     assert(i >= 0 && i < CLUSTER_NODES);
     struct cluster_node *n = &c->nodes[i];
-    if (!cluster_node_alive(c, i)) {
-        set_err("node %d is not running", i);
-        return -1;
-    }
-    signal_if_same(n->pid, n->start, SIGKILL);
-    long long deadline = mono_ms() + GONE_MS;
-    while (!proc_gone(n->pid, n->start)) {
-        if (mono_ms() >= deadline) {
-            set_err("node %d (pid %d) still runs %d ms after SIGKILL", i, (int)n->pid, GONE_MS);
-            return -1;
-        }
-        nap_ms(5);
-    }
+    if (procs_kill_wait(n->pid, n->start, 0, node_name(i)) != 0) return -1;
     n->stopped = 0;
-    /* the pid stays recorded: the runner reaps it (cluster_stop); proc_alive says it is dead */
+    /* the pid stays recorded: the runner reaps it (cluster_stop); procs_alive says it is dead */
     return 0;
 }
 
@@ -918,12 +629,12 @@ int cluster_kill_primary(struct cluster *c, int i, int timeout_ms, int *promoted
     int nslots = 0;
     for (int s = 0; s < CLUSTER_SLOTS; s++) nslots += before[s] == i;
     if (nslots == 0) {
-        set_err("node %d owns no slot", i);
+        procs_set_err("node %d owns no slot", i);
         return -1;
     }
-    long long t0 = mono_ms();
+    long long t0 = procs_mono_ms();
     if (cluster_node_kill(c, i) != 0 || cluster_wait_ok(c, timeout_ms) != 0) return -1;
-    long long took = mono_ms() - t0;
+    long long took = procs_mono_ms() - t0;
     int k = any_node(c);
     if (k < 0 || cluster_slot_owners(c, k, after) != 0) return -1;
     int heir = -1;
@@ -931,8 +642,8 @@ int cluster_kill_primary(struct cluster *c, int i, int timeout_ms, int *promoted
         if (before[s] != i) continue;
         if (heir < 0) heir = after[s];
         if (after[s] != heir || heir == i || heir < 0) {
-            set_err("slot %d of killed node %d is owned by node %d after the failover, not by one heir (%d)", s, i,
-                    after[s], heir);
+            procs_set_err("slot %d of killed node %d is owned by node %d after the failover, not by one heir (%d)", s,
+                          i, after[s], heir);
             return -1;
         }
     }
@@ -943,20 +654,9 @@ int cluster_kill_primary(struct cluster *c, int i, int timeout_ms, int *promoted
 
 int cluster_node_pause(struct cluster *c, int i)
 {
+    assert(i >= 0 && i < CLUSTER_NODES);
     struct cluster_node *n = &c->nodes[i];
-    if (!cluster_node_alive(c, i) || signal_if_same(n->pid, n->start, SIGSTOP) != 0) {
-        set_err("node %d: SIGSTOP: not running", i);
-        return -1;
-    }
-    long long deadline = mono_ms() + GONE_MS;
-    char state = '?';
-    while (proc_stat(n->pid, &state) == n->start && state != 'T') {
-        if (mono_ms() >= deadline) {
-            set_err("node %d not stopped %d ms after SIGSTOP (state %c)", i, GONE_MS, state);
-            return -1;
-        }
-        nap_ms(5);
-    }
+    if (procs_pause(n->pid, n->start, node_name(i)) != 0) return -1;
     n->stopped = 1;
     return 0;
 }
@@ -964,10 +664,7 @@ int cluster_node_pause(struct cluster *c, int i)
 int cluster_node_resume(struct cluster *c, int i)
 {
     struct cluster_node *n = &c->nodes[i];
-    if (signal_if_same(n->pid, n->start, SIGCONT) != 0) {
-        set_err("node %d: SIGCONT: not running", i);
-        return -1;
-    }
+    if (procs_resume(n->pid, n->start, node_name(i)) != 0) return -1;
     n->stopped = 0;
     return 0;
 }
@@ -980,9 +677,9 @@ int cluster_reshard(struct cluster *c, int from, int to, int n, int timeout_ms)
     const char *args[] = {
         "--cluster",     "reshard",         addr,  "--cluster-from", c->nodes[from].id, "--cluster-to",
         c->nodes[to].id, "--cluster-slots", slots, "--cluster-yes"};
-    long long deadline = mono_ms() + timeout_ms;
+    long long deadline = procs_mono_ms() + timeout_ms;
     if (run_redis_cli(c, "--cluster reshard", args, (int)(sizeof args / sizeof args[0]), timeout_ms) != 0) return -1;
-    long long left = deadline - mono_ms();
+    long long left = deadline - procs_mono_ms();
     return cluster_wait_ok(c, left > 1000 ? (int)left : 1000);
 }
 
@@ -992,7 +689,7 @@ static int setslot(struct cluster *c, int i, unsigned slot, const char *how, con
     redisReply *r = id != NULL ? node_command(c, i, 5000, "CLUSTER SETSLOT %u %s %s", slot, how, id)
                                : node_command(c, i, 5000, "CLUSTER SETSLOT %u %s", slot, how);
     int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-    if (r != NULL && !ok) set_err("node %d: CLUSTER SETSLOT %u %s: %s", i, slot, how, reply_text(r));
+    if (r != NULL && !ok) procs_set_err("node %d: CLUSTER SETSLOT %u %s: %s", i, slot, how, reply_text(r));
     freeReplyObject(r);
     return ok ? 0 : -1;
 }
@@ -1002,7 +699,7 @@ int cluster_migrate_begin(struct cluster *c, unsigned slot, int from, int to)
     assert(slot < CLUSTER_SLOTS && from != to);
     int owner = cluster_slot_owner(c, slot);
     if (owner != from) {
-        set_err("slot %u is owned by node %d, not by node %d", slot, owner, from);
+        procs_set_err("slot %u is owned by node %d, not by node %d", slot, owner, from);
         return -1;
     }
     if (setslot(c, to, slot, "IMPORTING", c->nodes[from].id) != 0) return -1;
@@ -1014,12 +711,12 @@ int cluster_migrate_keys(struct cluster *c, unsigned slot, int from, int to, int
     *moved = 0;
     redisContext *ctx = cluster_connect(c, from);
     if (ctx == NULL) {
-        set_err("node %d does not answer", from);
+        procs_set_err("node %d does not answer", from);
         return -1;
     }
     redisReply *keys = redisCommand(ctx, "CLUSTER GETKEYSINSLOT %u %d", slot, max);
     int rc = keys != NULL && keys->type == REDIS_REPLY_ARRAY ? 0 : -1;
-    if (rc != 0) set_err("node %d: CLUSTER GETKEYSINSLOT: %s", from, reply_text(keys));
+    if (rc != 0) procs_set_err("node %d: CLUSTER GETKEYSINSLOT: %s", from, reply_text(keys));
     if (rc == 0 && keys->elements > 0) {
         /* MIGRATE host port "" 0 timeout AUTH password KEYS k...: the source connects to the
          * target's TLS port (tls-cluster yes: Redis migrates over TLS) */
@@ -1040,7 +737,7 @@ int cluster_migrate_keys(struct cluster *c, unsigned slot, int from, int to, int
         }
         redisReply *r = redisCommandArgv(ctx, (int)argc, argv, lens);
         if (r == NULL || r->type != REDIS_REPLY_STATUS) {
-            set_err("node %d: MIGRATE to node %d: %s", from, to, r != NULL ? reply_text(r) : ctx->errstr);
+            procs_set_err("node %d: MIGRATE to node %d: %s", from, to, r != NULL ? reply_text(r) : ctx->errstr);
             rc = -1;
         } else {
             *moved = (int)keys->elements;

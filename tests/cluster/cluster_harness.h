@@ -30,6 +30,7 @@
  * took a dead node's pid. The starting process gets atexit and SIGINT/SIGTERM/SIGABRT
  * handlers that SIGKILL every node it started; cluster_leftovers() tells whether any still
  * runs, for a suite's final post-condition.
+ * That process handling is tests/common/procs.[ch], shared with the Sentinel harness.
  *
  * Every wait has a deadline and, when it passes, says in cluster_last_error() what it
  * waited for and what it saw. Functions returning int: 0 on success, -1 on failure (the

@@ -5,14 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 #include <unistd.h>
 
 #include "cluster_harness.h"
+#include "procs.h"
 #include "harness.h"
 #include "slotmap.h"
 
@@ -361,20 +359,6 @@ START_TEST(test_kill_primary)
 }
 END_TEST
 
-/* Does nothing listen on 127.0.0.1:port? (SO_REUSEADDR: the connections the killed node had
- * may sit in TIME_WAIT; only a listener makes the bind fail then) */
-static int port_free(int port)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-                             .sin_port = htons((uint16_t)port)};
-    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    int ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
-             bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
-    if (fd >= 0) close(fd);
-    return ok;
-}
-
 /* A cluster of the test's own, stopped: no node, port or file of it is left. */
 START_TEST(test_stop_leaves_nothing)
 {
@@ -389,7 +373,8 @@ START_TEST(test_stop_leaves_nothing)
     for (int i = 0; i < CLUSTER_NODES; i++) {
         errno = 0;
         ck_assert_msg(kill(nodes[i].pid, 0) != 0 && errno == ESRCH, "node %d (pid %d) is gone", i, (int)nodes[i].pid);
-        ck_assert_msg(port_free(nodes[i].plain_port) && port_free(nodes[i].tls_port) && port_free(nodes[i].bus_port),
+        ck_assert_msg(procs_port_free(nodes[i].plain_port) && procs_port_free(nodes[i].tls_port) &&
+                          procs_port_free(nodes[i].bus_port),
                       "node %d's ports %d/%d/%d are free", i, nodes[i].plain_port, nodes[i].tls_port,
                       nodes[i].bus_port);
     }

@@ -1,331 +1,50 @@
 /* sentinel_harness.c: starts a real local Sentinel-managed deployment (a TLS primary, two replicas, three sentinels) on free loopback ports for the HA suites, and drives it: failover, SIGKILL, SIGSTOP, sentinel restarts. */
 #include "sentinel_harness.h"
+#include "procs.h"
 
-#include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <netinet/in.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define START_MS 10000 /* a server answers PING */
 #define REPL_MS 20000  /* the replicas are online before the sentinels start */
 #define FORM_MS 30000  /* the sentinels know the primary, the replicas and each other */
-#define GONE_MS 5000   /* a SIGKILLed server's threads are gone */
 #define POLL_MS 50     /* between two looks at a condition */
-#define MAX_SPAWNED 256
 #define PORT_LOW 20000 /* every port: below the ephemeral range (32768) and 45000 */
 #define PORT_HIGH 31999
 
-static char g_err[2048];
-
 const char *ha_last_error(void)
 {
-    return g_err;
-}
-
-static void set_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void set_err(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(g_err, sizeof g_err, fmt, ap);
-    va_end(ap);
-}
-
-/* g_err = "<what>: <g_err as it was>" */
-static void wrap_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void wrap_err(const char *fmt, ...)
-{
-    char why[sizeof g_err], what[512];
-    snprintf(why, sizeof why, "%s", g_err);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    set_err("%s: %s", what, why);
-}
-
-static long long mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
-/* ---- processes: every server this process tree started, with who it was ---- */
-
-struct spawned {
-    pid_t pid; /* 0: free */
-    pid_t owner;
-    unsigned long long start;
-};
-
-static struct spawned *g_spawned; /* MAP_SHARED: test processes see what the owner started and the reverse */
-
-/* pid's start time (field 22 of /proc/PID/stat) and state letter; 0 when there is no such
- * process. Only open/read/close: safe in a signal handler. */
-static unsigned long long proc_stat(pid_t pid, char *state)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* after the command name, which may hold anything */
-    if (p == NULL || p[1] != ' ') return 0;
-    if (state != NULL) *state = p[2];
-    int field = 2;
-    for (; *p != '\0' && field < 22; p++)
-        if (*p == ' ') field++;
-    return field == 22 ? strtoull(p, NULL, 10) : 0;
-}
-
-/* Threads left in pid's group ("Threads:" of /proc/PID/status); 0 when gone. A SIGKILLed
- * redis-server's leader is a zombie while its bio threads still exit and hold its ports. */
-static int proc_threads(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (f == NULL) return 0;
-    int threads = 0;
-    while (fgets(line, sizeof line, f) != NULL)
-        if (strncmp(line, "Threads:", 8) == 0) threads = atoi(line + 8);
-    fclose(f);
-    return threads;
-}
-
-/* Is the process recorded as (pid, start) still running (not a zombie)? */
-static int proc_alive(pid_t pid, unsigned long long start)
-{
-    char state = '?';
-    if (pid <= 0) return 0;
-    unsigned long long now = proc_stat(pid, &state);
-    return now != 0 && now == start && state != 'Z' && state != 'X';
-}
-
-/* Is it gone for good: reaped, or (seen from a process that is not its parent) a zombie
- * whose last thread has exited? Reaps it when we are its parent. */
-static int proc_gone(pid_t pid, unsigned long long start)
-{
-    if (pid <= 0) return 1;
-    if (waitpid(pid, NULL, WNOHANG) == pid) return 1;
-    char state = '?';
-    unsigned long long now = proc_stat(pid, &state);
-    if (now == 0 || now != start) return 1;
-    return (state == 'Z' || state == 'X') && proc_threads(pid) <= 1;
-}
-
-static int signal_if_same(pid_t pid, unsigned long long start, int sig)
-{
-    if (pid <= 0 || proc_stat(pid, NULL) != start) {
-        errno = ESRCH;
-        return -1;
-    }
-    return kill(pid, sig);
-}
-
-static void spawned_add(pid_t pid, pid_t owner, unsigned long long start)
-{
-    for (int i = 0; g_spawned != NULL && i < MAX_SPAWNED; i++)
-        if (__sync_bool_compare_and_swap(&g_spawned[i].pid, 0, -1)) {
-            g_spawned[i].owner = owner;
-            g_spawned[i].start = start;
-            __atomic_store_n(&g_spawned[i].pid, pid, __ATOMIC_RELEASE);
-            return;
-        }
-    fprintf(stderr, "sentinel_harness: more than %d servers: pid %d not recorded (PDEATHSIG still ends it)\n",
-            MAX_SPAWNED, (int)pid);
-}
-
-/* Drop pid's entry once the process is gone: the table only holds what may still run, or
- * still has to be reaped by its owner. */
-static void spawned_forget(pid_t pid)
-{
-    for (int i = 0; g_spawned != NULL && pid > 0 && i < MAX_SPAWNED; i++)
-        if (__sync_bool_compare_and_swap(&g_spawned[i].pid, pid, 0)) return;
-}
-
-/* In the owner: reap every server of ours that has exited, also those no struct names any
- * more (a sentinel a test killed, then restarted under a new pid): a zombie left unreaped
- * would go to the next subreaper up when we exit, and look alive to kill(pid, 0). */
-static void spawned_reap_mine(void)
-{
-    for (int i = 0; g_spawned != NULL && i < MAX_SPAWNED; i++) {
-        pid_t pid = g_spawned[i].pid;
-        if (pid <= 0 || g_spawned[i].owner != getpid()) continue;
-        if (waitpid(pid, NULL, WNOHANG) == pid) __sync_bool_compare_and_swap(&g_spawned[i].pid, pid, 0);
-    }
-}
-
-/* SIGKILL every server this process owns (atexit, fatal signals): a test process that exits
- * must not kill the runner's servers, hence the owner check. */
-static void spawned_kill_mine(void)
-{
-    for (int i = 0; g_spawned != NULL && i < MAX_SPAWNED; i++) {
-        pid_t pid = g_spawned[i].pid;
-        if (pid <= 0 || g_spawned[i].owner != getpid()) continue;
-        signal_if_same(pid, g_spawned[i].start, SIGCONT);
-        signal_if_same(pid, g_spawned[i].start, SIGKILL);
-    }
-}
-
-static void on_fatal_signal(int sig)
-{
-    spawned_kill_mine();
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-static int safety_net_install(void)
-{
-    static pid_t installed;
-    if (installed == getpid()) return 0;
-    if (g_spawned == NULL) {
-        void *m =
-            mmap(NULL, sizeof(struct spawned) * MAX_SPAWNED, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED) return -1;
-        g_spawned = m;
-    }
-    /* a server a test process restarts is double-forked and re-parented to us (spawn) */
-    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) return -1;
-    /* A process group of its own (a Check test process has one already): a SIGSTOPped server
-     * in the group make runs in would make that group orphaned with a stopped member, and
-     * the kernel would SIGHUP all of it when one of its processes exits (see harness.c). */
-    if (getpgrp() != getpid()) setpgid(0, 0);
-    if (installed == 0) atexit(spawned_kill_mine); /* inherited by forks: spawned_kill_mine checks the owner */
-    installed = getpid();
-    signal(SIGINT, on_fatal_signal);
-    signal(SIGTERM, on_fatal_signal);
-    signal(SIGABRT, on_fatal_signal);
-    signal(SIGPIPE, SIG_IGN);
-    return 0;
+    return procs_last_error();
 }
 
 int ha_leftovers(void)
 {
-    int n = 0;
-    for (int i = 0; g_spawned != NULL && i < MAX_SPAWNED; i++) {
-        pid_t pid = g_spawned[i].pid;
-        if (pid <= 0) continue;
-        if (proc_gone(pid, g_spawned[i].start)) {
-            __sync_bool_compare_and_swap(&g_spawned[i].pid, pid, 0);
-            continue;
-        }
-        fprintf(stderr, "sentinel_harness: LEFTOVER: pid %d (owner %d) still runs\n", (int)pid,
-                (int)g_spawned[i].owner);
-        n++;
-    }
-    return n;
+    return procs_leftovers();
 }
 
-/* In the forked child: the owner's child now (PDEATHSIG against it, checked after setting
- * it), exec argv with stdout and stderr appended to log_path, no fd of ours. */
-static void exec_child(char *const argv[], const char *log_path, pid_t owner)
-{
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGABRT, SIG_DFL);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != owner) _exit(127);
-    int out = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    int in = open("/dev/null", O_RDONLY);
-    if (out < 0 || in < 0) _exit(127);
-    dup2(in, 0);
-    dup2(out, 1);
-    dup2(out, 2);
-    closefrom(3); /* no test's client sockets in a server */
-    execvp(argv[0], argv);
-    dprintf(2, "sentinel_harness: cannot exec %s: %s\n", argv[0], strerror(errno));
-    _exit(127);
-}
-
-/* From a process other than the owner (a test's child): double fork, so that the server is
- * the owner's child (it is our subreaper) and out of the test's process group (Check's
- * killpg of a timed-out test must miss it). Returns its pid, or -1. */
-static pid_t spawn_for_owner(const struct ha *h, char *const argv[], const char *log_path)
-{
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) return -1;
-    pid_t mid = fork();
-    if (mid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return -1;
-    }
-    if (mid == 0) {
-        setpgid(0, h->owner_pgid);
-        pid_t self = getpid();
-        pid_t pid = fork();
-        if (pid == 0) {
-            /* PDEATHSIG fires for the parent at the time it is set: wait to be adopted first */
-            for (int i = 0; i < 5000; i++) {
-                pid_t pp = getppid();
-                if (pp == h->owner) break;
-                if (pp != self) _exit(127); /* adopted by another reaper: the owner is gone */
-                usleep(1000);
-            }
-            exec_child(argv, log_path, h->owner);
-        }
-        ssize_t n = write(fds[1], &pid, sizeof pid);
-        _exit(n == (ssize_t)sizeof pid ? 0 : 1);
-    }
-    close(fds[1]);
-    pid_t pid = -1;
-    if (read(fds[0], &pid, sizeof pid) != (ssize_t)sizeof pid) pid = -1;
-    close(fds[0]);
-    while (waitpid(mid, NULL, 0) < 0 && errno == EINTR) {
-    }
-    return pid;
-}
-
-/* Start a server of h (argv, log) as the owner's child; its pid and start time in p.
- * 0, or -1 (g_err says why). */
+/* Start a server of h (argv, log) as the owner's child (procs_spawn); its pid and start time
+ * in p. 0, or -1 (the last error says why). */
 static int spawn(struct ha *h, struct ha_proc *p, char *const argv[])
 {
-    pid_t pid;
-    if (getpid() == h->owner) {
-        pid = fork();
-        if (pid == 0) exec_child(argv, p->log_file, h->owner);
-    } else {
-        pid = spawn_for_owner(h, argv, p->log_file);
-    }
+    unsigned long long start;
+    pid_t pid = procs_spawn(argv, p->log_file, NULL, h->owner, h->owner_pgid, &start);
     if (pid < 0) {
-        set_err("fork for %s: %s", argv[0], strerror(errno));
+        procs_set_err("fork for %s: %s", argv[0], strerror(errno));
         return -1;
     }
-    /* the child cannot exec before its stat exists; read it at once, before anyone can reap it */
     p->pid = pid;
-    p->start = proc_stat(pid, NULL);
+    p->start = start;
     p->stopped = 0;
-    spawned_add(pid, h->owner, p->start);
     return 0;
 }
 
@@ -391,49 +110,18 @@ static void random_hex(char *out, size_t bytes)
 
 /* ---- ports ---- */
 
-static int bind_loopback(int port)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-                             .sin_port = htons((uint16_t)port)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-/* Pick a plain and a TLS port for each of the n processes, all free and different: each
- * bound at once and held until all are found. */
+/* Pick a plain and a TLS port for each of the n processes, all free and different. */
 static int pick_ports(struct ha_proc *const *procs, int n)
 {
-    static unsigned seed;
-    if (seed == 0) seed = (unsigned)getpid() * 2654435761u ^ (unsigned)mono_ms();
-    int fds[2 * (HA_NODES + HA_SENTINELS)], nfds = 0, rc = 0;
+    static const struct procs_port_ranges ranges = {PORT_LOW, PORT_HIGH, PORT_LOW, PORT_HIGH, 0};
+    int tls[HA_NODES + HA_SENTINELS], plain[HA_NODES + HA_SENTINELS];
     assert(n <= HA_NODES + HA_SENTINELS);
-    for (int i = 0; i < n && rc == 0; i++) {
-        int found = 0;
-        for (int tries = 0; tries < 500 && !found; tries++) {
-            int a = PORT_LOW + (int)(rand_r(&seed) % (PORT_HIGH - PORT_LOW + 1));
-            int b = PORT_LOW + (int)(rand_r(&seed) % (PORT_HIGH - PORT_LOW + 1));
-            int fa = a != b ? bind_loopback(a) : -1, fb = fa >= 0 ? bind_loopback(b) : -1;
-            if (fa >= 0 && fb >= 0) {
-                fds[nfds++] = fa;
-                fds[nfds++] = fb;
-                procs[i]->plain_port = a;
-                procs[i]->tls_port = b;
-                found = 1;
-            } else if (fa >= 0) {
-                close(fa);
-            }
-        }
-        if (!found) rc = -1;
+    if (procs_pick_ports(n, &ranges, tls, plain) != 0) return -1;
+    for (int i = 0; i < n; i++) {
+        procs[i]->plain_port = plain[i];
+        procs[i]->tls_port = tls[i];
     }
-    for (int i = 0; i < nfds; i++) close(fds[i]);
-    if (rc != 0) set_err("no free loopback ports in %d..%d", PORT_LOW, PORT_HIGH);
-    return rc;
+    return 0;
 }
 
 /* ---- connections and replies ---- */
@@ -470,8 +158,8 @@ redisContext *ha_sentinel_connect(const struct ha *h, int s)
     return connect_port(h->sentinels[s].plain_port, h->sentinel_password, 2000, 10000);
 }
 
-/* One command on a new connection to p (its password pw); NULL (g_err says why) when it
- * cannot connect or gets no reply. io_ms bounds the wait. */
+/* One command on a new connection to p (its password pw); NULL (the last error says why)
+ * when it cannot connect or gets no reply. io_ms bounds the wait. */
 static redisReply *proc_command(const struct ha_proc *p, const char *pw, const char *who, int io_ms, const char *fmt,
                                 ...) __attribute__((format(printf, 5, 6)));
 static redisReply *proc_command(const struct ha_proc *p, const char *pw, const char *who, int io_ms, const char *fmt,
@@ -479,14 +167,14 @@ static redisReply *proc_command(const struct ha_proc *p, const char *pw, const c
 {
     redisContext *ctx = connect_port(p->plain_port, pw, 1000, io_ms);
     if (ctx == NULL) {
-        set_err("%s (port %d) does not answer", who, p->plain_port);
+        procs_set_err("%s (port %d) does not answer", who, p->plain_port);
         return NULL;
     }
     va_list ap;
     va_start(ap, fmt);
     redisReply *r = redisvCommand(ctx, fmt, ap);
     va_end(ap);
-    if (r == NULL) set_err("%s (port %d): %s", who, p->plain_port, ctx->errstr);
+    if (r == NULL) procs_set_err("%s (port %d): %s", who, p->plain_port, ctx->errstr);
     redisFree(ctx);
     return r;
 }
@@ -545,19 +233,19 @@ int ha_node_by_port(const struct ha *h, int port)
 int ha_node_alive(const struct ha *h, int i)
 {
     assert(i >= 0 && i < HA_NODES);
-    return proc_alive(h->nodes[i].pid, h->nodes[i].start);
+    return procs_alive(h->nodes[i].pid, h->nodes[i].start);
 }
 
 int ha_sentinel_alive(const struct ha *h, int s)
 {
     assert(s >= 0 && s < HA_SENTINELS);
-    return proc_alive(h->sentinels[s].pid, h->sentinels[s].start);
+    return procs_alive(h->sentinels[s].pid, h->sentinels[s].start);
 }
 
 /* Can the process answer now (running and not SIGSTOPped)? */
 static int proc_answers(const struct ha_proc *p)
 {
-    return proc_alive(p->pid, p->start) && !p->stopped;
+    return procs_alive(p->pid, p->start) && !p->stopped;
 }
 
 enum ha_role ha_node_role(const struct ha *h, int i, int *primary_port, int *link_up)
@@ -583,7 +271,7 @@ enum ha_role ha_node_role(const struct ha *h, int i, int *primary_port, int *lin
 int ha_sentinel_primary(const struct ha *h, int s)
 {
     if (!proc_answers(&h->sentinels[s])) {
-        set_err("sentinel %d is not running", s);
+        procs_set_err("sentinel %d is not running", s);
         return -1;
     }
     redisReply *r = SENTINEL_CMD(h, s, 2000, "SENTINEL get-master-addr-by-name %s", h->master_name);
@@ -591,9 +279,10 @@ int ha_sentinel_primary(const struct ha *h, int s)
     if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING) {
         node = ha_node_by_port(h, atoi(r->element[1]->str));
         if (node < 0 || h->nodes[node].tls_port != atoi(r->element[1]->str))
-            set_err("sentinel %d names %s:%s, not a node's TLS port", s, reply_text(r->element[0]), r->element[1]->str);
+            procs_set_err("sentinel %d names %s:%s, not a node's TLS port", s, reply_text(r->element[0]),
+                          r->element[1]->str);
     } else if (r != NULL) {
-        set_err("sentinel %d: get-master-addr-by-name: %s", s, reply_text(r));
+        procs_set_err("sentinel %d: get-master-addr-by-name: %s", s, reply_text(r));
     }
     freeReplyObject(r);
     return node;
@@ -607,18 +296,18 @@ int ha_primary(const struct ha *h)
         int p = ha_sentinel_primary(h, s);
         if (p < 0) return -1;
         if (asked > 0 && p != agreed) {
-            set_err("the sentinels disagree: node %d, then node %d (sentinel %d)", agreed, p, s);
+            procs_set_err("the sentinels disagree: node %d, then node %d (sentinel %d)", agreed, p, s);
             return -1;
         }
         agreed = p;
         asked++;
     }
-    if (asked == 0) set_err("no sentinel answers");
+    if (asked == 0) procs_set_err("no sentinel answers");
     return agreed;
 }
 
 /* Does every answering sentinel name one primary other than `other` in SENTINEL MASTER,
- * with flags just "master" when want_idle? Its index, or -1 (g_err says why). */
+ * with flags just "master" when want_idle? Its index, or -1 (the last error says why). */
 static int sentinels_agree(const struct ha *h, int other, int want_idle)
 {
     int agreed = -1, asked = 0;
@@ -627,11 +316,11 @@ static int sentinels_agree(const struct ha *h, int other, int want_idle)
         int p = ha_sentinel_primary(h, s);
         if (p < 0) return -1;
         if (p == other) {
-            set_err("sentinel %d still names node %d", s, p);
+            procs_set_err("sentinel %d still names node %d", s, p);
             return -1;
         }
         if (asked > 0 && p != agreed) {
-            set_err("the sentinels disagree: node %d, then node %d (sentinel %d)", agreed, p, s);
+            procs_set_err("the sentinels disagree: node %d, then node %d (sentinel %d)", agreed, p, s);
             return -1;
         }
         agreed = p;
@@ -641,11 +330,11 @@ static int sentinels_agree(const struct ha *h, int other, int want_idle)
         int idle =
             r != NULL && strcmp(map_str(r, "flags"), "master") == 0 && atoi(map_str(r, "port")) == h->nodes[p].tls_port;
         if (r != NULL && !idle)
-            set_err("sentinel %d: SENTINEL MASTER: port %s flags %s", s, map_str(r, "port"), map_str(r, "flags"));
+            procs_set_err("sentinel %d: SENTINEL MASTER: port %s flags %s", s, map_str(r, "port"), map_str(r, "flags"));
         freeReplyObject(r);
         if (!idle) return -1;
     }
-    if (asked == 0) set_err("no sentinel answers");
+    if (asked == 0) procs_set_err("no sentinel answers");
     return agreed;
 }
 
@@ -657,11 +346,11 @@ static int replicas_follow(const struct ha *h, int p)
         int port, up;
         enum ha_role role = ha_node_role(h, i, &port, &up);
         if (role != HA_ROLE_REPLICA || port != h->nodes[p].tls_port || !up) {
-            set_err("node %d: role %s, replicating from port %d (node %d is at %d), link %s", i,
-                    role == HA_ROLE_PRIMARY   ? "master"
-                    : role == HA_ROLE_REPLICA ? "replica"
-                                              : "unknown",
-                    port, p, h->nodes[p].tls_port, up ? "up" : "down");
+            procs_set_err("node %d: role %s, replicating from port %d (node %d is at %d), link %s", i,
+                          role == HA_ROLE_PRIMARY   ? "master"
+                          : role == HA_ROLE_REPLICA ? "replica"
+                                                    : "unknown",
+                          port, p, h->nodes[p].tls_port, up ? "up" : "down");
             return 0;
         }
     }
@@ -670,29 +359,29 @@ static int replicas_follow(const struct ha *h, int p)
 
 int ha_wait_settled(struct ha *h, int timeout_ms, int *primary)
 {
-    long long deadline = mono_ms() + timeout_ms;
+    long long deadline = procs_mono_ms() + timeout_ms;
     for (;;) {
         int p = sentinels_agree(h, -1, 1);
         if (p >= 0) {
             if (ha_node_role(h, p, NULL, NULL) != HA_ROLE_PRIMARY)
-                set_err("node %d, the sentinels' primary, does not answer ROLE master", p);
+                procs_set_err("node %d, the sentinels' primary, does not answer ROLE master", p);
             else if (replicas_follow(h, p)) {
                 if (primary != NULL) *primary = p;
                 return 0;
             }
         }
-        if (mono_ms() >= deadline) {
-            wrap_err("not settled within %d ms", timeout_ms);
+        if (procs_mono_ms() >= deadline) {
+            procs_wrap_err("not settled within %d ms", timeout_ms);
             print_logs(h);
             return -1;
         }
-        nap_ms(POLL_MS);
+        procs_nap_ms(POLL_MS);
     }
 }
 
 int ha_wait_promoted(struct ha *h, int old, int timeout_ms, int *promoted)
 {
-    long long deadline = mono_ms() + timeout_ms;
+    long long deadline = procs_mono_ms() + timeout_ms;
     for (;;) {
         int p = sentinels_agree(h, old, 0);
         if (p >= 0) {
@@ -700,14 +389,14 @@ int ha_wait_promoted(struct ha *h, int old, int timeout_ms, int *promoted)
                 if (promoted != NULL) *promoted = p;
                 return 0;
             }
-            set_err("node %d, the sentinels' new primary, does not answer ROLE master", p);
+            procs_set_err("node %d, the sentinels' new primary, does not answer ROLE master", p);
         }
-        if (mono_ms() >= deadline) {
-            wrap_err("no new primary (other than node %d) within %d ms", old, timeout_ms);
+        if (procs_mono_ms() >= deadline) {
+            procs_wrap_err("no new primary (other than node %d) within %d ms", old, timeout_ms);
             print_logs(h);
             return -1;
         }
-        nap_ms(POLL_MS);
+        procs_nap_ms(POLL_MS);
     }
 }
 
@@ -746,7 +435,7 @@ static int node_write_files(struct ha *h, int i, int primary_tls_port)
              "repl-diskless-sync-delay 0\n%s",
              common, h->password, h->password, n->aof ? "yes" : "no", replicaof);
     if (mkdir(n->dir, 0700) != 0 || write_file(n->conf_file, conf, 0600) != 0) {
-        set_err("writing node %d's files in %s: %s", i, n->dir, strerror(errno));
+        procs_set_err("writing node %d's files in %s: %s", i, n->dir, strerror(errno));
         return -1;
     }
     return 0;
@@ -769,7 +458,7 @@ static int sentinel_write_files(struct ha *h, int s)
              common, h->sentinel_password, h->sentinel_password, m, h->nodes[0].tls_port, HA_QUORUM, m, h->password, m,
              h->down_after_ms, m, m);
     if (mkdir(p->dir, 0700) != 0 || write_file(p->conf_file, conf, 0600) != 0) {
-        set_err("writing sentinel %d's files in %s: %s", s, p->dir, strerror(errno));
+        procs_set_err("writing sentinel %d's files in %s: %s", s, p->dir, strerror(errno));
         return -1;
     }
     return 0;
@@ -790,10 +479,11 @@ static int sentinel_spawn(struct ha *h, int s)
 /* Wait until p answers PING on its plain port; -2 when it exited (a port taken). */
 static int wait_ready(const struct ha_proc *p, const char *pw, const char *who)
 {
-    long long deadline = mono_ms() + START_MS;
-    while (mono_ms() < deadline) {
-        if (!proc_alive(p->pid, p->start)) {
-            set_err("%s (ports %d/%d) exited during start-up (log %s)", who, p->plain_port, p->tls_port, p->log_file);
+    long long deadline = procs_mono_ms() + START_MS;
+    while (procs_mono_ms() < deadline) {
+        if (!procs_alive(p->pid, p->start)) {
+            procs_set_err("%s (ports %d/%d) exited during start-up (log %s)", who, p->plain_port, p->tls_port,
+                          p->log_file);
             return -2;
         }
         redisContext *ctx = connect_port(p->plain_port, pw, 200, 1000);
@@ -804,9 +494,9 @@ static int wait_ready(const struct ha_proc *p, const char *pw, const char *who)
             redisFree(ctx);
             if (ok) return 0;
         }
-        nap_ms(POLL_MS);
+        procs_nap_ms(POLL_MS);
     }
-    set_err("%s did not answer on 127.0.0.1:%d within %d ms", who, p->plain_port, START_MS);
+    procs_set_err("%s did not answer on 127.0.0.1:%d within %d ms", who, p->plain_port, START_MS);
     return -1;
 }
 
@@ -817,7 +507,7 @@ static int primary_has_replicas(const struct ha *h, int p, int want)
     int online = 0;
     if (r != NULL && r->type == REDIS_REPLY_STRING)
         for (const char *q = r->str; (q = strstr(q, ",state=online,")) != NULL; q++) online++;
-    if (r != NULL && online != want) set_err("node %d lists %d replicas online, not %d", p, online, want);
+    if (r != NULL && online != want) procs_set_err("node %d lists %d replicas online, not %d", p, online, want);
     freeReplyObject(r);
     return online == want;
 }
@@ -827,7 +517,7 @@ static int primary_has_replicas(const struct ha *h, int p, int want)
 static int sentinel_knows_all(const struct ha *h, int s, int p, int replicas)
 {
     if (ha_sentinel_primary(h, s) != p) {
-        if (g_err[0] == '\0') set_err("sentinel %d does not name node %d", s, p);
+        if (procs_last_error()[0] == '\0') procs_set_err("sentinel %d does not name node %d", s, p);
         return 0;
     }
     redisReply *r = SENTINEL_CMD(h, s, 2000, "SENTINEL REPLICAS %s", h->master_name);
@@ -836,16 +526,16 @@ static int sentinel_knows_all(const struct ha *h, int s, int p, int replicas)
         ok = strcmp(map_str(r->element[k], "flags"), "slave") == 0 &&
              ha_node_by_port(h, atoi(map_str(r->element[k], "port"))) >= 0;
     if (r != NULL && !ok)
-        set_err("sentinel %d lists %zu replicas (want %d, each flagged just \"slave\")", s,
-                r->type == REDIS_REPLY_ARRAY ? r->elements : 0, replicas);
+        procs_set_err("sentinel %d lists %zu replicas (want %d, each flagged just \"slave\")", s,
+                      r->type == REDIS_REPLY_ARRAY ? r->elements : 0, replicas);
     freeReplyObject(r);
     if (!ok) return 0;
     r = SENTINEL_CMD(h, s, 2000, "SENTINEL SENTINELS %s", h->master_name);
     ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == HA_SENTINELS - 1;
     for (size_t k = 0; ok && k < r->elements; k++) ok = strcmp(map_str(r->element[k], "flags"), "sentinel") == 0;
     if (r != NULL && !ok)
-        set_err("sentinel %d knows %zu other sentinels (want %d, each flagged just \"sentinel\")", s,
-                r->type == REDIS_REPLY_ARRAY ? r->elements : 0, HA_SENTINELS - 1);
+        procs_set_err("sentinel %d knows %zu other sentinels (want %d, each flagged just \"sentinel\")", s,
+                      r->type == REDIS_REPLY_ARRAY ? r->elements : 0, HA_SENTINELS - 1);
     freeReplyObject(r);
     return ok;
 }
@@ -859,41 +549,29 @@ static int sentinel_lists_replica(const struct ha *h, int s, int i)
         found |= atoi(map_str(r->element[k], "port")) == h->nodes[i].tls_port &&
                  strcmp(map_str(r->element[k], "flags"), "slave") == 0;
     if (r != NULL && !found)
-        set_err("sentinel %d does not list node %d (port %d) as a replica", s, i, h->nodes[i].tls_port);
+        procs_set_err("sentinel %d does not list node %d (port %d) as a replica", s, i, h->nodes[i].tls_port);
     freeReplyObject(r);
     return found;
 }
 
-static void kill_proc(struct ha_proc *p, const char *who)
-{
-    if (p->pid <= 0) return;
-    signal_if_same(p->pid, p->start, SIGCONT);
-    signal_if_same(p->pid, p->start, SIGKILL);
-}
-
 static void reap_proc(struct ha_proc *p, const char *who, long long deadline)
 {
-    if (p->pid <= 0) return;
-    while (!proc_gone(p->pid, p->start) && mono_ms() < deadline) nap_ms(10);
-    if (!proc_gone(p->pid, p->start)) {
-        fprintf(stderr, "sentinel_harness: %s (pid %d) still runs %d ms after SIGKILL\n", who, (int)p->pid, GONE_MS);
-        return;
-    }
+    if (p->pid <= 0 || !procs_reap(p->pid, p->start, deadline, who)) return;
     /* reaped (no /proc entry left): forget it; a zombie another process must reap keeps its
-     * entry until the owner's spawned_reap_mine */
-    if (proc_stat(p->pid, NULL) != p->start) spawned_forget(p->pid);
+     * entry until the owner's procs_reap_mine */
+    if (procs_stat(p->pid, NULL) != p->start) procs_forget(p->pid);
     p->pid = 0;
     p->stopped = 0;
 }
 
 static void kill_all(struct ha *h)
 {
-    for (int s = 0; s < HA_SENTINELS; s++) kill_proc(&h->sentinels[s], sentinel_name(s));
-    for (int i = 0; i < HA_NODES; i++) kill_proc(&h->nodes[i], node_name(i));
-    long long deadline = mono_ms() + GONE_MS;
+    for (int s = 0; s < HA_SENTINELS; s++) procs_kill(h->sentinels[s].pid, h->sentinels[s].start);
+    for (int i = 0; i < HA_NODES; i++) procs_kill(h->nodes[i].pid, h->nodes[i].start);
+    long long deadline = procs_mono_ms() + PROCS_GONE_MS;
     for (int s = 0; s < HA_SENTINELS; s++) reap_proc(&h->sentinels[s], sentinel_name(s), deadline);
     for (int i = 0; i < HA_NODES; i++) reap_proc(&h->nodes[i], node_name(i), deadline);
-    if (getpid() == h->owner) spawned_reap_mine();
+    if (getpid() == h->owner) procs_reap_mine();
 }
 
 void ha_stop(struct ha *h)
@@ -924,37 +602,37 @@ static int start_once(struct ha *h)
     for (int i = 0; i < HA_START_NODES && rc == 0; i++) rc = wait_ready(&h->nodes[i], h->password, node_name(i));
     /* the replicas online before the sentinels start: a sentinel learns them from the
      * primary's INFO, which it reads at once on connecting and then every 10 s */
-    long long deadline = mono_ms() + REPL_MS;
+    long long deadline = procs_mono_ms() + REPL_MS;
     while (rc == 0 && !(primary_has_replicas(h, 0, 2) && replicas_follow(h, 0))) {
-        if (mono_ms() >= deadline) {
-            wrap_err("replicas not online within %d ms", REPL_MS);
+        if (procs_mono_ms() >= deadline) {
+            procs_wrap_err("replicas not online within %d ms", REPL_MS);
             rc = -1;
         }
-        nap_ms(POLL_MS);
+        procs_nap_ms(POLL_MS);
     }
     for (int s = 0; s < HA_SENTINELS && rc == 0; s++) rc = sentinel_spawn(h, s);
     for (int s = 0; s < HA_SENTINELS && rc == 0; s++)
         rc = wait_ready(&h->sentinels[s], h->sentinel_password, sentinel_name(s));
-    deadline = mono_ms() + FORM_MS;
+    deadline = procs_mono_ms() + FORM_MS;
     for (int s = 0; s < HA_SENTINELS && rc == 0;) {
-        g_err[0] = '\0';
+        procs_clear_err();
         if (sentinel_knows_all(h, s, 0, 2)) {
             s++;
             continue;
         }
-        if (mono_ms() >= deadline) {
-            wrap_err("the sentinels did not know the deployment within %d ms", FORM_MS);
+        if (procs_mono_ms() >= deadline) {
+            procs_wrap_err("the sentinels did not know the deployment within %d ms", FORM_MS);
             rc = -1;
         }
-        nap_ms(POLL_MS);
+        procs_nap_ms(POLL_MS);
     }
     if (rc != 0) {
-        char why[sizeof g_err];
-        snprintf(why, sizeof why, "%s", g_err);
+        char why[PROCS_ERR_MAX];
+        snprintf(why, sizeof why, "%s", procs_last_error());
         fprintf(stderr, "ha_start: %s\n", why);
         print_logs(h);
         kill_all(h);
-        snprintf(g_err, sizeof g_err, "%s", why);
+        procs_set_err("%s", why);
     }
     return rc;
 }
@@ -962,8 +640,8 @@ static int start_once(struct ha *h)
 struct ha *ha_start(void)
 {
     struct ha *h = mmap(NULL, sizeof *h, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (h == MAP_FAILED || safety_net_install() != 0) {
-        set_err("mmap or PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
+    if (h == MAP_FAILED || procs_install("sentinel_harness", 1) != 0) {
+        procs_set_err("mmap or PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
         if (h != MAP_FAILED) munmap(h, sizeof *h);
         return NULL;
     }
@@ -975,20 +653,20 @@ struct ha *ha_start(void)
     h->down_after_ms = down_after != NULL && atoi(down_after) > 0 ? atoi(down_after) : 1000;
     char path[PATH_MAX + 32];
     if (getcwd(h->root, sizeof h->root) == NULL) {
-        set_err("getcwd: %s", strerror(errno));
+        procs_set_err("getcwd: %s", strerror(errno));
         munmap(h, sizeof *h);
         return NULL;
     }
     certs_path(h, "server.key", path, sizeof path);
     if (access(path, R_OK) != 0) {
-        set_err("%s missing: run scripts/gen-certs build/certs from the repo root (make certs)", path);
+        procs_set_err("%s missing: run scripts/gen-certs build/certs from the repo root (make certs)", path);
         munmap(h, sizeof *h);
         return NULL;
     }
     const char *tmp = getenv("TMPDIR");
     snprintf(h->dir, sizeof h->dir, "%s/keygate-ha-XXXXXX", tmp != NULL && *tmp ? tmp : "/tmp");
     if (mkdtemp(h->dir) == NULL) {
-        set_err("mkdtemp %s: %s", h->dir, strerror(errno));
+        procs_set_err("mkdtemp %s: %s", h->dir, strerror(errno));
         munmap(h, sizeof *h);
         return NULL;
     }
@@ -1000,7 +678,7 @@ struct ha *ha_start(void)
     snprintf(line, sizeof line, "%s\n", h->password);
     snprintf(line2, sizeof line2, "%s\n", h->sentinel_password);
     if (write_file(h->pass_file, line, 0600) != 0 || write_file(h->sentinel_pass_file, line2, 0600) != 0) {
-        set_err("writing %s: %s", h->pass_file, strerror(errno));
+        procs_set_err("writing %s: %s", h->pass_file, strerror(errno));
         ha_stop(h);
         return NULL;
     }
@@ -1017,10 +695,10 @@ struct ha *ha_start(void)
             memset(h->sentinels, 0, sizeof h->sentinels);
         }
     }
-    char why[sizeof g_err];
-    snprintf(why, sizeof why, "%s", g_err);
+    char why[PROCS_ERR_MAX];
+    snprintf(why, sizeof why, "%s", procs_last_error());
     ha_stop(h);
-    snprintf(g_err, sizeof g_err, "%s", why);
+    procs_set_err("%s", why);
     return NULL;
 }
 
@@ -1028,20 +706,7 @@ struct ha *ha_start(void)
 
 static int proc_kill(struct ha_proc *p, const char *who)
 {
-    if (!proc_alive(p->pid, p->start)) {
-        set_err("%s is not running", who);
-        return -1;
-    }
-    signal_if_same(p->pid, p->start, SIGCONT);
-    signal_if_same(p->pid, p->start, SIGKILL);
-    long long deadline = mono_ms() + GONE_MS;
-    while (!proc_gone(p->pid, p->start)) {
-        if (mono_ms() >= deadline) {
-            set_err("%s (pid %d) still runs %d ms after SIGKILL", who, (int)p->pid, GONE_MS);
-            return -1;
-        }
-        nap_ms(5);
-    }
+    if (procs_kill_wait(p->pid, p->start, 1, who) != 0) return -1;
     p->stopped = 0;
     /* the pid stays recorded: the owner reaps it (ha_stop); proc_alive says it is dead */
     return 0;
@@ -1061,29 +726,14 @@ int ha_sentinel_kill(struct ha *h, int s)
 
 static int proc_pause(struct ha_proc *p, const char *who)
 {
-    if (!proc_alive(p->pid, p->start) || signal_if_same(p->pid, p->start, SIGSTOP) != 0) {
-        set_err("%s: SIGSTOP: not running", who);
-        return -1;
-    }
-    long long deadline = mono_ms() + GONE_MS;
-    char state = '?';
-    while (proc_stat(p->pid, &state) == p->start && state != 'T') {
-        if (mono_ms() >= deadline) {
-            set_err("%s not stopped %d ms after SIGSTOP (state %c)", who, GONE_MS, state);
-            return -1;
-        }
-        nap_ms(5);
-    }
+    if (procs_pause(p->pid, p->start, who) != 0) return -1;
     p->stopped = 1;
     return 0;
 }
 
 static int proc_resume(struct ha_proc *p, const char *who)
 {
-    if (signal_if_same(p->pid, p->start, SIGCONT) != 0) {
-        set_err("%s: SIGCONT: not running", who);
-        return -1;
-    }
+    if (procs_resume(p->pid, p->start, who) != 0) return -1;
     p->stopped = 0;
     return 0;
 }
@@ -1113,18 +763,18 @@ int ha_sentinel_resume(struct ha *h, int s)
 }
 
 /* Before a process's slot is reused: reap it when we are its parent (the owner). Otherwise
- * its entry stays in the table until the owner reaps it (spawned_reap_mine). */
+ * its entry stays in the table until the owner reaps it (procs_reap_mine). */
 static void proc_forget_dead(const struct ha *h, struct ha_proc *p)
 {
-    if (p->pid > 0 && getpid() == h->owner && waitpid(p->pid, NULL, WNOHANG) == p->pid) spawned_forget(p->pid);
+    if (p->pid > 0 && getpid() == h->owner && waitpid(p->pid, NULL, WNOHANG) == p->pid) procs_forget(p->pid);
 }
 
 int ha_node_restart(struct ha *h, int i)
 {
     assert(i >= 0 && i < h->nnodes);
     struct ha_proc *n = &h->nodes[i];
-    if (proc_alive(n->pid, n->start)) {
-        set_err("node %d still runs", i);
+    if (procs_alive(n->pid, n->start)) {
+        procs_set_err("node %d still runs", i);
         return -1;
     }
     proc_forget_dead(h, n);
@@ -1136,8 +786,8 @@ int ha_sentinel_restart(struct ha *h, int s)
 {
     assert(s >= 0 && s < HA_SENTINELS);
     struct ha_proc *p = &h->sentinels[s];
-    if (proc_alive(p->pid, p->start)) {
-        set_err("sentinel %d still runs", s);
+    if (procs_alive(p->pid, p->start)) {
+        procs_set_err("sentinel %d still runs", s);
         return -1;
     }
     proc_forget_dead(h, p);
@@ -1161,25 +811,25 @@ int ha_failover(struct ha *h, int timeout_ms, int *promoted, long long *confirme
     int s = 0;
     while (s < HA_SENTINELS && !proc_answers(&h->sentinels[s])) s++;
     if (s == HA_SENTINELS) {
-        set_err("no sentinel runs");
+        procs_set_err("no sentinel runs");
         return -1;
     }
-    long long t0 = mono_ms(), deadline = t0 + timeout_ms;
+    long long t0 = procs_mono_ms(), deadline = t0 + timeout_ms;
     redisReply *r = SENTINEL_CMD(h, s, 5000, "SENTINEL FAILOVER %s", h->master_name);
     int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-    if (r != NULL && !ok) set_err("sentinel %d: SENTINEL FAILOVER: %s", s, reply_text(r));
+    if (r != NULL && !ok) procs_set_err("sentinel %d: SENTINEL FAILOVER: %s", s, reply_text(r));
     freeReplyObject(r);
     if (!ok) return -1;
     int p;
     if (ha_wait_promoted(h, old, timeout_ms, &p) != 0) return -1;
-    long long confirmed = mono_ms() - t0;
-    long long left = deadline - mono_ms();
+    long long confirmed = procs_mono_ms() - t0;
+    long long left = deadline - procs_mono_ms();
     int settled_on;
     if (ha_wait_settled(h, left > 1000 ? (int)left : 1000, &settled_on) != 0) return -1;
     if (settled_on != p) note_second_switch(p, settled_on);
     if (promoted != NULL) *promoted = settled_on;
     if (confirmed_ms != NULL) *confirmed_ms = confirmed;
-    if (settled_ms != NULL) *settled_ms = mono_ms() - t0;
+    if (settled_ms != NULL) *settled_ms = procs_mono_ms() - t0;
     return 0;
 }
 
@@ -1187,12 +837,12 @@ int ha_kill_primary(struct ha *h, int timeout_ms, int *old, int *promoted, long 
 {
     int was = ha_primary(h);
     if (was < 0) return -1;
-    long long t0 = mono_ms(), deadline = t0 + timeout_ms;
+    long long t0 = procs_mono_ms(), deadline = t0 + timeout_ms;
     if (ha_node_kill(h, was) != 0) return -1;
     int p;
     if (ha_wait_promoted(h, was, timeout_ms, &p) != 0) return -1;
-    long long took = mono_ms() - t0;
-    long long left = deadline - mono_ms();
+    long long took = procs_mono_ms() - t0;
+    long long left = deadline - procs_mono_ms();
     int settled_on;
     if (ha_wait_settled(h, left > 1000 ? (int)left : 1000, &settled_on) != 0) return -1;
     if (settled_on != p) note_second_switch(p, settled_on);
@@ -1205,7 +855,7 @@ int ha_kill_primary(struct ha *h, int timeout_ms, int *old, int *promoted, long 
 int ha_replica_add(struct ha *h, int aof, int timeout_ms)
 {
     if (h->nnodes >= HA_NODES) {
-        set_err("no room for another data node (%d)", HA_NODES);
+        procs_set_err("no room for another data node (%d)", HA_NODES);
         return -1;
     }
     int p = ha_primary(h);
@@ -1218,7 +868,7 @@ int ha_replica_add(struct ha *h, int aof, int timeout_ms)
     if (pick_ports(procs, 1) != 0 || node_write_files(h, i, h->nodes[p].tls_port) != 0) return -1;
     h->nnodes++;
     if (node_spawn(h, i) != 0 || wait_ready(n, h->password, node_name(i)) != 0) return -1;
-    long long deadline = mono_ms() + timeout_ms;
+    long long deadline = procs_mono_ms() + timeout_ms;
     for (int s = 0; s < HA_SENTINELS;) {
         int up = 0;
         if (!proc_answers(&h->sentinels[s]) ||
@@ -1226,13 +876,13 @@ int ha_replica_add(struct ha *h, int aof, int timeout_ms)
             s++;
             continue;
         }
-        if (!up) set_err("node %d's replication link is not up", i);
-        if (mono_ms() >= deadline) {
-            wrap_err("node %d (appendonly %s) not known to every sentinel as a replica within %d ms", i,
-                     aof ? "yes" : "no", timeout_ms);
+        if (!up) procs_set_err("node %d's replication link is not up", i);
+        if (procs_mono_ms() >= deadline) {
+            procs_wrap_err("node %d (appendonly %s) not known to every sentinel as a replica within %d ms", i,
+                           aof ? "yes" : "no", timeout_ms);
             return -1;
         }
-        nap_ms(POLL_MS);
+        procs_nap_ms(POLL_MS);
     }
     return i;
 }

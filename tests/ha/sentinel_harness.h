@@ -45,6 +45,7 @@
  * process that took a dead server's pid. The owner gets atexit and SIGINT/SIGTERM/SIGABRT
  * handlers that SIGKILL every server it started; ha_leftovers() tells whether any still
  * runs, for a suite's final post-condition.
+ * That process handling is tests/common/procs.[ch], shared with the cluster harness.
  *
  * Every wait polls with a deadline and, when it passes, says in ha_last_error() what it
  * waited for and what it saw last (and prints the tail of every server's log on stderr). Functions returning int: 0 on success, -1 on failure

@@ -5,14 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 #include <unistd.h>
 
 #include "sentinel_harness.h"
+#include "procs.h"
 #include "harness.h"
 
 static struct ha *H;
@@ -273,20 +271,6 @@ END_TEST
 
 /* ---- nothing outlives a stop ---- */
 
-/* Can a server bind port again (Redis binds with SO_REUSEADDR: a killed server's accepted
- * connections in TIME_WAIT do not keep it out)? */
-static int port_free(int port)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-                             .sin_port = htons((uint16_t)port)};
-    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    int ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
-             bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
-    if (fd >= 0) close(fd);
-    return ok;
-}
-
 /* A deployment of the test's own, stopped with a node and a sentinel SIGSTOPped: no server,
  * port or file of it is left. */
 START_TEST(test_stop_leaves_nothing)
@@ -305,8 +289,8 @@ START_TEST(test_stop_leaves_nothing)
         errno = 0;
         ck_assert_msg(kill(procs[i].pid, 0) != 0 && errno == ESRCH, "server %zu (pid %d) is gone", i,
                       (int)procs[i].pid);
-        ck_assert_msg(port_free(procs[i].plain_port) && port_free(procs[i].tls_port), "server %zu's ports %d/%d free",
-                      i, procs[i].plain_port, procs[i].tls_port);
+        ck_assert_msg(procs_port_free(procs[i].plain_port) && procs_port_free(procs[i].tls_port),
+                      "server %zu's ports %d/%d free", i, procs[i].plain_port, procs[i].tls_port);
     }
     struct stat st;
     ck_assert_msg(stat(dir, &st) != 0 && errno == ENOENT, "%s removed", dir);

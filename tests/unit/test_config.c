@@ -629,6 +629,39 @@ START_TEST(near_cache_on_cluster_refused)
 }
 END_TEST
 
+/* issue 22: replicas=N on a cluster instance is refused at its registry line; on a single server it loads */
+START_TEST(replicas_on_cluster_refused)
+{
+    write_file("rep-registry.conf",
+               "namespace q: instance=durable ttl=none owner=queues replicas=1\n"
+               "namespace c: instance=cache ttl=1h owner=cache replicas=2\n",
+               0644);
+    struct diag d;
+    ck_assert_ptr_null(load("listen 127.0.0.1:6400\n"
+                            "registry rep-registry.conf\n"
+                            "instance durable 127.0.0.1:6401 plain\n"
+                            "instance cache cluster 127.0.0.1:7001,127.0.0.1:7002 plain\n",
+                            &d));
+    ck_assert_uint_eq(d.count, 1);
+    char reg[160], want[512];
+    snprintf(reg, sizeof reg, "%s/rep-registry.conf", dir);
+    snprintf(want, sizeof want,
+             "%s:2: namespace 'c:' has replicas=2, but instance 'cache' is a Redis Cluster (%s:4): replicas= is not "
+             "supported on a cluster instance (a single server or a sentinel instance)",
+             reg, conf_path);
+    ck_assert_str_eq(d.lines[0], want);
+    diag_free(&d);
+    struct config *c = load("listen 127.0.0.1:6400\n"
+                            "registry rep-registry.conf\n"
+                            "instance durable 127.0.0.1:6401 plain\n"
+                            "instance cache 127.0.0.1:6402 plain\n",
+                            &d);
+    ck_assert_msg(c != NULL, "%s", d.count ? d.lines[0] : "?");
+    config_free(c);
+    diag_free(&d);
+}
+END_TEST
+
 START_TEST(error_password_files)
 {
     char want[256];
@@ -784,6 +817,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, cluster_instance);
     tcase_add_test(tc, sentinel_instance);
     tcase_add_test(tc, near_cache_on_cluster_refused);
+    tcase_add_test(tc, replicas_on_cluster_refused);
     tcase_add_test(tc, error_user_forms);
     tcase_add_test(tc, error_required_directives_at_line_0);
     tcase_add_test(tc, error_unterminated_quote);

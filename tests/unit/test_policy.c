@@ -1153,6 +1153,43 @@ START_TEST(near_cache_xadd_in_transactions_pins_and_blocking)
 }
 END_TEST
 
+/* ---- issue 22: replicas=N ---------------------------------------------------------- */
+
+static void replicas_setup(void)
+{
+    fixture_load_text("namespace r1:  instance=durable ttl=none owner=a replicas=1\n"
+                      "namespace r2:  instance=durable ttl=1h owner=a replicas=2\n"
+                      "namespace p:   instance=durable ttl=none owner=a\n"
+                      "namespace c:   instance=cache ttl=1h owner=a\n"
+                      "default        instance=cache ttl=1h owner=a replicas=3\n");
+}
+
+/* a write carries the largest replicas=N of its keys' namespaces; reads never wait */
+START_TEST(replicas_on_writes_only)
+{
+    static const struct {
+        const char *line;
+        int want;
+    } cases[] = {
+        {"SET r1:a v", 1},        {"GET r1:a", 0},           {"SET p:a v", 0},        {"SET r2:a v", 2},
+        {"MSET p:a 1 r2:b 2", 2}, {"MSET r1:a 1 r2:b 2", 2}, {"DEL r1:a", 1},         {"EXISTS r1:a", 0},
+        {"INCR r1:n", 1},         {"EXPIRE r1:a 10", 1},     {"SET x v", 3},          {"GET x", 0},
+        {"RENAME p:a r1:b", 1},   {"LPUSH r2:l x", 2},       {"SET c:a v", 0},        {"EVAL x 1 r1:a", 1},
+        {"EVALSHA x 1 r2:a", 2},  {"FCALL f 1 r1:a", 1},     {"EVAL_RO x 1 r1:a", 0},
+    };
+    struct user_conf all = {.name = "ops", .all_owners = 1, .scripts = 1};
+    struct session s = {.authenticated = 1, .user = &all, .multi_instance = -1, .watch_instance = -1};
+    struct plan p;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        decide_as(&s, cases[i].line, &p);
+        ck_assert_msg(p.kind == PLAN_FORWARD, "%s: kind %d %s", cases[i].line, p.kind, p.error);
+        ck_assert_msg(p.replicas == cases[i].want, "%s: replicas %d, want %d", cases[i].line, p.replicas,
+                      cases[i].want);
+        plan_release(&p);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("policy");
@@ -1202,6 +1239,10 @@ int main(void)
     tcase_add_checked_fixture(tc, near_setup, teardown);
     tcase_add_test(tc, near_cache_writes_carry_their_xadd);
     tcase_add_test(tc, near_cache_xadd_in_transactions_pins_and_blocking);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("replicas");
+    tcase_add_checked_fixture(tc, replicas_setup, teardown);
+    tcase_add_test(tc, replicas_on_writes_only);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -486,6 +486,37 @@ START_TEST(depth_flag)
 }
 END_TEST
 
+/* issue 22: replicas=N on namespace and default lines (writes acknowledged once N replicas have them) */
+START_TEST(replicas_field)
+{
+    char *path = write_temp("namespace q: instance=durable ttl=none owner=queues replicas=2\n"
+                            "namespace rl: instance=durable ttl=1h owner=rl\n"
+                            "default instance=durable ttl=1h owner=legacy replicas=16\n");
+    struct diag d = {0};
+    struct registry *r = registry_load(path, instances, 2, &d);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(registry_lookup(r, NS_KEY, "q:1", 3)->replicas, 2);
+    ck_assert_int_eq(registry_lookup(r, NS_KEY, "rl:1", 4)->replicas, 0);
+    ck_assert_int_eq(registry_resolve(r, NS_KEY, "x", 1)->replicas, 16);
+    char *s = print_to_string(r, 0);
+    ck_assert_msg(strstr(s, "none, replicas=2") != NULL, "got:\n%s", s);
+    ck_assert_msg(strstr(s, "1h, replicas=16") != NULL, "got:\n%s", s);
+    free(s);
+    registry_free(r);
+    unlink(path);
+    free(path);
+    expect_one_error("namespace q: " GOOD " ttl=none replicas=0\n", 1,
+                     "bad replicas= value '0' (a number of replicas, 1..16)");
+    expect_one_error("namespace q: " GOOD " ttl=none replicas=17\n", 1, "bad replicas= value '17'");
+    expect_one_error("namespace q: " GOOD " ttl=none replicas=1x\n", 1, "bad replicas= value '1x'");
+    expect_one_error("namespace q: " GOOD " ttl=none replicas=-1\n", 1, "bad replicas= value '-1'");
+    expect_one_error("namespace q: " GOOD " ttl=none replicas=\n", 1, "bad replicas= value ''");
+    expect_one_error("namespace q: " GOOD " ttl=none replicas\n", 1, "field 'replicas' needs a value");
+    expect_one_error("namespace q: " GOOD " ttl=none replicas=1 replicas=2\n", 1, "repeated field 'replicas'");
+    expect_one_error("channel c: " GOOD " replicas=1\n", 1, "replicas= is not allowed on a channel line");
+}
+END_TEST
+
 /* Issue 13: a default line takes what matches no prefix; it is last in the table. */
 START_TEST(default_line_takes_unmatched_names)
 {
@@ -575,6 +606,7 @@ static Suite *registry_suite(void)
     tcase_add_test(tc, valid_forms);
     tcase_add_test(tc, default_line_takes_unmatched_names);
     tcase_add_test(tc, depth_flag);
+    tcase_add_test(tc, replicas_field);
     tcase_add_test(tc, default_line_alone_is_a_registry);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
