@@ -441,9 +441,13 @@ static void client_exec(struct client *c, struct request *req)
 {
     if (c->watch_lost) {
         c->watch_lost = 0;
+        int moves = backend_is_cluster(c->worker, c->session.watch_instance); /* a cluster or sentinel instance */
         client_multi_reset(c);
         session_unwatch(&c->session);
-        request_error(req, "UNAVAILABLE the WATCHed instance's connection was lost; transaction discarded");
+        if (moves) /* its nodes change under it (a failover closes the old primary's clients): a broken WATCH */
+            request_complete(req, c->resp3 ? "_\r\n" : "*-1\r\n", c->resp3 ? 3 : 5);
+        else
+            request_error(req, "UNAVAILABLE the WATCHed instance's connection was lost; transaction discarded");
         return;
     }
     if (c->multi_dirty) {
