@@ -574,6 +574,7 @@ static void route_repl_answer(struct worker *w, int instance, struct ptrvec *v, 
             continue;
         }
         char text[ERROR_TEXT_MAX], msg[ERROR_REPLY_MAX];
+        STAT_INC(&w->stats, replicas_timeouts);
         route_repl_error(text, sizeof(text), w, instance, req, acked, why);
         request_answer(req, msg, replies_error(msg, sizeof(msg), text));
     }
@@ -1357,6 +1358,10 @@ static void route_fail(struct backend *b, const struct pending *pd)
     }
     struct request_send *s = route_send_of(req, pd);
     if (__builtin_expect(s != NULL, 0) && route_intercept(b, s, NULL, 0, pd->unsent)) return;
+    /* a request written to a sentinel instance's primary, its connection lost (a switch, a death) */
+    if (pd->kind != ROUTE_DROP && pd->kind != ROUTE_QUEUED && pd->kind != ROUTE_ASKING &&
+        backend_is_sentinel(b->worker, b->instance))
+        STAT_INC(&b->worker->stats, switch_failures);
     char text[160];
     if (b->timed_out)
         replies_timed_out(text, sizeof(text), b->worker->cfg->instance_names[b->instance]);

@@ -34,6 +34,8 @@
     X(cluster_retries, "requests sent again after -TRYAGAIN, -CLUSTERDOWN or no reachable slot owner")                 \
     X(cluster_refreshes, "cluster slot maps read (CLUSTER SLOTS)")                                                     \
     X(replicas_waits, "WAITs sent for replicas=N writes (one per group of held writes)")                               \
+    X(replicas_timeouts, "replicas=N writes answered -NOREPLICAS (too few replicas confirmed, or no check)")           \
+    X(switch_failures, "requests of a sentinel instance failed -UNAVAILABLE by a lost primary connection")             \
     X(clients_output_limit, "clients closed over their output limit")                                                  \
     X(clients_query_limit, "clients closed: a MULTI over max-request-size")                                            \
     X(clients_evicted, "clients closed: the largest while over max-memory")                                            \

@@ -31,6 +31,16 @@ static const char registry_text[] =
     "namespace k: instance=cache ttl=1h max-ttl=1d owner=app purpose=\"TTL namespace on the single server\"\n"
     "channel ev: instance=durable owner=app purpose=\"channels on the Sentinel primary\"\n";
 
+/* The same with replicas=1 on durable's namespaces: a write is acknowledged once a replica has it. */
+static const char registry_replicated[] =
+    "namespace c: instance=durable ttl=1h max-ttl=1d owner=app replicas=1 purpose=\"TTL namespace, replicated\"\n"
+    "namespace n: instance=durable ttl=none owner=app replicas=1 purpose=\"counters, replicated\"\n"
+    "namespace k: instance=cache ttl=1h max-ttl=1d owner=app purpose=\"TTL namespace on the single server\"\n"
+    "channel ev: instance=durable owner=app purpose=\"channels on the Sentinel primary\"\n";
+
+/* The registry keygate_on_sentinels runs keygate with (a test may switch to registry_replicated). */
+static const char *g_registry = registry_text;
+
 static void setup(void)
 {
     long long t0 = now_ms();
@@ -71,7 +81,7 @@ static void keygate_on_sentinels(const char *extra)
              "instance cache 127.0.0.1:%d tls ca=%s/build/certs/ca.crt server-name=localhost password-file=%s\n",
              H->sentinels[0].tls_port, H->sentinels[1].tls_port, H->sentinels[2].tls_port, H->master_name, H->root,
              H->pass_file, H->sentinel_pass_file, c->tls_port, h.root, c->pass_file);
-    struct harness_opts o = {.registry_text = registry_text, .extra_config = extra, .instances_text = inst};
+    struct harness_opts o = {.registry_text = g_registry, .extra_config = extra, .instances_text = inst};
     long long t0 = now_ms();
     ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "keygate on the sentinels: %s", h.error);
     long long t1 = now_ms(), deadline = t1 + 15000;
@@ -833,9 +843,12 @@ END_TEST
 
 /* ---- 3. the primary SIGKILLed under load ---- */
 
-START_TEST(test_primary_killed_under_load_errors_only_in_flight)
+/* The primary SIGKILLed under the load (with `replicated`: replicas=1 on the counters' namespaces,
+ * and then no acknowledged INCR may be lost). */
+static void kill_under_load(int replicated)
 {
-    keygate_on_sentinels("failover-hold 15s\n");
+    g_registry = replicated ? registry_replicated : registry_text;
+    keygate_on_sentinels(replicated ? "failover-hold 15s\nreplicas-timeout 2s\n" : "failover-hold 15s\n");
     int old = primary_now();
     static struct load_snap snap;
     load_start();
@@ -891,7 +904,21 @@ START_TEST(test_primary_killed_under_load_errors_only_in_flight)
     ck_assert_msg(shortfall <= window,
                   "counters lost %lld increments, more than the %lld acknowledged after the snapshot", shortfall,
                   window);
+    if (replicated) /* acknowledged means a replica had it: the promoted one, the most advanced, has it */
+        ck_assert_msg(shortfall == 0, "replicas=1: %lld acknowledged increments lost (%lld counters short)", shortfall,
+                      short_counters);
     load_free();
+}
+
+START_TEST(test_primary_killed_under_load_errors_only_in_flight)
+{
+    kill_under_load(0);
+}
+END_TEST
+
+START_TEST(test_primary_killed_with_replicas_1_nothing_acknowledged_lost)
+{
+    kill_under_load(1);
 }
 END_TEST
 
@@ -1466,6 +1493,7 @@ int main(void)
     add_case(s, "routing", 60, test_routing_to_the_named_primary_with_ttls);
     add_case(s, "failover", 120, test_sentinel_failover_under_load_no_error_nothing_lost);
     add_case(s, "kill", 120, test_primary_killed_under_load_errors_only_in_flight);
+    add_case(s, "kill-replicated", 120, test_primary_killed_with_replicas_1_nothing_acknowledged_lost);
     add_case(s, "sigstop", 150, test_primary_sigstopped_keygate_follows_then_old_one_a_replica);
     add_case(s, "sentinels", 90, test_sentinels_killed_traffic_unaffected);
     add_case(s, "blocking", 90, test_blpop_across_a_failover_gets_the_value_pushed_on_the_new_primary);

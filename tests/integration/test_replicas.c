@@ -211,6 +211,11 @@ START_TEST(test_replicas_not_confirmed_answers_noreplicas)
     expect_bulk(next_reply(kg), "v", "the read between them, in order");
     expect_error(next_reply(kg), "NOREPLICAS", "second write of the pipeline");
     expect_bulk(cmd(d, "GET rq:nr:3"), "b", "the primary has the pipeline's write");
+    /* the three -NOREPLICAS are counted (INFO stats replicas_timeouts, keygate_replicas_timeouts_total) */
+    r = cmd(kg, "INFO stats");
+    const char *at = r->type == REDIS_REPLY_STRING ? strstr(r->str, "replicas_timeouts:") : NULL;
+    ck_assert_msg(at && atoll(at + 18) >= 3, "INFO stats replicas_timeouts: %s", describe(r));
+    freeReplyObject(r);
     /* once the replica runs again, writes are acknowledged again */
     ck_assert_int_eq(kill(rp.pid, SIGCONT), 0);
     int ok = 0;
