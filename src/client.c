@@ -441,7 +441,8 @@ static void client_exec(struct client *c, struct request *req)
 {
     if (c->watch_lost) {
         c->watch_lost = 0;
-        int moves = backend_is_cluster(c->worker, c->session.watch_instance); /* a cluster or sentinel instance */
+        int inst = c->session.watch_instance;                         /* >= 0: it had a WATCH connection */
+        int moves = inst >= 0 && backend_is_cluster(c->worker, inst); /* a cluster or sentinel instance */
         client_multi_reset(c);
         session_unwatch(&c->session);
         if (moves) /* its nodes change under it (a failover closes the old primary's clients): a broken WATCH */
@@ -542,8 +543,6 @@ static void request_pin_full(struct client *c, struct request *req, int instance
     request_error(req, msg);
 }
 
-/* (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE: written to the subscriber connection, whose frames
- * go straight to the client (client_push); no reply is matched to a request. */
 /*
  * A cluster's shard channel lives on its slot's node; a client's subscriptions on one instance
  * share one subscriber connection, opened on the node of the first. An SSUBSCRIBE or SUNSUBSCRIBE
@@ -566,6 +565,8 @@ static int client_shard_elsewhere(struct client *c, const struct backend *b, con
     return 1;
 }
 
+/* (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE: written to the subscriber connection, whose frames
+ * go straight to the client (client_push); no reply is matched to a request. */
 static void client_subscribe(struct client *c, const struct plan *plan, const char *frame)
 {
     struct worker *w = c->worker;
