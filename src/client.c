@@ -738,9 +738,7 @@ static int client_waits_for_owner(struct client *c, const struct plan *plan)
         return 0;
     }
     backend_cluster_refresh(w, plan->instance);
-    int ms = 25 << (c->owner_waits < 5 ? c->owner_waits : 5);
-    if (ms > 500) ms = 500;
-    c->owner_waits++;
+    int ms = router_wait_ms(c->owner_waits++);
     if (!c->owner_timer) c->owner_timer = xevtimer_new(w->base, client_owner_timer_cb, c);
     struct timeval tv = {0, ms * 1000};
     evtimer_add(c->owner_timer, &tv);

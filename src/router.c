@@ -100,6 +100,12 @@ static struct backend *route_target(struct request *req, struct request_send *s)
     return backend_for_slot(req->worker, s->instance, s->slot, c->id, c->resp3);
 }
 
+int router_wait_ms(int n)
+{
+    int ms = ROUTE_RETRY_MIN_MS << (n < 5 ? (n > 0 ? n : 0) : 5);
+    return ms > ROUTE_RETRY_MAX_MS ? ROUTE_RETRY_MAX_MS : ms;
+}
+
 /*
  * A client's cluster sends that wait to go again (no reachable owner, -TRYAGAIN, -CLUSTERDOWN, a
  * connection lost before they were written) wait on one list, in the order of the client's
@@ -114,8 +120,7 @@ static void route_resend_arm(struct client *c)
     const struct request_send *first = TAILQ_FIRST(&c->resends);
     if (!first || (c->resend_timer && evtimer_pending(c->resend_timer, NULL))) return;
     if (!c->resend_timer) c->resend_timer = xevtimer_new(c->worker->base, route_resend_cb, c);
-    int ms = ROUTE_RETRY_MIN_MS << (first->retries > 1 ? first->retries - 1 : 0);
-    if (ms > ROUTE_RETRY_MAX_MS || ms <= 0) ms = ROUTE_RETRY_MAX_MS;
+    int ms = router_wait_ms(first->retries > 1 ? first->retries - 1 : 0);
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     evtimer_add(c->resend_timer, &tv);
 }
@@ -309,11 +314,7 @@ int router_max_waits(const struct worker *w, int instance)
     if (!backend_is_sentinel(w, instance)) return ROUTE_MAX_RETRIES;
     int64_t hold = w->cfg->failover_hold_ms, waited = 0;
     int n = 0;
-    while (waited < hold && n < 1000) {
-        int ms = ROUTE_RETRY_MIN_MS << (n < 5 ? n : 5);
-        waited += ms > ROUTE_RETRY_MAX_MS ? ROUTE_RETRY_MAX_MS : ms;
-        n++;
-    }
+    while (waited < hold && n < 1000) waited += router_wait_ms(n++);
     return n;
 }
 

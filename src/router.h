@@ -38,6 +38,9 @@ static inline struct backend *router_shared_for(struct client *c, int instance)
     return backend_for(c->worker, instance, c->id);
 }
 
+/* The n-th wait (from 0) for an owner keygate cannot reach: 25 ms doubling, at most 500 ms. */
+int router_wait_ms(int n);
+
 /* How many waits (25 ms doubling to 500 ms) a request for `instance` makes for an owner it cannot
  * reach before it fails: about 6.3 s on a cluster, failover-hold on a sentinel instance. */
 int router_max_waits(const struct worker *w, int instance);

@@ -82,13 +82,6 @@ void sentinelwatch_poke(int instance)
     pthread_mutex_unlock(&sw->lock);
 }
 
-void sentinelwatch_reset(void)
-{
-    pthread_mutex_lock(&state_lock);
-    memset(states, 0, sizeof(states));
-    pthread_mutex_unlock(&state_lock);
-}
-
 static int same_node(const struct slotmap_node *a, const struct slotmap_node *b)
 {
     return a->port == b->port && strcmp(a->host, b->host) == 0;

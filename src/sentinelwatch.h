@@ -52,7 +52,4 @@ int sentinelwatch_get(int instance, struct sentinelwatch_state *out);
  * for an instance without a watcher. */
 void sentinelwatch_poke(int instance);
 
-/* Forget every published state (tests). */
-void sentinelwatch_reset(void);
-
 #endif
