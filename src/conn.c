@@ -12,6 +12,7 @@ void conn_out(struct client *c, const char *data, size_t len)
     if (c->bev) {
         bufferevent_write(c->bev, data, len);
         conn_account(c);
+        event_active(c->worker->flush_ev, EV_TIMEOUT, 0); /* its stats are flushed before it goes */
         return;
     }
     bytebuf_add(&c->obuf, data, len);

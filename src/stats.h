@@ -296,7 +296,7 @@ void stats_command_more(struct stats *st, uint32_t key);
 /* The request's reply (len bytes) goes to its client now: sent bytes, and its duration
  * from read to now (st->now_ns) in the class histogram. A pipeline's replies share read time,
  * namespace, class and now: they join the pending run, counted by stats_flush (at the next
- * stats_clock, or the worker's 250 ms tick: /metrics may be that far behind). */
+ * stats_clock, or in the worker's flush step, before the iteration's replies are written). */
 static inline void stats_reply_out(struct stats *st, const struct stats_mark *m, size_t len)
 {
     struct stats_run *r = &st->run;

@@ -141,7 +141,8 @@ static void accept_error_cb(struct evconnlistener *l, void *arg)
 /*
  * The flush step, once per loop iteration in which something was staged or woken: the
  * backends write (in arrival order), the clients postponed behind them parse again, the
- * woken clients are serviced, and the plain clients' replies are written.
+ * woken clients are serviced, the counted runs are added up, and the plain clients' replies
+ * are written (a TLS client's bufferevent writes at its EV_WRITE, after this step).
  */
 static void flush_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -150,7 +151,9 @@ static void flush_cb(evutil_socket_t fd, short what, void *arg)
     backend_flush_all(arg);
     client_wake_postponed(arg);
     client_service_woken(arg);
-    client_write_all(arg);
+    struct worker *w = arg;
+    stats_flush(&w->stats); /* this iteration's runs are in /metrics before a client reads their replies */
+    client_write_all(w);
 }
 
 static void reap_cb(evutil_socket_t fd, short what, void *arg)

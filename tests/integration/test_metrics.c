@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <openssl/ssl.h>
+
 #include "harness.h"
 
 /*
@@ -150,9 +152,9 @@ START_TEST(test_namespace_counters_exact)
     }
     const char *ping[] = {"PING"};
     freeReplyObject(send_argv(c, 1, ping, &rx_none, &tx_none));
-    redisFree(c);
 
-    char *after = metrics();
+    char *after = metrics(); /* c still open: its replies are counted without its close */
+    redisFree(c);
     struct {
         const char *name;
         double want;
@@ -223,8 +225,8 @@ START_TEST(test_multi_namespace_command_counted_under_each)
     ck_assert_int_eq(r->type, REDIS_REPLY_ARRAY);
     freeReplyObject(r);
     size_t del_len = strlen("*5\r\n$3\r\nDEL\r\n$6\r\nq:mn:1\r\n$6\r\nq:mn:2\r\n$7\r\nrl:mn:1\r\n$6\r\nq:mn:3\r\n");
+    char *after = metrics(); /* c still open: its replies are counted without its close */
     redisFree(c);
-    char *after = metrics();
     struct {
         const char *name;
         double want;
@@ -260,8 +262,8 @@ START_TEST(test_ttl_injected_inside_multi_and_split)
     freeReplyObject(r);
     expect_int(cmd(c, "EXISTS sl:m:1 cache:m:none"), 0, "EXISTS across both instances");
     expect_int(cmd(c, "DEL rl:m:tx1 rl:m:tx2"), 2, "DEL");
+    char *after = metrics(); /* c still open: its replies are counted without its close */
     redisFree(c);
-    char *after = metrics();
     const char *rl = "keygate_namespace_ttl_injected_total{" NS("rl:", "durable", "rate-limit") "}";
     const char *sl = "keygate_namespace_ttl_injected_total{" NS("sl:", "durable", "rate-limit") "}";
     ck_assert_msg(must_series(after, rl) - must_series(before, rl) == 2,
@@ -285,8 +287,8 @@ START_TEST(test_default_line_is_its_own_namespace)
     expect_status(cmd(c, "SET legacy:dl:1 v"), "OK", "SET of an unregistered key");
     freeReplyObject(cmd(c, "GET legacy:dl:1"));
     freeReplyObject(cmd(c, "GET cache:dl:1"));
+    char *after = metrics(); /* c still open: its replies are counted without its close */
     redisFree(c);
-    char *after = metrics();
     const char *w = "keygate_namespace_commands_total{" NS("(default)", "cache", "legacy") ",class=\"write\"}";
     const char *r = "keygate_namespace_commands_total{" NS("(default)", "cache", "legacy") ",class=\"read\"}";
     const char *inj = "keygate_namespace_ttl_injected_total{" NS("(default)", "cache", "legacy") "}";
@@ -343,8 +345,8 @@ START_TEST(test_reload_keeps_series)
     for (int i = 0; i < 2; i++) freeReplyObject(cmd(c, "GET cache:rl:%d", i));
     freeReplyObject(cmd(c, "SET a:rl:1 v"));
     freeReplyObject(cmd(c, "SET rl:rl:1 v"));
+    char *after = metrics(); /* c still open: its replies are counted without its close */
     redisFree(c);
-    char *after = metrics();
     const char *cr = "keygate_namespace_commands_total{" NS("cache:", "cache", "cache") ",class=\"read\"}";
     ck_assert_int_eq(must_series(after, cr) - must_series(before, cr), 2);
     const char *qw = "keygate_namespace_commands_total{" NS("q:", "durable", "queues") ",class=\"write\"}";
@@ -398,8 +400,8 @@ START_TEST(test_histograms_count_the_requests)
     for (int i = 0; i < 40; i++) freeReplyObject(next_reply(c));
     for (int i = 0; i < 10; i++) freeReplyObject(cmd(c, "GET cache:h:x"));
     for (int i = 0; i < 3; i++) freeReplyObject(cmd(c, "SET q:h:%d v", i));
+    char *after = metrics(); /* c still open: its replies are counted without its close */
     redisFree(c);
-    char *after = metrics();
     ck_assert_int_eq(hist_check(after, "keygate_request_duration_seconds", "class=\"read\"") - read0, 50);
     ck_assert_int_eq(hist_check(after, "keygate_request_duration_seconds", "class=\"write\"") - write0, 3);
     ck_assert_int_eq(hist_check(after, "keygate_backend_latency_seconds", "instance=\"cache\"") - cache0, 50);
@@ -407,6 +409,66 @@ START_TEST(test_histograms_count_the_requests)
     hist_check(after, "keygate_request_duration_seconds", "class=\"other\"");
     free(before);
     free(after);
+}
+END_TEST
+
+/* A TLS client's replies are counted before they reach it too (its bufferevent writes after
+ * the worker's flush step): 3 pipelined SETs, read back, show in the write histogram while the
+ * connection is still open. */
+START_TEST(test_histograms_count_a_tls_clients_requests)
+{
+    int tls_port = harness_free_port();
+    ck_assert_int_gt(tls_port, 0);
+    char conf[3 * PATH_MAX];
+    snprintf(conf, sizeof conf,
+             "backend-info-interval 1s\nlisten 127.0.0.1:%d tls cert=%s/build/certs/server.crt "
+             "key=%s/build/certs/server.key\n",
+             tls_port, h.root, h.root);
+    struct harness_opts o = {.admin = 1, .registry_text = REGISTRY, .extra_config = conf};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart with a TLS listener: %s", h.error);
+    char *before = metrics();
+    double write0 = hist_check(before, "keygate_request_duration_seconds", "class=\"write\"");
+
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    ck_assert_ptr_nonnull(ctx);
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/build/certs/ca.crt", h.root);
+    ck_assert_int_eq(SSL_CTX_load_verify_locations(ctx, path, NULL), 1);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)tls_port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    SSL *ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, fd);
+    SSL_set1_host(ssl, "localhost");
+    ck_assert_int_eq(SSL_connect(ssl), 1);
+    const char *req = "SET q:ht:1 v\r\nSET q:ht:2 v\r\nSET q:ht:3 v\r\n";
+    const char *want = "+OK\r\n+OK\r\n+OK\r\n";
+    ck_assert_int_eq(SSL_write(ssl, req, (int)strlen(req)), (int)strlen(req));
+    char out[64];
+    size_t got = 0;
+    while (got < strlen(want)) {
+        int n = SSL_read(ssl, out + got, (int)(sizeof out - 1 - got));
+        ck_assert_msg(n > 0, "TLS read ended after %zu bytes", got);
+        got += (size_t)n;
+    }
+    out[got] = '\0';
+    ck_assert_str_eq(out, want);
+
+    char *after = metrics(); /* the TLS connection still open */
+    ck_assert_int_eq(hist_check(after, "keygate_request_duration_seconds", "class=\"write\"") - write0, 3);
+    SSL_free(ssl);
+    close(fd);
+    SSL_CTX_free(ctx);
+    free(before);
+    free(after);
+    redisContext *d = harness_must_direct(&h, "durable");
+    freeReplyObject(cmd(d, "DEL q:ht:1 q:ht:2 q:ht:3"));
+    redisFree(d);
 }
 END_TEST
 
@@ -680,6 +742,7 @@ int main(void)
     harness_add_test(tc, test_default_line_is_its_own_namespace);
     harness_add_test(tc, test_reload_keeps_series);
     harness_add_test(tc, test_histograms_count_the_requests);
+    harness_add_test(tc, test_histograms_count_a_tls_clients_requests);
     harness_add_test(tc, test_capacity_gauges_equal_backend_info);
     harness_add_test(tc, test_oom_counted_and_healthz_flips_on_headroom);
     harness_add_test(tc, test_promtool_accepts_metrics);
