@@ -127,6 +127,13 @@ static int starts_with(const char *s, const char *prefix)
     return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
+/* Does diagnostic d start with "path:" followed by a line number or a space? */
+static int names_file(const char *d, const char *path)
+{
+    size_t n = strlen(path);
+    return starts_with(d, path) && d[n] == ':' && (d[n + 1] == ' ' || isdigit((unsigned char)d[n + 1]));
+}
+
 /* Check one diagnostic; returns its line (0 for a whole-file one) and which file (*which: 0 cfg, 1 reg). */
 static int diag_check(const char *d, int cfg_lines, int reg_lines, int *which)
 {
@@ -137,13 +144,14 @@ static int diag_check(const char *d, int cfg_lines, int reg_lines, int *which)
     const char *rest;
     int limit;
 
-    /* a file whose name is ours plus more (`registry registry.conf:` names "registry.conf:")
-     * is another file: its diagnostic only starts like one of ours */
-    if (starts_with(d, cfg_path) && d[strlen(cfg_path)] == ':' && d[strlen(cfg_path) + 1] != ':') {
+    /* a file whose name is ours plus more (`registry registry.conf:` names "registry.conf:",
+     * `registry keygate.conf:x` "keygate.conf:x") is another file: its diagnostic only starts
+     * like one of ours, which go on with a line number or a space */
+    if (names_file(d, cfg_path)) {
         rest = d + strlen(cfg_path) + 1;
         limit = cfg_lines;
         *which = 0;
-    } else if (starts_with(d, reg_path) && d[strlen(reg_path)] == ':' && d[strlen(reg_path) + 1] != ':') {
+    } else if (names_file(d, reg_path)) {
         rest = d + strlen(reg_path) + 1;
         limit = reg_lines;
         *which = 1;
