@@ -1,6 +1,7 @@
 /* harness.c: starts real TLS redis-servers (durable, cache) and keygate on free loopback ports for integration tests, plus the Check helpers they share and the registry post-condition. */
 #include "harness.h"
 
+#include <openssl/err.h>
 #include <openssl/evp.h>
 
 #include <assert.h>
@@ -1921,7 +1922,8 @@ redisContext *harness_must_client(struct harness *h)
     return c;
 }
 
-int harness_connect_from(struct harness *h, const char *source)
+/* harness_connect_from to port. */
+static int connect_port_from(int port, const char *source)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ck_assert_msg(fd >= 0, "socket: %s", strerror(errno));
@@ -1930,13 +1932,46 @@ int harness_connect_from(struct harness *h, const char *source)
     ck_assert_msg(bind(fd, (struct sockaddr *)&from, sizeof from) == 0, "bind %s: %s", source, strerror(errno));
     struct timeval tv = {5, 0}; /* a blocking connect that cannot hang the test */
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)h->port)};
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ck_assert_msg(connect(fd, (struct sockaddr *)&to, sizeof to) == 0, "connect to keygate from %s: %s", source,
                   strerror(errno));
     struct timeval none = {0, 0};
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof none);
     return fd;
+}
+
+int harness_connect_from(struct harness *h, const char *source)
+{
+    return connect_port_from(h->port, source);
+}
+
+SSL *harness_tls_client(struct harness *h, int port, const char *source)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    ck_assert_ptr_nonnull(ctx);
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/build/certs/ca.crt", h->root);
+    ck_assert_msg(SSL_CTX_load_verify_locations(ctx, path, NULL) == 1, "cannot load %s", path);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    int fd = connect_port_from(port, source ? source : "127.0.0.1");
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    SSL *ssl = SSL_new(ctx);
+    SSL_CTX_free(ctx); /* ssl holds its own reference */
+    ck_assert_ptr_nonnull(ssl);
+    SSL_set_fd(ssl, fd);
+    SSL_set1_host(ssl, "localhost");
+    ck_assert_msg(SSL_connect(ssl) == 1, "TLS handshake with keygate on port %d failed", port);
+    return ssl;
+}
+
+void harness_tls_close(SSL *ssl)
+{
+    int fd = SSL_get_fd(ssl);
+    ERR_clear_error();
+    SSL_free(ssl);
+    close(fd);
 }
 
 redisContext *harness_client_from(struct harness *h, const char *source)

@@ -8,6 +8,7 @@
 
 #include <check.h>
 #include <hiredis/hiredis.h>
+#include <openssl/ssl.h>
 
 /*
  * Usage (one harness per test case, started once in an unchecked fixture, in the runner):
@@ -196,6 +197,14 @@ int harness_connect_from(struct harness *h, const char *source);
 
 /* harness_connect_from as a hiredis connection (10 s I/O timeout); the caller redisFree()s it. */
 redisContext *harness_client_from(struct harness *h, const char *source);
+
+/* A TLS connection to keygate's TLS listener on 127.0.0.1:port from `source` (NULL:
+ * 127.0.0.1), keygate's certificate verified against build/certs/ca.crt as "localhost",
+ * reads timing out after 10 s; any failure fails the test. harness_tls_close closes it. */
+SSL *harness_tls_client(struct harness *h, int port, const char *source);
+
+/* Free ssl and close its socket. */
+void harness_tls_close(SSL *ssl);
 
 /* harness_direct, failing the test when the backend cannot be reached. */
 redisContext *harness_must_direct(struct harness *h, const char *backend);

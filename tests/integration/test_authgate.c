@@ -13,9 +13,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-
 #include "authfail.h"
 #include "harness.h"
 
@@ -486,22 +483,7 @@ static int restart_with_tls_and_unix(void)
 START_TEST(test_tls_clients_are_throttled_too)
 {
     int port = restart_with_tls_and_unix();
-    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
-    ck_assert_ptr_nonnull(ctx);
-    char path[PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/build/certs/ca.crt", h.root);
-    ck_assert_int_eq(SSL_CTX_load_verify_locations(ctx, path, NULL), 1);
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-    int saved = h.port;
-    h.port = port; /* harness_connect_from connects to h.port */
-    int fd = connect_from("127.0.0.9");
-    h.port = saved;
-    struct timeval tv = {10, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    SSL *ssl = SSL_new(ctx);
-    SSL_set_fd(ssl, fd);
-    SSL_set1_host(ssl, "localhost");
-    ck_assert_int_eq(SSL_connect(ssl), 1);
+    SSL *ssl = harness_tls_client(&h, port, "127.0.0.9");
     char req[1024] = "";
     for (int i = 0; i < 5; i++) strcat(req, "AUTH " WRONG_PW "\r\n");
     strcat(req, "PING\r\n");
@@ -519,10 +501,7 @@ START_TEST(test_tls_clients_are_throttled_too)
     ck_assert_msg(took < 10000, "the connection was not closed (read timed out), got '%s'", out);
     ck_assert_str_eq(out, WRONGPASS WRONGPASS WRONGPASS);
     ck_assert_msg(took >= 100 + 200 + 400 - 5, "three failures answered within %lld ms", took);
-    ERR_clear_error();
-    SSL_free(ssl);
-    close(fd);
-    SSL_CTX_free(ctx);
+    harness_tls_close(ssl);
 }
 END_TEST
 

@@ -11,8 +11,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <openssl/ssl.h>
-
 #include "harness.h"
 
 /*
@@ -429,23 +427,7 @@ START_TEST(test_histograms_count_a_tls_clients_requests)
     char *before = metrics();
     double write0 = hist_check(before, "keygate_request_duration_seconds", "class=\"write\"");
 
-    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
-    ck_assert_ptr_nonnull(ctx);
-    char path[PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/build/certs/ca.crt", h.root);
-    ck_assert_int_eq(SSL_CTX_load_verify_locations(ctx, path, NULL), 1);
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)tls_port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    struct timeval tv = {10, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    SSL *ssl = SSL_new(ctx);
-    SSL_set_fd(ssl, fd);
-    SSL_set1_host(ssl, "localhost");
-    ck_assert_int_eq(SSL_connect(ssl), 1);
+    SSL *ssl = harness_tls_client(&h, tls_port, NULL);
     const char *req = "SET q:ht:1 v\r\nSET q:ht:2 v\r\nSET q:ht:3 v\r\n";
     const char *want = "+OK\r\n+OK\r\n+OK\r\n";
     ck_assert_int_eq(SSL_write(ssl, req, (int)strlen(req)), (int)strlen(req));
@@ -461,9 +443,7 @@ START_TEST(test_histograms_count_a_tls_clients_requests)
 
     char *after = metrics(); /* the TLS connection still open */
     ck_assert_int_eq(hist_check(after, "keygate_request_duration_seconds", "class=\"write\"") - write0, 3);
-    SSL_free(ssl);
-    close(fd);
-    SSL_CTX_free(ctx);
+    harness_tls_close(ssl);
     free(before);
     free(after);
     redisContext *d = harness_must_direct(&h, "durable");

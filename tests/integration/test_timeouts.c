@@ -244,12 +244,7 @@ START_TEST(test_stalled_tls_handshake_is_closed_after_header_timeout)
     int partial = raw_connect_to(port);
     send_all(partial, "\x16\x03\x01", 3); /* the first bytes of a TLS record, then nothing */
 
-    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
-    ck_assert_ptr_nonnull(ctx);
-    SSL *ssl = SSL_new(ctx);
-    int done = raw_connect_to(port);
-    SSL_set_fd(ssl, done);
-    ck_assert_msg(SSL_connect(ssl) == 1, "TLS handshake with keygate failed");
+    SSL *ssl = harness_tls_client(&h, port, NULL);
 
     long long took = wait_eof(silent, 4000), took_partial = wait_eof(partial, 4000);
     ck_assert_msg(took >= 700 && took < 2600, "a TLS client that sent nothing was closed after %lld ms (want ~1 s)",
@@ -261,9 +256,7 @@ START_TEST(test_stalled_tls_handshake_is_closed_after_header_timeout)
     char buf[16] = "";
     int n = SSL_read(ssl, buf, sizeof buf - 1);
     ck_assert_msg(n >= 7 && memcmp(buf, "+PONG\r\n", 7) == 0, "PING on the finished TLS connection: %d bytes", n);
-    SSL_free(ssl);
-    SSL_CTX_free(ctx);
-    close(done);
+    harness_tls_close(ssl);
     close(silent);
     close(partial);
     char *log = harness_keygate_log(&h);
