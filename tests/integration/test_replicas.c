@@ -261,6 +261,16 @@ START_TEST(test_replicas_one_wait_per_group)
 }
 END_TEST
 
+/* keygate's replicas_waits (INFO stats: the WAITs it sent), asked through c. */
+static long long replicas_waits(redisContext *c)
+{
+    redisReply *r = cmd(c, "INFO stats");
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && strstr(r->str, "replicas_waits:"), "INFO stats: %s", describe(r));
+    long long n = atoll(strstr(r->str, "replicas_waits:") + 15);
+    freeReplyObject(r);
+    return n;
+}
+
 /* keygate's INFO counts the WAITs it sent (replicas_waits) */
 START_TEST(test_replicas_waits_counted)
 {
@@ -268,10 +278,7 @@ START_TEST(test_replicas_waits_counted)
     replica_start(&rp);
     redisContext *kg = harness_must_client(&h);
     expect_status(cmd(kg, "SET rq:c:1 v"), "OK", "a replicas=1 write");
-    redisReply *r = cmd(kg, "INFO stats");
-    ck_assert_msg(r->type == REDIS_REPLY_STRING && strstr(r->str, "replicas_waits:"), "INFO stats: %s", describe(r));
-    ck_assert_int_ge(atoll(strstr(r->str, "replicas_waits:") + 15), 1);
-    freeReplyObject(r);
+    ck_assert_int_ge(replicas_waits(kg), 1);
     redisFree(kg);
     replica_stop(&rp);
 }
@@ -285,10 +292,17 @@ START_TEST(test_replicas_held_write_at_shutdown)
     replica_start(&rp);
     redisContext *kg = harness_must_client(&h);
     expect_status(cmd(kg, "SET rq:sd:0 v"), "OK", "a confirmed write");
+    redisContext *probe = harness_must_client(&h);
+    long long waits = replicas_waits(probe);
     replica_pause(&rp);
     redisAppendCommand(kg, "SET rq:sd:1 v");
     send_appended(kg, "SET rq:sd:1");
-    sleep_ms(30); /* held, its WAIT pending */
+    /* held once its WAIT is out (a SIGTERM before keygate read the SET would close kg unanswered) */
+    for (long long end = now_ms() + 5000; replicas_waits(probe) == waits;) {
+        ck_assert_msg(now_ms() < end, "no WAIT sent for the held write within 5 s");
+        sleep_ms(5);
+    }
+    redisFree(probe);
     pid_t kpid = h.keygate_pid;
     ck_assert_int_gt(kpid, 0);
     ck_assert_int_eq(kill(kpid, SIGTERM), 0);
