@@ -164,6 +164,25 @@ START_TEST(test_replicas_ok_means_the_replica_has_it)
 }
 END_TEST
 
+/* keygate's replicas_waits (INFO stats: the WAITs it sent), asked through c. */
+static long long replicas_waits(redisContext *c)
+{
+    redisReply *r = cmd(c, "INFO stats");
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && strstr(r->str, "replicas_waits:"), "INFO stats: %s", describe(r));
+    long long n = atoll(strstr(r->str, "replicas_waits:") + 15);
+    freeReplyObject(r);
+    return n;
+}
+
+/* Wait (5 s) until keygate's replicas_waits is past `before`: a held write's WAIT is out. */
+static void wait_for_wait_sent(redisContext *probe, long long before)
+{
+    for (long long end = now_ms() + 5000; replicas_waits(probe) == before;) {
+        ck_assert_msg(now_ms() < end, "no WAIT sent for the held write within 5 s");
+        sleep_ms(5);
+    }
+}
+
 START_TEST(test_replicas_not_confirmed_answers_noreplicas)
 {
     struct replica rp;
@@ -171,13 +190,14 @@ START_TEST(test_replicas_not_confirmed_answers_noreplicas)
     redisContext *kg = harness_must_client(&h), *other = harness_must_client(&h);
     expect_status(cmd(kg, "SET rq:nr:0 v"), "OK", "a write the replica confirms");
     expect_status(cmd(other, "SET q:nr:plain v"), "OK", "a plain write");
+    long long waits = replicas_waits(other);
     replica_pause(&rp);
 
     /* the write is sent; while its WAIT is out, another client's requests to durable go as usual */
     long long t0 = now_ms();
     redisAppendCommand(kg, "SET rq:nr:1 v1");
     send_appended(kg, "SET rq:nr:1");
-    sleep_ms(30); /* its reply is held by now (loopback); the WAIT for it is pending */
+    wait_for_wait_sent(other, waits); /* its reply is held, the WAIT for it pending */
     for (int i = 0; i < 5; i++) {
         long long t1 = now_ms();
         expect_bulk(cmd(other, "GET q:nr:plain"), "v", "another client's GET while the WAIT is pending");
@@ -261,16 +281,6 @@ START_TEST(test_replicas_one_wait_per_group)
 }
 END_TEST
 
-/* keygate's replicas_waits (INFO stats: the WAITs it sent), asked through c. */
-static long long replicas_waits(redisContext *c)
-{
-    redisReply *r = cmd(c, "INFO stats");
-    ck_assert_msg(r->type == REDIS_REPLY_STRING && strstr(r->str, "replicas_waits:"), "INFO stats: %s", describe(r));
-    long long n = atoll(strstr(r->str, "replicas_waits:") + 15);
-    freeReplyObject(r);
-    return n;
-}
-
 /* keygate's INFO counts the WAITs it sent (replicas_waits) */
 START_TEST(test_replicas_waits_counted)
 {
@@ -298,10 +308,7 @@ START_TEST(test_replicas_held_write_at_shutdown)
     redisAppendCommand(kg, "SET rq:sd:1 v");
     send_appended(kg, "SET rq:sd:1");
     /* held once its WAIT is out (a SIGTERM before keygate read the SET would close kg unanswered) */
-    for (long long end = now_ms() + 5000; replicas_waits(probe) == waits;) {
-        ck_assert_msg(now_ms() < end, "no WAIT sent for the held write within 5 s");
-        sleep_ms(5);
-    }
+    wait_for_wait_sent(probe, waits);
     redisFree(probe);
     pid_t kpid = h.keygate_pid;
     ck_assert_int_gt(kpid, 0);
