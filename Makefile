@@ -36,8 +36,9 @@ CLUSTER_HARNESS := tests/cluster/cluster_harness.c
 HA_SRCS := $(wildcard tests/ha/test_*.c)
 HA_BINS := $(HA_SRCS:tests/ha/%.c=$(BUILD)/tests/ha/%)
 HA_HARNESS := tests/ha/sentinel_harness.c
-# tests/common/: the process handling both harnesses share (servers, their safety nets, ports, the last error)
-PROCS := tests/common/procs.c
+# tests/common/: what the cluster and Sentinel suites share: process handling (servers, their safety nets, ports,
+# the last error) and the checked client load
+COMMON := tests/common/procs.c tests/common/load.c
 
 .PHONY: all deps certs run test unit integration clients check-conf clean format install fuzz fuzz-quick \
         check format-check cppcheck check-layout check-layout-test check-ops deb deb-check test-cluster test-ha
@@ -65,13 +66,13 @@ $(BUILD)/tests/integration/%: tests/integration/%.c $(HARNESS) $(wildcard tests/
 	$(CC) $(CFLAGS) -Itests/integration $(LDFLAGS) -o $@ $< $(HARNESS) $(LIB_OBJS) $(CHECK_LIBS) $(LDLIBS)
 
 # the cluster suites link the integration harness too (harness_tcase, cmd, expect_*, the raw RESP connection),
-# and tests/common/procs.c under cluster_harness.c
-$(BUILD)/tests/cluster/%: tests/cluster/%.c $(CLUSTER_HARNESS) $(PROCS) $(HARNESS) $(wildcard tests/cluster/*.h) $(wildcard tests/common/*.h) $(wildcard tests/integration/*.h) $(LIB_OBJS) $(HDRS) | $(BUILD)/tests/cluster
-	$(CC) $(CFLAGS) -Itests/integration -Itests/cluster -Itests/common $(LDFLAGS) -o $@ $< $(CLUSTER_HARNESS) $(PROCS) $(HARNESS) $(LIB_OBJS) $(CHECK_LIBS) $(LDLIBS)
+# and tests/common/ (procs.c under cluster_harness.c, the load)
+$(BUILD)/tests/cluster/%: tests/cluster/%.c $(CLUSTER_HARNESS) $(COMMON) $(HARNESS) $(wildcard tests/cluster/*.h) $(wildcard tests/common/*.h) $(wildcard tests/integration/*.h) $(LIB_OBJS) $(HDRS) | $(BUILD)/tests/cluster
+	$(CC) $(CFLAGS) -Itests/integration -Itests/cluster -Itests/common $(LDFLAGS) -o $@ $< $(CLUSTER_HARNESS) $(COMMON) $(HARNESS) $(LIB_OBJS) $(CHECK_LIBS) $(LDLIBS)
 
 # the HA suites likewise
-$(BUILD)/tests/ha/%: tests/ha/%.c $(HA_HARNESS) $(PROCS) $(HARNESS) $(wildcard tests/ha/*.h) $(wildcard tests/common/*.h) $(wildcard tests/integration/*.h) $(LIB_OBJS) $(HDRS) | $(BUILD)/tests/ha
-	$(CC) $(CFLAGS) -Itests/integration -Itests/ha -Itests/common $(LDFLAGS) -o $@ $< $(HA_HARNESS) $(PROCS) $(HARNESS) $(LIB_OBJS) $(CHECK_LIBS) $(LDLIBS)
+$(BUILD)/tests/ha/%: tests/ha/%.c $(HA_HARNESS) $(COMMON) $(HARNESS) $(wildcard tests/ha/*.h) $(wildcard tests/common/*.h) $(wildcard tests/integration/*.h) $(LIB_OBJS) $(HDRS) | $(BUILD)/tests/ha
+	$(CC) $(CFLAGS) -Itests/integration -Itests/ha -Itests/common $(LDFLAGS) -o $@ $< $(HA_HARNESS) $(COMMON) $(HARNESS) $(LIB_OBJS) $(CHECK_LIBS) $(LDLIBS)
 
 certs:
 	@./scripts/gen-certs build/certs

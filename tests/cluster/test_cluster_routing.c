@@ -8,6 +8,7 @@
 
 #include "cluster_harness.h"
 #include "harness.h"
+#include "load.h"
 #include "slotmap.h"
 
 /*
@@ -413,296 +414,21 @@ START_TEST(test_multikey_split_crossslot_and_transactions)
 }
 END_TEST
 
-/* ---- the load: 20 client threads through keygate ----
+/* ---- the load: 20 client threads through keygate (tests/common/load.h) ----
  *
- * Thread T sends batches, pipelined, and reads every reply before the next batch (one batch
- * in flight per thread): SET c:ld:T:i (keys over all slots), INCR n:ctr:T:j (no TTL), INCR
- * c:ctr:T:j (TTL-wrapped by keygate: MULTI/INCR/PEXPIRE/EXEC), GET c:ld:T:i, with `reread` a
- * GET of an earlier acknowledged key, and every 4th batch the client's own transaction
- * MULTI / INCR c:{mT}:ctr / SET c:{mT}:last i / EXEC. Every reply is checked against what
- * the thread knows (INCR: its count + 1, within the errors that may have run); anything
- * else is a client-visible error. Threads make no Check assertion: the test asserts on
- * their counts once they are joined. */
+ * Keys over all slots; the transaction's keys carry a hash tag (c:{mT}:ctr, c:{mT}:last), so
+ * its two commands share a slot. */
 
-#define LOAD_THREADS 20
-#define LOAD_COUNTERS 4
-#define LOAD_MAX_BATCH 9 /* commands in one batch, at most */
-
-struct load_thread {
-    int id;
-    int reread;
-    int lossy; /* a failover: a counter may answer below the count (async replication lost some) */
-    pthread_t thread;
-    long long batches;    /* completed (atomic: the test waits on it) */
-    long long sets;       /* SETs sent: keys c:ld:ID:0 .. sets-1 */
-    long long sets_done;  /* SETs whose batch completed (atomic: snapshots) */
-    unsigned char *acked; /* acked[i]: SET i answered +OK */
-    size_t cap;
-    long long incr[2][LOAD_COUNTERS];     /* acknowledged INCRs of n:ctr:ID:j and c:ctr:ID:j (atomic) */
-    long long incr_err[2][LOAD_COUNTERS]; /* INCRs answered with an error (they may have run) */
-    long long multi, multi_err;           /* acknowledged / failed MULTI ... EXEC (atomic) */
-    long long gets, lost_reads;           /* GETs; nil for a key whose SET was acknowledged */
-    long long regressions;                /* lossy: INCRs answered below the count + 1 */
-    long long nil_reads[16];              /* SET indexes of the first such nil GETs */
-    long long errors, error_batches, errors_after_mark;
-    long long first_error_ms;   /* since the load began */
-    long long error_sent_ms[2]; /* when the first two failed batches were sent, since the load began */
-    char first_error[256];
-};
-
-static struct load_thread g_load[LOAD_THREADS];
-static volatile int g_load_stop;
-static long long g_load_t0;
-static long long g_load_mark = -1; /* errors in batches sent after this time count as errors_after_mark */
-
-static long long ld_get(const long long *v)
+static redisContext *load_client(void)
 {
-    return __atomic_load_n(v, __ATOMIC_ACQUIRE);
+    return harness_client(&h);
 }
 
-static void ld_set(long long *v, long long x)
+/* The load's options: `reread` GETs of earlier keys; `lossy` for a failover. */
+static void cluster_load_start(int reread, int lossy)
 {
-    __atomic_store_n(v, x, __ATOMIC_RELEASE);
-}
-
-enum ld_kind { LD_SET, LD_INCR_N, LD_INCR_C, LD_GET, LD_GET_OLD, LD_MULTI, LD_QUEUED, LD_EXEC };
-
-struct ld_cmd {
-    enum ld_kind kind;
-    long long i; /* the SET index a GET reads; the counter index of an INCR */
-};
-
-static void ld_error(struct load_thread *t, long long sent, int *batch_err, const char *what, const redisReply *r,
-                     const char *errstr)
-{
-    t->errors++;
-    if (!*batch_err && t->error_batches < 2) t->error_sent_ms[t->error_batches] = sent - g_load_t0;
-    if (!*batch_err) t->error_batches++;
-    *batch_err = 1;
-    long long mark = __atomic_load_n(&g_load_mark, __ATOMIC_ACQUIRE);
-    if (mark >= 0 && sent > mark) t->errors_after_mark++;
-    if (t->first_error[0] == '\0') {
-        char d[120];
-        if (r != NULL)
-            describe_into(r, d, sizeof d);
-        else
-            snprintf(d, sizeof d, "connection: %.80s", errstr);
-        snprintf(t->first_error, sizeof t->first_error, "%s: %s", what, d);
-        t->first_error_ms = now_ms() - g_load_t0;
-    }
-}
-
-/* An INCR's answer: the count + 1, up to the errors that may have run (lossy: or less, from 1,
- * counted as a regression); then counted. */
-static int ld_incr_ok(struct load_thread *t, long long *count, long long errs, const redisReply *r)
-{
-    if (r->type != REDIS_REPLY_INTEGER || r->integer > *count + 1 + errs) return 0;
-    if (r->integer < *count + 1) {
-        if (!t->lossy || r->integer < 1) return 0;
-        t->regressions++;
-    }
-    ld_set(count, *count + 1);
-    return 1;
-}
-
-static void *load_main(void *arg)
-{
-    struct load_thread *t = arg;
-    unsigned seed = 7919u * (unsigned)t->id + 17u;
-    redisContext *c = harness_client(&h);
-    struct ld_cmd cmds[LOAD_MAX_BATCH];
-    while (!g_load_stop) {
-        if (c == NULL || c->err) {
-            if (c != NULL) redisFree(c);
-            c = harness_client(&h);
-            if (c == NULL) {
-                int e = 0;
-                ld_error(t, now_ms(), &e, "connect to keygate", NULL, "refused");
-                sleep_ms(50);
-                continue;
-            }
-        }
-        long long i = t->sets;
-        if ((size_t)i >= t->cap) {
-            size_t cap = t->cap ? t->cap * 2 : 4096;
-            unsigned char *a = realloc(t->acked, cap);
-            if (a == NULL) break;
-            memset(a + t->cap, 0, cap - t->cap);
-            t->acked = a;
-            t->cap = cap;
-        }
-        int n = 0, j = (int)(i % LOAD_COUNTERS);
-        redisAppendCommand(c, "SET c:ld:%d:%lld v%d:%lld", t->id, i, t->id, i);
-        cmds[n++] = (struct ld_cmd){LD_SET, i};
-        redisAppendCommand(c, "INCR n:ctr:%d:%d", t->id, j);
-        cmds[n++] = (struct ld_cmd){LD_INCR_N, j};
-        redisAppendCommand(c, "INCR c:ctr:%d:%d", t->id, j);
-        cmds[n++] = (struct ld_cmd){LD_INCR_C, j};
-        redisAppendCommand(c, "GET c:ld:%d:%lld", t->id, i);
-        cmds[n++] = (struct ld_cmd){LD_GET, i};
-        if (t->reread && i > 0) {
-            long long old = (long long)(rand_r(&seed) % (unsigned)i);
-            redisAppendCommand(c, "GET c:ld:%d:%lld", t->id, old);
-            cmds[n++] = (struct ld_cmd){LD_GET_OLD, old};
-        }
-        if (i % 4 == 3) {
-            redisAppendCommand(c, "MULTI");
-            cmds[n++] = (struct ld_cmd){LD_MULTI, 0};
-            redisAppendCommand(c, "INCR c:{m%d}:ctr", t->id);
-            cmds[n++] = (struct ld_cmd){LD_QUEUED, 0};
-            redisAppendCommand(c, "SET c:{m%d}:last %lld", t->id, i);
-            cmds[n++] = (struct ld_cmd){LD_QUEUED, 0};
-            redisAppendCommand(c, "EXEC");
-            cmds[n++] = (struct ld_cmd){LD_EXEC, 0};
-        }
-        t->sets++;
-        long long sent = now_ms();
-        int batch_err = 0, multi_bad = 0;
-        for (int k = 0; k < n; k++) {
-            redisReply *r = NULL;
-            if (redisGetReply(c, (void **)&r) != REDIS_OK || r == NULL) {
-                for (; k < n; k++) { /* the rest of the batch is lost with the connection */
-                    if (cmds[k].kind == LD_INCR_N || cmds[k].kind == LD_INCR_C)
-                        t->incr_err[cmds[k].kind == LD_INCR_C][cmds[k].i]++;
-                    if (cmds[k].kind == LD_EXEC) t->multi_err++;
-                    ld_error(t, sent, &batch_err, "reply", NULL, c->errstr);
-                }
-                break;
-            }
-            char want[48];
-            switch (cmds[k].kind) {
-            case LD_SET:
-                if (r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0)
-                    t->acked[cmds[k].i] = 1;
-                else
-                    ld_error(t, sent, &batch_err, "SET", r, NULL);
-                break;
-            case LD_INCR_N:
-            case LD_INCR_C: {
-                int w = cmds[k].kind == LD_INCR_C;
-                long long *cnt = &t->incr[w][cmds[k].i], *err = &t->incr_err[w][cmds[k].i];
-                if (!ld_incr_ok(t, cnt, *err, r)) {
-                    if (r->type == REDIS_REPLY_ERROR) (*err)++;
-                    ld_error(t, sent, &batch_err, w ? "INCR c: (TTL-wrapped)" : "INCR n:", r, NULL);
-                }
-                break;
-            }
-            case LD_GET:
-            case LD_GET_OLD:
-                t->gets++;
-                snprintf(want, sizeof want, "v%d:%lld", t->id, cmds[k].i);
-                if (r->type == REDIS_REPLY_STRING && strcmp(r->str, want) == 0) break;
-                if (r->type == REDIS_REPLY_NIL && t->acked[cmds[k].i]) {
-                    if (t->lost_reads < 16) t->nil_reads[t->lost_reads] = cmds[k].i;
-                    t->lost_reads++; /* counted; the test decides (a failover may lose a write) */
-                } else if (!(r->type == REDIS_REPLY_NIL && !t->acked[cmds[k].i]))
-                    ld_error(t, sent, &batch_err, "GET", r, NULL);
-                break;
-            case LD_MULTI:
-                if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, "OK") != 0) {
-                    multi_bad = 1;
-                    ld_error(t, sent, &batch_err, "MULTI", r, NULL);
-                }
-                break;
-            case LD_QUEUED:
-                if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, "QUEUED") != 0) {
-                    multi_bad = 1;
-                    ld_error(t, sent, &batch_err, "command in MULTI", r, NULL);
-                }
-                break;
-            case LD_EXEC:
-                if (!multi_bad && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-                    ld_incr_ok(t, &t->multi, t->multi_err, r->element[0]) && r->element[1]->type == REDIS_REPLY_STATUS)
-                    break;
-                t->multi_err++;
-                ld_error(t, sent, &batch_err, "EXEC", r, NULL);
-                break;
-            }
-            freeReplyObject(r);
-        }
-        ld_set(&t->sets_done, t->sets);
-        ld_set(&t->batches, t->batches + 1);
-    }
-    if (c != NULL) redisFree(c);
-    return NULL;
-}
-
-static void load_start(int reread, int lossy)
-{
-    g_load_stop = 0;
-    g_load_t0 = now_ms();
-    __atomic_store_n(&g_load_mark, -1, __ATOMIC_RELEASE);
-    for (int k = 0; k < LOAD_THREADS; k++) {
-        memset(&g_load[k], 0, sizeof g_load[k]);
-        g_load[k].id = k;
-        g_load[k].reread = reread;
-        g_load[k].lossy = lossy;
-        ck_assert_int_eq(pthread_create(&g_load[k].thread, NULL, load_main, &g_load[k]), 0);
-    }
-}
-
-/* Wait (timeout_ms) until every thread completed `more` batches after this call. */
-static void load_wait_batches(int more, int timeout_ms, const char *what)
-{
-    long long base[LOAD_THREADS];
-    for (int k = 0; k < LOAD_THREADS; k++) base[k] = ld_get(&g_load[k].batches);
-    long long deadline = now_ms() + timeout_ms;
-    for (int k = 0; k < LOAD_THREADS; k++) {
-        while (ld_get(&g_load[k].batches) < base[k] + more) {
-            ck_assert_msg(now_ms() < deadline, "%s: thread %d completed %lld of %d batches in %d ms", what, k,
-                          ld_get(&g_load[k].batches) - base[k], more, timeout_ms);
-            sleep_ms(5);
-        }
-    }
-}
-
-static void load_stop(void)
-{
-    g_load_stop = 1;
-    for (int k = 0; k < LOAD_THREADS; k++) pthread_join(g_load[k].thread, NULL);
-}
-
-struct load_sum {
-    long long batches, sets, acked, incrs, multis, gets, lost_reads, regressions, errors, errors_after_mark,
-        max_error_batches;
-};
-
-static struct load_sum load_sum(void)
-{
-    struct load_sum s = {0};
-    for (int k = 0; k < LOAD_THREADS; k++) {
-        struct load_thread *t = &g_load[k];
-        s.batches += t->batches;
-        s.sets += t->sets;
-        for (long long i = 0; i < t->sets; i++) s.acked += t->acked[i];
-        for (int w = 0; w < 2; w++)
-            for (int j = 0; j < LOAD_COUNTERS; j++) s.incrs += t->incr[w][j];
-        s.multis += t->multi;
-        s.gets += t->gets;
-        s.lost_reads += t->lost_reads;
-        s.regressions += t->regressions;
-        s.errors += t->errors;
-        s.errors_after_mark += t->errors_after_mark;
-        if (t->error_batches > s.max_error_batches) s.max_error_batches = t->error_batches;
-        if (t->errors > 0)
-            fprintf(stderr,
-                    "  thread %d: %lld error(s) in %lld batch(es) sent at %lld ms%s%.0lld, the first answered at %lld "
-                    "ms: %s\n",
-                    k, t->errors, t->error_batches, t->error_sent_ms[0], t->error_batches > 1 ? " and " : "",
-                    t->error_batches > 1 ? t->error_sent_ms[1] : 0, t->first_error_ms, t->first_error);
-    }
-    return s;
-}
-
-/* A counter of the load, as a key name. */
-static char *counter_key(int id, int w, int j)
-{
-    char *k;
-    if (j < 0)
-        ck_assert(asprintf(&k, "c:{m%d}:ctr", id) > 0);
-    else
-        ck_assert(asprintf(&k, "%s:ctr:%d:%d", w ? "c" : "n", id, j) > 0);
-    return k;
+    struct load_opts o = {.connect = load_client, .multi_key = "c:{m%d}", .reread = reread, .lossy = lossy};
+    load_start(&o);
 }
 
 /*
@@ -714,30 +440,20 @@ static char *counter_key(int id, int w, int j)
  * have lost (counted into *lost_sets). Returns the counters' total shortfall against their
  * acknowledged counts (what asynchronous replication lost).
  */
-struct load_snap {
-    long long incr[LOAD_THREADS][2][LOAD_COUNTERS], multi[LOAD_THREADS], sets_done[LOAD_THREADS];
-};
-
 static long long load_verify(const struct load_snap *snap, int via_keygate, long long *lost_sets, long long *checked)
 {
-    enum { NCTR = 2 * LOAD_COUNTERS + 1 };
-    static char *ckeys[LOAD_THREADS * NCTR];
-    static redisReply *creps[LOAD_THREADS * NCTR];
+    static char *ckeys[LOAD_THREADS * LOAD_NCOUNTERS];
+    static redisReply *creps[LOAD_THREADS * LOAD_NCOUNTERS];
     int nc = 0;
-    for (int k = 0; k < LOAD_THREADS; k++) {
-        for (int w = 0; w < 2; w++)
-            for (int j = 0; j < LOAD_COUNTERS; j++) ckeys[nc++] = counter_key(k, w, j);
-        ckeys[nc++] = counter_key(k, 1, -1);
-    }
+    for (int k = 0; k < LOAD_THREADS; k++)
+        for (int m = 0; m < LOAD_NCOUNTERS; m++) ckeys[nc++] = load_counter_key(k, m);
     nodes_each("GET", ckeys, nc, creps);
     long long shortfall = 0;
     for (int k = 0, x = 0; k < LOAD_THREADS; k++) {
-        struct load_thread *t = &g_load[k];
-        for (int m = 0; m < NCTR; m++, x++) {
-            int w = m / LOAD_COUNTERS, j = m % LOAD_COUNTERS;
-            long long acked = m < 2 * LOAD_COUNTERS ? t->incr[w][j] : t->multi;
-            long long errs = m < 2 * LOAD_COUNTERS ? t->incr_err[w][j] : t->multi_err;
-            long long low = snap == NULL ? acked : m < 2 * LOAD_COUNTERS ? snap->incr[k][w][j] : snap->multi[k];
+        const struct load_thread *t = &load_threads[k];
+        for (int m = 0; m < LOAD_NCOUNTERS; m++, x++) {
+            long long acked = load_counter_acked(t, m), errs = load_counter_errors(t, m);
+            long long low = snap == NULL ? acked : load_snap_counter(snap, k, m);
             const redisReply *r = creps[x];
             long long v = r->type == REDIS_REPLY_STRING ? atoll(r->str) : r->type == REDIS_REPLY_NIL ? 0 : -1;
             ck_assert_msg(v >= low && v <= acked + errs,
@@ -748,16 +464,10 @@ static long long load_verify(const struct load_snap *snap, int via_keygate, long
             free(ckeys[x]);
         }
     }
-    long long total = 0;
-    for (int k = 0; k < LOAD_THREADS; k++)
-        for (long long i = 0; i < g_load[k].sets; i++) total += g_load[k].acked[i];
-    char **keys = malloc(sizeof *keys * (size_t)(total + 1));
-    redisReply **reps = malloc(sizeof *reps * (size_t)(total + 1));
-    ck_assert(keys != NULL && reps != NULL);
-    long long n = 0;
-    for (int k = 0; k < LOAD_THREADS; k++)
-        for (long long i = 0; i < g_load[k].sets; i++)
-            if (g_load[k].acked[i]) ck_assert(asprintf(&keys[n++], "c:ld:%d:%lld", k, i) > 0);
+    long long n;
+    char **keys = load_acked_set_keys(&n);
+    redisReply **reps = malloc(sizeof *reps * (size_t)(n + 1));
+    ck_assert(reps != NULL);
     nodes_each("GET", keys, (int)n, reps);
     redisContext *kg = via_keygate ? harness_must_client(&h) : NULL;
     if (kg != NULL)
@@ -791,11 +501,6 @@ static long long load_verify(const struct load_snap *snap, int via_keygate, long
     return shortfall;
 }
 
-static void load_free(void)
-{
-    for (int k = 0; k < LOAD_THREADS; k++) free(g_load[k].acked);
-}
-
 /* ---- 3. a reshard of 1,000 slots under load ---- */
 
 START_TEST(test_reshard_1000_slots_under_load_no_client_error)
@@ -805,14 +510,14 @@ START_TEST(test_reshard_1000_slots_under_load_no_client_error)
     primaries3(p);
     owners_now(before);
     struct cluster_stats s0 = stats_now();
-    load_start(1, 0);
+    cluster_load_start(1, 0);
     load_wait_batches(20, 10000, "the load before the reshard");
     long long t0 = now_ms();
     ck_assert_msg(cluster_reshard(C, p[0], p[1], 1000, 90000) == 0, "%s", cluster_last_error());
     long long t_reshard = now_ms() - t0;
     load_wait_batches(20, 10000, "the load after the reshard");
     load_stop();
-    long long t_load = now_ms() - g_load_t0;
+    long long t_load = load_elapsed_ms();
     struct cluster_stats s1 = stats_now();
     struct load_sum sum = load_sum();
     owners_now(after);
@@ -834,13 +539,14 @@ START_TEST(test_reshard_1000_slots_under_load_no_client_error)
     long long in_moved = 0;
     {
         long long n = 0;
-        for (int k = 0; k < LOAD_THREADS; k++) n += g_load[k].sets;
+        for (int k = 0; k < LOAD_THREADS; k++) n += load_threads[k].sets;
         char **keys = malloc(sizeof *keys * (size_t)n);
         unsigned *slots = malloc(sizeof *slots * (size_t)n);
         ck_assert(keys != NULL && slots != NULL);
         long long x = 0;
         for (int k = 0; k < LOAD_THREADS; k++)
-            for (long long i = 0; i < g_load[k].sets; i++) ck_assert(asprintf(&keys[x++], "c:ld:%d:%lld", k, i) > 0);
+            for (long long i = 0; i < load_threads[k].sets; i++)
+                ck_assert(asprintf(&keys[x++], "c:ld:%d:%lld", k, i) > 0);
         keyslots(keys, (int)n, slots);
         for (x = 0; x < n; x++) {
             in_moved += before[slots[x]] != after[slots[x]];
@@ -855,7 +561,7 @@ START_TEST(test_reshard_1000_slots_under_load_no_client_error)
     fprintf(stderr,
             "reshard: %lld acknowledged SETs (%lld in moved slots) read back with their values on their nodes and "
             "through keygate, %d counters equal to their acknowledged counts (%lld ms)\n",
-            checked, in_moved, LOAD_THREADS * (2 * LOAD_COUNTERS + 1), now_ms() - t1);
+            checked, in_moved, LOAD_THREADS * LOAD_NCOUNTERS, now_ms() - t1);
     ck_assert_int_eq(shortfall, 0);
     ck_assert_int_eq(lost, 0);
     ck_assert_msg(in_moved > 0, "no key of the load landed in a moved slot");
@@ -1008,16 +714,11 @@ START_TEST(test_primary_killed_under_load_errors_only_in_flight)
     const int victim = p[0];
     static struct load_snap snap;
     struct cluster_stats s0 = stats_now();
-    load_start(0, 1);
+    cluster_load_start(0, 1);
     load_wait_batches(20, 10000, "the load before the kill");
     /* what the replica is known to have: every write acknowledged before this snapshot ran on
      * the primary before the marker below, which WAIT says the replica has */
-    for (int k = 0; k < LOAD_THREADS; k++) {
-        snap.sets_done[k] = ld_get(&g_load[k].sets_done);
-        snap.multi[k] = ld_get(&g_load[k].multi);
-        for (int w = 0; w < 2; w++)
-            for (int j = 0; j < LOAD_COUNTERS; j++) snap.incr[k][w][j] = ld_get(&g_load[k].incr[w][j]);
-    }
+    load_snap_take(&snap);
     char marker[64];
     unsigned ms;
     key_on(victim, "c:", ":kill-marker", NULL, 0, marker, sizeof marker, &ms);
@@ -1027,20 +728,19 @@ START_TEST(test_primary_killed_under_load_errors_only_in_flight)
         expect_int(cmd(c, "WAIT 1 5000"), 1, "the replica has the marker");
         redisFree(c);
     }
-    long long t_kill = now_ms() - g_load_t0;
+    long long t_kill = load_elapsed_ms();
     int heir = -1;
     long long failover_ms = 0;
     ck_assert_msg(cluster_kill_primary(C, victim, 20000, &heir, &failover_ms) == 0, "%s", cluster_last_error());
-    __atomic_store_n(&g_load_mark, now_ms(), __ATOMIC_RELEASE);
+    load_mark();
     load_wait_batches(20, 15000, "the load after the promotion");
     load_stop();
     struct cluster_stats s1 = stats_now();
     struct load_sum sum = load_sum();
     long long window = 0;
     for (int k = 0; k < LOAD_THREADS; k++) {
-        window += g_load[k].multi - snap.multi[k];
-        for (int w = 0; w < 2; w++)
-            for (int j = 0; j < LOAD_COUNTERS; j++) window += g_load[k].incr[w][j] - snap.incr[k][w][j];
+        for (int m = 0; m < LOAD_NCOUNTERS; m++)
+            window += load_counter_acked(&load_threads[k], m) - load_snap_counter(&snap, k, m);
     }
     fprintf(stderr,
             "failover: node %d SIGKILLed at %lld ms of load, node %d promoted, cluster ok %lld ms after the kill; "
@@ -1062,7 +762,7 @@ START_TEST(test_primary_killed_under_load_errors_only_in_flight)
      * when the key is on its node now, a GET that ran before the SET sent ahead of it */
     long long reordered = 0;
     for (int k = 0; k < LOAD_THREADS; k++) {
-        struct load_thread *t = &g_load[k];
+        const struct load_thread *t = &load_threads[k];
         int n = t->lost_reads < 16 ? (int)t->lost_reads : 16;
         for (int x = 0; x < n; x++) {
             char key[48], *one[] = {key}, want[48];

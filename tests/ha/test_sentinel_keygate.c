@@ -9,6 +9,7 @@
 
 #include "sentinel_harness.h"
 #include "harness.h"
+#include "load.h"
 
 /*
  * Each test case starts its own deployment (sentinel_harness.h: a TLS primary, 2 replicas, 3
@@ -377,333 +378,29 @@ START_TEST(test_routing_to_the_named_primary_with_ttls)
 }
 END_TEST
 
-/* ---- the load: 20 client threads through keygate ----
+/* ---- the load: 20 client threads through keygate (tests/common/load.h) ----
  *
- * Thread T sends batches, pipelined, and reads every reply before the next batch (one batch in
- * flight per thread): SET c:ld:T:i, INCR n:ctr:T:j (no TTL), INCR c:ctr:T:j (TTL-wrapped by
- * keygate: MULTI/INCR/PEXPIRE/EXEC), GET c:ld:T:i, and every 4th batch the client's own
- * transaction MULTI / INCR c:m:T:ctr / SET c:m:T:last i / EXEC. Every reply is checked against
- * what the thread knows (INCR: its count + 1, up to the errors that may have run; below it is a
- * regression: an acknowledged increment lost); anything else is a client-visible error. Threads
- * make no Check assertion: the test asserts on their counts once they are joined. Each thread also
- * measures its longest stall (the time between two batch completions) and when it ended. */
+ * Lossy: a counter answered below its count is counted as a regression (an acknowledged
+ * increment lost), not an error: the test asserts on the count. Each thread also measures its
+ * longest stall (the time between two batch completions) and when it ended. */
 
-#define LOAD_THREADS 20
-#define LOAD_COUNTERS 4
-#define LOAD_MAX_BATCH 8
-
-struct load_thread {
-    int id;
-    pthread_t thread;
-    long long batches;    /* completed (atomic: the test waits on it) */
-    long long sets;       /* SETs sent: keys c:ld:ID:0 .. sets-1 */
-    long long sets_done;  /* SETs whose batch completed (atomic: snapshots) */
-    unsigned char *acked; /* acked[i]: SET i answered +OK */
-    size_t cap;
-    long long incr[2][LOAD_COUNTERS];     /* acknowledged INCRs of n:ctr:ID:j and c:ctr:ID:j (atomic) */
-    long long incr_err[2][LOAD_COUNTERS]; /* INCRs answered with an error (they may have run) */
-    long long multi, multi_err;           /* acknowledged / failed MULTI ... EXEC (atomic) */
-    long long gets, lost_reads;           /* GETs; nil for a key whose SET was acknowledged */
-    long long regressions;                /* INCRs answered below the count + 1 */
-    long long readonly;                   /* -READONLY answers seen */
-    long long errors, error_batches, errors_after_mark;
-    long long first_error_ms, last_error_done_ms; /* since the load began */
-    long long error_sent_ms[2];                   /* when the first two failed batches were sent */
-    long long prev_done_ms, max_stall_ms, stall_end_ms;
-    char first_error[256];
-    char first_regression[128];
-};
-
-static struct load_thread g_load[LOAD_THREADS];
-static volatile int g_load_stop;
-static long long g_load_t0;
-static long long g_load_mark = -1; /* errors in batches sent after this time count as errors_after_mark */
-
-static long long ld_get(const long long *v)
+static void sentinel_load_start(void)
 {
-    return __atomic_load_n(v, __ATOMIC_ACQUIRE);
-}
-
-static void ld_set(long long *v, long long x)
-{
-    __atomic_store_n(v, x, __ATOMIC_RELEASE);
-}
-
-enum ld_kind { LD_SET, LD_INCR_N, LD_INCR_C, LD_GET, LD_MULTI, LD_QUEUED, LD_EXEC };
-
-struct ld_cmd {
-    enum ld_kind kind;
-    long long i; /* the SET index a GET reads; the counter index of an INCR */
-};
-
-static void ld_error(struct load_thread *t, long long sent, int *batch_err, const char *what, const redisReply *r,
-                     const char *errstr)
-{
-    t->errors++;
-    if (r != NULL && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "READONLY", 8) == 0) t->readonly++;
-    if (!*batch_err && t->error_batches < 2) t->error_sent_ms[t->error_batches] = sent - g_load_t0;
-    if (!*batch_err) t->error_batches++;
-    *batch_err = 1;
-    long long mark = __atomic_load_n(&g_load_mark, __ATOMIC_ACQUIRE);
-    if (mark >= 0 && sent > mark) t->errors_after_mark++;
-    if (t->first_error[0] == '\0') {
-        char d[120];
-        if (r != NULL)
-            describe_into(r, d, sizeof d);
-        else
-            snprintf(d, sizeof d, "connection: %.80s", errstr);
-        snprintf(t->first_error, sizeof t->first_error, "%s: %s", what, d);
-        t->first_error_ms = now_ms() - g_load_t0;
-    }
-}
-
-/* An INCR's answer: the count + 1, up to the errors that may have run; below it (from 1) is a
- * regression, counted and accepted (the counter goes on from the count); then counted. */
-static int ld_incr_ok(struct load_thread *t, long long *count, long long errs, const redisReply *r, const char *what)
-{
-    if (r->type != REDIS_REPLY_INTEGER || r->integer > *count + 1 + errs || r->integer < 1) return 0;
-    if (r->integer < *count + 1) {
-        if (t->regressions++ == 0)
-            snprintf(t->first_regression, sizeof t->first_regression, "%s answered %lld after %lld acknowledged", what,
-                     r->integer, *count);
-    }
-    ld_set(count, *count + 1);
-    return 1;
-}
-
-static void *load_main(void *arg)
-{
-    struct load_thread *t = arg;
-    redisContext *c = long_client();
-    struct ld_cmd cmds[LOAD_MAX_BATCH];
-    t->prev_done_ms = now_ms() - g_load_t0;
-    while (!g_load_stop) {
-        if (c == NULL || c->err) {
-            if (c != NULL) redisFree(c);
-            c = long_client();
-            if (c == NULL) {
-                int e = 0;
-                ld_error(t, now_ms(), &e, "connect to keygate", NULL, "refused");
-                sleep_ms(50);
-                continue;
-            }
-        }
-        long long i = t->sets;
-        if ((size_t)i >= t->cap) {
-            size_t cap = t->cap ? t->cap * 2 : 4096;
-            unsigned char *a = realloc(t->acked, cap);
-            if (a == NULL) break;
-            memset(a + t->cap, 0, cap - t->cap);
-            t->acked = a;
-            t->cap = cap;
-        }
-        int n = 0, j = (int)(i % LOAD_COUNTERS);
-        redisAppendCommand(c, "SET c:ld:%d:%lld v%d:%lld", t->id, i, t->id, i);
-        cmds[n++] = (struct ld_cmd){LD_SET, i};
-        redisAppendCommand(c, "INCR n:ctr:%d:%d", t->id, j);
-        cmds[n++] = (struct ld_cmd){LD_INCR_N, j};
-        redisAppendCommand(c, "INCR c:ctr:%d:%d", t->id, j);
-        cmds[n++] = (struct ld_cmd){LD_INCR_C, j};
-        redisAppendCommand(c, "GET c:ld:%d:%lld", t->id, i);
-        cmds[n++] = (struct ld_cmd){LD_GET, i};
-        if (i % 4 == 3) {
-            redisAppendCommand(c, "MULTI");
-            cmds[n++] = (struct ld_cmd){LD_MULTI, 0};
-            redisAppendCommand(c, "INCR c:m:%d:ctr", t->id);
-            cmds[n++] = (struct ld_cmd){LD_QUEUED, 0};
-            redisAppendCommand(c, "SET c:m:%d:last %lld", t->id, i);
-            cmds[n++] = (struct ld_cmd){LD_QUEUED, 0};
-            redisAppendCommand(c, "EXEC");
-            cmds[n++] = (struct ld_cmd){LD_EXEC, 0};
-        }
-        t->sets++;
-        long long sent = now_ms();
-        int batch_err = 0, multi_bad = 0;
-        for (int k = 0; k < n; k++) {
-            redisReply *r = NULL;
-            if (redisGetReply(c, (void **)&r) != REDIS_OK || r == NULL) {
-                for (; k < n; k++) { /* the rest of the batch is lost with the connection */
-                    if (cmds[k].kind == LD_INCR_N || cmds[k].kind == LD_INCR_C)
-                        t->incr_err[cmds[k].kind == LD_INCR_C][cmds[k].i]++;
-                    if (cmds[k].kind == LD_EXEC) t->multi_err++;
-                    ld_error(t, sent, &batch_err, "reply", NULL, c->errstr);
-                }
-                break;
-            }
-            char want[48];
-            switch (cmds[k].kind) {
-            case LD_SET:
-                if (r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0)
-                    t->acked[cmds[k].i] = 1;
-                else
-                    ld_error(t, sent, &batch_err, "SET", r, NULL);
-                break;
-            case LD_INCR_N:
-            case LD_INCR_C: {
-                int w = cmds[k].kind == LD_INCR_C;
-                long long *cnt = &t->incr[w][cmds[k].i], *err = &t->incr_err[w][cmds[k].i];
-                const char *what = w ? "INCR c: (TTL-wrapped)" : "INCR n:";
-                if (!ld_incr_ok(t, cnt, *err, r, what)) {
-                    if (r->type == REDIS_REPLY_ERROR) (*err)++;
-                    ld_error(t, sent, &batch_err, what, r, NULL);
-                }
-                break;
-            }
-            case LD_GET:
-                t->gets++;
-                snprintf(want, sizeof want, "v%d:%lld", t->id, cmds[k].i);
-                if (r->type == REDIS_REPLY_STRING && strcmp(r->str, want) == 0) break;
-                if (r->type == REDIS_REPLY_NIL && t->acked[cmds[k].i])
-                    t->lost_reads++; /* counted; the test decides */
-                else if (!(r->type == REDIS_REPLY_NIL && !t->acked[cmds[k].i]))
-                    ld_error(t, sent, &batch_err, "GET", r, NULL);
-                break;
-            case LD_MULTI:
-                if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, "OK") != 0) {
-                    multi_bad = 1;
-                    ld_error(t, sent, &batch_err, "MULTI", r, NULL);
-                }
-                break;
-            case LD_QUEUED:
-                if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, "QUEUED") != 0) {
-                    multi_bad = 1;
-                    ld_error(t, sent, &batch_err, "command in MULTI", r, NULL);
-                }
-                break;
-            case LD_EXEC:
-                if (!multi_bad && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-                    ld_incr_ok(t, &t->multi, t->multi_err, r->element[0], "EXEC's INCR c:m:") &&
-                    r->element[1]->type == REDIS_REPLY_STATUS)
-                    break;
-                t->multi_err++;
-                ld_error(t, sent, &batch_err, "EXEC", r, NULL);
-                break;
-            }
-            freeReplyObject(r);
-        }
-        long long done = now_ms() - g_load_t0;
-        if (done - t->prev_done_ms > t->max_stall_ms) {
-            t->max_stall_ms = done - t->prev_done_ms;
-            t->stall_end_ms = done;
-        }
-        t->prev_done_ms = done;
-        if (batch_err) t->last_error_done_ms = done;
-        ld_set(&t->sets_done, t->sets);
-        ld_set(&t->batches, t->batches + 1);
-    }
-    if (c != NULL) redisFree(c);
-    return NULL;
-}
-
-static void load_start(void)
-{
-    g_load_stop = 0;
-    g_load_t0 = now_ms();
-    __atomic_store_n(&g_load_mark, -1, __ATOMIC_RELEASE);
-    for (int k = 0; k < LOAD_THREADS; k++) {
-        memset(&g_load[k], 0, sizeof g_load[k]);
-        g_load[k].id = k;
-        ck_assert_int_eq(pthread_create(&g_load[k].thread, NULL, load_main, &g_load[k]), 0);
-    }
-}
-
-/* Wait (timeout_ms) until every thread completed `more` batches after this call. */
-static void load_wait_batches(int more, int timeout_ms, const char *what)
-{
-    long long base[LOAD_THREADS];
-    for (int k = 0; k < LOAD_THREADS; k++) base[k] = ld_get(&g_load[k].batches);
-    long long deadline = now_ms() + timeout_ms;
-    for (int k = 0; k < LOAD_THREADS; k++) {
-        while (ld_get(&g_load[k].batches) < base[k] + more) {
-            ck_assert_msg(now_ms() < deadline, "%s: thread %d completed %lld of %d batches in %d ms", what, k,
-                          ld_get(&g_load[k].batches) - base[k], more, timeout_ms);
-            sleep_ms(5);
-        }
-    }
-}
-
-static void load_stop(void)
-{
-    g_load_stop = 1;
-    for (int k = 0; k < LOAD_THREADS; k++) pthread_join(g_load[k].thread, NULL);
-}
-
-static void load_free(void)
-{
-    for (int k = 0; k < LOAD_THREADS; k++) free(g_load[k].acked);
-}
-
-struct load_sum {
-    long long batches, sets, acked, incrs, multis, gets, lost_reads, regressions, readonly, errors, errors_after_mark,
-        max_error_batches, max_stall_ms, stall_end_ms, last_error_done_ms;
-};
-
-static struct load_sum load_sum(void)
-{
-    struct load_sum s = {0};
-    for (int k = 0; k < LOAD_THREADS; k++) {
-        struct load_thread *t = &g_load[k];
-        s.batches += t->batches;
-        s.sets += t->sets;
-        for (long long i = 0; i < t->sets; i++) s.acked += t->acked[i];
-        for (int w = 0; w < 2; w++)
-            for (int j = 0; j < LOAD_COUNTERS; j++) s.incrs += t->incr[w][j];
-        s.multis += t->multi;
-        s.gets += t->gets;
-        s.lost_reads += t->lost_reads;
-        s.regressions += t->regressions;
-        s.readonly += t->readonly;
-        s.errors += t->errors;
-        s.errors_after_mark += t->errors_after_mark;
-        if (t->error_batches > s.max_error_batches) s.max_error_batches = t->error_batches;
-        if (t->max_stall_ms > s.max_stall_ms) {
-            s.max_stall_ms = t->max_stall_ms;
-            s.stall_end_ms = t->stall_end_ms;
-        }
-        if (t->last_error_done_ms > s.last_error_done_ms) s.last_error_done_ms = t->last_error_done_ms;
-        if (t->errors > 0)
-            fprintf(stderr,
-                    "  thread %d: %lld error(s) in %lld batch(es) sent at %lld ms%s%.0lld, the first answered at %lld "
-                    "ms: %s\n",
-                    k, t->errors, t->error_batches, t->error_sent_ms[0], t->error_batches > 1 ? " and " : "",
-                    t->error_batches > 1 ? t->error_sent_ms[1] : 0, t->first_error_ms, t->first_error);
-        if (t->regressions > 0)
-            fprintf(stderr, "  thread %d: %lld INCR(s) answered below the count, the first: %s\n", k, t->regressions,
-                    t->first_regression);
-    }
-    return s;
+    struct load_opts o = {.connect = long_client, .multi_key = "c:m:%d", .lossy = 1};
+    load_start(&o);
 }
 
 /* What the replicas are known to have: the load's counts when a marker written on the primary
  * afterwards was acknowledged by both replicas (WAIT 2). */
-struct load_snap {
-    long long incr[LOAD_THREADS][2][LOAD_COUNTERS], multi[LOAD_THREADS], sets_done[LOAD_THREADS];
-};
-
 static void load_snapshot(struct load_snap *snap, int primary)
 {
-    for (int k = 0; k < LOAD_THREADS; k++) {
-        snap->sets_done[k] = ld_get(&g_load[k].sets_done);
-        snap->multi[k] = ld_get(&g_load[k].multi);
-        for (int w = 0; w < 2; w++)
-            for (int j = 0; j < LOAD_COUNTERS; j++) snap->incr[k][w][j] = ld_get(&g_load[k].incr[w][j]);
-    }
+    load_snap_take(snap);
     redisContext *c = node(primary);
     expect_status(cmd(c, "SET c:marker 1 PX %lld", TTL_MS), "OK", "the marker on the primary");
     redisReply *r = cmd(c, "WAIT 2 5000");
     ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer == 2, "WAIT 2 after the marker: %s", describe(r));
     freeReplyObject(r);
     redisFree(c);
-}
-
-static char *counter_key(int id, int m)
-{
-    char *k;
-    if (m == 2 * LOAD_COUNTERS)
-        ck_assert(asprintf(&k, "c:m:%d:ctr", id) > 0);
-    else
-        ck_assert(asprintf(&k, "%s:ctr:%d:%d", m >= LOAD_COUNTERS ? "c" : "n", id, m % LOAD_COUNTERS) > 0);
-    return k;
 }
 
 /*
@@ -716,23 +413,20 @@ static char *counter_key(int id, int m)
 static long long load_verify(int p, const struct load_snap *snap, long long *lost_sets, long long *checked,
                              long long *short_counters)
 {
-    enum { NCTR = 2 * LOAD_COUNTERS + 1 };
-    static char *ckeys[LOAD_THREADS * NCTR];
-    static redisReply *creps[LOAD_THREADS * NCTR], *ttls[LOAD_THREADS * NCTR];
+    static char *ckeys[LOAD_THREADS * LOAD_NCOUNTERS];
+    static redisReply *creps[LOAD_THREADS * LOAD_NCOUNTERS], *ttls[LOAD_THREADS * LOAD_NCOUNTERS];
     int nc = 0;
     for (int k = 0; k < LOAD_THREADS; k++)
-        for (int m = 0; m < NCTR; m++) ckeys[nc++] = counter_key(k, m);
+        for (int m = 0; m < LOAD_NCOUNTERS; m++) ckeys[nc++] = load_counter_key(k, m);
     node_each(p, "GET", ckeys, nc, creps);
     node_each(p, "PTTL", ckeys, nc, ttls);
     long long shortfall = 0;
     *short_counters = 0;
     for (int k = 0, x = 0; k < LOAD_THREADS; k++) {
-        struct load_thread *t = &g_load[k];
-        for (int m = 0; m < NCTR; m++, x++) {
-            int w = m / LOAD_COUNTERS, j = m % LOAD_COUNTERS;
-            long long acked = m < 2 * LOAD_COUNTERS ? t->incr[w][j] : t->multi;
-            long long errs = m < 2 * LOAD_COUNTERS ? t->incr_err[w][j] : t->multi_err;
-            long long low = snap == NULL ? 0 : m < 2 * LOAD_COUNTERS ? snap->incr[k][w][j] : snap->multi[k];
+        const struct load_thread *t = &load_threads[k];
+        for (int m = 0; m < LOAD_NCOUNTERS; m++, x++) {
+            long long acked = load_counter_acked(t, m), errs = load_counter_errors(t, m);
+            long long low = snap == NULL ? 0 : load_snap_counter(snap, k, m);
             const redisReply *r = creps[x];
             long long v = r->type == REDIS_REPLY_STRING ? atoll(r->str) : r->type == REDIS_REPLY_NIL ? 0 : -1;
             ck_assert_msg(v >= low && v <= acked + errs,
@@ -754,16 +448,10 @@ static long long load_verify(int p, const struct load_snap *snap, long long *los
             free(ckeys[x]);
         }
     }
-    long long total = 0;
-    for (int k = 0; k < LOAD_THREADS; k++)
-        for (long long i = 0; i < g_load[k].sets; i++) total += g_load[k].acked[i];
-    char **keys = malloc(sizeof *keys * (size_t)(total + 1));
-    redisReply **reps = malloc(sizeof *reps * (size_t)(total + 1));
-    ck_assert(keys != NULL && reps != NULL);
-    long long n = 0;
-    for (int k = 0; k < LOAD_THREADS; k++)
-        for (long long i = 0; i < g_load[k].sets; i++)
-            if (g_load[k].acked[i]) ck_assert(asprintf(&keys[n++], "c:ld:%d:%lld", k, i) > 0);
+    long long n;
+    char **keys = load_acked_set_keys(&n);
+    redisReply **reps = malloc(sizeof *reps * (size_t)(n + 1));
+    ck_assert(reps != NULL);
     node_each(p, "GET", keys, n, reps);
     *lost_sets = 0;
     for (long long x = 0; x < n; x++) {
@@ -795,11 +483,11 @@ START_TEST(test_sentinel_failover_under_load_no_error_nothing_lost)
 {
     keygate_on_sentinels(NULL);
     int old = primary_now();
-    load_start();
+    sentinel_load_start();
     load_wait_batches(300, 10000, "the load before the failover");
     size_t log_from = log_length();
     long long t_failover = now_ms();
-    long long at = t_failover - g_load_t0;
+    long long at = load_elapsed_ms();
     sentinel_failover();
     int moved = wait_keygate_moved(old, 30000, "SENTINEL FAILOVER");
     long long t_moved = now_ms() - t_failover;
@@ -851,16 +539,16 @@ static void kill_under_load(int replicated)
     keygate_on_sentinels(replicated ? "failover-hold 15s\nreplicas-timeout 2s\n" : "failover-hold 15s\n");
     int old = primary_now();
     static struct load_snap snap;
-    load_start();
+    sentinel_load_start();
     load_wait_batches(300, 10000, "the load before the kill");
     load_snapshot(&snap, old);
     size_t log_from = log_length();
-    long long t_kill = now_ms(), at = t_kill - g_load_t0;
+    long long t_kill = now_ms(), at = load_elapsed_ms();
     ck_assert_msg(ha_node_kill(H, old) == 0, "%s", ha_last_error());
     int moved = wait_keygate_moved(old, 30000, "SIGKILL of the primary");
     long long t_moved = now_ms() - t_kill;
     /* keygate writes to the promoted replica: from here on, no batch sent may fail */
-    __atomic_store_n(&g_load_mark, now_ms(), __ATOMIC_RELEASE);
+    load_mark();
     int p = -1;
     ck_assert_msg(ha_wait_promoted(H, old, 30000, &p) == 0, "%s", ha_last_error());
     long long t_confirmed = now_ms() - t_kill;
@@ -873,9 +561,8 @@ static void kill_under_load(int replicated)
     struct load_sum sum = load_sum();
     long long window = 0;
     for (int k = 0; k < LOAD_THREADS; k++) {
-        window += g_load[k].multi - snap.multi[k];
-        for (int w = 0; w < 2; w++)
-            for (int j = 0; j < LOAD_COUNTERS; j++) window += g_load[k].incr[w][j] - snap.incr[k][w][j];
+        for (int m = 0; m < LOAD_NCOUNTERS; m++)
+            window += load_counter_acked(&load_threads[k], m) - load_snap_counter(&snap, k, m);
     }
     long long service = sum.stall_end_ms > sum.last_error_done_ms ? sum.stall_end_ms : sum.last_error_done_ms;
     fprintf(stderr,
