@@ -37,8 +37,8 @@ HA_SRCS := $(wildcard tests/ha/test_*.c)
 HA_BINS := $(HA_SRCS:tests/ha/%.c=$(BUILD)/tests/ha/%)
 HA_HARNESS := tests/ha/sentinel_harness.c
 # tests/common/: what the cluster and Sentinel suites share: process handling (servers, their safety nets, ports,
-# the last error) and the checked client load
-COMMON := tests/common/procs.c tests/common/load.c
+# the last error), the servers' files, connections and replies (serverkit), and the checked client load
+COMMON := tests/common/procs.c tests/common/serverkit.c tests/common/load.c
 
 .PHONY: all deps certs run test unit integration clients check-conf clean format install fuzz fuzz-quick \
         check format-check cppcheck check-layout check-layout-test check-ops deb deb-check test-cluster test-ha

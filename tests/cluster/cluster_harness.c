@@ -1,11 +1,10 @@
 /* cluster_harness.c: starts a real local TLS Redis Cluster (3 primaries + 3 replicas) on free loopback ports for the cluster suites, and drives it: failover, SIGSTOP, reshard, a held slot migration. */
 #include "cluster_harness.h"
 #include "procs.h"
+#include "serverkit.h"
 
 #include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,53 +47,6 @@ static const char *node_name(int i)
     return names[i];
 }
 
-/* ---- files ---- */
-
-static int write_file(const char *path, const char *text, mode_t mode)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-    if (fd < 0) return -1;
-    size_t len = strlen(text), off = 0;
-    while (off < len) {
-        ssize_t n = write(fd, text + off, len - off);
-        if (n <= 0) {
-            close(fd);
-            return -1;
-        }
-        off += (size_t)n;
-    }
-    return close(fd);
-}
-
-static void print_log_tail(const char *title, const char *path)
-{
-    FILE *f = fopen(path, "re");
-    if (f == NULL) return;
-    char buf[4097];
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, size > 4096 ? size - 4096 : 0, SEEK_SET);
-    size_t n = fread(buf, 1, 4096, f);
-    fclose(f);
-    buf[n] = '\0';
-    fprintf(stderr, "---- %s (%s, last 4 KiB) ----\n%s\n---- end of %s ----\n", title, path, buf, title);
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
-static void random_hex(char *out, size_t bytes)
-{
-    unsigned char raw[32];
-    assert(bytes <= sizeof raw);
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, raw, bytes) : -1;
-    if (fd >= 0) close(fd);
-    for (size_t i = 0; i < bytes; i++) sprintf(out + 2 * i, "%02x", (n == (ssize_t)bytes ? raw[i] : rand()) & 0xff);
-}
-
 /* ---- ports ---- */
 
 /* Pick every node's plain, TLS and bus ports, all free and different. */
@@ -113,37 +65,17 @@ static int pick_ports(struct cluster *c)
 
 /* ---- connections and replies ---- */
 
-static redisContext *connect_port(int port, const char *password, int connect_ms, int io_ms)
-{
-    struct timeval ct = {connect_ms / 1000, (connect_ms % 1000) * 1000};
-    struct timeval it = {io_ms / 1000, (io_ms % 1000) * 1000};
-    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", port, ct);
-    if (ctx == NULL) return NULL;
-    if (ctx->err || redisSetTimeout(ctx, it) != REDIS_OK) {
-        redisFree(ctx);
-        return NULL;
-    }
-    redisReply *r = redisCommand(ctx, "AUTH %s", password);
-    int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-    freeReplyObject(r);
-    if (!ok) {
-        redisFree(ctx);
-        return NULL;
-    }
-    return ctx;
-}
-
 redisContext *cluster_connect(const struct cluster *c, int i)
 {
     assert(i >= 0 && i < CLUSTER_NODES);
-    return connect_port(c->nodes[i].plain_port, c->password, 2000, 10000);
+    return serverkit_connect(c->nodes[i].plain_port, c->password, 2000, 10000);
 }
 
 /* One command on a new connection to node i; NULL (the last error says why) when it cannot
  * connect or gets no reply. io_ms bounds the wait. */
 static redisReply *node_command(const struct cluster *c, int i, int io_ms, const char *fmt, ...)
 {
-    redisContext *ctx = connect_port(c->nodes[i].plain_port, c->password, 1000, io_ms);
+    redisContext *ctx = serverkit_connect(c->nodes[i].plain_port, c->password, 1000, io_ms);
     if (ctx == NULL) {
         procs_set_err("node %d (port %d) does not answer", i, c->nodes[i].plain_port);
         return NULL;
@@ -155,13 +87,6 @@ static redisReply *node_command(const struct cluster *c, int i, int io_ms, const
     if (r == NULL) procs_set_err("node %d (port %d): %s", i, c->nodes[i].plain_port, ctx->errstr);
     redisFree(ctx);
     return r;
-}
-
-static const char *reply_text(const redisReply *r)
-{
-    if (r == NULL) return "(no reply)";
-    if (r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_ERROR || r->type == REDIS_REPLY_STRING) return r->str;
-    return "(not a string)";
 }
 
 int cluster_node_by_port(const struct cluster *c, int port)
@@ -203,32 +128,18 @@ enum cluster_role cluster_node_role(const struct cluster *c, int i)
     return role;
 }
 
-/* The value of field `name` in a RESP2 flat map (array of name, value, ...), or NULL. */
-static const redisReply *map_get(const redisReply *m, const char *name)
-{
-    if (m == NULL || m->type != REDIS_REPLY_ARRAY) return NULL;
-    for (size_t k = 0; k + 1 < m->elements; k += 2)
-        if (m->element[k]->type == REDIS_REPLY_STRING && strcmp(m->element[k]->str, name) == 0)
-            return m->element[k + 1];
-    return NULL;
-}
-
-static int str_is(const redisReply *r, const char *s)
-{
-    return r != NULL && r->type == REDIS_REPLY_STRING && strcmp(r->str, s) == 0;
-}
-
 /* owners[] from a CLUSTER SHARDS reply: per shard with slots, its primary (role master,
  * the online one first) as a node index; -1 for slots no shard names. */
 static int shards_owners(const struct cluster *c, const redisReply *r, int owners[CLUSTER_SLOTS])
 {
     for (int s = 0; s < CLUSTER_SLOTS; s++) owners[s] = -1;
     if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
-        procs_set_err("CLUSTER SHARDS: %s", reply_text(r));
+        procs_set_err("CLUSTER SHARDS: %s", serverkit_reply_text(r));
         return -1;
     }
     for (size_t k = 0; k < r->elements; k++) {
-        const redisReply *slots = map_get(r->element[k], "slots"), *nodes = map_get(r->element[k], "nodes");
+        const redisReply *slots = serverkit_map_get(r->element[k], "slots"),
+                         *nodes = serverkit_map_get(r->element[k], "nodes");
         if (slots == NULL || nodes == NULL || slots->type != REDIS_REPLY_ARRAY || nodes->type != REDIS_REPLY_ARRAY) {
             procs_set_err("CLUSTER SHARDS: shard %zu has no slots or nodes", k);
             return -1;
@@ -238,8 +149,9 @@ static int shards_owners(const struct cluster *c, const redisReply *r, int owner
         for (int pass = 0; pass < 2 && primary < 0; pass++)
             for (size_t j = 0; j < nodes->elements && primary < 0; j++) {
                 const redisReply *n = nodes->element[j];
-                if (str_is(map_get(n, "role"), "master") && (pass == 1 || str_is(map_get(n, "health"), "online"))) {
-                    const redisReply *id = map_get(n, "id");
+                if (serverkit_str_is(serverkit_map_get(n, "role"), "master") &&
+                    (pass == 1 || serverkit_str_is(serverkit_map_get(n, "health"), "online"))) {
+                    const redisReply *id = serverkit_map_get(n, "id");
                     primary = id != NULL && id->type == REDIS_REPLY_STRING ? cluster_node_by_id(c, id->str) : -1;
                 }
             }
@@ -305,7 +217,7 @@ static int cluster_ok_now(struct cluster *c)
         if (r == NULL) return 0;
         int ok = r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_state:ok") != NULL &&
                  strstr(r->str, "cluster_slots_ok:16384") != NULL;
-        if (!ok) procs_set_err("node %d: CLUSTER INFO: %.200s", i, reply_text(r));
+        if (!ok) procs_set_err("node %d: CLUSTER INFO: %.200s", i, serverkit_reply_text(r));
         freeReplyObject(r);
         if (!ok) return 0;
         int *owners = base < 0 ? first : other;
@@ -354,8 +266,9 @@ static int replicas_ok_now(struct cluster *c)
         for (int k = 0; k < np; k++) is_primary |= primaries[k] == i;
         if (is_primary) continue;
         redisReply *r = node_command(c, i, 2000, "ROLE");
-        int ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 5 && str_is(r->element[0], "slave") &&
-                 str_is(r->element[3], "connected") && r->element[2]->type == REDIS_REPLY_INTEGER;
+        int ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 5 &&
+                 serverkit_str_is(r->element[0], "slave") && serverkit_str_is(r->element[3], "connected") &&
+                 r->element[2]->type == REDIS_REPLY_INTEGER;
         int master = ok ? cluster_node_by_port(c, (int)r->element[2]->integer) : -1;
         freeReplyObject(r);
         if (!ok || master < 0) {
@@ -393,7 +306,7 @@ static int node_write_files(struct cluster *c, int i)
              "repl-diskless-sync-delay 0\n"
              "requirepass %s\nmasterauth %s\ndir \"%s\"\nsave \"\"\nappendonly no\ndaemonize no\nlogfile \"\"\n",
              n->plain_port, n->tls_port, n->bus_port, c->root, c->root, c->root, c->password, c->password, n->dir);
-    if (mkdir(n->dir, 0700) != 0 || write_file(n->conf_file, conf, 0600) != 0) {
+    if (mkdir(n->dir, 0700) != 0 || serverkit_write_file(n->conf_file, conf, 0600) != 0) {
         procs_set_err("writing node %d's files in %s: %s", i, n->dir, strerror(errno));
         return -1;
     }
@@ -410,7 +323,7 @@ static int node_wait_ready(struct cluster *c, int i)
             procs_set_err("node %d (ports %d/%d) exited during start-up", i, n->plain_port, n->tls_port);
             return -2;
         }
-        redisContext *ctx = connect_port(n->plain_port, c->password, 200, 1000);
+        redisContext *ctx = serverkit_connect(n->plain_port, c->password, 200, 1000);
         if (ctx != NULL) {
             redisReply *r = redisCommand(ctx, "CLUSTER MYID");
             int ok = r != NULL && r->type == REDIS_REPLY_STRING && r->len == 40;
@@ -455,7 +368,7 @@ static int run_redis_cli(struct cluster *c, const char *what, const char *const 
     }
     int status = procs_wait_child(pid, timeout_ms);
     if (status != 0) {
-        print_log_tail("redis-cli", log);
+        serverkit_print_log_tail("redis-cli", log);
         procs_set_err("redis-cli %s: %s %d after %lld ms (log %s)", what,
                       status == -1        ? "timed out, killed:"
                       : WIFEXITED(status) ? "exit status"
@@ -507,7 +420,7 @@ void cluster_stop(struct cluster *c)
     if (keep != NULL && strcmp(keep, "1") == 0)
         fprintf(stderr, "cluster_harness: kept %s\n", c->dir);
     else if (c->dir[0] != '\0')
-        nftw(c->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        serverkit_remove_tree(c->dir);
     munmap(c, sizeof *c);
 }
 
@@ -544,7 +457,7 @@ static int start_once(struct cluster *c)
             if (c->nodes[i].log_file[0] != '\0') {
                 char title[32];
                 snprintf(title, sizeof title, "node %d", i);
-                print_log_tail(title, c->nodes[i].log_file);
+                serverkit_print_log_tail(title, c->nodes[i].log_file);
             }
         kill_all(c);
         procs_set_err("%s", why);
@@ -584,11 +497,11 @@ struct cluster *cluster_start(void)
         munmap(c, sizeof *c);
         return NULL;
     }
-    random_hex(c->password, 32);
+    serverkit_random_hex(c->password, 32);
     snprintf(c->pass_file, sizeof c->pass_file, "%s/cluster.pass", c->dir);
     char line[80];
     snprintf(line, sizeof line, "%s\n", c->password);
-    if (write_file(c->pass_file, line, 0600) != 0) {
+    if (serverkit_write_file(c->pass_file, line, 0600) != 0) {
         procs_set_err("writing %s: %s", c->pass_file, strerror(errno));
         cluster_stop(c);
         return NULL;
@@ -599,7 +512,7 @@ struct cluster *cluster_start(void)
             fprintf(stderr, "cluster_start: attempt %d failed; again with other ports\n", attempt);
             /* a fresh set of node dirs: the failed attempt's nodes.conf must not be reused */
             for (int i = 0; i < CLUSTER_NODES; i++)
-                if (c->nodes[i].dir[0] != '\0') nftw(c->nodes[i].dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+                if (c->nodes[i].dir[0] != '\0') serverkit_remove_tree(c->nodes[i].dir);
             memset(c->nodes, 0, sizeof c->nodes);
         }
     }
@@ -689,7 +602,7 @@ static int setslot(struct cluster *c, int i, unsigned slot, const char *how, con
     redisReply *r = id != NULL ? node_command(c, i, 5000, "CLUSTER SETSLOT %u %s %s", slot, how, id)
                                : node_command(c, i, 5000, "CLUSTER SETSLOT %u %s", slot, how);
     int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-    if (r != NULL && !ok) procs_set_err("node %d: CLUSTER SETSLOT %u %s: %s", i, slot, how, reply_text(r));
+    if (r != NULL && !ok) procs_set_err("node %d: CLUSTER SETSLOT %u %s: %s", i, slot, how, serverkit_reply_text(r));
     freeReplyObject(r);
     return ok ? 0 : -1;
 }
@@ -716,7 +629,7 @@ int cluster_migrate_keys(struct cluster *c, unsigned slot, int from, int to, int
     }
     redisReply *keys = redisCommand(ctx, "CLUSTER GETKEYSINSLOT %u %d", slot, max);
     int rc = keys != NULL && keys->type == REDIS_REPLY_ARRAY ? 0 : -1;
-    if (rc != 0) procs_set_err("node %d: CLUSTER GETKEYSINSLOT: %s", from, reply_text(keys));
+    if (rc != 0) procs_set_err("node %d: CLUSTER GETKEYSINSLOT: %s", from, serverkit_reply_text(keys));
     if (rc == 0 && keys->elements > 0) {
         /* MIGRATE host port "" 0 timeout AUTH password KEYS k...: the source connects to the
          * target's TLS port (tls-cluster yes: Redis migrates over TLS) */
@@ -737,7 +650,8 @@ int cluster_migrate_keys(struct cluster *c, unsigned slot, int from, int to, int
         }
         redisReply *r = redisCommandArgv(ctx, (int)argc, argv, lens);
         if (r == NULL || r->type != REDIS_REPLY_STATUS) {
-            procs_set_err("node %d: MIGRATE to node %d: %s", from, to, r != NULL ? reply_text(r) : ctx->errstr);
+            procs_set_err("node %d: MIGRATE to node %d: %s", from, to,
+                          r != NULL ? serverkit_reply_text(r) : ctx->errstr);
             rc = -1;
         } else {
             *moved = (int)keys->elements;

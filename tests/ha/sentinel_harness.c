@@ -1,11 +1,10 @@
 /* sentinel_harness.c: starts a real local Sentinel-managed deployment (a TLS primary, two replicas, three sentinels) on free loopback ports for the HA suites, and drives it: failover, SIGKILL, SIGSTOP, sentinel restarts. */
 #include "sentinel_harness.h"
 #include "procs.h"
+#include "serverkit.h"
 
 #include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,64 +47,19 @@ static int spawn(struct ha *h, struct ha_proc *p, char *const argv[])
     return 0;
 }
 
-/* ---- files ---- */
-
-static int write_file(const char *path, const char *text, mode_t mode)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-    if (fd < 0) return -1;
-    size_t len = strlen(text), off = 0;
-    while (off < len) {
-        ssize_t n = write(fd, text + off, len - off);
-        if (n <= 0) {
-            close(fd);
-            return -1;
-        }
-        off += (size_t)n;
-    }
-    return close(fd);
-}
-
-static void print_log_tail(const char *title, const char *path)
-{
-    FILE *f = fopen(path, "re");
-    if (f == NULL) return;
-    char buf[4097];
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, size > 4096 ? size - 4096 : 0, SEEK_SET);
-    size_t n = fread(buf, 1, 4096, f);
-    fclose(f);
-    buf[n] = '\0';
-    fprintf(stderr, "---- %s (%s, last 4 KiB) ----\n%s\n---- end of %s ----\n", title, path, buf, title);
-}
+/* ---- logs ---- */
 
 static void print_logs(const struct ha *h)
 {
     char title[32];
     for (int i = 0; i < h->nnodes; i++) {
         snprintf(title, sizeof title, "node %d", i);
-        if (h->nodes[i].log_file[0] != '\0') print_log_tail(title, h->nodes[i].log_file);
+        if (h->nodes[i].log_file[0] != '\0') serverkit_print_log_tail(title, h->nodes[i].log_file);
     }
     for (int s = 0; s < HA_SENTINELS; s++) {
         snprintf(title, sizeof title, "sentinel %d", s);
-        if (h->sentinels[s].log_file[0] != '\0') print_log_tail(title, h->sentinels[s].log_file);
+        if (h->sentinels[s].log_file[0] != '\0') serverkit_print_log_tail(title, h->sentinels[s].log_file);
     }
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
-static void random_hex(char *out, size_t bytes)
-{
-    unsigned char raw[32];
-    assert(bytes <= sizeof raw);
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, raw, bytes) : -1;
-    if (fd >= 0) close(fd);
-    for (size_t i = 0; i < bytes; i++) sprintf(out + 2 * i, "%02x", (n == (ssize_t)bytes ? raw[i] : rand()) & 0xff);
 }
 
 /* ---- ports ---- */
@@ -126,36 +80,16 @@ static int pick_ports(struct ha_proc *const *procs, int n)
 
 /* ---- connections and replies ---- */
 
-static redisContext *connect_port(int port, const char *password, int connect_ms, int io_ms)
-{
-    struct timeval ct = {connect_ms / 1000, (connect_ms % 1000) * 1000};
-    struct timeval it = {io_ms / 1000, (io_ms % 1000) * 1000};
-    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", port, ct);
-    if (ctx == NULL) return NULL;
-    if (ctx->err || redisSetTimeout(ctx, it) != REDIS_OK) {
-        redisFree(ctx);
-        return NULL;
-    }
-    redisReply *r = redisCommand(ctx, "AUTH %s", password);
-    int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-    freeReplyObject(r);
-    if (!ok) {
-        redisFree(ctx);
-        return NULL;
-    }
-    return ctx;
-}
-
 redisContext *ha_connect(const struct ha *h, int i)
 {
     assert(i >= 0 && i < HA_NODES);
-    return connect_port(h->nodes[i].plain_port, h->password, 2000, 10000);
+    return serverkit_connect(h->nodes[i].plain_port, h->password, 2000, 10000);
 }
 
 redisContext *ha_sentinel_connect(const struct ha *h, int s)
 {
     assert(s >= 0 && s < HA_SENTINELS);
-    return connect_port(h->sentinels[s].plain_port, h->sentinel_password, 2000, 10000);
+    return serverkit_connect(h->sentinels[s].plain_port, h->sentinel_password, 2000, 10000);
 }
 
 /* One command on a new connection to p (its password pw); NULL (the last error says why)
@@ -165,7 +99,7 @@ static redisReply *proc_command(const struct ha_proc *p, const char *pw, const c
 static redisReply *proc_command(const struct ha_proc *p, const char *pw, const char *who, int io_ms, const char *fmt,
                                 ...)
 {
-    redisContext *ctx = connect_port(p->plain_port, pw, 1000, io_ms);
+    redisContext *ctx = serverkit_connect(p->plain_port, pw, 1000, io_ms);
     if (ctx == NULL) {
         procs_set_err("%s (port %d) does not answer", who, p->plain_port);
         return NULL;
@@ -195,31 +129,9 @@ static const char *sentinel_name(int s)
     return s >= 0 && s < HA_SENTINELS ? names[s] : "sentinel ?";
 }
 
-static const char *reply_text(const redisReply *r)
-{
-    if (r == NULL) return "(no reply)";
-    if (r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_ERROR || r->type == REDIS_REPLY_STRING) return r->str;
-    if (r->type == REDIS_REPLY_NIL) return "(nil)";
-    return "(not a string)";
-}
-
-static int str_is(const redisReply *r, const char *s)
-{
-    return r != NULL && r->type == REDIS_REPLY_STRING && strcmp(r->str, s) == 0;
-}
-
-/* The value of field `name` in a RESP2 flat map (array of name, value, ...), or NULL. */
-static const redisReply *map_get(const redisReply *m, const char *name)
-{
-    if (m == NULL || m->type != REDIS_REPLY_ARRAY) return NULL;
-    for (size_t k = 0; k + 1 < m->elements; k += 2)
-        if (str_is(m->element[k], name)) return m->element[k + 1];
-    return NULL;
-}
-
 static const char *map_str(const redisReply *m, const char *name)
 {
-    const redisReply *v = map_get(m, name);
+    const redisReply *v = serverkit_map_get(m, name);
     return v != NULL && v->type == REDIS_REPLY_STRING ? v->str : "";
 }
 
@@ -256,12 +168,13 @@ enum ha_role ha_node_role(const struct ha *h, int i, int *primary_port, int *lin
     redisReply *r = NODE_CMD(h, i, 2000, "ROLE");
     enum ha_role role = HA_ROLE_UNKNOWN;
     if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0) {
-        if (str_is(r->element[0], "master")) role = HA_ROLE_PRIMARY;
-        if (str_is(r->element[0], "sentinel")) role = HA_ROLE_SENTINEL;
-        if (str_is(r->element[0], "slave") && r->elements >= 5 && r->element[2]->type == REDIS_REPLY_INTEGER) {
+        if (serverkit_str_is(r->element[0], "master")) role = HA_ROLE_PRIMARY;
+        if (serverkit_str_is(r->element[0], "sentinel")) role = HA_ROLE_SENTINEL;
+        if (serverkit_str_is(r->element[0], "slave") && r->elements >= 5 &&
+            r->element[2]->type == REDIS_REPLY_INTEGER) {
             role = HA_ROLE_REPLICA;
             if (primary_port != NULL) *primary_port = (int)r->element[2]->integer;
-            if (link_up != NULL) *link_up = str_is(r->element[3], "connected");
+            if (link_up != NULL) *link_up = serverkit_str_is(r->element[3], "connected");
         }
     }
     freeReplyObject(r);
@@ -279,10 +192,10 @@ int ha_sentinel_primary(const struct ha *h, int s)
     if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING) {
         node = ha_node_by_port(h, atoi(r->element[1]->str));
         if (node < 0 || h->nodes[node].tls_port != atoi(r->element[1]->str))
-            procs_set_err("sentinel %d names %s:%s, not a node's TLS port", s, reply_text(r->element[0]),
+            procs_set_err("sentinel %d names %s:%s, not a node's TLS port", s, serverkit_reply_text(r->element[0]),
                           r->element[1]->str);
     } else if (r != NULL) {
-        procs_set_err("sentinel %d: get-master-addr-by-name: %s", s, reply_text(r));
+        procs_set_err("sentinel %d: get-master-addr-by-name: %s", s, serverkit_reply_text(r));
     }
     freeReplyObject(r);
     return node;
@@ -434,7 +347,7 @@ static int node_write_files(struct ha *h, int i, int primary_tls_port)
              /* a replica syncs at once (7.0 waits 5 s for more replicas before a diskless sync) */
              "repl-diskless-sync-delay 0\n%s",
              common, h->password, h->password, n->aof ? "yes" : "no", replicaof);
-    if (mkdir(n->dir, 0700) != 0 || write_file(n->conf_file, conf, 0600) != 0) {
+    if (mkdir(n->dir, 0700) != 0 || serverkit_write_file(n->conf_file, conf, 0600) != 0) {
         procs_set_err("writing node %d's files in %s: %s", i, n->dir, strerror(errno));
         return -1;
     }
@@ -457,7 +370,7 @@ static int sentinel_write_files(struct ha *h, int s)
              "sentinel parallel-syncs %s 2\n",
              common, h->sentinel_password, h->sentinel_password, m, h->nodes[0].tls_port, HA_QUORUM, m, h->password, m,
              h->down_after_ms, m, m);
-    if (mkdir(p->dir, 0700) != 0 || write_file(p->conf_file, conf, 0600) != 0) {
+    if (mkdir(p->dir, 0700) != 0 || serverkit_write_file(p->conf_file, conf, 0600) != 0) {
         procs_set_err("writing sentinel %d's files in %s: %s", s, p->dir, strerror(errno));
         return -1;
     }
@@ -486,7 +399,7 @@ static int wait_ready(const struct ha_proc *p, const char *pw, const char *who)
                           p->log_file);
             return -2;
         }
-        redisContext *ctx = connect_port(p->plain_port, pw, 200, 1000);
+        redisContext *ctx = serverkit_connect(p->plain_port, pw, 200, 1000);
         if (ctx != NULL) {
             redisReply *r = redisCommand(ctx, "PING");
             int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
@@ -582,7 +495,7 @@ void ha_stop(struct ha *h)
     if (keep != NULL && strcmp(keep, "1") == 0)
         fprintf(stderr, "sentinel_harness: kept %s\n", h->dir);
     else if (h->dir[0] != '\0')
-        nftw(h->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        serverkit_remove_tree(h->dir);
     munmap(h, sizeof *h);
 }
 
@@ -670,14 +583,15 @@ struct ha *ha_start(void)
         munmap(h, sizeof *h);
         return NULL;
     }
-    random_hex(h->password, 32);
-    random_hex(h->sentinel_password, 32);
+    serverkit_random_hex(h->password, 32);
+    serverkit_random_hex(h->sentinel_password, 32);
     snprintf(h->pass_file, sizeof h->pass_file, "%s/nodes.pass", h->dir);
     snprintf(h->sentinel_pass_file, sizeof h->sentinel_pass_file, "%s/sentinels.pass", h->dir);
     char line[80], line2[80];
     snprintf(line, sizeof line, "%s\n", h->password);
     snprintf(line2, sizeof line2, "%s\n", h->sentinel_password);
-    if (write_file(h->pass_file, line, 0600) != 0 || write_file(h->sentinel_pass_file, line2, 0600) != 0) {
+    if (serverkit_write_file(h->pass_file, line, 0600) != 0 ||
+        serverkit_write_file(h->sentinel_pass_file, line2, 0600) != 0) {
         procs_set_err("writing %s: %s", h->pass_file, strerror(errno));
         ha_stop(h);
         return NULL;
@@ -688,9 +602,9 @@ struct ha *ha_start(void)
             fprintf(stderr, "ha_start: attempt %d failed; again with other ports\n", attempt);
             /* fresh dirs: the failed attempt's AOF and rewritten configs must not be reused */
             for (int i = 0; i < HA_NODES; i++)
-                if (h->nodes[i].dir[0] != '\0') nftw(h->nodes[i].dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+                if (h->nodes[i].dir[0] != '\0') serverkit_remove_tree(h->nodes[i].dir);
             for (int s = 0; s < HA_SENTINELS; s++)
-                if (h->sentinels[s].dir[0] != '\0') nftw(h->sentinels[s].dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+                if (h->sentinels[s].dir[0] != '\0') serverkit_remove_tree(h->sentinels[s].dir);
             memset(h->nodes, 0, sizeof h->nodes);
             memset(h->sentinels, 0, sizeof h->sentinels);
         }
@@ -817,7 +731,7 @@ int ha_failover(struct ha *h, int timeout_ms, int *promoted, long long *confirme
     long long t0 = procs_mono_ms(), deadline = t0 + timeout_ms;
     redisReply *r = SENTINEL_CMD(h, s, 5000, "SENTINEL FAILOVER %s", h->master_name);
     int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-    if (r != NULL && !ok) procs_set_err("sentinel %d: SENTINEL FAILOVER: %s", s, reply_text(r));
+    if (r != NULL && !ok) procs_set_err("sentinel %d: SENTINEL FAILOVER: %s", s, serverkit_reply_text(r));
     freeReplyObject(r);
     if (!ok) return -1;
     int p;
