@@ -67,11 +67,24 @@ TAILQ_HEAD(request_send_list, request_send); /* a client's cluster sends waiting
  * enough replicas have them. `next` collects them while `covered`'s WAIT is out on `conn` (a
  * dedicated connection); once it answers, `covered` is answered and `next` gets its own WAIT.
  */
+/* One held replicas=N write (router.c): a request's reply, or one part's of a split write. */
+struct repl_hold {
+    struct request *req;
+    int16_t part;     /* -1: the request's reply (req->repl_reply); else that part's (req->parts[part].reply) */
+    int16_t node;     /* the node that answered (a sentinel instance's primary then; -1: a single server) */
+    uint8_t replicas; /* its N */
+};
+
+struct repl_holds {
+    struct repl_hold *items;
+    size_t n, cap;
+};
+
 struct repl_group {
-    struct ptrvec next;    /* struct request *: held, for the next WAIT */
-    struct ptrvec covered; /* held, covered by the WAIT on conn */
-    struct backend *conn;  /* the dedicated connection carrying PUBLISH + WAIT; NULL: none out */
-    int need;              /* the WAIT's numreplicas: the largest replicas=N of `covered` */
+    struct repl_holds next;    /* held, for the next WAIT */
+    struct repl_holds covered; /* held, covered by the WAIT on conn */
+    struct backend *conn;      /* the dedicated connection carrying PUBLISH + WAIT; NULL: none out */
+    int need;                  /* the WAIT's numreplicas: the largest replicas=N of `covered` */
 };
 
 struct worker {

@@ -650,9 +650,10 @@ static int decide_slots(const struct config *cfg, const struct policy_request *r
 }
 
 /* A split command's parts: one per (instance, slot) of its keys, in the order they first
- * appear; p->key_part maps each key argument to its part. -1 (p untouched) past PLAN_MAX_PARTS. */
+ * appear; p->key_part maps each key argument to its part; a write's part carries the largest
+ * replicas=N of its keys. -1 (p untouched) past PLAN_MAX_PARTS. */
 static int plan_split(const struct config *cfg, const struct policy_request *r, const struct key_ref *keys,
-                      const struct namespace_entry **ns_of, int nkeys, struct plan *p)
+                      const struct namespace_entry **ns_of, int nkeys, int may_write, struct plan *p)
 {
     int16_t *slot_part = NULL; /* a cluster's slot -> part, for the keys of cluster instances */
     int16_t inst_part[CONFIG_MAX_INSTANCES];
@@ -689,6 +690,8 @@ static int plan_split(const struct config *cfg, const struct policy_request *r, 
             *where = (int16_t)nparts++;
         }
         key_part[ai] = *where;
+        if (may_write && ns_of[i]->replicas > parts[*where].replicas)
+            parts[*where].replicas = (uint8_t)ns_of[i]->replicas;
     }
     free(slot_part);
     if (nparts > PLAN_MAX_PARTS) {
@@ -840,7 +843,7 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
                        name, cfg->instance_names[first->instance], cfg->instance_names[split_instance]);
             return;
         }
-        if (plan_split(cfg, r, keys, ns_of, nkeys, p) != 0) {
+        if (plan_split(cfg, r, keys, ns_of, nkeys, may_write, p) != 0) {
             plan_error(p,
                        "CROSSSLOT keys of '%s' span more than %d slots and instances; keygate splits into at most %d",
                        name, PLAN_MAX_PARTS, PLAN_MAX_PARTS);

@@ -112,7 +112,8 @@ struct plan_report {
 
 struct plan_part {
     int16_t instance;
-    int16_t slot; /* -1: a single-server instance */
+    int16_t slot;     /* -1: a single-server instance */
+    uint8_t replicas; /* a write's largest replicas=N over this part's keys (0: none) */
 };
 #define PLAN_MORE_NS 16
 #define PLAN_ERROR_MAX ERROR_TEXT_MAX /* session.h's size of an error text */

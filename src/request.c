@@ -124,6 +124,15 @@ void request_part_keep(struct request *req, int part, const char *reply, size_t 
     if (req->client) (void)conn_output_over(req->client, 0); /* past its limit: closed, the rest dropped */
 }
 
+void request_part_replace(struct request *req, int part, const char *reply, size_t len)
+{
+    struct request_part *pt = &req->parts[part];
+    assert(part < req->nparts && pt->reply);
+    free(pt->reply);
+    pt->reply = NULL;
+    request_part_keep(req, part, reply, len);
+}
+
 void request_keep_reply(struct request *req, const char *reply, size_t len)
 {
     assert(!req->repl_reply);

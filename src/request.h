@@ -16,6 +16,7 @@ struct request_part {
     int instance;
     int slot; /* -1: a single-server instance */
     int node; /* a keyless command's part for one primary of a cluster: its node (backend_cluster_owner), else -1 */
+    uint8_t replicas; /* a split write's part: its reply is held until N replicas have it, as a request's (router.c) */
     char *reply;
     size_t len;
 };
@@ -77,7 +78,6 @@ struct request {
     uint8_t replicas; /* replicas=N: its reply is held until a WAIT says N replicas have the write (router.c) */
     char *repl_reply; /* that reply, while held (request_keep_reply) */
     size_t repl_len;
-    int16_t repl_node;  /* the node that answered it (a sentinel instance's primary then; -1: a single server) */
     int64_t block_ms;   /* a blocking command: how long it may block (0: forever), for a new pin on a cluster */
     char *queued_error; /* keygate's MULTI wrap: the command's queue-time error, if any */
     size_t queued_error_len;
@@ -122,6 +122,10 @@ void request_expect(struct request *req);
 /* Keep reply[0..len) as part `part` of split request req (copied), counted as a reply held
  * for its client: past the client's hard limit the client is closed (conn_output_over). */
 void request_part_keep(struct request *req, int part, const char *reply, size_t len);
+
+/* Part `part` of req, kept, is replaced by reply[0..len) (copied, counted as request_part_keep):
+ * a held part whose replication failed gets its error. */
+void request_part_replace(struct request *req, int part, const char *reply, size_t len);
 
 /* Keep reply[0..len) as req's reply while it is held (replicas=N, router.c), counted like a reply
  * kept behind an earlier one; freed with req. */

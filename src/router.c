@@ -262,6 +262,7 @@ static void route_again(struct request *req, struct request_send *s)
 }
 
 static void route_part(struct request *req, int part, const char *reply, size_t len);
+static void route_part_kept(struct request *req);
 
 static void route_give_up(struct request *req, struct request_send *s)
 {
@@ -547,7 +548,7 @@ static void router_write_wait_sync(struct bytebuf *out, struct backend *b, struc
 
 /* The -NOREPLICAS text of a held write whose replicas did not confirm it (Redis's code and first
  * words, as for min-replicas; the write did run on the primary). */
-static void route_repl_error(char *text, size_t size, const struct worker *w, int instance, const struct request *req,
+static void route_repl_error(char *text, size_t size, const struct worker *w, int instance, int replicas,
                              long long acked, const char *why)
 {
     char d[32];
@@ -561,23 +562,43 @@ static void route_repl_error(char *text, size_t size, const struct worker *w, in
         snprintf(text, size,
                  "NOREPLICAS Not enough good replicas to write: the write ran on the primary of instance '%s', and "
                  "%lld of %d replicas confirmed it within replicas-timeout (%s)",
-                 w->cfg->instance_names[instance], acked < 0 ? 0 : acked, req->replicas, d);
+                 w->cfg->instance_names[instance], acked < 0 ? 0 : acked, replicas, d);
+}
+
+static void route_holds_push(struct repl_holds *v, struct repl_hold hd)
+{
+    if (v->n == v->cap) {
+        v->cap = v->cap ? v->cap * 2 : 16;
+        v->items = xrealloc(v->items, v->cap * sizeof(*v->items));
+    }
+    v->items[v->n++] = hd;
 }
 
 /* Answer every write of `v` (held for instance): acked replicas confirmed them (-1: unknown, see
- * why); each gets its kept reply when acked reaches its N, else -NOREPLICAS. */
-static void route_repl_answer(struct worker *w, int instance, struct ptrvec *v, long long acked, const char *why)
+ * why); each gets its kept reply when acked reaches its N, else -NOREPLICAS (a split write's
+ * part: in its part, which the merge then answers with). */
+static void route_repl_answer(struct worker *w, int instance, struct repl_holds *v, long long acked, const char *why)
 {
     for (size_t i = 0; i < v->n; i++) {
-        struct request *req = v->items[i];
-        if (acked >= req->replicas) {
-            request_answer(req, req->repl_reply, req->repl_len);
+        const struct repl_hold *hd = &v->items[i];
+        struct request *req = hd->req;
+        if (acked >= hd->replicas) {
+            if (hd->part < 0)
+                request_answer(req, req->repl_reply, req->repl_len);
+            else
+                route_part_kept(req);
             continue;
         }
         char text[ERROR_TEXT_MAX], msg[ERROR_REPLY_MAX];
         STAT_INC(&w->stats, replicas_timeouts);
-        route_repl_error(text, sizeof(text), w, instance, req, acked, why);
-        request_answer(req, msg, replies_error(msg, sizeof(msg), text));
+        route_repl_error(text, sizeof(text), w, instance, hd->replicas, acked, why);
+        size_t len = replies_error(msg, sizeof(msg), text);
+        if (hd->part < 0) {
+            request_answer(req, msg, len);
+        } else {
+            request_part_replace(req, hd->part, msg, len);
+            route_part_kept(req);
+        }
     }
     v->n = 0;
 }
@@ -589,14 +610,12 @@ static void route_repl_start(struct worker *w, int instance)
     struct repl_group *g = &w->repl[instance];
     assert(!g->conn && g->covered.n == 0);
     if (g->next.n == 0) return;
-    struct ptrvec t = g->covered;
+    struct repl_holds t = g->covered;
     g->covered = g->next;
     g->next = t;
     g->need = 0;
-    for (size_t i = 0; i < g->covered.n; i++) {
-        const struct request *req = g->covered.items[i];
-        if (req->replicas > g->need) g->need = req->replicas;
-    }
+    for (size_t i = 0; i < g->covered.n; i++)
+        if (g->covered.items[i].replicas > g->need) g->need = g->covered.items[i].replicas;
     struct backend *b = w->repl_stopped ? NULL : backend_pin(w, instance, -1, NULL, 0);
     if (!b) {
         route_repl_answer(w, instance, &g->covered, -1,
@@ -608,12 +627,12 @@ static void route_repl_start(struct worker *w, int instance)
      * replicas say nothing of those writes */
     size_t kept = 0;
     for (size_t i = 0; i < g->covered.n; i++) {
-        struct request *req = g->covered.items[i];
-        if (req->repl_node == b->node) {
-            g->covered.items[kept++] = req;
+        struct repl_hold hd = g->covered.items[i];
+        if (hd.node == b->node) {
+            g->covered.items[kept++] = hd;
             continue;
         }
-        struct ptrvec one = {.items = (void **)&req, .n = 1, .cap = 1};
+        struct repl_holds one = {.items = &hd, .n = 1, .cap = 1};
         route_repl_answer(w, instance, &one, -1, "the primary changed since the write: a failover");
     }
     g->covered.n = kept;
@@ -638,22 +657,27 @@ static void route_repl_start(struct worker *w, int instance)
 }
 
 /*
- * The reply of req, a replicas=N write, came from b: hold it (1), or 0 when it is answered as usual
- * (an error: nothing to replicate; an orphaned request: nobody waits for it).
+ * The reply of req (part -1), or of its part `part`, a write that `replicas` replicas must have,
+ * came from b: hold it (1), or 0 when it is answered as usual (an error: nothing to replicate; an
+ * orphaned request: nobody waits for it).
  */
-static int route_repl_hold(struct backend *b, struct request *req, const char *reply, size_t len)
+static int route_repl_hold(struct backend *b, struct request *req, int part, int replicas, const char *reply,
+                           size_t len)
 {
     if (reply[0] == '-' || !req->client) return 0;
     struct worker *w = req->worker;
     struct repl_group *g = &w->repl[b->instance];
-    request_keep_reply(req, reply, len);
-    req->repl_node = (int16_t)b->node;
+    if (part < 0)
+        request_keep_reply(req, reply, len);
+    else
+        request_part_keep(req, part, reply, len);
+    struct repl_hold hd = {.req = req, .part = (int16_t)part, .node = (int16_t)b->node, .replicas = (uint8_t)replicas};
     /* its PUBLISH not written yet (both entries still staged): the WAIT out covers this write too */
-    if (g->conn && g->conn->unsent >= 2 && req->replicas <= g->need && req->repl_node == g->conn->node) {
-        ptrvec_push(&g->covered, req);
+    if (g->conn && g->conn->unsent >= 2 && replicas <= g->need && hd.node == g->conn->node) {
+        route_holds_push(&g->covered, hd);
         return 1;
     }
-    ptrvec_push(&g->next, req);
+    route_holds_push(&g->next, hd);
     if (!g->conn) route_repl_start(w, b->instance);
     return 1;
 }
@@ -974,6 +998,13 @@ static void route_part(struct request *req, int part, const char *reply, size_t 
 {
     assert(part < req->nparts && req->parts_left > 0 && req->waiting > 0);
     request_part_keep(req, part, reply, len); /* counted against the client's limits as it comes */
+    route_part_kept(req);
+}
+
+/* One more part of req is kept: the merge answers once it was the last part due. */
+static void route_part_kept(struct request *req)
+{
+    assert(req->parts_left > 0 && req->waiting > 0);
     if (--req->parts_left > 0) {
         request_reply_consumed(req); /* other parts are still owed: req lives on */
         return;
@@ -1169,6 +1200,7 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
     for (int k = 0; k < n; k++) {
         req->parts[k].instance = plan->parts[k].instance;
         req->parts[k].slot = plan->parts[k].slot;
+        req->parts[k].replicas = plan->parts[k].replicas;
         conns[k] = router_conn_for(c, req->parts[k].instance, req->parts[k].slot);
     }
     for (int k = 0; k < n; k++) {
@@ -1311,7 +1343,7 @@ static void route_deliver(struct backend *b, const struct pending *pd, const cha
         const char *pick;
         size_t pick_len;
         replies_exec_pick(reply, len, req->queued_error, req->queued_error_len, &pick, &pick_len);
-        if (__builtin_expect(req->replicas, 0) && route_repl_hold(b, req, pick, pick_len)) return;
+        if (__builtin_expect(req->replicas, 0) && route_repl_hold(b, req, -1, req->replicas, pick, pick_len)) return;
         request_answer(req, pick, pick_len);
         return;
     }
@@ -1322,25 +1354,31 @@ static void route_deliver(struct backend *b, const struct pending *pd, const cha
             replies_exec_filter(reply, len, (const uint8_t *)req->exec_keep.p, req->exec_keep.len, &out) == 0;
         if (!filtered) /* nil (WATCH) or EXECABORT: as it came, nothing ran */
             request_answer(req, reply, len);
-        else if (!(req->replicas && out.len > 0 && route_repl_hold(b, req, out.p, out.len)))
+        else if (!(req->replicas && out.len > 0 && route_repl_hold(b, req, -1, req->replicas, out.p, out.len)))
             request_answer(req, out.p, out.len);
         bytebuf_free(&out);
         return;
     }
     case ROUTE_PART:
+        if (__builtin_expect(req->parts[pd->part].replicas, 0) &&
+            route_repl_hold(b, req, pd->part, req->parts[pd->part].replicas, reply, len))
+            return;
         route_part(req, pd->part, reply, len);
         return;
     case ROUTE_PART_PICK: {
         const char *pick;
         size_t pick_len;
         replies_exec_pick(reply, len, req->queued_error, req->queued_error_len, &pick, &pick_len);
+        if (__builtin_expect(req->parts[pd->part].replicas, 0) &&
+            route_repl_hold(b, req, pd->part, req->parts[pd->part].replicas, pick, pick_len))
+            return;
         route_part(req, pd->part, pick, pick_len);
         return;
     }
     case ROUTE_PASS:
         route_unblock(req);
         if (__builtin_expect(req->watching, 0) && route_watch_moved(b, req, reply, len)) return;
-        if (__builtin_expect(req->replicas, 0) && route_repl_hold(b, req, reply, len)) return;
+        if (__builtin_expect(req->replicas, 0) && route_repl_hold(b, req, -1, req->replicas, reply, len)) return;
         request_answer(req, reply, len);
         return;
     case ROUTE_REPL_SYNC:

@@ -294,6 +294,42 @@ START_TEST(test_replicas_waits_counted)
 }
 END_TEST
 
+/* A DEL split over two instances (rq: on durable, replicas=1; cache: on cache) waits for durable's
+ * replica too: answered once the replica has its part, -NOREPLICAS when the replica cannot say so
+ * (the cache part ran, as the durable part did: the write is not undone). */
+START_TEST(test_replicas_split_del_waits_for_its_part)
+{
+    struct replica rp;
+    replica_start(&rp);
+    redisContext *kg = harness_must_client(&h), *rep = replica_conn(&rp);
+    for (int i = 0; i < 20; i++) {
+        expect_status(cmd(kg, "SET rq:sp:%d v", i), "OK", "SET in a replicas=1 namespace");
+        expect_status(cmd(kg, "SET cache:sp:%d v", i), "OK", "SET in cache");
+        expect_int(cmd(kg, "DEL rq:sp:%d cache:sp:%d", i, i), 2, "DEL over durable and cache (split)");
+        /* acknowledged means replicated: the replica has the DEL the moment the client has :2 */
+        expect_int(cmd(rep, "EXISTS rq:sp:%d", i), 0, "the replica, read right after the split DEL's reply");
+    }
+    expect_status(cmd(kg, "SET rq:sp:x v"), "OK", "SET in a replicas=1 namespace");
+    expect_int(cmd(kg, "UNLINK cache:sp:none q:sp:none"), 0, "UNLINK split over cache and durable, no replicas= key");
+    replica_pause(&rp);
+    long long t0 = now_ms();
+    redisReply *r = cmd(kg, "UNLINK cache:sp:none rq:sp:x");
+    long long took = now_ms() - t0;
+    ck_assert_msg(r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOREPLICAS ", 11) == 0 &&
+                      strstr(r->str, "0 of 1 replicas confirmed it within replicas-timeout (300ms)"),
+                  "a split UNLINK whose durable part the stopped replica cannot confirm: %s", describe(r));
+    freeReplyObject(r);
+    ck_assert_msg(took >= 280, "-NOREPLICAS after %lld ms (replicas-timeout 300ms)", took);
+    redisContext *d = harness_must_direct(&h, "durable");
+    expect_int(cmd(d, "EXISTS rq:sp:x"), 0, "the UNLINK ran on the primary");
+    redisFree(d);
+    expect_int(cmd(kg, "DEL cache:sp:none q:sp:none"), 0, "a split DEL without a replicas= key: not held");
+    redisFree(rep);
+    redisFree(kg);
+    replica_stop(&rp);
+}
+END_TEST
+
 /* keygate stopping (SIGTERM) while a write is held: its client still gets its answer (the WAIT's,
  * within the drain), and keygate exits 0 (the harness fails the suite otherwise) */
 START_TEST(test_replicas_held_write_at_shutdown)
@@ -338,6 +374,7 @@ int main(void)
     harness_add_test(tc, test_replicas_not_confirmed_answers_noreplicas);
     harness_add_test(tc, test_replicas_one_wait_per_group);
     harness_add_test(tc, test_replicas_waits_counted);
+    harness_add_test(tc, test_replicas_split_del_waits_for_its_part);
     harness_add_test(tc, test_replicas_held_write_at_shutdown);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

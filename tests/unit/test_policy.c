@@ -1190,6 +1190,29 @@ START_TEST(replicas_on_writes_only)
 }
 END_TEST
 
+/* a split DEL's parts carry the largest replicas=N of their own keys; a split read's none */
+START_TEST(replicas_of_split_parts)
+{
+    struct user_conf all = {.name = "ops", .all_owners = 1, .scripts = 1};
+    struct session s = {.authenticated = 1, .user = &all, .multi_instance = -1, .watch_instance = -1};
+    struct plan p;
+    decide_as(&s, "DEL c:a r1:b p:c r2:d x", &p); /* durable: r1, p, r2; cache: c, the default's x */
+    ck_assert_msg(p.kind == PLAN_FORWARD, "kind %d %s", p.kind, p.error);
+    ck_assert_int_eq(p.nparts, 2);
+    ck_assert_int_eq(p.parts[p.key_part[1]].replicas, 3); /* c: (0) and x (the default line: 3) */
+    ck_assert_int_eq(p.parts[p.key_part[2]].replicas, 2); /* r1: 1, p: 0, r2: 2 */
+    plan_release(&p);
+    decide_as(&s, "UNLINK c:a p:b", &p);
+    ck_assert_int_eq(p.nparts, 2);
+    ck_assert_int_eq(p.parts[0].replicas + p.parts[1].replicas, 0);
+    plan_release(&p);
+    decide_as(&s, "MGET c:a r2:b", &p);
+    ck_assert_int_eq(p.nparts, 2);
+    ck_assert_int_eq(p.parts[0].replicas + p.parts[1].replicas, 0);
+    plan_release(&p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("policy");
@@ -1243,6 +1266,7 @@ int main(void)
     tc = tcase_create("replicas");
     tcase_add_checked_fixture(tc, replicas_setup, teardown);
     tcase_add_test(tc, replicas_on_writes_only);
+    tcase_add_test(tc, replicas_of_split_parts);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
