@@ -580,10 +580,10 @@ static void route_holds_push(struct repl_holds *v, struct repl_hold hd)
 static void route_repl_answer(struct worker *w, int instance, struct repl_holds *v, long long acked, const char *why)
 {
     for (size_t i = 0; i < v->n; i++) {
-        const struct repl_hold *hd = &v->items[i];
-        struct request *req = hd->req;
-        if (acked >= hd->replicas) {
-            if (hd->part < 0)
+        const struct repl_hold hd = v->items[i]; /* a copy: answering may run the client's code */
+        struct request *req = hd.req;
+        if (acked >= hd.replicas) {
+            if (hd.part < 0)
                 request_answer(req, req->repl_reply, req->repl_len);
             else
                 route_part_kept(req);
@@ -591,12 +591,12 @@ static void route_repl_answer(struct worker *w, int instance, struct repl_holds 
         }
         char text[ERROR_TEXT_MAX], msg[ERROR_REPLY_MAX];
         STAT_INC(&w->stats, replicas_timeouts);
-        route_repl_error(text, sizeof(text), w, instance, hd->replicas, acked, why);
+        route_repl_error(text, sizeof(text), w, instance, hd.replicas, acked, why);
         size_t len = replies_error(msg, sizeof(msg), text);
-        if (hd->part < 0) {
+        if (hd.part < 0) {
             request_answer(req, msg, len);
         } else {
-            request_part_replace(req, hd->part, msg, len);
+            request_part_replace(req, hd.part, msg, len);
             route_part_kept(req);
         }
     }
