@@ -62,11 +62,6 @@ TAILQ_HEAD(request_queue, request);
 struct request_send;
 TAILQ_HEAD(request_send_list, request_send); /* a client's cluster sends waiting to go again, in request order */
 
-/*
- * replicas=N (router.c): one instance's writes whose replies came and are held until a WAIT says
- * enough replicas have them. `next` collects them while `covered`'s WAIT is out on `conn` (a
- * dedicated connection); once it answers, `covered` is answered and `next` gets its own WAIT.
- */
 /* One held replicas=N write (router.c): a request's reply, or one part's of a split write. */
 struct repl_hold {
     struct request *req;
@@ -80,6 +75,11 @@ struct repl_holds {
     size_t n, cap;
 };
 
+/*
+ * replicas=N (router.c): one instance's writes whose replies came and are held until a WAIT says
+ * enough replicas have them. `next` collects them while `covered`'s WAIT is out on `conn` (a
+ * dedicated connection); once it answers, `covered` is answered and `next` gets its own WAIT.
+ */
 struct repl_group {
     struct repl_holds next;    /* held, for the next WAIT */
     struct repl_holds covered; /* held, covered by the WAIT on conn */
