@@ -697,13 +697,8 @@ static void route_repl_reply(struct backend *b, const struct pending *pd, const 
     const char *reason = NULL;
     if (!reply) {
         reason = "its connection for WAIT was lost";
-    } else if (reply[0] == ':' && len >= 3) {
-        char digits[24];
-        size_t n = len - 3 < sizeof(digits) - 1 ? len - 3 : sizeof(digits) - 1;
-        memcpy(digits, reply + 1, n);
-        digits[n] = '\0';
-        acked = strtoll(digits, NULL, 10);
-    } else {
+    } else if (reply[0] != ':' || len < 3 || resp_parse_ll(reply + 1, len - 3, &acked) != 0) {
+        acked = -1; /* not WAIT's count of replicas */
         size_t n = 0;
         while (n < len && n < 100 && reply[n] != '\r') n++;
         snprintf(why, sizeof(why), "WAIT answered %.*s", (int)n, reply);
@@ -1308,6 +1303,14 @@ static int route_exec_moved(struct backend *b, struct request *req, const char *
     return 1;
 }
 
+/* Part `part` of req answered from b: held while a replicas=N part waits for its WAIT, else kept. */
+static void route_part_reply(struct backend *b, struct request *req, int part, const char *reply, size_t len)
+{
+    int replicas = req->parts[part].replicas;
+    if (__builtin_expect(replicas, 0) && route_repl_hold(b, req, part, replicas, reply, len)) return;
+    route_part(req, part, reply, len);
+}
+
 static void route_deliver(struct backend *b, const struct pending *pd, const char *reply, size_t len)
 {
     struct request *req = pd->req;
@@ -1360,19 +1363,13 @@ static void route_deliver(struct backend *b, const struct pending *pd, const cha
         return;
     }
     case ROUTE_PART:
-        if (__builtin_expect(req->parts[pd->part].replicas, 0) &&
-            route_repl_hold(b, req, pd->part, req->parts[pd->part].replicas, reply, len))
-            return;
-        route_part(req, pd->part, reply, len);
+        route_part_reply(b, req, pd->part, reply, len);
         return;
     case ROUTE_PART_PICK: {
         const char *pick;
         size_t pick_len;
         replies_exec_pick(reply, len, req->queued_error, req->queued_error_len, &pick, &pick_len);
-        if (__builtin_expect(req->parts[pd->part].replicas, 0) &&
-            route_repl_hold(b, req, pd->part, req->parts[pd->part].replicas, pick, pick_len))
-            return;
-        route_part(req, pd->part, pick, pick_len);
+        route_part_reply(b, req, pd->part, pick, pick_len);
         return;
     }
     case ROUTE_PASS:
