@@ -1,6 +1,5 @@
 /* test_cluster_routing.c: keygate in front of a live TLS Redis Cluster (3 primaries + 3 replicas): keys routed to their slot's node with their TTL, multi-key commands split or refused per slot, transactions on one slot, and zero client-visible errors through a reshard, a held migration (ASK), a failover and a slot moved back and forth; every check made on the nodes directly. */
 #include <check.h>
-#include <fnmatch.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -940,34 +939,15 @@ START_TEST(test_slot_moved_back_and_forth_no_error_no_loop)
 }
 END_TEST
 
-/* A test case of its own (its own cluster) for test, unless HARNESS_TEST names other tests
- * only: a cluster is started only for a test that runs. */
-static void add_case(Suite *s, const char *name, int timeout_s, const TTest *test)
-{
-    const char *only = getenv("HARNESS_TEST");
-    int run = only == NULL || *only == '\0';
-    char glob[256];
-    for (const char *p = only; !run && *p != '\0';) {
-        size_t len = strcspn(p, ",");
-        if (len > 0 && len < sizeof glob) {
-            memcpy(glob, p, len);
-            glob[len] = '\0';
-            run = fnmatch(glob, test->name, 0) == 0;
-        }
-        p += len + (p[len] == ',');
-    }
-    if (run) harness_add_test(harness_tcase(s, name, timeout_s, setup, teardown), test);
-}
-
 int main(void)
 {
     Suite *s = suite_create("cluster_routing");
-    add_case(s, "routing", 60, test_routing_10000_keys_on_their_slot_node_with_ttl);
-    add_case(s, "multikey", 60, test_multikey_split_crossslot_and_transactions);
-    add_case(s, "reshard", 120, test_reshard_1000_slots_under_load_no_client_error);
-    add_case(s, "held_migration", 60, test_held_migration_reads_writes_follow_ask);
-    add_case(s, "failover", 90, test_primary_killed_under_load_errors_only_in_flight);
-    add_case(s, "pingpong", 90, test_slot_moved_back_and_forth_no_error_no_loop);
+    harness_add_case(s, "routing", 60, setup, teardown, test_routing_10000_keys_on_their_slot_node_with_ttl);
+    harness_add_case(s, "multikey", 60, setup, teardown, test_multikey_split_crossslot_and_transactions);
+    harness_add_case(s, "reshard", 120, setup, teardown, test_reshard_1000_slots_under_load_no_client_error);
+    harness_add_case(s, "held_migration", 60, setup, teardown, test_held_migration_reads_writes_follow_ask);
+    harness_add_case(s, "failover", 90, setup, teardown, test_primary_killed_under_load_errors_only_in_flight);
+    harness_add_case(s, "pingpong", 90, setup, teardown, test_slot_moved_back_and_forth_no_error_no_loop);
     int failed = harness_run(s);
     int left = cluster_leftovers();
     if (left) fprintf(stderr, "POST-CONDITION FAILED: %d redis-server(s) of this suite still run\n", left);

@@ -1625,6 +1625,14 @@ void harness_add_test(TCase *tc, const TTest *test)
     if (only == NULL || *only == '\0' || name_listed(only, test->name)) _tcase_add_test(tc, test, 0, 0, 0, 1);
 }
 
+void harness_add_case(Suite *s, const char *name, int timeout_s, void (*setup)(void), void (*teardown)(void),
+                      const TTest *test)
+{
+    const char *only = getenv("HARNESS_TEST");
+    if (only == NULL || *only == '\0' || name_listed(only, test->name))
+        _tcase_add_test(harness_tcase(s, name, timeout_s, setup, teardown), test, 0, 0, 0, 1);
+}
+
 int harness_run(Suite *s)
 {
     int *outside = mmap(NULL, sizeof *outside, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);

@@ -182,6 +182,12 @@ TCase *harness_tcase(Suite *s, const char *name, int timeout_s, void (*setup)(vo
 /* tcase_add_test, unless HARNESS_TEST is set and names none of test's globs. */
 void harness_add_test(TCase *tc, const TTest *test);
 
+/* test alone in a test case `name` of its own (harness_tcase: its own setup and teardown, so a
+ * deployment per test), unless HARNESS_TEST is set and names none of test's globs: then no test
+ * case either, and nothing is started for it. */
+void harness_add_case(Suite *s, const char *name, int timeout_s, void (*setup)(void), void (*teardown)(void),
+                      const TTest *test);
+
 /* Run every test of s, each in its own process (CK_FORK, see above), with CK_ENV output,
  * free the runner; returns the number of failed tests plus the failures counted outside
  * the tests (teardown post-conditions, keygate found dead or hung between tests). */
