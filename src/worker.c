@@ -228,7 +228,8 @@ static void worker_close_listeners(struct worker *w)
     if (w->accept_pause) evtimer_del(w->accept_pause->retry);
 }
 
-/* While stopping: exit once no client waits for a backend reply, or at the deadline. */
+/* While stopping: exit once no client waits for a backend reply or has reply bytes unwritten,
+ * or at the deadline. */
 static void drain_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct worker *w = arg;
@@ -241,6 +242,8 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
          * address's turn) is not waited for: its delay may outlast shutdown-timeout, and a
          * client that closed while held is only seen gone once it is read again */
         if (!TAILQ_EMPTY(&c->queue) && !c->auth_held) busy = 1;
+        /* a reply completed in this loop iteration is written by the flush step, after this */
+        if (!c->closed && conn_out_pending(c) > 0) busy = 1;
     }
     static const int step_ms = 20;
     w->drain_left_ms -= step_ms;
