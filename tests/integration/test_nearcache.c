@@ -28,7 +28,7 @@
  *   uc:  cache    near-cache=30s        cached on the other instance
  *
  * Every write through keygate to u:/t:/uc: must leave its XADD (field k = the key) in the
- * namespace's stream kg:nc:{u:}:stream (read DIRECTLY on the backend), in the same
+ * instance stream kg:nc:{kg:}:stream (read DIRECTLY on the backend), in the same
  * MULTI/EXEC as the write.
  */
 
@@ -190,9 +190,9 @@ static void raw_pair(struct harness_raw *kg, struct harness_raw *redis, const ch
     if (resp3) free(raw_command(redis, &n, 2, hello));
 }
 
-#define U_STREAM "kg:nc:{u:}:stream"
-#define T_STREAM "kg:nc:{t:}:stream"
-#define UC_STREAM "kc:nc:{uc:}:stream"
+#define U_STREAM "kg:nc:{kg:}:stream"
+#define T_STREAM "kg:nc:{kg:}:stream"
+#define UC_STREAM "kc:nc:{kc:}:stream"
 
 /* Run `line` (hiredis format without arguments) through keygate; then the u: stream holds `want`. */
 static void expect_xadds(redisContext *c, const char *stream, const char *backend, const char *want,
@@ -770,7 +770,7 @@ START_TEST(trim_respects_another_groups_marker)
     long long end = now_ms() + 3000;
     for (;;) { /* both groups' markers are in the hash */
         redisContext *d = harness_must_direct(&h, "durable");
-        redisReply *r = cmd(d, "HLEN kg:nc:{u:}:markers");
+        redisReply *r = cmd(d, "HLEN kg:nc:{kg:}:markers");
         long long n = r->integer;
         freeReplyObject(r);
         redisFree(d);
@@ -808,7 +808,7 @@ START_TEST(trim_respects_another_groups_marker)
         freeReplyObject(r);
         if (gone) break;
         if (now_ms() >= end) {
-            redisReply *m = cmd(d, "HGETALL kg:nc:{u:}:markers"), *x = cmd(d, "XRANGE %s - + COUNT 3", U_STREAM);
+            redisReply *m = cmd(d, "HGETALL kg:nc:{kg:}:markers"), *x = cmd(d, "XRANGE %s - + COUNT 3", U_STREAM);
             char mm[512];
             describe_into(m, mm, sizeof mm);
             ck_abort_msg("a marker older than near-cache-marker-timeout still pins the stream: markers %s, last %s, "
