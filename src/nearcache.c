@@ -804,11 +804,11 @@ static int nc_prefix_covered(const char *p, size_t plen, const char *list, size_
  * The writers hash of rd's instance: which of its namespaces every live keygate announces
  * (covered[k] for the reader's k-th slot). A keygate whose registry does not near-cache a
  * prefix writes its keys without an XADD: a namespace that some live writer does not cover
- * is not served here. Fields not refreshed within the marker timeout are removed. 0, or -1 on
- * a connection error.
+ * is not served here (who: the last such keygate's field). Fields not refreshed within the
+ * marker timeout are removed. 0, or -1 on a connection error.
  */
 static int nc_writers_read(struct nearcache *nc, struct syncconn *conn, const struct nc_stream *st, const size_t *idx,
-                           size_t n, int *covered)
+                           size_t n, int *covered, char *who, size_t who_len)
 {
     const char *argv[] = {"HGETALL", st->writers};
     redisReply *r = nc_command(conn, 2, argv);
@@ -834,13 +834,9 @@ static int nc_writers_read(struct nearcache *nc, struct syncconn *conn, const st
         const char *list = nl + 1;
         size_t len = v->len - (size_t)(list - v->str);
         for (size_t k = 0; k < n; k++)
-            if (!nc_prefix_covered(nc->slots[idx[k]].prefix, nc->slots[idx[k]].prefix_len, list, len)) {
-                if (covered[k])
-                    log_event(LOG_WARN, "near_cache_skew", NULL,
-                              "near cache: keygate %s does not announce writes to '%s' (its registry has no "
-                              "near-cache= there): '%s' is not served from the cache",
-                              f->str, nc->slots[idx[k]].prefix, nc->slots[idx[k]].prefix);
+            if (covered[k] && !nc_prefix_covered(nc->slots[idx[k]].prefix, nc->slots[idx[k]].prefix_len, list, len)) {
                 covered[k] = 0;
+                snprintf(who, who_len, "%s", f->str);
             }
     }
     freeReplyObject(r);
@@ -999,6 +995,30 @@ static size_t nc_reader_slots(const struct nearcache *nc, int si, size_t *idx)
     return n;
 }
 
+/* Read the writers hash; a slot that serves and is no longer covered stops serving now (posted
+ * before the log line says so), the rest waits for the next caught-up read (nc_serve). */
+static int nc_writers_check(struct nearcache *nc, struct syncconn *conn, const struct nc_stream *st, const size_t *idx,
+                            size_t n, int *serving, int *covered)
+{
+    char who[160] = "";
+    if (nc_writers_read(nc, conn, st, idx, n, covered, who, sizeof(who)) != 0) return -1;
+    struct nc_msg m[NC_READER_MAX];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!covered[i] && serving[i]) {
+            m[k++] = (struct nc_msg){.kind = NC_MSG_DOWN, .target = (uint32_t)idx[i]};
+            serving[i] = 0;
+        }
+    nc_post(nc, m, k);
+    for (size_t i = 0; k > 0 && i < n; i++)
+        if (!covered[i])
+            log_event(LOG_WARN, "near_cache_skew", NULL,
+                      "near cache: keygate %s does not announce writes to '%s' (its registry has no near-cache= "
+                      "there): '%s' is not served from the cache until every keygate does",
+                      who, nc->slots[idx[i]].prefix, nc->slots[idx[i]].prefix);
+    return 0;
+}
+
 /*
  * After a read that may vouch: slots whose writers all announce them (covered) serve, the
  * others do not; a slot that serves again is flushed first (writes made meanwhile by a
@@ -1048,7 +1068,8 @@ static void *nc_reader_main(void *arg)
             if (!nr) goto lost;
             freeReplyObject(nr);
             /* the marker pins the stream at the cursor before anything is served (trimming) */
-            if (nc_markers_write(nc, conn, st) != 0 || nc_writers_read(nc, conn, st, idx, n, covered) != 0) goto lost;
+            if (nc_markers_write(nc, conn, st) != 0 || nc_writers_check(nc, conn, st, idx, n, serving, covered) != 0)
+                goto lost;
             next_marker = clock_mono_ms() + 1000;
         }
         int64_t sent = clock_mono_ms();
@@ -1073,7 +1094,8 @@ static void *nc_reader_main(void *arg)
         }
         int64_t now = clock_mono_ms();
         if (now >= next_marker) {
-            if (nc_markers_write(nc, conn, st) != 0 || nc_writers_read(nc, conn, st, idx, n, covered) != 0) goto lost;
+            if (nc_markers_write(nc, conn, st) != 0 || nc_writers_check(nc, conn, st, idx, n, serving, covered) != 0)
+                goto lost;
             next_marker = now + 1000;
         }
         if (now >= next_trim) {
