@@ -175,7 +175,7 @@ static void render_scard(const struct nc_value *v, size_t argc, const char *cons
                          int resp3, struct bytebuf *out)
 {
     if (wrong_type(v, NC_T_SET, out)) return;
-    add_int(out, v->type == NC_T_SET ? v->nelem : 0);
+    add_int(out, v->type == NC_T_SET ? v->count : 0);
 }
 
 static void render_hget(const struct nc_value *v, size_t argc, const char *const *argv, const size_t *argvlen,
@@ -233,7 +233,7 @@ static void render_hlen(const struct nc_value *v, size_t argc, const char *const
                         int resp3, struct bytebuf *out)
 {
     if (wrong_type(v, NC_T_HASH, out)) return;
-    add_int(out, v->type == NC_T_HASH ? v->nelem : 0);
+    add_int(out, v->type == NC_T_HASH ? v->count : 0);
 }
 
 static void render_hstrlen(const struct nc_value *v, size_t argc, const char *const *argv, const size_t *argvlen,
@@ -246,17 +246,17 @@ static void render_hstrlen(const struct nc_value *v, size_t argc, const char *co
 }
 
 static const struct nc_read rows[] = {
-    {"get", render_get},
-    {"smembers", render_smembers},
-    {"sismember", render_sismember},
-    {"smismember", render_smismember},
-    {"scard", render_scard},
-    {"hget", render_hget},
-    {"hmget", render_hmget},
-    {"hgetall", render_hgetall},
-    {"hexists", render_hexists},
-    {"hlen", render_hlen},
-    {"hstrlen", render_hstrlen},
+    {"get", 'a', render_get},
+    {"smembers", 'a', render_smembers},
+    {"sismember", 'm', render_sismember},
+    {"smismember", 'm', render_smismember},
+    {"scard", 'n', render_scard},
+    {"hget", 'm', render_hget},
+    {"hmget", 'm', render_hmget},
+    {"hgetall", 'a', render_hgetall},
+    {"hexists", 'm', render_hexists},
+    {"hlen", 'n', render_hlen},
+    {"hstrlen", 'm', render_hstrlen},
 };
 
 const struct nc_read *ncpolicy_read(const struct command_def *cmd)
@@ -314,17 +314,17 @@ static int rd_bulk(struct rd *r, const char **s, size_t *len)
     return 0;
 }
 
-int ncpolicy_fill_parse(const char *reply, size_t len, uint8_t *type, int64_t *pttl, uint32_t *nelem,
-                        struct bytebuf *value)
+int ncpolicy_fill_parse(const char *reply, size_t len, uint8_t *type, int64_t *pttl, uint32_t *nelem, uint32_t *count,
+                        int *partial, struct bytebuf *value)
 {
     struct rd r = {reply, reply + len};
     long long n, p;
     const char *t;
     size_t tl;
-    if (rd_int(&r, '*', &n) != 0 || (n != 2 && n != 3) || rd_bulk(&r, &t, &tl) != 0 || rd_int(&r, ':', &p) != 0)
-        return -1;
+    if (rd_int(&r, '*', &n) != 0 || n < 2 || n > 4 || rd_bulk(&r, &t, &tl) != 0 || rd_int(&r, ':', &p) != 0) return -1;
     *pttl = p;
-    *nelem = 0;
+    *nelem = *count = 0;
+    *partial = 0;
     if (tl == 4 && memcmp(t, "none", 4) == 0) {
         *type = NC_T_ABSENT;
         return n == 2 && r.p == r.end ? 0 : -1;
@@ -335,17 +335,16 @@ int ncpolicy_fill_parse(const char *reply, size_t len, uint8_t *type, int64_t *p
         *type = NC_T_OTHER;
         return n == 2 && r.p == r.end ? 0 : -1;
     }
-    if (n != 3) return -1;
     if (is_string) {
         const char *s;
         size_t sl;
-        if (rd_bulk(&r, &s, &sl) != 0) return -1;
+        if (n != 3 || rd_bulk(&r, &s, &sl) != 0) return -1;
         bytebuf_add(value, s, sl);
         *type = NC_T_STRING;
         return r.p == r.end ? 0 : -1;
     }
     long long k;
-    if (rd_int(&r, '*', &k) != 0 || k < 0 || (is_hash && k % 2) || k > UINT32_MAX) return -1;
+    if (n < 3 || rd_int(&r, '*', &k) != 0 || k < 0 || (is_hash && k % 2) || k > UINT32_MAX) return -1;
     for (long long i = 0; i < k; i++) {
         const char *s;
         size_t sl;
@@ -355,6 +354,12 @@ int ncpolicy_fill_parse(const char *reply, size_t len, uint8_t *type, int64_t *p
         bytebuf_add(value, s, sl);
     }
     *type = is_set ? NC_T_SET : NC_T_HASH;
-    *nelem = (uint32_t)(is_set ? k : k / 2);
+    *nelem = *count = (uint32_t)(is_set ? k : k / 2);
+    if (n == 4) { /* a partial read: the whole value's count follows */
+        long long c;
+        if (rd_int(&r, ':', &c) != 0 || c < *nelem || c > UINT32_MAX) return -1;
+        *count = (uint32_t)c;
+        *partial = 1;
+    }
     return r.p == r.end ? 0 : -1;
 }

@@ -76,19 +76,45 @@ enum nc_type {
     NC_T_BIG, /* a value over the size bound: its reads are forwarded as they came, not filled again */
 };
 
+/*
+ * The fill: EVAL NCPOLICY_FILL_SCRIPT 1 key <limit> <mode> [member or field ...]. A set or hash
+ * whose MEMORY USAGE is above limit (it will not be cached) is not read whole unless the row
+ * needs it whole (mode a: SMEMBERS, HGETALL): mode m reads only the members or fields the
+ * command names (SMISMEMBER, HMGET), mode n only the count (SCARD, HLEN; MGET's prefetch), and
+ * the reply says so with a fourth element, the count: a miss never costs Redis much more than
+ * the read it stands for.
+ */
 #define NCPOLICY_FILL_SCRIPT                                                                                           \
-    "#!lua flags=no-writes,allow-oom\n"                                                                                          \
-    "local t = redis.call('TYPE', KEYS[1])['ok']\n"                                                                    \
-    "local p = redis.call('PTTL', KEYS[1])\n"                                                                          \
-    "if t == 'string' then return {t, p, redis.call('GET', KEYS[1])} end\n"                                            \
-    "if t == 'set' then return {t, p, redis.call('SMEMBERS', KEYS[1])} end\n"                                          \
-    "if t == 'hash' then return {t, p, redis.call('HGETALL', KEYS[1])} end\n"                                          \
-    "return {t, p}\n"
+    "#!lua flags=no-writes,allow-oom\n"                                                                                \
+    "local k = KEYS[1]\n"                                                                                              \
+    "local t = redis.call('TYPE', k)['ok']\n"                                                                          \
+    "local p = redis.call('PTTL', k)\n"                                                                                \
+    "if t == 'string' then return {t, p, redis.call('GET', k)} end\n"                                                  \
+    "if t ~= 'set' and t ~= 'hash' then return {t, p} end\n"                                                           \
+    "local m = ARGV[2]\n"                                                                                              \
+    "if m ~= 'a' and (redis.call('MEMORY', 'USAGE', k) or 0) > tonumber(ARGV[1]) then\n"                               \
+    "  local got = {}\n"                                                                                               \
+    "  if t == 'set' then\n"                                                                                           \
+    "    if m == 'm' then\n"                                                                                           \
+    "      local r = redis.call('SMISMEMBER', k, unpack(ARGV, 3))\n"                                                   \
+    "      for i = 1, #r do if r[i] == 1 then got[#got + 1] = ARGV[i + 2] end end\n"                                   \
+    "    end\n"                                                                                                        \
+    "    return {t, p, got, redis.call('SCARD', k)}\n"                                                                 \
+    "  end\n"                                                                                                          \
+    "  if m == 'm' then\n"                                                                                             \
+    "    local r = redis.call('HMGET', k, unpack(ARGV, 3))\n"                                                          \
+    "    for i = 1, #r do if r[i] then got[#got + 1] = ARGV[i + 2]; got[#got + 1] = r[i] end end\n"                    \
+    "  end\n"                                                                                                          \
+    "  return {t, p, got, redis.call('HLEN', k)}\n"                                                                    \
+    "end\n"                                                                                                            \
+    "if t == 'set' then return {t, p, redis.call('SMEMBERS', k)} end\n"                                                \
+    "return {t, p, redis.call('HGETALL', k)}\n"
 
 /* A cached value as the rows read it. */
 struct nc_value {
-    uint8_t type; /* enum nc_type */
-    uint32_t nelem;
+    uint8_t type;   /* enum nc_type */
+    uint32_t nelem; /* elements in val */
+    uint32_t count; /* the set's members, the hash's fields: nelem, or more for a partial read */
     const char *val;
     size_t len;
 };
@@ -96,6 +122,7 @@ struct nc_value {
 /* One cached read (GET, SMEMBERS, HGETALL, ...): its reply from a value, for argv. */
 struct nc_read {
     const char *name;
+    char mode; /* the fill's: 'a' the whole value, 'm' the named members or fields, 'n' the count */
     void (*render)(const struct nc_value *v, size_t argc, const char *const *argv, const size_t *argvlen, int resp3,
                    struct bytebuf *out);
 };
@@ -106,12 +133,13 @@ const struct nc_read *ncpolicy_read(const struct command_def *cmd);
 
 /*
  * Parse a fill's reply (the script's array) into its type, its PTTL (-1: none, -2: absent) and
- * the value bytes appended to *value in the format above (nelem set). 0, or -1 when the reply
- * is not a fill's (an error reply, a malformed array): then nothing is cached and the reply is
- * the client's as it came.
+ * the value bytes appended to *value in the format above (nelem set; count the members or
+ * fields of the whole value, *partial 1 when the value holds only some of them: rendered,
+ * never cached). 0, or -1 when the reply is not a fill's (an error reply, a malformed array):
+ * then nothing is cached and the reply is the client's as it came.
  */
-int ncpolicy_fill_parse(const char *reply, size_t len, uint8_t *type, int64_t *pttl, uint32_t *nelem,
-                        struct bytebuf *value);
+int ncpolicy_fill_parse(const char *reply, size_t len, uint8_t *type, int64_t *pttl, uint32_t *nelem, uint32_t *count,
+                        int *partial, struct bytebuf *value);
 
 /* MGET's reply from every key's cached value (vals[i] for argv[i + 1]): a string is its bulk,
  * anything else nil, as Redis answers. */

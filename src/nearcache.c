@@ -425,7 +425,11 @@ void nearcache_write_replied(struct request *req)
 /* The cached value of an entry, as the rows read it. */
 static struct nc_value nc_value_of(const struct nc_entry *e)
 {
-    return (struct nc_value){.type = e->type, .nelem = e->nelem, .val = e->data + e->key_len, .len = e->val_len};
+    return (struct nc_value){.type = e->type,
+                             .nelem = e->nelem,
+                             .count = e->nelem,
+                             .val = e->data + e->key_len,
+                             .len = e->val_len};
 }
 
 /* MGET with every key in followed namespaces: answered when every key is cached (NEARCACHE_HIT);
@@ -492,6 +496,18 @@ static enum nearcache_verdict nc_try_mget(struct nc_worker *nw, struct client *c
     return v;
 }
 
+size_t nearcache_fill_limit(const struct request *req)
+{
+    struct nc_worker *nw = nc_of(req->worker);
+    return nw ? nccore_max_value(&nw->cache) : 0;
+}
+
+char nearcache_fill_mode(const struct request *req)
+{
+    const struct nc_fill *f = req->nc;
+    return f && f->kind == NC_BLOB_FILL ? f->row->mode : 'n';
+}
+
 size_t nearcache_prefetch_count(const struct request *req)
 {
     const struct nc_prefetch *pf = req->nc;
@@ -513,9 +529,11 @@ void nearcache_prefetch_reply(struct request *req, size_t i, const char *reply, 
     assert(pf && pf->kind == NC_BLOB_PREFETCH && i < pf->n);
     uint8_t type;
     int64_t pttl;
-    uint32_t nelem;
+    uint32_t nelem, count;
+    int partial;
     struct bytebuf value = {0};
-    if (nw && reply && ncpolicy_fill_parse(reply, len, &type, &pttl, &nelem, &value) == 0) {
+    if (nw && reply && ncpolicy_fill_parse(reply, len, &type, &pttl, &nelem, &count, &partial, &value) == 0 &&
+        !partial) {
         int64_t life = pf->near_ms;
         if (pttl >= 0 && pttl < life) life = pttl;
         (void)nccore_store(&nw->cache, &pf->keys[i].ticket, pf->data + pf->keys[i].off, pf->keys[i].len, type, nelem,
@@ -605,9 +623,10 @@ void nearcache_fill_reply(struct request *req, const char *reply, size_t len, co
     struct nc_worker *nw = nc_of(req->worker);
     uint8_t type;
     int64_t pttl;
-    uint32_t nelem;
+    uint32_t nelem, count;
+    int partial;
     struct bytebuf value = {0};
-    if (!nw || ncpolicy_fill_parse(reply, len, &type, &pttl, &nelem, &value) != 0) {
+    if (!nw || ncpolicy_fill_parse(reply, len, &type, &pttl, &nelem, &count, &partial, &value) != 0) {
         request_answer(req, reply, len); /* an error (or anything else): the client's as it came */
         bytebuf_free(&value);
         return;
@@ -623,10 +642,14 @@ void nearcache_fill_reply(struct request *req, const char *reply, size_t len, co
     /* the entry never outlives the key: its PTTL counted from when the fill was sent */
     int64_t life = f->near_ms;
     if (pttl >= 0 && pttl < life) life = pttl;
-    /* too large: an NC_T_BIG entry makes its next reads go to Redis as they came, not as fills */
-    (void)nccore_store(&nw->cache, &f->ticket, argv[1], lens[1], type, nelem, value.p, value.len, f->sent_ms + life,
-                       NC_T_BIG);
-    struct nc_value v = {.type = type, .nelem = nelem, .val = value.p, .len = value.len};
+    /* too large: an NC_T_BIG entry makes its next reads go to Redis as they came, not as fills;
+     * a partial read (a value too large to read whole) leaves the same mark */
+    if (partial)
+        (void)nccore_store(&nw->cache, &f->ticket, argv[1], lens[1], NC_T_BIG, 0, NULL, 0, f->sent_ms + life, NC_T_BIG);
+    else
+        (void)nccore_store(&nw->cache, &f->ticket, argv[1], lens[1], type, nelem, value.p, value.len, f->sent_ms + life,
+                           NC_T_BIG);
+    struct nc_value v = {.type = type, .nelem = nelem, .count = count, .val = value.p, .len = value.len};
     struct bytebuf out = {0};
     f->row->render(&v, f->argc, argv, lens, f->resp3, &out);
     request_answer(req, out.p, out.len);

@@ -57,6 +57,11 @@ enum nearcache_verdict {
     NEARCACHE_PREFETCH, /* MGET with keys not cached: the caller forwards it, then router_forward_prefetch */
 };
 
+/* The fill's arguments after its key (ncpolicy.h's script): the largest value this worker caches,
+ * and the row's mode ('n' for a prefetch). */
+size_t nearcache_fill_limit(const struct request *req);
+char nearcache_fill_mode(const struct request *req);
+
 /* At most this many keys of one MGET are prefetched (a pending's part index is a byte). */
 #define NEARCACHE_PREFETCH_MAX 255
 

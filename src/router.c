@@ -827,6 +827,30 @@ void router_forward_bytes(struct client *c, struct backend *b, int instance, str
     STAT_INC(&c->worker->stats, commands_forwarded);
 }
 
+/* EVAL <fill script> 1 key <limit> <mode> [argv[first..argc)] (ncpolicy.h): a fill's command. */
+static void write_fill(struct bytebuf *out, size_t limit, char mode, const struct client *c, const char *frame,
+                       const char *key, size_t key_len, size_t first, size_t argc)
+{
+    static const char script[] = NCPOLICY_FILL_SCRIPT;
+    char num[24];
+    size_t nl = format_ll(num, (long long)limit);
+    size_t extra = first < argc ? argc - first : 0;
+    char hdr[32];
+    hdr[0] = '*';
+    size_t hl = 1 + format_ll(hdr + 1, (long long)(6 + extra));
+    hdr[hl++] = '\r';
+    hdr[hl++] = '\n';
+    bytebuf_add(out, hdr, hl);
+    bytebuf_add(out, STR_AND_LEN("$4\r\nEVAL\r\n"));
+    bytebuf_add_bulk(out, script, sizeof(script) - 1);
+    bytebuf_add(out, STR_AND_LEN("$1\r\n1\r\n"));
+    bytebuf_add_bulk(out, key, key_len);
+    bytebuf_add_bulk(out, num, nl);
+    bytebuf_add_bulk(out, &mode, 1);
+    for (size_t i = first; i < argc; i++)
+        bytebuf_add_bulk(out, resp_arg_ptr(&c->parser, frame, i), c->parser.args[i].len);
+}
+
 void router_forward_fill(struct client *c, struct backend *b, struct request *req, const struct plan *plan,
                          const char *frame)
 {
@@ -834,12 +858,9 @@ void router_forward_fill(struct client *c, struct backend *b, struct request *re
         router_unavailable(c, req, plan->instance);
         return;
     }
-    static const char script[] = NCPOLICY_FILL_SCRIPT;
-    struct bytebuf *out = backend_stage(b);
-    bytebuf_add(out, STR_AND_LEN("*4\r\n$4\r\nEVAL\r\n"));
-    bytebuf_add_bulk(out, script, sizeof(script) - 1);
-    bytebuf_add(out, STR_AND_LEN("$1\r\n1\r\n"));
-    bytebuf_add_bulk(out, resp_arg_ptr(&c->parser, frame, 1), c->parser.args[1].len);
+    char mode = nearcache_fill_mode(req);
+    write_fill(backend_stage(b), nearcache_fill_limit(req), mode, c, frame, resp_arg_ptr(&c->parser, frame, 1),
+               c->parser.args[1].len, 2, mode == 'm' ? c->parser.argc : 0);
     route_expect(b, req, ROUTE_FILL, 0);
     STAT_INC(&c->worker->stats, commands_forwarded);
 }
@@ -848,15 +869,11 @@ void router_forward_prefetch(struct client *c, struct backend *b, struct request
 {
     size_t n = nearcache_prefetch_count(req);
     if (!b || b->state == BACKEND_DOWN || n == 0) return; /* the MGET itself answered -UNAVAILABLE */
-    static const char script[] = NCPOLICY_FILL_SCRIPT;
     struct bytebuf *out = backend_stage(b);
     for (size_t i = 0; i < n; i++) {
         size_t len;
         const char *key = nearcache_prefetch_key(req, i, &len);
-        bytebuf_add(out, STR_AND_LEN("*4\r\n$4\r\nEVAL\r\n"));
-        bytebuf_add_bulk(out, script, sizeof(script) - 1);
-        bytebuf_add(out, STR_AND_LEN("$1\r\n1\r\n"));
-        bytebuf_add_bulk(out, key, len);
+        write_fill(out, nearcache_fill_limit(req), 'n', c, NULL, key, len, 0, 0);
         route_expect(b, req, ROUTE_PREFETCH, (int)i);
     }
 }

@@ -1009,6 +1009,34 @@ START_TEST(memory_bound_counts_every_byte)
 }
 END_TEST
 
+/* A miss on a hash too large to cache reads only what the command names: HGET of one field of a
+ * 100,000-field hash right after a write runs HMGET inside the fill (HGETALL before: ~230 ms of
+ * Redis's thread), HLEN only HLEN, HGETALL the whole hash once; the answers are Redis's. */
+START_TEST(fill_of_a_large_value_reads_only_what_the_command_needs)
+{
+    redisContext *c = client(), *d = harness_must_direct(&h, "durable");
+    enum { FIELDS = 100000, BATCH = 10000 };
+    for (int base = 0; base < FIELDS; base += BATCH) {
+        for (int i = base; i < base + BATCH; i++) redisAppendCommand(d, "HSET u:bigh f%d value-%d", i, i);
+        for (int i = base; i < base + BATCH; i++) freeReplyObject(next_reply(d));
+    }
+    freeReplyObject(cmd(d, "CONFIG RESETSTAT"));
+    expect_int(cmd(c, "HSET u:bigh f1 changed"), 0, "a write: the key is evicted");
+    expect_bulk(cmd(c, "HGET u:bigh f1"), "changed", "HGET of one field");
+    expect_bulk(cmd(c, "HGET u:bigh f77777"), "value-77777", "HGET of another");
+    expect_nil(cmd(c, "HGET u:bigh nosuch"), "HGET of a field it lacks");
+    expect_int(cmd(c, "HLEN u:bigh"), FIELDS, "HLEN");
+    ck_assert_int_eq(cmdstat_calls("durable", "hgetall"), 0);
+    redisReply *all = cmd(c, "HGETALL u:bigh");
+    ck_assert_msg(all->type == REDIS_REPLY_ARRAY && all->elements == 2 * FIELDS, "HGETALL: %s", describe(all));
+    freeReplyObject(all);
+    ck_assert_int_le(cmdstat_calls("durable", "hgetall"), 1); /* read whole once, for the command that needs it */
+    expect_int(cmd(c, "DEL u:bigh"), 1, "clean-up");
+    redisFree(d);
+    redisFree(c);
+}
+END_TEST
+
 /* A stream reader waiting on a frozen backend does not hold keygate's exit: SIGTERM cuts its
  * blocking read short (it waited out syncconn's 10 s I/O timeout before). */
 START_TEST(shutdown_is_not_held_by_a_frozen_stream)
@@ -1274,6 +1302,7 @@ int main(void)
     harness_add_test(tc, shutdown_is_not_held_by_a_frozen_stream);
     harness_add_test(tc, memory_is_bounded);
     harness_add_test(tc, memory_bound_counts_every_byte);
+    harness_add_test(tc, fill_of_a_large_value_reads_only_what_the_command_needs);
     harness_add_test(tc, first_invalidation_of_a_new_or_deleted_stream_reaches_b);
     harness_add_test(tc, reads_answer_as_redis_when_the_primary_refuses_writes);
     harness_add_test(tc, threads_2_no_connection_reads_the_old_value_after_the_ack);

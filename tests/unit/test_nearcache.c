@@ -182,13 +182,14 @@ START_TEST(fill_parse_and_render)
     struct bytebuf val = {0};
     uint8_t type;
     int64_t pttl;
-    uint32_t nelem;
+    uint32_t nelem, count;
+    int partial;
     const char *hash = "*3\r\n$4\r\nhash\r\n:-1\r\n*4\r\n$2\r\nf1\r\n$2\r\nv1\r\n$2\r\nf2\r\n$0\r\n\r\n";
-    ck_assert_int_eq(ncpolicy_fill_parse(hash, strlen(hash), &type, &pttl, &nelem, &val), 0);
+    ck_assert_int_eq(ncpolicy_fill_parse(hash, strlen(hash), &type, &pttl, &nelem, &count, &partial, &val), 0);
     ck_assert_int_eq(type, NC_T_HASH);
     ck_assert_int_eq(pttl, -1);
     ck_assert_uint_eq(nelem, 2);
-    struct nc_value h = {.type = type, .nelem = nelem, .val = val.p, .len = val.len};
+    struct nc_value h = {.type = type, .nelem = nelem, .count = count, .val = val.p, .len = val.len};
     const char *hgetall[] = {"HGETALL", "k"}, *hget[] = {"HGET", "k", "f2"}, *hmget[] = {"HMGET", "k", "f1", "x"};
     expect_render("*4\r\n$2\r\nf1\r\n$2\r\nv1\r\n$2\r\nf2\r\n$0\r\n\r\n", "hgetall", &h, 0, 2, hgetall);
     expect_render("%2\r\n$2\r\nf1\r\n$2\r\nv1\r\n$2\r\nf2\r\n$0\r\n\r\n", "hgetall", &h, 1, 2, hgetall);
@@ -200,16 +201,16 @@ START_TEST(fill_parse_and_render)
                   hgetall);
     bytebuf_free(&val);
     const char *set = "*3\r\n$3\r\nset\r\n:5000\r\n*2\r\n$1\r\na\r\n$2\r\nbb\r\n";
-    ck_assert_int_eq(ncpolicy_fill_parse(set, strlen(set), &type, &pttl, &nelem, &val), 0);
+    ck_assert_int_eq(ncpolicy_fill_parse(set, strlen(set), &type, &pttl, &nelem, &count, &partial, &val), 0);
     ck_assert_int_eq(pttl, 5000);
-    struct nc_value s = {.type = type, .nelem = nelem, .val = val.p, .len = val.len};
+    struct nc_value s = {.type = type, .nelem = nelem, .count = count, .val = val.p, .len = val.len};
     const char *smembers[] = {"SMEMBERS", "k"}, *smis[] = {"SMISMEMBER", "k", "bb", "c"};
     expect_render("~2\r\n$1\r\na\r\n$2\r\nbb\r\n", "smembers", &s, 1, 2, smembers);
     expect_render("*2\r\n:1\r\n:0\r\n", "smismember", &s, 1, 4, smis);
     expect_render(":2\r\n", "scard", &s, 0, 2, smembers);
     bytebuf_free(&val);
     const char *none = "*2\r\n$4\r\nnone\r\n:-2\r\n";
-    ck_assert_int_eq(ncpolicy_fill_parse(none, strlen(none), &type, &pttl, &nelem, &val), 0);
+    ck_assert_int_eq(ncpolicy_fill_parse(none, strlen(none), &type, &pttl, &nelem, &count, &partial, &val), 0);
     struct nc_value a = {.type = type};
     const char *get[] = {"GET", "k"};
     expect_render("$-1\r\n", "get", &a, 0, 2, get);
@@ -217,13 +218,31 @@ START_TEST(fill_parse_and_render)
     expect_render("*0\r\n", "smembers", &a, 0, 2, smembers);
     expect_render("%0\r\n", "hgetall", &a, 1, 2, hgetall);
     const char *list = "*2\r\n$4\r\nlist\r\n:-1\r\n";
-    ck_assert_int_eq(ncpolicy_fill_parse(list, strlen(list), &type, &pttl, &nelem, &val), 0);
+    ck_assert_int_eq(ncpolicy_fill_parse(list, strlen(list), &type, &pttl, &nelem, &count, &partial, &val), 0);
     ck_assert_int_eq(type, NC_T_OTHER);
     /* not a fill's reply: an error, a truncated array */
-    ck_assert_int_eq(ncpolicy_fill_parse("-BUSY x\r\n", 9, &type, &pttl, &nelem, &val), -1);
-    ck_assert_int_eq(ncpolicy_fill_parse(set, strlen(set) - 3, &type, &pttl, &nelem, &val), -1);
+    ck_assert_int_eq(ncpolicy_fill_parse("-BUSY x\r\n", 9, &type, &pttl, &nelem, &count, &partial, &val), -1);
+    ck_assert_int_eq(ncpolicy_fill_parse(set, strlen(set) - 3, &type, &pttl, &nelem, &count, &partial, &val), -1);
     ck_assert_ptr_null(ncpolicy_read(command_by_name("lrange")));
     bytebuf_free(&val);
+    /* a partial read of a large hash: the named fields present, then the whole hash's count */
+    const char *part = "*4\r\n$4\r\nhash\r\n:-1\r\n*2\r\n$2\r\nf1\r\n$2\r\nv1\r\n:100000\r\n";
+    ck_assert_int_eq(ncpolicy_fill_parse(part, strlen(part), &type, &pttl, &nelem, &count, &partial, &val), 0);
+    ck_assert_int_eq(partial, 1);
+    ck_assert_uint_eq(nelem, 1);
+    ck_assert_uint_eq(count, 100000);
+    struct nc_value ph = {.type = type, .nelem = nelem, .count = count, .val = val.p, .len = val.len};
+    const char *hget1[] = {"HGET", "k", "f1"}, *hmget2[] = {"HMGET", "k", "f1", "f9"};
+    expect_render("$2\r\nv1\r\n", "hget", &ph, 0, 3, hget1);
+    expect_render("*2\r\n$2\r\nv1\r\n$-1\r\n", "hmget", &ph, 0, 4, hmget2);
+    expect_render(":100000\r\n", "hlen", &ph, 0, 2, hgetall);
+    bytebuf_free(&val);
+    const char *bad = "*4\r\n$3\r\nset\r\n:-1\r\n*2\r\n$1\r\na\r\n$1\r\nb\r\n:1\r\n"; /* count below the members */
+    ck_assert_int_eq(ncpolicy_fill_parse(bad, strlen(bad), &type, &pttl, &nelem, &count, &partial, &val), -1);
+    bytebuf_free(&val);
+    ck_assert_int_eq(ncpolicy_read(command_by_name("hget"))->mode, 'm');
+    ck_assert_int_eq(ncpolicy_read(command_by_name("hgetall"))->mode, 'a');
+    ck_assert_int_eq(ncpolicy_read(command_by_name("scard"))->mode, 'n');
 }
 END_TEST
 
