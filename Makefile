@@ -274,9 +274,9 @@ cppcheck:
 	@cppcheck $(CPPCHECK_FLAGS) $(CPPCHECK_SRCS) && echo "cppcheck: $(words $(CPPCHECK_SRCS)) files clean"
 
 # The module layers of src/LAYERS: every include and every call (read from the objects) goes down,
-# and docs/design.md's copy of the table is the one src/LAYERS makes (scripts/check-layout --markdown).
+# and docs/architecture.md's copy of the table is the one src/LAYERS makes (scripts/check-layout --markdown).
 check-layout: $(OBJS)
-	@./scripts/check-layout --objects $(BUILD)/obj --readme docs/design.md
+	@./scripts/check-layout --objects $(BUILD)/obj --readme docs/architecture.md
 
 check-layout-test:
 	@./scripts/test-check-layout
