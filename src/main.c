@@ -29,8 +29,9 @@ struct daemon_state {
     struct config *retired; /* previous, freed once every worker took the new one */
     struct proxy proxy;
     pthread_t *threads;
-    struct event_base *base; /* main thread: signals */
-    struct sampler *sampler; /* namespace-scan-interval (NULL: off) */
+    struct event_base *base;     /* main thread: signals */
+    struct sampler *sampler;     /* namespace-scan-interval (NULL: off) */
+    struct nearcache *nearcache; /* NULL: no near-cache namespace */
 };
 
 static void usage(FILE *out)
@@ -133,6 +134,7 @@ static void reload(struct daemon_state *d)
     __atomic_store_n(&d->proxy.reload_acks, d->proxy.nworkers, __ATOMIC_RELEASE);
     for (int i = 0; i < d->proxy.nworkers; i++) worker_post(&d->proxy.workers[i], next, 0);
     sampler_update(d->sampler, next);
+    nearcache_update(d->nearcache, next); /* what this process's writes announce now */
     log_event(LOG_INFO, "reload", NULL, "reloaded registry (%zu namespaces) and %zu users", next->registry->count,
               next->nusers);
 }
@@ -203,7 +205,7 @@ static int run(const char *path)
     /* sentinel instances: their primaries are looked for before the workers need them */
     struct sentinelwatch *watch = rc == 0 ? sentinelwatch_start(d.cfg) : NULL;
     /* the near cache's per-worker caches and inboxes go on the workers' bases before they run */
-    struct nearcache *nearcache = rc == 0 ? nearcache_start(d.cfg, &d.proxy) : NULL;
+    struct nearcache *nearcache = d.nearcache = rc == 0 ? nearcache_start(d.cfg, &d.proxy) : NULL;
     d.base = event_base_new();
     struct admin *admin = NULL;
     if (rc == 0 && d.cfg->admin_host &&

@@ -195,9 +195,14 @@ enum nc_store_result nccore_store(struct nc_cache *c, const struct nc_ticket *t,
 
 void nccore_local_write(struct nc_cache *c, uint32_t ns, const char *key, size_t len)
 {
+    nccore_evict(c, ns, key, len, NC_EVICT_WRITE);
+}
+
+void nccore_evict(struct nc_cache *c, uint32_t ns, const char *key, size_t len, enum nc_evict_cause cause)
+{
     assert(ns < c->nns);
     c->ns[ns].gen++; /* a fill in flight since before this write must not be cached */
-    evict_key(c, ns, key, len, NC_EVICT_WRITE);
+    evict_key(c, ns, key, len, cause);
 }
 
 void nccore_stream_apply(struct nc_cache *c, uint32_t ns, struct nc_id id, const char *key, size_t len)

@@ -19,7 +19,17 @@
  *   gap:        nccore_flush(ns): every entry of the namespace goes, the generation moves
  */
 
-enum nc_evict_cause { NC_EVICT_WRITE = 0, NC_EVICT_STREAM, NC_EVICT_TTL, NC_EVICT_LRU, NC_EVICT_GAP, NC_EVICT_COUNT };
+/* Why entries left: a write through this keygate, a stream entry, their TTL, the memory bound, a
+ * stream gap, a reset (a reader's first read, a registry reload). */
+enum nc_evict_cause {
+    NC_EVICT_WRITE = 0,
+    NC_EVICT_STREAM,
+    NC_EVICT_TTL,
+    NC_EVICT_LRU,
+    NC_EVICT_GAP,
+    NC_EVICT_RESET,
+    NC_EVICT_COUNT
+};
 
 /* A stream entry id "MS-SEQ" as two numbers; {0,0} is "0" (before every entry). */
 struct nc_id {
@@ -105,6 +115,10 @@ enum nc_store_result nccore_store(struct nc_cache *c, const struct nc_ticket *t,
 
 /* A write through this keygate to (ns, key): evicted now (cause WRITE); the generation moves. */
 void nccore_local_write(struct nc_cache *c, uint32_t ns, const char *key, size_t len);
+
+/* (ns, key) written somewhere (another worker's write, an entry a blocking read returned ahead of
+ * its cursor): evicted now (cause), the generation moves (a fill in flight is not stored). */
+void nccore_evict(struct nc_cache *c, uint32_t ns, const char *key, size_t len, enum nc_evict_cause cause);
 
 /* A stream entry of ns (its id and key) read by the reader: the cursor moves, then the key goes. */
 void nccore_stream_apply(struct nc_cache *c, uint32_t ns, struct nc_id id, const char *key, size_t len);

@@ -24,8 +24,7 @@ void ncpolicy_invalidations(const struct policy_request *r, const struct key_ref
     if (!r->cmd || !ncpolicy_writes(r->cmd)) return;
     size_t cap = NC_INVAL_INLINE;
     for (int i = 0; i < nkeys; i++) {
-        if (!ns[i] || ns[i]->near_cache_ms <= 0) continue;
-        assert(ns[i]->nc_stream); /* registry_load gives every near-cache line its stream */
+        if (!ns[i] || !ns[i]->nc_stream) continue; /* near-cache lines and lines nested in one (registry.h) */
         if (out->n == cap) {
             cap = (size_t)nkeys;
             struct nc_inval_key *heap = xmalloc(cap * sizeof(*heap));

@@ -77,7 +77,7 @@ enum nc_type {
 };
 
 #define NCPOLICY_FILL_SCRIPT                                                                                           \
-    "#!lua flags=allow-oom\n"                                                                                          \
+    "#!lua flags=no-writes,allow-oom\n"                                                                                          \
     "local t = redis.call('TYPE', KEYS[1])['ok']\n"                                                                    \
     "local p = redis.call('PTTL', KEYS[1])\n"                                                                          \
     "if t == 'string' then return {t, p, redis.call('GET', KEYS[1])} end\n"                                            \

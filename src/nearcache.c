@@ -22,31 +22,55 @@
 
 /* ---- the process: namespaces followed, per-worker state, readers ---- */
 
-/* One near-cache namespace the readers follow (a slot: nccore's namespace index). */
+/* One near-cache namespace followed (a slot: nccore's namespace index). */
 struct nc_slot {
-    char *prefix, *stream, *markers;
-    size_t stream_len, markers_len;
+    char *prefix;
+    size_t prefix_len;
     int instance;
-    struct nc_id cursor; /* the reader's (its thread only) */
-    /* atomic, wall-clock ms: entries are served only before this. The reader moves it forward
-     * after each read that found the stream caught up (the read checks for gaps too), and to 0
-     * when its connection is lost; a reader that stalls (a frozen process, a hung network)
-     * stops vouching within NC_VOUCH_MS. */
+    int stream; /* its instance's stream (index in nearcache.streams) */
+};
+
+/*
+ * An instance's invalidation stream (one per instance holding a followed namespace; every
+ * near-cache write on the instance XADDs to it, its entries carry the key) and its reader's
+ * state. Only the reader thread touches the cursor, the count and has_read.
+ */
+struct nc_stream {
+    char *key, *markers, *writers;
+    int instance;
+    struct nc_id cursor;  /* the last entry applied */
+    long long seen_added; /* entries-added the applied entries account for (XINFO STREAM) */
+    struct nc_id blocked; /* the last entry a blocking read returned (evicted before it is applied) */
+    int has_read;         /* read once since the reader (re)started: else its first read resets */
+    /* atomic, monotonic ms: entries are served only before this. A read that found the stream
+     * caught up vouches for NC_VOUCH_MS counted from when it was SENT (what it saw is at least
+     * that recent, however slow the link); 0 when the connection is lost. The worker judges it
+     * when it builds the reply, so a frozen process or a stalled link stops serving. */
     int64_t vouched_until_ms;
 };
 
-/* How long one caught-up read vouches for a namespace's entries: the blocking read wakes the
- * reader at least every second, so a healthy reader renews it well before. */
-#define NC_VOUCH_MS 3000
+/* How long one caught-up read vouches for an instance's entries (monotonic ms from its send):
+ * the bound on how stale a served value can be when the reader stalls silently. The blocking
+ * read wakes the reader every NC_BLOCK_MS, so a healthy reader renews it well before. */
+#define NC_VOUCH_MS 1000
+#define NC_BLOCK_MS "200"
 
-/* What a reader tells a worker, in order. */
-enum nc_msg_kind { NC_MSG_ENTRY = 0, NC_MSG_FLUSH, NC_MSG_SERVE, NC_MSG_DOWN };
+/* What a reader (or another worker) tells a worker, in order. */
+enum nc_msg_kind {
+    NC_MSG_ENTRY = 0, /* a stream entry: the cursor moves, then its key is evicted */
+    NC_MSG_EVICT,     /* a key written (another worker's write, or an entry a blocking read returned) */
+    NC_MSG_RESET,     /* the instance's namespaces are flushed (a gap, a reader's first read) */
+    NC_MSG_SERVE,     /* the slot's entries may be served again */
+    NC_MSG_DOWN,      /* ... may not */
+};
 
 struct nc_msg {
     uint8_t kind;
-    uint32_t slot;
+    uint8_t cause;   /* RESET: NC_EVICT_GAP or NC_EVICT_RESET; EVICT: NC_EVICT_WRITE or NC_EVICT_STREAM */
+    uint8_t lagged;  /* ENTRY, EVICT: its lag is counted here (an entry a blocking read evicted first is not) */
+    uint32_t target; /* ENTRY, EVICT, RESET: the stream; SERVE, DOWN: the slot */
     struct nc_id id;
-    char *key; /* NC_MSG_ENTRY: heap, the worker frees it */
+    char *key; /* ENTRY, EVICT: heap, the worker frees it */
     size_t key_len;
 };
 
@@ -64,13 +88,14 @@ struct nc_slot_stats {
 struct nc_worker {
     struct nearcache *nc;
     struct worker *w;
+    int index;
     struct nc_cache cache;
     const struct config *mapped; /* the config slot_of was built for */
     int32_t *slot_of;            /* registry entry index -> slot, -1: not followed */
     size_t nslot_of;
     struct nc_slot_stats *sstats; /* per slot */
     struct bytebuf out;           /* a hit's reply is rendered here (kept: no allocation per hit) */
-    /* inbox: written by readers under mu, read by the worker */
+    /* inbox: written by readers and other workers under mu, read by the worker */
     pthread_mutex_t mu;
     struct nc_msg *msgs;
     size_t nmsgs, cap;
@@ -81,7 +106,7 @@ struct nc_worker {
 
 struct nc_reader {
     struct nearcache *nc;
-    int instance;
+    int stream;                /* index in nearcache.streams */
     struct instance_conf conf; /* its own copy (config_instance_copy) */
     pthread_t thread;
     int started;
@@ -91,12 +116,19 @@ struct nearcache {
     struct proxy *proxy;
     struct nc_slot *slots;
     size_t nslots;
+    struct nc_stream *streams; /* one per reader */
     struct nc_worker *workers; /* one per proxy worker */
     int nworkers;
     struct nc_reader readers[CONFIG_MAX_INSTANCES];
     int nreaders;
     char *group;
+    char self[128]; /* "<host>:<pid>": this process's field in the writers hashes */
     int64_t trim_interval_ms, marker_timeout_ms;
+    /* under pub_mu: per instance, the prefixes this process's writes announce there now (its
+     * current registry's near-cache lines of the instance, "\n"-separated), published by its
+     * reader in the instance's writers hash */
+    pthread_mutex_t pub_mu;
+    char *published[CONFIG_MAX_INSTANCES];
     int stop;                   /* atomic */
     struct syncconn_stop *halt; /* tripped by nearcache_stop: a reader's blocking call returns */
 };
@@ -107,11 +139,13 @@ static int64_t nc_fill_delay_ms;
 
 /* ---- the worker side ---- */
 
-/* The slot of registry entry e for w's current config (built again after a reload). */
+/* The slot of registry entry e for w's current config (built again after a reload, when every
+ * slot is flushed: a key may belong to another namespace now, and its entry would not be found
+ * by the invalidations that follow). */
 static int nc_slot_for(struct nc_worker *nw, const struct namespace_entry *e)
 {
     const struct config *cfg = nw->w->cfg;
-    if (nw->mapped != cfg) {
+    if (__builtin_expect(nw->mapped != cfg, 0)) {
         size_t n = cfg->registry->count + 1;
         free(nw->slot_of);
         nw->slot_of = xmalloc(n * sizeof(*nw->slot_of));
@@ -119,12 +153,23 @@ static int nc_slot_for(struct nc_worker *nw, const struct namespace_entry *e)
         for (size_t i = 0; i < n; i++) {
             const struct namespace_entry *x = registry_entry(cfg->registry, i);
             nw->slot_of[i] = -1;
-            for (size_t s = 0; x && x->nc_stream && s < nw->nc->nslots; s++)
-                if (strcmp(nw->nc->slots[s].stream, x->nc_stream) == 0) nw->slot_of[i] = (int32_t)s;
+            for (size_t s = 0; x && x->near_cache_ms > 0 && s < nw->nc->nslots; s++)
+                if (nw->nc->slots[s].instance == x->instance && strcmp(nw->nc->slots[s].prefix, x->prefix) == 0)
+                    nw->slot_of[i] = (int32_t)s;
         }
+        if (nw->mapped)
+            for (size_t s = 0; s < nw->nc->nslots; s++) nccore_flush(&nw->cache, (uint32_t)s, NC_EVICT_RESET);
         nw->mapped = cfg;
     }
     return e && e->index < nw->nslot_of ? nw->slot_of[e->index] : -1;
+}
+
+/* The slot a key of stream st's instance is cached in by this worker, or -1. */
+static int nc_slot_of_key(struct nc_worker *nw, uint32_t st, const char *key, size_t len)
+{
+    const struct namespace_entry *e = registry_resolve(nw->w->cfg->registry, NS_KEY, key, len);
+    int slot = nc_slot_for(nw, e);
+    return slot >= 0 && nw->nc->slots[slot].stream == (int)st ? slot : -1;
 }
 
 static struct nc_worker *nc_of(struct worker *w)
@@ -132,14 +177,25 @@ static struct nc_worker *nc_of(struct worker *w)
     return w->nc;
 }
 
-/* Apply what the readers sent (worker thread): in order, so a slot's cursor only moves forward. */
-static void nc_inbox_cb(evutil_socket_t fd, short what, void *arg)
+/* Count an invalidation's lag (its id's time to now) in slot's histogram. */
+static void nc_lag_count(struct nc_worker *nw, int slot, struct nc_id id, int64_t now)
 {
-    struct nc_worker *nw = arg;
+    struct nc_slot_stats *st = &nw->sstats[slot];
+    int64_t lag = now - (int64_t)id.ms;
+    if (lag < 0) lag = 0;
+    size_t b = 0;
+    while (b < NC_LAG_BUCKETS && lag > nc_lag_le[b]) b++;
+    st->lag[b]++;
+    st->lag_count++;
+    st->lag_sum_ms += lag;
+}
+
+/* Apply what the readers and the other workers sent (worker thread), in order. */
+static void nc_inbox_drain(struct nc_worker *nw)
+{
     char buf[64];
-    (void)what;
     pthread_mutex_lock(&nw->mu);
-    while (read(fd, buf, sizeof(buf)) > 0) {
+    while (read(nw->pipe[0], buf, sizeof(buf)) > 0) {
     }
     __atomic_store_n(&nw->signaled, 0, __ATOMIC_RELEASE);
     struct nc_msg *msgs = nw->msgs;
@@ -152,68 +208,86 @@ static void nc_inbox_cb(evutil_socket_t fd, short what, void *arg)
         struct nc_msg *m = &msgs[i];
         switch ((enum nc_msg_kind)m->kind) {
         case NC_MSG_ENTRY: {
-            nccore_stream_apply(&nw->cache, m->slot, m->id, m->key, m->key_len);
-            struct nc_slot_stats *st = &nw->sstats[m->slot];
-            if (m->key_len == 0) { /* a cursor move (a new reader's start), no invalidation */
-                free(m->key);
-                break;
+            int slot = m->key_len ? nc_slot_of_key(nw, m->target, m->key, m->key_len) : -1;
+            if (slot >= 0) {
+                nccore_stream_apply(&nw->cache, (uint32_t)slot, m->id, m->key, m->key_len);
+                if (m->lagged) nc_lag_count(nw, slot, m->id, now);
             }
-            int64_t lag = now - (int64_t)m->id.ms;
-            if (lag < 0) lag = 0;
-            size_t b = 0;
-            while (b < NC_LAG_BUCKETS && lag > nc_lag_le[b]) b++;
-            st->lag[b]++;
-            st->lag_count++;
-            st->lag_sum_ms += lag;
+            /* an entry of no namespace cached here evicts nothing: no fill of this worker can be
+             * of its key (fills resolve keys with the same registry) */
             free(m->key);
             break;
         }
-        case NC_MSG_FLUSH:
-            nccore_flush(&nw->cache, m->slot, NC_EVICT_GAP);
+        case NC_MSG_EVICT: {
+            int slot = nc_slot_of_key(nw, m->target, m->key, m->key_len);
+            if (slot >= 0) {
+                nccore_evict(&nw->cache, (uint32_t)slot, m->key, m->key_len, (enum nc_evict_cause)m->cause);
+                if (m->lagged) nc_lag_count(nw, slot, m->id, now);
+            }
+            free(m->key);
+            break;
+        }
+        case NC_MSG_RESET:
+            for (size_t s = 0; s < nw->nc->nslots; s++)
+                if (nw->nc->slots[s].stream == (int)m->target)
+                    nccore_flush(&nw->cache, (uint32_t)s, (enum nc_evict_cause)m->cause);
             break;
         case NC_MSG_SERVE:
-            nccore_set_serving(&nw->cache, m->slot, 1);
+            nccore_set_serving(&nw->cache, m->target, 1);
             break;
         case NC_MSG_DOWN:
-            nccore_set_serving(&nw->cache, m->slot, 0);
+            nccore_set_serving(&nw->cache, m->target, 0);
             break;
         }
     }
     free(msgs);
 }
 
+static void nc_inbox_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    nc_inbox_drain(arg);
+}
+
+/* Append messages m[0..n) to worker k's inbox, waking it (any thread). */
+static void nc_post_one(struct nearcache *nc, int k, const struct nc_msg *m, size_t n)
+{
+    struct nc_worker *nw = &nc->workers[k];
+    pthread_mutex_lock(&nw->mu);
+    if (nw->nmsgs + n > nw->cap) {
+        nw->cap = (nw->nmsgs + n) * 2;
+        nw->msgs = xrealloc(nw->msgs, nw->cap * sizeof(*nw->msgs));
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct nc_msg c = m[i];
+        if (c.kind == NC_MSG_ENTRY || c.kind == NC_MSG_EVICT) c.key = xmemdup(m[i].key, m[i].key_len);
+        nw->msgs[nw->nmsgs++] = c;
+    }
+    int wake = !nw->signaled;
+    __atomic_store_n(&nw->signaled, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&nw->mu);
+    if (wake && write(nw->pipe[1], "x", 1) < 0 && errno != EAGAIN)
+        log_event(LOG_WARN, "near_cache_wake", NULL, "near cache: cannot wake worker %d: %s", k, strerror(errno));
+}
+
 /* Reader thread: append messages to every worker's inbox, waking each once. */
 static void nc_post(struct nearcache *nc, const struct nc_msg *m, size_t n)
 {
     if (n == 0) return;
-    for (int k = 0; k < nc->nworkers; k++) {
-        struct nc_worker *nw = &nc->workers[k];
-        pthread_mutex_lock(&nw->mu);
-        if (nw->nmsgs + n > nw->cap) {
-            nw->cap = (nw->nmsgs + n) * 2;
-            nw->msgs = xrealloc(nw->msgs, nw->cap * sizeof(*nw->msgs));
-        }
-        for (size_t i = 0; i < n; i++) {
-            struct nc_msg c = m[i];
-            if (c.kind == NC_MSG_ENTRY) c.key = xmemdup(m[i].key, m[i].key_len);
-            nw->msgs[nw->nmsgs++] = c;
-        }
-        int wake = !nw->signaled;
-        __atomic_store_n(&nw->signaled, 1, __ATOMIC_RELEASE);
-        pthread_mutex_unlock(&nw->mu);
-        if (wake && write(nw->pipe[1], "x", 1) < 0 && errno != EAGAIN)
-            log_event(LOG_WARN, "near_cache_wake", NULL, "near cache: cannot wake worker %d: %s", k, strerror(errno));
-    }
+    for (int k = 0; k < nc->nworkers; k++) nc_post_one(nc, k, m, n);
 }
 
-/* 1 when w may answer from slot's entries now: its reader vouched for them recently, and every
- * message it posted before vouching is applied (drained here when some are pending). */
-static int nc_vouched(struct nc_worker *nw, int slot, int64_t now_ms)
+/* 1 when w may answer from slot's entries now: its reader vouched for them within NC_VOUCH_MS
+ * of now (monotonic, read here: the reply is built now), and every message posted before that
+ * vouch is applied (drained here when some are pending). */
+static int nc_vouched(struct nc_worker *nw, int slot)
 {
+    const struct nc_stream *st = &nw->nc->streams[nw->nc->slots[slot].stream];
     /* the vouch first (acquire): the messages posted before it are then seen pending below */
-    int64_t until = __atomic_load_n(&nw->nc->slots[slot].vouched_until_ms, __ATOMIC_ACQUIRE);
-    if (__atomic_load_n(&nw->signaled, __ATOMIC_ACQUIRE)) nc_inbox_cb(nw->pipe[0], EV_READ, nw);
-    return now_ms < until;
+    int64_t until = __atomic_load_n(&st->vouched_until_ms, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&nw->signaled, __ATOMIC_ACQUIRE)) nc_inbox_drain(nw);
+    return clock_mono_ms() < until;
 }
 
 /* ---- the request path ---- */
@@ -272,8 +346,11 @@ static void nc_record(struct bytebuf *b, uint32_t slot, const char *key, size_t 
     bytebuf_add(b, key, len);
 }
 
-/* Evict every record of p[0..n) from w's cache (a local write: the generation moves). */
-static void nc_evict_records(struct nc_worker *nw, const char *p, size_t n)
+/* Evict every record of p[0..n) from w's cache (a local write: the generation moves); with
+ * others, in every other worker's cache too, before the write's reply leaves: their next read
+ * drains its inbox first (nc_vouched), so no connection of this keygate reads the old value
+ * after the acknowledgement. */
+static void nc_evict_records(struct nc_worker *nw, const char *p, size_t n, int others)
 {
     size_t pos = 0;
     while (pos < n) {
@@ -281,6 +358,15 @@ static void nc_evict_records(struct nc_worker *nw, const char *p, size_t n)
         memcpy(&slot, p + pos, sizeof(slot));
         memcpy(&len, p + pos + 4, sizeof(len));
         nccore_local_write(&nw->cache, slot, p + pos + 8, len);
+        if (others && nw->nc->nworkers > 1) {
+            struct nc_msg m = {.kind = NC_MSG_EVICT,
+                               .cause = NC_EVICT_WRITE,
+                               .target = (uint32_t)nw->nc->slots[slot].stream,
+                               .key = (char *)(p + pos + 8),
+                               .key_len = len};
+            for (int k = 0; k < nw->nc->nworkers; k++)
+                if (k != nw->index) nc_post_one(nw->nc, k, &m, 1);
+        }
         pos += 8 + len;
     }
 }
@@ -301,7 +387,7 @@ void nearcache_writes(struct client *c, struct request *req, const struct plan *
     if (!nw || plan->inval.n == 0) return;
     struct bytebuf b = {0};
     nc_plan_records(nw, c, plan, &b);
-    nc_evict_records(nw, b.p, b.len);
+    nc_evict_records(nw, b.p, b.len, 0);
     assert(!req->nc);
     if (b.len) req->nc = nc_writes_new(b.p, b.len);
     bytebuf_free(&b);
@@ -313,14 +399,14 @@ void nearcache_queued(struct client *c, const struct plan *plan)
     if (!nw || plan->inval.n == 0) return;
     size_t from = c->nc_multi.len;
     nc_plan_records(nw, c, plan, &c->nc_multi);
-    nc_evict_records(nw, c->nc_multi.p + from, c->nc_multi.len - from);
+    nc_evict_records(nw, c->nc_multi.p + from, c->nc_multi.len - from, 0);
 }
 
 void nearcache_exec(struct client *c, struct request *req)
 {
     struct nc_worker *nw = nc_of(c->worker);
     if (!nw || c->nc_multi.len == 0) return;
-    nc_evict_records(nw, c->nc_multi.p, c->nc_multi.len);
+    nc_evict_records(nw, c->nc_multi.p, c->nc_multi.len, 0);
     assert(!req->nc);
     req->nc = nc_writes_new(c->nc_multi.p, c->nc_multi.len);
     c->nc_multi.len = 0;
@@ -331,7 +417,7 @@ void nearcache_write_replied(struct request *req)
     struct nc_writes *wr = req->nc;
     if (!wr || wr->kind != NC_BLOB_WRITES) return;
     struct nc_worker *nw = nc_of(req->worker);
-    if (nw) nc_evict_records(nw, wr->data, wr->len);
+    if (nw) nc_evict_records(nw, wr->data, wr->len, 1);
     /* a fill that started after the write was sent and was read before it may have been stored
      * meanwhile: this second eviction (and generation) comes before the client sees its reply */
 }
@@ -354,11 +440,12 @@ static enum nearcache_verdict nc_try_mget(struct nc_worker *nw, struct client *c
     struct nc_value *vals = n <= 16 ? stack_vals : xmalloc(n * sizeof(*vals));
     int *slots = n <= 16 ? stack_slots : xmalloc(n * sizeof(*slots));
     size_t missing = 0, missing_bytes = 0, uncacheable = 0;
-    const struct registry *reg = c->worker->cfg->registry;
+    /* one namespace (the caller's check): vouched for once, BEFORE any entry is looked at: the
+     * vouch drains the inbox, which may free entries (vals[] points into them) */
+    int slot = nc_slot_for(nw, plan->ns);
+    int vouched = slot >= 0 && nc_vouched(nw, slot) && nw->cache.ns[slot].serving;
     for (size_t i = 0; i < n; i++) {
-        const struct namespace_entry *e = registry_resolve(reg, NS_KEY, pr->argv[i + 1], pr->argvlen[i + 1]);
-        int slot = slots[i] = nc_slot_for(nw, e);
-        int vouched = slot >= 0 && nc_vouched(nw, slot, c->now_ms) && nw->cache.ns[slot].serving;
+        slots[i] = slot;
         struct nc_entry *ent =
             vouched ? nccore_peek(&nw->cache, (uint32_t)slot, pr->argv[i + 1], pr->argvlen[i + 1], c->now_ms) : NULL;
         if (ent && ent->type != NC_T_BIG)
@@ -366,7 +453,7 @@ static enum nearcache_verdict nc_try_mget(struct nc_worker *nw, struct client *c
         else if (slot >= 0 && !ent)
             missing++, missing_bytes += pr->argvlen[i + 1], vals[i].type = UINT8_MAX; /* to be prefetched */
         else
-            uncacheable++; /* not vouched for, too large, or not followed: neither answered nor prefetched */
+            uncacheable++; /* too large, or not followed: neither answered nor prefetched */
     }
     enum nearcache_verdict v = NEARCACHE_PASS;
     if (missing == 0 && uncacheable == 0) {
@@ -454,7 +541,7 @@ enum nearcache_verdict nearcache_try(struct client *c, struct request *req, cons
     int slot = nc_slot_for(nw, plan->ns);
     if (slot < 0) return NEARCACHE_PASS;
     struct nc_entry *e = NULL;
-    if (nc_vouched(nw, slot, c->now_ms))
+    if (nc_vouched(nw, slot))
         e = nccore_find(&nw->cache, (uint32_t)slot, pr->argv[1], pr->argvlen[1], c->now_ms);
     else
         nw->cache.ns[slot].misses++; /* not vouched for: the fill's value is kept, served once it is */
@@ -513,7 +600,7 @@ void nearcache_fill_reply(struct request *req, const char *reply, size_t len, co
         nc_fill_wait(f);
         /* readers' messages that came meanwhile are applied first: the race the hook makes */
         struct nc_worker *nw = nc_of(req->worker);
-        if (nw) nc_inbox_cb(nw->pipe[0], EV_READ, nw);
+        if (nw) nc_inbox_drain(nw);
     }
     struct nc_worker *nw = nc_of(req->worker);
     uint8_t type;
@@ -572,24 +659,8 @@ static void nc_id_format(struct nc_id id, char *buf, size_t len)
     snprintf(buf, len, "%llu-%llu", (unsigned long long)id.ms, (unsigned long long)id.seq);
 }
 
-/* The most namespaces one reader follows (one XREAD names them all). */
+/* The most namespaces one reader follows. */
 #define NC_READER_MAX 64
-
-/* The slots of reader r's instance, into idx (returns how many, at most NC_READER_MAX). */
-static size_t nc_reader_slots(const struct nc_reader *r, size_t *idx)
-{
-    size_t n = 0;
-    for (size_t s = 0; s < r->nc->nslots; s++) {
-        if (r->nc->slots[s].instance != r->instance) continue;
-        if (n == NC_READER_MAX) { /* never vouched for: never served (its writes still carry their XADD) */
-            log_event(LOG_WARN, "near_cache", NULL, "near cache: more than %d namespaces on '%s': '%s' is not cached",
-                      NC_READER_MAX, r->conf.name, r->nc->slots[s].prefix);
-            continue;
-        }
-        idx[n++] = s;
-    }
-    return n;
-}
 
 /* A reply that is an array (else NULL): hiredis's shape of every reply read here. */
 static int nc_is_array(const redisReply *r)
@@ -607,29 +678,13 @@ static const redisReply *nc_field(const redisReply *r, const char *name)
     return NULL;
 }
 
-/*
- * XINFO STREAM's verdict for slot s: 1 when entries the reader has not applied may be gone
- * (the stream vanished, its first entry is above the cursor, or its last id is below it), so
- * the namespace must be flushed; *last is the stream's last id (0 when it has none).
- */
-static int nc_gap(const struct nc_slot *s, const redisReply *info, struct nc_id *last)
+/* An id field of XINFO STREAM (0 when absent or not an id). */
+static struct nc_id nc_field_id(const redisReply *info, const char *name)
 {
-    struct nc_id zero = {0, 0};
-    *last = zero;
-    int at_start = nccore_id_cmp(s->cursor, zero) == 0;
-    if (!info || info->type == REDIS_REPLY_ERROR) return !at_start; /* no such key: gone (or never made) */
-    const redisReply *lg = nc_field(info, "last-generated-id"), *first = nc_field(info, "first-entry"),
-                     *length = nc_field(info, "length");
-    if (lg && lg->type == REDIS_REPLY_STRING) (void)nccore_id_parse(lg->str, lg->len, last);
-    if (at_start) return 0;                            /* a new reader: its cache holds nothing of this namespace yet */
-    if (nccore_id_cmp(*last, s->cursor) < 0) return 1; /* made again since the cursor */
-    if (length && length->type == REDIS_REPLY_INTEGER && length->integer == 0)
-        return nccore_id_cmp(*last, s->cursor) > 0; /* emptied past the cursor: trimmed unread */
-    struct nc_id f;
-    if (nc_is_array(first) && first->elements >= 1 && first->element[0]->type == REDIS_REPLY_STRING &&
-        nccore_id_parse(first->element[0]->str, first->element[0]->len, &f) == 0)
-        return nccore_id_cmp(f, s->cursor) > 0;
-    return 0;
+    struct nc_id id = {0, 0};
+    const redisReply *f = nc_field(info, name);
+    if (f && f->type == REDIS_REPLY_STRING && nccore_id_parse(f->str, f->len, &id) != 0) id = (struct nc_id){0, 0};
+    return id;
 }
 
 /* Append one command of argc words (NUL-terminated) to conn. */
@@ -641,91 +696,85 @@ static int nc_append(struct syncconn *conn, int argc, const char **argv)
     return syncconn_append(conn, argc, argv, lens);
 }
 
-/* Append XREAD [BLOCK ms] COUNT 100 STREAMS s... cursors... for slots idx[0..n). */
-static int nc_append_xread(struct nearcache *nc, struct syncconn *conn, const size_t *idx, size_t n, int block)
+/* Send argv and read its reply (NULL: the connection failed). */
+static redisReply *nc_command(struct syncconn *conn, int argc, const char **argv)
 {
-    size_t argc = 0, cap = 6 + 2 * n;
-    const char **argv = xmalloc(cap * sizeof(*argv));
-    size_t *lens = xmalloc(cap * sizeof(*lens));
-    char(*ids)[48] = xmalloc(n * sizeof(*ids));
-#define ARG(s, l) (argv[argc] = (s), lens[argc] = (l), argc++)
-    ARG("XREAD", 5);
+    if (nc_append(conn, argc, argv) != 0 || syncconn_flush(conn) != 0) return NULL;
+    return syncconn_read(conn);
+}
+
+/* Append XREAD [BLOCK ms] COUNT 100 STREAMS <stream> <cursor>. */
+static int nc_append_xread(struct syncconn *conn, const struct nc_stream *st, int block)
+{
+    char id[48];
+    nc_id_format(st->cursor, id, sizeof(id));
     if (block) {
-        ARG("BLOCK", 5);
-        ARG("1000", 4);
+        const char *argv[] = {"XREAD", "BLOCK", NC_BLOCK_MS, "COUNT", "100", "STREAMS", st->key, id};
+        return nc_append(conn, 8, argv);
     }
-    ARG("COUNT", 5);
-    ARG("100", 3);
-    ARG("STREAMS", 7);
-    for (size_t k = 0; k < n; k++) ARG(nc->slots[idx[k]].stream, nc->slots[idx[k]].stream_len);
-    for (size_t k = 0; k < n; k++) {
-        nc_id_format(nc->slots[idx[k]].cursor, ids[k], sizeof(ids[k]));
-        ARG(ids[k], strlen(ids[k]));
+    const char *argv[] = {"XREAD", "COUNT", "100", "STREAMS", st->key, id};
+    return nc_append(conn, 6, argv);
+}
+
+/* HSET markers group "<cursor> <ms>": where this group stands (the trim keeps what it has not
+ * read); and this process's field in the writers hash: "<ms>\n<prefix>\n..." (what its writes
+ * announce on this instance now). */
+static int nc_markers_write(struct nearcache *nc, struct syncconn *conn, const struct nc_stream *st)
+{
+    char id[48], val[96], ms[32];
+    nc_id_format(st->cursor, id, sizeof(id));
+    int64_t now = clock_wall_ms();
+    snprintf(val, sizeof(val), "%s %lld", id, (long long)now);
+    snprintf(ms, sizeof(ms), "%lld\n", (long long)now);
+    pthread_mutex_lock(&nc->pub_mu);
+    const char *pub = nc->published[st->instance] ? nc->published[st->instance] : "";
+    char *mine = xmalloc(strlen(ms) + strlen(pub) + 1);
+    strcpy(mine, ms);
+    strcat(mine, pub);
+    pthread_mutex_unlock(&nc->pub_mu);
+    const char *m[] = {"HSET", st->markers, nc->group, val}, *w[] = {"HSET", st->writers, nc->self, mine};
+    int rc = nc_append(conn, 4, m) == 0 && nc_append(conn, 4, w) == 0 && syncconn_flush(conn) == 0 ? 0 : -1;
+    free(mine);
+    for (int i = 0; rc == 0 && i < 2; i++) {
+        redisReply *r = syncconn_read(conn);
+        if (!r) return -1;
+        freeReplyObject(r);
     }
-#undef ARG
-    int rc = syncconn_append(conn, (int)argc, argv, lens);
-    free(argv);
-    free(lens);
-    free(ids);
     return rc;
 }
 
-/* HSET markers group "<cursor> <ms>" for each slot: where this group stands (seed step 4). */
-static int nc_markers_write(struct nearcache *nc, struct syncconn *conn, const size_t *idx, size_t n)
-{
-    for (size_t k = 0; k < n; k++) {
-        char id[48], val[96];
-        nc_id_format(nc->slots[idx[k]].cursor, id, sizeof(id));
-        snprintf(val, sizeof(val), "%s %lld", id, (long long)clock_wall_ms());
-        const char *argv[] = {"HSET", nc->slots[idx[k]].markers, nc->group, val};
-        if (nc_append(conn, 4, argv) != 0) return -1;
-    }
-    if (syncconn_flush(conn) != 0) return -1;
-    for (size_t k = 0; k < n; k++) {
-        redisReply *r = syncconn_read(conn);
-        if (!r) return -1;
-        freeReplyObject(r);
-    }
-    return 0;
-}
-
-/* XTRIM each stream MINID to its lowest marker refreshed within near-cache-marker-timeout. */
-static int nc_trim(struct nearcache *nc, struct syncconn *conn, const size_t *idx, size_t n)
+/* XTRIM the stream MINID to its lowest marker refreshed within near-cache-marker-timeout. */
+static int nc_trim(struct nearcache *nc, struct syncconn *conn, const struct nc_stream *st)
 {
     int64_t now = clock_wall_ms();
-    for (size_t k = 0; k < n; k++) {
-        const struct nc_slot *s = &nc->slots[idx[k]];
-        const char *argv[] = {"HGETALL", s->markers};
-        if (nc_append(conn, 2, argv) != 0 || syncconn_flush(conn) != 0) return -1;
-        redisReply *r = syncconn_read(conn);
-        if (!r) return -1;
-        struct nc_id min = {UINT64_MAX, UINT64_MAX};
-        int any = 0;
-        for (size_t i = 0; nc_is_array(r) && i + 1 < r->elements; i += 2) {
-            const redisReply *v = r->element[i + 1];
-            if (v->type != REDIS_REPLY_STRING) continue;
-            const char *sp = memchr(v->str, ' ', v->len);
-            struct nc_id id;
-            long long at = sp ? atoll(sp + 1) : 0;
-            if (!sp || nccore_id_parse(v->str, (size_t)(sp - v->str), &id) != 0) continue;
-            if (now - at > nc->marker_timeout_ms) continue; /* a group gone quiet no longer pins the stream */
-            if (!any || nccore_id_cmp(id, min) < 0) min = id;
-            any = 1;
-        }
-        freeReplyObject(r);
-        if (!any || (min.ms == 0 && min.seq == 0)) continue;
-        char id[48];
-        nc_id_format(min, id, sizeof(id));
-        const char *trim[] = {"XTRIM", s->stream, "MINID", id};
-        if (nc_append(conn, 4, trim) != 0 || syncconn_flush(conn) != 0) return -1;
-        r = syncconn_read(conn);
-        if (!r) return -1;
-        freeReplyObject(r);
+    const char *argv[] = {"HGETALL", st->markers};
+    redisReply *r = nc_command(conn, 2, argv);
+    if (!r) return -1;
+    struct nc_id min = {UINT64_MAX, UINT64_MAX};
+    int any = 0;
+    for (size_t i = 0; nc_is_array(r) && i + 1 < r->elements; i += 2) {
+        const redisReply *v = r->element[i + 1];
+        if (v->type != REDIS_REPLY_STRING) continue;
+        const char *sp = memchr(v->str, ' ', v->len);
+        struct nc_id id;
+        long long at = sp ? atoll(sp + 1) : 0;
+        if (!sp || nccore_id_parse(v->str, (size_t)(sp - v->str), &id) != 0) continue;
+        if (now - at > nc->marker_timeout_ms) continue; /* a group gone quiet no longer pins the stream */
+        if (!any || nccore_id_cmp(id, min) < 0) min = id;
+        any = 1;
     }
+    freeReplyObject(r);
+    if (!any || (min.ms == 0 && min.seq == 0)) return 0;
+    char id[48];
+    nc_id_format(min, id, sizeof(id));
+    const char *trim[] = {"XTRIM", st->key, "MINID", id};
+    r = nc_command(conn, 4, trim);
+    if (!r) return -1;
+    freeReplyObject(r);
     return 0;
 }
 
-/* A message for the slot into the batch. */
+/* A message into the batch. */
 static void nc_batch_add(struct nc_msg **b, size_t *n, size_t *cap, struct nc_msg m)
 {
     if (*n == *cap) {
@@ -735,31 +784,105 @@ static void nc_batch_add(struct nc_msg **b, size_t *n, size_t *cap, struct nc_ms
     (*b)[(*n)++] = m;
 }
 
-/*
- * One read of every slot: MULTI / XINFO STREAM per slot / XREAD COUNT 100 / EXEC, so the gap
- * check and the entries describe the same moment. Posts flushes, entries and (for a slot caught
- * up) SERVE. Returns 1 when some slot has more entries waiting, 0 when all are caught up, -1 on
- * a connection error.
- */
-static int nc_read_once(struct nearcache *nc, struct syncconn *conn, const size_t *idx, size_t n, int *serving)
+/* A writers-hash field is live while refreshed within this (its reader writes it every second). */
+#define NC_WRITER_LIVE_MS 5000
+
+/* 1 when prefix p lies inside one of the "\n"-separated prefixes in list[0..len). */
+static int nc_prefix_covered(const char *p, size_t plen, const char *list, size_t len)
 {
-    const char *multi[] = {"MULTI"}, *exec[] = {"EXEC"};
-    if (nc_append(conn, 1, multi) != 0) return -1;
-    for (size_t k = 0; k < n; k++) {
-        const char *info[] = {"XINFO", "STREAM", nc->slots[idx[k]].stream};
-        if (nc_append(conn, 3, info) != 0) return -1;
+    size_t i = 0;
+    while (i < len) {
+        const char *nl = memchr(list + i, '\n', len - i);
+        size_t l = nl ? (size_t)(nl - (list + i)) : len - i;
+        if (l > 0 && l <= plen && memcmp(list + i, p, l) == 0) return 1;
+        i += l + 1;
     }
-    if (nc_append_xread(nc, conn, idx, n, 0) != 0 || nc_append(conn, 1, exec) != 0 || syncconn_flush(conn) != 0)
+    return 0;
+}
+
+/*
+ * The writers hash of rd's instance: which of its namespaces every live keygate announces
+ * (covered[k] for the reader's k-th slot). A keygate whose registry does not near-cache a
+ * prefix writes its keys without an XADD: a namespace that some live writer does not cover
+ * is not served here (who: the last such keygate's field). Fields not refreshed within the
+ * marker timeout are removed. 0, or -1 on a connection error.
+ */
+static int nc_writers_read(struct nearcache *nc, struct syncconn *conn, const struct nc_stream *st, const size_t *idx,
+                           size_t n, int *covered, char *who, size_t who_len)
+{
+    const char *argv[] = {"HGETALL", st->writers};
+    redisReply *r = nc_command(conn, 2, argv);
+    if (!r) return -1;
+    int64_t now = clock_wall_ms();
+    for (size_t k = 0; k < n; k++) covered[k] = 1;
+    for (size_t i = 0; nc_is_array(r) && i + 1 < r->elements; i += 2) {
+        const redisReply *f = r->element[i], *v = r->element[i + 1];
+        if (v->type != REDIS_REPLY_STRING || f->type != REDIS_REPLY_STRING) continue;
+        const char *nl = memchr(v->str, '\n', v->len);
+        long long at = atoll(v->str);
+        if (now - at > nc->marker_timeout_ms) { /* a process long gone: its field goes */
+            const char *del[] = {"HDEL", st->writers, f->str};
+            redisReply *d = nc_command(conn, 3, del);
+            if (!d) {
+                freeReplyObject(r);
+                return -1;
+            }
+            freeReplyObject(d);
+            continue;
+        }
+        if (now - at > NC_WRITER_LIVE_MS || !nl) continue;
+        const char *list = nl + 1;
+        size_t len = v->len - (size_t)(list - v->str);
+        for (size_t k = 0; k < n; k++)
+            if (covered[k] && !nc_prefix_covered(nc->slots[idx[k]].prefix, nc->slots[idx[k]].prefix_len, list, len)) {
+                covered[k] = 0;
+                snprintf(who, who_len, "%s", f->str);
+            }
+    }
+    freeReplyObject(r);
+    return 0;
+}
+
+/* Log a gap of stream st (why): its instance's namespaces are flushed. */
+static void nc_log_gap(const struct nearcache *nc, const struct nc_stream *st, int si, const char *why)
+{
+    log_event(LOG_WARN, "near_cache_gap", NULL,
+              "near cache: stream %s has a gap past the cursor (%s): the namespaces of instance '%s' are flushed",
+              st->key, why, nc->readers[si].conf.name);
+}
+
+/*
+ * One read of the stream: MULTI / XINFO STREAM / XREAD COUNT 100 / EXEC, so the gap check and
+ * the entries describe the same moment. Posts resets, entries. Returns 1 when more entries are
+ * waiting, 0 when caught up (*vouch: whether the read may vouch: not when the stream key holds
+ * another type), -1 on a connection error.
+ *
+ * What the stream says, against what this reader has applied (cursor, seen_added):
+ *   first read since (re)start    reset: flush, cursor = last id (nothing cached predates it)
+ *   no such key                   fine while nothing was ever read (cursor 0); else it was
+ *                                 deleted: a gap
+ *   another type                  a gap every time, and no vouch: nothing is served
+ *   last-generated-id < cursor,   made again since, or entries above the cursor deleted
+ *   entries-added < seen, or      before they were read: a gap
+ *   max-deleted-entry-id > cursor
+ *   caught up and seen != added   entries vanished (made again with as many): a gap
+ * A gap flushes the instance's namespaces and moves the cursor to the last id.
+ */
+static int nc_read_once(struct nearcache *nc, struct syncconn *conn, struct nc_stream *st, int si, int *vouch)
+{
+    const char *multi[] = {"MULTI"}, *exec[] = {"EXEC"}, *info[] = {"XINFO", "STREAM", st->key};
+    *vouch = 0;
+    if (nc_append(conn, 1, multi) != 0 || nc_append(conn, 3, info) != 0 || nc_append_xread(conn, st, 0) != 0 ||
+        nc_append(conn, 1, exec) != 0 || syncconn_flush(conn) != 0)
         return -1;
-    for (size_t k = 0; k < n + 2; k++) { /* +OK, +QUEUED... */
+    for (int k = 0; k < 3; k++) { /* +OK, +QUEUED, +QUEUED */
         redisReply *r = syncconn_read(conn);
         if (!r) return -1;
         freeReplyObject(r);
     }
     redisReply *r = syncconn_read(conn);
     if (!r) return -1;
-    int more = 0;
-    if (!nc_is_array(r) || r->elements != n + 1) {
+    if (!nc_is_array(r) || r->elements != 2) {
         log_event(LOG_WARN, "near_cache_read", NULL, "near cache: unexpected reply to the stream read (type %d)",
                   r->type);
         freeReplyObject(r);
@@ -767,92 +890,148 @@ static int nc_read_once(struct nearcache *nc, struct syncconn *conn, const size_
     }
     struct nc_msg *batch = NULL;
     size_t nb = 0, cap = 0;
-    int flushed[NC_READER_MAX] = {0};
-    assert(n <= NC_READER_MAX);
-    for (size_t k = 0; k < n; k++) {
-        struct nc_slot *s = &nc->slots[idx[k]];
-        struct nc_id last;
-        if (nc_gap(s, r->element[k], &last)) {
-            /* entries it never applied may be gone: nothing of the namespace can be vouched for */
-            log_event(LOG_WARN, "near_cache_gap", NULL,
-                      "near cache: stream %s has a gap past the cursor: namespace '%s' flushed", s->stream, s->prefix);
-            nc_batch_add(&batch, &nb, &cap, (struct nc_msg){.kind = NC_MSG_FLUSH, .slot = (uint32_t)idx[k]});
-            s->cursor = last;
-            flushed[k] = 1;
-        } else if (nccore_id_cmp(s->cursor, (struct nc_id){0, 0}) == 0 && nccore_id_cmp(last, s->cursor) > 0) {
-            /* a new reader: nothing is cached from before this moment, so the entries up to the
-             * stream's last id concern nothing here (the seed's replay from 0 against an empty
-             * cache, without reading it); a fill in flight sees the cursor move and is not kept */
-            nc_batch_add(
-                &batch, &nb, &cap,
-                (struct nc_msg){.kind = NC_MSG_ENTRY, .slot = (uint32_t)idx[k], .id = last, .key = "", .key_len = 0});
-            s->cursor = last;
-            flushed[k] = 1; /* this read's entries are at or below it */
+    const struct nc_msg reset = {.kind = NC_MSG_RESET, .cause = NC_EVICT_RESET, .target = (uint32_t)si},
+                        gap = {.kind = NC_MSG_RESET, .cause = NC_EVICT_GAP, .target = (uint32_t)si};
+    const redisReply *in = r->element[0], *x = r->element[1];
+    int more = 0;
+    *vouch = 1;
+    if (in->type == REDIS_REPLY_ERROR && strncmp(in->str, "WRONGTYPE", 9) == 0) {
+        nc_log_gap(nc, st, si, "the key is not a stream: nothing is served until it is deleted");
+        nc_batch_add(&batch, &nb, &cap, gap);
+        *vouch = 0;
+    } else if (in->type == REDIS_REPLY_ERROR || !nc_is_array(in)) { /* no such key */
+        if (!st->has_read || nccore_id_cmp(st->cursor, (struct nc_id){0, 0}) != 0) {
+            if (st->has_read) nc_log_gap(nc, st, si, "it was deleted");
+            nc_batch_add(&batch, &nb, &cap, st->has_read ? gap : reset);
         }
-    }
-    const redisReply *x = r->element[n]; /* XREAD: nil, or [[stream, [[id, [f, v...]]...]]...] */
-    size_t got[NC_READER_MAX] = {0};
-    for (size_t i = 0; nc_is_array(x) && i < x->elements; i++) {
-        const redisReply *sr = x->element[i];
-        if (!nc_is_array(sr) || sr->elements != 2 || sr->element[0]->type != REDIS_REPLY_STRING) continue;
-        size_t k = 0;
-        while (k < n && strcmp(nc->slots[idx[k]].stream, sr->element[0]->str) != 0) k++;
-        if (k == n || flushed[k]) continue;
-        struct nc_slot *s = &nc->slots[idx[k]];
-        const redisReply *es = sr->element[1];
-        for (size_t j = 0; nc_is_array(es) && j < es->elements; j++) {
-            const redisReply *e = es->element[j];
-            struct nc_id id;
-            if (!nc_is_array(e) || e->elements != 2 || e->element[0]->type != REDIS_REPLY_STRING ||
-                nccore_id_parse(e->element[0]->str, e->element[0]->len, &id) != 0)
-                continue;
-            got[k]++;
-            s->cursor = id;
-            const redisReply *fv = e->element[1];
-            int any = 0;
-            for (size_t f = 0; nc_is_array(fv) && f + 1 < fv->elements; f += 2) {
-                if (fv->element[f]->type != REDIS_REPLY_STRING || strcmp(fv->element[f]->str, "k") != 0) continue;
-                const redisReply *key = fv->element[f + 1];
-                nc_batch_add(&batch, &nb, &cap,
-                             (struct nc_msg){.kind = NC_MSG_ENTRY,
-                                             .slot = (uint32_t)idx[k],
-                                             .id = id,
-                                             .key = key->str,
-                                             .key_len = key->len});
-                any = 1;
+        st->cursor = (struct nc_id){0, 0};
+        st->seen_added = 0;
+        st->has_read = 1;
+    } else {
+        struct nc_id last = nc_field_id(in, "last-generated-id"), maxdel = nc_field_id(in, "max-deleted-entry-id");
+        const redisReply *ea = nc_field(in, "entries-added");
+        long long added = ea && ea->type == REDIS_REPLY_INTEGER ? ea->integer : 0;
+        int lost = st->has_read && (nccore_id_cmp(last, st->cursor) < 0 || added < st->seen_added ||
+                                    nccore_id_cmp(maxdel, st->cursor) > 0);
+        if (!st->has_read || lost) {
+            if (lost) nc_log_gap(nc, st, si, "entries this keygate had not read were deleted, or it was made again");
+            nc_batch_add(&batch, &nb, &cap, lost ? gap : reset);
+            st->cursor = last;
+            st->seen_added = added;
+            st->has_read = 1; /* this read's entries are at or below the last id: not applied */
+        } else {
+            size_t got = 0;
+            const redisReply *sr = nc_is_array(x) && x->elements == 1 ? x->element[0] : NULL;
+            const redisReply *es = nc_is_array(sr) && sr->elements == 2 ? sr->element[1] : NULL;
+            for (size_t j = 0; nc_is_array(es) && j < es->elements; j++) {
+                const redisReply *e = es->element[j];
+                struct nc_id id;
+                if (!nc_is_array(e) || e->elements != 2 || e->element[0]->type != REDIS_REPLY_STRING ||
+                    nccore_id_parse(e->element[0]->str, e->element[0]->len, &id) != 0)
+                    continue;
+                got++;
+                st->cursor = id;
+                st->seen_added++;
+                const redisReply *fv = e->element[1];
+                int any = 0;
+                for (size_t f = 0; nc_is_array(fv) && f + 1 < fv->elements; f += 2) {
+                    if (fv->element[f]->type != REDIS_REPLY_STRING || strcmp(fv->element[f]->str, "k") != 0) continue;
+                    const redisReply *key = fv->element[f + 1];
+                    nc_batch_add(&batch, &nb, &cap,
+                                 (struct nc_msg){.kind = NC_MSG_ENTRY,
+                                                 .lagged = nccore_id_cmp(id, st->blocked) > 0,
+                                                 .target = (uint32_t)si,
+                                                 .id = id,
+                                                 .key = key->str,
+                                                 .key_len = key->len});
+                    any = 1;
+                }
+                if (!any) /* an entry without a k field still moves the cursor (nothing to evict) */
+                    nc_batch_add(&batch, &nb, &cap,
+                                 (struct nc_msg){.kind = NC_MSG_ENTRY, .target = (uint32_t)si, .id = id, .key = ""});
             }
-            if (!any) /* an entry without a k field still moves the cursor (nothing to evict) */
-                nc_batch_add(
-                    &batch, &nb, &cap,
-                    (struct nc_msg){.kind = NC_MSG_ENTRY, .slot = (uint32_t)idx[k], .id = id, .key = "", .key_len = 0});
-        }
-    }
-    for (size_t k = 0; k < n; k++) {
-        if (got[k] >= 100) {
-            more = 1;
-        } else if (!serving[k]) { /* caught up: its entries can be vouched for again */
-            serving[k] = 1;
-            nc_batch_add(&batch, &nb, &cap, (struct nc_msg){.kind = NC_MSG_SERVE, .slot = (uint32_t)idx[k]});
+            more = got >= 100;
+            if (!more && st->seen_added != added) { /* vanished entries: the stream is not the one read */
+                nc_log_gap(nc, st, si, "its entries-added count differs from the entries read: made again");
+                nc_batch_add(&batch, &nb, &cap, gap);
+                st->cursor = last;
+                st->seen_added = added;
+            }
         }
     }
     nc_post(nc, batch, nb); /* copies the keys: the reply is freed below */
-    int64_t until = clock_wall_ms() + NC_VOUCH_MS;
-    for (size_t k = 0; k < n; k++) /* after the post (release): a worker that sees it sees the messages */
-        if (got[k] < 100) __atomic_store_n(&nc->slots[idx[k]].vouched_until_ms, until, __ATOMIC_RELEASE);
     free(batch);
     freeReplyObject(r);
+    if (more) *vouch = 0;
     return more;
 }
 
-/* Every slot of the reader stops serving (its connection is down). */
-static void nc_down(struct nearcache *nc, const size_t *idx, size_t n, int *serving)
+/* Every slot of the reader stops serving (its connection is down, or its stream is broken). */
+static void nc_down(struct nearcache *nc, struct nc_stream *st, const size_t *idx, size_t n, int *serving)
+{
+    struct nc_msg m[NC_READER_MAX];
+    size_t k = 0;
+    __atomic_store_n(&st->vouched_until_ms, 0, __ATOMIC_RELEASE);
+    for (size_t i = 0; i < n; i++) {
+        if (serving[i]) m[k++] = (struct nc_msg){.kind = NC_MSG_DOWN, .target = (uint32_t)idx[i]};
+        serving[i] = 0;
+    }
+    nc_post(nc, m, k);
+}
+
+/* The slots of stream si, into idx (returns how many, at most NC_READER_MAX). */
+static size_t nc_reader_slots(const struct nearcache *nc, int si, size_t *idx)
+{
+    size_t n = 0;
+    for (size_t s = 0; s < nc->nslots; s++) {
+        if (nc->slots[s].stream != si) continue;
+        if (n == NC_READER_MAX) { /* never served (its writes still carry their XADD) */
+            log_event(LOG_WARN, "near_cache", NULL, "near cache: more than %d namespaces on '%s': '%s' is not cached",
+                      NC_READER_MAX, nc->readers[si].conf.name, nc->slots[s].prefix);
+            continue;
+        }
+        idx[n++] = s;
+    }
+    return n;
+}
+
+/* Read the writers hash; a slot that serves and is no longer covered stops serving now (posted
+ * before the log line says so), the rest waits for the next caught-up read (nc_serve). */
+static int nc_writers_check(struct nearcache *nc, struct syncconn *conn, const struct nc_stream *st, const size_t *idx,
+                            size_t n, int *serving, int *covered)
+{
+    char who[160] = "";
+    if (nc_writers_read(nc, conn, st, idx, n, covered, who, sizeof(who)) != 0) return -1;
+    struct nc_msg m[NC_READER_MAX];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!covered[i] && serving[i]) {
+            m[k++] = (struct nc_msg){.kind = NC_MSG_DOWN, .target = (uint32_t)idx[i]};
+            serving[i] = 0;
+        }
+    nc_post(nc, m, k);
+    for (size_t i = 0; k > 0 && i < n; i++)
+        if (!covered[i])
+            log_event(LOG_WARN, "near_cache_skew", NULL,
+                      "near cache: keygate %s does not announce writes to '%s' (its registry has no near-cache= "
+                      "there): '%s' is not served from the cache until every keygate does",
+                      who, nc->slots[idx[i]].prefix, nc->slots[idx[i]].prefix);
+    return 0;
+}
+
+/*
+ * After a read that may vouch: slots whose writers all announce them (covered) serve, the
+ * others do not; a slot that serves again is flushed first (writes made meanwhile by a
+ * keygate that did not announce them left no invalidation).
+ */
+static void nc_serve(struct nearcache *nc, const size_t *idx, size_t n, int *serving, const int *covered)
 {
     struct nc_msg m[NC_READER_MAX];
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        __atomic_store_n(&nc->slots[idx[i]].vouched_until_ms, 0, __ATOMIC_RELEASE);
-        if (serving[i]) m[k++] = (struct nc_msg){.kind = NC_MSG_DOWN, .slot = (uint32_t)idx[i]};
-        serving[i] = 0;
+        if (covered[i] == serving[i]) continue;
+        m[k++] = (struct nc_msg){.kind = covered[i] ? NC_MSG_SERVE : NC_MSG_DOWN, .target = (uint32_t)idx[i]};
+        serving[i] = covered[i];
     }
     nc_post(nc, m, k);
 }
@@ -861,9 +1040,12 @@ static void *nc_reader_main(void *arg)
 {
     struct nc_reader *rd = arg;
     struct nearcache *nc = rd->nc;
+    int si = rd->stream;
+    struct nc_stream *st = &nc->streams[si];
     size_t idx[NC_READER_MAX];
-    size_t n = nc_reader_slots(rd, idx);
-    int serving[NC_READER_MAX] = {0};
+    size_t n = nc_reader_slots(nc, si, idx);
+    int serving[NC_READER_MAX] = {0}, covered[NC_READER_MAX], was_covered[NC_READER_MAX];
+    for (size_t k = 0; k < n; k++) covered[k] = was_covered[k] = 1;
     struct syncconn *conn = NULL;
     int64_t backoff = 100, next_marker = 0, next_trim = clock_mono_ms() + nc->trim_interval_ms;
     while (!nc_stopping(nc)) {
@@ -882,29 +1064,72 @@ static void *nc_reader_main(void *arg)
             char name[64];
             snprintf(name, sizeof(name), "keygate-nearcache-%ld", (long)getpid());
             const char *setname[] = {"CLIENT", "SETNAME", name};
-            redisReply *nr = nc_append(conn, 3, setname) == 0 && syncconn_flush(conn) == 0 ? syncconn_read(conn) : NULL;
+            redisReply *nr = nc_command(conn, 3, setname);
             if (!nr) goto lost;
             freeReplyObject(nr);
-            /* the marker pins the stream at the cursor before anything is served (seed step 4) */
-            if (nc_markers_write(nc, conn, idx, n) != 0) goto lost;
+            /* the marker pins the stream at the cursor before anything is served (trimming) */
+            if (nc_markers_write(nc, conn, st) != 0 || nc_writers_check(nc, conn, st, idx, n, serving, covered) != 0)
+                goto lost;
             next_marker = clock_mono_ms() + 1000;
         }
-        int more = nc_read_once(nc, conn, idx, n, serving);
+        int64_t sent = clock_mono_ms();
+        int vouch;
+        int more = nc_read_once(nc, conn, st, si, &vouch);
         if (more < 0) goto lost;
         if (more) continue;
+        if (!vouch) { /* the stream key holds another type: nothing is served, a gap each time */
+            nc_down(nc, st, idx, n, serving);
+        } else {
+            /* a slot covered again is flushed before it serves: writes not announced meanwhile */
+            int flush_any = 0;
+            for (size_t k = 0; k < n; k++) flush_any |= covered[k] && !was_covered[k];
+            if (flush_any) {
+                struct nc_msg g = {.kind = NC_MSG_RESET, .cause = NC_EVICT_GAP, .target = (uint32_t)si};
+                nc_post(nc, &g, 1);
+            }
+            memcpy(was_covered, covered, sizeof(covered));
+            nc_serve(nc, idx, n, serving, covered);
+            /* after the posts (release): a worker that sees the vouch sees the messages */
+            __atomic_store_n(&st->vouched_until_ms, sent + NC_VOUCH_MS, __ATOMIC_RELEASE);
+        }
         int64_t now = clock_mono_ms();
         if (now >= next_marker) {
-            if (nc_markers_write(nc, conn, idx, n) != 0) goto lost;
+            if (nc_markers_write(nc, conn, st) != 0 || nc_writers_check(nc, conn, st, idx, n, serving, covered) != 0)
+                goto lost;
             next_marker = now + 1000;
         }
         if (now >= next_trim) {
-            if (nc_trim(nc, conn, idx, n) != 0) goto lost;
+            if (nc_trim(nc, conn, st) != 0) goto lost;
             next_trim = now + nc->trim_interval_ms;
         }
-        /* wait for news: the blocking read only wakes the loop; nc_read_once reads for real */
-        if (nc_append_xread(nc, conn, idx, n, 1) != 0 || syncconn_flush(conn) != 0) goto lost;
+        /* wait for news; what it returns is evicted at once (the read after it moves the cursor,
+         * with the gap check: a stalled read must not keep an invalidation waiting) */
+        if (nc_append_xread(conn, st, 1) != 0 || syncconn_flush(conn) != 0) goto lost;
         redisReply *r = syncconn_read(conn);
         if (!r) goto lost;
+        const redisReply *sr = nc_is_array(r) && r->elements == 1 ? r->element[0] : NULL;
+        const redisReply *es = nc_is_array(sr) && sr->elements == 2 ? sr->element[1] : NULL;
+        for (size_t j = 0; nc_is_array(es) && j < es->elements; j++) {
+            const redisReply *e = es->element[j];
+            struct nc_id id;
+            if (!nc_is_array(e) || e->elements != 2 || e->element[0]->type != REDIS_REPLY_STRING ||
+                nccore_id_parse(e->element[0]->str, e->element[0]->len, &id) != 0)
+                continue;
+            const redisReply *fv = e->element[1];
+            for (size_t f = 0; nc_is_array(fv) && f + 1 < fv->elements; f += 2)
+                if (fv->element[f]->type == REDIS_REPLY_STRING && strcmp(fv->element[f]->str, "k") == 0 &&
+                    fv->element[f + 1]->type == REDIS_REPLY_STRING) {
+                    struct nc_msg m = {.kind = NC_MSG_EVICT,
+                                       .cause = NC_EVICT_STREAM,
+                                       .lagged = 1,
+                                       .target = (uint32_t)si,
+                                       .id = id,
+                                       .key = fv->element[f + 1]->str,
+                                       .key_len = fv->element[f + 1]->len};
+                    nc_post(nc, &m, 1);
+                }
+            if (nccore_id_cmp(id, st->blocked) > 0) st->blocked = id;
+        }
         freeReplyObject(r);
         continue;
     lost:
@@ -912,7 +1137,7 @@ static void *nc_reader_main(void *arg)
         log_event(LOG_WARN, "near_cache_reader", NULL,
                   "near cache: stream connection to '%s' lost (%s): its namespaces are not served until it caught up",
                   rd->conf.name, conn ? syncconn_error(conn) : "?");
-        nc_down(nc, idx, n, serving);
+        nc_down(nc, st, idx, n, serving);
         if (conn) syncconn_close(conn);
         conn = NULL;
         if (nc_sleep(nc, 100)) break;
@@ -922,6 +1147,50 @@ static void *nc_reader_main(void *arg)
 }
 
 /* ---- start, stop ---- */
+
+/* The "\n"-separated near-cache prefixes of cfg's registry on each instance, into nc->published. */
+static void nc_publish(struct nearcache *nc, const struct config *cfg)
+{
+    const struct registry *reg = cfg->registry;
+    pthread_mutex_lock(&nc->pub_mu);
+    for (size_t i = 0; i < CONFIG_MAX_INSTANCES; i++) {
+        struct bytebuf b = {0};
+        for (size_t e = 0; e < reg->count; e++) {
+            const struct namespace_entry *x = &reg->entries[e];
+            if (x->near_cache_ms <= 0 || x->instance != (int)i) continue;
+            bytebuf_add(&b, x->prefix, x->prefix_len);
+            bytebuf_add(&b, "\n", 1);
+        }
+        bytebuf_add(&b, "", 1);
+        free(nc->published[i]);
+        nc->published[i] = xstrdup(b.p);
+        bytebuf_free(&b);
+    }
+    pthread_mutex_unlock(&nc->pub_mu);
+}
+
+void nearcache_update(struct nearcache *nc, const struct config *cfg)
+{
+    if (nc) nc_publish(nc, cfg);
+}
+
+/* The stream of instance i (made on first use). */
+static int nc_stream_of(struct nearcache *nc, const struct namespace_entry *e)
+{
+    for (int k = 0; k < nc->nreaders; k++)
+        if (nc->streams[k].instance == e->instance) return k;
+    int k = nc->nreaders++;
+    struct nc_stream *st = &nc->streams[k];
+    st->instance = e->instance;
+    st->key = xstrdup(e->nc_stream);
+    st->markers = xstrdup(e->nc_markers);
+    /* "<K>nc:{<K>}:stream" -> "<K>nc:{<K>}:writers" */
+    size_t base = e->nc_stream_len - strlen("stream");
+    st->writers = xmalloc(base + strlen("writers") + 1);
+    memcpy(st->writers, e->nc_stream, base);
+    strcpy(st->writers + base, "writers");
+    return k;
+}
 
 struct nearcache *nearcache_start(const struct config *cfg, struct proxy *p)
 {
@@ -943,17 +1212,21 @@ struct nearcache *nearcache_start(const struct config *cfg, struct proxy *p)
     struct nearcache *nc = xcalloc(1, sizeof(*nc));
     nc->proxy = p;
     nc->halt = syncconn_stop_new();
+    pthread_mutex_init(&nc->pub_mu, NULL);
+    char host[64] = "?";
+    (void)gethostname(host, sizeof(host) - 1);
+    snprintf(nc->self, sizeof(nc->self), "%s:%ld", host, (long)getpid());
+    nc_publish(nc, cfg);
     nc->slots = xcalloc(nslots, sizeof(*nc->slots));
+    nc->streams = xcalloc(CONFIG_MAX_INSTANCES, sizeof(*nc->streams));
     for (size_t i = 0; i < reg->count; i++) {
         const struct namespace_entry *e = &reg->entries[i];
         if (e->near_cache_ms <= 0) continue;
         struct nc_slot *s = &nc->slots[nc->nslots++];
         s->prefix = xstrdup(e->prefix);
-        s->stream = xstrdup(e->nc_stream);
-        s->stream_len = e->nc_stream_len;
-        s->markers = xstrdup(e->nc_markers);
-        s->markers_len = e->nc_markers_len;
+        s->prefix_len = e->prefix_len;
         s->instance = e->instance;
+        s->stream = nc_stream_of(nc, e);
     }
     nc->group = xstrdup(cfg->near_cache_group);
     nc->trim_interval_ms = cfg->near_cache_trim_interval_ms;
@@ -965,6 +1238,7 @@ struct nearcache *nearcache_start(const struct config *cfg, struct proxy *p)
         struct nc_worker *nw = &nc->workers[k];
         nw->nc = nc;
         nw->w = &p->workers[k];
+        nw->index = k;
         nccore_init(&nw->cache, per_worker, nc->nslots);
         for (size_t s = 0; s < nc->nslots; s++) nccore_set_serving(&nw->cache, (uint32_t)s, 0); /* until caught up */
         nw->sstats = xcalloc(nc->nslots, sizeof(*nw->sstats));
@@ -978,14 +1252,14 @@ struct nearcache *nearcache_start(const struct config *cfg, struct proxy *p)
         nw->w->nc = nw;
     }
     free(pipes);
-    for (int i = 0; i < (int)cfg->ninstances; i++) {
-        int any = 0;
-        for (size_t s = 0; s < nc->nslots; s++) any |= nc->slots[s].instance == i;
-        if (!any) continue;
-        struct nc_reader *rd = &nc->readers[nc->nreaders++];
+    for (int k = 0; k < nc->nreaders; k++) {
+        struct nc_reader *rd = &nc->readers[k];
         rd->nc = nc;
-        rd->instance = i;
-        config_instance_copy(&rd->conf, &cfg->instances[i]);
+        rd->stream = k;
+        config_instance_copy(&rd->conf, &cfg->instances[nc->streams[k].instance]);
+    }
+    for (int k = 0; k < nc->nreaders; k++) { /* every reader's conf is set: nc_reader_slots names them */
+        struct nc_reader *rd = &nc->readers[k];
         rd->started = pthread_create(&rd->thread, NULL, nc_reader_main, rd) == 0;
         if (!rd->started)
             log_event(LOG_ERROR, "near_cache_reader", NULL, "near cache: cannot start the reader of '%s'",
@@ -1004,6 +1278,9 @@ void nearcache_stop(struct nearcache *nc)
     for (int i = 0; i < nc->nreaders; i++) {
         if (nc->readers[i].started) pthread_join(nc->readers[i].thread, NULL);
         config_instance_free(&nc->readers[i].conf);
+        free(nc->streams[i].key);
+        free(nc->streams[i].markers);
+        free(nc->streams[i].writers);
     }
     syncconn_stop_free(nc->halt);
     for (int k = 0; k < nc->nworkers; k++) {
@@ -1020,12 +1297,11 @@ void nearcache_stop(struct nearcache *nc)
         bytebuf_free(&nw->out);
         nw->w->nc = NULL;
     }
-    for (size_t s = 0; s < nc->nslots; s++) {
-        free(nc->slots[s].prefix);
-        free(nc->slots[s].stream);
-        free(nc->slots[s].markers);
-    }
+    for (size_t s = 0; s < nc->nslots; s++) free(nc->slots[s].prefix);
+    for (size_t i = 0; i < CONFIG_MAX_INSTANCES; i++) free(nc->published[i]);
+    pthread_mutex_destroy(&nc->pub_mu);
     free(nc->slots);
+    free(nc->streams);
     free(nc->workers);
     free(nc->group);
     free(nc);
@@ -1033,7 +1309,7 @@ void nearcache_stop(struct nearcache *nc)
 
 /* ---- metrics ---- */
 
-static const char *const nc_cause_names[NC_EVICT_COUNT] = {"write", "stream", "ttl", "lru", "gap"};
+static const char *const nc_cause_names[NC_EVICT_COUNT] = {"write", "stream", "ttl", "lru", "gap", "reset"};
 
 /* The sum of every worker's counts for slot s (read without locks: counters of other threads
  * may be a moment old). */

@@ -46,6 +46,10 @@ struct nearcache *nearcache_start(const struct config *cfg, struct proxy *p);
  * stopped, before their event bases are freed. NULL: no-op. */
 void nearcache_stop(struct nearcache *nc);
 
+/* A reload's config (main thread): the prefixes this process's writes announce on each instance
+ * (published in the instance's writers hash by its reader). NULL nc: no-op. */
+void nearcache_update(struct nearcache *nc, const struct config *cfg);
+
 enum nearcache_verdict {
     NEARCACHE_PASS = 0, /* not a cached read: it goes on as usual */
     NEARCACHE_HIT,      /* answered from the cache (req is complete) */

@@ -335,41 +335,67 @@ static void duplicates_check(struct parse_ctx *ctx)
     }
 }
 
-/* A new heap string "<keygate prefix>nc:{<prefix>}:<what>" (registry.h: the hash tag puts the
- * stream and the markers of one namespace in one slot). */
-static char *near_cache_key(const struct namespace_entry *kg, const struct namespace_entry *e, const char *what,
-                            size_t *len)
+/* A new heap string "<keygate prefix>nc:{<keygate prefix>}:<what>" (registry.h: one stream and
+ * one markers hash per instance, the hash tag puts them in one cluster slot). */
+static char *near_cache_key(const struct namespace_entry *kg, const char *what, size_t *len)
 {
-    size_t n = kg->prefix_len + 4 + e->prefix_len + 2 + strlen(what);
+    size_t n = kg->prefix_len + 4 + kg->prefix_len + 2 + strlen(what);
     char *k = xmalloc(n + 1);
-    snprintf(k, n + 1, "%snc:{%s}:%s", kg->prefix, e->prefix, what);
+    snprintf(k, n + 1, "%snc:{%s}:%s", kg->prefix, kg->prefix, what);
     *len = n;
     return k;
 }
 
+/* The keygate-owned key namespace of instance (the first such line in the file), or NULL. */
+static const struct namespace_entry *keygate_owned(const struct parse_ctx *ctx, int instance)
+{
+    const struct namespace_entry *kg = NULL;
+    for (size_t j = 0; j < ctx->count; j++) {
+        const struct namespace_entry *k = &ctx->entries[j];
+        if (k->kind == NS_KEY && k->instance == instance && strcmp(k->owner, REGISTRY_KEYGATE_OWNER) == 0 &&
+            (!kg || k->line < kg->line))
+            kg = k;
+    }
+    return kg;
+}
+
+/* 1 when namespace e lies inside a near-cache namespace of its own instance (a longer prefix
+ * carved out of it): its writes announce their keys too, since a keygate whose registry lacks
+ * the carve-out caches them under the shorter prefix. */
+static int near_cache_nested(const struct parse_ctx *ctx, const struct namespace_entry *e)
+{
+    for (size_t j = 0; j < ctx->count; j++) {
+        const struct namespace_entry *o = &ctx->entries[j];
+        if (o != e && o->kind == NS_KEY && o->near_cache_ms > 0 && o->instance == e->instance &&
+            o->prefix_len < e->prefix_len && memcmp(o->prefix, e->prefix, o->prefix_len) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 /*
- * near-cache=D keeps its invalidation stream in the keygate-owned namespace (owner=keygate) of
- * its own instance: the write and its XADD go in one MULTI/EXEC, which one instance runs. The
- * first such line in the file is the one used. Sets nc_stream and nc_markers.
+ * near-cache=D keeps its invalidations in the stream of the keygate-owned namespace
+ * (owner=keygate) of its own instance: the write and its XADD go in one MULTI/EXEC, which one
+ * instance runs. One stream per instance, whose entries carry the key: a keygate reads every
+ * invalidation of the instance whatever prefixes the writer's registry has. The first such
+ * line in the file is the one used. Sets nc_stream and nc_markers on every near-cache line and
+ * on every line nested inside one (its writes carry their XADD too).
  */
 static void near_cache_check(struct parse_ctx *ctx)
 {
     for (size_t i = 0; i < ctx->count; i++) {
         struct namespace_entry *e = &ctx->entries[i];
-        if (e->near_cache_ms == 0 || e->instance < 0) continue; /* an unknown instance: reported already */
-        if (strcmp(e->owner, REGISTRY_KEYGATE_OWNER) == 0) {
+        if (e->kind != NS_KEY || e->instance < 0) continue; /* an unknown instance: reported already */
+        int keygate = strcmp(e->owner, REGISTRY_KEYGATE_OWNER) == 0;
+        if (e->near_cache_ms > 0 && keygate) {
             err_add(ctx, e->line,
                     "near-cache= is not allowed on a keygate-owned line (owner=keygate holds its streams)");
             continue;
         }
-        const struct namespace_entry *kg = NULL;
-        for (size_t j = 0; j < ctx->count; j++) {
-            const struct namespace_entry *k = &ctx->entries[j];
-            if (k->kind == NS_KEY && k->instance == e->instance && strcmp(k->owner, REGISTRY_KEYGATE_OWNER) == 0 &&
-                (!kg || k->line < kg->line))
-                kg = k;
-        }
+        if (e->near_cache_ms == 0 && (keygate || !near_cache_nested(ctx, e))) continue;
+        const struct namespace_entry *kg = keygate_owned(ctx, e->instance);
         if (!kg) {
+            if (e->near_cache_ms == 0) continue; /* the near-cache line it is nested in is reported */
             const char *inst = ctx->instances[e->instance];
             err_add(ctx, e->line,
                     "near-cache= needs a keygate-owned namespace on instance '%s' for its invalidation stream: add "
@@ -377,8 +403,8 @@ static void near_cache_check(struct parse_ctx *ctx)
                     inst, inst);
             continue;
         }
-        e->nc_stream = near_cache_key(kg, e, "stream", &e->nc_stream_len);
-        e->nc_markers = near_cache_key(kg, e, "markers", &e->nc_markers_len);
+        e->nc_stream = near_cache_key(kg, "stream", &e->nc_stream_len);
+        e->nc_markers = near_cache_key(kg, "markers", &e->nc_markers_len);
     }
 }
 

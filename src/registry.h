@@ -38,9 +38,10 @@ struct namespace_entry {
     int depth;           /* "depth" flag word: the sampler sums its lists', streams' and zsets' lengths */
     int replicas;        /* replicas=N: its writes are acknowledged once N replicas have them (0: at once) */
     unsigned stats_slot; /* its per-namespace stats slot (stats_ns_slot, set at config load) */
-    /* near-cache=D: the invalidation stream and the markers hash, keys of the keygate-owned
-     * namespace (owner=keygate) of the same instance: "<its prefix>nc:{<prefix>}:stream" and
-     * "...:markers" (the hash tag keeps both in one slot). NULL without near-cache. */
+    /* near-cache=D: the instance's invalidation stream and markers hash, keys of the keygate-owned
+     * namespace K (owner=keygate) of the same instance: "<K>nc:{<K>}:stream" and "...:markers"
+     * (one of each per instance; the hash tag keeps them in one slot). Also set on a line nested
+     * inside a near-cache line of its instance (its writes announce their keys). NULL otherwise. */
     char *nc_stream, *nc_markers;
     size_t nc_stream_len, nc_markers_len;
 };

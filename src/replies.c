@@ -62,13 +62,39 @@ int replies_exec_filter(const char *reply, size_t len, const uint8_t *keep, size
     for (size_t i = 0; i < nkeep; i++) {
         size_t n = reply_length(p, (size_t)(end - p));
         if (n == 0) return -1;
-        kept += keep[i] ? 1 : 0;
+        kept += keep[i] == REPLIES_KEEP_CLIENT;
         p += n;
     }
     add_header(out, '*', (long long)kept);
     for (size_t i = 0; i < nkeep; i++) {
         size_t n = reply_length(elem, (size_t)(end - elem));
-        if (keep[i]) bytebuf_add(out, elem, n);
+        if (keep[i] == REPLIES_KEEP_CLIENT) bytebuf_add(out, elem, n);
+        elem += n;
+    }
+    return 0;
+}
+
+int replies_exec_xadd_failed(const char *reply, size_t len, const uint8_t *keep, size_t nkeep, size_t tail,
+                             const char **err, size_t *err_len)
+{
+    long long count = -1;
+    const char *elem = resp_array_first(reply, len, &count);
+    if (!elem || count < 0 || (keep && (size_t)count != nkeep) || (!keep && (size_t)count < tail)) return 0;
+    const char *end = reply + len;
+    for (long long i = 0; i < count; i++) {
+        size_t n = reply_length(elem, (size_t)(end - elem));
+        if (n == 0) return 0;
+        int xadd = keep ? keep[i] == REPLIES_KEEP_XADD : (size_t)i >= (size_t)count - tail;
+        if (xadd && (elem[0] == '-' || elem[0] == '!')) {
+            const char *cr = memchr(elem, '\r', n);
+            *err = elem + 1;
+            *err_len = cr ? (size_t)(cr - elem - 1) : n - 1;
+            if (elem[0] == '!') { /* RESP3 blob error: !<len>\r\n<text>\r\n */
+                *err = cr ? cr + 2 : elem;
+                *err_len = cr && (size_t)(cr + 2 - elem) < n ? n - (size_t)(cr + 2 - elem) - 2 : 0;
+            }
+            return 1;
+        }
         elem += n;
     }
     return 0;

@@ -19,11 +19,25 @@ void replies_exec_pick(const char *reply, size_t len, const char *queued_error, 
 
 /*
  * The client's own transaction: its EXEC array holds one element per command keygate sent
- * inside it, keep[i] = 1 for the client's own, 0 for an injected TTL command. Appends to
+ * inside it, keep[i] = REPLIES_KEEP_CLIENT for the client's own (else injected: a TTL command or
+ * a near-cache XADD). Appends to
  * `out` the array of the kept elements and returns 0; returns -1 (nothing appended) when the
  * reply is not an array of nkeep elements (nil after a WATCH, EXECABORT): pass it on as it came.
  */
 int replies_exec_filter(const char *reply, size_t len, const uint8_t *keep, size_t nkeep, struct bytebuf *out);
+
+/* keep[i]'s values in the client's own transaction: an element for the client, an injected TTL
+ * command's, an injected near-cache XADD's. */
+enum { REPLIES_KEEP_INJECTED = 0, REPLIES_KEEP_CLIENT = 1, REPLIES_KEEP_XADD = 2 };
+
+/*
+ * A near-cache write's EXEC array: 1 when one of its XADD elements is an error (its first line,
+ * CR LF excluded, in *err, *err_len; no copy). The XADDs are the elements marked
+ * REPLIES_KEEP_XADD in keep[0..nkeep), or with keep NULL the last `tail` elements (keygate's
+ * own MULTI around one command). 0 otherwise, also when the reply is not an array.
+ */
+int replies_exec_xadd_failed(const char *reply, size_t len, const uint8_t *keep, size_t nkeep, size_t tail,
+                             const char **err, size_t *err_len);
 
 /* How a split command's per-instance replies are put together (enum plan_merge's values). */
 enum replies_merge_kind { REPLIES_MERGE_VALUES = 1, REPLIES_MERGE_SUM = 2, REPLIES_MERGE_CONCAT = 4 };

@@ -76,6 +76,7 @@ struct request {
     uint8_t silent;   /* CLIENT REPLY OFF / SKIP: it completes in its turn, and no byte of it is written */
     uint8_t watching; /* a WATCH (a cluster's redirect of it is answered +OK: router.c) */
     uint8_t replicas; /* replicas=N: its reply is held until a WAIT says N replicas have the write (router.c) */
+    uint16_t xadds;   /* keygate's MULTI wrap: near-cache XADDs at the end of its EXEC array (checked: router.c) */
     char *repl_reply; /* that reply, while held (request_keep_reply) */
     size_t repl_len;
     int64_t block_ms;   /* a blocking command: how long it may block (0: forever), for a new pin on a cluster */

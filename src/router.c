@@ -787,6 +787,7 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
         keep = backend_is_cluster(w, plan->instance);
     req->watching = plan->flow == FLOW_WATCH;
     req->replicas = (uint8_t)plan->replicas;
+    req->xadds = plan->ttl.wrap ? (uint16_t)plan->inval.n : 0;
     struct bytebuf *out = route_out_kept(c, b, req, keep, plan->instance, plan->slot, 0);
     if (plan->wait_sync) router_write_wait_sync(out, b, req);
     int wrap = plan->ttl.wrap;
@@ -863,7 +864,7 @@ void router_forward_prefetch(struct client *c, struct backend *b, struct request
 void router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,
                          struct bytebuf *keep)
 {
-    static const uint8_t client_reply = 1, injected = 0;
+    static const uint8_t client_reply = REPLIES_KEEP_CLIENT, injected = REPLIES_KEEP_INJECTED, xadd = REPLIES_KEEP_XADD;
     write_frame(out, c, plan, frame);
     bytebuf_add(keep, &client_reply, 1);
     for (size_t i = 0; i < plan->ttl.nfix; i++) {
@@ -872,7 +873,7 @@ void router_write_queued(struct bytebuf *out, const struct client *c, const stru
     }
     for (uint32_t i = 0; i < plan->inval.n; i++) { /* in the client's transaction, after its write */
         write_inval(out, c, frame, &plan->inval.key[i]);
-        bytebuf_add(keep, &injected, 1);
+        bytebuf_add(keep, &xadd, 1);
     }
 }
 
@@ -1303,6 +1304,29 @@ static int route_exec_moved(struct backend *b, struct request *req, const char *
     return 1;
 }
 
+/*
+ * A near-cache write whose XADD failed in its EXEC (the stream key holds another type): the write
+ * ran, but no keygate learns of it, so the client is told so instead of +OK (its readers treat
+ * the broken stream as a gap and serve nothing from the instance until it is repaired). 1 when
+ * answered here.
+ */
+static int route_xadd_failed(struct backend *b, struct request *req, const char *reply, size_t len, const uint8_t *keep,
+                             size_t nkeep)
+{
+    const char *err;
+    size_t err_len;
+    if (!replies_exec_xadd_failed(reply, len, keep, nkeep, req->xadds, &err, &err_len)) return 0;
+    char text[320];
+    int n = snprintf(text, sizeof(text),
+                     "INVALIDATION the write ran on '%s', but its near-cache invalidation failed (%.*s): the near "
+                     "cache of that instance is off until its stream key is repaired",
+                     b->worker->cfg->instance_names[b->instance], (int)(err_len > 120 ? 120 : err_len), err);
+    (void)n;
+    STAT_INC(&b->worker->stats, near_cache_xadd_failures);
+    request_answer_error(req, text);
+    return 1;
+}
+
 /* Part `part` of req answered from b: held while a replicas=N part waits for its WAIT, else kept. */
 static void route_part_reply(struct backend *b, struct request *req, int part, const char *reply, size_t len)
 {
@@ -1345,6 +1369,7 @@ static void route_deliver(struct backend *b, const struct pending *pd, const cha
     case ROUTE_EXEC_PICK: {
         const char *pick;
         size_t pick_len;
+        if (__builtin_expect(req->xadds > 0, 0) && route_xadd_failed(b, req, reply, len, NULL, 0)) return;
         replies_exec_pick(reply, len, req->queued_error, req->queued_error_len, &pick, &pick_len);
         if (__builtin_expect(req->replicas, 0) && route_repl_hold(b, req, -1, req->replicas, pick, pick_len)) return;
         request_answer(req, pick, pick_len);
@@ -1352,6 +1377,7 @@ static void route_deliver(struct backend *b, const struct pending *pd, const cha
     }
     case ROUTE_EXEC_FILTER: {
         if (route_exec_moved(b, req, reply)) return;
+        if (route_xadd_failed(b, req, reply, len, (const uint8_t *)req->exec_keep.p, req->exec_keep.len)) return;
         struct bytebuf out = {0};
         int filtered =
             replies_exec_filter(reply, len, (const uint8_t *)req->exec_keep.p, req->exec_keep.len, &out) == 0;

@@ -36,6 +36,7 @@
     X(replicas_waits, "WAITs sent for replicas=N writes (one per group of held writes)")                               \
     X(replicas_timeouts, "replicas=N writes answered -NOREPLICAS (too few replicas confirmed, or no check)")           \
     X(switch_failures, "requests of a sentinel instance failed -UNAVAILABLE by a lost primary connection")             \
+    X(near_cache_xadd_failures, "near-cache writes that ran but whose invalidation XADD failed (-INVALIDATION)")       \
     X(clients_output_limit, "clients closed over their output limit")                                                  \
     X(clients_query_limit, "clients closed: a MULTI over max-request-size")                                            \
     X(clients_evicted, "clients closed: the largest while over max-memory")                                            \

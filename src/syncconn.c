@@ -71,6 +71,16 @@ static void set_ssl_err(struct syncconn *c, const char *what, int ret)
     ERR_clear_error();
 }
 
+/* 1 when an SSL call's failure (ret) is a system call interrupted by a signal: a process stopped
+ * and continued (SIGSTOP, SIGCONT) sees its timed recv/send fail with EINTR although nothing
+ * happened to the connection (signal(7)); the call is made again. */
+static int ssl_interrupted(struct syncconn *c, int ret)
+{
+    if (SSL_get_error(c->ssl, ret) != SSL_ERROR_SYSCALL || errno != EINTR || ERR_peek_error() != 0) return 0;
+    ERR_clear_error();
+    return 1;
+}
+
 struct syncconn_stop *syncconn_stop_new(void)
 {
     struct syncconn_stop *st = xcalloc(1, sizeof(*st));
@@ -507,6 +517,7 @@ int syncconn_flush(struct syncconn *c)
             ERR_clear_error();
             int want = c->outlen - off > (size_t)1 << 30 ? 1 << 30 : (int)(c->outlen - off);
             int r = SSL_write(c->ssl, c->out + off, want);
+            if (r <= 0 && ssl_interrupted(c, r)) continue;
             if (r <= 0) {
                 set_ssl_err(c, "write", r);
                 return -1;
@@ -541,6 +552,7 @@ redisReply *syncconn_read(struct syncconn *c)
         if (c->ssl) {
             ERR_clear_error();
             int r = SSL_read(c->ssl, buf, (int)sizeof(buf));
+            if (r <= 0 && ssl_interrupted(c, r)) continue;
             if (r <= 0) {
                 set_ssl_err(c, "read", r);
                 return NULL;

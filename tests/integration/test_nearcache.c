@@ -28,7 +28,7 @@
  *   uc:  cache    near-cache=30s        cached on the other instance
  *
  * Every write through keygate to u:/t:/uc: must leave its XADD (field k = the key) in the
- * namespace's stream kg:nc:{u:}:stream (read DIRECTLY on the backend), in the same
+ * instance stream kg:nc:{kg:}:stream (read DIRECTLY on the backend), in the same
  * MULTI/EXEC as the write.
  */
 
@@ -59,6 +59,13 @@ static void setup(void)
 
 static void teardown(void)
 {
+    /* a test that failed half-way leaves the backend as the next test needs it */
+    redisContext *d = harness_direct(&h, "durable");
+    if (d) {
+        freeReplyObject(redisCommand(d, "CONFIG SET min-replicas-to-write 0"));
+        freeReplyObject(redisCommand(d, "CLIENT UNPAUSE"));
+        redisFree(d);
+    }
     harness_check_registry(&h);
     harness_stop(&h);
 }
@@ -190,9 +197,9 @@ static void raw_pair(struct harness_raw *kg, struct harness_raw *redis, const ch
     if (resp3) free(raw_command(redis, &n, 2, hello));
 }
 
-#define U_STREAM "kg:nc:{u:}:stream"
-#define T_STREAM "kg:nc:{t:}:stream"
-#define UC_STREAM "kc:nc:{uc:}:stream"
+#define U_STREAM "kg:nc:{kg:}:stream"
+#define T_STREAM "kg:nc:{kg:}:stream"
+#define UC_STREAM "kc:nc:{kc:}:stream"
 
 /* Run `line` (hiredis format without arguments) through keygate; then the u: stream holds `want`. */
 static void expect_xadds(redisContext *c, const char *stream, const char *backend, const char *want,
@@ -770,7 +777,7 @@ START_TEST(trim_respects_another_groups_marker)
     long long end = now_ms() + 3000;
     for (;;) { /* both groups' markers are in the hash */
         redisContext *d = harness_must_direct(&h, "durable");
-        redisReply *r = cmd(d, "HLEN kg:nc:{u:}:markers");
+        redisReply *r = cmd(d, "HLEN kg:nc:{kg:}:markers");
         long long n = r->integer;
         freeReplyObject(r);
         redisFree(d);
@@ -808,7 +815,7 @@ START_TEST(trim_respects_another_groups_marker)
         freeReplyObject(r);
         if (gone) break;
         if (now_ms() >= end) {
-            redisReply *m = cmd(d, "HGETALL kg:nc:{u:}:markers"), *x = cmd(d, "XRANGE %s - + COUNT 3", U_STREAM);
+            redisReply *m = cmd(d, "HGETALL kg:nc:{kg:}:markers"), *x = cmd(d, "XRANGE %s - + COUNT 3", U_STREAM);
             char mm[512];
             describe_into(m, mm, sizeof mm);
             ck_abort_msg("a marker older than near-cache-marker-timeout still pins the stream: markers %s, last %s, "
@@ -979,6 +986,223 @@ START_TEST(shutdown_is_not_held_by_a_frozen_stream)
 }
 END_TEST
 
+/* ---- the guarantee's corners: each failed before its fix ---- */
+
+/* The first invalidation of a stream that does not exist yet (a fresh deployment), and the first
+ * after the stream was deleted, reach B: the cursor 0 means "read from the start", not "new reader". */
+START_TEST(first_invalidation_of_a_new_or_deleted_stream_reaches_b)
+{
+    start_peer();
+    redisContext *a = client(), *b = peer_client();
+    redisContext *d = harness_must_direct(&h, "durable");
+    freeReplyObject(cmd(d, "DEL %s", U_STREAM));
+    long long end = now_ms() + 5000;
+    for (;;) { /* B caches u:fresh as absent */
+        long long hits = nc_counter(b, "u:", "hits");
+        expect_nil(cmd(b, "GET u:fresh"), "B: absent");
+        if (nc_counter(b, "u:", "hits") > hits) break;
+        ck_assert_msg(now_ms() < end, "B never served u:fresh from its cache");
+        sleep_ms(10);
+    }
+    expect_status(cmd(a, "SET u:fresh v1"), "OK", "the namespace's first write: it makes the stream");
+    read_until(b, "u:fresh", "v1", NULL, 2000);
+    wait_hit(b, "u:", "u:fresh");
+    expect_int(cmd(d, "DEL %s", U_STREAM), 1, "the stream deleted");
+    expect_status(cmd(a, "SET u:fresh v2"), "OK", "the first write after the stream was deleted");
+    read_until(b, "u:fresh", "v2", "v1", 2000);
+    freeReplyObject(cmd(a, "DEL u:fresh"));
+    redisFree(d);
+    redisFree(a);
+    redisFree(b);
+}
+END_TEST
+
+/* A near-cache read answers what the same read of a plain namespace answers while the primary
+ * refuses writes (min-replicas-to-write unmet), and is not held by CLIENT PAUSE WRITE: the fill
+ * script is a read (no-writes). */
+START_TEST(reads_answer_as_redis_when_the_primary_refuses_writes)
+{
+    redisContext *c = client(), *d = harness_must_direct(&h, "durable");
+    expect_status(cmd(d, "CONFIG SET min-replicas-to-write 1"), "OK", "no replica: writes refused");
+    expect_nil(cmd(c, "GET p:nr"), "a plain namespace's GET");
+    expect_nil(cmd(c, "GET u:nr"), "a near-cache GET (a fill) answers the same");
+    expect_int(cmd(c, "SISMEMBER u:nrs m"), 0, "SISMEMBER");
+    expect_array(cmd(c, "HGETALL u:nrh"), "HGETALL", 0);
+    expect_status(cmd(d, "CONFIG SET min-replicas-to-write 0"), "OK", "restored");
+    expect_status(cmd(d, "CLIENT PAUSE 3000 WRITE"), "OK", "writes paused, as a failover does");
+    long long t0 = now_ms();
+    expect_nil(cmd(c, "GET u:paused"), "a near-cache miss under CLIENT PAUSE WRITE");
+    long long took = now_ms() - t0;
+    expect_status(cmd(d, "CLIENT UNPAUSE"), "OK", "unpaused");
+    ck_assert_msg(took < 1000, "a near-cache miss was held %lld ms by CLIENT PAUSE WRITE", took);
+    redisFree(d);
+    redisFree(c);
+}
+END_TEST
+
+/* With threads 2, a write acknowledged by B is evicted in every worker of B before the ack: no
+ * other connection of B reads the old value after it (readers spread over both workers). */
+START_TEST(threads_2_no_connection_reads_the_old_value_after_the_ack)
+{
+    start_peer_with("threads 2\n");
+    redisContext *w = peer_client(), *r[4];
+    for (int i = 0; i < 4; i++) r[i] = peer_client();
+    expect_status(cmd(w, "SET u:t2 0"), "OK", "SET");
+    for (int i = 0; i < 4; i++) wait_hit(r[i], "u:", "u:t2");
+    int stale = 0, reads = 0;
+    char first[160] = "";
+    for (int n = 1; n <= 300; n++) {
+        char val[16];
+        snprintf(val, sizeof val, "%d", n);
+        expect_status(cmd(w, "SET u:t2 %s", val), "OK", "SET via B");
+        for (int i = 0; i < 4; i++) {
+            redisReply *x = cmd(r[i], "GET u:t2");
+            reads++;
+            if (x->type != REDIS_REPLY_STRING || strcmp(x->str, val) != 0) {
+                if (!stale++)
+                    snprintf(first, sizeof first, "write %s acknowledged, connection %d then read %s", val, i,
+                             describe(x));
+            }
+            freeReplyObject(x);
+        }
+    }
+    ck_assert_msg(stale == 0, "%d of %d reads after the ack returned an older value (first: %s)", stale, reads, first);
+    ck_assert_int_gt(nc_counter(r[0], "u:", "hits"), 0);
+    for (int i = 0; i < 4; i++) redisFree(r[i]);
+    redisFree(w);
+}
+END_TEST
+
+/* B frozen longer than its vouch (1 s) while A writes: the GET sent to it meanwhile is answered,
+ * on SIGCONT, with the new value: the vouch is judged when the reply is built (monotonic clock). */
+START_TEST(frozen_b_does_not_serve_what_it_cannot_vouch_for)
+{
+    start_peer();
+    redisContext *a = client(), *b = peer_client();
+    expect_status(cmd(a, "SET u:fz old"), "OK", "SET");
+    wait_hit(b, "u:", "u:fz");
+    ck_assert_int_eq(kill(h.peer_pid, SIGSTOP), 0);
+    expect_status(cmd(a, "SET u:fz new"), "OK", "SET via A while B is frozen");
+    sleep_ms(1500); /* the scenario: B stays frozen past its vouch */
+    ck_assert_int_eq(redisAppendCommand(b, "GET u:fz"), REDIS_OK);
+    int done = 0;
+    while (!done) ck_assert_int_eq(redisBufferWrite(b, &done), REDIS_OK); /* in B's socket before it wakes */
+    ck_assert_int_eq(kill(h.peer_pid, SIGCONT), 0);
+    expect_bulk(next_reply(b), "new", "B's answer to the GET sent while it was frozen");
+    freeReplyObject(cmd(a, "DEL u:fz"));
+    redisFree(a);
+    redisFree(b);
+}
+END_TEST
+
+/* The stream key turned into a string: a near-cache write still runs, and its client is told its
+ * invalidation failed (not +OK); B serves nothing of the instance from its cache until the key is
+ * repaired, then serves again. */
+START_TEST(failed_xadd_is_an_error_that_says_the_write_ran)
+{
+    start_peer();
+    redisContext *a = client(), *b = peer_client(), *d = harness_must_direct(&h, "durable");
+    expect_status(cmd(a, "SET u:x9 old"), "OK", "SET");
+    wait_hit(b, "u:", "u:x9");
+    freeReplyObject(cmd(d, "DEL %s", U_STREAM));
+    expect_status(cmd(d, "SET %s not-a-stream", U_STREAM), "OK", "the stream key broken");
+    expect_error(cmd(a, "SET u:x9 new"), "INVALIDATION the write ran", "the write's reply");
+    expect_bulk(cmd(d, "GET u:x9"), "new", "the write ran");
+    read_until(b, "u:x9", "new", "old", 2000);
+    long long hits = nc_counter(b, "u:", "hits");
+    for (int i = 0; i < 5; i++) expect_bulk(cmd(b, "GET u:x9"), "new", "B: forwarded");
+    ck_assert_int_eq(nc_counter(b, "u:", "hits"), hits); /* nothing served from the cache */
+    expect_int(cmd(d, "DEL %s", U_STREAM), 1, "repaired");
+    wait_hit(b, "u:", "u:x9");
+    expect_status(cmd(a, "SET u:x9 newer"), "OK", "a write after the repair");
+    read_until(b, "u:x9", "newer", "new", 2000);
+    freeReplyObject(cmd(a, "DEL u:x9"));
+    redisFree(d);
+    redisFree(a);
+    redisFree(b);
+}
+END_TEST
+
+/* INFO server's reloads: (every worker took the reload). */
+static long long info_reloads(redisContext *c)
+{
+    redisReply *r = cmd(c, "INFO server");
+    const char *at = r->type == REDIS_REPLY_STRING ? strstr(r->str, "\r\nreloads:") : NULL;
+    ck_assert_msg(at != NULL, "INFO server has no reloads: line: %s", describe(r));
+    long long n = atoll(at + strlen("\r\nreloads:"));
+    freeReplyObject(r);
+    return n;
+}
+
+/* A (the suite's keygate) only: its registry file rewritten, SIGHUP, every worker took it. */
+static void reload_a(redisContext *a, const char *text)
+{
+    FILE *f = fopen(h.registry_file, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    long long before = info_reloads(a), got = before;
+    ck_assert_int_eq(kill(h.keygate_pid, SIGHUP), 0);
+    for (long long end = now_ms() + 5000; got == before && now_ms() < end; got = info_reloads(a)) sleep_ms(20);
+    ck_assert_msg(got == before + 1, "A's reloads: %lld 5 s after SIGHUP, want %lld", got, before + 1);
+}
+
+/* Does B's log say `text` (count of lines)? */
+static int peer_log_lines(const char *text)
+{
+    FILE *f = fopen(h.peer_log_file, "r");
+    if (f == NULL) return -1;
+    char line[2048];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, text) != NULL) n++;
+    fclose(f);
+    return n;
+}
+
+/* Keygates with different registries: A alone reloaded with a prefix carved out of u: (with
+ * and without near-cache) still invalidates B's entries of u:; A reloaded with no near-cache on
+ * u: makes B stop serving u: (it would miss A's writes), and serve again once A announces it. */
+START_TEST(keygates_with_different_registries_do_not_go_stale)
+{
+    start_peer();
+    redisContext *a = client(), *b = peer_client();
+    expect_status(cmd(a, "SET u:sub:x old"), "OK", "SET");
+    wait_hit(b, "u:", "u:sub:x");
+    static char carved[2048], carved_nc[2048], uncached[2048];
+    snprintf(carved, sizeof carved, "%snamespace u:sub: instance=durable ttl=none owner=t\n", registry_text);
+    snprintf(carved_nc, sizeof carved_nc, "%snamespace u:sub: instance=durable ttl=none near-cache=10s owner=t\n",
+             registry_text);
+    reload_a(a, carved);
+    expect_status(cmd(a, "SET u:sub:x new"), "OK", "A's write under its carve-out (no near-cache)");
+    read_until(b, "u:sub:x", "new", "old", 2000);
+    wait_hit(b, "u:", "u:sub:x");
+    reload_a(a, carved_nc);
+    expect_status(cmd(a, "SET u:sub:x newer"), "OK", "A's write under its carve-out (near-cache)");
+    read_until(b, "u:sub:x", "newer", "new", 2000);
+    /* A stops near-caching u: altogether: its writes there carry no XADD; B must stop serving u: */
+    const char *from = strstr(registry_text, "namespace u:");
+    const char *eol = strchr(from, '\n');
+    snprintf(uncached, sizeof uncached, "%.*snamespace u:  instance=durable ttl=none owner=t%s",
+             (int)(from - registry_text), registry_text, eol);
+    int skew = peer_log_lines("does not announce writes to 'u:'");
+    reload_a(a, uncached);
+    long long end = now_ms() + 5000;
+    while (peer_log_lines("does not announce writes to 'u:'") <= skew) {
+        ck_assert_msg(now_ms() < end, "B did not see within 5 s that A no longer announces u:");
+        sleep_ms(20);
+    }
+    expect_status(cmd(a, "SET u:sub:x newest"), "OK", "A's write without an XADD");
+    expect_bulk(cmd(b, "GET u:sub:x"), "newest", "B, which no longer serves u: from its cache");
+    reload_a(a, registry_text);
+    wait_hit(b, "u:", "u:sub:x");
+    expect_bulk(cmd(b, "GET u:sub:x"), "newest", "B serving again");
+    freeReplyObject(cmd(a, "DEL u:sub:x"));
+    redisFree(a);
+    redisFree(b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("nearcache");
@@ -1001,5 +1225,11 @@ int main(void)
     harness_add_test(tc, fill_crossed_by_an_invalidation_is_not_cached);
     harness_add_test(tc, shutdown_is_not_held_by_a_frozen_stream);
     harness_add_test(tc, memory_is_bounded);
+    harness_add_test(tc, first_invalidation_of_a_new_or_deleted_stream_reaches_b);
+    harness_add_test(tc, reads_answer_as_redis_when_the_primary_refuses_writes);
+    harness_add_test(tc, threads_2_no_connection_reads_the_old_value_after_the_ack);
+    harness_add_test(tc, frozen_b_does_not_serve_what_it_cannot_vouch_for);
+    harness_add_test(tc, failed_xadd_is_an_error_that_says_the_write_ran);
+    harness_add_test(tc, keygates_with_different_registries_do_not_go_stale);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -1083,26 +1083,26 @@ START_TEST(near_cache_writes_carry_their_xadd)
     static const struct {
         const char *line, *want;
     } cases[] = {
-        {"SET u:1 v", "1>kg:nc:{u:}:stream; wrap"},
+        {"SET u:1 v", "1>kg:nc:{kg:}:stream; wrap"},
         {"GET u:1", ""},
         {"HGETALL u:1", ""},
         {"SET plain:1 v", ""},
-        {"SET t:1 v", "1>kg:nc:{t:}:stream; wrap"}, /* SET ... EX 3600 in MULTI with its XADD */
-        {"HSET t:1 f v", "1>kg:nc:{t:}:stream; wrap"},
-        {"DEL u:1", "1>kg:nc:{u:}:stream; wrap"},
-        {"UNLINK u:1 plain:2 u:3", "1>kg:nc:{u:}:stream;3>kg:nc:{u:}:stream; wrap"},
-        {"EXPIRE u:1 10", "1>kg:nc:{u:}:stream; wrap"},
-        {"PERSIST u:1", "1>kg:nc:{u:}:stream; wrap"},
-        {"RENAME u:a u:b", "1>kg:nc:{u:}:stream;2>kg:nc:{u:}:stream; wrap"},
-        {"RENAME plain:a u:b", "2>kg:nc:{u:}:stream; wrap"},
-        {"COPY plain:a u:b", "2>kg:nc:{u:}:stream; wrap"},
-        {"SUNIONSTORE u:d plain:a t:b", "1>kg:nc:{u:}:stream;3>kg:nc:{t:}:stream; wrap"},
-        {"SORT plain:a STORE u:d", "3>kg:nc:{u:}:stream; wrap"},
-        {"EVAL x 2 u:a plain:b", "3>kg:nc:{u:}:stream; wrap"},
-        {"EVALSHA x 1 u:a", "3>kg:nc:{u:}:stream; wrap"},
-        {"FCALL f 1 u:a", "3>kg:nc:{u:}:stream; wrap"},
+        {"SET t:1 v", "1>kg:nc:{kg:}:stream; wrap"}, /* SET ... EX 3600 in MULTI with its XADD */
+        {"HSET t:1 f v", "1>kg:nc:{kg:}:stream; wrap"},
+        {"DEL u:1", "1>kg:nc:{kg:}:stream; wrap"},
+        {"UNLINK u:1 plain:2 u:3", "1>kg:nc:{kg:}:stream;3>kg:nc:{kg:}:stream; wrap"},
+        {"EXPIRE u:1 10", "1>kg:nc:{kg:}:stream; wrap"},
+        {"PERSIST u:1", "1>kg:nc:{kg:}:stream; wrap"},
+        {"RENAME u:a u:b", "1>kg:nc:{kg:}:stream;2>kg:nc:{kg:}:stream; wrap"},
+        {"RENAME plain:a u:b", "2>kg:nc:{kg:}:stream; wrap"},
+        {"COPY plain:a u:b", "2>kg:nc:{kg:}:stream; wrap"},
+        {"SUNIONSTORE u:d plain:a t:b", "1>kg:nc:{kg:}:stream;3>kg:nc:{kg:}:stream; wrap"},
+        {"SORT plain:a STORE u:d", "3>kg:nc:{kg:}:stream; wrap"},
+        {"EVAL x 2 u:a plain:b", "3>kg:nc:{kg:}:stream; wrap"},
+        {"EVALSHA x 1 u:a", "3>kg:nc:{kg:}:stream; wrap"},
+        {"FCALL f 1 u:a", "3>kg:nc:{kg:}:stream; wrap"},
         {"EVAL_RO x 1 u:a", ""},
-        {"SADD uc:s m", "1>kc:nc:{uc:}:stream; wrap"},
+        {"SADD uc:s m", "1>kc:nc:{kc:}:stream; wrap"},
     };
     struct user_conf all = {.name = "ops", .all_owners = 1, .scripts = 1};
     struct session s = {.authenticated = 1, .user = &all, .multi_instance = -1, .watch_instance = -1};
@@ -1121,7 +1121,7 @@ START_TEST(near_cache_writes_carry_their_xadd)
     /* a split DEL: each instance's part carries the XADDs of its own keys */
     decide("DEL u:1 uc:2 plain:3", &p);
     ck_assert_int_eq(p.merge, MERGE_SUM);
-    ck_assert_str_eq(invals_of(&p), "1>kg:nc:{u:}:stream;2>kc:nc:{uc:}:stream; wrap");
+    ck_assert_str_eq(invals_of(&p), "1>kg:nc:{kg:}:stream;2>kc:nc:{kc:}:stream; wrap");
     plan_release(&p);
 }
 END_TEST
@@ -1138,12 +1138,12 @@ START_TEST(near_cache_xadd_in_transactions_pins_and_blocking)
     /* a WATCH pin on the instance: keygate's MULTI would clear the watch; the XADD follows unwrapped */
     struct session w = {.authenticated = 1, .multi_instance = -1, .watch_instance = 0};
     decide_as(&w, "SET u:1 v", &p);
-    ck_assert_str_eq(invals_of(&p), "1>kg:nc:{u:}:stream;");
+    ck_assert_str_eq(invals_of(&p), "1>kg:nc:{kg:}:stream;");
     plan_release(&p);
     /* a blocking write never goes in MULTI (it would not block): the XADDs follow it on its pin */
     decide("BLMOVE u:a u:b LEFT LEFT 0", &p);
     ck_assert_int_eq(p.flow, FLOW_BLOCK);
-    ck_assert_str_eq(invals_of(&p), "1>kg:nc:{u:}:stream;2>kg:nc:{u:}:stream;");
+    ck_assert_str_eq(invals_of(&p), "1>kg:nc:{kg:}:stream;2>kg:nc:{kg:}:stream;");
     plan_release(&p);
     /* many keys: past the inline array */
     decide("DEL u:1 u:2 u:3 u:4 u:5 u:6 u:7 u:8 u:9", &p);

@@ -389,10 +389,11 @@ START_TEST(valid_forms)
     ck_assert_int_eq(e->ttl_ms, 90000);
     e = registry_lookup(r, NS_KEY, "u:1", 3);
     ck_assert_int_eq(e->near_cache_ms, 60000);
-    ck_assert_str_eq(e->nc_stream, "kg:nc:{u:}:stream"); /* in the keygate-owned namespace, hash-tagged */
-    ck_assert_uint_eq(e->nc_stream_len, strlen("kg:nc:{u:}:stream"));
-    ck_assert_str_eq(e->nc_markers, "kg:nc:{u:}:markers");
-    ck_assert_uint_eq(e->nc_markers_len, strlen("kg:nc:{u:}:markers"));
+    ck_assert_str_eq(e->nc_stream,
+                     "kg:nc:{kg:}:stream"); /* the instance's stream, in the keygate-owned namespace, hash-tagged */
+    ck_assert_uint_eq(e->nc_stream_len, strlen("kg:nc:{kg:}:stream"));
+    ck_assert_str_eq(e->nc_markers, "kg:nc:{kg:}:markers");
+    ck_assert_uint_eq(e->nc_markers_len, strlen("kg:nc:{kg:}:markers"));
     ck_assert_str_eq(e->purpose, "");
     e = registry_lookup(r, NS_CHANNEL, "push:x", 6);
     ck_assert_int_eq(e->kind, NS_CHANNEL);

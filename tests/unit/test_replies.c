@@ -247,6 +247,36 @@ static void filter_refuses(const char *reply, size_t len, size_t nkeep, int line
     bytebuf_free(&out);
 }
 
+/* replies_exec_xadd_failed: a near-cache write's XADD elements, by marker or as the tail */
+START_TEST(test_exec_xadd_failed)
+{
+    const char *err;
+    size_t n;
+    static const uint8_t keep[] = {REPLIES_KEEP_CLIENT, REPLIES_KEEP_INJECTED, REPLIES_KEEP_XADD};
+    /* keygate's MULTI: SET, PEXPIRE, XADD; the XADD an error */
+    ck_assert_int_eq(replies_exec_xadd_failed(LIT("*3\r\n+OK\r\n:1\r\n-WRONGTYPE Operation against a key\r\n"), NULL, 0,
+                                              1, &err, &n),
+                     1);
+    ck_assert_int_eq((int)n, (int)strlen("WRONGTYPE Operation against a key"));
+    ck_assert(memcmp(err, "WRONGTYPE", 9) == 0);
+    /* the client's own error is not an XADD's */
+    ck_assert_int_eq(replies_exec_xadd_failed(LIT("*3\r\n-ERR no\r\n:1\r\n$3\r\n1-1\r\n"), NULL, 0, 1, &err, &n), 0);
+    ck_assert_int_eq(replies_exec_xadd_failed(LIT("*3\r\n-ERR no\r\n:1\r\n$3\r\n1-1\r\n"), keep, 3, 0, &err, &n), 0);
+    ck_assert_int_eq(replies_exec_xadd_failed(LIT("*3\r\n+OK\r\n-ERR x\r\n$3\r\n1-1\r\n"), keep, 3, 0, &err, &n), 0);
+    ck_assert_int_eq(replies_exec_xadd_failed(LIT("*3\r\n+OK\r\n:1\r\n-ERR bad\r\n"), keep, 3, 0, &err, &n), 1);
+    ck_assert_int_eq((int)n, 7);
+    /* RESP3's blob error */
+    ck_assert_int_eq(replies_exec_xadd_failed(LIT("*2\r\n+OK\r\n!7\r\nERR bad\r\n"), NULL, 0, 1, &err, &n), 1);
+    ck_assert_int_eq((int)n, 7);
+    ck_assert(memcmp(err, "ERR bad", 7) == 0);
+    /* not an array (EXECABORT, nil after WATCH), or fewer elements than XADDs: nothing to say */
+    ck_assert_int_eq(replies_exec_xadd_failed(LIT("-EXECABORT x\r\n"), NULL, 0, 1, &err, &n), 0);
+    ck_assert_int_eq(replies_exec_xadd_failed(LIT("*-1\r\n"), NULL, 0, 1, &err, &n), 0);
+    ck_assert_int_eq(replies_exec_xadd_failed(LIT("*1\r\n-ERR x\r\n"), NULL, 0, 2, &err, &n), 0);
+    ck_assert_int_eq(replies_exec_xadd_failed(LIT("*2\r\n+OK\r\n-ERR x\r\n"), keep, 3, 0, &err, &n), 0);
+}
+END_TEST
+
 START_TEST(test_exec_filter_refuses)
 {
     /* count mismatch, both ways */
@@ -590,6 +620,7 @@ static Suite *replies_suite(void)
     tcase_add_test(pk, test_exec_pick_execabort);
     tcase_add_test(pk, test_exec_pick_truncated_first_element);
     tcase_add_test(flt, test_exec_filter_keeps_flagged);
+    tcase_add_test(flt, test_exec_xadd_failed);
     tcase_add_test(flt, test_exec_filter_all_and_none);
     tcase_add_test(flt, test_exec_filter_nested_and_crlf_payloads);
     tcase_add_test(flt, test_exec_filter_appends);
