@@ -2,6 +2,7 @@
 #include "nccore.h"
 
 #include <assert.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,11 +17,19 @@ static uint64_t nc_hash(uint32_t ns, const char *key, size_t len)
     return h ^ (h >> 29);
 }
 
+/* What a block of malloc's takes from the process: its usable size (rounding included) and the
+ * chunk header in front of it. */
+static size_t block_bytes(void *p)
+{
+    return malloc_usable_size(p) + sizeof(size_t);
+}
+
 void nccore_init(struct nc_cache *c, size_t max_bytes, size_t nns)
 {
     memset(c, 0, sizeof(*c));
     c->nbuckets = NC_MIN_BUCKETS;
     c->buckets = xcalloc(c->nbuckets, sizeof(*c->buckets));
+    c->table_bytes = block_bytes(c->buckets); /* counted against the bound like the entries */
     c->max_bytes = max_bytes;
     c->nns = nns;
     c->ns = xcalloc(nns ? nns : 1, sizeof(*c->ns));
@@ -42,7 +51,7 @@ void nccore_free(struct nc_cache *c)
 
 size_t nccore_entry_bytes(size_t key_len, size_t val_len)
 {
-    return sizeof(struct nc_entry) + key_len + val_len + 16; /* + malloc's own overhead, roughly */
+    return sizeof(struct nc_entry) + key_len + val_len + sizeof(size_t); /* + malloc's chunk header */
 }
 
 static void lru_unlink(struct nc_cache *c, struct nc_entry *e)
@@ -114,6 +123,7 @@ static void grow(struct nc_cache *c)
     free(c->buckets);
     c->buckets = b;
     c->nbuckets = n;
+    c->table_bytes = block_bytes(b);
 }
 
 struct nc_entry *nccore_peek(struct nc_cache *c, uint32_t ns, const char *key, size_t len, int64_t now_ms)
@@ -168,9 +178,14 @@ enum nc_store_result nccore_store(struct nc_cache *c, const struct nc_ticket *t,
         type = big_type, nelem = 0, val_len = 0;
         result = NC_TOO_BIG;
     }
-    size_t bytes = nccore_entry_bytes(key_len, val_len);
-    while (c->bytes + bytes > c->max_bytes && c->lru_tail) evict(c, c->lru_tail, NC_EVICT_LRU);
     struct nc_entry *e = xmalloc(sizeof(*e) + key_len + val_len);
+    size_t bytes = block_bytes(e);
+    /* the table doubles past one entry a bucket: its next size is made room for too */
+    size_t table = c->count + 1 > c->nbuckets ? 2 * c->nbuckets * sizeof(*c->buckets) + sizeof(size_t) : 0;
+    while (c->bytes + c->table_bytes + table + bytes > c->max_bytes && c->lru_tail) {
+        evict(c, c->lru_tail, NC_EVICT_LRU);
+        table = c->count + 1 > c->nbuckets ? table : 0;
+    }
     e->hash = nc_hash(t->ns, key, key_len);
     e->expires_ms = expires_ms;
     e->ns = t->ns;

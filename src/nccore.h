@@ -62,7 +62,8 @@ struct nc_cache {
     struct nc_entry **buckets;
     size_t nbuckets, count;
     struct nc_entry *lru_head, *lru_tail;
-    size_t bytes, max_bytes;
+    size_t bytes, max_bytes; /* entries' bytes (malloc's blocks, headers included); bytes + table_bytes <= max_bytes */
+    size_t table_bytes;      /* the bucket array's block */
     struct nc_ns *ns;
     size_t nns;
 };
@@ -82,7 +83,8 @@ void nccore_init(struct nc_cache *c, size_t max_bytes, size_t nns);
 /* Free every entry and the tables. */
 void nccore_free(struct nc_cache *c);
 
-/* The bytes an entry of key_len + val_len counts (header included). */
+/* The bytes an entry of key_len + val_len counts at least (its header and malloc's chunk header;
+ * nccore_store counts malloc's usable size, rounding included). */
 size_t nccore_entry_bytes(size_t key_len, size_t val_len);
 
 /* The largest value nccore_store takes: a sixteenth of the bound (issue 20). */

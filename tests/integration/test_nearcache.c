@@ -961,6 +961,54 @@ START_TEST(memory_is_bounded)
 }
 END_TEST
 
+/* Every byte the cache holds is counted against near-cache-memory: 200,000 absent keys (small
+ * entries, where malloc's rounding and the bucket array weigh most) grow RSS by no more than the
+ * bound and 1 MiB (it grew 19.0 MiB before malloc's block sizes and the bucket array counted). */
+START_TEST(memory_bound_counts_every_byte)
+{
+    static char extra[512];
+    char hash[65];
+    harness_sha256_hex(ROOT_PW, hash);
+    snprintf(extra, sizeof extra, "user root sha256=%s owners=* access=rw scripts=yes\nnear-cache-memory 16mb\n", hash);
+    struct harness_opts o = {.registry_text = registry_text, .extra_config = extra};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart: %s", h.error);
+    redisContext *c = client();
+    expect_status(cmd(c, "SET uc:abs:probe x"), "OK", "SET");
+    long long end = now_ms() + 5000;
+    for (;;) { /* uc:'s reader caught up */
+        long long hits = nc_counter(c, "uc:", "hits");
+        freeReplyObject(cmd(c, "GET uc:abs:probe"));
+        if (nc_counter(c, "uc:", "hits") > hits) break;
+        ck_assert_msg(now_ms() < end, "uc: never serves");
+        sleep_ms(10);
+    }
+    for (int i = 0; i < 2000; i++) redisAppendCommand(c, "GET uc:warm:%d", i); /* buffers at their size */
+    for (int i = 0; i < 2000; i++) freeReplyObject(next_reply(c));
+    long long rss0 = rss_kib(h.keygate_pid);
+    enum { TOTAL = 200000, BATCH = 10000 };
+    for (int base = 0; base < TOTAL; base += BATCH) {
+        for (int i = base; i < base + BATCH; i++) redisAppendCommand(c, "GET uc:abs:%d", i);
+        for (int i = base; i < base + BATCH; i++) {
+            redisReply *r = next_reply(c);
+            ck_assert_msg(r->type == REDIS_REPLY_NIL, "GET uc:abs:%d: %s", i, describe(r));
+            freeReplyObject(r);
+        }
+    }
+    long long rss1 = rss_kib(h.keygate_pid), bytes = nc_counter(c, "uc:", "bytes"),
+              entries = nc_counter(c, "uc:", "entries");
+    fprintf(stderr,
+            "near cache: 200,000 absent keys through near-cache-memory 16mb: RSS %lld -> %lld KiB (+%lld KiB), "
+            "%lld bytes counted in %lld entries\n",
+            rss0, rss1, rss1 - rss0, bytes, entries);
+    ck_assert_int_le(bytes, 16LL * 1024 * 1024);
+    ck_assert_msg(!RSS_CHECKED || rss1 - rss0 <= 17 * 1024,
+                  "RSS grew by %lld KiB for a 16 MiB near cache of absent keys (%lld entries counted as %lld bytes)",
+                  rss1 - rss0, entries, bytes);
+    expect_int(cmd(c, "DEL uc:abs:probe"), 1, "clean-up");
+    redisFree(c);
+}
+END_TEST
+
 /* A stream reader waiting on a frozen backend does not hold keygate's exit: SIGTERM cuts its
  * blocking read short (it waited out syncconn's 10 s I/O timeout before). */
 START_TEST(shutdown_is_not_held_by_a_frozen_stream)
@@ -1225,6 +1273,7 @@ int main(void)
     harness_add_test(tc, fill_crossed_by_an_invalidation_is_not_cached);
     harness_add_test(tc, shutdown_is_not_held_by_a_frozen_stream);
     harness_add_test(tc, memory_is_bounded);
+    harness_add_test(tc, memory_bound_counts_every_byte);
     harness_add_test(tc, first_invalidation_of_a_new_or_deleted_stream_reaches_b);
     harness_add_test(tc, reads_answer_as_redis_when_the_primary_refuses_writes);
     harness_add_test(tc, threads_2_no_connection_reads_the_old_value_after_the_ack);

@@ -43,11 +43,16 @@ END_TEST
 
 START_TEST(core_lru_by_bytes_and_large_values)
 {
-    size_t one = nccore_entry_bytes(4, 1000);
-    struct nc_cache c;
-    nccore_init(&c, 20 * one, 1);
     char val[2000];
     memset(val, 'x', sizeof val);
+    struct nc_cache c;
+    nccore_init(&c, SIZE_MAX / 2, 1); /* one entry's bytes as counted (malloc's block, rounding included) */
+    struct nc_ticket t0 = nccore_ticket(&c, 0);
+    ck_assert_int_eq(nccore_store(&c, &t0, "k000", 4, NC_T_STRING, 0, val, 1000, NOW + 1000, NC_T_BIG), NC_STORED);
+    size_t one = c.bytes, table = c.table_bytes;
+    ck_assert_uint_ge(one, nccore_entry_bytes(4, 1000));
+    nccore_free(&c);
+    nccore_init(&c, table + 20 * one, 1); /* the bucket array counts against the bound too */
     char key[8];
     for (int i = 0; i < 20; i++) {
         snprintf(key, sizeof key, "k%03d", i);
