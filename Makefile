@@ -40,7 +40,7 @@ HA_HARNESS := tests/ha/sentinel_harness.c
 # the last error), the servers' files, connections and replies (serverkit), and the checked client load
 COMMON := tests/common/procs.c tests/common/serverkit.c tests/common/load.c
 
-.PHONY: all deps certs run test unit integration clients check-conf clean format install fuzz fuzz-quick \
+.PHONY: all deps certs run test unit integration clients check-conf check-doc-examples clean format install fuzz fuzz-quick \
         check format-check cppcheck check-layout check-layout-test check-ops deb deb-check test-cluster test-ha
 
 all: $(BUILD)/keygate
@@ -153,6 +153,11 @@ clients: $(BUILD)/keygate
 check-conf: $(BUILD)/keygate
 	$(BUILD)/keygate --check -c conf/keygate.conf
 
+# The shell examples of README.md and docs/tutorial.md (```console blocks), run against make run's setup started
+# afresh in a temporary folder under build/, each output compared (docs/testing.md, "The doc examples").
+check-doc-examples: $(BUILD)/keygate
+	@./scripts/check-doc-examples --keygate $(BUILD)/keygate README.md docs/tutorial.md
+
 # The README's test command: installs what is missing, builds, runs every suite.
 # The builds use both cores (BUILD_JOBS); the suites run as their targets say.
 BUILD_JOBS ?= 2
@@ -162,6 +167,7 @@ test:
 	@$(MAKE) --no-print-directory check-layout
 	@./scripts/gen-certs build/certs >/dev/null
 	@$(MAKE) --no-print-directory check-conf
+	@$(MAKE) --no-print-directory check-doc-examples
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory check-ops
 	@$(MAKE) --no-print-directory integration
@@ -268,9 +274,9 @@ cppcheck:
 	@cppcheck $(CPPCHECK_FLAGS) $(CPPCHECK_SRCS) && echo "cppcheck: $(words $(CPPCHECK_SRCS)) files clean"
 
 # The module layers of src/LAYERS: every include and every call (read from the objects) goes down,
-# and README.md's copy of the table is the one src/LAYERS makes (scripts/check-layout --markdown).
+# and docs/architecture.md's copy of the table is the one src/LAYERS makes (scripts/check-layout --markdown).
 check-layout: $(OBJS)
-	@./scripts/check-layout --objects $(BUILD)/obj --readme README.md
+	@./scripts/check-layout --objects $(BUILD)/obj --readme docs/architecture.md
 
 check-layout-test:
 	@./scripts/test-check-layout
