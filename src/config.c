@@ -703,9 +703,10 @@ static void config_enforce_apply(struct cfg_ctx *ctx)
     registry_set_enforce(c->registry, c->enforce == ENFORCE_REPORT ? ENFORCE_REPORT : ENFORCE_ON);
 }
 
-/* The near cache on a cluster or sentinel instance is not supported (its stream reader, fills and invalidation
- * XADDs assume one server): a near-cache= line whose instance is a cluster is an error at that line
- * of the registry (config_load and every reload run it, so a SIGHUP cannot bring one in). */
+/* The near cache on a cluster instance is not supported (a write and its XADD go in one MULTI, so
+ * in one slot, and the stream is one key): a near-cache= line whose instance is a cluster is an
+ * error at that line of the registry (config_load and every reload run it, so a SIGHUP cannot
+ * bring one in). A Sentinel instance is one primary at a time: its stream reader follows it. */
 static void config_near_cache_cluster_check(struct config *c, struct diag *errs)
 {
     if (!c->registry) return;
@@ -713,14 +714,13 @@ static void config_near_cache_cluster_check(struct config *c, struct diag *errs)
         const struct namespace_entry *e = registry_entry(c->registry, i);
         if (!e || e->near_cache_ms <= 0 || e->instance < 0 || (size_t)e->instance >= c->ninstances) continue;
         const struct instance_conf *ic = &c->instances[e->instance];
-        if (!ic->cluster && !ic->sentinel) continue;
+        if (!ic->cluster) continue;
         char d[32];
         duration_format(e->near_cache_ms, d, sizeof(d));
-        const char *kind = ic->cluster ? "a Redis Cluster" : "Sentinel-managed";
         diag_add(errs, c->registry->path, e->line,
-                 "namespace '%s' has near-cache=%s, but instance '%s' is %s (%s:%d): the near cache is "
-                 "not supported on a %s instance",
-                 e->prefix, d, ic->name, kind, c->path, ic->line, ic->cluster ? "cluster" : "sentinel");
+                 "namespace '%s' has near-cache=%s, but instance '%s' is a Redis Cluster (%s:%d): the near "
+                 "cache is not supported on a cluster instance",
+                 e->prefix, d, ic->name, c->path, ic->line);
     }
 }
 

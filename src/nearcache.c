@@ -18,6 +18,7 @@
 #include "cmdclass.h"
 #include "nccore.h"
 #include "ncpolicy.h"
+#include "sentinelwatch.h"
 #include "syncconn.h"
 
 /* ---- the process: namespaces followed, per-worker state, readers ---- */
@@ -47,6 +48,11 @@ struct nc_stream {
      * that recent, however slow the link); 0 when the connection is lost. The worker judges it
      * when it builds the reply, so a frozen process or a stalled link stops serving. */
     int64_t vouched_until_ms;
+    /* a Sentinel instance: the watcher's generation the reader vouches under (atomic): a hit is
+     * served only while the watcher still says what it said then (the same confirmed primary),
+     * so a failover stops every hit at once, before the reader notices */
+    int sentinel;
+    uint64_t watch_gen;
 };
 
 /* How long one caught-up read vouches for an instance's entries (monotonic ms from its send):
@@ -286,6 +292,9 @@ static int nc_vouched(struct nc_worker *nw, int slot)
     const struct nc_stream *st = &nw->nc->streams[nw->nc->slots[slot].stream];
     /* the vouch first (acquire): the messages posted before it are then seen pending below */
     int64_t until = __atomic_load_n(&st->vouched_until_ms, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(st->sentinel, 0) &&
+        sentinelwatch_generation(st->instance) != __atomic_load_n(&st->watch_gen, __ATOMIC_ACQUIRE))
+        return 0;
     if (__atomic_load_n(&nw->signaled, __ATOMIC_ACQUIRE)) nc_inbox_drain(nw);
     return clock_mono_ms() < until;
 }
@@ -1059,6 +1068,89 @@ static void nc_serve(struct nearcache *nc, const size_t *idx, size_t n, int *ser
     nc_post(nc, m, k);
 }
 
+/* The primary a Sentinel instance's reader reads from. */
+struct nc_primary {
+    struct slotmap_node node; /* host "" before the first */
+    char replid[48];          /* INFO replication's master_replid there */
+    uint64_t gen;             /* the watcher's generation when it was confirmed */
+};
+
+/* master_replid of INFO replication's text ("" when absent). */
+static void nc_replid(const redisReply *r, char *out, size_t len)
+{
+    out[0] = '\0';
+    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "master_replid:") : NULL;
+    if (!p) return;
+    p += strlen("master_replid:");
+    size_t n = strcspn(p, "\r\n");
+    snprintf(out, len, "%.*s", (int)(n < len ? n : len - 1), p);
+}
+
+/*
+ * A connection to a Sentinel instance's confirmed primary (the watcher's), or NULL: err empty
+ * when there is none confirmed yet, else why the connection failed. A primary other than the
+ * last one read from (another address, or another replication id at the same address: a node
+ * that was demoted, or restarted without its data) resets the reader: the new primary may lack
+ * writes the cache saw, so its first read flushes the instance's namespaces and starts from the
+ * new primary's stream.
+ */
+static struct syncconn *nc_open_primary(struct nearcache *nc, struct nc_reader *rd, struct nc_primary *last, char *err,
+                                        size_t errlen)
+{
+    struct nc_stream *st = &nc->streams[rd->stream];
+    struct sentinelwatch_state ws;
+    err[0] = '\0';
+    if (sentinelwatch_get(st->instance, &ws) != 0 || !ws.confirmed || !ws.primary.host[0]) return NULL;
+    struct syncconn *conn =
+        syncconn_open_node(&rd->conf, ws.primary.host, ws.primary.port, 2000, nc->halt, err, errlen);
+    if (!conn) return NULL;
+    const char *info[] = {"INFO", "replication"};
+    redisReply *r = nc_command(conn, 2, info);
+    if (!r) {
+        snprintf(err, errlen, "%s", syncconn_error(conn));
+        syncconn_close(conn);
+        return NULL;
+    }
+    char replid[48];
+    nc_replid(r, replid, sizeof(replid));
+    int master = r->type == REDIS_REPLY_STRING && strstr(r->str, "role:master") != NULL;
+    freeReplyObject(r);
+    if (!master) { /* the watcher will see it too: not a primary to read from */
+        snprintf(err, errlen, "%.200s:%d is not a primary", ws.primary.host, ws.primary.port);
+        syncconn_close(conn);
+        return NULL;
+    }
+    int moved =
+        last->node.host[0] && (last->node.port != ws.primary.port || strcmp(last->node.host, ws.primary.host) != 0 ||
+                               strcmp(last->replid, replid) != 0);
+    if (moved) {
+        log_event(LOG_WARN, "near_cache_primary", NULL,
+                  "near cache: instance '%s' has a new primary %s:%d (was %s:%d): its namespaces are flushed and "
+                  "read from the new primary's stream",
+                  rd->conf.name, ws.primary.host, ws.primary.port, last->node.host, last->node.port);
+        st->has_read = 0; /* the first read resets */
+    }
+    last->node = ws.primary;
+    snprintf(last->replid, sizeof(last->replid), "%s", replid);
+    last->gen = ws.generation;
+    __atomic_store_n(&st->watch_gen, ws.generation, __ATOMIC_RELEASE);
+    return conn;
+}
+
+/* 1 when the watcher no longer says what it said when the reader connected to `p`: another
+ * primary, or none confirmed (a failover under way). The same primary confirmed again under a
+ * newer generation is adopted (a false alarm: +odown, then -odown). */
+static int nc_primary_moved(struct nc_stream *st, struct nc_primary *p)
+{
+    struct sentinelwatch_state ws;
+    if (sentinelwatch_get(st->instance, &ws) != 0) return 1;
+    if (ws.generation == p->gen) return 0;
+    if (!ws.confirmed || ws.primary.port != p->node.port || strcmp(ws.primary.host, p->node.host) != 0) return 1;
+    p->gen = ws.generation;
+    __atomic_store_n(&st->watch_gen, ws.generation, __ATOMIC_RELEASE);
+    return 0;
+}
+
 static void *nc_reader_main(void *arg)
 {
     struct nc_reader *rd = arg;
@@ -1070,11 +1162,18 @@ static void *nc_reader_main(void *arg)
     int serving[NC_READER_MAX] = {0}, covered[NC_READER_MAX], was_covered[NC_READER_MAX];
     for (size_t k = 0; k < n; k++) covered[k] = was_covered[k] = 1;
     struct syncconn *conn = NULL;
+    struct nc_primary primary = {0}; /* a Sentinel instance's: the node and replication id read from */
     int64_t backoff = 100, next_marker = 0, next_trim = clock_mono_ms() + nc->trim_interval_ms;
     while (!nc_stopping(nc)) {
         if (!conn) {
             char err[256];
-            conn = syncconn_open_stoppable(&rd->conf, 2000, nc->halt, err, sizeof(err));
+            conn = st->sentinel ? nc_open_primary(nc, rd, &primary, err, sizeof(err))
+                                : syncconn_open_stoppable(&rd->conf, 2000, nc->halt, err, sizeof(err));
+            if (!conn && st->sentinel && !err[0]) { /* no confirmed primary yet: nothing is served */
+                nc_down(nc, st, idx, n, serving);
+                if (nc_sleep(nc, 100)) break;
+                continue;
+            }
             if (!conn) {
                 if (nc_stopping(nc)) break;
                 log_event(LOG_WARN, "near_cache_reader", NULL, "near cache: stream reader for '%s' cannot connect: %s",
@@ -1102,6 +1201,8 @@ static void *nc_reader_main(void *arg)
         if (more) continue;
         if (!vouch) { /* the stream key holds another type: nothing is served, a gap each time */
             nc_down(nc, st, idx, n, serving);
+        } else if (st->sentinel && nc_primary_moved(st, &primary)) {
+            goto lost; /* a failover: nothing more is vouched for from this node */
         } else {
             /* a slot covered again is flushed before it serves: writes not announced meanwhile */
             int flush_any = 0;
@@ -1280,6 +1381,7 @@ struct nearcache *nearcache_start(const struct config *cfg, struct proxy *p)
         rd->nc = nc;
         rd->stream = k;
         config_instance_copy(&rd->conf, &cfg->instances[nc->streams[k].instance]);
+        nc->streams[k].sentinel = rd->conf.sentinel;
     }
     for (int k = 0; k < nc->nreaders; k++) { /* every reader's conf is set: nc_reader_slots names them */
         struct nc_reader *rd = &nc->readers[k];
@@ -1383,13 +1485,14 @@ void nearcache_info(const struct proxy *p, struct bytebuf *out)
         struct nc_ns t = nc_sum(nc, s, &lag);
         nc_addf(out,
                 "nc_%s:hits=%llu,misses=%llu,fills=%llu,raced=%llu,entries=%llu,bytes=%llu,evicted_write=%llu,"
-                "evicted_stream=%llu,evicted_ttl=%llu,evicted_lru=%llu,evicted_gap=%llu,invalidations=%llu\r\n",
+                "evicted_stream=%llu,evicted_ttl=%llu,evicted_lru=%llu,evicted_gap=%llu,evicted_reset=%llu,"
+                "invalidations=%llu\r\n",
                 nc->slots[s].prefix, (unsigned long long)t.hits, (unsigned long long)t.misses,
                 (unsigned long long)t.fills, (unsigned long long)t.raced, (unsigned long long)t.entries,
                 (unsigned long long)t.bytes, (unsigned long long)t.evictions[NC_EVICT_WRITE],
                 (unsigned long long)t.evictions[NC_EVICT_STREAM], (unsigned long long)t.evictions[NC_EVICT_TTL],
                 (unsigned long long)t.evictions[NC_EVICT_LRU], (unsigned long long)t.evictions[NC_EVICT_GAP],
-                (unsigned long long)lag.lag_count);
+                (unsigned long long)t.evictions[NC_EVICT_RESET], (unsigned long long)lag.lag_count);
     }
 }
 

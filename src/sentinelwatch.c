@@ -1,6 +1,7 @@
 /* sentinelwatch.c: background threads per sentinel instance that find its primary through the sentinels, confirm it with ROLE and follow their failover events; the workers read what they found. */
 #include "sentinelwatch.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -58,6 +59,15 @@ static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sentinelwatch_state states[CONFIG_MAX_INSTANCES];
 static struct watch *watch_of[CONFIG_MAX_INSTANCES]; /* the running watch of an instance */
 
+/* states[i].generation, readable without state_lock (sentinelwatch_generation) */
+static uint64_t generations[CONFIG_MAX_INSTANCES];
+
+uint64_t sentinelwatch_generation(int instance)
+{
+    assert(instance >= 0 && instance < CONFIG_MAX_INSTANCES);
+    return __atomic_load_n(&generations[instance], __ATOMIC_ACQUIRE);
+}
+
 int sentinelwatch_get(int instance, struct sentinelwatch_state *out)
 {
     if (instance < 0 || instance >= CONFIG_MAX_INSTANCES) return -1;
@@ -103,6 +113,7 @@ static void publish(struct watch *wt, const struct slotmap_node *p, int confirme
     if (moved || st->confirmed != confirmed) {
         st->confirmed = confirmed;
         st->generation++;
+        __atomic_store_n(&generations[wt->instance], st->generation, __ATOMIC_RELEASE);
     }
     struct slotmap_node now = st->primary;
     pthread_mutex_unlock(&state_lock);

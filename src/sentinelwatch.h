@@ -47,6 +47,10 @@ void sentinelwatch_stop(struct sentinelwatch *sw);
 /* The state of sentinel instance `instance` (any thread). 0, or -1 when it has no watcher. */
 int sentinelwatch_get(int instance, struct sentinelwatch_state *out);
 
+/* The generation of `instance`'s state (sentinelwatch_state.generation) without a lock: any
+ * thread, on a hot path (the near cache checks it before each hit). 0 before the first. */
+uint64_t sentinelwatch_generation(int instance);
+
 /* Check `instance`'s primary again now (a connection to it was lost, it answered -READONLY or
  * -LOADING): its watcher leaves its subscription and asks the sentinels. Any thread; a no-op
  * for an instance without a watcher. */

@@ -38,6 +38,13 @@ static const char registry_replicated[] =
     "namespace k: instance=cache ttl=1h max-ttl=1d owner=app purpose=\"TTL namespace on the single server\"\n"
     "channel ev: instance=durable owner=app purpose=\"channels on the Sentinel primary\"\n";
 
+/* The same with a near-cache namespace on the Sentinel primary (its stream in kg:). */
+static const char registry_nearcache[] =
+    "namespace n: instance=durable ttl=none owner=app purpose=\"counters on the Sentinel primary\"\n"
+    "namespace u: instance=durable ttl=none near-cache=30s owner=app purpose=\"cached reads of the primary\"\n"
+    "namespace kg: instance=durable ttl=none owner=keygate purpose=\"near-cache streams\"\n"
+    "namespace k: instance=cache ttl=1h max-ttl=1d owner=app purpose=\"TTL namespace on the single server\"\n";
+
 /* The registry keygate_on_sentinels runs keygate with (a test may switch to registry_replicated). */
 static const char *g_registry = registry_text;
 
@@ -1166,6 +1173,97 @@ START_TEST(test_replica_without_aof_reported_before_a_failover)
 }
 END_TEST
 
+/* A field of keygate's INFO nearcache line of namespace u: (-1 when absent). */
+static long long nc_u(redisContext *kg, const char *field)
+{
+    redisReply *r = cmd(kg, "INFO nearcache");
+    char want[64];
+    snprintf(want, sizeof want, "%s=", field);
+    const char *line = r->type == REDIS_REPLY_STRING ? strstr(r->str, "nc_u:") : NULL;
+    const char *f = line ? strstr(line, want) : NULL;
+    long long v = f ? atoll(f + strlen(want)) : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+/* GET key through kg until a read of it is a hit with the value want, 10 s at most. */
+static void wait_nc_hit(redisContext *kg, const char *key, const char *want)
+{
+    long long end = now_ms() + 10000;
+    for (;;) {
+        long long hits = nc_u(kg, "hits");
+        redisReply *r = cmd(kg, "GET %s", key);
+        int same = r->type == REDIS_REPLY_STRING && strcmp(r->str, want) == 0;
+        char d[160];
+        describe_into(r, d, sizeof d);
+        freeReplyObject(r);
+        if (same && nc_u(kg, "hits") > hits) return;
+        ck_assert_msg(now_ms() < end, "GET %s through keygate: %s, no near-cache hit of %s within 10 s", key, d, want);
+        sleep_ms(20);
+    }
+}
+
+/* The near cache on a Sentinel instance: reads are served from keygate's memory; a SENTINEL
+ * FAILOVER flushes the instance's namespaces (the new primary may lack writes the cache saw) and
+ * the reader resumes from the new primary's stream: a write through keygate after it is read
+ * back, then served from the cache again. No read returns a value older than the last write
+ * acknowledged before it. */
+START_TEST(test_near_cache_follows_the_primary)
+{
+    g_registry = registry_nearcache;
+    keygate_on_sentinels(NULL);
+    g_registry = registry_text; /* the next keygate_on_sentinels: the suite's */
+    redisContext *kg = harness_must_client(&h);
+    expect_status(cmd(kg, "SET u:nc v1"), "OK", "SET");
+    wait_nc_hit(kg, "u:nc", "v1");
+    long long resets = nc_u(kg, "evicted_reset");
+    int old = primary_now(), promoted = -1;
+    long long confirmed_ms = 0, settled_ms = 0;
+    ck_assert_msg(ha_failover(H, 30000, &promoted, &confirmed_ms, &settled_ms) == 0, "failover: %s", ha_last_error());
+    ck_assert_int_ne(promoted, old);
+    long long end = now_ms() + 15000;
+    for (;;) { /* keygate's reader notices the new primary and flushes */
+        char *log = harness_keygate_log(&h);
+        int seen = log && strstr(log, "has a new primary") != NULL;
+        free(log);
+        if (seen) break;
+        if (now_ms() >= end) print_keygate_log("near cache after a failover");
+        ck_assert_msg(now_ms() < end, "keygate's near cache did not follow the new primary within 15 s");
+        sleep_ms(50);
+    }
+    ck_assert_int_gt(nc_u(kg, "evicted_reset"), resets);
+    end = now_ms() + 15000;
+    for (int n = 2;; n++) { /* writes through keygate reach the new primary; each is read back at once */
+        char val[16];
+        snprintf(val, sizeof val, "v%d", n);
+        redisReply *w = cmd(kg, "SET u:nc %s", val);
+        int ok = w->type == REDIS_REPLY_STATUS;
+        freeReplyObject(w);
+        if (ok) {
+            expect_bulk(cmd(kg, "GET u:nc"), val, "the write just acknowledged, read back");
+            expect_on_node(promoted, "u:nc", val);
+            break;
+        }
+        ck_assert_msg(now_ms() < end, "no write to the new primary went through within 15 s");
+        sleep_ms(50);
+    }
+    redisReply *v = cmd(kg, "GET u:nc");
+    ck_assert_int_eq(v->type, REDIS_REPLY_STRING);
+    char last[16];
+    snprintf(last, sizeof last, "%s", v->str);
+    freeReplyObject(v);
+    wait_nc_hit(kg, "u:nc", last);
+    redisFree(kg);
+    /* the teardown's post-condition reads the suite's registry: keygate without the near cache, and
+     * the near cache's keys gone from the primary and its replicas */
+    keygate_on_sentinels(NULL);
+    redisContext *p = node(primary_now());
+    freeReplyObject(cmd(p, "DEL u:nc kg:nc:{kg:}:stream kg:nc:{kg:}:markers kg:nc:{kg:}:writers"));
+    freeReplyObject(cmd(p, "WAIT 2 5000"));
+    redisFree(p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sentinel_keygate");
@@ -1182,6 +1280,7 @@ int main(void)
     harness_add_case(s, "watch", 90, setup, teardown, test_watch_across_a_failover_exec_nil_or_runs);
     harness_add_case(s, "subscribers", 90, setup, teardown, test_subscribers_across_a_failover);
     harness_add_case(s, "guard", 90, setup, teardown, test_replica_without_aof_reported_before_a_failover);
+    harness_add_case(s, "nearcache", 90, setup, teardown, test_near_cache_follows_the_primary);
     int failed = harness_run(s);
     int left = ha_leftovers();
     if (left) fprintf(stderr, "POST-CONDITION FAILED: %d server(s) of this suite still run\n", left);

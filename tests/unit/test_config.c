@@ -626,6 +626,16 @@ START_TEST(near_cache_on_cluster_refused)
     ck_assert_msg(c != NULL, "%s", d.count ? d.lines[0] : "?");
     config_free(c);
     diag_free(&d);
+
+    /* a Sentinel-managed instance takes near-cache= (its reader follows the primary) */
+    c = load("listen 127.0.0.1:6400\n"
+             "registry nc-registry.conf\n"
+             "instance durable 127.0.0.1:6401 plain\n"
+             "instance cache sentinel 127.0.0.1:26379,127.0.0.1:26380 master=mymaster plain\n",
+             &d);
+    ck_assert_msg(c != NULL, "%s", d.count ? d.lines[0] : "?");
+    config_free(c);
+    diag_free(&d);
 }
 END_TEST
 
