@@ -259,12 +259,25 @@ static const struct nc_read rows[] = {
     {"hstrlen", 'm', render_hstrlen},
 };
 
+/* The row of a top-level command by its index in command_table, found once per command (any
+ * thread: every thread finds the same value, stored with a relaxed atomic): 0 not yet looked
+ * for, -1 none, else the row's index + 1. */
+static int8_t row_of_command[1024];
+
 const struct nc_read *ncpolicy_read(const struct command_def *cmd)
 {
-    if (!cmd || (cmd->name[0] != 'g' && cmd->name[0] != 's' && cmd->name[0] != 'h')) return NULL;
+    if (!cmd) return NULL;
+    size_t idx = (size_t)(cmd - command_table);
+    int cached = cmd >= command_table && idx < command_table_len && idx < sizeof(row_of_command);
+    if (cached) {
+        int8_t r = __atomic_load_n(&row_of_command[idx], __ATOMIC_RELAXED);
+        if (r) return r > 0 ? &rows[r - 1] : NULL;
+    }
+    int8_t found = -1;
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
-        if (strcmp(cmd->name, rows[i].name) == 0) return &rows[i];
-    return NULL;
+        if (strcmp(cmd->name, rows[i].name) == 0) found = (int8_t)(i + 1);
+    if (cached) __atomic_store_n(&row_of_command[idx], found, __ATOMIC_RELAXED);
+    return found > 0 ? &rows[found - 1] : NULL;
 }
 
 void ncpolicy_render_mget(const struct nc_value *vals, size_t n, int resp3, struct bytebuf *out)

@@ -76,7 +76,10 @@ static void set_ssl_err(struct syncconn *c, const char *what, int ret)
  * happened to the connection (signal(7)); the call is made again. */
 static int ssl_interrupted(struct syncconn *c, int ret)
 {
-    if (SSL_get_error(c->ssl, ret) != SSL_ERROR_SYSCALL || errno != EINTR || ERR_peek_error() != 0) return 0;
+    int e = SSL_get_error(c->ssl, ret); /* OpenSSL's socket BIO reads EINTR as "retry": WANT_READ/WRITE */
+    if (errno != EINTR || ERR_peek_error() != 0 ||
+        (e != SSL_ERROR_SYSCALL && e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE))
+        return 0;
     ERR_clear_error();
     return 1;
 }

@@ -421,14 +421,24 @@ size_t format_ll(char *buf, long long v)
 
 void bytebuf_add_bulk(struct bytebuf *b, const void *data, size_t n)
 {
-    char hdr[32];
-    hdr[0] = '$';
-    size_t h = 1 + format_ll(hdr + 1, (long long)n);
-    hdr[h++] = '\r';
-    hdr[h++] = '\n';
-    bytebuf_add(b, hdr, h);
-    bytebuf_add(b, data, n);
-    bytebuf_add(b, STR_AND_LEN("\r\n"));
+    /* one capacity check and one copy of the data: a hit's whole reply is this call */
+    size_t need = b->len + n + 25; /* '$', at most 20 digits, two CRLFs */
+    if (need > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < need) cap *= 2;
+        b->p = xrealloc(b->p, cap);
+        b->cap = cap;
+    }
+    char *p = b->p + b->len;
+    *p++ = '$';
+    p += format_ll(p, (long long)n);
+    *p++ = '\r';
+    *p++ = '\n';
+    if (n) memcpy(p, data, n);
+    p += n;
+    *p++ = '\r';
+    *p++ = '\n';
+    b->len = (size_t)(p - b->p);
 }
 
 void bytebuf_free(struct bytebuf *b)
