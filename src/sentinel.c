@@ -264,6 +264,67 @@ static int replica_map(struct resp_cursor *r, struct sentinel_replica *o, const 
     return 0;
 }
 
+int sentinel_parse_master(const char *reply, size_t len, struct sentinel_master *out, char *err, size_t errlen)
+{
+    static const char cmd[] = "SENTINEL MASTER";
+    if (len > 5 && reply[0] == '-' && memmem(reply, len, "No such master", 14) != NULL) return 0;
+    struct resp_cursor r;
+    if (reply_open(reply, len, &r, cmd, err, errlen) != 0) return -1;
+    long long n;
+    if (resp_cursor_array(&r, &n) != 0 || n % 2 != 0) return fail(err, errlen, cmd, "not a flat map");
+    memset(out, 0, sizeof *out);
+    out->config_epoch = out->down_after_ms = out->failover_timeout_ms = -1;
+    struct resp_str ip = {0}, port = {0};
+    int have_ip = 0, have_port = 0;
+    for (long long i = 0; i < n; i += 2) {
+        struct resp_str k, v;
+        if (rd_string(&r, &k) != 0 || rd_string(&r, &v) != 0)
+            return fail(err, errlen, cmd, "a field or value is not a string");
+        long long num;
+        if (resp_str_is(k, "ip"))
+            ip = v, have_ip = 1;
+        else if (resp_str_is(k, "port"))
+            port = v, have_port = 1;
+        else if (resp_str_is(k, "flags"))
+            out->flags = sentinel_parse_flags(v.s, v.n);
+        else if (resp_str_is(k, "config-epoch") && resp_parse_ll(v.s, v.n, &num) == 0 && num >= 0)
+            out->config_epoch = num;
+        else if (resp_str_is(k, "down-after-milliseconds") && resp_parse_ll(v.s, v.n, &num) == 0 && num >= 0)
+            out->down_after_ms = num;
+        else if (resp_str_is(k, "failover-timeout") && resp_parse_ll(v.s, v.n, &num) == 0 && num >= 0)
+            out->failover_timeout_ms = num;
+    }
+    if (!have_ip || !have_port) return fail(err, errlen, cmd, "no ip or port");
+    if (addr_set(&out->addr, ip, port.s, port.n) != 0) return fail(err, errlen, cmd, "a bad ip or port");
+    return 1;
+}
+
+static int same_addr(const struct sentinel_addr *a, const struct sentinel_addr *b)
+{
+    return a->port == b->port && strcmp(a->host, b->host) == 0;
+}
+
+int sentinel_pick(const struct sentinel_master *answers, int n, long long min_epoch,
+                  const struct sentinel_addr *current)
+{
+    long long top = -1;
+    for (int i = 0; i < n; i++)
+        if (answers[i].config_epoch > top) top = answers[i].config_epoch;
+    if (top < min_epoch) return -1; /* every answer is behind what was followed */
+    int best = -1, best_votes = 0;
+    for (int i = 0; i < n; i++) {
+        if (answers[i].config_epoch != top) continue;
+        int votes = 0;
+        for (int j = 0; j < n; j++)
+            if (answers[j].config_epoch == top && same_addr(&answers[i].addr, &answers[j].addr)) votes++;
+        if (votes > best_votes) best = i, best_votes = votes;
+    }
+    /* the epoch followed now, naming another address: only a newer epoch moves it */
+    if (best >= 0 && current && current->port && top == min_epoch && !same_addr(&answers[best].addr, current))
+        return -1;
+    return best;
+}
+
 int sentinel_parse_replicas(const char *reply, size_t len, struct sentinel_replica *out, int max, int *count, char *err,
                             size_t errlen)
 {

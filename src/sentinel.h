@@ -97,6 +97,36 @@ struct sentinel_replica {
     long long offset;             /* "slave-repl-offset"; -1 when absent */
 };
 
+/* What one sentinel says of a master: SENTINEL MASTER NAME. */
+struct sentinel_master {
+    struct sentinel_addr addr;     /* "ip", "port" */
+    long long config_epoch;        /* "config-epoch": the failover that made this configuration (-1 absent) */
+    unsigned flags;                /* "flags" (enum sentinel_flag) */
+    long long down_after_ms;       /* "down-after-milliseconds" (-1 absent) */
+    long long failover_timeout_ms; /* "failover-timeout" (-1 absent) */
+};
+
+/*
+ * The reply of SENTINEL MASTER NAME: a flat map (*2N [field, value, ...], bulk strings). 1 with
+ * out filled ("ip" and "port" required, other fields optional, unknown ones skipped); 0 when the
+ * sentinel monitors no master of that name ("-ERR No such master with that name"); -1 for
+ * anything else (err filled).
+ */
+int sentinel_parse_master(const char *reply, size_t len, struct sentinel_master *out, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+
+/*
+ * Which sentinel to follow, of the n that answered (answers[i]): Sentinel's own rule, the
+ * configuration of the highest config-epoch wins; among answers of that epoch naming different
+ * addresses, the one most of them name (the first on a tie). An answer whose epoch is below
+ * min_epoch (the one followed last: a sentinel that is behind, on the minority side of a
+ * partition) is never followed, nor one of min_epoch naming another address than current
+ * (a newer epoch must name a switch back); current may be NULL (none followed yet). Returns
+ * the index of the answer to follow, or -1 when none may be. Pure.
+ */
+int sentinel_pick(const struct sentinel_master *answers, int n, long long min_epoch,
+                  const struct sentinel_addr *current);
+
 /*
  * The reply of SENTINEL REPLICAS NAME (alias SLAVES): an array of flat maps (*2N [field,
  * value, ...], every value a bulk string). Fills out[0 .. min(count, max)) and sets *count to

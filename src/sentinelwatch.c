@@ -35,6 +35,7 @@ struct watch {
     pthread_t thread; /* the checker */
     int started;      /* the checker runs */
     int failing;      /* the checker's last check failed (logged once) */
+    long long epoch;  /* checker only: the config-epoch of the primary followed (-1 before the first) */
     struct listener listeners[CONFIG_MAX_SEEDS];
     /* under state_lock: */
     struct slotmap_node odown; /* the primary a +odown named, until a -odown or a switch (port 0: none) */
@@ -178,15 +179,17 @@ static int check(struct watch *wt)
     struct slotmap_node skip = wt->odown; /* a primary under +odown, or an old one during a failover */
     if (!skip.port && wt->failover_until > clock_mono_ms()) skip = now.primary;
     pthread_mutex_unlock(&state_lock);
-    struct slotmap_node p;
+    struct slotmap_node p = now.primary; /* the one followed: another address needs a newer epoch */
+    long long epoch = wt->epoch;
     int asked = 0;
     char err[1024];
-    int rc = syncconn_sentinel_primary(wt->ic, wt->sw->timeout_ms, wt->sw->halt, skip.port ? &skip : NULL, &p, &asked,
-                                       err, sizeof(err));
+    int rc = syncconn_sentinel_primary(wt->ic, wt->sw->timeout_ms, wt->sw->halt, skip.port ? &skip : NULL, &epoch, &p,
+                                       &asked, err, sizeof(err));
+    if (rc == 0) wt->epoch = epoch; /* never followed back below it (a sentinel that is behind) */
     if (rc == 0) {
         char why[128];
-        snprintf(why, sizeof(why), "named by sentinel %s:%d, ROLE master", wt->ic->seed_host[asked],
-                 wt->ic->seed_port[asked]);
+        snprintf(why, sizeof(why), "named by sentinel %s:%d at config-epoch %lld, ROLE master",
+                 wt->ic->seed_host[asked], wt->ic->seed_port[asked], epoch);
         wt->failing = 0;
         pthread_mutex_lock(&state_lock);
         if (!same_node(&p, &now.primary)) wt->failover_until = 0; /* a new primary: that failover is over */
@@ -320,6 +323,7 @@ struct sentinelwatch *sentinelwatch_start(const struct config *cfg)
         wt->sw = sw;
         wt->instance = (int)i;
         wt->ic = &cfg->instances[i];
+        wt->epoch = -1;
         pthread_mutex_lock(&state_lock);
         watch_of[i] = wt;
         memset(&states[i], 0, sizeof(states[i]));

@@ -385,44 +385,93 @@ static int node_is_primary(const struct instance_conf *ic, const struct sentinel
     return rc;
 }
 
+/* One sentinel asked SENTINEL MASTER, on a thread of its own (syncconn_sentinel_primary). */
+struct sentinel_query {
+    const struct instance_conf *ic;
+    int i, timeout_ms;
+    struct syncconn_stop *st;
+    int rc; /* 1: it answered (m), 0: it monitors no such master, -1: unreachable or bad (why) */
+    struct sentinel_master m;
+    char why[800];
+    pthread_t thread;
+    int started;
+};
+
+static void *sentinel_query_run(void *arg)
+{
+    struct sentinel_query *q = arg;
+    q->rc = -1;
+    struct syncconn *c =
+        syncconn_open_sentinel(q->ic, q->i, q->timeout_ms, q->timeout_ms, q->st, q->why, sizeof(q->why));
+    if (!c) return NULL;
+    struct bytebuf b = {0};
+    const char *argv[3] = {"SENTINEL", "MASTER", q->ic->master_name};
+    if (command_bytes(c, 3, argv, &b, q->why, sizeof(q->why)) == 0) {
+        q->rc = sentinel_parse_master(b.p, b.len, &q->m, q->why, sizeof(q->why));
+        if (q->rc == 0) snprintf(q->why, sizeof(q->why), "it monitors no master named '%s'", q->ic->master_name);
+    }
+    bytebuf_free(&b);
+    syncconn_close(c);
+    return NULL;
+}
+
 int syncconn_sentinel_primary(const struct instance_conf *ic, int timeout_ms, struct syncconn_stop *st,
-                              const struct slotmap_node *not_this, struct slotmap_node *out, int *asked, char *err,
-                              size_t errlen)
+                              const struct slotmap_node *not_this, long long *epoch, struct slotmap_node *out,
+                              int *asked, char *err, size_t errlen)
 {
     snprintf(err, errlen, "no sentinel");
-    int answered = 0; /* a sentinel named a primary */
-    for (int i = 0; i < ic->nseeds; i++) {
-        char why[800];
-        struct sentinel_addr a = {.port = 0};
-        int rc = -1;
-        struct syncconn *c = syncconn_open_sentinel(ic, i, timeout_ms, timeout_ms, st, why, sizeof(why));
-        if (c) {
-            struct bytebuf b = {0};
-            const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", ic->master_name};
-            rc = command_bytes(c, 3, argv, &b, why, sizeof(why));
-            if (rc == 0) {
-                int known = sentinel_parse_master_addr(b.p, b.len, &a, why, sizeof(why));
-                if (known == 0) snprintf(why, sizeof(why), "it monitors no master named '%s'", ic->master_name);
-                rc = known == 1 ? 0 : -1;
-            }
-            bytebuf_free(&b);
-            syncconn_close(c);
-        }
-        if (rc == 0) answered = 1;
-        if (rc == 0 && not_this && not_this->port == a.port && strcmp(not_this->host, a.host) == 0) {
-            snprintf(why, sizeof(why), "it still names %s:%d, which is down or being replaced", a.host, a.port);
-            rc = -1;
-        } else if (rc == 0)
-            rc = node_is_primary(ic, &a, timeout_ms, st, why, sizeof(why));
-        if (rc == 0) {
-            snprintf(out->host, sizeof(out->host), "%s", a.host);
-            out->port = a.port;
-            if (asked) *asked = i;
-            return 0;
-        }
-        snprintf(err, errlen, "sentinel %s:%d: %s", ic->seed_host[i], ic->seed_port[i], why);
+    /* every sentinel at once: a frozen one costs timeout_ms, not timeout_ms per sentinel after it */
+    struct sentinel_query q[CONFIG_MAX_SEEDS];
+    int n = ic->nseeds < CONFIG_MAX_SEEDS ? ic->nseeds : CONFIG_MAX_SEEDS;
+    for (int i = 0; i < n; i++) {
+        q[i] = (struct sentinel_query){.ic = ic, .i = i, .timeout_ms = timeout_ms, .st = st, .rc = -1};
+        q[i].started = pthread_create(&q[i].thread, NULL, sentinel_query_run, &q[i]) == 0;
+        if (!q[i].started) sentinel_query_run(&q[i]);
     }
-    return answered ? -2 : -1;
+    struct sentinel_master answers[CONFIG_MAX_SEEDS];
+    int from[CONFIG_MAX_SEEDS], na = 0;
+    for (int i = 0; i < n; i++) {
+        if (q[i].started) pthread_join(q[i].thread, NULL);
+        if (q[i].rc == 1) {
+            answers[na] = q[i].m;
+            from[na++] = i;
+        } else {
+            snprintf(err, errlen, "sentinel %s:%d: %s", ic->seed_host[i], ic->seed_port[i], q[i].why);
+        }
+    }
+    if (na == 0) return -1;
+    struct sentinel_addr cur = {.port = 0};
+    if (epoch && out->port) {
+        snprintf(cur.host, sizeof(cur.host), "%s", out->host);
+        cur.port = out->port;
+    }
+    int k = sentinel_pick(answers, na, epoch ? *epoch : -1, cur.port ? &cur : NULL);
+    if (k < 0) {
+        snprintf(err, errlen,
+                 "the sentinels that answer are behind the configuration followed (config-epoch %lld): sentinel "
+                 "%s:%d names %s:%d at epoch %lld",
+                 epoch ? *epoch : -1LL, ic->seed_host[from[0]], ic->seed_port[from[0]], answers[0].addr.host,
+                 answers[0].addr.port, answers[0].config_epoch);
+        return -2;
+    }
+    const struct sentinel_addr *a = &answers[k].addr;
+    char why[800];
+    int rc;
+    if (not_this && not_this->port == a->port && strcmp(not_this->host, a->host) == 0) {
+        snprintf(why, sizeof(why), "it still names %s:%d, which is down or being replaced", a->host, a->port);
+        rc = -1;
+    } else {
+        rc = node_is_primary(ic, a, timeout_ms, st, why, sizeof(why));
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "sentinel %s:%d: %s", ic->seed_host[from[k]], ic->seed_port[from[k]], why);
+        return -2;
+    }
+    snprintf(out->host, sizeof(out->host), "%s", a->host);
+    out->port = a->port;
+    if (epoch) *epoch = answers[k].config_epoch;
+    if (asked) *asked = from[k];
+    return 0;
 }
 
 int syncconn_sentinel_replicas(const struct instance_conf *ic, int timeout_ms, struct syncconn_stop *st,
@@ -461,7 +510,8 @@ int syncconn_primaries(const struct instance_conf *ic, int timeout_ms, struct sy
 {
     if (ic->sentinel) {
         if (max < 1) return 0;
-        return syncconn_sentinel_primary(ic, timeout_ms, st, NULL, &out[0], NULL, err, errlen) == 0 ? 1 : -1;
+        out[0].port = 0;
+        return syncconn_sentinel_primary(ic, timeout_ms, st, NULL, NULL, &out[0], NULL, err, errlen) == 0 ? 1 : -1;
     }
     if (!ic->cluster) {
         if (max < 1) return 0;

@@ -58,18 +58,22 @@ struct syncconn *syncconn_open_sentinel(const struct instance_conf *ic, int i, i
                                         struct syncconn_stop *st, char *err, size_t errlen) KG_MUST_CHECK;
 
 /*
- * The primary of a sentinel instance: the sentinels are asked in turn (SENTINEL
- * get-master-addr-by-name ic->master_name) until one names an address whose node answers ROLE
- * as a primary (the data nodes' options). Every read and write, with the sentinels and the node,
- * is bounded by timeout_ms (a frozen node does not hold the caller for SYNCCONN_IO_TIMEOUT_MS).
- * An address equal to not_this (may be NULL: a primary the caller knows is down) is not asked.
- * 0 with *out filled (*asked: the index of the sentinel that named it, may be NULL); -1 when no
- * sentinel named a primary (unreachable, no such master); -2 when one did but ROLE did not
- * confirm it (not a primary, unreachable, or not_this); err says why (the last sentinel's reason).
+ * The primary of a sentinel instance: every sentinel is asked at once (SENTINEL MASTER
+ * ic->master_name, a thread each), and the answer followed is sentinel_pick's: the highest
+ * config-epoch, the address most sentinels of that epoch name; never an epoch below *epoch (the
+ * one followed last), nor another address than *out at that same epoch (epoch NULL: no such
+ * rule, *out is only written). Its node must answer ROLE as a primary (the data nodes' options).
+ * Every read and write, with the sentinels and the node, is bounded by timeout_ms (a frozen
+ * node or sentinel does not hold the caller for SYNCCONN_IO_TIMEOUT_MS). An address equal to
+ * not_this (may be NULL: a primary the caller knows is down) is not taken. 0 with *out and
+ * *epoch filled (*asked: the index of a sentinel that named it, may be NULL); -1 when no
+ * sentinel named a primary (unreachable, no such master); -2 when one did but none may be
+ * followed (behind the epoch followed) or ROLE did not confirm it (not a primary, unreachable,
+ * or not_this); err says why.
  */
 int syncconn_sentinel_primary(const struct instance_conf *ic, int timeout_ms, struct syncconn_stop *st,
-                              const struct slotmap_node *not_this, struct slotmap_node *out, int *asked, char *err,
-                              size_t errlen) KG_MUST_CHECK;
+                              const struct slotmap_node *not_this, long long *epoch, struct slotmap_node *out,
+                              int *asked, char *err, size_t errlen) KG_MUST_CHECK;
 
 /*
  * The replicas of a sentinel instance as the first sentinel that answers SENTINEL REPLICAS

@@ -611,4 +611,7 @@ static const char config_update_message[] =
     "$94\r\n"
     "sentinel e55e780b509589f643f6253b7d8190d578fd0dd9 127.0.0.1 27404 @ keygate-ha 127.0.0.1 21325\r\n";
 
+/* SENTINEL MASTER nosuch */
+static const char master_unknown_reply[] = "-ERR No such master with that name\r\n";
+
 #endif

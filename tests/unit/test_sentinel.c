@@ -34,6 +34,64 @@ static size_t payload_of(const char *msg, size_t len, const char *want_channel, 
  * SENTINEL get-master-addr-by-name
  * ------------------------------------------------------------------------------------------- */
 
+/* SENTINEL MASTER: a real reply; no such master; malformed ones */
+START_TEST(master_real)
+{
+    struct sentinel_master m;
+    char err[200];
+    ck_assert_int_eq(sentinel_parse_master(master_reply, strlen(master_reply), &m, err, sizeof err), 1);
+    ck_assert_str_eq(m.addr.host, "127.0.0.1");
+    ck_assert_int_eq(m.addr.port, 21325);
+    ck_assert_int_eq(m.config_epoch, 2);
+    ck_assert_int_eq(m.down_after_ms, 1000);
+    ck_assert_int_eq(m.failover_timeout_ms, 5000);
+    ck_assert_uint_eq(m.flags, sentinel_parse_flags("master", 6));
+    ck_assert_int_eq(sentinel_parse_master(master_unknown_reply, strlen(master_unknown_reply), &m, err, sizeof err), 0);
+    static const char noip[] = "*2\r\n$4\r\nport\r\n$4\r\n7411\r\n", odd[] = "*1\r\n$2\r\nip\r\n",
+                      noauth[] = "-NOAUTH Authentication required.\r\n";
+    ck_assert_int_eq(sentinel_parse_master(noip, strlen(noip), &m, err, sizeof err), -1);
+    ck_assert_int_eq(sentinel_parse_master(odd, strlen(odd), &m, err, sizeof err), -1);
+    ck_assert_int_eq(sentinel_parse_master(noauth, strlen(noauth), &m, err, sizeof err), -1);
+    ck_assert_int_eq(sentinel_parse_master(master_reply, strlen(master_reply) - 4, &m, err, sizeof err), -1);
+}
+END_TEST
+
+static struct sentinel_master answer(const char *host, int port, long long epoch)
+{
+    struct sentinel_master m = {.addr.port = port, .config_epoch = epoch};
+    snprintf(m.addr.host, sizeof m.addr.host, "%s", host);
+    return m;
+}
+
+/* sentinel_pick: the highest config-epoch wins, then the most named address; never an epoch
+ * below the one followed, nor another address at the same epoch */
+START_TEST(pick_rule)
+{
+    struct sentinel_master a[4];
+    struct sentinel_addr old = {"10.0.0.1", 6379};
+    /* a stale sentinel first: the old primary at epoch 3; two others name the new one at epoch 4 */
+    a[0] = answer("10.0.0.1", 6379, 3), a[1] = answer("10.0.0.2", 6379, 4), a[2] = answer("10.0.0.2", 6379, 4);
+    ck_assert_int_eq(sentinel_pick(a, 3, 3, &old), 1);
+    /* only the stale one answers, once epoch 4 was followed: nothing to follow */
+    struct sentinel_addr now = {"10.0.0.2", 6379};
+    ck_assert_int_eq(sentinel_pick(a, 1, 4, &now), -1);
+    /* ... and before anything was followed, it is all there is */
+    ck_assert_int_eq(sentinel_pick(a, 1, -1, NULL), 0);
+    /* the epoch followed, naming another address: not followed back without a newer epoch */
+    a[0] = answer("10.0.0.1", 6379, 4);
+    ck_assert_int_eq(sentinel_pick(a, 1, 4, &now), -1);
+    ck_assert_int_eq(sentinel_pick(a, 3, 4, &now), 1); /* most of epoch 4 name the one followed */
+    /* one epoch, two addresses: the most named; a tie goes to the first */
+    a[0] = answer("h1", 1, 7), a[1] = answer("h2", 2, 7), a[2] = answer("h2", 2, 7), a[3] = answer("h1", 1, 7);
+    ck_assert_int_eq(sentinel_pick(a, 3, -1, NULL), 1);
+    ck_assert_int_eq(sentinel_pick(a, 4, -1, NULL), 0);
+    /* no epoch in the answers (-1): followed when nothing newer was */
+    a[0] = answer("h1", 1, -1);
+    ck_assert_int_eq(sentinel_pick(a, 1, -1, NULL), 0);
+    ck_assert_int_eq(sentinel_pick(a, 0, -1, NULL), -1);
+}
+END_TEST
+
 START_TEST(master_addr_real)
 {
     struct sentinel_addr a;
@@ -551,6 +609,8 @@ static Suite *sentinel_suite(void)
     Suite *s = suite_create("sentinel");
     TCase *addr = tcase_create("master_addr");
     tcase_add_test(addr, master_addr_real);
+    tcase_add_test(addr, master_real);
+    tcase_add_test(addr, pick_rule);
     tcase_add_test(addr, master_addr_unknown_master);
     tcase_add_test(addr, master_addr_errors);
     tcase_add_test(addr, truncated_replies);
