@@ -1,5 +1,6 @@
 /* test_sentinel_keygate.c: keygate in front of a live Sentinel-managed TLS primary (issue 22): keys routed to the primary the sentinels name with their TTLs, and through SENTINEL FAILOVER, a SIGKILLed primary, a SIGSTOPped one and dead sentinels, 20 clients' acknowledged writes found on the new primary; every check made on the nodes directly. */
 #include <check.h>
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include "sentinel_harness.h"
 #include "harness.h"
 #include "load.h"
+#include "procs.h"
 
 /*
  * Each test case starts its own deployment (sentinel_harness.h: a TLS primary, 2 replicas, 3
@@ -78,16 +80,26 @@ static void teardown(void)
 
 /* keygate restarted with durable behind the sentinels (their TLS ports) and the lines extra
  * (may be NULL); then wait until a write to durable through keygate is served. */
+static void keygate_on_sentinels_after(const char *extra, int first_port);
+
 static void keygate_on_sentinels(const char *extra)
 {
+    keygate_on_sentinels_after(extra, 0);
+}
+
+/* As keygate_on_sentinels, with the sentinel on first_port (when > 0) first in keygate's list. */
+static void keygate_on_sentinels_after(const char *extra, int first_port)
+{
     static char inst[6 * PATH_MAX];
+    char first[32] = "";
+    if (first_port > 0) snprintf(first, sizeof first, "127.0.0.1:%d,", first_port);
     const struct harness_backend *c = harness_backend(&h, "cache");
     snprintf(inst, sizeof inst,
-             "instance durable sentinel 127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d master=%s tls "
+             "instance durable sentinel %s127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d master=%s tls "
              "ca=%s/build/certs/ca.crt server-name=localhost password-file=%s sentinel-password-file=%s\n"
              "instance cache 127.0.0.1:%d tls ca=%s/build/certs/ca.crt server-name=localhost password-file=%s\n",
-             H->sentinels[0].tls_port, H->sentinels[1].tls_port, H->sentinels[2].tls_port, H->master_name, H->root,
-             H->pass_file, H->sentinel_pass_file, c->tls_port, h.root, c->pass_file);
+             first, H->sentinels[0].tls_port, H->sentinels[1].tls_port, H->sentinels[2].tls_port, H->master_name,
+             H->root, H->pass_file, H->sentinel_pass_file, c->tls_port, h.root, c->pass_file);
     struct harness_opts o = {.registry_text = g_registry, .extra_config = extra, .instances_text = inst};
     long long t0 = now_ms();
     ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "keygate on the sentinels: %s", h.error);
@@ -1264,6 +1276,104 @@ START_TEST(test_near_cache_follows_the_primary)
 }
 END_TEST
 
+/* ---- a sentinel that is behind, listed first ---- */
+
+/* config-epoch of the master as real sentinel 0 says it now. */
+static long long sentinel_epoch(void)
+{
+    redisContext *sc = ha_sentinel_connect(H, 0);
+    ck_assert_msg(sc != NULL, "sentinel 0 does not answer");
+    redisReply *r = cmd(sc, "SENTINEL MASTER %s", H->master_name);
+    long long epoch = -1;
+    for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements; i += 2)
+        if (strcmp(r->element[i]->str, "config-epoch") == 0) epoch = atoll(r->element[i + 1]->str);
+    freeReplyObject(r);
+    redisFree(sc);
+    ck_assert_msg(epoch >= 0, "sentinel 0's SENTINEL MASTER has no config-epoch");
+    return epoch;
+}
+
+/* tests/ha/fake_sentinel.py on a free port, naming node `primary` at `epoch` for ever; its port. */
+static int fake_sentinel_start(int primary, long long epoch, pid_t *pid, unsigned long long *start)
+{
+    int port = harness_free_port();
+    ck_assert_int_gt(port, 0);
+    static char log_path[PATH_MAX], script[PATH_MAX], cert[PATH_MAX], key[PATH_MAX];
+    char sport[16], mport[16], sepoch[24];
+    snprintf(log_path, sizeof log_path, "%s/fake-sentinel.log", H->dir);
+    snprintf(script, sizeof script, "%s/tests/ha/fake_sentinel.py", H->root);
+    snprintf(cert, sizeof cert, "%s/build/certs/server.crt", H->root);
+    snprintf(key, sizeof key, "%s/build/certs/server.key", H->root);
+    snprintf(sport, sizeof sport, "%d", port);
+    snprintf(mport, sizeof mport, "%d", H->nodes[primary].tls_port);
+    snprintf(sepoch, sizeof sepoch, "%lld", epoch);
+    char *argv[] = {"python3", script, sport, cert, key, H->master_name, "127.0.0.1", mport, sepoch, NULL};
+    *pid = procs_spawn(argv, log_path, NULL, H->owner, H->owner_pgid, start);
+    ck_assert_msg(*pid > 0, "fake sentinel: %s", strerror(errno));
+    long long end = now_ms() + 10000;
+    for (;;) {
+        FILE *f = fopen(log_path, "r");
+        char line[64] = "";
+        if (f) {
+            if (!fgets(line, sizeof line, f)) line[0] = '\0';
+            fclose(f);
+        }
+        if (strncmp(line, "ready", 5) == 0) return port;
+        ck_assert_msg(now_ms() < end, "the fake sentinel did not say ready within 10 s");
+        sleep_ms(20);
+    }
+}
+
+/* A sentinel that is behind (the minority side of a partition, next to the old primary), first in
+ * keygate's list, naming the old primary at the old config-epoch for ever; a SENTINEL FAILOVER
+ * through the real ones under load: keygate follows the new primary and never goes back to the
+ * old one (it answers master for some 8 s, until Sentinel demotes it), and no acknowledged
+ * write is lost (150,160 of 343,616 increments were, with no error, when keygate trusted the
+ * first sentinel that answered). */
+START_TEST(test_stale_sentinel_listed_first_loses_nothing)
+{
+    int old = primary_now();
+    pid_t fake;
+    unsigned long long fake_start;
+    int fake_port = fake_sentinel_start(old, sentinel_epoch(), &fake, &fake_start);
+    keygate_on_sentinels_after(NULL, fake_port);
+    sentinel_load_start();
+    load_wait_batches(300, 10000, "the load before the failover");
+    size_t log_from = log_length();
+    sentinel_failover();
+    int p = -1;
+    ck_assert_msg(ha_wait_promoted(H, old, 30000, &p) == 0, "%s", ha_last_error());
+    int q = -1;
+    ck_assert_msg(ha_wait_settled(H, 40000, &q) == 0, "%s", ha_last_error());
+    wait_log_names(H->nodes[q].tls_port, log_from, 10000, "the switch to the new primary");
+    load_wait_batches(200, 15000, "the load after the failover settled");
+    load_stop();
+    struct load_sum sum = load_sum();
+    /* never back to the old primary once it moved */
+    char *log = harness_keygate_log(&h);
+    ck_assert_ptr_nonnull(log);
+    char back[64];
+    snprintf(back, sizeof back, "the primary is now 127.0.0.1:%d", H->nodes[old].tls_port);
+    int went_back = strstr(log + (log_from < strlen(log) ? log_from : strlen(log)), back) != NULL;
+    if (went_back) print_keygate_log("switched back to the old primary");
+    free(log);
+    long long lost_sets = 0, checked = 0, short_counters = 0;
+    long long shortfall = load_verify(q, NULL, &lost_sets, &checked, &short_counters);
+    fprintf(stderr,
+            "stale sentinel first: %lld batches, %lld INCRs, %lld errors; on node %d %lld of %lld acknowledged SETs "
+            "missing, counters short by %lld\n",
+            sum.batches, sum.incrs, sum.errors, q, lost_sets, checked, shortfall);
+    procs_kill(fake, fake_start);
+    ck_assert_msg(!went_back, "keygate went back to the old primary (node %d) after the failover", old);
+    ck_assert_msg(sum.regressions == 0 && sum.lost_reads == 0,
+                  "%lld INCRs answered below their acknowledged count, %lld GETs of acknowledged SETs answered nil",
+                  sum.regressions, sum.lost_reads);
+    ck_assert_msg(shortfall == 0 && lost_sets == 0,
+                  "acknowledged writes missing on the new primary: %lld increments, %lld SETs", shortfall, lost_sets);
+    load_free();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sentinel_keygate");
@@ -1281,6 +1391,7 @@ int main(void)
     harness_add_case(s, "subscribers", 90, setup, teardown, test_subscribers_across_a_failover);
     harness_add_case(s, "guard", 90, setup, teardown, test_replica_without_aof_reported_before_a_failover);
     harness_add_case(s, "nearcache", 90, setup, teardown, test_near_cache_follows_the_primary);
+    harness_add_case(s, "stale-sentinel", 120, setup, teardown, test_stale_sentinel_listed_first_loses_nothing);
     int failed = harness_run(s);
     int left = ha_leftovers();
     if (left) fprintf(stderr, "POST-CONDITION FAILED: %d server(s) of this suite still run\n", left);
