@@ -46,6 +46,7 @@ static void print_version(void)
 {
     printf("keygate %s\nlibevent %s\nhiredis %d.%d.%d\n%s\n", KEYGATE_VERSION, event_get_version(), HIREDIS_MAJOR,
            HIREDIS_MINOR, HIREDIS_PATCH, OpenSSL_version(OPENSSL_VERSION));
+    printf("License: BSD-3-Clause (the LICENSE file; /usr/share/doc/keygate/copyright in the Debian package)\n");
 }
 
 /* Load config + registry; print every error as FILE:LINE: message. */
