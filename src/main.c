@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 #include <event2/thread.h>
@@ -54,7 +55,7 @@ static struct config *load_or_report(const char *path)
 {
     struct diag errs = {0};
     struct config *cfg = config_load(path, &errs);
-    for (size_t i = 0; i < errs.count; i++) fprintf(stderr, "%s\n", errs.lines[i]);
+    for (size_t i = 0; i < errs.count; i++) fprintf(stderr, "%s%s\n", log_priority_prefix(LOG_ERROR), errs.lines[i]);
     diag_free(&errs);
     return cfg;
 }
@@ -259,6 +260,7 @@ int main(int argc, char **argv)
     const char *config_path = NULL;
     int check = 0, markdown = 0, registry_cmd = 0;
     oom_route_libevent(); /* before any other libevent call: util.h's out-of-memory rule */
+    log_journal_detect(); /* before the first line: under the journal each carries its priority */
     if (argc > 1 && strcmp(argv[1], "audit") == 0) return audit_main(argc - 1, argv + 1);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
@@ -276,7 +278,7 @@ int main(int argc, char **argv)
             usage(stdout);
             return 0;
         } else {
-            fprintf(stderr, "keygate: unknown argument '%s'\n", argv[i]);
+            fprintf(stderr, "%skeygate: unknown argument '%s'\n", log_priority_prefix(LOG_ERROR), argv[i]);
             usage(stderr);
             return 2;
         }
@@ -291,8 +293,8 @@ int main(int argc, char **argv)
         if (registry_cmd)
             registry_print(cfg->registry, cfg->instance_names, markdown, stdout);
         else
-            printf("%s: OK (%zu namespaces, %zu instances, %zu users)\n", config_path, cfg->registry->count,
-                   cfg->ninstances, cfg->nusers);
+            printf("%s%s: OK (%zu namespaces, %zu instances, %zu users)\n", log_journal_fd(STDOUT_FILENO) ? "<6>" : "",
+                   config_path, cfg->registry->count, cfg->ninstances, cfg->nusers);
         config_free(cfg);
         return 0;
     }
