@@ -7,6 +7,7 @@
 #include "nearcache.h"
 #include "sampler.h"
 #include "sentinelwatch.h"
+#include "tls.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -290,6 +292,21 @@ int main(int argc, char **argv)
     if (check || registry_cmd) {
         struct config *cfg = load_or_report(config_path);
         if (!cfg) return 1;
+        if (check) { /* every certificate, key and CA file: what a start would find only at its TLS handshake */
+            struct diag errs = {0}, warns = {0};
+            tls_check_files(cfg, time(NULL), &errs, &warns);
+            for (size_t i = 0; i < warns.count; i++)
+                fprintf(stderr, "%s%s\n", log_priority_prefix(LOG_WARN), warns.lines[i]);
+            for (size_t i = 0; i < errs.count; i++)
+                fprintf(stderr, "%s%s\n", log_priority_prefix(LOG_ERROR), errs.lines[i]);
+            int bad = errs.count > 0;
+            diag_free(&errs);
+            diag_free(&warns);
+            if (bad) {
+                config_free(cfg);
+                return 1;
+            }
+        }
         if (registry_cmd)
             registry_print(cfg->registry, cfg->instance_names, markdown, stdout);
         else
