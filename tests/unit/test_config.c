@@ -878,10 +878,12 @@ static void expect_registry_header_complete(const char *path)
     free(text);
 }
 
-/* Checked to fail with the header's replicas= entry removed. */
+/* conf/registry.conf (the full example, docs/registry-example.conf) and the packaged one. Checked
+ * to fail with the header's replicas= entry removed. */
 START_TEST(registry_header_names_every_field)
 {
     expect_registry_header_complete("conf/registry.conf");
+    expect_registry_header_complete("debian/conf/registry.conf"); /* the packaged one */
 }
 END_TEST
 
