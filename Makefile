@@ -176,7 +176,8 @@ test:
 	@$(MAKE) --no-print-directory clients  # last: its summary ("N passed, N failed") closes the run
 
 # Install as a systemd service: binary, unit (its paths follow BINDIR), tmpfiles and sysusers entries,
-# man pages, the monitoring files under the data directory, and the example config (never overwriting an
+# man pages, the monitoring files and the redis-server@ examples under the data directory,
+# keygate-setup-redis (which makes those two servers: it reads the data directory), and the example config (never overwriting an
 # existing /etc/keygate). DESTDIR works for packaging; without it the keygate user is created at once
 # (systemd-sysusers) so the unit's User=keygate exists. debian/rules sets BINDIR=/usr/sbin and
 # UNITDIR=/lib/systemd/system.
@@ -197,6 +198,11 @@ install: $(BUILD)/keygate
 	install -D -m 0644 conf/grafana/keygate.json $(DESTDIR)$(DATADIR)/grafana/keygate.json
 	install -D -m 0644 conf/prometheus/keygate-alerts.yml $(DESTDIR)$(DATADIR)/prometheus/keygate-alerts.yml
 	install -D -m 0644 conf/prometheus/metric-names.txt $(DESTDIR)$(DATADIR)/prometheus/metric-names.txt
+	sed 's|/usr/share/keygate|$(DATADIR)|g' scripts/keygate-setup-redis >$(DESTDIR)$(BINDIR)/keygate-setup-redis
+	chmod 0755 $(DESTDIR)$(BINDIR)/keygate-setup-redis
+	install -D -m 0644 man/keygate-setup-redis.8 $(DESTDIR)$(MANDIR)/man8/keygate-setup-redis.8
+	install -D -m 0644 conf/redis/redis-keygate-durable.conf $(DESTDIR)$(DATADIR)/redis/redis-keygate-durable.conf
+	install -D -m 0644 conf/redis/redis-keygate-cache.conf $(DESTDIR)$(DATADIR)/redis/redis-keygate-cache.conf
 	@if [ -z "$(DESTDIR)" ] && command -v systemd-sysusers >/dev/null 2>&1; then \
 		systemd-sysusers /usr/lib/sysusers.d/keygate.conf; \
 	fi

@@ -3,9 +3,12 @@
 #include "nearcache.h"
 
 #include <assert.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -13,6 +16,8 @@
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
 #include <event2/util.h>
+#include <hiredis/hiredis.h>
+#include <openssl/crypto.h>
 
 #include "backend.h"
 #include "loop.h"
@@ -118,15 +123,128 @@ static void admin_sentinel_metrics(struct evbuffer *out, const struct config *cf
                              "# TYPE keygate_sentinel_primary gauge\n");
     for (size_t i = 0; i < cfg->ninstances; i++)
         if (known[i] && st[i].primary.host[0])
-            evbuffer_add_printf(out, "keygate_sentinel_primary{instance=\"%s\",node=\"%s:%d\"} %d\n",
+            evbuffer_add_printf(out, "keygate_sentinel_primary{backend=\"%s\",node=\"%s:%d\"} %d\n",
                                 cfg->instances[i].name, st[i].primary.host, st[i].primary.port, st[i].confirmed);
     evbuffer_add_printf(out, "# HELP keygate_sentinel_switches_total changes of a sentinel instance's primary keygate "
                              "followed (failovers)\n"
                              "# TYPE keygate_sentinel_switches_total counter\n");
     for (size_t i = 0; i < cfg->ninstances; i++)
         if (known[i])
-            evbuffer_add_printf(out, "keygate_sentinel_switches_total{instance=\"%s\"} %llu\n", cfg->instances[i].name,
+            evbuffer_add_printf(out, "keygate_sentinel_switches_total{backend=\"%s\"} %llu\n", cfg->instances[i].name,
                                 (unsigned long long)st[i].switches);
+}
+
+/* A label value with Prometheus's escapes (\\, \", \n), into out. */
+static void admin_label_value(struct evbuffer *out, const char *v)
+{
+    struct bytebuf b = {0};
+    stats_prom_label_value(&b, v);
+    evbuffer_add(out, b.p, b.len);
+    bytebuf_free(&b);
+}
+
+/* keygate_build_info{version,libevent,hiredis,openssl} 1: what this binary is, for joins
+ * (`* on (instance) group_left(version) keygate_build_info`) and for finding an old binary. */
+static void admin_build_info(struct evbuffer *out)
+{
+    char hiredis[32];
+    snprintf(hiredis, sizeof hiredis, "%d.%d.%d", HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH);
+    evbuffer_add_printf(out, "# HELP keygate_build_info keygate's version and the libraries it runs with; always 1\n"
+                             "# TYPE keygate_build_info gauge\nkeygate_build_info{version=\"");
+    admin_label_value(out, KEYGATE_VERSION);
+    evbuffer_add_printf(out, "\",libevent=\"");
+    admin_label_value(out, event_get_version());
+    evbuffer_add_printf(out, "\",hiredis=\"%s\",openssl=\"", hiredis);
+    admin_label_value(out, OpenSSL_version(OPENSSL_VERSION));
+    evbuffer_add_printf(out, "\"} 1\n");
+}
+
+/* The open file descriptors of this process (entries of /proc/self/fd but the one the count
+ * itself opens), or -1 when /proc cannot be read. */
+static long admin_open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    long n = 0;
+    const struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n - 1;
+}
+
+/* The process's start, in seconds since the epoch: /proc/self/stat's starttime (clock ticks
+ * after boot) plus /proc/stat's btime; fallback: when keygate's main started (started_ms). */
+static double admin_start_time(int64_t started_ms)
+{
+    double fallback = (double)started_ms / 1000.0;
+    char buf[1024];
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (!f) return fallback;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    unsigned long long ticks = 0;
+    /* after ") ": state is field 3; starttime is field 22, the 20th after the name */
+    for (int field = 3; p && field <= 22; field++) {
+        p = strchr(p + 1, ' ');
+        if (p && field == 22) ticks = strtoull(p + 1, NULL, 10);
+    }
+    unsigned long long btime = 0;
+    f = fopen("/proc/stat", "r");
+    if (!f) return fallback;
+    char line[256];
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "btime %llu", &btime) == 1) break;
+    fclose(f);
+    long hz = sysconf(_SC_CLK_TCK);
+    if (!ticks || !btime || hz <= 0) return fallback;
+    return (double)btime + (double)ticks / (double)hz;
+}
+
+/* The standard process_* series every Prometheus client library serves: CPU seconds, resident
+ * and virtual memory, open and maximum file descriptors, start time. A value that cannot be read
+ * (no /proc) is left out, never served as 0. */
+static void admin_process_metrics(struct evbuffer *out, int64_t started_ms)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        evbuffer_add_printf(out,
+                            "# HELP process_cpu_seconds_total user and system CPU time spent, in seconds\n"
+                            "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.6f\n",
+                            (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+                                (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6);
+    unsigned long long vm_pages, rss_pages;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%llu %llu", &vm_pages, &rss_pages) == 2) {
+            unsigned long long page = (unsigned long long)sysconf(_SC_PAGESIZE);
+            evbuffer_add_printf(out,
+                                "# HELP process_resident_memory_bytes resident memory size in bytes\n"
+                                "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %llu\n"
+                                "# HELP process_virtual_memory_bytes virtual memory size in bytes\n"
+                                "# TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes %llu\n",
+                                rss_pages * page, vm_pages * page);
+        }
+        fclose(f);
+    }
+    long fds = admin_open_fds();
+    if (fds >= 0)
+        evbuffer_add_printf(out,
+                            "# HELP process_open_fds open file descriptors\n"
+                            "# TYPE process_open_fds gauge\nprocess_open_fds %ld\n",
+                            fds);
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+        evbuffer_add_printf(out,
+                            "# HELP process_max_fds the limit of open file descriptors (RLIMIT_NOFILE)\n"
+                            "# TYPE process_max_fds gauge\nprocess_max_fds %llu\n",
+                            (unsigned long long)rl.rlim_cur);
+    evbuffer_add_printf(out,
+                        "# HELP process_start_time_seconds start time of the process since the epoch, in seconds\n"
+                        "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %.3f\n",
+                        admin_start_time(started_ms));
 }
 
 static void admin_metrics(struct admin *a, struct evbuffer *out)
@@ -142,6 +260,8 @@ static void admin_metrics(struct admin *a, struct evbuffer *out)
                         (unsigned long long)sum.name);
     STATS_COUNTERS(STATS_PROM)
 #undef STATS_PROM
+    admin_build_info(out);
+    admin_process_metrics(out, p->started_ms);
 
     evbuffer_add_printf(out,
                         "# HELP keygate_connected_clients client connections open now\n"
@@ -159,12 +279,12 @@ static void admin_metrics(struct admin *a, struct evbuffer *out)
     evbuffer_add_printf(out, "# HELP keygate_instance_up 1 when the instance has at least one ready connection\n"
                              "# TYPE keygate_instance_up gauge\n");
     for (size_t i = 0; i < cfg->ninstances; i++)
-        evbuffer_add_printf(out, "keygate_instance_up{instance=\"%s\"} %d\n", cfg->instances[i].name,
+        evbuffer_add_printf(out, "keygate_instance_up{backend=\"%s\"} %d\n", cfg->instances[i].name,
                             instance_ready(p, (int)i) > 0);
     evbuffer_add_printf(out, "# HELP keygate_instance_connections_ready ready backend connections, all workers\n"
                              "# TYPE keygate_instance_connections_ready gauge\n");
     for (size_t i = 0; i < cfg->ninstances; i++)
-        evbuffer_add_printf(out, "keygate_instance_connections_ready{instance=\"%s\"} %d\n", cfg->instances[i].name,
+        evbuffer_add_printf(out, "keygate_instance_connections_ready{backend=\"%s\"} %d\n", cfg->instances[i].name,
                             instance_ready(p, (int)i));
     evbuffer_add_printf(out, "# HELP keygate_instance_connections shared backend connections (ready or not), all "
                              "workers and protocols\n"
@@ -172,7 +292,7 @@ static void admin_metrics(struct admin *a, struct evbuffer *out)
     for (size_t i = 0; i < cfg->ninstances; i++) {
         struct backend_pool_status st;
         backend_pool_status(p, (int)i, &st);
-        evbuffer_add_printf(out, "keygate_instance_connections{instance=\"%s\"} %d\n", cfg->instances[i].name,
+        evbuffer_add_printf(out, "keygate_instance_connections{backend=\"%s\"} %d\n", cfg->instances[i].name,
                             st.connections);
     }
 
@@ -187,26 +307,26 @@ static void admin_metrics(struct admin *a, struct evbuffer *out)
     evbuffer_add_printf(out, "# HELP keygate_topology_ok 0 when the last INFO check of the instance found a problem\n"
                              "# TYPE keygate_topology_ok gauge\n");
     for (size_t i = 0; i < cfg->ninstances; i++)
-        evbuffer_add_printf(out, "keygate_topology_ok{instance=\"%s\"} %d\n", cfg->instances[i].name, ok[i]);
+        evbuffer_add_printf(out, "keygate_topology_ok{backend=\"%s\"} %d\n", cfg->instances[i].name, ok[i]);
     evbuffer_add_printf(out, "# HELP keygate_topology_checked 1 once the instance's INFO was checked\n"
                              "# TYPE keygate_topology_checked gauge\n");
     for (size_t i = 0; i < cfg->ninstances; i++)
-        evbuffer_add_printf(out, "keygate_topology_checked{instance=\"%s\"} %d\n", cfg->instances[i].name, checked[i]);
+        evbuffer_add_printf(out, "keygate_topology_checked{backend=\"%s\"} %d\n", cfg->instances[i].name, checked[i]);
     admin_metrics_report(p, cfg->registry, out);
 }
 
 /* One capacity reading to render: a single-server instance's (node NULL: the series carry the
- * instance label only, as they always did), or a cluster primary's (node="host:port" added). */
+ * backend label only), or a cluster or sentinel node's (node="host:port" added). */
 struct cap_row {
     const char *instance;
     const char *node;
     const struct topology_capacity *cap;
 };
 
-/* The labels of a row: instance="NAME"[,node="ADDR"] (the address escaped as a label value). */
+/* The labels of a row: backend="NAME"[,node="ADDR"] (the address escaped as a label value). */
 static void cap_labels(struct evbuffer *out, const struct cap_row *r)
 {
-    evbuffer_add_printf(out, "instance=\"%s\"", r->instance);
+    evbuffer_add_printf(out, "backend=\"%s\"", r->instance);
     if (!r->node) return;
     struct bytebuf v = {0};
     stats_prom_label_value(&v, r->node);
@@ -320,8 +440,8 @@ static void admin_metrics_capacity(struct admin *a, struct evbuffer *out)
     evbuffer_add_printf(out, "# HELP keygate_backend_rejected_writes_total -OOM replies keygate passed on from the "
                              "instance\n# TYPE keygate_backend_rejected_writes_total counter\n");
     for (size_t i = 0; i < cfg->ninstances; i++)
-        evbuffer_add_printf(out, "keygate_backend_rejected_writes_total{instance=\"%s\"} %llu\n",
-                            cfg->instances[i].name, (unsigned long long)rejected[i]);
+        evbuffer_add_printf(out, "keygate_backend_rejected_writes_total{backend=\"%s\"} %llu\n", cfg->instances[i].name,
+                            (unsigned long long)rejected[i]);
 
     struct bytebuf text = {0};
     stats_format_prometheus(&p->workers[0].stats, sizeof(struct worker), p->nworkers, cfg->instance_names,

@@ -149,6 +149,7 @@ static void dir_listen(struct cfg_ctx *ctx, const struct tokens *t)
     c->listens = xrealloc(c->listens, (c->nlistens + 1) * sizeof *c->listens);
     struct listen_addr *l = &c->listens[c->nlistens++];
     memset(l, 0, sizeof *l);
+    l->line = ctx->line;
     l->unix_mode = 0660;
     const char *addr = t->v[1].text, *why = NULL;
     if (strncmp(addr, STR_AND_LEN("unix:")) == 0) {
@@ -587,6 +588,21 @@ static const struct directive {
 };
 #define NDIRECTIVES (sizeof directives / sizeof directives[0])
 
+size_t config_directive_count(void)
+{
+    return NDIRECTIVES;
+}
+
+const char *config_directive_name(size_t i)
+{
+    return i < NDIRECTIVES ? directives[i].name : NULL;
+}
+
+const char *config_directive_usage(size_t i)
+{
+    return i < NDIRECTIVES ? directives[i].usage : NULL;
+}
+
 /* Index of directive `name` in the table (it must be there). */
 static size_t config_directive_index(const char *name)
 {
@@ -634,6 +650,43 @@ static void directive_apply(struct cfg_ctx *ctx, const struct directive *d, cons
     }
 }
 
+/* The optimal-string-alignment distance of a and b (insertions, deletions, substitutions and
+ * swaps of two neighbours, each 1), or more than `cap` once it is sure to be (long inputs). */
+static size_t edit_distance(const char *a, const char *b, size_t cap)
+{
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 64 || m > 64) return cap + 1;
+    if ((n > m ? n - m : m - n) > cap) return cap + 1;
+    size_t d[65][65];
+    for (size_t i = 0; i <= n; i++) d[i][0] = i;
+    for (size_t j = 0; j <= m; j++) d[0][j] = j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[n][m];
+}
+
+/* The directive an unknown name most likely meant: the nearest by edit distance (at most 2, and
+ * under half the name), else the one directive the name is a prefix of (4 letters or more); NULL
+ * when none is near. */
+static const char *config_directive_suggest(const char *name)
+{
+    const char *best = NULL, *prefixed = NULL;
+    size_t best_d = 3, nprefixed = 0, len = strlen(name);
+    for (size_t i = 0; i < NDIRECTIVES; i++) {
+        size_t dist = edit_distance(name, directives[i].name, 2);
+        if (dist < best_d && dist * 2 < len) best_d = dist, best = directives[i].name;
+        if (len >= 4 && strncmp(directives[i].name, name, len) == 0) prefixed = directives[i].name, nprefixed++;
+    }
+    return best ? best : nprefixed == 1 ? prefixed : NULL;
+}
+
 static void line_parse(struct cfg_ctx *ctx, const struct tokens *t, int first_line[NDIRECTIVES])
 {
     const char *name = t->v[0].text;
@@ -654,21 +707,54 @@ static void line_parse(struct cfg_ctx *ctx, const struct tokens *t, int first_li
         }
         return;
     }
-    CFG_ERR(ctx, "unknown directive '%s'", name);
+    const char *near = config_directive_suggest(name);
+    if (near)
+        CFG_ERR(ctx, "unknown directive '%s' (did you mean '%s'?)", name, near);
+    else
+        CFG_ERR(ctx, "unknown directive '%s'", name);
 }
 
-/* Warn about user owners that no namespace carries: they grant nothing (likely a typo). */
-static void owners_check(const struct config *c)
+/* A user's owner that no namespace (nor the default line) carries grants nothing: a typo, or a
+ * namespace not added yet. An error at the user's line: --check fails, and a reload bringing one
+ * in is refused. */
+static void config_owners_check(const struct config *c, struct diag *errs)
 {
+    if (!c->registry) return;
     for (size_t u = 0; u < c->nusers; u++) {
         for (size_t o = 0; o < c->users[u].nowners && !c->users[u].all_owners; o++) {
             const char *owner = c->users[u].owners[o];
             size_t i = 0;
             while (i < c->registry->count && strcmp(c->registry->entries[i].owner, owner) != 0) i++;
             if (i == c->registry->count && !(c->registry->dflt && strcmp(c->registry->dflt->owner, owner) == 0))
-                log_event(LOG_WARN, "config_unknown_owner", NULL, "%s:%d: user '%s': no namespace has owner '%s'",
-                          c->path, c->users[u].line, c->users[u].name, owner);
+                diag_add(errs, c->path, c->users[u].line,
+                         "user '%s': no namespace of %s has owner '%s' (owners= names the owner= of registry lines)",
+                         c->users[u].name, c->registry->path, owner);
         }
+    }
+}
+
+/* Two addresses one socket cannot both bind: the same port on the same host, or on a wildcard
+ * host (0.0.0.0, ::) and any other. */
+static int config_addr_clash(const char *host_a, int port_a, const char *host_b, int port_b)
+{
+    if (port_a != port_b) return 0;
+    int wild_a = strcmp(host_a, "0.0.0.0") == 0 || strcmp(host_a, "::") == 0 || !*host_a;
+    int wild_b = strcmp(host_b, "0.0.0.0") == 0 || strcmp(host_b, "::") == 0 || !*host_b;
+    return wild_a || wild_b || strcmp(host_a, host_b) == 0;
+}
+
+/* admin-listen on an address a `listen` already takes: the admin endpoint would never bind
+ * (or, with SO_REUSEPORT, take clients' connections). An error at the admin-listen line. */
+static void config_admin_clash_check(const struct config *c, int admin_line, struct diag *errs)
+{
+    if (!c->admin_host) return;
+    for (size_t i = 0; i < c->nlistens; i++) {
+        const struct listen_addr *l = &c->listens[i];
+        if (l->host && config_addr_clash(c->admin_host, c->admin_port, l->host, l->port))
+            diag_add(errs, c->path, admin_line,
+                     "admin-listen %s:%d is the address of listen on line %d: the admin endpoint needs a port "
+                     "of its own",
+                     c->admin_host, c->admin_port, l->line);
     }
 }
 
@@ -810,6 +896,8 @@ struct config *config_load(const char *path, struct diag *errs)
     config_enforce_apply(&ctx);
     config_near_cache_cluster_check(c, errs);
     config_replicas_cluster_check(c, errs);
+    config_owners_check(c, errs);
+    config_admin_clash_check(c, first_line[config_directive_index("admin-listen")], errs);
 
     if (errs->count > errs_before) {
         config_free(c);
@@ -819,7 +907,6 @@ struct config *config_load(const char *path, struct diag *errs)
     if (c->nusers == 0)
         log_event(LOG_WARN, "config_no_users", NULL, "%s: no user lines: clients need no AUTH (development only)",
                   c->path);
-    owners_check(c);
     config_registry_bind_stats(c->registry, c->instance_names);
     return c;
 }

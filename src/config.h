@@ -27,6 +27,7 @@ struct listen_addr {
     int unix_mode;   /* mode=0660 (octal); default 0660 */
     int tls;         /* listen ADDR tls cert=... key=... [ca=...] */
     char *tls_cert, *tls_key, *tls_ca;
+    int line; /* line of the listen directive */
 };
 
 struct instance_conf {
@@ -126,13 +127,26 @@ struct config {
  * Every error goes to `errs` as "FILE:LINE: message". Unknown directives, missing
  * required directives (listen, registry, at least one instance), malformed addresses,
  * instance without tls/plain, duplicate instance names, unreadable or group/other-
- * readable password files are errors. Touches no network. Warns (log_event) when there
- * is no user line (no AUTH) and when a user names an owner no namespace has.
+ * readable password files, a user naming an owner no registry line has, and admin-listen
+ * on a listen address are errors; an unknown directive's error names the nearest known one.
+ * Touches no network and opens no certificate (tls_check_files does, for --check). Warns
+ * (log_event) when there is no user line (no AUTH).
  * Returns the config (free with config_free) when there were no errors, else NULL.
  */
 struct config *config_load(const char *path, struct diag *errs) KG_MUST_CHECK;
 
 void config_free(struct config *c);
+
+/*
+ * The directive table config_load parses with: how many directives (config_directive_count),
+ * the name of the i-th ("listen", "cluster-refresh", ...) and its usage, the arguments after the
+ * name as the error messages print them ("NAME HOST:PORT|cluster ... [ca=F cert=F ...]"). NULL
+ * for i past the end. For the tests that hold the example configuration and the manual page to
+ * every directive and option the parser knows.
+ */
+size_t config_directive_count(void);
+const char *config_directive_name(size_t i);
+const char *config_directive_usage(size_t i);
 
 /* A deep copy of an instance's settings (the password too), for a thread of its own (the
  * sampler); free it with config_instance_free, which also clears the password. */

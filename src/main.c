@@ -7,6 +7,7 @@
 #include "nearcache.h"
 #include "sampler.h"
 #include "sentinelwatch.h"
+#include "tls.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -15,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 #include <event2/thread.h>
@@ -47,6 +50,7 @@ static void print_version(void)
 {
     printf("keygate %s\nlibevent %s\nhiredis %d.%d.%d\n%s\n", KEYGATE_VERSION, event_get_version(), HIREDIS_MAJOR,
            HIREDIS_MINOR, HIREDIS_PATCH, OpenSSL_version(OPENSSL_VERSION));
+    printf("License: BSD-3-Clause (the LICENSE file; /usr/share/doc/keygate/copyright in the Debian package)\n");
 }
 
 /* Load config + registry; print every error as FILE:LINE: message. */
@@ -54,7 +58,7 @@ static struct config *load_or_report(const char *path)
 {
     struct diag errs = {0};
     struct config *cfg = config_load(path, &errs);
-    for (size_t i = 0; i < errs.count; i++) fprintf(stderr, "%s\n", errs.lines[i]);
+    for (size_t i = 0; i < errs.count; i++) fprintf(stderr, "%s%s\n", log_priority_prefix(LOG_ERROR), errs.lines[i]);
     diag_free(&errs);
     return cfg;
 }
@@ -260,6 +264,7 @@ int main(int argc, char **argv)
     const char *config_path = NULL;
     int check = 0, markdown = 0, registry_cmd = 0;
     oom_route_libevent(); /* before any other libevent call: util.h's out-of-memory rule */
+    log_journal_detect(); /* before the first line: under the journal each carries its priority */
     if (argc > 1 && strcmp(argv[1], "audit") == 0) return audit_main(argc - 1, argv + 1);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
@@ -277,7 +282,7 @@ int main(int argc, char **argv)
             usage(stdout);
             return 0;
         } else {
-            fprintf(stderr, "keygate: unknown argument '%s'\n", argv[i]);
+            fprintf(stderr, "%skeygate: unknown argument '%s'\n", log_priority_prefix(LOG_ERROR), argv[i]);
             usage(stderr);
             return 2;
         }
@@ -289,11 +294,26 @@ int main(int argc, char **argv)
     if (check || registry_cmd) {
         struct config *cfg = load_or_report(config_path);
         if (!cfg) return 1;
+        if (check) { /* every certificate, key and CA file: what a start would find only at its TLS handshake */
+            struct diag errs = {0}, warns = {0};
+            tls_check_files(cfg, time(NULL), &errs, &warns);
+            for (size_t i = 0; i < warns.count; i++)
+                fprintf(stderr, "%s%s\n", log_priority_prefix(LOG_WARN), warns.lines[i]);
+            for (size_t i = 0; i < errs.count; i++)
+                fprintf(stderr, "%s%s\n", log_priority_prefix(LOG_ERROR), errs.lines[i]);
+            int bad = errs.count > 0;
+            diag_free(&errs);
+            diag_free(&warns);
+            if (bad) {
+                config_free(cfg);
+                return 1;
+            }
+        }
         if (registry_cmd)
             registry_print(cfg->registry, cfg->instance_names, markdown, stdout);
         else
-            printf("%s: OK (%zu namespaces, %zu instances, %zu users)\n", config_path, cfg->registry->count,
-                   cfg->ninstances, cfg->nusers);
+            printf("%s%s: OK (%zu namespaces, %zu instances, %zu users)\n", log_journal_fd(STDOUT_FILENO) ? "<6>" : "",
+                   config_path, cfg->registry->count, cfg->ninstances, cfg->nusers);
         config_free(cfg);
         return 0;
     }

@@ -44,6 +44,16 @@ static const struct {
     [F_REPLICAS] = {"replicas", 0},
 };
 
+const char *registry_field_name(size_t i)
+{
+    return i < F_COUNT ? fields[i].name : NULL;
+}
+
+int registry_field_is_flag(size_t i)
+{
+    return i == F_SLIDING || i == F_DEPTH;
+}
+
 struct line_error {
     int line;
     size_t seq; /* keeps errors of one line in the order found */

@@ -123,6 +123,13 @@ enum ns_enforce registry_enforce_word(const char *word);
  * ENFORCE_REPORT). config_load calls it once, before the registry is shared. */
 void registry_set_enforce(struct registry *r, enum ns_enforce global);
 
+/* The fields a registry line may carry, as registry_load parses them: the name of the i-th
+ * ("instance", "ttl", "replicas", ...; NULL past the last), and whether it is a flag word
+ * (sliding, depth) rather than name=value. With the kinds namespace, channel and default,
+ * everything a registry line can say: the tests hold the registry's header to it. */
+const char *registry_field_name(size_t i);
+int registry_field_is_flag(size_t i);
+
 /* Print the registry as the seed's table, in file order: Namespace | Purpose | Instance |
  * TTL | Max TTL | Owner; aligned plain text, or a Markdown table when markdown != 0.
  * TTL reads "90s", "30m sliding", "none" (+ ", near-cache 60s", ", replicas=1"); channels "(pub/sub)".

@@ -552,7 +552,7 @@ void sampler_format_prometheus(const char *const *instances, size_t ninstances, 
                                  "complete pass over the instance\n# TYPE keygate_namespace_scan_age_seconds gauge\n"));
     for (size_t i = 0; i < ninstances && i < CONFIG_MAX_INSTANCES; i++) {
         if (!done[i]) continue;
-        int n = snprintf(line, sizeof(line), "keygate_namespace_scan_age_seconds{instance=\"%s\"} %.3f\n", instances[i],
+        int n = snprintf(line, sizeof(line), "keygate_namespace_scan_age_seconds{backend=\"%s\"} %.3f\n", instances[i],
                          (double)(now - done[i]) / 1000.0);
         if (n > 0 && (size_t)n < sizeof(line)) bytebuf_add(out, line, (size_t)n);
     }
@@ -560,7 +560,7 @@ void sampler_format_prometheus(const char *const *instances, size_t ninstances, 
                                  "over the instance took\n# TYPE keygate_namespace_scan_duration_seconds gauge\n"));
     for (size_t i = 0; i < ninstances && i < CONFIG_MAX_INSTANCES; i++) {
         if (!done[i]) continue;
-        int n = snprintf(line, sizeof(line), "keygate_namespace_scan_duration_seconds{instance=\"%s\"} %.3f\n",
+        int n = snprintf(line, sizeof(line), "keygate_namespace_scan_duration_seconds{backend=\"%s\"} %.3f\n",
                          instances[i], (double)took[i] / 1000.0);
         if (n > 0 && (size_t)n < sizeof(line)) bytebuf_add(out, line, (size_t)n);
     }

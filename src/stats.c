@@ -309,7 +309,7 @@ static void add_ns_labels(struct bytebuf *out, const struct ns_label *l)
 {
     bytebuf_add(out, STR_AND_LEN("namespace=\""));
     stats_prom_label_value(out, l->prefix);
-    bytebuf_add(out, STR_AND_LEN("\",instance=\""));
+    bytebuf_add(out, STR_AND_LEN("\",backend=\""));
     stats_prom_label_value(out, l->instance);
     bytebuf_add(out, STR_AND_LEN("\",owner=\""));
     stats_prom_label_value(out, l->owner);
@@ -433,14 +433,14 @@ void stats_format_prometheus(const struct stats *blocks, size_t stride, int n, c
                 "backend round trip: the request's batch written to the reply framed");
     for (size_t i = 0; i < ninstances && i < STATS_MAX_INSTANCES; i++) {
         stats_hist_sum_backend(blocks, stride, n, (int)i, &h);
-        prom_hist(out, "keygate_backend_latency_seconds", "instance", instances[i], &h);
+        prom_hist(out, "keygate_backend_latency_seconds", "backend", instances[i], &h);
     }
     prom_header(out, "keygate_request_hold_seconds", "histogram",
                 "requests held for a cluster slot's owner or a sentinel instance's primary: the wait (its count: "
                 "requests held)");
     for (size_t i = 0; i < ninstances && i < STATS_MAX_INSTANCES; i++) {
         stats_hist_sum_hold(blocks, stride, n, (int)i, &h);
-        prom_hist(out, "keygate_request_hold_seconds", "instance", instances[i], &h);
+        prom_hist(out, "keygate_request_hold_seconds", "backend", instances[i], &h);
     }
     prom_header(out, "keygate_request_duration_seconds", "histogram",
                 "time in keygate: the request read to its reply written, by command class");

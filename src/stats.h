@@ -368,13 +368,13 @@ double stats_hist_quantile_us(const struct stats_hist *h, double q);
 
 /*
  * The Prometheus text of the per-namespace series (keygate_namespace_*) and the two
- * histograms (keygate_backend_latency_seconds{instance}, keygate_request_duration_seconds
- * {class}), appended to out. `instances` names the histogram instances (ninstances).
+ * histograms (keygate_backend_latency_seconds{backend}, keygate_request_duration_seconds
+ * {class}), appended to out. `instances` names the instances, the backend label (ninstances).
  */
 void stats_format_prometheus(const struct stats *blocks, size_t stride, int n, const char *const *instances,
                              size_t ninstances, struct bytebuf *out);
 
-/* A per-namespace gauge: `name{namespace,instance,owner} values[slot]` for each bound slot
+/* A per-namespace gauge: `name{namespace,backend,owner} values[slot]` for each bound slot
  * with present[slot] set (values and present index slots, STATS_NS_MAX of each). */
 void stats_format_ns_gauge(const char *name, const char *help, const uint64_t *values, const unsigned char *present,
                            struct bytebuf *out);

@@ -19,7 +19,7 @@ void oom_abort(size_t n)
 {
     /* no log_event: its formatting must not need memory either */
     char msg[64];
-    int len = snprintf(msg, sizeof msg, "ERROR out of memory (%zu bytes)\n", n);
+    int len = snprintf(msg, sizeof msg, "%sERROR out of memory (%zu bytes)\n", log_priority_prefix(LOG_ERROR), n);
     if (len > 0) fwrite(msg, 1, (size_t)len, stderr);
     abort();
 }
@@ -238,7 +238,11 @@ void tokens_free(struct tokens *t)
 
 int log_format = LOG_FORMAT_TEXT;
 
+int log_journal;
+
 static const char *const log_level_names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
+/* sd-daemon.h's SD_DEBUG, SD_INFO, SD_WARNING, SD_ERR: the syslog priorities of the levels */
+static const char *const log_level_priorities[] = {"<7>", "<6>", "<4>", "<3>"};
 static const char *const log_level_words[] = {"debug", "info", "warn", "error"}; /* log-level's words */
 
 int log_level_parse(const char *word)
@@ -363,13 +367,35 @@ size_t log_json_format(char *buf, size_t cap, const char *ts, enum log_level lev
     return o;
 }
 
+int log_journal_fd(int fd)
+{
+    const char *js = getenv("JOURNAL_STREAM");
+    unsigned long long dev, ino;
+    char end;
+    if (!js || sscanf(js, "%llu:%llu%c", &dev, &ino, &end) != 2) return 0;
+    struct stat st;
+    if (fstat(fd, &st) != 0) return 0;
+    return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
+void log_journal_detect(void)
+{
+    log_journal = log_journal_fd(STDERR_FILENO);
+}
+
+const char *log_priority_prefix(enum log_level level)
+{
+    if (!log_journal) return "";
+    return log_level_priorities[level <= LOG_ERROR ? level : LOG_ERROR];
+}
+
 static void log_vwrite(enum log_level level, const char *event, const struct log_fields *f, const char *fmt, va_list ap)
 {
     char msg[LOG_MSG_MAX];
     vsnprintf(msg, sizeof msg, fmt, ap);
     if (level > LOG_ERROR) level = LOG_ERROR;
     if (log_format != LOG_FORMAT_JSON) {
-        fprintf(stderr, "%s %s\n", log_level_names[level], msg);
+        fprintf(stderr, "%s%s %s\n", log_priority_prefix(level), log_level_names[level], msg);
         return;
     }
     struct timespec now;
@@ -379,8 +405,11 @@ static void log_vwrite(enum log_level level, const char *event, const struct log
     gmtime_r(&now.tv_sec, &tm);
     size_t n = strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(ts + n, sizeof ts - n, ".%03ldZ", now.tv_nsec / 1000000);
-    char line[LOG_LINE_MAX];
-    size_t len = log_json_format(line, sizeof line, ts, level, event, f, msg);
+    char line[4 + LOG_LINE_MAX];
+    const char *prio = log_priority_prefix(level);
+    size_t plen = strlen(prio);
+    memcpy(line, prio, plen);
+    size_t len = plen + log_json_format(line + plen, sizeof line - plen, ts, level, event, f, msg);
     fwrite(line, 1, len, stderr);
 }
 

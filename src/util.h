@@ -182,6 +182,29 @@ enum log_format { LOG_FORMAT_TEXT = 0, LOG_FORMAT_JSON };
 extern int log_format;
 
 /*
+ * 1 when stderr is the systemd journal's stream: $JOURNAL_STREAM ("DEV:INODE", set by systemd
+ * for a unit whose StandardError= is the journal) names the file stderr is (fstat). Every line
+ * keygate writes to stderr then starts with its syslog priority, sd-daemon's "<N>" (3 error,
+ * 4 warning, 6 info, 7 debug), which journald strips and stores as PRIORITY=: `journalctl
+ * -p warning` shows warnings and errors only. Set by log_journal_detect; 0 (no prefix) until.
+ */
+extern int log_journal;
+
+/*
+ * Set log_journal from $JOURNAL_STREAM and stderr. Called once at start-up, before any thread
+ * runs and before the first line is written (main). A stderr redirected elsewhere (a file, a
+ * pipe: `keygate --check ... 2>x`) under a unit that set $JOURNAL_STREAM gets no prefix.
+ */
+void log_journal_detect(void);
+
+/* 1 when fd is the stream $JOURNAL_STREAM names (stdout under a unit, usually), else 0. */
+int log_journal_fd(int fd);
+
+/* "<N>" for level when log_journal is set (the prefix log_event writes), else "". For the
+ * lines written to stderr without log_event: the configuration's FILE:LINE: errors. */
+const char *log_priority_prefix(enum log_level level);
+
+/*
  * What a log line is about, where the call site knows it (NULL or 0: not known, left out).
  * JSON lines carry each known one as a field ("client", "client_id", "instance",
  * "backend", "namespace"); text lines print only the message, which already names them.
@@ -200,7 +223,8 @@ struct log_fields {
  * Log one line to stderr when level >= log_min_level. event is a short stable word naming
  * what happened ("client_closed", "backend_down"); fields may be NULL. log-format text:
  * "LEVEL message" (journald adds the time and the unit). log-format json: one object per
- * line, {"ts","level","event", the known fields, "msg"} (log_json_format). One write per
+ * line, {"ts","level","event", the known fields, "msg"} (log_json_format). Under the journal
+ * (log_journal) each line starts with its priority "<N>" (log_priority_prefix). One write per
  * line: lines of different threads never interleave.
  */
 void log_event(enum log_level level, const char *event, const struct log_fields *fields, const char *fmt, ...)

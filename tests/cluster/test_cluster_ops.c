@@ -239,15 +239,15 @@ START_TEST(test_sampler_sums_every_primary)
     ck_assert_int_eq(direct, 5 + 7 + 11);
 
     keygate_on_cluster("namespace-scan-interval 200ms\n");
-    const char *keys = "keygate_namespace_keys{namespace=\"cache:\",instance=\"cache\",owner=\"cache\"}";
-    const char *jobs = "keygate_namespace_keys{namespace=\"job:\",instance=\"cache\",owner=\"jobs\"}";
-    const char *depth = "keygate_namespace_depth{namespace=\"job:\",instance=\"cache\",owner=\"jobs\"}";
+    const char *keys = "keygate_namespace_keys{namespace=\"cache:\",backend=\"cache\",owner=\"cache\"}";
+    const char *jobs = "keygate_namespace_keys{namespace=\"job:\",backend=\"cache\",owner=\"jobs\"}";
+    const char *depth = "keygate_namespace_depth{namespace=\"job:\",backend=\"cache\",owner=\"jobs\"}";
     long long deadline = now_ms() + 15000;
     for (;;) {
         char *body = metrics();
         double got = series(body, keys), gotj = series(body, jobs), gotd = series(body, depth);
         if (got == (double)direct && gotj == 3 && gotd == 2 + 3 + 4) {
-            ck_assert_msg(series(body, "keygate_namespace_scan_age_seconds{instance=\"cache\"}") >= 0, "%s", body);
+            ck_assert_msg(series(body, "keygate_namespace_scan_age_seconds{backend=\"cache\"}") >= 0, "%s", body);
             free(body);
             break;
         }
@@ -293,7 +293,7 @@ START_TEST(test_capacity_per_node)
         body = metrics();
         int ok = 1;
         for (int k = 0; k < NP; k++) {
-            snprintf(name, sizeof name, "keygate_backend_maxmemory_bytes{instance=\"cache\",node=\"127.0.0.1:%d\"}",
+            snprintf(name, sizeof name, "keygate_backend_maxmemory_bytes{backend=\"cache\",node=\"127.0.0.1:%d\"}",
                      C->nodes[P[k]].tls_port);
             ok &= series(body, name) == (double)want[k];
         }
@@ -304,23 +304,23 @@ START_TEST(test_capacity_per_node)
     }
     for (int k = 0; k < NP; k++) {
         int port = C->nodes[P[k]].tls_port;
-        snprintf(name, sizeof name, "keygate_backend_role{instance=\"cache\",node=\"127.0.0.1:%d\",role=\"master\"}",
+        snprintf(name, sizeof name, "keygate_backend_role{backend=\"cache\",node=\"127.0.0.1:%d\",role=\"master\"}",
                  port);
         ck_assert_msg(series(body, name) == 1, "%s missing:\n%s", name, body);
-        snprintf(name, sizeof name, "keygate_backend_node_up{instance=\"cache\",node=\"127.0.0.1:%d\"}", port);
+        snprintf(name, sizeof name, "keygate_backend_node_up{backend=\"cache\",node=\"127.0.0.1:%d\"}", port);
         ck_assert_msg(series(body, name) == 1, "%s missing:\n%s", name, body);
-        snprintf(name, sizeof name, "keygate_backend_memory_headroom_ratio{instance=\"cache\",node=\"127.0.0.1:%d\"}",
+        snprintf(name, sizeof name, "keygate_backend_memory_headroom_ratio{backend=\"cache\",node=\"127.0.0.1:%d\"}",
                  port);
         ck_assert_msg(series(body, name) > 0, "%s missing:\n%s", name, body);
     }
     /* the replicas are not read; the cluster has no per-instance series; durable keeps its own */
     int labelled = 0;
-    for (const char *p = body; (p = strstr(p, "\nkeygate_backend_used_memory_bytes{instance=\"cache\",node=")); p++)
+    for (const char *p = body; (p = strstr(p, "\nkeygate_backend_used_memory_bytes{backend=\"cache\",node=")); p++)
         labelled++;
     ck_assert_msg(labelled == NP, "%d per-node used_memory series, want %d:\n%s", labelled, NP, body);
-    ck_assert_msg(series(body, "keygate_backend_maxmemory_bytes{instance=\"cache\"}") < 0, "%s", body);
-    ck_assert_msg(series(body, "keygate_backend_maxmemory_bytes{instance=\"durable\"}") >= 0, "%s", body);
-    ck_assert_msg(series(body, "keygate_topology_ok{instance=\"cache\"}") == 1, "%s", body);
+    ck_assert_msg(series(body, "keygate_backend_maxmemory_bytes{backend=\"cache\"}") < 0, "%s", body);
+    ck_assert_msg(series(body, "keygate_backend_maxmemory_bytes{backend=\"durable\"}") >= 0, "%s", body);
+    ck_assert_msg(series(body, "keygate_topology_ok{backend=\"cache\"}") == 1, "%s", body);
 
     char path[PATH_MAX], out[PATH_MAX], sh[3 * PATH_MAX];
     snprintf(path, sizeof path, "%s/metrics.txt", h.dir);
@@ -373,8 +373,8 @@ START_TEST(test_guard_names_the_node)
     char *body = healthz_until("instance 'cache' node", 0, 10000); /* every node as the guard wants */
     free(body);
     char *m = metrics();
-    ck_assert_msg(series(m, "keygate_topology_checked{instance=\"cache\"}") == 1 &&
-                      series(m, "keygate_topology_ok{instance=\"cache\"}") == 1,
+    ck_assert_msg(series(m, "keygate_topology_checked{backend=\"cache\"}") == 1 &&
+                      series(m, "keygate_topology_ok{backend=\"cache\"}") == 1,
                   "%s", m);
     free(m);
 
@@ -389,7 +389,7 @@ START_TEST(test_guard_names_the_node)
     }
     free(body);
     m = metrics();
-    ck_assert_msg(series(m, "keygate_topology_ok{instance=\"cache\"}") == 0, "%s", m);
+    ck_assert_msg(series(m, "keygate_topology_ok{backend=\"cache\"}") == 0, "%s", m);
     free(m);
 
     expect_status(cmd(c, "CONFIG SET maxmemory-policy allkeys-lfu"), "OK", "CONFIG SET");
@@ -420,7 +420,7 @@ START_TEST(test_failover_moves_the_node_series)
     keygate_on_cluster("backend-info-interval 200ms\n");
     int victim = P[2], dead = C->nodes[victim].tls_port, promoted = -1;
     char name[256];
-    snprintf(name, sizeof name, "keygate_backend_node_up{instance=\"cache\",node=\"127.0.0.1:%d\"}", dead);
+    snprintf(name, sizeof name, "keygate_backend_node_up{backend=\"cache\",node=\"127.0.0.1:%d\"}", dead);
     long long deadline = now_ms() + 10000;
     for (;;) { /* the poller has read the victim */
         char *body = metrics();
@@ -433,13 +433,13 @@ START_TEST(test_failover_moves_the_node_series)
     long long ms = 0;
     ck_assert_msg(cluster_kill_primary(C, victim, 20000, &promoted, &ms) == 0, "%s", cluster_last_error());
     char fresh[256];
-    snprintf(fresh, sizeof fresh, "keygate_backend_node_up{instance=\"cache\",node=\"127.0.0.1:%d\"}",
+    snprintf(fresh, sizeof fresh, "keygate_backend_node_up{backend=\"cache\",node=\"127.0.0.1:%d\"}",
              C->nodes[promoted].tls_port);
     deadline = now_ms() + 10000;
     for (;;) {
         char *body = metrics();
         int done = series(body, name) < 0 && series(body, fresh) == 1 &&
-                   series(body, "keygate_topology_ok{instance=\"cache\"}") == 1;
+                   series(body, "keygate_topology_ok{backend=\"cache\"}") == 1;
         if (done) {
             free(body);
             break;

@@ -127,7 +127,7 @@ static long long cache_gauge(const char *metric)
 {
     struct harness_http r = harness_admin_get(&h, "/metrics");
     char needle[128];
-    snprintf(needle, sizeof needle, "%s{instance=\"cache\"} ", metric);
+    snprintf(needle, sizeof needle, "%s{backend=\"cache\"} ", metric);
     const char *at = r.body ? strstr(r.body, needle) : NULL;
     long long v = at ? atoll(at + strlen(needle)) : -1;
     free(r.body);

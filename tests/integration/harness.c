@@ -1115,7 +1115,7 @@ static int http_get(int port, const char *path, char *buf, size_t len, int io_ms
 static long metric_of(const char *text, const char *name, const char *inst)
 {
     char series[160];
-    snprintf(series, sizeof series, "\n%s{instance=\"%s\"} ", name, inst);
+    snprintf(series, sizeof series, "\n%s{backend=\"%s\"} ", name, inst);
     const char *at = strstr(text, series);
     return at != NULL ? strtol(at + strlen(series), NULL, 10) : -1;
 }

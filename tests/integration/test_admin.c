@@ -136,9 +136,9 @@ START_TEST(test_metrics_counters_move_after_commands)
     ck_assert_ptr_nonnull(strstr(r.body, "# HELP keygate_commands_processed_total client commands handled\n"));
     ck_assert_ptr_nonnull(strstr(r.body, "# TYPE keygate_commands_processed_total counter\n"));
     ck_assert_ptr_nonnull(strstr(r.body, "# TYPE keygate_connected_clients gauge\n"));
-    ck_assert(metric(r.body, "keygate_instance_up{instance=\"durable\"}") == 1);
-    ck_assert(metric(r.body, "keygate_instance_up{instance=\"cache\"}") == 1);
-    ck_assert(metric(r.body, "keygate_topology_ok{instance=\"durable\"}") == 1);
+    ck_assert(metric(r.body, "keygate_instance_up{backend=\"durable\"}") == 1);
+    ck_assert(metric(r.body, "keygate_instance_up{backend=\"cache\"}") == 1);
+    ck_assert(metric(r.body, "keygate_topology_ok{backend=\"durable\"}") == 1);
     ck_assert(metric(r.body, "keygate_registry_namespaces") >= 10);
     double processed = metric(r.body, "keygate_commands_processed_total");
     double forwarded = metric(r.body, "keygate_commands_forwarded_total");
@@ -179,8 +179,8 @@ START_TEST(test_healthz_follows_backend_down_and_back)
     ck_assert_msg(strstr(r.body, "durable") == NULL, "only cache is down: %s", r.body);
     http_reply_free(&r);
     r = http_get("/metrics");
-    ck_assert(metric(r.body, "keygate_instance_up{instance=\"cache\"}") == 0);
-    ck_assert(metric(r.body, "keygate_instance_up{instance=\"durable\"}") == 1);
+    ck_assert(metric(r.body, "keygate_instance_up{backend=\"cache\"}") == 0);
+    ck_assert(metric(r.body, "keygate_instance_up{backend=\"durable\"}") == 1);
     http_reply_free(&r);
 
     ck_assert_msg(harness_backend_restart(&h, "cache") == 0, "restart: %s", h.error);
@@ -221,7 +221,7 @@ START_TEST(test_topology_problem_shows_in_healthz_and_metrics)
     ck_assert_msg(r.status == 200, "healthz 3 s into the test: %d %s", r.status, r.body);
     http_reply_free(&r);
     r = http_get("/metrics");
-    int checked = metric(r.body, "keygate_topology_checked{instance=\"cache\"}") == 1;
+    int checked = metric(r.body, "keygate_topology_checked{backend=\"cache\"}") == 1;
     http_reply_free(&r);
     ck_assert_msg(checked, "keygate read no INFO from 'cache' at connect (topology guard not wired)");
     config_set("cache", "maxmemory-policy", "noeviction");
@@ -232,8 +232,8 @@ START_TEST(test_topology_problem_shows_in_healthz_and_metrics)
     ck_assert_msg(strstr(r.body, "instance 'cache' maxmemory-policy is noeviction, must evict") != NULL, "%s", r.body);
     http_reply_free(&r);
     r = http_get("/metrics");
-    ck_assert(metric(r.body, "keygate_topology_ok{instance=\"cache\"}") == 0);
-    ck_assert(metric(r.body, "keygate_topology_ok{instance=\"durable\"}") == 1);
+    ck_assert(metric(r.body, "keygate_topology_ok{backend=\"cache\"}") == 0);
+    ck_assert(metric(r.body, "keygate_topology_ok{backend=\"durable\"}") == 1);
     http_reply_free(&r);
 
     config_set("cache", "maxmemory-policy", "allkeys-lru");

@@ -1,4 +1,4 @@
-/* test_metrics.c: issue 14's metrics: exact per-namespace counters, histograms, capacity gauges, /healthz on headroom, promtool, the sampler. */
+/* test_metrics.c: keygate's /metrics: exact per-namespace counters, histograms, capacity gauges, /healthz on headroom, build and process series, promtool, a real Prometheus scraping it, the sampler. */
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
@@ -6,12 +6,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "util.h" /* KEYGATE_VERSION */
 
 /*
  * One harness with admin-listen, a registry of its own (q: marked depth) and
@@ -65,7 +70,7 @@ static double must_series(const char *body, const char *name)
     return v;
 }
 
-#define NS(prefix, inst, owner) "namespace=\"" prefix "\",instance=\"" inst "\",owner=\"" owner "\""
+#define NS(prefix, inst, owner) "namespace=\"" prefix "\",backend=\"" inst "\",owner=\"" owner "\""
 
 /* ---- keygate traffic ---- */
 
@@ -391,7 +396,7 @@ START_TEST(test_histograms_count_the_requests)
     char *before = metrics();
     double read0 = hist_check(before, "keygate_request_duration_seconds", "class=\"read\"");
     double write0 = hist_check(before, "keygate_request_duration_seconds", "class=\"write\"");
-    double cache0 = hist_check(before, "keygate_backend_latency_seconds", "instance=\"cache\"");
+    double cache0 = hist_check(before, "keygate_backend_latency_seconds", "backend=\"cache\"");
     redisContext *c = harness_must_client(&h);
     /* 40 GETs pipelined, 10 one at a time; 3 SETs on q: (no TTL: one backend reply each) */
     for (int i = 0; i < 40; i++) redisAppendCommand(c, "GET cache:h:%d", i);
@@ -402,8 +407,8 @@ START_TEST(test_histograms_count_the_requests)
     redisFree(c);
     ck_assert_int_eq(hist_check(after, "keygate_request_duration_seconds", "class=\"read\"") - read0, 50);
     ck_assert_int_eq(hist_check(after, "keygate_request_duration_seconds", "class=\"write\"") - write0, 3);
-    ck_assert_int_eq(hist_check(after, "keygate_backend_latency_seconds", "instance=\"cache\"") - cache0, 50);
-    hist_check(after, "keygate_backend_latency_seconds", "instance=\"durable\"");
+    ck_assert_int_eq(hist_check(after, "keygate_backend_latency_seconds", "backend=\"cache\"") - cache0, 50);
+    hist_check(after, "keygate_backend_latency_seconds", "backend=\"durable\"");
     hist_check(after, "keygate_request_duration_seconds", "class=\"other\"");
     free(before);
     free(after);
@@ -496,8 +501,8 @@ static char *metrics_until(const char *name, double want, int timeout_ms)
  * reads every second). */
 static char *metrics_read_after(long long since)
 {
-    static const char *const ages[] = {"keygate_backend_info_age_seconds{instance=\"durable\"}",
-                                       "keygate_backend_info_age_seconds{instance=\"cache\"}"};
+    static const char *const ages[] = {"keygate_backend_info_age_seconds{backend=\"durable\"}",
+                                       "keygate_backend_info_age_seconds{backend=\"cache\"}"};
     long long deadline = now_ms() + 5000;
     for (;;) {
         long long asked = now_ms();
@@ -518,28 +523,28 @@ static char *metrics_read_after(long long since)
 START_TEST(test_capacity_gauges_equal_backend_info)
 {
     direct_config_set("cache", "maxmemory", "123456789");
-    char *body = metrics_until("keygate_backend_maxmemory_bytes{instance=\"cache\"}", 123456789, 3000);
-    ck_assert_msg(series(body, "keygate_backend_maxmemory_bytes{instance=\"cache\"}") == 123456789,
+    char *body = metrics_until("keygate_backend_maxmemory_bytes{backend=\"cache\"}", 123456789, 3000);
+    ck_assert_msg(series(body, "keygate_backend_maxmemory_bytes{backend=\"cache\"}") == 123456789,
                   "maxmemory not read within 2 intervals:\n%s", body);
     free(body);
     /* quiet backends: the next reading equals what INFO says now */
     long long hits = direct_info("cache", "keyspace_hits"), misses = direct_info("cache", "keyspace_misses");
     long long evicted = direct_info("cache", "evicted_keys"), aof = direct_info("durable", "aof_enabled");
     body = metrics_read_after(now_ms()); /* a reading of now */
-    ck_assert_int_eq(must_series(body, "keygate_backend_keyspace_hits_total{instance=\"cache\"}"), hits);
-    ck_assert_int_eq(must_series(body, "keygate_backend_keyspace_misses_total{instance=\"cache\"}"), misses);
-    ck_assert_int_eq(must_series(body, "keygate_backend_evicted_keys_total{instance=\"cache\"}"), evicted);
-    ck_assert_int_eq(must_series(body, "keygate_backend_aof_enabled{instance=\"durable\"}"), aof);
-    ck_assert_int_eq(must_series(body, "keygate_backend_aof_enabled{instance=\"cache\"}"), 0);
-    ck_assert_int_eq(must_series(body, "keygate_backend_aof_last_write_ok{instance=\"durable\"}"), 1);
-    ck_assert_int_eq(must_series(body, "keygate_backend_role{instance=\"durable\",role=\"master\"}"), 1);
-    ck_assert(must_series(body, "keygate_backend_info_age_seconds{instance=\"cache\"}") < 1.5);
-    double used = must_series(body, "keygate_backend_used_memory_bytes{instance=\"cache\"}");
+    ck_assert_int_eq(must_series(body, "keygate_backend_keyspace_hits_total{backend=\"cache\"}"), hits);
+    ck_assert_int_eq(must_series(body, "keygate_backend_keyspace_misses_total{backend=\"cache\"}"), misses);
+    ck_assert_int_eq(must_series(body, "keygate_backend_evicted_keys_total{backend=\"cache\"}"), evicted);
+    ck_assert_int_eq(must_series(body, "keygate_backend_aof_enabled{backend=\"durable\"}"), aof);
+    ck_assert_int_eq(must_series(body, "keygate_backend_aof_enabled{backend=\"cache\"}"), 0);
+    ck_assert_int_eq(must_series(body, "keygate_backend_aof_last_write_ok{backend=\"durable\"}"), 1);
+    ck_assert_int_eq(must_series(body, "keygate_backend_role{backend=\"durable\",role=\"master\"}"), 1);
+    ck_assert(must_series(body, "keygate_backend_info_age_seconds{backend=\"cache\"}") < 1.5);
+    double used = must_series(body, "keygate_backend_used_memory_bytes{backend=\"cache\"}");
     long long used_now = direct_info("cache", "used_memory");
     ck_assert_msg(used > used_now * 0.9 && used < used_now * 1.1, "used_memory %.0f vs INFO %lld", used, used_now);
-    double ratio = must_series(body, "keygate_backend_memory_headroom_ratio{instance=\"cache\"}");
+    double ratio = must_series(body, "keygate_backend_memory_headroom_ratio{backend=\"cache\"}");
     ck_assert_msg(ratio > 0 && ratio < 1 && ratio - (123456789.0 - used) / 123456789.0 < 1e-6, "ratio %f", ratio);
-    ck_assert(must_series(body, "keygate_backend_connected_clients{instance=\"cache\"}") >= 1);
+    ck_assert(must_series(body, "keygate_backend_connected_clients{backend=\"cache\"}") >= 1);
     free(body);
 }
 END_TEST
@@ -563,12 +568,12 @@ START_TEST(test_oom_counted_and_healthz_flips_on_headroom)
         freeReplyObject(r);
     }
     redisFree(c);
-    char *after = metrics_until("keygate_backend_memory_headroom_ratio{instance=\"durable\"}", 0, 3000);
+    char *after = metrics_until("keygate_backend_memory_headroom_ratio{backend=\"durable\"}", 0, 3000);
     const char *oom = "keygate_namespace_backend_errors_total{" NS("q:", "durable", "queues") ",code=\"OOM\"}";
     ck_assert_int_eq(must_series(after, oom) - must_series(before, oom), 3);
-    const char *rej = "keygate_backend_rejected_writes_total{instance=\"durable\"}";
+    const char *rej = "keygate_backend_rejected_writes_total{backend=\"durable\"}";
     ck_assert_int_eq(must_series(after, rej) - must_series(before, rej), 3);
-    ck_assert_int_eq(must_series(after, "keygate_backend_memory_headroom_ratio{instance=\"durable\"}"), 0);
+    ck_assert_int_eq(must_series(after, "keygate_backend_memory_headroom_ratio{backend=\"durable\"}"), 0);
     free(before);
     free(after);
     hz = harness_admin_get(&h, "/healthz");
@@ -621,6 +626,252 @@ START_TEST(test_promtool_accepts_metrics)
         fclose(f);
     }
     ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 0 && text[0] == '\0', "promtool (rc %d): %s", rc, text);
+}
+END_TEST
+
+/* ---- labels, build and process series ---- */
+
+/* No series of keygate's carries `instance` or `job`: those are the labels Prometheus gives the
+ * target; a series carrying one of them itself is stored renamed (exported_instance). */
+START_TEST(test_no_series_carries_a_target_label)
+{
+    char *body = metrics_read_after(0);
+    int series_lines = 0;
+    for (const char *line = body; *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : line + strlen(line)) {
+        if (*line == '#' || *line == '\n') continue;
+        series_lines++;
+        const char *brace = strchr(line, '{'), *nl = strchr(line, '\n');
+        if (!brace || (nl && brace > nl)) continue;
+        const char *end = strchr(brace, '}');
+        ck_assert_ptr_nonnull(end);
+        char labels[4096];
+        snprintf(labels, sizeof labels, ",%.*s", (int)(end - brace - 1), brace + 1);
+        ck_assert_msg(!strstr(labels, ",instance=") && !strstr(labels, ",job=") && !strstr(labels, ",exported_"),
+                      "a series carries a target label: %.*s", nl ? (int)(nl - line) : (int)strlen(line), line);
+    }
+    ck_assert_int_gt(series_lines, 50);
+    ck_assert_int_eq(must_series(body, "keygate_instance_up{backend=\"durable\"}"), 1);
+    ck_assert_int_eq(must_series(body, "keygate_instance_up{backend=\"cache\"}"), 1);
+    free(body);
+}
+END_TEST
+
+/* keygate's /proc/PID/stat field `field` (1-based; the name, field 2, skipped by its last ')'). */
+static unsigned long long proc_stat_field(pid_t pid, int field)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    ck_assert_ptr_nonnull(p);
+    for (int i = 3; i <= field; i++) {
+        p = strchr(p + 1, ' ');
+        ck_assert_ptr_nonnull(p);
+    }
+    return strtoull(p + 1, NULL, 10);
+}
+
+/* keygate_build_info names this build; the process_* series are keygate's own process as /proc
+ * shows it from outside: open fds (counted in /proc/PID/fd), the fd limit (/proc/PID/limits), the
+ * resident memory (/proc/PID/statm), the start time (/proc/PID/stat + btime), the CPU time. */
+START_TEST(test_build_info_and_process_series)
+{
+    pid_t pid = h.keygate_pid;
+    char *body = metrics_read_after(0);
+    char want[256];
+    snprintf(want, sizeof want, "\nkeygate_build_info{version=\"%s\",libevent=\"", KEYGATE_VERSION);
+    ck_assert_msg(strstr(body, want) != NULL, "no %s in /metrics", want + 1);
+    const char *bi = strstr(body, want);
+    const char *eol = strchr(bi + 1, '\n');
+    ck_assert_msg(eol && strncmp(eol - 3, "} 1", 3) == 0 && strstr(bi, "hiredis=\"") < eol &&
+                      strstr(bi, "openssl=\"OpenSSL ") < eol,
+                  "keygate_build_info: %.*s", (int)(eol - bi), bi);
+    /* open fds: /proc/PID/fd counted now; keygate's own count is of the moment it answered, give
+     * or take the admin connection and the directory it opened */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    ck_assert_ptr_nonnull(d);
+    long fds = 0;
+    const struct dirent *e;
+    while ((e = readdir(d)) != NULL) fds += e->d_name[0] != '.';
+    closedir(d);
+    double open = must_series(body, "process_open_fds");
+    ck_assert_msg(open >= fds - 2 && open <= fds + 2, "process_open_fds %.0f, /proc/%d/fd has %ld", open, (int)pid,
+                  fds);
+    /* the fd limit: /proc/PID/limits' soft "Max open files" */
+    snprintf(path, sizeof path, "/proc/%d/limits", (int)pid);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256];
+    double soft = -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "Max open files", 14) == 0) soft = strtod(line + 26, NULL);
+    fclose(f);
+    ck_assert_msg(soft > 0 && must_series(body, "process_max_fds") == soft, "process_max_fds %.0f, limits %.0f",
+                  must_series(body, "process_max_fds"), soft);
+    /* resident memory: within 25% of /proc/PID/statm now */
+    snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    unsigned long long vm, rss;
+    ck_assert_int_eq(fscanf(f, "%llu %llu", &vm, &rss), 2);
+    fclose(f);
+    double rss_bytes = (double)rss * (double)sysconf(_SC_PAGESIZE);
+    double rss_metric = must_series(body, "process_resident_memory_bytes");
+    ck_assert_msg(rss_metric > 0.75 * rss_bytes && rss_metric < 1.25 * rss_bytes,
+                  "process_resident_memory_bytes %.0f, statm %.0f", rss_metric, rss_bytes);
+    ck_assert(must_series(body, "process_virtual_memory_bytes") >= rss_metric);
+    /* start time: /proc/PID/stat's starttime after /proc/stat's btime, to the tick */
+    unsigned long long btime = 0;
+    f = fopen("/proc/stat", "r");
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "btime %llu", &btime) == 1) break;
+    fclose(f);
+    double start = (double)btime + (double)proc_stat_field(pid, 22) / (double)sysconf(_SC_CLK_TCK);
+    double start_metric = must_series(body, "process_start_time_seconds");
+    ck_assert_msg(start_metric > start - 0.02 && start_metric < start + 0.02,
+                  "process_start_time_seconds %.3f, /proc says %.3f", start_metric, start);
+    /* CPU: utime + stime (fields 14, 15) now, at least what keygate reported a moment ago */
+    double cpu = (double)(proc_stat_field(pid, 14) + proc_stat_field(pid, 15)) / (double)sysconf(_SC_CLK_TCK);
+    double cpu_metric = must_series(body, "process_cpu_seconds_total");
+    ck_assert_msg(cpu_metric > 0 && cpu_metric <= cpu + 0.05, "process_cpu_seconds_total %.3f, /proc %.3f", cpu_metric,
+                  cpu);
+    free(body);
+}
+END_TEST
+
+/* ---- a real Prometheus scraping keygate ---- */
+
+static pid_t prom_pid;
+
+/* Prometheus's HTTP API answer for `query` (curl; jq -c of its .data.result), malloc'd. */
+static char *prom_query(int port, const char *query)
+{
+    char command[2048];
+    snprintf(command, sizeof command,
+             "curl -sfG --max-time 5 'http://127.0.0.1:%d/api/v1/query' --data-urlencode 'query=%s' | jq -c "
+             "'.data.result | map(.metric + {value: .value[1]}) | sort_by(.__name__, .backend)'",
+             port, query);
+    FILE *p = popen(command, "r");
+    ck_assert_ptr_nonnull(p);
+    char *out = calloc(1, 65536);
+    ck_assert_ptr_nonnull(out);
+    size_t n = fread(out, 1, 65535, p);
+    out[n] = '\0';
+    pclose(p);
+    char *nl = strchr(out, '\n');
+    if (nl) *nl = '\0';
+    return out;
+}
+
+/* Wait up to ms for prom_query(query) to be `want` exactly; returns the last answer. */
+static char *prom_wait(int port, const char *query, const char *want, int ms)
+{
+    long long end = now_ms() + ms;
+    for (;;) {
+        char *got = prom_query(port, query);
+        if (strcmp(got, want) == 0 || now_ms() >= end) return got;
+        free(got);
+        sleep_ms(200);
+    }
+}
+
+static void prom_stop(void)
+{
+    if (prom_pid <= 0) return;
+    kill(prom_pid, SIGTERM);
+    if (harness_wait_exit(prom_pid, 10000) == -1) {
+        kill(prom_pid, SIGKILL);
+        waitpid(prom_pid, NULL, 0);
+    }
+    prom_pid = 0;
+}
+
+/* Debian's prometheus server scrapes keygate's /metrics every second with the default scrape
+ * config (honor_labels: false): the series it stores carry keygate's backend label as served,
+ * job and instance are the target's, and no exported_instance exists; build_info and the
+ * process series arrive; the up series is 1. Checked to fail with the backend label named
+ * instance again (Prometheus then stores exported_instance). */
+START_TEST(test_real_prometheus_scrapes_keygate)
+{
+    int web = harness_free_port();
+    char dir[PATH_MAX], conf[PATH_MAX], log[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/prometheus", h.dir);
+    snprintf(conf, sizeof conf, "%s/prometheus.yml", h.dir);
+    snprintf(log, sizeof log, "%s/prometheus.log", h.dir);
+    FILE *f = fopen(conf, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+            "scrape_configs:\n"
+            "  - job_name: keygate\n"
+            "    static_configs: [{targets: ['127.0.0.1:%d']}]\n",
+            h.admin_port);
+    fclose(f);
+    char web_arg[64], conf_arg[PATH_MAX + 32], dir_arg[PATH_MAX + 32];
+    snprintf(web_arg, sizeof web_arg, "--web.listen-address=127.0.0.1:%d", web);
+    snprintf(conf_arg, sizeof conf_arg, "--config.file=%s", conf);
+    snprintf(dir_arg, sizeof dir_arg, "--storage.tsdb.path=%s", dir);
+    pid_t parent = getpid();
+    prom_pid = fork();
+    ck_assert_int_ge(prom_pid, 0);
+    if (prom_pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);
+        FILE *l = freopen(log, "w", stderr);
+        if (!l) _exit(126);
+        dup2(STDERR_FILENO, STDOUT_FILENO);
+        execlp("prometheus", "prometheus", conf_arg, dir_arg, web_arg, "--log.level=warn", (char *)NULL);
+        _exit(127);
+    }
+    char target[64];
+    snprintf(target, sizeof target, "127.0.0.1:%d", h.admin_port);
+    char want[1024];
+    snprintf(want, sizeof want, "[{\"__name__\":\"up\",\"instance\":\"%s\",\"job\":\"keygate\",\"value\":\"1\"}]",
+             target);
+    char *got = prom_wait(web, "up", want, 20000);
+    ck_assert_msg(strcmp(got, want) == 0, "Prometheus's up: %s (want %s); its log %s", got, want, log);
+    free(got);
+    /* keygate's backend label, stored as served, beside the target's job and instance */
+    snprintf(want, sizeof want,
+             "[{\"__name__\":\"keygate_instance_up\",\"backend\":\"cache\",\"instance\":\"%s\",\"job\":\"keygate\","
+             "\"value\":\"1\"},{\"__name__\":\"keygate_instance_up\",\"backend\":\"durable\",\"instance\":\"%s\","
+             "\"job\":\"keygate\",\"value\":\"1\"}]",
+             target, target);
+    got = prom_wait(web, "keygate_instance_up", want, 5000);
+    ck_assert_msg(strcmp(got, want) == 0, "keygate_instance_up as Prometheus stored it: %s\nwant %s", got, want);
+    free(got);
+    /* no series of the job has an exported_* label */
+    got = prom_query(web,
+                     "count({job=\"keygate\",exported_instance!=\"\"}) or count({job=\"keygate\",exported_job!=\"\"})");
+    ck_assert_msg(strcmp(got, "[]") == 0, "series with exported_ labels: %s", got);
+    free(got);
+    /* the dashboard's and alerts' selectors find what they look for */
+    got = prom_query(web, "keygate_backend_aof_enabled{backend=\"durable\"}");
+    ck_assert_msg(strstr(got, "\"value\":\"1\"") != NULL, "keygate_backend_aof_enabled{backend=\"durable\"}: %s", got);
+    free(got);
+    got = prom_query(web, "keygate_build_info");
+    snprintf(want, sizeof want, "\"version\":\"%s\"", KEYGATE_VERSION);
+    ck_assert_msg(strstr(got, want) && strstr(got, "\"value\":\"1\""), "keygate_build_info: %s", got);
+    free(got);
+    static const char *const process[] = {"process_cpu_seconds_total", "process_resident_memory_bytes",
+                                          "process_open_fds", "process_max_fds", "process_start_time_seconds"};
+    for (size_t i = 0; i < sizeof process / sizeof process[0]; i++) {
+        got = prom_query(web, process[i]);
+        ck_assert_msg(strstr(got, "\"job\":\"keygate\"") != NULL, "%s not stored: %s", process[i], got);
+        free(got);
+    }
+    /* a rate over the stored series: process_cpu_seconds_total is a counter Prometheus can use */
+    got = prom_wait(web, "count(rate(process_cpu_seconds_total[5s]) >= 0)", "[{\"value\":\"1\"}]", 10000);
+    ck_assert_msg(strcmp(got, "[{\"value\":\"1\"}]") == 0, "rate(process_cpu_seconds_total[5s]): %s", got);
+    free(got);
+    prom_stop();
 }
 END_TEST
 
@@ -698,8 +949,8 @@ START_TEST(test_sampler_counts_keys_and_queue_depth)
                   "rl: has no depth flag: no depth series");
     ck_assert_msg(series(body, "keygate_namespace_keys{" NS("push:", "cache", "notifications") "}") < 0,
                   "a channel holds no keys");
-    ck_assert(must_series(body, "keygate_namespace_scan_age_seconds{instance=\"durable\"}") < 3);
-    ck_assert(must_series(body, "keygate_namespace_scan_duration_seconds{instance=\"cache\"}") >= 0);
+    ck_assert(must_series(body, "keygate_namespace_scan_age_seconds{backend=\"durable\"}") < 3);
+    ck_assert(must_series(body, "keygate_namespace_scan_duration_seconds{backend=\"cache\"}") >= 0);
     free(body);
 }
 END_TEST
@@ -726,6 +977,9 @@ int main(void)
     harness_add_test(tc, test_capacity_gauges_equal_backend_info);
     harness_add_test(tc, test_oom_counted_and_healthz_flips_on_headroom);
     harness_add_test(tc, test_promtool_accepts_metrics);
+    harness_add_test(tc, test_no_series_carries_a_target_label);
+    harness_add_test(tc, test_build_info_and_process_series);
+    harness_add_test(tc, test_real_prometheus_scrapes_keygate);
     harness_add_test(tc, test_sampler_counts_keys_and_queue_depth);
     harness_add_test(tc, test_sampler_off_by_default);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;

@@ -1,4 +1,4 @@
-/* test_ops.c: integration tests of issue 14's structured logs: log-format json lines (checked with jq), their events and fields, and no secret in any log. */
+/* test_ops.c: integration tests of the structured logs: log-format json lines (checked with jq), their events and fields, no secret in any log, and the journal's priority prefixes. */
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -292,6 +293,144 @@ START_TEST(test_secrets_never_logged)
 }
 END_TEST
 
+/* ---- the journal's priorities ---- */
+
+/* Point $JOURNAL_STREAM at `path` (its DEV:INODE, as systemd sets it for a unit's journal stream). */
+static void journal_stream_is(const char *path)
+{
+    struct stat st;
+    ck_assert_msg(stat(path, &st) == 0, "stat %s: %s", path, strerror(errno));
+    char v[64];
+    snprintf(v, sizeof v, "%llu:%llu", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+    ck_assert_int_eq(setenv("JOURNAL_STREAM", v, 1), 0);
+}
+
+/* The syslog priority a line of keygate's must carry: by its text level word, its JSON level, or 3
+ * for a configuration error line (FILE:LINE: message, no level word). */
+static int priority_wanted(const char *rest)
+{
+    static const struct {
+        const char *text, *json;
+        int prio;
+    } levels[] = {{"DEBUG ", "\"level\":\"debug\"", 7},
+                  {"INFO ", "\"level\":\"info\"", 6},
+                  {"WARN ", "\"level\":\"warn\"", 4},
+                  {"ERROR ", "\"level\":\"error\"", 3}};
+    for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++)
+        if (strncmp(rest, levels[i].text, strlen(levels[i].text)) == 0 ||
+            (rest[0] == '{' && strstr(rest, levels[i].json)))
+            return levels[i].prio;
+    return 3;
+}
+
+/* Every line of the log starts with "<N>", N its level's priority; *seen gets a bit per priority met. */
+static void expect_every_line_prefixed(const char *log, unsigned *seen)
+{
+    *seen = 0;
+    for (const char *line = log; *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        ck_assert_msg(len >= 4 && line[0] == '<' && line[1] >= '0' && line[1] <= '7' && line[2] == '>',
+                      "a line without its priority prefix: '%.*s'\nlog:\n%s", (int)len, line, log);
+        char rest[4096];
+        snprintf(rest, sizeof rest, "%.*s", (int)(len - 3), line + 3);
+        ck_assert_msg(line[1] - '0' == priority_wanted(rest), "priority <%c> on '%.*s' (want <%d>)", line[1], (int)len,
+                      line, priority_wanted(rest));
+        *seen |= 1u << (line[1] - '0');
+        line += nl ? len + 1 : len;
+    }
+}
+
+/* Wait up to ms for `needle` in keygate's log. */
+static int wait_log(const char *needle, int ms)
+{
+    long long end = now_ms() + ms;
+    for (;;) {
+        char *log = harness_keygate_log(&h);
+        int found = log && strstr(log, needle) != NULL;
+        free(log);
+        if (found || now_ms() >= end) return found;
+        sleep_ms(20);
+    }
+}
+
+/* Under the journal (stderr is the stream $JOURNAL_STREAM names) every line, in both formats and of
+ * every level, starts with sd-daemon's <N> of its level, so `journalctl -p warning` keeps warnings
+ * and errors only; the configuration's FILE:LINE: errors are <3>. Checked to fail with the prefix
+ * left out of log_vwrite, and with warnings given <6>. */
+START_TEST(test_journal_lines_carry_priority)
+{
+    journal_stream_is(h.log_file);
+    for (int pass = 0; pass < 2; pass++) {
+        struct harness_opts o = {.extra_config = pass == 0 ? extra_text : extra_json};
+        ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart under the journal: %s", h.error);
+        /* a warning: a backend lost and back */
+        ck_assert_int_eq(harness_backend_kill(&h, "cache"), 0);
+        ck_assert_msg(wait_log(pass == 0 ? "WARN " : "\"event\":\"backend_down\"", 5000), "no backend_down warning");
+        ck_assert_int_eq(harness_backend_restart(&h, "cache"), 0);
+        ck_assert_int_eq(harness_wait_connected(&h, "cache", 8000), 0);
+        /* errors: a reload of a configuration with an unknown directive */
+        FILE *f = fopen(h.conf_file, "a");
+        ck_assert_ptr_nonnull(f);
+        fputs("no-such-directive 1\n", f);
+        fclose(f);
+        ck_assert_int_eq(kill(h.keygate_pid, SIGHUP), 0);
+        ck_assert_msg(wait_log(pass == 0 ? "ERROR reload:" : "\"event\":\"reload_failed\"", 5000), "no reload_failed");
+        char *log = harness_keygate_log(&h);
+        ck_assert_ptr_nonnull(log);
+        unsigned seen;
+        expect_every_line_prefixed(log, &seen);
+        ck_assert_msg((seen & (1u << 3)) && (seen & (1u << 4)) && (seen & (1u << 6)) && (seen & (1u << 7)),
+                      "want lines of priorities 3, 4, 6 and 7 (seen mask 0x%x):\n%s", seen, log);
+        ck_assert_msg(strstr(log, "<3>") && strstr(log, ": unknown directive") != NULL,
+                      "the FILE:LINE error of the reload is not <3>:\n%s", log);
+        free(log);
+    }
+    /* stderr redirected away from the stream $JOURNAL_STREAM names: no prefix */
+    ck_assert_int_eq(setenv("JOURNAL_STREAM", "1:1", 1), 0);
+    struct harness_opts o = {.extra_config = extra_text};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart: %s", h.error);
+    ck_assert_msg(wait_log("INFO keygate ", 5000), "no ready line");
+    char *log = harness_keygate_log(&h);
+    ck_assert_msg(log && strchr(log, '<') == NULL, "a prefix without the journal:\n%s", log ? log : "");
+    free(log);
+    unsetenv("JOURNAL_STREAM");
+}
+END_TEST
+
+/* keygate --check under the journal (ExecStartPre=): its FILE:LINE: errors are <3>, its OK line <6>. */
+START_TEST(test_journal_check_priorities)
+{
+    char out[PATH_MAX], bad[PATH_MAX], command[6 * PATH_MAX + 128];
+    snprintf(out, sizeof out, "%s/check.out", dir);
+    snprintf(bad, sizeof bad, "%s/bad.conf", dir);
+    FILE *f = fopen(out, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    journal_stream_is(out);
+    const char *bin = getenv("KEYGATE_BIN") ? getenv("KEYGATE_BIN") : "build/keygate";
+    snprintf(command, sizeof command,
+             "cat '%s' >'%s' && echo 'no-such-directive 1' >>'%s' && '%s' --check -c '%s' >>'%s' 2>&1", h.conf_file,
+             bad, bad, bin, bad, out);
+    ck_assert_int_ne(system(command), 0);
+    snprintf(command, sizeof command, "'%s' --check -c '%s' >>'%s' 2>&1", bin, h.conf_file, out);
+    ck_assert_int_eq(system(command), 0);
+    unsetenv("JOURNAL_STREAM");
+    f = fopen(out, "r");
+    ck_assert_ptr_nonnull(f);
+    char *text = NULL;
+    size_t cap = 0;
+    ck_assert_int_ge(getdelim(&text, &cap, '\0', f), 0);
+    fclose(f);
+    char want[PATH_MAX + 64];
+    snprintf(want, sizeof want, "<3>%s:", bad);
+    ck_assert_msg(strstr(text, want) != NULL, "no <3>FILE:LINE: error from --check:\n%s", text);
+    snprintf(want, sizeof want, "<6>%s: OK", h.conf_file);
+    ck_assert_msg(strstr(text, want) != NULL, "no <6> OK line from --check:\n%s", text);
+    free(text);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ops");
@@ -299,5 +438,7 @@ int main(void)
     harness_add_test(tc, test_json_log_lines_events_and_fields);
     harness_add_test(tc, test_reload_keeps_log_format);
     harness_add_test(tc, test_secrets_never_logged);
+    harness_add_test(tc, test_journal_lines_carry_priority);
+    harness_add_test(tc, test_journal_check_priorities);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

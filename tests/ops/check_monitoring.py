@@ -16,9 +16,10 @@ Checks:
 - every metric an expr names (dashboard and alerts) is keygate's: src/admin.c, src/stats.c, src/sampler.c, the STATS_COUNTERS of
   src/stats.h (keygate_X_total), or metric-names.txt (a histogram's _bucket/_sum/_count too); the
   "future" ones only inside a dashboard row whose title says future, never in an alert; every label
-  matcher and by/without label is one the metrics carry (or job, instance, exported_instance, le);
+  matcher and by/without label is one the metrics carry (or job, instance, le); no metric of the list
+  carries instance, job or exported_instance itself (Prometheus's target labels: a collision);
 - every metric-names.txt line marked "main" is served by src/admin.c, src/stats.c or src/sampler.c (the file cannot claim more);
-- the dashboard covers issue 14's panels, the alerts its alerts (by the metrics they read);
+- the dashboard covers the panels an operator needs, the alerts the alerts (by the metrics they read);
 - every dashboard expr parses as PromQL (promtool check rules on a rules file made of them, the
   Grafana variables replaced), and every alert has severity, summary and description.
 """
@@ -36,7 +37,9 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 PANEL_TYPES = {"row", "timeseries", "stat", "gauge", "bargauge", "table", "text", "heatmap", "piechart",
                "state-timeline", "status-history", "histogram", "logs"}
 VAR_TYPES = {"query", "datasource", "custom", "interval", "constant", "textbox", "adhoc"}
-TARGET_LABELS = {"job", "instance", "exported_instance"}  # added by Prometheus's scrape (see the alerts file)
+TARGET_LABELS = {"job", "instance"}  # added by Prometheus's scrape: keygate's own series never carry them
+# what Prometheus makes of a target label a series carries itself (honor_labels: false): never keygate's
+COLLIDING_LABELS = TARGET_LABELS | {"exported_instance", "exported_job"}
 PROM_NAMES = {"up"}  # series Prometheus makes itself
 PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "offset", "bool", "and", "or",
                 "unless"}
@@ -66,12 +69,15 @@ class Metrics:
                                                         f"main|new|future, got '{line}'")
                     continue
                 labels = set() if parts[2] == "-" else set(parts[2].split(","))
+                if labels & COLLIDING_LABELS:
+                    problem(f"{metrics_file}:{lineno}", f"{parts[0]} carries {', '.join(sorted(labels & COLLIDING_LABELS))}: "
+                                                        f"Prometheus's target labels (name a backend with backend)")
                 if parts[0] in self.m:
                     problem(f"{metrics_file}:{lineno}", f"{parts[0]} listed twice")
                 self.m[parts[0]] = (parts[1], labels, parts[3])
         served = set()
         for f in SERVING_FILES:  # the files that write /metrics
-            served |= set(re.findall(r"keygate_[a-z0-9_]+", open(os.path.join(src, f)).read()))
+            served |= set(re.findall(r"(?:keygate|process)_[a-z0-9_]+", open(os.path.join(src, f)).read()))
         for name, (_, _, status) in self.m.items():
             if status == "main" and name not in served:
                 problem(metrics_file, f"{name} is marked main but {', '.join(SERVING_FILES)} do not serve it")
@@ -325,7 +331,7 @@ def main():
     dash_used = check_dashboard(a.dashboard, metrics, a.promtool)
     alert_used, alerts = check_alerts(a.alerts, metrics)
 
-    # issue 14's panels and alerts, by the metrics they must read
+    # the panels and alerts an operator needs, by the metrics they must read
     for what, need in (("per-namespace rates", "keygate_namespace_commands_total"),
                        ("per-namespace refusals", "keygate_namespace_refused_total"),
                        ("request latency percentiles", "keygate_request_duration_seconds"),

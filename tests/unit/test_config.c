@@ -8,6 +8,10 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "registry.h"
+
+/* SHA-256 of "x": a user line that needs no password file */
+#define SHA_OF_X "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"
 
 /* Each test gets a fresh folder: registry.conf, secrets/{durable,cache,u}.pass (0600),
  * secrets/open.pass (0644). */
@@ -801,6 +805,150 @@ START_TEST(size_parse_forms)
 }
 END_TEST
 
+/* ---- the example configuration names every directive and option the parser knows ---- */
+
+/* The whole of a repo file (the tests run from the repo root), malloc'd. */
+static char *repo_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s (run from the repo root)", path);
+    char *text = NULL;
+    size_t cap = 0;
+    ck_assert_int_ge(getdelim(&text, &cap, '\0', f), 0);
+    fclose(f);
+    return text;
+}
+
+/* Does some line of text start with `name` (after an optional "#" and blanks), followed by a
+ * blank or the line's end? */
+static int has_directive_line(const char *text, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        const char *p = line;
+        if (*p == '#') p++;
+        while (*p == ' ') p++;
+        if (strncmp(p, name, n) == 0 && (p[n] == ' ' || p[n] == '\n' || p[n] == '\0')) return 1;
+    }
+    return 0;
+}
+
+/* conf/keygate.conf, the configuration a new installation starts from, has a line (or a
+ * commented example) for every directive of config.c's table, and names every name= option of
+ * their usages (instance's sentinel-password-file=, ...): a directive added to the table without
+ * its explanation fails here. Checked to fail with cluster-refresh's lines removed. */
+START_TEST(example_conf_names_every_directive)
+{
+    char *text = repo_file("conf/keygate.conf");
+    ck_assert_int_ge(config_directive_count(), 30);
+    for (size_t i = 0; i < config_directive_count(); i++) {
+        const char *name = config_directive_name(i), *usage = config_directive_usage(i);
+        ck_assert_msg(has_directive_line(text, name), "conf/keygate.conf has no line for directive '%s'", name);
+        /* every option of its usage: the words ending in '=' ("ca=F" -> "ca=") */
+        for (const char *p = usage; *p; p++) {
+            if (*p != '=') continue;
+            const char *b = p;
+            while (b > usage && (b[-1] == '-' || (b[-1] >= 'a' && b[-1] <= 'z') || (b[-1] >= '0' && b[-1] <= '9'))) b--;
+            char opt[64];
+            snprintf(opt, sizeof opt, "%.*s=", (int)(p - b), b);
+            ck_assert_msg(p > b && strstr(text, opt) != NULL, "conf/keygate.conf does not name %s's option %s", name,
+                          opt);
+        }
+    }
+    ck_assert_ptr_null(config_directive_name(config_directive_count()));
+    /* the instance kinds besides a single server */
+    ck_assert_msg(strstr(text, "instance NAME cluster ") && strstr(text, "instance NAME sentinel "),
+                  "conf/keygate.conf does not show the cluster and sentinel instance forms");
+    free(text);
+}
+END_TEST
+
+/* The header of a registry file (its comment lines before the first entry) explains every
+ * kind (namespace, channel, default) and every field of registry.c's table: name= for a value,
+ * the bare word for a flag. */
+static void expect_registry_header_complete(const char *path)
+{
+    char *text = repo_file(path);
+    char *end = text;
+    for (char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        if (*line != '#' && *line != '\n') break;
+        end = strchr(line, '\n') ? strchr(line, '\n') + 1 : line + strlen(line);
+    }
+    *end = '\0';
+    static const char *const kinds[] = {"namespace", "channel", "default"};
+    for (size_t i = 0; i < 3; i++)
+        ck_assert_msg(strstr(text, kinds[i]) != NULL, "%s's header does not explain the kind '%s'", path, kinds[i]);
+    size_t n = 0;
+    for (const char *f; (f = registry_field_name(n)) != NULL; n++) {
+        char word[64];
+        snprintf(word, sizeof word, registry_field_is_flag(n) ? "#   %s " : "#   %s=", f);
+        ck_assert_msg(strstr(text, word) != NULL, "%s's header has no entry '%s' for the field %s", path, word + 4, f);
+    }
+    ck_assert_int_ge(n, 10);
+    free(text);
+}
+
+/* conf/registry.conf (the full example, docs/registry-example.conf) and the packaged one. Checked
+ * to fail with the header's replicas= entry removed. */
+START_TEST(registry_header_names_every_field)
+{
+    expect_registry_header_complete("conf/registry.conf");
+    expect_registry_header_complete("debian/conf/registry.conf"); /* the packaged one */
+}
+END_TEST
+
+/* An unknown directive's error names the nearest known one: a swapped pair, a letter missing or
+ * wrong, an unfinished name; nothing when no directive is near. */
+START_TEST(error_unknown_directive_suggests)
+{
+    expect_error(BASE "listne 1.2.3.4:5\n", 5, "unknown directive 'listne' (did you mean 'listen'?)");
+    expect_error(BASE "failover-hld 5s\n", 5, "(did you mean 'failover-hold'?)");
+    expect_error(BASE "max-clinets 5\n", 5, "(did you mean 'max-clients'?)");
+    expect_error(BASE "backend-info 5s\n", 5, "(did you mean 'backend-info-interval'?)");
+    struct diag d;
+    ck_assert_ptr_null(load(BASE "frobnicate 1\n", &d));
+    assert_diag(&d, conf_path, 5, "unknown directive 'frobnicate'");
+    ck_assert_ptr_null(strstr(d.lines[0], "did you mean"));
+    diag_free(&d);
+}
+END_TEST
+
+/* admin-listen on an address a listen takes is an error at the admin-listen line, also with a
+ * wildcard host on either side; another port, or another host, is fine. */
+START_TEST(error_admin_listen_on_listen_address)
+{
+    expect_error(BASE "admin-listen 127.0.0.1:6400\n", 5,
+                 "admin-listen 127.0.0.1:6400 is the address of listen on line 1");
+    expect_error(BASE "admin-listen 0.0.0.0:6400\n", 5, "is the address of listen on line 1");
+    expect_error("listen 0.0.0.0:7000\nregistry registry.conf\ninstance durable 127.0.0.1:6401 plain\n"
+                 "instance cache 127.0.0.1:6402 plain\nadmin-listen 127.0.0.1:7000\n",
+                 5, "is the address of listen on line 1");
+    struct diag d;
+    struct config *c = load(BASE "admin-listen 127.0.0.1:9400\n", &d);
+    ck_assert_msg(c != NULL, "%s", d.count ? d.lines[0] : "");
+    config_free(c);
+    diag_free(&d);
+    c = load(BASE "admin-listen 127.0.0.2:6400\n", &d);
+    ck_assert_msg(c != NULL, "%s", d.count ? d.lines[0] : "");
+    config_free(c);
+    diag_free(&d);
+}
+END_TEST
+
+/* A user naming an owner no registry line has is an error at the user's line (not a warning
+ * after OK): --check fails and a reload bringing it in is refused. */
+START_TEST(error_unknown_owner)
+{
+    expect_error(BASE "user app sha256=" SHA_OF_X " owners=queues,queus access=rw\n", 5, "user 'app': no namespace of");
+    expect_error(BASE "user app sha256=" SHA_OF_X " owners=queus access=rw\n", 5, "has owner 'queus'");
+    struct diag d;
+    struct config *c = load(BASE "user app sha256=" SHA_OF_X " owners=queues,cache,notifications access=rw\n", &d);
+    ck_assert_msg(c != NULL, "%s", d.count ? d.lines[0] : "");
+    config_free(c);
+    diag_free(&d);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -834,6 +982,13 @@ static Suite *config_suite(void)
     tcase_add_test(tc, registry_errors_join_the_same_diag);
     tcase_add_test(tc, log_format_directive);
     tcase_add_test(tc, near_cache_directives);
+    tcase_add_test(tc, error_unknown_directive_suggests);
+    tcase_add_test(tc, error_admin_listen_on_listen_address);
+    tcase_add_test(tc, error_unknown_owner);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("examples");
+    tcase_add_test(tc, example_conf_names_every_directive);
+    tcase_add_test(tc, registry_header_names_every_field);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -186,16 +186,16 @@ START_TEST(sums_and_texts)
     ck_assert_ptr_nonnull(strstr(t, "# TYPE keygate_namespace_commands_total counter\n"));
     ck_assert_ptr_nonnull(strstr(
         t,
-        "keygate_namespace_commands_total{namespace=\"q:\",instance=\"durable\",owner=\"queues\",class=\"read\"} 2\n"));
+        "keygate_namespace_commands_total{namespace=\"q:\",backend=\"durable\",owner=\"queues\",class=\"read\"} 2\n"));
     ck_assert_ptr_nonnull(
-        strstr(t, "keygate_namespace_refused_total{namespace=\"\",instance=\"\",owner=\"\",code=\"NONAMESPACE\"} 0\n"));
+        strstr(t, "keygate_namespace_refused_total{namespace=\"\",backend=\"\",owner=\"\",code=\"NONAMESPACE\"} 0\n"));
     ck_assert_ptr_nonnull(strstr(t, "namespace=\"we\\\"ird\\\\\"")); /* escaped label value */
     ck_assert_ptr_nonnull(strstr(t, "# TYPE keygate_backend_latency_seconds histogram\n"));
-    ck_assert_ptr_nonnull(strstr(t, "keygate_backend_latency_seconds_bucket{instance=\"durable\",le=\"5e-05\"} 0\n"));
-    ck_assert_ptr_nonnull(strstr(t, "keygate_backend_latency_seconds_bucket{instance=\"durable\",le=\"0.0001\"} 2\n"));
-    ck_assert_ptr_nonnull(strstr(t, "keygate_backend_latency_seconds_bucket{instance=\"durable\",le=\"+Inf\"} 2\n"));
-    ck_assert_ptr_nonnull(strstr(t, "keygate_backend_latency_seconds_count{instance=\"durable\"} 2\n"));
-    ck_assert_ptr_nonnull(strstr(t, "keygate_backend_latency_seconds_sum{instance=\"durable\"} 0.000120000\n"));
+    ck_assert_ptr_nonnull(strstr(t, "keygate_backend_latency_seconds_bucket{backend=\"durable\",le=\"5e-05\"} 0\n"));
+    ck_assert_ptr_nonnull(strstr(t, "keygate_backend_latency_seconds_bucket{backend=\"durable\",le=\"0.0001\"} 2\n"));
+    ck_assert_ptr_nonnull(strstr(t, "keygate_backend_latency_seconds_bucket{backend=\"durable\",le=\"+Inf\"} 2\n"));
+    ck_assert_ptr_nonnull(strstr(t, "keygate_backend_latency_seconds_count{backend=\"durable\"} 2\n"));
+    ck_assert_ptr_nonnull(strstr(t, "keygate_backend_latency_seconds_sum{backend=\"durable\"} 0.000120000\n"));
     ck_assert_ptr_nonnull(strstr(t, "keygate_request_duration_seconds_count{class=\"read\"} 2\n"));
     bytebuf_free(&out);
 
