@@ -106,6 +106,20 @@ static int topology_check_as(const char *name, const char *who, const char *info
                         "allkeys-random or volatile-*)",
                         who, policy);
     }
+    /* a replica that cannot take over: Sentinel may still promote it, and it would lose what it lacks */
+    char role[16], sync[8], link[16];
+    if (info_field(info, "role", role, sizeof(role)) == 0 && strcmp(role, "slave") == 0) {
+        if (info_field(info, "master_sync_in_progress", sync, sizeof(sync)) == 0 && strcmp(sync, "1") == 0)
+            problem_add(&pb,
+                        "%s is a replica whose first sync has not finished (master_sync_in_progress:1): promoted now, "
+                        "it would lose every write it lacks",
+                        who);
+        else if (info_field(info, "master_link_status", link, sizeof(link)) == 0 && strcmp(link, "up") != 0)
+            problem_add(&pb,
+                        "%s is a replica whose link to its primary is %s (master_link_status): promoted now, it would "
+                        "lose the writes it missed",
+                        who, link);
+    }
     return pb.count;
 }
 

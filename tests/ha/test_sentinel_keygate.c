@@ -1185,6 +1185,37 @@ START_TEST(test_replica_without_aof_reported_before_a_failover)
 }
 END_TEST
 
+/* A replica whose first sync has not finished (a diskless sync the primary delays 20 s) can be
+ * promoted by Sentinel and would lose everything it lacks: keygate's guard reports it (log,
+ * /healthz) while it syncs, before any failover. */
+START_TEST(test_replica_in_first_sync_reported)
+{
+    keygate_on_sentinels("backend-info-interval 1s\n");
+    int primary = primary_now();
+    redisContext *p = node(primary);
+    expect_status(cmd(p, "CONFIG SET repl-diskless-sync yes"), "OK", "diskless sync");
+    expect_status(cmd(p, "CONFIG SET repl-diskless-sync-delay 20"), "OK", "its delay: the first sync lasts 20 s");
+    redisFree(p);
+    long long t0 = now_ms();
+    int r = ha_replica_add(H, 1, 60000); /* returns once the sync is done and the sentinels list it */
+    ck_assert_msg(r >= 0, "ha_replica_add: %s", ha_last_error());
+    long long synced = now_ms() - t0;
+    p = node(primary);
+    expect_status(cmd(p, "CONFIG SET repl-diskless-sync-delay 5"), "OK", "the default again");
+    redisFree(p);
+    char *log = harness_keygate_log(&h);
+    char want[128];
+    /* during a delayed diskless sync Redis says master_link_status:down (and master_sync_in_progress:1
+     * once the transfer runs): either is a replica that cannot take over */
+    snprintf(want, sizeof want, "127.0.0.1:%d: is a replica whose ", H->nodes[r].tls_port);
+    int found = log && strstr(log, want) != NULL;
+    free(log);
+    if (!found) print_keygate_log("a replica in its first sync");
+    ck_assert_msg(found, "keygate's log does not say '%s' (the sync lasted %lld ms)", want, synced);
+    ck_assert_int_eq(primary_now(), primary);
+}
+END_TEST
+
 /* A field of keygate's INFO nearcache line of namespace u: (-1 when absent). */
 static long long nc_u(redisContext *kg, const char *field)
 {
@@ -1392,6 +1423,7 @@ int main(void)
     harness_add_case(s, "guard", 90, setup, teardown, test_replica_without_aof_reported_before_a_failover);
     harness_add_case(s, "nearcache", 90, setup, teardown, test_near_cache_follows_the_primary);
     harness_add_case(s, "stale-sentinel", 120, setup, teardown, test_stale_sentinel_listed_first_loses_nothing);
+    harness_add_case(s, "first-sync", 120, setup, teardown, test_replica_in_first_sync_reported);
     int failed = harness_run(s);
     int left = ha_leftovers();
     if (left) fprintf(stderr, "POST-CONDITION FAILED: %d server(s) of this suite still run\n", left);

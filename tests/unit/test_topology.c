@@ -93,6 +93,32 @@ START_TEST(small_buffer_keeps_whole_lines_and_counts_all)
 }
 END_TEST
 
+/* A replica that cannot take over (its first sync not finished, its link down) is reported on its
+ * node; a replica in sync, and a primary, are not */
+START_TEST(replica_that_cannot_take_over_is_reported)
+{
+    char base[1024], text[2048], problems[TOPOLOGY_PROBLEMS_MAX];
+    info(base, sizeof(base), "7.0.15", "0", "noeviction", "1");
+    snprintf(text, sizeof(text),
+             "%s\r\n# Replication\r\nrole:slave\r\nmaster_host:127.0.0.1\r\nmaster_port:6379\r\n"
+             "master_link_status:down\r\nmaster_sync_in_progress:1\r\nmaster_sync_total_bytes:-1\r\n",
+             base);
+    ck_assert_int_eq(topology_check_node("durable", "127.0.0.1:7001", text, problems, sizeof(problems)), 1);
+    ck_assert_str_eq(problems, "instance 'durable' node 127.0.0.1:7001: is a replica whose first sync has not "
+                               "finished (master_sync_in_progress:1): promoted now, it would lose every write it "
+                               "lacks\n");
+    snprintf(text, sizeof(text),
+             "%s\r\n# Replication\r\nrole:slave\r\nmaster_link_status:down\r\nmaster_sync_in_progress:0\r\n", base);
+    ck_assert_int_eq(topology_check_node("durable", "127.0.0.1:7001", text, problems, sizeof(problems)), 1);
+    ck_assert_ptr_nonnull(strstr(problems, "whose link to its primary is down (master_link_status)"));
+    snprintf(text, sizeof(text),
+             "%s\r\n# Replication\r\nrole:slave\r\nmaster_link_status:up\r\nmaster_sync_in_progress:0\r\n", base);
+    ck_assert_int_eq(topology_check_node("durable", "127.0.0.1:7001", text, problems, sizeof(problems)), 0);
+    snprintf(text, sizeof(text), "%s\r\n# Replication\r\nrole:master\r\nconnected_slaves:0\r\n", base);
+    ck_assert_int_eq(topology_check("durable", text, problems, sizeof(problems)), 0);
+}
+END_TEST
+
 START_TEST(record_and_get)
 {
     char buf[TOPOLOGY_PROBLEMS_MAX];
@@ -298,6 +324,7 @@ static Suite *topology_suite(void)
     Suite *s = suite_create("topology");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, durable_noeviction_with_aof_is_fine);
+    tcase_add_test(tc, replica_that_cannot_take_over_is_reported);
     tcase_add_test(tc, durable_evicting_policy_and_aof_off_are_reported);
     tcase_add_test(tc, cache_rules);
     tcase_add_test(tc, old_redis_is_reported_for_every_role);
