@@ -504,6 +504,21 @@ static int admin_health_capacity(struct admin *a, struct evbuffer *out)
     return n;
 }
 
+/* /healthz's notes: what does not make keygate unhealthy but an operator should know (a Sentinel
+ * instance whose failover-hold cannot cover an unplanned failover), one a line. */
+static void admin_health_notes(struct admin *a, struct evbuffer *out)
+{
+    const struct config *cfg = *a->cfgp;
+    for (size_t i = 0; i < cfg->ninstances; i++) {
+        struct sentinelwatch_state ws;
+        if (!cfg->instances[i].sentinel || sentinelwatch_get((int)i, &ws) != 0 || !ws.hold_short) continue;
+        evbuffer_add_printf(out,
+                            "note: instance '%s': failover-hold %lld ms cannot cover an unplanned failover "
+                            "(the sentinels' down-after-milliseconds is %lld): held requests fail first\n",
+                            cfg->instances[i].name, (long long)cfg->failover_hold_ms, ws.down_after_ms);
+    }
+}
+
 /* GET /healthz: the problems, one a line; returns how many. */
 static int admin_health(struct admin *a, struct evbuffer *out)
 {
@@ -545,8 +560,10 @@ static void admin_request_cb(struct evhttp_request *req, void *arg)
     } else if (strcmp(path, "/healthz") == 0) {
         if (admin_health(a, out) == 0) {
             evbuffer_add(out, STR_AND_LEN("ok\n"));
+            admin_health_notes(a, out);
             reply(req, HTTP_OK, "OK", "text/plain; charset=utf-8", out);
         } else {
+            admin_health_notes(a, out);
             reply(req, HTTP_SERVUNAVAIL, "Service Unavailable", "text/plain; charset=utf-8", out);
         }
     } else if (strcmp(path, "/registry") == 0) {

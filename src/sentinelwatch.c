@@ -169,6 +169,32 @@ static void nap(struct watch *wt, int ms, int poke)
 
 /* ---- the checker ---- */
 
+int sentinelwatch_hold_short(long long hold_ms, long long down_after_ms)
+{
+    return down_after_ms >= 0 && hold_ms < down_after_ms + SENTINELWATCH_ELECTION_MS;
+}
+
+/* The sentinels' timing from the answer followed: published, and a failover-hold too short to
+ * cover an unplanned failover logged once per change. */
+static void timing(struct watch *wt, const struct sentinel_master *m)
+{
+    int shorter = sentinelwatch_hold_short(wt->sw->hold_ms, m->down_after_ms);
+    pthread_mutex_lock(&state_lock);
+    struct sentinelwatch_state *st = &states[wt->instance];
+    int changed = st->down_after_ms != m->down_after_ms || st->failover_timeout_ms != m->failover_timeout_ms;
+    st->down_after_ms = m->down_after_ms;
+    st->failover_timeout_ms = m->failover_timeout_ms;
+    st->hold_short = shorter;
+    pthread_mutex_unlock(&state_lock);
+    if (changed && shorter)
+        log_event(LOG_WARN, "sentinel_hold_short", &(struct log_fields){.instance = wt->ic->name},
+                  "instance '%s': failover-hold %lld ms cannot cover an unplanned failover: the sentinels see a dead "
+                  "primary after down-after-milliseconds %lld, then elect and promote (failover-timeout %lld at "
+                  "most); requests held longer fail -UNAVAILABLE. Set failover-hold to at least %lld ms",
+                  wt->ic->name, (long long)wt->sw->hold_ms, m->down_after_ms, m->failover_timeout_ms,
+                  m->down_after_ms + SENTINELWATCH_ELECTION_MS);
+}
+
 /* Ask the sentinels for the primary; publish what they say. Returns 1 when it is confirmed. */
 static int check(struct watch *wt)
 {
@@ -183,9 +209,13 @@ static int check(struct watch *wt)
     long long epoch = wt->epoch;
     int asked = 0;
     char err[1024];
+    struct sentinel_master m;
     int rc = syncconn_sentinel_primary(wt->ic, wt->sw->timeout_ms, wt->sw->halt, skip.port ? &skip : NULL, &epoch, &p,
-                                       &asked, err, sizeof(err));
-    if (rc == 0) wt->epoch = epoch; /* never followed back below it (a sentinel that is behind) */
+                                       &asked, &m, err, sizeof(err));
+    if (rc == 0) {
+        wt->epoch = epoch; /* never followed back below it (a sentinel that is behind) */
+        timing(wt, &m);
+    }
     if (rc == 0) {
         char why[128];
         snprintf(why, sizeof(why), "named by sentinel %s:%d at config-epoch %lld, ROLE master",
@@ -327,6 +357,7 @@ struct sentinelwatch *sentinelwatch_start(const struct config *cfg)
         pthread_mutex_lock(&state_lock);
         watch_of[i] = wt;
         memset(&states[i], 0, sizeof(states[i]));
+        states[i].down_after_ms = states[i].failover_timeout_ms = -1;
         pthread_mutex_unlock(&state_lock);
         wt->started = pthread_create(&wt->thread, NULL, checker_run, wt) == 0;
         int all = wt->started;

@@ -35,7 +35,19 @@ struct sentinelwatch_state {
     int confirmed;               /* ROLE said primary, and no switch or odown since */
     uint64_t generation;         /* grows with every change of primary or confirmed */
     uint64_t switches;           /* changes of the primary's address since start (failovers followed) */
+    /* the sentinels' timing, from the SENTINEL MASTER answer followed (-1 before the first) */
+    long long down_after_ms;       /* down-after-milliseconds: how long before they see the primary down */
+    long long failover_timeout_ms; /* failover-timeout */
+    int hold_short;                /* failover-hold is shorter than down_after_ms + SENTINELWATCH_ELECTION_MS */
 };
+
+/* What a failover takes past down-after-milliseconds, at least: the quorum agreeing the primary is
+ * down, a leader elected, a replica promoted and confirmed (about 1-2 s measured here). */
+#define SENTINELWATCH_ELECTION_MS 2000
+
+/* Pure: 1 when a request held for hold_ms cannot outlast an unplanned failover whose sentinels
+ * wait down_after_ms (< 0: unknown) before they even see the primary down. */
+int sentinelwatch_hold_short(long long hold_ms, long long down_after_ms);
 
 /* Start a thread for every sentinel instance of cfg (cfg must outlive the watcher). NULL when
  * cfg has none. */

@@ -417,7 +417,7 @@ static void *sentinel_query_run(void *arg)
 
 int syncconn_sentinel_primary(const struct instance_conf *ic, int timeout_ms, struct syncconn_stop *st,
                               const struct slotmap_node *not_this, long long *epoch, struct slotmap_node *out,
-                              int *asked, char *err, size_t errlen)
+                              int *asked, struct sentinel_master *chosen, char *err, size_t errlen)
 {
     snprintf(err, errlen, "no sentinel");
     /* every sentinel at once: a frozen one costs timeout_ms, not timeout_ms per sentinel after it */
@@ -471,6 +471,7 @@ int syncconn_sentinel_primary(const struct instance_conf *ic, int timeout_ms, st
     out->port = a->port;
     if (epoch) *epoch = answers[k].config_epoch;
     if (asked) *asked = from[k];
+    if (chosen) *chosen = answers[k];
     return 0;
 }
 
@@ -511,7 +512,8 @@ int syncconn_primaries(const struct instance_conf *ic, int timeout_ms, struct sy
     if (ic->sentinel) {
         if (max < 1) return 0;
         out[0].port = 0;
-        return syncconn_sentinel_primary(ic, timeout_ms, st, NULL, NULL, &out[0], NULL, err, errlen) == 0 ? 1 : -1;
+        return syncconn_sentinel_primary(ic, timeout_ms, st, NULL, NULL, &out[0], NULL, NULL, err, errlen) == 0 ? 1
+                                                                                                                : -1;
     }
     if (!ic->cluster) {
         if (max < 1) return 0;

@@ -7,6 +7,7 @@
 #include <hiredis/hiredis.h>
 
 #include "config.h"
+#include "sentinel.h"
 #include "slotmap.h"
 #include "util.h"
 
@@ -66,14 +67,15 @@ struct syncconn *syncconn_open_sentinel(const struct instance_conf *ic, int i, i
  * Every read and write, with the sentinels and the node, is bounded by timeout_ms (a frozen
  * node or sentinel does not hold the caller for SYNCCONN_IO_TIMEOUT_MS). An address equal to
  * not_this (may be NULL: a primary the caller knows is down) is not taken. 0 with *out and
- * *epoch filled (*asked: the index of a sentinel that named it, may be NULL); -1 when no
+ * *epoch filled (*asked: the index of a sentinel that named it, *chosen: its whole answer; both
+ * may be NULL); -1 when no
  * sentinel named a primary (unreachable, no such master); -2 when one did but none may be
  * followed (behind the epoch followed) or ROLE did not confirm it (not a primary, unreachable,
  * or not_this); err says why.
  */
 int syncconn_sentinel_primary(const struct instance_conf *ic, int timeout_ms, struct syncconn_stop *st,
                               const struct slotmap_node *not_this, long long *epoch, struct slotmap_node *out,
-                              int *asked, char *err, size_t errlen) KG_MUST_CHECK;
+                              int *asked, struct sentinel_master *chosen, char *err, size_t errlen) KG_MUST_CHECK;
 
 /*
  * The replicas of a sentinel instance as the first sentinel that answers SENTINEL REPLICAS

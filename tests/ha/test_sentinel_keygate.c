@@ -56,7 +56,7 @@ static void setup(void)
     H = ha_start();
     ck_assert_msg(H != NULL, "ha_start: %s", ha_last_error());
     long long t1 = now_ms();
-    struct harness_opts o = {.registry_text = registry_text};
+    struct harness_opts o = {.registry_text = registry_text, .admin = 1};
     ck_assert_msg(harness_start(&h, &o) == 0, "harness_start: %s", h.error);
     fprintf(stderr, "sentinel deployment up in %lld ms, the harness's servers and keygate in %lld ms\n", t1 - t0,
             now_ms() - t1);
@@ -100,7 +100,7 @@ static void keygate_on_sentinels_after(const char *extra, int first_port)
              "instance cache 127.0.0.1:%d tls ca=%s/build/certs/ca.crt server-name=localhost password-file=%s\n",
              first, H->sentinels[0].tls_port, H->sentinels[1].tls_port, H->sentinels[2].tls_port, H->master_name,
              H->root, H->pass_file, H->sentinel_pass_file, c->tls_port, h.root, c->pass_file);
-    struct harness_opts o = {.registry_text = g_registry, .extra_config = extra, .instances_text = inst};
+    struct harness_opts o = {.registry_text = g_registry, .extra_config = extra, .instances_text = inst, .admin = 1};
     long long t0 = now_ms();
     ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "keygate on the sentinels: %s", h.error);
     long long t1 = now_ms(), deadline = t1 + 15000;
@@ -1216,6 +1216,38 @@ START_TEST(test_replica_in_first_sync_reported)
 }
 END_TEST
 
+/* failover-hold shorter than the sentinels' down-after-milliseconds (1000 here) plus an election:
+ * keygate reads the sentinels' timing and says so in its log and on /healthz (a note: still 200);
+ * long enough, nothing is said. */
+START_TEST(test_short_failover_hold_is_reported)
+{
+    keygate_on_sentinels("failover-hold 2s\n");
+    long long end = now_ms() + 10000;
+    int found = 0;
+    while (!found) {
+        char *log = harness_keygate_log(&h);
+        found = log && strstr(log, "failover-hold 2000 ms cannot cover an unplanned failover") != NULL;
+        free(log);
+        if (!found) {
+            ck_assert_msg(now_ms() < end, "keygate's log does not say failover-hold 2s is too short within 10 s");
+            sleep_ms(50);
+        }
+    }
+    struct harness_http r = harness_admin_get(&h, "/healthz");
+    ck_assert_msg(r.status == 200 && strstr(r.body, "note: instance 'durable': failover-hold 2000 ms cannot cover"),
+                  "/healthz: %d %s", r.status, r.body);
+    free(r.body);
+    keygate_on_sentinels("failover-hold 5s\n");
+    r = harness_admin_get(&h, "/healthz");
+    ck_assert_msg(r.status == 200 && !strstr(r.body, "note:"), "/healthz with failover-hold 5s: %d %s", r.status,
+                  r.body);
+    free(r.body);
+    char *log = harness_keygate_log(&h);
+    ck_assert_msg(log && !strstr(log, "cannot cover an unplanned failover"), "failover-hold 5s reported as too short");
+    free(log);
+}
+END_TEST
+
 /* A field of keygate's INFO nearcache line of namespace u: (-1 when absent). */
 static long long nc_u(redisContext *kg, const char *field)
 {
@@ -1424,6 +1456,7 @@ int main(void)
     harness_add_case(s, "nearcache", 90, setup, teardown, test_near_cache_follows_the_primary);
     harness_add_case(s, "stale-sentinel", 120, setup, teardown, test_stale_sentinel_listed_first_loses_nothing);
     harness_add_case(s, "first-sync", 120, setup, teardown, test_replica_in_first_sync_reported);
+    harness_add_case(s, "hold", 90, setup, teardown, test_short_failover_hold_is_reported);
     int failed = harness_run(s);
     int left = ha_leftovers();
     if (left) fprintf(stderr, "POST-CONDITION FAILED: %d server(s) of this suite still run\n", left);

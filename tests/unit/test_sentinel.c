@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "sentinel.h"
+#include "sentinelwatch.h"
 #include "sentinel_replies.h"
 
 /* A char array (a fixture, a literal) as (pointer, length without the final NUL). */
@@ -89,6 +90,17 @@ START_TEST(pick_rule)
     a[0] = answer("h1", 1, -1);
     ck_assert_int_eq(sentinel_pick(a, 1, -1, NULL), 0);
     ck_assert_int_eq(sentinel_pick(a, 0, -1, NULL), -1);
+}
+END_TEST
+
+/* failover-hold against the sentinels' down-after-milliseconds plus an election */
+START_TEST(hold_short_rule)
+{
+    ck_assert_int_eq(sentinelwatch_hold_short(5000, 30000), 1); /* Sentinel's default down-after: 30 s */
+    ck_assert_int_eq(sentinelwatch_hold_short(2000, 1000), 1);
+    ck_assert_int_eq(sentinelwatch_hold_short(3000, 1000), 0);
+    ck_assert_int_eq(sentinelwatch_hold_short(35000, 30000), 0);
+    ck_assert_int_eq(sentinelwatch_hold_short(5000, -1), 0); /* unknown: nothing to say */
 }
 END_TEST
 
@@ -611,6 +623,7 @@ static Suite *sentinel_suite(void)
     tcase_add_test(addr, master_addr_real);
     tcase_add_test(addr, master_real);
     tcase_add_test(addr, pick_rule);
+    tcase_add_test(addr, hold_short_rule);
     tcase_add_test(addr, master_addr_unknown_master);
     tcase_add_test(addr, master_addr_errors);
     tcase_add_test(addr, truncated_replies);
