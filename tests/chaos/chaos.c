@@ -47,6 +47,7 @@
 #define NNODES 3
 #define PROXY_NODE 1 /* the keygate behind the delay proxy */
 #define NKEYS 9
+#define SET_SWEEP 16 /* a set write also removes the 16 members below n - W: those failed writes left */
 #define ACK_RING 4096
 #define START_MS 10000   /* deadline for a server to answer after its start */
 #define RELOAD_MS 5000   /* deadline for a SIGHUP's reload to be taken by every worker */
@@ -724,9 +725,9 @@ static void do_read(struct client *cl, struct hist_op *o)
 /* Write seq to key through keygate node: o filled with the write and its outcome. */
 static void do_write(struct client *cl, struct hist_op *o, int key, long long seq)
 {
-    char v[24], old[24];
+    char v[24], olds[SET_SWEEP + 1][24];
+    const char *srem_argv[3 + SET_SWEEP];
     snprintf(v, sizeof v, "%lld", seq);
-    snprintf(old, sizeof old, "%lld", seq - g_o.p.set_window);
     const char *name = g_keys[key].name;
     o->nkeys = 1;
     o->key[0] = key;
@@ -751,7 +752,15 @@ static void do_write(struct client *cl, struct hist_op *o, int key, long long se
         o->kind = HOP_SADD;
         redisAppendCommandArgv(c, 1, (const char *[]){"MULTI"}, NULL);
         redisAppendCommandArgv(c, 3, (const char *[]){"SADD", name, v}, NULL);
-        redisAppendCommandArgv(c, 3, (const char *[]){"SREM", name, old}, NULL);
+        /* n - W and the SET_SWEEP members below it: a write that failed did not remove its n - W, the next ones do,
+         * so the set never holds more than W members (a partial transaction would make it hold more) */
+        for (int i = 0; i <= SET_SWEEP; i++) {
+            srem_argv[2 + i] = olds[i];
+            snprintf(olds[i], sizeof olds[i], "%lld", seq - g_o.p.set_window - i);
+        }
+        srem_argv[0] = "SREM";
+        srem_argv[1] = name;
+        redisAppendCommandArgv(c, 3 + SET_SWEEP, srem_argv, NULL);
         redisAppendCommandArgv(c, 1, (const char *[]){"EXEC"}, NULL);
         want = 4;
     }
@@ -853,7 +862,6 @@ static int g_nplan;
 static struct hist_fault g_faults[MAX_FAULTS];
 static int g_nfaults; /* the nemesis thread's; read after it is joined */
 static int g_fault_count[HF_NKINDS];
-static int g_stop_nemesis; /* atomic */
 
 static void plan_describe(const struct planned *pl, char *buf, size_t len)
 {
@@ -1145,13 +1153,12 @@ static void heal_all(void)
     }
 }
 
-static void *nemesis_main(void *arg)
+/* Run the schedule (in the main thread: see main), until its end or DURATION minus a second. */
+static void nemesis_run(void)
 {
-    (void)arg;
     long long end_us = (long long)g_o.duration_s * 1000000 - 1000000;
-    for (int i = 0; i < g_nplan && !__atomic_load_n(&g_stop_nemesis, __ATOMIC_ACQUIRE); i++) {
-        planned_sleep_ms(g_plan[i].gap_ms, &g_stop_nemesis); /* the schedule's planned gap */
-        if (__atomic_load_n(&g_stop_nemesis, __ATOMIC_ACQUIRE)) break;
+    for (int i = 0; i < g_nplan; i++) {
+        planned_sleep_ms(g_plan[i].gap_ms, NULL); /* the schedule's planned gap */
         if (now_us() + (long long)g_plan[i].hold_ms * 1000 > end_us) {
             printf("chaos: +%7.3fs schedule cut before fault #%d: DURATION is up (a slow machine)\n", now_us() / 1e6,
                    i);
@@ -1162,7 +1169,6 @@ static void *nemesis_main(void *arg)
             break;
         }
     }
-    return NULL;
 }
 
 /* ---- settling and the lost-write check ---- */
@@ -1347,12 +1353,11 @@ int main(void)
             cl->rng = g_o.seed * 7919 + (unsigned long long)i;
             pthread_create(&cl->thread, NULL, i < NKEYS ? writer_main : reader_main, cl);
         }
-        pthread_t nemesis;
-        pthread_create(&nemesis, NULL, nemesis_main, NULL);
+        /* the nemesis runs in this thread: a keygate it restarts is this thread's child, and PR_SET_PDEATHSIG
+         * (procs_spawn's safety net) fires when the thread that forked it ends, not the process */
+        nemesis_run();
         long long end_us = (long long)g_o.duration_s * 1000000;
         while (now_us() < end_us && g_failure[0] == '\0') procs_nap_ms(50); /* the run's planned length */
-        __atomic_store_n(&g_stop_nemesis, 1, __ATOMIC_RELEASE);
-        pthread_join(nemesis, NULL);
         __atomic_store_n(&g_stop_clients, 1, __ATOMIC_RELEASE);
         for (int i = 0; i < nclients; i++) pthread_join(clients[i].thread, NULL);
         long long load_end_us = now_us();

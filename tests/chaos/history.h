@@ -22,7 +22,7 @@
 enum hist_op_kind {
     HOP_SET = 0,   /* write: SET k n */
     HOP_HSET,      /* write: HSET k v n w n */
-    HOP_SADD,      /* write: MULTI / SADD k n / SREM k n-W / EXEC */
+    HOP_SADD,      /* write: MULTI / SADD k n / SREM k n-W n-W-1 ... n-W-16 / EXEC */
     HOP_GET,       /* read */
     HOP_MGET,      /* read: several string keys, value[i] for key[i] */
     HOP_HGET,      /* read: HGET k v */
