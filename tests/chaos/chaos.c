@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -542,7 +543,18 @@ static int g_stop_clients; /* atomic */
 /* A connection to keygate n for cl, connected when needed; NULL with o's status and err set. */
 static redisContext *client_conn(struct client *cl, int n, struct hist_op *o)
 {
-    if (cl->c[n] != NULL) return cl->c[n];
+    if (cl->c[n] != NULL) {
+        /* an idle connection the server closed meanwhile (a restart long ago) is replaced before the operation, as a
+         * client's pool would: its EOF or reset is no answer to this operation */
+        char b;
+        ssize_t r = recv(cl->c[n]->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (r > 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) || r == 0) {
+            redisFree(cl->c[n]);
+            cl->c[n] = NULL;
+        } else {
+            return cl->c[n];
+        }
+    }
     int ms = g_o.client_timeout_ms;
     redisContext *c =
         redisConnectWithTimeout("127.0.0.1", g.node[n].s.port, (struct timeval){ms / 1000, (ms % 1000) * 1000});
@@ -801,7 +813,9 @@ static void *writer_main(void *arg)
         o->node = rnd(&cl->rng, NNODES);
         do_write(cl, o, cl->writer_key, ++seq);
         if (o->status == HST_OK) ack_record(cl->writer_key, seq, o->end_us);
-        planned_sleep_ms(1 + rnd(&cl->rng, 8), &g_stop_clients); /* think time */
+        /* think time: mostly a few ms, one write in 8 followed by a quiet spell of 0.1-1.5 s, so that a key
+         * keeps a value long enough for a missed invalidation to outlive the bound */
+        planned_sleep_ms(rnd(&cl->rng, 8) == 0 ? 100 + rnd(&cl->rng, 1400) : 1 + rnd(&cl->rng, 8), &g_stop_clients);
     }
     for (int n = 0; n < NNODES; n++) redisFree(cl->c[n]);
     return NULL;
