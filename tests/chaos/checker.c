@@ -275,6 +275,30 @@ static int add_viol(struct viol_list *l, const struct check_violation *v)
     return 0;
 }
 
+/* The latest time write w may have taken effect: its end when acknowledged; for an indeterminate one (an error
+ * or a timeout), the end of the window of the fault that explains its error (or its own end, when none does), plus
+ * error_grace_us: a request a frozen keygate still holds is executed when it is continued, after the client gave up
+ * and its writer moved on. */
+static long long apply_deadline(const struct history *h, const struct check_params *p, size_t w)
+{
+    const struct hist_op *o = &h->ops[w];
+    if (o->status == HST_OK) return o->end_us;
+    long long d = o->end_us;
+    for (size_t f = 0; f < h->nfaults; f++) {
+        const struct hist_fault *x = &h->faults[f];
+        if (touches(x, o->node) && check_fault_explains(x->kind, o->status) &&
+            overlaps(x, o->start_us, o->end_us, p->error_grace_us) && x->end_us > d)
+            d = x->end_us;
+    }
+    return d + p->error_grace_us;
+}
+
+/* May indeterminate write w have taken effect after write r began (so that its older value is the newest)? */
+static int applied_late(const struct history *h, const struct check_params *p, ssize_t w, ssize_t r)
+{
+    return w >= 0 && r >= 0 && h->ops[w].status != HST_OK && apply_deadline(h, p, (size_t)w) >= h->ops[r].start_us;
+}
+
 /* Judge the value in slot `slot` of read o (index i); appends a violation to l when one is found. */
 static int check_read_value(const struct history *h, const struct check_params *p, const struct key_index *ks, size_t i,
                             int slot, int windowed, struct viol_list *l, struct check_result *r)
@@ -307,6 +331,15 @@ static int check_read_value(const struct history *h, const struct check_params *
                 r->inconclusive++;
                 return 0;
             }
+            ssize_t wx = write_of(h, k, x);
+            for (size_t j = 0; j < k->nall; j++) {
+                size_t w = k->by_seq[j];
+                if (h->ops[w].value[0] >= x) break;
+                if (applied_late(h, p, (ssize_t)w, wx)) {
+                    r->late_applied++; /* an older indeterminate write may have landed after x */
+                    return 0;
+                }
+            }
             r->checked++;
             if (windowed) r->in_fault_window++;
             v.rule = CR_STALE; /* the set is older than x, and x <= required */
@@ -322,6 +355,10 @@ static int check_read_value(const struct history *h, const struct check_params *
             r->checked += v.required > 0;
             r->trivial += v.required == 0;
             if (got >= v.required) return 0;
+            if (applied_late(h, p, v.got_op, v.required_op)) {
+                r->late_applied++;
+                return 0;
+            }
             v.rule = CR_LOST;
         } else {
             v.required = required_before(k, o->start_us - bound, &v.required_op);
@@ -329,6 +366,10 @@ static int check_read_value(const struct history *h, const struct check_params *
             r->trivial += v.required == 0;
             if (windowed) r->in_fault_window++;
             if (got >= v.required) return 0;
+            if (applied_late(h, p, v.got_op, v.required_op)) {
+                r->late_applied++;
+                return 0;
+            }
             v.rule = CR_STALE;
         }
     }
@@ -516,10 +557,12 @@ void check_print_summary(FILE *f, const struct history *h, const struct check_re
         fprintf(f, "\n");
     }
     fprintf(f, "writes: %lld acknowledged, %lld indeterminate\n", r->writes_acked, r->writes_indeterminate);
-    fprintf(f,
-            "reads: %lld (%lld key values): %lld checked against an acknowledged write (%lld of them with the "
-            "fault bound), %lld with nothing acknowledged yet, %lld SISMEMBER answers inconclusive\n",
-            r->reads, r->read_values, r->checked, r->in_fault_window, r->trivial, r->inconclusive);
+    fprintf(
+        f,
+        "reads: %lld (%lld key values): %lld checked against an acknowledged write (%lld of them with the "
+        "fault bound; %lld of them older values of indeterminate writes that may have landed late), %lld with nothing "
+        "acknowledged yet, %lld SISMEMBER answers inconclusive\n",
+        r->reads, r->read_values, r->checked, r->in_fault_window, r->late_applied, r->trivial, r->inconclusive);
     fprintf(f, "errors explained by faults:");
     for (int k = 0; k < HF_NKINDS; k++)
         if (r->explained_by_fault[k]) fprintf(f, " %s %lld", hist_fault_name(k), r->explained_by_fault[k]);

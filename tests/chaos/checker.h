@@ -29,7 +29,13 @@
  * - BAD: a reply of the wrong shape (the runner's HST_BAD: a torn HGETALL, a non-number).
  *
  * Writes answered with an error or a timeout are indeterminate: they count as invoked (a read
- * may show them), never as acknowledged. One writer per key, writing increasing sequence
+ * may show them), never as acknowledged. An indeterminate write may also take effect late: a
+ * frozen keygate executes the request it holds when continued, after the client timed out and
+ * its writer went on with newer writes. So a read (STALE or LOST) showing the value of an
+ * indeterminate write older than the one required passes when that write may have taken effect
+ * after the required write began: its deadline is the end of the window of the fault explaining
+ * its error (its own end when none does) plus error_grace_us. A SISMEMBER 0 is inconclusive when
+ * such an older write exists (the set may hold its member instead). One writer per key, writing increasing sequence
  * numbers, is assumed (the runner guarantees it), not checked.
  */
 
@@ -64,6 +70,8 @@ struct check_result {
     long long checked;            /* read values a rule could decide, with something to compare (required > 0) */
     long long trivial;            /* read values decided with nothing acknowledged yet to compare against */
     long long inconclusive;       /* SISMEMBER answers that prove nothing about the bound */
+    long long late_applied;       /* read values older than required shown by an indeterminate write that may have
+                                     taken effect late (see above): passed */
     long long in_fault_window;    /* read values checked with fault_bound_us */
     long long writes_acked, writes_indeterminate;
     long long ops_by_kind[HOP_NKINDS];

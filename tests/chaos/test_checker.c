@@ -121,6 +121,30 @@ START_TEST(indeterminate_write_may_be_read)
 }
 END_TEST
 
+START_TEST(indeterminate_write_may_land_late)
+{
+    reset();
+    fault(HF_STOP, 2, 1000, 3000);
+    op(HOP_SET, 0, 0, 0, 10, HST_OK, 16);
+    op(HOP_SET, 2, 0, 1100, 3100, HST_ERR_TIMEOUT, 17); /* held by the frozen kg2 past the client's timeout */
+    op(HOP_SET, 0, 0, 3110, 3120, HST_OK, 18);
+    op(HOP_GET, 1, 0, 3300, 3301, HST_OK, 17); /* kg2 ran 17 at SIGCONT, after 18: fine */
+    op(HOP_GET, 1, 0, 3400, 3401, HST_OK, 17);
+    op(HOP_SET, 0, 0, 4500, 4510, HST_OK, 19); /* begun after 3000 + 1000 grace: 17 cannot land after it */
+    op(HOP_GET, 1, 0, 4700, 4701, HST_OK, 17);
+    struct check_result r;
+    ck_assert_int_eq(run(&r), 1);
+    ck_assert_uint_eq(r.viol[0].op, 6);
+    ck_assert_int_eq(r.viol[0].rule, CR_STALE);
+    ck_assert_int_eq(r.late_applied, 2);
+    check_result_free(&r);
+    g_nops = 5; /* without 19: a final read may show 17, which may have landed after 18 */
+    op(HOP_GET, HIST_DIRECT, 0, 3500, 3501, HST_OK, 17)->final = 1;
+    ck_assert_int_eq(run(&r), 0);
+    check_result_free(&r);
+}
+END_TEST
+
 START_TEST(value_nobody_wrote_is_caught)
 {
     two_writes();
@@ -280,6 +304,7 @@ int main(void)
     tcase_add_test(tc, stale_read_is_caught);
     tcase_add_test(tc, read_within_the_bound_passes);
     tcase_add_test(tc, indeterminate_write_may_be_read);
+    tcase_add_test(tc, indeterminate_write_may_land_late);
     tcase_add_test(tc, value_nobody_wrote_is_caught);
     tcase_add_test(tc, error_inside_its_window_is_explained);
     tcase_add_test(tc, error_outside_a_window_is_caught);
