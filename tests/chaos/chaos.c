@@ -161,6 +161,9 @@ static void opts_read(void)
     g_o.p.fault_bound_us = env_ll("CHAOS_FAULT_BOUND_MS", 1100) * 1000;
     g_o.p.fault_tail_us = env_ll("CHAOS_FAULT_TAIL_MS", 100) * 1000;
     g_o.p.error_grace_us = env_ll("CHAOS_ERROR_GRACE_MS", 1000) * 1000;
+    g_o.p.same_keygate_bound_us = getenv("CHAOS_SAME_KEYGATE_BOUND_MS") && *getenv("CHAOS_SAME_KEYGATE_BOUND_MS")
+                                      ? env_ll("CHAOS_SAME_KEYGATE_BOUND_MS", 0) * 1000
+                                      : -1;
     g_o.settle_ms = (int)env_ll("CHAOS_SETTLE_MS", 15000);
     g_o.client_timeout_ms = (int)env_ll("CHAOS_CLIENT_TIMEOUT_MS", 2000);
     g_o.readers = (int)env_ll("CHAOS_READERS", 2);
@@ -1340,6 +1343,10 @@ int main(void)
            "timeout %d ms; settle deadline %d ms\n",
            g_o.p.bound_us / 1000, g_o.p.fault_bound_us / 1000, g_o.p.fault_tail_us / 1000, g_o.p.error_grace_us / 1000,
            g_o.client_timeout_ms, g_o.settle_ms);
+    if (g_o.p.same_keygate_bound_us >= 0)
+        printf("chaos: and a read shows the writes its own keygate acknowledged before start - %lld ms "
+               "(CHAOS_SAME_KEYGATE_BOUND_MS)\n",
+               g_o.p.same_keygate_bound_us / 1000);
     plan_make();
     plan_print();
 

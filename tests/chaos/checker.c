@@ -43,6 +43,7 @@ struct check_params check_default_params(void)
                              .fault_bound_us = 1100000,
                              .fault_tail_us = 100000,
                              .error_grace_us = 1000000,
+                             .same_keygate_bound_us = -1,
                              .set_window = 64};
     return p;
 }
@@ -105,13 +106,17 @@ static void key_index_free(struct key_index *k)
     free(k->by_seq);
 }
 
-/* Build the index of key `key`. 0, or -1 when out of memory. (Not thread-safe: qsort's context.) */
-static int key_index_build(const struct history *h, int key, struct key_index *k)
+#define ANY_NODE (-2)
+
+/* Build the index of key `key`'s writes through keygate `node` (ANY_NODE: all). 0, or -1 when out of memory.
+ * (Not thread-safe: qsort's context.) */
+static int key_index_build(const struct history *h, int key, int node, struct key_index *k)
 {
     memset(k, 0, sizeof *k);
     for (size_t i = 0; i < h->nops; i++) {
         const struct hist_op *o = &h->ops[i];
         if (!hist_op_is_write(o->kind) || o->nkeys < 1 || o->key[0] != key) continue;
+        if (node != ANY_NODE && o->node != node) continue;
         k->nall++;
         if (o->status == HST_OK) k->nacked++;
     }
@@ -133,6 +138,7 @@ static int key_index_build(const struct history *h, int key, struct key_index *k
     for (size_t i = 0; i < h->nops; i++) {
         const struct hist_op *o = &h->ops[i];
         if (!hist_op_is_write(o->kind) || o->nkeys < 1 || o->key[0] != key) continue;
+        if (node != ANY_NODE && o->node != node) continue;
         all[nl++] = i;
         if (o->status == HST_OK) acked[na++] = i;
     }
@@ -300,8 +306,9 @@ static int applied_late(const struct history *h, const struct check_params *p, s
 }
 
 /* Judge the value in slot `slot` of read o (index i); appends a violation to l when one is found. */
-static int check_read_value(const struct history *h, const struct check_params *p, const struct key_index *ks, size_t i,
-                            int slot, int windowed, struct viol_list *l, struct check_result *r)
+static int check_read_value(const struct history *h, const struct check_params *p, const struct key_index *ks,
+                            const struct key_index *ks_node, size_t i, int slot, int windowed, struct viol_list *l,
+                            struct check_result *r)
 {
     const struct hist_op *o = &h->ops[i];
     const struct key_index *k = &ks[o->key[slot]];
@@ -365,6 +372,13 @@ static int check_read_value(const struct history *h, const struct check_params *
             r->checked += v.required > 0;
             r->trivial += v.required == 0;
             if (windowed) r->in_fault_window++;
+            if (got >= v.required && ks_node != NULL && !windowed && o->node >= 0 && o->node < h->nnodes) {
+                /* the optional rule: the writes this keygate acknowledged itself, with their own bound */
+                const struct key_index *kn = &ks_node[o->key[slot] * h->nnodes + o->node];
+                v.bound_us = p->same_keygate_bound_us;
+                v.required = required_before(kn, o->start_us - v.bound_us, &v.required_op);
+                if (got < v.required) v.same_keygate = 1;
+            }
             if (got >= v.required) return 0;
             if (applied_late(h, p, v.got_op, v.required_op)) {
                 r->late_applied++;
@@ -382,9 +396,14 @@ ssize_t check_history(const struct history *h, const struct check_params *p, str
     memset(out, 0, sizeof *out);
     struct key_index *ks = calloc((size_t)(h->nkeys > 0 ? h->nkeys : 1), sizeof *ks);
     if (ks == NULL) return -1;
-    int built = 0, rc = 0;
-    for (; built < h->nkeys && rc == 0; built++) rc = key_index_build(h, built, &ks[built]);
+    int built = 0, rc = 0, nodes = p->same_keygate_bound_us >= 0 && h->nnodes > 0 ? h->nnodes : 0, built_node = 0;
+    for (; built < h->nkeys && rc == 0; built++) rc = key_index_build(h, built, ANY_NODE, &ks[built]);
     if (rc != 0) built--; /* the failed one freed itself */
+    struct key_index *ks_node = nodes ? calloc((size_t)(h->nkeys * nodes) + 1, sizeof *ks_node) : NULL;
+    if (nodes && ks_node == NULL) rc = -1;
+    for (; ks_node != NULL && built_node < h->nkeys * nodes && rc == 0; built_node++)
+        rc = key_index_build(h, built_node / nodes, built_node % nodes, &ks_node[built_node]);
+    if (rc != 0 && built_node > 0) built_node--;
     struct viol_list l = {0};
     for (size_t i = 0; i < h->nops && rc == 0; i++) {
         const struct hist_op *o = &h->ops[i];
@@ -426,11 +445,13 @@ ssize_t check_history(const struct history *h, const struct check_params *p, str
         int windowed = !o->final && in_fault_window(h, p, o);
         for (int s = 0; s < o->nkeys && s < HIST_MAX_OP_KEYS && rc == 0; s++) {
             if (o->key[s] < 0 || o->key[s] >= h->nkeys) continue;
-            rc = check_read_value(h, p, ks, i, s, windowed, &l, out);
+            rc = check_read_value(h, p, ks, ks_node, i, s, windowed, &l, out);
         }
     }
     for (int k = 0; k < built; k++) key_index_free(&ks[k]);
+    for (int k = 0; k < built_node; k++) key_index_free(&ks_node[k]);
     free(ks);
+    free(ks_node);
     if (rc != 0) {
         free(l.v);
         memset(out, 0, sizeof *out);
@@ -503,9 +524,13 @@ void check_print_violation(FILE *f, const struct history *h, const struct check_
                     check_rule_name(v->rule), key, node_name(h, o->node), o->arg, o->arg, v->required,
                     v->bound_us / 1000, v->bound_us == p->fault_bound_us ? ", in a fault window" : "");
         else
-            fprintf(f, "%s: %s on %s showed seq %lld, but seq %lld was acknowledged before start - L (L = %lld ms%s)\n",
-                    check_rule_name(v->rule), key, node_name(h, o->node), v->got, v->required, v->bound_us / 1000,
-                    v->bound_us == p->fault_bound_us ? ", in a fault window" : "");
+            fprintf(f,
+                    "%s: %s on %s showed seq %lld, but seq %lld was acknowledged %sbefore start - L (L = %lld ms%s)\n",
+                    check_rule_name(v->rule), key, node_name(h, o->node), v->got, v->required,
+                    v->same_keygate ? "by this same keygate " : "", v->bound_us / 1000,
+                    v->same_keygate                    ? ", CHAOS_SAME_KEYGATE_BOUND_MS"
+                    : v->bound_us == p->fault_bound_us ? ", in a fault window"
+                                                       : "");
         break;
     case CR_LOST:
         fprintf(f, "%s: the final read of %s on %s showed seq %lld, the last acknowledged write is seq %lld\n",

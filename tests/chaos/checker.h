@@ -40,11 +40,15 @@
  */
 
 struct check_params {
-    long long bound_us;       /* L outside fault windows (100 ms) */
-    long long fault_bound_us; /* L for a read overlapping a window of a fault touching its keygate (1100 ms) */
-    long long fault_tail_us;  /* a fault's window ends this long after the fault's end (100 ms) */
-    long long error_grace_us; /* an error is explained up to this long after its fault's end (1000 ms) */
-    long long set_window;     /* W: the members a set keeps (64) */
+    long long bound_us;              /* L outside fault windows (100 ms) */
+    long long fault_bound_us;        /* L for a read overlapping a window of a fault touching its keygate (1100 ms) */
+    long long fault_tail_us;         /* a fault's window ends this long after the fault's end (100 ms) */
+    long long error_grace_us;        /* an error is explained up to this long after its fault's end (1000 ms) */
+    long long set_window;            /* W: the members a set keeps (64) */
+    long long same_keygate_bound_us; /* < 0 (the default): off. Else an extra STALE rule outside fault windows: a read
+                                        on keygate K shows at least the newest write K itself acknowledged before
+                                        start - this bound (0: K's readers see K's acknowledged writes at once,
+                                        whichever of its worker threads serves them) */
 };
 
 enum check_rule { CR_STALE = 0, CR_FUTURE, CR_LOST, CR_ERROR, CR_BAD, CR_NRULES };
@@ -61,6 +65,7 @@ struct check_violation {
     ssize_t fault;       /* the fault it is attributed to: the first active one touching its keygate, else the
                              last one touching it that ended before the operation began; -1: none */
     int fault_active;    /* 1: `fault` was active (window overlapping the operation) */
+    int same_keygate;    /* STALE by the same_keygate_bound_us rule */
 };
 
 struct check_result {

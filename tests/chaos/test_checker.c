@@ -280,6 +280,35 @@ START_TEST(mget_checks_every_key)
 }
 END_TEST
 
+START_TEST(same_keygate_rule_is_optional)
+{
+    reset();
+    op(HOP_SET, 1, 0, 0, 10, HST_OK, 1);
+    op(HOP_SET, 1, 0, 100, 110, HST_OK, 2);
+    op(HOP_GET, 1, 0, 120, 121, HST_OK, 1); /* within L of the ack, but on the keygate that acknowledged it */
+    op(HOP_GET, 2, 0, 120, 121, HST_OK, 1); /* another keygate: L applies */
+    struct check_result r;
+    ck_assert_int_eq(run(&r), 0);
+    check_result_free(&r);
+    struct history h = {.ops = g_ops,
+                        .nops = g_nops,
+                        .faults = g_faults,
+                        .nfaults = g_nfaults,
+                        .nkeys = 3,
+                        .key_names = g_keys,
+                        .nnodes = 3,
+                        .node_names = g_nodes};
+    struct check_params p = check_default_params();
+    p.same_keygate_bound_us = 0;
+    ck_assert_int_eq(check_history(&h, &p, &r), 1);
+    ck_assert_uint_eq(r.viol[0].op, 2);
+    ck_assert_int_eq(r.viol[0].same_keygate, 1);
+    ck_assert_int_eq(r.viol[0].required, 2);
+    check_print_violation(stdout, &h, &p, &r.viol[0]);
+    check_result_free(&r);
+}
+END_TEST
+
 START_TEST(same_history_same_result)
 {
     two_writes();
@@ -312,6 +341,7 @@ int main(void)
     tcase_add_test(tc, final_read_below_the_last_ack_is_lost);
     tcase_add_test(tc, sismember_answers);
     tcase_add_test(tc, mget_checks_every_key);
+    tcase_add_test(tc, same_keygate_rule_is_optional);
     tcase_add_test(tc, same_history_same_result);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
