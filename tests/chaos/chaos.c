@@ -1324,6 +1324,47 @@ static void write_history(const char *path, const struct history *h)
     fclose(f);
 }
 
+/* The incident a violation belongs to: the same rule on the same keygate and key showing the same write's value
+ * (STALE, LOST, FUTURE), or the same rule, keygate and status (ERROR, BAD). */
+static int same_incident(const struct history *h, const struct check_violation *a, const struct check_violation *b)
+{
+    const struct hist_op *x = &h->ops[a->op], *y = &h->ops[b->op];
+    if (a->rule != b->rule || x->node != y->node) return 0;
+    if (a->rule == CR_ERROR || a->rule == CR_BAD) return x->status == y->status && x->kind == y->kind;
+    return x->key[a->slot] == y->key[b->slot] && a->got_op == b->got_op && a->got == b->got &&
+           a->same_keygate == b->same_keygate;
+}
+
+/* Every violation grouped by incident (same_incident): the first of each printed in full with how many more there
+ * were and until when, for the first PRINT_VIOLATIONS incidents. */
+static void print_violations(const struct history *h, const struct check_result *r, const char *path)
+{
+    size_t n = r->nviol, nincidents = 0;
+    size_t *first = malloc((n + 1) * sizeof *first), *count = calloc(n + 1, sizeof *count),
+           *last = malloc((n + 1) * sizeof *last);
+    if (first == NULL || count == NULL || last == NULL) abort();
+    for (size_t i = 0; i < n; i++) {
+        size_t g = 0;
+        while (g < nincidents && !same_incident(h, &r->viol[first[g]], &r->viol[i])) g++;
+        if (g == nincidents) first[nincidents++] = i;
+        count[g]++;
+        last[g] = i;
+    }
+    if (n > 0)
+        printf("chaos: %zu violations in %zu incidents (same rule, keygate, key and value shown)\n", n, nincidents);
+    for (size_t g = 0; g < nincidents && g < PRINT_VIOLATIONS; g++) {
+        const struct hist_op *a = &h->ops[r->viol[first[g]].op], *b = &h->ops[r->viol[last[g]].op];
+        printf("--- incident %zu of %zu (SEED=%llu): %zu violation%s from +%.3fs to +%.3fs ---\n", g + 1, nincidents,
+               g_o.seed, count[g], count[g] > 1 ? "s" : "", a->start_us / 1e6, b->end_us / 1e6);
+        check_print_violation(stdout, h, &g_o.p, &r->viol[first[g]]);
+    }
+    if (nincidents > PRINT_VIOLATIONS)
+        printf("--- and %zu more incidents (the whole history: %s) ---\n", nincidents - PRINT_VIOLATIONS, path);
+    free(first);
+    free(count);
+    free(last);
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1427,12 +1468,7 @@ int main(void)
         printf("\n");
         check_print_summary(stdout, &hist, &res);
         if (nv < 0) fail_harness("the checker ran out of memory");
-        for (size_t i = 0; i < res.nviol && i < PRINT_VIOLATIONS; i++) {
-            printf("--- violation %zu of %zu (SEED=%llu) ---\n", i + 1, res.nviol, g_o.seed);
-            check_print_violation(stdout, &hist, &g_o.p, &res.viol[i]);
-        }
-        if (res.nviol > PRINT_VIOLATIONS)
-            printf("--- and %zu more violations (all of the history: %s) ---\n", res.nviol - PRINT_VIOLATIONS, path);
+        print_violations(&hist, &res, path);
         failed = nv != 0 || g_failure[0] != '\0';
         free(clients);
     }
