@@ -165,7 +165,7 @@ static void opts_read(void)
                                       ? env_ll("CHAOS_SAME_KEYGATE_BOUND_MS", 0) * 1000
                                       : -1;
     g_o.settle_ms = (int)env_ll("CHAOS_SETTLE_MS", 15000);
-    g_o.client_timeout_ms = (int)env_ll("CHAOS_CLIENT_TIMEOUT_MS", 2000);
+    g_o.client_timeout_ms = (int)env_ll("CHAOS_CLIENT_TIMEOUT_MS", 1000);
     g_o.readers = (int)env_ll("CHAOS_READERS", 2);
     if (g_o.readers < 1) g_o.readers = 1;
     g_o.keep = (int)env_ll("CHAOS_KEEP", 0);
@@ -529,6 +529,38 @@ static long long ack_last(int key)
     return v;
 }
 
+/* ---- write lulls: moments without any write, seeded like the faults ----
+ *
+ * A stream that sees no entry for a while is read differently (the reader's XREAD BLOCK times out, a deleted
+ * stream is seen missing rather than made again by the next write), and a value no write touches for a while
+ * keeps whatever a missed invalidation left: every writer pauses during these windows. */
+
+#define MAX_LULLS 256
+static long long g_lull_start_us[MAX_LULLS], g_lull_end_us[MAX_LULLS];
+static int g_nlulls;
+
+static void lulls_make(void)
+{
+    unsigned long long s = g_o.seed ^ 0x6c756c6cull; /* "lull" */
+    long long t = 2000, end = (long long)g_o.duration_s * 1000;
+    while (g_nlulls < MAX_LULLS) {
+        t += 1500 + rnd(&s, 3501);
+        long long len = 300 + rnd(&s, 2201);
+        if (t + len > end) break;
+        g_lull_start_us[g_nlulls] = t * 1000;
+        g_lull_end_us[g_nlulls++] = (t + len) * 1000;
+        t += len;
+    }
+}
+
+/* The end of the lull at time t, or 0 when t is in none. */
+static long long lull_end(long long t)
+{
+    for (int i = 0; i < g_nlulls; i++)
+        if (t >= g_lull_start_us[i] && t < g_lull_end_us[i]) return g_lull_end_us[i];
+    return 0;
+}
+
 /* ---- client operations ---- */
 
 struct client {
@@ -811,11 +843,17 @@ static void *writer_main(void *arg)
     struct client *cl = arg;
     long long seq = 0;
     while (!__atomic_load_n(&g_stop_clients, __ATOMIC_ACQUIRE)) {
+        long long lull = lull_end(now_us());
+        if (lull > 0) {
+            planned_sleep_ms((int)((lull - now_us()) / 1000) + 1, &g_stop_clients); /* a planned lull */
+            continue;
+        }
         struct hist_op *o = oplog_add(&cl->log);
         o->thread = cl->id;
         o->node = rnd(&cl->rng, NNODES);
         do_write(cl, o, cl->writer_key, ++seq);
         if (o->status == HST_OK) ack_record(cl->writer_key, seq, o->end_us);
+        if (o->status == HST_ERR_CONN) planned_sleep_ms(10, &g_stop_clients); /* retry pacing: a keygate down */
         /* think time: mostly a few ms, one write in 8 followed by a quiet spell of 0.1-1.5 s, so that a key
          * keeps a value long enough for a missed invalidation to outlive the bound */
         planned_sleep_ms(rnd(&cl->rng, 8) == 0 ? 100 + rnd(&cl->rng, 1400) : 1 + rnd(&cl->rng, 8), &g_stop_clients);
@@ -859,7 +897,8 @@ static void *reader_main(void *arg)
             }
         }
         do_read(cl, o);
-        planned_sleep_ms(rnd(&cl->rng, 3), &g_stop_clients); /* think time */
+        /* think time; retry pacing after a connection error (a keygate restarting refuses at once) */
+        planned_sleep_ms(o->status == HST_ERR_CONN ? 10 : rnd(&cl->rng, 3), &g_stop_clients);
     }
     for (int n = 0; n < NNODES; n++) redisFree(cl->c[n]);
     return NULL;
@@ -1390,6 +1429,10 @@ int main(void)
                g_o.p.same_keygate_bound_us / 1000);
     plan_make();
     plan_print();
+    lulls_make();
+    printf("chaos: %d write lulls (every writer pauses):", g_nlulls);
+    for (int i = 0; i < g_nlulls; i++) printf(" +%.1f..%.1fs", g_lull_start_us[i] / 1e6, g_lull_end_us[i] / 1e6);
+    printf("\n");
 
     g_t0_us = mono_us();
     long long wall0 = procs_mono_ms();
