@@ -114,9 +114,10 @@ static unsigned parse_faults(const char *text)
     unsigned mask = 0;
     if (text == NULL || *text == '\0' || strcmp(text, "all") == 0) {
         for (int k = 0; k < HF_NKINDS; k++)
-            if (k != HF_FAILOVER) mask |= 1u << k;
+            if (k != HF_FAILOVER && k != HF_WRONGTYPE_STREAM) mask |= 1u << k; /* the seven */
         return mask;
     }
+    if (strcmp(text, "none") == 0) return 0; /* the control run: the load alone */
     char buf[256];
     snprintf(buf, sizeof buf, "%s", text);
     for (char *save = NULL, *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
@@ -131,7 +132,7 @@ static unsigned parse_faults(const char *text)
         if (found < 0) {
             fprintf(stderr,
                     "chaos: FAULTS: unknown fault '%s' (stop,kill-stream,del-stream,trim-stream,restart,"
-                    "slow-link,reload)\n",
+                    "slow-link,reload,wrongtype-stream)\n",
                     w);
             exit(2);
         }
@@ -156,6 +157,7 @@ static void opts_read(void)
         if (g_o.faults & (1u << k))
             used += (size_t)snprintf(g_o.faults_text + used, sizeof g_o.faults_text - used, "%s%s", used ? "," : "",
                                      hist_fault_name(k));
+    if (g_o.faults == 0) snprintf(g_o.faults_text, sizeof g_o.faults_text, "none");
     g_o.p = check_default_params();
     g_o.p.bound_us = env_ll("CHAOS_BOUND_MS", 100) * 1000;
     g_o.p.fault_bound_us = env_ll("CHAOS_FAULT_BOUND_MS", 1100) * 1000;
@@ -583,7 +585,7 @@ static redisContext *client_conn(struct client *cl, int n, struct hist_op *o)
          * client's pool would: its EOF or reset is no answer to this operation */
         char b;
         ssize_t r = recv(cl->c[n]->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (r > 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) || r == 0) {
+        if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) { /* EOF, an error, or bytes nobody asked for */
             redisFree(cl->c[n]);
             cl->c[n] = NULL;
         } else {
@@ -942,6 +944,10 @@ static void plan_describe(const struct planned *pl, char *buf, size_t len)
         snprintf(buf, len, "delay %s<->durable by %d ms each way for %d ms", g_node_names[pl->node], pl->param,
                  pl->hold_ms);
         break;
+    case HF_WRONGTYPE_STREAM:
+        snprintf(buf, len, "SET %s to a string on %s for %d ms (every XADD fails), then DEL", g_streams[pl->param],
+                 g_instances[pl->param], pl->hold_ms);
+        break;
     case HF_RELOAD:
         snprintf(buf, len, "%s reloads a registry with 'namespace hot:%c: ...%s' for %d ms", g_node_names[pl->node],
                  "sht"[pl->param % 3], pl -> param >= 3 ? " near-cache=30s" : "", pl->hold_ms);
@@ -984,6 +990,10 @@ static void plan_make(void)
         case HF_DEL_STREAM:
         case HF_TRIM_STREAM:
             pl.param = rnd(&s, 2);
+            break;
+        case HF_WRONGTYPE_STREAM:
+            pl.param = rnd(&s, 2);
+            pl.hold_ms = 200 + rnd(&s, 1301);
             break;
         }
         if (t == 0) pl.gap_ms += 1000; /* the first after a second of load without faults */
@@ -1132,6 +1142,12 @@ static int fault_run(const struct planned *pl)
     case HF_TRIM_STREAM:
         f->node = HIST_GLOBAL;
         rc = backend_cmd(pl->param, NULL, "XTRIM %s MAXLEN 1", g_streams[pl->param]);
+        break;
+    case HF_WRONGTYPE_STREAM:
+        f->node = HIST_GLOBAL;
+        rc = backend_cmd(pl->param, NULL, "SET %s not-a-stream", g_streams[pl->param]);
+        if (rc == 0) planned_sleep_ms(pl->hold_ms, NULL); /* the fault's planned duration */
+        if (rc == 0) rc = backend_cmd(pl->param, NULL, "DEL %s", g_streams[pl->param]);
         break;
     case HF_RESTART: {
         if (pl->param) {

@@ -21,8 +21,7 @@ const char *hist_status_name(int status)
 
 const char *hist_fault_name(int kind)
 {
-    static const char *const names[HF_NKINDS] = {"stop",    "kill-stream", "del-stream", "trim-stream",
-                                                 "restart", "slow-link",   "reload",     "failover"};
+    static const char *const names[HF_NKINDS] = {"stop", "kill-stream", "del-stream", "trim-stream", "restart", "slow-link", "reload", "wrongtype-stream", "failover"};
     return kind >= 0 && kind < HF_NKINDS ? names[kind] : "?";
 }
 
@@ -59,6 +58,8 @@ int check_fault_explains(int fault_kind, int status)
         return 1;
     case HF_SLOW_LINK:
         return status == HST_ERR_TIMEOUT;
+    case HF_WRONGTYPE_STREAM:
+        return status == HST_ERR_REPLY; /* a write whose XADD failed may be refused */
     default:
         return 0;
     }

@@ -92,7 +92,8 @@ struct check_params check_default_params(void);
 
 /* Does a fault of kind fault_kind explain an operation status (enum hist_status) on a keygate it
  * touches? stop: timeouts and connection errors; restart and failover: any error; slow-link:
- * timeouts; the stream faults and reload: nothing (clients must not notice them). */
+ * timeouts; wrongtype-stream: error replies (a write whose XADD fails may be refused); the other stream faults and
+ * reload: nothing (clients must not notice them). */
 int check_fault_explains(int fault_kind, int status);
 
 /* Check h against the rules above with p; fills *out (check_result_free frees it). Reads only h

@@ -63,7 +63,8 @@ enum hist_fault_kind {
     HF_RESTART,     /* a keygate stopped (SIGTERM or SIGKILL) and started again */
     HF_SLOW_LINK,   /* the delay proxy between one keygate and the durable redis-server delays every byte */
     HF_RELOAD,      /* one keygate's registry rewritten and SIGHUPed, then put back (global) */
-    HF_FAILOVER,    /* extension point: a Sentinel failover (needs a Sentinel topology; not run yet) */
+    HF_WRONGTYPE_STREAM, /* opt-in: a stream replaced by a string for a while, so every XADD fails (global) */
+    HF_FAILOVER,         /* extension point: a Sentinel failover (needs a Sentinel topology; not run yet) */
     HF_NKINDS
 };
 
