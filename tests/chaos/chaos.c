@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -840,9 +841,19 @@ static void do_write(struct client *cl, struct hist_op *o, int key, long long se
     o->end_us = now_us();
 }
 
+/* The client threads run 4 nice levels below the runner's other threads: the delay proxy (kg1's link to durable)
+ * and the nemesis must not wait behind the load they carry, or the harness would add the lag it measures. */
+static void client_lower_priority(void)
+{
+    errno = 0;
+    int now = getpriority(PRIO_PROCESS, (id_t)gettid());
+    if (errno == 0) setpriority(PRIO_PROCESS, (id_t)gettid(), now + 4 > 19 ? 19 : now + 4);
+}
+
 static void *writer_main(void *arg)
 {
     struct client *cl = arg;
+    client_lower_priority();
     long long seq = 0;
     while (!__atomic_load_n(&g_stop_clients, __ATOMIC_ACQUIRE)) {
         long long lull = lull_end(now_us());
@@ -867,6 +878,7 @@ static void *writer_main(void *arg)
 static void *reader_main(void *arg)
 {
     struct client *cl = arg;
+    client_lower_priority();
     while (!__atomic_load_n(&g_stop_clients, __ATOMIC_ACQUIRE)) {
         struct hist_op *o = oplog_add(&cl->log);
         o->thread = cl->id;
