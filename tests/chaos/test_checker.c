@@ -1,0 +1,356 @@
+/* test_checker.c: unit tests of the chaos checker over hand-made histories: it must catch a stale read, a lost write, a value nobody wrote and an unexplained error, and accept an indeterminate write read back and an error inside its fault's window. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checker.h"
+
+#define MS 1000LL /* microseconds */
+
+static const char *const g_keys[] = {"hot:s:0", "hot:s:1", "hot:t:0"};
+static const char *const g_nodes[] = {"kg0", "kg1", "kg2"};
+
+static struct hist_op g_ops[256];
+static size_t g_nops;
+static struct hist_fault g_faults[8];
+static size_t g_nfaults;
+
+static void reset(void)
+{
+    memset(g_ops, 0, sizeof g_ops);
+    memset(g_faults, 0, sizeof g_faults);
+    g_nops = g_nfaults = 0;
+}
+
+/* Record op kind on node for key over [s, e] ms with status and value (a write's sequence number,
+ * a read's value); returns it for more fields. */
+static struct hist_op *op(int kind, int node, int key, long long s, long long e, int status, long long value)
+{
+    ck_assert_uint_lt(g_nops, sizeof g_ops / sizeof g_ops[0]);
+    struct hist_op *o = &g_ops[g_nops++];
+    o->kind = kind;
+    o->node = node;
+    o->status = status;
+    o->start_us = s * MS;
+    o->end_us = e * MS;
+    o->nkeys = 1;
+    o->key[0] = key;
+    o->value[0] = value;
+    if (status != HST_OK) strcpy(o->err, "made up");
+    return o;
+}
+
+static void fault(int kind, int node, long long s, long long e)
+{
+    struct hist_fault *f = &g_faults[g_nfaults++];
+    f->kind = kind;
+    f->node = node;
+    f->start_us = s * MS;
+    f->end_us = e * MS;
+    strcpy(f->what, "made up");
+}
+
+/* Check the recorded history with the default bounds; the result in *r (freed by the caller). */
+static ssize_t run(struct check_result *r)
+{
+    struct history h = {.ops = g_ops,
+                        .nops = g_nops,
+                        .faults = g_faults,
+                        .nfaults = g_nfaults,
+                        .nkeys = 3,
+                        .key_names = g_keys,
+                        .nnodes = 3,
+                        .node_names = g_nodes};
+    struct check_params p = check_default_params();
+    ssize_t n = check_history(&h, &p, r);
+    ck_assert_int_ge(n, 0);
+    /* the messages are printed too (CHAOS_CHECKER_VERBOSE=1 shows them): they must not crash on any violation */
+    FILE *out = getenv("CHAOS_CHECKER_VERBOSE") ? stdout : fopen("/dev/null", "w");
+    ck_assert_ptr_nonnull(out);
+    for (size_t i = 0; i < r->nviol; i++) check_print_violation(out, &h, &p, &r->viol[i]);
+    check_print_summary(out, &h, r);
+    if (out != stdout) fclose(out);
+    return n;
+}
+
+/* Two acknowledged writes of key 0: seq 1 over [0, 10] ms via kg0, seq 2 over [100, 200] via kg1. */
+static void two_writes(void)
+{
+    reset();
+    op(HOP_SET, 0, 0, 0, 10, HST_OK, 1);
+    op(HOP_SET, 1, 0, 100, 200, HST_OK, 2);
+}
+
+START_TEST(stale_read_is_caught)
+{
+    two_writes();
+    op(HOP_GET, 2, 0, 500, 501, HST_OK, 1); /* seq 2 was acked at 200 < 500 - 100 */
+    struct check_result r;
+    ck_assert_int_eq(run(&r), 1);
+    ck_assert_int_eq(r.viol[0].rule, CR_STALE);
+    ck_assert_uint_eq(r.viol[0].op, 2);
+    ck_assert_int_eq(r.viol[0].required, 2);
+    ck_assert_int_eq(r.viol[0].required_op, 1);
+    ck_assert_int_eq(r.viol[0].got_op, 0);
+    ck_assert_int_eq(r.viol[0].fault, -1);
+    check_result_free(&r);
+}
+END_TEST
+
+START_TEST(read_within_the_bound_passes)
+{
+    two_writes();
+    op(HOP_GET, 2, 0, 250, 251, HST_OK, 1); /* seq 2 acked at 200, not before 250 - 100 */
+    op(HOP_GET, 2, 0, 301, 302, HST_OK, 2);
+    op(HOP_GET, 0, 0, 50, 60, HST_OK, 0); /* nothing acked before -50: absent is fine */
+    struct check_result r;
+    ck_assert_int_eq(run(&r), 0);
+    ck_assert_int_eq(r.checked, 2);
+    ck_assert_int_eq(r.trivial, 1);
+    check_result_free(&r);
+}
+END_TEST
+
+START_TEST(indeterminate_write_may_be_read)
+{
+    two_writes();
+    fault(HF_STOP, 1, 250, 1000);
+    op(HOP_SET, 1, 0, 300, 2300, HST_ERR_TIMEOUT, 3); /* timed out on the stopped kg1: may have applied */
+    op(HOP_GET, 0, 0, 400, 401, HST_OK, 3);
+    op(HOP_GET, 2, 0, 2400, 2401, HST_OK, 2); /* nor must it be seen: 2 is the newest acked */
+    struct check_result r;
+    ck_assert_int_eq(run(&r), 0);
+    ck_assert_int_eq(r.writes_indeterminate, 1);
+    ck_assert_int_eq(r.explained_by_fault[HF_STOP], 1);
+    check_result_free(&r);
+}
+END_TEST
+
+START_TEST(indeterminate_write_may_land_late)
+{
+    reset();
+    fault(HF_STOP, 2, 1000, 3000);
+    op(HOP_SET, 0, 0, 0, 10, HST_OK, 16);
+    op(HOP_SET, 2, 0, 1100, 3100, HST_ERR_TIMEOUT, 17); /* held by the frozen kg2 past the client's timeout */
+    op(HOP_SET, 0, 0, 3110, 3120, HST_OK, 18);
+    op(HOP_GET, 1, 0, 3300, 3301, HST_OK, 17); /* kg2 ran 17 at SIGCONT, after 18: fine */
+    op(HOP_GET, 1, 0, 3400, 3401, HST_OK, 17);
+    op(HOP_SET, 0, 0, 4500, 4510, HST_OK, 19); /* begun after 3000 + 1000 grace: 17 cannot land after it */
+    op(HOP_GET, 1, 0, 4700, 4701, HST_OK, 17);
+    struct check_result r;
+    ck_assert_int_eq(run(&r), 1);
+    ck_assert_uint_eq(r.viol[0].op, 6);
+    ck_assert_int_eq(r.viol[0].rule, CR_STALE);
+    ck_assert_int_eq(r.late_applied, 2);
+    check_result_free(&r);
+    g_nops = 5; /* without 19: a final read may show 17, which may have landed after 18 */
+    op(HOP_GET, HIST_DIRECT, 0, 3500, 3501, HST_OK, 17)->final = 1;
+    ck_assert_int_eq(run(&r), 0);
+    check_result_free(&r);
+}
+END_TEST
+
+START_TEST(value_nobody_wrote_is_caught)
+{
+    two_writes();
+    op(HOP_GET, 0, 0, 150, 160, HST_OK, 3); /* seq 3 was never sent */
+    op(HOP_GET, 0, 0, 50, 60, HST_OK, 2);   /* seq 2 was sent at 100, after this read ended */
+    struct check_result r;
+    ck_assert_int_eq(run(&r), 2);
+    ck_assert_int_eq(r.viol[0].rule, CR_FUTURE);
+    ck_assert_int_eq(r.viol[1].rule, CR_FUTURE);
+    check_result_free(&r);
+}
+END_TEST
+
+START_TEST(error_inside_its_window_is_explained)
+{
+    two_writes();
+    fault(HF_STOP, 1, 1000, 3000);
+    fault(HF_RESTART, 2, 5000, 6000);
+    op(HOP_GET, 1, 0, 2000, 4000, HST_ERR_TIMEOUT, 0); /* kg1 stopped */
+    op(HOP_GET, 1, 0, 3900, 3901, HST_ERR_CONN, 0);    /* within the 1 s grace after SIGCONT */
+    op(HOP_GET, 2, 0, 6500, 6501, HST_ERR_REPLY, 0);   /* restart explains any error */
+    struct check_result r;
+    ck_assert_int_eq(run(&r), 0);
+    ck_assert_int_eq(r.explained_by_fault[HF_STOP], 2);
+    ck_assert_int_eq(r.explained_by_fault[HF_RESTART], 1);
+    check_result_free(&r);
+}
+END_TEST
+
+START_TEST(error_outside_a_window_is_caught)
+{
+    two_writes();
+    fault(HF_STOP, 1, 1000, 3000);
+    fault(HF_DEL_STREAM, HIST_GLOBAL, 3000, 3001);
+    op(HOP_GET, 1, 0, 4200, 4201, HST_ERR_TIMEOUT, 0); /* past SIGCONT + grace */
+    op(HOP_GET, 0, 0, 2000, 2001, HST_ERR_TIMEOUT, 0); /* kg0 was not stopped */
+    op(HOP_GET, 0, 0, 3000, 3001, HST_ERR_CONN, 0);    /* a stream DEL explains no client error */
+    op(HOP_GET, 1, 0, 2000, 2001, HST_ERR_REPLY, 0);   /* a stop explains no error reply */
+    op(HOP_GET, 2, 0, 2000, 2001, HST_BAD, 0);         /* a torn reply: never explained */
+    struct check_result r;
+    ck_assert_int_eq(run(&r), 5);
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(r.viol[i].rule, CR_ERROR);
+    ck_assert_int_eq(r.viol[4].rule, CR_BAD);
+    ck_assert_int_eq(r.viol[0].fault, 1); /* attributed to the last fault before it: the stream DEL */
+    ck_assert_int_eq(r.viol_by_rule[CR_ERROR], 4);
+    check_result_free(&r);
+}
+END_TEST
+
+START_TEST(fault_window_widens_the_bound_on_its_keygate_only)
+{
+    reset();
+    op(HOP_SET, 0, 0, 0, 10, HST_OK, 1);
+    op(HOP_SET, 0, 0, 20, 30, HST_OK, 2);
+    op(HOP_SET, 0, 1, 20, 30, HST_OK, 1);
+    op(HOP_SET, 0, 1, 40, 50, HST_OK, 2);
+    fault(HF_KILL_STREAM, 1, 400, 400);
+    fault(HF_TRIM_STREAM, HIST_GLOBAL, 2000, 2001);
+    op(HOP_GET, 1, 0, 490, 495, HST_OK, 1);   /* within 100 ms of the kill: L = 1100 ms, required 0 */
+    op(HOP_GET, 1, 0, 510, 515, HST_OK, 1);   /* past the window's tail: L = 100 ms, stale */
+    op(HOP_GET, 2, 0, 450, 455, HST_OK, 1);   /* kg2 was not touched: stale */
+    op(HOP_GET, 2, 1, 2050, 2055, HST_OK, 2); /* a global fault touches kg2: checked, fine */
+    op(HOP_GET, 2, 0, 1140, 1141, HST_OK, 1); /* seq 2 acked at 30 < 1140 - 1100: stale even in a window */
+    struct check_result r;
+    fault(HF_STOP, 2, 1000, 1050);
+    ck_assert_int_eq(run(&r), 3);
+    ck_assert_uint_eq(r.viol[0].op, 5);
+    ck_assert_int_eq(r.viol[0].bound_us, 100 * MS);
+    ck_assert_int_eq(r.viol[0].fault, 0); /* the kill, ended before */
+    ck_assert_int_eq(r.viol[0].fault_active, 0);
+    ck_assert_uint_eq(r.viol[1].op, 6);
+    ck_assert_uint_eq(r.viol[2].op, 8);
+    ck_assert_int_eq(r.viol[2].bound_us, 1100 * MS);
+    ck_assert_int_eq(r.viol[2].fault_active, 1);
+    ck_assert_int_eq(r.viol_by_fault[HF_STOP], 1);
+    check_result_free(&r);
+}
+END_TEST
+
+START_TEST(final_read_below_the_last_ack_is_lost)
+{
+    two_writes();
+    op(HOP_SET, 0, 0, 300, 400, HST_ERR_TIMEOUT, 3); /* indeterminate: not required */
+    op(HOP_GET, HIST_DIRECT, 0, 900, 901, HST_OK, 2)->final = 1;
+    op(HOP_GET, 1, 0, 900, 901, HST_OK, 1)->final = 1;
+    struct check_result r;
+    fault(HF_RESTART, 0, 250, 500);
+    ck_assert_int_eq(run(&r), 1);
+    ck_assert_int_eq(r.viol[0].rule, CR_LOST);
+    ck_assert_int_eq(r.viol[0].required, 2);
+    ck_assert_uint_eq(r.viol[0].op, 4);
+    check_result_free(&r);
+}
+END_TEST
+
+START_TEST(sismember_answers)
+{
+    reset();
+    for (int n = 1; n <= 100; n++) op(HOP_SADD, 0, 2, n * 10, n * 10 + 5, HST_OK, n);
+    op(HOP_SISMEMBER, 1, 2, 500, 501, HST_OK, 0)->arg = 39;   /* 39 acked at 395 < 400: stale */
+    op(HOP_SISMEMBER, 1, 2, 500, 501, HST_OK, 1)->arg = 39;   /* fine */
+    op(HOP_SISMEMBER, 1, 2, 500, 501, HST_OK, 1)->arg = 30;   /* proves >= 30 only: inconclusive */
+    op(HOP_SISMEMBER, 1, 2, 1200, 1201, HST_OK, 0)->arg = 30; /* 30 + 64 sent by 1201: rotated out, inconclusive */
+    op(HOP_SISMEMBER, 1, 2, 500, 501, HST_OK, 1)->arg = 200;  /* never written */
+    op(HOP_SMEMBERS, 1, 2, 500, 501, HST_OK, 38);             /* stale */
+    struct check_result r;
+    ck_assert_int_eq(run(&r), 3);
+    ck_assert_uint_eq(r.viol[0].op, 100);
+    ck_assert_int_eq(r.viol[0].rule, CR_STALE);
+    ck_assert_int_eq(r.viol[1].rule, CR_FUTURE);
+    ck_assert_uint_eq(r.viol[2].op, 105);
+    ck_assert_int_eq(r.viol[2].rule, CR_STALE);
+    ck_assert_int_eq(r.inconclusive, 2);
+    check_result_free(&r);
+}
+END_TEST
+
+START_TEST(mget_checks_every_key)
+{
+    reset();
+    op(HOP_SET, 0, 0, 0, 10, HST_OK, 1);
+    op(HOP_SET, 0, 1, 0, 10, HST_OK, 1);
+    op(HOP_SET, 0, 1, 20, 30, HST_OK, 2);
+    struct hist_op *m = op(HOP_MGET, 2, 0, 500, 501, HST_OK, 1);
+    m->nkeys = 2;
+    m->key[1] = 1;
+    m->value[1] = 1; /* key 1: seq 2 acked at 30 */
+    struct check_result r;
+    ck_assert_int_eq(run(&r), 1);
+    ck_assert_int_eq(r.viol[0].slot, 1);
+    ck_assert_int_eq(r.read_values, 2);
+    check_result_free(&r);
+}
+END_TEST
+
+START_TEST(same_keygate_rule_is_optional)
+{
+    reset();
+    op(HOP_SET, 1, 0, 0, 10, HST_OK, 1);
+    op(HOP_SET, 1, 0, 100, 110, HST_OK, 2);
+    op(HOP_GET, 1, 0, 120, 121, HST_OK, 1); /* within L of the ack, but on the keygate that acknowledged it */
+    op(HOP_GET, 2, 0, 120, 121, HST_OK, 1); /* another keygate: L applies */
+    struct check_result r;
+    ck_assert_int_eq(run(&r), 0);
+    check_result_free(&r);
+    struct history h = {.ops = g_ops,
+                        .nops = g_nops,
+                        .faults = g_faults,
+                        .nfaults = g_nfaults,
+                        .nkeys = 3,
+                        .key_names = g_keys,
+                        .nnodes = 3,
+                        .node_names = g_nodes};
+    struct check_params p = check_default_params();
+    p.same_keygate_bound_us = 0;
+    ck_assert_int_eq(check_history(&h, &p, &r), 1);
+    ck_assert_uint_eq(r.viol[0].op, 2);
+    ck_assert_int_eq(r.viol[0].same_keygate, 1);
+    ck_assert_int_eq(r.viol[0].required, 2);
+    check_result_free(&r);
+}
+END_TEST
+
+START_TEST(same_history_same_result)
+{
+    two_writes();
+    fault(HF_RELOAD, HIST_GLOBAL, 100, 300);
+    op(HOP_GET, 2, 0, 350, 351, HST_OK, 1); /* inside the reload's window (to 400): L = 1100 ms */
+    op(HOP_GET, 2, 0, 2000, 2001, HST_OK, 1);
+    struct check_result a, b;
+    run(&a);
+    run(&b);
+    ck_assert_uint_eq(a.nviol, b.nviol);
+    ck_assert_uint_eq(a.nviol, 1);
+    ck_assert_int_eq(memcmp(a.viol, b.viol, a.nviol * sizeof *a.viol), 0);
+    check_result_free(&a);
+    check_result_free(&b);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("chaos_checker");
+    TCase *tc = tcase_create("checker");
+    tcase_add_test(tc, stale_read_is_caught);
+    tcase_add_test(tc, read_within_the_bound_passes);
+    tcase_add_test(tc, indeterminate_write_may_be_read);
+    tcase_add_test(tc, indeterminate_write_may_land_late);
+    tcase_add_test(tc, value_nobody_wrote_is_caught);
+    tcase_add_test(tc, error_inside_its_window_is_explained);
+    tcase_add_test(tc, error_outside_a_window_is_caught);
+    tcase_add_test(tc, fault_window_widens_the_bound_on_its_keygate_only);
+    tcase_add_test(tc, final_read_below_the_last_ack_is_lost);
+    tcase_add_test(tc, sismember_answers);
+    tcase_add_test(tc, mget_checks_every_key);
+    tcase_add_test(tc, same_keygate_rule_is_optional);
+    tcase_add_test(tc, same_history_same_result);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
