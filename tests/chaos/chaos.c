@@ -72,7 +72,7 @@ static const struct keydef g_keys[NKEYS] = {
 };
 static const char *g_key_names[NKEYS];
 static const char *const g_node_names[NNODES] = {"kg0", "kg1", "kg2"};
-static const char *const g_streams[2] = {"kg:nc:{hot:}:stream", "kc:nc:{hc:}:stream"};
+static const char *const g_streams[2] = {"kg:nc:{kg:}:stream", "kc:nc:{kc:}:stream"};
 static const char *const g_instances[2] = {"durable", "cache"};
 
 static const char g_registry[] =
