@@ -21,7 +21,9 @@ const char *hist_status_name(int status)
 
 const char *hist_fault_name(int kind)
 {
-    static const char *const names[HF_NKINDS] = {"stop", "kill-stream", "del-stream", "trim-stream", "restart", "slow-link", "reload", "wrongtype-stream", "failover"};
+    static const char *const names[HF_NKINDS] = {"stop",        "kill-stream",      "del-stream",
+                                                 "trim-stream", "restart",          "slow-link",
+                                                 "reload",      "wrongtype-stream", "failover"};
     return kind >= 0 && kind < HF_NKINDS ? names[kind] : "?";
 }
 

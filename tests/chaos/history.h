@@ -56,13 +56,13 @@ struct hist_op {
 };
 
 enum hist_fault_kind {
-    HF_STOP = 0,    /* SIGSTOP a keygate, SIGCONT it after the planned time */
-    HF_KILL_STREAM, /* CLIENT KILL of a keygate's stream reader connections (keygate-nearcache-<pid>) */
-    HF_DEL_STREAM,  /* DEL of an invalidation stream (global) */
-    HF_TRIM_STREAM, /* XTRIM of a stream to MAXLEN 1 (global) */
-    HF_RESTART,     /* a keygate stopped (SIGTERM or SIGKILL) and started again */
-    HF_SLOW_LINK,   /* the delay proxy between one keygate and the durable redis-server delays every byte */
-    HF_RELOAD,      /* one keygate's registry rewritten and SIGHUPed, then put back (global) */
+    HF_STOP = 0,         /* SIGSTOP a keygate, SIGCONT it after the planned time */
+    HF_KILL_STREAM,      /* CLIENT KILL of a keygate's stream reader connections (keygate-nearcache-<pid>) */
+    HF_DEL_STREAM,       /* DEL of an invalidation stream (global) */
+    HF_TRIM_STREAM,      /* XTRIM of a stream to MAXLEN 1 (global) */
+    HF_RESTART,          /* a keygate stopped (SIGTERM or SIGKILL) and started again */
+    HF_SLOW_LINK,        /* the delay proxy between one keygate and the durable redis-server delays every byte */
+    HF_RELOAD,           /* one keygate's registry rewritten and SIGHUPed, then put back (global) */
     HF_WRONGTYPE_STREAM, /* opt-in: a stream replaced by a string for a while, so every XADD fails (global) */
     HF_FAILOVER,         /* extension point: a Sentinel failover (needs a Sentinel topology; not run yet) */
     HF_NKINDS
