@@ -290,7 +290,7 @@ check-layout-test:
 clean:
 	rm -rf build
 
-# ---- make test-chaos: the fault harness (tests/chaos/README.md) ----
+# ---- make test-chaos: the fault harness (docs/testing.md, "The fault harness") ----
 # Three keygates over real TLS backends, a seeded fault schedule, a history checker. SEED=, DURATION= (s),
 # FAULTS=stop,kill-stream,del-stream,trim-stream,restart,slow-link,reload (default all). First the checker's
 # own tests (hand-made histories), then the run; its last line is "N passed, N failed".
