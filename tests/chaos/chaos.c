@@ -127,7 +127,7 @@ static unsigned parse_faults(const char *text)
             if (strcmp(w, hist_fault_name(k)) == 0) found = k;
         if (found == HF_FAILOVER) {
             fprintf(stderr, "chaos: FAULTS=failover needs a Sentinel topology, which this harness does not start yet "
-                            "(the extension point: docs/testing.md, "The fault harness")\n");
+                            "(the extension point: docs/testing.md, 'The fault harness')\n");
             exit(2);
         }
         if (found < 0) {
