@@ -826,7 +826,7 @@ static int nc_prefix_covered(const char *p, size_t plen, const char *list, size_
     while (i < len) {
         const char *nl = memchr(list + i, '\n', len - i);
         size_t l = nl ? (size_t)(nl - (list + i)) : len - i;
-        if (l > 0 && l <= plen && memcmp(list + i, p, l) == 0) return 1;
+        if (l <= plen && memcmp(list + i, p, l) == 0) return 1; /* "" (a default line) covers every key */
         i += l + 1;
     }
     return 0;

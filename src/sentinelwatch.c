@@ -215,8 +215,6 @@ static int check(struct watch *wt)
     if (rc == 0) {
         wt->epoch = epoch; /* never followed back below it (a sentinel that is behind) */
         timing(wt, &m);
-    }
-    if (rc == 0) {
         char why[128];
         snprintf(why, sizeof(why), "named by sentinel %s:%d at config-epoch %lld, ROLE master",
                  wt->ic->seed_host[asked], wt->ic->seed_port[asked], epoch);

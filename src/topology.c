@@ -107,8 +107,9 @@ static int topology_check_as(const char *name, const char *who, const char *info
                         who, policy);
     }
     /* a replica that cannot take over: Sentinel may still promote it, and it would lose what it lacks */
-    char role[16], sync[8], link[16];
+    char role[16];
     if (info_field(info, "role", role, sizeof(role)) == 0 && strcmp(role, "slave") == 0) {
+        char sync[8], link[16];
         if (info_field(info, "master_sync_in_progress", sync, sizeof(sync)) == 0 && strcmp(sync, "1") == 0)
             problem_add(&pb,
                         "%s is a replica whose first sync has not finished (master_sync_in_progress:1): promoted now, "
