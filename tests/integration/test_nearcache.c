@@ -1088,6 +1088,43 @@ START_TEST(mget_hits_under_invalidations_threads_2)
 }
 END_TEST
 
+/* A trim that removes only entries B has read is no gap: B frozen with its cursor at X, A writes
+ * Z, the stream trimmed to Z alone (X and all before it go), B continued: it applies Z and
+ * flushes nothing (the first entry above its cursor made it declare a gap before;
+ * max-deleted-entry-id says nothing it had not read was lost). */
+START_TEST(trim_of_read_entries_is_no_gap)
+{
+    start_peer();
+    redisContext *a = client(), *b = peer_client();
+    expect_status(cmd(a, "SET u:tr old"), "OK", "SET");
+    wait_hit(b, "u:", "u:tr");
+    expect_status(cmd(a, "SET u:tr:other x"), "OK", "another write: B reads it before it is frozen");
+    long long end = now_ms() + 5000;
+    while (nc_counter(b, "u:", "invalidations") < 0 || nc_counter(b, "u:", "evicted_stream") < 0) {
+        ck_assert_msg(now_ms() < end, "no INFO nearcache");
+        sleep_ms(10);
+    }
+    wait_hit(b, "u:", "u:tr"); /* B's reader caught up with both entries */
+    int gap_lines = peer_gap_lines();
+    ck_assert_int_ge(gap_lines, 0);
+    ck_assert_int_eq(kill(h.peer_pid, SIGSTOP), 0);
+    expect_status(cmd(a, "SET u:tr new"), "OK", "SET via A while B is frozen");
+    redisContext *d = harness_must_direct(&h, "durable");
+    freeReplyObject(cmd(d, "XTRIM %s MAXLEN 1", U_STREAM));
+    redisReply *r = cmd(d, "XLEN %s", U_STREAM);
+    ck_assert_int_eq(r->integer, 1);
+    freeReplyObject(r);
+    redisFree(d);
+    ck_assert_int_eq(kill(h.peer_pid, SIGCONT), 0);
+    read_until(b, "u:tr", "new", "old", 3000);
+    wait_hit(b, "u:", "u:tr");
+    ck_assert_msg(peer_gap_lines() == gap_lines, "B declared a gap although it had read every trimmed entry");
+    freeReplyObject(cmd(a, "DEL u:tr u:tr:other"));
+    redisFree(a);
+    redisFree(b);
+}
+END_TEST
+
 /* A stream reader waiting on a frozen backend does not hold keygate's exit: SIGTERM cuts its
  * blocking read short (it waited out syncconn's 10 s I/O timeout before). */
 START_TEST(shutdown_is_not_held_by_a_frozen_stream)
@@ -1355,6 +1392,7 @@ int main(void)
     harness_add_test(tc, memory_bound_counts_every_byte);
     harness_add_test(tc, fill_of_a_large_value_reads_only_what_the_command_needs);
     harness_add_test(tc, mget_hits_under_invalidations_threads_2);
+    harness_add_test(tc, trim_of_read_entries_is_no_gap);
     harness_add_test(tc, first_invalidation_of_a_new_or_deleted_stream_reaches_b);
     harness_add_test(tc, reads_answer_as_redis_when_the_primary_refuses_writes);
     harness_add_test(tc, threads_2_no_connection_reads_the_old_value_after_the_ack);
