@@ -719,6 +719,23 @@ static struct nc_id nc_field_id(const redisReply *info, const char *name)
     return id;
 }
 
+/* The entries array of a one-stream XREAD reply ([[stream, [[id, [f, v...]]...]]]), or NULL. */
+static const redisReply *nc_xread_entries(const redisReply *x)
+{
+    const redisReply *sr = nc_is_array(x) && x->elements == 1 ? x->element[0] : NULL;
+    return nc_is_array(sr) && sr->elements == 2 && nc_is_array(sr->element[1]) ? sr->element[1] : NULL;
+}
+
+/* One entry [id, [f, v...]] of an XREAD reply: its field/value array, *id parsed; NULL when it is
+ * not an entry. */
+static const redisReply *nc_entry(const redisReply *e, struct nc_id *id)
+{
+    if (!nc_is_array(e) || e->elements != 2 || e->element[0]->type != REDIS_REPLY_STRING ||
+        nccore_id_parse(e->element[0]->str, e->element[0]->len, id) != 0)
+        return NULL;
+    return e->element[1];
+}
+
 /* Append one command of argc words (NUL-terminated) to conn. */
 static int nc_append(struct syncconn *conn, int argc, const char **argv)
 {
@@ -953,18 +970,14 @@ static int nc_read_once(struct nearcache *nc, struct syncconn *conn, struct nc_s
             st->has_read = 1; /* this read's entries are at or below the last id: not applied */
         } else {
             size_t got = 0;
-            const redisReply *sr = nc_is_array(x) && x->elements == 1 ? x->element[0] : NULL;
-            const redisReply *es = nc_is_array(sr) && sr->elements == 2 ? sr->element[1] : NULL;
-            for (size_t j = 0; nc_is_array(es) && j < es->elements; j++) {
-                const redisReply *e = es->element[j];
+            const redisReply *es = nc_xread_entries(x);
+            for (size_t j = 0; es && j < es->elements; j++) {
                 struct nc_id id;
-                if (!nc_is_array(e) || e->elements != 2 || e->element[0]->type != REDIS_REPLY_STRING ||
-                    nccore_id_parse(e->element[0]->str, e->element[0]->len, &id) != 0)
-                    continue;
+                const redisReply *fv = nc_entry(es->element[j], &id);
+                if (!fv) continue;
                 got++;
                 st->cursor = id;
                 st->seen_added++;
-                const redisReply *fv = e->element[1];
                 int any = 0;
                 for (size_t f = 0; nc_is_array(fv) && f + 1 < fv->elements; f += 2) {
                     if (fv->element[f]->type != REDIS_REPLY_STRING || strcmp(fv->element[f]->str, "k") != 0) continue;
@@ -1231,15 +1244,11 @@ static void *nc_reader_main(void *arg)
         if (nc_append_xread(conn, st, 1) != 0 || syncconn_flush(conn) != 0) goto lost;
         redisReply *r = syncconn_read(conn);
         if (!r) goto lost;
-        const redisReply *sr = nc_is_array(r) && r->elements == 1 ? r->element[0] : NULL;
-        const redisReply *es = nc_is_array(sr) && sr->elements == 2 ? sr->element[1] : NULL;
-        for (size_t j = 0; nc_is_array(es) && j < es->elements; j++) {
-            const redisReply *e = es->element[j];
+        const redisReply *es = nc_xread_entries(r);
+        for (size_t j = 0; es && j < es->elements; j++) {
             struct nc_id id;
-            if (!nc_is_array(e) || e->elements != 2 || e->element[0]->type != REDIS_REPLY_STRING ||
-                nccore_id_parse(e->element[0]->str, e->element[0]->len, &id) != 0)
-                continue;
-            const redisReply *fv = e->element[1];
+            const redisReply *fv = nc_entry(es->element[j], &id);
+            if (!fv) continue;
             for (size_t f = 0; nc_is_array(fv) && f + 1 < fv->elements; f += 2)
                 if (fv->element[f]->type == REDIS_REPLY_STRING && strcmp(fv->element[f]->str, "k") == 0 &&
                     fv->element[f + 1]->type == REDIS_REPLY_STRING) {

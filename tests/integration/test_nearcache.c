@@ -907,10 +907,9 @@ static long long rss_kib(pid_t pid)
     return kib;
 }
 
-/* near-cache-memory bounds the process: 200,000 distinct 1 KiB values read through a keygate
- * with near-cache-memory 16mb. The values are written directly on cache in batches and deleted
- * there after being read (directly: no invalidation), so Redis holds one batch at a time. */
-START_TEST(memory_is_bounded)
+/* keygate restarted with near-cache-memory 16mb; a client once uc:'s reader serves (probe, a key
+ * of uc:, set and read until a hit). */
+static redisContext *restart_with_16mb(const char *probe)
 {
     static char extra[512];
     char hash[65];
@@ -919,15 +918,23 @@ START_TEST(memory_is_bounded)
     struct harness_opts o = {.registry_text = registry_text, .extra_config = extra};
     ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart: %s", h.error);
     redisContext *c = client();
-    expect_status(cmd(c, "SET uc:mem:probe x"), "OK", "SET");
+    expect_status(cmd(c, "SET %s x", probe), "OK", "SET");
     long long end = now_ms() + 5000;
     for (;;) { /* uc:'s reader caught up */
         long long hits = nc_counter(c, "uc:", "hits");
-        freeReplyObject(cmd(c, "GET uc:mem:probe"));
-        if (nc_counter(c, "uc:", "hits") > hits) break;
+        freeReplyObject(cmd(c, "GET %s", probe));
+        if (nc_counter(c, "uc:", "hits") > hits) return c;
         ck_assert_msg(now_ms() < end, "uc: never serves");
         sleep_ms(10);
     }
+}
+
+/* near-cache-memory bounds the process: 200,000 distinct 1 KiB values read through a keygate
+ * with near-cache-memory 16mb. The values are written directly on cache in batches and deleted
+ * there after being read (directly: no invalidation), so Redis holds one batch at a time. */
+START_TEST(memory_is_bounded)
+{
+    redisContext *c = restart_with_16mb("uc:mem:probe");
     long long rss0 = rss_kib(h.keygate_pid);
     char val[1024];
     memset(val, 'v', sizeof val);
@@ -966,22 +973,7 @@ END_TEST
  * bound and 1 MiB (it grew 19.0 MiB before malloc's block sizes and the bucket array counted). */
 START_TEST(memory_bound_counts_every_byte)
 {
-    static char extra[512];
-    char hash[65];
-    harness_sha256_hex(ROOT_PW, hash);
-    snprintf(extra, sizeof extra, "user root sha256=%s owners=* access=rw scripts=yes\nnear-cache-memory 16mb\n", hash);
-    struct harness_opts o = {.registry_text = registry_text, .extra_config = extra};
-    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart: %s", h.error);
-    redisContext *c = client();
-    expect_status(cmd(c, "SET uc:abs:probe x"), "OK", "SET");
-    long long end = now_ms() + 5000;
-    for (;;) { /* uc:'s reader caught up */
-        long long hits = nc_counter(c, "uc:", "hits");
-        freeReplyObject(cmd(c, "GET uc:abs:probe"));
-        if (nc_counter(c, "uc:", "hits") > hits) break;
-        ck_assert_msg(now_ms() < end, "uc: never serves");
-        sleep_ms(10);
-    }
+    redisContext *c = restart_with_16mb("uc:abs:probe");
     for (int i = 0; i < 2000; i++) redisAppendCommand(c, "GET uc:warm:%d", i); /* buffers at their size */
     for (int i = 0; i < 2000; i++) freeReplyObject(next_reply(c));
     long long rss0 = rss_kib(h.keygate_pid);
