@@ -528,7 +528,8 @@ static void client_reset(struct client *c, struct request *req)
 /* A write was forwarded (or queued in c's MULTI): WAIT goes to its instance. */
 static void client_note_write(struct client *c, const struct plan *plan)
 {
-    if (plan->kind == PLAN_FORWARD && plan->writes && plan->instance >= 0) session_wrote(&c->session, plan->instance);
+    if (plan->kind == PLAN_FORWARD && plan->writes && plan->instance >= 0)
+        session_wrote(&c->session, plan->instance, plan->slot);
 }
 
 static void request_pin_full(struct client *c, struct request *req, int instance)

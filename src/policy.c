@@ -229,8 +229,9 @@ static int decide_local(enum cmd_id cid, const struct policy_request *r, struct 
  *   TIME, LASTSAVE  the first instance (the first `instance` line) answers
  *   DBSIZE          every instance, the integers summed (keygate's own keys count too)
  *   WAIT            a dedicated connection (it blocks) to the instance of the client's last
- *                   write, after a replicated no-op that brings that connection's offset
- *                   past the write; with no write yet, the first instance, no no-op
+ *                   write (on a cluster, to the node of that write's slot), after a replicated
+ *                   no-op that brings that connection's offset past the write; with no write
+ *                   yet, the first instance, no no-op
  * Inside MULTI they run where the transaction runs (Redis answers WAIT at once there); DBSIZE
  * would count one instance only: refused.
  */
@@ -251,6 +252,9 @@ static int decide_keyless(const struct session *s, enum cmd_id cid, struct plan 
         if (s->wrote) {
             p->instance = s->write_instance;
             p->wait_sync = 1;
+            /* a cluster instance: the node of that write's slot, whose replicas have it (slot 0's
+             * node knows nothing of it: it answered at once, a false acknowledgement) */
+            if (s->write_slot >= 0) p->slot = s->write_slot;
         }
     }
     return 1;

@@ -12,7 +12,8 @@ void session_init(struct session *s, int authenticated)
                           .multi_instance = -1,
                           .multi_slot = -1,
                           .watch_instance = -1,
-                          .watch_slot = -1};
+                          .watch_slot = -1,
+                          .write_slot = -1};
 }
 
 void session_multi_begin(struct session *s)
@@ -76,20 +77,22 @@ void session_unwatch(struct session *s)
     s->watch_slot = -1;
 }
 
-void session_wrote(struct session *s, int instance)
+void session_wrote(struct session *s, int instance, int slot)
 {
     assert(instance >= 0);
     s->wrote = 1;
     s->write_instance = instance;
+    s->write_slot = slot;
 }
 
 void session_reset(struct session *s, int authenticated)
 {
     assert(s->mode != SESSION_BLOCKED); /* nothing is decided while a blocking command runs */
-    int wrote = s->wrote, write_instance = s->write_instance;
+    int wrote = s->wrote, write_instance = s->write_instance, write_slot = s->write_slot;
     session_init(s, authenticated);
     s->wrote = wrote;
     s->write_instance = write_instance;
+    s->write_slot = write_slot;
 }
 
 void session_client_reply(struct session *s, enum session_reply mode)

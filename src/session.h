@@ -55,6 +55,7 @@ struct session {
     int watch_slot;      /* its slot on a cluster instance, -1 none */
     int wrote;           /* a write was forwarded (WAIT goes where it went); RESET keeps it, as Redis keeps woff */
     int write_instance;  /* the instance of the last forwarded write (when wrote) */
+    int write_slot;      /* its keys' slot on a cluster instance (-1: none): a WAIT goes to that node */
     /* CLIENT REPLY, as Redis's CLIENT_REPLY_OFF / _SKIP / _SKIP_NEXT flags (session_client_reply) */
     uint8_t reply_off;       /* OFF: no reply until CLIENT REPLY ON (or RESET) */
     uint8_t reply_skip;      /* the command being decided now is the one after CLIENT REPLY SKIP */
@@ -88,7 +89,7 @@ void session_watch(struct session *s, int instance, int slot);
 void session_unwatch(struct session *s);
 
 /* A write was forwarded to `instance` (WAIT waits for it there). */
-void session_wrote(struct session *s, int instance);
+void session_wrote(struct session *s, int instance, int slot);
 
 /*
  * RESET (Redis's clearClientConnectionState): from NORMAL, MULTI or SUBSCRIBED back to

@@ -458,6 +458,56 @@ START_TEST(test_failover_moves_the_node_series)
 }
 END_TEST
 
+/* The replica of primary P[k] (a node index), from the primary's ROLE. */
+static int replica_of(int k)
+{
+    redisContext *c = node(P[k]);
+    redisReply *r = cmd(c, "ROLE");
+    int found = -1;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 && r->element[2]->type == REDIS_REPLY_ARRAY)
+        for (size_t i = 0; found < 0 && i < r->element[2]->elements; i++) {
+            const redisReply *rep = r->element[2]->element[i];
+            if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2)
+                found = cluster_node_by_port(C, atoi(rep->element[1]->str));
+        }
+    freeReplyObject(r);
+    redisFree(c);
+    ck_assert_msg(found >= 0, "primary node %d lists no replica in ROLE", P[k]);
+    return found;
+}
+
+/* A client's own WAIT goes to the node of its last write: with that node's replica frozen,
+ * WAIT 1 1000 answers 0 after the timeout (it went to slot 0's node before, whose replica is up,
+ * and answered 1 at once: a false acknowledgement); with the replica back, 1. */
+START_TEST(test_wait_goes_to_the_node_of_the_last_write)
+{
+    cluster_prepare();
+    keygate_on_cluster(NULL);
+    int k = 0;
+    while (k < NP && P[k] == owners[0]) k++;
+    ck_assert_int_lt(k, NP);
+    char key[64];
+    key_on(key, sizeof key, "cache:w", k, 0);
+    int rep = replica_of(k);
+    redisContext *c = harness_must_client(&h);
+    expect_status(cmd(c, "SET %s v0", key), "OK", "SET");
+    expect_int(cmd(c, "WAIT 1 5000"), 1, "WAIT with the write's replica up");
+    ck_assert_msg(cluster_node_pause(C, rep) == 0, "%s", cluster_last_error());
+    expect_status(cmd(c, "SET %s v1", key), "OK", "SET with the replica frozen");
+    long long t0 = now_ms();
+    redisReply *r = cmd(c, "WAIT 1 1000");
+    long long took = now_ms() - t0;
+    ck_assert_msg(cluster_node_resume(C, rep) == 0, "%s", cluster_last_error());
+    ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer == 0,
+                  "WAIT 1 1000 with the write's replica (node %d) frozen: %s after %lld ms (slot 0's node is %d, "
+                  "the write's %d)",
+                  rep, describe(r), took, owners[0], P[k]);
+    freeReplyObject(r);
+    expect_int(cmd(c, "WAIT 1 5000"), 1, "WAIT once the replica is back");
+    redisFree(c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cluster_ops");
@@ -466,6 +516,7 @@ int main(void)
     harness_add_test(tc, test_sampler_sums_every_primary);
     harness_add_test(tc, test_capacity_per_node);
     harness_add_test(tc, test_guard_names_the_node);
+    harness_add_test(tc, test_wait_goes_to_the_node_of_the_last_write);
     /* a cluster of its own: the failover leaves it with a dead node */
     TCase *tf = harness_tcase(s, "failover", 90, setup, teardown);
     harness_add_test(tf, test_failover_moves_the_node_series);

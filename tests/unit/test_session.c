@@ -145,7 +145,7 @@ START_TEST(reset_from_every_state_is_a_new_client_that_keeps_its_last_write)
         session_init(&s, 0);
         s.authenticated = 1; /* AUTH succeeded */
         s.user = &u;
-        session_wrote(&s, 1);
+        session_wrote(&s, 1, 77);
         session_watch(&s, 1, -1);
         if (from[i] == SESSION_MULTI) {
             session_multi_begin(&s);
@@ -161,6 +161,7 @@ START_TEST(reset_from_every_state_is_a_new_client_that_keeps_its_last_write)
         ck_assert_int_eq(s.multi_instance, -1);
         ck_assert_int_eq(s.wrote, 1); /* Redis keeps the connection's replication offset */
         ck_assert_int_eq(s.write_instance, 1);
+        ck_assert_int_eq(s.write_slot, 77);
     }
     session_init(&s, 1);
     session_reset(&s, 1); /* no users: still authenticated, nothing written yet */
@@ -174,10 +175,12 @@ START_TEST(wrote_remembers_the_last_instance)
     struct session s;
     session_init(&s, 1);
     ck_assert_int_eq(s.wrote, 0);
-    session_wrote(&s, 0);
-    session_wrote(&s, 1);
+    ck_assert_int_eq(s.write_slot, -1);
+    session_wrote(&s, 0, 5);
+    session_wrote(&s, 1, -1);
     ck_assert_int_eq(s.wrote, 1);
     ck_assert_int_eq(s.write_instance, 1);
+    ck_assert_int_eq(s.write_slot, -1);
 }
 END_TEST
 
