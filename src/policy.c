@@ -263,11 +263,21 @@ static int decide_keyless(const struct session *s, enum cmd_id cid, struct plan 
 /*
  * KEYS and SCAN in a namespace of a cluster instance read every primary (a cluster's keys are
  * spread over them): KEYS merges their arrays, SCAN walks them one after the other with the
- * node's rank in the cursor (slotmap.h). Inside MULTI they would read one node: refused. 1
- * when p was decided here.
+ * node's rank in the cursor (slotmap.h). SCRIPT LOAD and SCRIPT EXISTS go to every primary too
+ * (LOAD: their SHA1s agree; EXISTS: 1 where every one has it). Inside MULTI they would reach
+ * one node: refused. 1 when p was decided here.
  */
 static int decide_pattern_cluster(const struct config *cfg, const struct session *s, enum cmd_id cid, struct plan *p)
 {
+    if ((cid == CID_SCRIPT_LOAD || cid == CID_SCRIPT_EXISTS) && cfg->instances[p->instance].cluster) {
+        /* every primary has its own script cache: EVALSHA runs on the node of its keys */
+        if (s->mode == SESSION_MULTI)
+            plan_error(p, "DENIED SCRIPT %s inside MULTI would reach one node of cluster instance '%s'",
+                       cid == CID_SCRIPT_LOAD ? "LOAD" : "EXISTS", cfg->instance_names[p->instance]);
+        else
+            p->merge = cid == CID_SCRIPT_LOAD ? MERGE_SCRIPT_LOAD : MERGE_SCRIPT_EXISTS;
+        return 1;
+    }
     if ((cid != CID_KEYS && cid != CID_SCAN) || !cfg->instances[p->instance].cluster) return 0;
     if (s->mode == SESSION_MULTI)
         plan_error(p, "DENIED %s inside MULTI would read one node of cluster instance '%s'",

@@ -75,11 +75,13 @@ enum plan_flow {
 /* Multi-key commands split across instances. */
 enum plan_merge {
     MERGE_NONE = 0,
-    MERGE_MGET, /* values back in the client's key order */
-    MERGE_SUM,  /* DEL/UNLINK/EXISTS/TOUCH: integers summed */
-    MERGE_INFO, /* INFO keyspace/memory/replication: keygate's sections + each instance's, labelled (info.h) */
-    MERGE_KEYS, /* KEYS on a cluster instance: every primary's keys, in one array */
-    MERGE_SCAN, /* SCAN on a cluster instance: one primary at a time, the node's rank in the cursor */
+    MERGE_MGET,          /* values back in the client's key order */
+    MERGE_SUM,           /* DEL/UNLINK/EXISTS/TOUCH: integers summed */
+    MERGE_INFO,          /* INFO keyspace/memory/replication: keygate's sections + each instance's, labelled (info.h) */
+    MERGE_KEYS,          /* KEYS on a cluster instance: every primary's keys, in one array */
+    MERGE_SCAN,          /* SCAN on a cluster instance: one primary at a time, the node's rank in the cursor */
+    MERGE_SCRIPT_LOAD,   /* SCRIPT LOAD on a cluster instance: every primary loads it; their SHA1s agree */
+    MERGE_SCRIPT_EXISTS, /* SCRIPT EXISTS on a cluster instance: 1 only where every primary has it */
 };
 
 /*

@@ -119,6 +119,38 @@ static int merge_concat(const struct replies_part *parts, int nparts, struct byt
     return 0;
 }
 
+/* Arrays of integers, element by element: 1 where every part has 1; -1 (nothing appended) when a part
+ * is not such an array of the first's length. */
+static int merge_and(const struct replies_part *parts, int nparts, struct bytebuf *out)
+{
+    long long n0 = -1;
+    if (!resp_array_first(parts[0].reply, parts[0].len, &n0) || n0 < 0) return -1;
+    const char *cur[REPLIES_MAX_PARTS];
+    for (int k = 0; k < nparts; k++) {
+        long long n = -1;
+        cur[k] = resp_array_first(parts[k].reply, parts[k].len, &n);
+        if (!cur[k] || n != n0) return -1;
+    }
+    size_t start = out->len;
+    add_header(out, '*', n0);
+    for (long long i = 0; i < n0; i++) {
+        long long all = 1;
+        for (int k = 0; k < nparts; k++) {
+            const char *end = parts[k].reply + parts[k].len;
+            size_t n = reply_length(cur[k], (size_t)(end - cur[k]));
+            long long v = 0;
+            if (n < 4 || cur[k][0] != ':' || resp_parse_ll(cur[k] + 1, n - 3, &v) != 0) {
+                out->len = start;
+                return -1;
+            }
+            if (v != 1) all = 0;
+            cur[k] += n;
+        }
+        add_header(out, ':', all);
+    }
+    return 0;
+}
+
 int replies_merge(enum replies_merge_kind kind, const struct replies_part *parts, int nparts, const int16_t *key_part,
                   size_t argc, struct bytebuf *out)
 {
@@ -143,6 +175,16 @@ int replies_merge(enum replies_merge_kind kind, const struct replies_part *parts
         return 0;
     }
     if (kind == REPLIES_MERGE_CONCAT) return merge_concat(parts, nparts, out);
+    if (kind == REPLIES_MERGE_SAME) {
+        for (int k = 1; k < nparts; k++)
+            if (parts[k].len != parts[0].len || memcmp(parts[k].reply, parts[0].reply, parts[0].len) != 0) {
+                bytebuf_add(out, STR_AND_LEN("-ERR the primaries of the cluster answered differently\r\n"));
+                return 0;
+            }
+        bytebuf_add(out, parts[0].reply, parts[0].len);
+        return 0;
+    }
+    if (kind == REPLIES_MERGE_AND) return merge_and(parts, nparts, out);
     static _Thread_local const char *cursor[REPLIES_MAX_PARTS], *end[REPLIES_MAX_PARTS];
     static _Thread_local int part_of[REPLIES_MAX_PARTS];
     assert(nparts <= REPLIES_MAX_PARTS);

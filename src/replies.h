@@ -40,7 +40,13 @@ int replies_exec_xadd_failed(const char *reply, size_t len, const uint8_t *keep,
                              const char **err, size_t *err_len);
 
 /* How a split command's per-instance replies are put together (enum plan_merge's values). */
-enum replies_merge_kind { REPLIES_MERGE_VALUES = 1, REPLIES_MERGE_SUM = 2, REPLIES_MERGE_CONCAT = 4 };
+enum replies_merge_kind {
+    REPLIES_MERGE_VALUES = 1,
+    REPLIES_MERGE_SUM = 2,
+    REPLIES_MERGE_CONCAT = 4,
+    REPLIES_MERGE_SAME = 6, /* every part the same reply: that reply (SCRIPT LOAD on every primary) */
+    REPLIES_MERGE_AND = 7,  /* arrays of 0/1 integers: 1 where every part has 1 (SCRIPT EXISTS) */
+};
 
 /* The most parts a split command has (policy.h's PLAN_MAX_PARTS). */
 #define REPLIES_MAX_PARTS 1024
@@ -57,6 +63,10 @@ struct replies_part {
  * into the reply Redis would give for the whole command, appended to `out`:
  *   - any part that is an error: that error (the first such part), never a partial result;
  *   - REPLIES_MERGE_SUM: one integer, the sum of the parts' integers;
+ *   - REPLIES_MERGE_SAME: the first part's reply when every part's is the same bytes, else an
+ *     -ERR saying the primaries disagree;
+ *   - REPLIES_MERGE_AND: one array of integers, element i 1 when every part's element i is 1
+ *     (every part an array of the same length of integers, else -1);
  *   - REPLIES_MERGE_CONCAT: one array of every part's elements, part by part (KEYS over the
  *     primaries of a cluster); key_part and argc are not read;
  *   - REPLIES_MERGE_VALUES: one array of argc-1 elements, element i-1 taken in order from the part

@@ -38,7 +38,8 @@ _Static_assert(PLAN_MAX_PARTS <= REPLIES_MAX_PARTS && PLAN_MAX_PARTS <= UINT16_M
 #define ROUTE_RETRY_MIN_MS 25
 #define ROUTE_RETRY_MAX_MS 500
 _Static_assert((int)REPLIES_MERGE_VALUES == (int)MERGE_MGET && (int)REPLIES_MERGE_SUM == (int)MERGE_SUM &&
-                   (int)REPLIES_MERGE_CONCAT == (int)MERGE_KEYS,
+                   (int)REPLIES_MERGE_CONCAT == (int)MERGE_KEYS && (int)REPLIES_MERGE_SAME == (int)MERGE_SCRIPT_LOAD &&
+                   (int)REPLIES_MERGE_AND == (int)MERGE_SCRIPT_EXISTS,
                "replies_merge takes plan_merge's values");
 
 /* One more reply owed on b for req, used as `kind`; while req records a send (a cluster
@@ -1190,10 +1191,11 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
         route_forward_scan(c, req, plan, frame);
         return;
     }
-    if (!plan->key_part) { /* DBSIZE: every instance; KEYS: one cluster instance's primaries */
+    if (!plan->key_part) { /* DBSIZE: every instance; KEYS, SCRIPT LOAD/EXISTS: one cluster instance's primaries */
         struct bytebuf command = {0};
         write_frame(&command, c, plan, frame);
-        router_forward_all(c, req, plan->merge, &command, NULL, 0, plan->merge == MERGE_KEYS ? plan->instance : -1, 1);
+        int one = plan->merge == MERGE_KEYS || plan->merge == MERGE_SCRIPT_LOAD || plan->merge == MERGE_SCRIPT_EXISTS;
+        router_forward_all(c, req, plan->merge, &command, NULL, 0, one ? plan->instance : -1, 1);
         bytebuf_free(&command);
         return;
     }

@@ -508,6 +508,41 @@ START_TEST(test_wait_goes_to_the_node_of_the_last_write)
 }
 END_TEST
 
+/* SCRIPT LOAD through keygate loads the script on every primary, so EVALSHA runs on the keys of
+ * any of them (it reached slot 0's node only: EVALSHA on the others answered NOSCRIPT); SCRIPT
+ * EXISTS answers 1 only where every primary has the script. */
+START_TEST(test_script_load_reaches_every_primary)
+{
+    cluster_prepare();
+    char hash[65], extra[256];
+    harness_sha256_hex("scripts-pw", hash);
+    snprintf(extra, sizeof extra, "user app sha256=%s owners=cache access=rw scripts=yes\n", hash);
+    keygate_on_cluster(extra);
+    redisContext *c = harness_must_client(&h);
+    expect_status(cmd(c, "AUTH app scripts-pw"), "OK", "AUTH");
+    redisReply *r = cmd(c, "SCRIPT LOAD %s", "return redis.call('INCR', KEYS[1])");
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == 40, "SCRIPT LOAD: %s", describe(r));
+    char sha[41];
+    snprintf(sha, sizeof sha, "%s", r->str);
+    freeReplyObject(r);
+    for (int k = 0; k < NP; k++) { /* on every primary, read directly */
+        redisContext *n = node(P[k]);
+        expect_array(cmd(n, "SCRIPT EXISTS %s", sha), "SCRIPT EXISTS on the primary", 1, ":1");
+        redisFree(n);
+        char key[64];
+        key_on(key, sizeof key, "cache:sc", k, 0);
+        expect_int(cmd(c, "EVALSHA %s 1 %s", sha, key), 1, "EVALSHA on a key of this primary");
+    }
+    expect_array(cmd(c, "SCRIPT EXISTS %s 0000000000000000000000000000000000000000", sha), "SCRIPT EXISTS", 2, ":1",
+                 ":0");
+    redisContext *n = node(P[NP - 1]);
+    expect_status(cmd(n, "SCRIPT FLUSH"), "OK", "one primary forgets it");
+    redisFree(n);
+    expect_array(cmd(c, "SCRIPT EXISTS %s", sha), "SCRIPT EXISTS after one primary's SCRIPT FLUSH", 1, ":0");
+    redisFree(c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cluster_ops");
@@ -517,6 +552,7 @@ int main(void)
     harness_add_test(tc, test_capacity_per_node);
     harness_add_test(tc, test_guard_names_the_node);
     harness_add_test(tc, test_wait_goes_to_the_node_of_the_last_write);
+    harness_add_test(tc, test_script_load_reaches_every_primary);
     /* a cluster of its own: the failover leaves it with a dead node */
     TCase *tf = harness_tcase(s, "failover", 90, setup, teardown);
     harness_add_test(tf, test_failover_moves_the_node_series);

@@ -575,6 +575,37 @@ START_TEST(test_merge_concat)
 }
 END_TEST
 
+/* SCRIPT LOAD and SCRIPT EXISTS over every primary of a cluster: the same SHA1, and 1 where all have it */
+START_TEST(test_merge_same_and)
+{
+    struct bytebuf out = {0};
+    const struct replies_part sha[] = {PART(0, "$3\r\nabc\r\n"), PART(1, "$3\r\nabc\r\n"), PART(2, "$3\r\nabc\r\n")};
+    ck_assert_int_eq(replies_merge(REPLIES_MERGE_SAME, sha, 3, NULL, 0, &out), 0);
+    EXPECT_BYTES(out.p, out.len, "$3\r\nabc\r\n");
+    out.len = 0;
+    const struct replies_part differ[] = {PART(0, "$3\r\nabc\r\n"), PART(1, "$3\r\nabd\r\n")};
+    ck_assert_int_eq(replies_merge(REPLIES_MERGE_SAME, differ, 2, NULL, 0, &out), 0);
+    EXPECT_BYTES(out.p, out.len, "-ERR the primaries of the cluster answered differently\r\n");
+    out.len = 0;
+    const struct replies_part ex[] = {PART(0, "*3\r\n:1\r\n:1\r\n:0\r\n"), PART(1, "*3\r\n:1\r\n:0\r\n:0\r\n"),
+                                      PART(2, "*3\r\n:1\r\n:1\r\n:1\r\n")};
+    ck_assert_int_eq(replies_merge(REPLIES_MERGE_AND, ex, 3, NULL, 0, &out), 0);
+    EXPECT_BYTES(out.p, out.len, "*3\r\n:1\r\n:0\r\n:0\r\n");
+    out.len = 0;
+    const struct replies_part err[] = {PART(0, "*1\r\n:1\r\n"), PART(1, "-NOPERM x\r\n")};
+    ck_assert_int_eq(replies_merge(REPLIES_MERGE_AND, err, 2, NULL, 0, &out), 0);
+    EXPECT_BYTES(out.p, out.len, "-NOPERM x\r\n");
+    out.len = 0;
+    const struct replies_part uneven[] = {PART(0, "*1\r\n:1\r\n"), PART(1, "*2\r\n:1\r\n:1\r\n")};
+    ck_assert_int_eq(replies_merge(REPLIES_MERGE_AND, uneven, 2, NULL, 0, &out), -1);
+    ck_assert_uint_eq(out.len, 0);
+    const struct replies_part notint[] = {PART(0, "*1\r\n$1\r\n1\r\n")};
+    ck_assert_int_eq(replies_merge(REPLIES_MERGE_AND, notint, 1, NULL, 0, &out), -1);
+    ck_assert_uint_eq(out.len, 0);
+    bytebuf_free(&out);
+}
+END_TEST
+
 /* A SCAN reply's cursor read and replaced; the keys follow byte for byte; other shapes refused. */
 START_TEST(test_scan_cursor)
 {
@@ -632,6 +663,7 @@ static Suite *replies_suite(void)
     tcase_add_test(mrg, test_merge_values_refuses);
     tcase_add_test(mrg, test_resp3_pick_filter_merge);
     tcase_add_test(mrg, test_merge_concat);
+    tcase_add_test(mrg, test_merge_same_and);
     tcase_add_test(mrg, test_scan_cursor);
     tcase_add_test(err, test_error_normal);
     tcase_add_test(err, test_verbatim_from_bulk);
