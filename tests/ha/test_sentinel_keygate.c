@@ -1166,6 +1166,57 @@ START_TEST(test_replica_without_aof_reported_before_a_failover)
 }
 END_TEST
 
+/* ha_start with sentinels that take a minute to call a primary down: a killed primary stays
+ * named (and unconfirmed: ROLE does not answer), with no failover during the test. */
+static void setup_no_failover(void)
+{
+    ck_assert_int_eq(setenv("HA_DOWN_AFTER_MS", "60000", 1), 0);
+    setup();
+    ck_assert_int_eq(unsetenv("HA_DOWN_AFTER_MS"), 0);
+}
+
+/* n GETs pipelined on kg while durable has no primary: each must answer -UNAVAILABLE; returns the
+ * milliseconds until the last reply came. */
+static long long pipelined_unavailable(redisContext *kg, int n)
+{
+    long long t0 = now_ms();
+    for (int i = 0; i < n; i++) ck_assert_int_eq(redisAppendCommand(kg, "GET n:held%d", i), REDIS_OK);
+    for (int i = 0; i < n; i++) {
+        redisReply *r = next_reply(kg);
+        ck_assert_msg(r->type == REDIS_REPLY_ERROR && strncmp(r->str, "UNAVAILABLE", 11) == 0,
+                      "GET %d of %d pipelined with no primary answered %s after %lld ms", i + 1, n, describe(r),
+                      now_ms() - t0);
+        freeReplyObject(r);
+    }
+    return now_ms() - t0;
+}
+
+/* Requests waiting for a primary each carry their own deadline (held since + failover-hold): 8
+ * pipelined GETs with the primary dead and no failover wait one hold together and fail together
+ * (they waited 8 holds one after another when only the first of a client's waiting requests
+ * advanced its retries: 18.2 s with failover-hold 2s). */
+START_TEST(test_pipelined_requests_wait_one_hold_in_all)
+{
+    const long long hold = 2000;
+    keygate_on_sentinels("failover-hold 2s\n");
+    redisContext *kg = must_long_client();
+    expect_status(cmd(kg, "SET n:held warm"), "OK", "SET before the kill");
+    int p = primary_now();
+    ck_assert_msg(ha_node_kill(H, p) == 0, "%s", ha_last_error());
+    long long one = pipelined_unavailable(kg, 1); /* keygate saw the connection go */
+    long long t1 = pipelined_unavailable(kg, 1), t4 = pipelined_unavailable(kg, 4), t8 = pipelined_unavailable(kg, 8);
+    fprintf(stderr,
+            "no primary, failover-hold %lld ms: the first GET answered in %lld ms; then 1, 4, 8 pipelined GETs "
+            "in %lld, %lld, %lld ms\n",
+            hold, one, t1, t4, t8);
+    ck_assert_msg(t1 >= hold - 100, "a GET with no primary failed after %lld ms, before its hold of %lld ms", t1, hold);
+    ck_assert_msg(t4 < 2 * hold && t8 < 2 * hold,
+                  "pipelined GETs wait one after another: 4 in %lld ms, 8 in %lld ms (failover-hold %lld ms)", t4, t8,
+                  hold);
+    redisFree(kg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sentinel_keygate");
@@ -1182,6 +1233,8 @@ int main(void)
     harness_add_case(s, "watch", 90, setup, teardown, test_watch_across_a_failover_exec_nil_or_runs);
     harness_add_case(s, "subscribers", 90, setup, teardown, test_subscribers_across_a_failover);
     harness_add_case(s, "guard", 90, setup, teardown, test_replica_without_aof_reported_before_a_failover);
+    harness_add_case(s, "pipelined-hold", 90, setup_no_failover, teardown,
+                     test_pipelined_requests_wait_one_hold_in_all);
     int failed = harness_run(s);
     int left = ha_leftovers();
     if (left) fprintf(stderr, "POST-CONDITION FAILED: %d server(s) of this suite still run\n", left);
