@@ -1217,6 +1217,104 @@ START_TEST(test_pipelined_requests_wait_one_hold_in_all)
 }
 END_TEST
 
+/* `cmd` on c, pipelined with the others of argv-style lines, every reply +OK (a move's step). */
+static void all_ok(redisContext *c, const char *what, int n, char *const *lines)
+{
+    for (int i = 0; i < n; i++) ck_assert_int_eq(redisAppendCommand(c, lines[i]), REDIS_OK);
+    for (int i = 0; i < n; i++) {
+        redisReply *r = next_reply(c);
+        ck_assert_msg(r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0, "%s: '%s' answered %s", what,
+                      lines[i], describe(r));
+        freeReplyObject(r);
+    }
+}
+
+/* Does keygate's log, from byte *from on, name port as a number of its own? *from moves past
+ * the lines read (a partial last line is read again next time). */
+static int log_tail_names_port(size_t *from, int port)
+{
+    FILE *f = fopen(h.log_file, "r");
+    ck_assert_msg(f != NULL, "cannot open keygate's log %s", h.log_file);
+    ck_assert_int_eq(fseek(f, (long)*from, SEEK_SET), 0);
+    char want[16], line[2048];
+    int n = snprintf(want, sizeof want, "%d", port), found = 0;
+    while (!found && fgets(line, sizeof line, f) != NULL) {
+        size_t len = strlen(line);
+        if (len == 0 || line[len - 1] != '\n') break; /* not whole yet */
+        *from += len;
+        for (const char *p = line; !found && (p = strstr(p, want)) != NULL; p++)
+            found = (p == line || p[-1] < '0' || p[-1] > '9') && (p[n] < '0' || p[n] > '9');
+    }
+    fclose(f);
+    return found;
+}
+
+/* Defect 1: each worker's node table was append-only (128 entries); the 129th distinct address a
+ * Sentinel named left every slot without an owner, and every request answered -UNAVAILABLE
+ * until a restart. The primary is moved to a new TLS port 1,000 times (CONFIG SET tls-port on the
+ * running server, the one sentinel kept re-pointed with SENTINEL REMOVE / MONITOR, keygate's
+ * connections killed so that it asks at once); once keygate's log names the new port, a GET
+ * through keygate must be served there. */
+START_TEST(test_thousand_primary_addresses_served)
+{
+    const int moves = 1000;
+    keygate_on_sentinels("failover-hold 2s\n");
+    int p = primary_now();
+    for (int s = 1; s < HA_SENTINELS; s++) /* one sentinel to re-point; keygate asks the others after it */
+        ck_assert_msg(ha_sentinel_kill(H, s) == 0, "%s", ha_last_error());
+    redisContext *kg = must_long_client(), *n0 = node(p), *s0 = ha_sentinel_connect(H, 0);
+    ck_assert_msg(s0 != NULL, "sentinel 0 does not answer");
+    expect_status(cmd(kg, "SET n:moves 0"), "OK", "SET before the moves");
+    int port = 32000 + (int)(now_ms() % 8000);
+    long long t0 = now_ms(), slowest = 0, in_gets = 0;
+    size_t log_at = log_length();
+    for (int m = 0; m < moves; m++) {
+        char set_port[64], monitor[128], auth[192];
+        for (;;) { /* a port some other process holds is skipped */
+            port++;
+            snprintf(set_port, sizeof set_port, "CONFIG SET tls-port %d", port);
+            redisReply *r = cmd(n0, set_port);
+            int ok = r->type == REDIS_REPLY_STATUS;
+            freeReplyObject(r);
+            if (ok) break;
+            ck_assert_msg(port < 60000, "no free port for move %d", m);
+        }
+        snprintf(monitor, sizeof monitor, "SENTINEL MONITOR %s 127.0.0.1 %d 1", H->master_name, port);
+        snprintf(auth, sizeof auth, "SENTINEL SET %s auth-pass %s", H->master_name, H->password);
+        char remove[64];
+        snprintf(remove, sizeof remove, "SENTINEL REMOVE %s", H->master_name);
+        char *lines[3] = {remove, monitor, auth};
+        all_ok(s0, "re-pointing sentinel 0", 3, lines);
+        redisReply *k = cmd(n0, "CLIENT KILL TYPE normal SKIPME yes"); /* keygate's connections: it asks again now */
+        ck_assert_msg(k->type == REDIS_REPLY_INTEGER, "CLIENT KILL: %s", describe(k));
+        freeReplyObject(k);
+        long long t = now_ms();
+        while (!log_tail_names_port(&log_at, port)) { /* keygate's watcher found the primary on its new port */
+            ck_assert_msg(now_ms() - t < 10000, "move %d: keygate's log does not name port %d 10 s after the move",
+                          m + 1, port);
+            sleep_ms(2);
+        }
+        redisReply *r = cmd(kg, "GET n:moves");
+        long long took = now_ms() - t; /* from the move */
+        if (took > slowest) slowest = took;
+        in_gets += took;
+        if (!(r->type == REDIS_REPLY_STRING && strcmp(r->str, "0") == 0)) print_keygate_log("a move not served");
+        ck_assert_msg(r->type == REDIS_REPLY_STRING && strcmp(r->str, "0") == 0,
+                      "move %d (primary now on port %d, %d distinct addresses so far): GET through keygate answered %s "
+                      "after %lld ms",
+                      m + 1, port, m + 2, describe(r), took);
+        freeReplyObject(r);
+    }
+    fprintf(stderr,
+            "%d primary addresses served in %lld ms (from the moves to their GET's reply: %lld ms in all, the slowest "
+            "%lld ms)\n",
+            moves, now_ms() - t0, in_gets, slowest);
+    redisFree(s0);
+    redisFree(n0);
+    redisFree(kg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sentinel_keygate");
@@ -1235,6 +1333,7 @@ int main(void)
     harness_add_case(s, "guard", 90, setup, teardown, test_replica_without_aof_reported_before_a_failover);
     harness_add_case(s, "pipelined-hold", 90, setup_no_failover, teardown,
                      test_pipelined_requests_wait_one_hold_in_all);
+    harness_add_case(s, "thousand-addresses", 150, setup_no_failover, teardown, test_thousand_primary_addresses_served);
     int failed = harness_run(s);
     int left = ha_leftovers();
     if (left) fprintf(stderr, "POST-CONDITION FAILED: %d server(s) of this suite still run\n", left);
