@@ -76,19 +76,6 @@ static rlim_t keygate_set_nofile(rlim_t soft)
     return old.rlim_cur;
 }
 
-/* The counter `name` of keygate's INFO stats, read on c; -1 when INFO has no such line. */
-static long long info_stat(redisContext *c, const char *name)
-{
-    redisReply *r = cmd(c, "INFO stats");
-    ck_assert_msg(r->type == REDIS_REPLY_STRING, "INFO stats: %s", describe(r));
-    char key[80];
-    snprintf(key, sizeof key, "\n%s:", name);
-    const char *at = strstr(r->str, key);
-    long long v = at ? atoll(at + strlen(key)) : -1;
-    freeReplyObject(r);
-    return v;
-}
-
 /* How many times `needle` occurs in keygate's log. */
 static int log_count(const char *needle)
 {
@@ -174,7 +161,7 @@ static void fd_exhaustion_episode(redisContext *kept, int episode, int threads)
     snprintf(val, sizeof val, "value-%d", episode);
     expect_status(cmd(kept, "SET %s %s", key, val), "OK", "SET while out of fds");
     expect_bulk(cmd(kept, "GET %s", key), val, "GET while out of fds");
-    long long paused = info_stat(kept, "accept_paused");
+    long long paused = harness_info_stat(kept, "accept_paused");
     ck_assert_msg(paused >= episode && paused <= episode * threads,
                   "INFO stats accept_paused is %lld after episode %d (%d threads)", paused, episode, threads);
     int logged = log_count(PAUSED_LOG);
