@@ -1954,6 +1954,11 @@ int harness_connect_from(struct harness *h, const char *source)
     return connect_port_from(h->port, source);
 }
 
+int harness_tcp_connect(int port)
+{
+    return connect_port_from(port, "127.0.0.1");
+}
+
 SSL *harness_tls_client(struct harness *h, int port, const char *source)
 {
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());

@@ -201,6 +201,10 @@ redisContext *harness_must_client(struct harness *h);
  * any failure fails the test. The caller closes the fd. */
 int harness_connect_from(struct harness *h, const char *source);
 
+/* A blocking TCP connection to 127.0.0.1:port (keygate's, its admin port's, a server's), for raw
+ * bytes; any failure (or a connect not done in 5 s) fails the test. The caller closes the fd. */
+int harness_tcp_connect(int port);
+
 /* harness_connect_from as a hiredis connection (10 s I/O timeout); the caller redisFree()s it. */
 redisContext *harness_client_from(struct harness *h, const char *source);
 

@@ -102,12 +102,8 @@ END_TEST
 /* A raw socket to keygate's port (hiredis cannot read replies nested deeper than 7). */
 static int raw_connect(int port)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = harness_tcp_connect(port);
     struct timeval tv = {.tv_sec = 10};
-    ck_assert_msg(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "raw connect: %s", strerror(errno));
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     return fd;
 }
