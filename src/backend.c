@@ -275,6 +275,10 @@ static int cluster_node_index_keep(struct backend_cluster *cl, const char *host,
         return -1;
     }
     cl->full_logged = 0;
+    assert(i >= 0 && i < SLOTMAP_MAX_NODES);
+    /* a new or reused entry has no open connection: none of its callbacks can be running */
+    assert((cl->pools[i][0].nconns == 0 || cl->pools[i][0].retired) &&
+           (cl->pools[i][1].nconns == 0 || cl->pools[i][1].retired));
     snprintf(cl->map.nodes[i].host, SLOTMAP_HOST_MAX, "%s", host);
     cl->map.nodes[i].port = port;
     return i;

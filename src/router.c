@@ -229,6 +229,7 @@ static void route_resend_cb(evutil_socket_t fd, short what, void *arg)
     for (int found = 1; found;) {
         found = 0;
         TAILQ_FOREACH(s, &c->resends, resend_link) {
+            assert(s->queued && s->req->client == c);
             if (s == TAILQ_FIRST(&c->resends) || !route_expired(s, now) || route_reachable(s->req, s)) continue;
             TAILQ_REMOVE(&c->resends, s, resend_link);
             s->queued = 0;
