@@ -39,6 +39,15 @@ HA_HARNESS := tests/ha/sentinel_harness.c
 # tests/common/: what the cluster and Sentinel suites share: process handling (servers, their safety nets, ports,
 # the last error), the servers' files, connections and replies (serverkit), and the checked client load
 COMMON := tests/common/procs.c tests/common/serverkit.c tests/common/load.c
+# The test kit: the integration harness and tests/common/, compiled once into one static library that every
+# integration, cluster and HA suite links (the linker takes the members a suite uses); the cluster and Sentinel
+# harnesses are compiled once each too.
+TEST_HDRS    := $(wildcard tests/integration/*.h tests/common/*.h tests/cluster/*.h tests/ha/*.h)
+TEST_INCS    := -Itests/integration -Itests/common -Itests/cluster -Itests/ha
+TESTKIT      := $(BUILD)/tests/libtestkit.a
+TESTKIT_OBJS := $(patsubst tests/%.c,$(BUILD)/tests/obj/%.o,$(HARNESS) $(COMMON))
+CLUSTER_HARNESS_OBJ := $(BUILD)/tests/obj/cluster/cluster_harness.o
+HA_HARNESS_OBJ      := $(BUILD)/tests/obj/ha/sentinel_harness.o
 
 .PHONY: all deps certs run test unit integration clients check-conf check-doc-examples clean format install fuzz fuzz-quick \
         check format-check cppcheck check-layout check-layout-test check-ops deb deb-check test-cluster test-ha
@@ -62,17 +71,26 @@ $(BUILD)/obj $(BUILD)/tests/unit $(BUILD)/tests/integration $(BUILD)/tests/clust
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_OBJS) $(HDRS) $(wildcard tests/integration/*.h) $(wildcard tests/unit/*.h) | $(BUILD)/tests/unit
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJS) $(CHECK_LIBS) $(LDLIBS)
 
-$(BUILD)/tests/integration/%: tests/integration/%.c $(HARNESS) $(wildcard tests/integration/*.h) $(LIB_OBJS) $(HDRS) | $(BUILD)/tests/integration
-	$(CC) $(CFLAGS) -Itests/integration $(LDFLAGS) -o $@ $< $(HARNESS) $(LIB_OBJS) $(CHECK_LIBS) $(LDLIBS)
+# the test kit's objects and the cluster / Sentinel harnesses: compiled once, whatever suite needs them
+$(BUILD)/tests/obj/%.o: tests/%.c $(TEST_HDRS) $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(TEST_INCS) -c -o $@ $<
 
-# the cluster suites link the integration harness too (harness_tcase, cmd, expect_*, the raw RESP connection),
-# and tests/common/ (procs.c under cluster_harness.c, the load)
-$(BUILD)/tests/cluster/%: tests/cluster/%.c $(CLUSTER_HARNESS) $(COMMON) $(HARNESS) $(wildcard tests/cluster/*.h) $(wildcard tests/common/*.h) $(wildcard tests/integration/*.h) $(LIB_OBJS) $(HDRS) | $(BUILD)/tests/cluster
-	$(CC) $(CFLAGS) -Itests/integration -Itests/cluster -Itests/common $(LDFLAGS) -o $@ $< $(CLUSTER_HARNESS) $(COMMON) $(HARNESS) $(LIB_OBJS) $(CHECK_LIBS) $(LDLIBS)
+$(TESTKIT): $(TESTKIT_OBJS)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/tests/integration/%: tests/integration/%.c $(TESTKIT) $(TEST_HDRS) $(LIB_OBJS) $(HDRS) | $(BUILD)/tests/integration
+	$(CC) $(CFLAGS) $(TEST_INCS) $(LDFLAGS) -o $@ $< $(TESTKIT) $(LIB_OBJS) $(CHECK_LIBS) $(LDLIBS)
+
+# the cluster suites use the integration harness too (harness_tcase, cmd, expect_*, the raw RESP connection),
+# and tests/common/ (procs.c under cluster_harness.c, the load): both in the test kit
+$(BUILD)/tests/cluster/%: tests/cluster/%.c $(CLUSTER_HARNESS_OBJ) $(TESTKIT) $(TEST_HDRS) $(LIB_OBJS) $(HDRS) | $(BUILD)/tests/cluster
+	$(CC) $(CFLAGS) $(TEST_INCS) $(LDFLAGS) -o $@ $< $(CLUSTER_HARNESS_OBJ) $(TESTKIT) $(LIB_OBJS) $(CHECK_LIBS) $(LDLIBS)
 
 # the HA suites likewise
-$(BUILD)/tests/ha/%: tests/ha/%.c $(HA_HARNESS) $(COMMON) $(HARNESS) $(wildcard tests/ha/*.h) $(wildcard tests/common/*.h) $(wildcard tests/integration/*.h) $(LIB_OBJS) $(HDRS) | $(BUILD)/tests/ha
-	$(CC) $(CFLAGS) -Itests/integration -Itests/ha -Itests/common $(LDFLAGS) -o $@ $< $(HA_HARNESS) $(COMMON) $(HARNESS) $(LIB_OBJS) $(CHECK_LIBS) $(LDLIBS)
+$(BUILD)/tests/ha/%: tests/ha/%.c $(HA_HARNESS_OBJ) $(TESTKIT) $(TEST_HDRS) $(LIB_OBJS) $(HDRS) | $(BUILD)/tests/ha
+	$(CC) $(CFLAGS) $(TEST_INCS) $(LDFLAGS) -o $@ $< $(HA_HARNESS_OBJ) $(TESTKIT) $(LIB_OBJS) $(CHECK_LIBS) $(LDLIBS)
 
 certs:
 	@./scripts/gen-certs build/certs
@@ -92,7 +110,7 @@ FUZZ_BINS    := $(FUZZ_SRCS:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
 FUZZ_OBJS    := $(filter-out $(FUZZ_BUILD)/obj/main.o,$(SRCS:src/%.c=$(FUZZ_BUILD)/obj/%.o))
 
 # the objects are prerequisites of a pattern rule only: keep make from deleting them as intermediates
-.SECONDARY: $(FUZZ_OBJS)
+.SECONDARY: $(FUZZ_OBJS) $(TESTKIT_OBJS) $(CLUSTER_HARNESS_OBJ) $(HA_HARNESS_OBJ)
 
 $(FUZZ_BUILD)/obj:
 	mkdir -p $@

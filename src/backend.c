@@ -62,6 +62,7 @@ struct backend_cluster {
     int sentinel;                                    /* a sentinel instance: one primary, from its watcher */
     uint64_t generation;                             /* the watcher's state last adopted */
     int adopted;                                     /* generation holds one */
+    int full_logged;                                 /* the node table's being full is logged (until it is not) */
 };
 
 static void backend_connect(struct backend *b);
@@ -223,15 +224,69 @@ static void backend_pool_open(struct worker *w, int instance, int resp3)
 
 /* ---- cluster instances ---- */
 
-/* The node host:port's index in cl's map, added (with no slot) when new; -1 when the table is full. */
-static int cluster_node_index(struct backend_cluster *cl, const char *host, int port)
+/*
+ * A node entry of a full table that may take another address: it owns no slot in the map, the
+ * caller does not hand it out (keep[k], keep may be NULL), its shared connections were never
+ * opened or are retired (cluster_node_retire closed them with nothing owed, staged or flushing,
+ * and no callback of theirs is running), and no dedicated connection (a pin, idle or not) is on
+ * it. -1 when none.
+ */
+static int cluster_node_reusable(const struct backend_cluster *cl, const unsigned char *keep)
+{
+    unsigned char used[SLOTMAP_MAX_NODES] = {0};
+    for (int s = 0; s < SLOTMAP_SLOTS; s++)
+        if (cl->map.owner[s] >= 0) used[cl->map.owner[s]] = 1;
+    const struct backend *b;
+    TAILQ_FOREACH(b, &cl->worker->pools[cl->instance].pinned, pinned_link) {
+        if (b->node >= 0) used[b->node] = 1;
+    }
+    for (int k = 0; k < cl->map.nnodes; k++) {
+        if (used[k] || (keep && keep[k])) continue;
+        const struct backend_pool *pools = cl->pools[k];
+        if ((pools[0].nconns == 0 || pools[0].retired) && (pools[1].nconns == 0 || pools[1].retired)) return k;
+    }
+    return -1;
+}
+
+/*
+ * The node host:port's index in cl's map, added (with no slot) when new: in a free entry, or
+ * when the table is full in the entry of a node that left the map with nothing pending or pinned
+ * on it (cluster_node_reusable; its retired connections reconnect to the new address on first
+ * use). -1 when every entry is in use: logged (once until an entry is found again) and counted
+ * (cluster_nodes_full), never silent. keep (may be NULL): entries the caller hands out meanwhile.
+ */
+static int cluster_node_index_keep(struct backend_cluster *cl, const char *host, int port, const unsigned char *keep)
 {
     int i = slotmap_find_node(&cl->map, host, port);
-    if (i >= 0 || cl->map.nnodes == SLOTMAP_MAX_NODES || strlen(host) >= SLOTMAP_HOST_MAX) return i;
-    i = cl->map.nnodes++;
+    if (i >= 0 || strlen(host) >= SLOTMAP_HOST_MAX) return i;
+    if (cl->map.nnodes < SLOTMAP_MAX_NODES) {
+        i = cl->map.nnodes++;
+    } else if ((i = cluster_node_reusable(cl, keep)) < 0) {
+        STAT_INC(&cl->worker->stats, cluster_nodes_full);
+        if (!cl->full_logged) {
+            const char *name = cl->worker->cfg->instances[cl->instance].name;
+            log_event(LOG_ERROR, "cluster_nodes_full",
+                      &(struct log_fields){.instance = name, .backend_host = host, .backend_port = port},
+                      "instance '%s': no node entry free for %s:%d: all %d are nodes in the map, or have requests "
+                      "pending or connections pinned; the slots it owns have no owner until one is free",
+                      name, host, port, SLOTMAP_MAX_NODES);
+            cl->full_logged = 1;
+        }
+        return -1;
+    }
+    cl->full_logged = 0;
+    assert(i >= 0 && i < SLOTMAP_MAX_NODES);
+    /* a new or reused entry has no open connection: none of its callbacks can be running */
+    assert((cl->pools[i][0].nconns == 0 || cl->pools[i][0].retired) &&
+           (cl->pools[i][1].nconns == 0 || cl->pools[i][1].retired));
     snprintf(cl->map.nodes[i].host, SLOTMAP_HOST_MAX, "%s", host);
     cl->map.nodes[i].port = port;
     return i;
+}
+
+static int cluster_node_index(struct backend_cluster *cl, const char *host, int port)
+{
+    return cluster_node_index_keep(cl, host, port, NULL);
 }
 
 /* Node `node`'s pool of protocol resp3, its connections opened on first use (and again once retired). */
@@ -296,9 +351,13 @@ static void cluster_node_retire(struct backend_cluster *cl, int node)
 static void cluster_adopt(struct backend_cluster *cl, int asked)
 {
     int16_t index_of[SLOTMAP_MAX_NODES];
+    unsigned char keep[SLOTMAP_MAX_NODES] = {0}; /* entries this map hands out, and the one asked: not reused */
+    if (asked >= 0) keep[asked] = 1;
     for (int k = 0; k < SLOTMAP_MAX_NODES; k++) index_of[k] = -1;
-    for (int k = 0; k < cl->parsed.nnodes; k++)
-        index_of[k] = (int16_t)cluster_node_index(cl, cl->parsed.nodes[k].host, cl->parsed.nodes[k].port);
+    for (int k = 0; k < cl->parsed.nnodes; k++) {
+        index_of[k] = (int16_t)cluster_node_index_keep(cl, cl->parsed.nodes[k].host, cl->parsed.nodes[k].port, keep);
+        if (index_of[k] >= 0) keep[index_of[k]] = 1;
+    }
     unsigned char owns[SLOTMAP_MAX_NODES] = {0};
     for (int s = 0; s < SLOTMAP_SLOTS; s++) {
         int k = cl->parsed.owner[s];

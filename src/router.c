@@ -8,6 +8,7 @@
 #include "info.h"
 #include "nearcache.h"
 #include "replies.h"
+#include "resend.h"
 #include "slotmap.h"
 
 /* How a backend reply is used (struct pending's kind; see router.h). */
@@ -30,9 +31,10 @@ enum route_kind {
 _Static_assert(CONFIG_MAX_INSTANCES <= REPLIES_MAX_PARTS, "a split command has one part per instance");
 _Static_assert(PLAN_MAX_PARTS <= REPLIES_MAX_PARTS && PLAN_MAX_PARTS <= UINT16_MAX, "a part index fits everywhere");
 
-/* Cluster re-sends (README, Redis Cluster): at most this many -MOVED / -ASK hops, and this many
- * waits after -TRYAGAIN / -CLUSTERDOWN / no reachable owner, 25 ms doubling to 500 ms (about
- * 6.3 s in all: a replica's promotion fits), then the last answer passes through. */
+/* Cluster re-sends (README, Redis Cluster): at most this many -MOVED / -ASK hops, and waits after
+ * -TRYAGAIN / -CLUSTERDOWN / no reachable owner, 25 ms doubling to 500 ms, until the request's
+ * deadline: its first wait + the time this many waits take (about 6.3 s: a replica's promotion
+ * fits; router_hold_ms), then the last answer passes through. */
 #define ROUTE_MAX_HOPS 5
 #define ROUTE_MAX_RETRIES 16
 #define ROUTE_RETRY_MIN_MS 25
@@ -111,18 +113,36 @@ int router_wait_ms(int n)
  * A client's cluster sends that wait to go again (no reachable owner, -TRYAGAIN, -CLUSTERDOWN, a
  * connection lost before they were written) wait on one list, in the order of the client's
  * requests, and go in that order: a later request never overtakes an earlier one that waits,
- * and a new request of the client waits behind them (route_out_done). One timer per client:
- * the first send's wait, 25 ms doubling with its retries to 500 ms.
+ * and a new request of the client waits behind them (route_out_done). Each carries its own
+ * deadline (its first wait + router_hold_ms), so they all wait together and fail together. One
+ * timer per client: the first send's wait, 25 ms doubling with its retries to 500 ms, or an
+ * earlier deadline.
  */
 static void route_resend_cb(evutil_socket_t fd, short what, void *arg);
 
+/* s's deadline starts with its first wait (on the list, or for its owner): past it, it gives up. */
+static void route_deadline_start(struct request_send *s)
+{
+    if (!s->deadline_ns)
+        s->deadline_ns = clock_mono_ns() + (uint64_t)router_hold_ms(s->req->worker, s->instance) * 1000000u;
+}
+
+/* The timer fires for the first send's next attempt, or for the earliest deadline on the list
+ * when that comes sooner: every waiting send gives up at its own deadline. */
 static void route_resend_arm(struct client *c)
 {
     const struct request_send *first = TAILQ_FIRST(&c->resends);
     if (!first || (c->resend_timer && evtimer_pending(c->resend_timer, NULL))) return;
     if (!c->resend_timer) c->resend_timer = xevtimer_new(c->worker->base, route_resend_cb, c);
-    int ms = router_wait_ms(first->retries > 1 ? first->retries - 1 : 0);
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    int64_t us = (int64_t)router_wait_ms(first->retries > 1 ? first->retries - 1 : 0) * 1000;
+    uint64_t now = clock_mono_ns();
+    const struct request_send *s;
+    TAILQ_FOREACH(s, &c->resends, resend_link) { /* one past its deadline waits for its turn only */
+        if (!s->deadline_ns || s->deadline_ns <= now) continue;
+        int64_t left = (int64_t)((s->deadline_ns - now + 999) / 1000);
+        if (left < us) us = left;
+    }
+    struct timeval tv = {(time_t)(us / 1000000), (suseconds_t)(us % 1000000)};
     evtimer_add(c->resend_timer, &tv);
 }
 
@@ -140,6 +160,7 @@ static void route_resend_enqueue(struct client *c, struct request_send *s)
         TAILQ_INSERT_HEAD(&c->resends, s, resend_link);
     s->queued = 1;
     if (!s->held_since_ns) s->held_since_ns = clock_mono_ns(); /* keygate_request_hold_seconds */
+    route_deadline_start(s);
     route_resend_arm(c);
 }
 
@@ -155,9 +176,41 @@ static void route_held(struct request *req, struct request_send *s)
 }
 
 /* One attempt of s (not on the list): 1 staged; 0 no connection (a retry counted, s waits);
- * -1 past its bounds (its part or request answered: s goes nowhere). */
+ * -1 past its bounds (ROUTE_MAX_HOPS, or no connection past its deadline: its part or request
+ * answered, s goes nowhere). */
 static int route_try(struct request *req, struct request_send *s);
 
+/* Is s past its bounds: ROUTE_MAX_HOPS redirects, or its deadline (its first wait + the hold)? */
+static int route_expired(const struct request_send *s, uint64_t now)
+{
+    return s->hops > ROUTE_MAX_HOPS || (s->deadline_ns && now >= s->deadline_ns);
+}
+
+/* s waits once more for its owner (a retry, counted): its deadline starts with its first wait. */
+static void route_wait_counted(struct request *req, struct request_send *s)
+{
+    s->retries++;
+    STAT_INC(&req->worker->stats, cluster_retries);
+    route_deadline_start(s);
+}
+
+/* Could s's next attempt be staged now if nothing waited ahead of it (its target's connection is up)? */
+static int route_reachable(struct request *req, struct request_send *s)
+{
+    struct client *c = req->client;
+    struct backend *b = s->ask
+                            ? backend_for_addr(req->worker, s->instance, s->ask_host, s->ask_port, c->id, c->resp3)
+                            : backend_for_slot(req->worker, s->instance, s->slot < 0 ? -1 : s->slot, c->id, c->resp3);
+    return b && b->state != BACKEND_DOWN;
+}
+
+/*
+ * The client's timer: its sends go in order while they can (the first that cannot waits, and
+ * everything behind it); then every send behind it past its own deadline whose own target cannot
+ * be reached either gives up: a client's waiting requests wait together and fail together (an
+ * answer takes its turn in the client's queue). One past its deadline that waits only for its
+ * turn goes once the ones ahead of it went or gave up.
+ */
 static void route_resend_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -172,6 +225,19 @@ static void route_resend_cb(evutil_socket_t fd, short what, void *arg)
         TAILQ_INSERT_HEAD(&c->resends, s, resend_link);
         s->queued = 1;
         break;
+    }
+    uint64_t now = clock_mono_ns();
+    for (int found = 1; found;) {
+        found = 0;
+        TAILQ_FOREACH(s, &c->resends, resend_link) {
+            assert(s->queued && s->req->client == c);
+            if (s == TAILQ_FIRST(&c->resends) || !route_expired(s, now) || route_reachable(s->req, s)) continue;
+            TAILQ_REMOVE(&c->resends, s, resend_link);
+            s->queued = 0;
+            route_give_up(s->req, s);
+            found = 1;
+            break; /* giving up answers a request: the list is walked again */
+        }
     }
     route_resend_arm(c);
 }
@@ -215,7 +281,7 @@ static struct backend *route_repin(struct request *req, struct request_send *s)
 
 static int route_try(struct request *req, struct request_send *s)
 {
-    if (s->hops > ROUTE_MAX_HOPS || s->retries > router_max_waits(req->worker, s->instance)) {
+    if (s->hops > ROUTE_MAX_HOPS) {
         route_give_up(req, s);
         return -1;
     }
@@ -229,10 +295,9 @@ static int route_try(struct request *req, struct request_send *s)
     s->ask = 0; /* the owner is not known or its node is down: ask the map again, and wait */
     free(s->error);
     s->error = NULL;
-    s->retries++;
-    STAT_INC(&req->worker->stats, cluster_retries);
+    route_wait_counted(req, s);
     backend_cluster_refresh(req->worker, s->instance);
-    if (s->retries <= router_max_waits(req->worker, s->instance)) return 0;
+    if (!route_expired(s, clock_mono_ns())) return 0;
     route_give_up(req, s);
     return -1;
 }
@@ -249,7 +314,7 @@ static void route_again(struct request *req, struct request_send *s)
         return;
     }
     struct client *c = req->client;
-    if (s->hops > ROUTE_MAX_HOPS || s->retries > router_max_waits(req->worker, s->instance)) {
+    if (route_expired(s, clock_mono_ns())) {
         route_give_up(req, s);
         return;
     }
@@ -294,20 +359,6 @@ static struct request_send *route_send_of(struct request *req, const struct pend
 }
 
 /*
- * A sentinel instance's node that is no longer its primary, or not yet, says the command did not
- * run: -READONLY (a write on a demoted primary), -LOADING (a restarting node), and, to a blocking
- * command, -UNBLOCKED (Redis ends a blocking wait when its primary turns replica: nothing was
- * popped). 1 when reply is one of these on a sentinel instance.
- */
-static int route_demoted(const struct worker *w, int instance, const struct request *req, const char *reply, size_t len)
-{
-    if (!backend_is_sentinel(w, instance)) return 0;
-    if (len >= 10 && memcmp(reply, "-READONLY ", 10) == 0) return 1;
-    if (len >= 9 && memcmp(reply, "-LOADING ", 9) == 0) return 1;
-    return req->blocking && len >= 11 && memcmp(reply, "-UNBLOCKED ", 11) == 0;
-}
-
-/*
  * How many times a send waits for its instance's owner before it gives up: on a cluster
  * ROUTE_MAX_RETRIES (about 6.3 s); on a sentinel instance as many as fit in failover-hold.
  */
@@ -318,6 +369,14 @@ int router_max_waits(const struct worker *w, int instance)
     int n = 0;
     while (waited < hold && n < 1000) waited += router_wait_ms(n++);
     return n;
+}
+
+int64_t router_hold_ms(const struct worker *w, int instance)
+{
+    if (backend_is_sentinel(w, instance)) return w->cfg->failover_hold_ms;
+    int64_t hold = 0;
+    for (int n = 0; n < ROUTE_MAX_RETRIES; n++) hold += router_wait_ms(n);
+    return hold;
 }
 
 /*
@@ -335,43 +394,39 @@ static int route_intercept(struct backend *b, struct request_send *s, const char
     assert(s->left > 0);
     int index = s->nentries - s->left;
     s->left--;
-    if (!s->redo && !reply && unsent) { /* lost before it was written: Redis never saw it */
-        s->redo = 1;
-        s->from = s->atomic ? 0 : index;
-        s->wait = 1;
-        s->retries++;
-        STAT_INC(&req->worker->stats, cluster_retries);
-    }
-    struct slotmap_redirect rd;
-    if (!s->redo && reply && reply[0] == '-') {
-        int moved = slotmap_parse_redirect(reply, len, &rd);
-        int demoted = !moved && route_demoted(req->worker, s->instance, req, reply, len);
-        if (demoted) backend_cluster_refresh(req->worker, s->instance); /* the watcher checks the primary now */
-        if (moved || demoted || slotmap_is_retryable(reply, len)) {
+    if (!s->redo) {
+        enum resend_kind kind = resend_classify(reply, len, !unsent);
+        enum resend_action act = resend_decide(kind, backend_is_sentinel(req->worker, s->instance), req->blocking);
+        struct slotmap_redirect rd;
+        if (act == RESEND_GO && !slotmap_parse_redirect(reply, len, &rd)) act = RESEND_PASS; /* unreadable: as usual */
+        if (act == RESEND_GO || act == RESEND_WAIT) {
             s->redo = 1;
             s->from = s->atomic ? 0 : index;
+        }
+        if (reply && (act == RESEND_GO || act == RESEND_WAIT)) {
             free(s->error);
             s->error = xmemdup(reply, len);
             s->error_len = len;
-            if (moved) {
-                const char *host;
-                int port;
-                backend_address(b, &host, &port);
-                if (rd.host[0]) host = rd.host; /* "" : the node it asked */
-                s->hops++;
-                STAT_INC(&req->worker->stats, cluster_redirects);
-                if (rd.kind == SLOTMAP_MOVED) {
-                    backend_cluster_moved(req->worker, s->instance, rd.slot, host, rd.port);
-                } else {
-                    s->ask = 1;
-                    snprintf(s->ask_host, sizeof(s->ask_host), "%s", host);
-                    s->ask_port = rd.port;
-                }
+        }
+        if (act == RESEND_WAIT && (kind == RESEND_READONLY || kind == RESEND_LOADING || kind == RESEND_UNBLOCKED))
+            backend_cluster_refresh(req->worker, s->instance); /* a demoted node: the watcher checks the primary now */
+        if (act == RESEND_GO) {
+            const char *host;
+            int port;
+            backend_address(b, &host, &port);
+            if (rd.host[0]) host = rd.host; /* "" : the node it asked */
+            s->hops++;
+            STAT_INC(&req->worker->stats, cluster_redirects);
+            if (rd.kind == SLOTMAP_MOVED) {
+                backend_cluster_moved(req->worker, s->instance, rd.slot, host, rd.port);
             } else {
-                s->wait = 1;
-                s->retries++;
-                STAT_INC(&req->worker->stats, cluster_retries);
+                s->ask = 1;
+                snprintf(s->ask_host, sizeof(s->ask_host), "%s", host);
+                s->ask_port = rd.port;
             }
+        } else if (act == RESEND_WAIT) {
+            s->wait = 1;
+            route_wait_counted(req, s);
         }
     }
     if (!s->redo) return 0;
@@ -1292,8 +1347,9 @@ static void route_learn_move(struct backend *b, const struct slotmap_redirect *r
 static int route_watch_moved(struct backend *b, struct request *req, const char *reply, size_t len)
 {
     struct slotmap_redirect rd;
-    int moved = reply[0] == '-' && slotmap_parse_redirect(reply, len, &rd);
-    if (!moved && !(reply[0] == '-' && slotmap_is_retryable(reply, len))) return 0;
+    enum resend_kind kind = resend_classify(reply, len, 1);
+    int moved = (kind == RESEND_MOVED || kind == RESEND_ASK) && slotmap_parse_redirect(reply, len, &rd);
+    if (!moved && (kind == RESEND_MOVED || kind == RESEND_ASK || !resend_is_cluster_refusal(kind))) return 0;
     if (!backend_is_cluster(b->worker, b->instance)) return 0;
     if (moved) route_learn_move(b, &rd);
     request_answer(req, STR_AND_LEN("+OK\r\n"));
@@ -1309,10 +1365,14 @@ static int route_watch_moved(struct backend *b, struct request *req, const char 
 static int route_exec_moved(struct backend *b, struct request *req, const char *reply)
 {
     if (reply[0] != '-' || !req->queued_error || !b->pinned || !backend_is_cluster(b->worker, b->instance)) return 0;
+    enum resend_kind kind = resend_classify(req->queued_error, req->queued_error_len, 1);
     struct slotmap_redirect rd;
-    int redirected = slotmap_parse_redirect(req->queued_error, req->queued_error_len, &rd);
-    if (!redirected && !slotmap_is_retryable(req->queued_error, req->queued_error_len) &&
-        !route_demoted(b->worker, b->instance, req, req->queued_error, req->queued_error_len))
+    int redirected = (kind == RESEND_MOVED || kind == RESEND_ASK) &&
+                     slotmap_parse_redirect(req->queued_error, req->queued_error_len, &rd);
+    if (!redirected &&
+        (kind == RESEND_MOVED || kind == RESEND_ASK ||
+         (!resend_is_cluster_refusal(kind) &&
+          resend_decide(kind, backend_is_sentinel(b->worker, b->instance), req->blocking) == RESEND_PASS)))
         return 0;
     if (redirected) route_learn_move(b, &rd);
     struct client *c = req->client;

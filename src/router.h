@@ -45,6 +45,11 @@ int router_wait_ms(int n);
  * reach before it fails: about 6.3 s on a cluster, failover-hold on a sentinel instance. */
 int router_max_waits(const struct worker *w, int instance);
 
+/* How long a request for `instance` waits for an owner it cannot reach, from its first wait, before
+ * it fails (its deadline): the sum of ROUTE_MAX_RETRIES waits (about 6.3 s) on a cluster,
+ * failover-hold on a sentinel instance. */
+int64_t router_hold_ms(const struct worker *w, int instance);
+
 /* c is torn down: its cluster sends that wait to go again are dropped (their requests, orphaned,
  * are freed once nothing else is owed to them), and its timer freed. */
 void router_client_gone(struct client *c);
@@ -60,9 +65,11 @@ struct backend *router_conn_for(struct client *c, int instance, int slot);
 
 /* Send a FORWARD plan's bytes (the command, its TTL rewrite) to backend b for req; b NULL or
  * down: req is answered -UNAVAILABLE. `frame` is the client's parsed frame (c->parser). On a
- * shared cluster connection the bytes are kept: -MOVED, -ASK, -TRYAGAIN and -CLUSTERDOWN send
- * them again (bounded: ROUTE_MAX_HOPS, ROUTE_MAX_RETRIES in router.c), and b NULL waits for
- * the slot's owner; a lost connection is never sent again. */
+ * shared cluster connection the bytes are kept and sent again when Redis says they did not run
+ * (resend.h's table: -MOVED, -ASK, -TRYAGAIN, -CLUSTERDOWN but "Hash slot not served", which
+ * fails at once), bounded by ROUTE_MAX_HOPS (router.c) and the request's deadline
+ * (router_hold_ms); b NULL waits for the slot's owner. A request lost after it was written is
+ * never sent again. */
 void router_forward(struct client *c, struct backend *b, struct request *req, const struct plan *plan,
                     const char *frame);
 

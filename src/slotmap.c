@@ -394,20 +394,8 @@ int slotmap_parse_shards(struct slotmap *m, const char *reply, size_t len, int w
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Replies that redirect or ask for a retry.
+ * Redirects (what a reply means for a request: resend.c).
  * ------------------------------------------------------------------------------------------- */
-
-/* Does the reply start with the word w (followed by a space, CR or its end)? */
-static int starts_with_word(const char *reply, size_t len, const char *w)
-{
-    size_t n = strlen(w);
-    return len >= n && memcmp(reply, w, n) == 0 && (len == n || reply[n] == ' ' || reply[n] == '\r');
-}
-
-int slotmap_is_retryable(const char *reply, size_t len)
-{
-    return starts_with_word(reply, len, "-TRYAGAIN") || starts_with_word(reply, len, "-CLUSTERDOWN");
-}
 
 int slotmap_parse_redirect(const char *reply, size_t len, struct slotmap_redirect *out)
 {

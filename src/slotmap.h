@@ -95,10 +95,6 @@ struct slotmap_redirect {
 };
 int slotmap_parse_redirect(const char *reply, size_t len, struct slotmap_redirect *out);
 
-/* Does a reply start with "-TRYAGAIN" or "-CLUSTERDOWN" (as a whole word)? (retryable: Redis
- * did not run the command) */
-int slotmap_is_retryable(const char *reply, size_t len);
-
 /* Of the keys (pointers, lengths), the slot all share: 0..16383, or -1 when they span slots
  * (CROSSSLOT), -2 when n == 0. */
 int slotmap_common_slot(const char *const *keys, const size_t *lens, size_t n);

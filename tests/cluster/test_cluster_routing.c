@@ -124,19 +124,6 @@ static void nodes_each(const char *verb, char *const *keys, int n, redisReply **
     free(slots);
 }
 
-/* keygate's INFO stats counter `name` (through keygate); -1 when INFO has no such line. */
-static long long info_stat(redisContext *c, const char *name)
-{
-    redisReply *r = cmd(c, "INFO stats");
-    ck_assert_msg(r->type == REDIS_REPLY_STRING, "INFO stats: %s", describe(r));
-    char key[64];
-    snprintf(key, sizeof key, "\r\n%s:", name);
-    const char *at = strstr(r->str, key);
-    long long v = at ? atoll(at + strlen(key)) : -1;
-    freeReplyObject(r);
-    return v;
-}
-
 struct cluster_stats {
     long long redirects, retries, refreshes;
 };
@@ -144,8 +131,8 @@ struct cluster_stats {
 static struct cluster_stats stats_now(void)
 {
     redisContext *c = harness_must_client(&h);
-    struct cluster_stats s = {info_stat(c, "cluster_redirects"), info_stat(c, "cluster_retries"),
-                              info_stat(c, "cluster_refreshes")};
+    struct cluster_stats s = {harness_info_stat(c, "cluster_redirects"), harness_info_stat(c, "cluster_retries"),
+                              harness_info_stat(c, "cluster_refreshes")};
     redisFree(c);
     ck_assert_msg(s.redirects >= 0 && s.retries >= 0 && s.refreshes >= 0,
                   "INFO stats lacks cluster_redirects/_retries/_refreshes");

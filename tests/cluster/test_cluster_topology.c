@@ -343,6 +343,87 @@ START_TEST(blocking_pop_waits_for_a_failover)
 }
 END_TEST
 
+/* CONFIG SET name value on every running node. */
+static void config_set_all(const char *name, const char *value)
+{
+    for (int i = 0; i < CLUSTER_NODES; i++) {
+        if (!cluster_node_alive(C, i)) continue;
+        redisContext *n = cluster_connect(C, i);
+        ck_assert_msg(n != NULL, "node %d does not answer", i);
+        expect_status(cmd(n, "CONFIG SET %s %s", name, value), "OK", "CONFIG SET");
+        redisFree(n);
+    }
+}
+
+/* A key (cache:{live<k>}v) whose slot another primary than `owner` owns. */
+static void key_not_on(int owner, char *key, size_t len)
+{
+    for (int k = 0; k < 100; k++) {
+        snprintf(key, len, "cache:{live%d}v", k);
+        unsigned slot;
+        int o, other;
+        slot_and_nodes(key, &slot, &o, &other);
+        if (o != owner) return;
+    }
+    ck_abort_msg("no key of 100 lives off node %d", owner);
+}
+
+/* Requests waiting for a slot's owner each carry their own deadline: with a primary dead and no
+ * failover (its replica may not take over), 5 GETs for its slots pipelined with a GET for a live
+ * slot behind them all fail together after one wait (about 6.3 s), and the live GET is answered
+ * then (they waited 6.3 s each, one after another, and the live GET behind them 31 s, when only
+ * the first of a client's waiting requests advanced its retries). */
+START_TEST(dead_range_pipelined_gets_wait_one_hold_in_all)
+{
+    keygate_on_cluster();
+    redisContext *kg = harness_must_client(&h);
+    struct timeval tv = {60, 0};
+    ck_assert_int_eq(redisSetTimeout(kg, tv), REDIS_OK);
+    const char *dead = "cache:{dead}k";
+    char live[64];
+    unsigned slot;
+    int owner, other;
+    slot_and_nodes(dead, &slot, &owner, &other);
+    key_not_on(owner, live, sizeof live);
+    expect_status(cmd(kg, "SET %s d", dead), "OK", "SET dead");
+    expect_status(cmd(kg, "SET %s l", live), "OK", "SET live");
+    config_set_all("cluster-replica-no-failover", "yes");
+    config_set_all("cluster-require-full-coverage", "no");
+    ck_assert_msg(cluster_node_kill(C, owner) == 0, "%s", cluster_last_error());
+    long long start = now_ms(), conns = 0, ready = 0;
+    while (now_ms() - start < 5000) { /* keygate saw the connection go */
+        conns = cache_gauge("keygate_instance_connections");
+        ready = cache_gauge("keygate_instance_connections_ready");
+        if (ready < conns) break;
+        sleep_ms(10);
+    }
+    ck_assert_msg(ready < conns, "keygate still counts %lld of %lld connections ready after the kill", ready, conns);
+    const int n = 5;
+    long long t0 = now_ms(), took[6];
+    for (int i = 0; i < n; i++) ck_assert_int_eq(redisAppendCommand(kg, "GET %s", dead), REDIS_OK);
+    ck_assert_int_eq(redisAppendCommand(kg, "GET %s", live), REDIS_OK);
+    for (int i = 0; i < n; i++) {
+        redisReply *r = next_reply(kg);
+        took[i] = now_ms() - t0;
+        ck_assert_msg(r->type == REDIS_REPLY_ERROR, "GET %d of the dead range answered %s after %lld ms", i + 1,
+                      describe(r), took[i]);
+        freeReplyObject(r);
+    }
+    expect_bulk(next_reply(kg), "l", "the live GET behind them");
+    took[n] = now_ms() - t0;
+    fprintf(stderr,
+            "dead range: 5 pipelined GETs failed after %lld %lld %lld %lld %lld ms, the live GET behind "
+            "them answered after %lld ms\n",
+            took[0], took[1], took[2], took[3], took[4], took[5]);
+    ck_assert_msg(took[0] >= 3000, "the first GET of the dead range failed after %lld ms, before its wait", took[0]);
+    ck_assert_msg(took[n] < 10000,
+                  "5 GETs of a dead range and a live GET behind them took %lld ms: they waited "
+                  "one after another",
+                  took[n]);
+    redisFree(kg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cluster_topology");
@@ -353,6 +434,9 @@ int main(void)
     harness_add_test(tc, shard_channels_live_on_their_node);
     harness_add_test(tc, blocking_pop_follows_its_slot);
     harness_add_test(tc, blocking_pop_waits_for_a_failover);
+    /* a cluster of its own: the test leaves a primary dead with its slots */
+    TCase *dead = harness_tcase(s, "dead-range", 120, setup, teardown);
+    harness_add_test(dead, dead_range_pipelined_gets_wait_one_hold_in_all);
     int failed = harness_run(s);
     return failed == 0 && cluster_leftovers() == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

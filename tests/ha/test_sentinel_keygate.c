@@ -1434,6 +1434,152 @@ START_TEST(test_stale_sentinel_listed_first_loses_nothing)
     ck_assert_msg(shortfall == 0 && lost_sets == 0,
                   "acknowledged writes missing on the new primary: %lld increments, %lld SETs", shortfall, lost_sets);
     load_free();
+/* ha_start with sentinels that take a minute to call a primary down: a killed primary stays
+ * named (and unconfirmed: ROLE does not answer), with no failover during the test. */
+static void setup_no_failover(void)
+{
+    ck_assert_int_eq(setenv("HA_DOWN_AFTER_MS", "60000", 1), 0);
+    setup();
+    ck_assert_int_eq(unsetenv("HA_DOWN_AFTER_MS"), 0);
+}
+
+/* n GETs pipelined on kg while durable has no primary: each must answer -UNAVAILABLE; returns the
+ * milliseconds until the last reply came. */
+static long long pipelined_unavailable(redisContext *kg, int n)
+{
+    long long t0 = now_ms();
+    for (int i = 0; i < n; i++) ck_assert_int_eq(redisAppendCommand(kg, "GET n:held%d", i), REDIS_OK);
+    for (int i = 0; i < n; i++) {
+        redisReply *r = next_reply(kg);
+        ck_assert_msg(r->type == REDIS_REPLY_ERROR && strncmp(r->str, "UNAVAILABLE", 11) == 0,
+                      "GET %d of %d pipelined with no primary answered %s after %lld ms", i + 1, n, describe(r),
+                      now_ms() - t0);
+        freeReplyObject(r);
+    }
+    return now_ms() - t0;
+}
+
+/* Requests waiting for a primary each carry their own deadline (held since + failover-hold): 8
+ * pipelined GETs with the primary dead and no failover wait one hold together and fail together
+ * (they waited 8 holds one after another when only the first of a client's waiting requests
+ * advanced its retries: 18.2 s with failover-hold 2s). */
+START_TEST(test_pipelined_requests_wait_one_hold_in_all)
+{
+    const long long hold = 2000;
+    keygate_on_sentinels("failover-hold 2s\n");
+    redisContext *kg = must_long_client();
+    expect_status(cmd(kg, "SET n:held warm"), "OK", "SET before the kill");
+    int p = primary_now();
+    ck_assert_msg(ha_node_kill(H, p) == 0, "%s", ha_last_error());
+    long long one = pipelined_unavailable(kg, 1); /* keygate saw the connection go */
+    long long t1 = pipelined_unavailable(kg, 1), t4 = pipelined_unavailable(kg, 4), t8 = pipelined_unavailable(kg, 8);
+    fprintf(stderr,
+            "no primary, failover-hold %lld ms: the first GET answered in %lld ms; then 1, 4, 8 pipelined GETs "
+            "in %lld, %lld, %lld ms\n",
+            hold, one, t1, t4, t8);
+    ck_assert_msg(t1 >= hold - 100, "a GET with no primary failed after %lld ms, before its hold of %lld ms", t1, hold);
+    ck_assert_msg(t4 < 2 * hold && t8 < 2 * hold,
+                  "pipelined GETs wait one after another: 4 in %lld ms, 8 in %lld ms (failover-hold %lld ms)", t4, t8,
+                  hold);
+    redisFree(kg);
+}
+END_TEST
+
+/* `cmd` on c, pipelined with the others of argv-style lines, every reply +OK (a move's step). */
+static void all_ok(redisContext *c, const char *what, int n, char *const *lines)
+{
+    for (int i = 0; i < n; i++) ck_assert_int_eq(redisAppendCommand(c, lines[i]), REDIS_OK);
+    for (int i = 0; i < n; i++) {
+        redisReply *r = next_reply(c);
+        ck_assert_msg(r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0, "%s: '%s' answered %s", what,
+                      lines[i], describe(r));
+        freeReplyObject(r);
+    }
+}
+
+/* Does keygate's log, from byte *from on, name port as a number of its own? *from moves past
+ * the lines read (a partial last line is read again next time). */
+static int log_tail_names_port(size_t *from, int port)
+{
+    FILE *f = fopen(h.log_file, "r");
+    ck_assert_msg(f != NULL, "cannot open keygate's log %s", h.log_file);
+    ck_assert_int_eq(fseek(f, (long)*from, SEEK_SET), 0);
+    char want[16], line[2048];
+    int n = snprintf(want, sizeof want, "%d", port), found = 0;
+    while (!found && fgets(line, sizeof line, f) != NULL) {
+        size_t len = strlen(line);
+        if (len == 0 || line[len - 1] != '\n') break; /* not whole yet */
+        *from += len;
+        for (const char *p = line; !found && (p = strstr(p, want)) != NULL; p++)
+            found = (p == line || p[-1] < '0' || p[-1] > '9') && (p[n] < '0' || p[n] > '9');
+    }
+    fclose(f);
+    return found;
+}
+
+/* Defect 1: each worker's node table was append-only (128 entries); the 129th distinct address a
+ * Sentinel named left every slot without an owner, and every request answered -UNAVAILABLE
+ * until a restart. The primary is moved to a new TLS port 1,000 times (CONFIG SET tls-port on the
+ * running server, the one sentinel kept re-pointed with SENTINEL REMOVE / MONITOR, keygate's
+ * connections killed so that it asks at once); once keygate's log names the new port, a GET
+ * through keygate must be served there. */
+START_TEST(test_thousand_primary_addresses_served)
+{
+    const int moves = 1000;
+    keygate_on_sentinels("failover-hold 2s\n");
+    int p = primary_now();
+    for (int s = 1; s < HA_SENTINELS; s++) /* one sentinel to re-point; keygate asks the others after it */
+        ck_assert_msg(ha_sentinel_kill(H, s) == 0, "%s", ha_last_error());
+    redisContext *kg = must_long_client(), *n0 = node(p), *s0 = ha_sentinel_connect(H, 0);
+    ck_assert_msg(s0 != NULL, "sentinel 0 does not answer");
+    expect_status(cmd(kg, "SET n:moves 0"), "OK", "SET before the moves");
+    int port = 32000 + (int)(now_ms() % 8000);
+    long long t0 = now_ms(), slowest = 0, in_gets = 0;
+    size_t log_at = log_length();
+    for (int m = 0; m < moves; m++) {
+        char set_port[64], monitor[128], auth[192];
+        for (;;) { /* a port some other process holds is skipped */
+            port++;
+            snprintf(set_port, sizeof set_port, "CONFIG SET tls-port %d", port);
+            redisReply *r = cmd(n0, set_port);
+            int ok = r->type == REDIS_REPLY_STATUS;
+            freeReplyObject(r);
+            if (ok) break;
+            ck_assert_msg(port < 60000, "no free port for move %d", m);
+        }
+        snprintf(monitor, sizeof monitor, "SENTINEL MONITOR %s 127.0.0.1 %d 1", H->master_name, port);
+        snprintf(auth, sizeof auth, "SENTINEL SET %s auth-pass %s", H->master_name, H->password);
+        char remove[64];
+        snprintf(remove, sizeof remove, "SENTINEL REMOVE %s", H->master_name);
+        char *lines[3] = {remove, monitor, auth};
+        all_ok(s0, "re-pointing sentinel 0", 3, lines);
+        redisReply *k = cmd(n0, "CLIENT KILL TYPE normal SKIPME yes"); /* keygate's connections: it asks again now */
+        ck_assert_msg(k->type == REDIS_REPLY_INTEGER, "CLIENT KILL: %s", describe(k));
+        freeReplyObject(k);
+        long long t = now_ms();
+        while (!log_tail_names_port(&log_at, port)) { /* keygate's watcher found the primary on its new port */
+            ck_assert_msg(now_ms() - t < 10000, "move %d: keygate's log does not name port %d 10 s after the move",
+                          m + 1, port);
+            sleep_ms(2);
+        }
+        redisReply *r = cmd(kg, "GET n:moves");
+        long long took = now_ms() - t; /* from the move */
+        if (took > slowest) slowest = took;
+        in_gets += took;
+        if (!(r->type == REDIS_REPLY_STRING && strcmp(r->str, "0") == 0)) print_keygate_log("a move not served");
+        ck_assert_msg(r->type == REDIS_REPLY_STRING && strcmp(r->str, "0") == 0,
+                      "move %d (primary now on port %d, %d distinct addresses so far): GET through keygate answered %s "
+                      "after %lld ms",
+                      m + 1, port, m + 2, describe(r), took);
+        freeReplyObject(r);
+    }
+    fprintf(stderr,
+            "%d primary addresses served in %lld ms (from the moves to their GET's reply: %lld ms in all, the slowest "
+            "%lld ms)\n",
+            moves, now_ms() - t0, in_gets, slowest);
+    redisFree(s0);
+    redisFree(n0);
+    redisFree(kg);
 }
 END_TEST
 
@@ -1457,6 +1603,9 @@ int main(void)
     harness_add_case(s, "stale-sentinel", 120, setup, teardown, test_stale_sentinel_listed_first_loses_nothing);
     harness_add_case(s, "first-sync", 120, setup, teardown, test_replica_in_first_sync_reported);
     harness_add_case(s, "hold", 90, setup, teardown, test_short_failover_hold_is_reported);
+    harness_add_case(s, "pipelined-hold", 90, setup_no_failover, teardown,
+                     test_pipelined_requests_wait_one_hold_in_all);
+    harness_add_case(s, "thousand-addresses", 150, setup_no_failover, teardown, test_thousand_primary_addresses_served);
     int failed = harness_run(s);
     int left = ha_leftovers();
     if (left) fprintf(stderr, "POST-CONDITION FAILED: %d server(s) of this suite still run\n", left);

@@ -1954,6 +1954,11 @@ int harness_connect_from(struct harness *h, const char *source)
     return connect_port_from(h->port, source);
 }
 
+int harness_tcp_connect(int port)
+{
+    return connect_port_from(port, "127.0.0.1");
+}
+
 SSL *harness_tls_client(struct harness *h, int port, const char *source)
 {
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
@@ -2021,6 +2026,62 @@ redisReply *cmd(redisContext *c, const char *fmt, ...)
     va_end(ap);
     ck_assert_msg(r != NULL, "`%s`: connection error: %s", fmt, c->errstr);
     return r;
+}
+
+/* INFO `section` on c: the reply (a bulk string: anything else fails the test) and, in *at, the
+ * value of field `name` (NULL: no such line). The caller frees the reply. */
+static redisReply *info_field_at(redisContext *c, const char *section, const char *name, const char **at)
+{
+    redisReply *r = cmd(c, "INFO %s", section);
+    ck_assert_msg(r->type == REDIS_REPLY_STRING, "INFO %s: %s", section, describe(r));
+    char key[96];
+    int n = snprintf(key, sizeof key, "\r\n%s:", name);
+    ck_assert(n > 0 && (size_t)n < sizeof key);
+    *at = strstr(r->str, key);
+    if (*at) *at += n;
+    return r;
+}
+
+long long harness_info_field(redisContext *c, const char *section, const char *name)
+{
+    const char *at;
+    redisReply *r = info_field_at(c, section, name, &at);
+    long long v = at ? atoll(at) : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+long long harness_must_info_field(redisContext *c, const char *section, const char *name)
+{
+    const char *at;
+    redisReply *r = info_field_at(c, section, name, &at);
+    ck_assert_msg(at != NULL, "INFO %s has no %s:\n%s", section, name, r->str);
+    long long v = atoll(at);
+    freeReplyObject(r);
+    return v;
+}
+
+long long harness_info_stat(redisContext *c, const char *name)
+{
+    return harness_info_field(c, "stats", name);
+}
+
+long long harness_must_info_stat(redisContext *c, const char *name)
+{
+    return harness_must_info_field(c, "stats", name);
+}
+
+long long harness_info_reloads(redisContext *c)
+{
+    return harness_must_info_field(c, "server", "reloads");
+}
+
+long long harness_blocked_clients(struct harness *h, const char *backend)
+{
+    redisContext *d = harness_must_direct(h, backend);
+    long long n = harness_must_info_field(d, "clients", "blocked_clients");
+    redisFree(d);
+    return n;
 }
 
 redisReply *next_reply(redisContext *c)

@@ -201,6 +201,10 @@ redisContext *harness_must_client(struct harness *h);
  * any failure fails the test. The caller closes the fd. */
 int harness_connect_from(struct harness *h, const char *source);
 
+/* A blocking TCP connection to 127.0.0.1:port (keygate's, its admin port's, a server's), for raw
+ * bytes; any failure (or a connect not done in 5 s) fails the test. The caller closes the fd. */
+int harness_tcp_connect(int port);
+
 /* harness_connect_from as a hiredis connection (10 s I/O timeout); the caller redisFree()s it. */
 redisContext *harness_client_from(struct harness *h, const char *source);
 
@@ -230,6 +234,23 @@ redisReply *next_reply(redisContext *c);
 /* Write everything appended to c (redisAppendCommand) without reading a reply; a write
  * error, or bytes still unwritten after 1000 tries, fails the test naming `what`. */
 void send_appended(redisContext *c, const char *what);
+
+/* Field `name` of `INFO section` asked on c (keygate or a server); -1 when there is no such
+ * line. A reply that is not INFO's text fails the test. */
+long long harness_info_field(redisContext *c, const char *section, const char *name);
+
+/* The same, failing the test (with INFO's text) when there is no such line. */
+long long harness_must_info_field(redisContext *c, const char *section, const char *name);
+
+/* keygate's INFO stats counter `name`, asked on c: harness_info_field / harness_must_info_field. */
+long long harness_info_stat(redisContext *c, const char *name);
+long long harness_must_info_stat(redisContext *c, const char *name);
+
+/* INFO server's reloads: (the reloads every worker thread has taken), asked on c (keygate). */
+long long harness_info_reloads(redisContext *c);
+
+/* The backend's blocked_clients (its INFO clients), on a direct connection of its own. */
+long long harness_blocked_clients(struct harness *h, const char *backend);
 
 /* r as text for messages into buf: +status, -error, "bulk", :int, (nil), array of N [..]
  * (elements described recursively while buf has room); NULL reads "(no reply)". */

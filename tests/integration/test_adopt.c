@@ -484,11 +484,7 @@ END_TEST
 static long long info_reloads(void)
 {
     redisContext *c = app_client();
-    redisReply *r = cmd(c, "INFO server");
-    const char *at = r->type == REDIS_REPLY_STRING ? strstr(r->str, "\r\nreloads:") : NULL;
-    ck_assert_msg(at != NULL, "INFO server has no reloads: line: %s", describe(r));
-    long long n = atoll(at + strlen("\r\nreloads:"));
-    freeReplyObject(r);
+    long long n = harness_info_reloads(c);
     redisFree(c);
     return n;
 }

@@ -67,19 +67,6 @@ static redisContext *client_from(const char *src)
     return harness_client_from(&h, src);
 }
 
-/* Counter `name` of keygate's INFO stats; -1 when INFO has no such line. */
-static long long info_stat(redisContext *c, const char *name)
-{
-    redisReply *r = cmd(c, "INFO stats");
-    ck_assert_msg(r->type == REDIS_REPLY_STRING, "INFO stats: %s", describe(r));
-    char key[64];
-    snprintf(key, sizeof key, "\r\n%s:", name);
-    const char *at = strstr(r->str, key);
-    long long v = at ? atoll(at + strlen(key)) : -1;
-    freeReplyObject(r);
-    return v;
-}
-
 /* keygate_auth_failures_total from /metrics. */
 static long long metrics_auth_failures(void)
 {
@@ -249,7 +236,7 @@ START_TEST(test_many_connections_of_one_address_get_ten_a_second)
     long long t0 = now_ms();
     expect_status(cmd(legit, "AUTH alice %s", ALICE_PW), "OK", "AUTH from 127.0.0.2");
     ck_assert_msg(now_ms() - t0 <= 100, "AUTH from a clean address took %lld ms", now_ms() - t0);
-    long long before = info_stat(legit, "auth_failures");
+    long long before = harness_info_stat(legit, "auth_failures");
 
     static struct attack at = {.src = "127.0.0.1"};
     long long legit_max_ms;
@@ -276,14 +263,14 @@ START_TEST(test_many_connections_of_one_address_get_ten_a_second)
     /* counted as they were made: at least every answer, at most one more per connection
      * (a failure whose reply was still held when the attacker left) */
     ck_assert_msg(before >= 0, "INFO stats has no auth_failures");
-    long long counted = info_stat(legit, "auth_failures") - before;
+    long long counted = harness_info_stat(legit, "auth_failures") - before;
     ck_assert_msg(counted >= at.answered && counted <= at.answered + ATTACKERS + at.closed,
                   "auth_failures went up by %lld for %lld answered", counted, at.answered);
 
     long long took = auth_ok_from("127.0.0.1");
     fprintf(stderr, "authgate: the right password from 127.0.0.1 took %lld ms\n", took);
     ck_assert_msg(took <= AUTHFAIL_DELAY_MAX_MS + 1000, "the right password waited %lld ms", took);
-    ck_assert_int_eq(metrics_auth_failures(), info_stat(legit, "auth_failures"));
+    ck_assert_int_eq(metrics_auth_failures(), harness_info_stat(legit, "auth_failures"));
     redisFree(legit);
 
     char *log = harness_keygate_log(&h);
@@ -408,7 +395,7 @@ START_TEST(test_hello_auth_waits_its_turn)
 {
     redisContext *legit = client_from("127.0.0.2");
     expect_status(cmd(legit, "AUTH alice %s", ALICE_PW), "OK", "AUTH from 127.0.0.2");
-    long long base = info_stat(legit, "auth_failures");
+    long long base = harness_info_stat(legit, "auth_failures");
     ck_assert_msg(base >= 0, "INFO stats has no auth_failures");
     redisContext *a = client_from("127.0.0.10");
     wrong_auth_ms(a);
@@ -419,8 +406,9 @@ START_TEST(test_hello_auth_waits_its_turn)
     long long sent = now_ms();
     send_appended(a, "the third wrong AUTH");
     long long end = now_ms() + 5000;
-    while (info_stat(legit, "auth_failures") < base + 3 && now_ms() < end) sleep_ms(1);
-    ck_assert_msg(info_stat(legit, "auth_failures") == base + 3, "the third failure was not counted within 5 s");
+    while (harness_info_stat(legit, "auth_failures") < base + 3 && now_ms() < end) sleep_ms(1);
+    ck_assert_msg(harness_info_stat(legit, "auth_failures") == base + 3,
+                  "the third failure was not counted within 5 s");
     redisContext *b = client_from("127.0.0.10");
     redisReply *r = cmd(b, "HELLO 2 AUTH alice %s", ALICE_PW);
     long long answered = now_ms();

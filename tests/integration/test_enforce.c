@@ -392,27 +392,14 @@ static void expect_other_clients_served(const char *key, const char *what)
     redisFree(other);
 }
 
-/* The backend's blocked_clients (its INFO clients). */
-static long long blocked_clients(const char *backend)
-{
-    redisContext *d = harness_must_direct(&h, backend);
-    redisReply *r = cmd(d, "INFO clients");
-    const char *at = r->type == REDIS_REPLY_STRING ? strstr(r->str, "blocked_clients:") : NULL;
-    ck_assert_msg(at != NULL, "%s: INFO clients: %s", backend, describe(r));
-    long long n = atoll(at + strlen("blocked_clients:"));
-    freeReplyObject(r);
-    redisFree(d);
-    return n;
-}
-
 /* c's blocking read of `stream` (on backend, which had `blocked` blocked clients before)
  * was just sent: once it blocks there, it holds its own connection (another client is
  * served at once, see above), and an XADD to the stream wakes it. Frees c. */
 static void expect_blocked_until_woken(redisContext *c, const char *backend, long long blocked, const char *other_key,
                                        const char *stream, const char *what)
 {
-    long long now = blocked_clients(backend);
-    for (long long end = now_ms() + 5000; now <= blocked && now_ms() < end; now = blocked_clients(backend))
+    long long now = harness_blocked_clients(&h, backend);
+    for (long long end = now_ms() + 5000; now <= blocked && now_ms() < end; now = harness_blocked_clients(&h, backend))
         sleep_ms(10);
     ck_assert_msg(now > blocked, "%s: %s's blocked_clients stayed %lld for 5 s: the read never blocked there", what,
                   backend, now);
@@ -433,7 +420,7 @@ START_TEST(test_issue10_item3_xreadgroup_group_named_streams_blocks_on_its_own_c
     redisContext *c = app();
     expect_status(cmd(c, "XGROUP CREATE q:e3:s STREAMS $ MKSTREAM"), "OK", "XGROUP CREATE");
     /* the group is named STREAMS: the real STREAMS comes after BLOCK */
-    long long blocked = blocked_clients("durable");
+    long long blocked = harness_blocked_clients(&h, "durable");
     ck_assert_int_eq(redisAppendCommand(c, "XREADGROUP GROUP STREAMS c1 BLOCK 0 STREAMS q:e3:s >"), REDIS_OK);
     send_appended(c, "XREADGROUP GROUP STREAMS ... BLOCK 0");
     expect_blocked_until_woken(c, "durable", blocked, "q:e3:other", "q:e3:s", "XREADGROUP");
@@ -445,7 +432,7 @@ START_TEST(test_issue10_item2_xread_nul_block_blocks_on_its_own_connection)
     redisContext *c = app();
     const char *argv[] = {"XREAD", "BLOCK\0", "0", "STREAMS", "cache:e2x:s", "$"};
     const size_t len[] = {5, 6, 1, 7, 11, 1};
-    long long blocked = blocked_clients("cache");
+    long long blocked = harness_blocked_clients(&h, "cache");
     ck_assert_int_eq(redisAppendCommandArgv(c, 6, argv, len), REDIS_OK);
     send_appended(c, "XREAD \"BLOCK\\0\" 0 STREAMS");
     expect_blocked_until_woken(c, "cache", blocked, "cache:e2x:other", "cache:e2x:s", "XREAD \"BLOCK\\0\"");

@@ -102,12 +102,8 @@ END_TEST
 /* A raw socket to keygate's port (hiredis cannot read replies nested deeper than 7). */
 static int raw_connect(int port)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = harness_tcp_connect(port);
     struct timeval tv = {.tv_sec = 10};
-    ck_assert_msg(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "raw connect: %s", strerror(errno));
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     return fd;
 }
@@ -430,24 +426,12 @@ END_TEST
 
 /* ---- issue 10 item 8 over TLS: a paused TLS client that resets its connection ---- */
 
-/* The backend's blocked_clients (INFO clients). */
-static long long blocked_clients(const char *backend)
-{
-    redisContext *d = harness_must_direct(&h, backend);
-    redisReply *r = cmd(d, "INFO clients");
-    ck_assert_msg(r->type == REDIS_REPLY_STRING && strstr(r->str, "blocked_clients:"), "INFO clients: %s", describe(r));
-    long long n = atoll(strstr(r->str, "blocked_clients:") + 16);
-    freeReplyObject(r);
-    redisFree(d);
-    return n;
-}
-
 /* Wait (5 s at most) until the backend's blocked_clients is want; returns the last value. */
 static long long wait_blocked(const char *backend, long long want)
 {
     long long got = -1;
     for (long long end = now_ms() + 5000; now_ms() < end; sleep_ms(20))
-        if ((got = blocked_clients(backend)) == want) break;
+        if ((got = harness_blocked_clients(&h, backend)) == want) break;
     return got;
 }
 
@@ -582,20 +566,6 @@ END_TEST
 #define SLOW_GETS 2000
 #define SLOW_KEY "q:lim19slow"
 
-/* keygate's INFO stats counter `name`, asked on c. */
-static long long info_stat(redisContext *c, const char *name)
-{
-    redisReply *r = cmd(c, "INFO stats");
-    ck_assert_msg(r->type == REDIS_REPLY_STRING, "INFO stats: %s", describe(r));
-    char field[96];
-    snprintf(field, sizeof field, "\r\n%s:", name);
-    const char *at = strstr(r->str, field);
-    ck_assert_msg(at != NULL, "INFO stats has no %s", name);
-    long long n = atoll(at + strlen(field));
-    freeReplyObject(r);
-    return n;
-}
-
 /* Put the 1 MiB value the slow readers GET on durable (directly). */
 static void slow_value_set(void)
 {
@@ -675,7 +645,7 @@ START_TEST(test_issue19_item3_a_client_that_never_reads_is_closed)
     int fd = slow_reader_start();
     long long closed = 0;
     for (long long end = now_ms() + 60000; closed < 1 && now_ms() < end; sleep_ms(20))
-        closed = info_stat(c, "clients_output_limit");
+        closed = harness_must_info_stat(c, "clients_output_limit");
     ck_assert_msg(closed == 1, "the client that never reads was not closed over client-output-hard-limit in %lld ms",
                   now_ms() - t0);
     ck_assert_msg(drained_to_close(fd, 20000), "keygate did not close the socket of the client that never reads");
@@ -736,9 +706,9 @@ START_TEST(test_issue19_item3_ten_clients_that_never_read)
         ck_assert_msg(took < LATENCY_MS, "the other client's GET took %lld ms (round %lld, %lld ms in)", took, n,
                       t - t0);
         if (took > worst) worst = took;
-        if (n % 20 == 0) closed = info_stat(probe, "clients_output_limit");
+        if (n % 20 == 0) closed = harness_must_info_stat(probe, "clients_output_limit");
     }
-    long long peak = keygate_mib("VmHWM"), evicted = info_stat(probe, "clients_evicted");
+    long long peak = keygate_mib("VmHWM"), evicted = harness_must_info_stat(probe, "clients_evicted");
     fprintf(stderr,
             "issue 19.3, ten clients that never read: %lld closed after %lld ms (%lld evicted); the other client: "
             "%lld rounds, its slowest request %lld ms; RSS %lld MiB, peak %lld MiB\n",
@@ -789,7 +759,7 @@ START_TEST(test_issue19_item3_replies_kept_behind_a_slow_one_count)
     free(reqs);
     long long closed = 0;
     for (long long end = now_ms() + 30000; closed < 1 && now_ms() < end; sleep_ms(20))
-        closed = info_stat(c, "clients_output_limit");
+        closed = harness_must_info_stat(c, "clients_output_limit");
     long long peak = keygate_mib("VmHWM");
     ck_assert_int_eq(kill(cache, SIGCONT), 0);
     fprintf(stderr, "issue 19.3, replies kept behind one owed: closed %lld, RSS %lld MiB, peak %lld MiB\n", closed,

@@ -193,20 +193,6 @@ END_TEST
 
 /* ---- 6b. batching on shared connections ---- */
 
-/* Counter `name` of keygate's INFO stats (answered by keygate itself). */
-static long long info_stat(redisContext *c, const char *name)
-{
-    redisReply *r = cmd(c, "INFO stats");
-    ck_assert_msg(r->type == REDIS_REPLY_STRING, "INFO stats: not a bulk string");
-    char key[64];
-    snprintf(key, sizeof key, "\r\n%s:", name);
-    const char *at = strstr(r->str, key);
-    ck_assert_msg(at != NULL, "INFO stats has no %s:\n%s", name, r->str);
-    long long v = atoll(at + strlen(key));
-    freeReplyObject(r);
-    return v;
-}
-
 /* A direct connection to backend running a script that keeps the server busy for ms
  * milliseconds (it reads and answers nothing meanwhile); its reply is the integer 1.
  * Returns once the script has started. */
@@ -234,7 +220,7 @@ START_TEST(test_requests_arriving_while_a_batch_is_in_flight_go_as_one_write)
     enum { CLIENTS = 10 };
     redisContext *info = client();
     redisContext *busy = busy_server("cache", 600);
-    long long writes_before = info_stat(info, "backend_writes");
+    long long writes_before = harness_must_info_stat(info, "backend_writes");
     redisContext *cs[CLIENTS];
     for (int k = 0; k < CLIENTS; k++) {
         cs[k] = client();
@@ -242,7 +228,7 @@ START_TEST(test_requests_arriving_while_a_batch_is_in_flight_go_as_one_write)
         send_appended(cs[k], "SET");
         sleep_ms(20);
     }
-    long long writes_sent = info_stat(info, "backend_writes") - writes_before;
+    long long writes_sent = harness_must_info_stat(info, "backend_writes") - writes_before;
     ck_assert_msg(writes_sent == 1, "while the server is busy: %lld writes, want 1", writes_sent);
     expect_int(next_reply(busy), 1, "the busy script");
     for (int k = 0; k < CLIENTS; k++) {
@@ -252,7 +238,7 @@ START_TEST(test_requests_arriving_while_a_batch_is_in_flight_go_as_one_write)
         expect_bulk(cmd(cs[k], "GET cache:t11:%d", k), want, "GET after the batch");
         redisFree(cs[k]);
     }
-    long long writes = info_stat(info, "backend_writes") - writes_before;
+    long long writes = harness_must_info_stat(info, "backend_writes") - writes_before;
     /* the two batch writes plus the 10 GETs, each alone on an idle connection */
     ck_assert_msg(writes == 2 + CLIENTS, "%d SETs and %d GETs took %lld writes, want %d", CLIENTS, CLIENTS, writes,
                   2 + CLIENTS);

@@ -76,19 +76,6 @@ static rlim_t keygate_set_nofile(rlim_t soft)
     return old.rlim_cur;
 }
 
-/* The counter `name` of keygate's INFO stats, read on c; -1 when INFO has no such line. */
-static long long info_stat(redisContext *c, const char *name)
-{
-    redisReply *r = cmd(c, "INFO stats");
-    ck_assert_msg(r->type == REDIS_REPLY_STRING, "INFO stats: %s", describe(r));
-    char key[80];
-    snprintf(key, sizeof key, "\n%s:", name);
-    const char *at = strstr(r->str, key);
-    long long v = at ? atoll(at + strlen(key)) : -1;
-    freeReplyObject(r);
-    return v;
-}
-
 /* How many times `needle` occurs in keygate's log. */
 static int log_count(const char *needle)
 {
@@ -103,12 +90,7 @@ static int log_count(const char *needle)
 /* A TCP connection to keygate (connect() completes in the kernel's backlog, accepted or not). */
 static int raw_connect(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)h.port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_msg(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect: %s", strerror(errno));
-    return fd;
+    return harness_tcp_connect(h.port);
 }
 
 /* A client that has PINGed keygate within timeout_ms of now, or NULL if none could. */
@@ -174,7 +156,7 @@ static void fd_exhaustion_episode(redisContext *kept, int episode, int threads)
     snprintf(val, sizeof val, "value-%d", episode);
     expect_status(cmd(kept, "SET %s %s", key, val), "OK", "SET while out of fds");
     expect_bulk(cmd(kept, "GET %s", key), val, "GET while out of fds");
-    long long paused = info_stat(kept, "accept_paused");
+    long long paused = harness_info_stat(kept, "accept_paused");
     ck_assert_msg(paused >= episode && paused <= episode * threads,
                   "INFO stats accept_paused is %lld after episode %d (%d threads)", paused, episode, threads);
     int logged = log_count(PAUSED_LOG);
@@ -224,23 +206,12 @@ START_TEST(test_issue12_fd_exhaustion_two_threads)
 }
 END_TEST
 
-/* A TCP connection to 127.0.0.1:port. */
-static int raw_connect_port(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_msg(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect: %s", strerror(errno));
-    return fd;
-}
-
 static int admin_port;
 
 /* GET /healthz on the admin port: 1 when an HTTP status line came back within timeout_ms. */
 static int admin_answers(int timeout_ms)
 {
-    int fd = raw_connect_port(admin_port);
+    int fd = harness_tcp_connect(admin_port);
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     const char req[] = "GET /healthz HTTP/1.0\r\n\r\n";
@@ -268,7 +239,7 @@ START_TEST(test_issue12_fd_exhaustion_admin_endpoint_does_not_spin)
     rlim_t old = keygate_set_nofile(3);
     int fds[EXTRA];
     for (int i = 0; i < EXTRA; i++) {
-        fds[i] = raw_connect_port(admin_port);
+        fds[i] = harness_tcp_connect(admin_port);
         ck_assert_int_eq(write(fds[i], "GET /metrics HTTP/1.0\r\n\r\n", 26), 26);
     }
     /* the admin listener tried to accept and paused */

@@ -464,19 +464,6 @@ START_TEST(test_mget_split_with_nulls)
 }
 END_TEST
 
-/* The backend's blocked_clients (its INFO clients). */
-static long long blocked_clients(const char *backend)
-{
-    redisContext *d = harness_must_direct(&h, backend);
-    redisReply *r = cmd(d, "INFO clients");
-    const char *at = r->type == REDIS_REPLY_STRING ? strstr(r->str, "blocked_clients:") : NULL;
-    ck_assert_msg(at != NULL, "%s: INFO clients: %s", backend, describe(r));
-    long long n = atoll(at + strlen("blocked_clients:"));
-    freeReplyObject(r);
-    redisFree(d);
-    return n;
-}
-
 /* A blocking pop that times out: RESP3's null, as Redis answers; the connection stays usable.
  * One that is served: Redis's bytes. */
 START_TEST(test_blocking_pop_timeout_is_null)
@@ -487,11 +474,12 @@ START_TEST(test_blocking_pop_timeout_is_null)
     direct_raw(&red, "durable", 1);
     SAME(&kg, &red, "_\r\n", "BLPOP", "q:r3f:none", "0.1");
     SAME(&kg, &red, "_\r\n", "BZPOPMIN", "q:r3f:none", "0.1");
-    long long blocked = blocked_clients("durable");
+    long long blocked = harness_blocked_clients(&h, "durable");
     raw_send(&kg, "BLPOP", "q:r3f:list", "5", NULL);
     /* the BLPOP blocks on durable before the RPUSH (else it would just pop, never block) */
     long long now = blocked;
-    for (long long end = now_ms() + 4000; now == blocked && now_ms() < end;) now = blocked_clients("durable");
+    for (long long end = now_ms() + 4000; now == blocked && now_ms() < end;)
+        now = harness_blocked_clients(&h, "durable");
     ck_assert_msg(now > blocked, "durable's blocked_clients stayed %lld for 4 s after the BLPOP was sent", now);
     raw_send(&other, "RPUSH", "q:r3f:list", "x", NULL);
     expect_raw(&other, ":1\r\n", "RPUSH");

@@ -54,19 +54,9 @@ static redisContext *login(void)
 }
 
 /* A plain socket to keygate. */
-static int raw_connect_to(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_msg(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect: %s", strerror(errno));
-    return fd;
-}
-
 static int raw_connect(void)
 {
-    return raw_connect_to(h.port);
+    return harness_tcp_connect(h.port);
 }
 
 /* Wait up to ms for fd to be closed by keygate (EOF); returns the ms it took, or -1. */
@@ -240,8 +230,8 @@ START_TEST(test_stalled_tls_handshake_is_closed_after_header_timeout)
              port, h.root, h.root);
     struct harness_opts o = {.extra_config = conf};
     ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart with a TLS listener: %s", h.error);
-    int silent = raw_connect_to(port); /* TCP up, no ClientHello */
-    int partial = raw_connect_to(port);
+    int silent = harness_tcp_connect(port); /* TCP up, no ClientHello */
+    int partial = harness_tcp_connect(port);
     send_all(partial, "\x16\x03\x01", 3); /* the first bytes of a TLS record, then nothing */
 
     SSL *ssl = harness_tls_client(&h, port, NULL);

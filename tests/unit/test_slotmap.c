@@ -796,28 +796,6 @@ START_TEST(not_redirects)
 }
 END_TEST
 
-START_TEST(retryable_replies)
-{
-    /* as real nodes sent them */
-    ck_assert(slotmap_is_retryable(BYTES("-TRYAGAIN Multiple keys request during rehashing of slot\r\n")));
-    ck_assert(slotmap_is_retryable(BYTES("-CLUSTERDOWN The cluster is down\r\n")));
-    ck_assert(slotmap_is_retryable(BYTES("-CLUSTERDOWN Hash slot not served\r\n")));
-    ck_assert(!slotmap_is_retryable(BYTES("-CROSSSLOT Keys in request don't hash to the same slot\r\n")));
-    ck_assert(!slotmap_is_retryable(BYTES("-MOVED 12182 127.0.0.1:17003\r\n")));
-    ck_assert(!slotmap_is_retryable(BYTES("-ASK 866 127.0.0.1:17002\r\n")));
-    /* the word, not a prefix of another */
-    ck_assert(slotmap_is_retryable(BYTES("-TRYAGAIN\r\n")));
-    ck_assert(slotmap_is_retryable(BYTES("-TRYAGAIN")));
-    ck_assert(!slotmap_is_retryable(BYTES("-TRYAGAINX\r\n")));
-    ck_assert(!slotmap_is_retryable(BYTES("-CLUSTERDOWNX\r\n")));
-    ck_assert(!slotmap_is_retryable(BYTES("-TRY")));
-    ck_assert(!slotmap_is_retryable(BYTES("-ERR TRYAGAIN\r\n")));
-    ck_assert(!slotmap_is_retryable(BYTES("+TRYAGAIN\r\n")));
-    ck_assert(!slotmap_is_retryable(BYTES("$9\r\nTRYAGAIN\r\n")));
-    ck_assert(!slotmap_is_retryable("", 0));
-}
-END_TEST
-
 START_TEST(set_owner_adds_and_reuses_nodes)
 {
     struct slotmap *m = map_new();
@@ -943,7 +921,6 @@ static Suite *slotmap_suite(void)
     TCase *redir = tcase_create("redirects");
     tcase_add_test(redir, redirects);
     tcase_add_test(redir, not_redirects);
-    tcase_add_test(redir, retryable_replies);
     tcase_add_test(redir, set_owner_adds_and_reuses_nodes);
     tcase_add_test(redir, set_owner_table_full);
     tcase_add_test(redir, scan_cursor_over_nodes);
