@@ -304,24 +304,21 @@ static int same_addr(const struct sentinel_addr *a, const struct sentinel_addr *
     return a->port == b->port && strcmp(a->host, b->host) == 0;
 }
 
-int sentinel_pick(const struct sentinel_master *answers, int n, long long min_epoch,
-                  const struct sentinel_addr *current)
+int sentinel_pick(const struct sentinel_master *answers, int n, long long min_epoch, int nconfigured)
 {
-    long long top = -1;
-    for (int i = 0; i < n; i++)
-        if (answers[i].config_epoch > top) top = answers[i].config_epoch;
-    if (top < min_epoch) return -1; /* every answer is behind what was followed */
     int best = -1, best_votes = 0;
+    long long best_epoch = -2;
     for (int i = 0; i < n; i++) {
-        if (answers[i].config_epoch != top) continue;
         int votes = 0;
         for (int j = 0; j < n; j++)
-            if (answers[j].config_epoch == top && same_addr(&answers[i].addr, &answers[j].addr)) votes++;
-        if (votes > best_votes) best = i, best_votes = votes;
+            if (answers[j].config_epoch == answers[i].config_epoch && same_addr(&answers[i].addr, &answers[j].addr))
+                votes++;
+        /* below the epoch followed: a sentinel that is behind, unless most of the deployment says it
+         * (an operator who removed and monitored the master again: its epoch starts over) */
+        if (answers[i].config_epoch < min_epoch && 2 * votes <= nconfigured) continue;
+        if (answers[i].config_epoch > best_epoch || (answers[i].config_epoch == best_epoch && votes > best_votes))
+            best = i, best_votes = votes, best_epoch = answers[i].config_epoch;
     }
-    /* the epoch followed now, naming another address: only a newer epoch moves it */
-    if (best >= 0 && current && current->port && top == min_epoch && !same_addr(&answers[best].addr, current))
-        return -1;
     return best;
 }
 

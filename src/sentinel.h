@@ -116,16 +116,16 @@ int sentinel_parse_master(const char *reply, size_t len, struct sentinel_master 
     __attribute__((warn_unused_result));
 
 /*
- * Which sentinel to follow, of the n that answered (answers[i]): Sentinel's own rule, the
- * configuration of the highest config-epoch wins; among answers of that epoch naming different
- * addresses, the one most of them name (the first on a tie). An answer whose epoch is below
- * min_epoch (the one followed last: a sentinel that is behind, on the minority side of a
- * partition) is never followed, nor one of min_epoch naming another address than current
- * (a newer epoch must name a switch back); current may be NULL (none followed yet). Returns
- * the index of the answer to follow, or -1 when none may be. Pure.
+ * Which sentinel to follow, of the n that answered (answers[i]; nconfigured sentinels are
+ * configured): Sentinel's own rule, the configuration of the highest config-epoch wins; among
+ * answers of that epoch naming different addresses, the one most of them name (the first on a
+ * tie). An answer whose epoch is below min_epoch (the one followed last) is a sentinel that is
+ * behind (the minority side of a partition, next to the old primary) and is never followed,
+ * unless more than half of the configured sentinels give that same answer (an operator removed
+ * and monitored the master again: its epoch starts over at 0). Returns the index of the answer
+ * to follow, or -1 when none may be. Pure.
  */
-int sentinel_pick(const struct sentinel_master *answers, int n, long long min_epoch,
-                  const struct sentinel_addr *current);
+int sentinel_pick(const struct sentinel_master *answers, int n, long long min_epoch, int nconfigured);
 
 /*
  * The reply of SENTINEL REPLICAS NAME (alias SLAVES): an array of flat maps (*2N [field,

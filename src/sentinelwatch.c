@@ -205,7 +205,7 @@ static int check(struct watch *wt)
     struct slotmap_node skip = wt->odown; /* a primary under +odown, or an old one during a failover */
     if (!skip.port && wt->failover_until > clock_mono_ms()) skip = now.primary;
     pthread_mutex_unlock(&state_lock);
-    struct slotmap_node p = now.primary; /* the one followed: another address needs a newer epoch */
+    struct slotmap_node p = now.primary;
     long long epoch = wt->epoch;
     int asked = 0;
     char err[1024];

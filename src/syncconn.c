@@ -440,12 +440,7 @@ int syncconn_sentinel_primary(const struct instance_conf *ic, int timeout_ms, st
         }
     }
     if (na == 0) return -1;
-    struct sentinel_addr cur = {.port = 0};
-    if (epoch && out->port) {
-        snprintf(cur.host, sizeof(cur.host), "%s", out->host);
-        cur.port = out->port;
-    }
-    int k = sentinel_pick(answers, na, epoch ? *epoch : -1, cur.port ? &cur : NULL);
+    int k = sentinel_pick(answers, na, epoch ? *epoch : -1, ic->nseeds);
     if (k < 0) {
         snprintf(err, errlen,
                  "the sentinels that answer are behind the configuration followed (config-epoch %lld): sentinel "

@@ -62,8 +62,7 @@ struct syncconn *syncconn_open_sentinel(const struct instance_conf *ic, int i, i
  * The primary of a sentinel instance: every sentinel is asked at once (SENTINEL MASTER
  * ic->master_name, a thread each), and the answer followed is sentinel_pick's: the highest
  * config-epoch, the address most sentinels of that epoch name; never an epoch below *epoch (the
- * one followed last), nor another address than *out at that same epoch (epoch NULL: no such
- * rule, *out is only written). Its node must answer ROLE as a primary (the data nodes' options).
+ * one followed last) unless most of the configured sentinels say it (epoch NULL: no such rule). Its node must answer ROLE as a primary (the data nodes' options).
  * Every read and write, with the sentinels and the node, is bounded by timeout_ms (a frozen
  * node or sentinel does not hold the caller for SYNCCONN_IO_TIMEOUT_MS). An address equal to
  * not_this (may be NULL: a primary the caller knows is down) is not taken. 0 with *out and

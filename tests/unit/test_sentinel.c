@@ -64,32 +64,36 @@ static struct sentinel_master answer(const char *host, int port, long long epoch
     return m;
 }
 
-/* sentinel_pick: the highest config-epoch wins, then the most named address; never an epoch
- * below the one followed, nor another address at the same epoch */
+/* sentinel_pick: the highest config-epoch wins, then the most named address; an epoch below the
+ * one followed only when most of the configured sentinels say it */
 START_TEST(pick_rule)
 {
     struct sentinel_master a[4];
-    struct sentinel_addr old = {"10.0.0.1", 6379};
     /* a stale sentinel first: the old primary at epoch 3; two others name the new one at epoch 4 */
     a[0] = answer("10.0.0.1", 6379, 3), a[1] = answer("10.0.0.2", 6379, 4), a[2] = answer("10.0.0.2", 6379, 4);
-    ck_assert_int_eq(sentinel_pick(a, 3, 3, &old), 1);
+    ck_assert_int_eq(sentinel_pick(a, 3, 3, 3), 1);
+    ck_assert_int_eq(sentinel_pick(a, 3, -1, 3), 1);
     /* only the stale one answers, once epoch 4 was followed: nothing to follow */
-    struct sentinel_addr now = {"10.0.0.2", 6379};
-    ck_assert_int_eq(sentinel_pick(a, 1, 4, &now), -1);
+    ck_assert_int_eq(sentinel_pick(a, 1, 4, 3), -1);
     /* ... and before anything was followed, it is all there is */
-    ck_assert_int_eq(sentinel_pick(a, 1, -1, NULL), 0);
-    /* the epoch followed, naming another address: not followed back without a newer epoch */
-    a[0] = answer("10.0.0.1", 6379, 4);
-    ck_assert_int_eq(sentinel_pick(a, 1, 4, &now), -1);
-    ck_assert_int_eq(sentinel_pick(a, 3, 4, &now), 1); /* most of epoch 4 name the one followed */
+    ck_assert_int_eq(sentinel_pick(a, 1, -1, 3), 0);
+    /* the master removed and monitored again: epoch 0 everywhere, another address; most of the
+     * configured sentinels say it (2 of 3), so it is followed; one of 3 is not enough */
+    a[0] = answer("10.0.0.9", 6379, 0), a[1] = answer("10.0.0.9", 6379, 0);
+    ck_assert_int_eq(sentinel_pick(a, 2, 4, 3), 0);
+    ck_assert_int_eq(sentinel_pick(a, 1, 4, 3), -1);
+    ck_assert_int_eq(sentinel_pick(a, 1, 4, 1), 0); /* the only sentinel configured */
+    /* the epoch followed, naming another address (a reconfiguration at the same epoch): followed */
+    a[0] = answer("10.0.0.7", 6379, 4);
+    ck_assert_int_eq(sentinel_pick(a, 1, 4, 3), 0);
     /* one epoch, two addresses: the most named; a tie goes to the first */
     a[0] = answer("h1", 1, 7), a[1] = answer("h2", 2, 7), a[2] = answer("h2", 2, 7), a[3] = answer("h1", 1, 7);
-    ck_assert_int_eq(sentinel_pick(a, 3, -1, NULL), 1);
-    ck_assert_int_eq(sentinel_pick(a, 4, -1, NULL), 0);
+    ck_assert_int_eq(sentinel_pick(a, 3, -1, 4), 1);
+    ck_assert_int_eq(sentinel_pick(a, 4, -1, 4), 0);
     /* no epoch in the answers (-1): followed when nothing newer was */
     a[0] = answer("h1", 1, -1);
-    ck_assert_int_eq(sentinel_pick(a, 1, -1, NULL), 0);
-    ck_assert_int_eq(sentinel_pick(a, 0, -1, NULL), -1);
+    ck_assert_int_eq(sentinel_pick(a, 1, -1, 1), 0);
+    ck_assert_int_eq(sentinel_pick(a, 0, -1, 1), -1);
 }
 END_TEST
 
