@@ -277,3 +277,32 @@ int nccore_id_parse(const char *s, size_t len, struct nc_id *out)
     *out = id;
     return 0;
 }
+
+/* ---- the stream reader's rules ---- */
+
+enum nc_stream_verdict nccore_stream_verdict(struct nc_stream_pos *pos, const struct nc_stream_info *in)
+{
+    static const struct nc_id zero = {0, 0};
+    if (in->kind == NC_INFO_WRONGTYPE) return NC_STREAM_BROKEN;
+    if (in->kind == NC_INFO_ABSENT) {
+        enum nc_stream_verdict v = !pos->has_read                          ? NC_STREAM_RESET
+                                   : nccore_id_cmp(pos->cursor, zero) != 0 ? NC_STREAM_GAP
+                                                                           : NC_STREAM_NONE;
+        *pos = (struct nc_stream_pos){.cursor = zero, .seen_added = 0, .has_read = 1};
+        return v;
+    }
+    int lost = pos->has_read && (nccore_id_cmp(in->last, pos->cursor) < 0 || in->added < pos->seen_added ||
+                                 nccore_id_cmp(in->maxdel, pos->cursor) > 0);
+    if (pos->has_read && !lost) return NC_STREAM_APPLY;
+    /* this read's entries are at or below the last id: not applied */
+    *pos = (struct nc_stream_pos){.cursor = in->last, .seen_added = in->added, .has_read = 1};
+    return lost ? NC_STREAM_GAP : NC_STREAM_RESET;
+}
+
+int nccore_stream_counts_differ(struct nc_stream_pos *pos, const struct nc_stream_info *in)
+{
+    if (pos->seen_added == in->added) return 0;
+    pos->cursor = in->last;
+    pos->seen_added = in->added;
+    return 1;
+}

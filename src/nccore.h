@@ -141,4 +141,50 @@ static inline int nccore_id_cmp(struct nc_id a, struct nc_id b)
     return a.seq < b.seq ? -1 : a.seq > b.seq;
 }
 
+/* ---- the stream reader's rules (pure: the reader thread runs them on each read) ---- */
+
+/* What a reader has applied of its instance's stream. */
+struct nc_stream_pos {
+    struct nc_id cursor;  /* the last entry applied */
+    long long seen_added; /* the stream's entries-added those entries account for */
+    int has_read;         /* read once since the reader (re)started */
+};
+
+/* One read's XINFO STREAM, as the rules need it. */
+enum nc_info_kind { NC_INFO_STREAM = 0, NC_INFO_ABSENT, NC_INFO_WRONGTYPE };
+struct nc_stream_info {
+    enum nc_info_kind kind;
+    struct nc_id last;   /* last-generated-id */
+    struct nc_id maxdel; /* max-deleted-entry-id */
+    long long added;     /* entries-added */
+};
+
+enum nc_stream_verdict {
+    NC_STREAM_APPLY,  /* apply this read's entries from the cursor, then nccore_stream_counts_differ */
+    NC_STREAM_NONE,   /* no stream, and none was read: nothing to apply, nothing lost */
+    NC_STREAM_RESET,  /* the first read: flush what was filled before it; the cursor is the last id */
+    NC_STREAM_GAP,    /* entries this reader had not applied are gone: flush; the cursor is the last id */
+    NC_STREAM_BROKEN, /* the key holds another type: flush, serve nothing, a gap every time */
+};
+
+/*
+ * The verdict of one read against what the reader applied, with *pos moved as it says:
+ *   first read since (re)start        RESET (a stream that does not exist yet: cursor 0)
+ *   no such key                       NONE while nothing was ever applied (cursor 0: a new
+ *                                     deployment; it is read from its start once it appears),
+ *                                     else GAP (it was deleted)
+ *   another type                      BROKEN (pos unchanged)
+ *   last-generated-id < cursor,       GAP: made again since, or entries above the cursor
+ *   entries-added < seen, or          deleted before they were read
+ *   max-deleted-entry-id > cursor
+ *   else                              APPLY (trimmed entries that were all read are no gap)
+ */
+enum nc_stream_verdict nccore_stream_verdict(struct nc_stream_pos *pos, const struct nc_stream_info *in);
+
+/* After an APPLY read that found the stream caught up, every entry applied (each moved
+ * pos->cursor and pos->seen_added): 1 when entries-added says more were added than the reader
+ * saw (entries vanished: the stream was made again with as many): a gap, *pos moved to in's
+ * last id; else 0. */
+int nccore_stream_counts_differ(struct nc_stream_pos *pos, const struct nc_stream_info *in);
+
 #endif

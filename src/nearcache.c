@@ -34,15 +34,13 @@ struct nc_slot {
 /*
  * An instance's invalidation stream (one per instance holding a followed namespace; every
  * near-cache write on the instance XADDs to it, its entries carry the key) and its reader's
- * state. Only the reader thread touches the cursor, the count and has_read.
+ * state. Only the reader thread touches pos.
  */
 struct nc_stream {
     char *key, *markers, *writers;
     int instance;
-    struct nc_id cursor;  /* the last entry applied */
-    long long seen_added; /* entries-added the applied entries account for (XINFO STREAM) */
-    struct nc_id blocked; /* the last entry a blocking read returned (evicted before it is applied) */
-    int has_read;         /* read once since the reader (re)started: else its first read resets */
+    struct nc_stream_pos pos; /* what the reader applied (nccore_stream_verdict's rules) */
+    struct nc_id blocked;     /* the last entry a blocking read returned (evicted before it is applied) */
     /* atomic, monotonic ms: entries are served only before this. A read that found the stream
      * caught up vouches for NC_VOUCH_MS counted from when it was SENT (what it saw is at least
      * that recent, however slow the link); 0 when the connection is lost. The worker judges it
@@ -756,7 +754,7 @@ static redisReply *nc_command(struct syncconn *conn, int argc, const char **argv
 static int nc_append_xread(struct syncconn *conn, const struct nc_stream *st, int block)
 {
     char id[48];
-    nc_id_format(st->cursor, id, sizeof(id));
+    nc_id_format(st->pos.cursor, id, sizeof(id));
     if (block) {
         const char *argv[] = {"XREAD", "BLOCK", NC_BLOCK_MS, "COUNT", "100", "STREAMS", st->key, id};
         return nc_append(conn, 8, argv);
@@ -771,7 +769,7 @@ static int nc_append_xread(struct syncconn *conn, const struct nc_stream *st, in
 static int nc_markers_write(struct nearcache *nc, struct syncconn *conn, const struct nc_stream *st)
 {
     char id[48], val[96], ms[32];
-    nc_id_format(st->cursor, id, sizeof(id));
+    nc_id_format(st->pos.cursor, id, sizeof(id));
     int64_t now = clock_wall_ms();
     snprintf(val, sizeof(val), "%s %lld", id, (long long)now);
     snprintf(ms, sizeof(ms), "%lld\n", (long long)now);
@@ -904,24 +902,15 @@ static void nc_log_gap(const struct nearcache *nc, const struct nc_stream *st, i
  * One read of the stream: MULTI / XINFO STREAM / XREAD COUNT 100 / EXEC, so the gap check and
  * the entries describe the same moment. Posts resets, entries. Returns 1 when more entries are
  * waiting, 0 when caught up (*vouch: whether the read may vouch: not when the stream key holds
- * another type), -1 on a connection error.
- *
- * What the stream says, against what this reader has applied (cursor, seen_added):
- *   first read since (re)start    reset: flush, cursor = last id (nothing cached predates it)
- *   no such key                   fine while nothing was ever read (cursor 0); else it was
- *                                 deleted: a gap
- *   another type                  a gap every time, and no vouch: nothing is served
- *   last-generated-id < cursor,   made again since, or entries above the cursor deleted
- *   entries-added < seen, or      before they were read: a gap
- *   max-deleted-entry-id > cursor
- *   caught up and seen != added   entries vanished (made again with as many): a gap
- * A gap flushes the instance's namespaces and moves the cursor to the last id.
+ * another type), -1 on a connection error. What the stream says against what this reader has
+ * applied is nccore_stream_verdict's (nccore.h: reset, gap, broken, apply); a reset or a gap
+ * flushes the instance's namespaces.
  */
 static int nc_read_once(struct nearcache *nc, struct syncconn *conn, struct nc_stream *st, int si, int *vouch)
 {
-    const char *multi[] = {"MULTI"}, *exec[] = {"EXEC"}, *info[] = {"XINFO", "STREAM", st->key};
+    const char *multi[] = {"MULTI"}, *exec[] = {"EXEC"}, *xinfo[] = {"XINFO", "STREAM", st->key};
     *vouch = 0;
-    if (nc_append(conn, 1, multi) != 0 || nc_append(conn, 3, info) != 0 || nc_append_xread(conn, st, 0) != 0 ||
+    if (nc_append(conn, 1, multi) != 0 || nc_append(conn, 3, xinfo) != 0 || nc_append_xread(conn, st, 0) != 0 ||
         nc_append(conn, 1, exec) != 0 || syncconn_flush(conn) != 0)
         return -1;
     for (int k = 0; k < 3; k++) { /* +OK, +QUEUED, +QUEUED */
@@ -939,71 +928,76 @@ static int nc_read_once(struct nearcache *nc, struct syncconn *conn, struct nc_s
     }
     struct nc_msg *batch = NULL;
     size_t nb = 0, cap = 0;
-    const struct nc_msg reset = {.kind = NC_MSG_RESET, .cause = NC_EVICT_RESET, .target = (uint32_t)si},
-                        gap = {.kind = NC_MSG_RESET, .cause = NC_EVICT_GAP, .target = (uint32_t)si};
     const redisReply *in = r->element[0], *x = r->element[1];
+    struct nc_stream_info info = {.kind = NC_INFO_STREAM};
+    if (in->type == REDIS_REPLY_ERROR && strncmp(in->str, "WRONGTYPE", 9) == 0)
+        info.kind = NC_INFO_WRONGTYPE;
+    else if (in->type == REDIS_REPLY_ERROR || !nc_is_array(in)) /* no such key */
+        info.kind = NC_INFO_ABSENT;
+    if (info.kind == NC_INFO_STREAM) {
+        info.last = nc_field_id(in, "last-generated-id");
+        info.maxdel = nc_field_id(in, "max-deleted-entry-id");
+        const redisReply *ea = nc_field(in, "entries-added");
+        info.added = ea && ea->type == REDIS_REPLY_INTEGER ? ea->integer : 0;
+    }
     int more = 0;
     *vouch = 1;
-    if (in->type == REDIS_REPLY_ERROR && strncmp(in->str, "WRONGTYPE", 9) == 0) {
+    enum nc_stream_verdict v = nccore_stream_verdict(&st->pos, &info);
+    switch (v) {
+    case NC_STREAM_BROKEN:
         nc_log_gap(nc, st, si, "the key is not a stream: nothing is served until it is deleted");
-        nc_batch_add(&batch, &nb, &cap, gap);
         *vouch = 0;
-    } else if (in->type == REDIS_REPLY_ERROR || !nc_is_array(in)) { /* no such key */
-        if (!st->has_read || nccore_id_cmp(st->cursor, (struct nc_id){0, 0}) != 0) {
-            if (st->has_read) nc_log_gap(nc, st, si, "it was deleted");
-            nc_batch_add(&batch, &nb, &cap, st->has_read ? gap : reset);
-        }
-        st->cursor = (struct nc_id){0, 0};
-        st->seen_added = 0;
-        st->has_read = 1;
-    } else {
-        struct nc_id last = nc_field_id(in, "last-generated-id"), maxdel = nc_field_id(in, "max-deleted-entry-id");
-        const redisReply *ea = nc_field(in, "entries-added");
-        long long added = ea && ea->type == REDIS_REPLY_INTEGER ? ea->integer : 0;
-        int lost = st->has_read && (nccore_id_cmp(last, st->cursor) < 0 || added < st->seen_added ||
-                                    nccore_id_cmp(maxdel, st->cursor) > 0);
-        if (!st->has_read || lost) {
-            if (lost) nc_log_gap(nc, st, si, "entries this keygate had not read were deleted, or it was made again");
-            nc_batch_add(&batch, &nb, &cap, lost ? gap : reset);
-            st->cursor = last;
-            st->seen_added = added;
-            st->has_read = 1; /* this read's entries are at or below the last id: not applied */
-        } else {
-            size_t got = 0;
-            const redisReply *es = nc_xread_entries(x);
-            for (size_t j = 0; es && j < es->elements; j++) {
-                struct nc_id id;
-                const redisReply *fv = nc_entry(es->element[j], &id);
-                if (!fv) continue;
-                got++;
-                st->cursor = id;
-                st->seen_added++;
-                int any = 0;
-                for (size_t f = 0; nc_is_array(fv) && f + 1 < fv->elements; f += 2) {
-                    if (fv->element[f]->type != REDIS_REPLY_STRING || strcmp(fv->element[f]->str, "k") != 0) continue;
-                    const redisReply *key = fv->element[f + 1];
-                    nc_batch_add(&batch, &nb, &cap,
-                                 (struct nc_msg){.kind = NC_MSG_ENTRY,
-                                                 .lagged = nccore_id_cmp(id, st->blocked) > 0,
-                                                 .target = (uint32_t)si,
-                                                 .id = id,
-                                                 .key = key->str,
-                                                 .key_len = key->len});
-                    any = 1;
-                }
-                if (!any) /* an entry without a k field still moves the cursor (nothing to evict) */
-                    nc_batch_add(&batch, &nb, &cap,
-                                 (struct nc_msg){.kind = NC_MSG_ENTRY, .target = (uint32_t)si, .id = id, .key = ""});
+        break;
+    case NC_STREAM_GAP:
+        nc_log_gap(nc, st, si,
+                   info.kind == NC_INFO_ABSENT
+                       ? "it was deleted"
+                       : "entries this keygate had not read were deleted, or it was made again");
+        break;
+    case NC_STREAM_RESET:
+    case NC_STREAM_NONE:
+        break;
+    case NC_STREAM_APPLY: {
+        size_t got = 0;
+        const redisReply *es = nc_xread_entries(x);
+        for (size_t j = 0; es && j < es->elements; j++) {
+            struct nc_id id;
+            const redisReply *fv = nc_entry(es->element[j], &id);
+            if (!fv) continue;
+            got++;
+            st->pos.cursor = id;
+            st->pos.seen_added++;
+            int any = 0;
+            for (size_t f = 0; nc_is_array(fv) && f + 1 < fv->elements; f += 2) {
+                if (fv->element[f]->type != REDIS_REPLY_STRING || strcmp(fv->element[f]->str, "k") != 0) continue;
+                const redisReply *key = fv->element[f + 1];
+                nc_batch_add(&batch, &nb, &cap,
+                             (struct nc_msg){.kind = NC_MSG_ENTRY,
+                                             .lagged = nccore_id_cmp(id, st->blocked) > 0,
+                                             .target = (uint32_t)si,
+                                             .id = id,
+                                             .key = key->str,
+                                             .key_len = key->len});
+                any = 1;
             }
-            more = got >= 100;
-            if (!more && st->seen_added != added) { /* vanished entries: the stream is not the one read */
-                nc_log_gap(nc, st, si, "its entries-added count differs from the entries read: made again");
-                nc_batch_add(&batch, &nb, &cap, gap);
-                st->cursor = last;
-                st->seen_added = added;
-            }
+            if (!any) /* an entry without a k field still moves the cursor (nothing to evict) */
+                nc_batch_add(&batch, &nb, &cap,
+                             (struct nc_msg){.kind = NC_MSG_ENTRY, .target = (uint32_t)si, .id = id, .key = ""});
         }
+        more = got >= 100;
+        if (!more && nccore_stream_counts_differ(&st->pos, &info)) {
+            nc_log_gap(nc, st, si, "its entries-added count differs from the entries read: made again");
+            v = NC_STREAM_GAP;
+        }
+        break;
     }
+    }
+    /* the flush: alone in the batch, or after the entries of a read whose counts did not add up */
+    if (v == NC_STREAM_RESET || v == NC_STREAM_GAP || v == NC_STREAM_BROKEN)
+        nc_batch_add(&batch, &nb, &cap,
+                     (struct nc_msg){.kind = NC_MSG_RESET,
+                                     .cause = v == NC_STREAM_RESET ? NC_EVICT_RESET : NC_EVICT_GAP,
+                                     .target = (uint32_t)si});
     nc_post(nc, batch, nb); /* copies the keys: the reply is freed below */
     free(batch);
     freeReplyObject(r);
@@ -1141,7 +1135,7 @@ static struct syncconn *nc_open_primary(struct nearcache *nc, struct nc_reader *
                   "near cache: instance '%s' has a new primary %s:%d (was %s:%d): its namespaces are flushed and "
                   "read from the new primary's stream",
                   rd->conf.name, ws.primary.host, ws.primary.port, last->node.host, last->node.port);
-        st->has_read = 0; /* the first read resets */
+        st->pos.has_read = 0; /* the first read resets */
     }
     last->node = ws.primary;
     snprintf(last->replid, sizeof(last->replid), "%s", replid);

@@ -177,6 +177,65 @@ static void expect_render(const char *want, const char *cmd, const struct nc_val
     free(got);
 }
 
+static struct nc_stream_info stream_info(uint64_t last, uint64_t maxdel, long long added)
+{
+    return (struct nc_stream_info){.kind = NC_INFO_STREAM, .last = {last, 0}, .maxdel = {maxdel, 0}, .added = added};
+}
+
+/* The reader's rules, row by row: what one read of the stream says against what was applied. */
+START_TEST(stream_verdict_rows)
+{
+    struct nc_stream_pos pos = {0};
+    struct nc_stream_info absent = {.kind = NC_INFO_ABSENT}, wrong = {.kind = NC_INFO_WRONGTYPE};
+    /* a new deployment: no stream yet; the first read resets (fills made before it go), then nothing */
+    ck_assert_int_eq(nccore_stream_verdict(&pos, &absent), NC_STREAM_RESET);
+    ck_assert_int_eq(pos.has_read, 1);
+    ck_assert_int_eq(nccore_stream_verdict(&pos, &absent), NC_STREAM_NONE);
+    /* the stream appears: read from its start (the first entry is applied, not skipped) */
+    struct nc_stream_info one = stream_info(100, 0, 1);
+    ck_assert_int_eq(nccore_stream_verdict(&pos, &one), NC_STREAM_APPLY);
+    ck_assert_uint_eq(pos.cursor.ms, 0);
+    pos.cursor = (struct nc_id){100, 0}, pos.seen_added = 1; /* the caller applied entry 100 */
+    ck_assert_int_eq(nccore_stream_counts_differ(&pos, &one), 0);
+    /* deleted after it was read: a gap, the cursor back to 0 (read from the start when made again) */
+    ck_assert_int_eq(nccore_stream_verdict(&pos, &absent), NC_STREAM_GAP);
+    ck_assert_uint_eq(pos.cursor.ms, 0);
+    ck_assert_int_eq(pos.seen_added, 0);
+    /* a reader starting on a stream with entries: reset, the cursor at its last id */
+    struct nc_stream_pos fresh = {0};
+    struct nc_stream_info busy = stream_info(500, 400, 50);
+    ck_assert_int_eq(nccore_stream_verdict(&fresh, &busy), NC_STREAM_RESET);
+    ck_assert_uint_eq(fresh.cursor.ms, 500);
+    ck_assert_int_eq(fresh.seen_added, 50);
+    /* trimmed entries that were all read (max deleted at or below the cursor): no gap */
+    struct nc_stream_info trimmed = stream_info(600, 500, 51);
+    ck_assert_int_eq(nccore_stream_verdict(&fresh, &trimmed), NC_STREAM_APPLY);
+    /* an entry above the cursor deleted before it was read: a gap */
+    struct nc_stream_info lost = stream_info(700, 550, 52);
+    ck_assert_int_eq(nccore_stream_verdict(&fresh, &lost), NC_STREAM_GAP);
+    ck_assert_uint_eq(fresh.cursor.ms, 700);
+    ck_assert_int_eq(fresh.seen_added, 52);
+    /* made again with lower ids, or fewer entries added than were read: a gap */
+    struct nc_stream_info lower = stream_info(10, 0, 1);
+    ck_assert_int_eq(nccore_stream_verdict(&fresh, &lower), NC_STREAM_GAP);
+    struct nc_stream_pos ahead = {.cursor = {100, 0}, .seen_added = 9, .has_read = 1};
+    struct nc_stream_info fewer = stream_info(200, 0, 3);
+    ck_assert_int_eq(nccore_stream_verdict(&ahead, &fewer), NC_STREAM_GAP);
+    /* made again with as many entries and higher ids: the counts do not add up once caught up */
+    struct nc_stream_pos p2 = {.cursor = {100, 0}, .seen_added = 1, .has_read = 1};
+    struct nc_stream_info again = stream_info(300, 0, 1);
+    ck_assert_int_eq(nccore_stream_verdict(&p2, &again), NC_STREAM_APPLY);
+    p2.cursor = (struct nc_id){300, 0}, p2.seen_added = 2; /* its one entry applied */
+    ck_assert_int_eq(nccore_stream_counts_differ(&p2, &again), 1);
+    ck_assert_int_eq(p2.seen_added, 1);
+    /* another type: broken every time, nothing moved */
+    struct nc_stream_pos p3 = {.cursor = {100, 0}, .seen_added = 5, .has_read = 1};
+    ck_assert_int_eq(nccore_stream_verdict(&p3, &wrong), NC_STREAM_BROKEN);
+    ck_assert_int_eq(nccore_stream_verdict(&p3, &wrong), NC_STREAM_BROKEN);
+    ck_assert_uint_eq(p3.cursor.ms, 100);
+}
+END_TEST
+
 START_TEST(fill_parse_and_render)
 {
     struct bytebuf val = {0};
@@ -255,6 +314,7 @@ int main(void)
     tcase_add_test(tc, core_race_rule_stream_cursor);
     tcase_add_test(tc, core_local_write_and_flush);
     tcase_add_test(tc, core_ids);
+    tcase_add_test(tc, stream_verdict_rows);
     tcase_add_test(tc, fill_parse_and_render);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
