@@ -84,6 +84,10 @@ enum nc_type {
  * the reply says so with a fourth element, the count: a miss never costs Redis much more than
  * the read it stands for.
  */
+/* The most members or fields a mode 'm' fill names (the script unpacks them: Lua's stack takes
+ * some 8,000); a command naming more is filled in mode 'a', whole. */
+#define NCPOLICY_FILL_MAX_NAMED 1000
+
 #define NCPOLICY_FILL_SCRIPT                                                                                           \
     "#!lua flags=no-writes,allow-oom\n"                                                                                \
     "local k = KEYS[1]\n"                                                                                              \

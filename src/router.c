@@ -915,6 +915,8 @@ void router_forward_fill(struct client *c, struct backend *b, struct request *re
         return;
     }
     char mode = nearcache_fill_mode(req);
+    /* a command naming more members or fields than Lua's unpack takes reads the whole value */
+    if (mode == 'm' && c->parser.argc > 2 + NCPOLICY_FILL_MAX_NAMED) mode = 'a';
     write_fill(backend_stage(b), nearcache_fill_limit(req), mode, c, frame, resp_arg_ptr(&c->parser, frame, 1),
                c->parser.args[1].len, 2, mode == 'm' ? c->parser.argc : 0);
     route_expect(b, req, ROUTE_FILL, 0);

@@ -1037,6 +1037,24 @@ START_TEST(fill_of_a_large_value_reads_only_what_the_command_needs)
     redisReply *all = cmd(c, "HGETALL u:bigh");
     ck_assert_msg(all->type == REDIS_REPLY_ARRAY && all->elements == 2 * FIELDS, "HGETALL: %s", describe(all));
     freeReplyObject(all);
+    /* more fields named than the fill script may unpack (Lua's stack): answered as Redis does */
+    expect_int(cmd(c, "HSET u:bigh f3 changed"), 0, "a write: the key is evicted");
+    enum { NAMED = 9000 };
+    static char names[NAMED][16];
+    static const char *argv[NAMED + 2];
+    static size_t argvlen[NAMED + 2];
+    argv[0] = "HMGET", argv[1] = "u:bigh";
+    for (int i = 0; i < NAMED; i++) {
+        snprintf(names[i], sizeof names[i], "f%d", i);
+        argv[i + 2] = names[i];
+    }
+    for (int i = 0; i < NAMED + 2; i++) argvlen[i] = strlen(argv[i]);
+    redisReply *many = redisCommandArgv(c, NAMED + 2, argv, argvlen);
+    ck_assert_msg(many && many->type == REDIS_REPLY_ARRAY && many->elements == NAMED, "HMGET of %d fields: %s", NAMED,
+                  describe(many));
+    ck_assert_str_eq(many->element[3]->str, "changed");
+    ck_assert_str_eq(many->element[4]->str, "value-4-" PAD64);
+    freeReplyObject(many);
     expect_int(cmd(c, "DEL u:bigh"), 1, "clean-up");
     redisFree(d);
     redisFree(c);
@@ -1163,7 +1181,17 @@ START_TEST(first_invalidation_of_a_new_or_deleted_stream_reaches_b)
     expect_status(cmd(a, "SET u:fresh v1"), "OK", "the namespace's first write: it makes the stream");
     read_until(b, "u:fresh", "v1", NULL, 2000);
     wait_hit(b, "u:", "u:fresh");
+    int gaps = peer_gap_lines();
+    ck_assert_int_ge(gaps, 0);
     expect_int(cmd(d, "DEL %s", U_STREAM), 1, "the stream deleted");
+    /* B's reader sees it missing (its blocking read wakes every 200 ms) before the next write
+     * makes it again: a stream deleted and made again within one millisecond with as many
+     * entries cannot be told from the old one (docs/guide.md, "What it does not cover") */
+    end = now_ms() + 5000;
+    while (peer_gap_lines() <= gaps) {
+        ck_assert_msg(now_ms() < end, "B's reader did not see the deleted stream within 5 s");
+        sleep_ms(10);
+    }
     expect_status(cmd(a, "SET u:fresh v2"), "OK", "the first write after the stream was deleted");
     read_until(b, "u:fresh", "v2", "v1", 2000);
     freeReplyObject(cmd(a, "DEL u:fresh"));
