@@ -359,23 +359,32 @@ static void nc_record(struct bytebuf *b, uint32_t slot, const char *key, size_t 
  * after the acknowledgement. */
 static void nc_evict_records(struct nc_worker *nw, const char *p, size_t n, int others)
 {
+    struct nc_msg stack_msgs[8], *msgs = stack_msgs;
+    size_t nmsgs = 0, cap = sizeof(stack_msgs) / sizeof(stack_msgs[0]);
+    others = others && nw->nc->nworkers > 1;
     size_t pos = 0;
     while (pos < n) {
         uint32_t slot, len;
         memcpy(&slot, p + pos, sizeof(slot));
         memcpy(&len, p + pos + 4, sizeof(len));
         nccore_local_write(&nw->cache, slot, p + pos + 8, len);
-        if (others && nw->nc->nworkers > 1) {
-            struct nc_msg m = {.kind = NC_MSG_EVICT,
-                               .cause = NC_EVICT_WRITE,
-                               .target = (uint32_t)nw->nc->slots[slot].stream,
-                               .key = (char *)(p + pos + 8),
-                               .key_len = len};
-            for (int k = 0; k < nw->nc->nworkers; k++)
-                if (k != nw->index) nc_post_one(nw->nc, k, &m, 1);
+        if (others) {
+            if (nmsgs == cap) {
+                cap *= 2;
+                msgs = msgs == stack_msgs ? memcpy(xmalloc(cap * sizeof(*msgs)), stack_msgs, sizeof(stack_msgs))
+                                          : xrealloc(msgs, cap * sizeof(*msgs));
+            }
+            msgs[nmsgs++] = (struct nc_msg){.kind = NC_MSG_EVICT,
+                                            .cause = NC_EVICT_WRITE,
+                                            .target = (uint32_t)nw->nc->slots[slot].stream,
+                                            .key = (char *)(p + pos + 8),
+                                            .key_len = len};
         }
         pos += 8 + len;
     }
+    for (int k = 0; nmsgs && k < nw->nc->nworkers; k++) /* one post (one wake-up) per other worker */
+        if (k != nw->index) nc_post_one(nw->nc, k, msgs, nmsgs);
+    if (msgs != stack_msgs) free(msgs);
 }
 
 /* The records of plan's invalidations whose namespace is followed, appended to b. */
@@ -447,16 +456,13 @@ static enum nearcache_verdict nc_try_mget(struct nc_worker *nw, struct client *c
 {
     size_t n = pr->argc - 1;
     struct nc_value stack_vals[16];
-    int stack_slots[16];
     struct nc_value *vals = n <= 16 ? stack_vals : xmalloc(n * sizeof(*vals));
-    int *slots = n <= 16 ? stack_slots : xmalloc(n * sizeof(*slots));
     size_t missing = 0, missing_bytes = 0, uncacheable = 0;
     /* one namespace (the caller's check): vouched for once, BEFORE any entry is looked at: the
      * vouch drains the inbox, which may free entries (vals[] points into them) */
     int slot = nc_slot_for(nw, plan->ns);
     int vouched = slot >= 0 && nc_vouched(nw, slot) && nw->cache.ns[slot].serving;
     for (size_t i = 0; i < n; i++) {
-        slots[i] = slot;
         struct nc_entry *ent =
             vouched ? nccore_peek(&nw->cache, (uint32_t)slot, pr->argv[i + 1], pr->argvlen[i + 1], c->now_ms) : NULL;
         if (ent && ent->type != NC_T_BIG)
@@ -469,7 +475,7 @@ static enum nearcache_verdict nc_try_mget(struct nc_worker *nw, struct client *c
     enum nearcache_verdict v = NEARCACHE_PASS;
     if (missing == 0 && uncacheable == 0) {
         for (size_t i = 0; i < n; i++) /* counted as hits, made the most recent */
-            (void)nccore_find(&nw->cache, (uint32_t)slots[i], pr->argv[i + 1], pr->argvlen[i + 1], c->now_ms);
+            (void)nccore_find(&nw->cache, (uint32_t)slot, pr->argv[i + 1], pr->argvlen[i + 1], c->now_ms);
         nw->out.len = 0;
         ncpolicy_render_mget(vals, n, c->resp3, &nw->out);
         request_complete(req, nw->out.p, nw->out.len);
@@ -486,9 +492,9 @@ static enum nearcache_verdict nc_try_mget(struct nc_worker *nw, struct client *c
         char *p = pf->data + missing * sizeof(struct nc_prefetch_key);
         for (size_t i = 0; i < n && pf->n < missing; i++) {
             if (vals[i].type != UINT8_MAX) continue;
-            nw->cache.ns[slots[i]].misses++;
+            nw->cache.ns[slot].misses++;
             struct nc_prefetch_key *k = &pf->keys[pf->n++];
-            k->ticket = nccore_ticket(&nw->cache, (uint32_t)slots[i]);
+            k->ticket = nccore_ticket(&nw->cache, (uint32_t)slot);
             k->off = (size_t)(p - pf->data);
             k->len = pr->argvlen[i + 1];
             memcpy(p, pr->argv[i + 1], k->len);
@@ -499,7 +505,6 @@ static enum nearcache_verdict nc_try_mget(struct nc_worker *nw, struct client *c
         v = NEARCACHE_PREFETCH;
     }
     if (vals != stack_vals) free(vals);
-    if (slots != stack_slots) free(slots);
     return v;
 }
 

@@ -1398,11 +1398,10 @@ static int route_xadd_failed(struct backend *b, struct request *req, const char 
     size_t err_len;
     if (!replies_exec_xadd_failed(reply, len, keep, nkeep, req->xadds, &err, &err_len)) return 0;
     char text[320];
-    int n = snprintf(text, sizeof(text),
-                     "INVALIDATION the write ran on '%s', but its near-cache invalidation failed (%.*s): the near "
-                     "cache of that instance is off until its stream key is repaired",
-                     b->worker->cfg->instance_names[b->instance], (int)(err_len > 120 ? 120 : err_len), err);
-    (void)n;
+    snprintf(text, sizeof(text),
+             "INVALIDATION the write ran on '%s', but its near-cache invalidation failed (%.*s): the near "
+             "cache of that instance is off until its stream key is repaired",
+             b->worker->cfg->instance_names[b->instance], (int)(err_len > 120 ? 120 : err_len), err);
     STAT_INC(&b->worker->stats, near_cache_xadd_failures);
     request_answer_error(req, text);
     return 1;
