@@ -85,6 +85,7 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
     TAILQ_INIT(&c->resends);
     resp_parser_init(&c->parser);
     c->parser.max_bulk = cfg->max_request_bytes;
+    replywin_init(&c->win, (uint64_t)cfg->client_output_limit);
     session_init(&c->session, cfg->nusers == 0);
     c->parser.unauthenticated = !c->session.authenticated; /* Redis's pre-AUTH request limits */
     c->fd = fd;
@@ -261,12 +262,26 @@ static int client_stalled(const struct client *c)
     return c->stall && (c->nqueued > 0 || c->pubsub.markers_total > 0);
 }
 
+/* May c have one more request taken, by its reply window (replywin.h)? When not at once,
+ * the window first grows by what c took off its output since it was last looked at. */
+static inline int client_window_open(struct client *c)
+{
+    size_t pending = conn_out_pending(c);
+    if (replywin_open(&c->win, c->nqueued, pending + c->replies_held)) return 1;
+    replywin_taken(&c->win, c->out_total - pending, (uint64_t)c->worker->cfg->client_output_limit);
+    return replywin_open(&c->win, c->nqueued, pending + c->replies_held);
+}
+
 /* Backpressure: stop reading while too much is queued; resume when it drains. */
 static void client_update_reading(struct client *c)
 {
     const struct config *cfg = c->worker->cfg;
     size_t out = conn_out_held(c); /* queued and kept behind an earlier request */
     int over = c->nqueued >= cfg->max_pending || (int64_t)out > cfg->client_output_limit;
+    if (!over && !client_window_open(c)) {
+        over = 1;
+        if (!c->read_paused) STAT_INC(&c->worker->stats, clients_window_waits);
+    }
     if (c->closing) over = 1;
     if (client_stalled(c)) over = 1;
     if (c->postponed) over = 1;
@@ -934,7 +949,8 @@ static size_t client_parse(struct client *c, const char *buf, size_t len)
     c->now_ms = clock_wall_ms();
     c->last_active_ms = c->now_ms;
     c->need_more = 0;
-    while (pos < len && !c->closing && !c->auth_held && !c->owner_held && c->nqueued < cfg->max_pending) {
+    while (pos < len && !c->closing && !c->auth_held && !c->owner_held && c->nqueued < cfg->max_pending &&
+           client_window_open(c)) {
         enum resp_status st = resp_parse_request(&c->parser, buf + pos, len - pos);
         if (st == RESP_NEED_MORE) {
             if ((int64_t)(len - pos) > cfg->max_request_bytes + REQUEST_FRAMING_SLACK) {
@@ -990,10 +1006,11 @@ static void client_keep_rest(struct client *c, const char *buf, size_t len, size
 }
 
 /* Can c take more requests now? While it cannot, keygate reads nothing more from it. */
-static int client_can_parse(const struct client *c)
+static int client_can_parse(struct client *c)
 {
     if (c->closing || c->read_paused || c->postponed || c->auth_held || c->owner_held) return 0;
     if (c->nqueued >= c->worker->cfg->max_pending) return 0;
+    if (!client_window_open(c)) return 0;
     if (client_stalled(c)) return 0;
     return 1;
 }

@@ -9,6 +9,7 @@ void conn_out(struct client *c, const char *data, size_t len)
 {
     if (conn_output_over(c, len)) return; /* closed (now or before): never queued */
     STAT_ADD(&c->worker->stats, bytes_to_clients, len);
+    c->out_total += len;
     if (c->bev) {
         bufferevent_write(c->bev, data, len);
         conn_account(c);
@@ -22,12 +23,6 @@ void conn_out(struct client *c, const char *data, size_t len)
         c->out_dirty = 1;
         event_active(c->worker->flush_ev, EV_TIMEOUT, 0);
     }
-}
-
-size_t conn_out_pending(const struct client *c)
-{
-    if (c->bev) return evbuffer_get_length(bufferevent_get_output(c->bev));
-    return c->obuf.len - c->obuf_off;
 }
 
 void conn_account(struct client *c)

@@ -7,11 +7,13 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
 #include "loop.h"
 #include "pubsub.h"
+#include "replywin.h"
 #include "resp.h"
 #include "session.h"
 
@@ -75,6 +77,8 @@ struct client {
     size_t mem_held;     /* bytes counted in the process total (max-memory) */
     size_t replies_held; /* reply bytes kept on its queue behind an earlier request (request.c):
                             they count against its output limits (conn_out_held) */
+    struct replywin win; /* its reply window: requests taken while their replies owed and held fit */
+    uint64_t out_total;  /* reply bytes queued on its output so far (what it took: this less what is pending) */
     /* AUTH throttling (authgate.c) */
     int auth_held;                     /* an AUTH waits its address's turn, or a failed one's reply its delay:
                                           nothing more is parsed or read until c's timer fires */
@@ -92,7 +96,11 @@ struct client {
 void conn_out(struct client *c, const char *data, size_t len);
 
 /* Reply bytes queued for c and not yet written. */
-size_t conn_out_pending(const struct client *c);
+static inline size_t conn_out_pending(const struct client *c)
+{
+    if (c->bev) return evbuffer_get_length(bufferevent_get_output(c->bev));
+    return c->obuf.len - c->obuf_off;
+}
 
 /* Every reply byte keygate holds for c: queued on its output, and kept on its request
  * queue until an earlier request's reply came. What its output limits compare. */

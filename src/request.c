@@ -35,6 +35,7 @@ struct request *request_new(struct client *c)
     req->seq = c->next_seq++;
     TAILQ_INSERT_TAIL(&c->queue, req, link);
     c->nqueued++;
+    req->win_charge = replywin_charge(&c->win);
     return req;
 }
 
@@ -180,6 +181,8 @@ void request_complete(struct request *req, const char *reply, size_t len)
         if (req->waiting == 0) request_free(req);
         return;
     }
+    replywin_reply(&c->win, req->win_charge, len); /* the window learns its size */
+    req->win_charge = 0;
     if (c->closed) return; /* still on the queue: the reap releases it */
     if (req != TAILQ_FIRST(&c->queue)) {
         /* kept until the head reaches it, counted against c's limits as it arrives */

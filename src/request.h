@@ -97,6 +97,7 @@ struct request {
     size_t argc;
     uint16_t scan_rank, scan_nodes; /* SCAN on a cluster: the rank of the primary it reads, of how many */
     uint64_t seq;                   /* its place among its client's requests (request_new) */
+    uint64_t win_charge;            /* what it was charged in its client's reply window until its reply came */
     struct stats_mark mark;         /* its namespace slot, class, instance and read time (stats.h) */
     void *nc;                       /* the near cache's (a fill, or the keys a write invalidates): one heap block */
 };

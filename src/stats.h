@@ -39,6 +39,7 @@
     X(switch_failures, "requests of a sentinel instance failed -UNAVAILABLE by a lost primary connection")             \
     X(near_cache_xadd_failures, "near-cache writes that ran but whose invalidation XADD failed (-INVALIDATION)")       \
     X(clients_output_limit, "clients closed over their output limit")                                                  \
+    X(clients_window_waits, "times a client's requests waited for its reply window")                                   \
     X(clients_query_limit, "clients closed: a MULTI over max-request-size")                                            \
     X(clients_evicted, "clients closed: the largest while over max-memory")                                            \
     X(clients_timed_out, "clients closed by client-timeout or client-header-timeout")                                  \
