@@ -370,7 +370,7 @@ static long long p99(long long *lat, int n)
 
 START_TEST(test_issue31_a_user_at_ten_times_its_rate_keeps_others_p99)
 {
-    enum { ROUNDS = 4, PER_BLOCK = 1500 };
+    enum { ROUNDS = 10, PER_BLOCK = 600 };
     redisContext *root = login_as("root");
     expect_status(cmd(root, "SET cache:ul:b v"), "OK", "SET");
     expect_status(cmd(root, "SET cache:ul:flood v"), "OK", "SET");
@@ -399,11 +399,13 @@ START_TEST(test_issue31_a_user_at_ten_times_its_rate_keeps_others_p99)
         offered += held1 - held0;
     }
     long long p_idle = p99(idle, nidle), p_busy = p99(busy, nbusy);
-    long long allowed = p_idle + (p_idle / 10 > 2000 ? p_idle / 10 : 2000);
+    /* +10 %, or +500 us when that is more: the machine's noise, side by side in both. Not more: a
+     * flood that is not held (no rate=) takes quiet's p99 from about 160 us to about 1 ms here */
+    long long allowed = p_idle + (p_idle / 10 > 500 ? p_idle / 10 : 500);
     double slow_rate = busy_ms ? (double)served * 1000.0 / (double)busy_ms : 0;
     fprintf(stderr,
             "issue 31: quiet's GET p99 %lld us with slow idle, %lld us with slow flooding (%d samples each; "
-            "allowed %lld us: +10 %% or +2 ms); slow served %.1f/s at rate=%d, held %lld times\n",
+            "allowed %lld us: +10 %% or +500 us); slow served %.1f/s at rate=%d, held %lld times\n",
             p_idle, p_busy, nidle, allowed, slow_rate, SLOW_RATE, offered);
     ck_assert_msg(slow_rate <= SLOW_RATE * 1.5, "slow was not held to its rate: %.1f a second", slow_rate);
     ck_assert_msg(p_busy <= allowed, "quiet's p99 went from %lld us to %lld us while slow flooded (allowed %lld us)",
