@@ -1,6 +1,7 @@
 /* test_userlimits.c: integration tests of the per-user limits of `user` lines (issue 31 part 2): max-clients=, rate=, their metrics and logs. */
 #include <check.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -334,6 +335,74 @@ START_TEST(test_rate_holds_a_user_to_its_rate_across_threads)
 }
 END_TEST
 
+/* ---- reloads ---- */
+
+static long long reloads(void)
+{
+    redisContext *c = login_as("root");
+    long long n = harness_info_reloads(c);
+    redisFree(c);
+    return n;
+}
+
+/* Write keygate.conf and SIGHUP; wait until every worker took it. */
+static void reload_conf(const char *text)
+{
+    FILE *f = fopen(h.conf_file, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    long long before = reloads(), got = before;
+    ck_assert_int_eq(kill(h.keygate_pid, SIGHUP), 0);
+    for (long long end = now_ms() + 5000; got == before && now_ms() < end; got = reloads()) sleep_ms(20);
+    ck_assert_msg(got == before + 1, "reloads: is %lld 5 s after SIGHUP, want %lld", got, before + 1);
+}
+
+/* text with the first `from` replaced by `to` (malloc'd) */
+static char *replaced(const char *text, const char *from, const char *to)
+{
+    const char *at = strstr(text, from);
+    ck_assert_msg(at != NULL, "keygate.conf has no '%s'", from);
+    size_t n = strlen(text) + strlen(to) + 1;
+    char *out = malloc(n);
+    ck_assert_ptr_nonnull(out);
+    snprintf(out, n, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+    return out;
+}
+
+START_TEST(test_reload_removes_a_user_and_changes_a_rate)
+{
+    FILE *f = fopen(h.conf_file, "r");
+    ck_assert_ptr_nonnull(f);
+    char *conf = NULL;
+    size_t cap = 0;
+    ck_assert_int_ge(getdelim(&conf, &cap, '\0', f), 0);
+    fclose(f);
+    redisContext *a = login_as("capped"), *b = login_as("capped");
+    wait_metric("keygate_user_clients{user=\"capped\"}", 2, 2000, "two capped connections");
+    /* capped goes, slow's rate becomes 50: the capped connections are logged out and released */
+    char *line = strstr(conf, "user capped ");
+    ck_assert_ptr_nonnull(line);
+    char capped_line[512];
+    snprintf(capped_line, sizeof capped_line, "%.*s", (int)(strchr(line, '\n') + 1 - line), line);
+    char *without = replaced(conf, capped_line, "");
+    char *next = replaced(without, "rate=200", "rate=50");
+    reload_conf(next);
+    ck_assert_msg(metric("keygate_user_rate{user=\"slow\"}") == 50, "the new rate's gauge");
+    ck_assert_msg(metric("keygate_user_clients{user=\"capped\"}") == -1, "a removed user's series is still served");
+    expect_error(cmd(a, "GET cache:ul:x"), "NOAUTH", "a removed user's connection");
+    /* capped comes back: nobody is counted under it any more */
+    reload_conf(conf);
+    ck_assert_msg(metric("keygate_user_clients{user=\"capped\"}") == 0, "the removed user's connections were released");
+    ck_assert_msg(metric("keygate_user_rate{user=\"slow\"}") == SLOW_RATE, "the rate back");
+    redisFree(a);
+    redisFree(b);
+    free(next);
+    free(without);
+    free(conf);
+}
+END_TEST
+
 /* ---- the issue's test: a user at 10x its rate cannot slow another user's p99 by more than 10 % ---- */
 
 static int cmp_ll(const void *a, const void *b)
@@ -426,5 +495,6 @@ int main(void)
     harness_add_test(tc, test_max_clients_per_user_across_threads);
     harness_add_test(tc, test_rate_holds_a_user_to_its_rate_across_threads);
     harness_add_test(tc, test_issue31_a_user_at_ten_times_its_rate_keeps_others_p99);
+    harness_add_test(tc, test_reload_removes_a_user_and_changes_a_rate);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
