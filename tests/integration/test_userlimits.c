@@ -467,15 +467,34 @@ static void measure(redisContext *c, int n, long long *lat, int *len)
     }
 }
 
-static long long p99(long long *lat, int n)
+/* The 99th percentile of lat[0..n) (sorts a copy). */
+static long long p99(const long long *lat, int n)
 {
-    qsort(lat, (size_t)n, sizeof(*lat), cmp_ll);
-    return lat[(n * 99) / 100];
+    long long *v = malloc((size_t)n * sizeof(*v));
+    ck_assert_ptr_nonnull(v);
+    memcpy(v, lat, (size_t)n * sizeof(*v));
+    qsort(v, (size_t)n, sizeof(*v), cmp_ll);
+    long long p = v[(n * 99) / 100];
+    free(v);
+    return p;
+}
+
+/* The median of v[0..n) (sorts v). */
+static long long median(long long *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_ll);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* base + 10 %, or base + floor_us when that is more. */
+static long long slack(long long base, long long floor_us)
+{
+    return base + (base / 10 > floor_us ? base / 10 : floor_us);
 }
 
 START_TEST(test_issue31_a_user_at_ten_times_its_rate_keeps_others_p99)
 {
-    enum { ROUNDS = 10, PER_BLOCK = 600 };
+    enum { ROUNDS = 20, PER_BLOCK = 300 };
     redisContext *root = login_as("root");
     expect_status(cmd(root, "SET cache:ul:b v"), "OK", "SET");
     expect_status(cmd(root, "SET cache:ul:flood v"), "OK", "SET");
@@ -484,35 +503,58 @@ START_TEST(test_issue31_a_user_at_ten_times_its_rate_keeps_others_p99)
     long long *busy = calloc(ROUNDS * PER_BLOCK, sizeof(long long));
     ck_assert(idle && busy);
     int nidle = 0, nbusy = 0;
+    long long idle_round[ROUNDS], busy_round[ROUNDS];
     long long offered = 0, served = 0, busy_ms = 0;
     measure(b, 200, idle, &nidle); /* warm-up, not kept */
     nidle = 0;
     /* blocks side by side, idle and busy in turn, so the machine's other load falls on both */
     for (int round = 0; round < ROUNDS; round++) {
-        measure(b, PER_BLOCK, idle, &nidle);
+        /* idle first in even rounds, busy first in odd ones: neither side always follows the other */
+        if (round % 2 == 0) {
+            measure(b, PER_BLOCK, idle, &nidle);
+            idle_round[round] = p99(idle + nidle - PER_BLOCK, PER_BLOCK);
+        }
         struct floods fl;
         floods_start(&fl, "slow", 100); /* 400 outstanding: far more than 10x rate=200 offered */
         floods_wait_replies(&fl, 30, 5000);
         long long held0 = (long long)metric("keygate_user_held_total{user=\"slow\"}");
         long long t0 = now_ms(), n0 = floods_replies(&fl);
         measure(b, PER_BLOCK, busy, &nbusy);
+        busy_round[round] = p99(busy + nbusy - PER_BLOCK, PER_BLOCK);
         long long t1 = now_ms(), n1 = floods_replies(&fl);
         long long held1 = (long long)metric("keygate_user_held_total{user=\"slow\"}");
         floods_stop(&fl);
         served += n1 - n0;
         busy_ms += t1 - t0;
         offered += held1 - held0;
+        if (round % 2 == 1) {
+            measure(b, PER_BLOCK, idle, &nidle);
+            idle_round[round] = p99(idle + nidle - PER_BLOCK, PER_BLOCK);
+        }
     }
+    /*
+     * Two p99s, each busy against idle. The machine is shared (other builds and tests take its two
+     * cores in bursts of a second or so), and a burst that falls on one side moves the p99 of all
+     * the samples by milliseconds either way; so:
+     *   - the p99 of each round's block, and their median over the rounds: a burst moves a few
+     *     rounds, not the median. Allowed +10 %, or +300 us when more. This is the check that
+     *     guards: a flood that is not held (no rate=) takes it from about 170 us to about 1 ms;
+     *   - the p99 of all the samples, allowed +10 %, or +2 ms when more: the tail as a whole.
+     */
     long long p_idle = p99(idle, nidle), p_busy = p99(busy, nbusy);
-    /* +10 %, or +500 us when that is more: the machine's noise, side by side in both. Not more: a
-     * flood that is not held (no rate=) takes quiet's p99 from about 160 us to about 1 ms here */
-    long long allowed = p_idle + (p_idle / 10 > 500 ? p_idle / 10 : 500);
+    long long m_idle = median(idle_round, ROUNDS), m_busy = median(busy_round, ROUNDS);
+    long long allowed = slack(p_idle, 2000), m_allowed = slack(m_idle, 300);
     double slow_rate = busy_ms ? (double)served * 1000.0 / (double)busy_ms : 0;
     fprintf(stderr,
-            "issue 31: quiet's GET p99 %lld us with slow idle, %lld us with slow flooding (%d samples each; "
-            "allowed %lld us: +10 %% or +500 us); slow served %.1f/s at rate=%d, held %lld times\n",
-            p_idle, p_busy, nidle, allowed, slow_rate, SLOW_RATE, offered);
+            "issue 31: quiet's GET p99, slow idle vs flooding: median of %d rounds' %lld us vs %lld us (allowed "
+            "%lld); all %d samples %lld us vs %lld us (allowed %lld); slow served %.1f/s at rate=%d, held %lld "
+            "times\n",
+            ROUNDS, m_idle, m_busy, m_allowed, nidle, p_idle, p_busy, allowed, slow_rate, SLOW_RATE, offered);
     ck_assert_msg(slow_rate <= SLOW_RATE * 1.5, "slow was not held to its rate: %.1f a second", slow_rate);
+    ck_assert_msg(
+        m_busy <= m_allowed,
+        "quiet's p99 (median of the rounds) went from %lld us to %lld us while slow flooded (allowed %lld us)", m_idle,
+        m_busy, m_allowed);
     ck_assert_msg(p_busy <= allowed, "quiet's p99 went from %lld us to %lld us while slow flooded (allowed %lld us)",
                   p_idle, p_busy, allowed);
     free(idle);
