@@ -929,7 +929,8 @@ static int client_rate_hold(struct client *c)
         return 0;
     }
     if (!c->rate_timer) c->rate_timer = xevtimer_new(c->worker->base, client_rate_timer_cb, c);
-    struct timeval tv = {(time_t)(wait / 1000000000u), (suseconds_t)(wait % 1000000000u / 1000u)};
+    uint64_t us = (wait + 999) / 1000; /* rounded up: a timer a little early would only find none again */
+    struct timeval tv = {(time_t)(us / 1000000u), (suseconds_t)(us % 1000000u)};
     evtimer_add(c->rate_timer, &tv);
     c->rate_held = 1;
     return 1;
