@@ -247,6 +247,63 @@ static void admin_process_metrics(struct evbuffer *out, int64_t started_ms)
                         admin_start_time(started_ms));
 }
 
+/* One series of every user line (issue 31: max-clients=, rate=; userlimit.h). */
+struct user_series {
+    const char *name, *type, *help;
+};
+
+static const struct user_series user_series[] = {
+    {"keygate_user_clients", "gauge", "connections authenticated as the user now, all threads"},
+    {"keygate_user_max_clients", "gauge", "the user's max-clients= (0: no limit)"},
+    {"keygate_user_rate", "gauge", "the user's rate= in requests a second (0: no limit)"},
+    {"keygate_user_requests_total", "counter", "requests of the user's connections keygate parsed"},
+    {"keygate_user_clients_refused_total", "counter", "AUTHs refused for the user's max-clients="},
+    {"keygate_user_held_total", "counter", "times one of the user's connections was held for its rate="},
+    {"keygate_user_throttled", "gauge", "1 while the user is in a throttling episode (over its rate=)"},
+    {"keygate_user_throttle_episodes_total", "counter", "throttling episodes of the user"},
+    {"keygate_user_throttled_seconds_total", "counter", "seconds the user spent throttled (the episodes')"},
+};
+
+static void admin_metrics_users(struct proxy *p, const struct config *cfg, struct evbuffer *out)
+{
+    if (cfg->nusers == 0) return;
+    uint64_t now = clock_mono_ns();
+    struct userlimit_view *views = xcalloc(cfg->nusers, sizeof(*views));
+    char **labels = xcalloc(cfg->nusers, sizeof(*labels));
+    for (size_t i = 0; i < cfg->nusers; i++) {
+        userlimit_read(userlimit_find(&p->users, cfg->users[i].name), now, &views[i]);
+        struct bytebuf v = {0};
+        stats_prom_label_value(&v, cfg->users[i].name);
+        bytebuf_add(&v, "", 1);
+        labels[i] = v.p;
+    }
+    for (size_t k = 0; k < sizeof(user_series) / sizeof(user_series[0]); k++) {
+        const struct user_series *m = &user_series[k];
+        evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", m->name, m->help, m->name, m->type);
+        for (size_t i = 0; i < cfg->nusers; i++) {
+            const struct userlimit_view *v = &views[i];
+            const struct user_conf *u = &cfg->users[i];
+            uint64_t values[] = {(uint64_t)v->clients,
+                                 (uint64_t)u->max_clients,
+                                 (uint64_t)u->rate,
+                                 v->requests,
+                                 v->refused,
+                                 v->held,
+                                 (uint64_t)v->throttled,
+                                 v->episodes};
+            _Static_assert(sizeof(values) / sizeof(values[0]) + 1 == sizeof(user_series) / sizeof(user_series[0]),
+                           "a value for every series but the seconds");
+            if (k < sizeof(values) / sizeof(values[0]))
+                evbuffer_add_printf(out, "%s{user=\"%s\"} %llu\n", m->name, labels[i], (unsigned long long)values[k]);
+            else
+                evbuffer_add_printf(out, "%s{user=\"%s\"} %.3f\n", m->name, labels[i], (double)v->throttled_ns / 1e9);
+        }
+    }
+    for (size_t i = 0; i < cfg->nusers; i++) free(labels[i]);
+    free(labels);
+    free(views);
+}
+
 static void admin_metrics(struct admin *a, struct evbuffer *out)
 {
     const struct proxy *p = a->proxy;
@@ -313,6 +370,7 @@ static void admin_metrics(struct admin *a, struct evbuffer *out)
     for (size_t i = 0; i < cfg->ninstances; i++)
         evbuffer_add_printf(out, "keygate_topology_checked{backend=\"%s\"} %d\n", cfg->instances[i].name, checked[i]);
     admin_metrics_report(p, cfg->registry, out);
+    admin_metrics_users(a->proxy, cfg, out);
 }
 
 /* One capacity reading to render: a single-server instance's (node NULL: the series carry the

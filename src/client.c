@@ -152,6 +152,8 @@ static void client_teardown(struct client *c)
     authgate_client_free(c);
     router_client_gone(c); /* after its requests were released: they are not sent again */
     if (c->owner_timer) event_free(c->owner_timer);
+    if (c->rate_timer) event_free(c->rate_timer);
+    conn_user_logout(c);
     if (c->pev) event_free(c->pev);
     if (c->pfd >= 0) close(c->pfd);
     if (c->bev) {
@@ -285,7 +287,7 @@ static void client_update_reading(struct client *c)
     if (c->closing) over = 1;
     if (client_stalled(c)) over = 1;
     if (c->postponed) over = 1;
-    if (c->auth_held || c->owner_held) over = 1;
+    if (c->auth_held || c->owner_held || c->rate_held) over = 1;
     if (!over && mem_over(c->worker)) {
         /* max-memory: read nothing more until the process is back under it */
         over = 1;
@@ -534,6 +536,7 @@ static void client_reset(struct client *c, struct request *req)
     }
     router_close_subscribers(c);
     session_reset(&c->session, c->worker->cfg->nusers == 0);
+    if (!c->session.authenticated) conn_user_logout(c);
     free(c->name);
     c->name = NULL;
     c->resp3 = 0; /* RESET returns to RESP2, as Redis (its dedicated connections are gone or idle) */
@@ -914,6 +917,40 @@ static int client_handle_frame(struct client *c, const char *frame)
     return 0;
 }
 
+static void client_rate_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct client *c = arg;
+    (void)fd;
+    (void)what;
+    if (c->closed) return; /* its teardown frees the timer */
+    c->rate_held = 0;
+    conn_wake(c); /* the held frame is parsed again */
+}
+
+/*
+ * The frame just parsed is one request of c's user (userlimit.h): it takes a token of the
+ * user's rate= bucket, once (rate_paid: a frame parsed again after a stall or a postponement
+ * is not counted twice). With none left c is held: the frame and every one after it stay in
+ * its buffer, nothing more is read from it (client_update_reading), until the timer fires
+ * when the bucket has refilled. 1 when c is held.
+ */
+static int client_rate_hold(struct client *c)
+{
+    if (!c->ulimit || c->rate_paid) return 0;
+    int rate = c->session.user ? c->session.user->rate : 0;
+    uint64_t wait = userlimit_take(c->ulimit, rate, rate ? clock_mono_ns() : 0);
+    if (!wait) {
+        c->rate_paid = 1;
+        return 0;
+    }
+    if (!c->rate_timer) c->rate_timer = xevtimer_new(c->worker->base, client_rate_timer_cb, c);
+    uint64_t us = (wait + 999) / 1000; /* rounded up: a timer a little early would only find none again */
+    struct timeval tv = {(time_t)(us / 1000000u), (suseconds_t)(us % 1000000u)};
+    evtimer_add(c->rate_timer, &tv);
+    c->rate_held = 1;
+    return 1;
+}
+
 /* Make room for `more` bytes in the query buffer. */
 static void client_qbuf_reserve(struct client *c, size_t more)
 {
@@ -949,8 +986,8 @@ static size_t client_parse(struct client *c, const char *buf, size_t len)
     c->now_ms = clock_wall_ms();
     c->last_active_ms = c->now_ms;
     c->need_more = 0;
-    while (pos < len && !c->closing && !c->auth_held && !c->owner_held && c->nqueued < cfg->max_pending &&
-           client_window_open(c)) {
+    while (pos < len && !c->closing && !c->auth_held && !c->owner_held && !c->rate_held &&
+           c->nqueued < cfg->max_pending && client_window_open(c)) {
         enum resp_status st = resp_parse_request(&c->parser, buf + pos, len - pos);
         if (st == RESP_NEED_MORE) {
             if ((int64_t)(len - pos) > cfg->max_request_bytes + REQUEST_FRAMING_SLACK) {
@@ -968,7 +1005,9 @@ static size_t client_parse(struct client *c, const char *buf, size_t len)
         if (c->parser.argc > 0 && client_stalled(c)) break; /* parsed again later */
         c->stall = 0;
         if (c->parser.argc > 0) {
+            if (client_rate_hold(c)) break; /* parsed again when c's rate timer fires */
             if (client_handle_frame(c, frame)) break;
+            c->rate_paid = 0;
             session_command_done(&c->session); /* CLIENT REPLY SKIP's window moves on */
         }
         if (c->closed) return len; /* a closed client takes no more input */
@@ -1008,7 +1047,7 @@ static void client_keep_rest(struct client *c, const char *buf, size_t len, size
 /* Can c take more requests now? While it cannot, keygate reads nothing more from it. */
 static int client_can_parse(struct client *c)
 {
-    if (c->closing || c->read_paused || c->postponed || c->auth_held || c->owner_held) return 0;
+    if (c->closing || c->read_paused || c->postponed || c->auth_held || c->owner_held || c->rate_held) return 0;
     if (c->nqueued >= c->worker->cfg->max_pending) return 0;
     if (!client_window_open(c)) return 0;
     if (client_stalled(c)) return 0;
@@ -1180,6 +1219,7 @@ static void client_tick_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     const struct config *cfg = w->cfg;
+    userlimit_tick(&w->proxy->users, clock_mono_ns()); /* rate= throttling episodes that ended */
     if (cfg->client_timeout_ms <= 0 && cfg->client_header_timeout_ms <= 0) return;
     int64_t now = clock_wall_ms();
     struct client *c, *next;

@@ -406,7 +406,19 @@ static void user_owners(struct cfg_ctx *ctx, struct user_conf *u, const char *li
     if (u->all_owners && u->nowners > 1) CFG_ERR(ctx, "owners=* stands alone");
 }
 
-/* user NAME password-file=F|sha256=HEX owners=a,b|* access=rw|ro [scripts=yes|no] */
+/* A user's numeric limit (max-clients=, rate=): 1..1000000, once. */
+static void user_limit(struct cfg_ctx *ctx, int *field, const char *opt, const char *v)
+{
+    long long n;
+    if (*field)
+        CFG_ERR(ctx, "repeated option '%s='", opt);
+    else if (int_parse(v, 1, CONFIG_USER_LIMIT_MAX, &n) != 0)
+        CFG_ERR(ctx, "bad %s '%s' (1..%d)", opt, v, CONFIG_USER_LIMIT_MAX);
+    else
+        *field = (int)n;
+}
+
+/* user NAME password-file=F|sha256=HEX owners=a,b|* access=rw|ro [scripts=yes|no] [max-clients=N] [rate=N] */
 static void dir_user(struct cfg_ctx *ctx, const struct tokens *t)
 {
     struct config *c = ctx->c;
@@ -459,10 +471,14 @@ static void dir_user(struct cfg_ctx *ctx, const struct tokens *t)
                 u->scripts = v[0] == 'y';
             else
                 CFG_ERR(ctx, "bad scripts '%s' (yes or no)", v);
-        } else
+        } else if (strncmp(tok, STR_AND_LEN("max-clients=")) == 0)
+            user_limit(ctx, &u->max_clients, "max-clients", v);
+        else if (strncmp(tok, STR_AND_LEN("rate=")) == 0)
+            user_limit(ctx, &u->rate, "rate", v);
+        else
             CFG_ERR(ctx,
                     "unknown user option '%.*s=' (password-file= sha256= owners= access= "
-                    "scripts=)",
+                    "scripts= max-clients= rate=)",
                     t->v[i].eq, tok);
     }
     if (!have_secret) CFG_ERR(ctx, "user '%s' needs password-file= or sha256=", name);
@@ -550,8 +566,8 @@ static const struct directive {
      "[ca=F cert=F key=F server-name=N password-file=F user=U connections=N] [sentinel-password-file=F "
      "sentinel-tls=yes|no]",
      3, -1, 1, V_FUNC, dir_instance, 0, 0, 0},
-    {"user", "NAME password-file=F|sha256=HEX owners=a,b|* access=rw|ro [scripts=yes|no]", 2, -1, 1, V_FUNC, dir_user,
-     0, 0, 0},
+    {"user", "NAME password-file=F|sha256=HEX owners=a,b|* access=rw|ro [scripts=yes|no] [max-clients=N] [rate=N]", 2,
+     -1, 1, V_FUNC, dir_user, 0, 0, 0},
     {"threads", "N", 1, 1, 0, V_INT, NULL, offsetof(struct config, threads), 1, 64},
     {"max-clients", "N", 1, 1, 0, V_INT, NULL, offsetof(struct config, max_clients), 1, 1000000},
     {"max-pending", "N", 1, 1, 0, V_INT, NULL, offsetof(struct config, max_pending), 1, 1000000},

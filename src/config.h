@@ -12,6 +12,8 @@
 #define CONFIG_MAX_INSTANCES 8
 /* seed nodes on one `instance NAME cluster H:P,H:P...` line */
 #define CONFIG_MAX_SEEDS 16
+/* the largest max-clients= and rate= of a user line */
+#define CONFIG_USER_LIMIT_MAX 1000000
 
 /* client-output-hard-limit's default: Redis's hard limit for replicas, the one class of its
  * clients that is sent bulk data it may not keep up with. A quarter of max-memory's default,
@@ -62,8 +64,10 @@ struct user_conf {
     char **owners;                     /* "*" alone means every owner */
     size_t nowners;
     int all_owners;
-    int read_only; /* access=ro */
-    int scripts;   /* scripts=yes */
+    int read_only;   /* access=ro */
+    int scripts;     /* scripts=yes */
+    int max_clients; /* max-clients=N: connections authenticated as this user at once, all workers (0 = no limit) */
+    int rate;        /* rate=N: its requests per second, all workers (0 = no limit; userlimit.h) */
     int line;
 };
 

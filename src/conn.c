@@ -53,6 +53,23 @@ int conn_output_over(struct client *c, size_t arriving)
     return 1;
 }
 
+int conn_user_login(struct client *c, const struct user_conf *u)
+{
+    struct userlimit *next = userlimit_get(&c->worker->proxy->users, u->name);
+    if (next == c->ulimit) return 0; /* AUTH again as the same user: counted once */
+    if (userlimit_login(next, u->max_clients) != 0) return -1;
+    conn_user_logout(c);
+    c->ulimit = next;
+    return 0;
+}
+
+void conn_user_logout(struct client *c)
+{
+    if (!c->ulimit) return;
+    userlimit_logout(c->ulimit);
+    c->ulimit = NULL;
+}
+
 void conn_wake(struct client *c)
 {
     if (c->woken || c->closed) return;

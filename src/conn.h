@@ -88,6 +88,11 @@ struct client {
     int owner_held;
     int owner_waits; /* how many times the frame waited so far */
     struct event *owner_timer;
+    /* per-user limits (userlimit.h) */
+    struct userlimit *ulimit; /* the user c is counted under (conn_user_login); NULL: none */
+    int rate_held;            /* over its user's rate=: nothing more is parsed or read until rate_timer fires */
+    int rate_paid;            /* the frame at the head of its input took its token and waits to be parsed again */
+    struct event *rate_timer;
 };
 
 /* Queue reply bytes for c (dropped once c is closed); checked against its hard limit
@@ -115,6 +120,13 @@ int conn_output_over(struct client *c, size_t arriving);
 
 /* max-memory: count what c holds now (unparsed input, its MULTI, unwritten replies). */
 void conn_account(struct client *c);
+
+/* c authenticated as u (max-clients=, userlimit_login): 0 when c now counts under u (and no
+ * longer under its previous user); -1 when u has max-clients connections (c is unchanged). */
+int conn_user_login(struct client *c, const struct user_conf *u) KG_MUST_CHECK;
+
+/* c is no longer authenticated (closed, RESET, its user gone on a reload): its count goes. */
+void conn_user_logout(struct client *c);
 
 /* Something changed for c (a reply at the head of its queue, its subscriptions settled,
  * a dedicated connection lost): the worker services it at the next flush step. */

@@ -104,6 +104,10 @@ static int local_auth(struct client *c, struct request *req, const char *user, s
         return -1;
     }
     authgate_passed(c);
+    if (conn_user_login(c, u) != 0) { /* the user's max-clients=: Redis's maxclients text, c unchanged */
+        request_error(req, "ERR max number of clients reached");
+        return -1;
+    }
     c->session.authenticated = 1;
     c->session.user = u;
     return 0;

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "sizes.h"
 #include "stats.h"
+#include "userlimit.h"
 #include "util.h"
 
 /*
@@ -148,6 +149,7 @@ struct proxy {
     size_t nlisten_ssl;
     struct authgate *authgate;    /* the failed-AUTH table of every worker (authgate.h) */
     struct blocked_table blocked; /* clients blocked on a dedicated connection (CLIENT UNBLOCK, any worker) */
+    struct userlimit_table users; /* per-user connection counts and rate buckets (max-clients=, rate=) */
 };
 
 /* A worker adds its changes to the process total once they reach this (either way):

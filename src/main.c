@@ -196,6 +196,7 @@ static int run(const char *path)
     d.proxy.started_ms = clock_wall_ms();
     d.proxy.authgate = authgate_new();
     blocked_init(&d.proxy.blocked);
+    userlimit_init(&d.proxy.users);
     d.proxy.workers = xcalloc((size_t)d.proxy.nworkers, sizeof(struct worker));
     d.threads = xcalloc((size_t)d.proxy.nworkers, sizeof(pthread_t));
     int rc = 0, started = 0;
@@ -252,6 +253,7 @@ static int run(const char *path)
     free(d.proxy.workers);
     authgate_free(d.proxy.authgate);
     blocked_free(&d.proxy.blocked);
+    userlimit_free(&d.proxy.users);
     free(d.threads);
     if (d.retired) config_free(d.retired);
     config_free(d.cfg);

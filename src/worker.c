@@ -269,6 +269,7 @@ static void control_cb(evutil_socket_t fd, short what, void *arg)
         struct client *c; /* sessions must not keep users of the config about to be freed */
         TAILQ_FOREACH(c, &w->clients, link) {
             access_session_rebind(&c->session, next);
+            if (!c->session.user) conn_user_logout(c); /* its user is gone (or no users are left) */
             c->parser.unauthenticated = !c->session.authenticated;
         }
         report_reindex(w, w->cfg->registry, next->registry); /* issue 13: counters follow their namespaces */

@@ -309,7 +309,7 @@ CONFIG = {
     "config_small": b"\1" + SMALL_CONFIG + b"\1" + SMALL_REGISTRY,
     "config_full": b"\1" + SMALL_CONFIG.replace(b"plain\ninstance cache", b"plain password-file=secrets/ok.pass user=kg connections=4\ninstance cache") +
                    b"listen unix:kg.sock mode=0600\nlisten [::1]:6403 tls cert=c.crt key=c.key ca=ca.crt\nadmin-listen 127.0.0.1:9400\n"
-                   b"user app password-file=secrets/ok.pass owners=queues,cache access=rw scripts=yes\n"
+                   b"user app password-file=secrets/ok.pass owners=queues,cache access=rw scripts=yes max-clients=50 rate=1000\n"
                    b"user ops sha256=" + b"ab" * 32 + b" owners=* access=ro\n"
                    b"threads 4\nmax-clients 100\nmax-pending 8\nmax-pinned 2\nmax-request-size 1mb\nclient-output-limit 1kb\n"
                    b"client-output-hard-limit 1m\nmax-memory 0\nconnect-timeout 500ms\nshutdown-timeout 1s\nlog-level warn\n"
@@ -318,7 +318,7 @@ CONFIG = {
                      b"instance bad! 1:1 plain\ninstance d h:1\ninstance d h:2 tls\ninstance e h:1 plain ca=x connections=99\n"
                      b"instance f h:1 plain password-file=secrets/open.pass\ninstance g h:1 plain password-file=secrets/empty.pass\n"
                      b"instance h h:1 plain password-file=secrets/missing.pass user=u\nuser\nuser u sha256=zz owners=,a access=rx\n"
-                     b"user u owners=*,a\nthreads 0\nmax-memory 1tb\nclient-output-limit 2gb\nconnect-timeout 2\nlog-level loud\nnope 1\n"
+                     b"user u owners=*,a\nuser v sha256=" + b"ab" * 32 + b" owners=* access=ro max-clients=0 rate=-1 rate=x\nthreads 0\nmax-memory 1tb\nclient-output-limit 2gb\nconnect-timeout 2\nlog-level loud\nnope 1\n"
                      b"listen \"unterminated\n\1" + SMALL_REGISTRY,
     "config_timeouts": b"\1" + SMALL_CONFIG + b"client-timeout 0\nclient-header-timeout 10s\nbackend-timeout 500ms\n\1" +
                        SMALL_REGISTRY,

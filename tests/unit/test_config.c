@@ -108,7 +108,8 @@ START_TEST(full_config)
                             "instance durable 10.0.0.1:6401 tls ca=certs/ca.crt cert=certs/c.crt key=certs/c.key "
                             "server-name=redis.internal password-file=secrets/durable.pass user=keygate connections=4\n"
                             "instance cache [fd00::1]:6402 plain password-file=secrets/cache.pass\n"
-                            "user queues password-file=secrets/u.pass owners=queues,cache access=rw\n"
+                            "user queues password-file=secrets/u.pass owners=queues,cache access=rw "
+                            "max-clients=50 rate=1000\n"
                             "user ops sha256=F52FBD32B2B3B86FF88EF6C490628285F482AF15DDCB29541F94BCF526A3F6C7 "
                             "owners=* access=ro scripts=yes\n"
                             "threads 4\nmax-clients 100\nmax-request-size 1mb\nclient-output-limit 16MB\n"
@@ -188,6 +189,8 @@ START_TEST(full_config)
     ck_assert_int_eq(u->all_owners, 0);
     ck_assert_int_eq(u->read_only, 0);
     ck_assert_int_eq(u->scripts, 0);
+    ck_assert_int_eq(u->max_clients, 50);
+    ck_assert_int_eq(u->rate, 1000);
     ck_assert_int_eq(u->line, 11);
     u = &c->users[1];
     ck_assert(memcmp(u->password_sha256, hunter2, 32) == 0);
@@ -195,6 +198,8 @@ START_TEST(full_config)
     ck_assert_int_eq(u->all_owners, 1);
     ck_assert_int_eq(u->read_only, 1);
     ck_assert_int_eq(u->scripts, 1);
+    ck_assert_int_eq(u->max_clients, 0); /* no limits by default */
+    ck_assert_int_eq(u->rate, 0);
 
     ck_assert_int_eq(c->threads, 4);
     ck_assert_int_eq(c->max_clients, 100);
@@ -706,6 +711,20 @@ START_TEST(error_user_forms)
                  6, "duplicate user 'a' (first defined on line 5)");
     expect_error(BASE "user a password-file=secrets/u.pass owners=q access=ro bogus\n", 5,
                  "unknown user option 'bogus'");
+    /* max-clients= and rate=: 1..1000000, once */
+    expect_error(BASE "user a password-file=secrets/u.pass owners=q access=ro max-clients=0\n", 5,
+                 "bad max-clients '0' (1..1000000)");
+    expect_error(BASE "user a password-file=secrets/u.pass owners=q access=ro max-clients=-3\n", 5,
+                 "bad max-clients '-3'");
+    expect_error(BASE "user a password-file=secrets/u.pass owners=q access=ro max-clients=ten\n", 5,
+                 "bad max-clients 'ten'");
+    expect_error(BASE "user a password-file=secrets/u.pass owners=q access=ro rate=0\n", 5,
+                 "bad rate '0' (1..1000000)");
+    expect_error(BASE "user a password-file=secrets/u.pass owners=q access=ro rate=1000001\n", 5, "bad rate '1000001'");
+    expect_error(BASE "user a password-file=secrets/u.pass owners=q access=ro rate=1.5\n", 5, "bad rate '1.5'");
+    expect_error(BASE "user a password-file=secrets/u.pass owners=q access=ro rate=\n", 5, "bad rate ''");
+    expect_error(BASE "user a password-file=secrets/u.pass owners=q access=ro rate=5 rate=6\n", 5,
+                 "repeated option 'rate='");
 }
 END_TEST
 
