@@ -138,18 +138,20 @@ void budget_format_prometheus(const struct registry *r, struct bytebuf *out)
 {
     if (!registry_any_budget(r)) return;
     static uint64_t max_keys[STATS_NS_MAX], max_bytes[STATS_NS_MAX], keys[STATS_NS_MAX], bytes[STATS_NS_MAX];
-    static unsigned char has_keys[STATS_NS_MAX], has_bytes[STATS_NS_MAX]; /* the admin's (main thread only) */
+    static unsigned char has_keys[STATS_NS_MAX], has_bytes[STATS_NS_MAX], has_est[STATS_NS_MAX]; /* the admin's */
     memset(has_keys, 0, sizeof has_keys);
     memset(has_bytes, 0, sizeof has_bytes);
+    memset(has_est, 0, sizeof has_est);
     for (size_t i = 0; i <= r->count; i++) {
         const struct namespace_entry *e = registry_entry(r, i);
         if (!registry_has_budget(e) || e->stats_slot >= STATS_NS_MAX) continue;
         struct budget_usage u;
         budget_usage(e->stats_slot, &u);
+        has_est[e->stats_slot] = 1;
+        keys[e->stats_slot] = u.keys;
         if (e->max_keys > 0) {
             has_keys[e->stats_slot] = 1;
             max_keys[e->stats_slot] = (uint64_t)e->max_keys;
-            keys[e->stats_slot] = u.keys;
         }
         if (e->max_memory > 0) {
             has_bytes[e->stats_slot] = 1;
@@ -160,7 +162,7 @@ void budget_format_prometheus(const struct registry *r, struct bytebuf *out)
     stats_format_ns_gauge("keygate_namespace_budget_keys", "the namespace's max-keys= budget", max_keys, has_keys, out);
     stats_format_ns_gauge("keygate_namespace_estimated_keys",
                           "keys of a budgeted namespace as keygate estimates them (last pass + writes since)", keys,
-                          has_keys, out);
+                          has_est, out);
     stats_format_ns_gauge("keygate_namespace_budget_bytes", "the namespace's max-memory= budget in bytes", max_bytes,
                           has_bytes, out);
     stats_format_ns_gauge("keygate_namespace_memory_bytes",
