@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -366,6 +367,36 @@ START_TEST(test_registry_prints_budgets)
 }
 END_TEST
 
+/* With namespace-scan-interval 0 and no budget the sampler is off; a reload that brings a budget
+ * starts its passes (every 10 s, the first at once) and enforces it. */
+START_TEST(test_reload_brings_a_budget_and_its_passes)
+{
+    struct harness_opts o = {.registry_text = "namespace rb: instance=durable ttl=none owner=app\n"
+                                              "namespace cache: instance=cache ttl=1h owner=cache\n",
+                             .admin = 1};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart: %s", h.error);
+    redisContext *c = harness_must_client(&h);
+    for (int i = 0; i < 5; i++) expect_status(cmd(c, "SET rb:%d v", i), "OK", "no budget yet");
+    ck_assert_int_eq(metric("keygate_namespace_keys{namespace=\"rb:\""), -1); /* the sampler is off */
+    FILE *f = fopen(h.registry_file, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("namespace rb: instance=durable ttl=none owner=app max-keys=5\n"
+          "namespace cache: instance=cache ttl=1h owner=cache\n",
+          f);
+    fclose(f);
+    long long before = harness_info_reloads(c);
+    ck_assert_int_eq(kill(h.keygate_pid, SIGHUP), 0);
+    for (long long end = now_ms() + 5000; harness_info_reloads(c) == before && now_ms() < end;) sleep_ms(20);
+    ck_assert_int_eq(harness_info_reloads(c), before + 1);
+    wait_estimate("rb:", 5); /* the reload started the passes: the 5 keys are counted */
+    expect_error(cmd(c, "SET rb:new v"), "OOM namespace 'rb:' is over its budget (max-keys=5, about 5 keys)",
+                 "the budget a reload brought");
+    expect_status(cmd(c, "SET rb:0 w"), "OK", "an update");
+    expect_int(cmd(c, "DEL rb:0 rb:1 rb:2 rb:3 rb:4"), 5, "clean up");
+    redisFree(c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("budgets");
@@ -376,5 +407,6 @@ int main(void)
     harness_add_test(tc, test_resp3_and_multi_through_the_check);
     harness_add_test(tc, test_check_refuses_bad_budgets);
     harness_add_test(tc, test_registry_prints_budgets);
+    harness_add_test(tc, test_reload_brings_a_budget_and_its_passes);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
