@@ -1,5 +1,6 @@
 /* admin.c: the admin HTTP endpoint (evhttp on the main thread): /metrics, /healthz, /registry. */
 #include "admin.h"
+#include "budget.h"
 #include "nearcache.h"
 
 #include <assert.h>
@@ -505,6 +506,7 @@ static void admin_metrics_capacity(struct admin *a, struct evbuffer *out)
     stats_format_prometheus(&p->workers[0].stats, sizeof(struct worker), p->nworkers, cfg->instance_names,
                             cfg->ninstances, &text);
     sampler_format_prometheus(cfg->instance_names, cfg->ninstances, &text);
+    budget_format_prometheus(cfg->registry, &text);
     nearcache_format_prometheus(p, &text); /* issue 20 */
     evbuffer_add(out, text.p, text.len);
     bytebuf_free(&text);

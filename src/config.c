@@ -35,15 +35,6 @@ static int int_parse(const char *s, long long min, long long max, long long *out
     return 0;
 }
 
-int size_parse(const char *s, int64_t *bytes)
-{
-    static const struct scale_unit units[] = {{"", 1},           {"b", 1},
-                                              {"k", 1000},       {"kb", 1024},
-                                              {"m", 1000000},    {"mb", 1024 * 1024},
-                                              {"g", 1000000000}, {"gb", 1024 * 1024 * 1024}};
-    return scaled_parse(s, units, sizeof units / sizeof units[0], 1, bytes);
-}
-
 /* HOST:PORT or [V6]:PORT. On error returns -1 with *why set. */
 static int addr_parse(const char *s, char **host, int *port, const char **why)
 {

@@ -164,8 +164,6 @@ void config_registry_bind_stats(struct registry *r, const char *const *instance_
 /* Index of the instance called `name`, or -1. */
 int config_instance_index(const struct config *c, const char *name);
 
-/* Parse a size: "1024", "64kb", "16mb", "1gb" (case-insensitive; as Redis, k/m/g are
- * powers of 1000 and kb/mb/gb powers of 1024). 0 on success, -1 on junk or overflow. */
-int size_parse(const char *s, int64_t *bytes) KG_MUST_CHECK;
+/* size_parse: util.h (the registry's max-memory= reads sizes too). */
 
 #endif

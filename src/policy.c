@@ -779,6 +779,54 @@ static void decide_ttl_report(const struct policy_request *r, const struct key_r
     if (one != stack_one) free(one);
 }
 
+/*
+ * Budgets (budget.h): the keys of budgeted namespaces that the write may create. Under budget,
+ * they join the estimate once forwarded (p->budget_add); over budget, the write is checked by
+ * BUDGET_SCRIPT (p->budget_check) or refused. Report-mode namespaces were replaced in ns_of by
+ * an entry without budget: they are not enforced. Returns 0, or -1 with p a PLAN_ERROR.
+ */
+static int decide_budget(const struct policy_request *r, const struct key_ref *keys,
+                         const struct namespace_entry **ns_of, int nkeys, struct plan *p)
+{
+    const struct namespace_entry *over = NULL;
+    struct budget_usage over_u = {0};
+    size_t ncheck = 0;
+    for (int i = 0; i < nkeys; i++) {
+        const struct namespace_entry *ns = ns_of[i];
+        if (!registry_has_budget(ns) || !budget_may_create(r->cmd, keys[i].flags)) continue;
+        struct budget_usage u;
+        budget_usage(ns->stats_slot, &u);
+        if (budget_over(ns, &u)) {
+            if (!over) over = ns, over_u = u;
+            if (ncheck < BUDGET_CHECK_KEYS_MAX) p->budget_check[ncheck] = keys[i].index;
+            ncheck++;
+            continue;
+        }
+        uint16_t k = 0;
+        while (k < p->budget_nadd && p->budget_add[k].slot != ns->stats_slot) k++;
+        if (k == p->budget_nadd) {
+            if (k == PLAN_BUDGET_ADDS) continue;
+            p->budget_add[k].slot = ns->stats_slot;
+            p->budget_add[k].n = 0;
+            p->budget_nadd++;
+        }
+        p->budget_add[k].n++;
+    }
+    switch (budget_action(r->cmd, r->argc, ncheck)) {
+    case BUDGET_PASS:
+        return 0;
+    case BUDGET_CHECK:
+        p->budget_ncheck = (uint16_t)ncheck;
+        budget_error(over, &over_u, p->budget_msg, sizeof(p->budget_msg));
+        return 0;
+    default:
+        p->budget_nadd = 0;
+        budget_error(over, &over_u, p->error, sizeof(p->error));
+        p->kind = PLAN_ERROR;
+        return -1;
+    }
+}
+
 /* ns, a namespace of one of the command's keys other than the first's, in p->more_ns once. */
 static void plan_note_namespace(struct plan *p, const struct namespace_entry *ns)
 {
@@ -888,6 +936,10 @@ static void decide_keys(const struct config *cfg, const struct registry *reg, co
     struct ttl_decision td;
     /* keys of report namespaces are enforced as ttl=none; what their rules would do is counted */
     decide_ttl_report(r, keys, ns_of, nkeys, p->flow == FLOW_BLOCK, may_wrap, p);
+    if (decide_budget(r, keys, ns_of, nkeys, p) != 0) {
+        ncpolicy_inval_release(&inval);
+        return;
+    }
     ttl_decide(r, keys, ns_of, nkeys, p->flow == FLOW_BLOCK, may_wrap, &td);
     if (td.refused) {
         ttl_decision_release(&td);

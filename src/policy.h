@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "access.h"
+#include "budget.h"
 #include "commands.h"
 #include "config.h"
 #include "ncpolicy.h"
@@ -118,6 +119,7 @@ struct plan_part {
     uint8_t replicas; /* a write's largest replicas=N over this part's keys (0: none) */
 };
 #define PLAN_MORE_NS 16
+#define PLAN_BUDGET_ADDS 8 /* budgeted namespaces whose keys one command adds to the estimates (more: not counted) */
 #define PLAN_ERROR_MAX ERROR_TEXT_MAX /* session.h's size of an error text */
 
 struct plan {
@@ -148,6 +150,10 @@ struct plan {
     uint32_t nmore_ns;     /* distinct namespaces of the other keys, in more_ns (metrics) */
     struct nc_inval inval; /* PLAN_FORWARD: the near-cache invalidations (XADD) the write carries, in
                                          its transaction (ttl.wrap is set for them: see ncpolicy.h) */
+    /* budgets (budget.h): budget_ncheck > 0: the command goes as BUDGET_SCRIPT, checking the keys
+     * argv[budget_check[0..ncheck)], answering budget_msg when one is missing; budget_nadd: the
+     * (slot, keys) pairs budget_add is told once the command is forwarded (policy_budget_forwarded) */
+    uint16_t budget_ncheck, budget_nadd;
     /* The text buffers last: policy_decide clears every field before them and only the first
      * byte of error, so a request does not pay for zeroing 600 bytes nobody reads. */
     char error[PLAN_ERROR_MAX]; /* PLAN_ERROR: "CODE message" (no '-', no CRLF); "" otherwise */
@@ -158,7 +164,20 @@ struct plan {
     /* the namespaces of a command's keys other than ns, each once (read up to nmore_ns; past
      * PLAN_MORE_NS distinct ones the rest are not listed): the per-namespace commands series */
     const struct namespace_entry *more_ns[PLAN_MORE_NS];
+    /* budgets: read up to budget_ncheck and budget_nadd */
+    int32_t budget_check[BUDGET_CHECK_KEYS_MAX];
+    struct {
+        uint32_t slot, n;
+    } budget_add[PLAN_BUDGET_ADDS];
+    char budget_msg[256];
 };
+
+/* A forwarded plan's keys of budgeted namespaces under their budget join the estimates
+ * (budget_add). Call once, when the command is sent (or queued in the client's MULTI). */
+static inline void policy_budget_forwarded(const struct plan *p)
+{
+    for (uint16_t i = 0; i < p->budget_nadd; i++) budget_add(p->budget_add[i].slot, p->budget_add[i].n);
+}
 
 /* Free what policy_decide allocated in plan (call once the plan was carried out). */
 void plan_release(struct plan *plan);

@@ -31,6 +31,8 @@ enum field_id {
     F_ENFORCE,
     F_DEPTH,
     F_REPLICAS,
+    F_MAX_KEYS,
+    F_MAX_MEMORY,
     F_COUNT
 };
 
@@ -41,7 +43,7 @@ static const struct {
     [F_INSTANCE] = {"instance", 1}, [F_OWNER] = {"owner", 1},           [F_TTL] = {"ttl", 0},
     [F_MAX_TTL] = {"max-ttl", 0},   [F_NEAR_CACHE] = {"near-cache", 0}, [F_PURPOSE] = {"purpose", 1},
     [F_SLIDING] = {"sliding", 0},   [F_ENFORCE] = {"enforce", 1},       [F_DEPTH] = {"depth", 0},
-    [F_REPLICAS] = {"replicas", 0},
+    [F_REPLICAS] = {"replicas", 0}, [F_MAX_KEYS] = {"max-keys", 0},     [F_MAX_MEMORY] = {"max-memory", 0},
 };
 
 const char *registry_field_name(size_t i)
@@ -182,7 +184,7 @@ static int field_apply(struct parse_ctx *ctx, int line, struct namespace_entry *
         else
             err_add(ctx, line,
                     "unknown field '%.*s' (fields: instance= owner= ttl= max-ttl= "
-                    "near-cache= replicas= purpose= enforce= and the flag words sliding, depth)",
+                    "near-cache= replicas= max-keys= max-memory= purpose= enforce= and the flag words sliding, depth)",
                     (int)name_len, name);
         return -1;
     }
@@ -237,6 +239,23 @@ static int field_apply(struct parse_ctx *ctx, int line, struct namespace_entry *
         e->replicas = (int)n;
         return f;
     }
+    case F_MAX_KEYS: {
+        char *end;
+        errno = 0;
+        long long n = strtoll(value, &end, 10);
+        if (!*value || *end || errno || value[0] == '+' || value[0] == '-' || n < 1) {
+            err_add(ctx, line, "bad max-keys= value '%s' (a number of keys, 1 or more)", value);
+            return -1;
+        }
+        e->max_keys = (int64_t)n;
+        return f;
+    }
+    case F_MAX_MEMORY:
+        if (size_parse(value, &e->max_memory) != 0 || e->max_memory < 1) {
+            err_add(ctx, line, "bad max-memory= value '%s' (a size such as 1048576, 512kb, 64mb, 1gb)", value);
+            return -1;
+        }
+        return f;
     case F_ENFORCE:
         if ((e->enforce = registry_enforce_word(value)) == ENFORCE_UNSET) {
             err_add(ctx, line, "bad enforce= value '%s' (on or report)", value);
@@ -312,6 +331,14 @@ static int line_parse(struct parse_ctx *ctx, int line, const struct tokens *t)
         err_add(ctx, line,
                 "near-cache= cannot be combined with sliding (a cached read would not reset the key's TTL on the "
                 "backend)");
+        bad = 1;
+    }
+    if ((ok[F_MAX_KEYS] || ok[F_MAX_MEMORY]) && ok[F_INSTANCE] &&
+        !registry_instance_budgets(ctx->instances[e.instance])) {
+        err_add(ctx, line,
+                "%s is not allowed on instance '%s': budgets are for a noeviction instance (only 'durable' is held "
+                "to noeviction by the topology guard; where Redis evicts, LRU decides what stays)",
+                ok[F_MAX_KEYS] ? "max-keys=" : "max-memory=", ctx->instances[e.instance]);
         bad = 1;
     }
     e.prefix = xstrdup(e.is_default ? "" : t->v[1].text);
@@ -507,9 +534,21 @@ struct registry *registry_load(const char *path, const char *const *instances, s
     return r;
 }
 
+int registry_instance_budgets(const char *instance)
+{
+    return strcmp(instance, REGISTRY_BUDGET_INSTANCE) == 0;
+}
+
 enum ns_enforce registry_enforce_word(const char *word)
 {
     return strcmp(word, "on") == 0 ? ENFORCE_ON : strcmp(word, "report") == 0 ? ENFORCE_REPORT : ENFORCE_UNSET;
+}
+
+int registry_any_budget(const struct registry *r)
+{
+    for (size_t i = 0; r && i <= r->count; i++)
+        if (registry_has_budget(registry_entry(r, i))) return 1;
+    return 0;
 }
 
 void registry_set_enforce(struct registry *r, enum ns_enforce global)
@@ -570,15 +609,49 @@ const struct namespace_entry *registry_lookup(const struct registry *r, enum ns_
 
 /* ---- printing ---------------------------------------------------------------------- */
 
-enum { COL_NS, COL_PURPOSE, COL_INSTANCE, COL_TTL, COL_MAX_TTL, COL_OWNER, NCOLS };
+/* COL_BUDGET is printed only when some line has a budget (registry_print's ncols). */
+enum { COL_NS, COL_PURPOSE, COL_INSTANCE, COL_TTL, COL_MAX_TTL, COL_OWNER, COL_BUDGET, NCOLS };
 
-static const char *const col_titles[NCOLS] = {"Namespace", "Purpose", "Instance", "TTL", "Max TTL", "Owner"};
+static const char *const col_titles[NCOLS] = {"Namespace", "Purpose", "Instance", "TTL", "Max TTL", "Owner", "Budget"};
 
 /* The cells of one row, with room for the formatted ones. */
 struct row {
     const char *cell[NCOLS];
-    char ttl[96], max_ttl[32], instance[32];
+    char ttl[96], max_ttl[32], instance[32], budget[64];
 };
+
+/* A size as the shortest exact form size_parse reads back: "64mb", "512kb", "1gb", "1000". */
+static void size_format(int64_t n, char *buf, size_t len)
+{
+    static const struct {
+        const char *unit;
+        int64_t mul;
+    } units[] = {{"gb", 1024LL * 1024 * 1024}, {"mb", 1024 * 1024}, {"kb", 1024}};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (n % units[i].mul == 0) {
+            snprintf(buf, len, "%lld%s", (long long)(n / units[i].mul), units[i].unit);
+            return;
+        }
+    }
+    snprintf(buf, len, "%lld", (long long)n);
+}
+
+/* "max-keys=500, max-memory=64mb", or "-" without a budget. */
+static void budget_cell(const struct namespace_entry *e, char *buf, size_t len)
+{
+    if (!registry_has_budget(e)) {
+        snprintf(buf, len, "-");
+        return;
+    }
+    char mem[32] = "";
+    if (e->max_memory > 0) size_format(e->max_memory, mem, sizeof mem);
+    if (e->max_keys > 0 && e->max_memory > 0)
+        snprintf(buf, len, "max-keys=%lld, max-memory=%s", (long long)e->max_keys, mem);
+    else if (e->max_keys > 0)
+        snprintf(buf, len, "max-keys=%lld", (long long)e->max_keys);
+    else
+        snprintf(buf, len, "max-memory=%s", mem);
+}
 
 static void row_fill(struct row *row, const struct namespace_entry *e, const char *const *instances)
 {
@@ -616,6 +689,8 @@ static void row_fill(struct row *row, const struct namespace_entry *e, const cha
         snprintf(row->max_ttl, sizeof row->max_ttl, "-");
     row->cell[COL_TTL] = row->ttl;
     row->cell[COL_MAX_TTL] = row->max_ttl;
+    budget_cell(e, row->budget, sizeof row->budget);
+    row->cell[COL_BUDGET] = row->budget;
 }
 
 /* Display width: UTF-8 code points, so "—" counts as one column. */
@@ -641,11 +716,11 @@ static void markdown_cell(FILE *out, const char *s)
     fputs(" |", out);
 }
 
-static void plain_row(FILE *out, const char *const cells[NCOLS], const size_t width[NCOLS])
+static void plain_row(FILE *out, const char *const cells[NCOLS], const size_t width[NCOLS], int ncols)
 {
-    for (int c = 0; c < NCOLS; c++) {
+    for (int c = 0; c < ncols; c++) {
         fputs(cells[c], out);
-        if (c + 1 < NCOLS) fprintf(out, "%*s", (int)(width[c] - text_width(cells[c]) + 2), "");
+        if (c + 1 < ncols) fprintf(out, "%*s", (int)(width[c] - text_width(cells[c]) + 2), "");
     }
     fputc('\n', out);
 }
@@ -660,6 +735,7 @@ static int entry_line_cmp(const void *a, const void *b)
 void registry_print(const struct registry *r, const char *const *instances, int markdown, FILE *out)
 {
     size_t n = r ? r->count : 0;
+    int ncols = registry_any_budget(r) ? NCOLS : COL_BUDGET;
     const struct namespace_entry **order = xrealloc(NULL, (n + 1) * sizeof *order);
     struct row *rows = xrealloc(NULL, (n + 1) * sizeof *rows);
     for (size_t i = 0; i < n; i++) order[i] = &r->entries[i];
@@ -667,10 +743,10 @@ void registry_print(const struct registry *r, const char *const *instances, int 
     if (r && r->dflt) order[n++] = r->dflt; /* the default line is always the last row */
 
     size_t width[NCOLS];
-    for (int c = 0; c < NCOLS; c++) width[c] = text_width(col_titles[c]);
+    for (int c = 0; c < ncols; c++) width[c] = text_width(col_titles[c]);
     for (size_t i = 0; i < n; i++) {
         row_fill(&rows[i], order[i], instances);
-        for (int c = 0; c < NCOLS; c++) {
+        for (int c = 0; c < ncols; c++) {
             size_t w = text_width(rows[i].cell[c]);
             if (w > width[c]) width[c] = w;
         }
@@ -678,28 +754,28 @@ void registry_print(const struct registry *r, const char *const *instances, int 
 
     if (markdown) {
         fputs("|", out);
-        for (int c = 0; c < NCOLS; c++) markdown_cell(out, col_titles[c]);
+        for (int c = 0; c < ncols; c++) markdown_cell(out, col_titles[c]);
         fputs("\n|", out);
-        for (int c = 0; c < NCOLS; c++) fputs("---|", out);
+        for (int c = 0; c < ncols; c++) fputs("---|", out);
         fputc('\n', out);
         for (size_t i = 0; i < n; i++) {
             fputs("|", out);
-            for (int c = 0; c < NCOLS; c++) markdown_cell(out, rows[i].cell[c]);
+            for (int c = 0; c < ncols; c++) markdown_cell(out, rows[i].cell[c]);
             fputc('\n', out);
         }
     } else {
         const char *dashes[NCOLS];
         char *rule[NCOLS];
-        for (int c = 0; c < NCOLS; c++) {
+        for (int c = 0; c < ncols; c++) {
             rule[c] = xrealloc(NULL, width[c] + 1);
             memset(rule[c], '-', width[c]);
             rule[c][width[c]] = '\0';
             dashes[c] = rule[c];
         }
-        plain_row(out, col_titles, width);
-        plain_row(out, dashes, width);
-        for (size_t i = 0; i < n; i++) plain_row(out, rows[i].cell, width);
-        for (int c = 0; c < NCOLS; c++) free(rule[c]);
+        plain_row(out, col_titles, width, ncols);
+        plain_row(out, dashes, width, ncols);
+        for (size_t i = 0; i < n; i++) plain_row(out, rows[i].cell, width, ncols);
+        for (int c = 0; c < ncols; c++) free(rule[c]);
     }
     free(rows);
     free(order);

@@ -37,6 +37,8 @@ struct namespace_entry {
     uint32_t index;      /* position: entries[index], the default line is `count`; counters are indexed by it */
     int depth;           /* "depth" flag word: the sampler sums its lists', streams' and zsets' lengths */
     int replicas;        /* replicas=N: its writes are acknowledged once N replicas have them (0: at once) */
+    int64_t max_keys;    /* max-keys=N: past N keys a write that would create one is refused -OOM (0: no budget) */
+    int64_t max_memory;  /* max-memory=SIZE: the same past SIZE bytes, as the sampler estimates them (0: none) */
     unsigned stats_slot; /* its per-namespace stats slot (stats_ns_slot, set at config load) */
     /* near-cache=D: the instance's invalidation stream and markers hash, keys of the keygate-owned
      * namespace K (owner=keygate) of the same instance: "<K>nc:{<K>}:stream" and "...:markers"
@@ -48,6 +50,19 @@ struct namespace_entry {
 
 /* replicas=N takes 1..this (Redis's WAIT counts replicas; more than this is a typo). */
 #define REGISTRY_MAX_REPLICAS 16
+
+/* The one instance name that may carry budgets (max-keys=, max-memory=): the topology guard
+ * holds it to noeviction (topology.h); on an instance that evicts, LRU decides what stays. */
+#define REGISTRY_BUDGET_INSTANCE "durable"
+
+/* 1 when a line on instance `instance` (its name) may carry max-keys= and max-memory=. Pure. */
+int registry_instance_budgets(const char *instance);
+
+/* 1 when e has a budget (max-keys= or max-memory=). */
+static inline int registry_has_budget(const struct namespace_entry *e)
+{
+    return e && (e->max_keys > 0 || e->max_memory > 0);
+}
 
 /* The owner= that marks a namespace as keygate's own (the near cache's streams live in it). */
 #define REGISTRY_KEYGATE_OWNER "keygate"
@@ -79,7 +94,9 @@ struct registry {
  * a file with no entries (reported at line 0), a second `default` line, near-cache= on the
  * default line, a bad enforce= value, near-cache= with sliding, near-cache= on an instance
  * without a keygate-owned namespace (owner=keygate; the message names the line to add) or
- * on an owner=keygate line, replicas= outside 1..REGISTRY_MAX_REPLICAS or on a channel line. max-ttl with ttl=none is allowed: it
+ * on an owner=keygate line, replicas= outside 1..REGISTRY_MAX_REPLICAS or on a channel line,
+ * max-keys= that is not a positive number, max-memory= that is not a size (size_parse) above 0,
+ * either on a channel line or on an instance other than REGISTRY_BUDGET_INSTANCE. max-ttl with ttl=none is allowed: it
  * caps the TTLs clients set themselves. Errors are reported in line order.
  * Returns the registry (caller frees with registry_free) when there were no
  * errors, else NULL.
@@ -123,6 +140,9 @@ enum ns_enforce registry_enforce_word(const char *word);
  * ENFORCE_REPORT). config_load calls it once, before the registry is shared. */
 void registry_set_enforce(struct registry *r, enum ns_enforce global);
 
+/* 1 when some line of r has a budget. */
+int registry_any_budget(const struct registry *r);
+
 /* The fields a registry line may carry, as registry_load parses them: the name of the i-th
  * ("instance", "ttl", "replicas", ...; NULL past the last), and whether it is a flag word
  * (sliding, depth) rather than name=value. With the kinds namespace, channel and default,
@@ -133,6 +153,8 @@ int registry_field_is_flag(size_t i);
 /* Print the registry as the seed's table, in file order: Namespace | Purpose | Instance |
  * TTL | Max TTL | Owner; aligned plain text, or a Markdown table when markdown != 0.
  * TTL reads "90s", "30m sliding", "none" (+ ", near-cache 60s", ", replicas=1"); channels "(pub/sub)".
+ * A budget adds a Budget column ("max-keys=500, max-memory=64mb"; "-" on lines without one),
+ * only when some line has a budget (registries without budgets print as before).
  * The default line is the last row, named "(default)"; report-mode lines say ", enforce=report"
  * in the TTL column. */
 void registry_print(const struct registry *r, const char *const *instances, int markdown, FILE *out);

@@ -501,16 +501,32 @@ static void route_out_done(struct request *req, struct backend *b)
 static void write_frame(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame)
 {
     const struct resp_parser *p = &c->parser;
-    if (!p->is_inline && plan->nappend == 0 && !plan->ttl.getex) {
+    if (!p->is_inline && plan->nappend == 0 && !plan->ttl.getex && !plan->budget_ncheck) {
         bytebuf_add(out, frame, p->frame_len);
         return;
     }
     char hdr[32];
     hdr[0] = '*';
-    size_t n = 1 + format_ll(hdr + 1, (long long)(p->argc + plan->nappend));
+    /* over budget: EVAL <check script> ncheck key... <-OOM text> <the command, as below> */
+    size_t budget_args = plan->budget_ncheck ? 4u + plan->budget_ncheck : 0;
+    size_t n = 1 + format_ll(hdr + 1, (long long)(budget_args + p->argc + plan->nappend));
     hdr[n++] = '\r';
     hdr[n++] = '\n';
     bytebuf_add(out, hdr, n);
+    if (plan->budget_ncheck) {
+        bytebuf_add(out, STR_AND_LEN("$4\r\nEVAL\r\n"));
+        if (c->resp3)
+            bytebuf_add_bulk(out, STR_AND_LEN(BUDGET_SCRIPT_RESP3));
+        else
+            bytebuf_add_bulk(out, STR_AND_LEN(BUDGET_SCRIPT));
+        char num[24];
+        bytebuf_add_bulk(out, num, format_ll(num, (long long)plan->budget_ncheck));
+        for (uint16_t i = 0; i < plan->budget_ncheck; i++) {
+            size_t ai = (size_t)plan->budget_check[i];
+            bytebuf_add_bulk(out, resp_arg_ptr(p, frame, ai), p->args[ai].len);
+        }
+        bytebuf_add_bulk(out, plan->budget_msg, strlen(plan->budget_msg));
+    }
     if (!p->is_inline && !plan->ttl.getex) {
         bytebuf_add(out, frame + p->header_len, p->frame_len - p->header_len);
     } else {
@@ -868,6 +884,7 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
     route_out_done(req, b);
     STAT_INC(&w->stats, commands_forwarded);
     if (plan->nappend || plan->ttl.nfix) stats_ttl_injected(&w->stats, &req->mark);
+    policy_budget_forwarded(plan);
 }
 
 void router_forward_bytes(struct client *c, struct backend *b, int instance, struct request *req, const char *bytes,
@@ -941,6 +958,7 @@ void router_write_queued(struct bytebuf *out, const struct client *c, const stru
 {
     static const uint8_t client_reply = REPLIES_KEEP_CLIENT, injected = REPLIES_KEEP_INJECTED, xadd = REPLIES_KEEP_XADD;
     write_frame(out, c, plan, frame);
+    policy_budget_forwarded(plan); /* at queue time: a DISCARDed write stays counted (the estimate errs high) */
     bytebuf_add(keep, &client_reply, 1);
     for (size_t i = 0; i < plan->ttl.nfix; i++) {
         write_fix(out, c, frame, &plan->ttl.fix[i]);

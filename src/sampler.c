@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "budget.h"
 #include "registry.h"
 #include "stats.h"
 #include "syncconn.h"
@@ -89,7 +90,32 @@ static int sampler_sleep_until(struct sampler *s, int64_t deadline_ms)
 /* One instance's counts while its pass runs. */
 struct tally {
     uint64_t keys[STATS_NS_MAX], depth[STATS_NS_MAX];
+    uint64_t mem_sum[STATS_NS_MAX], mem_n[STATS_NS_MAX]; /* max-memory namespaces: sampled MEMORY USAGE */
+    uint64_t mark[STATS_NS_MAX];                         /* budgeted namespaces: budget_pass_begin's */
 };
+
+/* MEMORY USAGE of the max-memory-namespace keys keys[idx[0..n)], pipelined, into t. 0, or -1 on a
+ * connection error. A key gone since the SCAN answers nil: not counted. */
+static int sampler_memory(struct syncconn *c, redisReply **keys, const size_t *idx, size_t n,
+                          const struct namespace_entry **ns, struct tally *t)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *argv[3] = {"MEMORY", "USAGE", keys[idx[i]]->str};
+        size_t argvlen[3] = {6, 5, (size_t)keys[idx[i]]->len};
+        if (syncconn_append(c, 3, argv, argvlen) != 0) return -1;
+    }
+    if (syncconn_flush(c) != 0) return -1;
+    for (size_t i = 0; i < n; i++) {
+        redisReply *r = syncconn_read(c);
+        if (!r) return -1;
+        if (r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
+            t->mem_sum[ns[i]->stats_slot] += (uint64_t)r->integer;
+            t->mem_n[ns[i]->stats_slot]++;
+        }
+        freeReplyObject(r);
+    }
+    return 0;
+}
 
 /* The queue depth of the depth-namespace keys keys[idx[0..n)]: TYPE, then the length
  * command, each pipelined. 0, or -1 on a connection error (why in err). */
@@ -159,14 +185,25 @@ static int sampler_scan(struct sampler *s, int inst, const char *host, int port,
         }
         memcpy(cursor, r->element[0]->str, (size_t)r->element[0]->len + 1);
         redisReply **keys = r->element[1]->element;
-        size_t nkeys = r->element[1]->elements, idx[256], n = 0;
-        const struct namespace_entry *ns[256];
+        size_t nkeys = r->element[1]->elements, idx[256], n = 0, midx[256], mn = 0;
+        const struct namespace_entry *ns[256], *mns[256];
         for (size_t i = 0; i < nkeys && rc == 0; i++) {
             if (keys[i]->type != REDIS_REPLY_STRING) continue;
             /* the default line takes what matches no prefix, as keygate routes it */
             const struct namespace_entry *e = registry_resolve(s->reg, NS_KEY, keys[i]->str, (size_t)keys[i]->len);
             if (!e || e->instance != inst) continue; /* no namespace, or another instance's: the audit's business */
             t->keys[e->stats_slot]++;
+            /* max-memory: the first BUDGET_MEMORY_SAMPLES keys the pass meets (SCAN's order is the hash's) */
+            if (e->max_memory > 0 && t->mem_n[e->stats_slot] < BUDGET_MEMORY_SAMPLES) {
+                t->mem_n[e->stats_slot]++; /* reserved here, counted again by sampler_memory */
+                mns[mn] = e;
+                midx[mn++] = i;
+                if (mn == sizeof(midx) / sizeof(midx[0])) {
+                    for (size_t k = 0; k < mn; k++) t->mem_n[mns[k]->stats_slot]--;
+                    if (sampler_memory(c, keys, midx, mn, mns, t) != 0) rc = -1;
+                    mn = 0;
+                }
+            }
             if (!e->depth) continue;
             ns[n] = e;
             idx[n++] = i;
@@ -176,6 +213,10 @@ static int sampler_scan(struct sampler *s, int inst, const char *host, int port,
             }
         }
         if (rc == 0 && n > 0 && sampler_depth(c, keys, idx, n, ns, t) != 0) rc = -1;
+        if (rc == 0 && mn > 0) {
+            for (size_t k = 0; k < mn; k++) t->mem_n[mns[k]->stats_slot]--;
+            if (sampler_memory(c, keys, midx, mn, mns, t) != 0) rc = -1;
+        }
         if (rc != 0) snprintf(err, errlen, "%s", syncconn_error(c));
         freeReplyObject(r);
         if (rc == 0 && strcmp(cursor, "0") != 0 && sampler_sleep_until(s, clock_mono_ms() + SAMPLER_PAUSE_MS)) rc = 1;
@@ -215,6 +256,9 @@ static void sampler_publish(struct sampler *s, int inst, const struct tally *t, 
         result_has_keys[e->stats_slot] = 1;
         result_depth[e->stats_slot] = t->depth[e->stats_slot];
         result_has_depth[e->stats_slot] = (unsigned char)e->depth;
+        if (registry_has_budget(e))
+            budget_publish(e->stats_slot, t->mark[e->stats_slot], t->keys[e->stats_slot], t->mem_sum[e->stats_slot],
+                           t->mem_n[e->stats_slot]);
     }
     int64_t now = clock_mono_ms();
     result_done_ms[inst] = now;
@@ -245,6 +289,11 @@ static void *sampler_run(void *arg)
         int stopped = 0;
         for (size_t i = 0; i < s->ninstances && !stopped; i++) {
             memset(t, 0, sizeof(*t));
+            for (size_t k = 0; k <= s->reg->count; k++) { /* keys written from now on stay in the estimate */
+                const struct namespace_entry *e = registry_entry(s->reg, k);
+                if (e && e->instance == (int)i && registry_has_budget(e))
+                    t->mark[e->stats_slot] = budget_pass_begin(e->stats_slot);
+            }
             char err[256] = "";
             int64_t inst_started = clock_mono_ms();
             int rc = sampler_scan_instance(s, (int)i, t, err, sizeof(err));
@@ -453,6 +502,12 @@ static void *sampler_poll(void *arg)
     return NULL;
 }
 
+int64_t sampler_scan_interval(const struct config *cfg)
+{
+    if (cfg->namespace_scan_interval_ms > 0) return cfg->namespace_scan_interval_ms;
+    return registry_any_budget(cfg->registry) ? BUDGET_SCAN_INTERVAL_MS : 0;
+}
+
 struct sampler *sampler_start(const struct config *cfg, struct proxy *p)
 {
     struct sampler *s = xcalloc(1, sizeof(*s));
@@ -462,7 +517,7 @@ struct sampler *sampler_start(const struct config *cfg, struct proxy *p)
         return NULL;
     }
     s->proxy = p;
-    s->interval_ms = cfg->namespace_scan_interval_ms;
+    s->interval_ms = sampler_scan_interval(cfg);
     s->info_interval_ms = cfg->backend_info_interval_ms;
     s->connect_timeout_ms = cfg->connect_timeout_ms;
     s->ninstances = cfg->ninstances;
@@ -500,10 +555,21 @@ void sampler_update(struct sampler *s, const struct config *cfg)
         registry_free(s->pending);
         s->pending = r;
     }
-    s->interval_ms = cfg->namespace_scan_interval_ms;
+    s->interval_ms = sampler_scan_interval(cfg);
     s->info_interval_ms = cfg->backend_info_interval_ms;
     pthread_cond_broadcast(&s->wake);
+    int start = !s->scanning && s->interval_ms > 0;
     pthread_mutex_unlock(&s->lock);
+    if (!start) return;
+    /* budgets added by a reload need counts: the passes begin now (the thread only reads what
+     * it shares with this one under the lock) */
+    int err = pthread_create(&s->thread, NULL, sampler_run, s);
+    s->scanning = err == 0;
+    if (err != 0)
+        log_event(LOG_ERROR, "sampler_start_failed", NULL, "sampler: cannot start its thread: %s", strerror(err));
+    else
+        log_event(LOG_INFO, "sampler_started", NULL, "sampler: one pass every %lldms (started by a reload)",
+                  (long long)s->interval_ms);
 }
 
 void sampler_stop(struct sampler *s)

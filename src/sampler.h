@@ -18,8 +18,9 @@ struct proxy;
  *      key -> registry_lookup -> its namespace, when that lives on this instance: keys + 1
  *      key of a `depth` namespace -> TYPE (pipelined) -> list/stream/zset: LLEN/XLEN/ZCARD
  *                                    (pipelined) -> depth + length
+ *      key of a max-memory namespace (its first BUDGET_MEMORY_SAMPLES) -> MEMORY USAGE (pipelined)
  *    until the cursor is 0 (on every primary of a cluster): the instance's counts replace its
- *    previous ones; a pass that fails anywhere keeps them
+ *    previous ones (and the budgets' estimates: budget_publish); a pass that fails anywhere keeps them
  */
 #define SAMPLER_SCAN_COUNT "1000"
 #define SAMPLER_PAUSE_MS 50 /* between SCAN calls: at most ~20,000 keys a second per instance */
@@ -36,8 +37,12 @@ struct sampler;
  */
 struct sampler *sampler_start(const struct config *cfg, struct proxy *p) KG_MUST_CHECK;
 
-/* A reload: the next pass uses cfg's registry and interval (0 pauses the passes). s NULL: no-op.
- * Main thread. Turning the sampler on (from 0 at start) needs a restart. */
+/* The namespace sampler's interval under cfg: namespace-scan-interval, or BUDGET_SCAN_INTERVAL_MS
+ * when it is 0 and the registry has a budget (budgets need counts), else 0 (off). */
+int64_t sampler_scan_interval(const struct config *cfg);
+
+/* A reload: the next pass uses cfg's registry and interval (sampler_scan_interval; 0 pauses the
+ * passes); a sampler whose passes were off starts them. s NULL: no-op. Main thread. */
 void sampler_update(struct sampler *s, const struct config *cfg);
 
 /* Stop the thread (a pass in progress ends at its next SCAN call, or when its I/O times out)

@@ -127,6 +127,7 @@ void stats_refused(struct stats *st, const struct stats_mark *m, const char *err
     STATS_BUMP(&n->refused[code], 1);
     /* ttl.c's text for a client TTL over the namespace's max-ttl */
     if (code == STATS_REFUSED_DENIED && strstr(error, " is above max-ttl ")) STATS_BUMP(&n->ttl_refused, 1);
+    if (code == STATS_REFUSED_OTHER && starts_with(error, STATS_BUDGET_ERROR)) STATS_BUMP(&n->budget_refused, 1);
 }
 
 enum stats_backend_code stats_backend_code(const char *word, size_t len)
@@ -146,6 +147,12 @@ void stats_backend_error(struct stats *st, const struct stats_mark *m, const cha
     size_t w = 1;
     while (w < len && reply[w] != ' ' && reply[w] != '\r') w++;
     enum stats_backend_code code = stats_backend_code(reply + 1, w > 0 ? w - 1 : 0);
+    if (code == STATS_BACKEND_OOM && len > sizeof(STATS_BUDGET_ERROR) &&
+        memcmp(reply + 1, STATS_BUDGET_ERROR, sizeof(STATS_BUDGET_ERROR) - 1) == 0) {
+        /* the budget check script's refusal: keygate's budget, not the backend's memory */
+        STATS_BUMP(&stats_ns_of(st)[STATS_KEY_SLOT(m->key)].budget_refused, 1);
+        return;
+    }
     STATS_BUMP(&stats_ns_of(st)[STATS_KEY_SLOT(m->key)].backend_errors[code], 1);
     if (code == STATS_BACKEND_OOM && m->instance >= 0 && m->instance < STATS_MAX_INSTANCES)
         STATS_BUMP(&st->rejected_writes[m->instance], 1);
@@ -414,6 +421,8 @@ void stats_format_prometheus(const struct stats *blocks, size_t stride, int n, c
     NS_SERIES(out, s, "keygate_namespace_ttl_injected_total", "writes given the registry's TTL", v_->ttl_injected);
     NS_SERIES(out, s, "keygate_namespace_ttl_refused_total", "commands refused: a client TTL above max-ttl",
               v_->ttl_refused);
+    NS_SERIES(out, s, "keygate_budget_refused_total",
+              "writes refused -OOM: their namespace is over its max-keys= or max-memory= budget", v_->budget_refused);
     NS_SERIES(out, s, "keygate_namespace_received_bytes_total",
               "request bytes read from clients (a request's bytes go to its first key's namespace)",
               v_->received_bytes);

@@ -82,7 +82,12 @@ struct stats_ns {
     uint64_t received_bytes;
     uint64_t sent_bytes;
     uint64_t backend_errors[STATS_NBACKEND_CODES];
+    uint64_t budget_refused; /* writes refused -OOM namespace '...' is over its budget (budget.h): by keygate
+                                or by its check script (then not among the backend's OOM errors) */
 };
+
+/* The first words of a budget refusal (budget.h's BUDGET_ERROR_PREFIX, without the '-'). */
+#define STATS_BUDGET_ERROR "OOM namespace '"
 
 /* ---- latency histograms: upper bounds 50 us .. 5 s (ns), plus +Inf ---- */
 #define STATS_HIST_BOUNDS_LIST                                                                                         \

@@ -73,6 +73,15 @@ int scaled_parse(const char *s, const struct scale_unit *units, size_t nunits, i
     return -1;
 }
 
+int size_parse(const char *s, int64_t *bytes)
+{
+    static const struct scale_unit units[] = {{"", 1},           {"b", 1},
+                                              {"k", 1000},       {"kb", 1024},
+                                              {"m", 1000000},    {"mb", 1024 * 1024},
+                                              {"g", 1000000000}, {"gb", 1024 * 1024 * 1024}};
+    return scaled_parse(s, units, sizeof units / sizeof units[0], 1, bytes);
+}
+
 void diag_add(struct diag *d, const char *file, int line, const char *fmt, ...)
 {
     char msg[1024];

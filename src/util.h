@@ -85,6 +85,10 @@ struct scale_unit {
 int scaled_parse(const char *s, const struct scale_unit *units, size_t nunits, int ignore_case,
                  int64_t *out) KG_MUST_CHECK;
 
+/* Parse a size: "1024", "64kb", "16mb", "1gb" (case-insensitive; as Redis, k/m/g are
+ * powers of 1000 and kb/mb/gb powers of 1024). 0 on success, -1 on junk or overflow. */
+int size_parse(const char *s, int64_t *bytes) KG_MUST_CHECK;
+
 /* A growable list of error lines, each already formatted as "FILE:LINE: message". */
 struct diag {
     char **lines;

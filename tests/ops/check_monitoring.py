@@ -316,7 +316,7 @@ def check_alerts(path, metrics):
 
 # The sources that write /metrics: admin.c (global and report series), stats.c (per namespace,
 # latency), sampler.c (the namespace sampler).
-SERVING_FILES = ("admin.c", "stats.c", "sampler.c", "nearcache.c")
+SERVING_FILES = ("admin.c", "stats.c", "sampler.c", "nearcache.c", "budget.c")
 
 
 def main():

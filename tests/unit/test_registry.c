@@ -518,6 +518,46 @@ START_TEST(replicas_field)
 }
 END_TEST
 
+/* issue 31: max-keys=N and max-memory=SIZE on namespace and default lines of the noeviction instance */
+START_TEST(budget_fields)
+{
+    char *path = write_temp("namespace q: instance=durable ttl=none owner=queues max-keys=500 max-memory=64mb\n"
+                            "namespace rl: instance=durable ttl=1h owner=rl\n"
+                            "default instance=durable ttl=1h owner=legacy max-memory=1000\n");
+    struct diag d = {0};
+    struct registry *r = registry_load(path, instances, 2, &d);
+    ck_assert_ptr_nonnull(r);
+    const struct namespace_entry *q = registry_lookup(r, NS_KEY, "q:1", 3);
+    ck_assert_int_eq(q->max_keys, 500);
+    ck_assert_int_eq(q->max_memory, 64 * 1024 * 1024);
+    ck_assert(registry_has_budget(q));
+    ck_assert(!registry_has_budget(registry_lookup(r, NS_KEY, "rl:1", 4)));
+    ck_assert_int_eq(registry_resolve(r, NS_KEY, "x", 1)->max_memory, 1000);
+    ck_assert(registry_any_budget(r));
+    char *s = print_to_string(r, 0);
+    ck_assert_msg(strstr(s, "Budget") != NULL, "got:\n%s", s);
+    ck_assert_msg(strstr(s, "max-keys=500, max-memory=64mb") != NULL, "got:\n%s", s);
+    ck_assert_msg(strstr(s, "max-memory=1000") != NULL, "got:\n%s", s);
+    free(s);
+    registry_free(r);
+    unlink(path);
+    free(path);
+    expect_one_error("namespace q: " GOOD " ttl=none max-keys=0\n", 1, "bad max-keys= value '0'");
+    expect_one_error("namespace q: " GOOD " ttl=none max-keys=-5\n", 1, "bad max-keys= value '-5'");
+    expect_one_error("namespace q: " GOOD " ttl=none max-keys=1k\n", 1, "bad max-keys= value '1k'");
+    expect_one_error("namespace q: " GOOD " ttl=none max-memory=0\n", 1, "bad max-memory= value '0'");
+    expect_one_error("namespace q: " GOOD " ttl=none max-memory=10zb\n", 1, "bad max-memory= value '10zb'");
+    expect_one_error("namespace q: " GOOD " ttl=none max-memory=\n", 1, "bad max-memory= value ''");
+    expect_one_error("namespace q: " GOOD " ttl=none max-keys=1 max-keys=2\n", 1, "repeated field 'max-keys'");
+    expect_one_error("channel c: " GOOD " max-keys=10\n", 1, "max-keys= is not allowed on a channel line");
+    expect_one_error("channel c: " GOOD " max-memory=1mb\n", 1, "max-memory= is not allowed on a channel line");
+    expect_one_error("namespace c: instance=cache owner=c ttl=1h max-keys=10\n", 1,
+                     "max-keys= is not allowed on instance 'cache': budgets are for a noeviction instance");
+    expect_one_error("default instance=cache owner=c ttl=1h max-memory=1mb\n", 1,
+                     "max-memory= is not allowed on instance 'cache'");
+}
+END_TEST
+
 /* Issue 13: a default line takes what matches no prefix; it is last in the table. */
 START_TEST(default_line_takes_unmatched_names)
 {
@@ -608,6 +648,7 @@ static Suite *registry_suite(void)
     tcase_add_test(tc, default_line_takes_unmatched_names);
     tcase_add_test(tc, depth_flag);
     tcase_add_test(tc, replicas_field);
+    tcase_add_test(tc, budget_fields);
     tcase_add_test(tc, default_line_alone_is_a_registry);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
