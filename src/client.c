@@ -938,7 +938,12 @@ static int client_rate_hold(struct client *c)
 {
     if (!c->ulimit || c->rate_paid) return 0;
     int rate = c->session.user ? c->session.user->rate : 0;
-    uint64_t wait = userlimit_take(c->ulimit, rate, rate ? clock_mono_ns() : 0);
+    if (!rate) {
+        c->user_requests++; /* counted at the end of the batch (client_parse) */
+        c->rate_paid = 1;
+        return 0;
+    }
+    uint64_t wait = userlimit_take(c->ulimit, rate, clock_mono_ns());
     if (!wait) {
         c->rate_paid = 1;
         return 0;
@@ -1013,6 +1018,11 @@ static size_t client_parse(struct client *c, const char *buf, size_t len)
         if (c->closed) return len; /* a closed client takes no more input */
         pos += c->parser.frame_len;
         if (c->parser.argc > 0) c->parser.unauthenticated = !c->session.authenticated; /* AUTH lifts the limits */
+    }
+    if (c->user_requests) { /* its user's count: once a batch */
+        assert(c->ulimit);   /* a logout mid-batch counted them and cleared them (conn_user_logout) */
+        userlimit_count(c->ulimit, c->user_requests);
+        c->user_requests = 0;
     }
     return pos;
 }

@@ -66,6 +66,8 @@ int conn_user_login(struct client *c, const struct user_conf *u)
 void conn_user_logout(struct client *c)
 {
     if (!c->ulimit) return;
+    if (c->user_requests) userlimit_count(c->ulimit, c->user_requests); /* what its last batch counted so far */
+    c->user_requests = 0;
     userlimit_logout(c->ulimit);
     c->ulimit = NULL;
 }

@@ -92,6 +92,7 @@ struct client {
     struct userlimit *ulimit; /* the user c is counted under (conn_user_login); NULL: none */
     int rate_held;            /* over its user's rate=: nothing more is parsed or read until rate_timer fires */
     int rate_paid;            /* the frame at the head of its input took its token and waits to be parsed again */
+    uint32_t user_requests;   /* requests of a user without rate= parsed in this batch (userlimit_count at its end) */
     struct event *rate_timer;
 };
 

@@ -141,6 +141,11 @@ uint64_t userlimit_take(struct userlimit *u, int rate, uint64_t now)
     return 0;
 }
 
+void userlimit_count(struct userlimit *u, uint64_t n)
+{
+    __atomic_add_fetch(&u->requests, n, __ATOMIC_RELAXED);
+}
+
 void userlimit_tick(struct userlimit_table *t, uint64_t now)
 {
     pthread_mutex_lock(&t->lock);

@@ -87,6 +87,10 @@ void userlimit_logout(struct userlimit *u);
  */
 uint64_t userlimit_take(struct userlimit *u, int rate, uint64_t now);
 
+/* n more requests of u with no rate= (counted only): a connection adds its count once per
+ * batch of frames, not one shared atomic per request. */
+void userlimit_count(struct userlimit *u, uint64_t n);
+
 /* End (and log) the episodes with no hold for USERLIMIT_EPISODE_GAP_MS. Any thread. */
 void userlimit_tick(struct userlimit_table *t, uint64_t now);
 
