@@ -1020,7 +1020,7 @@ static size_t client_parse(struct client *c, const char *buf, size_t len)
         if (c->parser.argc > 0) c->parser.unauthenticated = !c->session.authenticated; /* AUTH lifts the limits */
     }
     if (c->user_requests) { /* its user's count: once a batch */
-        assert(c->ulimit);   /* a logout mid-batch counted them and cleared them (conn_user_logout) */
+        assert(c->ulimit);  /* a logout mid-batch counted them and cleared them (conn_user_logout) */
         userlimit_count(c->ulimit, c->user_requests);
         c->user_requests = 0;
     }
