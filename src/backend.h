@@ -68,11 +68,12 @@ struct backend {
     SSL *ssl;                /* TLS instances: the session on fd; NULL for plain */
     struct event *rev, *wev; /* fd readable (always armed while open) / writable (only while needed) */
     int tcp_up;              /* the TCP connect finished (a handshake may still be running) */
-    int read_wants_write;    /* TLS: SSL_read asked for a writable socket */
-    int write_wants_read;    /* TLS: SSL_write asked for a readable socket */
-    struct bytebuf wbuf;     /* the batch being written (out is moved here whole) */
-    size_t woff;             /* bytes of wbuf already written */
-    struct pending *fifo;    /* ring buffer of replies owed, oldest first */
+    struct evdns_getaddrinfo_request *resolving; /* CONNECTING: its host name's lookup (fd is -1 meanwhile) */
+    int read_wants_write;                        /* TLS: SSL_read asked for a writable socket */
+    int write_wants_read;                        /* TLS: SSL_write asked for a readable socket */
+    struct bytebuf wbuf;                         /* the batch being written (out is moved here whole) */
+    size_t woff;                                 /* bytes of wbuf already written */
+    struct pending *fifo;                        /* ring buffer of replies owed, oldest first */
     size_t fifo_head, fifo_count, fifo_cap;
     struct bytebuf out; /* staged requests: leave together when the connection may write (backend_flush_all) */
     int dirty;          /* on the worker's list of backends to flush (2: inside backend_flush_all) */
