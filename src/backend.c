@@ -1496,6 +1496,18 @@ static void backend_connect(struct backend *b)
     }
 }
 
+const char *backend_down_why(const struct worker *w, int instance)
+{
+    const struct backend_pool *pool = &w->pools[instance];
+    const char *why = NULL;
+    for (int i = 0; i < pool->nconns; i++) {
+        const struct backend *b = &pool->conns[i];
+        if (b->state == BACKEND_READY) return NULL;
+        if (b->warned_down && strncmp(b->down_reason, "cannot resolve ", 15) == 0) why = b->down_reason;
+    }
+    return why;
+}
+
 /* Put a clean dedicated connection on its instance's idle list. */
 static void backend_make_idle(struct backend *b)
 {

@@ -227,6 +227,11 @@ struct backend *backend_for3(struct worker *w, int instance, uint64_t client_id)
  */
 struct bytebuf *backend_stage(struct backend *b);
 
+/* Why the instance's shared connections are down, when the clients' -UNAVAILABLE should say it:
+ * its host name did not resolve ("cannot resolve NAME: why", the last such failure of a connection
+ * not up). NULL for any other reason (refused, timed out, TLS), and while one is up. */
+const char *backend_down_why(const struct worker *w, int instance);
+
 /* One more reply is owed on b, for the entry pd; the caller staged the bytes. */
 void backend_expect(struct backend *b, struct pending pd);
 
