@@ -67,6 +67,7 @@ struct backend_cluster {
 };
 
 static void backend_connect(struct backend *b);
+static int backend_next_address(struct backend *b);
 static void backend_make_idle(struct backend *b);
 static void cluster_refresh_now(struct backend_cluster *cl);
 static void backend_send_internal(struct backend *b, enum backend_own own, int argc, const char **argv);
@@ -634,6 +635,8 @@ static void backend_fail_fifo(struct backend *b)
 /* Close b's socket and TLS session and forget any partial write; the FIFO is left alone. */
 static void backend_io_close(struct backend *b)
 {
+    if (b->addrs) evutil_freeaddrinfo(b->addrs);
+    b->addrs = b->next_addr = NULL;
     if (b->resolving) { /* its callback runs now, told EVUTIL_EAI_CANCEL, and leaves b alone */
         struct evdns_getaddrinfo_request *req = b->resolving;
         b->resolving = NULL;
@@ -1241,6 +1244,8 @@ static void backend_ready(struct backend *b)
     evtimer_del(b->timer);
     event_del(b->wev);
     event_add(b->rev, NULL);
+    if (b->addrs) evutil_freeaddrinfo(b->addrs); /* connected: the other addresses are not needed */
+    b->addrs = b->next_addr = NULL;
     b->state = BACKEND_READY;
     b->backoff_ms = BACKOFF_MIN_MS;
     if (b->warned_down)
@@ -1266,7 +1271,7 @@ static void backend_continue_connect(struct backend *b)
         if (getsockopt(b->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
         if (err == EINPROGRESS) return;
         if (err) {
-            backend_close(b, strerror(err));
+            if (!backend_next_address(b)) backend_close(b, strerror(err));
             return;
         }
         b->tcp_up = 1;
@@ -1350,6 +1355,24 @@ static void backend_timer_cb(evutil_socket_t fd, short what, void *arg)
 /* Open the socket to the address ss (a numeric address, or what b's host name resolved to) and start
  * the TCP connect and the TLS handshake (SNI and the certificate's name: the host as configured or
  * announced, never the address it resolved to). On failure b is closed. */
+static void backend_open(struct backend *b, const struct sockaddr *sa, socklen_t salen);
+
+/* The TCP connect to one address of b's host name failed: 1 when b now connects to the next
+ * address of the answer (an IPv6 and an IPv4 one, a name with several records), 0 when none is
+ * left (the caller closes b). Only the socket is closed: what is staged stays. */
+static int backend_next_address(struct backend *b)
+{
+    struct evutil_addrinfo *ai = b->next_addr;
+    if (!ai) return 0;
+    struct evutil_addrinfo *keep = b->addrs;
+    b->addrs = NULL; /* backend_io_close would free it */
+    backend_io_close(b);
+    b->addrs = keep;
+    b->next_addr = ai->ai_next;
+    backend_open(b, ai->ai_addr, (socklen_t)ai->ai_addrlen);
+    return 1;
+}
+
 static void backend_open(struct backend *b, const struct sockaddr *sa, socklen_t salen)
 {
     struct worker *w = b->worker;
@@ -1385,7 +1408,8 @@ static void backend_open(struct backend *b, const struct sockaddr *sa, socklen_t
         SSL_set_read_ahead(b->ssl, 1);
     }
     if (connect(b->fd, sa, salen) != 0 && errno != EINPROGRESS) {
-        backend_close(b, strerror(errno));
+        int err = errno;
+        if (!backend_next_address(b)) backend_close(b, strerror(err));
         return;
     }
     event_add(b->wev, NULL); /* writable: the TCP connect finished (or failed: SO_ERROR) */
@@ -1406,7 +1430,8 @@ static struct evdns_base *backend_dns(struct worker *w)
     return w->dns;
 }
 
-/* evdns's answer for b's host name: connect to its first address, or close b with the reason. */
+/* evdns's answer for b's host name: connect to its first address (the next ones when a connect
+ * fails: backend_next_address), or close b with the reason. */
 static void backend_resolved(int err, struct evutil_addrinfo *res, void *arg)
 {
     struct backend *b = arg;
@@ -1425,11 +1450,9 @@ static void backend_resolved(int err, struct evutil_addrinfo *res, void *arg)
         backend_close(b, why);
         return;
     }
-    struct sockaddr_storage ss;
-    socklen_t len = res->ai_addrlen <= sizeof ss ? (socklen_t)res->ai_addrlen : (socklen_t)sizeof ss;
-    memcpy(&ss, res->ai_addr, len);
-    evutil_freeaddrinfo(res);
-    backend_open(b, (struct sockaddr *)&ss, len);
+    b->addrs = res;
+    b->next_addr = res->ai_next;
+    backend_open(b, res->ai_addr, (socklen_t)res->ai_addrlen);
 }
 
 /*

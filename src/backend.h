@@ -69,6 +69,8 @@ struct backend {
     struct event *rev, *wev; /* fd readable (always armed while open) / writable (only while needed) */
     int tcp_up;              /* the TCP connect finished (a handshake may still be running) */
     struct evdns_getaddrinfo_request *resolving; /* CONNECTING: its host name's lookup (fd is -1 meanwhile) */
+    struct evutil_addrinfo *addrs;               /* CONNECTING: the lookup's answer (owned), while connecting */
+    struct evutil_addrinfo *next_addr;           /* the address of addrs to try when this connect fails */
     int read_wants_write;                        /* TLS: SSL_read asked for a writable socket */
     int write_wants_read;                        /* TLS: SSL_write asked for a readable socket */
     struct bytebuf wbuf;                         /* the batch being written (out is moved here whole) */
