@@ -804,7 +804,7 @@ static void pp_error(struct pingpong *pp, const char *what, const redisReply *r,
         if (r != NULL)
             describe_into(r, d, sizeof d);
         else
-            snprintf(d, sizeof d, "connection: %.80s", errstr);
+            snprintf(d, sizeof d, "connection: %.80s", errstr ? errstr : "(no error text)");
         snprintf(pp->first_error, sizeof pp->first_error, "%s: %s", what, d);
     }
 }
