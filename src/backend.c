@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/dns.h>
 #include <hiredis/hiredis.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
@@ -66,6 +67,7 @@ struct backend_cluster {
 };
 
 static void backend_connect(struct backend *b);
+static int backend_next_address(struct backend *b);
 static void backend_make_idle(struct backend *b);
 static void cluster_refresh_now(struct backend_cluster *cl);
 static void backend_send_internal(struct backend *b, enum backend_own own, int argc, const char **argv);
@@ -108,7 +110,7 @@ void backend_address(const struct backend *b, const char **host, int *port)
 /* max-memory: count what b holds now (replies not yet framed, requests not yet written). */
 static void backend_account(struct backend *b)
 {
-    size_t now = b->fd < 0 ? 0 : b->rlen + b->out.len + (b->wbuf.len - b->woff);
+    size_t now = b->fd < 0 && !b->resolving ? 0 : b->rlen + b->out.len + (b->wbuf.len - b->woff);
     mem_set(b->worker, &b->mem_held, now);
 }
 
@@ -633,6 +635,13 @@ static void backend_fail_fifo(struct backend *b)
 /* Close b's socket and TLS session and forget any partial write; the FIFO is left alone. */
 static void backend_io_close(struct backend *b)
 {
+    if (b->addrs) evutil_freeaddrinfo(b->addrs);
+    b->addrs = b->next_addr = NULL;
+    if (b->resolving) { /* its callback runs now, told EVUTIL_EAI_CANCEL, and leaves b alone */
+        struct evdns_getaddrinfo_request *req = b->resolving;
+        b->resolving = NULL;
+        evdns_getaddrinfo_cancel(req);
+    }
     if (b->rev) event_free(b->rev);
     if (b->wev) event_free(b->wev);
     b->rev = b->wev = NULL;
@@ -692,6 +701,8 @@ void backend_pools_free(struct worker *w)
     }
     free(w->pools);
     w->pools = NULL;
+    if (w->dns) evdns_base_free(w->dns, 0); /* every lookup was cancelled with its connection */
+    w->dns = NULL;
 }
 
 void backend_pool_status(const struct proxy *p, int instance, struct backend_pool_status *out)
@@ -848,7 +859,7 @@ void backend_flush_all(struct worker *w)
     for (size_t i = 0; i < todo.n; i++) {
         struct backend *b = todo.items[i];
         b->dirty = 2; /* listed in todo: backend_stage leaves it there, backend_unstage zeroes it */
-        if (b->fd < 0 || b->out.len == 0) {
+        if ((b->fd < 0 && !b->resolving) || b->out.len == 0) {
             b->flush_go = -1; /* nothing to write: off the list */
             continue;
         }
@@ -865,7 +876,7 @@ void backend_flush_all(struct worker *w)
     for (size_t i = 0; i < todo.n; i++) {
         struct backend *b = todo.items[i];
         if (b->dirty != 2) continue; /* closed meanwhile */
-        if (b->flush_go < 0 || b->fd < 0 || b->out.len == 0) {
+        if (b->flush_go < 0 || (b->fd < 0 && !b->resolving) || b->out.len == 0) {
             b->out.len = 0;
             b->dirty = 0;
             continue;
@@ -1233,6 +1244,8 @@ static void backend_ready(struct backend *b)
     evtimer_del(b->timer);
     event_del(b->wev);
     event_add(b->rev, NULL);
+    if (b->addrs) evutil_freeaddrinfo(b->addrs); /* connected: the other addresses are not needed */
+    b->addrs = b->next_addr = NULL;
     b->state = BACKEND_READY;
     b->backoff_ms = BACKOFF_MIN_MS;
     if (b->warned_down)
@@ -1258,7 +1271,7 @@ static void backend_continue_connect(struct backend *b)
         if (getsockopt(b->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
         if (err == EINPROGRESS) return;
         if (err) {
-            backend_close(b, strerror(err));
+            if (!backend_next_address(b)) backend_close(b, strerror(err));
             return;
         }
         b->tcp_up = 1;
@@ -1325,12 +1338,42 @@ static void backend_timer_cb(evutil_socket_t fd, short what, void *arg)
         backend_send_internal(b, BACKEND_OWN_INFO, 1, info);
         return;
     }
+    if (b->state == BACKEND_CONNECTING && b->resolving) {
+        const char *host;
+        int port;
+        backend_address(b, &host, &port);
+        char why[128];
+        snprintf(why, sizeof why, "cannot resolve %.60s: timed out", host);
+        backend_close(b, why);
+        return;
+    }
     if (b->state == BACKEND_CONNECTING)
         backend_close(b, b->ssl && b->tcp_up ? "TLS handshake timed out (is the server speaking TLS on this port?)"
                                              : "connect timed out");
 }
 
-static void backend_connect(struct backend *b)
+/* Open the socket to the address ss (a numeric address, or what b's host name resolved to) and start
+ * the TCP connect and the TLS handshake (SNI and the certificate's name: the host as configured or
+ * announced, never the address it resolved to). On failure b is closed. */
+static void backend_open(struct backend *b, const struct sockaddr *sa, socklen_t salen);
+
+/* The TCP connect to one address of b's host name failed: 1 when b now connects to the next
+ * address of the answer (an IPv6 and an IPv4 one, a name with several records), 0 when none is
+ * left (the caller closes b). Only the socket is closed: what is staged stays. */
+static int backend_next_address(struct backend *b)
+{
+    struct evutil_addrinfo *ai = b->next_addr;
+    if (!ai) return 0;
+    struct evutil_addrinfo *keep = b->addrs;
+    b->addrs = NULL; /* backend_io_close would free it */
+    backend_io_close(b);
+    b->addrs = keep;
+    b->next_addr = ai->ai_next;
+    backend_open(b, ai->ai_addr, (socklen_t)ai->ai_addrlen);
+    return 1;
+}
+
+static void backend_open(struct backend *b, const struct sockaddr *sa, socklen_t salen)
 {
     struct worker *w = b->worker;
     const struct instance_conf *ic = backend_conf(b);
@@ -1338,17 +1381,7 @@ static void backend_connect(struct backend *b)
     const char *host;
     int port;
     backend_address(b, &host, &port);
-
-    struct sockaddr_storage ss;
-    int sslen = sizeof(ss);
-    char addr[300];
-    snprintf(addr, sizeof(addr), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
-    if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &sslen) != 0) {
-        backend_close(b, "host is not a numeric address");
-        return;
-    }
-    if (!b->timer) b->timer = xevtimer_new(w->base, backend_timer_cb, b);
-    b->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    b->fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (b->fd < 0) {
         backend_close(b, strerror(errno));
         return;
@@ -1374,15 +1407,94 @@ static void backend_connect(struct backend *b)
         SSL_set_mode(b->ssl, SSL_MODE_ENABLE_PARTIAL_WRITE);
         SSL_set_read_ahead(b->ssl, 1);
     }
-    b->state = BACKEND_CONNECTING;
-    b->timed_out = 0;
-    if (connect(b->fd, (struct sockaddr *)&ss, (socklen_t)sslen) != 0 && errno != EINPROGRESS) {
-        backend_close(b, strerror(errno));
+    if (connect(b->fd, sa, salen) != 0 && errno != EINPROGRESS) {
+        int err = errno;
+        if (!backend_next_address(b)) backend_close(b, strerror(err));
         return;
     }
     event_add(b->wev, NULL); /* writable: the TCP connect finished (or failed: SO_ERROR) */
     struct timeval tv = {w->cfg->connect_timeout_ms / 1000, (w->cfg->connect_timeout_ms % 1000) * 1000};
     evtimer_add(b->timer, &tv);
+    backend_account(b); /* what was staged while the name resolved */
+}
+
+/* The worker's resolver, made on first use: libevent's evdns (/etc/hosts, then the name servers
+ * of /etc/resolv.conf), so a lookup never blocks the loop. It keeps no cache: every lookup asks
+ * again. NULL when it cannot be made. */
+static struct evdns_base *backend_dns(struct worker *w)
+{
+    if (w->dns) return w->dns;
+    w->dns = evdns_base_new(w->base, EVDNS_BASE_INITIALIZE_NAMESERVERS | EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    /* 0x20 case randomization drops answers from servers that do not echo the case */
+    if (w->dns) evdns_base_set_option(w->dns, "randomize-case:", "0");
+    return w->dns;
+}
+
+/* evdns's answer for b's host name: connect to its first address (the next ones when a connect
+ * fails: backend_next_address), or close b with the reason. */
+static void backend_resolved(int err, struct evutil_addrinfo *res, void *arg)
+{
+    struct backend *b = arg;
+    if (err == EVUTIL_EAI_CANCEL) { /* b closed (backend_io_close) while asking: b is not touched */
+        if (res) evutil_freeaddrinfo(res);
+        return;
+    }
+    b->resolving = NULL;
+    if (err != 0 || !res) {
+        const char *host;
+        int port;
+        backend_address(b, &host, &port);
+        char why[128];
+        snprintf(why, sizeof why, "cannot resolve %.60s: %s", host, err != 0 ? evutil_gai_strerror(err) : "no address");
+        if (res) evutil_freeaddrinfo(res);
+        backend_close(b, why);
+        return;
+    }
+    b->addrs = res;
+    b->next_addr = res->ai_next;
+    backend_open(b, res->ai_addr, (socklen_t)res->ai_addrlen);
+}
+
+/*
+ * Connect b to its server: a numeric host is connected at once; a host name is resolved first
+ * (evdns, off the loop; again for every new connection, so a name whose address changed is
+ * followed by the next connection). Meanwhile b is CONNECTING without a socket, its AUTH / HELLO
+ * and the requests routed to it staged; connect-timeout bounds the lookup, then the connect and
+ * handshake. A name that resolves to nothing closes b with "cannot resolve NAME: why".
+ */
+static void backend_connect(struct backend *b)
+{
+    struct worker *w = b->worker;
+    const struct instance_conf *ic = backend_conf(b);
+    const char *host;
+    int port;
+    backend_address(b, &host, &port);
+    if (!b->timer) b->timer = xevtimer_new(w->base, backend_timer_cb, b);
+    b->state = BACKEND_CONNECTING;
+    b->timed_out = 0;
+
+    struct sockaddr_storage ss;
+    int sslen = sizeof(ss);
+    char addr[300];
+    snprintf(addr, sizeof(addr), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+    if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &sslen) == 0) {
+        backend_open(b, (struct sockaddr *)&ss, (socklen_t)sslen);
+    } else {
+        struct evdns_base *dns = backend_dns(w);
+        if (!dns) {
+            backend_close(b, "cannot start the name resolver");
+            return;
+        }
+        struct timeval tv = {w->cfg->connect_timeout_ms / 1000, (w->cfg->connect_timeout_ms % 1000) * 1000};
+        evtimer_add(b->timer, &tv); /* the lookup's timeout (backend_timer_cb) */
+        char portstr[8];
+        snprintf(portstr, sizeof portstr, "%d", port);
+        struct evutil_addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_protocol = IPPROTO_TCP};
+        /* the answer may come before this returns (/etc/hosts): then the request is NULL */
+        struct evdns_getaddrinfo_request *req = evdns_getaddrinfo(dns, host, portstr, &hints, backend_resolved, b);
+        if (req) b->resolving = req;
+    }
+    if (b->state == BACKEND_DOWN) return; /* closed: a dedicated one is queued for reaping */
     /* Pipelined behind the handshake: AUTH first, then the topology check. */
     if (ic->password) {
         const char *argv[3] = {"AUTH", ic->username ? ic->username : ic->password, ic->password};
@@ -1405,6 +1517,18 @@ static void backend_connect(struct backend *b)
         const char *info[1] = {"INFO"};
         backend_send_internal(b, BACKEND_OWN_INFO, 1, info);
     }
+}
+
+const char *backend_down_why(const struct worker *w, int instance)
+{
+    const struct backend_pool *pool = &w->pools[instance];
+    const char *why = NULL;
+    for (int i = 0; i < pool->nconns; i++) {
+        const struct backend *b = &pool->conns[i];
+        if (b->state == BACKEND_READY) return NULL;
+        if (b->warned_down && strncmp(b->down_reason, "cannot resolve ", 15) == 0) why = b->down_reason;
+    }
+    return why;
 }
 
 /* Put a clean dedicated connection on its instance's idle list. */

@@ -68,11 +68,14 @@ struct backend {
     SSL *ssl;                /* TLS instances: the session on fd; NULL for plain */
     struct event *rev, *wev; /* fd readable (always armed while open) / writable (only while needed) */
     int tcp_up;              /* the TCP connect finished (a handshake may still be running) */
-    int read_wants_write;    /* TLS: SSL_read asked for a writable socket */
-    int write_wants_read;    /* TLS: SSL_write asked for a readable socket */
-    struct bytebuf wbuf;     /* the batch being written (out is moved here whole) */
-    size_t woff;             /* bytes of wbuf already written */
-    struct pending *fifo;    /* ring buffer of replies owed, oldest first */
+    struct evdns_getaddrinfo_request *resolving; /* CONNECTING: its host name's lookup (fd is -1 meanwhile) */
+    struct evutil_addrinfo *addrs;               /* CONNECTING: the lookup's answer (owned), while connecting */
+    struct evutil_addrinfo *next_addr;           /* the address of addrs to try when this connect fails */
+    int read_wants_write;                        /* TLS: SSL_read asked for a writable socket */
+    int write_wants_read;                        /* TLS: SSL_write asked for a readable socket */
+    struct bytebuf wbuf;                         /* the batch being written (out is moved here whole) */
+    size_t woff;                                 /* bytes of wbuf already written */
+    struct pending *fifo;                        /* ring buffer of replies owed, oldest first */
     size_t fifo_head, fifo_count, fifo_cap;
     struct bytebuf out; /* staged requests: leave together when the connection may write (backend_flush_all) */
     int dirty;          /* on the worker's list of backends to flush (2: inside backend_flush_all) */
@@ -225,6 +228,11 @@ struct backend *backend_for3(struct worker *w, int instance, uint64_t client_id)
  * once that batch is answered.
  */
 struct bytebuf *backend_stage(struct backend *b);
+
+/* Why the instance's shared connections are down, when the clients' -UNAVAILABLE should say it:
+ * its host name did not resolve ("cannot resolve NAME: why", the last such failure of a connection
+ * not up). NULL for any other reason (refused, timed out, TLS), and while one is up. */
+const char *backend_down_why(const struct worker *w, int instance);
 
 /* One more reply is owed on b, for the entry pd; the caller staged the bytes. */
 void backend_expect(struct backend *b, struct pending pd);

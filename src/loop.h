@@ -122,6 +122,7 @@ struct worker {
     int control_pipe[2];      /* the main thread writes a byte to wake the loop */
     struct event *drain_timer;
     struct event *backend_tick; /* backend-timeout checks (backend.c) */
+    struct evdns_base *dns;     /* resolves backend host names (backend.c), made on first use */
     struct event *client_tick;  /* client-timeout / client-header-timeout checks (client.c) */
     struct event *mem_timer;    /* while clients are paused for max-memory (client_memory_tick) */
     int64_t mem_over_since_ms;  /* max-memory: over it since (0: not over at the last tick) */

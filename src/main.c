@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <malloc.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -36,6 +37,39 @@ struct daemon_state {
     struct sampler *sampler;     /* namespace-scan-interval (NULL: off) */
     struct nearcache *nearcache; /* NULL: no near-cache namespace */
 };
+
+/* --check: one host name of instance ic (its address, or a seed) resolved now. A name that does not
+ * resolve is a warning, not an error: keygate resolves names again for every new connection (the
+ * record may come later, or resolve only where keygate runs). Numeric addresses are not looked up. */
+static void check_host_resolves(const struct config *c, const struct instance_conf *ic, const char *host,
+                                struct diag *warns)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST}, *res;
+    if (getaddrinfo(host, NULL, &hints, &res) == 0) {
+        freeaddrinfo(res);
+        return;
+    }
+    hints.ai_flags = 0;
+    int rc = getaddrinfo(host, NULL, &hints, &res);
+    if (rc == 0) {
+        freeaddrinfo(res);
+        return;
+    }
+    diag_add(warns, c->path, ic->line,
+             "warning: instance '%s': host name %s does not resolve now (%s); keygate resolves it again for each new "
+             "connection",
+             ic->name, host, gai_strerror(rc));
+}
+
+/* --check: every host name of every instance line (its address, a cluster's or sentinel's seeds). */
+static void check_host_names(const struct config *c, struct diag *warns)
+{
+    for (size_t i = 0; i < c->ninstances; i++) {
+        const struct instance_conf *ic = &c->instances[i];
+        if (ic->nseeds == 0 && ic->host) check_host_resolves(c, ic, ic->host, warns);
+        for (int k = 0; k < ic->nseeds; k++) check_host_resolves(c, ic, ic->seed_host[k], warns);
+    }
+}
 
 static void usage(FILE *out)
 {
@@ -299,6 +333,7 @@ int main(int argc, char **argv)
         if (check) { /* every certificate, key and CA file: what a start would find only at its TLS handshake */
             struct diag errs = {0}, warns = {0};
             tls_check_files(cfg, time(NULL), &errs, &warns);
+            check_host_names(cfg, &warns);
             for (size_t i = 0; i < warns.count; i++)
                 fprintf(stderr, "%s%s\n", log_priority_prefix(LOG_WARN), warns.lines[i]);
             for (size_t i = 0; i < errs.count; i++)

@@ -287,6 +287,15 @@ void replies_unavailable(char *buf, size_t size, const char *instance_name)
     snprintf(buf, size, "UNAVAILABLE instance '%s' is unreachable", instance_name);
 }
 
+void replies_unavailable_why(char *buf, size_t size, const char *instance_name, const char *why)
+{
+    if (!why) {
+        replies_unavailable(buf, size, instance_name);
+        return;
+    }
+    snprintf(buf, size, "UNAVAILABLE instance '%s' is unreachable (%s)", instance_name, why);
+}
+
 void replies_timed_out(char *buf, size_t size, const char *instance_name)
 {
     snprintf(buf, size, "UNAVAILABLE instance '%s' timed out (the command may have run)", instance_name);

@@ -103,6 +103,11 @@ size_t replies_error(char *buf, size_t size, const char *text);
 /* The text of -UNAVAILABLE for an instance that is down (no '-', no CRLF) into buf. */
 void replies_unavailable(char *buf, size_t size, const char *instance_name);
 
+/* As replies_unavailable, followed by " (why)" when why is not NULL: a reason the client can act
+ * on (a host name that does not resolve), e.g. "UNAVAILABLE instance 'durable' is unreachable
+ * (cannot resolve redis-a.example: name or service not known)". */
+void replies_unavailable_why(char *buf, size_t size, const char *instance_name, const char *why);
+
 /* The text of -UNAVAILABLE for a request whose connection was closed by backend-timeout: the
  * command reached the instance and may have run. */
 void replies_timed_out(char *buf, size_t size, const char *instance_name);

@@ -577,6 +577,16 @@ void router_unavailable(struct client *c, struct request *req, int instance)
     request_error(req, text);
 }
 
+/* router_unavailable for a request whose instance is down: the text says why when the reason is
+ * one to act on (backend_down_why: a host name that does not resolve). */
+static void route_down(struct client *c, struct request *req, int instance)
+{
+    char text[256];
+    replies_unavailable_why(text, sizeof(text), c->worker->cfg->instance_names[instance],
+                            backend_down_why(c->worker, instance));
+    request_error(req, text);
+}
+
 struct backend *router_conn_for(struct client *c, int instance, int slot)
 {
     if (c->watch_pin && c->session.watch_instance == instance && (slot < 0 || slot == c->session.watch_slot))
@@ -846,7 +856,7 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
     int keep = route_keeps(c, b, plan->instance);
     if (!keep && (!b || b->state == BACKEND_DOWN)) {
         route_unblock(req);
-        router_unavailable(c, req, plan->instance);
+        route_down(c, req, plan->instance);
         return;
     }
     /* on a cluster, a command under WATCH starts on the WATCH's node and follows a redirect like
@@ -891,7 +901,7 @@ void router_forward_bytes(struct client *c, struct backend *b, int instance, str
                           size_t len)
 {
     if (!route_keeps(c, b, instance) && (!b || b->state == BACKEND_DOWN)) {
-        router_unavailable(c, req, instance);
+        route_down(c, req, instance);
         return;
     }
     bytebuf_add(route_out(c, b, req, instance, -1, 0), bytes, len);
@@ -928,7 +938,7 @@ void router_forward_fill(struct client *c, struct backend *b, struct request *re
                          const char *frame)
 {
     if (!b || b->state == BACKEND_DOWN) {
-        router_unavailable(c, req, plan->instance);
+        route_down(c, req, plan->instance);
         return;
     }
     char mode = nearcache_fill_mode(req);
@@ -1522,11 +1532,12 @@ static void route_fail(struct backend *b, const struct pending *pd)
     if (pd->kind != ROUTE_DROP && pd->kind != ROUTE_QUEUED && pd->kind != ROUTE_ASKING &&
         backend_is_sentinel(b->worker, b->instance))
         STAT_INC(&b->worker->stats, switch_failures);
-    char text[160];
+    char text[256];
     if (b->timed_out)
         replies_timed_out(text, sizeof(text), b->worker->cfg->instance_names[b->instance]);
     else
-        replies_unavailable(text, sizeof(text), b->worker->cfg->instance_names[b->instance]);
+        replies_unavailable_why(text, sizeof(text), b->worker->cfg->instance_names[b->instance],
+                                backend_down_why(b->worker, b->instance));
     route_writes_answered(req, (enum route_kind)pd->kind);
     switch ((enum route_kind)pd->kind) {
     case ROUTE_FILL:

@@ -304,8 +304,9 @@ static int node_write_files(struct cluster *c, int i)
              "cluster-replica-validity-factor 0\n"
              /* a replica syncs at once (7.0 waits 5 s for more replicas before a diskless sync) */
              "repl-diskless-sync-delay 0\n"
-             "requirepass %s\nmasterauth %s\ndir \"%s\"\nsave \"\"\nappendonly no\ndaemonize no\nlogfile \"\"\n",
-             n->plain_port, n->tls_port, n->bus_port, c->root, c->root, c->root, c->password, c->password, n->dir);
+             "requirepass %s\nmasterauth %s\ndir \"%s\"\nsave \"\"\nappendonly no\ndaemonize no\nlogfile \"\"\n%s",
+             n->plain_port, n->tls_port, n->bus_port, c->root, c->root, c->root, c->password, c->password, n->dir,
+             c->hostnames ? "cluster-announce-hostname localhost\ncluster-preferred-endpoint-type hostname\n" : "");
     if (mkdir(n->dir, 0700) != 0 || serverkit_write_file(n->conf_file, conf, 0600) != 0) {
         procs_set_err("writing node %d's files in %s: %s", i, n->dir, strerror(errno));
         return -1;
@@ -478,6 +479,8 @@ struct cluster *cluster_start(void)
     }
     memset(c, 0, sizeof *c);
     c->owner = getpid();
+    const char *hostnames = getenv("CLUSTER_HOSTNAMES");
+    c->hostnames = hostnames != NULL && strcmp(hostnames, "1") == 0;
     char ca[PATH_MAX + 32];
     if (getcwd(c->root, sizeof c->root) == NULL) {
         procs_set_err("getcwd: %s", strerror(errno));

@@ -21,6 +21,9 @@
  * with their bus port free as well (so every port, bus included, is below 45000). Every
  * node has the same password (requirepass and masterauth; also in pass_file, mode 0600),
  * cluster-node-timeout 1000 ms, no persistence, its own dir under the cluster's temp dir.
+ * CLUSTER_HOSTNAMES=1 at cluster_start: every node has cluster-announce-hostname localhost and
+ * cluster-preferred-endpoint-type hostname, so CLUSTER SLOTS, CLUSTER SHARDS' endpoint, -MOVED
+ * and -ASK name `localhost` instead of 127.0.0.1.
  *
  * Processes: the nodes are children of the process that called cluster_start, in its
  * process group, with PR_SET_PDEATHSIG=SIGKILL against it and no inherited fds
@@ -61,7 +64,8 @@ struct cluster {
     char dir[256];   /* temp dir */
     char password[65];
     char pass_file[PATH_MAX];
-    pid_t owner; /* the process that started the nodes (their parent) */
+    pid_t owner;   /* the process that started the nodes (their parent) */
+    int hostnames; /* CLUSTER_HOSTNAMES=1 at cluster_start: the nodes are named `localhost` (below) */
     struct cluster_node nodes[CLUSTER_NODES];
 };
 

@@ -804,7 +804,7 @@ static void pp_error(struct pingpong *pp, const char *what, const redisReply *r,
         if (r != NULL)
             describe_into(r, d, sizeof d);
         else
-            snprintf(d, sizeof d, "connection: %.80s", errstr);
+            snprintf(d, sizeof d, "connection: %.80s", errstr ? errstr : "(no error text)");
         snprintf(pp->first_error, sizeof pp->first_error, "%s: %s", what, d);
     }
 }
@@ -926,6 +926,90 @@ START_TEST(test_slot_moved_back_and_forth_no_error_no_loop)
 }
 END_TEST
 
+/* ---- 7. host names: cluster-preferred-endpoint-type hostname (issue 30 item 3) ---- */
+
+/* As setup, with every node announcing `localhost` (CLUSTER_HOSTNAMES=1), keygate's seeds named
+ * `localhost` and no server-name=: each node's certificate is checked against the name. */
+static void setup_hostnames(void)
+{
+    setenv("CLUSTER_HOSTNAMES", "1", 1);
+    C = cluster_start();
+    unsetenv("CLUSTER_HOSTNAMES");
+    ck_assert_msg(C != NULL, "cluster_start: %s", cluster_last_error());
+    char instances[3 * PATH_MAX];
+    snprintf(instances, sizeof instances,
+             "instance cache cluster localhost:%d,localhost:%d tls ca=%s/build/certs/ca.crt password-file=%s\n",
+             C->nodes[0].tls_port, C->nodes[1].tls_port, C->root, C->pass_file);
+    struct harness_opts o = {.registry_text = registry_text, .instances_text = instances};
+    ck_assert_msg(harness_start(&h, &o) == 0, "harness_start: %s", h.error);
+}
+
+#define HOST_KEYS 1000
+
+START_TEST(test_hostnames_routed_moved_and_asked)
+{
+    ck_assert(C->hostnames);
+    {
+        redisContext *n0 = node(0);
+        redisReply *r = cmd(n0, "CLUSTER SLOTS");
+        ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->elements >= 3 &&
+                          r->element[0]->element[2]->type == REDIS_REPLY_ARRAY,
+                      "CLUSTER SLOTS: %s", describe(r));
+        ck_assert_str_eq(r->element[0]->element[2]->element[0]->str, "localhost");
+        freeReplyObject(r);
+        redisFree(n0);
+    }
+    /* routing: every key on its slot's node */
+    redisContext *kg = harness_must_client(&h);
+    static char *keys[HOST_KEYS];
+    static redisReply *reps[HOST_KEYS];
+    for (int k = 0; k < HOST_KEYS; k++) {
+        ck_assert(asprintf(&keys[k], "c:h:%d", k) > 0);
+        redisAppendCommand(kg, "SET %s v%d", keys[k], k);
+    }
+    for (int k = 0; k < HOST_KEYS; k++) expect_status(next_reply(kg), "OK", keys[k]);
+    nodes_each("GET", keys, HOST_KEYS, reps);
+    for (int k = 0; k < HOST_KEYS; k++) {
+        char want[16];
+        snprintf(want, sizeof want, "v%d", k);
+        expect_bulk(reps[k], want, keys[k]);
+        free(keys[k]);
+    }
+    expect_ttl_on_node("c:h:7");
+    /* a slot moved behind keygate's back (its map is refreshed every 10 s): -ASK localhost:PORT
+     * while it migrates, -MOVED localhost:PORT after; both followed */
+    int p[CLUSTER_NODES];
+    primaries3(p);
+    char key[64];
+    unsigned slot;
+    key_on(p[0], "c:", ":m", NULL, 0, key, sizeof key, &slot);
+    expect_status(cmd(kg, "SET %s one", key), "OK", "SET before the move");
+    struct cluster_stats s0 = stats_now();
+    int moved = 0;
+    ck_assert_msg(cluster_migrate_begin(C, slot, p[0], p[1]) == 0, "%s", cluster_last_error());
+    ck_assert_msg(cluster_migrate_keys(C, slot, p[0], p[1], 100, &moved) == 0, "%s", cluster_last_error());
+    ck_assert_int_eq(moved, 1);
+    expect_bulk(cmd(kg, "GET %s", key), "one", "GET while the slot migrates (-ASK localhost:PORT)");
+    ck_assert_msg(cluster_migrate_end(C, slot, p[0], p[1]) == 0, "%s", cluster_last_error());
+    expect_status(cmd(kg, "SET %s two", key), "OK", "SET after the move (-MOVED localhost:PORT)");
+    expect_bulk(cmd(kg, "GET %s", key), "two", "GET after the move");
+    struct cluster_stats s1 = stats_now();
+    ck_assert_int_eq(cluster_slot_owner(C, slot), p[1]);
+    expect_on_node(key, "two");
+    ck_assert_msg(s1.redirects - s0.redirects >= 2, "%lld redirects followed, want the -ASK and the -MOVED",
+                  s1.redirects - s0.redirects);
+    redisFree(kg);
+    char *log = harness_keygate_log(&h);
+    ck_assert_msg(log != NULL && strstr(log, "not a numeric address") == NULL && strstr(log, "cannot resolve") == NULL,
+                  "keygate refused or could not resolve a host name:\n%s", log ? log : "");
+    free(log);
+    fprintf(stderr,
+            "hostnames: %d keys on their slot's node through nodes named localhost; slot %u moved: %lld redirects "
+            "followed (-ASK, -MOVED with localhost:PORT)\n",
+            HOST_KEYS, slot, s1.redirects - s0.redirects);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cluster_routing");
@@ -935,6 +1019,7 @@ int main(void)
     harness_add_case(s, "held_migration", 60, setup, teardown, test_held_migration_reads_writes_follow_ask);
     harness_add_case(s, "failover", 90, setup, teardown, test_primary_killed_under_load_errors_only_in_flight);
     harness_add_case(s, "pingpong", 90, setup, teardown, test_slot_moved_back_and_forth_no_error_no_loop);
+    harness_add_case(s, "hostnames", 60, setup_hostnames, teardown, test_hostnames_routed_moved_and_asked);
     int failed = harness_run(s);
     int left = cluster_leftovers();
     if (left) fprintf(stderr, "POST-CONDITION FAILED: %d redis-server(s) of this suite still run\n", left);

@@ -340,13 +340,16 @@ static int node_write_files(struct ha *h, int i, int primary_tls_port)
     snprintf(n->conf_file, sizeof n->conf_file, "%s/node%d/redis.conf", h->dir, i);
     snprintf(n->log_file, sizeof n->log_file, "%s/node%d/redis.log", h->dir, i);
     tls_lines(h, n, common, sizeof common);
-    if (primary_tls_port > 0) snprintf(replicaof, sizeof replicaof, "replicaof 127.0.0.1 %d\n", primary_tls_port);
+    if (primary_tls_port > 0)
+        snprintf(replicaof, sizeof replicaof, "replicaof %s %d\n", h->hostnames ? "localhost" : "127.0.0.1",
+                 primary_tls_port);
     snprintf(conf, sizeof conf,
              "%srequirepass %s\nmasterauth %s\n"
              "appendonly %s\nappendfsync everysec\nsave \"\"\nmaxmemory-policy noeviction\n"
              /* a replica syncs at once (7.0 waits 5 s for more replicas before a diskless sync) */
-             "repl-diskless-sync-delay 0\n%s",
-             common, h->password, h->password, n->aof ? "yes" : "no", replicaof);
+             "repl-diskless-sync-delay 0\n%s%s",
+             common, h->password, h->password, n->aof ? "yes" : "no", replicaof,
+             h->hostnames ? "replica-announce-ip localhost\n" : "");
     if (mkdir(n->dir, 0700) != 0 || serverkit_write_file(n->conf_file, conf, 0600) != 0) {
         procs_set_err("writing node %d's files in %s: %s", i, n->dir, strerror(errno));
         return -1;
@@ -365,10 +368,12 @@ static int sentinel_write_files(struct ha *h, int s)
     const char *m = h->master_name;
     snprintf(conf, sizeof conf,
              "%srequirepass %s\nsentinel sentinel-pass %s\n"
-             "sentinel monitor %s 127.0.0.1 %d %d\nsentinel auth-pass %s %s\n"
+             "%ssentinel monitor %s %s %d %d\nsentinel auth-pass %s %s\n"
              "sentinel down-after-milliseconds %s %d\nsentinel failover-timeout %s 5000\n"
              "sentinel parallel-syncs %s 2\n",
-             common, h->sentinel_password, h->sentinel_password, m, h->nodes[0].tls_port, HA_QUORUM, m, h->password, m,
+             common, h->sentinel_password, h->sentinel_password,
+             h->hostnames ? "sentinel resolve-hostnames yes\nsentinel announce-hostnames yes\n" : "", m,
+             h->hostnames ? "localhost" : "127.0.0.1", h->nodes[0].tls_port, HA_QUORUM, m, h->password, m,
              h->down_after_ms, m, m);
     if (mkdir(p->dir, 0700) != 0 || serverkit_write_file(p->conf_file, conf, 0600) != 0) {
         procs_set_err("writing sentinel %d's files in %s: %s", s, p->dir, strerror(errno));
@@ -564,6 +569,8 @@ struct ha *ha_start(void)
     snprintf(h->master_name, sizeof h->master_name, "keygate-ha");
     const char *down_after = getenv("HA_DOWN_AFTER_MS");
     h->down_after_ms = down_after != NULL && atoi(down_after) > 0 ? atoi(down_after) : 1000;
+    const char *hostnames = getenv("HA_HOSTNAMES");
+    h->hostnames = hostnames != NULL && strcmp(hostnames, "1") == 0;
     char path[PATH_MAX + 32];
     if (getcwd(h->root, sizeof h->root) == NULL) {
         procs_set_err("getcwd: %s", strerror(errno));

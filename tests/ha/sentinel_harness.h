@@ -27,7 +27,12 @@
  * password of their own (requirepass and `sentinel sentinel-pass`; in sentinel_pass_file,
  * mode 0600), monitoring master_name at node 0's TLS port with quorum 2,
  * down-after-milliseconds 1000 (HA_DOWN_AFTER_MS=N at ha_start: N), failover-timeout 5000,
- * parallel-syncs 2, auth-pass the nodes' password. With 1000 ms a failure often gets two
+ * parallel-syncs 2, auth-pass the nodes' password.
+ *
+ * HA_HOSTNAMES=1 at ha_start: servers are named by host name. The replicas replicate from
+ * `localhost` and announce themselves as `localhost` (replica-announce-ip); the sentinels monitor
+ * `localhost`, with resolve-hostnames yes and announce-hostnames yes, so
+ * SENTINEL get-master-addr-by-name, SENTINEL REPLICAS and +switch-master name `localhost`. With 1000 ms a failure often gets two
  * switches: right after +switch-master a sentinel's fresh link to the new primary may miss
  * a PING reply within 1 s, and the other sentinels' "master down" answers, kept from the
  * failover just done, make that +sdown an +odown at once (quorum 3/2), so a second failover
@@ -85,6 +90,7 @@ struct ha {
     pid_t owner_pgid;  /* its process group, which every server joins */
     int nnodes;        /* data nodes started: 3, or 4 after ha_replica_add */
     int down_after_ms; /* the sentinels' down-after-milliseconds */
+    int hostnames;     /* HA_HOSTNAMES=1 at ha_start: every server is named `localhost`, not 127.0.0.1 */
     struct ha_proc nodes[HA_NODES];
     struct ha_proc sentinels[HA_SENTINELS];
 };

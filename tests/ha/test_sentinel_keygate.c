@@ -92,14 +92,17 @@ static void keygate_on_sentinels_after(const char *extra, int first_port)
 {
     static char inst[6 * PATH_MAX];
     char first[32] = "";
-    if (first_port > 0) snprintf(first, sizeof first, "127.0.0.1:%d,", first_port);
+    /* HA_HOSTNAMES: the seeds are named `localhost` too, and no server-name=: every certificate
+     * is checked against the name keygate connects to (the seed's, the announced primary's) */
+    const char *host = H->hostnames ? "localhost" : "127.0.0.1", *sn = H->hostnames ? "" : "server-name=localhost ";
+    if (first_port > 0) snprintf(first, sizeof first, "%s:%d,", host, first_port);
     const struct harness_backend *c = harness_backend(&h, "cache");
     snprintf(inst, sizeof inst,
-             "instance durable sentinel %s127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d master=%s tls "
-             "ca=%s/build/certs/ca.crt server-name=localhost password-file=%s sentinel-password-file=%s\n"
+             "instance durable sentinel %s%s:%d,%s:%d,%s:%d master=%s tls "
+             "ca=%s/build/certs/ca.crt %spassword-file=%s sentinel-password-file=%s\n"
              "instance cache 127.0.0.1:%d tls ca=%s/build/certs/ca.crt server-name=localhost password-file=%s\n",
-             first, H->sentinels[0].tls_port, H->sentinels[1].tls_port, H->sentinels[2].tls_port, H->master_name,
-             H->root, H->pass_file, H->sentinel_pass_file, c->tls_port, h.root, c->pass_file);
+             first, host, H->sentinels[0].tls_port, host, H->sentinels[1].tls_port, host, H->sentinels[2].tls_port,
+             H->master_name, H->root, sn, H->pass_file, H->sentinel_pass_file, c->tls_port, h.root, c->pass_file);
     struct harness_opts o = {.registry_text = g_registry, .extra_config = extra, .instances_text = inst, .admin = 1};
     long long t0 = now_ms();
     ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "keygate on the sentinels: %s", h.error);
@@ -1586,6 +1589,89 @@ START_TEST(test_thousand_primary_addresses_served)
 }
 END_TEST
 
+/* ---- host names: Sentinel with resolve-hostnames and announce-hostnames (issue 30 item 3) ---- */
+
+static void setup_hostnames(void)
+{
+    setenv("HA_HOSTNAMES", "1", 1);
+    setup();
+    unsetenv("HA_HOSTNAMES");
+}
+
+/* What sentinel 0 names as the primary's host now (static buffer). */
+static const char *sentinel_primary_host(void)
+{
+    static char host[64];
+    redisContext *s = ha_sentinel_connect(H, 0);
+    ck_assert_msg(s != NULL, "sentinel 0 does not answer");
+    redisReply *r = cmd(s, "SENTINEL get-master-addr-by-name %s", H->master_name);
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 2, "get-master-addr-by-name: %s", describe(r));
+    snprintf(host, sizeof host, "%s", r->element[0]->str);
+    freeReplyObject(r);
+    redisFree(s);
+    return host;
+}
+
+/* Write and read back n: and c: keys through keygate until one pair is served (timeout_ms),
+ * then check them on node p directly. */
+static void served_on(redisContext *kg, int p, const char *tag, int timeout_ms)
+{
+    long long end = now_ms() + timeout_ms;
+    char key[64], val[64];
+    snprintf(key, sizeof key, "n:host:%s", tag);
+    snprintf(val, sizeof val, "v-%s", tag);
+    for (;;) {
+        redisReply *r = cmd(kg, "SET %s %s", key, val);
+        int ok = r->type == REDIS_REPLY_STATUS;
+        char d[200];
+        describe_into(r, d, sizeof d);
+        freeReplyObject(r);
+        if (ok) break;
+        if (now_ms() >= end) print_keygate_log("hostnames");
+        ck_assert_msg(now_ms() < end, "%s: SET through keygate still answers %s after %d ms", tag, d, timeout_ms);
+        sleep_ms(50);
+    }
+    expect_bulk(cmd(kg, "GET %s", key), val, "read back through keygate");
+    char ckey[64];
+    snprintf(ckey, sizeof ckey, "c:host:%s", tag);
+    expect_status(cmd(kg, "SET %s x", ckey), "OK", "SET c: (TTL namespace)");
+    expect_on_node(p, key, val);
+    expect_ttl_on_node(p, ckey);
+}
+
+START_TEST(test_hostnames_primary_named_localhost_served_and_followed)
+{
+    ck_assert_msg(H->hostnames, "the deployment was not started with HA_HOSTNAMES=1");
+    ck_assert_str_eq(sentinel_primary_host(), "localhost");
+    keygate_on_sentinels(NULL); /* seeds localhost:PORT, no server-name=: certificates checked against `localhost` */
+    int p = primary_now();
+    redisContext *kg = harness_must_client(&h);
+    served_on(kg, p, "primary", 5000);
+    ck_assert_msg(keygate_traffic_on(p), "keygate's connection is not on the primary");
+    /* a failover: +switch-master names `localhost` and the new port; keygate resolves it again */
+    int promoted = -1;
+    long long confirmed_ms = 0, settled_ms = 0;
+    ck_assert_msg(ha_failover(H, 30000, &promoted, &confirmed_ms, &settled_ms) == 0, "failover: %s", ha_last_error());
+    ck_assert_int_ne(promoted, p);
+    ck_assert_str_eq(sentinel_primary_host(), "localhost");
+    long long t0 = now_ms();
+    served_on(kg, promoted, "promoted", 15000);
+    long long took = now_ms() - t0;
+    ck_assert_msg(wait_keygate_moved(p, 15000, "failover to a primary named localhost") == promoted,
+                  "keygate's traffic is not on the promoted node %d", promoted);
+    redisFree(kg);
+    char *log = harness_keygate_log(&h);
+    ck_assert_msg(log != NULL && strstr(log, "not a numeric address") == NULL, "keygate refused a host name:\n%s",
+                  log ? log : "");
+    free(log);
+    fprintf(
+        stderr,
+        "hostnames: primary named localhost served (node %d); after SENTINEL FAILOVER (confirmed in %lld ms, settled "
+        "in %lld ms) writes reached node %d %lld ms after the settle\n",
+        p, confirmed_ms, settled_ms, promoted, took);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sentinel_keygate");
@@ -1609,6 +1695,8 @@ int main(void)
     harness_add_case(s, "pipelined-hold", 90, setup_no_failover, teardown,
                      test_pipelined_requests_wait_one_hold_in_all);
     harness_add_case(s, "thousand-addresses", 300, setup_no_failover, teardown, test_thousand_primary_addresses_served);
+    harness_add_case(s, "hostnames", 120, setup_hostnames, teardown,
+                     test_hostnames_primary_named_localhost_served_and_followed);
     int failed = harness_run(s);
     int left = ha_leftovers();
     if (left) fprintf(stderr, "POST-CONDITION FAILED: %d server(s) of this suite still run\n", left);

@@ -885,6 +885,65 @@ START_TEST(test_issue19_orders_that_hold_with_two_threads)
 }
 END_TEST
 
+/* ---- host names (issue 30 item 3) ---- */
+
+/* keygate.conf's instance lines with cache at cache_host (its TLS port), and no server-name=
+ * on cache: its certificate is checked against cache_host. */
+static const char *instances_cache_at(const char *cache_host)
+{
+    static char buf[16384];
+    const struct harness_backend *d = &h.backends[0], *c = &h.backends[1];
+    snprintf(buf, sizeof buf,
+             "instance durable 127.0.0.1:%d tls ca=%s/build/certs/ca.crt cert=%s/build/certs/client.crt "
+             "key=%s/build/certs/client.key server-name=localhost password-file=%s\n"
+             "instance cache   %s:%d tls ca=%s/build/certs/ca.crt password-file=%s\n",
+             d->tls_port, h.root, h.root, h.root, d->pass_file, cache_host, c->tls_port, h.root, c->pass_file);
+    return buf;
+}
+
+START_TEST(test_instance_named_by_host_resolved_and_name_checked)
+{
+    /* `localhost`: resolved (evdns, /etc/hosts), its certificate checked against the name */
+    struct harness_opts o = {.instances_text = instances_cache_at("localhost")};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart with cache at localhost: %s", h.error);
+    redisContext *c = client();
+    expect_status(cmd(c, "SET cache:host:x 1"), "OK", "SET on cache named localhost");
+    expect_bulk(cmd(c, "GET cache:host:x"), "1", "GET on cache named localhost");
+    redisFree(c);
+    /* a name that resolves to nothing: -UNAVAILABLE says so, durable is served, nothing crashes */
+    o.instances_text = instances_cache_at("keygate-no-such-host.invalid");
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart with cache at a name that does not resolve: %s",
+                  h.error);
+    c = client();
+    long long t0 = now_ms(), took = 0;
+    char first[300] = "";
+    for (;;) {
+        redisReply *r = cmd(c, "GET cache:host:x");
+        ck_assert_msg(r->type == REDIS_REPLY_ERROR, "GET on cache at a name that does not resolve: %s", describe(r));
+        if (!first[0]) snprintf(first, sizeof first, "%s", r->str);
+        int named = strstr(r->str, "(cannot resolve keygate-no-such-host.invalid: ") != NULL;
+        ck_assert_msg(strncmp(r->str, "UNAVAILABLE instance 'cache' is unreachable", 43) == 0, "GET: %s", r->str);
+        freeReplyObject(r);
+        took = now_ms() - t0;
+        if (named) break;
+        ck_assert_msg(took < 10000, "no -UNAVAILABLE naming the lookup's failure within 10 s; the first: %s", first);
+        sleep_ms(50);
+    }
+    expect_status(cmd(c, "SET q:host:x 1"), "OK", "durable is served meanwhile");
+    expect_status(cmd(c, "PING"), "PONG", "keygate runs");
+    redisFree(c);
+    char *log = harness_keygate_log(&h);
+    ck_assert_msg(log != NULL && strstr(log, "cannot resolve keygate-no-such-host.invalid") != NULL,
+                  "the log does not say the name did not resolve:\n%s", log ? log : "");
+    free(log);
+    fprintf(stderr,
+            "host names: cache at localhost served; at a name that does not resolve, -UNAVAILABLE said why "
+            "after %lld ms (first answer: %s)\n",
+            took, first);
+    ck_assert_msg(harness_keygate_restart(&h, NULL) == 0, "restart: %s", h.error);
+}
+END_TEST
+
 /* ---- 9. a backend dies and comes back ---- */
 
 START_TEST(test_backend_down_answers_unavailable_then_recovers)
@@ -956,6 +1015,7 @@ int main(void)
     harness_add_test(tc, test_issue10_item17_unsubscribe_then_publish);
     harness_add_test(tc, test_issue19_orders_that_hold_with_two_threads);
     harness_add_test(tc, test_backend_down_answers_unavailable_then_recovers);
+    harness_add_test(tc, test_instance_named_by_host_resolved_and_name_checked);
     harness_add_test(tc, test_quit_replies_ok_then_closes);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -547,6 +547,17 @@ START_TEST(test_unavailable_text)
 }
 END_TEST
 
+/* Issue 30 item 3: a host name that does not resolve is said in -UNAVAILABLE; no reason, no change. */
+START_TEST(test_unavailable_text_with_why)
+{
+    char text[160];
+    replies_unavailable_why(text, sizeof(text), "cache", "cannot resolve redis-a.example: no address");
+    ck_assert_str_eq(text, "UNAVAILABLE instance 'cache' is unreachable (cannot resolve redis-a.example: no address)");
+    replies_unavailable_why(text, sizeof(text), "cache", NULL);
+    ck_assert_str_eq(text, "UNAVAILABLE instance 'cache' is unreachable");
+}
+END_TEST
+
 /* KEYS over a cluster's primaries: every part's keys in one array, part by part; empty parts
  * add nothing; an error part wins; a part that is not a whole array is refused. */
 START_TEST(test_merge_concat)
@@ -669,6 +680,7 @@ static Suite *replies_suite(void)
     tcase_add_test(err, test_verbatim_from_bulk);
     tcase_add_test(err, test_error_cut_to_fit);
     tcase_add_test(err, test_unavailable_text);
+    tcase_add_test(err, test_unavailable_text_with_why);
     suite_add_tcase(s, pk);
     suite_add_tcase(s, flt);
     suite_add_tcase(s, mrg);
