@@ -10,11 +10,28 @@
 
 #define NC_MIN_BUCKETS 1024
 
+/* The key's hash: eight bytes at a time (a byte-at-a-time FNV-1a took ~110 instructions of a
+ * hit's ~3,500 for an 18-byte key), each word multiplied in and its high half folded down, then
+ * a full finalizer, so that the low bits the bucket index takes depend on every byte (100,000
+ * keys cache:0..99999 in 131,072 buckets: longest chain 7, empty buckets 46.7 %, as random). */
 static uint64_t nc_hash(uint32_t ns, const char *key, size_t len)
 {
-    uint64_t h = 1469598103934665603ULL ^ ns; /* FNV-1a */
-    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)key[i]) * 1099511628211ULL;
-    return h ^ (h >> 29);
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ ns ^ ((uint64_t)len << 32);
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+        memcpy(&w, key + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdULL;
+        h ^= h >> 32;
+    }
+    uint64_t tail = 0;
+    if (i < len) memcpy(&tail, key + i, len - i);
+    h ^= tail;
+    h ^= h >> 33; /* MurmurHash3's 64-bit finalizer */
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 33);
 }
 
 /* What a block of malloc's takes from the process: its usable size (rounding included) and the
