@@ -830,8 +830,19 @@ static int client_handle_frame(struct client *c, const char *frame)
         plan_release(&plan);
         return 0;
     }
+    struct stats_mark mark = client_stats_command(c, &pr, &plan);
+    const char *hit;
+    size_t hit_len;
+    if (c->nqueued == 0 && !(c->session.reply_off | c->session.reply_skip) &&
+        nearcache_hit_now(c, &plan, &pr, &hit, &hit_len)) {
+        /* a near-cache hit with nothing ahead of it: its reply goes out now, no request made */
+        stats_reply_out(&w->stats, &mark, hit_len);
+        conn_out(c, hit, hit_len);
+        plan_release(&plan);
+        return 0;
+    }
     struct request *req = request_new(c);
-    req->mark = client_stats_command(c, &pr, &plan);
+    req->mark = mark;
     /* CLIENT REPLY OFF / SKIP (without either, only their own replies are dropped, and they are empty) */
     if (__builtin_expect(c->session.reply_off | c->session.reply_skip, 0))
         req->silent = (uint8_t)policy_reply_dropped(&c->session, &plan);

@@ -171,6 +171,22 @@ struct nc_entry *nccore_find(struct nc_cache *c, uint32_t ns, const char *key, s
     return e;
 }
 
+struct nc_entry *nccore_find_hit(struct nc_cache *c, uint32_t ns, const char *key, size_t len, int64_t now_ms,
+                                 uint8_t pass_type)
+{
+    assert(ns < c->nns);
+    struct nc_ns *n = &c->ns[ns];
+    if (!n->serving) return NULL;
+    struct nc_entry *e = *chain_find(c, nc_hash(ns, key, len), ns, key, len);
+    if (!e || e->expires_ms <= now_ms || e->type == pass_type) return NULL;
+    n->hits++;
+    if (c->lru_head != e) {
+        lru_unlink(c, e);
+        lru_push_head(c, e);
+    }
+    return e;
+}
+
 struct nc_ticket nccore_ticket(const struct nc_cache *c, uint32_t ns)
 {
     assert(ns < c->nns);

@@ -97,6 +97,12 @@ static inline size_t nccore_max_value(const struct nc_cache *c)
  * is not serving, or it expired (then it is evicted, cause TTL). Counts a hit or a miss. */
 struct nc_entry *nccore_find(struct nc_cache *c, uint32_t ns, const char *key, size_t len, int64_t now_ms);
 
+/* nccore_find for a hit only: the servable entry of (ns, key) unless its type is `pass_type`,
+ * made the most recent and counted as a hit; NULL otherwise, with nothing counted or evicted
+ * (the caller then looks again with nccore_find). */
+struct nc_entry *nccore_find_hit(struct nc_cache *c, uint32_t ns, const char *key, size_t len, int64_t now_ms,
+                                 uint8_t pass_type);
+
 /* The entry of (ns, key) without counting, serving check or expiry (tests, MGET's all-or-none). */
 struct nc_entry *nccore_peek(struct nc_cache *c, uint32_t ns, const char *key, size_t len, int64_t now_ms);
 

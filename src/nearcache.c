@@ -554,6 +554,30 @@ void nearcache_prefetch_reply(struct request *req, size_t i, const char *reply, 
     bytebuf_free(&value);
 }
 
+int nearcache_hit_now(struct client *c, const struct plan *plan, const struct policy_request *pr, const char **reply,
+                      size_t *len)
+{
+    struct nc_worker *nw = nc_of(c->worker);
+    if (!nw || plan->kind != PLAN_FORWARD || !plan->ns || plan->ns->near_cache_ms <= 0) return 0;
+    /* nearcache_try's conditions, and one key: MGET goes through nearcache_try */
+    if (plan->writes || plan->flow != FLOW_SHARED || c->session.mode != SESSION_NORMAL || plan->nappend ||
+        plan->ttl.nfix || plan->ttl.getex || c->watch_pin || plan->merge != MERGE_NONE)
+        return 0;
+    const struct nc_read *row = ncpolicy_read(pr->cmd);
+    if (!row || cmdclass_id(pr->cmd) == CID_MGET) return 0;
+    int slot = nc_slot_for(nw, plan->ns);
+    if (slot < 0 || !nc_vouched(nw, slot)) return 0;
+    struct nc_entry *e = nccore_find_hit(&nw->cache, (uint32_t)slot, pr->argv[1], pr->argvlen[1], c->now_ms, NC_T_BIG);
+    if (!e) return 0;
+    struct nc_value v = nc_value_of(e);
+    if (nw->out.cap > (1u << 20)) bytebuf_free(&nw->out); /* the last large value's buffer is not kept */
+    nw->out.len = 0;
+    row->render(&v, pr->argc, pr->argv, pr->argvlen, c->resp3, &nw->out);
+    *reply = nw->out.p;
+    *len = nw->out.len;
+    return 1;
+}
+
 enum nearcache_verdict nearcache_try(struct client *c, struct request *req, const struct plan *plan,
                                      const struct policy_request *pr)
 {

@@ -77,6 +77,17 @@ void nearcache_prefetch_reply(struct request *req, size_t i, const char *reply, 
 enum nearcache_verdict nearcache_try(struct client *c, struct request *req, const struct plan *plan,
                                      const struct policy_request *pr);
 
+/*
+ * A hit with no request (client.c, when c has nothing queued: its reply may go out at once): a
+ * plain cached read (not MGET) whose key is cached and vouched for is rendered, *reply / *len
+ * point at the bytes (the worker's buffer, valid until its next near-cache call), and 1 is
+ * returned, the hit counted. 0: nothing was counted or changed; the caller makes the request and
+ * calls nearcache_try, which decides as always (a miss looks up twice: ~200 instructions, before
+ * a round trip to Redis).
+ */
+int nearcache_hit_now(struct client *c, const struct plan *plan, const struct policy_request *pr, const char **reply,
+                      size_t *len);
+
 /* A write about to be forwarded with plan (its invalidations): the keys are evicted from this
  * worker's cache now and again when req's reply comes. */
 void nearcache_writes(struct client *c, struct request *req, const struct plan *plan);
