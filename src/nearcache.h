@@ -12,7 +12,8 @@
 #include "util.h"
 
 /*
- *   client: policy_decide -> nearcache_try --hit--> request_complete (no backend round trip)
+ *   client: policy_decide -> nearcache_hit_now --hit, nothing queued--> conn_out (no request made)
+ *                         -> nearcache_try --hit--> request_complete (no backend round trip)
  *                                   |miss
  *                                   v
  *                 router_forward_fill: EVAL <fill script> 1 key  (ROUTE_FILL, the client's connection)
