@@ -1402,8 +1402,8 @@ static int route_exec_moved(struct backend *b, struct request *req, const char *
     if (!redirected &&
         (kind == RESEND_MOVED || kind == RESEND_ASK ||
          (!resend_is_cluster_refusal(kind) &&
-          resend_decide(kind, backend_is_sentinel(b->worker, b->instance), req->blocking) == RESEND_PASS)))
-        return 0;
+          resend_decide(kind, backend_is_sentinel(b->worker, b->instance), req->blocking) != RESEND_WAIT)))
+        return 0; /* (a NOSCRIPT, RESEND_LOAD, is no refusal of the transaction either) */
     if (redirected) route_learn_move(b, &rd);
     struct client *c = req->client;
     if (c && c->resp3)
