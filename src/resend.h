@@ -46,9 +46,10 @@ enum resend_kind resend_classify(const char *reply, size_t len, int written);
 enum resend_action resend_decide(enum resend_kind kind, int sentinel, int blocking);
 
 /*
- * RESEND_LOAD (a -NOSCRIPT on a cluster) for a send: taken (RESEND_LOAD) only when it is a lone
- * EVALSHA or EVALSHA_RO (evalsha: the reply is the client's; inside a MULTI the NOSCRIPT is an
- * element of EXEC's array and passes), keygate holds the script's body (known: seen through
+ * RESEND_LOAD (a -NOSCRIPT on a cluster) for a send: taken (RESEND_LOAD) only when it is an
+ * EVALSHA or EVALSHA_RO of its own (evalsha: the reply is the client's, alone or as element 0 of
+ * keygate's MULTI wrap; inside the client's MULTI the NOSCRIPT is one element of its EXEC's array
+ * and passes), keygate holds the script's body (known: seen through
  * SCRIPT LOAD or EVAL, scripts.h) and the send did not load it already (loaded: once per
  * request, so a node that refuses the script cannot loop). Otherwise RESEND_PASS: the client
  * gets the NOSCRIPT as Redis answered it (its library then sends EVAL).
