@@ -437,6 +437,21 @@ static enum resend_kind route_classify_evalsha(const struct request *req, const 
 }
 
 /*
+ * s's EVALSHA answered -NOSCRIPT on b: its next attempt loads the script first, on the node it goes
+ * to: the slot's owner, or when b is the target of the ASK that s followed (the slot is being
+ * migrated, the key is there already), that target again, after ASKING.
+ */
+static void route_load_next(struct backend *b, struct request_send *s)
+{
+    s->script = ROUTE_SHA_LOAD;
+    if (!s->ask_host[0]) return; /* never asked */
+    const char *host;
+    int port;
+    backend_address(b, &host, &port);
+    if (port == s->ask_port && strcmp(host, s->ask_host) == 0) s->ask = 1;
+}
+
+/*
  * A reply (reply NULL: a failure) for an entry of a kept send. Returns 1 when the router
  * took it here (the send goes again), 0 when it is read as usual. A -MOVED updates the
  * map, a -ASK aims the next attempt once, -TRYAGAIN and -CLUSTERDOWN wait, and so does a
@@ -467,7 +482,7 @@ static int route_intercept(struct backend *b, struct request_send *s, const char
             s->redo = 1;
             s->from = s->atomic ? 0 : index;
         }
-        if (act == RESEND_LOAD) s->script = ROUTE_SHA_LOAD; /* on the node it goes to next: the slot's owner */
+        if (act == RESEND_LOAD) route_load_next(b, s);
         if (reply && (act == RESEND_GO || act == RESEND_WAIT || act == RESEND_LOAD)) {
             free(s->error);
             s->error = xmemdup(reply, len);
