@@ -668,6 +668,40 @@ START_TEST(test_noscript_loads_the_script_seen)
 }
 END_TEST
 
+/* (a') During a slot's migration, an EVALSHA of a key already moved goes by -ASK to the target,
+ * which lacks the script: keygate loads it there and sends the EVALSHA there again after ASKING
+ * (wrapped with its PEXPIRE, and alone). It went to the slot's owner before, which sent it back
+ * by -ASK, and the target's second -NOSCRIPT reached the client. */
+START_TEST(test_noscript_on_an_ask_target)
+{
+    cluster_prepare();
+    redisContext *c = scripts_client();
+    redisReply *r = cmd(c, "SCRIPT LOAD %s", "return redis.call('INCR', KEYS[1])");
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == 40, "SCRIPT LOAD: %s", describe(r));
+    char sha[41];
+    snprintf(sha, sizeof sha, "%s", r->str);
+    freeReplyObject(r);
+    char key[64], jkey[64];
+    key_on(key, sizeof key, "cache:mig", 0, 0); /* cache:mig{n} and job:mig{n}: one slot */
+    snprintf(jkey, sizeof jkey, "job:mig%s", strchr(key, '{'));
+    unsigned slot = (unsigned)slotmap_key_slot(key, strlen(key));
+    expect_status(cmd(c, "SET %s 10", key), "OK", "SET");
+    expect_status(cmd(c, "SET %s 20", jkey), "OK", "SET");
+    int moved = 0;
+    ck_assert_msg(cluster_migrate_begin(C, slot, P[0], P[1]) == 0, "%s", cluster_last_error());
+    ck_assert_msg(cluster_migrate_keys(C, slot, P[0], P[1], 100, &moved) == 0, "%s", cluster_last_error());
+    ck_assert_int_eq(moved, 2);
+    flush_scripts_on(1);
+    expect_int(cmd(c, "EVALSHA %s 1 %s", sha, key), 11, "EVALSHA (wrapped) of a moved key, the target flushed");
+    flush_scripts_on(1);
+    expect_int(cmd(c, "EVALSHA %s 1 %s", sha, jkey), 21, "EVALSHA (alone) of a moved key, the target flushed");
+    ck_assert_int_eq(node_has_script(1, sha), 1);
+    ck_assert_double_eq(scripts_loaded_at_least(2), 2);
+    ck_assert_msg(cluster_migrate_end(C, slot, P[0], P[1]) == 0, "%s", cluster_last_error());
+    redisFree(c);
+}
+END_TEST
+
 /* (b) EVAL through keygate remembers its script: with every primary's cache flushed directly,
  * EVALSHA through keygate still runs it on a key of each primary. */
 START_TEST(test_eval_remembers_the_script)
@@ -774,6 +808,7 @@ int main(void)
     harness_add_test(tc, test_wait_goes_to_the_node_of_the_last_write);
     harness_add_test(tc, test_script_load_reaches_every_primary);
     harness_add_test(tc, test_noscript_loads_the_script_seen);
+    harness_add_test(tc, test_noscript_on_an_ask_target);
     harness_add_test(tc, test_eval_remembers_the_script);
     harness_add_test(tc, test_noscript_of_an_unknown_script_passes);
     harness_add_test(tc, test_scripts_refused_without_scripts_yes);
