@@ -702,6 +702,43 @@ START_TEST(test_noscript_on_an_ask_target)
 }
 END_TEST
 
+/* A primary killed and its replica promoted: an EVALSHA of a script loaded through keygate before
+ * runs on a key of the promoted node, whether or not that node has the script (Redis 7.0's
+ * replicas do not get SCRIPT LOAD: keygate loads it there; the count says which it was). */
+START_TEST(test_noscript_after_failover)
+{
+    cluster_prepare();
+    redisContext *c = scripts_client();
+    redisReply *r = cmd(c, "SCRIPT LOAD %s", "return redis.call('INCR', KEYS[1])");
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == 40, "SCRIPT LOAD: %s", describe(r));
+    char sha[41];
+    snprintf(sha, sizeof sha, "%s", r->str);
+    freeReplyObject(r);
+    char key[64];
+    key_on(key, sizeof key, "cache:fo", 2, 0);
+    expect_int(cmd(c, "EVALSHA %s 1 %s", sha, key), 1, "EVALSHA before the failover");
+    /* (a SET: WAIT goes to the node of the client's last write, and an EVALSHA is not counted as one) */
+    expect_status(cmd(c, "SET %s 1", key), "OK", "SET");
+    expect_int(cmd(c, "WAIT 1 5000"), 1, "WAIT: the replica has the write");
+    int promoted = -1;
+    long long ms = 0;
+    ck_assert_msg(cluster_kill_primary(C, P[2], 20000, &promoted, &ms) == 0, "%s", cluster_last_error());
+    redisContext *n = node(promoted);
+    r = cmd(n, "SCRIPT EXISTS %s", sha);
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 1, "SCRIPT EXISTS: %s", describe(r));
+    long long had = r->element[0]->integer;
+    freeReplyObject(r);
+    redisFree(n);
+    expect_int(cmd(c, "EVALSHA %s 1 %s", sha, key), 2, "EVALSHA on the promoted node");
+    double loaded = scripts_loaded_at_least(had ? 0 : 1);
+    ck_assert_msg(loaded == (had ? 0 : 1), "the promoted node %s the script, and keygate loaded it %g times",
+                  had ? "had" : "lacked", loaded);
+    fprintf(stderr, "failover (%lld ms): the promoted node %s the script; keygate loaded it %g time(s)\n", ms,
+            had ? "had" : "lacked", loaded);
+    redisFree(c);
+}
+END_TEST
+
 /* (b) EVAL through keygate remembers its script: with every primary's cache flushed directly,
  * EVALSHA through keygate still runs it on a key of each primary. */
 START_TEST(test_eval_remembers_the_script)
@@ -815,6 +852,8 @@ int main(void)
     /* a cluster of its own: the failover leaves it with a dead node */
     TCase *tf = harness_tcase(s, "failover", 90, setup, teardown);
     harness_add_test(tf, test_failover_moves_the_node_series);
+    TCase *ts = harness_tcase(s, "script-failover", 90, setup, teardown); /* its own cluster too */
+    harness_add_test(ts, test_noscript_after_failover);
     int failed = harness_run(s);
     int left = cluster_leftovers();
     if (left) fprintf(stderr, "POST-CONDITION FAILED: %d redis-server(s) of this suite still run\n", left);
