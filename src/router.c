@@ -423,17 +423,22 @@ int64_t router_hold_ms(const struct worker *w, int instance)
 /*
  * The kind of a reply to entry `index` of s, an EVALSHA's send: in keygate's MULTI wrap (its TTL
  * fixes, its near-cache XADDs) the EVALSHA's own reply is element 0 of EXEC's array, and a
- * -NOSCRIPT there is one too (the fixes ran; they run again with the whole transaction, which
- * changes nothing: a PEXPIRE again, one more invalidation).
+ * -NOSCRIPT there is one too (*own is then that element: the client's answer should the send give
+ * up). The fixes ran; they run again with the whole transaction, which changes nothing: a PEXPIRE
+ * again, one more invalidation.
  */
 static enum resend_kind route_classify_evalsha(const struct request *req, const struct request_send *s, int index,
-                                               const char *reply, size_t len, enum resend_kind kind)
+                                               const char *reply, size_t len, enum resend_kind kind, const char **own,
+                                               size_t *own_len)
 {
     if (kind != RESEND_OTHER || !reply || s->entries[index].kind != ROUTE_EXEC_PICK || req->queued_error) return kind;
     const char *pick;
     size_t pick_len;
     replies_exec_pick(reply, len, NULL, 0, &pick, &pick_len);
-    return pick != reply && resend_classify(pick, pick_len, 1) == RESEND_NOSCRIPT ? RESEND_NOSCRIPT : kind;
+    if (pick == reply || resend_classify(pick, pick_len, 1) != RESEND_NOSCRIPT) return kind;
+    *own = pick; /* the client's answer should the send give up */
+    *own_len = pick_len;
+    return RESEND_NOSCRIPT;
 }
 
 /*
@@ -468,8 +473,10 @@ static int route_intercept(struct backend *b, struct request_send *s, const char
     s->left--;
     if (!s->redo) {
         enum resend_kind kind = resend_classify(reply, len, !unsent);
+        const char *own = reply; /* the reply the client gets should the send give up */
+        size_t own_len = len;
         if (__builtin_expect(s->script != ROUTE_SHA_NONE, 0))
-            kind = route_classify_evalsha(req, s, index, reply, len, kind);
+            kind = route_classify_evalsha(req, s, index, reply, len, kind, &own, &own_len);
         enum resend_action act = resend_decide(kind, backend_is_sentinel(req->worker, s->instance), req->blocking);
         struct slotmap_redirect rd;
         if (act == RESEND_GO && !slotmap_parse_redirect(reply, len, &rd)) act = RESEND_PASS; /* unreadable: as usual */
@@ -485,8 +492,8 @@ static int route_intercept(struct backend *b, struct request_send *s, const char
         if (act == RESEND_LOAD) route_load_next(b, s);
         if (reply && (act == RESEND_GO || act == RESEND_WAIT || act == RESEND_LOAD)) {
             free(s->error);
-            s->error = xmemdup(reply, len);
-            s->error_len = len;
+            s->error = xmemdup(own, own_len);
+            s->error_len = own_len;
         }
         if (act == RESEND_WAIT && (kind == RESEND_READONLY || kind == RESEND_LOADING || kind == RESEND_UNBLOCKED))
             backend_cluster_refresh(req->worker, s->instance); /* a demoted node: the watcher checks the primary now */
