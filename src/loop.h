@@ -13,6 +13,7 @@
 
 #include "blocked.h"
 #include "config.h"
+#include "scripts.h"
 #include "sizes.h"
 #include "stats.h"
 #include "userlimit.h"
@@ -151,6 +152,7 @@ struct proxy {
     struct authgate *authgate;    /* the failed-AUTH table of every worker (authgate.h) */
     struct blocked_table blocked; /* clients blocked on a dedicated connection (CLIENT UNBLOCK, any worker) */
     struct userlimit_table users; /* per-user connection counts and rate buckets (max-clients=, rate=) */
+    struct scripts_table scripts; /* the scripts seen going to a cluster, for its nodes' -NOSCRIPT (router.c) */
 };
 
 /* A worker adds its changes to the process total once they reach this (either way):

@@ -231,6 +231,7 @@ static int run(const char *path)
     d.proxy.authgate = authgate_new();
     blocked_init(&d.proxy.blocked);
     userlimit_init(&d.proxy.users);
+    scripts_init(&d.proxy.scripts, SCRIPTS_MAX_COUNT, SCRIPTS_MAX_BYTES);
     d.proxy.workers = xcalloc((size_t)d.proxy.nworkers, sizeof(struct worker));
     d.threads = xcalloc((size_t)d.proxy.nworkers, sizeof(pthread_t));
     int rc = 0, started = 0;
@@ -288,6 +289,7 @@ static int run(const char *path)
     authgate_free(d.proxy.authgate);
     blocked_free(&d.proxy.blocked);
     userlimit_free(&d.proxy.users);
+    scripts_free(&d.proxy.scripts);
     free(d.threads);
     if (d.retired) config_free(d.retired);
     config_free(d.cfg);

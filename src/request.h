@@ -45,7 +45,10 @@ struct request_send {
     int atomic; /* a MULTI ... EXEC: sent again whole (EXECABORT: nothing ran) */
     int wait;   /* the next attempt waits (TRYAGAIN, CLUSTERDOWN, no owner) */
     int hops, retries;
-    int ask; /* the next attempt goes to ask_host:ask_port, after ASKING */
+    int ask;         /* the next attempt goes to ask_host:ask_port, after ASKING */
+    uint8_t script;  /* a lone EVALSHA's: 1 its -NOSCRIPT may load the script, 2 the next attempt loads it first,
+                       3 it was loaded (once per request) (router.c); 0 any other send */
+    uint8_t sha[20]; /* that script's name (scripts.h), while script > 0 */
     char ask_host[256];
     int ask_port;
     char *error; /* the last redirect, passed through when the bounds are reached */

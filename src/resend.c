@@ -26,6 +26,7 @@ enum resend_kind resend_classify(const char *reply, size_t len, int written)
     if (resend_starts_with(reply, len, "-READONLY")) return RESEND_READONLY;
     if (resend_starts_with(reply, len, "-LOADING")) return RESEND_LOADING;
     if (resend_starts_with(reply, len, "-UNBLOCKED")) return RESEND_UNBLOCKED;
+    if (resend_starts_with(reply, len, "-NOSCRIPT")) return RESEND_NOSCRIPT;
     return RESEND_OTHER;
 }
 
@@ -47,9 +48,16 @@ enum resend_action resend_decide(enum resend_kind kind, int sentinel, int blocki
         return sentinel && blocking ? RESEND_WAIT : RESEND_PASS;
     case RESEND_LOST_UNSENT:
         return RESEND_WAIT;
+    case RESEND_NOSCRIPT:
+        return sentinel ? RESEND_PASS : RESEND_LOAD;
     case RESEND_LOST_WRITTEN:
     case RESEND_OTHER:
         return RESEND_PASS;
     }
     return RESEND_PASS;
+}
+
+enum resend_action resend_decide_load(int evalsha, int known, int loaded)
+{
+    return evalsha && known && !loaded ? RESEND_LOAD : RESEND_PASS;
 }

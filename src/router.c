@@ -9,6 +9,7 @@
 #include "nearcache.h"
 #include "replies.h"
 #include "resend.h"
+#include "scripts.h"
 #include "slotmap.h"
 
 /* How a backend reply is used (struct pending's kind; see router.h). */
@@ -19,10 +20,11 @@ enum route_kind {
     ROUTE_EXEC_PICK,
     ROUTE_EXEC_FILTER,
     ROUTE_PART,
-    ROUTE_PART_PICK, /* a split part in keygate's MULTI (its invalidations): element 0 of EXEC is the part */
-    ROUTE_FILL,      /* a near-cache fill: stored, and the command's reply rendered from it (nearcache.c) */
-    ROUTE_PREFETCH,  /* a near-cache fill of one of MGET's keys (part = its index): stored, not answered */
-    ROUTE_ASKING,    /* the ASKING before a command sent again after -ASK: swallowed */
+    ROUTE_PART_PICK,   /* a split part in keygate's MULTI (its invalidations): element 0 of EXEC is the part */
+    ROUTE_FILL,        /* a near-cache fill: stored, and the command's reply rendered from it (nearcache.c) */
+    ROUTE_PREFETCH,    /* a near-cache fill of one of MGET's keys (part = its index): stored, not answered */
+    ROUTE_ASKING,      /* the ASKING before a command sent again after -ASK: swallowed */
+    ROUTE_SCRIPT_LOAD, /* the SCRIPT LOAD before an EVALSHA sent again after -NOSCRIPT: swallowed */
     /* the router's own entries (no request; part = the instance): replicas=N's group commit */
     ROUTE_REPL_SYNC, /* the replicated no-op before the WAIT: swallowed */
     ROUTE_REPL_WAIT, /* WAIT need timeout: answers the writes of its group (route_repl_answer) */
@@ -68,10 +70,48 @@ static void route_expect(struct backend *b, struct request *req, enum route_kind
 static void route_again(struct request *req, struct request_send *s);
 static void route_unblock_client(struct request *req);
 
-/* Stage s's entries from s->from on b (after ASKING when s->ask): one attempt. */
+/* A lone EVALSHA's send (request_send.script): what its -NOSCRIPT may do. */
+enum route_sha {
+    ROUTE_SHA_NONE = 0, /* not an EVALSHA (or one inside the client's MULTI) */
+    ROUTE_SHA_EVALSHA,  /* its -NOSCRIPT may load the script (resend_decide_load) */
+    ROUTE_SHA_LOAD,     /* its next attempt loads the script first (route_stage_load) */
+    ROUTE_SHA_LOADED,   /* loaded once: a second -NOSCRIPT passes */
+};
+
+/*
+ * A -NOSCRIPT answered s's EVALSHA and keygate holds the script (scripts.h): SCRIPT LOAD <body>
+ * goes on b before the EVALSHA again (and before ASKING, which must come right before the command),
+ * its reply swallowed (ROUTE_SCRIPT_LOAD). A script forgotten since the NOSCRIPT (the table's
+ * bound) is not loaded: the EVALSHA goes again alone, and its NOSCRIPT passes.
+ */
+static void route_stage_load(struct request *req, struct request_send *s, struct backend *b, struct bytebuf *out)
+{
+    s->script = ROUTE_SHA_LOADED;
+    size_t body_len = 0;
+    if (!scripts_write_load(&req->worker->proxy->scripts, s->sha, out, &body_len)) return;
+    backend_expect(b, (struct pending){.req = req, .kind = ROUTE_SCRIPT_LOAD});
+    request_expect(req);
+    STAT_INC(&req->worker->stats, cluster_scripts_loaded);
+    if (log_min_level > LOG_DEBUG) return;
+    const char *host;
+    int port;
+    backend_address(b, &host, &port);
+    char hex[2 * SCRIPTS_SHA_LEN + 1];
+    for (int i = 0; i < SCRIPTS_SHA_LEN; i++) snprintf(hex + 2 * i, 3, "%02x", s->sha[i]);
+    const char *name = req->worker->cfg->instance_names[s->instance];
+    log_event(LOG_DEBUG, "cluster_script_loaded",
+              &(struct log_fields){.instance = name, .backend_host = host, .backend_port = port},
+              "instance '%s' node %s:%d answered -NOSCRIPT for script %s: loading the script keygate saw (%zu bytes) "
+              "there, and sending the EVALSHA again",
+              name, host, port, hex, body_len);
+}
+
+/* Stage s's entries from s->from on b (after SCRIPT LOAD when a -NOSCRIPT asked for it, after ASKING when
+ * s->ask): one attempt. */
 static void route_stage(struct request *req, struct request_send *s, struct backend *b)
 {
     struct bytebuf *out = backend_stage(b);
+    if (__builtin_expect(s->script == ROUTE_SHA_LOAD, 0)) route_stage_load(req, s, b, out);
     if (s->ask) {
         bytebuf_add(out, STR_AND_LEN("*1\r\n$6\r\nASKING\r\n"));
         backend_expect(b, (struct pending){.req = req, .kind = ROUTE_ASKING});
@@ -353,7 +393,8 @@ static void route_give_up(struct request *req, struct request_send *s)
 /* The send of req that the entry pd belongs to (NULL: none kept). */
 static struct request_send *route_send_of(struct request *req, const struct pending *pd)
 {
-    if (__builtin_expect(req->sends == NULL, 1) || pd->kind == ROUTE_ASKING) return NULL;
+    if (__builtin_expect(req->sends == NULL, 1) || pd->kind == ROUTE_ASKING || pd->kind == ROUTE_SCRIPT_LOAD)
+        return NULL;
     int k = req->nsends > 1 ? pd->part : 0;
     return k < req->nsends && req->sends[k].nentries > 0 ? &req->sends[k] : NULL;
 }
@@ -380,6 +421,42 @@ int64_t router_hold_ms(const struct worker *w, int instance)
 }
 
 /*
+ * The kind of a reply to entry `index` of s, an EVALSHA's send: in keygate's MULTI wrap (its TTL
+ * fixes, its near-cache XADDs) the EVALSHA's own reply is element 0 of EXEC's array, and a
+ * -NOSCRIPT there is one too (*own is then that element: the client's answer should the send give
+ * up). The fixes ran; they run again with the whole transaction, which changes nothing: a PEXPIRE
+ * again, one more invalidation.
+ */
+static enum resend_kind route_classify_evalsha(const struct request *req, const struct request_send *s, int index,
+                                               const char *reply, size_t len, enum resend_kind kind, const char **own,
+                                               size_t *own_len)
+{
+    if (kind != RESEND_OTHER || !reply || s->entries[index].kind != ROUTE_EXEC_PICK || req->queued_error) return kind;
+    const char *pick;
+    size_t pick_len;
+    replies_exec_pick(reply, len, NULL, 0, &pick, &pick_len);
+    if (pick == reply || resend_classify(pick, pick_len, 1) != RESEND_NOSCRIPT) return kind;
+    *own = pick; /* the client's answer should the send give up */
+    *own_len = pick_len;
+    return RESEND_NOSCRIPT;
+}
+
+/*
+ * s's EVALSHA answered -NOSCRIPT on b: its next attempt loads the script first, on the node it goes
+ * to: the slot's owner, or when b is the target of the ASK that s followed (the slot is being
+ * migrated, the key is there already), that target again, after ASKING.
+ */
+static void route_load_next(struct backend *b, struct request_send *s)
+{
+    s->script = ROUTE_SHA_LOAD;
+    if (!s->ask_host[0]) return; /* never asked */
+    const char *host;
+    int port;
+    backend_address(b, &host, &port);
+    if (port == s->ask_port && strcmp(host, s->ask_host) == 0) s->ask = 1;
+}
+
+/*
  * A reply (reply NULL: a failure) for an entry of a kept send. Returns 1 when the router
  * took it here (the send goes again), 0 when it is read as usual. A -MOVED updates the
  * map, a -ASK aims the next attempt once, -TRYAGAIN and -CLUSTERDOWN wait, and so does a
@@ -396,17 +473,27 @@ static int route_intercept(struct backend *b, struct request_send *s, const char
     s->left--;
     if (!s->redo) {
         enum resend_kind kind = resend_classify(reply, len, !unsent);
+        const char *own = reply; /* the reply the client gets should the send give up */
+        size_t own_len = len;
+        if (__builtin_expect(s->script != ROUTE_SHA_NONE, 0))
+            kind = route_classify_evalsha(req, s, index, reply, len, kind, &own, &own_len);
         enum resend_action act = resend_decide(kind, backend_is_sentinel(req->worker, s->instance), req->blocking);
         struct slotmap_redirect rd;
         if (act == RESEND_GO && !slotmap_parse_redirect(reply, len, &rd)) act = RESEND_PASS; /* unreadable: as usual */
-        if (act == RESEND_GO || act == RESEND_WAIT) {
+        if (act == RESEND_LOAD) /* a -NOSCRIPT: the EVALSHA's own reply, a script keygate saw, not loaded yet */
+            act = resend_decide_load(s->script != ROUTE_SHA_NONE && (s->entries[index].kind == ROUTE_PASS ||
+                                                                     s->entries[index].kind == ROUTE_EXEC_PICK),
+                                     s->script != ROUTE_SHA_NONE && scripts_known(&req->worker->proxy->scripts, s->sha),
+                                     s->script >= ROUTE_SHA_LOAD);
+        if (act == RESEND_GO || act == RESEND_WAIT || act == RESEND_LOAD) {
             s->redo = 1;
             s->from = s->atomic ? 0 : index;
         }
-        if (reply && (act == RESEND_GO || act == RESEND_WAIT)) {
+        if (act == RESEND_LOAD) route_load_next(b, s);
+        if (reply && (act == RESEND_GO || act == RESEND_WAIT || act == RESEND_LOAD)) {
             free(s->error);
-            s->error = xmemdup(reply, len);
-            s->error_len = len;
+            s->error = xmemdup(own, own_len);
+            s->error_len = own_len;
         }
         if (act == RESEND_WAIT && (kind == RESEND_READONLY || kind == RESEND_LOADING || kind == RESEND_UNBLOCKED))
             backend_cluster_refresh(req->worker, s->instance); /* a demoted node: the watcher checks the primary now */
@@ -843,6 +930,24 @@ static __attribute__((noinline)) void route_unblock_client(struct request *req)
 }
 
 /*
+ * A command of c going to a cluster (scripts.h): an EVAL's or EVAL_RO's body is remembered; a lone
+ * EVALSHA's send s (alone, or in keygate's own MULTI wrap; NULL: none, or the command is in the
+ * client's MULTI) notes the script's name, which its node's -NOSCRIPT may load (route_intercept).
+ */
+static void route_note_script(const struct client *c, const char *frame, struct request_send *s)
+{
+    const struct resp_parser *p = &c->parser;
+    if (p->argc < 2) return;
+    enum scripts_command sc = scripts_command_of(resp_arg_ptr(p, frame, 0), p->args[0].len);
+    if (__builtin_expect(sc == SCRIPTS_OTHER, 1)) return;
+    const char *arg = resp_arg_ptr(p, frame, 1);
+    if (sc == SCRIPTS_EVAL)
+        (void)scripts_remember(&c->worker->proxy->scripts, arg, p->args[1].len); /* one too large: not kept */
+    else if (s && scripts_sha_parse(arg, p->args[1].len, s->sha) == 0)
+        s->script = ROUTE_SHA_EVALSHA;
+}
+
+/*
  * Everything for one request goes into the connection's output in one go, so no
  * other client's command can fall between keygate's MULTI and EXEC:
  *
@@ -879,6 +984,7 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
     }
     write_frame(out, c, plan, frame);
     route_expect(b, req, wrap ? ROUTE_QUEUED : ROUTE_PASS, 0);
+    if (keep) route_note_script(c, frame, req->recording);
     for (size_t i = 0; i < plan->ttl.nfix; i++) {
         write_fix(out, c, frame, &plan->ttl.fix[i]);
         route_expect(b, req, ROUTE_DROP, 0);
@@ -970,6 +1076,8 @@ void router_write_queued(struct bytebuf *out, const struct client *c, const stru
     write_frame(out, c, plan, frame);
     policy_budget_forwarded(plan); /* at queue time: a DISCARDed write stays counted (the estimate errs high) */
     bytebuf_add(keep, &client_reply, 1);
+    if (plan->instance >= 0 && backend_is_cluster(c->worker, plan->instance)) /* an EVAL's body is remembered */
+        route_note_script(c, frame, NULL);
     for (size_t i = 0; i < plan->ttl.nfix; i++) {
         write_fix(out, c, frame, &plan->ttl.fix[i]);
         bytebuf_add(keep, &injected, 1);
@@ -1280,6 +1388,8 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
         struct bytebuf command = {0};
         write_frame(&command, c, plan, frame);
         int one = plan->merge == MERGE_KEYS || plan->merge == MERGE_SCRIPT_LOAD || plan->merge == MERGE_SCRIPT_EXISTS;
+        if (plan->merge == MERGE_SCRIPT_LOAD && p->argc == 3) /* remembered for a node that lacks it later */
+            (void)scripts_remember(&w->proxy->scripts, resp_arg_ptr(p, frame, 2), p->args[2].len);
         router_forward_all(c, req, plan->merge, &command, NULL, 0, one ? plan->instance : -1, 1);
         bytebuf_free(&command);
         return;
@@ -1353,7 +1463,8 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
 /* The reply (or failure) that answers a request: a write's near-cache keys are evicted again. */
 static void route_writes_answered(struct request *req, enum route_kind kind)
 {
-    if (req->nc && kind != ROUTE_DROP && kind != ROUTE_QUEUED && kind != ROUTE_FILL && kind != ROUTE_PREFETCH)
+    if (req->nc && kind != ROUTE_DROP && kind != ROUTE_QUEUED && kind != ROUTE_FILL && kind != ROUTE_PREFETCH &&
+        kind != ROUTE_SCRIPT_LOAD)
         nearcache_write_replied(req);
 }
 
@@ -1402,8 +1513,8 @@ static int route_exec_moved(struct backend *b, struct request *req, const char *
     if (!redirected &&
         (kind == RESEND_MOVED || kind == RESEND_ASK ||
          (!resend_is_cluster_refusal(kind) &&
-          resend_decide(kind, backend_is_sentinel(b->worker, b->instance), req->blocking) == RESEND_PASS)))
-        return 0;
+          resend_decide(kind, backend_is_sentinel(b->worker, b->instance), req->blocking) != RESEND_WAIT)))
+        return 0; /* (a NOSCRIPT, RESEND_LOAD, is no refusal of the transaction either) */
     if (redirected) route_learn_move(b, &rd);
     struct client *c = req->client;
     if (c && c->resp3)
@@ -1455,6 +1566,7 @@ static void route_deliver(struct backend *b, const struct pending *pd, const cha
     route_writes_answered(req, (enum route_kind)pd->kind);
     switch ((enum route_kind)pd->kind) {
     case ROUTE_ASKING:
+    case ROUTE_SCRIPT_LOAD: /* (an error: the EVALSHA that follows answers for it) */
         request_reply_consumed(req);
         return;
     case ROUTE_FILL:
@@ -1530,7 +1642,7 @@ static void route_fail(struct backend *b, const struct pending *pd)
     if (__builtin_expect(s != NULL, 0) && route_intercept(b, s, NULL, 0, pd->unsent)) return;
     /* a request written to a sentinel instance's primary, its connection lost (a switch, a death) */
     if (pd->kind != ROUTE_DROP && pd->kind != ROUTE_QUEUED && pd->kind != ROUTE_ASKING &&
-        backend_is_sentinel(b->worker, b->instance))
+        pd->kind != ROUTE_SCRIPT_LOAD && backend_is_sentinel(b->worker, b->instance))
         STAT_INC(&b->worker->stats, switch_failures);
     char text[256];
     if (b->timed_out)
@@ -1563,6 +1675,7 @@ static void route_fail(struct backend *b, const struct pending *pd)
     case ROUTE_DROP:
     case ROUTE_QUEUED:
     case ROUTE_ASKING:
+    case ROUTE_SCRIPT_LOAD:
         request_reply_consumed(req);
         return;
     case ROUTE_REPL_SYNC:

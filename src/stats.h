@@ -33,6 +33,7 @@
     X(cluster_redirects, "requests sent again after a cluster -MOVED or -ASK")                                         \
     X(cluster_retries, "requests sent again after -TRYAGAIN, -CLUSTERDOWN or no reachable slot owner")                 \
     X(cluster_refreshes, "cluster slot maps read (CLUSTER SLOTS)")                                                     \
+    X(cluster_scripts_loaded, "SCRIPT LOADs sent to a cluster node after its -NOSCRIPT to an EVALSHA (sent again)")    \
     X(cluster_nodes_full, "node addresses left without an owner entry: the worker's node table was full")              \
     X(replicas_waits, "WAITs sent for replicas=N writes (one per group of held writes)")                               \
     X(replicas_timeouts, "replicas=N writes answered -NOREPLICAS (too few replicas confirmed, or no check)")           \

@@ -1,4 +1,4 @@
-/* test_cluster_ops.c: the background readers on a Redis Cluster instance: `keygate audit` SCANs every primary, the namespace sampler sums them, the INFO poller's capacity gauges and topology guard are per node. */
+/* test_cluster_ops.c: the background readers on a Redis Cluster instance: `keygate audit` SCANs every primary, the namespace sampler sums them, the INFO poller's capacity gauges and topology guard are per node; SCRIPT LOAD reaches every primary, and a node's -NOSCRIPT is answered by loading the script keygate saw. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +7,7 @@
 
 #include "cluster_harness.h"
 #include "harness.h"
+#include "scripts.h"
 #include "slotmap.h"
 
 /*
@@ -543,6 +544,296 @@ START_TEST(test_script_load_reaches_every_primary)
 }
 END_TEST
 
+/* ---- -NOSCRIPT answered by loading the script keygate saw (issue 30, item 4) ---- */
+
+/* keygate on the cluster with user app (scripts=yes, password scripts-pw) and user plain (no
+ * scripts, password plain-pw), at log-level debug; a client logged in as app. */
+static redisContext *scripts_client(void)
+{
+    char app[65], plain[65], extra[512];
+    harness_sha256_hex("scripts-pw", app);
+    harness_sha256_hex("plain-pw", plain);
+    snprintf(extra, sizeof extra,
+             "user app sha256=%s owners=cache,jobs access=rw scripts=yes\n"
+             "user plain sha256=%s owners=cache access=rw\n"
+             "log-level debug\n",
+             app, plain);
+    keygate_on_cluster(extra);
+    redisContext *c = harness_must_client(&h);
+    expect_status(cmd(c, "AUTH app scripts-pw"), "OK", "AUTH app");
+    return c;
+}
+
+/* SCRIPT FLUSH on primary P[k] itself (not through keygate): its script cache is empty. */
+static void flush_scripts_on(int k)
+{
+    redisContext *n = node(P[k]);
+    expect_status(cmd(n, "SCRIPT FLUSH"), "OK", "SCRIPT FLUSH on the node");
+    redisFree(n);
+}
+
+/* Does primary P[k] hold the script sha (SCRIPT EXISTS, asked directly)? */
+static int node_has_script(int k, const char *sha)
+{
+    redisContext *n = node(P[k]);
+    redisReply *r = cmd(n, "SCRIPT EXISTS %s", sha);
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 1, "SCRIPT EXISTS on node %d: %s", P[k], describe(r));
+    int has = (int)r->element[0]->integer;
+    freeReplyObject(r);
+    redisFree(n);
+    return has;
+}
+
+/* keygate_cluster_scripts_loaded_total, waited for (5 s) until it is at least `want`; its value. */
+static double scripts_loaded_at_least(double want)
+{
+    long long deadline = now_ms() + 5000;
+    for (;;) {
+        char *body = metrics();
+        double v = series(body, "keygate_cluster_scripts_loaded_total");
+        free(body);
+        if (v >= want) return v;
+        ck_assert_msg(now_ms() < deadline, "keygate_cluster_scripts_loaded_total is %g after 5 s, %g expected", v,
+                      want);
+        sleep_ms(50);
+    }
+}
+
+/* (a) A script loaded through keygate (SCRIPT LOAD), then one primary's cache flushed on the node
+ * itself (a restart, a node that joined): EVALSHA through keygate on a key of that primary answers
+ * as the script does; keygate loaded it there (-NOSCRIPT before: the client got it). Inside a
+ * MULTI the NOSCRIPT is an element of EXEC's array, and passes as Redis answers it. */
+START_TEST(test_noscript_loads_the_script_seen)
+{
+    cluster_prepare();
+    redisContext *c = scripts_client();
+    redisReply *r = cmd(c, "SCRIPT LOAD %s", "return redis.call('INCR', KEYS[1])");
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == 40, "SCRIPT LOAD: %s", describe(r));
+    char sha[41];
+    snprintf(sha, sizeof sha, "%s", r->str);
+    freeReplyObject(r);
+    int k = NP - 1;
+    char key[64];
+    key_on(key, sizeof key, "cache:ns", k, 0);
+    flush_scripts_on(k);
+    ck_assert_int_eq(node_has_script(k, sha), 0);
+    expect_int(cmd(c, "EVALSHA %s 1 %s", sha, key), 1, "EVALSHA on a key of the flushed primary");
+    ck_assert_int_eq(node_has_script(k, sha), 1);
+    expect_int(cmd(c, "EVALSHA %s 1 %s", sha, key), 2, "EVALSHA again (the node has it now)");
+    ck_assert_double_eq(scripts_loaded_at_least(1), 1);
+    /* the upper-case name a client may send: Redis lowers it, and so does keygate */
+    flush_scripts_on(k);
+    char upper[41];
+    for (int i = 0; i < 41; i++) upper[i] = (char)(sha[i] >= 'a' && sha[i] <= 'f' ? sha[i] - 'a' + 'A' : sha[i]);
+    expect_int(cmd(c, "EVALSHA %s 1 %s", upper, key), 3, "EVALSHA (upper-case name) on the flushed primary");
+    ck_assert_double_eq(scripts_loaded_at_least(2), 2);
+    /* pipelined, behind and ahead of other commands: each reply in its place */
+    flush_scripts_on(k);
+    redisAppendCommand(c, "SET %s:x a", key);
+    redisAppendCommand(c, "EVALSHA %s 1 %s", sha, key);
+    redisAppendCommand(c, "GET %s:x", key);
+    redisAppendCommand(c, "EVALSHA %s 1 %s", sha, key);
+    expect_status(next_reply(c), "OK", "SET before");
+    expect_int(next_reply(c), 4, "pipelined EVALSHA on the flushed primary");
+    r = next_reply(c);
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && strcmp(r->str, "a") == 0, "GET after: %s", describe(r));
+    freeReplyObject(r);
+    expect_int(next_reply(c), 5, "the EVALSHA after it");
+    /* both EVALSHAs were written before the first NOSCRIPT came (one read of the pipeline, as a rule):
+     * each loads the script, once */
+    double loaded = scripts_loaded_at_least(3);
+    ck_assert_msg(loaded == 3 || loaded == 4, "%g scripts loaded", loaded);
+    /* a namespace without a TTL: the EVALSHA goes alone, not in keygate's MULTI wrap with a PEXPIRE */
+    char jkey[64];
+    key_on(jkey, sizeof jkey, "job:ns", k, 0);
+    flush_scripts_on(k);
+    expect_int(cmd(c, "EVALSHA %s 1 %s", sha, jkey), 1, "EVALSHA on a key without a TTL, on the flushed primary");
+    ck_assert_double_eq(scripts_loaded_at_least(loaded + 1), loaded + 1);
+    /* inside MULTI: passes, as documented */
+    flush_scripts_on(k);
+    expect_status(cmd(c, "MULTI"), "OK", "MULTI");
+    expect_status(cmd(c, "EVALSHA %s 1 %s", sha, key), "QUEUED", "EVALSHA in MULTI");
+    r = cmd(c, "EXEC");
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->type == REDIS_REPLY_ERROR &&
+                      strncmp(r->element[0]->str, "NOSCRIPT", 8) == 0,
+                  "EXEC with an EVALSHA the node lacks: %s", describe(r));
+    freeReplyObject(r);
+    char *log = harness_keygate_log(&h);
+    ck_assert_ptr_nonnull(log);
+    char want[128];
+    snprintf(want, sizeof want, "answered -NOSCRIPT for script %s: loading the script keygate saw", sha);
+    ck_assert_msg(strstr(log, want) != NULL, "the log never said '%s':\n%s", want, log);
+    free(log);
+    redisFree(c);
+}
+END_TEST
+
+/* (a') During a slot's migration, an EVALSHA of a key already moved goes by -ASK to the target,
+ * which lacks the script: keygate loads it there and sends the EVALSHA there again after ASKING
+ * (wrapped with its PEXPIRE, and alone). It went to the slot's owner before, which sent it back
+ * by -ASK, and the target's second -NOSCRIPT reached the client. */
+START_TEST(test_noscript_on_an_ask_target)
+{
+    cluster_prepare();
+    redisContext *c = scripts_client();
+    redisReply *r = cmd(c, "SCRIPT LOAD %s", "return redis.call('INCR', KEYS[1])");
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == 40, "SCRIPT LOAD: %s", describe(r));
+    char sha[41];
+    snprintf(sha, sizeof sha, "%s", r->str);
+    freeReplyObject(r);
+    char key[64], jkey[64];
+    key_on(key, sizeof key, "cache:mig", 0, 0); /* cache:mig{n} and job:mig{n}: one slot */
+    snprintf(jkey, sizeof jkey, "job:mig%s", strchr(key, '{'));
+    unsigned slot = (unsigned)slotmap_key_slot(key, strlen(key));
+    expect_status(cmd(c, "SET %s 10", key), "OK", "SET");
+    expect_status(cmd(c, "SET %s 20", jkey), "OK", "SET");
+    int moved = 0;
+    ck_assert_msg(cluster_migrate_begin(C, slot, P[0], P[1]) == 0, "%s", cluster_last_error());
+    ck_assert_msg(cluster_migrate_keys(C, slot, P[0], P[1], 100, &moved) == 0, "%s", cluster_last_error());
+    ck_assert_int_eq(moved, 2);
+    flush_scripts_on(1);
+    expect_int(cmd(c, "EVALSHA %s 1 %s", sha, key), 11, "EVALSHA (wrapped) of a moved key, the target flushed");
+    flush_scripts_on(1);
+    expect_int(cmd(c, "EVALSHA %s 1 %s", sha, jkey), 21, "EVALSHA (alone) of a moved key, the target flushed");
+    ck_assert_int_eq(node_has_script(1, sha), 1);
+    ck_assert_double_eq(scripts_loaded_at_least(2), 2);
+    ck_assert_msg(cluster_migrate_end(C, slot, P[0], P[1]) == 0, "%s", cluster_last_error());
+    redisFree(c);
+}
+END_TEST
+
+/* A primary killed and its replica promoted: an EVALSHA of a script loaded through keygate before
+ * runs on a key of the promoted node, whether or not that node has the script (Redis 7.0's
+ * replicas do not get SCRIPT LOAD: keygate loads it there; the count says which it was). */
+START_TEST(test_noscript_after_failover)
+{
+    cluster_prepare();
+    redisContext *c = scripts_client();
+    redisReply *r = cmd(c, "SCRIPT LOAD %s", "return redis.call('INCR', KEYS[1])");
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == 40, "SCRIPT LOAD: %s", describe(r));
+    char sha[41];
+    snprintf(sha, sizeof sha, "%s", r->str);
+    freeReplyObject(r);
+    char key[64];
+    key_on(key, sizeof key, "cache:fo", 2, 0);
+    expect_int(cmd(c, "EVALSHA %s 1 %s", sha, key), 1, "EVALSHA before the failover");
+    /* (a SET: WAIT goes to the node of the client's last write, and an EVALSHA is not counted as one) */
+    expect_status(cmd(c, "SET %s 1", key), "OK", "SET");
+    expect_int(cmd(c, "WAIT 1 5000"), 1, "WAIT: the replica has the write");
+    int promoted = -1;
+    long long ms = 0;
+    ck_assert_msg(cluster_kill_primary(C, P[2], 20000, &promoted, &ms) == 0, "%s", cluster_last_error());
+    redisContext *n = node(promoted);
+    r = cmd(n, "SCRIPT EXISTS %s", sha);
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 1, "SCRIPT EXISTS: %s", describe(r));
+    long long had = r->element[0]->integer;
+    freeReplyObject(r);
+    redisFree(n);
+    expect_int(cmd(c, "EVALSHA %s 1 %s", sha, key), 2, "EVALSHA on the promoted node");
+    double loaded = scripts_loaded_at_least(had ? 0 : 1);
+    ck_assert_msg(loaded == (had ? 0 : 1), "the promoted node %s the script, and keygate loaded it %g times",
+                  had ? "had" : "lacked", loaded);
+    fprintf(stderr, "failover (%lld ms): the promoted node %s the script; keygate loaded it %g time(s)\n", ms,
+            had ? "had" : "lacked", loaded);
+    redisFree(c);
+}
+END_TEST
+
+/* (b) EVAL through keygate remembers its script: with every primary's cache flushed directly,
+ * EVALSHA through keygate still runs it on a key of each primary. */
+START_TEST(test_eval_remembers_the_script)
+{
+    cluster_prepare();
+    redisContext *c = scripts_client();
+    static const char body[] = "return redis.call('INCRBY', KEYS[1], 2)";
+    char key[CLUSTER_NODES][64];
+    for (int k = 0; k < NP; k++) key_on(key[k], sizeof key[k], "cache:ev", k, 0);
+    expect_int(cmd(c, "EVAL %s 1 %s", body, key[0]), 2, "EVAL");
+    uint8_t bin[SCRIPTS_SHA_LEN];
+    scripts_sha1(body, strlen(body), bin);
+    char sha[41];
+    for (int i = 0; i < SCRIPTS_SHA_LEN; i++) snprintf(sha + 2 * i, 3, "%02x", bin[i]);
+    for (int k = 0; k < NP; k++) flush_scripts_on(k);
+    for (int k = 0; k < NP; k++) {
+        expect_int(cmd(c, "EVALSHA %s 1 %s", sha, key[k]), k == 0 ? 4 : 2, "EVALSHA on a flushed primary");
+        ck_assert_int_eq(node_has_script(k, sha), 1);
+    }
+    ck_assert_double_eq(scripts_loaded_at_least(NP), NP);
+    /* EVAL_RO too */
+    static const char ro[] = "return redis.call('GET', KEYS[1])";
+    redisReply *r = cmd(c, "EVAL_RO %s 1 %s", ro, key[1]);
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && strcmp(r->str, "2") == 0, "EVAL_RO: %s", describe(r));
+    freeReplyObject(r);
+    scripts_sha1(ro, strlen(ro), bin);
+    for (int i = 0; i < SCRIPTS_SHA_LEN; i++) snprintf(sha + 2 * i, 3, "%02x", bin[i]);
+    flush_scripts_on(1);
+    r = cmd(c, "EVALSHA_RO %s 1 %s", sha, key[1]);
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && strcmp(r->str, "2") == 0, "EVALSHA_RO: %s", describe(r));
+    freeReplyObject(r);
+    redisFree(c);
+}
+END_TEST
+
+/* (c) A script keygate never saw (loaded on a node directly, or unknown anywhere) cannot be
+ * loaded: the NOSCRIPT passes, word for word as the node answers it. */
+START_TEST(test_noscript_of_an_unknown_script_passes)
+{
+    cluster_prepare();
+    redisContext *c = scripts_client();
+    char key[64];
+    key_on(key, sizeof key, "cache:un", 0, 0);
+    static const char unknown[] = "ffffffffffffffffffffffffffffffffffffffff";
+    redisContext *n = node(P[0]);
+    redisReply *want = cmd(n, "EVALSHA %s 1 %s", unknown, key);
+    ck_assert_msg(want->type == REDIS_REPLY_ERROR && strncmp(want->str, "NOSCRIPT", 8) == 0, "on the node: %s",
+                  describe(want));
+    redisReply *r = cmd(c, "EVALSHA %s 1 %s", unknown, key);
+    ck_assert_msg(r->type == REDIS_REPLY_ERROR && strcmp(r->str, want->str) == 0,
+                  "EVALSHA of an unknown script through keygate: %s, the node says '%s'", describe(r), want->str);
+    freeReplyObject(r);
+    /* loaded on the node directly, bypassing keygate, then flushed: keygate never saw its body */
+    r = cmd(n, "SCRIPT LOAD %s", "return 'direct'");
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == 40, "SCRIPT LOAD on the node: %s", describe(r));
+    char sha[41];
+    snprintf(sha, sizeof sha, "%s", r->str);
+    freeReplyObject(r);
+    expect_status(cmd(n, "SCRIPT FLUSH"), "OK", "SCRIPT FLUSH on the node");
+    r = cmd(c, "EVALSHA %s 1 %s", sha, key);
+    ck_assert_msg(r->type == REDIS_REPLY_ERROR && strcmp(r->str, want->str) == 0,
+                  "EVALSHA of a script keygate never saw: %s, the node says '%s'", describe(r), want->str);
+    freeReplyObject(r);
+    freeReplyObject(want);
+    redisFree(n);
+    ck_assert_double_eq(scripts_loaded_at_least(0), 0);
+    redisFree(c);
+}
+END_TEST
+
+/* (d) A user without scripts=yes is refused EVAL, EVALSHA and SCRIPT LOAD as before, and a refused
+ * EVAL teaches keygate nothing: its script is not loaded for another user's EVALSHA. */
+START_TEST(test_scripts_refused_without_scripts_yes)
+{
+    cluster_prepare();
+    redisContext *c = scripts_client();
+    redisContext *p = harness_must_client(&h);
+    expect_status(cmd(p, "AUTH plain plain-pw"), "OK", "AUTH plain");
+    static const char body[] = "return 'refused'";
+    char key[64];
+    key_on(key, sizeof key, "cache:rf", 0, 0);
+    expect_error(cmd(p, "EVAL %s 1 %s", body, key), "DENIED scripts are refused", "EVAL without scripts=yes");
+    expect_error(cmd(p, "SCRIPT LOAD %s", body), "DENIED scripts are refused", "SCRIPT LOAD without scripts=yes");
+    uint8_t bin[SCRIPTS_SHA_LEN];
+    scripts_sha1(body, strlen(body), bin);
+    char sha[41];
+    for (int i = 0; i < SCRIPTS_SHA_LEN; i++) snprintf(sha + 2 * i, 3, "%02x", bin[i]);
+    expect_error(cmd(p, "EVALSHA %s 1 %s", sha, key), "DENIED scripts are refused", "EVALSHA without scripts=yes");
+    expect_error(cmd(c, "EVALSHA %s 1 %s", sha, key), "NOSCRIPT", "EVALSHA of the refused EVAL's script");
+    ck_assert_double_eq(scripts_loaded_at_least(0), 0);
+    redisFree(p);
+    redisFree(c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cluster_ops");
@@ -553,9 +844,16 @@ int main(void)
     harness_add_test(tc, test_guard_names_the_node);
     harness_add_test(tc, test_wait_goes_to_the_node_of_the_last_write);
     harness_add_test(tc, test_script_load_reaches_every_primary);
+    harness_add_test(tc, test_noscript_loads_the_script_seen);
+    harness_add_test(tc, test_noscript_on_an_ask_target);
+    harness_add_test(tc, test_eval_remembers_the_script);
+    harness_add_test(tc, test_noscript_of_an_unknown_script_passes);
+    harness_add_test(tc, test_scripts_refused_without_scripts_yes);
     /* a cluster of its own: the failover leaves it with a dead node */
     TCase *tf = harness_tcase(s, "failover", 90, setup, teardown);
     harness_add_test(tf, test_failover_moves_the_node_series);
+    TCase *ts = harness_tcase(s, "script-failover", 90, setup, teardown); /* its own cluster too */
+    harness_add_test(ts, test_noscript_after_failover);
     int failed = harness_run(s);
     int left = cluster_leftovers();
     if (left) fprintf(stderr, "POST-CONDITION FAILED: %d redis-server(s) of this suite still run\n", left);

@@ -1,4 +1,4 @@
-/* test_resend.c: unit tests of resend.c, the "did it run?" table: each reply kind classified from real Redis error replies, and each row of the decision (taken now, taken after a wait, passed, given up) for a cluster and a Sentinel instance, blocking or not. */
+/* test_resend.c: unit tests of resend.c, the "did it run?" table: each reply kind classified from real Redis error replies, and each row of the decision (taken now, taken after a wait, a script loaded first, passed, given up) for a cluster and a Sentinel instance, blocking or not. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +27,7 @@ START_TEST(test_classify_redis_replies)
                               "replica?)\r\n"),
                         1),
         RESEND_UNBLOCKED);
+    ck_assert_int_eq(resend_classify(BYTES("-NOSCRIPT No matching script. Please use EVAL.\r\n"), 1), RESEND_NOSCRIPT);
 }
 END_TEST
 
@@ -43,6 +44,9 @@ START_TEST(test_classify_others)
     ck_assert_int_eq(resend_classify(BYTES("-WRONGTYPE Operation against a key holding the wrong kind\r\n"), 1),
                      RESEND_OTHER);
     ck_assert_int_eq(resend_classify("", 0, 1), RESEND_OTHER);
+    ck_assert_int_eq(resend_classify(BYTES("-NOSCRIPTS x\r\n"), 1), RESEND_OTHER);
+    ck_assert_int_eq(resend_classify(BYTES("-ERR NOSCRIPT\r\n"), 1), RESEND_OTHER);
+    ck_assert_int_eq(resend_classify(BYTES("$8\r\nNOSCRIPT\r\n"), 1), RESEND_OTHER);
 }
 END_TEST
 
@@ -87,6 +91,7 @@ static const struct row {
     {RESEND_UNBLOCKED, RESEND_PASS, RESEND_PASS, RESEND_PASS, RESEND_WAIT},
     {RESEND_LOST_UNSENT, RESEND_WAIT, RESEND_WAIT, RESEND_WAIT, RESEND_WAIT},
     {RESEND_LOST_WRITTEN, RESEND_PASS, RESEND_PASS, RESEND_PASS, RESEND_PASS},
+    {RESEND_NOSCRIPT, RESEND_LOAD, RESEND_LOAD, RESEND_PASS, RESEND_PASS},
 };
 
 START_TEST(test_decide_row)
@@ -102,7 +107,7 @@ END_TEST
 /* Every kind has its row. */
 START_TEST(test_decide_every_kind_listed)
 {
-    ck_assert_int_eq(sizeof(rows) / sizeof(rows[0]), RESEND_LOST_WRITTEN + 1);
+    ck_assert_int_eq(sizeof(rows) / sizeof(rows[0]), RESEND_NOSCRIPT + 1);
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) ck_assert_int_eq(rows[i].kind, (int)i);
 }
 END_TEST
@@ -110,11 +115,32 @@ END_TEST
 /* The cluster refusals (WATCH and EXEC on a pin read these as "not run here"). */
 START_TEST(test_cluster_refusals)
 {
-    for (int k = RESEND_OTHER; k <= RESEND_LOST_WRITTEN; k++) {
+    for (int k = RESEND_OTHER; k <= RESEND_NOSCRIPT; k++) {
         int want = k == RESEND_MOVED || k == RESEND_ASK || k == RESEND_TRYAGAIN || k == RESEND_CLUSTERDOWN ||
                    k == RESEND_UNSERVED;
         ck_assert_msg(resend_is_cluster_refusal((enum resend_kind)k) == want, "kind %d", k);
     }
+}
+END_TEST
+
+/* A NOSCRIPT on a cluster is taken only for a lone EVALSHA whose script keygate holds, once:
+ * every row of (evalsha, known, loaded). */
+START_TEST(test_decide_load_row)
+{
+    int evalsha = _i & 1, known = (_i >> 1) & 1, loaded = (_i >> 2) & 1;
+    enum resend_action want = evalsha && known && !loaded ? RESEND_LOAD : RESEND_PASS;
+    ck_assert_msg(resend_decide_load(evalsha, known, loaded) == want, "evalsha %d known %d loaded %d", evalsha, known,
+                  loaded);
+}
+END_TEST
+
+/* The rows spelled out: the one that loads, and each reason to pass. */
+START_TEST(test_decide_load_reasons)
+{
+    ck_assert_int_eq(resend_decide_load(1, 1, 0), RESEND_LOAD);
+    ck_assert_int_eq(resend_decide_load(0, 1, 0), RESEND_PASS); /* in a MULTI, or not an EVALSHA */
+    ck_assert_int_eq(resend_decide_load(1, 0, 0), RESEND_PASS); /* never seen through this keygate */
+    ck_assert_int_eq(resend_decide_load(1, 1, 1), RESEND_PASS); /* loaded once: the second NOSCRIPT passes */
 }
 END_TEST
 
@@ -129,6 +155,8 @@ int main(void)
     tcase_add_loop_test(tc, test_decide_row, 0, (int)(sizeof(rows) / sizeof(rows[0])));
     tcase_add_test(tc, test_decide_every_kind_listed);
     tcase_add_test(tc, test_cluster_refusals);
+    tcase_add_loop_test(tc, test_decide_load_row, 0, 8);
+    tcase_add_test(tc, test_decide_load_reasons);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
