@@ -8,6 +8,7 @@
 #include "replies.h"
 #include "report.h"
 #include "request.h"
+#include "ncpolicy.h"
 #include "nearcache.h"
 #include "router.h"
 
@@ -544,9 +545,10 @@ static void client_reset(struct client *c, struct request *req)
 }
 
 /* A write was forwarded (or queued in c's MULTI): WAIT goes to its instance. */
-static void client_note_write(struct client *c, const struct plan *plan)
+static void client_note_write(struct client *c, const struct plan *plan, const struct policy_request *pr)
 {
-    if (plan->kind == PLAN_FORWARD && plan->writes && plan->instance >= 0)
+    /* a script may write (EVAL, EVALSHA, FCALL: ncpolicy_writes): a WAIT after it goes to its node */
+    if (plan->kind == PLAN_FORWARD && (plan->writes || (pr->cmd && ncpolicy_writes(pr->cmd))) && plan->instance >= 0)
         session_wrote(&c->session, plan->instance, plan->slot);
 }
 
@@ -818,7 +820,7 @@ static int client_handle_frame(struct client *c, const char *frame)
     }
     STAT_INC(&w->stats, commands_processed);
     if (pr.cmd) c->last_cmd = pr.cmd->name;
-    client_note_write(c, &plan);
+    client_note_write(c, &plan, &pr);
     report_note(w, &plan, &pr); /* issue 13: report mode and the default line, counted and logged */
 
     if (plan.kind == PLAN_FORWARD && plan.flow == FLOW_UNSUBSCRIBE && client_has_no_subscription(c, &plan)) {
