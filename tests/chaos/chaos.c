@@ -115,7 +115,7 @@ static unsigned parse_faults(const char *text)
     unsigned mask = 0;
     if (text == NULL || *text == '\0' || strcmp(text, "all") == 0) {
         for (int k = 0; k < HF_NKINDS; k++)
-            if (k != HF_FAILOVER && k != HF_WRONGTYPE_STREAM) mask |= 1u << k; /* the seven */
+            if (k < HF_FAILOVER && k != HF_WRONGTYPE_STREAM) mask |= 1u << k; /* the seven */
         return mask;
     }
     if (strcmp(text, "none") == 0) return 0; /* the control run: the load alone */
