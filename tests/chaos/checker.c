@@ -779,12 +779,13 @@ void check_print_summary(FILE *f, const struct history *h, const struct check_re
         fprintf(f, "\n");
     }
     fprintf(f, "writes: %lld acknowledged, %lld indeterminate\n", r->writes_acked, r->writes_indeterminate);
-    fprintf(
-        f,
-        "reads: %lld (%lld key values): %lld checked against an acknowledged write (%lld of them with the "
-        "fault bound; %lld of them older values of indeterminate writes that may have landed late), %lld with nothing "
-        "acknowledged yet, %lld SISMEMBER answers inconclusive\n",
-        r->reads, r->read_values, r->checked, r->in_fault_window, r->late_applied, r->trivial, r->inconclusive);
+    if (r->read_values > 0 || r->counter == NULL)
+        fprintf(f,
+                "reads: %lld (%lld key values): %lld checked against an acknowledged write (%lld of them with the "
+                "fault bound; %lld of them older values of indeterminate writes that may have landed late), %lld with "
+                "nothing "
+                "acknowledged yet, %lld SISMEMBER answers inconclusive\n",
+                r->reads, r->read_values, r->checked, r->in_fault_window, r->late_applied, r->trivial, r->inconclusive);
     fprintf(f, "errors explained by faults:");
     for (int k = 0; k < HF_NKINDS; k++)
         if (r->explained_by_fault[k]) fprintf(f, " %s %lld", hist_fault_name(k), r->explained_by_fault[k]);
