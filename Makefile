@@ -334,3 +334,8 @@ test-chaos: $(BUILD)/keygate $(BUILD)/tests/chaos/chaos $(BUILD)/tests/chaos/tes
 	@CK_FORK=yes $(BUILD)/tests/chaos/test_checker
 	@SEED=$(SEED) DURATION=$(DURATION) FAULTS=$(FAULTS) TOPOLOGY=$(TOPOLOGY) KEYGATE_BIN=$(BUILD)/keygate \
 		$(BUILD)/tests/chaos/chaos
+
+# The Sentinel topology alone (not in .ci/run: docs/testing.md, "The Sentinel topology")
+.PHONY: test-chaos-sentinel
+test-chaos-sentinel:
+	@$(MAKE) --no-print-directory test-chaos TOPOLOGY=sentinel

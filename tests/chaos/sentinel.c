@@ -750,19 +750,23 @@ static void final_reads(struct client *cl, int p)
     cl->c = NULL;
 }
 
-/* The client errors by text (digits folded, so one kind of error is one line), most frequent first, up to 10. */
+/* The client errors by the kind of the last fault started before each ended and by text (digits folded, so one kind
+ * of error is one line), most frequent first, up to 12. */
 static void print_error_texts(const struct history *h)
 {
     enum { MAX_TEXTS = 64 };
-    static char text[MAX_TEXTS][72];
+    static char text[MAX_TEXTS][88];
     static long long count[MAX_TEXTS];
     int n = 0;
     long long other = 0;
     for (size_t i = 0; i < h->nops; i++) {
         const struct hist_op *o = &h->ops[i];
         if (o->status == HST_OK) continue;
-        char t[72];
-        size_t k = 0;
+        char t[88];
+        ssize_t last = -1;
+        for (size_t f = 0; f < h->nfaults; f++)
+            if (h->faults[f].start_us <= o->end_us) last = (ssize_t)f;
+        size_t k = (size_t)snprintf(t, sizeof t, "%-13s ", last >= 0 ? hist_fault_name(h->faults[last].kind) : "none");
         for (const char *c = o->err; *c && k + 1 < sizeof t; c++)
             if (!(*c >= '0' && *c <= '9') || k == 0 || t[k - 1] != 'N') t[k++] = *c >= '0' && *c <= '9' ? 'N' : *c;
         t[k] = '\0';
@@ -775,8 +779,8 @@ static void print_error_texts(const struct history *h)
         if (j == n) snprintf(text[n++], sizeof text[0], "%s", t);
         count[j]++;
     }
-    printf("chaos: client errors by text (N: digits):%s\n", n ? "" : " none");
-    for (int shown = 0; shown < 10 && shown < n; shown++) {
+    printf("chaos: client errors by the last fault before them and text (N: digits):%s\n", n ? "" : " none");
+    for (int shown = 0; shown < 12 && shown < n; shown++) {
         int best = 0;
         for (int j = 1; j < n; j++)
             if (count[j] > count[best]) best = j;
