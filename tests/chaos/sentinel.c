@@ -35,8 +35,8 @@
  *
  * Registry: r: (replicas=1) and a: (no replicas=), both durable, ttl=none. Counters r:c:0 r:c:1 a:c:0 a:c:1.
  *
- * SN_CLIENTS client threads per keygate: each operation an INCR (3 in 4) or a GET of a random counter, on one
- * connection (client timeout 10 s: longer than failover-hold, so a held request is answered, not abandoned).
+ * SN_CLIENTS (CHAOS_CLIENTS) client threads per keygate: each operation an INCR (3 in 4) or a GET of a random
+ * counter, CHAOS_PIPELINE of them sent at once (default 1), on one connection (client timeout 10 s: longer than failover-hold, so a held request is answered, not abandoned).
  * The nemesis (this thread) runs the seed's schedule, one fault at a time, each ending when the deployment is
  * settled again (the sentinels agree, the primary answers ROLE master, the other nodes replicate from it). Then
  * everything is healed and settled, each counter is read through every keygate and directly on the final
@@ -75,6 +75,7 @@ static struct {
     char faults_text[256];
     struct check_params p;
     int keep;
+    int clients, pipeline; /* CHAOS_CLIENTS (client threads per keygate), CHAOS_PIPELINE (commands sent at once) */
     const char *keygate_bin;
 } g_o;
 
@@ -115,6 +116,10 @@ static int opts_read(const struct chaos_common *c)
     g_o.keygate_bin = c->keygate_bin;
     g_o.keep = c->keep;
     g_o.p = c->p;
+    const char *v = getenv("CHAOS_CLIENTS");
+    g_o.clients = v != NULL && atoi(v) > 0 ? atoi(v) : SN_CLIENTS;
+    v = getenv("CHAOS_PIPELINE");
+    g_o.pipeline = v != NULL && atoi(v) > 0 ? (atoi(v) > 1000 ? 1000 : atoi(v)) : 1;
     const char *text = c->faults;
     if (text == NULL || *text == '\0' || strcmp(text, "all") == 0) {
         for (int i = 0; i < SN_NKINDS; i++) g_o.faults |= 1u << g_kinds[i];
@@ -400,34 +405,9 @@ struct client {
 
 static int g_stop_clients; /* atomic */
 
-/* One INCR or GET (o's kind, key and node filled) through keygate o->node on cl's connection: times, result. */
-static void client_op(struct client *cl, struct hist_op *o)
+/* Reply r to INCR or GET o into o's value or status. */
+static void client_reply(struct hist_op *o, const redisReply *r)
 {
-    o->start_us = now_us();
-    if (cl->c == NULL) {
-        struct timeval tv = {SN_CLIENT_TIMEOUT_MS / 1000, 0};
-        cl->c = redisConnectWithTimeout("127.0.0.1", g.node[o->node].port, tv);
-        if (cl->c == NULL || cl->c->err) {
-            o->end_us = now_us();
-            o->status = HST_ERR_CONN;
-            snprintf(o->err, sizeof o->err, "connect: %.90s", cl->c ? cl->c->errstr : "out of memory");
-            redisFree(cl->c);
-            cl->c = NULL;
-            return;
-        }
-        redisSetTimeout(cl->c, tv);
-    }
-    redisReply *r = redisCommandArgv(
-        cl->c, 2, (const char *[]){o->kind == HOP_INCR ? "INCR" : "GET", g_key_names[o->key[0]]}, NULL);
-    o->end_us = now_us();
-    if (r == NULL) {
-        int timeout = cl->c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
-        o->status = timeout ? HST_ERR_TIMEOUT : HST_ERR_CONN;
-        snprintf(o->err, sizeof o->err, "%.100s", cl->c->errstr[0] ? cl->c->errstr : "connection closed");
-        redisFree(cl->c);
-        cl->c = NULL;
-        return;
-    }
     if (r->type == REDIS_REPLY_ERROR) {
         o->status = HST_ERR_REPLY;
         snprintf(o->err, sizeof o->err, "%.100s", r->str);
@@ -446,7 +426,56 @@ static void client_op(struct client *cl, struct hist_op *o)
         o->status = HST_BAD;
         snprintf(o->err, sizeof o->err, "%s: unexpected reply type %d", hist_op_name(o->kind), r->type);
     }
-    freeReplyObject(r);
+}
+
+/* n INCRs or GETs (kind, key and node filled; one node) through keygate ops[0].node on cl's connection, pipelined:
+ * each starts when the batch is sent and ends when its own reply is read. A lost connection or a timeout is every
+ * unanswered one's status. */
+static void client_batch(struct client *cl, struct hist_op *ops, int n)
+{
+    long long t = now_us();
+    for (int i = 0; i < n; i++) ops[i].start_us = t;
+    if (cl->c == NULL) {
+        struct timeval tv = {SN_CLIENT_TIMEOUT_MS / 1000, 0};
+        cl->c = redisConnectWithTimeout("127.0.0.1", g.node[ops[0].node].port, tv);
+        if (cl->c == NULL || cl->c->err) {
+            for (int i = 0; i < n; i++) {
+                ops[i].end_us = now_us();
+                ops[i].status = HST_ERR_CONN;
+                snprintf(ops[i].err, sizeof ops[i].err, "connect: %.90s", cl->c ? cl->c->errstr : "out of memory");
+            }
+            redisFree(cl->c);
+            cl->c = NULL;
+            return;
+        }
+        redisSetTimeout(cl->c, tv);
+    }
+    for (int i = 0; i < n; i++)
+        redisAppendCommandArgv(
+            cl->c, 2, (const char *[]){ops[i].kind == HOP_INCR ? "INCR" : "GET", g_key_names[ops[i].key[0]]}, NULL);
+    for (int i = 0; i < n; i++) {
+        void *rv = NULL;
+        if (redisGetReply(cl->c, &rv) != REDIS_OK || rv == NULL) {
+            int timeout = cl->c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+            for (int j = i; j < n; j++) {
+                ops[j].end_us = now_us();
+                ops[j].status = timeout ? HST_ERR_TIMEOUT : HST_ERR_CONN;
+                snprintf(ops[j].err, sizeof ops[j].err, "%.100s",
+                         cl->c->errstr[0] ? cl->c->errstr : "connection closed");
+            }
+            redisFree(cl->c);
+            cl->c = NULL;
+            return;
+        }
+        ops[i].end_us = now_us();
+        client_reply(&ops[i], rv);
+        freeReplyObject(rv);
+    }
+}
+
+static void client_op(struct client *cl, struct hist_op *o)
+{
+    client_batch(cl, o, 1);
 }
 
 static void *client_main(void *arg)
@@ -456,14 +485,18 @@ static void *client_main(void *arg)
     int prio = getpriority(PRIO_PROCESS, (id_t)gettid());
     if (errno == 0) setpriority(PRIO_PROCESS, (id_t)gettid(), prio + 4 > 19 ? 19 : prio + 4);
     while (!__atomic_load_n(&g_stop_clients, __ATOMIC_ACQUIRE)) {
-        struct hist_op *o = oplog_add(&cl->log);
-        o->thread = cl->id;
-        o->node = cl->node;
-        o->nkeys = 1;
-        o->key[0] = rnd(&cl->rng, SN_KEYS);
-        o->kind = rnd(&cl->rng, 4) < 3 ? HOP_INCR : HOP_GET;
-        client_op(cl, o);
-        if (o->status == HST_ERR_CONN) planned_sleep_ms(10, &g_stop_clients); /* retry pacing: a keygate down */
+        size_t base = cl->log.n;
+        for (int i = 0; i < g_o.pipeline; i++) oplog_add(&cl->log); /* added first: oplog_add may move them */
+        struct hist_op *ops = &cl->log.ops[base];
+        for (int i = 0; i < g_o.pipeline; i++) {
+            ops[i].thread = cl->id;
+            ops[i].node = cl->node;
+            ops[i].nkeys = 1;
+            ops[i].key[0] = rnd(&cl->rng, SN_KEYS);
+            ops[i].kind = rnd(&cl->rng, 4) < 3 ? HOP_INCR : HOP_GET;
+        }
+        client_batch(cl, ops, g_o.pipeline);
+        if (ops[0].status == HST_ERR_CONN) planned_sleep_ms(10, &g_stop_clients); /* retry pacing: a keygate down */
     }
     redisFree(cl->c);
     return NULL;
@@ -820,10 +853,11 @@ int chaos_sentinel_main(const struct chaos_common *common)
     if (opts_read(common) != 0) return 2;
     printf("chaos: TOPOLOGY=sentinel SEED=%llu DURATION=%d FAULTS=%s\n", g_o.seed, g_o.duration_s, g_o.faults_text);
     printf("chaos: a TLS primary, 2 replicas, 3 sentinels (down-after-milliseconds 1000, failover-timeout 5000); "
-           "keygates with failover-hold %ds, replicas-timeout 2s; %d clients per keygate (INCR 3 in 4, else GET; "
-           "client timeout %d ms); errors explained by failover/kill-primary/stop-primary (every keygate) and restart "
+           "keygates with failover-hold %ds, replicas-timeout 2s; %d clients per keygate (CHAOS_CLIENTS), each "
+           "sending %d commands at once (CHAOS_PIPELINE): INCR 3 in 4, else GET; client timeout %d ms; errors "
+           "explained by failover/kill-primary/stop-primary (every keygate) and restart "
            "(its keygate) up to %lld ms after the fault's window, which ends once the deployment is settled\n",
-           SN_FAILOVER_HOLD_S, SN_CLIENTS, SN_CLIENT_TIMEOUT_MS, g_o.p.error_grace_us / 1000);
+           SN_FAILOVER_HOLD_S, g_o.clients, g_o.pipeline, SN_CLIENT_TIMEOUT_MS, g_o.p.error_grace_us / 1000);
     plan_make();
     plan_print();
     long long wall0 = procs_mono_ms();
@@ -839,7 +873,7 @@ int chaos_sentinel_main(const struct chaos_common *common)
                g.h->sentinels[1].tls_port, g.h->sentinels[2].tls_port, g.fake_port, g.node[0].port, g.node[1].port,
                g.node[2].port, g.h->dir);
         g_t0_us = mono_us();
-        int nclients = SN_NODES * SN_CLIENTS;
+        int nclients = SN_NODES * g_o.clients;
         struct client *clients = calloc((size_t)nclients + 1, sizeof *clients);
         for (int i = 0; i < nclients; i++) {
             clients[i].id = i;
