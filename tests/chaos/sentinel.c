@@ -546,7 +546,7 @@ static void plan_describe(const struct planned *pl, char *buf, size_t len)
 static void plan_make(void)
 {
     unsigned long long s = g_o.seed ^ 0x73656e74ull; /* "sent" */
-    int kinds[HF_NKINDS], nk = 0;
+    int kinds[HF_NKINDS] = {0}, nk = 0;
     for (int i = 0; i < SN_NKINDS; i++)
         if (g_o.faults & (1u << g_kinds[i])) kinds[nk++] = g_kinds[i];
     long long t = 0, end = (long long)g_o.duration_s * 1000;
@@ -865,8 +865,8 @@ int chaos_sentinel_main(const struct chaos_common *common)
     int started = deployment_start() == 0, failed = 1;
     struct check_result res = {0};
     struct hist_op *ops = NULL;
-    char path[PATH_MAX + 32] = "";
     if (started) {
+        char path[PATH_MAX + 32];
         printf("chaos: nodes :%d :%d :%d (tls), sentinels :%d :%d :%d, fake sentinel :%d (first in kg1's list, names "
                "node 0 for ever); kg0 :%d kg1 :%d kg2 :%d; dir %s\n",
                g.h->nodes[0].tls_port, g.h->nodes[1].tls_port, g.h->nodes[2].tls_port, g.h->sentinels[0].tls_port,
