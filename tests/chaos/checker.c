@@ -525,7 +525,10 @@ static int check_counter(const struct history *h, const struct check_params *p, 
             x.fault = attribute(h, p, o, &x.fault_active);
             rc = add_viol(l, &x);
         }
-    c->lost = running;
+    /* a counter truncated back below v loses every increment applied at or after v: the first of two acknowledged
+     * INCRs answered v is one of them, so the replies given twice are a lower bound too (indeterminate INCRs that ran
+     * can hide a loss from D, not from them) */
+    c->lost = running > c->dup_replies ? running : c->dup_replies;
     if (replicated && c->dup_replies > 0 && rc == 0) {
         /* one violation: the first reply two acknowledged INCRs got, at the later of the two */
         long long twice = 0;

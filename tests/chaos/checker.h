@@ -91,10 +91,10 @@ struct check_violation {
 struct check_counter_sum {
     long long acked, indeterminate; /* INCRs acknowledged; answered with an error, a timeout, a lost connection */
     long long final_value;          /* the final read's value (the last one; -1: none) */
-    long long lost;                 /* acknowledged increments proven missing: the running maximum of D at the end */
-    long long lost_planned;         /* of those, in loss events attributed to a planned failover */
-    long long dup_replies;          /* acknowledged INCRs whose reply another acknowledged INCR also got */
-    long long checked;              /* operations whose state was judged */
+    long long lost; /* acknowledged increments proven missing: D's running maximum at the end, or dup_replies if more */
+    long long lost_planned; /* of those, in loss events attributed to a planned failover */
+    long long dup_replies;  /* acknowledged INCRs whose reply another acknowledged INCR also got */
+    long long checked;      /* operations whose state was judged */
 };
 
 /* A loss event (see the counter rules above). */
