@@ -516,6 +516,27 @@ START_TEST(same_reply_twice_on_a_replicated_counter_is_lost)
 }
 END_TEST
 
+/* The planned-path loss of SEED=3003: during a failover two -NOREPLICAS INCRs ran (indeterminate) and one acknowledged
+ * INCR ran on the old primary and was lost; the final value is still above the acknowledged count, and the deficit
+ * never rises above 0: only the reply given twice shows the loss. */
+START_TEST(planned_loss_hidden_by_indeterminate_increments_is_caught)
+{
+    reset();
+    op(HOP_INCR, 0, RKEY, 0, 10, HST_OK, 1);
+    fault(HF_FAILOVER, HIST_GLOBAL, 100, 3000);
+    op(HOP_INCR, 0, RKEY, 110, 900, HST_OK, 2);        /* on the old primary, WAIT answered by the other replica */
+    op(HOP_INCR, 1, RKEY, 120, 130, HST_OK, 2);        /* on the new primary, which never had it */
+    op(HOP_INCR, 1, RKEY, 140, 150, HST_ERR_REPLY, 0); /* -NOREPLICAS: ran (3) */
+    op(HOP_INCR, 1, RKEY, 160, 170, HST_ERR_REPLY, 0); /* likewise (4) */
+    final_get(RKEY, 5000, 4);                          /* 3 acknowledged, 4 on the primary */
+    struct check_result r;
+    ck_assert_int_eq(run_counters(&r), 1);
+    ck_assert_int_eq(r.viol[0].rule, CR_LOST);
+    ck_assert_int_eq(r.counter[RKEY].lost, 1);
+    check_result_free(&r);
+}
+END_TEST
+
 START_TEST(error_in_a_stop_sentinel_window_is_not_explained)
 {
     reset();
@@ -557,6 +578,7 @@ int main(void)
     tcase_add_test(tc, increment_applied_twice_is_caught);
     tcase_add_test(tc, indeterminate_increment_may_count_or_not);
     tcase_add_test(tc, same_reply_twice_on_a_replicated_counter_is_lost);
+    tcase_add_test(tc, planned_loss_hidden_by_indeterminate_increments_is_caught);
     tcase_add_test(tc, error_in_a_stop_sentinel_window_is_not_explained);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
