@@ -417,6 +417,13 @@ static int cmp_ll(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static int by_reply_then_start(const void *a, const void *b)
+{
+    const struct hist_op *x = &g_sort_ops[*(const size_t *)a], *y = &g_sort_ops[*(const size_t *)b];
+    if (x->value[0] != y->value[0]) return x->value[0] < y->value[0] ? -1 : 1;
+    return x->start_us < y->start_us ? -1 : x->start_us > y->start_us;
+}
+
 /* The last fault that started before t, or -1. */
 static ssize_t last_started_before(const struct history *h, long long t)
 {
@@ -452,7 +459,9 @@ static int check_counter(const struct history *h, const struct check_params *p, 
     size_t *ops = malloc((n + 1) * sizeof *ops);
     long long *acked_end = malloc((nacked + 1) * sizeof *acked_end),
               *inv_start = malloc((ninv + 1) * sizeof *inv_start), *replies = malloc((nacked + 1) * sizeof *replies);
-    if (ops == NULL || acked_end == NULL || inv_start == NULL || replies == NULL) {
+    size_t *acked_ops = malloc((nacked + 1) * sizeof *acked_ops);
+    if (ops == NULL || acked_end == NULL || inv_start == NULL || replies == NULL || acked_ops == NULL) {
+        free(acked_ops);
         free(ops);
         free(acked_end);
         free(inv_start);
@@ -468,6 +477,7 @@ static int check_counter(const struct history *h, const struct check_params *p, 
         inv_start[v++] = o->start_us;
         if (o->status == HST_OK) {
             acked_end[a] = o->end_us;
+            acked_ops[a] = i;
             replies[a++] = o->value[0];
         }
     }
@@ -482,6 +492,14 @@ static int check_counter(const struct history *h, const struct check_params *p, 
     int replicated = h->key_kind[key] == HIST_KEY_COUNTER_REPLICATED, rc = 0;
     /* two acknowledged INCRs with one reply: the counter passed that value twice, one increment was lost between */
     for (size_t i = 1; i < nacked; i++) c->dup_replies += replies[i] == replies[i - 1];
+    /* and the ones whose later INCR followed a planned failover */
+    qsort(acked_ops, nacked, sizeof *acked_ops, by_reply_then_start);
+    for (size_t i = 1; i < nacked; i++) {
+        const struct hist_op *x = &h->ops[acked_ops[i - 1]], *y = &h->ops[acked_ops[i]];
+        if (x->value[0] != y->value[0]) continue;
+        ssize_t f = last_started_before(h, y->start_us);
+        c->dup_planned += f >= 0 && h->faults[f].kind == HF_FAILOVER;
+    }
     /* the final reads last (they run after the load, but a slow client's op may start later than the first) */
     long long running = 0; /* D's running maximum */
     for (int pass = 0; pass < 2 && rc == 0; pass++)
@@ -553,6 +571,7 @@ static int check_counter(const struct history *h, const struct check_params *p, 
     free(acked_end);
     free(inv_start);
     free(replies);
+    free(acked_ops);
     return rc;
 }
 
@@ -811,10 +830,11 @@ void check_print_counters(FILE *f, const struct history *h, const struct check_r
         fprintf(f,
                 "counter %s (%s): %lld INCRs acknowledged, %lld indeterminate; final value %lld (%+lld against the "
                 "acknowledged); %lld states checked; %lld acknowledged increments proven lost (%lld of them after a "
-                "planned failover); %lld acknowledged INCRs answered a value another one also got\n",
+                "planned failover); %lld acknowledged INCRs answered a value another one also got (%lld of them after "
+                "a planned failover)\n",
                 key_name(h, k), h->key_kind[k] == HIST_KEY_COUNTER_REPLICATED ? "replicas=1" : "no replicas=", c->acked,
                 c->indeterminate, c->final_value, c->final_value - c->acked, c->checked, c->lost, c->lost_planned,
-                c->dup_replies);
+                c->dup_replies, c->dup_planned);
     }
     fprintf(f, "acknowledged increments lost, by the fault before them:");
     int any = 0;

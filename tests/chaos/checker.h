@@ -94,6 +94,7 @@ struct check_counter_sum {
     long long lost; /* acknowledged increments proven missing: D's running maximum at the end, or dup_replies if more */
     long long lost_planned; /* of those, in loss events attributed to a planned failover */
     long long dup_replies;  /* acknowledged INCRs whose reply another acknowledged INCR also got */
+    long long dup_planned;  /* of those, the later INCR of the pair began after a planned failover */
     long long checked;      /* operations whose state was judged */
 };
 

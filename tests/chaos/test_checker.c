@@ -512,6 +512,7 @@ START_TEST(same_reply_twice_on_a_replicated_counter_is_lost)
     ck_assert_int_eq(r.viol[0].required_op, 0);
     ck_assert_int_eq(r.counter[RKEY].dup_replies, 1);
     ck_assert_int_eq(r.counter[RKEY].lost, 1); /* the first INCR answered 1 is gone */
+    ck_assert_int_eq(r.counter[RKEY].dup_planned, 1);
     check_result_free(&r);
 }
 END_TEST
