@@ -310,17 +310,20 @@ clean:
 
 # ---- make test-chaos: the fault harness (docs/testing.md, "The fault harness") ----
 # Three keygates over real TLS backends, a seeded fault schedule, a history checker. SEED=, DURATION= (s),
-# FAULTS=stop,kill-stream,del-stream,trim-stream,restart,slow-link,reload (default all). First the checker's
-# own tests (hand-made histories), then the run; its last line is "N passed, N failed".
+# FAULTS=stop,kill-stream,del-stream,trim-stream,restart,slow-link,reload (default all). TOPOLOGY=sentinel: the
+# keygates over a Sentinel-managed primary (2 replicas, 3 sentinels), INCR counters, FAULTS=failover,kill-primary,
+# stop-primary,stop-sentinel,restart (default all). First the checker's own tests (hand-made histories), then the
+# run; its last line is "N passed, N failed".
 CHAOS_DIR  := tests/chaos
-CHAOS_SRCS := $(CHAOS_DIR)/chaos.c $(CHAOS_DIR)/checker.c $(CHAOS_DIR)/proxy.c tests/common/procs.c tests/common/serverkit.c
-CHAOS_HDRS := $(wildcard $(CHAOS_DIR)/*.h) tests/common/procs.h tests/common/serverkit.h
+CHAOS_SRCS := $(CHAOS_DIR)/chaos.c $(CHAOS_DIR)/sentinel.c $(CHAOS_DIR)/checker.c $(CHAOS_DIR)/proxy.c \
+              tests/common/procs.c tests/common/serverkit.c $(HA_HARNESS)
+CHAOS_HDRS := $(wildcard $(CHAOS_DIR)/*.h) tests/common/procs.h tests/common/serverkit.h tests/ha/sentinel_harness.h
 
 $(BUILD)/tests/chaos:
 	mkdir -p $@
 
 $(BUILD)/tests/chaos/chaos: $(CHAOS_SRCS) $(CHAOS_HDRS) | $(BUILD)/tests/chaos
-	$(CC) $(CFLAGS) -I$(CHAOS_DIR) -Itests/common $(LDFLAGS) -o $@ $(CHAOS_SRCS) $(LDLIBS)
+	$(CC) $(CFLAGS) -I$(CHAOS_DIR) -Itests/common -Itests/ha $(LDFLAGS) -o $@ $(CHAOS_SRCS) $(LDLIBS)
 
 $(BUILD)/tests/chaos/test_checker: $(CHAOS_DIR)/test_checker.c $(CHAOS_DIR)/checker.c $(CHAOS_HDRS) | $(BUILD)/tests/chaos
 	$(CC) $(CFLAGS) -I$(CHAOS_DIR) $(LDFLAGS) -o $@ $(CHAOS_DIR)/test_checker.c $(CHAOS_DIR)/checker.c $(CHECK_LIBS) $(LDLIBS)
@@ -329,4 +332,10 @@ $(BUILD)/tests/chaos/test_checker: $(CHAOS_DIR)/test_checker.c $(CHAOS_DIR)/chec
 test-chaos: $(BUILD)/keygate $(BUILD)/tests/chaos/chaos $(BUILD)/tests/chaos/test_checker
 	@./scripts/gen-certs build/certs >/dev/null
 	@CK_FORK=yes $(BUILD)/tests/chaos/test_checker
-	@SEED=$(SEED) DURATION=$(DURATION) FAULTS=$(FAULTS) KEYGATE_BIN=$(BUILD)/keygate $(BUILD)/tests/chaos/chaos
+	@SEED=$(SEED) DURATION=$(DURATION) FAULTS=$(FAULTS) TOPOLOGY=$(TOPOLOGY) KEYGATE_BIN=$(BUILD)/keygate \
+		$(BUILD)/tests/chaos/chaos
+
+# The Sentinel topology alone (not in .ci/run: docs/testing.md, "The Sentinel topology")
+.PHONY: test-chaos-sentinel
+test-chaos-sentinel:
+	@$(MAKE) --no-print-directory test-chaos TOPOLOGY=sentinel

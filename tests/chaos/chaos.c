@@ -17,6 +17,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "chaos_sentinel.h"
 #include "checker.h"
 #include "history.h"
 #include "procs.h"
@@ -115,7 +116,7 @@ static unsigned parse_faults(const char *text)
     unsigned mask = 0;
     if (text == NULL || *text == '\0' || strcmp(text, "all") == 0) {
         for (int k = 0; k < HF_NKINDS; k++)
-            if (k != HF_FAILOVER && k != HF_WRONGTYPE_STREAM) mask |= 1u << k; /* the seven */
+            if (k < HF_FAILOVER && k != HF_WRONGTYPE_STREAM) mask |= 1u << k; /* the seven */
         return mask;
     }
     if (strcmp(text, "none") == 0) return 0; /* the control run: the load alone */
@@ -125,9 +126,11 @@ static unsigned parse_faults(const char *text)
         int found = -1;
         for (int k = 0; k < HF_NKINDS; k++)
             if (strcmp(w, hist_fault_name(k)) == 0) found = k;
-        if (found == HF_FAILOVER) {
-            fprintf(stderr, "chaos: FAULTS=failover needs a Sentinel topology, which this harness does not start yet "
-                            "(the extension point: docs/testing.md, 'The fault harness')\n");
+        if (found >= HF_FAILOVER) {
+            fprintf(stderr,
+                    "chaos: FAULTS=%s needs the Sentinel topology: TOPOLOGY=sentinel (docs/testing.md, 'The "
+                    "fault harness')\n",
+                    w);
             exit(2);
         }
         if (found < 0) {
@@ -151,7 +154,9 @@ static void opts_read(void)
         g_o.seed = ((unsigned long long)time(NULL) * 1000003ull ^ (unsigned long long)getpid()) % 1000000000ull;
     g_o.duration_s = (int)env_ll("DURATION", 30);
     if (g_o.duration_s < 5) g_o.duration_s = 5;
-    g_o.faults = parse_faults(getenv("FAULTS"));
+    const char *topology = getenv("TOPOLOGY");
+    int sentinel = topology != NULL && strcmp(topology, "sentinel") == 0;
+    g_o.faults = sentinel ? 0 : parse_faults(getenv("FAULTS")); /* the Sentinel topology reads its own */
     size_t used = 0;
     g_o.faults_text[0] = '\0';
     for (int k = 0; k < HF_NKINDS; k++)
@@ -1444,7 +1449,26 @@ static void print_violations(const struct history *h, const struct check_result 
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *topology = getenv("TOPOLOGY");
+    if (topology != NULL && *topology != '\0' && strcmp(topology, "nearcache") != 0 &&
+        strcmp(topology, "sentinel") != 0) {
+        fprintf(stderr, "chaos: TOPOLOGY=%s: nearcache (the default) or sentinel\n", topology);
+        return 2;
+    }
     opts_read();
+    if (topology != NULL && strcmp(topology, "sentinel") == 0) {
+        if (procs_install("chaos", 1) != 0) {
+            perror("chaos: procs_install");
+            return 2;
+        }
+        struct chaos_common c = {.seed = g_o.seed,
+                                 .duration_s = g_o.duration_s,
+                                 .faults = getenv("FAULTS"),
+                                 .p = g_o.p,
+                                 .keep = g_o.keep,
+                                 .keygate_bin = g_o.keygate_bin};
+        return chaos_sentinel_main(&c);
+    }
     for (int k = 0; k < NKEYS; k++) {
         g_key_names[k] = g_keys[k].name;
         pthread_mutex_init(&g_acks[k].lock, NULL);

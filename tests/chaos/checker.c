@@ -8,8 +8,8 @@
 
 const char *hist_op_name(int kind)
 {
-    static const char *const names[HOP_NKINDS] = {"SET",  "HSET",    "MULTI/SADD/SREM", "GET",     "MGET",
-                                                  "HGET", "HGETALL", "SISMEMBER",       "SMEMBERS"};
+    static const char *const names[HOP_NKINDS] = {"SET",  "HSET",    "MULTI/SADD/SREM", "GET",      "MGET",
+                                                  "HGET", "HGETALL", "SISMEMBER",       "SMEMBERS", "INCR"};
     return kind >= 0 && kind < HOP_NKINDS ? names[kind] : "?";
 }
 
@@ -21,20 +21,20 @@ const char *hist_status_name(int status)
 
 const char *hist_fault_name(int kind)
 {
-    static const char *const names[HF_NKINDS] = {"stop",        "kill-stream",      "del-stream",
-                                                 "trim-stream", "restart",          "slow-link",
-                                                 "reload",      "wrongtype-stream", "failover"};
+    static const char *const names[HF_NKINDS] = {"stop",     "kill-stream",  "del-stream",   "trim-stream",
+                                                 "restart",  "slow-link",    "reload",       "wrongtype-stream",
+                                                 "failover", "kill-primary", "stop-primary", "stop-sentinel"};
     return kind >= 0 && kind < HF_NKINDS ? names[kind] : "?";
 }
 
 int hist_op_is_write(int kind)
 {
-    return kind == HOP_SET || kind == HOP_HSET || kind == HOP_SADD;
+    return kind == HOP_SET || kind == HOP_HSET || kind == HOP_SADD || kind == HOP_INCR;
 }
 
 const char *check_rule_name(int rule)
 {
-    static const char *const names[CR_NRULES] = {"STALE", "FUTURE", "LOST", "ERROR", "BAD"};
+    static const char *const names[CR_NRULES] = {"STALE", "FUTURE", "LOST", "ERROR", "BAD", "DUP"};
     return rule >= 0 && rule < CR_NRULES ? names[rule] : "?";
 }
 
@@ -57,6 +57,8 @@ int check_fault_explains(int fault_kind, int status)
         return status == HST_ERR_TIMEOUT || status == HST_ERR_CONN;
     case HF_RESTART:
     case HF_FAILOVER:
+    case HF_KILL_PRIMARY:
+    case HF_STOP_PRIMARY:
         return 1;
     case HF_SLOW_LINK:
         return status == HST_ERR_TIMEOUT;
@@ -394,6 +396,185 @@ static int check_read_value(const struct history *h, const struct check_params *
     return add_viol(l, &v);
 }
 
+/* ---- counter keys (the Sentinel topology: INCR, GET) ---- */
+
+static int by_viol_op(const void *a, const void *b)
+{
+    const struct check_violation *x = a, *y = b;
+    if (x->op != y->op) return x->op < y->op ? -1 : 1;
+    if (x->slot != y->slot) return x->slot < y->slot ? -1 : 1;
+    return x->required > y->required ? -1 : x->required < y->required; /* qsort is not stable: one order */
+}
+
+static int is_counter(const struct history *h, int key)
+{
+    return h->key_kind != NULL && key >= 0 && key < h->nkeys && h->key_kind[key] != HIST_KEY_SEQ;
+}
+
+static int cmp_ll(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int by_reply_then_start(const void *a, const void *b)
+{
+    const struct hist_op *x = &g_sort_ops[*(const size_t *)a], *y = &g_sort_ops[*(const size_t *)b];
+    if (x->value[0] != y->value[0]) return x->value[0] < y->value[0] ? -1 : 1;
+    return x->start_us < y->start_us ? -1 : x->start_us > y->start_us;
+}
+
+/* The last fault that started before t, or -1. */
+static ssize_t last_started_before(const struct history *h, long long t)
+{
+    ssize_t last = -1;
+    for (size_t i = 0; i < h->nfaults; i++)
+        if (h->faults[i].start_us < t && (last < 0 || h->faults[i].start_us >= h->faults[last].start_us))
+            last = (ssize_t)i;
+    return last;
+}
+
+/* Is a loss of acknowledged increments on a key without replicas= expected after a fault of this kind? */
+static int loss_expected_after(int fault_kind)
+{
+    return fault_kind == HF_KILL_PRIMARY || fault_kind == HF_STOP_PRIMARY;
+}
+
+/* The counter rules (checker.h) for counter key `key`: its sums into r->counter[key], its loss events into r,
+ * violations into l. 0, or -1 when out of memory. */
+static int check_counter(const struct history *h, const struct check_params *p, int key, struct viol_list *l,
+                         struct check_result *r)
+{
+    struct check_counter_sum *c = &r->counter[key];
+    size_t n = 0, nacked = 0, ninv = 0;
+    for (size_t i = 0; i < h->nops; i++) {
+        const struct hist_op *o = &h->ops[i];
+        if (o->nkeys < 1 || o->key[0] != key || (o->kind != HOP_INCR && o->kind != HOP_GET)) continue;
+        n++;
+        if (o->kind == HOP_INCR) {
+            ninv++;
+            nacked += o->status == HST_OK;
+        }
+    }
+    size_t *ops = malloc((n + 1) * sizeof *ops);
+    long long *acked_end = malloc((nacked + 1) * sizeof *acked_end),
+              *inv_start = malloc((ninv + 1) * sizeof *inv_start), *replies = malloc((nacked + 1) * sizeof *replies);
+    size_t *acked_ops = malloc((nacked + 1) * sizeof *acked_ops);
+    if (ops == NULL || acked_end == NULL || inv_start == NULL || replies == NULL || acked_ops == NULL) {
+        free(acked_ops);
+        free(ops);
+        free(acked_end);
+        free(inv_start);
+        free(replies);
+        return -1;
+    }
+    size_t k = 0, a = 0, v = 0;
+    for (size_t i = 0; i < h->nops; i++) {
+        const struct hist_op *o = &h->ops[i];
+        if (o->nkeys < 1 || o->key[0] != key || (o->kind != HOP_INCR && o->kind != HOP_GET)) continue;
+        ops[k++] = i;
+        if (o->kind != HOP_INCR) continue;
+        inv_start[v++] = o->start_us;
+        if (o->status == HST_OK) {
+            acked_end[a] = o->end_us;
+            acked_ops[a] = i;
+            replies[a++] = o->value[0];
+        }
+    }
+    g_sort_ops = h->ops;
+    qsort(ops, n, sizeof *ops, by_start);
+    qsort(acked_end, nacked, sizeof *acked_end, cmp_ll);
+    qsort(inv_start, ninv, sizeof *inv_start, cmp_ll);
+    qsort(replies, nacked, sizeof *replies, cmp_ll);
+    c->acked = (long long)nacked;
+    c->indeterminate = (long long)(ninv - nacked);
+    c->final_value = -1;
+    int replicated = h->key_kind[key] == HIST_KEY_COUNTER_REPLICATED, rc = 0;
+    /* two acknowledged INCRs with one reply: the counter passed that value twice, one increment was lost between */
+    for (size_t i = 1; i < nacked; i++) c->dup_replies += replies[i] == replies[i - 1];
+    /* and the ones whose later INCR followed a planned failover */
+    qsort(acked_ops, nacked, sizeof *acked_ops, by_reply_then_start);
+    for (size_t i = 1; i < nacked; i++) {
+        const struct hist_op *x = &h->ops[acked_ops[i - 1]], *y = &h->ops[acked_ops[i]];
+        if (x->value[0] != y->value[0]) continue;
+        ssize_t f = last_started_before(h, y->start_us);
+        c->dup_planned += f >= 0 && h->faults[f].kind == HF_FAILOVER;
+    }
+    /* the final reads last (they run after the load, but a slow client's op may start later than the first) */
+    long long running = 0; /* D's running maximum */
+    for (int pass = 0; pass < 2 && rc == 0; pass++)
+        for (size_t j = 0; j < n && rc == 0; j++) {
+            size_t i = ops[j];
+            const struct hist_op *o = &h->ops[i];
+            if (o->final != pass || o->status != HST_OK) continue;
+            long long shown = o->value[0];
+            long long state = o->kind == HOP_INCR ? shown - 1 : shown;
+            long long acked_before = (long long)count_below(acked_end, nacked, o->start_us);
+            long long invoked = (long long)count_below(inv_start, ninv, o->end_us);
+            c->checked++;
+            if (o->final) c->final_value = shown;
+            struct check_violation x = {.op = i, .got = shown, .required_op = -1, .got_op = -1, .fault = -1};
+            long long upper = o->final ? c->acked + c->indeterminate : invoked;
+            if (shown > upper) {
+                x.rule = CR_DUP;
+                x.required = upper;
+                x.fault = attribute(h, p, o, &x.fault_active);
+                rc = add_viol(l, &x);
+                continue;
+            }
+            long long d = acked_before - state;
+            if (d <= running) continue;
+            struct check_loss_event e = {.key = key,
+                                         .op = i,
+                                         .lost = d - running,
+                                         .acked = acked_before,
+                                         .seen = state,
+                                         .fault = last_started_before(h, o->start_us)};
+            running = d;
+            if (r->nloss < CHECK_MAX_LOSS_EVENTS) r->loss[r->nloss] = e;
+            r->nloss++;
+            int kind = e.fault >= 0 ? h->faults[e.fault].kind : HF_NKINDS;
+            r->lost_by_fault[kind] += e.lost;
+            if (kind == HF_FAILOVER) c->lost_planned += e.lost;
+            if (!replicated && (loss_expected_after(kind) || kind == HF_FAILOVER)) continue;
+            x.rule = CR_LOST;
+            x.required = acked_before;
+            x.bound_us = 0;
+            x.fault = attribute(h, p, o, &x.fault_active);
+            rc = add_viol(l, &x);
+        }
+    /* a counter truncated back below v loses every increment applied at or after v: the first of two acknowledged
+     * INCRs answered v is one of them, so the replies given twice are a lower bound too (indeterminate INCRs that ran
+     * can hide a loss from D, not from them) */
+    c->lost = running > c->dup_replies ? running : c->dup_replies;
+    if (replicated && c->dup_replies > 0 && rc == 0) {
+        /* one violation: the first reply two acknowledged INCRs got, at the later of the two */
+        long long twice = 0;
+        for (size_t i = 1; i < nacked && twice == 0; i++)
+            if (replies[i] == replies[i - 1]) twice = replies[i];
+        ssize_t first = -1;
+        for (size_t j = 0; j < n && rc == 0; j++) {
+            const struct hist_op *o = &h->ops[ops[j]];
+            if (o->kind != HOP_INCR || o->status != HST_OK || o->value[0] != twice) continue;
+            if (first < 0) {
+                first = (ssize_t)ops[j];
+                continue;
+            }
+            struct check_violation x =
+                {.rule = CR_LOST, .op = ops[j], .got = twice, .required = -1, .required_op = first, .got_op = -1};
+            x.fault = attribute(h, p, o, &x.fault_active);
+            rc = add_viol(l, &x);
+            break;
+        }
+    }
+    free(ops);
+    free(acked_end);
+    free(inv_start);
+    free(replies);
+    free(acked_ops);
+    return rc;
+}
+
 ssize_t check_history(const struct history *h, const struct check_params *p, struct check_result *out)
 {
     memset(out, 0, sizeof *out);
@@ -408,6 +589,9 @@ ssize_t check_history(const struct history *h, const struct check_params *p, str
         rc = key_index_build(h, built_node / nodes, built_node % nodes, &ks_node[built_node]);
     if (rc != 0 && built_node > 0) built_node--;
     struct viol_list l = {0};
+    int counters = 0;
+    for (int k = 0; k < h->nkeys; k++) counters |= is_counter(h, k);
+    if (counters && rc == 0 && (out->counter = calloc((size_t)h->nkeys, sizeof *out->counter)) == NULL) rc = -1;
     for (size_t i = 0; i < h->nops && rc == 0; i++) {
         const struct hist_op *o = &h->ops[i];
         if (o->kind < 0 || o->kind >= HOP_NKINDS || o->status < 0 || o->status >= HST_NKINDS) continue;
@@ -447,19 +631,23 @@ ssize_t check_history(const struct history *h, const struct check_params *p, str
         if (write) continue;
         int windowed = !o->final && in_fault_window(h, p, o);
         for (int s = 0; s < o->nkeys && s < HIST_MAX_OP_KEYS && rc == 0; s++) {
-            if (o->key[s] < 0 || o->key[s] >= h->nkeys) continue;
+            if (o->key[s] < 0 || o->key[s] >= h->nkeys || is_counter(h, o->key[s])) continue;
             rc = check_read_value(h, p, ks, ks_node, i, s, windowed, &l, out);
         }
     }
+    for (int k = 0; k < h->nkeys && rc == 0; k++)
+        if (is_counter(h, k)) rc = check_counter(h, p, k, &l, out);
     for (int k = 0; k < built; k++) key_index_free(&ks[k]);
     for (int k = 0; k < built_node; k++) key_index_free(&ks_node[k]);
     free(ks);
     free(ks_node);
     if (rc != 0) {
         free(l.v);
+        free(out->counter);
         memset(out, 0, sizeof *out);
         return -1;
     }
+    qsort(l.v, l.n, sizeof *l.v, by_viol_op); /* the counter rules' come after the rest: history order again */
     out->viol = l.v;
     out->nviol = l.n;
     for (size_t i = 0; i < l.n; i++) {
@@ -471,6 +659,8 @@ ssize_t check_history(const struct history *h, const struct check_params *p, str
 
 void check_result_free(struct check_result *r)
 {
+    free(r->counter);
+    r->counter = NULL;
     free(r->viol);
     r->viol = NULL;
     r->nviol = 0;
@@ -518,7 +708,26 @@ void check_print_violation(FILE *f, const struct history *h, const struct check_
 {
     const struct hist_op *o = &h->ops[v->op];
     const char *key = key_name(h, o->key[v->slot]);
-    switch (v->rule) {
+    int counter = is_counter(h, o->key[v->slot]);
+    switch (counter ? v->rule + CR_NRULES : v->rule) {
+    case CR_LOST + CR_NRULES:
+        if (v->required < 0)
+            fprintf(f, "%s: counter %s: two acknowledged INCRs answered %lld (an increment was lost between them)\n",
+                    check_rule_name(v->rule), key, v->got);
+        else
+            fprintf(f,
+                    "%s: counter %s on %s showed %lld%s, but %lld INCRs had been acknowledged before it began (%s)\n",
+                    check_rule_name(v->rule), key, node_name(h, o->node), o->kind == HOP_INCR ? v->got - 1 : v->got,
+                    o->kind == HOP_INCR ? " before its INCR" : "", v->required,
+                    h->key_kind[o->key[v->slot]] == HIST_KEY_COUNTER_REPLICATED
+                        ? "a replicas=N namespace: nothing acknowledged may be lost"
+                        : "no failover explains the loss");
+        break;
+    case CR_DUP + CR_NRULES:
+        fprintf(f, "%s: counter %s on %s showed %lld, but only %lld INCRs had been sent%s\n", check_rule_name(v->rule),
+                key, node_name(h, o->node), v->got, v->required,
+                o->final ? " in all, acknowledged or not (an increment applied twice?)" : " before it ended");
+        break;
     case CR_STALE:
         if (o->kind == HOP_SISMEMBER)
             fprintf(f,
@@ -548,13 +757,20 @@ void check_print_violation(FILE *f, const struct history *h, const struct check_
                 hist_op_name(o->kind), key, node_name(h, o->node), hist_status_name(o->status),
                 p->error_grace_us / 1000);
         break;
+    case CR_ERROR + CR_NRULES:
+        fprintf(f, "%s: %s %s on %s failed (%s) and no fault explains it (grace %lld ms)\n", check_rule_name(v->rule),
+                hist_op_name(o->kind), key, node_name(h, o->node), hist_status_name(o->status),
+                p->error_grace_us / 1000);
+        break;
     default:
         fprintf(f, "%s: %s %s on %s: %s\n", check_rule_name(v->rule), hist_op_name(o->kind), key, node_name(h, o->node),
                 o->err);
         break;
     }
     print_op(f, h, "read ", o, v->op);
-    if (v->required_op >= 0 && (v->rule == CR_STALE || v->rule == CR_LOST))
+    if (counter && v->required_op >= 0)
+        print_op(f, h, "same  ", &h->ops[v->required_op], (size_t)v->required_op);
+    else if (v->required_op >= 0 && (v->rule == CR_STALE || v->rule == CR_LOST))
         print_op(f, h, "needed", &h->ops[v->required_op], (size_t)v->required_op);
     if (v->got_op >= 0 && v->rule != CR_ERROR && v->rule != CR_BAD)
         print_op(f, h, "shown ", &h->ops[v->got_op], (size_t)v->got_op);
@@ -585,21 +801,61 @@ void check_print_summary(FILE *f, const struct history *h, const struct check_re
         fprintf(f, "\n");
     }
     fprintf(f, "writes: %lld acknowledged, %lld indeterminate\n", r->writes_acked, r->writes_indeterminate);
-    fprintf(
-        f,
-        "reads: %lld (%lld key values): %lld checked against an acknowledged write (%lld of them with the "
-        "fault bound; %lld of them older values of indeterminate writes that may have landed late), %lld with nothing "
-        "acknowledged yet, %lld SISMEMBER answers inconclusive\n",
-        r->reads, r->read_values, r->checked, r->in_fault_window, r->late_applied, r->trivial, r->inconclusive);
+    if (r->read_values > 0 || r->counter == NULL)
+        fprintf(f,
+                "reads: %lld (%lld key values): %lld checked against an acknowledged write (%lld of them with the "
+                "fault bound; %lld of them older values of indeterminate writes that may have landed late), %lld with "
+                "nothing "
+                "acknowledged yet, %lld SISMEMBER answers inconclusive\n",
+                r->reads, r->read_values, r->checked, r->in_fault_window, r->late_applied, r->trivial, r->inconclusive);
     fprintf(f, "errors explained by faults:");
     for (int k = 0; k < HF_NKINDS; k++)
         if (r->explained_by_fault[k]) fprintf(f, " %s %lld", hist_fault_name(k), r->explained_by_fault[k]);
     fprintf(f, "\nviolations by rule:");
-    for (int k = 0; k < CR_NRULES; k++) fprintf(f, " %s %lld", check_rule_name(k), r->viol_by_rule[k]);
+    for (int k = 0; k < CR_NRULES; k++)
+        if (k != CR_DUP || r->counter != NULL) fprintf(f, " %s %lld", check_rule_name(k), r->viol_by_rule[k]);
     fprintf(f, "\nviolations by fault (active, else the last before):");
     for (int k = 0; k <= HF_NKINDS; k++)
         if (r->viol_by_fault[k])
             fprintf(f, " %s %lld", k < HF_NKINDS ? hist_fault_name(k) : "none", r->viol_by_fault[k]);
     fprintf(f, "\n");
-    (void)h;
+    if (r->counter != NULL) check_print_counters(f, h, r);
+}
+
+void check_print_counters(FILE *f, const struct history *h, const struct check_result *r)
+{
+    for (int k = 0; k < h->nkeys && r->counter != NULL; k++) {
+        if (!is_counter(h, k)) continue;
+        const struct check_counter_sum *c = &r->counter[k];
+        fprintf(f,
+                "counter %s (%s): %lld INCRs acknowledged, %lld indeterminate; final value %lld (%+lld against the "
+                "acknowledged); %lld states checked; %lld acknowledged increments proven lost (%lld of them after a "
+                "planned failover); %lld acknowledged INCRs answered a value another one also got (%lld of them after "
+                "a planned failover)\n",
+                key_name(h, k), h->key_kind[k] == HIST_KEY_COUNTER_REPLICATED ? "replicas=1" : "no replicas=", c->acked,
+                c->indeterminate, c->final_value, c->final_value - c->acked, c->checked, c->lost, c->lost_planned,
+                c->dup_replies, c->dup_planned);
+    }
+    fprintf(f, "acknowledged increments lost, by the fault before them:");
+    int any = 0;
+    for (int k = 0; k <= HF_NKINDS; k++)
+        if (r->lost_by_fault[k]) {
+            fprintf(f, " %s %lld", k < HF_NKINDS ? hist_fault_name(k) : "none", r->lost_by_fault[k]);
+            any = 1;
+        }
+    fprintf(f, "%s\n", any ? "" : " none");
+    for (size_t i = 0; i < r->nloss && i < CHECK_MAX_LOSS_EVENTS; i++) {
+        const struct check_loss_event *e = &r->loss[i];
+        const struct hist_op *o = &h->ops[e->op];
+        fprintf(f, "  loss event: %s: %lld acknowledged INCRs before +%.3fs, %s %s on %s showed %lld: %lld more lost",
+                key_name(h, e->key), e->acked, o->start_us / 1e6, o->final ? "the final" : "then",
+                hist_op_name(o->kind), node_name(h, o->node), e->seen, e->lost);
+        if (e->fault >= 0)
+            fprintf(f, "; after fault#%zd %s [+%.3fs .. +%.3fs] %s\n", e->fault,
+                    hist_fault_name(h->faults[e->fault].kind), h->faults[e->fault].start_us / 1e6,
+                    h->faults[e->fault].end_us / 1e6, h->faults[e->fault].what);
+        else
+            fprintf(f, "; no fault before it\n");
+    }
+    if (r->nloss > CHECK_MAX_LOSS_EVENTS) fprintf(f, "  and %zu more loss events\n", r->nloss - CHECK_MAX_LOSS_EVENTS);
 }

@@ -37,6 +37,25 @@
  * its error (its own end when none does) plus error_grace_us. A SISMEMBER 0 is inconclusive when
  * such an older write exists (the set may hold its member instead). One writer per key, writing increasing sequence
  * numbers, is assumed (the runner guarantees it), not checked.
+ *
+ * Counter keys (history key_kind HIST_KEY_COUNTER_*: only INCR changes them, from 0; the Sentinel
+ * topology) have rules of their own instead of STALE / FUTURE / LOST above; ERROR and BAD apply
+ * as to any key. An operation shows a state of the counter: a GET its value, an acknowledged INCR
+ * its reply minus 1 (the value before it). With A(t) the INCRs acknowledged (ended) before t and
+ * I(t) those invoked (sent) before t:
+ *
+ * - DUP: an operation ending at e shows a value above I(e) (a GET's value, an INCR's reply): an
+ *   increment applied twice, or a value nobody made. Also a final read above A + U (U: the INCRs
+ *   answered with an error, a timeout or a lost connection, which may or may not have run).
+ * - The deficit of an operation starting at s is D = A(s) - the state it shows: D > 0 proves at
+ *   least D acknowledged increments missing (an indeterminate INCR that did run only hides a loss).
+ *   Each rise of D's running maximum (operations in start order, the final read last) is a loss
+ *   event of that many increments, attributed to the last fault that started before the operation.
+ *   LOST, on a HIST_KEY_COUNTER_REPLICATED key: any loss event, and two acknowledged INCRs with the
+ *   same reply (one increment was lost in between). On a HIST_KEY_COUNTER_ASYNC key a loss event
+ *   after an unplanned failover (kill-primary, stop-primary) is expected (counted, not a
+ *   violation); one after a planned failover (failover) is counted apart and reported (a planned
+ *   failover should lose nothing); one after any other fault or none is LOST.
  */
 
 struct check_params {
@@ -51,7 +70,7 @@ struct check_params {
                                         whichever of its worker threads serves them) */
 };
 
-enum check_rule { CR_STALE = 0, CR_FUTURE, CR_LOST, CR_ERROR, CR_BAD, CR_NRULES };
+enum check_rule { CR_STALE = 0, CR_FUTURE, CR_LOST, CR_ERROR, CR_BAD, CR_DUP, CR_NRULES };
 
 struct check_violation {
     int rule;            /* enum check_rule */
@@ -67,6 +86,28 @@ struct check_violation {
     int fault_active;    /* 1: `fault` was active (window overlapping the operation) */
     int same_keygate;    /* STALE by the same_keygate_bound_us rule */
 };
+
+/* One counter key's numbers (check_result's counter[key]). */
+struct check_counter_sum {
+    long long acked, indeterminate; /* INCRs acknowledged; answered with an error, a timeout, a lost connection */
+    long long final_value;          /* the final read's value (the last one; -1: none) */
+    long long lost; /* acknowledged increments proven missing: D's running maximum at the end, or dup_replies if more */
+    long long lost_planned; /* of those, in loss events attributed to a planned failover */
+    long long dup_replies;  /* acknowledged INCRs whose reply another acknowledged INCR also got */
+    long long dup_planned;  /* of those, the later INCR of the pair began after a planned failover */
+    long long checked;      /* operations whose state was judged */
+};
+
+/* A loss event (see the counter rules above). */
+struct check_loss_event {
+    int key;
+    size_t op;             /* the operation that showed it */
+    long long lost;        /* the rise of D's running maximum: acknowledged increments newly proven missing */
+    long long acked, seen; /* A(s) and the state the operation showed */
+    ssize_t fault;         /* the last fault started before the operation, or -1 */
+};
+
+#define CHECK_MAX_LOSS_EVENTS 64
 
 struct check_result {
     struct check_violation *viol; /* nviol of them, in history order (malloc'd) */
@@ -84,6 +125,10 @@ struct check_result {
     long long explained_by_fault[HF_NKINDS]; /* errors explained, by the kind of the fault explaining them */
     long long viol_by_rule[CR_NRULES];
     long long viol_by_fault[HF_NKINDS + 1]; /* by the attributed fault's kind; [HF_NKINDS]: no fault */
+    struct check_counter_sum *counter;      /* nkeys entries when the history has counter keys, else NULL (malloc'd) */
+    struct check_loss_event loss[CHECK_MAX_LOSS_EVENTS]; /* the first loss events, history order */
+    size_t nloss;                                        /* every loss event (may exceed the array) */
+    long long lost_by_fault[HF_NKINDS + 1]; /* increments of every loss event, by its fault's kind; [HF_NKINDS]: none */
 };
 
 /* The defaults of the product's bounds: L 100 ms, 1100 ms in a fault window, windows 100 ms past
@@ -91,9 +136,9 @@ struct check_result {
 struct check_params check_default_params(void);
 
 /* Does a fault of kind fault_kind explain an operation status (enum hist_status) on a keygate it
- * touches? stop: timeouts and connection errors; restart and failover: any error; slow-link:
- * timeouts; wrongtype-stream: error replies (a write whose XADD fails may be refused); the other stream faults and
- * reload: nothing (clients must not notice them). */
+ * touches? stop: timeouts and connection errors; restart, failover, kill-primary and stop-primary: any error; slow-link:
+ * timeouts; wrongtype-stream: error replies (a write whose XADD fails may be refused); the other stream faults,
+ * reload and stop-sentinel: nothing (clients must not notice them). */
 int check_fault_explains(int fault_kind, int status);
 
 /* Check h against the rules above with p; fills *out (check_result_free frees it). Reads only h
@@ -103,6 +148,11 @@ ssize_t check_history(const struct history *h, const struct check_params *p, str
 
 /* Free what check_history allocated in r. */
 void check_result_free(struct check_result *r);
+
+/* Print the counter keys' numbers of r to f (check_print_summary does when there are counter keys): per key the
+ * INCRs acknowledged and indeterminate, the final value, the increments proven lost; the loss events with the fault
+ * before each. */
+void check_print_counters(FILE *f, const struct history *h, const struct check_result *r);
 
 /* A rule's name ("STALE"). */
 const char *check_rule_name(int rule);

@@ -29,6 +29,7 @@ enum hist_op_kind {
     HOP_HGETALL,   /* read: v and w must agree (else the runner records HST_BAD) */
     HOP_SISMEMBER, /* read: SISMEMBER k arg, value 0 or 1 */
     HOP_SMEMBERS,  /* read: value = the largest member */
+    HOP_INCR,      /* write on a counter key: INCR k, value[0] its reply (0 when it failed) */
     HOP_NKINDS
 };
 
@@ -64,7 +65,10 @@ enum hist_fault_kind {
     HF_SLOW_LINK,        /* the delay proxy between one keygate and the durable redis-server delays every byte */
     HF_RELOAD,           /* one keygate's registry rewritten and SIGHUPed, then put back (global) */
     HF_WRONGTYPE_STREAM, /* opt-in: a stream replaced by a string for a while, so every XADD fails (global) */
-    HF_FAILOVER,         /* extension point: a Sentinel failover (needs a Sentinel topology; not run yet) */
+    HF_FAILOVER,         /* Sentinel topology: SENTINEL FAILOVER sent to a random sentinel (planned; global) */
+    HF_KILL_PRIMARY,  /* Sentinel topology: SIGKILL of the primary, started again once another is promoted (global) */
+    HF_STOP_PRIMARY,  /* Sentinel topology: SIGSTOP of the primary for a while, then SIGCONT (global) */
+    HF_STOP_SENTINEL, /* Sentinel topology: SIGSTOP of a sentinel for a while, then SIGCONT (global) */
     HF_NKINDS
 };
 
@@ -75,6 +79,14 @@ struct hist_fault {
     char what[160];             /* a description for messages: "SIGSTOP kg1 for 1300 ms" */
 };
 
+/* What a key holds (struct history's key_kind): the near cache's sequence numbers, or a counter
+ * that only INCR changes (from 0; reads show its value), in a namespace with replicas=1 or without. */
+enum hist_key_kind {
+    HIST_KEY_SEQ = 0,            /* one writer, increasing sequence numbers (the rules of checker.h) */
+    HIST_KEY_COUNTER_REPLICATED, /* a counter in a replicas=N namespace: no acknowledged INCR may be lost */
+    HIST_KEY_COUNTER_ASYNC,      /* a counter in a namespace without replicas=: an unplanned failover may lose some */
+};
+
 struct history {
     const struct hist_op *ops;
     size_t nops;
@@ -82,6 +94,7 @@ struct history {
     size_t nfaults;
     int nkeys;
     const char *const *key_names; /* nkeys names */
+    const int *key_kind;          /* nkeys enum hist_key_kind, or NULL: every key HIST_KEY_SEQ */
     int nnodes;
     const char *const *node_names; /* nnodes names */
 };
@@ -91,7 +104,7 @@ const char *hist_op_name(int kind);
 const char *hist_status_name(int status);
 const char *hist_fault_name(int kind);
 
-/* Is op kind a write? */
+/* Is op kind a write? (INCR is) */
 int hist_op_is_write(int kind);
 
 #endif
