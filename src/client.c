@@ -270,9 +270,9 @@ static int client_stalled(const struct client *c)
 static inline int client_window_open(struct client *c)
 {
     size_t pending = conn_out_pending(c);
-    if (replywin_open(&c->win, c->nqueued, pending + c->replies_held)) return 1;
+    if (replywin_open(&c->win, pending + c->replies_held)) return 1;
     replywin_taken(&c->win, c->out_total - pending, (uint64_t)c->worker->cfg->client_output_limit);
-    return replywin_open(&c->win, c->nqueued, pending + c->replies_held);
+    return replywin_open(&c->win, pending + c->replies_held);
 }
 
 /* Backpressure: stop reading while too much is queued; resume when it drains. */

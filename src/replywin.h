@@ -14,7 +14,8 @@
  * jumps to a larger reply at once and falls back by an eighth of the gap at each smaller
  * one); a client may have a new request taken while its charges still owed (`inflight`)
  * and the reply bytes keygate holds for it (queued on its output, or kept behind an
- * earlier request) stay under `window`, and one request is always taken. The window
+ * earlier request) stay under `window` (so one request is taken whenever nothing is owed or
+ * held, however large its reply may be). The window
  * starts at REPLYWIN_START (or the cap, if lower) and grows by every byte the client takes off keygate (written
  * to its socket), up to a cap (client-output-limit): a client that reads grows it as fast
  * as it reads, one that never reads keeps what its socket took.
@@ -58,12 +59,14 @@ static inline void replywin_reply(struct replywin *w, uint64_t charge, size_t le
  * never decreases): the window grows by what is new, up to `cap`. */
 void replywin_taken(struct replywin *w, uint64_t taken_total, uint64_t cap);
 
-/* May a client with `nqueued` requests queued and `held` reply bytes held by keygate have
- * one more request taken? Always when nothing is queued. (The window only grows: a client
- * may call replywin_taken only when this says no, and get the same answers.) */
-static inline int replywin_open(const struct replywin *w, int nqueued, size_t held)
+/* May a client with `held` reply bytes held by keygate (not yet read by it) have one more
+ * request taken? Always when nothing is owed or held (so a reply larger than the window still
+ * comes), never while what it has not read fills the window, queued requests or not: a
+ * client that does not read takes nothing more. (The window only grows: a client may call
+ * replywin_taken only when this says no, and get the same answers.) */
+static inline int replywin_open(const struct replywin *w, size_t held)
 {
-    return nqueued == 0 || w->inflight + held < w->window;
+    return w->inflight + held < w->window;
 }
 
 #endif

@@ -1,4 +1,4 @@
-/* test_replywin.c: unit tests of replywin.c, a client's reply window: the first requests, learning reply sizes, growth by what the client takes, the cap, and one request always taken. */
+/* test_replywin.c: unit tests of replywin.c, a client's reply window: the first requests, learning reply sizes, growth by what the client takes, the cap, and one request taken whenever nothing is owed or held. */
 #include <check.h>
 #include <stdlib.h>
 
@@ -10,7 +10,7 @@
 static int taken_before_closed(struct replywin *w, int most)
 {
     int n = 0;
-    while (n < most && replywin_open(w, n, 0)) {
+    while (n < most && replywin_open(w, 0)) {
         (void)replywin_charge(w);
         n++;
     }
@@ -28,18 +28,18 @@ START_TEST(test_first_requests)
 }
 END_TEST
 
-START_TEST(test_one_request_always_goes)
+START_TEST(test_one_request_goes_when_nothing_is_owed_or_held)
 {
     struct replywin w;
     replywin_init(&w, 64 * MIB);
-    /* a reply far larger than the window: the next request still goes once nothing is queued */
+    /* a reply far larger than the window: the next request still goes once it was read */
     uint64_t ch = replywin_charge(&w);
     replywin_reply(&w, ch, 100 * MIB);
     ck_assert_uint_eq(w.est, 100 * MIB);
-    ck_assert_int_eq(replywin_open(&w, 0, 100 * MIB), 1);
-    ck_assert_int_eq(replywin_open(&w, 1, 0), 1); /* nothing owed, nothing held */
+    ck_assert_int_eq(replywin_open(&w, 100 * MIB), 0); /* not read yet: nothing more, queued or not */
+    ck_assert_int_eq(replywin_open(&w, 0), 1);         /* nothing owed, nothing held */
     (void)replywin_charge(&w);
-    ck_assert_int_eq(replywin_open(&w, 1, 0), 0); /* one owed of 100 MiB: closed */
+    ck_assert_int_eq(replywin_open(&w, 0), 0); /* one owed of 100 MiB: closed */
 }
 END_TEST
 
@@ -78,8 +78,8 @@ START_TEST(test_window_grows_by_what_is_taken_up_to_the_cap)
     replywin_taken(&w, 100 * MIB, 8 * MIB);
     ck_assert_uint_eq(w.window, 8 * MIB);
     /* held bytes count like owed ones */
-    ck_assert_int_eq(replywin_open(&w, 1, 8 * MIB - 1), 1);
-    ck_assert_int_eq(replywin_open(&w, 1, 8 * MIB), 0);
+    ck_assert_int_eq(replywin_open(&w, 8 * MIB - 1), 1);
+    ck_assert_int_eq(replywin_open(&w, 8 * MIB), 0);
 }
 END_TEST
 
@@ -98,7 +98,7 @@ int main(void)
     Suite *s = suite_create("replywin");
     TCase *tc = tcase_create("window");
     tcase_add_test(tc, test_first_requests);
-    tcase_add_test(tc, test_one_request_always_goes);
+    tcase_add_test(tc, test_one_request_goes_when_nothing_is_owed_or_held);
     tcase_add_test(tc, test_small_replies_open_the_window);
     tcase_add_test(tc, test_a_large_reply_raises_the_charge_at_once);
     tcase_add_test(tc, test_window_grows_by_what_is_taken_up_to_the_cap);
