@@ -883,7 +883,10 @@ void router_stop(struct worker *w)
     for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
         struct repl_group *g = &w->repl[i];
         route_repl_answer(w, i, &g->next, -1, "keygate is shutting down");
-        /* covered: answered when backend_pools_free fails its WAIT */
+        /* covered: its WAIT's connection is the router's own (pinned, no client holds it, the pools
+         * do not close it): closing it fails the WAIT, which answers them (route_repl_reply) */
+        if (g->conn) backend_abandon(g->conn);
+        assert(!g->conn && g->covered.n == 0);
     }
 }
 

@@ -366,6 +366,35 @@ START_TEST(test_replicas_held_write_at_shutdown)
 }
 END_TEST
 
+/* The same with the write's client gone before the SIGTERM: nobody waits for the held write, so
+ * the drain ends at once while its WAIT is still out on keygate's connection for it. keygate
+ * exits 0 (the harness fails the suite otherwise): before, router_free found the WAIT's group
+ * still covered and aborted (exit 134; found by the Sentinel fault harness, SEED=14). */
+START_TEST(test_replicas_wait_out_at_shutdown_with_its_client_gone)
+{
+    struct replica rp;
+    replica_start(&rp);
+    redisContext *kg = harness_must_client(&h);
+    expect_status(cmd(kg, "SET rq:sd:2 v"), "OK", "a confirmed write");
+    redisContext *probe = harness_must_client(&h);
+    long long waits = replicas_waits(probe);
+    replica_pause(&rp);
+    redisAppendCommand(kg, "SET rq:sd:3 v");
+    send_appended(kg, "SET rq:sd:3");
+    wait_for_wait_sent(probe, waits);
+    redisFree(probe);
+    redisFree(kg); /* the held write's client leaves: its request lives on, orphaned */
+    pid_t kpid = h.keygate_pid;
+    ck_assert_int_gt(kpid, 0);
+    ck_assert_int_eq(kill(kpid, SIGTERM), 0);
+    int status = harness_wait_exit(kpid, 10000);
+    ck_assert_msg(status != -1, "keygate still runs 10 s after SIGTERM");
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "keygate ended with wait status 0x%x after SIGTERM",
+                  (unsigned)status);
+    replica_stop(&rp);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("replicas");
@@ -376,5 +405,6 @@ int main(void)
     harness_add_test(tc, test_replicas_waits_counted);
     harness_add_test(tc, test_replicas_split_del_waits_for_its_part);
     harness_add_test(tc, test_replicas_held_write_at_shutdown);
+    harness_add_test(tc, test_replicas_wait_out_at_shutdown_with_its_client_gone);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
