@@ -40,6 +40,8 @@ struct watch {
     /* under state_lock: */
     struct slotmap_node odown; /* the primary a +odown named, until a -odown or a switch (port 0: none) */
     int64_t failover_until;    /* monotonic ms: a failover started; the old primary is not confirmed before */
+    uint64_t alarms;           /* +odown and failover starts seen so far: a check that began before one confirms
+                                  nothing (what it asked may predate it) */
     int poked;                 /* check at once */
 };
 
@@ -204,6 +206,7 @@ static int check(struct watch *wt)
     now = states[wt->instance];
     struct slotmap_node skip = wt->odown; /* a primary under +odown, or an old one during a failover */
     if (!skip.port && wt->failover_until > clock_mono_ms()) skip = now.primary;
+    uint64_t alarms = wt->alarms;
     pthread_mutex_unlock(&state_lock);
     struct slotmap_node p = now.primary;
     long long epoch = wt->epoch;
@@ -220,8 +223,12 @@ static int check(struct watch *wt)
                  wt->ic->seed_host[asked], wt->ic->seed_port[asked], epoch);
         wt->failing = 0;
         pthread_mutex_lock(&state_lock);
-        if (!same_node(&p, &now.primary)) wt->failover_until = 0; /* a new primary: that failover is over */
+        /* a +odown or a failover start came while the sentinels were asked: their answer (and the
+         * node's ROLE) may predate it; ask again, with it in the skip */
+        int raced = wt->alarms != alarms;
+        if (!raced && !same_node(&p, &now.primary)) wt->failover_until = 0; /* a new primary: that failover is over */
         pthread_mutex_unlock(&state_lock);
+        if (raced) return 0;
         publish(wt, &p, 1, why);
         return 1;
     }
@@ -276,13 +283,18 @@ static void on_event(struct watch *wt, const char *channel, size_t clen, const c
         WORD_IS(channel, clen, "+try-failover") || WORD_IS(channel, clen, "+failover-state-send-slaveof-noone");
     int odown = WORD_IS(channel, clen, "+odown");
     pthread_mutex_lock(&state_lock);
+    if (starts || odown) wt->alarms++;
     if (starts) wt->failover_until = clock_mono_ms() + wt->sw->hold_ms;
     if (odown && ev.kind == SENTINEL_ROLE_PRIMARY) {
         wt->odown.port = ev.addr.port;
         snprintf(wt->odown.host, sizeof(wt->odown.host), "%s", ev.addr.host);
     }
     if (WORD_IS(channel, clen, "-odown")) memset(&wt->odown, 0, sizeof(wt->odown));
-    if (clen > 15 && memcmp(channel, "-failover-abort", 15) == 0) wt->failover_until = 0;
+    /* an abort ends that sentinel's attempt; "not elected" says another sentinel leads it (their
+     * attempts race at every failover): the failover goes on, the old primary stays skipped */
+    if (clen > 15 && memcmp(channel, "-failover-abort", 15) == 0 &&
+        !WORD_IS(channel, clen, "-failover-abort-not-elected"))
+        wt->failover_until = 0;
     pthread_mutex_unlock(&state_lock);
     if (starts || odown) publish(wt, NULL, 0, starts ? "a failover starts" : "+odown");
     sentinelwatch_poke(wt->instance);
