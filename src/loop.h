@@ -87,6 +87,7 @@ struct repl_group {
     struct repl_holds covered; /* held, covered by the WAIT on conn */
     struct backend *conn;      /* the dedicated connection carrying PUBLISH + WAIT; NULL: none out */
     int need;                  /* the WAIT's numreplicas: the largest replicas=N of `covered` */
+    uint64_t gen;              /* a sentinel instance: its watcher's generation when the WAIT was sent */
 };
 
 struct worker {

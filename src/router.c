@@ -10,6 +10,7 @@
 #include "replies.h"
 #include "resend.h"
 #include "scripts.h"
+#include "sentinelwatch.h"
 #include "slotmap.h"
 
 /* How a backend reply is used (struct pending's kind; see router.h). */
@@ -823,6 +824,7 @@ static void route_repl_start(struct worker *w, int instance)
     STAT_INC(&w->stats, replicas_waits);
     backend_unpin(b); /* back to the idle list once the WAIT answered */
     g->conn = b;
+    g->gen = backend_is_sentinel(w, instance) ? sentinelwatch_generation(instance) : 0;
 }
 
 /*
@@ -872,6 +874,15 @@ static void route_repl_reply(struct backend *b, const struct pending *pd, const 
         while (n < len && n < 100 && reply[n] != '\r') n++;
         snprintf(why, sizeof(why), "WAIT answered %.*s", (int)n, reply);
         reason = why;
+    }
+    struct sentinelwatch_state st;
+    if (acked >= 0 && backend_is_sentinel(w, instance) &&
+        (sentinelwatch_get(instance, &st) != 0 || !st.confirmed || st.generation != g->gen)) {
+        /* a failover began (or the primary changed) while the WAIT was out: the replicas that
+         * answered may be followers of the old primary that the promoted one will resync, so
+         * their count says nothing of what survives (the Sentinel fault harness, SEED=3003) */
+        acked = -1;
+        reason = "a failover began while its WAIT was out";
     }
     route_repl_answer(w, instance, &g->covered, acked, reason);
     route_repl_start(w, instance);
