@@ -9,6 +9,7 @@
 #include "report.h"
 #include "request.h"
 #include "nearcache.h"
+#include "tracker.h"
 #include "router.h"
 
 #include <assert.h>
@@ -91,6 +92,7 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
     c->fd = fd;
     c->pfd = -1;
     TAILQ_INSERT_TAIL(&w->clients, c, link);
+    tracking_client_add(&w->proxy->tracking, c->id, w->id); /* a REDIRECT may name it */
     if (tls) {
         /* TLS clients: libevent's OpenSSL bufferevent does the handshake and records */
         SSL *ssl = SSL_new(tls);
@@ -167,6 +169,7 @@ static void client_teardown(struct client *c)
     bytebuf_free(&c->multi_buf);
     bytebuf_free(&c->multi_keep);
     bytebuf_free(&c->nc_multi);
+    bytebuf_free(&c->track_multi);
     mem_set(w, &c->mem_held, 0);
     resp_parser_free(&c->parser);
     free(c->qbuf);
@@ -422,6 +425,7 @@ static void client_multi_reset(struct client *c)
     conn_account(c);
     bytebuf_free(&c->multi_keep);
     c->nc_multi.len = 0;
+    c->track_multi.len = 0;
     c->multi_dirty = 0;
     c->multi_replicas = 0;
     session_multi_end(&c->session);
@@ -500,6 +504,7 @@ static void client_exec(struct client *c, struct request *req)
         return;
     }
     nearcache_exec(c, req);
+    tracker_exec(c, req);
     req->replicas = (uint8_t)c->multi_replicas;
     router_exec(c, b, req, instance, slot);
     client_multi_reset(c);
@@ -835,6 +840,7 @@ static int client_handle_frame(struct client *c, const char *frame)
     /* CLIENT REPLY OFF / SKIP (without either, only their own replies are dropped, and they are empty) */
     if (__builtin_expect(c->session.reply_off | c->session.reply_skip, 0))
         req->silent = (uint8_t)policy_reply_dropped(&c->session, &plan);
+    tracker_command(c, req, &plan, pr.cmd, p->argc, c->argv, c->argvlen);
     if (c->session.mode == SESSION_MULTI &&
         (plan.kind == PLAN_FORWARD || (plan.kind == PLAN_ERROR && !plan.keeps_transaction))) {
         client_multi_queue(c, req, &plan, frame);

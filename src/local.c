@@ -527,6 +527,53 @@ static void local_info(struct client *c, struct request *req, const struct plan 
     reply_buffer(req, out);
 }
 
+/* CLIENT TRACKING, CACHING, GETREDIR, TRACKINGINFO as Redis 7.0 answers them (networking.c's
+ * clientCommand); the state lives in the process's table (tracking.h), c keeps a copy of its flags. */
+static void local_client_tracking(struct client *c, struct request *req, enum local_cmd which, size_t argc,
+                                  const char *const *argv, const size_t *argvlen)
+{
+    struct tracking_table *t = &c->worker->proxy->tracking;
+    char err[400];
+    if (which == LOCAL_CLIENT_TRACKING) {
+        uint32_t flags;
+        if (tracking_command(t, c->id, argc, argv, argvlen, &flags, err, sizeof(err)) != 0) {
+            request_error(req, err);
+            return;
+        }
+        c->tracking_flags = flags;
+        reply_str(req, "+OK\r\n");
+    } else if (which == LOCAL_CLIENT_CACHING) {
+        uint32_t f = c->tracking_flags;
+        if (!(f & TRACKING_ON))
+            request_error(req, "ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN "
+                               "or OPTOUT mode enabled");
+        else if (args_word_is(argv[2], argvlen[2], "yes") && !(f & TRACKING_OPTIN))
+            request_error(req, "ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.");
+        else if (args_word_is(argv[2], argvlen[2], "no") && !(f & TRACKING_OPTOUT))
+            request_error(req, "ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.");
+        else if (!args_word_is(argv[2], argvlen[2], "yes") && !args_word_is(argv[2], argvlen[2], "no"))
+            request_error(req, "ERR syntax error");
+        else {
+            c->tracking_caching = 1;
+            reply_str(req, "+OK\r\n");
+        }
+    } else {
+        struct tracking_state st;
+        tracking_state_get(t, c->id, &st);
+        struct bytebuf out = {0};
+        if (which == LOCAL_CLIENT_GETREDIR) {
+            char line[32];
+            int n = snprintf(line, sizeof(line), ":%lld\r\n", (st.flags & TRACKING_ON) ? (long long)st.redirect : -1LL);
+            bytebuf_add(&out, line, (size_t)n);
+        } else {
+            tracking_info_reply(&st, c->tracking_caching, c->resp3, &out);
+        }
+        tracking_state_clear(&st);
+        request_complete(req, out.p, out.len);
+        bytebuf_free(&out);
+    }
+}
+
 void local_execute(struct client *c, struct request *req, const struct plan *plan, size_t argc, const char *const *argv,
                    const size_t *argvlen)
 {
@@ -613,6 +660,12 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
         break;
     case LOCAL_CLIENT_UNBLOCK:
         local_client_unblock(c, req, argc, argv, argvlen);
+        break;
+    case LOCAL_CLIENT_TRACKING:
+    case LOCAL_CLIENT_CACHING:
+    case LOCAL_CLIENT_GETREDIR:
+    case LOCAL_CLIENT_TRACKINGINFO:
+        local_client_tracking(c, req, plan->local, argc, argv, argvlen);
         break;
     case LOCAL_COMMAND_GETKEYS:
         local_getkeys(c, req, argc, argv, argvlen);

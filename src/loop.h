@@ -15,6 +15,7 @@
 #include "config.h"
 #include "sizes.h"
 #include "stats.h"
+#include "tracking.h"
 #include "userlimit.h"
 #include "util.h"
 
@@ -131,6 +132,7 @@ struct worker {
     struct stats stats;
     struct proxy *proxy;
     struct nc_worker *nc;                         /* its near cache (nearcache.c), NULL without near-cache namespaces */
+    struct tracker_inbox *tracker;                /* invalidations other workers hand it (tracker.c) */
     struct repl_group repl[CONFIG_MAX_INSTANCES]; /* replicas=N writes held per instance (router.c) */
     int repl_stopped;                             /* router_stop ran: no new WAIT starts */
 };
@@ -147,9 +149,10 @@ struct proxy {
     int64_t mem_used;        /* atomic: buffered request and reply bytes, all workers (max-memory) */
     SSL_CTX **listen_ssl;    /* one per listen entry (cfg->nlistens), NULL for plain */
     size_t nlisten_ssl;
-    struct authgate *authgate;    /* the failed-AUTH table of every worker (authgate.h) */
-    struct blocked_table blocked; /* clients blocked on a dedicated connection (CLIENT UNBLOCK, any worker) */
-    struct userlimit_table users; /* per-user connection counts and rate buckets (max-clients=, rate=) */
+    struct authgate *authgate;      /* the failed-AUTH table of every worker (authgate.h) */
+    struct blocked_table blocked;   /* clients blocked on a dedicated connection (CLIENT UNBLOCK, any worker) */
+    struct userlimit_table users;   /* per-user connection counts and rate buckets (max-clients=, rate=) */
+    struct tracking_table tracking; /* CLIENT TRACKING: every client's state and the keys read (tracking.h) */
 };
 
 /* A worker adds its changes to the process total once they reach this (either way):

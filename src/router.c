@@ -7,6 +7,7 @@
 
 #include "info.h"
 #include "nearcache.h"
+#include "tracker.h"
 #include "replies.h"
 #include "resend.h"
 #include "slotmap.h"
@@ -1345,6 +1346,8 @@ static void route_writes_answered(struct request *req, enum route_kind kind)
 {
     if (req->nc && kind != ROUTE_DROP && kind != ROUTE_QUEUED && kind != ROUTE_FILL && kind != ROUTE_PREFETCH)
         nearcache_write_replied(req);
+    if (req->track.len && kind != ROUTE_DROP && kind != ROUTE_QUEUED && kind != ROUTE_FILL && kind != ROUTE_PREFETCH)
+        tracker_write_replied(req);
 }
 
 /* A redirect answered on b (a dedicated connection, which does not follow it): a -MOVED updates the map. */

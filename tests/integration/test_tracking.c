@@ -1,0 +1,495 @@
+/* test_tracking.c: integration tests of client-side caching through keygate (issue 32): CLIENT TRACKING, CACHING, GETREDIR, TRACKINGINFO and the invalidation messages, byte for byte against a direct Redis doing the same, in RESP3 and RESP2, with one worker thread and with two. */
+#include <check.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+/*
+ * One harness per test case (two TLS redis-servers + keygate, the repo's conf/registry.conf),
+ * `threads 1` or `threads 2`. A check sends the same commands to keygate and to a direct
+ * connection to the backend holding the keys (durable: q:trN:...), reads raw reply bytes from
+ * both, and compares them. Client ids differ between the two; where a reply carries one, the
+ * direct side's id is written as keygate's before comparing. keygate has one user, root
+ * (owners=*).
+ */
+
+static struct harness h;
+
+#define ROOT_PASS "tracking-root-pass"
+
+static void setup_threads(int threads)
+{
+    char hash[65], extra[300];
+    harness_sha256_hex(ROOT_PASS, hash);
+    snprintf(extra, sizeof(extra), "user root sha256=%s owners=* access=rw scripts=yes\nthreads %d\n", hash, threads);
+    struct harness_opts o = {.extra_config = extra};
+    ck_assert_msg(harness_start(&h, &o) == 0, "harness_start: %s", h.error);
+}
+
+static void setup1(void)
+{
+    setup_threads(1);
+}
+
+static void setup2(void)
+{
+    setup_threads(2);
+}
+
+static void teardown(void)
+{
+    harness_check_registry(&h);
+    harness_stop(&h);
+}
+
+/* ---- raw connections ---- */
+
+#define RAW_MAXARGS 24
+static void raw_send(struct harness_raw *r, const char *first, ...)
+{
+    const char *argv[RAW_MAXARGS];
+    int argc = 0;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a; a = va_arg(ap, const char *)) {
+        ck_assert_int_lt(argc, RAW_MAXARGS);
+        argv[argc++] = a;
+    }
+    va_end(ap);
+    harness_raw_sendv(r, argc, argv);
+}
+
+static const char *shown(const char *s)
+{
+    static char buf[4][800];
+    static int k;
+    char *o = buf[k++ % 4];
+    size_t j = 0;
+    for (; *s && j < sizeof(buf[0]) - 5; s++) {
+        if (*s == '\r') {
+            o[j++] = '\\';
+            o[j++] = 'r';
+        } else if (*s == '\n') {
+            o[j++] = '\\';
+            o[j++] = 'n';
+        } else {
+            o[j++] = *s;
+        }
+    }
+    o[j] = '\0';
+    return o;
+}
+
+#define expect_raw(r, want, what) expect_raw_at(__LINE__, r, want, what)
+static void expect_raw_at(int line, struct harness_raw *r, const char *want, const char *what)
+{
+    size_t n;
+    char *got = harness_raw_reply(r, &n);
+    ck_assert_msg(n == strlen(want) && memcmp(got, want, n) == 0, "line %d: %s: %s answered %s, want %s", line, what,
+                  r->name, shown(got), shown(want));
+    free(got);
+}
+
+/* A connection to keygate (RESP3 after HELLO 3, else RESP2), logged in as root. */
+static void kg_open(struct harness_raw *r, int resp3)
+{
+    harness_raw_open(r, h.port, resp3 ? "keygate (HELLO 3)" : "keygate (RESP2)");
+    if (resp3) {
+        raw_send(r, "HELLO", "3", "AUTH", "root", ROOT_PASS, NULL);
+        char *got = harness_raw_reply(r, NULL);
+        ck_assert_msg(strncmp(got, "%7\r\n", 4) == 0, "HELLO 3: %s", shown(got));
+        free(got);
+    } else {
+        raw_send(r, "AUTH", "root", ROOT_PASS, NULL);
+        expect_raw(r, "+OK\r\n", "AUTH");
+    }
+}
+
+/* A direct connection to a backend's plain port (RESP3 after HELLO 3, else RESP2). The
+ * invalidation checks use `cache` for the direct side: keygate's writes of q: keys go to
+ * durable, where they would invalidate the direct side's reads too (Redis's table knows keys,
+ * not databases). */
+static void direct_open_on(struct harness_raw *r, int resp3, const char *backend)
+{
+    struct harness_backend *b = harness_backend(&h, backend);
+    ck_assert_ptr_nonnull(b);
+    harness_raw_open(r, b->plain_port, resp3 ? "redis (HELLO 3)" : "redis (RESP2)");
+    raw_send(r, "AUTH", b->password, NULL);
+    expect_raw(r, "+OK\r\n", "AUTH");
+    if (resp3) {
+        raw_send(r, "HELLO", "3", NULL);
+        char *got = harness_raw_reply(r, NULL);
+        ck_assert_msg(strncmp(got, "%7\r\n", 4) == 0, "HELLO 3: %s", shown(got));
+        free(got);
+    }
+}
+
+static void direct_open(struct harness_raw *r, int resp3)
+{
+    direct_open_on(r, resp3, "durable");
+}
+
+/* The connection's client id (CLIENT ID). */
+static long long raw_id(struct harness_raw *r)
+{
+    raw_send(r, "CLIENT", "ID", NULL);
+    char *got = harness_raw_reply(r, NULL);
+    ck_assert_msg(got[0] == ':', "CLIENT ID: %s", shown(got));
+    long long id = atoll(got + 1);
+    free(got);
+    return id;
+}
+
+/* One side of a comparison: a connection and its client id's text (the id a reply may carry). */
+struct side {
+    struct harness_raw *r;
+    char id[32];
+};
+
+/* s with every ":from\r\n" written ":to\r\n" (malloc'd). */
+static char *swap_id(const char *s, const char *from, const char *to)
+{
+    char pat[40], rep[40];
+    snprintf(pat, sizeof(pat), ":%s\r\n", from);
+    snprintf(rep, sizeof(rep), ":%s\r\n", to);
+    size_t cap = strlen(s) * 2 + 64, o = 0;
+    char *out = malloc(cap);
+    while (*s) {
+        if (from[0] && strncmp(s, pat, strlen(pat)) == 0) {
+            memcpy(out + o, rep, strlen(rep));
+            o += strlen(rep);
+            s += strlen(pat);
+        } else {
+            out[o++] = *s++;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* The next frame of both is the same bytes (the direct side's id `rid` read as keygate's `kid`). */
+static void same_next_at(int line, struct harness_raw *kg, struct harness_raw *redis, const char *kid, const char *rid,
+                         const char *what)
+{
+    char *a = harness_raw_reply(kg, NULL), *b0 = harness_raw_reply(redis, NULL);
+    char *b = swap_id(b0, rid, kid);
+    ck_assert_msg(strcmp(a, b) == 0, "line %d: %s: keygate answered %s, Redis %s", line, what, shown(a), shown(b));
+    free(a);
+    free(b);
+    free(b0);
+}
+#define same_next(kg, redis, what) same_next_at(__LINE__, kg, redis, "", "", what)
+
+/* The same command to both, then their replies compared. "$ID" in argv is each side's redirect id. */
+static void same_cmd_at(int line, struct side *k, struct side *d, const char *redir_k, const char *redir_d, int argc,
+                        const char **argv)
+{
+    const char *ka[RAW_MAXARGS], *da[RAW_MAXARGS];
+    char what[300] = "";
+    for (int i = 0; i < argc; i++) {
+        int is_id = strcmp(argv[i], "$ID") == 0;
+        ka[i] = is_id ? redir_k : argv[i];
+        da[i] = is_id ? redir_d : argv[i];
+        strncat(what, argv[i], sizeof(what) - strlen(what) - 2);
+        strcat(what, " ");
+    }
+    harness_raw_sendv(k->r, argc, ka);
+    harness_raw_sendv(d->r, argc, da);
+    same_next_at(line, k->r, d->r, redir_k, redir_d, what);
+}
+
+static const char *redir_k = "", *redir_d = "";
+#define SAME(k, d, ...)                                                                                                \
+    do {                                                                                                               \
+        const char *argv_[] = {__VA_ARGS__};                                                                           \
+        same_cmd_at(__LINE__, k, d, redir_k, redir_d, (int)(sizeof(argv_) / sizeof(argv_[0])), argv_);                 \
+    } while (0)
+
+/* ---- the protocol: replies and errors ---- */
+
+/* Every CLIENT TRACKING / CACHING / GETREDIR / TRACKINGINFO case, in one protocol. */
+static void protocol_cases(int resp3)
+{
+    struct harness_raw kr, dr;
+    kg_open(&kr, resp3);
+    direct_open(&dr, resp3);
+    struct side k = {.r = &kr}, d = {.r = &dr};
+    redir_k = redir_d = "";
+    SAME(&k, &d, "CLIENT", "TRACKINGINFO");
+    SAME(&k, &d, "CLIENT", "GETREDIR");
+    SAME(&k, &d, "CLIENT", "CACHING", "YES");
+    SAME(&k, &d, "CLIENT", "CACHING");
+    SAME(&k, &d, "CLIENT", "TRACKING");
+    SAME(&k, &d, "CLIENT", "TRACKING", "MAYBE");
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON", "FOO");
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON", "PREFIX");
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON", "PREFIX", "q:a");
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON", "OPTIN", "OPTOUT");
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON", "BCAST", "OPTIN");
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON", "BCAST", "OPTOUT");
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON", "REDIRECT", "987654321");
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON", "REDIRECT", "abc");
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON", "REDIRECT", "-1");
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON", "REDIRECT", "0");
+    SAME(&k, &d, "CLIENT", "TRACKING", "MAYBE", "REDIRECT", "987654321");
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "q:a", "PREFIX", "q:ab");
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "q:ab", "PREFIX", "q:a");
+    SAME(&k, &d, "CLIENT", "TRACKINGINFO");
+    /* OPTIN, CLIENT CACHING, the switches */
+    SAME(&k, &d, "CLIENT", "TRACKING", "on", "optin");
+    SAME(&k, &d, "CLIENT", "TRACKINGINFO");
+    SAME(&k, &d, "CLIENT", "CACHING", "NO");
+    SAME(&k, &d, "CLIENT", "CACHING", "maybe");
+    SAME(&k, &d, "CLIENT", "CACHING", "yes");
+    SAME(&k, &d, "CLIENT", "TRACKINGINFO"); /* caching-yes: CLIENT commands keep it */
+    SAME(&k, &d, "GET", "q:tr0:x");
+    SAME(&k, &d, "CLIENT", "TRACKINGINFO"); /* one command's: gone */
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON", "OPTOUT");
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON", "BCAST");
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON", "NOLOOP");
+    SAME(&k, &d, "CLIENT", "TRACKINGINFO"); /* OPTIN went: ON replaces the options */
+    SAME(&k, &d, "CLIENT", "GETREDIR");
+    SAME(&k, &d, "CLIENT", "TRACKING", "OFF");
+    SAME(&k, &d, "CLIENT", "TRACKINGINFO");
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON", "OPTOUT", "NOLOOP");
+    SAME(&k, &d, "CLIENT", "CACHING", "YES");
+    SAME(&k, &d, "CLIENT", "CACHING", "NO");
+    SAME(&k, &d, "CLIENT", "TRACKINGINFO");
+    SAME(&k, &d, "CLIENT", "TRACKING", "OFF", "BCAST"); /* options are read, then ignored */
+    /* BCAST: prefixes sorted, added to on a second ON, collisions with the old ones */
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "q:tr0:b", "PREFIX", "q:tr0:a");
+    SAME(&k, &d, "CLIENT", "TRACKINGINFO");
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "q:tr0:ab");
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "q:tr0:");
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "q:tr0:c");
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON");
+    SAME(&k, &d, "CLIENT", "TRACKINGINFO");
+    SAME(&k, &d, "CLIENT", "TRACKING", "OFF");
+    SAME(&k, &d, "CLIENT", "TRACKINGINFO");
+    /* REDIRECT to a client that exists: each side's own */
+    struct harness_raw kr2, dr2;
+    kg_open(&kr2, resp3);
+    direct_open(&dr2, resp3);
+    char kid[32], did[32];
+    snprintf(kid, sizeof(kid), "%lld", raw_id(&kr2));
+    snprintf(did, sizeof(did), "%lld", raw_id(&dr2));
+    redir_k = kid;
+    redir_d = did;
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON", "REDIRECT", "$ID");
+    SAME(&k, &d, "CLIENT", "GETREDIR");
+    SAME(&k, &d, "CLIENT", "TRACKINGINFO");
+    SAME(&k, &d, "CLIENT", "TRACKING", "ON", "REDIRECT", "$ID", "REDIRECT", "$ID");
+    SAME(&k, &d, "CLIENT", "TRACKING", "OFF");
+    SAME(&k, &d, "CLIENT", "GETREDIR");
+    harness_raw_close(&kr2);
+    harness_raw_close(&dr2);
+    harness_raw_close(&kr);
+    harness_raw_close(&dr);
+}
+
+START_TEST(test_protocol_resp3_byte_for_byte)
+{
+    protocol_cases(1);
+}
+END_TEST
+
+START_TEST(test_protocol_resp2_byte_for_byte)
+{
+    protocol_cases(0);
+}
+END_TEST
+
+/* ---- default mode: the keys a client read, invalidated by writes through keygate ---- */
+
+/* A tracking client (RESP3) and a writer, on keygate and on Redis, doing the same. */
+struct pair {
+    struct harness_raw kt, kw, dt, dw;
+};
+
+static void pair_open(struct pair *p, const char *tracking_opts)
+{
+    kg_open(&p->kt, 1);
+    kg_open(&p->kw, 1);
+    direct_open_on(&p->dt, 1, "cache");
+    direct_open_on(&p->dw, 1, "cache");
+    struct harness_raw *ts[2] = {&p->kt, &p->dt};
+    for (int i = 0; i < 2; i++) {
+        if (tracking_opts)
+            raw_send(ts[i], "CLIENT", "TRACKING", "ON", tracking_opts, NULL);
+        else
+            raw_send(ts[i], "CLIENT", "TRACKING", "ON", NULL);
+        expect_raw(ts[i], "+OK\r\n", "CLIENT TRACKING ON");
+    }
+}
+
+static void pair_close(struct pair *p)
+{
+    /* the direct side's q: keys on cache break the registry: they go */
+    raw_send(&p->dw, "EVAL", "for _,k in ipairs(redis.call('KEYS','q:tr*')) do redis.call('DEL',k) end", "0", NULL);
+    char *r = harness_raw_reply(&p->dw, NULL);
+    free(r);
+    harness_raw_close(&p->kt);
+    harness_raw_close(&p->kw);
+    harness_raw_close(&p->dt);
+    harness_raw_close(&p->dw);
+}
+
+/* Both sides' connection `which` (0 tracking, 1 writer) send argv; their replies compared. */
+static void pair_cmd_at(int line, struct pair *p, int which, int argc, const char **argv)
+{
+    struct harness_raw *k = which ? &p->kw : &p->kt, *d = which ? &p->dw : &p->dt;
+    harness_raw_sendv(k, argc, argv);
+    harness_raw_sendv(d, argc, argv);
+    same_next_at(line, k, d, "", "", argv[0]);
+}
+#define T(p, ...)                                                                                                      \
+    do {                                                                                                               \
+        const char *argv_[] = {__VA_ARGS__};                                                                           \
+        pair_cmd_at(__LINE__, p, 0, (int)(sizeof(argv_) / sizeof(argv_[0])), argv_);                                   \
+    } while (0)
+#define W(p, ...)                                                                                                      \
+    do {                                                                                                               \
+        const char *argv_[] = {__VA_ARGS__};                                                                           \
+        pair_cmd_at(__LINE__, p, 1, (int)(sizeof(argv_) / sizeof(argv_[0])), argv_);                                   \
+    } while (0)
+
+/* The tracking connections' next frames (a push) are the same bytes, and are `want`. */
+static void pair_push_at(int line, struct pair *p, const char *want)
+{
+    char *a = harness_raw_reply(&p->kt, NULL), *b = harness_raw_reply(&p->dt, NULL);
+    ck_assert_msg(strcmp(a, b) == 0, "line %d: keygate pushed %s, Redis %s", line, shown(a), shown(b));
+    ck_assert_msg(strcmp(a, want) == 0, "line %d: pushed %s, want %s", line, shown(a), shown(want));
+    free(a);
+    free(b);
+}
+#define PUSH(p, want) pair_push_at(__LINE__, p, want)
+
+#define INVALIDATE(key) ">2\r\n$10\r\ninvalidate\r\n*1\r\n$" #key "\r\n"
+static void invalidate_frame(char *out, size_t n, const char *key)
+{
+    snprintf(out, n, ">2\r\n$10\r\ninvalidate\r\n*1\r\n$%zu\r\n%s\r\n", strlen(key), key);
+}
+
+/* A read, a write by another client: one push, then none for the next write (one-shot); a key
+ * read twice gives one push; a key never read gives none. The "none" is shown by the push of a
+ * later key coming first. */
+START_TEST(test_default_mode_invalidation)
+{
+    struct pair p;
+    pair_open(&p, NULL);
+    char want[128];
+    T(&p, "GET", "q:tr1:a");
+    T(&p, "GET", "q:tr1:a");
+    T(&p, "MGET", "q:tr1:b", "q:tr1:c");
+    W(&p, "SET", "q:tr1:a", "1");
+    invalidate_frame(want, sizeof(want), "q:tr1:a");
+    PUSH(&p, want);
+    W(&p, "SET", "q:tr1:a", "2");  /* forgotten: nothing */
+    W(&p, "SET", "q:tr1:zz", "2"); /* never read: nothing */
+    W(&p, "SET", "q:tr1:b", "3");
+    invalidate_frame(want, sizeof(want), "q:tr1:b");
+    PUSH(&p, want);
+    /* the client's own write: the push follows its reply */
+    T(&p, "GET", "q:tr1:d");
+    T(&p, "SET", "q:tr1:d", "x");
+    invalidate_frame(want, sizeof(want), "q:tr1:d");
+    PUSH(&p, want);
+    /* a write in a transaction (keygate wraps TTL-less writes as they came) */
+    T(&p, "GET", "q:tr1:e");
+    W(&p, "MULTI");
+    W(&p, "INCR", "q:tr1:e");
+    W(&p, "EXEC");
+    invalidate_frame(want, sizeof(want), "q:tr1:e");
+    PUSH(&p, want);
+    pair_close(&p);
+}
+END_TEST
+
+/* NOLOOP: the client's own writes say nothing to it; another's do. */
+START_TEST(test_noloop)
+{
+    struct pair p;
+    pair_open(&p, "NOLOOP");
+    char want[128];
+    T(&p, "GET", "q:tr2:a");
+    T(&p, "SET", "q:tr2:a", "own");
+    T(&p, "GET", "q:tr2:b");
+    W(&p, "SET", "q:tr2:b", "other");
+    invalidate_frame(want, sizeof(want), "q:tr2:b");
+    PUSH(&p, want); /* first: nothing came for q:tr2:a */
+    pair_close(&p);
+}
+END_TEST
+
+/* OPTIN: only a read after CLIENT CACHING YES is remembered; OPTOUT: all but after CACHING NO. */
+START_TEST(test_optin_optout)
+{
+    struct pair p;
+    pair_open(&p, "OPTIN");
+    char want[128];
+    T(&p, "GET", "q:tr3:a"); /* not remembered */
+    T(&p, "CLIENT", "CACHING", "YES");
+    T(&p, "GET", "q:tr3:b");
+    T(&p, "GET", "q:tr3:c"); /* CACHING lasted one command */
+    W(&p, "SET", "q:tr3:a", "1");
+    W(&p, "SET", "q:tr3:c", "1");
+    W(&p, "SET", "q:tr3:b", "1");
+    invalidate_frame(want, sizeof(want), "q:tr3:b");
+    PUSH(&p, want);
+    pair_close(&p);
+
+    pair_open(&p, "OPTOUT");
+    T(&p, "CLIENT", "CACHING", "NO");
+    T(&p, "GET", "q:tr3:d"); /* not remembered */
+    T(&p, "GET", "q:tr3:e");
+    W(&p, "SET", "q:tr3:d", "1");
+    W(&p, "SET", "q:tr3:e", "1");
+    invalidate_frame(want, sizeof(want), "q:tr3:e");
+    PUSH(&p, want);
+    pair_close(&p);
+}
+END_TEST
+
+/* Several tracking clients (with threads 2 they land on both workers): each gets its push. */
+START_TEST(test_many_clients_each_told)
+{
+    enum { N = 6 };
+    struct harness_raw t[N], w;
+    for (int i = 0; i < N; i++) {
+        kg_open(&t[i], 1);
+        raw_send(&t[i], "CLIENT", "TRACKING", "ON", NULL);
+        expect_raw(&t[i], "+OK\r\n", "TRACKING ON");
+        raw_send(&t[i], "GET", "q:tr4:k", NULL);
+        expect_raw(&t[i], "_\r\n", "GET");
+    }
+    kg_open(&w, 1);
+    raw_send(&w, "SET", "q:tr4:k", "v", NULL);
+    expect_raw(&w, "+OK\r\n", "SET");
+    char want[128];
+    invalidate_frame(want, sizeof(want), "q:tr4:k");
+    for (int i = 0; i < N; i++) expect_raw(&t[i], want, "the push");
+    for (int i = 0; i < N; i++) harness_raw_close(&t[i]);
+    harness_raw_close(&w);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("tracking");
+    TCase *tc = harness_tcase(s, "tracking", 60, setup1, teardown);
+    harness_add_test(tc, test_protocol_resp3_byte_for_byte);
+    harness_add_test(tc, test_protocol_resp2_byte_for_byte);
+    harness_add_test(tc, test_default_mode_invalidation);
+    harness_add_test(tc, test_noloop);
+    harness_add_test(tc, test_optin_optout);
+    harness_add_test(tc, test_many_clients_each_told);
+    TCase *tc2 = harness_tcase(s, "tracking_threads2", 60, setup2, teardown);
+    harness_add_test(tc2, test_default_mode_invalidation);
+    harness_add_test(tc2, test_noloop);
+    harness_add_test(tc2, test_many_clients_each_told);
+    return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
