@@ -380,6 +380,7 @@ static int id_exists(void *ctx, uint64_t id)
 }
 
 int tracking_command(struct tracking_table *t, uint64_t id, size_t argc, const char *const *argv, const size_t *argvlen,
+                     int (*allow)(void *ctx, const char *p, size_t len, char *err, size_t errlen), void *ctx,
                      uint32_t *flags, char *err, size_t errlen)
 {
     pthread_mutex_lock(&t->lock);
@@ -387,6 +388,11 @@ int tracking_command(struct tracking_table *t, uint64_t id, size_t argc, const c
     struct tracking_state none = {0};
     struct tracking_request rq;
     int rc = tracking_parse(c ? &c->st : &none, argc, argv, argvlen, id_exists, t, &rq, err, errlen);
+    if (rc == 0 && rq.on && (rq.options & TRACKING_BCAST) && allow) {
+        if (rq.nprefixes == 0) rc = allow(ctx, "", 0, err, errlen);
+        for (size_t i = 0; rc == 0 && i < rq.nprefixes; i++)
+            rc = allow(ctx, rq.prefix[i], rq.prefix_len[i], err, errlen);
+    }
     if (rc == 0 && c) {
         uint32_t before = c->st.flags;
         if (!rq.on) {

@@ -28,6 +28,8 @@ enum {
     TRACKING_BROKEN_REDIR = 1u << 5,
 };
 
+#define TRACKING_CHANNEL "__redis__:invalidate" /* RESP2 REDIRECT clients hear it there */
+
 #define TRACKING_MAX_PREFIXES 64 /* per client (Redis has no bound; keygate's is checked) */
 
 /* A client's tracking state (CLIENT TRACKING's effect). */
@@ -139,9 +141,12 @@ static inline int tracking_active(struct tracking_table *t)
     return __atomic_load_n(&t->tracking_clients, __ATOMIC_RELAXED) > 0;
 }
 
-/* CLIENT TRACKING for client id: tracking_parse against its state, then tracking_apply, under
- * the lock. 0 ok; -1 with the error in err. *flags gets its flags after it. */
+/* CLIENT TRACKING for client id: tracking_parse against its state, then (ON BCAST) every new
+ * prefix ("" when none is given) must pass allow(ctx, prefix, len, err, errlen) == 0 (the
+ * registry's rule; allow NULL: any), then tracking_apply, under the lock. 0 ok; -1 with the
+ * error in err. *flags gets its flags after it. */
 int tracking_command(struct tracking_table *t, uint64_t id, size_t argc, const char *const *argv, const size_t *argvlen,
+                     int (*allow)(void *ctx, const char *p, size_t len, char *err, size_t errlen), void *ctx,
                      uint32_t *flags, char *err, size_t errlen) KG_MUST_CHECK;
 
 /* A copy of client id's state (for TRACKINGINFO and GETREDIR; free with tracking_state_clear). */

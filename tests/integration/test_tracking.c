@@ -20,12 +20,17 @@
 static struct harness h;
 
 #define ROOT_PASS "tracking-root-pass"
+#define READER_PASS "tracking-reader-pass" /* user reader: owners=queues (q:), read-only */
 
 static void setup_threads(int threads)
 {
-    char hash[65], extra[300];
+    char hash[65], hash2[65], extra[400];
     harness_sha256_hex(ROOT_PASS, hash);
-    snprintf(extra, sizeof(extra), "user root sha256=%s owners=* access=rw scripts=yes\nthreads %d\n", hash, threads);
+    harness_sha256_hex(READER_PASS, hash2);
+    snprintf(extra, sizeof(extra),
+             "user root sha256=%s owners=* access=rw scripts=yes\nuser reader sha256=%s owners=queues access=ro\n"
+             "threads %d\n",
+             hash, hash2, threads);
     struct harness_opts o = {.extra_config = extra};
     ck_assert_msg(harness_start(&h, &o) == 0, "harness_start: %s", h.error);
 }
@@ -477,6 +482,151 @@ START_TEST(test_many_clients_each_told)
 }
 END_TEST
 
+/* BCAST: every write under the prefixes, no read needed, not one-shot. */
+START_TEST(test_bcast_prefixes)
+{
+    struct pair p;
+    pair_open(&p, NULL);
+    struct harness_raw *ts[2] = {&p.kt, &p.dt};
+    for (int i = 0; i < 2; i++) {
+        raw_send(ts[i], "CLIENT", "TRACKING", "OFF", NULL);
+        expect_raw(ts[i], "+OK\r\n", "OFF");
+    }
+    T(&p, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "q:tr5:a", "PREFIX", "q:tr5:b");
+    char want[128];
+    W(&p, "SET", "q:tr5:a1", "1");
+    invalidate_frame(want, sizeof(want), "q:tr5:a1");
+    PUSH(&p, want);
+    W(&p, "SET", "q:tr5:a1", "2"); /* again: BCAST is not one-shot */
+    PUSH(&p, want);
+    W(&p, "SET", "q:tr5:c1", "2"); /* under no prefix: nothing */
+    W(&p, "SET", "q:tr5:b1", "2");
+    invalidate_frame(want, sizeof(want), "q:tr5:b1");
+    PUSH(&p, want);
+    T(&p, "SET", "q:tr5:b2", "own"); /* its own write too (no NOLOOP) */
+    invalidate_frame(want, sizeof(want), "q:tr5:b2");
+    PUSH(&p, want);
+    pair_close(&p);
+}
+END_TEST
+
+/* The registry rules BCAST: a prefix must lie in namespaces the user may read, as a SCAN
+ * pattern must; no prefix means every key: refused without a default line. */
+START_TEST(test_bcast_prefix_registry_checked)
+{
+    struct harness_raw r;
+    harness_raw_open(&r, h.port, "keygate (reader)");
+    raw_send(&r, "AUTH", "reader", READER_PASS, NULL);
+    expect_raw(&r, "+OK\r\n", "AUTH reader");
+    raw_send(&r, "CLIENT", "TRACKING", "ON", "BCAST", NULL);
+    expect_raw(&r, "-NOPERM keygate: BCAST prefix '' lies in no namespace and the registry has no default line\r\n",
+               "BCAST, no prefix");
+    raw_send(&r, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "q:tr6:", "PREFIX", "cache:tr6:", NULL);
+    expect_raw(&r,
+               "-NOPERM keygate: BCAST prefix 'cache:tr6:' covers namespace 'cache:' (owner cache) that user "
+               "'reader' may not read\r\n",
+               "a namespace of another owner");
+    raw_send(&r, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "cache:", NULL);
+    char *got = harness_raw_reply(&r, NULL);
+    ck_assert_msg(strncmp(got, "-NOPERM", 7) == 0, "cache: %s", shown(got));
+    free(got);
+    raw_send(&r, "CLIENT", "TRACKINGINFO", NULL); /* nothing changed */
+    expect_raw(&r, "*6\r\n$5\r\nflags\r\n*1\r\n$3\r\noff\r\n$8\r\nredirect\r\n:-1\r\n$8\r\nprefixes\r\n*0\r\n",
+               "TRACKINGINFO");
+    raw_send(&r, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "q:tr6:", NULL);
+    expect_raw(&r, "+OK\r\n", "a prefix in its namespace");
+    /* default mode: only keys it may read are remembered (the others are refused) */
+    raw_send(&r, "CLIENT", "TRACKING", "OFF", NULL);
+    expect_raw(&r, "+OK\r\n", "OFF");
+    raw_send(&r, "CLIENT", "TRACKING", "ON", NULL);
+    expect_raw(&r, "+OK\r\n", "ON");
+    raw_send(&r, "GET", "cache:tr6:x", NULL);
+    got = harness_raw_reply(&r, NULL);
+    ck_assert_msg(strncmp(got, "-NOPERM", 7) == 0, "GET cache: %s", shown(got));
+    free(got);
+    harness_raw_close(&r);
+}
+END_TEST
+
+/* RESP2: the messages go to the REDIRECT client, subscribed to __redis__:invalidate; a RESP3
+ * REDIRECT client gets pushes; a REDIRECT client gone: tracking-redir-broken (RESP3). */
+START_TEST(test_redirect_resp2_and_broken)
+{
+    struct harness_raw kr, kt, kw, dr, dt, dw;
+    kg_open(&kr, 0);
+    kg_open(&kt, 0);
+    kg_open(&kw, 0);
+    direct_open_on(&dr, 0, "cache");
+    direct_open_on(&dt, 0, "cache");
+    direct_open_on(&dw, 0, "cache");
+    char kid[32], did[32];
+    snprintf(kid, sizeof(kid), "%lld", raw_id(&kr));
+    snprintf(did, sizeof(did), "%lld", raw_id(&dr));
+    struct side r = {.r = &kr}, rd = {.r = &dr}, t = {.r = &kt}, td = {.r = &dt}, w = {.r = &kw}, wd = {.r = &dw};
+    redir_k = kid;
+    redir_d = did;
+    SAME(&r, &rd, "SUBSCRIBE", "__redis__:invalidate");
+    SAME(&t, &td, "CLIENT", "TRACKING", "ON", "REDIRECT", "$ID");
+    SAME(&t, &td, "GET", "q:tr7:a");
+    SAME(&w, &wd, "SET", "q:tr7:a", "1");
+    same_next(&kr, &dr, "the RESP2 message on the REDIRECT client");
+    /* a RESP3 tracking client redirecting to a RESP3 client */
+    struct harness_raw k3, k3r, d3, d3r;
+    kg_open(&k3, 1);
+    kg_open(&k3r, 1);
+    direct_open_on(&d3, 1, "cache");
+    direct_open_on(&d3r, 1, "cache");
+    snprintf(kid, sizeof(kid), "%lld", raw_id(&k3r));
+    snprintf(did, sizeof(did), "%lld", raw_id(&d3r));
+    struct side s3 = {.r = &k3}, s3d = {.r = &d3};
+    SAME(&s3, &s3d, "CLIENT", "TRACKING", "ON", "REDIRECT", "$ID");
+    SAME(&s3, &s3d, "GET", "q:tr7:b");
+    SAME(&w, &wd, "SET", "q:tr7:b", "1");
+    same_next(&k3r, &d3r, "the push on the RESP3 REDIRECT client");
+    SAME(&s3, &s3d, "GET", "q:tr7:c");
+    harness_raw_close(&k3r);
+    harness_raw_close(&d3r);
+    /* wait until both servers see it gone: CLIENT TRACKINGINFO says nothing of it yet, so a
+     * write then a read of the broken flag by polling would race; instead the write is retried
+     * on a fresh key until the broken redirect shows */
+    long long deadline = now_ms() + 5000;
+    int n = 0;
+    for (;;) {
+        char key[32];
+        snprintf(key, sizeof(key), "q:tr7:c%d", n++);
+        SAME(&s3, &s3d, "GET", key);
+        SAME(&w, &wd, "SET", key, "x");
+        raw_send(&k3, "CLIENT", "TRACKINGINFO", NULL);
+        raw_send(&d3, "CLIENT", "TRACKINGINFO", NULL);
+        char *a = harness_raw_reply(&k3, NULL), *b = harness_raw_reply(&d3, NULL);
+        int ka = a[0] == '>', da = b[0] == '>';
+        if (ka && da) {
+            char *b2 = swap_id(b, did, kid);
+            ck_assert_msg(strcmp(a, b2) == 0, "broken redirect: keygate %s, Redis %s", shown(a), shown(b2));
+            free(a);
+            free(b);
+            free(b2);
+            same_next_at(__LINE__, &k3, &d3, kid, did, "TRACKINGINFO after the broken redirect");
+            break;
+        }
+        ck_assert_msg(!ka && !da, "one side saw the redirect client gone: keygate %s, Redis %s", shown(a), shown(b));
+        free(a);
+        free(b);
+        ck_assert_msg(now_ms() < deadline, "no broken redirect within 5 s");
+    }
+    raw_send(&dw, "EVAL", "for _,k in ipairs(redis.call('KEYS','q:tr*')) do redis.call('DEL',k) end", "0", NULL);
+    free(harness_raw_reply(&dw, NULL));
+    harness_raw_close(&k3);
+    harness_raw_close(&d3);
+    harness_raw_close(&kr);
+    harness_raw_close(&kt);
+    harness_raw_close(&kw);
+    harness_raw_close(&dr);
+    harness_raw_close(&dt);
+    harness_raw_close(&dw);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tracking");
@@ -487,9 +637,14 @@ int main(void)
     harness_add_test(tc, test_noloop);
     harness_add_test(tc, test_optin_optout);
     harness_add_test(tc, test_many_clients_each_told);
+    harness_add_test(tc, test_bcast_prefixes);
+    harness_add_test(tc, test_bcast_prefix_registry_checked);
+    harness_add_test(tc, test_redirect_resp2_and_broken);
     TCase *tc2 = harness_tcase(s, "tracking_threads2", 60, setup2, teardown);
     harness_add_test(tc2, test_default_mode_invalidation);
     harness_add_test(tc2, test_noloop);
     harness_add_test(tc2, test_many_clients_each_told);
+    harness_add_test(tc2, test_bcast_prefixes);
+    harness_add_test(tc2, test_redirect_resp2_and_broken);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

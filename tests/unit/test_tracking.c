@@ -145,7 +145,7 @@ static int on(uint64_t id, const char *const *words, size_t n)
     for (size_t i = 0; i < n; i++) argv[2 + i] = words[i], lens[2 + i] = strlen(words[i]);
     char err[300];
     uint32_t flags;
-    return tracking_command(&t, id, n + 2, argv, lens, &flags, err, sizeof(err));
+    return tracking_command(&t, id, n + 2, argv, lens, NULL, NULL, &flags, err, sizeof(err));
 }
 #define ON(id, ...)                                                                                                    \
     on(id, (const char *const[]){__VA_ARGS__}, sizeof((const char *const[]){__VA_ARGS__}) / sizeof(char *))
