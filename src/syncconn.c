@@ -627,6 +627,22 @@ redisReply *syncconn_read(struct syncconn *c)
     }
 }
 
+int syncconn_wait(struct syncconn *c, int timeout_ms)
+{
+    if (c->reader->pos < c->reader->len) return 1; /* bytes not parsed yet */
+    if (c->ssl && SSL_pending(c->ssl) > 0) return 1;
+    struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+    int n;
+    do {
+        n = poll(&pfd, 1, timeout_ms);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        set_err(c, "poll: %s", strerror(errno));
+        return -1;
+    }
+    return n > 0;
+}
+
 redisReply *syncconn_command(struct syncconn *c, int argc, const char **argv, const size_t *argvlen)
 {
     if (syncconn_append(c, argc, argv, argvlen) != 0 || syncconn_flush(c) != 0) return NULL;

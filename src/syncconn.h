@@ -118,6 +118,11 @@ int syncconn_flush(struct syncconn *c) KG_MUST_CHECK;
  * freeReplyObject. NULL on a connection or protocol error (see syncconn_error). */
 redisReply *syncconn_read(struct syncconn *c) KG_MUST_CHECK;
 
+/* Wait up to timeout_ms for a reply to read: 1 when syncconn_read has bytes to start on (parsed
+ * or buffered already, or the socket is readable), 0 when none came, -1 on a poll error. For a
+ * connection that receives pushes with nothing asked (CLIENT TRACKING's). */
+int syncconn_wait(struct syncconn *c, int timeout_ms) KG_MUST_CHECK;
+
 /* append + flush + read. */
 redisReply *syncconn_command(struct syncconn *c, int argc, const char **argv, const size_t *argvlen) KG_MUST_CHECK;
 

@@ -24,7 +24,7 @@ struct tracker_inbox {
 };
 
 /* A write's keys, kept on its request until its reply (req->track): the writer's id (8 bytes),
- * then per key a uint32 length and the bytes. */
+ * then per key a uint32 length, its instance (1 byte) and the bytes. */
 static void track_begin(struct bytebuf *b, uint64_t writer)
 {
     if (b->len == 0) bytebuf_add(b, (const char *)&writer, sizeof(writer));
@@ -155,6 +155,15 @@ static void inbox_post(struct tracker_inbox *ib, struct tracking_note *n)
         log_event(LOG_WARN, "tracking_wake", NULL, "tracking: cannot wake a worker: %s", strerror(errno));
 }
 
+void tracker_post(struct proxy *p, struct tracking_notes *notes)
+{
+    for (size_t i = 0; i < notes->n; i++) {
+        struct tracking_note *n = &notes->v[i];
+        if (n->worker >= 0 && n->worker < p->nworkers) inbox_post(p->workers[n->worker].tracker, n);
+    }
+    tracking_notes_reset(notes);
+}
+
 void tracker_send(struct worker *w, struct tracking_notes *notes)
 {
     if (notes->n == 0) return;
@@ -206,11 +215,19 @@ static int keys_of(const struct command_def *cmd, size_t argc, const char *const
     return k;
 }
 
-static void keys_append(struct bytebuf *b, const char *key, size_t len)
+static void keys_append(struct bytebuf *b, const char *key, size_t len, uint8_t inst)
 {
     uint32_t l = (uint32_t)len;
     bytebuf_add(b, (const char *)&l, sizeof(l));
+    bytebuf_add(b, (const char *)&inst, 1);
     bytebuf_add(b, key, len);
+}
+
+/* The instance of a key (its namespace's, or the default line's); 255 when none. */
+static uint8_t key_instance(const struct worker *w, const char *key, size_t len)
+{
+    const struct namespace_entry *ns = registry_resolve(w->cfg->registry, NS_KEY, key, len);
+    return ns && ns->instance >= 0 && ns->instance < 255 ? (uint8_t)ns->instance : 255;
 }
 
 void tracker_command(struct client *c, struct request *req, const struct plan *plan, const struct command_def *cmd,
@@ -231,20 +248,36 @@ void tracker_command(struct client *c, struct request *req, const struct plan *p
     if (n > 0 && reads) {
         const char **keys = xmalloc((size_t)n * sizeof(*keys));
         size_t *lens = xmalloc((size_t)n * sizeof(*lens));
-        for (int i = 0; i < n; i++) keys[i] = argv[idx[i]], lens[i] = argvlen[idx[i]];
+        uint32_t instances = 0;
+        for (int i = 0; i < n; i++) {
+            keys[i] = argv[idx[i]], lens[i] = argvlen[idx[i]];
+            uint8_t inst = key_instance(w, keys[i], lens[i]);
+            instances |= inst < 32 ? 1u << inst : 0;
+        }
         struct tracking_notes notes = {0};
-        tracking_remember(table_of(w), c->id, keys, lens, (size_t)n, &notes);
+        tracking_remember(table_of(w), c->id, keys, lens, (size_t)n, instances, &notes);
         tracker_send(w, &notes);
         tracking_notes_free(&notes);
         free(keys);
         free(lens);
     }
+    if (n > 0 && writes && (c->tracking_flags & TRACKING_NOLOOP) && !(c->tracking_flags & TRACKING_BCAST)) {
+        const char **keys = xmalloc((size_t)n * sizeof(*keys));
+        size_t *lens = xmalloc((size_t)n * sizeof(*lens));
+        for (int i = 0; i < n; i++) keys[i] = argv[idx[i]], lens[i] = argvlen[idx[i]];
+        tracking_forget(table_of(w), c->id, keys, lens, (size_t)n);
+        free(keys);
+        free(lens);
+    }
     if (n > 0 && writes) {
         if (c->session.mode == SESSION_MULTI) {
-            for (int i = 0; i < n; i++) keys_append(&c->track_multi, argv[idx[i]], argvlen[idx[i]]);
+            for (int i = 0; i < n; i++)
+                keys_append(&c->track_multi, argv[idx[i]], argvlen[idx[i]],
+                            key_instance(w, argv[idx[i]], argvlen[idx[i]]));
         } else {
             track_begin(&req->track, c->id);
-            for (int i = 0; i < n; i++) keys_append(&req->track, argv[idx[i]], argvlen[idx[i]]);
+            for (int i = 0; i < n; i++)
+                keys_append(&req->track, argv[idx[i]], argvlen[idx[i]], key_instance(w, argv[idx[i]], argvlen[idx[i]]));
         }
     }
     if (idx != stack) free(idx);
@@ -265,25 +298,28 @@ void tracker_write_replied(struct request *req)
     if (tk->len <= sizeof(writer) || !tracking_active(table_of(req->worker))) return;
     memcpy(&writer, tk->p, sizeof(writer));
     size_t n = 0;
-    for (size_t off = sizeof(writer); off + sizeof(uint32_t) <= tk->len; n++) {
+    for (size_t off = sizeof(writer); off + sizeof(uint32_t) + 1 <= tk->len; n++) {
         uint32_t l;
         memcpy(&l, tk->p + off, sizeof(l));
-        off += sizeof(l) + l;
+        off += sizeof(l) + 1 + l;
     }
     const char **keys = xmalloc(n * sizeof(*keys));
     size_t *lens = xmalloc(n * sizeof(*lens));
+    uint8_t *insts = xmalloc(n ? n : 1);
     size_t off = sizeof(writer);
     for (size_t i = 0; i < n; i++) {
         uint32_t l;
         memcpy(&l, tk->p + off, sizeof(l));
-        keys[i] = tk->p + off + sizeof(l);
+        insts[i] = (uint8_t)tk->p[off + sizeof(l)];
+        keys[i] = tk->p + off + sizeof(l) + 1;
         lens[i] = l;
-        off += sizeof(l) + l;
+        off += sizeof(l) + 1 + l;
     }
     struct tracking_notes notes = {0};
-    tracking_invalidate(table_of(req->worker), writer, keys, lens, n, &notes);
+    tracking_invalidate(table_of(req->worker), writer, keys, lens, insts, n, 0, &notes);
     tracker_send(req->worker, &notes);
     tracking_notes_free(&notes);
     free(keys);
     free(lens);
+    free(insts);
 }

@@ -47,6 +47,9 @@ void tracker_exec(struct client *c, struct request *req);
 /* A reply of req's write came (each part's, for a split one): its keys are invalidated. */
 void tracker_write_replied(struct request *req);
 
+/* Hand notes to their receivers through their workers' inboxes, from any thread; emptied. */
+void tracker_post(struct proxy *p, struct tracking_notes *notes);
+
 /* Hand notes to their receivers (this worker's now, others' through their inboxes); emptied. */
 void tracker_send(struct worker *w, struct tracking_notes *notes);
 

@@ -11,6 +11,7 @@ struct tracking_client {
     struct tracking_client *next; /* in its bucket */
     uint64_t id;
     int worker;
+    uint32_t instances; /* instances it read keys of since its last flush (BCAST: all) */
     struct tracking_state st;
 };
 
@@ -267,7 +268,7 @@ void tracking_message(int resp3, const char *const *keys, const size_t *lens, si
         if (resp3)
             bytebuf_add(out, STR_AND_LEN("_\r\n"));
         else
-            bytebuf_add(out, STR_AND_LEN("*-1\r\n"));
+            bytebuf_add(out, STR_AND_LEN("$-1\r\n")); /* Redis: its shared.null of a RESP2 client */
         return;
     }
     add_head(out, '*', (long long)n);
@@ -401,6 +402,7 @@ int tracking_command(struct tracking_table *t, uint64_t id, size_t argc, const c
             tracking_apply(&c->st, &rq);
             if (!(before & TRACKING_ON)) __atomic_add_fetch(&t->tracking_clients, 1, __ATOMIC_RELAXED);
             if ((c->st.flags & TRACKING_BCAST) && !(before & TRACKING_BCAST)) ptrvec_push(&t->bcast, c);
+            if (c->st.flags & TRACKING_BCAST) c->instances = UINT32_MAX;
         }
     }
     *flags = c ? c->st.flags : 0;
@@ -501,9 +503,11 @@ static void key_invalidate(struct tracking_table *t, struct tracking_key **slot,
 }
 
 void tracking_remember(struct tracking_table *t, uint64_t id, const char *const *keys, const size_t *lens, size_t n,
-                       struct tracking_notes *notes)
+                       uint32_t instances, struct tracking_notes *notes)
 {
     pthread_mutex_lock(&t->lock);
+    struct tracking_client *reader = client_find(t, id);
+    if (reader) reader->instances |= instances;
     for (size_t i = 0; i < n; i++) {
         uint64_t h = hash_bytes(keys[i], lens[i]);
         struct tracking_key **slot = key_slot(t, keys[i], lens[i], h), *k = *slot;
@@ -540,13 +544,14 @@ void tracking_remember(struct tracking_table *t, uint64_t id, const char *const 
 }
 
 void tracking_invalidate(struct tracking_table *t, uint64_t writer, const char *const *keys, const size_t *lens,
-                         size_t n, struct tracking_notes *notes)
+                         const uint8_t *inst, size_t n, int from_feed, struct tracking_notes *notes)
 {
     pthread_mutex_lock(&t->lock);
     for (size_t i = 0; i < n; i++) {
         struct tracking_key **slot = key_slot(t, keys[i], lens[i], hash_bytes(keys[i], lens[i]));
         if (*slot) key_invalidate(t, slot, writer, TRACKING_CAUSE_WRITE, notes);
-        for (size_t b = 0; b < t->bcast.n; b++) {
+        int bcast = from_feed || !inst || inst[i] >= 32 || !(t->feed_up & (1u << inst[i]));
+        for (size_t b = 0; bcast && b < t->bcast.n; b++) {
             struct tracking_client *c = t->bcast.items[b];
             if ((c->st.flags & TRACKING_NOLOOP) && c->id == writer) continue;
             for (size_t p = 0; p < c->st.nprefixes; p++) {
@@ -556,6 +561,46 @@ void tracking_invalidate(struct tracking_table *t, uint64_t writer, const char *
                     break; /* prefixes of one client never overlap */
                 }
             }
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
+void tracking_forget(struct tracking_table *t, uint64_t id, const char *const *keys, const size_t *lens, size_t n)
+{
+    pthread_mutex_lock(&t->lock);
+    for (size_t i = 0; i < n; i++) {
+        struct tracking_key *k = *key_slot(t, keys[i], lens[i], hash_bytes(keys[i], lens[i]));
+        for (size_t j = 0; k && j < k->nids; j++) {
+            if (k->ids[j] != id) continue;
+            k->ids[j] = k->ids[--k->nids];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
+void tracking_feed_set(struct tracking_table *t, int inst, int up)
+{
+    if (inst < 0 || inst >= 32) return;
+    pthread_mutex_lock(&t->lock);
+    if (up)
+        t->feed_up |= 1u << inst;
+    else
+        t->feed_up &= ~(1u << inst);
+    pthread_mutex_unlock(&t->lock);
+}
+
+void tracking_flush_instance(struct tracking_table *t, int inst, struct tracking_notes *notes)
+{
+    uint32_t bit = inst >= 0 && inst < 32 ? 1u << inst : UINT32_MAX;
+    pthread_mutex_lock(&t->lock);
+    for (size_t b = 0; b < t->nclient_buckets; b++) {
+        for (struct tracking_client *c = t->clients[b]; c; c = c->next) {
+            if (!(c->st.flags & TRACKING_ON) || !(c->instances & bit)) continue;
+            if (!(c->st.flags & TRACKING_BCAST)) c->instances &= ~bit;
+            note_for(t, c, NULL, 0, notes);
+            __atomic_add_fetch(&t->sent[TRACKING_CAUSE_FLUSH], 1, __ATOMIC_RELAXED);
         }
     }
     pthread_mutex_unlock(&t->lock);
@@ -572,6 +617,16 @@ void tracking_notes_free(struct tracking_notes *notes)
     tracking_notes_reset(notes);
     free(notes->v);
     memset(notes, 0, sizeof(*notes));
+}
+
+void tracking_info(struct tracking_table *t, struct tracking_info *out)
+{
+    pthread_mutex_lock(&t->lock);
+    out->clients = __atomic_load_n(&t->tracking_clients, __ATOMIC_RELAXED);
+    out->keys = t->nkeys;
+    out->feeds_up = __builtin_popcount(t->feed_up);
+    for (int i = 0; i < TRACKING_CAUSES; i++) out->sent[i] = __atomic_load_n(&t->sent[i], __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&t->lock);
 }
 
 size_t tracking_keys(struct tracking_table *t)

@@ -122,6 +122,7 @@ struct tracking_table {
     struct ptrvec bcast;            /* struct tracking_client *: the clients in BCAST mode */
     size_t max_keys;                /* tracking-table-max-keys (0: no bound) */
     int tracking_clients;           /* atomic: clients with tracking on */
+    uint32_t feed_up;               /* a bit per instance whose feed is live (under lock) */
     uint64_t sent[TRACKING_CAUSES]; /* atomic: invalidation messages handed to workers */
 };
 
@@ -152,16 +153,31 @@ int tracking_command(struct tracking_table *t, uint64_t id, size_t argc, const c
 /* A copy of client id's state (for TRACKINGINFO and GETREDIR; free with tracking_state_clear). */
 void tracking_state_get(struct tracking_table *t, uint64_t id, struct tracking_state *out);
 
-/* Client id read keys[0..n): remembered for it. Keys pushed out past max-keys add their
- * invalidations (cause EVICT) to notes. */
+/* Client id read keys[0..n) of instances `instances` (a bit per instance index): remembered
+ * for it. Keys pushed out past max-keys add their invalidations (cause EVICT) to notes. */
 void tracking_remember(struct tracking_table *t, uint64_t id, const char *const *keys, const size_t *lens, size_t n,
-                       struct tracking_notes *notes);
+                       uint32_t instances, struct tracking_notes *notes);
 
-/* Client `writer` (0: not a client of this keygate) wrote keys[0..n): the notes for every
- * client that remembered one (each key is forgotten: one-shot), and for every BCAST client
- * whose prefix matches, NOLOOP honoured. */
+/* Client id (NOLOOP) sends a write of keys[0..n): it is no longer told of them (Redis forgets a
+ * key's readers at any write; the feed's message for this write, which may come before the
+ * write's reply, must not reach it). */
+void tracking_forget(struct tracking_table *t, uint64_t id, const char *const *keys, const size_t *lens, size_t n);
+
+/* Client `writer` (0: not a client of this keygate) wrote keys[0..n) of instances inst[0..n):
+ * the notes for every client that remembered one (each key is forgotten: one-shot), and for
+ * every BCAST client whose prefix matches, NOLOOP honoured. BCAST clients hear a write through
+ * keygate (from_feed 0) only when the key's instance has no live feed: else they hear it from
+ * the feed (from_feed 1, writer 0, inst NULL), once. */
 void tracking_invalidate(struct tracking_table *t, uint64_t writer, const char *const *keys, const size_t *lens,
-                         size_t n, struct tracking_notes *notes);
+                         const uint8_t *inst, size_t n, int from_feed, struct tracking_notes *notes);
+
+/* Instance `inst`'s feed (Redis's own BCAST tracking, tracker's feed thread) is up (1) or down (0). */
+void tracking_feed_set(struct tracking_table *t, int inst, int up);
+
+/* keygate cannot vouch for instance inst (its feed dropped, came back, or Redis flushed): every
+ * tracking client that read a key of it since its last flush (every BCAST client) gets a flush
+ * (cause FLUSH). */
+void tracking_flush_instance(struct tracking_table *t, int inst, struct tracking_notes *notes);
 
 /* Notes' keys freed, the array emptied (kept for reuse). */
 void tracking_notes_reset(struct tracking_notes *notes);
@@ -169,5 +185,14 @@ void tracking_notes_free(struct tracking_notes *notes);
 
 /* Keys remembered now. */
 size_t tracking_keys(struct tracking_table *t);
+
+/* What INFO's tracking section and /metrics show. */
+struct tracking_info {
+    int clients;  /* clients with tracking on */
+    size_t keys;  /* keys remembered */
+    int feeds_up; /* instances whose feed is live */
+    uint64_t sent[TRACKING_CAUSES];
+};
+void tracking_info(struct tracking_table *t, struct tracking_info *out);
 
 #endif

@@ -1,26 +1,80 @@
 /* test_tracking.c: integration tests of client-side caching through keygate (issue 32): CLIENT TRACKING, CACHING, GETREDIR, TRACKINGINFO and the invalidation messages, byte for byte against a direct Redis doing the same, in RESP3 and RESP2, with one worker thread and with two. */
 #include <check.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "harness.h"
 
 /*
  * One harness per test case (two TLS redis-servers + keygate, the repo's conf/registry.conf),
- * `threads 1` or `threads 2`. A check sends the same commands to keygate and to a direct
- * connection to the backend holding the keys (durable: q:trN:...), reads raw reply bytes from
- * both, and compares them. Client ids differ between the two; where a reply carries one, the
+ * `threads 1` or `threads 2`, and an oracle: a plain redis-server of its own, so that keygate's
+ * writes (which reach the backends) never invalidate the oracle's clients (Redis's tracking
+ * knows key names, not databases). A check sends the same commands to keygate and to the
+ * oracle, reads raw reply bytes from both, and compares them (keys q:trN:...). Client ids differ between the two; where a reply carries one, the
  * direct side's id is written as keygate's before comparing. keygate has one user, root
  * (owners=*).
  */
 
 static struct harness h;
+static pid_t oracle_pid;
+static int oracle_port;
+
+/* The oracle: redis-server on a free port, no persistence; up once it answers PING. */
+static void oracle_start(void)
+{
+    oracle_port = harness_free_port();
+    char port[16];
+    snprintf(port, sizeof(port), "%d", oracle_port);
+    oracle_pid = fork();
+    ck_assert_int_ge(oracle_pid, 0);
+    if (oracle_pid == 0) {
+        execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly",
+               "no", "--dir", "/tmp", "--loglevel", "warning", (char *)NULL);
+        _exit(127);
+    }
+    long long deadline = now_ms() + 5000;
+    for (;;) {
+        redisContext *c = redisConnect("127.0.0.1", oracle_port);
+        redisReply *r = c && !c->err ? redisCommand(c, "PING") : NULL;
+        int up = r && r->type == REDIS_REPLY_STATUS;
+        if (r) freeReplyObject(r);
+        if (c) redisFree(c);
+        if (up) return;
+        ck_assert_msg(now_ms() < deadline, "the oracle redis-server did not answer PING within 5 s");
+        sleep_ms(10);
+    }
+}
+
+static void oracle_stop(void)
+{
+    if (oracle_pid <= 0) return;
+    kill(oracle_pid, SIGTERM);
+    waitpid(oracle_pid, NULL, 0);
+    oracle_pid = 0;
+}
 
 #define ROOT_PASS "tracking-root-pass"
 #define READER_PASS "tracking-reader-pass" /* user reader: owners=queues (q:), read-only */
+
+/* Wait until n instances' tracking feeds are up (a feed coming up flushes its instance's
+ * tracking clients: none may be flushed under a test by a late one). */
+static void wait_feeds(int n)
+{
+    redisContext *c = harness_must_client(&h);
+    redisReply *r = cmd(c, "AUTH root %s", ROOT_PASS);
+    freeReplyObject(r);
+    long long deadline = now_ms() + 10000, up = -1;
+    while ((up = harness_info_field(c, "tracking", "tracking_feeds_up")) != n && now_ms() < deadline) sleep_ms(10);
+    ck_assert_msg(up == n, "tracking feeds up: %lld, want %d", up, n);
+    redisFree(c);
+}
 
 static void setup_threads(int threads)
 {
@@ -33,6 +87,8 @@ static void setup_threads(int threads)
              hash, hash2, threads);
     struct harness_opts o = {.extra_config = extra};
     ck_assert_msg(harness_start(&h, &o) == 0, "harness_start: %s", h.error);
+    oracle_start();
+    wait_feeds(2);
 }
 
 static void setup1(void)
@@ -47,6 +103,7 @@ static void setup2(void)
 
 static void teardown(void)
 {
+    oracle_stop();
     harness_check_registry(&h);
     harness_stop(&h);
 }
@@ -114,28 +171,16 @@ static void kg_open(struct harness_raw *r, int resp3)
     }
 }
 
-/* A direct connection to a backend's plain port (RESP3 after HELLO 3, else RESP2). The
- * invalidation checks use `cache` for the direct side: keygate's writes of q: keys go to
- * durable, where they would invalidate the direct side's reads too (Redis's table knows keys,
- * not databases). */
-static void direct_open_on(struct harness_raw *r, int resp3, const char *backend)
+/* A connection to the oracle (RESP3 after HELLO 3, else RESP2). */
+static void direct_open(struct harness_raw *r, int resp3)
 {
-    struct harness_backend *b = harness_backend(&h, backend);
-    ck_assert_ptr_nonnull(b);
-    harness_raw_open(r, b->plain_port, resp3 ? "redis (HELLO 3)" : "redis (RESP2)");
-    raw_send(r, "AUTH", b->password, NULL);
-    expect_raw(r, "+OK\r\n", "AUTH");
+    harness_raw_open(r, oracle_port, resp3 ? "redis (HELLO 3)" : "redis (RESP2)");
     if (resp3) {
         raw_send(r, "HELLO", "3", NULL);
         char *got = harness_raw_reply(r, NULL);
         ck_assert_msg(strncmp(got, "%7\r\n", 4) == 0, "HELLO 3: %s", shown(got));
         free(got);
     }
-}
-
-static void direct_open(struct harness_raw *r, int resp3)
-{
-    direct_open_on(r, resp3, "durable");
 }
 
 /* The connection's client id (CLIENT ID). */
@@ -319,8 +364,8 @@ static void pair_open(struct pair *p, const char *tracking_opts)
 {
     kg_open(&p->kt, 1);
     kg_open(&p->kw, 1);
-    direct_open_on(&p->dt, 1, "cache");
-    direct_open_on(&p->dw, 1, "cache");
+    direct_open(&p->dt, 1);
+    direct_open(&p->dw, 1);
     struct harness_raw *ts[2] = {&p->kt, &p->dt};
     for (int i = 0; i < 2; i++) {
         if (tracking_opts)
@@ -333,10 +378,6 @@ static void pair_open(struct pair *p, const char *tracking_opts)
 
 static void pair_close(struct pair *p)
 {
-    /* the direct side's q: keys on cache break the registry: they go */
-    raw_send(&p->dw, "EVAL", "for _,k in ipairs(redis.call('KEYS','q:tr*')) do redis.call('DEL',k) end", "0", NULL);
-    char *r = harness_raw_reply(&p->dw, NULL);
-    free(r);
     harness_raw_close(&p->kt);
     harness_raw_close(&p->kw);
     harness_raw_close(&p->dt);
@@ -556,9 +597,9 @@ START_TEST(test_redirect_resp2_and_broken)
     kg_open(&kr, 0);
     kg_open(&kt, 0);
     kg_open(&kw, 0);
-    direct_open_on(&dr, 0, "cache");
-    direct_open_on(&dt, 0, "cache");
-    direct_open_on(&dw, 0, "cache");
+    direct_open(&dr, 0);
+    direct_open(&dt, 0);
+    direct_open(&dw, 0);
     char kid[32], did[32];
     snprintf(kid, sizeof(kid), "%lld", raw_id(&kr));
     snprintf(did, sizeof(did), "%lld", raw_id(&dr));
@@ -574,8 +615,8 @@ START_TEST(test_redirect_resp2_and_broken)
     struct harness_raw k3, k3r, d3, d3r;
     kg_open(&k3, 1);
     kg_open(&k3r, 1);
-    direct_open_on(&d3, 1, "cache");
-    direct_open_on(&d3r, 1, "cache");
+    direct_open(&d3, 1);
+    direct_open(&d3r, 1);
     snprintf(kid, sizeof(kid), "%lld", raw_id(&k3r));
     snprintf(did, sizeof(did), "%lld", raw_id(&d3r));
     struct side s3 = {.r = &k3}, s3d = {.r = &d3};
@@ -614,8 +655,6 @@ START_TEST(test_redirect_resp2_and_broken)
         free(b);
         ck_assert_msg(now_ms() < deadline, "no broken redirect within 5 s");
     }
-    raw_send(&dw, "EVAL", "for _,k in ipairs(redis.call('KEYS','q:tr*')) do redis.call('DEL',k) end", "0", NULL);
-    free(harness_raw_reply(&dw, NULL));
     harness_raw_close(&k3);
     harness_raw_close(&d3);
     harness_raw_close(&kr);
@@ -624,6 +663,93 @@ START_TEST(test_redirect_resp2_and_broken)
     harness_raw_close(&dr);
     harness_raw_close(&dt);
     harness_raw_close(&dw);
+}
+END_TEST
+
+static int cmp_ll(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+static long long now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Writes made directly to Redis (another keygate, a script, a direct client) reach keygate's
+ * tracking clients through the instance's feed (Redis's own BCAST tracking): default mode and
+ * BCAST. The lag from the direct write's reply to the push is measured. When the feed drops
+ * (the instance is killed), the clients that read keys of it get Redis's flush-all, and those
+ * that did not get nothing; once it is back, direct writes are seen again. */
+START_TEST(test_feed_direct_writes_and_drop)
+{
+    struct harness_raw t, b, u;
+    kg_open(&t, 1);
+    kg_open(&b, 1);
+    kg_open(&u, 1);
+    raw_send(&t, "CLIENT", "TRACKING", "ON", NULL);
+    expect_raw(&t, "+OK\r\n", "t: TRACKING ON");
+    raw_send(&b, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "cache:tr8:b", NULL);
+    expect_raw(&b, "+OK\r\n", "b: TRACKING ON BCAST");
+    raw_send(&u, "CLIENT", "TRACKING", "ON", NULL);
+    expect_raw(&u, "+OK\r\n", "u: TRACKING ON");
+    redisContext *d = harness_must_direct(&h, "cache");
+    char key[64], want[128];
+    enum { ROUNDS = 200 };
+    long long lag[ROUNDS];
+    for (int i = 0; i < ROUNDS; i++) {
+        snprintf(key, sizeof(key), "cache:tr8:k%d", i);
+        raw_send(&t, "GET", key, NULL);
+        expect_raw(&t, "_\r\n", "GET");
+        long long t0 = now_us();
+        redisReply *r = cmd(d, "SET %s v EX 100", key);
+        freeReplyObject(r);
+        invalidate_frame(want, sizeof(want), key);
+        expect_raw(&t, want, "the push of a direct write");
+        lag[i] = now_us() - t0;
+    }
+    qsort(lag, ROUNDS, sizeof(lag[0]), cmp_ll);
+    fprintf(stderr, "tracking feed: direct write -> push lag over %d writes: p50 %lld us, p99 %lld us, max %lld us\n",
+            ROUNDS, lag[ROUNDS / 2], lag[ROUNDS * 99 / 100], lag[ROUNDS - 1]);
+    ck_assert_msg(lag[ROUNDS * 99 / 100] < 10000, "p99 lag %lld us over 10 ms", lag[ROUNDS * 99 / 100]);
+    /* BCAST: a direct write under its prefix */
+    redisReply *r = cmd(d, "SET cache:tr8:b1 v EX 100");
+    freeReplyObject(r);
+    invalidate_frame(want, sizeof(want), "cache:tr8:b1");
+    expect_raw(&b, want, "BCAST: the push of a direct write");
+    /* the feed drops: t (read cache: keys) and b (BCAST) get the flush, u (read q: only) does not */
+    raw_send(&t, "GET", "cache:tr8:x", NULL);
+    expect_raw(&t, "_\r\n", "GET");
+    raw_send(&u, "GET", "q:tr8:u", NULL);
+    expect_raw(&u, "_\r\n", "GET");
+    redisFree(d);
+    ck_assert_msg(harness_backend_kill(&h, "cache") == 0, "kill: %s", h.error);
+    const char *flush = ">2\r\n$10\r\ninvalidate\r\n_\r\n";
+    expect_raw(&t, flush, "t: flush-all when the feed dropped");
+    expect_raw(&b, flush, "b: flush-all when the feed dropped");
+    struct harness_raw w;
+    kg_open(&w, 1);
+    raw_send(&w, "SET", "q:tr8:u", "1", NULL);
+    expect_raw(&w, "+OK\r\n", "SET");
+    invalidate_frame(want, sizeof(want), "q:tr8:u");
+    expect_raw(&u, want, "u: no flush, its own key's push first");
+    ck_assert_msg(harness_backend_restart(&h, "cache") == 0, "restart: %s", h.error);
+    wait_feeds(2);
+    d = harness_must_direct(&h, "cache");
+    raw_send(&t, "GET", "cache:tr8:y", NULL);
+    expect_raw(&t, "_\r\n", "GET");
+    r = cmd(d, "SET cache:tr8:y v EX 100");
+    freeReplyObject(r);
+    invalidate_frame(want, sizeof(want), "cache:tr8:y");
+    expect_raw(&t, want, "the push of a direct write once the feed is back (no second flush: nothing read meanwhile)");
+    redisFree(d);
+    harness_raw_close(&t);
+    harness_raw_close(&b);
+    harness_raw_close(&u);
+    harness_raw_close(&w);
 }
 END_TEST
 
@@ -640,11 +766,13 @@ int main(void)
     harness_add_test(tc, test_bcast_prefixes);
     harness_add_test(tc, test_bcast_prefix_registry_checked);
     harness_add_test(tc, test_redirect_resp2_and_broken);
+    harness_add_test(tc, test_feed_direct_writes_and_drop);
     TCase *tc2 = harness_tcase(s, "tracking_threads2", 60, setup2, teardown);
     harness_add_test(tc2, test_default_mode_invalidation);
     harness_add_test(tc2, test_noloop);
     harness_add_test(tc2, test_many_clients_each_told);
     harness_add_test(tc2, test_bcast_prefixes);
     harness_add_test(tc2, test_redirect_resp2_and_broken);
+    harness_add_test(tc2, test_feed_direct_writes_and_drop);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -119,7 +119,7 @@ START_TEST(test_remembers_and_messages)
     ck_assert_str_eq(out.p, ">2\r\n$10\r\ninvalidate\r\n*1\r\n$3\r\nkey\r\n"
                             "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n$3\r\nkey\r\n"
                             ">2\r\n$10\r\ninvalidate\r\n_\r\n"
-                            "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*-1\r\n");
+                            "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n$-1\r\n");
     bytebuf_free(&out);
 }
 END_TEST
@@ -153,13 +153,13 @@ static int on(uint64_t id, const char *const *words, size_t n)
 static void remember(uint64_t id, const char *key, struct tracking_notes *n)
 {
     size_t l = strlen(key);
-    tracking_remember(&t, id, &key, &l, 1, n);
+    tracking_remember(&t, id, &key, &l, 1, 1, n);
 }
 
 static void write_key(uint64_t writer, const char *key, struct tracking_notes *n)
 {
     size_t l = strlen(key);
-    tracking_invalidate(&t, writer, &key, &l, 1, n);
+    tracking_invalidate(&t, writer, &key, &l, NULL, 1, 0, n);
 }
 
 /* One-shot: a key read by two clients tells both once; NOLOOP spares the writer; a REDIRECT
