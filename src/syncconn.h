@@ -123,6 +123,11 @@ redisReply *syncconn_read(struct syncconn *c) KG_MUST_CHECK;
  * connection that receives pushes with nothing asked (CLIENT TRACKING's). */
 int syncconn_wait(struct syncconn *c, int timeout_ms) KG_MUST_CHECK;
 
+/* The next whole reply as the bytes that came (framed by resp_scan_reply: RESP3 too, pushes
+ * included; hiredis's reader here speaks RESP2 only): 1 with *frame (valid until the next call)
+ * and *len, or -1 (see syncconn_error). Not to be mixed with syncconn_read on one connection. */
+int syncconn_read_raw(struct syncconn *c, const char **frame, size_t *len) KG_MUST_CHECK;
+
 /* append + flush + read. */
 redisReply *syncconn_command(struct syncconn *c, int argc, const char **argv, const size_t *argvlen) KG_MUST_CHECK;
 

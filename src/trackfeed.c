@@ -1,4 +1,4 @@
-/* trackfeed.c: one connection pair per plain instance per process on which Redis's own BCAST tracking tells keygate of every write, from any client (other keygates, direct writers, expiry, eviction). */
+/* trackfeed.c: one connection per plain instance per process on which Redis's own BCAST tracking tells keygate of every write, from any client (other keygates, direct writers, expiry, eviction). */
 #include "trackfeed.h"
 
 #include "loop.h"
@@ -54,62 +54,52 @@ static void feed_flush(struct feed *fd)
     tracking_notes_free(&notes);
 }
 
-/* A message on sub: ["message", "__redis__:invalidate", [keys] | nil], or a PING's ["pong", ""]. */
-static void feed_message(struct feed *fd, const redisReply *r, int *pings)
+/* A push on the feed: its keys to the table (default-mode readers, BCAST clients), or a flush. */
+static void feed_push(struct feed *fd, const char *frame, size_t len)
 {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->element[0]->type != REDIS_REPLY_STRING) return;
-    if (strcmp(r->element[0]->str, "pong") == 0) {
-        if (*pings > 0) (*pings)--;
-        return;
-    }
-    if (strcmp(r->element[0]->str, "message") != 0 || r->elements != 3) return;
-    const redisReply *v = r->element[2];
     struct proxy *p = fd->owner->proxy;
-    if (v->type == REDIS_REPLY_NIL) { /* FLUSHALL / FLUSHDB on the instance */
-        feed_flush(fd);
-        return;
-    }
-    if (v->type != REDIS_REPLY_ARRAY || v->elements == 0) return;
-    const char **keys = xmalloc(v->elements * sizeof(*keys));
-    size_t *lens = xmalloc(v->elements * sizeof(*lens));
+    const char **keys = xmalloc((len / 6 + 1) * sizeof(*keys));
+    size_t *lens = xmalloc((len / 6 + 1) * sizeof(*lens));
     size_t n = 0;
-    for (size_t i = 0; i < v->elements; i++) {
-        if (v->element[i]->type != REDIS_REPLY_STRING) continue;
-        keys[n] = v->element[i]->str;
-        lens[n++] = v->element[i]->len;
+    int kind = tracking_parse_push(frame, len, keys, lens, &n);
+    if (kind == 2) {
+        feed_flush(fd); /* FLUSHALL / FLUSHDB on the instance */
+    } else if (kind == 1 && n > 0) {
+        struct tracking_notes notes = {0};
+        tracking_invalidate(&p->tracking, 0, keys, lens, NULL, n, 1, &notes);
+        tracker_post(p, &notes);
+        tracking_notes_free(&notes);
     }
-    struct tracking_notes notes = {0};
-    tracking_invalidate(&p->tracking, 0, keys, lens, NULL, n, 1, &notes);
-    tracker_post(p, &notes);
-    tracking_notes_free(&notes);
     free(keys);
     free(lens);
 }
 
-/* One command on c whose reply must be a status or integer (not an error). 0 ok. */
-static int feed_command(struct syncconn *c, int argc, const char **argv, long long *id, char *err, size_t errlen)
+/* One command on c and its reply's bytes, which must start with `want`. 0 ok, else -1 with err. */
+static int feed_command(struct syncconn *c, int argc, const char **argv, const char *want, char *err, size_t errlen)
 {
     size_t lens[8];
     for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
-    redisReply *r = syncconn_command(c, argc, argv, lens);
-    if (!r) {
-        snprintf(err, errlen, "%s", syncconn_error(c));
+    const char *frame;
+    size_t len;
+    if (syncconn_append(c, argc, argv, lens) != 0 || syncconn_flush(c) != 0 ||
+        syncconn_read_raw(c, &frame, &len) != 1) {
+        snprintf(err, errlen, "%s: %s", argv[0], syncconn_error(c));
         return -1;
     }
-    int ok = r->type != REDIS_REPLY_ERROR;
-    if (!ok) snprintf(err, errlen, "%s", r->str);
-    if (ok && id && r->type == REDIS_REPLY_INTEGER) *id = r->integer;
-    freeReplyObject(r);
-    return ok ? 0 : -1;
+    if (len < strlen(want) || memcmp(frame, want, strlen(want)) != 0) {
+        snprintf(err, errlen, "%s answered %.*s", argv[0], (int)(len > 100 ? 100 : len), frame);
+        return -1;
+    }
+    return 0;
 }
 
-/* Serve one connection pair until it fails or keygate stops. */
-static void feed_session(struct feed *fd, struct syncconn *sub, struct syncconn *trk)
+/* Serve one connection until it fails or keygate stops. */
+static void feed_session(struct feed *fd, struct syncconn *c)
 {
     struct tracking_table *t = &fd->owner->proxy->tracking;
     int pings = 0;
     int64_t next_ping = mono_ms() + FEED_PING_MS;
-    char err[300];
+    const char *why = NULL;
     tracking_feed_set(t, fd->instance, 1);
     feed_flush(fd); /* reads made before it was up: writes of the gap are unknown */
     while (!stopping(fd)) {
@@ -117,28 +107,28 @@ static void feed_session(struct feed *fd, struct syncconn *sub, struct syncconn 
         if (now >= next_ping) {
             const char *ping[] = {"PING"};
             size_t plen[] = {4};
-            if (pings >= FEED_PINGS_MAX || feed_command(trk, 1, ping, NULL, err, sizeof(err)) != 0 ||
-                syncconn_append(sub, 1, ping, plen) != 0 || syncconn_flush(sub) != 0) {
-                log_event(LOG_WARN, "tracking_feed_lost", NULL, "tracking feed of '%s' lost: %s", fd->conf.name,
-                          pings >= FEED_PINGS_MAX ? "no answer to PING" : err);
+            if (pings >= FEED_PINGS_MAX) {
+                why = "no answer to PING";
                 break;
             }
+            if (syncconn_append(c, 1, ping, plen) != 0 || syncconn_flush(c) != 0) break;
             pings++;
             next_ping = now + FEED_PING_MS;
         }
-        int ready = syncconn_wait(sub, (int)(next_ping - now > 0 ? next_ping - now : 0));
+        int ready = syncconn_wait(c, (int)(next_ping - now > 0 ? next_ping - now : 0));
         if (ready < 0) break;
         if (ready == 0) continue;
-        redisReply *r = syncconn_read(sub);
-        if (!r) {
-            if (!stopping(fd))
-                log_event(LOG_WARN, "tracking_feed_lost", NULL, "tracking feed of '%s' lost: %s", fd->conf.name,
-                          syncconn_error(sub));
-            break;
-        }
-        feed_message(fd, r, &pings);
-        freeReplyObject(r);
+        const char *frame;
+        size_t len;
+        if (syncconn_read_raw(c, &frame, &len) != 1) break;
+        if (frame[0] == '>')
+            feed_push(fd, frame, len);
+        else if (len == 7 && memcmp(frame, "+PONG\r\n", 7) == 0 && pings > 0)
+            pings--;
     }
+    if (!stopping(fd))
+        log_event(LOG_WARN, "tracking_feed_lost", NULL, "tracking feed of '%s' lost: %s", fd->conf.name,
+                  why ? why : syncconn_error(c));
     tracking_feed_set(t, fd->instance, 0);
     feed_flush(fd); /* what was read of it may change unseen from now on */
 }
@@ -149,37 +139,23 @@ static void *feed_main(void *arg)
     char err[300];
     int logged = 0;
     while (!stopping(fd)) {
-        struct syncconn *sub =
+        struct syncconn *c =
             syncconn_open_stoppable(&fd->conf, (int)fd->connect_timeout_ms, fd->owner->stop, err, sizeof(err));
-        struct syncconn *trk =
-            sub ? syncconn_open_stoppable(&fd->conf, (int)fd->connect_timeout_ms, fd->owner->stop, err, sizeof(err))
-                : NULL;
-        long long id = 0;
-        char sid[32];
-        const char *cid[] = {"CLIENT", "ID"};
-        int ok = trk && feed_command(sub, 2, cid, &id, err, sizeof(err)) == 0;
-        if (ok) {
-            const char *subscribe[] = {"SUBSCRIBE", TRACKING_CHANNEL};
-            size_t slen[] = {9, sizeof(TRACKING_CHANNEL) - 1};
-            redisReply *r = syncconn_command(sub, 2, subscribe, slen);
-            ok = r && r->type == REDIS_REPLY_ARRAY;
-            if (!ok) snprintf(err, sizeof(err), "SUBSCRIBE: %s", r ? "refused" : syncconn_error(sub));
-            if (r) freeReplyObject(r);
-        }
-        snprintf(sid, sizeof(sid), "%lld", id);
-        const char *on[] = {"CLIENT", "TRACKING", "ON", "BCAST", "REDIRECT", sid};
-        if (ok) ok = feed_command(trk, 6, on, NULL, err, sizeof(err)) == 0;
+        const char *hello[] = {"HELLO", "3"}, *name[] = {"CLIENT", "SETNAME", "keygate-tracking"},
+                   *on[] = {"CLIENT", "TRACKING", "ON", "BCAST"};
+        int ok = c && feed_command(c, 2, hello, "%", err, sizeof(err)) == 0 &&
+                 feed_command(c, 3, name, "+OK", err, sizeof(err)) == 0 &&
+                 feed_command(c, 4, on, "+OK", err, sizeof(err)) == 0;
         if (ok) {
             log_event(LOG_INFO, "tracking_feed", NULL, "tracking feed of '%s' up", fd->conf.name);
             logged = 0;
-            feed_session(fd, sub, trk);
+            feed_session(fd, c);
         } else if (!logged && !stopping(fd)) {
             log_event(LOG_WARN, "tracking_feed_failed", NULL, "tracking feed of '%s' cannot start: %s", fd->conf.name,
                       err);
             logged = 1;
         }
-        if (sub) syncconn_close(sub);
-        if (trk) syncconn_close(trk);
+        if (c) syncconn_close(c);
         for (int slept = 0; slept < FEED_RETRY_MS && !stopping(fd); slept += 20) {
             struct timespec ts = {0, 20 * 1000000};
             nanosleep(&ts, NULL);

@@ -1,4 +1,4 @@
-/* trackfeed.h: one connection pair per plain instance per process on which Redis's own BCAST tracking tells keygate of every write, from any client (other keygates, direct writers, expiry, eviction). */
+/* trackfeed.h: one connection per plain instance per process on which Redis's own BCAST tracking tells keygate of every write, from any client (other keygates, direct writers, expiry, eviction). */
 #ifndef KEYGATE_TRACKFEED_H
 #define KEYGATE_TRACKFEED_H
 
@@ -7,14 +7,14 @@ struct config;
 struct trackfeed;
 
 /*
- * A thread per plain instance (not cluster, not sentinel: not done yet). Its connections, in
- * RESP2 (the blocking client's reader speaks RESP2 only): `sub` SUBSCRIBEs to
- * __redis__:invalidate, `trk` sends CLIENT TRACKING ON BCAST REDIRECT <sub's id>. Every
- * message on sub is handed to the table (tracking_invalidate from_feed): the default-mode keys
- * (one-shot) and the BCAST clients. Both are PINGed every second; when either fails, or the
- * instance is flushed (a null message), keygate cannot vouch for what its clients read of the
- * instance: they get Redis's flush-all (tracking_flush_instance), again once the feed is back
- * (writes of the gap), and the feed is retried every 200 ms.
+ * A thread per plain instance (not cluster, not sentinel: not done yet) holds one connection:
+ * HELLO 3, CLIENT TRACKING ON BCAST (every key), read raw (syncconn_read_raw: hiredis here
+ * reads no RESP3). Every invalidate push is handed to the table (tracking_invalidate
+ * from_feed): the default-mode keys (one-shot) and the BCAST clients. It is PINGed every
+ * second; when it fails (or 3 PINGs go unanswered), or the instance is flushed (a null push),
+ * keygate cannot vouch for what its clients read of the instance: they get Redis's flush-all
+ * (tracking_flush_instance), again once the feed is back (writes of the gap), and the feed is
+ * retried every 200 ms. No subscription: PUBSUB CHANNELS / NUMSUB / NUMPAT do not see it.
  */
 
 /* Start the feeds of cfg's plain instances (main thread, after tracker_start). NULL when none. */

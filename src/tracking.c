@@ -275,6 +275,38 @@ void tracking_message(int resp3, const char *const *keys, const size_t *lens, si
     for (size_t i = 0; i < n; i++) add_bulk(out, keys[i], lens[i]);
 }
 
+/* Read "<type><integer>\r\n" at f[*at]: the integer, *at past it; -1 when not so. */
+static long long read_head(const char *f, size_t len, size_t *at, char type)
+{
+    if (*at >= len || f[*at] != type) return -1;
+    size_t i = *at + 1;
+    long long v = 0;
+    int digits = 0;
+    while (i < len && f[i] >= '0' && f[i] <= '9' && digits < 18) v = v * 10 + (f[i++] - '0'), digits++;
+    if (!digits || i + 1 >= len || f[i] != '\r' || f[i + 1] != '\n') return -1;
+    *at = i + 2;
+    return v;
+}
+
+int tracking_parse_push(const char *f, size_t len, const char **keys, size_t *lens, size_t *n)
+{
+    static const char head[] = ">2\r\n$10\r\ninvalidate\r\n";
+    *n = 0;
+    if (len < sizeof(head) - 1 || memcmp(f, head, sizeof(head) - 1) != 0) return 0;
+    size_t at = sizeof(head) - 1;
+    if (len - at == 3 && memcmp(f + at, "_\r\n", 3) == 0) return 2;
+    long long count = read_head(f, len, &at, '*');
+    if (count < 0) return -1;
+    for (long long i = 0; i < count; i++) {
+        long long l = read_head(f, len, &at, '$');
+        if (l < 0 || at + (size_t)l + 2 > len || f[at + l] != '\r' || f[at + l + 1] != '\n') return -1;
+        keys[*n] = f + at;
+        lens[(*n)++] = (size_t)l;
+        at += (size_t)l + 2;
+    }
+    return at == len ? 1 : -1;
+}
+
 /* ---- the table ---- */
 
 static uint64_t hash_bytes(const char *s, size_t len)

@@ -79,6 +79,11 @@ int tracking_remembers(uint32_t flags, int caching);
  * appended to out. */
 void tracking_message(int resp3, const char *const *keys, const size_t *lens, size_t n, struct bytebuf *out);
 
+/* Pure: a frame from a RESP3 connection with CLIENT TRACKING on: 1 for ">2 invalidate [keys]"
+ * (*n keys into keys/lens, pointing into f; room for len / 6 + 1 of them is enough), 2 for
+ * ">2 invalidate _" (a flush), 0 for any other frame, -1 for an invalidate push not so shaped. */
+int tracking_parse_push(const char *f, size_t len, const char **keys, size_t *lens, size_t *n);
+
 /* What a write tells one client (tracking_invalidate's output). */
 enum tracking_note_kind {
     TRACKING_NOTE_KEY = 0, /* invalidate `key` (a RESP3 push, or the RESP2 message when redirected) */

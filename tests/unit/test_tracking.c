@@ -124,6 +124,26 @@ START_TEST(test_remembers_and_messages)
 }
 END_TEST
 
+/* The feed's pushes: keys, a flush, anything else, broken ones. */
+START_TEST(test_parse_push)
+{
+    const char *keys[8];
+    size_t lens[8], n;
+    const char *two = ">2\r\n$10\r\ninvalidate\r\n*2\r\n$1\r\na\r\n$3\r\nb:c\r\n";
+    ck_assert_int_eq(tracking_parse_push(two, strlen(two), keys, lens, &n), 1);
+    ck_assert_uint_eq(n, 2);
+    ck_assert(lens[0] == 1 && memcmp(keys[0], "a", 1) == 0);
+    ck_assert(lens[1] == 3 && memcmp(keys[1], "b:c", 3) == 0);
+    const char *flush = ">2\r\n$10\r\ninvalidate\r\n_\r\n";
+    ck_assert_int_eq(tracking_parse_push(flush, strlen(flush), keys, lens, &n), 2);
+    const char *msg = ">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nm\r\n";
+    ck_assert_int_eq(tracking_parse_push(msg, strlen(msg), keys, lens, &n), 0);
+    ck_assert_int_eq(tracking_parse_push("+PONG\r\n", 7, keys, lens, &n), 0);
+    const char *bad = ">2\r\n$10\r\ninvalidate\r\n*1\r\n$9\r\nshort\r\n";
+    ck_assert_int_eq(tracking_parse_push(bad, strlen(bad), keys, lens, &n), -1);
+}
+END_TEST
+
 /* ---- the table ---- */
 
 static struct tracking_table t;
@@ -247,6 +267,7 @@ int main(void)
     tcase_add_test(tc, test_parse_errors_in_redis_order);
     tcase_add_test(tc, test_apply_switches_and_prefixes);
     tcase_add_test(tc, test_remembers_and_messages);
+    tcase_add_test(tc, test_parse_push);
     suite_add_tcase(s, tc);
     TCase *tt = tcase_create("table");
     tcase_add_checked_fixture(tt, setup, teardown);
