@@ -76,15 +76,17 @@ static void wait_feeds(int n)
     redisFree(c);
 }
 
+static const char *setup_extra = "";
+
 static void setup_threads(int threads)
 {
-    char hash[65], hash2[65], extra[400];
+    char hash[65], hash2[65], extra[500];
     harness_sha256_hex(ROOT_PASS, hash);
     harness_sha256_hex(READER_PASS, hash2);
     snprintf(extra, sizeof(extra),
              "user root sha256=%s owners=* access=rw scripts=yes\nuser reader sha256=%s owners=queues access=ro\n"
-             "threads %d\n",
-             hash, hash2, threads);
+             "threads %d\n%s",
+             hash, hash2, threads, setup_extra);
     struct harness_opts o = {.extra_config = extra};
     ck_assert_msg(harness_start(&h, &o) == 0, "harness_start: %s", h.error);
     oracle_start();
@@ -99,6 +101,12 @@ static void setup1(void)
 static void setup2(void)
 {
     setup_threads(2);
+}
+
+static void setup_small_table(void)
+{
+    setup_extra = "tracking-table-max-keys 2\n";
+    setup_threads(1);
 }
 
 static void teardown(void)
@@ -666,6 +674,77 @@ START_TEST(test_redirect_resp2_and_broken)
 }
 END_TEST
 
+/* rueidis's handshake, pipelined in one write: HELLO 3, CLIENT TRACKING ON OPTIN, then CLIENT
+ * CACHING YES before each cached read (a MULTI-less pair); every reply and the push after a
+ * write, byte for byte with the oracle. */
+START_TEST(test_rueidis_style_pipelined_handshake)
+{
+    struct harness_raw k, d;
+    harness_raw_open(&k, h.port, "keygate (pipelined)");
+    direct_open(&d, 0);
+    /* keygate needs AUTH first (the oracle has none): HELLO 3 AUTH ... vs HELLO 3 */
+    const char *kh[] = {"HELLO", "3", "AUTH", "root", ROOT_PASS}, *dh[] = {"HELLO", "3"};
+    const char *on[] = {"CLIENT", "TRACKING", "ON", "OPTIN"}, *cy[] = {"CLIENT", "CACHING", "YES"},
+               *get[] = {"GET", "q:tr9:a"}, *get2[] = {"GET", "q:tr9:b"};
+    struct harness_raw *both[2] = {&k, &d};
+    for (int i = 0; i < 2; i++) {
+        if (i == 0)
+            harness_raw_sendv(both[i], 5, kh);
+        else
+            harness_raw_sendv(both[i], 2, dh);
+        harness_raw_sendv(both[i], 4, on);
+        harness_raw_sendv(both[i], 3, cy);
+        harness_raw_sendv(both[i], 2, get);
+        harness_raw_sendv(both[i], 2, get2); /* not cached: no CACHING YES before it */
+    }
+    char *a = harness_raw_reply(&k, NULL), *b = harness_raw_reply(&d, NULL);
+    ck_assert_msg(a[0] == '%' && b[0] == '%', "HELLO 3: %s / %s", shown(a), shown(b));
+    free(a);
+    free(b);
+    for (int i = 0; i < 4; i++) same_next(&k, &d, "the pipelined handshake's replies");
+    struct harness_raw kw, dw;
+    kg_open(&kw, 1);
+    direct_open(&dw, 1);
+    struct side w = {.r = &kw}, wd = {.r = &dw};
+    redir_k = redir_d = "";
+    SAME(&w, &wd, "SET", "q:tr9:b", "1"); /* not cached: nothing */
+    SAME(&w, &wd, "SET", "q:tr9:a", "1");
+    same_next(&k, &d, "the push for the read after CLIENT CACHING YES");
+    harness_raw_close(&k);
+    harness_raw_close(&d);
+    harness_raw_close(&kw);
+    harness_raw_close(&dw);
+}
+END_TEST
+
+/* tracking-table-max-keys: a third key read pushes one out, and its reader is told (as Redis's
+ * table eviction tells it); INFO tracking says so. */
+START_TEST(test_table_max_keys_evicts_with_a_push)
+{
+    struct harness_raw t;
+    kg_open(&t, 1);
+    raw_send(&t, "CLIENT", "TRACKING", "ON", NULL);
+    expect_raw(&t, "+OK\r\n", "ON");
+    raw_send(&t, "MGET", "q:tr10:a", "q:tr10:b", "q:tr10:c", NULL);
+    expect_raw(&t, "*3\r\n_\r\n_\r\n_\r\n", "MGET");
+    char *got = harness_raw_reply(&t, NULL);
+    char want[3][128];
+    invalidate_frame(want[0], sizeof(want[0]), "q:tr10:a");
+    invalidate_frame(want[1], sizeof(want[1]), "q:tr10:b");
+    invalidate_frame(want[2], sizeof(want[2]), "q:tr10:c");
+    ck_assert_msg(strcmp(got, want[0]) == 0 || strcmp(got, want[1]) == 0 || strcmp(got, want[2]) == 0,
+                  "the evicted key's push: %s", shown(got));
+    free(got);
+    redisContext *c = harness_must_client(&h);
+    freeReplyObject(cmd(c, "AUTH root %s", ROOT_PASS));
+    ck_assert_int_eq(harness_must_info_field(c, "tracking", "tracking_total_keys"), 2);
+    ck_assert_int_eq(harness_must_info_field(c, "tracking", "tracking_invalidations_evict"), 1);
+    ck_assert_int_eq(harness_must_info_field(c, "tracking", "tracking_clients"), 1);
+    redisFree(c);
+    harness_raw_close(&t);
+}
+END_TEST
+
 static int cmp_ll(const void *a, const void *b)
 {
     long long x = *(const long long *)a, y = *(const long long *)b;
@@ -767,6 +846,7 @@ int main(void)
     harness_add_test(tc, test_bcast_prefix_registry_checked);
     harness_add_test(tc, test_redirect_resp2_and_broken);
     harness_add_test(tc, test_feed_direct_writes_and_drop);
+    harness_add_test(tc, test_rueidis_style_pipelined_handshake);
     TCase *tc2 = harness_tcase(s, "tracking_threads2", 60, setup2, teardown);
     harness_add_test(tc2, test_default_mode_invalidation);
     harness_add_test(tc2, test_noloop);
@@ -774,5 +854,7 @@ int main(void)
     harness_add_test(tc2, test_bcast_prefixes);
     harness_add_test(tc2, test_redirect_resp2_and_broken);
     harness_add_test(tc2, test_feed_direct_writes_and_drop);
+    TCase *tc3 = harness_tcase(s, "tracking_small_table", 60, setup_small_table, teardown);
+    harness_add_test(tc3, test_table_max_keys_evicts_with_a_push);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
