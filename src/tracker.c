@@ -235,9 +235,10 @@ void tracker_command(struct client *c, struct request *req, const struct plan *p
 {
     struct worker *w = c->worker;
     if (!cmd) return;
-    int is_client_cmd = cmdclass_id(cmd) == CID_CLIENT || strncmp(cmd->name, "client|", 7) == 0;
     int caching = c->tracking_caching;
-    if (!is_client_cmd && c->session.mode != SESSION_MULTI) c->tracking_caching = 0; /* one command's */
+    if (caching && c->session.mode != SESSION_MULTI && cmdclass_id(cmd) != CID_CLIENT &&
+        strncmp(cmd->name, "client|", 7) != 0)
+        c->tracking_caching = 0; /* one command's (CLIENT commands do not count, as Redis) */
     if (plan->kind != PLAN_FORWARD || !tracking_active(table_of(w))) return;
     int reads = tracking_remembers(c->tracking_flags, caching) && remembered_read(cmd);
     int writes = changes_keys(cmd);

@@ -1,6 +1,7 @@
 /* trackfeed.c: one connection per plain instance per process on which Redis's own BCAST tracking tells keygate of every write, from any client (other keygates, direct writers, expiry, eviction). */
 #include "trackfeed.h"
 
+#include "backend.h"
 #include "loop.h"
 #include "syncconn.h"
 #include "tracker.h"
@@ -12,8 +13,9 @@
 #include <time.h>
 
 #define FEED_PING_MS 1000
-#define FEED_RETRY_MS 200
-#define FEED_PINGS_MAX 3 /* unanswered PINGs on sub: the connection is gone */
+#define FEED_RETRY_MS 200      /* the first retry of a feed refused while the instance is up ... */
+#define FEED_RETRY_MAX_MS 2000 /* ... doubling to this */
+#define FEED_PINGS_MAX 3       /* unanswered PINGs on sub: the connection is gone */
 
 struct feed {
     struct trackfeed *owner;
@@ -133,12 +135,36 @@ static void feed_session(struct feed *fd, struct syncconn *c)
     feed_flush(fd); /* what was read of it may change unseen from now on */
 }
 
+/* Sleep ms unless keygate stops meanwhile. */
+static void feed_sleep(struct feed *fd, int ms)
+{
+    for (int slept = 0; slept < ms && !stopping(fd); slept += 20) {
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Wait until keygate's own shared connections to the instance are up: the feed connects only to
+ * an instance the workers reach (a down instance gets the workers' backoff, not a second
+ * stream of attempts). */
+static void feed_wait_instance(struct feed *fd)
+{
+    for (;;) {
+        struct backend_pool_status st;
+        backend_pool_status(fd->owner->proxy, fd->instance, &st);
+        if (st.up > 0 || stopping(fd)) return;
+        feed_sleep(fd, 50);
+    }
+}
+
 static void *feed_main(void *arg)
 {
     struct feed *fd = arg;
     char err[300];
-    int logged = 0;
+    int logged = 0, retry_ms = FEED_RETRY_MS;
     while (!stopping(fd)) {
+        feed_wait_instance(fd);
+        if (stopping(fd)) break;
         struct syncconn *c =
             syncconn_open_stoppable(&fd->conf, (int)fd->connect_timeout_ms, fd->owner->stop, err, sizeof(err));
         const char *hello[] = {"HELLO", "3"}, *name[] = {"CLIENT", "SETNAME", "keygate-tracking"},
@@ -149,6 +175,7 @@ static void *feed_main(void *arg)
         if (ok) {
             log_event(LOG_INFO, "tracking_feed", NULL, "tracking feed of '%s' up", fd->conf.name);
             logged = 0;
+            retry_ms = FEED_RETRY_MS;
             feed_session(fd, c);
         } else if (!logged && !stopping(fd)) {
             log_event(LOG_WARN, "tracking_feed_failed", NULL, "tracking feed of '%s' cannot start: %s", fd->conf.name,
@@ -156,9 +183,9 @@ static void *feed_main(void *arg)
             logged = 1;
         }
         if (c) syncconn_close(c);
-        for (int slept = 0; slept < FEED_RETRY_MS && !stopping(fd); slept += 20) {
-            struct timespec ts = {0, 20 * 1000000};
-            nanosleep(&ts, NULL);
+        if (!ok) {
+            feed_sleep(fd, retry_ms);
+            retry_ms = retry_ms * 2 > FEED_RETRY_MAX_MS ? FEED_RETRY_MAX_MS : retry_ms * 2;
         }
     }
     return NULL;
