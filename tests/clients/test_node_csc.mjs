@@ -85,6 +85,38 @@ describe('node-redis v5 clientSideCache through keygate (RESP3, CLIENT TRACKING)
         console.log(`node-redis clientSideCache: a write through keygate seen in ${ms.toFixed(2)} ms`);
     });
 
+    it('measured: a hot key read from the cache, through keygate, directly (p50/p99, printed)', async () => {
+        const k = `cache:csc:${RUN}:lat`;
+        assert.equal(await plain.set(k, 'v'), 'OK');
+        assert.equal(await cached.get(k), 'v');
+        const N = 2000;
+        const pct = async (c) => {
+            const t = [];
+            for (let i = 0; i < N; i++) {
+                const t0 = process.hrtime.bigint();
+                await c.get(k);
+                t.push(Number(process.hrtime.bigint() - t0) / 1000);
+            }
+            t.sort((a, b) => a - b);
+            return `p50 ${t[N / 2].toFixed(1)} us, p99 ${t[Math.floor(N * 0.99)].toFixed(1)} us`;
+        };
+        console.log(`hot GET over ${N} reads: node-redis clientSideCache hit ${await pct(cached)}; ` +
+            `through keygate ${await pct(plain)}; direct Redis ${await pct(direct)}`);
+        // the invalidation lag of a write through keygate, seen by the cache (the next GET misses)
+        const lags = [];
+        for (let i = 0; i < 200; i++) {
+            const kk = `cache:csc:${RUN}:lag${i}`;
+            await cached.get(kk);
+            const t0 = process.hrtime.bigint();
+            await plain.set(kk, 'x');
+            await until(async () => (await cached.get(kk)) === 'x', 2000, 'the write seen');
+            lags.push(Number(process.hrtime.bigint() - t0) / 1000);
+        }
+        lags.sort((a, b) => a - b);
+        console.log(`write through keygate -> the cache reads the new value: p50 ${lags[100].toFixed(1)} us, ` +
+            `p99 ${lags[198].toFixed(1)} us (200 writes; includes the SET and the GET round trips)`);
+    });
+
     it('a write made directly to Redis invalidates the entry (keygate follows Redis tracking)', async () => {
         const k = `cache:csc:${RUN}:d`;
         assert.equal(await plain.set(k, 'old'), 'OK');
