@@ -230,6 +230,35 @@ const struct namespace_entry *access_glob_namespace(const struct registry *reg, 
     return ns;
 }
 
+int access_tracking_prefix(const struct registry *reg, const struct session *s, const char *p, size_t len, char *err,
+                           size_t errlen)
+{
+    const struct command_def *get = command_by_name("get");
+    char shown[130], why[ERROR_TEXT_MAX];
+    session_printable(p, len, shown, sizeof(shown));
+    const struct namespace_entry *ns = registry_resolve(reg, NS_KEY, p, len);
+    if (!ns) {
+        snprintf(err, errlen,
+                 "NOPERM keygate: BCAST prefix '%s' lies in no namespace and the registry has no default line", shown);
+        return -1;
+    }
+    size_t i = reg->first[NS_KEY], end = i + reg->n[NS_KEY];
+    while (ns) {
+        if (access_check_namespace(s, ns, get, why, sizeof(why)) != 0) {
+            snprintf(err, errlen,
+                     "NOPERM keygate: BCAST prefix '%s' covers namespace '%s' (owner %s) that user '%s' may not read",
+                     shown, ns->is_default ? "default" : ns->prefix, ns->owner, s->user ? s->user->name : "default");
+            return -1;
+        }
+        ns = NULL; /* then each namespace nested under the prefix */
+        for (; i < end && !ns; i++) {
+            const struct namespace_entry *e = &reg->entries[i];
+            if (e->prefix_len > len && memcmp(e->prefix, p, len) == 0) ns = e;
+        }
+    }
+    return 0;
+}
+
 /* KEYS pattern / SCAN cursor [MATCH p] [COUNT n] [TYPE t]: forward only inside one namespace. */
 static void check_keys_scan(const struct registry *reg, const struct session *s, const struct policy_request *r,
                             struct access_result *out)

@@ -546,32 +546,7 @@ static void local_info(struct client *c, struct request *req, const struct plan 
 static int prefix_allowed(void *ctx, const char *p, size_t len, char *err, size_t errlen)
 {
     const struct client *c = ctx;
-    const struct registry *reg = c->worker->cfg->registry;
-    const struct command_def *get = command_by_name("get");
-    char shown[130], why[ERROR_TEXT_MAX];
-    session_printable(p, len, shown, sizeof(shown));
-    const struct namespace_entry *ns = registry_resolve(reg, NS_KEY, p, len);
-    if (!ns) {
-        snprintf(err, errlen,
-                 "NOPERM keygate: BCAST prefix '%s' lies in no namespace and the registry has no default line", shown);
-        return -1;
-    }
-    size_t i = reg->first[NS_KEY], end = i + reg->n[NS_KEY];
-    while (ns) {
-        if (access_check_namespace(&c->session, ns, get, why, sizeof(why)) != 0) {
-            snprintf(err, errlen,
-                     "NOPERM keygate: BCAST prefix '%s' covers namespace '%s' (owner %s) that user '%s' may not read",
-                     shown, ns->is_default ? "default" : ns->prefix, ns->owner,
-                     c->session.user ? c->session.user->name : "default");
-            return -1;
-        }
-        ns = NULL; /* then each namespace nested under the prefix */
-        for (; i < end && !ns; i++) {
-            const struct namespace_entry *e = &reg->entries[i];
-            if (e->prefix_len > len && memcmp(e->prefix, p, len) == 0) ns = e;
-        }
-    }
-    return 0;
+    return access_tracking_prefix(c->worker->cfg->registry, &c->session, p, len, err, errlen);
 }
 
 /* CLIENT TRACKING, CACHING, GETREDIR, TRACKINGINFO as Redis 7.0 answers them (networking.c's
