@@ -1,8 +1,9 @@
-/* trackfeed.c: one connection per plain instance per process on which Redis's own BCAST tracking tells keygate of every write, from any client (other keygates, direct writers, expiry, eviction). */
+/* trackfeed.c: one connection per plain or Sentinel instance per process on which Redis's own BCAST tracking tells keygate of every write, from any client (other keygates, direct writers, expiry, eviction). */
 #include "trackfeed.h"
 
 #include "backend.h"
 #include "loop.h"
+#include "sentinelwatch.h"
 #include "syncconn.h"
 #include "tracker.h"
 
@@ -95,8 +96,9 @@ static int feed_command(struct syncconn *c, int argc, const char **argv, const c
     return 0;
 }
 
-/* Serve one connection until it fails or keygate stops. */
-static void feed_session(struct feed *fd, struct syncconn *c)
+/* Serve one connection until it fails or keygate stops (a sentinel instance: or its primary
+ * changes, sentinelwatch's generation moving from `gen`). */
+static void feed_session(struct feed *fd, struct syncconn *c, uint64_t gen)
 {
     struct tracking_table *t = &fd->owner->proxy->tracking;
     int pings = 0;
@@ -105,6 +107,10 @@ static void feed_session(struct feed *fd, struct syncconn *c)
     tracking_feed_set(t, fd->instance, 1);
     feed_flush(fd); /* reads made before it was up: writes of the gap are unknown */
     while (!stopping(fd)) {
+        if (fd->conf.sentinel && sentinelwatch_generation(fd->instance) != gen) {
+            why = "the instance has a new primary";
+            break;
+        }
         int64_t now = mono_ms();
         if (now >= next_ping) {
             const char *ping[] = {"PING"};
@@ -117,7 +123,9 @@ static void feed_session(struct feed *fd, struct syncconn *c)
             pings++;
             next_ping = now + FEED_PING_MS;
         }
-        int ready = syncconn_wait(c, (int)(next_ping - now > 0 ? next_ping - now : 0));
+        int64_t wait = next_ping - now > 0 ? next_ping - now : 0;
+        if (fd->conf.sentinel && wait > 100) wait = 100; /* a failover is seen within 100 ms */
+        int ready = syncconn_wait(c, (int)wait);
         if (ready < 0) break;
         if (ready == 0) continue;
         const char *frame;
@@ -165,8 +173,16 @@ static void *feed_main(void *arg)
     while (!stopping(fd)) {
         feed_wait_instance(fd);
         if (stopping(fd)) break;
-        struct syncconn *c =
-            syncconn_open_stoppable(&fd->conf, (int)fd->connect_timeout_ms, fd->owner->stop, err, sizeof(err));
+        /* a sentinel instance: its primary as the sentinels name it and ROLE confirms, now */
+        uint64_t gen = fd->conf.sentinel ? sentinelwatch_generation(fd->instance) : 0;
+        struct slotmap_node primary;
+        struct syncconn *c = NULL;
+        if (!fd->conf.sentinel)
+            c = syncconn_open_stoppable(&fd->conf, (int)fd->connect_timeout_ms, fd->owner->stop, err, sizeof(err));
+        else if (syncconn_primaries(&fd->conf, (int)fd->connect_timeout_ms, fd->owner->stop, &primary, 1, err,
+                                    sizeof(err)) == 1)
+            c = syncconn_open_node(&fd->conf, primary.host, primary.port, (int)fd->connect_timeout_ms, fd->owner->stop,
+                                   err, sizeof(err));
         const char *hello[] = {"HELLO", "3"}, *name[] = {"CLIENT", "SETNAME", "keygate-tracking"},
                    *on[] = {"CLIENT", "TRACKING", "ON", "BCAST"};
         int ok = c && feed_command(c, 2, hello, "%", err, sizeof(err)) == 0 &&
@@ -176,7 +192,7 @@ static void *feed_main(void *arg)
             log_event(LOG_INFO, "tracking_feed", NULL, "tracking feed of '%s' up", fd->conf.name);
             logged = 0;
             retry_ms = FEED_RETRY_MS;
-            feed_session(fd, c);
+            feed_session(fd, c, gen);
         } else if (!logged && !stopping(fd)) {
             log_event(LOG_WARN, "tracking_feed_failed", NULL, "tracking feed of '%s' cannot start: %s", fd->conf.name,
                       err);
@@ -198,7 +214,7 @@ struct trackfeed *trackfeed_start(const struct config *cfg, struct proxy *p)
     f->stop = syncconn_stop_new();
     for (size_t i = 0; i < cfg->ninstances && (int)i < CONFIG_MAX_INSTANCES && i < 32; i++) {
         const struct instance_conf *ic = &cfg->instances[i];
-        if (ic->cluster || ic->sentinel) continue; /* not done yet: BCAST per node, follow the primary */
+        if (ic->cluster) continue; /* not done yet: BCAST on every primary */
         struct feed *fd = &f->feeds[f->nfeeds++];
         fd->owner = f;
         fd->instance = (int)i;
