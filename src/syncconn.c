@@ -685,6 +685,11 @@ redisReply *syncconn_read(struct syncconn *c)
     }
 }
 
+int syncconn_fd(const struct syncconn *c)
+{
+    return c->fd;
+}
+
 int syncconn_wait(struct syncconn *c, int timeout_ms)
 {
     if (c->reader->pos < c->reader->len || c->raw_off < c->raw.len) return 1; /* bytes not parsed yet */

@@ -128,6 +128,10 @@ int syncconn_wait(struct syncconn *c, int timeout_ms) KG_MUST_CHECK;
  * and *len, or -1 (see syncconn_error). Not to be mixed with syncconn_read on one connection. */
 int syncconn_read_raw(struct syncconn *c, const char **frame, size_t *len) KG_MUST_CHECK;
 
+/* The connection's socket, for a caller polling several (syncconn_wait(c, 0) first: bytes may
+ * be buffered already). */
+int syncconn_fd(const struct syncconn *c);
+
 /* append + flush + read. */
 redisReply *syncconn_command(struct syncconn *c, int argc, const char **argv, const size_t *argvlen) KG_MUST_CHECK;
 

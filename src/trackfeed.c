@@ -1,4 +1,4 @@
-/* trackfeed.c: one connection per plain or Sentinel instance per process on which Redis's own BCAST tracking tells keygate of every write, from any client (other keygates, direct writers, expiry, eviction). */
+/* trackfeed.c: one connection per instance (per primary of a cluster) per process on which Redis's own BCAST tracking tells keygate of every write, from any client (other keygates, direct writers, expiry, eviction). */
 #include "trackfeed.h"
 
 #include "backend.h"
@@ -7,6 +7,7 @@
 #include "syncconn.h"
 #include "tracker.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,6 +166,108 @@ static void feed_wait_instance(struct feed *fd)
     }
 }
 
+#define FEED_NODES_MAX 64
+#define FEED_TOPOLOGY_MS 2000 /* a cluster's primaries are asked again this often */
+
+/* HELLO 3, the name, CLIENT TRACKING ON BCAST on a new connection. 0, or -1 with err. */
+static int feed_handshake(struct syncconn *c, char *err, size_t errlen)
+{
+    const char *hello[] = {"HELLO", "3"}, *name[] = {"CLIENT", "SETNAME", "keygate-tracking"},
+               *on[] = {"CLIENT", "TRACKING", "ON", "BCAST"};
+    return feed_command(c, 2, hello, "%", err, errlen) == 0 && feed_command(c, 3, name, "+OK", err, errlen) == 0 &&
+                   feed_command(c, 4, on, "+OK", err, errlen) == 0
+               ? 0
+               : -1;
+}
+
+/* Same primaries (as sets)? */
+static int same_nodes(const struct slotmap_node *a, int na, const struct slotmap_node *b, int nb)
+{
+    if (na != nb) return 0;
+    for (int i = 0; i < na; i++) {
+        int found = 0;
+        for (int j = 0; j < nb && !found; j++) found = a[i].port == b[j].port && strcmp(a[i].host, b[j].host) == 0;
+        if (!found) return 0;
+    }
+    return 1;
+}
+
+/* A cluster instance: one connection per primary, served together until one fails, the
+ * primaries change (asked every FEED_TOPOLOGY_MS: a failover, a node added or emptied), or
+ * keygate stops. 1 when it served (a session ran), 0 when it could not start (err says why). */
+static int feed_cluster(struct feed *fd, char *err, size_t errlen)
+{
+    struct tracking_table *t = &fd->owner->proxy->tracking;
+    int timeout = (int)fd->connect_timeout_ms;
+    struct slotmap_node nodes[FEED_NODES_MAX], now_nodes[FEED_NODES_MAX];
+    int n = syncconn_primaries(&fd->conf, timeout, fd->owner->stop, nodes, FEED_NODES_MAX, err, errlen);
+    if (n <= 0) return 0;
+    struct syncconn *c[FEED_NODES_MAX] = {0};
+    int pings[FEED_NODES_MAX] = {0}, ok = 1;
+    for (int i = 0; i < n && ok; i++) {
+        c[i] = syncconn_open_node(&fd->conf, nodes[i].host, nodes[i].port, timeout, fd->owner->stop, err, errlen);
+        ok = c[i] && feed_handshake(c[i], err, errlen) == 0;
+    }
+    if (ok) {
+        log_event(LOG_INFO, "tracking_feed", NULL, "tracking feed of '%s' up (%d primaries)", fd->conf.name, n);
+        tracking_feed_set(t, fd->instance, 1);
+        feed_flush(fd); /* reads made before it was up: writes of the gap are unknown */
+        const char *why = NULL;
+        int64_t next_ping = mono_ms() + FEED_PING_MS, next_check = mono_ms() + FEED_TOPOLOGY_MS;
+        while (!stopping(fd) && !why) {
+            int64_t now = mono_ms();
+            if (now >= next_ping) {
+                const char *ping[] = {"PING"};
+                size_t plen[] = {4};
+                for (int i = 0; i < n && !why; i++) {
+                    if (pings[i] >= FEED_PINGS_MAX)
+                        why = "no answer to PING";
+                    else if (syncconn_append(c[i], 1, ping, plen) != 0 || syncconn_flush(c[i]) != 0)
+                        why = syncconn_error(c[i]);
+                    pings[i]++;
+                }
+                next_ping = now + FEED_PING_MS;
+            }
+            if (!why && now >= next_check) {
+                char e[200];
+                int m =
+                    syncconn_primaries(&fd->conf, timeout, fd->owner->stop, now_nodes, FEED_NODES_MAX, e, sizeof(e));
+                if (m > 0 && !same_nodes(nodes, n, now_nodes, m)) why = "its primaries changed";
+                next_check = mono_ms() + FEED_TOPOLOGY_MS;
+            }
+            struct pollfd pfd[FEED_NODES_MAX];
+            int ready = 0;
+            for (int i = 0; i < n && !why; i++) {
+                int r = syncconn_wait(c[i], 0);
+                if (r < 0) why = syncconn_error(c[i]);
+                if (r <= 0) continue;
+                const char *frame;
+                size_t len;
+                if (syncconn_read_raw(c[i], &frame, &len) != 1) {
+                    why = syncconn_error(c[i]);
+                    break;
+                }
+                ready = 1;
+                if (frame[0] == '>')
+                    feed_push(fd, frame, len);
+                else if (len == 7 && memcmp(frame, "+PONG\r\n", 7) == 0 && pings[i] > 0)
+                    pings[i]--;
+            }
+            if (why || ready) continue;
+            for (int i = 0; i < n; i++) pfd[i] = (struct pollfd){.fd = syncconn_fd(c[i]), .events = POLLIN};
+            (void)poll(pfd, (nfds_t)n, 100);
+        }
+        if (!stopping(fd))
+            log_event(LOG_WARN, "tracking_feed_lost", NULL, "tracking feed of '%s' lost: %s", fd->conf.name,
+                      why ? why : "stopped");
+        tracking_feed_set(t, fd->instance, 0);
+        feed_flush(fd); /* what was read of it may change unseen from now on */
+    }
+    for (int i = 0; i < n; i++)
+        if (c[i]) syncconn_close(c[i]);
+    return ok;
+}
+
 static void *feed_main(void *arg)
 {
     struct feed *fd = arg;
@@ -173,6 +276,20 @@ static void *feed_main(void *arg)
     while (!stopping(fd)) {
         feed_wait_instance(fd);
         if (stopping(fd)) break;
+        if (fd->conf.cluster) {
+            int served = feed_cluster(fd, err, sizeof(err));
+            if (served) {
+                logged = 0;
+                retry_ms = FEED_RETRY_MS;
+            } else if (!logged && !stopping(fd)) {
+                log_event(LOG_WARN, "tracking_feed_failed", NULL, "tracking feed of '%s' cannot start: %s",
+                          fd->conf.name, err);
+                logged = 1;
+            }
+            feed_sleep(fd, served ? 0 : retry_ms);
+            if (!served) retry_ms = retry_ms * 2 > FEED_RETRY_MAX_MS ? FEED_RETRY_MAX_MS : retry_ms * 2;
+            continue;
+        }
         /* a sentinel instance: its primary as the sentinels name it and ROLE confirms, now */
         uint64_t gen = fd->conf.sentinel ? sentinelwatch_generation(fd->instance) : 0;
         struct slotmap_node primary;
@@ -183,11 +300,7 @@ static void *feed_main(void *arg)
                                     sizeof(err)) == 1)
             c = syncconn_open_node(&fd->conf, primary.host, primary.port, (int)fd->connect_timeout_ms, fd->owner->stop,
                                    err, sizeof(err));
-        const char *hello[] = {"HELLO", "3"}, *name[] = {"CLIENT", "SETNAME", "keygate-tracking"},
-                   *on[] = {"CLIENT", "TRACKING", "ON", "BCAST"};
-        int ok = c && feed_command(c, 2, hello, "%", err, sizeof(err)) == 0 &&
-                 feed_command(c, 3, name, "+OK", err, sizeof(err)) == 0 &&
-                 feed_command(c, 4, on, "+OK", err, sizeof(err)) == 0;
+        int ok = c && feed_handshake(c, err, sizeof(err)) == 0;
         if (ok) {
             log_event(LOG_INFO, "tracking_feed", NULL, "tracking feed of '%s' up", fd->conf.name);
             logged = 0;
@@ -214,7 +327,6 @@ struct trackfeed *trackfeed_start(const struct config *cfg, struct proxy *p)
     f->stop = syncconn_stop_new();
     for (size_t i = 0; i < cfg->ninstances && (int)i < CONFIG_MAX_INSTANCES && i < 32; i++) {
         const struct instance_conf *ic = &cfg->instances[i];
-        if (ic->cluster) continue; /* not done yet: BCAST on every primary */
         struct feed *fd = &f->feeds[f->nfeeds++];
         fd->owner = f;
         fd->instance = (int)i;
