@@ -674,6 +674,48 @@ START_TEST(test_redirect_resp2_and_broken)
 }
 END_TEST
 
+static int cmp_ll(const void *a, const void *b);
+static long long now_us(void);
+
+/* Two keygates over the same instances: a write through keygate B invalidates what a tracking
+ * client of keygate A read (A learns it from Redis's tracking, its feed); the lag from B's reply
+ * to A's push is measured. */
+START_TEST(test_write_through_another_keygate)
+{
+    ck_assert_msg(harness_peer_start(&h, NULL) == 0, "second keygate: %s", h.error);
+    redisContext *b = harness_must_peer_client(&h);
+    freeReplyObject(cmd(b, "AUTH root %s", ROOT_PASS));
+    struct harness_raw t;
+    kg_open(&t, 1);
+    raw_send(&t, "CLIENT", "TRACKING", "ON", NULL);
+    expect_raw(&t, "+OK\r\n", "TRACKING ON");
+    enum { ROUNDS = 200 };
+    long long lag[ROUNDS];
+    char key[64], want[128];
+    for (int i = 0; i < ROUNDS; i++) {
+        snprintf(key, sizeof(key), "q:tr11:k%d", i);
+        raw_send(&t, "GET", key, NULL);
+        expect_raw(&t, "_\r\n", "GET on keygate A");
+        redisReply *r = cmd(b, "SET %s v", key);
+        ck_assert_msg(r->type == REDIS_REPLY_STATUS, "SET on keygate B: %s", describe(r));
+        freeReplyObject(r);
+        long long t0 = now_us();
+        invalidate_frame(want, sizeof(want), key);
+        expect_raw(&t, want, "the push on keygate A of a write through keygate B");
+        lag[i] = now_us() - t0;
+    }
+    qsort(lag, ROUNDS, sizeof(lag[0]), cmp_ll);
+    fprintf(stderr,
+            "two keygates: write through B -> push on A, after B's reply, over %d writes: p50 %lld us, "
+            "p99 %lld us, max %lld us\n",
+            ROUNDS, lag[ROUNDS / 2], lag[ROUNDS * 99 / 100], lag[ROUNDS - 1]);
+    ck_assert_msg(lag[ROUNDS * 99 / 100] < 10000, "p99 lag %lld us over 10 ms", lag[ROUNDS * 99 / 100]);
+    redisFree(b);
+    harness_raw_close(&t);
+    (void)harness_peer_stop(&h);
+}
+END_TEST
+
 /* rueidis's handshake, pipelined in one write: HELLO 3, CLIENT TRACKING ON OPTIN, then CLIENT
  * CACHING YES before each cached read (a MULTI-less pair); every reply and the push after a
  * write, byte for byte with the oracle. */
@@ -847,6 +889,7 @@ int main(void)
     harness_add_test(tc, test_redirect_resp2_and_broken);
     harness_add_test(tc, test_feed_direct_writes_and_drop);
     harness_add_test(tc, test_rueidis_style_pipelined_handshake);
+    harness_add_test(tc, test_write_through_another_keygate);
     TCase *tc2 = harness_tcase(s, "tracking_threads2", 60, setup2, teardown);
     harness_add_test(tc2, test_default_mode_invalidation);
     harness_add_test(tc2, test_noloop);
