@@ -555,8 +555,8 @@ static void local_client_tracking(struct client *c, struct request *req, enum lo
                                   const char *const *argv, const size_t *argvlen)
 {
     struct tracking_table *t = &c->worker->proxy->tracking;
-    char err[400];
     if (which == LOCAL_CLIENT_TRACKING) {
+        char err[400];
         uint32_t flags;
         if (tracking_command(t, c->id, argc, argv, argvlen, prefix_allowed, c, &flags, err, sizeof(err)) != 0) {
             request_error(req, err);

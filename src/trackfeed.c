@@ -199,11 +199,11 @@ static int feed_cluster(struct feed *fd, char *err, size_t errlen)
 {
     struct tracking_table *t = &fd->owner->proxy->tracking;
     int timeout = (int)fd->connect_timeout_ms;
-    struct slotmap_node nodes[FEED_NODES_MAX], now_nodes[FEED_NODES_MAX];
+    struct slotmap_node nodes[FEED_NODES_MAX];
     int n = syncconn_primaries(&fd->conf, timeout, fd->owner->stop, nodes, FEED_NODES_MAX, err, errlen);
     if (n <= 0) return 0;
     struct syncconn *c[FEED_NODES_MAX] = {0};
-    int pings[FEED_NODES_MAX] = {0}, ok = 1;
+    int ok = 1;
     for (int i = 0; i < n && ok; i++) {
         c[i] = syncconn_open_node(&fd->conf, nodes[i].host, nodes[i].port, timeout, fd->owner->stop, err, errlen);
         ok = c[i] && feed_handshake(c[i], err, errlen) == 0;
@@ -213,6 +213,7 @@ static int feed_cluster(struct feed *fd, char *err, size_t errlen)
         tracking_feed_set(t, fd->instance, 1);
         feed_flush(fd); /* reads made before it was up: writes of the gap are unknown */
         const char *why = NULL;
+        int pings[FEED_NODES_MAX] = {0};
         int64_t next_ping = mono_ms() + FEED_PING_MS, next_check = mono_ms() + FEED_TOPOLOGY_MS;
         while (!stopping(fd) && !why) {
             int64_t now = mono_ms();
@@ -230,6 +231,7 @@ static int feed_cluster(struct feed *fd, char *err, size_t errlen)
             }
             if (!why && now >= next_check) {
                 char e[200];
+                struct slotmap_node now_nodes[FEED_NODES_MAX];
                 int m =
                     syncconn_primaries(&fd->conf, timeout, fd->owner->stop, now_nodes, FEED_NODES_MAX, e, sizeof(e));
                 if (m > 0 && !same_nodes(nodes, n, now_nodes, m)) why = "its primaries changed";
@@ -325,7 +327,8 @@ struct trackfeed *trackfeed_start(const struct config *cfg, struct proxy *p)
     struct trackfeed *f = xcalloc(1, sizeof(*f));
     f->proxy = p;
     f->stop = syncconn_stop_new();
-    for (size_t i = 0; i < cfg->ninstances && (int)i < CONFIG_MAX_INSTANCES && i < 32; i++) {
+    _Static_assert(CONFIG_MAX_INSTANCES <= 32, "tracking's instance masks hold 32 instances");
+    for (size_t i = 0; i < cfg->ninstances && i < CONFIG_MAX_INSTANCES; i++) {
         const struct instance_conf *ic = &cfg->instances[i];
         struct feed *fd = &f->feeds[f->nfeeds++];
         fd->owner = f;
