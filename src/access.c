@@ -34,14 +34,10 @@ static const struct denied_entry denied[] = {
     {"acl", "server administration"},
     {"bgrewriteaof", "persistence is the operator's"},
     {"bgsave", "persistence is the operator's"},
-    {"client|caching", "client-side caching state is not supported through keygate"},
-    {"client|getredir", "client-side caching state is not supported through keygate"},
     {"client|kill", "it acts on the backend's connections"},
     {"client|no-evict", "it acts on the backend's connections"},
     {"client|no-touch", "it acts on the backend's connections"},
     {"client|pause", "it acts on the backend's connections"},
-    {"client|tracking", "client-side caching is keygate's near cache (the registry's near-cache=D), not tracking"},
-    {"client|trackinginfo", "client-side caching state is not supported through keygate"},
     {"client|unpause", "it acts on the backend's connections"},
     {"cluster", "server administration"},
     {"config", "server administration"},
@@ -232,6 +228,35 @@ const struct namespace_entry *access_glob_namespace(const struct registry *reg, 
         }
     }
     return ns;
+}
+
+int access_tracking_prefix(const struct registry *reg, const struct session *s, const char *p, size_t len, char *err,
+                           size_t errlen)
+{
+    const struct command_def *get = command_by_name("get");
+    char shown[130], why[ERROR_TEXT_MAX];
+    session_printable(p, len, shown, sizeof(shown));
+    const struct namespace_entry *ns = registry_resolve(reg, NS_KEY, p, len);
+    if (!ns) {
+        snprintf(err, errlen,
+                 "NOPERM keygate: BCAST prefix '%s' lies in no namespace and the registry has no default line", shown);
+        return -1;
+    }
+    size_t i = reg->first[NS_KEY], end = i + reg->n[NS_KEY];
+    while (ns) {
+        if (access_check_namespace(s, ns, get, why, sizeof(why)) != 0) {
+            snprintf(err, errlen,
+                     "NOPERM keygate: BCAST prefix '%s' covers namespace '%s' (owner %s) that user '%s' may not read",
+                     shown, ns->is_default ? "default" : ns->prefix, ns->owner, s->user ? s->user->name : "default");
+            return -1;
+        }
+        ns = NULL; /* then each namespace nested under the prefix */
+        for (; i < end && !ns; i++) {
+            const struct namespace_entry *e = &reg->entries[i];
+            if (e->prefix_len > len && memcmp(e->prefix, p, len) == 0) ns = e;
+        }
+    }
+    return 0;
 }
 
 /* KEYS pattern / SCAN cursor [MATCH p] [COUNT n] [TYPE t]: forward only inside one namespace. */

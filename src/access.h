@@ -97,4 +97,13 @@ const struct namespace_entry *access_glob_namespace(const struct registry *reg, 
                                                     const struct command_def *cmd, enum ns_kind kind, const char *pat,
                                                     size_t len, const char *stops, char *why, size_t whylen);
 
+/*
+ * CLIENT TRACKING BCAST's PREFIX p (len bytes; "" without a prefix) for session s, as a SCAN
+ * pattern is ruled: every key it covers must lie in namespaces s may read (as GET): the
+ * namespace or default line holding p itself, and every key namespace nested under p. 0, or -1
+ * with "NOPERM keygate: BCAST prefix ..." in err. Pure.
+ */
+int access_tracking_prefix(const struct registry *reg, const struct session *s, const char *p, size_t len, char *err,
+                           size_t errlen);
+
 #endif

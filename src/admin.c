@@ -325,6 +325,24 @@ static void admin_metrics(struct admin *a, struct evbuffer *out)
                         "# HELP keygate_connected_clients client connections open now\n"
                         "# TYPE keygate_connected_clients gauge\nkeygate_connected_clients %d\n",
                         __atomic_load_n(&p->clients_now, __ATOMIC_RELAXED));
+    struct tracking_info ti;
+    tracking_info((struct tracking_table *)&p->tracking, &ti); /* its lock is the only thing written */
+    evbuffer_add_printf(
+        out,
+        "# HELP keygate_tracking_clients clients with CLIENT TRACKING on\n"
+        "# TYPE keygate_tracking_clients gauge\nkeygate_tracking_clients %d\n"
+        "# HELP keygate_tracking_keys keys remembered for CLIENT TRACKING clients "
+        "(tracking-table-max-keys)\n"
+        "# TYPE keygate_tracking_keys gauge\nkeygate_tracking_keys %zu\n"
+        "# HELP keygate_tracking_feeds_up instances whose tracking feed (Redis's BCAST tracking) is live\n"
+        "# TYPE keygate_tracking_feeds_up gauge\nkeygate_tracking_feeds_up %d\n"
+        "# HELP keygate_tracking_invalidations_total invalidation messages sent, by cause\n"
+        "# TYPE keygate_tracking_invalidations_total counter\n"
+        "keygate_tracking_invalidations_total{cause=\"write\"} %llu\n"
+        "keygate_tracking_invalidations_total{cause=\"evict\"} %llu\n"
+        "keygate_tracking_invalidations_total{cause=\"flush\"} %llu\n",
+        ti.clients, ti.keys, ti.feeds_up, (unsigned long long)ti.sent[TRACKING_CAUSE_WRITE],
+        (unsigned long long)ti.sent[TRACKING_CAUSE_EVICT], (unsigned long long)ti.sent[TRACKING_CAUSE_FLUSH]);
     evbuffer_add_printf(out,
                         "# HELP keygate_uptime_seconds seconds since keygate started\n"
                         "# TYPE keygate_uptime_seconds gauge\nkeygate_uptime_seconds %lld\n",

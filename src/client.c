@@ -10,6 +10,7 @@
 #include "request.h"
 #include "ncpolicy.h"
 #include "nearcache.h"
+#include "tracker.h"
 #include "router.h"
 
 #include <assert.h>
@@ -92,6 +93,7 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
     c->fd = fd;
     c->pfd = -1;
     TAILQ_INSERT_TAIL(&w->clients, c, link);
+    tracking_client_add(&w->proxy->tracking, c->id, w->id); /* a REDIRECT may name it */
     if (tls) {
         /* TLS clients: libevent's OpenSSL bufferevent does the handshake and records */
         SSL *ssl = SSL_new(tls);
@@ -168,6 +170,7 @@ static void client_teardown(struct client *c)
     bytebuf_free(&c->multi_buf);
     bytebuf_free(&c->multi_keep);
     bytebuf_free(&c->nc_multi);
+    bytebuf_free(&c->track_multi);
     mem_set(w, &c->mem_held, 0);
     resp_parser_free(&c->parser);
     free(c->qbuf);
@@ -423,6 +426,7 @@ static void client_multi_reset(struct client *c)
     conn_account(c);
     bytebuf_free(&c->multi_keep);
     c->nc_multi.len = 0;
+    c->track_multi.len = 0;
     c->multi_dirty = 0;
     c->multi_replicas = 0;
     session_multi_end(&c->session);
@@ -501,6 +505,7 @@ static void client_exec(struct client *c, struct request *req)
         return;
     }
     nearcache_exec(c, req);
+    tracker_exec(c, req);
     req->replicas = (uint8_t)c->multi_replicas;
     router_exec(c, b, req, instance, slot);
     client_multi_reset(c);
@@ -835,9 +840,10 @@ static int client_handle_frame(struct client *c, const char *frame)
     struct stats_mark mark = client_stats_command(c, &pr, &plan);
     const char *hit;
     size_t hit_len;
-    if (c->nqueued == 0 && !(c->session.reply_off | c->session.reply_skip) &&
-        nearcache_hit_now(c, &plan, &pr, &hit, &hit_len)) {
-        /* a near-cache hit with nothing ahead of it: its reply goes out now, no request made */
+    if (c->nqueued == 0 && !(c->session.reply_off | c->session.reply_skip) && !c->tracking_flags &&
+        !c->tracking_caching && nearcache_hit_now(c, &plan, &pr, &hit, &hit_len)) {
+        /* a near-cache hit with nothing ahead of it: its reply goes out now, no request made (not
+         * for a tracking client: tracker_command remembers what it reads) */
         stats_reply_out(&w->stats, &mark, hit_len);
         conn_out(c, hit, hit_len);
         plan_release(&plan);
@@ -848,6 +854,7 @@ static int client_handle_frame(struct client *c, const char *frame)
     /* CLIENT REPLY OFF / SKIP (without either, only their own replies are dropped, and they are empty) */
     if (__builtin_expect(c->session.reply_off | c->session.reply_skip, 0))
         req->silent = (uint8_t)policy_reply_dropped(&c->session, &plan);
+    tracker_command(c, req, &plan, pr.cmd, p->argc, c->argv, c->argvlen);
     if (c->session.mode == SESSION_MULTI &&
         (plan.kind == PLAN_FORWARD || (plan.kind == PLAN_ERROR && !plan.keeps_transaction))) {
         client_multi_queue(c, req, &plan, frame);

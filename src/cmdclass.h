@@ -35,7 +35,9 @@
     X(CID_CLIENT, "client") X(CID_DBSIZE, "dbsize") X(CID_TIME, "time") X(CID_LASTSAVE, "lastsave")             \
     X(CID_READONLY, "readonly") X(CID_READWRITE, "readwrite") X(CID_CLIENT_REPLY, "client|reply")            \
     X(CID_CLIENT_UNBLOCK, "client|unblock") X(CID_COMMAND_GETKEYS, "command|getkeys")                         \
-    X(CID_COMMAND_GETKEYSANDFLAGS, "command|getkeysandflags")
+    X(CID_COMMAND_GETKEYSANDFLAGS, "command|getkeysandflags") X(CID_CLIENT_TRACKING, "client|tracking")      \
+    X(CID_CLIENT_CACHING, "client|caching") X(CID_CLIENT_GETREDIR, "client|getredir")                         \
+    X(CID_CLIENT_TRACKINGINFO, "client|trackinginfo")
 /* clang-format on */
 
 enum cmd_id {

@@ -563,6 +563,8 @@ static const struct directive {
     {"max-clients", "N", 1, 1, 0, V_INT, NULL, offsetof(struct config, max_clients), 1, 1000000},
     {"max-pending", "N", 1, 1, 0, V_INT, NULL, offsetof(struct config, max_pending), 1, 1000000},
     {"max-pinned", "N", 1, 1, 0, V_INT, NULL, offsetof(struct config, max_pinned), 1, 100000},
+    {"tracking-table-max-keys", "N", 1, 1, 0, V_INT, NULL, offsetof(struct config, tracking_table_max_keys), 0,
+     100000000},
     {"max-request-size", "SIZE", 1, 1, 0, V_SIZE, NULL, offsetof(struct config, max_request_bytes), 1, INT64_MAX},
     {"client-output-limit", "SIZE", 1, 1, 0, V_SIZE, NULL, offsetof(struct config, client_output_limit), 1, INT64_MAX},
     {"client-output-hard-limit", "SIZE", 1, 1, 0, V_SIZE, NULL, offsetof(struct config, client_output_hard_limit), 1,
@@ -847,6 +849,7 @@ struct config *config_load(const char *path, struct diag *errs)
     c->max_memory = 1024LL * 1024 * 1024;
     c->max_pending = 1024;
     c->max_pinned = 64;
+    c->tracking_table_max_keys = 1000000;
     c->connect_timeout_ms = 2000;
     c->shutdown_timeout_ms = 5000;
     c->client_timeout_ms = 0;

@@ -92,10 +92,11 @@ struct config {
     int64_t max_memory;               /* max-memory SIZE: buffered request + reply bytes of all workers past
                                  which no client is read (0 = no bound), default 1gb */
     int max_pending;                  /* max-pending N: requests in flight per client, default 1024 */
-    int max_pinned;                   /* max-pinned N: dedicated connections per instance per worker, default 64 */
-    int64_t connect_timeout_ms;       /* backend connect timeout, default 2s */
-    int64_t shutdown_timeout_ms;      /* shutdown-timeout: drain bound on SIGTERM, default 5s */
-    int64_t client_timeout_ms;        /* client-timeout: close a client idle this long (0 = never, the
+    int tracking_table_max_keys; /* tracking-table-max-keys N: keys remembered for CLIENT TRACKING, default 1000000 */
+    int max_pinned;              /* max-pinned N: dedicated connections per instance per worker, default 64 */
+    int64_t connect_timeout_ms;  /* backend connect timeout, default 2s */
+    int64_t shutdown_timeout_ms; /* shutdown-timeout: drain bound on SIGTERM, default 5s */
+    int64_t client_timeout_ms;   /* client-timeout: close a client idle this long (0 = never, the
                                          default, as Redis's `timeout 0`) */
     int64_t client_header_timeout_ms; /* client-header-timeout: bound on a client's first request, its AUTH
                                          (when users are configured) and any unfinished request (0 = none),

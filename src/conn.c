@@ -96,6 +96,7 @@ void conn_close(struct client *c, const char *reason)
     if (c->wev) event_del(c->wev);
     if (c->pev) event_del(c->pev);
     TAILQ_REMOVE(&w->clients, c, link);
+    tracking_client_remove(&w->proxy->tracking, c->id);
     /* off every list of the loop but the one of clients to tear down */
     if (c->out_dirty) ptrvec_remove(&w->dirty_clients, c);
     if (c->postponed) ptrvec_remove(&w->postponed, c);

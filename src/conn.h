@@ -57,15 +57,18 @@ struct client {
     struct event *resend_timer;       /* the wait of the first of them */
     /* what policy knows, and the connections that hold the client's state */
     struct session session;
-    struct backend *watch_pin; /* WATCH: until EXEC/DISCARD/UNWATCH */
-    struct backend *block_pin; /* a blocking command in flight */
-    struct pubsub pubsub;      /* subscriber connections and counts */
-    int watch_lost;            /* the WATCH pin dropped: the next EXEC must not run unwatched */
-    struct bytebuf multi_buf;  /* the transaction's commands, sent at EXEC */
-    struct bytebuf multi_keep; /* per backend reply inside EXEC: the client's (1) or injected (0) */
-    int multi_dirty;           /* a queue-time error: EXEC answers EXECABORT */
-    int multi_replicas;        /* the largest replicas=N of its queued writes: EXEC's reply waits for them */
-    struct bytebuf nc_multi;   /* the near cache's: keys the queued writes invalidate (nearcache_queued) */
+    struct backend *watch_pin;  /* WATCH: until EXEC/DISCARD/UNWATCH */
+    struct backend *block_pin;  /* a blocking command in flight */
+    struct pubsub pubsub;       /* subscriber connections and counts */
+    int watch_lost;             /* the WATCH pin dropped: the next EXEC must not run unwatched */
+    struct bytebuf multi_buf;   /* the transaction's commands, sent at EXEC */
+    struct bytebuf multi_keep;  /* per backend reply inside EXEC: the client's (1) or injected (0) */
+    int multi_dirty;            /* a queue-time error: EXEC answers EXECABORT */
+    int multi_replicas;         /* the largest replicas=N of its queued writes: EXEC's reply waits for them */
+    struct bytebuf nc_multi;    /* the near cache's: keys the queued writes invalidate (nearcache_queued) */
+    struct bytebuf track_multi; /* CLIENT TRACKING's: keys the queued writes change (tracker_command) */
+    uint32_t tracking_flags;    /* its CLIENT TRACKING flags (a copy of the table's, written by its worker) */
+    int tracking_caching;       /* CLIENT CACHING YES|NO given: lasts one command */
     /* flow and lifecycle */
     int stall;           /* parse nothing more until every queued reply is written */
     int closing;         /* close once every queued reply is written */

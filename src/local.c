@@ -498,6 +498,19 @@ static void local_info_body(struct client *c, size_t argc, const char *const *ar
         }
         evbuffer_add_printf(body, "\r\n");
     }
+    if (section_wanted(argc, argv, argvlen, "tracking")) { /* issue 32: CLIENT TRACKING */
+        struct tracking_info ti;
+        tracking_info(&px->tracking, &ti);
+        evbuffer_add_printf(body,
+                            "# Tracking\r\ntracking_clients:%d\r\ntracking_total_keys:%zu\r\n"
+                            "tracking_table_max_keys:%d\r\ntracking_feeds_up:%d\r\n"
+                            "tracking_invalidations_write:%llu\r\ntracking_invalidations_evict:%llu\r\n"
+                            "tracking_invalidations_flush:%llu\r\n\r\n",
+                            ti.clients, ti.keys, cfg->tracking_table_max_keys, ti.feeds_up,
+                            (unsigned long long)ti.sent[TRACKING_CAUSE_WRITE],
+                            (unsigned long long)ti.sent[TRACKING_CAUSE_EVICT],
+                            (unsigned long long)ti.sent[TRACKING_CAUSE_FLUSH]);
+    }
     if (section_wanted(argc, argv, argvlen, "nearcache")) { /* issue 20: per near-cache namespace */
         struct bytebuf nc = {0};
         nearcache_info(px, &nc); /* nothing without near-cache namespaces */
@@ -525,6 +538,62 @@ static void local_info(struct client *c, struct request *req, const struct plan 
     add_verbatim(c, out, (const char *)evbuffer_pullup(body, -1), len >= 2 ? len - 2 : len);
     evbuffer_free(body);
     reply_buffer(req, out);
+}
+
+/* The registry's rule for a BCAST prefix (as for a SCAN pattern): every key it covers lies in
+ * namespaces c's user may read: the namespace (or the default line) holding the prefix itself,
+ * and every namespace nested under it. 0, or -1 with a NOPERM error in err. */
+static int prefix_allowed(void *ctx, const char *p, size_t len, char *err, size_t errlen)
+{
+    const struct client *c = ctx;
+    return access_tracking_prefix(c->worker->cfg->registry, &c->session, p, len, err, errlen);
+}
+
+/* CLIENT TRACKING, CACHING, GETREDIR, TRACKINGINFO as Redis 7.0 answers them (networking.c's
+ * clientCommand); the state lives in the process's table (tracking.h), c keeps a copy of its flags. */
+static void local_client_tracking(struct client *c, struct request *req, enum local_cmd which, size_t argc,
+                                  const char *const *argv, const size_t *argvlen)
+{
+    struct tracking_table *t = &c->worker->proxy->tracking;
+    if (which == LOCAL_CLIENT_TRACKING) {
+        char err[400];
+        uint32_t flags;
+        if (tracking_command(t, c->id, argc, argv, argvlen, prefix_allowed, c, &flags, err, sizeof(err)) != 0) {
+            request_error(req, err);
+            return;
+        }
+        c->tracking_flags = flags;
+        reply_str(req, "+OK\r\n");
+    } else if (which == LOCAL_CLIENT_CACHING) {
+        uint32_t f = c->tracking_flags;
+        if (!(f & TRACKING_ON))
+            request_error(req, "ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN "
+                               "or OPTOUT mode enabled");
+        else if (args_word_is(argv[2], argvlen[2], "yes") && !(f & TRACKING_OPTIN))
+            request_error(req, "ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.");
+        else if (args_word_is(argv[2], argvlen[2], "no") && !(f & TRACKING_OPTOUT))
+            request_error(req, "ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.");
+        else if (!args_word_is(argv[2], argvlen[2], "yes") && !args_word_is(argv[2], argvlen[2], "no"))
+            request_error(req, "ERR syntax error");
+        else {
+            c->tracking_caching = 1;
+            reply_str(req, "+OK\r\n");
+        }
+    } else {
+        struct tracking_state st;
+        tracking_state_get(t, c->id, &st);
+        struct bytebuf out = {0};
+        if (which == LOCAL_CLIENT_GETREDIR) {
+            char line[32];
+            int n = snprintf(line, sizeof(line), ":%lld\r\n", (st.flags & TRACKING_ON) ? (long long)st.redirect : -1LL);
+            bytebuf_add(&out, line, (size_t)n);
+        } else {
+            tracking_info_reply(&st, c->tracking_caching, c->resp3, &out);
+        }
+        tracking_state_clear(&st);
+        request_complete(req, out.p, out.len);
+        bytebuf_free(&out);
+    }
 }
 
 void local_execute(struct client *c, struct request *req, const struct plan *plan, size_t argc, const char *const *argv,
@@ -613,6 +682,12 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
         break;
     case LOCAL_CLIENT_UNBLOCK:
         local_client_unblock(c, req, argc, argv, argvlen);
+        break;
+    case LOCAL_CLIENT_TRACKING:
+    case LOCAL_CLIENT_CACHING:
+    case LOCAL_CLIENT_GETREDIR:
+    case LOCAL_CLIENT_TRACKINGINFO:
+        local_client_tracking(c, req, plan->local, argc, argv, argvlen);
         break;
     case LOCAL_COMMAND_GETKEYS:
         local_getkeys(c, req, argc, argv, argvlen);

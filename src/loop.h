@@ -16,6 +16,7 @@
 #include "scripts.h"
 #include "sizes.h"
 #include "stats.h"
+#include "tracking.h"
 #include "userlimit.h"
 #include "util.h"
 
@@ -134,6 +135,7 @@ struct worker {
     struct stats stats;
     struct proxy *proxy;
     struct nc_worker *nc;                         /* its near cache (nearcache.c), NULL without near-cache namespaces */
+    struct tracker_inbox *tracker;                /* invalidations other workers hand it (tracker.c) */
     struct repl_group repl[CONFIG_MAX_INSTANCES]; /* replicas=N writes held per instance (router.c) */
     int repl_stopped;                             /* router_stop ran: no new WAIT starts */
 };
@@ -150,10 +152,11 @@ struct proxy {
     int64_t mem_used;        /* atomic: buffered request and reply bytes, all workers (max-memory) */
     SSL_CTX **listen_ssl;    /* one per listen entry (cfg->nlistens), NULL for plain */
     size_t nlisten_ssl;
-    struct authgate *authgate;    /* the failed-AUTH table of every worker (authgate.h) */
-    struct blocked_table blocked; /* clients blocked on a dedicated connection (CLIENT UNBLOCK, any worker) */
-    struct userlimit_table users; /* per-user connection counts and rate buckets (max-clients=, rate=) */
-    struct scripts_table scripts; /* the scripts seen going to a cluster, for its nodes' -NOSCRIPT (router.c) */
+    struct authgate *authgate;      /* the failed-AUTH table of every worker (authgate.h) */
+    struct blocked_table blocked;   /* clients blocked on a dedicated connection (CLIENT UNBLOCK, any worker) */
+    struct userlimit_table users;   /* per-user connection counts and rate buckets (max-clients=, rate=) */
+    struct scripts_table scripts;   /* the scripts seen going to a cluster, for its nodes' -NOSCRIPT (router.c) */
+    struct tracking_table tracking; /* CLIENT TRACKING: every client's state and the keys read (tracking.h) */
 };
 
 /* A worker adds its changes to the process total once they reach this (either way):

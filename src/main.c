@@ -5,6 +5,8 @@
 #include "audit.h"
 #include "authgate.h"
 #include "nearcache.h"
+#include "trackfeed.h"
+#include "tracker.h"
 #include "sampler.h"
 #include "sentinelwatch.h"
 #include "tls.h"
@@ -246,6 +248,8 @@ static int run(const char *path)
     struct sentinelwatch *watch = rc == 0 ? sentinelwatch_start(d.cfg) : NULL;
     /* the near cache's per-worker caches and inboxes go on the workers' bases before they run */
     struct nearcache *nearcache = d.nearcache = rc == 0 ? nearcache_start(d.cfg, &d.proxy) : NULL;
+    if (rc == 0) tracker_start(&d.proxy); /* CLIENT TRACKING's table and inboxes, likewise */
+    struct trackfeed *trackfeed = rc == 0 ? trackfeed_start(d.cfg, &d.proxy) : NULL;
     d.base = event_base_new();
     struct admin *admin = NULL;
     if (rc == 0 && d.cfg->admin_host &&
@@ -274,6 +278,8 @@ static int run(const char *path)
     for (int i = 0; i < started; i++) worker_post(&d.proxy.workers[i], NULL, 1);
     for (int i = 0; i < started; i++) pthread_join(d.threads[i], NULL);
     nearcache_stop(nearcache);
+    trackfeed_stop(trackfeed);
+    tracker_stop(&d.proxy);
     sentinelwatch_stop(watch);
     for (int i = 0; i < d.proxy.nworkers; i++) worker_free(&d.proxy.workers[i]);
     int64_t left = __atomic_load_n(&d.proxy.mem_used, __ATOMIC_RELAXED);

@@ -7,6 +7,7 @@
 #include "cmdclass.h"
 #include "info.h"
 #include "session.h"
+#include "tracking.h"
 #include "ttl.h"
 #include "util.h"
 
@@ -158,6 +159,10 @@ static const uint8_t local_of[CID_COUNT] = {
     [CID_READWRITE] = LOCAL_READONLY,
     [CID_COMMAND_GETKEYS] = LOCAL_COMMAND_GETKEYS,
     [CID_COMMAND_GETKEYSANDFLAGS] = LOCAL_COMMAND_GETKEYS,
+    [CID_CLIENT_TRACKING] = LOCAL_CLIENT_TRACKING,
+    [CID_CLIENT_CACHING] = LOCAL_CLIENT_CACHING,
+    [CID_CLIENT_GETREDIR] = LOCAL_CLIENT_GETREDIR,
+    [CID_CLIENT_TRACKINGINFO] = LOCAL_CLIENT_TRACKINGINFO,
 };
 
 /* Decide the commands keygate answers itself; returns 1 when `p` was filled. */
@@ -381,7 +386,15 @@ static void decide_channels(const struct config *cfg, const struct registry *reg
     size_t first = is_pubsub_query(cid) ? 2 : 1, last = role == CH_FIRST_ONLY ? 2 : r->argc;
     int patterns = role == CH_PATTERNS || role == CH_OPTIONAL_PATTERN;
     const struct namespace_entry *seen = NULL;
+    int tracking_channel = 0;
     for (size_t i = first; i < last; i++) {
+        if ((cid == CID_SUBSCRIBE || cid == CID_UNSUBSCRIBE) && r->argvlen[i] == sizeof(TRACKING_CHANNEL) - 1 &&
+            memcmp(r->argv[i], TRACKING_CHANNEL, sizeof(TRACKING_CHANNEL) - 1) == 0) {
+            /* CLIENT TRACKING's channel (RESP2 REDIRECT): keygate writes its messages, no instance
+             * publishes there; any client may listen to it (it hears only what it may read) */
+            tracking_channel = 1;
+            continue;
+        }
         size_t len = patterns ? pattern_literal_len(r->argv[i], r->argvlen[i]) : r->argvlen[i];
         const struct namespace_entry *ns = registry_lookup(reg, NS_CHANNEL, r->argv[i], len);
         char ch[130];
@@ -413,6 +426,11 @@ static void decide_channels(const struct config *cfg, const struct registry *reg
             return;
         }
         if (!seen) seen = ns;
+    }
+    if (!seen && tracking_channel) { /* only the tracking channel: a subscription on the first instance */
+        p->kind = PLAN_FORWARD;
+        p->instance = 0;
+        return;
     }
     if (!seen && (cid == CID_PUBSUB_NUMSUB || cid == CID_PUBSUB_SHARDNUMSUB)) {
         plan_local(p, LOCAL_EMPTY_ARRAY); /* Redis: no channel named, no counts */

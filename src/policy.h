@@ -50,17 +50,21 @@ enum local_cmd {
     LOCAL_MULTI, /* start buffering a transaction in keygate */
     LOCAL_EXEC,  /* send the buffered transaction (or EXECABORT) */
     LOCAL_DISCARD,
-    LOCAL_UNWATCH,           /* UNWATCH with nothing watched */
-    LOCAL_PING_SUBSCRIBED,   /* PING in subscribed mode: ["pong", msg] */
-    LOCAL_UNSUBSCRIBE_NONE,  /* (P|S)UNSUBSCRIBE with no subscription: Redis's empty confirmation */
-    LOCAL_EMPTY_ARRAY,       /* PUBSUB NUMSUB / SHARDNUMSUB naming no channel: "*0" */
-    LOCAL_RESET,             /* RESET: leave MULTI, unwatch, unsubscribe, forget the name, log out; "+RESET" */
-    LOCAL_READONLY,          /* READONLY / READWRITE: "+OK" (no cluster: every read is served by the primary) */
-    LOCAL_CLIENT_REPLY_ON,   /* CLIENT REPLY ON: "+OK", replies again (session_client_reply) */
-    LOCAL_CLIENT_REPLY_OFF,  /* CLIENT REPLY OFF: no reply, none until ON */
-    LOCAL_CLIENT_REPLY_SKIP, /* CLIENT REPLY SKIP: no reply, none for the next command */
-    LOCAL_COMMAND_GETKEYS,   /* COMMAND GETKEYS / GETKEYSANDFLAGS: command_getkeys, Redis's answer */
-    LOCAL_CLIENT_UNBLOCK,    /* CLIENT UNBLOCK id [TIMEOUT|ERROR]: a blocked client of the same user */
+    LOCAL_UNWATCH,             /* UNWATCH with nothing watched */
+    LOCAL_PING_SUBSCRIBED,     /* PING in subscribed mode: ["pong", msg] */
+    LOCAL_UNSUBSCRIBE_NONE,    /* (P|S)UNSUBSCRIBE with no subscription: Redis's empty confirmation */
+    LOCAL_EMPTY_ARRAY,         /* PUBSUB NUMSUB / SHARDNUMSUB naming no channel: "*0" */
+    LOCAL_RESET,               /* RESET: leave MULTI, unwatch, unsubscribe, forget the name, log out; "+RESET" */
+    LOCAL_READONLY,            /* READONLY / READWRITE: "+OK" (no cluster: every read is served by the primary) */
+    LOCAL_CLIENT_REPLY_ON,     /* CLIENT REPLY ON: "+OK", replies again (session_client_reply) */
+    LOCAL_CLIENT_REPLY_OFF,    /* CLIENT REPLY OFF: no reply, none until ON */
+    LOCAL_CLIENT_REPLY_SKIP,   /* CLIENT REPLY SKIP: no reply, none for the next command */
+    LOCAL_COMMAND_GETKEYS,     /* COMMAND GETKEYS / GETKEYSANDFLAGS: command_getkeys, Redis's answer */
+    LOCAL_CLIENT_TRACKING,     /* CLIENT TRACKING ON|OFF ...: Redis 7.0's checks (tracking.h) */
+    LOCAL_CLIENT_CACHING,      /* CLIENT CACHING YES|NO */
+    LOCAL_CLIENT_GETREDIR,     /* CLIENT GETREDIR */
+    LOCAL_CLIENT_TRACKINGINFO, /* CLIENT TRACKINGINFO */
+    LOCAL_CLIENT_UNBLOCK,      /* CLIENT UNBLOCK id [TIMEOUT|ERROR]: a blocked client of the same user */
 };
 
 /* How a FORWARD plan uses backend connections. */

@@ -67,6 +67,7 @@ static void request_free(struct request *req)
     bytebuf_free(&req->exec_keep);
     free(req->queued_error);
     free(req->nc);
+    bytebuf_free(&req->track);
     if (req->held) mem_add(w, -(int64_t)req->held); /* its reply kept behind an earlier one, its parts */
     free(req->reply);
     free(req->repl_reply);

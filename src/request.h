@@ -103,6 +103,7 @@ struct request {
     uint64_t win_charge;            /* what it was charged in its client's reply window until its reply came */
     struct stats_mark mark;         /* its namespace slot, class, instance and read time (stats.h) */
     void *nc;                       /* the near cache's (a fill, or the keys a write invalidates): one heap block */
+    struct bytebuf track;           /* CLIENT TRACKING: the keys a write changes (tracker.c) */
 };
 
 /* A new request at the tail of c's queue. */

@@ -7,6 +7,7 @@
 
 #include "info.h"
 #include "nearcache.h"
+#include "tracker.h"
 #include "replies.h"
 #include "resend.h"
 #include "scripts.h"
@@ -1480,6 +1481,8 @@ static void route_writes_answered(struct request *req, enum route_kind kind)
     if (req->nc && kind != ROUTE_DROP && kind != ROUTE_QUEUED && kind != ROUTE_FILL && kind != ROUTE_PREFETCH &&
         kind != ROUTE_SCRIPT_LOAD)
         nearcache_write_replied(req);
+    if (req->track.len && kind != ROUTE_DROP && kind != ROUTE_QUEUED && kind != ROUTE_FILL && kind != ROUTE_PREFETCH)
+        tracker_write_replied(req);
 }
 
 /* A redirect answered on b (a dedicated connection, which does not follow it): a -MOVED updates the map. */

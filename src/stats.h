@@ -16,6 +16,7 @@
     X(commands_processed, "client commands handled")                                                                   \
     X(commands_forwarded, "commands sent to a backend instance")                                                       \
     X(commands_local, "commands answered by keygate itself")                                                           \
+    X(tracking_messages, "client-side caching invalidation messages written to clients (CLIENT TRACKING)")             \
     X(ttl_injected, "writes given the registry's TTL")                                                                 \
     X(errors_nonamespace, "commands refused: key in no namespace")                                                     \
     X(errors_crossinstance, "commands refused: keys on two instances")                                                 \

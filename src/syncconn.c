@@ -1,6 +1,7 @@
 /* syncconn.c: a small blocking Redis client (TLS via OpenSSL or plain TCP; hiredis formats and parses). */
 #include "syncconn.h"
 
+#include "resp.h"
 #include "sentinel.h"
 #include "sizes.h"
 #include "tls.h"
@@ -40,6 +41,9 @@ struct syncconn {
     redisReader *reader;
     char *out; /* queued command bytes */
     size_t outlen, outcap;
+    struct bytebuf raw; /* syncconn_read_raw's bytes, from raw_off on not handed out yet */
+    size_t raw_off;
+    struct resp_scanner scan;
     char err[256];
 };
 
@@ -224,6 +228,7 @@ static struct syncconn *open_node(const struct instance_conf *ic, const char *ho
     struct syncconn *c = xcalloc(1, sizeof(*c));
     c->fd = -1;
     c->reader = redisReaderCreate();
+    resp_scanner_reset(&c->scan);
     if (!c->reader) oom_abort(sizeof(redisReader)); /* it fails only for memory */
     int rc = 0;
     if (st) {
@@ -587,6 +592,59 @@ int syncconn_flush(struct syncconn *c)
     return 0;
 }
 
+/* Read what the socket has (at least one byte, blocking) into buf: its count, or -1 (c->err). */
+static ssize_t read_some(struct syncconn *c, char *buf, size_t size)
+{
+    for (;;) {
+        errno = 0;
+        if (c->ssl) {
+            ERR_clear_error();
+            int r = SSL_read(c->ssl, buf, (int)size);
+            if (r <= 0 && ssl_interrupted(c, r)) continue;
+            if (r <= 0) {
+                set_ssl_err(c, "read", r);
+                return -1;
+            }
+            return r;
+        }
+        ssize_t n = recv(c->fd, buf, size, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n == 0) {
+            set_err(c, "read: connection closed by the server");
+            return -1;
+        }
+        if (n < 0) {
+            set_err(c, "read: %s", errno == EAGAIN ? "timed out" : strerror(errno));
+            return -1;
+        }
+        return n;
+    }
+}
+
+int syncconn_read_raw(struct syncconn *c, const char **frame, size_t *len)
+{
+    if (c->raw_off == c->raw.len) c->raw.len = c->raw_off = 0; /* everything handed out: start over */
+    for (;;) {
+        if (c->raw_off < c->raw.len) {
+            long long n = resp_scan_reply(&c->scan, c->raw.p + c->raw_off, c->raw.len - c->raw_off);
+            if (n < 0) {
+                set_err(c, "protocol error: not RESP");
+                return -1;
+            }
+            if (n > 0) {
+                *frame = c->raw.p + c->raw_off;
+                *len = (size_t)n;
+                c->raw_off += (size_t)n;
+                return 1;
+            }
+        }
+        char buf[READ_CHUNK_BYTES];
+        ssize_t n = read_some(c, buf, sizeof(buf));
+        if (n < 0) return -1;
+        bytebuf_add(&c->raw, buf, (size_t)n);
+    }
+}
+
 redisReply *syncconn_read(struct syncconn *c)
 {
     for (;;) {
@@ -627,6 +685,27 @@ redisReply *syncconn_read(struct syncconn *c)
     }
 }
 
+int syncconn_fd(const struct syncconn *c)
+{
+    return c->fd;
+}
+
+int syncconn_wait(struct syncconn *c, int timeout_ms)
+{
+    if (c->reader->pos < c->reader->len || c->raw_off < c->raw.len) return 1; /* bytes not parsed yet */
+    if (c->ssl && SSL_pending(c->ssl) > 0) return 1;
+    struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+    int n;
+    do {
+        n = poll(&pfd, 1, timeout_ms);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        set_err(c, "poll: %s", strerror(errno));
+        return -1;
+    }
+    return n > 0;
+}
+
 redisReply *syncconn_command(struct syncconn *c, int argc, const char **argv, const size_t *argvlen)
 {
     if (syncconn_append(c, argc, argv, argvlen) != 0 || syncconn_flush(c) != 0) return NULL;
@@ -656,5 +735,6 @@ void syncconn_close(struct syncconn *c)
     }
     if (c->reader) redisReaderFree(c->reader);
     free(c->out);
+    bytebuf_free(&c->raw);
     free(c);
 }

@@ -118,6 +118,20 @@ int syncconn_flush(struct syncconn *c) KG_MUST_CHECK;
  * freeReplyObject. NULL on a connection or protocol error (see syncconn_error). */
 redisReply *syncconn_read(struct syncconn *c) KG_MUST_CHECK;
 
+/* Wait up to timeout_ms for a reply to read: 1 when syncconn_read has bytes to start on (parsed
+ * or buffered already, or the socket is readable), 0 when none came, -1 on a poll error. For a
+ * connection that receives pushes with nothing asked (CLIENT TRACKING's). */
+int syncconn_wait(struct syncconn *c, int timeout_ms) KG_MUST_CHECK;
+
+/* The next whole reply as the bytes that came (framed by resp_scan_reply: RESP3 too, pushes
+ * included; hiredis's reader here speaks RESP2 only): 1 with *frame (valid until the next call)
+ * and *len, or -1 (see syncconn_error). Not to be mixed with syncconn_read on one connection. */
+int syncconn_read_raw(struct syncconn *c, const char **frame, size_t *len) KG_MUST_CHECK;
+
+/* The connection's socket, for a caller polling several (syncconn_wait(c, 0) first: bytes may
+ * be buffered already). */
+int syncconn_fd(const struct syncconn *c);
+
 /* append + flush + read. */
 redisReply *syncconn_command(struct syncconn *c, int argc, const char **argv, const size_t *argvlen) KG_MUST_CHECK;
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cluster_keygate.h"
+#include "slotmap.h"
 
 /* Write n keys cache:k:<i> through keygate (pipelined) and check each answered OK. */
 static void write_keys(redisContext *kg, const char *prefix, int n)
@@ -210,6 +211,51 @@ START_TEST(info_keyspace_per_primary)
 }
 END_TEST
 
+/* Client-side caching (issue 32): keygate's tracking feed holds a connection to every primary,
+ * so a write made directly to whichever primary owns a key reaches a RESP3 tracking client. */
+START_TEST(tracking_feed_on_every_primary)
+{
+    keygate_on_cluster();
+    redisContext *kg = harness_must_client(&h);
+    long long end = now_ms() + 15000, up = -1;
+    while ((up = harness_info_field(kg, "tracking", "tracking_feeds_up")) != 2 && now_ms() < end) sleep_ms(20);
+    ck_assert_msg(up == 2, "tracking feeds up: %lld, want 2 (durable and the cluster)", up);
+    redisFree(kg);
+    struct harness_raw t;
+    harness_raw_open(&t, h.port, "keygate (tracking)");
+    const char *hello[] = {"HELLO", "3"}, *on[] = {"CLIENT", "TRACKING", "ON"};
+    harness_raw_sendv(&t, 2, hello);
+    free(harness_raw_reply(&t, NULL));
+    harness_raw_sendv(&t, 3, on);
+    char *got = harness_raw_reply(&t, NULL);
+    ck_assert_msg(strcmp(got, "+OK\r\n") == 0, "TRACKING ON: %s", got);
+    free(got);
+    int owners_seen[CLUSTER_NODES] = {0}, distinct = 0;
+    for (int i = 0; i < 12; i++) {
+        char key[32], want[128];
+        snprintf(key, sizeof key, "cache:trk%d", i);
+        const char *get[] = {"GET", key};
+        harness_raw_sendv(&t, 2, get);
+        got = harness_raw_reply(&t, NULL);
+        ck_assert_msg(strcmp(got, "_\r\n") == 0, "GET %s: %s", key, got);
+        free(got);
+        int owner = cluster_slot_owner(C, slotmap_key_slot(key, strlen(key)));
+        ck_assert_int_ge(owner, 0);
+        if (!owners_seen[owner]++) distinct++;
+        redisContext *d = cluster_connect(C, owner);
+        ck_assert_ptr_nonnull(d);
+        freeReplyObject(cmd(d, "SET %s v EX 100", key));
+        redisFree(d);
+        snprintf(want, sizeof want, ">2\r\n$10\r\ninvalidate\r\n*1\r\n$%zu\r\n%s\r\n", strlen(key), key);
+        got = harness_raw_reply(&t, NULL);
+        ck_assert_msg(strcmp(got, want) == 0, "the push of a direct write of %s on node %d: %s", key, owner, got);
+        free(got);
+    }
+    ck_assert_msg(distinct == 3, "the keys reached %d primaries, want 3", distinct);
+    harness_raw_close(&t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cluster_keyless");
@@ -218,6 +264,7 @@ int main(void)
     harness_add_test(tc, keys_reads_every_primary_once);
     harness_add_test(tc, scan_walks_every_primary_with_one_cursor);
     harness_add_test(tc, info_keyspace_per_primary);
+    harness_add_test(tc, tracking_feed_on_every_primary);
     int failed = harness_run(s);
     return failed == 0 && cluster_leftovers() == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -1286,6 +1286,79 @@ static void wait_nc_hit(redisContext *kg, const char *key, const char *want)
  * the reader resumes from the new primary's stream: a write through keygate after it is read
  * back, then served from the cache again. No read returns a value older than the last write
  * acknowledged before it. */
+/* ---- client-side caching (issue 32): the tracking feed follows the primary ---- */
+
+/* Wait until n instances' tracking feeds are up (INFO tracking), 15 s. */
+static void wait_tracking_feeds(int n)
+{
+    redisContext *kg = harness_must_client(&h);
+    long long end = now_ms() + 15000, up = -1;
+    while ((up = harness_info_field(kg, "tracking", "tracking_feeds_up")) != n && now_ms() < end) sleep_ms(20);
+    redisFree(kg);
+    ck_assert_msg(up == n, "tracking feeds up: %lld, want %d", up, n);
+}
+
+/* GET key on the raw RESP3 connection until keygate serves it (a null: the key is new). */
+static void tracked_get(struct harness_raw *r, const char *key)
+{
+    long long end = now_ms() + 15000;
+    for (;;) {
+        const char *argv[] = {"GET", key};
+        harness_raw_sendv(r, 2, argv);
+        char *got = harness_raw_reply(r, NULL);
+        int ok = strcmp(got, "_\r\n") == 0;
+        ck_assert_msg(ok || got[0] == '-', "GET %s: %s", key, got);
+        free(got);
+        if (ok) return;
+        ck_assert_msg(now_ms() < end, "keygate does not serve GET %s within 15 s", key);
+        sleep_ms(50);
+    }
+}
+
+/* A write made directly to the primary reaches a tracking client through keygate's feed; a
+ * failover flushes it (keygate cannot vouch for the switch); the feed then follows the new
+ * primary: a direct write there reaches the client too. */
+START_TEST(test_tracking_follows_the_primary)
+{
+    keygate_on_sentinels(NULL);
+    wait_tracking_feeds(2);
+    struct harness_raw t;
+    harness_raw_open(&t, h.port, "keygate (tracking)");
+    const char *hello[] = {"HELLO", "3"}, *on[] = {"CLIENT", "TRACKING", "ON"};
+    harness_raw_sendv(&t, 2, hello);
+    free(harness_raw_reply(&t, NULL));
+    harness_raw_sendv(&t, 3, on);
+    char *got = harness_raw_reply(&t, NULL);
+    ck_assert_msg(strcmp(got, "+OK\r\n") == 0, "TRACKING ON: %s", got);
+    free(got);
+    tracked_get(&t, "c:tr1");
+    redisContext *p = node(primary_now());
+    freeReplyObject(cmd(p, "SET c:tr1 v EX 100"));
+    redisFree(p);
+    got = harness_raw_reply(&t, NULL);
+    ck_assert_msg(strcmp(got, ">2\r\n$10\r\ninvalidate\r\n*1\r\n$5\r\nc:tr1\r\n") == 0, "the push: %s", got);
+    free(got);
+    int old = primary_now(), promoted = -1;
+    long long confirmed_ms = 0, settled_ms = 0;
+    ck_assert_msg(ha_failover(H, 30000, &promoted, &confirmed_ms, &settled_ms) == 0, "failover: %s", ha_last_error());
+    ck_assert_int_ne(promoted, old);
+    got = harness_raw_reply(&t, NULL);
+    ck_assert_msg(strcmp(got, ">2\r\n$10\r\ninvalidate\r\n_\r\n") == 0, "the flush after the failover: %s", got);
+    free(got);
+    wait_tracking_feeds(2);
+    tracked_get(&t, "c:tr2");
+    /* the feed may have come up before the read: no flush is owed for it, the next frame is the push */
+    p = node(promoted);
+    freeReplyObject(cmd(p, "SET c:tr2 v EX 100"));
+    redisFree(p);
+    got = harness_raw_reply(&t, NULL);
+    ck_assert_msg(strcmp(got, ">2\r\n$10\r\ninvalidate\r\n*1\r\n$5\r\nc:tr2\r\n") == 0,
+                  "the push of a direct write on the new primary: %s", got);
+    free(got);
+    harness_raw_close(&t);
+}
+END_TEST
+
 START_TEST(test_near_cache_follows_the_primary)
 {
     g_registry = registry_nearcache;
@@ -1688,6 +1761,7 @@ int main(void)
     harness_add_case(s, "watch", 90, setup, teardown, test_watch_across_a_failover_exec_nil_or_runs);
     harness_add_case(s, "subscribers", 90, setup, teardown, test_subscribers_across_a_failover);
     harness_add_case(s, "guard", 90, setup, teardown, test_replica_without_aof_reported_before_a_failover);
+    harness_add_case(s, "tracking", 120, setup, teardown, test_tracking_follows_the_primary);
     harness_add_case(s, "nearcache", 90, setup, teardown, test_near_cache_follows_the_primary);
     harness_add_case(s, "stale-sentinel", 120, setup, teardown, test_stale_sentinel_listed_first_loses_nothing);
     harness_add_case(s, "first-sync", 120, setup, teardown, test_replica_in_first_sync_reported);

@@ -111,13 +111,9 @@ static const char *const never_forwarded[] = {
     "acl|whoami",
     "bgrewriteaof",
     "bgsave",
-    "client|caching",
-    "client|getredir",
     "client|kill",
     "client|no-evict",
     "client|pause",
-    "client|tracking",
-    "client|trackinginfo",
     "client|unpause",
     "cluster|addslots",
     "cluster|addslotsrange",
@@ -442,6 +438,27 @@ START_TEST(keys_and_scan_only_inside_one_readable_namespace)
 }
 END_TEST
 
+/* CLIENT TRACKING BCAST prefixes: ruled as SCAN patterns (issue 32). */
+START_TEST(test_issue32_bcast_prefix_like_a_scan_pattern)
+{
+    char err[300];
+    struct session s = session_of(&cacheteam);
+    ck_assert_int_eq(access_tracking_prefix(reg, &s, "cache:search:", 13, err, sizeof(err)), 0);
+    ck_assert_int_eq(access_tracking_prefix(reg, &s, "cache:", 6, err, sizeof(err)), -1); /* nests mattermost's */
+    ck_assert_str_eq(err, "NOPERM keygate: BCAST prefix 'cache:' covers namespace 'cache:mattermost:listener' (owner "
+                          "mattermost) that user 'cacheteam' may not read");
+    ck_assert_int_eq(access_tracking_prefix(reg, &s, "q:", 2, err, sizeof(err)), -1);
+    ck_assert_int_eq(access_tracking_prefix(reg, &s, "", 0, err, sizeof(err)), -1);
+    ck_assert_str_eq(err, "NOPERM keygate: BCAST prefix '' lies in no namespace and the registry has no default line");
+    ck_assert_int_eq(access_tracking_prefix(reg, &s, "ca", 2, err, sizeof(err)), -1); /* as KEYS ca*: DENIED */
+    s = session_of(&root);
+    ck_assert_int_eq(access_tracking_prefix(reg, &s, "cache:", 6, err, sizeof(err)), 0);
+    ck_assert_int_eq(access_tracking_prefix(reg, &s, "dedup:job:x", 11, err, sizeof(err)), 0);
+    s = session_of(&ops); /* read-only, every owner: reading is enough */
+    ck_assert_int_eq(access_tracking_prefix(reg, &s, "cache:", 6, err, sizeof(err)), 0);
+}
+END_TEST
+
 /* ---- SORT BY / GET ---- */
 
 START_TEST(sort_patterns_stay_in_the_sorted_keys_namespace)
@@ -651,6 +668,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, whole_command_table_is_forwarded_through_the_registry_or_denied);
     tcase_add_test(tc, never_forwarded_is_case_insensitive_and_covers_subcommands);
+    tcase_add_test(tc, test_issue32_bcast_prefix_like_a_scan_pattern);
     tcase_add_test(tc, rights_matrix_of_three_users);
     tcase_add_test(tc, multi_key_commands_check_every_key);
     tcase_add_test(tc, keys_and_scan_only_inside_one_readable_namespace);
