@@ -1481,7 +1481,8 @@ static void route_writes_answered(struct request *req, enum route_kind kind)
     if (req->nc && kind != ROUTE_DROP && kind != ROUTE_QUEUED && kind != ROUTE_FILL && kind != ROUTE_PREFETCH &&
         kind != ROUTE_SCRIPT_LOAD)
         nearcache_write_replied(req);
-    if (req->track.len && kind != ROUTE_DROP && kind != ROUTE_QUEUED && kind != ROUTE_FILL && kind != ROUTE_PREFETCH)
+    if (req->track.len && kind != ROUTE_DROP && kind != ROUTE_QUEUED && kind != ROUTE_FILL && kind != ROUTE_PREFETCH &&
+        kind != ROUTE_SCRIPT_LOAD) /* keygate's SCRIPT LOAD before an EVALSHA sent again: the write has not run */
         tracker_write_replied(req);
 }
 
