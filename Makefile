@@ -315,7 +315,7 @@ clean:
 # stop-primary,stop-sentinel,restart (default all). First the checker's own tests (hand-made histories), then the
 # run; its last line is "N passed, N failed".
 CHAOS_DIR  := tests/chaos
-CHAOS_SRCS := $(CHAOS_DIR)/chaos.c $(CHAOS_DIR)/sentinel.c $(CHAOS_DIR)/checker.c $(CHAOS_DIR)/proxy.c \
+CHAOS_SRCS := $(CHAOS_DIR)/chaos.c $(CHAOS_DIR)/sentinel.c $(CHAOS_DIR)/runner.c $(CHAOS_DIR)/checker.c $(CHAOS_DIR)/proxy.c \
               tests/common/procs.c tests/common/serverkit.c $(HA_HARNESS)
 CHAOS_HDRS := $(wildcard $(CHAOS_DIR)/*.h) tests/common/procs.h tests/common/serverkit.h tests/ha/sentinel_harness.h
 

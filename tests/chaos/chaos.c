@@ -18,6 +18,7 @@
 #include <hiredis/hiredis.h>
 
 #include "chaos_sentinel.h"
+#include "runner.h"
 #include "checker.h"
 #include "history.h"
 #include "procs.h"
@@ -185,40 +186,20 @@ static void opts_read(void)
 
 static long long g_t0_us;
 
-static long long mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Microseconds since the run began. */
 static long long now_us(void)
 {
-    return mono_us() - g_t0_us;
-}
-
-static unsigned long long splitmix(unsigned long long *s)
-{
-    unsigned long long z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static int rnd(unsigned long long *s, int n)
-{
-    return (int)(splitmix(s) % (unsigned long long)n);
+    return runner_mono_us() - g_t0_us;
 }
 
 /* A planned pause (think time, a fault's planned duration, a poll's interval): the one kind of
  * sleep this harness has. Returns early when *stop becomes nonzero (NULL: never). */
 static void planned_sleep_ms(int ms, const int *stop)
 {
-    long long end = mono_us() + (long long)ms * 1000;
-    while (mono_us() < end) {
+    long long end = runner_mono_us() + (long long)ms * 1000;
+    while (runner_mono_us() < end) {
         if (stop != NULL && __atomic_load_n(stop, __ATOMIC_ACQUIRE)) return;
-        long long left = (end - mono_us()) / 1000;
+        long long left = (end - runner_mono_us()) / 1000;
         procs_nap_ms(left > 20 ? 20 : left > 0 ? (int)left : 1);
     }
 }
@@ -472,28 +453,6 @@ static int deployment_start(void)
 
 /* ---- the history: per-thread logs, merged at the end ---- */
 
-struct oplog {
-    struct hist_op *ops;
-    size_t n, cap;
-};
-
-static struct hist_op *oplog_add(struct oplog *l)
-{
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 4096;
-        struct hist_op *np = realloc(l->ops, cap * sizeof *np);
-        if (np == NULL) {
-            fprintf(stderr, "chaos: out of memory for the history\n");
-            abort();
-        }
-        l->ops = np;
-        l->cap = cap;
-    }
-    struct hist_op *o = &l->ops[l->n++];
-    memset(o, 0, sizeof *o);
-    return o;
-}
-
 /* What each key's writer had acknowledged, for the readers' SISMEMBER members. */
 static struct {
     pthread_mutex_t lock;
@@ -552,8 +511,8 @@ static void lulls_make(void)
     unsigned long long s = g_o.seed ^ 0x6c756c6cull; /* "lull" */
     long long t = 2000, end = (long long)g_o.duration_s * 1000;
     while (g_nlulls < MAX_LULLS) {
-        t += 1500 + rnd(&s, 3501);
-        long long len = 300 + rnd(&s, 2201);
+        t += 1500 + runner_rnd(&s, 3501);
+        long long len = 300 + runner_rnd(&s, 2201);
         if (t + len > end) break;
         g_lull_start_us[g_nlulls] = t * 1000;
         g_lull_end_us[g_nlulls++] = (t + len) * 1000;
@@ -866,17 +825,17 @@ static void *writer_main(void *arg)
             planned_sleep_ms((int)((lull - now_us()) / 1000) + 1, &g_stop_clients); /* a planned lull */
             continue;
         }
-        struct hist_op *o = oplog_add(&cl->log);
+        struct hist_op *o = runner_oplog_add(&cl->log);
         o->thread = cl->id;
-        o->node = rnd(&cl->rng, NNODES);
+        o->node = runner_rnd(&cl->rng, NNODES);
         do_write(cl, o, cl->writer_key, ++seq);
         if (o->status == HST_OK) ack_record(cl->writer_key, seq, o->end_us);
         if (o->status == HST_ERR_CONN) planned_sleep_ms(10, &g_stop_clients); /* retry pacing: a keygate down */
         /* think time: mostly a few ms, and after one write in 8 (every other write for the odd keys: hot:s:1,
          * hot:h:1, hot:t:1, hc:h:0) a quiet spell of 0.1-1.5 s, so that a key keeps a value long enough for a
          * missed invalidation to outlive the bound */
-        int quiet = rnd(&cl->rng, cl->writer_key % 2 ? 2 : 8) == 0;
-        planned_sleep_ms(quiet ? 100 + rnd(&cl->rng, 1400) : 1 + rnd(&cl->rng, 8), &g_stop_clients);
+        int quiet = runner_rnd(&cl->rng, cl->writer_key % 2 ? 2 : 8) == 0;
+        planned_sleep_ms(quiet ? 100 + runner_rnd(&cl->rng, 1400) : 1 + runner_rnd(&cl->rng, 8), &g_stop_clients);
     }
     for (int n = 0; n < NNODES; n++) redisFree(cl->c[n]);
     return NULL;
@@ -887,10 +846,10 @@ static void *reader_main(void *arg)
     struct client *cl = arg;
     client_lower_priority();
     while (!__atomic_load_n(&g_stop_clients, __ATOMIC_ACQUIRE)) {
-        struct hist_op *o = oplog_add(&cl->log);
+        struct hist_op *o = runner_oplog_add(&cl->log);
         o->thread = cl->id;
         o->node = cl->node;
-        int key = rnd(&cl->rng, NKEYS), coin = rnd(&cl->rng, 10);
+        int key = runner_rnd(&cl->rng, NKEYS), coin = runner_rnd(&cl->rng, 10);
         o->nkeys = 1;
         o->key[0] = key;
         switch (g_keys[key].type) {
@@ -919,7 +878,7 @@ static void *reader_main(void *arg)
         }
         do_read(cl, o);
         /* think time; retry pacing after a connection error (a keygate restarting refuses at once) */
-        planned_sleep_ms(o->status == HST_ERR_CONN ? 10 : rnd(&cl->rng, 3), &g_stop_clients);
+        planned_sleep_ms(o->status == HST_ERR_CONN ? 10 : runner_rnd(&cl->rng, 3), &g_stop_clients);
     }
     for (int n = 0; n < NNODES; n++) redisFree(cl->c[n]);
     return NULL;
@@ -985,34 +944,36 @@ static void plan_make(void)
         if (g_o.faults & (1u << k)) kinds[nk++] = k;
     long long t = 0, end = (long long)g_o.duration_s * 1000 - 1500;
     while (nk > 0 && g_nplan < MAX_PLANNED) {
-        struct planned pl = {.kind = kinds[rnd(&s, nk)], .node = rnd(&s, NNODES), .gap_ms = 300 + rnd(&s, 1200)};
+        struct planned pl = {.kind = kinds[runner_rnd(&s, nk)],
+                             .node = runner_rnd(&s, NNODES),
+                             .gap_ms = 300 + runner_rnd(&s, 1200)};
         int cost = 0; /* what the fault's own steps are expected to take, for the plan only */
         switch (pl.kind) {
         case HF_STOP:
-            pl.hold_ms = 100 + rnd(&s, 3901);
+            pl.hold_ms = 100 + runner_rnd(&s, 3901);
             break;
         case HF_SLOW_LINK:
             pl.node = PROXY_NODE;
-            pl.hold_ms = 500 + rnd(&s, 2501);
-            pl.param = 50 + rnd(&s, 551);
+            pl.hold_ms = 500 + runner_rnd(&s, 2501);
+            pl.param = 50 + runner_rnd(&s, 551);
             cost = pl.param;
             break;
         case HF_RELOAD:
-            pl.hold_ms = 300 + rnd(&s, 2201);
-            pl.param = rnd(&s, 6);
+            pl.hold_ms = 300 + runner_rnd(&s, 2201);
+            pl.param = runner_rnd(&s, 6);
             cost = 200;
             break;
         case HF_RESTART:
-            pl.param = rnd(&s, 2);
+            pl.param = runner_rnd(&s, 2);
             cost = 800;
             break;
         case HF_DEL_STREAM:
         case HF_TRIM_STREAM:
-            pl.param = rnd(&s, 2);
+            pl.param = runner_rnd(&s, 2);
             break;
         case HF_WRONGTYPE_STREAM:
-            pl.param = rnd(&s, 2);
-            pl.hold_ms = 200 + rnd(&s, 1301);
+            pl.param = runner_rnd(&s, 2);
+            pl.hold_ms = 200 + runner_rnd(&s, 1301);
             break;
         }
         if (t == 0) pl.gap_ms += 1000; /* the first after a second of load without faults */
@@ -1300,7 +1261,7 @@ static int settle(void)
  * HIST_DIRECT) into a new op of l. */
 static struct hist_op *final_read(struct client *cl, int n, int key)
 {
-    struct hist_op *o = oplog_add(&cl->log);
+    struct hist_op *o = runner_oplog_add(&cl->log);
     o->thread = cl->id;
     o->node = n;
     o->nkeys = 1;
@@ -1376,12 +1337,6 @@ static void print_nearcache(int n)
 }
 
 /* ---- the result ---- */
-
-static int by_start_time(const void *a, const void *b)
-{
-    const struct hist_op *x = a, *y = b;
-    return x->start_us < y->start_us ? -1 : x->start_us > y->start_us;
-}
 
 static void write_history(const char *path, const struct history *h)
 {
@@ -1495,7 +1450,7 @@ int main(void)
     for (int i = 0; i < g_nlulls; i++) printf(" +%.1f..%.1fs", g_lull_start_us[i] / 1e6, g_lull_end_us[i] / 1e6);
     printf("\n");
 
-    g_t0_us = mono_us();
+    g_t0_us = runner_mono_us();
     long long wall0 = procs_mono_ms();
     int started = deployment_start() == 0;
     struct client *clients = NULL;
@@ -1509,7 +1464,7 @@ int main(void)
                "2; durable :%d/%d, cache :%d/%d (tls/plain); dir %s\n",
                g.node[0].s.port, g.node[1].s.port, g.proxy_port, g.node[2].s.port, g.backend[0].port,
                g.backend[0].plain_port, g.backend[1].port, g.backend[1].plain_port, g.dir);
-        g_t0_us = mono_us(); /* the run starts with the load */
+        g_t0_us = runner_mono_us(); /* the run starts with the load */
         clients = calloc((size_t)nclients, sizeof *clients);
         for (int i = 0; i < nclients; i++) {
             struct client *cl = &clients[i];
@@ -1547,7 +1502,7 @@ int main(void)
         memcpy(ops + k, settler.log.ops, settler.log.n * sizeof *ops);
         k += settler.log.n;
         free(settler.log.ops);
-        qsort(ops, k, sizeof *ops, by_start_time);
+        qsort(ops, k, sizeof *ops, runner_by_start_time);
         hist = (struct history){.ops = ops,
                                 .nops = k,
                                 .faults = g_faults,

@@ -18,6 +18,7 @@
 
 #include "checker.h"
 #include "chaos_sentinel.h"
+#include "runner.h"
 #include "history.h"
 #include "procs.h"
 #include "sentinel_harness.h"
@@ -81,29 +82,9 @@ static struct {
 
 static long long g_t0_us;
 
-static long long mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static long long now_us(void)
 {
-    return mono_us() - g_t0_us;
-}
-
-static unsigned long long splitmix(unsigned long long *s)
-{
-    unsigned long long z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static int rnd(unsigned long long *s, int n)
-{
-    return (int)(splitmix(s) % (unsigned long long)n);
+    return runner_mono_us() - g_t0_us;
 }
 
 static const int g_kinds[] = {HF_FAILOVER, HF_KILL_PRIMARY, HF_STOP_PRIMARY, HF_STOP_SENTINEL, HF_RESTART};
@@ -152,10 +133,10 @@ static int opts_read(const struct chaos_common *c)
 /* A planned pause; returns early when *stop becomes nonzero (NULL: never). */
 static void planned_sleep_ms(int ms, const int *stop)
 {
-    long long end = mono_us() + (long long)ms * 1000;
-    while (mono_us() < end) {
+    long long end = runner_mono_us() + (long long)ms * 1000;
+    while (runner_mono_us() < end) {
         if (stop != NULL && __atomic_load_n(stop, __ATOMIC_ACQUIRE)) return;
-        long long left = (end - mono_us()) / 1000;
+        long long left = (end - runner_mono_us()) / 1000;
         procs_nap_ms(left > 20 ? 20 : left > 0 ? (int)left : 1);
     }
 }
@@ -373,28 +354,6 @@ static void deployment_stop(int keep)
 
 /* ---- the clients ---- */
 
-struct oplog {
-    struct hist_op *ops;
-    size_t n, cap;
-};
-
-static struct hist_op *oplog_add(struct oplog *l)
-{
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 4096;
-        struct hist_op *np = realloc(l->ops, cap * sizeof *np);
-        if (np == NULL) {
-            fprintf(stderr, "chaos: out of memory for the history\n");
-            abort();
-        }
-        l->ops = np;
-        l->cap = cap;
-    }
-    struct hist_op *o = &l->ops[l->n++];
-    memset(o, 0, sizeof *o);
-    return o;
-}
-
 struct client {
     int id, node;
     unsigned long long rng;
@@ -486,14 +445,14 @@ static void *client_main(void *arg)
     if (errno == 0) setpriority(PRIO_PROCESS, (id_t)gettid(), prio + 4 > 19 ? 19 : prio + 4);
     while (!__atomic_load_n(&g_stop_clients, __ATOMIC_ACQUIRE)) {
         size_t base = cl->log.n;
-        for (int i = 0; i < g_o.pipeline; i++) oplog_add(&cl->log); /* added first: oplog_add may move them */
+        for (int i = 0; i < g_o.pipeline; i++) runner_oplog_add(&cl->log); /* added first: oplog_add may move them */
         struct hist_op *ops = &cl->log.ops[base];
         for (int i = 0; i < g_o.pipeline; i++) {
             ops[i].thread = cl->id;
             ops[i].node = cl->node;
             ops[i].nkeys = 1;
-            ops[i].key[0] = rnd(&cl->rng, SN_KEYS);
-            ops[i].kind = rnd(&cl->rng, 4) < 3 ? HOP_INCR : HOP_GET;
+            ops[i].key[0] = runner_rnd(&cl->rng, SN_KEYS);
+            ops[i].kind = runner_rnd(&cl->rng, 4) < 3 ? HOP_INCR : HOP_GET;
         }
         client_batch(cl, ops, g_o.pipeline);
         if (ops[0].status == HST_ERR_CONN) planned_sleep_ms(10, &g_stop_clients); /* retry pacing: a keygate down */
@@ -551,27 +510,27 @@ static void plan_make(void)
         if (g_o.faults & (1u << g_kinds[i])) kinds[nk++] = g_kinds[i];
     long long t = 0, end = (long long)g_o.duration_s * 1000;
     while (nk > 0 && g_nplan < SN_MAX_PLANNED) {
-        struct planned pl = {.kind = kinds[rnd(&s, nk)], .gap_ms = 500 + rnd(&s, 1500)};
+        struct planned pl = {.kind = kinds[runner_rnd(&s, nk)], .gap_ms = 500 + runner_rnd(&s, 1500)};
         int cost = 0;
         switch (pl.kind) {
         case HF_FAILOVER:
-            pl.target = rnd(&s, HA_SENTINELS);
+            pl.target = runner_rnd(&s, HA_SENTINELS);
             cost = 4000;
             break;
         case HF_KILL_PRIMARY:
             cost = 6000;
             break;
         case HF_STOP_PRIMARY:
-            pl.hold_ms = 300 + rnd(&s, 4701);
+            pl.hold_ms = 300 + runner_rnd(&s, 4701);
             cost = pl.hold_ms > 1000 ? 4000 : 500;
             break;
         case HF_STOP_SENTINEL:
-            pl.target = rnd(&s, HA_SENTINELS);
-            pl.hold_ms = 500 + rnd(&s, 3501);
+            pl.target = runner_rnd(&s, HA_SENTINELS);
+            pl.hold_ms = 500 + runner_rnd(&s, 3501);
             break;
         case HF_RESTART:
-            pl.target = rnd(&s, SN_NODES);
-            pl.param = rnd(&s, 2);
+            pl.target = runner_rnd(&s, SN_NODES);
+            pl.param = runner_rnd(&s, 2);
             cost = 1000;
             break;
         }
@@ -749,7 +708,7 @@ static void final_reads(struct client *cl, int p)
 {
     for (int key = 0; key < SN_KEYS; key++) {
         for (int n = 0; n < SN_NODES; n++) {
-            struct hist_op *o = oplog_add(&cl->log);
+            struct hist_op *o = runner_oplog_add(&cl->log);
             o->thread = cl->id;
             o->node = cl->node = n;
             o->nkeys = 1;
@@ -759,7 +718,7 @@ static void final_reads(struct client *cl, int p)
             cl->c = NULL;
             client_op(cl, o);
         }
-        struct hist_op *o = oplog_add(&cl->log);
+        struct hist_op *o = runner_oplog_add(&cl->log);
         o->thread = cl->id;
         o->node = HIST_DIRECT;
         o->final = 1;
@@ -823,12 +782,6 @@ static void print_error_texts(const struct history *h)
     if (other) printf("  %8lld  (other texts)\n", other);
 }
 
-static int by_start_time(const void *a, const void *b)
-{
-    const struct hist_op *x = a, *y = b;
-    return x->start_us < y->start_us ? -1 : x->start_us > y->start_us;
-}
-
 static void write_history(const char *path, const struct history *h)
 {
     FILE *f = fopen(path, "w");
@@ -861,7 +814,7 @@ int chaos_sentinel_main(const struct chaos_common *common)
     plan_make();
     plan_print();
     long long wall0 = procs_mono_ms();
-    g_t0_us = mono_us();
+    g_t0_us = runner_mono_us();
     int started = deployment_start() == 0, failed = 1;
     struct check_result res = {0};
     struct hist_op *ops = NULL;
@@ -872,7 +825,7 @@ int chaos_sentinel_main(const struct chaos_common *common)
                g.h->nodes[0].tls_port, g.h->nodes[1].tls_port, g.h->nodes[2].tls_port, g.h->sentinels[0].tls_port,
                g.h->sentinels[1].tls_port, g.h->sentinels[2].tls_port, g.fake_port, g.node[0].port, g.node[1].port,
                g.node[2].port, g.h->dir);
-        g_t0_us = mono_us();
+        g_t0_us = runner_mono_us();
         int nclients = SN_NODES * g_o.clients;
         struct client *clients = calloc((size_t)nclients + 1, sizeof *clients);
         for (int i = 0; i < nclients; i++) {
@@ -908,7 +861,7 @@ int chaos_sentinel_main(const struct chaos_common *common)
             free(clients[i].log.ops);
         }
         free(clients);
-        qsort(ops, k, sizeof *ops, by_start_time);
+        qsort(ops, k, sizeof *ops, runner_by_start_time);
         struct history hist = {.ops = ops,
                                .nops = k,
                                .faults = g_faults,
