@@ -201,10 +201,12 @@ END_TEST
 
 /* ---- rate= ---- */
 
-/* One connection sending GETs as fast as keygate answers, `depth` of them outstanding. */
+/* One connection sending GETs as fast as keygate answers, `depth` of them outstanding; or, with
+ * pace_ms, one GET every pace_ms (one outstanding: load at a given rate, not a flood). */
 struct flood {
     const char *user;
     int depth;
+    int pace_ms;
     int *stop;         /* atomic: set by the test to end it */
     long long replies; /* replies read */
     long long errors;  /* error replies, or a failed connection (-1 more) */
@@ -232,6 +234,7 @@ static void *flood_run(void *arg)
         return NULL;
     }
     freeReplyObject(r);
+    long long next_ms = now_ms();
     for (int i = 0; i < f->depth; i++) redisAppendCommand(c, "GET cache:ul:flood");
     while (!__atomic_load_n(f->stop, __ATOMIC_ACQUIRE)) {
         void *reply = NULL;
@@ -247,6 +250,11 @@ static void *flood_run(void *arg)
         }
         freeReplyObject(r);
         __atomic_add_fetch(&f->replies, 1, __ATOMIC_RELAXED);
+        if (f->pace_ms > 0) { /* the next on its schedule (a load's pace, not a wait for a condition) */
+            next_ms += f->pace_ms;
+            long long left = next_ms - now_ms();
+            if (left > 0) sleep_ms((int)left);
+        }
         redisAppendCommand(c, "GET cache:ul:flood");
     }
     redisFree(c); /* the requests still held go with it */
@@ -261,13 +269,18 @@ struct floods {
     int stop;
 };
 
-static void floods_start(struct floods *fl, const char *user, int depth)
+static void floods_start_paced(struct floods *fl, const char *user, int depth, int pace_ms)
 {
     memset(fl, 0, sizeof(*fl));
     for (int i = 0; i < FLOODS; i++) {
-        fl->f[i] = (struct flood){.user = user, .depth = depth, .stop = &fl->stop};
+        fl->f[i] = (struct flood){.user = user, .depth = depth, .pace_ms = pace_ms, .stop = &fl->stop};
         ck_assert_int_eq(pthread_create(&fl->t[i], NULL, flood_run, &fl->f[i]), 0);
     }
+}
+
+static void floods_start(struct floods *fl, const char *user, int depth)
+{
+    floods_start_paced(fl, user, depth, 0);
 }
 
 static long long floods_replies(struct floods *fl)
@@ -511,8 +524,12 @@ START_TEST(test_issue31_a_user_at_ten_times_its_rate_keeps_others_p99)
     for (int round = 0; round < ROUNDS; round++) {
         /* idle first in even rounds, busy first in odd ones: neither side always follows the other */
         if (round % 2 == 0) {
+            struct floods at;
+            floods_start_paced(&at, "slow", 1, FLOODS * 1000 / SLOW_RATE); /* slow at its rate: 200 a second */
+            floods_wait_replies(&at, FLOODS, 5000);
             measure(b, PER_BLOCK, idle, &nidle);
             idle_round[round] = p99(idle + nidle - PER_BLOCK, PER_BLOCK);
+            floods_stop(&at);
         }
         struct floods fl;
         floods_start(&fl, "slow", 100); /* 400 outstanding: far more than 10x rate=200 offered */
@@ -528,25 +545,35 @@ START_TEST(test_issue31_a_user_at_ten_times_its_rate_keeps_others_p99)
         busy_ms += t1 - t0;
         offered += held1 - held0;
         if (round % 2 == 1) {
+            struct floods at;
+            floods_start_paced(&at, "slow", 1, FLOODS * 1000 / SLOW_RATE);
+            floods_wait_replies(&at, FLOODS, 5000);
             measure(b, PER_BLOCK, idle, &nidle);
             idle_round[round] = p99(idle + nidle - PER_BLOCK, PER_BLOCK);
+            floods_stop(&at);
         }
     }
     /*
-     * Two p99s, each busy against idle. The machine is shared (other builds and tests take its two
-     * cores in bursts of a second or so), and a burst that falls on one side moves the p99 of all
-     * the samples by milliseconds either way; so:
+     * Two p99s, each with slow offering ten times its rate ("busy") against slow at its rate (the
+     * "idle" blocks: 4 connections of one GET every 20 ms, 200 a second, what rate= lets it have):
+     * what the flood costs the others past the rate it may use. (Against slow sending nothing,
+     * the 200 requests a second it is still served cost the quiet user's p99 some 20-40 us of
+     * ~150, 13-27 %: that is its rate's share, not the flood's.) The machine is shared (other
+     * builds and tests take its two cores in bursts of a second or so), and a burst that falls on
+     * one side moves the p99 of all the samples by milliseconds either way; so:
      *   - the p99 of each round's block, and their median over the rounds: a burst moves a few
-     *     rounds, not the median. Allowed +10 %, or +300 us when more. This is the check that
-     *     guards: a flood that is not held (no rate=) takes it from about 170 us to about 1 ms;
+     *     rounds, not the median. Allowed +10 %, or +30 us when more (the run-to-run spread of
+     *     that median: 161 vs 162, 178 vs 175, 218 vs 191 us in three runs). This is the check
+     *     that guards: a flood that is not held (no rate=) takes it from about 170 us to 1 ms;
      *   - the p99 of all the samples, allowed +10 %, or +2 ms when more: the tail as a whole.
      */
     long long p_idle = p99(idle, nidle), p_busy = p99(busy, nbusy);
     long long m_idle = median(idle_round, ROUNDS), m_busy = median(busy_round, ROUNDS);
-    long long allowed = slack(p_idle, 2000), m_allowed = slack(m_idle, 300);
+    long long allowed = slack(p_idle, 2000), m_allowed = slack(m_idle, 30);
     double slow_rate = busy_ms ? (double)served * 1000.0 / (double)busy_ms : 0;
     fprintf(stderr,
-            "issue 31: quiet's GET p99, slow idle vs flooding: median of %d rounds' %lld us vs %lld us (allowed "
+            "issue 31: quiet's GET p99, slow at its rate vs at ten times it: median of %d rounds' %lld us vs %lld us "
+            "(allowed "
             "%lld); all %d samples %lld us vs %lld us (allowed %lld); slow served %.1f/s at rate=%d, held %lld "
             "times\n",
             ROUNDS, m_idle, m_busy, m_allowed, nidle, p_idle, p_busy, allowed, slow_rate, SLOW_RATE, offered);
