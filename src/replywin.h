@@ -15,10 +15,10 @@
  * one); a client may have a new request taken while its charges still owed (`inflight`)
  * and the reply bytes keygate holds for it (queued on its output, or kept behind an
  * earlier request) stay under `window` (so one request is taken whenever nothing is owed or
- * held, however large its reply may be). The window
- * starts at REPLYWIN_START (or the cap, if lower) and grows by every byte the client takes off keygate (written
- * to its socket), up to a cap (client-output-limit): a client that reads grows it as fast
- * as it reads, one that never reads keeps what its socket took.
+ * held, however large its reply may be). The window starts at REPLYWIN_START (or the cap, if
+ * lower) and grows by every byte the client takes off keygate (written to its socket), up to
+ * a cap (client-output-limit): a client that reads grows it as fast as it reads, one that
+ * never reads keeps what its socket took.
  */
 struct replywin {
     uint64_t window;   /* bytes it may have owed or held */

@@ -41,6 +41,39 @@ START_TEST(core_hit_miss_absent_and_expiry)
 }
 END_TEST
 
+/* nccore_find_hit counts and touches a hit only: a miss, an expired entry or a pass type changes
+ * nothing (nccore_find then decides, counting and evicting); keys of 1 to 20 bytes all found
+ * (the hash's word loop and its tail). */
+START_TEST(core_find_hit_changes_nothing_but_a_hit)
+{
+    struct nc_cache c;
+    nccore_init(&c, 1 << 20, 1);
+    struct nc_ticket t = nccore_ticket(&c, 0);
+    ck_assert_ptr_null(nccore_find_hit(&c, 0, "k", 1, NOW, NC_T_BIG));
+    ck_assert_uint_eq(c.ns[0].misses, 0);
+    ck_assert_int_eq(store_str(&c, t, "short", "v", NOW + 100), NC_STORED);
+    ck_assert_ptr_null(nccore_find_hit(&c, 0, "short", 5, NOW + 100, NC_T_BIG)); /* expired: left in place */
+    ck_assert_uint_eq(c.count, 1);
+    ck_assert_uint_eq(c.ns[0].evictions[NC_EVICT_TTL], 0);
+    ck_assert_ptr_null(nccore_find_hit(&c, 0, "short", 5, NOW, NC_T_STRING)); /* its type passes */
+    ck_assert_uint_eq(c.ns[0].hits, 0);
+    ck_assert_ptr_nonnull(nccore_find_hit(&c, 0, "short", 5, NOW, NC_T_BIG));
+    ck_assert_uint_eq(c.ns[0].hits, 1);
+    char key[32];
+    for (int n = 1; n <= 20; n++) {
+        memset(key, 'a' + n, (size_t)n);
+        ck_assert_int_eq(nccore_store(&c, &t, key, (size_t)n, NC_T_STRING, 0, "v", 1, NOW + 1000, NC_T_BIG), NC_STORED);
+    }
+    for (int n = 1; n <= 20; n++) {
+        memset(key, 'a' + n, (size_t)n);
+        ck_assert_msg(nccore_find_hit(&c, 0, key, (size_t)n, NOW, NC_T_BIG) != NULL, "key of %d bytes", n);
+        key[n - 1] = 'Z'; /* its last byte differs (the hash's tail): another key */
+        ck_assert_msg(nccore_find_hit(&c, 0, key, (size_t)n, NOW, NC_T_BIG) == NULL, "other key of %d bytes", n);
+    }
+    nccore_free(&c);
+}
+END_TEST
+
 START_TEST(core_lru_by_bytes_and_large_values)
 {
     char val[2000];
@@ -310,6 +343,7 @@ int main(void)
     Suite *s = suite_create("nearcache");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, core_hit_miss_absent_and_expiry);
+    tcase_add_test(tc, core_find_hit_changes_nothing_but_a_hit);
     tcase_add_test(tc, core_lru_by_bytes_and_large_values);
     tcase_add_test(tc, core_race_rule_stream_cursor);
     tcase_add_test(tc, core_local_write_and_flush);
