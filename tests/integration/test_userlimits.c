@@ -562,14 +562,16 @@ START_TEST(test_issue31_a_user_at_ten_times_its_rate_keeps_others_p99)
      * builds and tests take its two cores in bursts of a second or so), and a burst that falls on
      * one side moves the p99 of all the samples by milliseconds either way; so:
      *   - the p99 of each round's block, and their median over the rounds: a burst moves a few
-     *     rounds, not the median. Allowed +10 %, or +30 us when more (the run-to-run spread of
-     *     that median: 161 vs 162, 178 vs 175, 218 vs 191 us in three runs). This is the check
-     *     that guards: a flood that is not held (no rate=) takes it from about 170 us to 1 ms;
+     *     rounds, not the median. Allowed +10 %, or +300 us when more. Alone on the machine it
+     *     holds +10 % (193 vs 193, 201 vs 200, 216 vs 206 us), but beside another suite (make
+     *     integration runs two at once) one run measured 142 vs 177 us: +30 us would be flaky.
+     *     This is the check that guards: a flood that is not held (no rate=) takes it from about
+     *     170 us to 1 ms;
      *   - the p99 of all the samples, allowed +10 %, or +2 ms when more: the tail as a whole.
      */
     long long p_idle = p99(idle, nidle), p_busy = p99(busy, nbusy);
     long long m_idle = median(idle_round, ROUNDS), m_busy = median(busy_round, ROUNDS);
-    long long allowed = slack(p_idle, 2000), m_allowed = slack(m_idle, 30);
+    long long allowed = slack(p_idle, 2000), m_allowed = slack(m_idle, 300);
     double slow_rate = busy_ms ? (double)served * 1000.0 / (double)busy_ms : 0;
     fprintf(stderr,
             "issue 31: quiet's GET p99, slow at its rate vs at ten times it: median of %d rounds' %lld us vs %lld us "
