@@ -554,15 +554,22 @@ void nearcache_prefetch_reply(struct request *req, size_t i, const char *reply, 
     bytebuf_free(&value);
 }
 
+/* A read of a near-cache namespace that the cache may answer: forwarded plainly on the shared
+ * connection (no write, no TTL rewrite, no transaction, no pin). nearcache_hit_now and
+ * nearcache_try both start here. */
+static int nc_plain_cached_read(const struct client *c, const struct plan *plan)
+{
+    return plan->kind == PLAN_FORWARD && plan->ns && plan->ns->near_cache_ms > 0 && !plan->writes &&
+           plan->flow == FLOW_SHARED && c->session.mode == SESSION_NORMAL && !plan->nappend && !plan->ttl.nfix &&
+           !plan->ttl.getex && !c->watch_pin;
+}
+
 int nearcache_hit_now(struct client *c, const struct plan *plan, const struct policy_request *pr, const char **reply,
                       size_t *len)
 {
     struct nc_worker *nw = nc_of(c->worker);
-    if (!nw || plan->kind != PLAN_FORWARD || !plan->ns || plan->ns->near_cache_ms <= 0) return 0;
     /* nearcache_try's conditions, and one key: MGET goes through nearcache_try */
-    if (plan->writes || plan->flow != FLOW_SHARED || c->session.mode != SESSION_NORMAL || plan->nappend ||
-        plan->ttl.nfix || plan->ttl.getex || c->watch_pin || plan->merge != MERGE_NONE)
-        return 0;
+    if (!nw || !nc_plain_cached_read(c, plan) || plan->merge != MERGE_NONE) return 0;
     const struct nc_read *row = ncpolicy_read(pr->cmd);
     if (!row || cmdclass_id(pr->cmd) == CID_MGET) return 0;
     int slot = nc_slot_for(nw, plan->ns);
@@ -582,11 +589,7 @@ enum nearcache_verdict nearcache_try(struct client *c, struct request *req, cons
                                      const struct policy_request *pr)
 {
     struct nc_worker *nw = nc_of(c->worker);
-    if (!nw || plan->kind != PLAN_FORWARD || !plan->ns || plan->ns->near_cache_ms <= 0) return NEARCACHE_PASS;
-    /* a plain read on the shared connection: no TTL rewrite, no transaction, no pin */
-    if (plan->writes || plan->flow != FLOW_SHARED || c->session.mode != SESSION_NORMAL || plan->nappend ||
-        plan->ttl.nfix || plan->ttl.getex || c->watch_pin)
-        return NEARCACHE_PASS;
+    if (!nw || !nc_plain_cached_read(c, plan)) return NEARCACHE_PASS;
     if (plan->merge == MERGE_NONE && cmdclass_id(pr->cmd) == CID_MGET && plan->nmore_ns == 0)
         return nc_try_mget(nw, c, req, plan, pr); /* one namespace; split: forwarded */
     if (plan->merge != MERGE_NONE) return NEARCACHE_PASS;
