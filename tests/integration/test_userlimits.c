@@ -562,11 +562,12 @@ START_TEST(test_issue31_a_user_at_ten_times_its_rate_keeps_others_p99)
      * builds and tests take its two cores in bursts of a second or so), and a burst that falls on
      * one side moves the p99 of all the samples by milliseconds either way; so:
      *   - the p99 of each round's block, and their median over the rounds: a burst moves a few
-     *     rounds, not the median. Allowed +10 %, or +300 us when more. Alone on the machine it
-     *     holds +10 % (193 vs 193, 201 vs 200, 216 vs 206 us), but beside another suite (make
-     *     integration runs two at once) one run measured 142 vs 177 us: +30 us would be flaky.
-     *     This is the check that guards: a flood that is not held (no rate=) takes it from about
-     *     170 us to 1 ms;
+     *     rounds, not the median. Allowed +10 %, or +300 us when more: a guard, not the issue's
+     *     10 % itself, which is a speed goal measured side by side by `scripts/bench --only
+     *     userlimits` (BENCHMARKS.md). Alone on the machine this holds +10 % (193 vs 193, 201 vs
+     *     200, 216 vs 206 us), but beside another suite (make integration runs two at once) one
+     *     run measured 142 vs 177 us. What it guards: a flood that is not held (no rate=) takes
+     *     it from about 170 us to 1 ms;
      *   - the p99 of all the samples, allowed +10 %, or +2 ms when more: the tail as a whole.
      */
     long long p_idle = p99(idle, nidle), p_busy = p99(busy, nbusy);
