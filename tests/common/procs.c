@@ -100,9 +100,7 @@ unsigned long long procs_stat(pid_t pid, char *state)
     return field == 22 ? strtoull(p, NULL, 10) : 0;
 }
 
-/* Threads left in pid's group ("Threads:" of /proc/PID/status); 0 when gone. A SIGKILLed
- * redis-server's leader is a zombie while its bio threads still exit and hold its ports. */
-static int proc_threads(pid_t pid)
+int procs_threads(pid_t pid)
 {
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
@@ -130,7 +128,7 @@ int procs_gone(pid_t pid, unsigned long long start)
     char state = '?';
     unsigned long long now = procs_stat(pid, &state);
     if (now == 0 || now != start) return 1;
-    return (state == 'Z' || state == 'X') && proc_threads(pid) <= 1;
+    return (state == 'Z' || state == 'X') && procs_threads(pid) <= 1;
 }
 
 int procs_signal(pid_t pid, unsigned long long start, int sig)
@@ -144,6 +142,7 @@ int procs_signal(pid_t pid, unsigned long long start, int sig)
 
 static void spawned_add(pid_t pid, pid_t owner, unsigned long long start)
 {
+    if (g_spawned == NULL) return; /* no procs_install: the caller keeps its own table (tests/integration/harness.c) */
     for (int i = 0; g_spawned != NULL && i < MAX_SPAWNED; i++)
         if (__sync_bool_compare_and_swap(&g_spawned[i].pid, 0, -1)) {
             g_spawned[i].owner = owner;

@@ -58,7 +58,8 @@ int procs_install(const char *who, int subreaper);
  * when auth is not NULL. From the owner: a plain fork. From another process (a test
  * process, CK_FORK): a double fork, the server re-parented to the owner (it must be the
  * caller's subreaper: procs_install(..., 1)) and out of the caller's process group. The pid
- * is recorded in the table with owner and its start time (*start). Returns the pid, or -1
+ * is recorded in the table with owner and its start time (*start) (no table before
+ * procs_install: a caller that keeps its own records it there). Returns the pid, or -1
  * (errno: fork's or pipe's). */
 pid_t procs_spawn(char *const argv[], const char *log_path, const char *auth, pid_t owner, pid_t owner_pgid,
                   unsigned long long *start);
@@ -71,6 +72,10 @@ int procs_wait_child(pid_t pid, int timeout_ms);
 /* pid's start time (field 22 of /proc/PID/stat) and, when state is not NULL, its state
  * letter; 0 when there is no such process. Only open/read/close: safe in a signal handler. */
 unsigned long long procs_stat(pid_t pid, char *state);
+
+/* Threads left in pid's group ("Threads:" of /proc/PID/status); 0 when gone. A SIGKILLed
+ * redis-server's leader is a zombie while its bio threads still exit and hold its ports. */
+int procs_threads(pid_t pid);
 
 /* Is the process recorded as (pid, start) still running (not a zombie)? 0 for pid <= 0. */
 int procs_alive(pid_t pid, unsigned long long start);

@@ -1,7 +1,8 @@
-/* serverkit.c: files, passwords, folders, logs, connections and replies for the cluster and Sentinel harnesses (serverkit.h). */
+/* serverkit.c: files, passwords, folders, logs, connections and replies for the integration, cluster and Sentinel harnesses (serverkit.h). */
 #include "serverkit.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -17,13 +18,35 @@ int serverkit_write_file(const char *path, const char *text, mode_t mode)
     size_t len = strlen(text), off = 0;
     while (off < len) {
         ssize_t n = write(fd, text + off, len - off);
+        if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
             close(fd);
             return -1;
         }
         off += (size_t)n;
     }
+    fchmod(fd, mode); /* the mode as asked, whatever the umask */
     return close(fd);
+}
+
+char *serverkit_read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return NULL;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while (buf != NULL && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (cap - len < 2) {
+            char *bigger = realloc(buf, cap *= 2);
+            if (bigger == NULL) free(buf);
+            buf = bigger;
+        }
+    }
+    fclose(f);
+    if (buf != NULL) buf[len] = '\0';
+    return buf;
 }
 
 void serverkit_random_hex(char *out, size_t bytes)
@@ -51,16 +74,13 @@ void serverkit_remove_tree(const char *dir)
 
 void serverkit_print_log_tail(const char *title, const char *path)
 {
-    FILE *f = fopen(path, "re");
-    if (f == NULL) return;
-    char buf[4097];
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, size > 4096 ? size - 4096 : 0, SEEK_SET);
-    size_t n = fread(buf, 1, 4096, f);
-    fclose(f);
-    buf[n] = '\0';
-    fprintf(stderr, "---- %s (%s, last 4 KiB) ----\n%s\n---- end of %s ----\n", title, path, buf, title);
+    char *text = serverkit_read_file(path);
+    if (text == NULL) return;
+    size_t len = strlen(text);
+    const char *from = len > SERVERKIT_LOG_TAIL ? text + len - SERVERKIT_LOG_TAIL : text;
+    fprintf(stderr, "---- %s (%s)%s ----\n%s\n---- end of %s ----\n", title, path, from != text ? ", last 8 KiB" : "",
+            from, title);
+    free(text);
 }
 
 redisContext *serverkit_connect(int port, const char *password, int connect_ms, int io_ms)
@@ -73,6 +93,7 @@ redisContext *serverkit_connect(int port, const char *password, int connect_ms, 
         redisFree(ctx);
         return NULL;
     }
+    if (password == NULL) return ctx;
     redisReply *r = redisCommand(ctx, "AUTH %s", password);
     int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
     freeReplyObject(r);

@@ -1,4 +1,4 @@
-/* serverkit.h: what the cluster and Sentinel harnesses share besides processes: files they write for their servers, random passwords, removing a server's folder, a log's tail, AUTHed connections, reading replies. */
+/* serverkit.h: what the integration, cluster and Sentinel harnesses share besides processes: files they write for their servers, random passwords, removing a server's folder, a log's tail, AUTHed connections, reading replies. */
 #ifndef KEYGATE_SERVERKIT_H
 #define KEYGATE_SERVERKIT_H
 
@@ -7,7 +7,7 @@
 
 #include <hiredis/hiredis.h>
 
-/* Write text to path (created or truncated, with mode). 0, or -1 (errno). */
+/* Write text to path (created or truncated, with mode whatever the umask). 0, or -1 (errno). */
 int serverkit_write_file(const char *path, const char *text, mode_t mode);
 
 /* bytes (at most 32) random bytes from /dev/urandom as 2 * bytes hex digits and a '\0' in out. */
@@ -16,11 +16,16 @@ void serverkit_random_hex(char *out, size_t bytes);
 /* Remove the folder dir and everything under it (best effort). */
 void serverkit_remove_tree(const char *dir);
 
-/* The last 4 KiB of the file at path on stderr, between lines naming title. */
+/* The whole file at path, malloc'd and NUL-terminated; NULL when it cannot be read. */
+char *serverkit_read_file(const char *path);
+
+#define SERVERKIT_LOG_TAIL 8192 /* what serverkit_print_log_tail prints of a log at the most */
+
+/* The last SERVERKIT_LOG_TAIL bytes of the file at path on stderr, between lines naming title. */
 void serverkit_print_log_tail(const char *title, const char *path);
 
-/* A connection to 127.0.0.1:port AUTHed with password (connect_ms and io_ms timeouts); NULL when
- * it cannot connect or the AUTH is refused. */
+/* A connection to 127.0.0.1:port AUTHed with password, or not AUTHed when password is NULL
+ * (connect_ms and io_ms timeouts); NULL when it cannot connect or the AUTH is refused. */
 redisContext *serverkit_connect(int port, const char *password, int connect_ms, int io_ms);
 
 /* Is r a bulk string equal to s? */

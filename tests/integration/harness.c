@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
-#include <ftw.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -27,13 +26,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "procs.h"
 #include "registry.h"
 #include "resp.h"
+#include "serverkit.h"
 
 #define START_TIMEOUT_MS 10000
 #define STOP_TIMEOUT_MS 5000
 #define MAX_CHILDREN 64
-#define LOG_TAIL 8192
 #define RECONNECT_TIMEOUT_MS 10000 /* how long keygate gets to reconnect to a backend started again */
 #define HEAL_PING_MS 2000          /* how long heal waits for a server's PONG before it counts as hung */
 
@@ -97,32 +97,12 @@ static struct harness *g_live;  /* the started harness, for atexit and the per-t
 static pid_t g_owner;           /* the process that started it (not a Check fork) */
 static pid_t g_owner_pgid;      /* its process group: where servers started by test children go */
 
-/* pid's start time (field 22 of /proc/PID/stat), or 0 when there is no such process.
- * Only open/read/close: safe in a signal handler. */
-static unsigned long long proc_start(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* after the command name, which may hold anything */
-    if (p == NULL) return 0;
-    int field = 2;
-    for (; *p != '\0' && field < 22; p++)
-        if (*p == ' ') field++;
-    return field == 22 ? strtoull(p, NULL, 10) : 0;
-}
-
-/* Record who pid is: called by the process that forked it, before anyone can reap it. */
-static void ident_record(pid_t pid)
+/* Record who pid is (start: procs_spawn's, read before anyone could reap it). */
+static void ident_record(pid_t pid, unsigned long long start)
 {
     if (g_shared == NULL) return;
     unsigned i = __sync_fetch_and_add(&g_shared->nidents, 1) % MAX_IDENTS;
-    g_shared->idents[i].start = proc_start(pid);
+    g_shared->idents[i].start = start;
     __atomic_store_n(&g_shared->idents[i].pid, pid, __ATOMIC_RELEASE);
 }
 
@@ -136,7 +116,7 @@ static int ident_same(pid_t pid)
     for (unsigned k = 0; k < MAX_IDENTS && k < n; k++) {
         const struct ident *id = &g_shared->idents[(n - 1 - k) % MAX_IDENTS]; /* the newest first */
         if (__atomic_load_n(&id->pid, __ATOMIC_ACQUIRE) != pid) continue;
-        unsigned long long now = proc_start(pid);
+        unsigned long long now = procs_stat(pid, NULL);
         return now != 0 && now == id->start;
     }
     return 1;
@@ -153,9 +133,9 @@ static int server_signal(pid_t pid, int sig)
     return kill(pid, sig);
 }
 
-static void children_add(pid_t pid)
+static void children_add(pid_t pid, unsigned long long start)
 {
-    ident_record(pid);
+    ident_record(pid, start);
     for (int i = 0; g_shared != NULL && i < MAX_CHILDREN; i++)
         if (__sync_bool_compare_and_swap(&g_shared->children[i].pid, 0, pid)) {
             g_shared->children[i].exited = 0;
@@ -414,56 +394,70 @@ char *harness_raw_reply(struct harness_raw *r, size_t *len)
     }
 }
 
+#define RAW_MAXARGS 32
+void harness_raw_send(struct harness_raw *r, const char *first, ...)
+{
+    const char *argv[RAW_MAXARGS];
+    int argc = 0;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a; a = va_arg(ap, const char *)) {
+        ck_assert_int_lt(argc, RAW_MAXARGS);
+        argv[argc++] = a;
+    }
+    va_end(ap);
+    harness_raw_sendv(r, argc, argv);
+}
+
+const char *harness_shown(const char *s)
+{
+    static char buf[4][1200];
+    static int k;
+    char *o = buf[k++ % 4];
+    size_t j = 0;
+    for (; *s && j < sizeof(buf[0]) - 5; s++) {
+        if (*s == '\r' || *s == '\n') {
+            o[j++] = '\\';
+            o[j++] = *s == '\r' ? 'r' : 'n';
+        } else {
+            o[j++] = *s;
+        }
+    }
+    o[j] = '\0';
+    return o;
+}
+
+void harness_raw_expect_at(int line, struct harness_raw *r, const char *want, const char *what)
+{
+    size_t n;
+    char *got = harness_raw_reply(r, &n);
+    ck_assert_msg(n == strlen(want) && memcmp(got, want, n) == 0, "line %d: %s: %s answered %s, want %s", line, what,
+                  r->name, harness_shown(got), harness_shown(want));
+    free(got);
+}
+
+void harness_raw_expect_prefix(struct harness_raw *r, const char *prefix, const char *what)
+{
+    char *got = harness_raw_reply(r, NULL);
+    ck_assert_msg(strncmp(got, prefix, strlen(prefix)) == 0, "%s: %s answered %s, want %s...", what, r->name,
+                  harness_shown(got), harness_shown(prefix));
+    free(got);
+}
+
+void harness_raw_expect_quiet(struct harness_raw *r, int ms)
+{
+    struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
+    ck_assert_msg(r->len == 0 && poll(&pfd, 1, ms) == 0, "%s: unexpected bytes", r->name);
+}
+
 long long now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return procs_mono_ms();
 }
 
 void sleep_ms(int ms)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
-}
-
-static int write_file(const char *path, const char *text, mode_t mode)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-    if (fd < 0) return -1;
-    size_t len = strlen(text), off = 0;
-    while (off < len) {
-        ssize_t n = write(fd, text + off, len - off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            close(fd);
-            return -1;
-        }
-        off += (size_t)n;
-    }
-    fchmod(fd, mode);
-    return close(fd);
-}
-
-/* Whole file, malloc'd and NUL-terminated; NULL on error. */
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) return NULL;
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    size_t n;
-    while (buf != NULL && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += n;
-        if (cap - len < 2) {
-            char *bigger = realloc(buf, cap *= 2);
-            if (bigger == NULL) free(buf);
-            buf = bigger;
-        }
-    }
-    fclose(f);
-    if (buf != NULL) buf[len] = '\0';
-    return buf;
+    procs_nap_ms(ms);
 }
 
 /* path + ".base" (a static buffer): the copy of a config file as harness_start wrote it. */
@@ -477,9 +471,9 @@ static const char *base_path(const char *path)
 /* Copy from's bytes to to (mode 0644). 0, or -1 (errno). */
 static int copy_file(const char *from, const char *to)
 {
-    char *text = read_file(from);
+    char *text = serverkit_read_file(from);
     if (text == NULL) return -1;
-    int rc = write_file(to, text, 0644);
+    int rc = serverkit_write_file(to, text, 0644);
     free(text);
     return rc;
 }
@@ -487,173 +481,49 @@ static int copy_file(const char *from, const char *to)
 /* Do files a and b hold the same text? (0 when either is unreadable.) */
 static int same_file(const char *a, const char *b)
 {
-    char *x = read_file(a), *y = read_file(b);
+    char *x = serverkit_read_file(a), *y = serverkit_read_file(b);
     int same = x != NULL && y != NULL && strcmp(x, y) == 0;
     free(x);
     free(y);
     return same;
 }
 
-static void print_log_tail(const char *title, const char *path)
-{
-    char *text = read_file(path);
-    if (text == NULL) return;
-    size_t len = strlen(text);
-    const char *from = len > LOG_TAIL ? text + len - LOG_TAIL : text;
-    fprintf(stderr, "---- %s (%s)%s ----\n%s\n---- end of %s ----\n", title, path, from != text ? ", last 8 KiB" : "",
-            from, title);
-    free(text);
-}
-
-static void random_hex(char *out, size_t bytes)
-{
-    unsigned char raw[64];
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, raw, bytes) : -1;
-    if (fd >= 0) close(fd);
-    for (size_t i = 0; i < bytes; i++) {
-        unsigned v = n == (ssize_t)bytes ? raw[i] : (unsigned)rand();
-        sprintf(out + 2 * i, "%02x", v & 0xff);
-    }
-}
-
-/* Free loopback ports, all different: each bound at once (and held until all are found),
- * then closed. They are picked at random below the kernel's ephemeral range
- * (ip_local_port_range, 32768 and up on Debian), so that no outgoing connection of this or
- * another process (keygate's to its backends, a test's clients) takes one between the pick
- * and the server's bind; a suite running beside another may still pick one the other just
- * picked: harness_start tries again with other ports then. */
+/* n pairs of free loopback ports, all different (ports[2k] and ports[2k+1]): each bound at
+ * once (and held until all are found), then closed (procs_pick_ports). They are picked at
+ * random below the kernel's ephemeral range (ip_local_port_range, 32768 and up on Debian), so
+ * that no outgoing connection of this or another process (keygate's to its backends, a test's
+ * clients) takes one between the pick and the server's bind; a suite running beside another
+ * may still pick one the other just picked: harness_start tries again with other ports then. */
 #define PORT_PICK_LOW 16384
 #define PORT_PICK_HIGH 32767
-static int free_ports(int *ports, int n)
+static int free_port_pairs(int *ports, int pairs)
 {
-    static unsigned seed;
-    if (seed == 0) seed = (unsigned)getpid() * 2654435761u ^ (unsigned)now_ms();
-    int fds[8], rc = 0;
-    assert(n <= 8);
-    for (int i = 0; i < n; i++) fds[i] = -1;
-    for (int i = 0; i < n && rc == 0; i++) {
-        rc = -1;
-        for (int tries = 0; tries < 200 && rc != 0; tries++) {
-            int port = PORT_PICK_LOW + (int)(rand_r(&seed) % (PORT_PICK_HIGH - PORT_PICK_LOW + 1));
-            struct sockaddr_in sa = {.sin_family = AF_INET,
-                                     .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-                                     .sin_port = htons((uint16_t)port)};
-            int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-            if (fd < 0) break;
-            if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
-                fds[i] = fd;
-                ports[i] = port;
-                rc = 0;
-            } else {
-                close(fd);
-            }
-        }
+    static const struct procs_port_ranges range = {PORT_PICK_LOW, PORT_PICK_HIGH, PORT_PICK_LOW, PORT_PICK_HIGH, 0};
+    int tls[4], plain[4];
+    assert(pairs <= 4);
+    if (procs_pick_ports(pairs, &range, tls, plain) != 0) return -1;
+    for (int k = 0; k < pairs; k++) {
+        ports[2 * k] = tls[k];
+        ports[2 * k + 1] = plain[k];
     }
-    for (int i = 0; i < n; i++)
-        if (fds[i] >= 0) close(fds[i]);
-    return rc;
+    return 0;
 }
 
 int harness_free_port(void)
 {
-    int port = -1;
-    return free_ports(&port, 1) == 0 ? port : -1;
+    int pair[2];
+    return free_port_pairs(pair, 1) == 0 ? pair[0] : -1;
 }
 
-/* In the forked child: exec argv with stdout/stderr appended to log_path, dying with parent
- * (PR_SET_PDEATHSIG), which must still be the parent once that is set. Never returns. */
-static void exec_child(char *const argv[], const char *log_path, pid_t parent)
-{
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGABRT, SIG_DFL);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    int out = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    int in = open("/dev/null", O_RDONLY);
-    if (out < 0 || in < 0) _exit(127);
-    dup2(in, 0);
-    dup2(out, 1);
-    dup2(out, 2);
-    /* nothing else of the forking process: a server started from a test would keep that
-     * test's client sockets (hiredis sets no FD_CLOEXEC) open after the test closed them,
-     * and keygate would count them as connected clients */
-    closefrom(3);
-    execvp(argv[0], argv);
-    dprintf(2, "harness: cannot exec %s: %s\n", argv[0], strerror(errno));
-    _exit(127);
-}
-
-/* From a process other than the owner (a test's child): double fork, so that the server
- * is the owner's child (see "processes" above). Returns its pid, or -1. */
-static pid_t spawn_for_owner(char *const argv[], const char *log_path)
-{
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) return -1;
-    pid_t mid = fork();
-    if (mid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return -1;
-    }
-    if (mid == 0) {
-        setpgid(0, g_owner_pgid); /* out of the test's group before the fork: its killpg must miss the server */
-        pid_t self = getpid();
-        pid_t pid = fork();
-        if (pid == 0) {
-            /* re-parented to the owner once `self` exits; one getppid() a turn: read twice, `self`
-             * could exit between the reads and look like another reaper (a rare exit 127 under load) */
-            for (int i = 0; i < 5000; i++) {
-                pid_t pp = getppid();
-                if (pp == g_owner) break;
-                if (pp != self) _exit(127); /* adopted by another reaper: the owner is gone */
-                usleep(1000);
-            }
-            exec_child(argv, log_path, g_owner);
-        }
-        if (pid > 0) children_add(pid);
-        ssize_t n = write(fds[1], &pid, sizeof pid);
-        _exit(n == (ssize_t)sizeof pid ? 0 : 1);
-    }
-    close(fds[1]);
-    pid_t pid = -1;
-    if (read(fds[0], &pid, sizeof pid) != (ssize_t)sizeof pid) pid = -1;
-    close(fds[0]);
-    while (waitpid(mid, NULL, 0) < 0 && errno == EINTR) {
-    }
-    return pid;
-}
-
-/* fork + exec argv with stdout/stderr appended to log_path; the child is the owner's and
- * dies with it. */
+/* Start argv (procs_spawn: stdout/stderr appended to log_path, no fd of ours) as the owner's
+ * child (a double fork from a test's process), dying with the owner; recorded in the
+ * children table. Its pid, or -1. */
 static pid_t spawn(char *const argv[], const char *log_path)
 {
-    if (getpid() != g_owner) return spawn_for_owner(argv, log_path);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0) exec_child(argv, log_path, parent);
-    if (pid > 0) children_add(pid);
+    unsigned long long start = 0;
+    pid_t pid = procs_spawn(argv, log_path, NULL, g_owner, g_owner_pgid, &start);
+    if (pid > 0) children_add(pid, start);
     return pid;
-}
-
-/* How many threads pid's thread group still has ("Threads:" in /proc/PID/status); 0 when
- * it is gone. */
-static int proc_threads(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (f == NULL) return 0;
-    int threads = 0;
-    while (fgets(line, sizeof line, f) != NULL)
-        if (strncmp(line, "Threads:", 8) == 0) threads = atoi(line + 8);
-    fclose(f);
-    return threads;
 }
 
 /* A non-child's state from /proc/PID/stat: 1 exited (a zombie: *status its wait status,
@@ -684,7 +554,7 @@ static int proc_exited(pid_t pid, int *status)
     char state = p[2];
     if (state != 'Z' && state != 'X') return 0;
     /* the other threads still exit: not yet */
-    if (proc_threads(pid) > 1) return 0;
+    if (procs_threads(pid) > 1) return 0;
     int field = 3; /* p + 2 is field 3 */
     for (p += 2; *p != '\0' && field < 52; p++)
         if (*p == ' ') field++;
@@ -760,19 +630,6 @@ static int stop_pid(pid_t pid)
         status = kill_pid(pid);
     }
     return status;
-}
-
-static redisContext *connect_to(int port, int connect_ms, int io_ms)
-{
-    struct timeval ct = {connect_ms / 1000, (connect_ms % 1000) * 1000};
-    struct timeval it = {io_ms / 1000, (io_ms % 1000) * 1000};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, ct);
-    if (c == NULL) return NULL;
-    if (c->err || redisSetTimeout(c, it) != REDIS_OK) {
-        redisFree(c);
-        return NULL;
-    }
-    return c;
 }
 
 /* PING over c (after AUTH password when not NULL): 0 on PONG, or on NOAUTH (it answers). */
@@ -879,7 +736,7 @@ static int wait_ready(struct harness *h, const char *what, pid_t pid, int port, 
                       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
             return -2;
         }
-        redisContext *c = connect_to(port, 200, 1000);
+        redisContext *c = serverkit_connect(port, NULL, 200, 1000);
         int rc = c != NULL ? answers_ping(c, password) : -1;
         if (c != NULL) redisFree(c);
         pid_t other = 0;
@@ -895,11 +752,6 @@ static int wait_ready(struct harness *h, const char *what, pid_t pid, int port, 
     }
     set_error(h, "%s did not answer PING on 127.0.0.1:%d within %d ms", what, port, START_TIMEOUT_MS);
     return -1;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
 }
 
 /* ---- backends ---- */
@@ -923,7 +775,7 @@ static int backend_spawn(struct harness *h, struct harness_backend *b)
     char what[64];
     snprintf(what, sizeof what, "redis-server %s", b->name);
     int rc = wait_ready(h, what, b->pid, b->plain_port, b->password);
-    if (rc == -2) print_log_tail(what, b->log_file);   /* why it exited: a port, its AOF, ... */
+    if (rc == -2) serverkit_print_log_tail(what, b->log_file);   /* why it exited: a port, its AOF, ... */
     if (rc == -1 && stop_pid(b->pid) == -1) return -1; /* still running: it stays recorded */
     if (rc != 0) {
         b->pid = 0; /* exited (-2), or stopped above */
@@ -941,7 +793,7 @@ static int backend_start(struct harness *h, int i, const char *name, int tls_por
     snprintf(b->name, sizeof b->name, "%s", name);
     b->tls_port = tls_port;
     b->plain_port = plain_port;
-    random_hex(b->password, 32);
+    serverkit_random_hex(b->password, 32);
     snprintf(b->pass_file, sizeof b->pass_file, "%s/%s.pass", h->dir, name);
     snprintf(b->conf_file, sizeof b->conf_file, "%s/%s.redis.conf", h->dir, name);
     snprintf(b->log_file, sizeof b->log_file, "%s/%s.log", h->dir, name);
@@ -956,8 +808,8 @@ static int backend_start(struct harness *h, int i, const char *name, int tls_por
                      : "maxmemory 64mb\nmaxmemory-policy allkeys-lru\nappendonly no\n");
     char line[80];
     snprintf(line, sizeof line, "%s\n", b->password);
-    if (mkdir(data_dir, 0700) != 0 || write_file(b->pass_file, line, 0600) != 0 ||
-        write_file(b->conf_file, conf, 0600) != 0) {
+    if (mkdir(data_dir, 0700) != 0 || serverkit_write_file(b->pass_file, line, 0600) != 0 ||
+        serverkit_write_file(b->conf_file, conf, 0600) != 0) {
         set_error(h, "writing %s's files in %s: %s", name, h->dir, strerror(errno));
         return -1;
     }
@@ -998,7 +850,7 @@ redisContext *harness_direct(struct harness *h, const char *name)
 {
     struct harness_backend *b = harness_backend(h, name);
     if (b == NULL) return NULL;
-    redisContext *c = connect_to(b->plain_port, 5000, 10000);
+    redisContext *c = serverkit_connect(b->plain_port, NULL, 5000, 10000);
     if (c == NULL) return NULL;
     redisReply *r = redisCommand(c, "AUTH %s", b->password);
     int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
@@ -1024,14 +876,14 @@ static int write_keygate_files(struct harness *h, const struct harness_opts *o)
     if (o->registry_text == NULL) {
         char path[PATH_MAX + 32];
         snprintf(path, sizeof path, "%s/conf/registry.conf", h->root);
-        if ((registry = read_file(path)) == NULL) {
+        if ((registry = serverkit_read_file(path)) == NULL) {
             set_error(h, "cannot read %s: %s", path, strerror(errno));
             return -1;
         }
     }
     snprintf(h->registry_file, sizeof h->registry_file, "%s/registry.conf", h->dir);
     snprintf(h->conf_file, sizeof h->conf_file, "%s/keygate.conf", h->dir);
-    int rc = write_file(h->registry_file, registry != NULL ? registry : o->registry_text, 0644);
+    int rc = serverkit_write_file(h->registry_file, registry != NULL ? registry : o->registry_text, 0644);
     free(registry);
 
     const char *certs = "build/certs";
@@ -1056,7 +908,7 @@ static int write_keygate_files(struct harness *h, const struct harness_opts *o)
                  "registry      registry.conf\n%s%s",
                  h->port, admin, o->instances_text != NULL ? o->instances_text : instances,
                  o->extra_config != NULL ? o->extra_config : "");
-    if (rc != 0 || n < 0 || (size_t)n >= sizeof conf || write_file(h->conf_file, conf, 0644) != 0) {
+    if (rc != 0 || n < 0 || (size_t)n >= sizeof conf || serverkit_write_file(h->conf_file, conf, 0644) != 0) {
         set_error(h, "writing keygate.conf / registry.conf in %s failed", h->dir);
         return -1;
     }
@@ -1127,7 +979,7 @@ static int connections_ready(struct harness *h, const char *instance, char *why,
 {
     static char text[256 * 1024];
     snprintf(why, whylen, "nothing read yet");
-    char *conf = read_file(h->conf_file);
+    char *conf = serverkit_read_file(h->conf_file);
     if (conf == NULL) {
         snprintf(why, whylen, "cannot read the keygate.conf it runs");
         return -1;
@@ -1184,7 +1036,7 @@ int harness_peer_start(struct harness *h, const char *extra)
         set_error(h, "a second keygate runs already (pid %d)", (int)h->peer_pid);
         return -1;
     }
-    char *conf = read_file(h->conf_file);
+    char *conf = serverkit_read_file(h->conf_file);
     if (conf == NULL) {
         set_error(h, "cannot read %s: %s", h->conf_file, strerror(errno));
         return -1;
@@ -1204,7 +1056,7 @@ int harness_peer_start(struct harness *h, const char *extra)
     }
     free(conf);
     if (out != NULL && extra != NULL) used += (size_t)snprintf(out + used, cap - used, "%s", extra);
-    if (out == NULL || write_file(h->peer_conf_file, out, 0644) != 0) {
+    if (out == NULL || serverkit_write_file(h->peer_conf_file, out, 0644) != 0) {
         free(out);
         set_error(h, "cannot write %s", h->peer_conf_file);
         return -1;
@@ -1221,7 +1073,7 @@ int harness_peer_start(struct harness *h, const char *extra)
     int rc = wait_ready(h, "second keygate", pid, h->peer_port, NULL);
     if (rc == -2) h->peer_pid = 0;
     if (rc != 0) {
-        print_log_tail("second keygate's log", h->peer_log_file);
+        serverkit_print_log_tail("second keygate's log", h->peer_log_file);
         if (h->peer_pid > 0 && stop_pid(h->peer_pid) != -1) h->peer_pid = 0;
         publish(h);
         return -1;
@@ -1240,7 +1092,7 @@ int harness_peer_stop(struct harness *h)
 
 redisContext *harness_must_peer_client(struct harness *h)
 {
-    redisContext *c = connect_to(h->peer_port, 5000, 10000);
+    redisContext *c = serverkit_connect(h->peer_port, NULL, 5000, 10000);
     ck_assert_msg(c != NULL, "cannot connect to the second keygate on 127.0.0.1:%d", h->peer_port);
     return c;
 }
@@ -1263,7 +1115,7 @@ static int ensure_certs(struct harness *h)
     int status = pid > 0 ? wait_exit(pid, 30000) : -1;
     if (status == -1 && pid > 0) stop_pid(pid);
     if (status != 0) {
-        print_log_tail("gen-certs output", log);
+        serverkit_print_log_tail("gen-certs output", log);
         set_error(h, "scripts/gen-certs build/certs failed (run from the repo root)");
         return -1;
     }
@@ -1296,8 +1148,8 @@ static int harness_start_once(struct harness *h, const struct harness_opts *o)
 
     int ports[6];
     int rc = ensure_certs(h);
-    if (rc == 0 && free_ports(ports, 6) != 0) {
-        set_error(h, "no free loopback ports: %s", strerror(errno));
+    if (rc == 0 && free_port_pairs(ports, 3) != 0) {
+        set_error(h, "%s", procs_last_error());
         rc = -1;
     }
     if (rc == 0) {
@@ -1319,10 +1171,10 @@ static int harness_start_once(struct harness *h, const struct harness_opts *o)
         char error[sizeof h->error];
         memcpy(error, h->error, sizeof error);
         fprintf(stderr, "harness_start: %s\n", error);
-        print_log_tail("keygate log", h->log_file);
+        serverkit_print_log_tail("keygate log", h->log_file);
         for (int i = 0; i < 2; i++)
             if (h->backends[i].pid == 0 && h->backends[i].log_file[0])
-                print_log_tail(h->backends[i].name, h->backends[i].log_file);
+                serverkit_print_log_tail(h->backends[i].name, h->backends[i].log_file);
         harness_stop(h);
         memcpy(h->error, error, sizeof error);
     }
@@ -1372,7 +1224,7 @@ static void keygate_exit_check(struct harness *h)
     else if (WIFEXITED(st) && WEXITSTATUS(st) != 0)
         snprintf(why, sizeof why, "exit status %d", WEXITSTATUS(st));
     if (!why[0]) return;
-    print_log_tail("keygate log", h->log_file);
+    serverkit_print_log_tail("keygate log", h->log_file);
     if (!g_in_teardown) ck_abort_msg("keygate ended badly: %s (log above)", why);
     suite_failure("keygate ended badly: %s (log above)\n", why);
 }
@@ -1402,7 +1254,7 @@ void harness_stop(struct harness *h)
         if (keep != NULL && strcmp(keep, "1") == 0)
             fprintf(stderr, "harness: kept %s\n", h->dir);
         else
-            nftw(h->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+            serverkit_remove_tree(h->dir);
     }
     h->dir[0] = '\0';
     if (g_live == h) g_live = NULL;
@@ -1410,7 +1262,7 @@ void harness_stop(struct harness *h)
 
 redisContext *harness_client(struct harness *h)
 {
-    return connect_to(h->port, 5000, 10000);
+    return serverkit_connect(h->port, NULL, 5000, 10000);
 }
 
 int harness_keygate_restart(struct harness *h, const struct harness_opts *o)
@@ -1436,14 +1288,14 @@ int harness_keygate_restart(struct harness *h, const struct harness_opts *o)
         return -1;
     }
     int rc = write_keygate_files(h, o) == 0 && keygate_start(h) == 0 ? 0 : -1;
-    if (rc != 0) print_log_tail("keygate log", h->log_file);
+    if (rc != 0) serverkit_print_log_tail("keygate log", h->log_file);
     publish(h);
     return rc;
 }
 
 char *harness_keygate_log(struct harness *h)
 {
-    return read_file(h->log_file);
+    return serverkit_read_file(h->log_file);
 }
 
 /* ---- between tests: no test runs on what an earlier one left behind ---- */
@@ -1457,7 +1309,7 @@ static const char *server_health(pid_t pid, int port, const char *password, int 
     if (pid <= 0) return "is not running";
     for (long long deadline = now_ms() + HEAL_PING_MS;; sleep_ms(50)) {
         if (child_exited(pid, status)) return "exited";
-        redisContext *c = connect_to(port, 500, 1000);
+        redisContext *c = serverkit_connect(port, NULL, 500, 1000);
         int rc = c != NULL ? answers_ping(c, password) : -1;
         if (c != NULL) redisFree(c);
         pid_t other = 0;
@@ -1533,7 +1385,7 @@ static int heal(struct harness *h)
                 h->keygate_status = status;
                 keygate_exit_check(h);
             } else if (pid > 0) {
-                print_log_tail("keygate log", h->log_file);
+                serverkit_print_log_tail("keygate log", h->log_file);
                 suite_failure("keygate (pid %d) did not answer PING within %d ms (log above): killed\n", (int)pid,
                               HEAL_PING_MS);
                 if (kill_pid(pid) == -1) rc = -1;
@@ -1867,7 +1719,7 @@ int harness_registry_violations_on(struct harness *h, const char *instance, cons
     for (int i = 0; i < nports; i++) {
         char where[64];
         snprintf(where, sizeof where, "%s 127.0.0.1:%d", instance, plain_ports[i]);
-        redisContext *c = connect_to(plain_ports[i], 2000, 10000);
+        redisContext *c = serverkit_connect(plain_ports[i], NULL, 2000, 10000);
         redisReply *a = c != NULL ? redisCommand(c, "AUTH %s", password) : NULL;
         if (a == NULL || a->type != REDIS_REPLY_STATUS) {
             report_add(&r, "%s: cannot connect and AUTH: %s\n", where,

@@ -367,6 +367,23 @@ void harness_raw_sendv(struct harness_raw *r, int argc, const char **argv);
  * RESP. */
 char *harness_raw_reply(struct harness_raw *r, size_t *len);
 
+/* Write one command given as its arguments, NULL last (at most 32). */
+void harness_raw_send(struct harness_raw *r, const char *first, ...) __attribute__((sentinel));
+
+/* s with CR and LF shown as \r and \n, for messages (one of four static buffers, in turn:
+ * up to four in one message; cut at about 1,200 characters). */
+const char *harness_shown(const char *s);
+
+/* The next reply is exactly `want`'s bytes (fails the test naming the caller's line). */
+#define harness_raw_expect(r, want, what) harness_raw_expect_at(__LINE__, r, want, what)
+void harness_raw_expect_at(int line, struct harness_raw *r, const char *want, const char *what);
+
+/* The next reply starts with `prefix`. */
+void harness_raw_expect_prefix(struct harness_raw *r, const char *prefix, const char *what);
+
+/* Nothing more arrives within ms (and nothing is buffered). */
+void harness_raw_expect_quiet(struct harness_raw *r, int ms);
+
 #define expect_status(r, want, what) expect_status_at(__LINE__, r, want, what)
 #define expect_bulk(r, want, what) expect_bulk_at(__LINE__, r, want, what)
 #define expect_int(r, want, what) expect_int_at(__LINE__, r, want, what)

@@ -80,43 +80,12 @@ static char *raw_until_closed(struct harness_raw *r)
     return out;
 }
 
-/* Print bytes with CR LF visible, for messages. */
-static const char *shown(const char *s)
-{
-    static char buf[4][1200];
-    static int k;
-    char *o = buf[k++ % 4];
-    size_t j = 0;
-    for (; *s && j < sizeof(buf[0]) - 5; s++) {
-        if (*s == '\r') {
-            o[j++] = '\\';
-            o[j++] = 'r';
-        } else if (*s == '\n') {
-            o[j++] = '\\';
-            o[j++] = 'n';
-        } else {
-            o[j++] = *s;
-        }
-    }
-    o[j] = '\0';
-    return o;
-}
-
-#define expect_raw(r, want, what) expect_raw_at(__LINE__, r, want, what)
-static void expect_raw_at(int line, struct harness_raw *r, const char *want, const char *what)
-{
-    char *got = harness_raw_reply(r, NULL);
-    ck_assert_msg(strcmp(got, want) == 0, "line %d: %s: %s answered %s, want %s", line, what, r->name, shown(got),
-                  shown(want));
-    free(got);
-}
-
 /* The next reply of each is the same bytes; returns keygate's (the caller frees it). */
 #define same_next(kg, redis, what) same_next_at(__LINE__, kg, redis, what)
 static char *same_next_at(int line, struct harness_raw *kg, struct harness_raw *redis, const char *what)
 {
     char *a = harness_raw_reply(kg, NULL), *b = harness_raw_reply(redis, NULL);
-    ck_assert_msg(strcmp(a, b) == 0, "line %d: %s: keygate answered %s, Redis %s", line, what, shown(a), shown(b));
+    ck_assert_msg(strcmp(a, b) == 0, "line %d: %s: keygate answered %s, Redis %s", line, what, harness_shown(a), harness_shown(b));
     free(b);
     return a;
 }
@@ -138,12 +107,12 @@ static void kg_open(struct harness_raw *r, const char *user, const char *pass, i
         const char *argv[] = {"HELLO", "3", "AUTH", user, pass};
         harness_raw_sendv(r, 5, argv);
         char *got = harness_raw_reply(r, NULL);
-        ck_assert_msg(strncmp(got, "%7\r\n$6\r\nserver\r\n$7\r\nkeygate\r\n", 28) == 0, "HELLO 3: %s", shown(got));
+        ck_assert_msg(strncmp(got, "%7\r\n$6\r\nserver\r\n$7\r\nkeygate\r\n", 28) == 0, "HELLO 3: %s", harness_shown(got));
         free(got);
     } else {
         const char *argv[] = {"AUTH", user, pass};
         harness_raw_sendv(r, 3, argv);
-        expect_raw(r, "+OK\r\n", "AUTH");
+        harness_raw_expect(r, "+OK\r\n", "AUTH");
     }
 }
 
@@ -155,11 +124,11 @@ static void direct_open(struct harness_raw *r, const char *backend, int resp3, c
     harness_raw_open(r, b->plain_port, name);
     const char *auth[] = {"AUTH", b->password};
     harness_raw_sendv(r, 2, auth);
-    expect_raw(r, "+OK\r\n", "AUTH");
+    harness_raw_expect(r, "+OK\r\n", "AUTH");
     if (resp3) {
         raw_line(r, "HELLO 3");
         char *got = harness_raw_reply(r, NULL);
-        ck_assert_msg(got[0] == '%', "HELLO 3: %s", shown(got));
+        ck_assert_msg(got[0] == '%', "HELLO 3: %s", harness_shown(got));
         free(got);
     }
 }
@@ -169,7 +138,7 @@ static long long raw_client_id(struct harness_raw *r)
 {
     raw_line(r, "CLIENT ID");
     char *got = harness_raw_reply(r, NULL);
-    ck_assert_msg(got[0] == ':', "%s: CLIENT ID answered %s", r->name, shown(got));
+    ck_assert_msg(got[0] == ':', "%s: CLIENT ID answered %s", r->name, harness_shown(got));
     long long id = strtoll(got + 1, NULL, 10);
     free(got);
     return id;
@@ -240,12 +209,12 @@ static void client_reply_round(int resp3)
         raw_line(&redis, line);
     }
     char *a = raw_until_closed(&kg), *b = raw_until_closed(&redis);
-    ck_assert_msg(strcmp(a, b) == 0, "RESP%s: keygate answered %s, Redis %s", p, shown(a), shown(b));
+    ck_assert_msg(strcmp(a, b) == 0, "RESP%s: keygate answered %s, Redis %s", p, harness_shown(a), harness_shown(b));
     /* what Redis answers is what the sequence above says (so neither side answered nothing) */
     const char *want =
         "+OK\r\n:3\r\n$1\r\n4\r\n$2\r\nv1\r\n+PONG\r\n+OK\r\n$1\r\n6\r\n"
         "-NOAUTH Authentication required.\r\n+OK\r\n+RESET\r\n-NOAUTH Authentication required.\r\n+OK\r\n";
-    ck_assert_msg(strcmp(a, want) == 0, "RESP%s: the stream is %s", p, shown(a)); /* RESP3's shapes are RESP2's here */
+    ck_assert_msg(strcmp(a, want) == 0, "RESP%s: the stream is %s", p, harness_shown(a)); /* RESP3's shapes are RESP2's here */
     free(a);
     free(b);
     harness_raw_close(&kg);
@@ -363,7 +332,7 @@ static void client_unblock_round(int resp3, const char *how)
     /* ids that are no blocked client of this user: :0, like Redis for an unknown id */
     snprintf(line, sizeof(line), "CLIENT UNBLOCK %lld", aid);
     raw_line(&o, line);
-    expect_raw(&o, ":0\r\n", "another user's client");
+    harness_raw_expect(&o, ":0\r\n", "another user's client");
     raw_line(&b, "CLIENT UNBLOCK 987654321");
     raw_line(&rb, "CLIENT UNBLOCK 987654321");
     free(same_next(&b, &rb, "an unknown id"));
@@ -379,7 +348,7 @@ static void client_unblock_round(int resp3, const char *how)
     snprintf(line, sizeof(line), "CLIENT UNBLOCK %lld%s%s", rid, *how ? " " : "", how);
     raw_line(&rb, line);
     char *got = same_next(&b, &rb, "the unblocker's reply");
-    ck_assert_msg(strcmp(got, ":1\r\n") == 0, "CLIENT UNBLOCK of a blocked client answered %s", shown(got));
+    ck_assert_msg(strcmp(got, ":1\r\n") == 0, "CLIENT UNBLOCK of a blocked client answered %s", harness_shown(got));
     free(got);
     got = same_next(&a, &ra, "the unblocked client's reply");
     if (strcmp(how, "ERROR") == 0)
@@ -457,11 +426,11 @@ START_TEST(test_issue19_client_unblock_across_worker_threads)
     char line[80];
     snprintf(line, sizeof(line), "CLIENT UNBLOCK %lld", aid);
     raw_line(&b[far], line);
-    expect_raw(&b[far], ":1\r\n", "CLIENT UNBLOCK from the other worker thread");
-    expect_raw(&a, "*-1\r\n", "the unblocked BLPOP (timeout reply)");
+    harness_raw_expect(&b[far], ":1\r\n", "CLIENT UNBLOCK from the other worker thread");
+    harness_raw_expect(&a, "*-1\r\n", "the unblocked BLPOP (timeout reply)");
     wait_blocked_on_durable(0, "unblocked on the backend");
     raw_line(&b[far], line);
-    expect_raw(&b[far], ":0\r\n", "no longer blocked");
+    harness_raw_expect(&b[far], ":0\r\n", "no longer blocked");
     for (int i = 0; i < opened; i++) harness_raw_close(&b[i]);
     harness_raw_close(&a);
 }
@@ -484,7 +453,7 @@ static void getkeys_round(int resp3)
     same(&kg, &redis, "COMMAND GETKEYS GET q:rd:x");
     same(&kg, &redis, "COMMAND GETKEYSANDFLAGS SET q:rd:x v GET");
     char *got = same_at(__LINE__, &kg, &redis, "EXEC");
-    ck_assert_msg(strstr(got, "q:rd:x") != NULL, "EXEC: %s", shown(got));
+    ck_assert_msg(strstr(got, "q:rd:x") != NULL, "EXEC: %s", harness_shown(got));
     free(got);
     harness_raw_close(&kg);
     harness_raw_close(&redis);
@@ -560,7 +529,7 @@ START_TEST(test_issue19_pubsub_numpat_on_the_default_line)
     struct harness_raw kg;
     kg_open(&kg, "app", APP_PASS, 0, "keygate");
     raw_line(&kg, "PUBSUB NUMPAT");
-    expect_raw(&kg, ":1\r\n", "the subscriber's one pattern");
+    harness_raw_expect(&kg, ":1\r\n", "the subscriber's one pattern");
     harness_raw_close(&kg);
     harness_raw_close(&sub);
 }

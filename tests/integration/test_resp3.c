@@ -44,84 +44,19 @@ static void teardown(void)
 
 /* ---- raw RESP connections (struct harness_raw, harness.h) ---- */
 
-#define RAW_MAXARGS 16
-static void raw_send(struct harness_raw *r, const char *first, ...)
-{
-    const char *argv[RAW_MAXARGS];
-    int argc = 0;
-    va_list ap;
-    va_start(ap, first);
-    for (const char *a = first; a; a = va_arg(ap, const char *)) {
-        ck_assert_int_lt(argc, RAW_MAXARGS);
-        argv[argc++] = a;
-    }
-    va_end(ap);
-    harness_raw_sendv(r, argc, argv);
-}
-
-/* Nothing more arrives within ms. */
-static void raw_expect_quiet(struct harness_raw *r, int ms)
-{
-    struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
-    ck_assert_msg(r->len == 0 && poll(&pfd, 1, ms) == 0, "%s: unexpected bytes", r->name);
-}
-
-/* Print bytes with CR LF visible, for messages. */
-static const char *shown(const char *s)
-{
-    static char buf[4][600];
-    static int k;
-    char *o = buf[k++ % 4];
-    size_t j = 0;
-    for (; *s && j < sizeof(buf[0]) - 5; s++) {
-        if (*s == '\r') {
-            o[j++] = '\\';
-            o[j++] = 'r';
-        } else if (*s == '\n') {
-            o[j++] = '\\';
-            o[j++] = 'n';
-        } else {
-            o[j++] = *s;
-        }
-    }
-    o[j] = '\0';
-    return o;
-}
-
-/* The next reply is exactly `want`. */
-#define expect_raw(r, want, what) expect_raw_at(__LINE__, r, want, what)
-static void expect_raw_at(int line, struct harness_raw *r, const char *want, const char *what)
-{
-    size_t n;
-    char *got = harness_raw_reply(r, &n);
-    ck_assert_msg(n == strlen(want) && memcmp(got, want, n) == 0, "line %d: %s: %s answered %s, want %s", line, what,
-                  r->name, shown(got), shown(want));
-    free(got);
-}
-
-/* The next reply starts with `prefix`. */
-static void expect_raw_prefix(struct harness_raw *r, const char *prefix, const char *what)
-{
-    char *got = harness_raw_reply(r, NULL);
-    ck_assert_msg(strncmp(got, prefix, strlen(prefix)) == 0, "%s: %s answered %s, want %s...", what, r->name,
-                  shown(got), shown(prefix));
-    free(got);
-}
-
-/* A RESP3 connection to keygate (HELLO 3 answered with the map). */
 static void kg3(struct harness_raw *r)
 {
     harness_raw_open(r, h.port, "keygate");
-    raw_send(r, "HELLO", "3", "AUTH", "root", ROOT_PASS, NULL);
-    expect_raw_prefix(r, "%7\r\n$6\r\nserver\r\n$7\r\nkeygate\r\n", "HELLO 3");
+    harness_raw_send(r, "HELLO", "3", "AUTH", "root", ROOT_PASS, NULL);
+    harness_raw_expect_prefix(r, "%7\r\n$6\r\nserver\r\n$7\r\nkeygate\r\n", "HELLO 3");
 }
 
 /* A RESP2 connection to keygate. */
 static void kg2(struct harness_raw *r)
 {
     harness_raw_open(r, h.port, "keygate (RESP2)");
-    raw_send(r, "AUTH", "root", ROOT_PASS, NULL);
-    expect_raw(r, "+OK\r\n", "AUTH");
+    harness_raw_send(r, "AUTH", "root", ROOT_PASS, NULL);
+    harness_raw_expect(r, "+OK\r\n", "AUTH");
 }
 
 /* A direct connection to a backend's plain port, authenticated, in RESP3 (resp3) or RESP2. */
@@ -130,11 +65,11 @@ static void direct_raw(struct harness_raw *r, const char *backend, int resp3)
     struct harness_backend *b = harness_backend(&h, backend);
     ck_assert_ptr_nonnull(b);
     harness_raw_open(r, b->plain_port, resp3 ? "redis (HELLO 3)" : "redis (RESP2)");
-    raw_send(r, "AUTH", b->password, NULL);
-    expect_raw(r, "+OK\r\n", "AUTH");
+    harness_raw_send(r, "AUTH", b->password, NULL);
+    harness_raw_expect(r, "+OK\r\n", "AUTH");
     if (resp3) {
-        raw_send(r, "HELLO", "3", NULL);
-        expect_raw_prefix(r, "%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n", "HELLO 3");
+        harness_raw_send(r, "HELLO", "3", NULL);
+        harness_raw_expect_prefix(r, "%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n", "HELLO 3");
     }
 }
 
@@ -146,7 +81,7 @@ static char *same_bytes(struct harness_raw *kg, struct harness_raw *redis, const
     harness_raw_sendv(redis, argc, argv);
     size_t n1, n2;
     char *a = harness_raw_reply(kg, &n1), *b = harness_raw_reply(redis, &n2);
-    ck_assert_msg(n1 == n2 && memcmp(a, b, n1) == 0, "%s: keygate answered %s, Redis %s", what, shown(a), shown(b));
+    ck_assert_msg(n1 == n2 && memcmp(a, b, n1) == 0, "%s: keygate answered %s, Redis %s", what, harness_shown(a), harness_shown(b));
     free(b);
     return a;
 }
@@ -156,7 +91,7 @@ static char *same_bytes(struct harness_raw *kg, struct harness_raw *redis, const
         const char *argv_[] = {__VA_ARGS__};                                                                           \
         char *got_ = same_bytes(kg, redis, #__VA_ARGS__, (int)(sizeof(argv_) / sizeof(argv_[0])), argv_);              \
         ck_assert_msg(strncmp(got_, want_prefix, strlen(want_prefix)) == 0, "%s: %s is not the shape %s",              \
-                      #__VA_ARGS__, shown(got_), shown(want_prefix));                                                  \
+                      #__VA_ARGS__, harness_shown(got_), harness_shown(want_prefix));                                                  \
         free(got_);                                                                                                    \
     } while (0)
 
@@ -181,18 +116,18 @@ START_TEST(test_reply_shapes_byte_for_byte)
         snprintf(set, sizeof(set), "%sset", keys[i][0]);
         snprintf(list, sizeof(list), "%slist", keys[i][0]);
         snprintf(missing, sizeof(missing), "%smissing", keys[i][0]);
-        raw_send(&kg, "SET", str, "value", NULL);
-        expect_raw(&kg, "+OK\r\n", "SET");
-        raw_send(&kg, "HSET", h1, "f1", "v1", "f2", "v2", NULL);
-        expect_raw(&kg, ":2\r\n", "HSET");
-        raw_send(&kg, "ZADD", z, "1.5", "m", "2", "n", NULL);
-        expect_raw(&kg, ":2\r\n", "ZADD");
-        raw_send(&kg, "ZINCRBY", z, "1", "m", NULL); /* a double from a write (TTL wrap: keygate's EXEC pick) */
-        expect_raw(&kg, ",2.5\r\n", "ZINCRBY");
-        raw_send(&kg, "SADD", set, "a", "b", "c", NULL);
-        expect_raw(&kg, ":3\r\n", "SADD");
-        raw_send(&kg, "RPUSH", list, "x", "y", NULL);
-        expect_raw(&kg, ":2\r\n", "RPUSH");
+        harness_raw_send(&kg, "SET", str, "value", NULL);
+        harness_raw_expect(&kg, "+OK\r\n", "SET");
+        harness_raw_send(&kg, "HSET", h1, "f1", "v1", "f2", "v2", NULL);
+        harness_raw_expect(&kg, ":2\r\n", "HSET");
+        harness_raw_send(&kg, "ZADD", z, "1.5", "m", "2", "n", NULL);
+        harness_raw_expect(&kg, ":2\r\n", "ZADD");
+        harness_raw_send(&kg, "ZINCRBY", z, "1", "m", NULL); /* a double from a write (TTL wrap: keygate's EXEC pick) */
+        harness_raw_expect(&kg, ",2.5\r\n", "ZINCRBY");
+        harness_raw_send(&kg, "SADD", set, "a", "b", "c", NULL);
+        harness_raw_expect(&kg, ":3\r\n", "SADD");
+        harness_raw_send(&kg, "RPUSH", list, "x", "y", NULL);
+        harness_raw_expect(&kg, ":2\r\n", "RPUSH");
 
         SAME(&kg, d, "$5\r\nvalue", "GET", str);                                     /* string */
         SAME(&kg, d, ":5", "STRLEN", str);                                           /* integer */
@@ -243,26 +178,26 @@ START_TEST(test_pubsub_pushes_between_replies)
     direct_raw(&red, "cache", 1);
     /* the confirmation, byte for byte */
     SAME(&kg, &red, ">3\r\n$9\r\nsubscribe\r\n$8\r\npush:r3b\r\n:1\r\n", "SUBSCRIBE", "push:r3b");
-    raw_send(&red, "UNSUBSCRIBE", "push:r3b", NULL);
-    expect_raw_prefix(&red, ">3\r\n$11\r\nunsubscribe\r\n", "direct UNSUBSCRIBE");
+    harness_raw_send(&red, "UNSUBSCRIBE", "push:r3b", NULL);
+    harness_raw_expect_prefix(&red, ">3\r\n$11\r\nunsubscribe\r\n", "direct UNSUBSCRIBE");
     /* normal commands on the subscribed connection (RESP2 would refuse GET) */
-    raw_send(&kg, "SET", "q:r3b:k", "v1", NULL);
-    expect_raw(&kg, "+OK\r\n", "SET while subscribed");
-    raw_send(&kg, "PING", NULL);
-    expect_raw(&kg, "+PONG\r\n", "PING while subscribed (RESP3: not [pong, ''])");
+    harness_raw_send(&kg, "SET", "q:r3b:k", "v1", NULL);
+    harness_raw_expect(&kg, "+OK\r\n", "SET while subscribed");
+    harness_raw_send(&kg, "PING", NULL);
+    harness_raw_expect(&kg, "+PONG\r\n", "PING while subscribed (RESP3: not [pong, ''])");
     /* a message published before a GET of a key on the channel's instance (cache) arrives
      * before its reply: that Redis ran the PUBLISH first. A key on another instance (q:,
      * durable) has no such order (README, Pub/sub in RESP3): under load its reply overtook
      * the message in 3 to 28 of 5,000 rounds, which failed this test once in CI. */
-    raw_send(&kg, "SET", "cache:r3b:k", "c1", NULL);
-    expect_raw(&kg, "+OK\r\n", "SET on cache while subscribed");
-    raw_send(&pub, "PUBLISH", "push:r3b", "m0", NULL);
-    expect_raw(&pub, ":1\r\n", "PUBLISH");
+    harness_raw_send(&kg, "SET", "cache:r3b:k", "c1", NULL);
+    harness_raw_expect(&kg, "+OK\r\n", "SET on cache while subscribed");
+    harness_raw_send(&pub, "PUBLISH", "push:r3b", "m0", NULL);
+    harness_raw_expect(&pub, ":1\r\n", "PUBLISH");
     char msg[128];
     push_message(msg, sizeof(msg), "push:r3b", "m0");
-    raw_send(&kg, "GET", "cache:r3b:k", NULL);
-    expect_raw(&kg, msg, "the message, as a push");
-    expect_raw(&kg, "$2\r\nc1\r\n", "GET after the message");
+    harness_raw_send(&kg, "GET", "cache:r3b:k", NULL);
+    harness_raw_expect(&kg, msg, "the message, as a push");
+    harness_raw_expect(&kg, "$2\r\nc1\r\n", "GET after the message");
     /* many messages while a pipeline of GETs runs: replies in order, messages in order, each whole */
     enum { N = 200, M = 100 };
     char cmds[N * 40];
@@ -273,7 +208,7 @@ START_TEST(test_pubsub_pushes_between_replies)
     for (int i = 0; i < M; i++) {
         char payload[16];
         snprintf(payload, sizeof(payload), "p%d", i);
-        raw_send(&pub, "PUBLISH", "push:r3b", payload, NULL);
+        harness_raw_send(&pub, "PUBLISH", "push:r3b", payload, NULL);
     }
     int replies = 0, messages = 0;
     while (replies < N || messages < M) {
@@ -283,25 +218,25 @@ START_TEST(test_pubsub_pushes_between_replies)
             char payload[16];
             snprintf(payload, sizeof(payload), "p%d", messages);
             push_message(msg, sizeof(msg), "push:r3b", payload);
-            ck_assert_msg(strcmp(f, msg) == 0, "message %d: %s, want %s", messages, shown(f), shown(msg));
+            ck_assert_msg(strcmp(f, msg) == 0, "message %d: %s, want %s", messages, harness_shown(f), harness_shown(msg));
             messages++;
         } else {
-            ck_assert_msg(strcmp(f, "$2\r\nv1\r\n") == 0, "reply %d: %s", replies, shown(f));
+            ck_assert_msg(strcmp(f, "$2\r\nv1\r\n") == 0, "reply %d: %s", replies, harness_shown(f));
             replies++;
         }
         free(f);
     }
-    for (int i = 0; i < M; i++) expect_raw(&pub, ":1\r\n", "PUBLISH");
+    for (int i = 0; i < M; i++) harness_raw_expect(&pub, ":1\r\n", "PUBLISH");
     /* unsubscribing: a push confirmation, then normal again */
-    raw_send(&kg, "UNSUBSCRIBE", "push:r3b", NULL);
-    expect_raw(&kg, ">3\r\n$11\r\nunsubscribe\r\n$8\r\npush:r3b\r\n:0\r\n", "UNSUBSCRIBE");
-    raw_send(&kg, "UNSUBSCRIBE", NULL);
-    expect_raw(&kg, ">3\r\n$11\r\nunsubscribe\r\n_\r\n:0\r\n", "UNSUBSCRIBE with nothing subscribed (Redis's bytes)");
-    raw_send(&pub, "PUBLISH", "push:r3b", "late", NULL);
-    expect_raw(&pub, ":0\r\n", "PUBLISH after UNSUBSCRIBE");
-    raw_send(&kg, "GET", "q:r3b:k", NULL);
-    expect_raw(&kg, "$2\r\nv1\r\n", "GET after UNSUBSCRIBE");
-    raw_expect_quiet(&kg, 100);
+    harness_raw_send(&kg, "UNSUBSCRIBE", "push:r3b", NULL);
+    harness_raw_expect(&kg, ">3\r\n$11\r\nunsubscribe\r\n$8\r\npush:r3b\r\n:0\r\n", "UNSUBSCRIBE");
+    harness_raw_send(&kg, "UNSUBSCRIBE", NULL);
+    harness_raw_expect(&kg, ">3\r\n$11\r\nunsubscribe\r\n_\r\n:0\r\n", "UNSUBSCRIBE with nothing subscribed (Redis's bytes)");
+    harness_raw_send(&pub, "PUBLISH", "push:r3b", "late", NULL);
+    harness_raw_expect(&pub, ":0\r\n", "PUBLISH after UNSUBSCRIBE");
+    harness_raw_send(&kg, "GET", "q:r3b:k", NULL);
+    harness_raw_expect(&kg, "$2\r\nv1\r\n", "GET after UNSUBSCRIBE");
+    harness_raw_expect_quiet(&kg, 100);
     harness_raw_close(&kg);
     harness_raw_close(&pub);
     harness_raw_close(&red);
@@ -314,19 +249,19 @@ START_TEST(test_pubsub_pipelined_subscribe_keeps_order)
 {
     struct harness_raw kg;
     kg3(&kg);
-    raw_send(&kg, "SET", "cache:r3c:k", "v", NULL);
-    expect_raw(&kg, "+OK\r\n", "SET");
+    harness_raw_send(&kg, "SET", "cache:r3c:k", "v", NULL);
+    harness_raw_expect(&kg, "+OK\r\n", "SET");
     char cmds[512];
     int n = snprintf(cmds, sizeof(cmds),
                      "*2\r\n$3\r\nGET\r\n$11\r\ncache:r3c:k\r\n*2\r\n$9\r\nSUBSCRIBE\r\n$8\r\npush:r3c\r\n"
                      "*2\r\n$3\r\nGET\r\n$11\r\ncache:r3c:k\r\n*2\r\n$11\r\nUNSUBSCRIBE\r\n$8\r\npush:r3c\r\n"
                      "*2\r\n$3\r\nGET\r\n$11\r\ncache:r3c:x\r\n");
     ck_assert_int_eq(write(kg.fd, cmds, (size_t)n), n);
-    expect_raw(&kg, "$1\r\nv\r\n", "GET 1");
-    expect_raw(&kg, ">3\r\n$9\r\nsubscribe\r\n$8\r\npush:r3c\r\n:1\r\n", "SUBSCRIBE");
-    expect_raw(&kg, "$1\r\nv\r\n", "GET 2");
-    expect_raw(&kg, ">3\r\n$11\r\nunsubscribe\r\n$8\r\npush:r3c\r\n:0\r\n", "UNSUBSCRIBE");
-    expect_raw(&kg, "_\r\n", "GET 3 (missing)");
+    harness_raw_expect(&kg, "$1\r\nv\r\n", "GET 1");
+    harness_raw_expect(&kg, ">3\r\n$9\r\nsubscribe\r\n$8\r\npush:r3c\r\n:1\r\n", "SUBSCRIBE");
+    harness_raw_expect(&kg, "$1\r\nv\r\n", "GET 2");
+    harness_raw_expect(&kg, ">3\r\n$11\r\nunsubscribe\r\n$8\r\npush:r3c\r\n:0\r\n", "UNSUBSCRIBE");
+    harness_raw_expect(&kg, "_\r\n", "GET 3 (missing)");
     harness_raw_close(&kg);
 }
 END_TEST
@@ -340,10 +275,10 @@ START_TEST(test_multi_exec_with_ttl_write)
     struct harness_raw kg, red;
     kg3(&kg);
     direct_raw(&red, "durable", 1);
-    raw_send(&kg, "HSET", "rl:r3d:h", "a", "1", NULL);
-    expect_raw(&kg, ":1\r\n", "HSET");
-    raw_send(&kg, "MULTI", NULL);
-    expect_raw(&kg, "+OK\r\n", "MULTI");
+    harness_raw_send(&kg, "HSET", "rl:r3d:h", "a", "1", NULL);
+    harness_raw_expect(&kg, ":1\r\n", "HSET");
+    harness_raw_send(&kg, "MULTI", NULL);
+    harness_raw_expect(&kg, "+OK\r\n", "MULTI");
     const char *queued[][5] = {{"SET", "rl:r3d:s", "v", NULL},
                                {"ZADD", "rl:r3d:z", "INCR", "4.5", "m"},
                                {"HGETALL", "rl:r3d:h", NULL},
@@ -353,9 +288,9 @@ START_TEST(test_multi_exec_with_ttl_write)
         int argc = 0;
         while (argc < 5 && queued[i][argc]) argc++;
         harness_raw_sendv(&kg, argc, queued[i]);
-        expect_raw(&kg, "+QUEUED\r\n", "queued");
+        harness_raw_expect(&kg, "+QUEUED\r\n", "queued");
     }
-    raw_send(&kg, "EXEC", NULL);
+    harness_raw_send(&kg, "EXEC", NULL);
     size_t n;
     char *exec = harness_raw_reply(&kg, &n);
     /* Redis's own answers, one by one (reads after the fact: same values) */
@@ -367,13 +302,13 @@ START_TEST(test_multi_exec_with_ttl_write)
         strcat(want, r);
         free(r);
     }
-    ck_assert_msg(strcmp(exec, want) == 0, "EXEC: %s, want %s", shown(exec), shown(want));
+    ck_assert_msg(strcmp(exec, want) == 0, "EXEC: %s, want %s", harness_shown(exec), harness_shown(want));
     free(exec);
-    ck_assert_msg(strstr(want, "%1\r\n") && strstr(want, "_\r\n-WRONGTYPE"), "the shapes: %s", shown(want));
+    ck_assert_msg(strstr(want, "%1\r\n") && strstr(want, "_\r\n-WRONGTYPE"), "the shapes: %s", harness_shown(want));
     /* the TTL injection happened */
-    raw_send(&red, "PTTL", "rl:r3d:z", NULL);
+    harness_raw_send(&red, "PTTL", "rl:r3d:z", NULL);
     char *ttl = harness_raw_reply(&red, NULL);
-    ck_assert_msg(ttl[0] == ':' && atoll(ttl + 1) > 0, "PTTL: %s", shown(ttl));
+    ck_assert_msg(ttl[0] == ':' && atoll(ttl + 1) > 0, "PTTL: %s", harness_shown(ttl));
     free(ttl);
     harness_raw_close(&kg);
     harness_raw_close(&red);
@@ -388,35 +323,35 @@ START_TEST(test_watch_exec_in_resp3)
     kg3(&kg);
     kg2(&other);
     direct_raw(&red, "durable", 1);
-    raw_send(&kg, "HSET", "q:r3w:h", "a", "1", NULL);
-    expect_raw(&kg, ":1\r\n", "HSET");
-    raw_send(&kg, "WATCH", "q:r3w:h", NULL);
-    expect_raw(&kg, "+OK\r\n", "WATCH");
-    raw_send(&kg, "MULTI", NULL);
-    expect_raw(&kg, "+OK\r\n", "MULTI");
-    raw_send(&kg, "HGETALL", "q:r3w:h", NULL);
-    expect_raw(&kg, "+QUEUED\r\n", "queued");
-    raw_send(&kg, "EXEC", NULL);
-    expect_raw(&kg, "*1\r\n%1\r\n$1\r\na\r\n$1\r\n1\r\n", "EXEC under WATCH");
+    harness_raw_send(&kg, "HSET", "q:r3w:h", "a", "1", NULL);
+    harness_raw_expect(&kg, ":1\r\n", "HSET");
+    harness_raw_send(&kg, "WATCH", "q:r3w:h", NULL);
+    harness_raw_expect(&kg, "+OK\r\n", "WATCH");
+    harness_raw_send(&kg, "MULTI", NULL);
+    harness_raw_expect(&kg, "+OK\r\n", "MULTI");
+    harness_raw_send(&kg, "HGETALL", "q:r3w:h", NULL);
+    harness_raw_expect(&kg, "+QUEUED\r\n", "queued");
+    harness_raw_send(&kg, "EXEC", NULL);
+    harness_raw_expect(&kg, "*1\r\n%1\r\n$1\r\na\r\n$1\r\n1\r\n", "EXEC under WATCH");
     /* broken WATCH: Redis's own answer first, then keygate's */
-    raw_send(&red, "WATCH", "q:r3w:h", NULL);
-    expect_raw(&red, "+OK\r\n", "direct WATCH");
-    raw_send(&kg, "WATCH", "q:r3w:h", NULL);
-    expect_raw(&kg, "+OK\r\n", "WATCH again");
-    raw_send(&other, "HSET", "q:r3w:h", "b", "2", NULL);
-    expect_raw(&other, ":1\r\n", "HSET by another client");
-    raw_send(&red, "MULTI", NULL);
-    expect_raw(&red, "+OK\r\n", "direct MULTI");
-    raw_send(&red, "GET", "q:r3w:x", NULL);
-    expect_raw(&red, "+QUEUED\r\n", "direct queued");
-    raw_send(&red, "EXEC", NULL);
+    harness_raw_send(&red, "WATCH", "q:r3w:h", NULL);
+    harness_raw_expect(&red, "+OK\r\n", "direct WATCH");
+    harness_raw_send(&kg, "WATCH", "q:r3w:h", NULL);
+    harness_raw_expect(&kg, "+OK\r\n", "WATCH again");
+    harness_raw_send(&other, "HSET", "q:r3w:h", "b", "2", NULL);
+    harness_raw_expect(&other, ":1\r\n", "HSET by another client");
+    harness_raw_send(&red, "MULTI", NULL);
+    harness_raw_expect(&red, "+OK\r\n", "direct MULTI");
+    harness_raw_send(&red, "GET", "q:r3w:x", NULL);
+    harness_raw_expect(&red, "+QUEUED\r\n", "direct queued");
+    harness_raw_send(&red, "EXEC", NULL);
     char *want = harness_raw_reply(&red, NULL);
-    raw_send(&kg, "MULTI", NULL);
-    expect_raw(&kg, "+OK\r\n", "MULTI");
-    raw_send(&kg, "GET", "q:r3w:x", NULL);
-    expect_raw(&kg, "+QUEUED\r\n", "queued");
-    raw_send(&kg, "EXEC", NULL);
-    expect_raw(&kg, want, "EXEC after the WATCHed key changed: Redis's RESP3 null");
+    harness_raw_send(&kg, "MULTI", NULL);
+    harness_raw_expect(&kg, "+OK\r\n", "MULTI");
+    harness_raw_send(&kg, "GET", "q:r3w:x", NULL);
+    harness_raw_expect(&kg, "+QUEUED\r\n", "queued");
+    harness_raw_send(&kg, "EXEC", NULL);
+    harness_raw_expect(&kg, want, "EXEC after the WATCHed key changed: Redis's RESP3 null");
     ck_assert_str_eq(want, "_\r\n");
     free(want);
     harness_raw_close(&kg);
@@ -433,11 +368,11 @@ START_TEST(test_mget_split_with_nulls)
     kg3(&kg);
     direct_raw(&dur, "durable", 1);
     direct_raw(&cache, "cache", 1);
-    raw_send(&kg, "SET", "q:r3e:a", "A", NULL);
-    expect_raw(&kg, "+OK\r\n", "SET");
-    raw_send(&kg, "SET", "cache:r3e:b", "B", NULL);
-    expect_raw(&kg, "+OK\r\n", "SET");
-    raw_send(&kg, "MGET", "q:r3e:a", "cache:r3e:b", "q:r3e:none", "cache:r3e:none", "cache:r3e:b", NULL);
+    harness_raw_send(&kg, "SET", "q:r3e:a", "A", NULL);
+    harness_raw_expect(&kg, "+OK\r\n", "SET");
+    harness_raw_send(&kg, "SET", "cache:r3e:b", "B", NULL);
+    harness_raw_expect(&kg, "+OK\r\n", "SET");
+    harness_raw_send(&kg, "MGET", "q:r3e:a", "cache:r3e:b", "q:r3e:none", "cache:r3e:none", "cache:r3e:b", NULL);
     char *merged = harness_raw_reply(&kg, NULL);
     /* the same keys asked one by one, directly */
     char want[512] = "*5\r\n";
@@ -448,16 +383,16 @@ START_TEST(test_mget_split_with_nulls)
                               {"cache:r3e:b", "c"}};
     for (size_t i = 0; i < 5; i++) {
         struct harness_raw *d = order[i][1][0] == 'd' ? &dur : &cache;
-        raw_send(d, "GET", order[i][0], NULL);
+        harness_raw_send(d, "GET", order[i][0], NULL);
         char *r = harness_raw_reply(d, NULL);
         strcat(want, r);
         free(r);
     }
-    ck_assert_msg(strcmp(merged, want) == 0, "MGET: %s, want %s", shown(merged), shown(want));
-    ck_assert_msg(strcmp(want, "*5\r\n$1\r\nA\r\n$1\r\nB\r\n_\r\n_\r\n$1\r\nB\r\n") == 0, "%s", shown(want));
+    ck_assert_msg(strcmp(merged, want) == 0, "MGET: %s, want %s", harness_shown(merged), harness_shown(want));
+    ck_assert_msg(strcmp(want, "*5\r\n$1\r\nA\r\n$1\r\nB\r\n_\r\n_\r\n$1\r\nB\r\n") == 0, "%s", harness_shown(want));
     free(merged);
-    raw_send(&kg, "DEL", "q:r3e:a", "cache:r3e:b", "q:r3e:none", NULL);
-    expect_raw(&kg, ":2\r\n", "DEL across instances");
+    harness_raw_send(&kg, "DEL", "q:r3e:a", "cache:r3e:b", "q:r3e:none", NULL);
+    harness_raw_expect(&kg, ":2\r\n", "DEL across instances");
     harness_raw_close(&kg);
     harness_raw_close(&dur);
     harness_raw_close(&cache);
@@ -475,17 +410,17 @@ START_TEST(test_blocking_pop_timeout_is_null)
     SAME(&kg, &red, "_\r\n", "BLPOP", "q:r3f:none", "0.1");
     SAME(&kg, &red, "_\r\n", "BZPOPMIN", "q:r3f:none", "0.1");
     long long blocked = harness_blocked_clients(&h, "durable");
-    raw_send(&kg, "BLPOP", "q:r3f:list", "5", NULL);
+    harness_raw_send(&kg, "BLPOP", "q:r3f:list", "5", NULL);
     /* the BLPOP blocks on durable before the RPUSH (else it would just pop, never block) */
     long long now = blocked;
     for (long long end = now_ms() + 4000; now == blocked && now_ms() < end;)
         now = harness_blocked_clients(&h, "durable");
     ck_assert_msg(now > blocked, "durable's blocked_clients stayed %lld for 4 s after the BLPOP was sent", now);
-    raw_send(&other, "RPUSH", "q:r3f:list", "x", NULL);
-    expect_raw(&other, ":1\r\n", "RPUSH");
-    expect_raw(&kg, "*2\r\n$10\r\nq:r3f:list\r\n$1\r\nx\r\n", "BLPOP served");
-    raw_send(&kg, "GET", "q:r3f:none", NULL);
-    expect_raw(&kg, "_\r\n", "GET after the blocking pop");
+    harness_raw_send(&other, "RPUSH", "q:r3f:list", "x", NULL);
+    harness_raw_expect(&other, ":1\r\n", "RPUSH");
+    harness_raw_expect(&kg, "*2\r\n$10\r\nq:r3f:list\r\n$1\r\nx\r\n", "BLPOP served");
+    harness_raw_send(&kg, "GET", "q:r3f:none", NULL);
+    harness_raw_expect(&kg, "_\r\n", "GET after the blocking pop");
     harness_raw_close(&kg);
     harness_raw_close(&other);
     harness_raw_close(&red);
@@ -499,7 +434,7 @@ START_TEST(test_hello_and_local_answers)
     struct harness_raw kg, red;
     kg3(&kg);
     direct_raw(&red, "durable", 1);
-    raw_send(&kg, "CLIENT", "ID", NULL);
+    harness_raw_send(&kg, "CLIENT", "ID", NULL);
     char *id = harness_raw_reply(&kg, NULL);
     char want[512];
     /* Redis's shape and fields: server, version, proto, id, mode, role, modules */
@@ -509,30 +444,30 @@ START_TEST(test_hello_and_local_answers)
         "$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n",
         id);
     free(id);
-    raw_send(&kg, "HELLO", NULL);
-    expect_raw(&kg, want, "HELLO (no version: the current one)");
-    raw_send(&kg, "HELLO", "3", NULL);
-    expect_raw(&kg, want, "HELLO 3 again");
+    harness_raw_send(&kg, "HELLO", NULL);
+    harness_raw_expect(&kg, want, "HELLO (no version: the current one)");
+    harness_raw_send(&kg, "HELLO", "3", NULL);
+    harness_raw_expect(&kg, want, "HELLO 3 again");
     SAME(&kg, &red, "-NOPROTO unsupported protocol version", "HELLO", "4");
     SAME(&kg, &red, "-NOPROTO", "HELLO", "1");
     SAME(&kg, &red, "-ERR Protocol version is not an integer", "HELLO", "x");
     /* local nulls, verbatim strings */
     SAME(&kg, &red, "_\r\n", "CLIENT", "GETNAME");
-    raw_send(&kg, "INFO", "server", NULL);
-    expect_raw_prefix(&kg, "=", "INFO (a verbatim string, as Redis's)");
-    raw_send(&red, "INFO", "server", NULL);
-    expect_raw_prefix(&red, "=", "Redis's INFO");
-    raw_send(&kg, "INFO", "server", NULL);
+    harness_raw_send(&kg, "INFO", "server", NULL);
+    harness_raw_expect_prefix(&kg, "=", "INFO (a verbatim string, as Redis's)");
+    harness_raw_send(&red, "INFO", "server", NULL);
+    harness_raw_expect_prefix(&red, "=", "Redis's INFO");
+    harness_raw_send(&kg, "INFO", "server", NULL);
     char *info = harness_raw_reply(&kg, NULL);
     long long vlen = atoll(info + 1);
     const char *body = strstr(info, "\r\n") + 2;
     ck_assert_msg(strncmp(body, "txt:# Server\r\n", 14) == 0 && (long long)strlen(body) == vlen + 2, "INFO: %s",
-                  shown(info));
+                  harness_shown(info));
     free(info);
-    raw_send(&kg, "CLIENT", "INFO", NULL);
+    harness_raw_send(&kg, "CLIENT", "INFO", NULL);
     char *ci = harness_raw_reply(&kg, NULL);
     ck_assert_msg(ci[0] == '=' && strstr(ci, "\r\ntxt:id=") && strstr(ci, " resp=3\n\r\n"), "CLIENT INFO: %s",
-                  shown(ci));
+                  harness_shown(ci));
     free(ci);
     /* COMMAND INFO: Redis's own RESP3 shape (sets, maps) */
     SAME(&kg, &red, "*1\r\n*10\r\n$3\r\nget\r\n:2\r\n~2\r\n", "COMMAND", "INFO", "get");
@@ -542,48 +477,48 @@ START_TEST(test_hello_and_local_answers)
     SAME(&kg, &red, "+OK\r\n", "CLIENT", "TRACKING", "on");
     SAME(&kg, &red, "+OK\r\n", "CLIENT", "TRACKING", "off");
     /* HELLO inside MULTI: keygate refuses local commands there */
-    raw_send(&kg, "MULTI", NULL);
-    expect_raw(&kg, "+OK\r\n", "MULTI");
-    raw_send(&kg, "HELLO", "2", NULL);
-    expect_raw_prefix(&kg, "-", "HELLO inside MULTI");
-    raw_send(&kg, "DISCARD", NULL);
-    expect_raw(&kg, "+OK\r\n", "DISCARD");
+    harness_raw_send(&kg, "MULTI", NULL);
+    harness_raw_expect(&kg, "+OK\r\n", "MULTI");
+    harness_raw_send(&kg, "HELLO", "2", NULL);
+    harness_raw_expect_prefix(&kg, "-", "HELLO inside MULTI");
+    harness_raw_send(&kg, "DISCARD", NULL);
+    harness_raw_expect(&kg, "+OK\r\n", "DISCARD");
     /* holding a subscriber connection: HELLO 2 is refused, HELLO 3 is fine */
-    raw_send(&kg, "SUBSCRIBE", "push:r3g", NULL);
-    expect_raw(&kg, ">3\r\n$9\r\nsubscribe\r\n$8\r\npush:r3g\r\n:1\r\n", "SUBSCRIBE");
-    raw_send(&kg, "HELLO", "2", NULL);
-    expect_raw_prefix(&kg, "-ERR keygate: HELLO cannot change the protocol while subscribed", "HELLO 2 subscribed");
-    raw_send(&kg, "HELLO", "3", NULL);
-    expect_raw(&kg, want, "HELLO 3 subscribed");
-    raw_send(&kg, "UNSUBSCRIBE", NULL);
-    expect_raw(&kg, ">3\r\n$11\r\nunsubscribe\r\n$8\r\npush:r3g\r\n:0\r\n", "UNSUBSCRIBE");
+    harness_raw_send(&kg, "SUBSCRIBE", "push:r3g", NULL);
+    harness_raw_expect(&kg, ">3\r\n$9\r\nsubscribe\r\n$8\r\npush:r3g\r\n:1\r\n", "SUBSCRIBE");
+    harness_raw_send(&kg, "HELLO", "2", NULL);
+    harness_raw_expect_prefix(&kg, "-ERR keygate: HELLO cannot change the protocol while subscribed", "HELLO 2 subscribed");
+    harness_raw_send(&kg, "HELLO", "3", NULL);
+    harness_raw_expect(&kg, want, "HELLO 3 subscribed");
+    harness_raw_send(&kg, "UNSUBSCRIBE", NULL);
+    harness_raw_expect(&kg, ">3\r\n$11\r\nunsubscribe\r\n$8\r\npush:r3g\r\n:0\r\n", "UNSUBSCRIBE");
     /* WATCHing: HELLO 2 refused too */
-    raw_send(&kg, "WATCH", "q:r3g:w", NULL);
-    expect_raw(&kg, "+OK\r\n", "WATCH");
-    raw_send(&kg, "HELLO", "2", NULL);
-    expect_raw_prefix(&kg, "-ERR keygate: HELLO cannot change the protocol while WATCHing", "HELLO 2 watching");
-    raw_send(&kg, "UNWATCH", NULL);
-    expect_raw(&kg, "+OK\r\n", "UNWATCH");
+    harness_raw_send(&kg, "WATCH", "q:r3g:w", NULL);
+    harness_raw_expect(&kg, "+OK\r\n", "WATCH");
+    harness_raw_send(&kg, "HELLO", "2", NULL);
+    harness_raw_expect_prefix(&kg, "-ERR keygate: HELLO cannot change the protocol while WATCHing", "HELLO 2 watching");
+    harness_raw_send(&kg, "UNWATCH", NULL);
+    harness_raw_expect(&kg, "+OK\r\n", "UNWATCH");
     /* HELLO 2: back to RESP2, on RESP2 connections */
-    raw_send(&kg, "HELLO", "2", NULL);
-    expect_raw_prefix(&kg, "*14\r\n$6\r\nserver\r\n$7\r\nkeygate\r\n", "HELLO 2");
-    raw_send(&kg, "HSET", "q:r3g:h", "f", "v", NULL);
-    expect_raw(&kg, ":1\r\n", "HSET");
-    raw_send(&kg, "HGETALL", "q:r3g:h", NULL);
-    expect_raw(&kg, "*2\r\n$1\r\nf\r\n$1\r\nv\r\n", "HGETALL after HELLO 2");
-    raw_send(&kg, "GET", "q:r3g:none", NULL);
-    expect_raw(&kg, "$-1\r\n", "a RESP2 nil after HELLO 2");
-    raw_send(&kg, "CLIENT", "GETNAME", NULL);
-    expect_raw(&kg, "$-1\r\n", "a RESP2 local nil after HELLO 2");
+    harness_raw_send(&kg, "HELLO", "2", NULL);
+    harness_raw_expect_prefix(&kg, "*14\r\n$6\r\nserver\r\n$7\r\nkeygate\r\n", "HELLO 2");
+    harness_raw_send(&kg, "HSET", "q:r3g:h", "f", "v", NULL);
+    harness_raw_expect(&kg, ":1\r\n", "HSET");
+    harness_raw_send(&kg, "HGETALL", "q:r3g:h", NULL);
+    harness_raw_expect(&kg, "*2\r\n$1\r\nf\r\n$1\r\nv\r\n", "HGETALL after HELLO 2");
+    harness_raw_send(&kg, "GET", "q:r3g:none", NULL);
+    harness_raw_expect(&kg, "$-1\r\n", "a RESP2 nil after HELLO 2");
+    harness_raw_send(&kg, "CLIENT", "GETNAME", NULL);
+    harness_raw_expect(&kg, "$-1\r\n", "a RESP2 local nil after HELLO 2");
     /* RESET returns to RESP2, as on Redis */
-    raw_send(&kg, "HELLO", "3", NULL);
-    expect_raw(&kg, want, "HELLO 3 once more");
-    raw_send(&kg, "RESET", NULL);
-    expect_raw(&kg, "+RESET\r\n", "RESET");
-    raw_send(&kg, "AUTH", "root", ROOT_PASS, NULL);
-    expect_raw(&kg, "+OK\r\n", "AUTH after RESET (users are configured: RESET logs out)");
-    raw_send(&kg, "HGETALL", "q:r3g:h", NULL);
-    expect_raw(&kg, "*2\r\n$1\r\nf\r\n$1\r\nv\r\n", "HGETALL after RESET: RESP2");
+    harness_raw_send(&kg, "HELLO", "3", NULL);
+    harness_raw_expect(&kg, want, "HELLO 3 once more");
+    harness_raw_send(&kg, "RESET", NULL);
+    harness_raw_expect(&kg, "+RESET\r\n", "RESET");
+    harness_raw_send(&kg, "AUTH", "root", ROOT_PASS, NULL);
+    harness_raw_expect(&kg, "+OK\r\n", "AUTH after RESET (users are configured: RESET logs out)");
+    harness_raw_send(&kg, "HGETALL", "q:r3g:h", NULL);
+    harness_raw_expect(&kg, "*2\r\n$1\r\nf\r\n$1\r\nv\r\n", "HGETALL after RESET: RESP2");
     harness_raw_close(&kg);
     harness_raw_close(&red);
 }
@@ -596,23 +531,23 @@ START_TEST(test_info_instance_sections_verbatim)
     struct harness_raw k3, k2;
     kg3(&k3);
     kg2(&k2);
-    raw_send(&k2, "INFO", "server", "keyspace", NULL);
+    harness_raw_send(&k2, "INFO", "server", "keyspace", NULL);
     char *bulk = harness_raw_reply(&k2, NULL);
-    raw_send(&k3, "INFO", "server", "keyspace", NULL);
+    harness_raw_send(&k3, "INFO", "server", "keyspace", NULL);
     char *verb = harness_raw_reply(&k3, NULL);
-    ck_assert_msg(bulk[0] == '$' && strstr(bulk, "# Keyspace (instance durable)"), "RESP2 INFO: %s", shown(bulk));
+    ck_assert_msg(bulk[0] == '$' && strstr(bulk, "# Keyspace (instance durable)"), "RESP2 INFO: %s", harness_shown(bulk));
     ck_assert_msg(verb[0] == '=' && strstr(verb, "\r\ntxt:# Server\r\n") &&
                       strstr(verb, "# Keyspace (instance durable)") && strstr(verb, "# Keyspace (instance cache)"),
-                  "RESP3 INFO: %s", shown(verb));
+                  "RESP3 INFO: %s", harness_shown(verb));
     long long vlen = atoll(verb + 1), blen = atoll(bulk + 1);
     ck_assert_int_eq(vlen, (long long)strlen(strstr(verb, "\r\n") + 2) - 2);
     ck_assert_msg(vlen >= blen - 64 && vlen <= blen + 64, "lengths %lld vs %lld", vlen,
                   blen); /* uptime etc. may move */
     free(bulk);
     free(verb);
-    raw_send(&k3, "INFO", "replication", NULL); /* valkey-glide's start-up question */
+    harness_raw_send(&k3, "INFO", "replication", NULL); /* valkey-glide's start-up question */
     char *rep = harness_raw_reply(&k3, NULL);
-    ck_assert_msg(rep[0] == '=' && strstr(rep, "\r\nrole:master\r\n"), "INFO replication: %s", shown(rep));
+    ck_assert_msg(rep[0] == '=' && strstr(rep, "\r\nrole:master\r\n"), "INFO replication: %s", harness_shown(rep));
     free(rep);
     harness_raw_close(&k3);
     harness_raw_close(&k2);
@@ -626,25 +561,25 @@ START_TEST(test_resp2_clients_unaffected)
     kg3(&k3);
     kg2(&k2);
     direct_raw(&d2, "durable", 0);
-    raw_send(&k3, "HSET", "q:r3h:h", "a", "1", NULL);
-    expect_raw(&k3, ":1\r\n", "HSET");
-    raw_send(&k3, "ZADD", "q:r3h:z", "1.5", "m", NULL);
-    expect_raw(&k3, ":1\r\n", "ZADD");
+    harness_raw_send(&k3, "HSET", "q:r3h:h", "a", "1", NULL);
+    harness_raw_expect(&k3, ":1\r\n", "HSET");
+    harness_raw_send(&k3, "ZADD", "q:r3h:z", "1.5", "m", NULL);
+    harness_raw_expect(&k3, ":1\r\n", "ZADD");
     for (int round = 0; round < 3; round++) {
         SAME(&k2, &d2, "*2\r\n", "HGETALL", "q:r3h:h");
         SAME(&k2, &d2, "$3\r\n1.5", "ZSCORE", "q:r3h:z", "m");
         SAME(&k2, &d2, "$-1", "GET", "q:r3h:none");
         SAME(&k2, &d2, "*-1", "BLPOP", "q:r3h:none", "0.05");
-        raw_send(&k3, "HGETALL", "q:r3h:h", NULL);
-        expect_raw(&k3, "%1\r\n$1\r\na\r\n$1\r\n1\r\n", "RESP3 HGETALL");
-        raw_send(&k3, "ZSCORE", "q:r3h:z", "m", NULL);
-        expect_raw(&k3, ",1.5\r\n", "RESP3 ZSCORE");
+        harness_raw_send(&k3, "HGETALL", "q:r3h:h", NULL);
+        harness_raw_expect(&k3, "%1\r\n$1\r\na\r\n$1\r\n1\r\n", "RESP3 HGETALL");
+        harness_raw_send(&k3, "ZSCORE", "q:r3h:z", "m", NULL);
+        harness_raw_expect(&k3, ",1.5\r\n", "RESP3 ZSCORE");
     }
-    raw_send(&k2, "HELLO", NULL);
-    expect_raw_prefix(&k2, "*14\r\n", "HELLO on a RESP2 client");
-    raw_send(&k2, "CLIENT", "INFO", NULL);
+    harness_raw_send(&k2, "HELLO", NULL);
+    harness_raw_expect_prefix(&k2, "*14\r\n", "HELLO on a RESP2 client");
+    harness_raw_send(&k2, "CLIENT", "INFO", NULL);
     char *ci = harness_raw_reply(&k2, NULL);
-    ck_assert_msg(ci[0] == '$' && strstr(ci, " resp=2\n\r\n"), "CLIENT INFO: %s", shown(ci));
+    ck_assert_msg(ci[0] == '$' && strstr(ci, " resp=2\n\r\n"), "CLIENT INFO: %s", harness_shown(ci));
     free(ci);
     harness_raw_close(&k3);
     harness_raw_close(&k2);
@@ -664,21 +599,21 @@ START_TEST(test_client_timeout_spares_resp3_subscriber)
     struct harness_raw sub, idle, pub;
     kg3(&sub);
     kg3(&idle);
-    raw_send(&sub, "SUBSCRIBE", "push:r3t", NULL);
-    expect_raw(&sub, ">3\r\n$9\r\nsubscribe\r\n$8\r\npush:r3t\r\n:1\r\n", "SUBSCRIBE");
+    harness_raw_send(&sub, "SUBSCRIBE", "push:r3t", NULL);
+    harness_raw_expect(&sub, ">3\r\n$9\r\nsubscribe\r\n$8\r\npush:r3t\r\n:1\r\n", "SUBSCRIBE");
     sleep_ms(2500); /* the scenario, not a wait: 2.5 s of quiet, past client-timeout 1s */
     /* the idle one was closed: reading gives EOF */
     struct pollfd pfd = {.fd = idle.fd, .events = POLLIN};
     char byte;
     ck_assert_msg(poll(&pfd, 1, 1000) == 1 && read(idle.fd, &byte, 1) == 0, "the idle RESP3 client is still open");
     kg3(&pub);
-    raw_send(&pub, "PUBLISH", "push:r3t", "still", NULL);
-    expect_raw(&pub, ":1\r\n", "PUBLISH to the quiet RESP3 subscriber");
+    harness_raw_send(&pub, "PUBLISH", "push:r3t", "still", NULL);
+    harness_raw_expect(&pub, ":1\r\n", "PUBLISH to the quiet RESP3 subscriber");
     char msg[128];
     push_message(msg, sizeof(msg), "push:r3t", "still");
-    expect_raw(&sub, msg, "the message after 2.5 s of quiet");
-    raw_send(&sub, "GET", "q:r3t:none", NULL);
-    expect_raw(&sub, "_\r\n", "a command on the subscribed connection");
+    harness_raw_expect(&sub, msg, "the message after 2.5 s of quiet");
+    harness_raw_send(&sub, "GET", "q:r3t:none", NULL);
+    harness_raw_expect(&sub, "_\r\n", "a command on the subscribed connection");
     harness_raw_close(&sub);
     harness_raw_close(&idle);
     harness_raw_close(&pub);
