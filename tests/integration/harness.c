@@ -775,8 +775,8 @@ static int backend_spawn(struct harness *h, struct harness_backend *b)
     char what[64];
     snprintf(what, sizeof what, "redis-server %s", b->name);
     int rc = wait_ready(h, what, b->pid, b->plain_port, b->password);
-    if (rc == -2) serverkit_print_log_tail(what, b->log_file);   /* why it exited: a port, its AOF, ... */
-    if (rc == -1 && stop_pid(b->pid) == -1) return -1; /* still running: it stays recorded */
+    if (rc == -2) serverkit_print_log_tail(what, b->log_file); /* why it exited: a port, its AOF, ... */
+    if (rc == -1 && stop_pid(b->pid) == -1) return -1;         /* still running: it stays recorded */
     if (rc != 0) {
         b->pid = 0; /* exited (-2), or stopped above */
         return -1;

@@ -85,7 +85,8 @@ static char *raw_until_closed(struct harness_raw *r)
 static char *same_next_at(int line, struct harness_raw *kg, struct harness_raw *redis, const char *what)
 {
     char *a = harness_raw_reply(kg, NULL), *b = harness_raw_reply(redis, NULL);
-    ck_assert_msg(strcmp(a, b) == 0, "line %d: %s: keygate answered %s, Redis %s", line, what, harness_shown(a), harness_shown(b));
+    ck_assert_msg(strcmp(a, b) == 0, "line %d: %s: keygate answered %s, Redis %s", line, what, harness_shown(a),
+                  harness_shown(b));
     free(b);
     return a;
 }
@@ -107,7 +108,8 @@ static void kg_open(struct harness_raw *r, const char *user, const char *pass, i
         const char *argv[] = {"HELLO", "3", "AUTH", user, pass};
         harness_raw_sendv(r, 5, argv);
         char *got = harness_raw_reply(r, NULL);
-        ck_assert_msg(strncmp(got, "%7\r\n$6\r\nserver\r\n$7\r\nkeygate\r\n", 28) == 0, "HELLO 3: %s", harness_shown(got));
+        ck_assert_msg(strncmp(got, "%7\r\n$6\r\nserver\r\n$7\r\nkeygate\r\n", 28) == 0, "HELLO 3: %s",
+                      harness_shown(got));
         free(got);
     } else {
         const char *argv[] = {"AUTH", user, pass};
@@ -214,7 +216,8 @@ static void client_reply_round(int resp3)
     const char *want =
         "+OK\r\n:3\r\n$1\r\n4\r\n$2\r\nv1\r\n+PONG\r\n+OK\r\n$1\r\n6\r\n"
         "-NOAUTH Authentication required.\r\n+OK\r\n+RESET\r\n-NOAUTH Authentication required.\r\n+OK\r\n";
-    ck_assert_msg(strcmp(a, want) == 0, "RESP%s: the stream is %s", p, harness_shown(a)); /* RESP3's shapes are RESP2's here */
+    ck_assert_msg(strcmp(a, want) == 0, "RESP%s: the stream is %s", p,
+                  harness_shown(a)); /* RESP3's shapes are RESP2's here */
     free(a);
     free(b);
     harness_raw_close(&kg);

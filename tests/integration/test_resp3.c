@@ -81,7 +81,8 @@ static char *same_bytes(struct harness_raw *kg, struct harness_raw *redis, const
     harness_raw_sendv(redis, argc, argv);
     size_t n1, n2;
     char *a = harness_raw_reply(kg, &n1), *b = harness_raw_reply(redis, &n2);
-    ck_assert_msg(n1 == n2 && memcmp(a, b, n1) == 0, "%s: keygate answered %s, Redis %s", what, harness_shown(a), harness_shown(b));
+    ck_assert_msg(n1 == n2 && memcmp(a, b, n1) == 0, "%s: keygate answered %s, Redis %s", what, harness_shown(a),
+                  harness_shown(b));
     free(b);
     return a;
 }
@@ -91,7 +92,7 @@ static char *same_bytes(struct harness_raw *kg, struct harness_raw *redis, const
         const char *argv_[] = {__VA_ARGS__};                                                                           \
         char *got_ = same_bytes(kg, redis, #__VA_ARGS__, (int)(sizeof(argv_) / sizeof(argv_[0])), argv_);              \
         ck_assert_msg(strncmp(got_, want_prefix, strlen(want_prefix)) == 0, "%s: %s is not the shape %s",              \
-                      #__VA_ARGS__, harness_shown(got_), harness_shown(want_prefix));                                                  \
+                      #__VA_ARGS__, harness_shown(got_), harness_shown(want_prefix));                                  \
         free(got_);                                                                                                    \
     } while (0)
 
@@ -218,7 +219,8 @@ START_TEST(test_pubsub_pushes_between_replies)
             char payload[16];
             snprintf(payload, sizeof(payload), "p%d", messages);
             push_message(msg, sizeof(msg), "push:r3b", payload);
-            ck_assert_msg(strcmp(f, msg) == 0, "message %d: %s, want %s", messages, harness_shown(f), harness_shown(msg));
+            ck_assert_msg(strcmp(f, msg) == 0, "message %d: %s, want %s", messages, harness_shown(f),
+                          harness_shown(msg));
             messages++;
         } else {
             ck_assert_msg(strcmp(f, "$2\r\nv1\r\n") == 0, "reply %d: %s", replies, harness_shown(f));
@@ -231,7 +233,8 @@ START_TEST(test_pubsub_pushes_between_replies)
     harness_raw_send(&kg, "UNSUBSCRIBE", "push:r3b", NULL);
     harness_raw_expect(&kg, ">3\r\n$11\r\nunsubscribe\r\n$8\r\npush:r3b\r\n:0\r\n", "UNSUBSCRIBE");
     harness_raw_send(&kg, "UNSUBSCRIBE", NULL);
-    harness_raw_expect(&kg, ">3\r\n$11\r\nunsubscribe\r\n_\r\n:0\r\n", "UNSUBSCRIBE with nothing subscribed (Redis's bytes)");
+    harness_raw_expect(&kg, ">3\r\n$11\r\nunsubscribe\r\n_\r\n:0\r\n",
+                       "UNSUBSCRIBE with nothing subscribed (Redis's bytes)");
     harness_raw_send(&pub, "PUBLISH", "push:r3b", "late", NULL);
     harness_raw_expect(&pub, ":0\r\n", "PUBLISH after UNSUBSCRIBE");
     harness_raw_send(&kg, "GET", "q:r3b:k", NULL);
@@ -487,7 +490,8 @@ START_TEST(test_hello_and_local_answers)
     harness_raw_send(&kg, "SUBSCRIBE", "push:r3g", NULL);
     harness_raw_expect(&kg, ">3\r\n$9\r\nsubscribe\r\n$8\r\npush:r3g\r\n:1\r\n", "SUBSCRIBE");
     harness_raw_send(&kg, "HELLO", "2", NULL);
-    harness_raw_expect_prefix(&kg, "-ERR keygate: HELLO cannot change the protocol while subscribed", "HELLO 2 subscribed");
+    harness_raw_expect_prefix(&kg, "-ERR keygate: HELLO cannot change the protocol while subscribed",
+                              "HELLO 2 subscribed");
     harness_raw_send(&kg, "HELLO", "3", NULL);
     harness_raw_expect(&kg, want, "HELLO 3 subscribed");
     harness_raw_send(&kg, "UNSUBSCRIBE", NULL);
@@ -535,7 +539,8 @@ START_TEST(test_info_instance_sections_verbatim)
     char *bulk = harness_raw_reply(&k2, NULL);
     harness_raw_send(&k3, "INFO", "server", "keyspace", NULL);
     char *verb = harness_raw_reply(&k3, NULL);
-    ck_assert_msg(bulk[0] == '$' && strstr(bulk, "# Keyspace (instance durable)"), "RESP2 INFO: %s", harness_shown(bulk));
+    ck_assert_msg(bulk[0] == '$' && strstr(bulk, "# Keyspace (instance durable)"), "RESP2 INFO: %s",
+                  harness_shown(bulk));
     ck_assert_msg(verb[0] == '=' && strstr(verb, "\r\ntxt:# Server\r\n") &&
                       strstr(verb, "# Keyspace (instance durable)") && strstr(verb, "# Keyspace (instance cache)"),
                   "RESP3 INFO: %s", harness_shown(verb));
