@@ -394,6 +394,78 @@ char *harness_raw_reply(struct harness_raw *r, size_t *len)
     }
 }
 
+int harness_same_reply(const redisReply *a, const redisReply *b)
+{
+    if (a->type != b->type) return 0;
+    switch (a->type) {
+    case REDIS_REPLY_INTEGER:
+        return a->integer == b->integer;
+    case REDIS_REPLY_NIL:
+        return 1;
+    case REDIS_REPLY_ARRAY:
+        if (a->elements != b->elements) return 0;
+        for (size_t i = 0; i < a->elements; i++)
+            if (!harness_same_reply(a->element[i], b->element[i])) return 0;
+        return 1;
+    default:
+        return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
+    }
+}
+
+long long harness_cpu_ms(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "open %s: %s", path, strerror(errno));
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    ck_assert_ptr_nonnull(p);
+    unsigned long long utime = 0, stime = 0;
+    ck_assert_int_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime), 2);
+    return (long long)(utime + stime) * 1000 / sysconf(_SC_CLK_TCK);
+}
+
+long long harness_status_kib(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "open %s: %s", path, strerror(errno));
+    long long kb = -1;
+    size_t n = strlen(field);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, field, n) == 0 && line[n] == ':') kb = atoll(line + n + 1);
+    fclose(f);
+    ck_assert_msg(kb >= 0, "%s has no %s", path, field);
+    return kb;
+}
+
+redisReply *harness_direct_cmd(struct harness *h, const char *backend, const char *fmt, ...)
+{
+    redisContext *c = harness_must_direct(h, backend);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(r != NULL, "%s: `%s`: connection error: %s", backend, fmt, c->errstr);
+    redisFree(c);
+    return r;
+}
+
+void harness_direct_ok(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(r != NULL, "`%s`: %s", fmt, c->errstr);
+    ck_assert_msg(r->type != REDIS_REPLY_ERROR, "`%s`: %s", fmt, r->str);
+    freeReplyObject(r);
+}
+
 #define RAW_MAXARGS 32
 void harness_raw_send(struct harness_raw *r, const char *first, ...)
 {

@@ -367,6 +367,24 @@ void harness_raw_sendv(struct harness_raw *r, int argc, const char **argv);
  * RESP. */
 char *harness_raw_reply(struct harness_raw *r, size_t *len);
 
+/* pid's CPU time so far (utime + stime of /proc/PID/stat) in milliseconds (10 ms ticks);
+ * fails the test when it cannot be read. */
+long long harness_cpu_ms(pid_t pid);
+
+/* A field of /proc/PID/status in KiB ("VmRSS", "VmHWM", ...); fails the test when absent. */
+long long harness_status_kib(pid_t pid, const char *field);
+
+/* One command run directly on backend (a connection of its own, closed after); the reply,
+ * which the caller frees (fails the test on a connection error). */
+redisReply *harness_direct_cmd(struct harness *h, const char *backend, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* One command over c (a direct connection); fails the test on an error reply. */
+void harness_direct_ok(redisContext *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Are a and b the same RESP value (type, integer or bytes, elements recursively)? */
+int harness_same_reply(const redisReply *a, const redisReply *b);
+
 /* Write one command given as its arguments, NULL last (at most 32). */
 void harness_raw_send(struct harness_raw *r, const char *first, ...) __attribute__((sentinel));
 

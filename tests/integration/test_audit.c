@@ -29,18 +29,6 @@ static void teardown(void)
     harness_stop(&h);
 }
 
-/* Run one command directly on a backend; the reply must not be an error. */
-static void direct_ok(redisContext *c, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    ck_assert_msg(r != NULL, "`%s`: %s", fmt, c->errstr);
-    ck_assert_msg(r->type != REDIS_REPLY_ERROR, "`%s`: %s", fmt, r->str);
-    freeReplyObject(r);
-}
-
 static redisContext *direct(const char *name)
 {
     return harness_must_direct(&h, name);
@@ -51,7 +39,7 @@ static void flush_both(void)
     const char *names[] = {"durable", "cache"};
     for (int i = 0; i < 2; i++) {
         redisContext *c = direct(names[i]);
-        direct_ok(c, "FLUSHALL");
+        harness_direct_ok(c, "FLUSHALL");
         redisFree(c);
     }
 }
@@ -125,10 +113,10 @@ START_TEST(test_clean_backends_exit_0)
 {
     flush_both();
     redisContext *d = direct("durable"), *c = direct("cache");
-    direct_ok(d, "SET q:clean:1 payload");  /* ttl=none: no TTL is right */
-    direct_ok(d, "SET rl:clean:1 5 EX 60"); /* ttl=1h max-ttl=1d */
-    direct_ok(c, "SET cache:clean:1 v EX 3600");
-    direct_ok(c, "SET cache:mattermost:listener:x v EX 60");
+    harness_direct_ok(d, "SET q:clean:1 payload");  /* ttl=none: no TTL is right */
+    harness_direct_ok(d, "SET rl:clean:1 5 EX 60"); /* ttl=1h max-ttl=1d */
+    harness_direct_ok(c, "SET cache:clean:1 v EX 3600");
+    harness_direct_ok(c, "SET cache:mattermost:listener:x v EX 60");
     redisFree(d);
     redisFree(c);
     char *out;
@@ -144,14 +132,14 @@ START_TEST(test_each_rule_is_reported_exit_1)
 {
     flush_both();
     redisContext *d = direct("durable"), *c = direct("cache");
-    direct_ok(d, "SET nope:1 x");                           /* no namespace */
-    direct_ok(d, "SET %b x", "bin\x01 \xff\\k", (size_t)8); /* no namespace, binary: printed escaped */
-    direct_ok(d, "SET cache:on-durable v EX 100");          /* wrong instance */
-    direct_ok(d, "SET q:fine payload");
-    direct_ok(c, "SET q:on-cache v");                         /* wrong instance */
-    direct_ok(c, "SET cache:no-ttl v");                       /* missing TTL (ttl=1h) */
-    direct_ok(c, "SET cache:too-long v EX 2592000");          /* 30d above max-ttl=7d */
-    direct_ok(c, "SET cache:mattermost:listener:y v EX 600"); /* 10m above the listener's max-ttl=5m */
+    harness_direct_ok(d, "SET nope:1 x");                           /* no namespace */
+    harness_direct_ok(d, "SET %b x", "bin\x01 \xff\\k", (size_t)8); /* no namespace, binary: printed escaped */
+    harness_direct_ok(d, "SET cache:on-durable v EX 100");          /* wrong instance */
+    harness_direct_ok(d, "SET q:fine payload");
+    harness_direct_ok(c, "SET q:on-cache v");                         /* wrong instance */
+    harness_direct_ok(c, "SET cache:no-ttl v");                       /* missing TTL (ttl=1h) */
+    harness_direct_ok(c, "SET cache:too-long v EX 2592000");          /* 30d above max-ttl=7d */
+    harness_direct_ok(c, "SET cache:mattermost:listener:y v EX 600"); /* 10m above the listener's max-ttl=5m */
     /* enough keys for several SCAN pages and PTTL pipelines */
     for (int i = 0; i < 2500; i++) redisAppendCommand(c, "SET cache:bulk:%d v EX 3600", i);
     for (int i = 0; i < 300; i++) redisAppendCommand(c, "SET cache:bulk-nottl:%d v", i);
@@ -198,17 +186,17 @@ START_TEST(test_issue10_item2_audit_reports_keys_outside_db0)
 {
     flush_both();
     redisContext *d = direct("durable"), *c = direct("cache");
-    direct_ok(d, "SET q:a payload");
-    direct_ok(d, "COPY q:a q:b DB 1"); /* what the bypass did */
-    direct_ok(d, "DEL q:a");           /* db 0 of durable empty: INFO omits it */
-    direct_ok(d, "SELECT 1");
-    direct_ok(d, "SET cache:on-durable-db1 v EX 100"); /* outside db 0 and wrong instance */
-    direct_ok(c, "SET cache:clean v EX 3600");         /* db 0, fine */
-    direct_ok(c, "SET nope:db0 x");                    /* db 0: no "(db" suffix */
-    direct_ok(c, "SELECT 5");
-    direct_ok(c, "SET nope:db5 x");            /* outside db 0 and no namespace */
-    direct_ok(c, "SET cache:db5:nottl v");     /* outside db 0 and missing TTL */
-    direct_ok(c, "SET cache:db5:ok v EX 100"); /* outside db 0 only */
+    harness_direct_ok(d, "SET q:a payload");
+    harness_direct_ok(d, "COPY q:a q:b DB 1"); /* what the bypass did */
+    harness_direct_ok(d, "DEL q:a");           /* db 0 of durable empty: INFO omits it */
+    harness_direct_ok(d, "SELECT 1");
+    harness_direct_ok(d, "SET cache:on-durable-db1 v EX 100"); /* outside db 0 and wrong instance */
+    harness_direct_ok(c, "SET cache:clean v EX 3600");         /* db 0, fine */
+    harness_direct_ok(c, "SET nope:db0 x");                    /* db 0: no "(db" suffix */
+    harness_direct_ok(c, "SELECT 5");
+    harness_direct_ok(c, "SET nope:db5 x");            /* outside db 0 and no namespace */
+    harness_direct_ok(c, "SET cache:db5:nottl v");     /* outside db 0 and missing TTL */
+    harness_direct_ok(c, "SET cache:db5:ok v EX 100"); /* outside db 0 only */
     redisFree(d);
     redisFree(c);
 
@@ -289,7 +277,7 @@ START_TEST(test_unreachable_instance_exit_2_and_other_audited)
 {
     flush_both();
     redisContext *d = direct("durable");
-    direct_ok(d, "SET nope:2 x");
+    harness_direct_ok(d, "SET nope:2 x");
     redisFree(d);
     ck_assert_int_eq(harness_backend_kill(&h, "cache"), 0);
     char *out;

@@ -66,19 +66,6 @@ static redisContext *must_login(void)
     return c;
 }
 
-/* Run one command directly on backend and return its reply (the caller frees it). */
-static redisReply *direct_cmd(const char *backend, const char *fmt, ...)
-{
-    redisContext *c = harness_must_direct(&h, backend);
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    ck_assert_msg(r != NULL, "%s: `%s`: connection error: %s", backend, fmt, c->errstr);
-    redisFree(c);
-    return r;
-}
-
 /* Run one command directly on backend; it must answer +OK. No assertion (usable in restores, which run
  * before any assertion): returns 0, or -1 printing why on stderr. */
 static int direct_ok(const char *backend, const char *fmt, ...)
@@ -102,27 +89,11 @@ static int direct_ok(const char *backend, const char *fmt, ...)
 /* The value of CONFIG GET name on backend, into out. */
 static void config_get(const char *backend, const char *name, char *out, size_t len)
 {
-    redisReply *r = direct_cmd(backend, "CONFIG GET %s", name);
+    redisReply *r = harness_direct_cmd(&h, backend, "CONFIG GET %s", name);
     ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING,
                   "%s: CONFIG GET %s: %s", backend, name, describe(r));
     snprintf(out, len, "%s", r->element[1]->str);
     freeReplyObject(r);
-}
-
-/* keygate's VmRSS or VmHWM in KiB, from /proc. */
-static long long keygate_kib(const char *field)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)h.keygate_pid);
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "open %s: %s", path, strerror(errno));
-    long long kb = -1;
-    size_t n = strlen(field);
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, field, n) == 0 && line[n] == ':') kb = atoll(line + n + 1);
-    fclose(f);
-    ck_assert_msg(kb >= 0, "%s has no %s", path, field);
-    return kb;
 }
 
 /* ASan keeps freed memory in quarantine and adds shadow memory: under it the RSS bound is
@@ -322,7 +293,7 @@ START_TEST(test_chaos_nothing_acknowledged_is_lost)
         snprintf(k[i].key, sizeof k[i].key, "q:chaos:%d:counter:%d", (int)getpid(), i);
         expect_status(cmd(c, "SET %s %lld", k[i].key, k[i].base), "OK", "the counter's base");
     }
-    long long rss_start = keygate_kib("VmRSS");
+    long long rss_start = harness_status_kib(h.keygate_pid, "VmRSS");
 
     pthread_t threads[CHAOS_CLIENTS];
     for (int i = 0; i < CHAOS_CLIENTS; i++)
@@ -368,18 +339,18 @@ START_TEST(test_chaos_nothing_acknowledged_is_lost)
     /* keygate gives back what the chaos cost: its RSS polled (5 s) until within 16 MiB of the start.
      * Not "until the clients are closed in keygate": a backend the harness restarted from this
      * process inherited the clients' sockets (no FD_CLOEXEC), so keygate sees them open. */
-    long long rss_end = keygate_kib("VmRSS");
+    long long rss_end = harness_status_kib(h.keygate_pid, "VmRSS");
     for (long long end = now_ms() + 5000; RSS_CHECKED && rss_end >= rss_start + 16 * 1024 && now_ms() < end;) {
         sleep_ms(50);
-        rss_end = keygate_kib("VmRSS");
+        rss_end = harness_status_kib(h.keygate_pid, "VmRSS");
     }
-    long long rss_peak = keygate_kib("VmHWM");
+    long long rss_peak = harness_status_kib(h.keygate_pid, "VmHWM");
     fprintf(stderr, "chaos timeline (CLIENT KILL closed %lld, then %lld connections; acked in the stop: %lld):\n%s",
             killed1, killed2, acked_stopped, log.text);
 
     long long sent = 0, acked = 0, errored = 0, lost = 0, reconnects = 0, ran0 = 0;
     for (int i = 0; i < CHAOS_CLIENTS; i++) {
-        redisReply *r = direct_cmd("durable", "GET %s", k[i].key);
+        redisReply *r = harness_direct_cmd(&h, "durable", "GET %s", k[i].key);
         ck_assert_msg(r->type == REDIS_REPLY_STRING, "durable: GET %s: %s", k[i].key, describe(r));
         long long ran = atoll(r->str) - k[i].base;
         freeReplyObject(r);
@@ -428,7 +399,7 @@ END_TEST
 /* calls + rejected_calls of command on backend (INFO commandstats; 0 when never called). */
 static long long cmdstat(const char *backend, const char *command)
 {
-    redisReply *r = direct_cmd(backend, "INFO commandstats");
+    redisReply *r = harness_direct_cmd(&h, backend, "INFO commandstats");
     ck_assert_msg(r->type == REDIS_REPLY_STRING, "%s: INFO commandstats: %s", backend, describe(r));
     char name[64];
     snprintf(name, sizeof name, "cmdstat_%s:", command);
@@ -510,7 +481,8 @@ START_TEST(test_noscript_passes_through)
     char q[64], rl[64], want[512];
     snprintf(q, sizeof q, "q:chaos:%d:noscript", (int)getpid());
     snprintf(rl, sizeof rl, "rl:chaos:%d:noscript", (int)getpid());
-    redis_error_text(direct_cmd("durable", "EVALSHA %s 1 %s", UNKNOWN_SHA, q), want, sizeof want, "EVALSHA");
+    redis_error_text(harness_direct_cmd(&h, "durable", "EVALSHA %s 1 %s", UNKNOWN_SHA, q), want, sizeof want,
+                     "EVALSHA");
     redisContext *c = must_login();
     struct cmdstats before = {.commands = {"evalsha", "script|load", "eval"}}, after = before;
     cmdstats_read(&before);
@@ -640,7 +612,7 @@ END_TEST
 /* INFO persistence of backend has `field:value`. */
 static int info_has(const char *backend, const char *field_value)
 {
-    redisReply *r = direct_cmd(backend, "INFO persistence");
+    redisReply *r = harness_direct_cmd(&h, backend, "INFO persistence");
     int has = (r->type == REDIS_REPLY_STRING) && strstr(r->str, field_value) != NULL;
     freeReplyObject(r);
     return has;

@@ -84,25 +84,6 @@ static redisReply *cmd_argv(redisContext *c, int argc, const char **argv, const 
     return r;
 }
 
-/* Two replies are the same RESP value (type, text/integer, elements). */
-static int same_reply(const redisReply *a, const redisReply *b)
-{
-    if (a->type != b->type) return 0;
-    switch (a->type) {
-    case REDIS_REPLY_INTEGER:
-        return a->integer == b->integer;
-    case REDIS_REPLY_NIL:
-        return 1;
-    case REDIS_REPLY_ARRAY:
-        if (a->elements != b->elements) return 0;
-        for (size_t i = 0; i < a->elements; i++)
-            if (!same_reply(a->element[i], b->element[i])) return 0;
-        return 1;
-    default:
-        return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
-    }
-}
-
 /* Run the same command line through keygate (as c) and on the cache backend directly;
  * the replies must be equal. */
 static void expect_like_redis(redisContext *c, redisContext *direct, const char *what, int argc, const char **argv,
@@ -113,7 +94,7 @@ static void expect_like_redis(redisContext *c, redisContext *direct, const char 
     char a[256], b[256];
     describe_into(mine, a, sizeof a);
     describe_into(want, b, sizeof b);
-    ck_assert_msg(same_reply(mine, want), "%s: keygate answered %s, Redis %s", what, a, b);
+    ck_assert_msg(harness_same_reply(mine, want), "%s: keygate answered %s, Redis %s", what, a, b);
     freeReplyObject(mine);
     freeReplyObject(want);
 }

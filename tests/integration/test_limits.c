@@ -175,22 +175,6 @@ END_TEST
 #define RSS_CHECKED 1
 #endif
 
-/* keygate's resident memory now (VmRSS) or at its peak (VmHWM), in MiB. */
-static long long keygate_mib(const char *field)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)h.keygate_pid);
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "open %s: %s", path, strerror(errno));
-    long long kb = -1;
-    size_t n = strlen(field);
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, field, n) == 0 && line[n] == ':') kb = atoll(line + n + 1);
-    fclose(f);
-    ck_assert_msg(kb >= 0, "%s has no %s", path, field);
-    return kb / 1024;
-}
-
 /* Send what fits of buf on a non-blocking fd within ms milliseconds; the bytes sent, or
  * -1 once keygate closed the connection. */
 static long long send_for(int fd, const char *buf, size_t len, int ms)
@@ -249,7 +233,7 @@ START_TEST(test_issue10_item12_multi_counts_against_the_query_limit)
     ck_assert_msg(r == NULL && (c->err == REDIS_ERR_EOF || c->err == REDIS_ERR_IO),
                   "third 3 MB SET in MULTI: want the connection closed, got %s", describe(r));
     redisFree(c);
-    long long rss = keygate_mib("VmHWM");
+    long long rss = harness_status_kib(h.keygate_pid, "VmHWM") / 1024;
     ck_assert_msg(!RSS_CHECKED || rss < 48, "keygate's peak RSS %lld MiB", rss);
     redisContext *other = login();
     expect_status(cmd(other, "SET cache:lim12m:ok 1"), "OK", "another client after the close");
@@ -285,7 +269,7 @@ START_TEST(test_issue10_item12_max_memory_stops_reading)
                 long long n = send_for(fds[k], body + sent[k], (size_t)(SEND - sent[k]), 20);
                 sent[k] = n < 0 ? -1 : sent[k] + n;
             }
-    long long peak = keygate_mib("VmHWM");
+    long long peak = harness_status_kib(h.keygate_pid, "VmHWM") / 1024;
     int closed = 0;
     for (int k = 0; k < CLIENTS; k++) {
         closed += sent[k] < 0 || closed_within(fds[k], 1500);
@@ -317,16 +301,16 @@ START_TEST(test_issue10_item12_buffers_shrink_after_a_large_reply)
     redisFree(d);
     free(val);
     redisContext *c = login();
-    long long before = keygate_mib("VmRSS");
+    long long before = harness_status_kib(h.keygate_pid, "VmRSS") / 1024;
     redisReply *r = cmd(c, "GET q:lim12big");
     ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == SIZE, "GET: %s", describe(r));
     freeReplyObject(r);
     expect_status(cmd(c, "PING"), "PONG", "PING after the GET");
     /* the reply's buffers go back to the system once it is sent (munmap): poll RSS for 3 s */
-    long long after = keygate_mib("VmRSS");
+    long long after = harness_status_kib(h.keygate_pid, "VmRSS") / 1024;
     for (long long end = now_ms() + 3000; RSS_CHECKED && after >= before + 16 && now_ms() < end;) {
         sleep_ms(20);
-        after = keygate_mib("VmRSS");
+        after = harness_status_kib(h.keygate_pid, "VmRSS") / 1024;
     }
     ck_assert_msg(!RSS_CHECKED || after < before + 16,
                   "keygate's RSS: %lld MiB before the 100 MB GET, %lld MiB 3 s after", before, after);
@@ -349,7 +333,7 @@ START_TEST(test_issue10_item12_huge_reply_over_the_hard_limit)
                            "for i = 1, tonumber(ARGV[1]) do redis.call('RPUSH', KEYS[1], i) end return 1", BATCH);
     for (int i = 0; i < ELEMS / BATCH; i++) expect_int(next_reply(d), 1, "RPUSH batch");
     redisFree(d);
-    long long before = keygate_mib("VmHWM");
+    long long before = harness_status_kib(h.keygate_pid, "VmHWM") / 1024;
     int fd = raw_login();
     static const char lrange[] = "*4\r\n$6\r\nLRANGE\r\n$15\r\ncache:lim12list\r\n$1\r\n0\r\n$2\r\n-1\r\n";
     ck_assert_int_eq(send(fd, lrange, sizeof lrange - 1, MSG_NOSIGNAL), (ssize_t)(sizeof lrange - 1));
@@ -362,7 +346,7 @@ START_TEST(test_issue10_item12_huge_reply_over_the_hard_limit)
     expect_status(next_reply(bystander), "OK", "bystander SET");
     expect_bulk(next_reply(bystander), "v", "bystander GET");
     expect_int(cmd(bystander, "LLEN cache:lim12list"), ELEMS, "LLEN after the dropped reply");
-    long long peak = keygate_mib("VmHWM");
+    long long peak = harness_status_kib(h.keygate_pid, "VmHWM") / 1024;
     ck_assert_msg(!RSS_CHECKED || peak < before + 16, "keygate's peak RSS went from %lld to %lld MiB", before, peak);
     char *log = harness_keygate_log(&h);
     ck_assert_msg(log && strstr(log, "client-output-hard-limit"), "no hard-limit close logged:\n%s", log ? log : "");
@@ -686,14 +670,15 @@ START_TEST(test_issue31_item1_a_client_that_never_reads_is_held_by_its_window)
     restart_with("");
     slow_value_set();
     redisContext *c = login(), *d = harness_must_direct(&h, "durable");
-    long long base = keygate_mib("VmRSS"), gets0 = durable_gets(d), base_mib = durable_clients_mib(d);
+    long long base = harness_status_kib(h.keygate_pid, "VmRSS") / 1024, gets0 = durable_gets(d),
+              base_mib = durable_clients_mib(d);
     int fd = slow_reader_start();
     long long waits = 0; /* (the window's counter: checked last, so that a keygate without one fails on what
                             durable holds) */
     for (long long end = now_ms() + 10000; waits < 1 && now_ms() < end; sleep_ms(20))
         waits = harness_info_stat(c, "clients_window_waits");
     long long peak_mib = durable_clients_peak(d, 2000);
-    long long gets = durable_gets(d) - gets0, peak = keygate_mib("VmHWM");
+    long long gets = durable_gets(d) - gets0, peak = harness_status_kib(h.keygate_pid, "VmHWM") / 1024;
     fprintf(stderr,
             "issue 31.1, one client that never reads: %lld GETs reached durable, its clients' buffers peaked at "
             "%lld MiB (from %lld), keygate's RSS %lld MiB, peak %lld MiB\n",
@@ -779,7 +764,7 @@ START_TEST(test_issue19_item3_replies_kept_behind_a_slow_one_count)
     slow_value_set();
     redisContext *c = login(), *d = harness_must_direct(&h, "durable");
     expect_status(cmd(c, "SET cache:lim19head x"), "OK", "SET on cache");
-    long long base = keygate_mib("VmRSS"), gets0 = durable_gets(d);
+    long long base = harness_status_kib(h.keygate_pid, "VmRSS") / 1024, gets0 = durable_gets(d);
     int fd = raw_login();
     static const char head[] = "*2\r\n$3\r\nGET\r\n$14\r\ncache:lim19head\r\n";
     static const char get[] = "*2\r\n$3\r\nGET\r\n$11\r\n" SLOW_KEY "\r\n";
@@ -795,7 +780,7 @@ START_TEST(test_issue19_item3_replies_kept_behind_a_slow_one_count)
     long long waits = 0;
     for (long long end = now_ms() + 10000; waits < 1 && now_ms() < end; sleep_ms(20))
         waits = harness_info_stat(c, "clients_window_waits");
-    long long gets = durable_gets(d) - gets0, peak = keygate_mib("VmHWM");
+    long long gets = durable_gets(d) - gets0, peak = harness_status_kib(h.keygate_pid, "VmHWM") / 1024;
     ck_assert_int_eq(kill(cache, SIGCONT), 0);
     fprintf(stderr,
             "issue 19.3 / 31.1, replies kept behind one owed: %lld GETs reached durable, RSS %lld MiB, peak "

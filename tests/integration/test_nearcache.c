@@ -893,20 +893,6 @@ END_TEST
 #define RSS_CHECKED 1
 #endif
 
-/* VmRSS of pid in KiB. */
-static long long rss_kib(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    long long kib = -1;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0) kib = atoll(line + 6);
-    fclose(f);
-    return kib;
-}
-
 /* keygate restarted with near-cache-memory 16mb; a client once uc:'s reader serves (probe, a key
  * of uc:, set and read until a hit). */
 static redisContext *restart_with_16mb(const char *probe)
@@ -935,7 +921,7 @@ static redisContext *restart_with_16mb(const char *probe)
 START_TEST(memory_is_bounded)
 {
     redisContext *c = restart_with_16mb("uc:mem:probe");
-    long long rss0 = rss_kib(h.keygate_pid);
+    long long rss0 = harness_status_kib(h.keygate_pid, "VmRSS");
     char val[1024];
     memset(val, 'v', sizeof val);
     redisContext *d = harness_must_direct(&h, "cache");
@@ -952,7 +938,7 @@ START_TEST(memory_is_bounded)
         for (int i = base; i < base + BATCH; i++) redisAppendCommand(d, "UNLINK uc:mem:%d", i);
         for (int i = base; i < base + BATCH; i++) freeReplyObject(next_reply(d));
     }
-    long long rss1 = rss_kib(h.keygate_pid), bytes = nc_counter(c, "uc:", "bytes"),
+    long long rss1 = harness_status_kib(h.keygate_pid, "VmRSS"), bytes = nc_counter(c, "uc:", "bytes"),
               lru = nc_counter(c, "uc:", "evicted_lru"), entries = nc_counter(c, "uc:", "entries");
     fprintf(stderr,
             "near cache: 200,000 x 1 KiB through near-cache-memory 16mb: RSS %lld -> %lld KiB (+%lld KiB), "
@@ -976,7 +962,7 @@ START_TEST(memory_bound_counts_every_byte)
     redisContext *c = restart_with_16mb("uc:abs:probe");
     for (int i = 0; i < 2000; i++) redisAppendCommand(c, "GET uc:warm:%d", i); /* buffers at their size */
     for (int i = 0; i < 2000; i++) freeReplyObject(next_reply(c));
-    long long rss0 = rss_kib(h.keygate_pid);
+    long long rss0 = harness_status_kib(h.keygate_pid, "VmRSS");
     enum { TOTAL = 200000, BATCH = 10000 };
     for (int base = 0; base < TOTAL; base += BATCH) {
         for (int i = base; i < base + BATCH; i++) redisAppendCommand(c, "GET uc:abs:%d", i);
@@ -986,7 +972,7 @@ START_TEST(memory_bound_counts_every_byte)
             freeReplyObject(r);
         }
     }
-    long long rss1 = rss_kib(h.keygate_pid), bytes = nc_counter(c, "uc:", "bytes"),
+    long long rss1 = harness_status_kib(h.keygate_pid, "VmRSS"), bytes = nc_counter(c, "uc:", "bytes"),
               entries = nc_counter(c, "uc:", "entries");
     fprintf(stderr,
             "near cache: 200,000 absent keys through near-cache-memory 16mb: RSS %lld -> %lld KiB (+%lld KiB), "

@@ -32,23 +32,6 @@ static void teardown(void)
     harness_stop(&h);
 }
 
-/* keygate's CPU time so far (utime + stime from /proc/PID/stat), in milliseconds. */
-static long long keygate_cpu_ms(void)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)h.keygate_pid);
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "open %s: %s", path, strerror(errno));
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
-    ck_assert_ptr_nonnull(p);
-    unsigned long long utime = 0, stime = 0;
-    ck_assert_int_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime), 2);
-    return (long long)(utime + stime) * 1000 / sysconf(_SC_CLK_TCK);
-}
-
 /* How many file descriptors keygate has open (entries of /proc/PID/fd). */
 static int keygate_fds(void)
 {
@@ -141,9 +124,9 @@ static void fd_exhaustion_episode(redisContext *kept, int episode, int threads)
     ck_assert_msg(now - held < SPARE + 4, "keygate went from %d to %d fds under a limit of %d", held, now,
                   held + SPARE);
 
-    long long cpu0 = keygate_cpu_ms();
+    long long cpu0 = harness_cpu_ms(h.keygate_pid);
     sleep_ms(CPU_WINDOW_MS); /* the scenario, not a wait: the CPU keygate uses in this window */
-    long long used = keygate_cpu_ms() - cpu0;
+    long long used = harness_cpu_ms(h.keygate_pid) - cpu0;
     fprintf(stderr, "episode %d: keygate used %lld ms of CPU in %d ms while out of fds (limit %d)\n", episode, used,
             CPU_WINDOW_MS, held + SPARE);
     ck_assert_msg(used < CPU_MAX_MS, "out of fds, keygate used %lld ms of CPU in %d ms (want < %d)", used,
@@ -246,9 +229,9 @@ START_TEST(test_issue12_fd_exhaustion_admin_endpoint_does_not_spin)
     for (long long end = now_ms() + 5000; log_count("admin endpoint: accept: ") == 0 && now_ms() < end;) sleep_ms(20);
     ck_assert_msg(log_count("admin endpoint: accept: ") > 0,
                   "the admin endpoint logged no accept pause within 5 s of %d scrapes over the fd limit", EXTRA);
-    long long cpu0 = keygate_cpu_ms();
+    long long cpu0 = harness_cpu_ms(h.keygate_pid);
     sleep_ms(CPU_WINDOW_MS); /* the scenario, not a wait: the CPU keygate uses in this window */
-    long long used = keygate_cpu_ms() - cpu0;
+    long long used = harness_cpu_ms(h.keygate_pid) - cpu0;
     fprintf(stderr, "admin endpoint: keygate used %lld ms of CPU in %d ms while out of fds\n", used, CPU_WINDOW_MS);
     for (int i = 0; i < EXTRA; i++) close(fds[i]);
     keygate_set_nofile(old);

@@ -106,26 +106,13 @@ static redisContext *login(const char *user, const char *pass)
     return c;
 }
 
-/* A reply of one command run directly on a backend (the caller frees it). */
-static redisReply *direct_cmd(const char *backend, const char *fmt, ...)
-{
-    redisContext *c = harness_must_direct(&h, backend);
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    ck_assert_msg(r != NULL, "%s: `%s`: %s", backend, fmt, c->errstr);
-    redisFree(c);
-    return r;
-}
-
 /* An integer reply of one command run directly on a backend. */
 #define direct_int(...) harness_direct_int(&h, __VA_ARGS__)
 
 /* CONFIG GET name on a backend, copied into out. */
 static void direct_config(const char *backend, const char *name, char *out, size_t cap)
 {
-    redisReply *r = direct_cmd(backend, "CONFIG GET %s", name);
+    redisReply *r = harness_direct_cmd(&h, backend, "CONFIG GET %s", name);
     ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 2, "%s CONFIG GET %s: %s", backend, name, describe(r));
     snprintf(out, cap, "%s", r->element[1]->str);
     freeReplyObject(r);
@@ -329,11 +316,11 @@ START_TEST(test_classic_attacks_change_nothing)
     direct_config("durable", "dir", dir_d, sizeof dir_d);
     direct_config("cache", "dir", dir_c, sizeof dir_c);
     direct_config("cache", "dbfilename", file_c, sizeof file_c);
-    redisReply *r = direct_cmd("cache", "LASTSAVE");
+    redisReply *r = harness_direct_cmd(&h, "cache", "LASTSAVE");
     long long lastsave = r->integer;
     freeReplyObject(r);
-    freeReplyObject(direct_cmd("cache", "RPUSH cache:sec5:list 2 1"));
-    freeReplyObject(direct_cmd("durable", "SET q:2 secret-of-queues"));
+    freeReplyObject(harness_direct_cmd(&h, "cache", "RPUSH cache:sec5:list 2 1"));
+    freeReplyObject(harness_direct_cmd(&h, "durable", "SET q:2 secret-of-queues"));
 
     /* root: every owner, read-write: the most a user can be, and still none of this */
     redisContext *c = login("root", ROOT_PW);
@@ -398,19 +385,19 @@ START_TEST(test_classic_attacks_change_nothing)
     ck_assert_str_eq(after, dir_c);
     direct_config("cache", "dbfilename", after, sizeof after);
     ck_assert_str_eq(after, file_c);
-    r = direct_cmd("cache", "LASTSAVE");
+    r = harness_direct_cmd(&h, "cache", "LASTSAVE");
     ck_assert_int_eq(r->integer, lastsave);
     freeReplyObject(r);
     for (int i = 0; i < 2; i++) {
         const char *b = i ? "cache" : "durable";
-        r = direct_cmd(b, "ROLE");
+        r = harness_direct_cmd(&h, b, "ROLE");
         ck_assert_msg(r->type == REDIS_REPLY_ARRAY && strcmp(r->element[0]->str, "master") == 0, "%s ROLE: %s", b,
                       describe(r));
         freeReplyObject(r);
-        r = direct_cmd(b, "MODULE LIST");
+        r = harness_direct_cmd(&h, b, "MODULE LIST");
         ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 0, "%s MODULE LIST: %s", b, describe(r));
         freeReplyObject(r);
-        r = direct_cmd(b, "ACL USERS");
+        r = harness_direct_cmd(&h, b, "ACL USERS");
         ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 1, "%s ACL USERS: %s", b, describe(r));
         freeReplyObject(r);
     }
@@ -433,7 +420,7 @@ START_TEST(test_scripts_only_with_scripts_yes)
     expect_status(
         cmd(bob, "EVAL %s 1 %s", "return redis.status_reply(redis.call('set', KEYS[1], 'v')['ok'])", "q:sec6:s"), "OK",
         "EVAL %s 1 %s");
-    redisReply *r = direct_cmd("durable", "GET q:sec6:s");
+    redisReply *r = harness_direct_cmd(&h, "durable", "GET q:sec6:s");
     ck_assert_msg(r->type == REDIS_REPLY_STRING && strcmp(r->str, "v") == 0, "durable GET q:sec6:s: %s", describe(r));
     freeReplyObject(r);
     expect_error(cmd(bob, "EVAL %s 1 %s", "return 1", "cache:sec6:a"), "NOPERM user 'bob'", "EVAL %s 1 %s");
@@ -449,11 +436,11 @@ START_TEST(test_scripts_only_with_scripts_yes)
     ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->integer == 1, "SCRIPT EXISTS: %s",
                   describe(r));
     freeReplyObject(r);
-    r = direct_cmd("durable", "SCRIPT EXISTS %s", sha);
+    r = harness_direct_cmd(&h, "durable", "SCRIPT EXISTS %s", sha);
     ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->element[0]->integer == 1, "durable SCRIPT EXISTS: %s",
                   describe(r));
     freeReplyObject(r);
-    r = direct_cmd("cache", "SCRIPT EXISTS %s", sha);
+    r = harness_direct_cmd(&h, "cache", "SCRIPT EXISTS %s", sha);
     ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->element[0]->integer == 0, "cache SCRIPT EXISTS: %s", describe(r));
     freeReplyObject(r);
     redisFree(bob);

@@ -105,25 +105,6 @@ static int wait_blocked(const char *backend, const char *cmdname, int want, int 
     return n;
 }
 
-/* Two replies are the same (type, value, recursively). */
-static int same_reply(const redisReply *a, const redisReply *b)
-{
-    if (a->type != b->type) return 0;
-    switch (a->type) {
-    case REDIS_REPLY_INTEGER:
-        return a->integer == b->integer;
-    case REDIS_REPLY_NIL:
-        return 1;
-    case REDIS_REPLY_ARRAY:
-        if (a->elements != b->elements) return 0;
-        for (size_t i = 0; i < a->elements; i++)
-            if (!same_reply(a->element[i], b->element[i])) return 0;
-        return 1;
-    default:
-        return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
-    }
-}
-
 /* ---- 1. WATCH: two clients race on one key ---- */
 
 START_TEST(test_watch_race_exactly_one_exec_wins)
@@ -136,7 +117,7 @@ START_TEST(test_watch_race_exactly_one_exec_wins)
         expect_status(cmd(a, "WATCH q:s1:counter"), "OK", "A WATCH");
         expect_status(cmd(b, "WATCH q:s1:counter"), "OK", "B WATCH");
         redisReply *ra = cmd(a, "GET q:s1:counter"), *rb = cmd(b, "GET q:s1:counter");
-        ck_assert_msg(same_reply(ra, rb), "round %d: A and B read different values", round);
+        ck_assert_msg(harness_same_reply(ra, rb), "round %d: A and B read different values", round);
         freeReplyObject(ra);
         freeReplyObject(rb);
         expect_status(cmd(a, "MULTI"), "OK", "A MULTI");
@@ -279,8 +260,8 @@ START_TEST(test_multi_on_ttl_namespace_replies_like_redis)
     for (size_t i = 0; i < exec[1]->elements; i++) {
         char want[320];
         snprintf(want, sizeof want, "%s", describe(exec[1]->element[i]));
-        ck_assert_msg(same_reply(exec[0]->element[i], exec[1]->element[i]), "EXEC element %zu: Redis %s, keygate %s", i,
-                      want, describe(exec[0]->element[i]));
+        ck_assert_msg(harness_same_reply(exec[0]->element[i], exec[1]->element[i]),
+                      "EXEC element %zu: Redis %s, keygate %s", i, want, describe(exec[0]->element[i]));
     }
     freeReplyObject(exec[0]);
     freeReplyObject(exec[1]);

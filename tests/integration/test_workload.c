@@ -67,18 +67,6 @@ static void teardown(void)
     harness_stop(&h);
 }
 
-/* Run one command directly on a backend; the reply must not be an error. */
-static void direct_ok(redisContext *c, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    ck_assert_msg(r != NULL, "`%s`: %s", fmt, c->errstr);
-    ck_assert_msg(r->type != REDIS_REPLY_ERROR, "`%s`: %s", fmt, r->str);
-    freeReplyObject(r);
-}
-
 /* ---- the detector: harness_check_registry fails on each kind of breaking key ---- */
 
 static int g_child_mode; /* what the child suite's test / teardown does (run_child_suite) */
@@ -143,15 +131,15 @@ static void expect_report_line(const char *report, const char *line)
 static void remove_plants(void)
 {
     redisContext *d = harness_must_direct(&h, "durable"), *c = harness_must_direct(&h, "cache");
-    direct_ok(d, "SELECT 3");
-    direct_ok(d, "DEL q:planted:db3");
-    direct_ok(c, "SELECT 15");
-    direct_ok(c, "DEL %b", "nope:\x00nul", (size_t)9);
-    direct_ok(d, "SELECT 0");
-    direct_ok(c, "SELECT 0");
-    direct_ok(d, "DEL nope:planted");
-    direct_ok(c, "DEL %b", "cache:planted:\x01 \\", (size_t)16);
-    direct_ok(c, "DEL q:planted cache:planted:nottl cache:planted:long cache:planted:ok");
+    harness_direct_ok(d, "SELECT 3");
+    harness_direct_ok(d, "DEL q:planted:db3");
+    harness_direct_ok(c, "SELECT 15");
+    harness_direct_ok(c, "DEL %b", "nope:\x00nul", (size_t)9);
+    harness_direct_ok(d, "SELECT 0");
+    harness_direct_ok(c, "SELECT 0");
+    harness_direct_ok(d, "DEL nope:planted");
+    harness_direct_ok(c, "DEL %b", "cache:planted:\x01 \\", (size_t)16);
+    harness_direct_ok(c, "DEL q:planted cache:planted:nottl cache:planted:long cache:planted:ok");
     redisFree(d);
     redisFree(c);
 }
@@ -163,16 +151,16 @@ START_TEST(test_issue10_postcondition_detector_finds_planted_keys)
     ck_assert_msg(n == 0, "not clean before planting (%d):\n%s", n, report);
 
     redisContext *d = harness_must_direct(&h, "durable"), *c = harness_must_direct(&h, "cache");
-    direct_ok(d, "SET nope:planted x");                                  /* no namespace */
-    direct_ok(c, "SET q:planted x");                                     /* q: lives on durable */
-    direct_ok(c, "SET cache:planted:nottl v");                           /* cache: has ttl=1h */
-    direct_ok(c, "SET cache:planted:long v EX 2592000");                 /* 30 d > max-ttl=7d */
-    direct_ok(c, "SET %b v EX 60", "cache:planted:\x01 \\", (size_t)16); /* fine, escaped if listed */
-    direct_ok(c, "SET cache:planted:ok v EX 60");                        /* fine */
-    direct_ok(d, "SELECT 3");
-    direct_ok(d, "SET q:planted:db3 x"); /* in db 3 */
-    direct_ok(c, "SELECT 15");
-    direct_ok(c, "SET %b x", "nope:\x00nul", (size_t)9); /* db 15, no namespace, binary */
+    harness_direct_ok(d, "SET nope:planted x");                                  /* no namespace */
+    harness_direct_ok(c, "SET q:planted x");                                     /* q: lives on durable */
+    harness_direct_ok(c, "SET cache:planted:nottl v");                           /* cache: has ttl=1h */
+    harness_direct_ok(c, "SET cache:planted:long v EX 2592000");                 /* 30 d > max-ttl=7d */
+    harness_direct_ok(c, "SET %b v EX 60", "cache:planted:\x01 \\", (size_t)16); /* fine, escaped if listed */
+    harness_direct_ok(c, "SET cache:planted:ok v EX 60");                        /* fine */
+    harness_direct_ok(d, "SELECT 3");
+    harness_direct_ok(d, "SET q:planted:db3 x"); /* in db 3 */
+    harness_direct_ok(c, "SELECT 15");
+    harness_direct_ok(c, "SET %b x", "nope:\x00nul", (size_t)9); /* db 15, no namespace, binary */
     redisFree(d);
     redisFree(c);
 
@@ -1766,7 +1754,7 @@ START_TEST(test_issue10_random_workload_leaves_registry_intact)
     for (int s = 0; s < 4; s++) sha_hex(EVP_sha1(), g_scripts[s], g_sha[s]);
     for (int i = 0; i < 2; i++) { /* FCALL's library: FUNCTION LOAD names no key, so directly (no key written) */
         redisContext *d = harness_must_direct(&h, h.backends[i].name);
-        direct_ok(d, "FUNCTION LOAD REPLACE %s", WL_LIBRARY);
+        harness_direct_ok(d, "FUNCTION LOAD REPLACE %s", WL_LIBRARY);
         redisFree(d);
     }
     redisContext *kc = wl_connect();
@@ -1848,7 +1836,7 @@ START_TEST(test_issue10_random_workload_leaves_registry_intact)
         const char *names[2] = {"durable", "cache"};
         for (int i = 0; i < 2; i++) {
             redisContext *d = harness_must_direct(&h, names[i]);
-            direct_ok(d, "FLUSHALL");
+            harness_direct_ok(d, "FLUSHALL");
             redisFree(d);
         }
     }
