@@ -10,32 +10,10 @@
 #include <unistd.h>
 
 #include "cluster_harness.h"
+#include "cluster_suite.h"
 #include "procs.h"
 #include "harness.h"
 #include "slotmap.h"
-
-static struct cluster *C;
-
-static void setup(void)
-{
-    long long t0 = now_ms();
-    C = cluster_start();
-    ck_assert_msg(C != NULL, "cluster_start: %s", cluster_last_error());
-    fprintf(stderr, "cluster up in %lld ms\n", now_ms() - t0);
-}
-
-static void teardown(void)
-{
-    cluster_stop(C);
-    C = NULL;
-}
-
-static redisContext *must_connect(int i)
-{
-    redisContext *c = cluster_connect(C, i);
-    ck_assert_msg(c != NULL, "node %d (port %d) does not answer", i, C->nodes[i].plain_port);
-    return c;
-}
 
 /* The integer field `name` of a CLUSTER INFO text, or -1. */
 static long long info_field(const char *text, const char *name)

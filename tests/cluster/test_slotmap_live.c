@@ -5,31 +5,9 @@
 #include <string.h>
 
 #include "cluster_harness.h"
+#include "cluster_suite.h"
 #include "harness.h"
 #include "slotmap.h"
-
-static struct cluster *C;
-
-static void setup(void)
-{
-    long long t0 = now_ms();
-    C = cluster_start();
-    ck_assert_msg(C != NULL, "cluster_start: %s", cluster_last_error());
-    fprintf(stderr, "cluster up in %lld ms\n", now_ms() - t0);
-}
-
-static void teardown(void)
-{
-    cluster_stop(C);
-    C = NULL;
-}
-
-static redisContext *must_connect(int i)
-{
-    redisContext *c = cluster_connect(C, i);
-    ck_assert_msg(c != NULL, "node %d (port %d) does not answer", i, C->nodes[i].plain_port);
-    return c;
-}
 
 /* ---- key slots ---- */
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 int serverkit_write_file(const char *path, const char *text, mode_t mode)
@@ -102,6 +103,24 @@ redisContext *serverkit_connect(int port, const char *password, int connect_ms, 
         return NULL;
     }
     return ctx;
+}
+
+int serverkit_promtool_check(const char *text, const char *dir, char *why, size_t whylen)
+{
+    char path[4096], out[4096], sh[3 * 4096];
+    snprintf(path, sizeof path, "%s/metrics.txt", dir);
+    snprintf(out, sizeof out, "%s/promtool.out", dir);
+    if (serverkit_write_file(path, text, 0644) != 0) {
+        snprintf(why, whylen, "cannot write %s", path);
+        return -1;
+    }
+    snprintf(sh, sizeof sh, "promtool check metrics < %s > %s 2>&1", path, out);
+    int rc = system(sh);
+    char *said = serverkit_read_file(out);
+    int ok = WIFEXITED(rc) && WEXITSTATUS(rc) == 0 && said != NULL && said[0] == '\0';
+    snprintf(why, whylen, "promtool (status %d): %s", rc, said ? said : "(no output file)");
+    free(said);
+    return ok ? 0 : -1;
 }
 
 int serverkit_str_is(const redisReply *r, const char *s)

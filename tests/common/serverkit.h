@@ -28,6 +28,11 @@ void serverkit_print_log_tail(const char *title, const char *path);
  * (connect_ms and io_ms timeouts); NULL when it cannot connect or the AUTH is refused. */
 redisContext *serverkit_connect(int port, const char *password, int connect_ms, int io_ms);
 
+/* Run `promtool check metrics` on text (a /metrics body), through the files dir/metrics.txt and
+ * dir/promtool.out: 0 when it accepts it with nothing to say, else -1 with what it printed
+ * (or why it did not run) in why. */
+int serverkit_promtool_check(const char *text, const char *dir, char *why, size_t whylen);
+
 /* Is r a bulk string equal to s? */
 int serverkit_str_is(const redisReply *r, const char *s);
 

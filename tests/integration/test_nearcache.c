@@ -1293,17 +1293,6 @@ START_TEST(failed_xadd_is_an_error_that_says_the_write_ran)
 }
 END_TEST
 
-/* INFO server's reloads: (every worker took the reload). */
-static long long info_reloads(redisContext *c)
-{
-    redisReply *r = cmd(c, "INFO server");
-    const char *at = r->type == REDIS_REPLY_STRING ? strstr(r->str, "\r\nreloads:") : NULL;
-    ck_assert_msg(at != NULL, "INFO server has no reloads: line: %s", describe(r));
-    long long n = atoll(at + strlen("\r\nreloads:"));
-    freeReplyObject(r);
-    return n;
-}
-
 /* A (the suite's keygate) only: its registry file rewritten, SIGHUP, every worker took it. */
 static void reload_a(redisContext *a, const char *text)
 {
@@ -1311,9 +1300,9 @@ static void reload_a(redisContext *a, const char *text)
     ck_assert_ptr_nonnull(f);
     fputs(text, f);
     fclose(f);
-    long long before = info_reloads(a), got = before;
+    long long before = harness_info_reloads(a), got = before;
     ck_assert_int_eq(kill(h.keygate_pid, SIGHUP), 0);
-    for (long long end = now_ms() + 5000; got == before && now_ms() < end; got = info_reloads(a)) sleep_ms(20);
+    for (long long end = now_ms() + 5000; got == before && now_ms() < end; got = harness_info_reloads(a)) sleep_ms(20);
     ck_assert_msg(got == before + 1, "A's reloads: %lld 5 s after SIGHUP, want %lld", got, before + 1);
 }
 
