@@ -412,6 +412,18 @@ int harness_same_reply(const redisReply *a, const redisReply *b)
     }
 }
 
+int harness_run_keygate(const char *args, char *out, size_t outlen)
+{
+    char command[PATH_MAX + 1024];
+    snprintf(command, sizeof command, "'%s' %s 2>&1", keygate_bin(), args);
+    FILE *p = popen(command, "r");
+    ck_assert_msg(p != NULL, "popen %s: %s", command, strerror(errno));
+    size_t len = fread(out, 1, outlen - 1, p);
+    out[len] = '\0';
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 long long harness_cpu_ms(pid_t pid)
 {
     char path[64], buf[1024];

@@ -367,6 +367,10 @@ void harness_raw_sendv(struct harness_raw *r, int argc, const char **argv);
  * RESP. */
 char *harness_raw_reply(struct harness_raw *r, size_t *len);
 
+/* Run `keygate ARGS` (KEYGATE_BIN, through sh: quote paths in args) to its end: its exit code
+ * (-1: it did not exit), what it printed on stdout and stderr in out (cut at outlen - 1). */
+int harness_run_keygate(const char *args, char *out, size_t outlen);
+
 /* pid's CPU time so far (utime + stime of /proc/PID/stat) in milliseconds (10 ms ticks);
  * fails the test when it cannot be read. */
 long long harness_cpu_ms(pid_t pid);

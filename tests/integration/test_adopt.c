@@ -376,16 +376,9 @@ static void write_file(const char *dir, const char *name, const char *text)
 /* keygate --check -c dir/keygate.conf: its exit code, its output in out. */
 static int check_config(const char *dir, char *out, size_t outlen)
 {
-    const char *bin = getenv("KEYGATE_BIN");
-    char command[PATH_MAX + 64];
-    snprintf(command, sizeof command, "%s --check -c '%s/keygate.conf' 2>&1", bin && *bin ? bin : "build/keygate", dir);
-    FILE *p = popen(command, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t len = fread(out, 1, outlen - 1, p);
-    out[len] = '\0';
-    int status = pclose(p);
-    ck_assert(WIFEXITED(status));
-    return WEXITSTATUS(status);
+    char args[PATH_MAX + 32];
+    snprintf(args, sizeof args, "--check -c '%s/keygate.conf'", dir);
+    return harness_run_keygate(args, out, outlen);
 }
 
 START_TEST(test_check_wants_a_default_line_for_global_report_mode)

@@ -294,21 +294,6 @@ START_TEST(test_resp3_and_multi_through_the_check)
 }
 END_TEST
 
-/* Run `keygate ARGS` (KEYGATE_BIN); its exit code, its output (stdout and stderr) in out. */
-static int run_keygate(const char *args, char *out, size_t outlen)
-{
-    const char *bin = getenv("KEYGATE_BIN");
-    char command[PATH_MAX + 512];
-    snprintf(command, sizeof command, "%s %s 2>&1", bin && *bin ? bin : "build/keygate", args);
-    FILE *p = popen(command, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t len = fread(out, 1, outlen - 1, p);
-    out[len] = '\0';
-    int status = pclose(p);
-    ck_assert(WIFEXITED(status));
-    return WEXITSTATUS(status);
-}
-
 static void write_file(const char *dir, const char *name, const char *text)
 {
     char path[PATH_MAX];
@@ -337,7 +322,7 @@ START_TEST(test_check_refuses_bad_budgets)
                "namespace b: instance=durable ttl=none owner=a max-memory=12qb\n"
                "default instance=cache ttl=1h owner=legacy max-keys=5\n");
     snprintf(args, sizeof args, "--check -c '%s/keygate.conf'", dir);
-    ck_assert_int_eq(run_keygate(args, out, sizeof out), 1);
+    ck_assert_int_eq(harness_run_keygate(args, out, sizeof out), 1);
     const char *want[] = {
         "registry.conf:2: max-keys= is not allowed on a channel line",
         "registry.conf:3: max-memory= is not allowed on instance 'cache': budgets are for a noeviction instance",
@@ -349,7 +334,7 @@ START_TEST(test_check_refuses_bad_budgets)
         ck_assert_msg(strstr(out, want[i]) != NULL, "--check: no '%s' in:\n%s", want[i], out);
     ck_assert_msg(strstr(out, "registry.conf:1:") == NULL, "line 1 is good:\n%s", out);
     write_file(dir, "registry.conf", "namespace q: instance=durable ttl=none owner=q max-keys=1000 max-memory=1gb\n");
-    ck_assert_msg(run_keygate(args, out, sizeof out) == 0, "a good budget: %s", out);
+    ck_assert_msg(harness_run_keygate(args, out, sizeof out) == 0, "a good budget: %s", out);
 }
 END_TEST
 
@@ -358,11 +343,11 @@ START_TEST(test_registry_prints_budgets)
 {
     char args[PATH_MAX + 64], out[8192];
     snprintf(args, sizeof args, "registry -c '%s'", h.conf_file);
-    ck_assert_int_eq(run_keygate(args, out, sizeof out), 0);
+    ck_assert_int_eq(harness_run_keygate(args, out, sizeof out), 0);
     ck_assert_msg(strstr(out, "Budget") && strstr(out, "max-keys=500") && strstr(out, "max-memory=64kb"),
                   "keygate registry:\n%s", out);
     snprintf(args, sizeof args, "registry -c '%s' --markdown", h.conf_file);
-    ck_assert_int_eq(run_keygate(args, out, sizeof out), 0);
+    ck_assert_int_eq(harness_run_keygate(args, out, sizeof out), 0);
     ck_assert_msg(strstr(out, "| Budget |") && strstr(out, "| max-keys=10 |"), "keygate registry --markdown:\n%s", out);
 }
 END_TEST

@@ -599,18 +599,12 @@ START_TEST(test_secrets_never_in_logs_or_info)
 }
 END_TEST
 
-/* Run `keygate --check -c conf`; returns its exit status, output in out. */
-static int keygate_check(const char *conf, char *out, size_t cap)
+/* keygate --check -c conf: its exit code, its output in out. */
+static int keygate_check(const char *conf, char *out, size_t outlen)
 {
-    const char *bin = getenv("KEYGATE_BIN");
-    char command[1024];
-    snprintf(command, sizeof command, "%s --check -c %s 2>&1", bin && *bin ? bin : "build/keygate", conf);
-    FILE *p = popen(command, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    char args[PATH_MAX + 32];
+    snprintf(args, sizeof args, "--check -c '%s'", conf);
+    return harness_run_keygate(args, out, outlen);
 }
 
 START_TEST(test_password_files_must_be_private)
