@@ -424,6 +424,23 @@ int harness_run_keygate(const char *args, char *out, size_t outlen)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+void harness_wait_stopped(pid_t pid)
+{
+    char state = '?';
+    for (long long end = now_ms() + 5000; state != 'T' && now_ms() < end;) {
+        if (procs_stat(pid, &state) == 0) state = '?';
+        if (state != 'T') sleep_ms(5);
+    }
+    ck_assert_msg(state == 'T', "pid %d is in state %c 5 s after SIGSTOP, not stopped (T)", (int)pid, state);
+}
+
+void harness_write_in(const char *dir, const char *name, const char *text)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    ck_assert_msg(serverkit_write_file(path, text, 0644) == 0, "write %s: %s", path, strerror(errno));
+}
+
 long long harness_cpu_ms(pid_t pid)
 {
     char path[64], buf[1024];

@@ -371,6 +371,13 @@ char *harness_raw_reply(struct harness_raw *r, size_t *len);
  * (-1: it did not exit), what it printed on stdout and stderr in out (cut at outlen - 1). */
 int harness_run_keygate(const char *args, char *out, size_t outlen);
 
+/* Wait (5 s at most) until pid is stopped (state T in /proc/PID/stat, after a SIGSTOP);
+ * fails the test otherwise. */
+void harness_wait_stopped(pid_t pid);
+
+/* Write text to dir/name (mode 0644); fails the test when it cannot. */
+void harness_write_in(const char *dir, const char *name, const char *text);
+
 /* pid's CPU time so far (utime + stime of /proc/PID/stat) in milliseconds (10 ms ticks);
  * fails the test when it cannot be read. */
 long long harness_cpu_ms(pid_t pid);

@@ -362,17 +362,6 @@ START_TEST(test_global_report_mode)
 }
 END_TEST
 
-/* Write text to dir/name. */
-static void write_file(const char *dir, const char *name, const char *text)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 /* keygate --check -c dir/keygate.conf: its exit code, its output in out. */
 static int check_config(const char *dir, char *out, size_t outlen)
 {
@@ -386,29 +375,29 @@ START_TEST(test_check_wants_a_default_line_for_global_report_mode)
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/adopt-check", h.dir);
     ck_assert_int_eq(mkdir(dir, 0700), 0);
-    write_file(dir, "keygate.conf",
-               "listen 127.0.0.1:1\nregistry registry.conf\ninstance durable 127.0.0.1:2 plain\n"
-               "instance cache 127.0.0.1:3 plain\nenforce report\n");
-    write_file(dir, "registry.conf", "namespace q: instance=durable ttl=none owner=q\n");
+    harness_write_in(dir, "keygate.conf",
+                     "listen 127.0.0.1:1\nregistry registry.conf\ninstance durable 127.0.0.1:2 plain\n"
+                     "instance cache 127.0.0.1:3 plain\nenforce report\n");
+    harness_write_in(dir, "registry.conf", "namespace q: instance=durable ttl=none owner=q\n");
     char out[4096];
     ck_assert_int_eq(check_config(dir, out, sizeof out), 1);
     char want[PATH_MAX + 128];
     snprintf(want, sizeof want, "%s/keygate.conf:5: enforce report needs a default line in the registry", dir);
     ck_assert_msg(strstr(out, want) != NULL, "want '%s' in:\n%s", want, out);
     /* per-line report mode needs none: unregistered keys are then refused as always */
-    write_file(dir, "keygate.conf",
-               "listen 127.0.0.1:1\nregistry registry.conf\ninstance durable 127.0.0.1:2 plain\n"
-               "instance cache 127.0.0.1:3 plain\nenforce on\n");
-    write_file(dir, "registry.conf", "namespace q: instance=durable ttl=none owner=q enforce=report\n");
+    harness_write_in(dir, "keygate.conf",
+                     "listen 127.0.0.1:1\nregistry registry.conf\ninstance durable 127.0.0.1:2 plain\n"
+                     "instance cache 127.0.0.1:3 plain\nenforce on\n");
+    harness_write_in(dir, "registry.conf", "namespace q: instance=durable ttl=none owner=q enforce=report\n");
     ck_assert_msg(check_config(dir, out, sizeof out) == 0, "%s", out);
-    write_file(dir, "keygate.conf",
-               "listen 127.0.0.1:1\nregistry registry.conf\ninstance durable 127.0.0.1:2 plain\n"
-               "instance cache 127.0.0.1:3 plain\nenforce maybe\n");
+    harness_write_in(dir, "keygate.conf",
+                     "listen 127.0.0.1:1\nregistry registry.conf\ninstance durable 127.0.0.1:2 plain\n"
+                     "instance cache 127.0.0.1:3 plain\nenforce maybe\n");
     ck_assert_int_eq(check_config(dir, out, sizeof out), 1);
     ck_assert_msg(strstr(out, "keygate.conf:5: bad enforce 'maybe' (on or report)") != NULL, "%s", out);
-    write_file(dir, "registry.conf",
-               "namespace q: instance=durable ttl=none owner=q\ndefault instance=cache ttl=1h owner=q\n"
-               "default instance=cache ttl=1h owner=q\n");
+    harness_write_in(dir, "registry.conf",
+                     "namespace q: instance=durable ttl=none owner=q\ndefault instance=cache ttl=1h owner=q\n"
+                     "default instance=cache ttl=1h owner=q\n");
     ck_assert_int_eq(check_config(dir, out, sizeof out), 1);
     ck_assert_msg(strstr(out, "registry.conf:3: a second default line (first on line 2; at most one)") != NULL, "%s",
                   out);

@@ -294,16 +294,6 @@ START_TEST(test_resp3_and_multi_through_the_check)
 }
 END_TEST
 
-static void write_file(const char *dir, const char *name, const char *text)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 /* --check refuses a budget on a channel line, on the cache instance, and bad numbers and sizes,
  * each as FILE:LINE: message; a good budget passes. */
 START_TEST(test_check_refuses_bad_budgets)
@@ -311,16 +301,16 @@ START_TEST(test_check_refuses_bad_budgets)
     char dir[PATH_MAX], args[PATH_MAX + 64], out[8192];
     snprintf(dir, sizeof dir, "%s/budget-check", h.dir);
     ck_assert_int_eq(mkdir(dir, 0700), 0);
-    write_file(dir, "keygate.conf",
-               "listen 127.0.0.1:1\nregistry registry.conf\ninstance durable 127.0.0.1:2 plain\n"
-               "instance cache 127.0.0.1:3 plain\n");
-    write_file(dir, "registry.conf",
-               "namespace q: instance=durable ttl=none owner=q max-keys=1000 max-memory=1gb\n"
-               "channel push: instance=cache owner=n max-keys=10\n"
-               "namespace cache: instance=cache ttl=1h owner=c max-memory=10mb\n"
-               "namespace a: instance=durable ttl=none owner=a max-keys=0\n"
-               "namespace b: instance=durable ttl=none owner=a max-memory=12qb\n"
-               "default instance=cache ttl=1h owner=legacy max-keys=5\n");
+    harness_write_in(dir, "keygate.conf",
+                     "listen 127.0.0.1:1\nregistry registry.conf\ninstance durable 127.0.0.1:2 plain\n"
+                     "instance cache 127.0.0.1:3 plain\n");
+    harness_write_in(dir, "registry.conf",
+                     "namespace q: instance=durable ttl=none owner=q max-keys=1000 max-memory=1gb\n"
+                     "channel push: instance=cache owner=n max-keys=10\n"
+                     "namespace cache: instance=cache ttl=1h owner=c max-memory=10mb\n"
+                     "namespace a: instance=durable ttl=none owner=a max-keys=0\n"
+                     "namespace b: instance=durable ttl=none owner=a max-memory=12qb\n"
+                     "default instance=cache ttl=1h owner=legacy max-keys=5\n");
     snprintf(args, sizeof args, "--check -c '%s/keygate.conf'", dir);
     ck_assert_int_eq(harness_run_keygate(args, out, sizeof out), 1);
     const char *want[] = {
@@ -333,7 +323,8 @@ START_TEST(test_check_refuses_bad_budgets)
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         ck_assert_msg(strstr(out, want[i]) != NULL, "--check: no '%s' in:\n%s", want[i], out);
     ck_assert_msg(strstr(out, "registry.conf:1:") == NULL, "line 1 is good:\n%s", out);
-    write_file(dir, "registry.conf", "namespace q: instance=durable ttl=none owner=q max-keys=1000 max-memory=1gb\n");
+    harness_write_in(dir, "registry.conf",
+                     "namespace q: instance=durable ttl=none owner=q max-keys=1000 max-memory=1gb\n");
     ck_assert_msg(harness_run_keygate(args, out, sizeof out) == 0, "a good budget: %s", out);
 }
 END_TEST

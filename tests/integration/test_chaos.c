@@ -248,22 +248,6 @@ static void chaos_log(struct chaos_log *log, const struct chaos_client *k, const
                                   "  %5lld ms %-28s acked so far %lld\n", now_ms() - log->t0, what, chaos_acked(k));
 }
 
-/* Wait (5 s at most) until pid is stopped: state T in /proc/PID/stat. */
-static void wait_stopped(pid_t pid)
-{
-    char path[64], state = '?';
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    for (long long end = now_ms() + 5000; state != 'T' && now_ms() < end;) {
-        FILE *f = fopen(path, "r");
-        /* pid (comm) state ...: comm may hold spaces, the state follows the last ')' */
-        char line[512] = "";
-        if (f && fgets(line, sizeof line, f) && strrchr(line, ')')) state = strrchr(line, ')')[2];
-        if (f) fclose(f);
-        if (state != 'T') sleep_ms(5);
-    }
-    ck_assert_msg(state == 'T', "pid %d is in state %c 5 s after SIGSTOP, not stopped (T)", (int)pid, state);
-}
-
 /* With durable stopped: wait until no ack came for 300 ms (the replies durable sent before it
  * stopped have arrived), at most 1.5 s; the acks then. */
 static long long acked_quiet(const struct chaos_client *k)
@@ -312,7 +296,7 @@ START_TEST(test_chaos_nothing_acknowledged_is_lost)
     chaos_log(&log, k, "SIGSTOP 2 s, SIGCONT");
     pid_t pid = harness_backend(&h, "durable")->pid;
     ck_assert_msg(pid > 0 && kill(pid, SIGSTOP) == 0, "SIGSTOP durable");
-    wait_stopped(pid);
+    harness_wait_stopped(pid);
     long long acked_stop = acked_quiet(k); /* replies already on their way may still arrive */
     sleep_ms(1900);                        /* the scenario, not a wait: durable stays stopped */
     long long acked_stopped = chaos_acked(k) - acked_stop;

@@ -628,22 +628,6 @@ static void replica_stop(pid_t pid, const char *dir)
     /* durable drops the replica at its next write or ping; nothing else in this suite waits on it */
 }
 
-/* Wait (5 s at most) until pid is stopped: state T in /proc/PID/stat. */
-static void wait_stopped(pid_t pid)
-{
-    char path[64], state = '?';
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    for (long long end = now_ms() + 5000; state != 'T' && now_ms() < end;) {
-        FILE *f = fopen(path, "r");
-        /* pid (comm) state ...: comm may hold spaces, the state follows the last ')' */
-        char line[512] = "";
-        if (f && fgets(line, sizeof line, f) && strrchr(line, ')')) state = strrchr(line, ')')[2];
-        if (f) fclose(f);
-        if (state != 'T') sleep_ms(5);
-    }
-    ck_assert_msg(state == 'T', "pid %d is in state %c 5 s after SIGSTOP, not stopped (T)", (int)pid, state);
-}
-
 START_TEST(test_wait_counts_the_replica_that_has_the_write)
 {
     /* WAIT runs on a dedicated connection: without keygate's replicated no-op first, that
@@ -654,7 +638,7 @@ START_TEST(test_wait_counts_the_replica_that_has_the_write)
     expect_status(cmd(kg, "SET q:kl:r1 v"), "OK", "a write to durable");
     expect_int(cmd(kg, "WAIT 1 5000"), 1, "WAIT 1 with the replica online");
     ck_assert_int_eq(kill(replica, SIGSTOP), 0); /* it acks nothing more */
-    wait_stopped(replica);
+    harness_wait_stopped(replica);
     expect_status(cmd(kg, "SET q:kl:r2 v"), "OK", "a write the replica cannot ack");
     long long t0 = now_ms();
     expect_int(cmd(kg, "WAIT 1 500"), 0, "WAIT 1 500 with the replica stopped: the write is not acknowledged");
