@@ -424,6 +424,28 @@ int harness_run_keygate(const char *args, char *out, size_t outlen)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+int harness_run_nested(Suite *(*make_suite)(void *arg), void *arg, const char *log_path, char *out, size_t len)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (!freopen(log_path, "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(101);
+        int failed = harness_run(make_suite(arg));
+        fflush(stdout);
+        fflush(stderr);
+        _exit(failed > 100 ? 100 : failed); /* _exit: the runner owns the harness */
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    char *text = serverkit_read_file(log_path);
+    snprintf(out, len, "%s", text ? text : "(no output)");
+    free(text);
+    ck_assert_msg(WIFEXITED(status), "the nested suite died (status %d):\n%s", status, out);
+    return WEXITSTATUS(status);
+}
+
 void harness_wait_stopped(pid_t pid)
 {
     char state = '?';

@@ -371,6 +371,11 @@ char *harness_raw_reply(struct harness_raw *r, size_t *len);
  * (-1: it did not exit), what it printed on stdout and stderr in out (cut at outlen - 1). */
 int harness_run_keygate(const char *args, char *out, size_t outlen);
 
+/* Run a suite that make_suite(arg) builds, in a forked process (harness_run, stdout and stderr
+ * into log_path), for tests of the harness itself; its output read into out[0..len). Returns its
+ * exit code (harness_run's count of failures, at most 100); fails the test when it died. */
+int harness_run_nested(Suite *(*make_suite)(void *arg), void *arg, const char *log_path, char *out, size_t len);
+
 /* Wait (5 s at most) until pid is stopped (state T in /proc/PID/stat, after a SIGSTOP);
  * fails the test otherwise. */
 void harness_wait_stopped(pid_t pid);

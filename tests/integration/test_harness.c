@@ -210,43 +210,31 @@ START_TEST(n_after_keygate_segv)
 }
 END_TEST
 
+/* Nested suite `which` (1, 2; *(int *)arg). */
+static Suite *nested_suite(void *arg)
+{
+    int which = *(const int *)arg;
+    Suite *s = suite_create("nested");
+    TCase *tc = harness_tcase(s, "nested", 5, NULL, NULL);
+    if (which == 1) {
+        tcase_add_test_raise_signal(tc, n_crash, SIGSEGV);
+        tcase_add_test(tc, n_after_crash);
+        tcase_add_test(tc, n_timeout);
+        tcase_add_test(tc, n_after_timeout);
+    } else {
+        tcase_add_test(tc, n_keygate_segv);
+        tcase_add_test(tc, n_after_keygate_segv);
+    }
+    return s;
+}
+
 /* Run nested suite `which` (1, 2) in a forked process, output into out[0..len). Returns its
  * exit code (harness_run's count). */
 static int run_nested(int which, char *out, size_t len)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/nested-%d.log", h.dir, which);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        if (!freopen(path, "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(101);
-        Suite *s = suite_create("nested");
-        TCase *tc = harness_tcase(s, "nested", 5, NULL, NULL);
-        if (which == 1) {
-            tcase_add_test_raise_signal(tc, n_crash, SIGSEGV);
-            tcase_add_test(tc, n_after_crash);
-            tcase_add_test(tc, n_timeout);
-            tcase_add_test(tc, n_after_timeout);
-        } else {
-            tcase_add_test(tc, n_keygate_segv);
-            tcase_add_test(tc, n_after_keygate_segv);
-        }
-        int failed = harness_run(s);
-        fflush(stdout);
-        fflush(stderr);
-        _exit(failed > 100 ? 100 : failed); /* _exit: the runner owns the harness */
-    }
-    int status;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    size_t n = fread(out, 1, len - 1, f);
-    out[n] = '\0';
-    fclose(f);
-    ck_assert_msg(WIFEXITED(status), "the nested suite died (status %d):\n%s", status, out);
-    return WEXITSTATUS(status);
+    return harness_run_nested(nested_suite, &which, path, out, len);
 }
 
 /* The nested suite's output, each line indented: its own "NN%: Checks" line (with the

@@ -86,6 +86,16 @@ START_TEST(child_test)
 }
 END_TEST
 
+/* The one-test suite of run_child_suite (mode: *(int *)arg). */
+static Suite *child_suite(void *arg)
+{
+    g_child_mode = *(const int *)arg;
+    Suite *s = suite_create("detector-child");
+    TCase *tc = harness_tcase(s, g_child_mode == 1 ? "in-test" : "in-teardown", 30, child_setup, child_teardown);
+    tcase_add_test(tc, child_test);
+    return s;
+}
+
 /* Run a one-test suite in a child process: mode 1 calls harness_check_registry in the
  * test, mode 2 in the suite's teardown. Its output goes to a file, read into out[0..len).
  * Returns the child's exit code, harness_run's count. */
@@ -93,30 +103,7 @@ static int run_child_suite(int mode, char *out, size_t len)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/detector-child-%d.log", h.dir, mode);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        if (!freopen(path, "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(101);
-        g_child_mode = mode;
-        Suite *s = suite_create("detector-child");
-        TCase *tc = harness_tcase(s, mode == 1 ? "in-test" : "in-teardown", 30, child_setup, child_teardown);
-        tcase_add_test(tc, child_test);
-        int failed = harness_run(s);
-        fflush(stdout);
-        fflush(stderr);
-        _exit(failed > 100 ? 100 : failed); /* _exit: the parent's atexit handlers own the harness */
-    }
-    int status;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert_msg(WIFEXITED(status), "child suite (mode %d) died", mode);
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    size_t n = fread(out, 1, len - 1, f);
-    out[n] = '\0';
-    fclose(f);
-    return WEXITSTATUS(status);
+    return harness_run_nested(child_suite, &mode, path, out, len);
 }
 
 static void expect_report_line(const char *report, const char *line)
