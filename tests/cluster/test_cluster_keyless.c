@@ -222,14 +222,8 @@ START_TEST(tracking_feed_on_every_primary)
     ck_assert_msg(up == 2, "tracking feeds up: %lld, want 2 (durable and the cluster)", up);
     redisFree(kg);
     struct harness_raw t;
-    harness_raw_open(&t, h.port, "keygate (tracking)");
-    const char *hello[] = {"HELLO", "3"}, *on[] = {"CLIENT", "TRACKING", "ON"};
-    harness_raw_sendv(&t, 2, hello);
-    free(harness_raw_reply(&t, NULL));
-    harness_raw_sendv(&t, 3, on);
-    char *got = harness_raw_reply(&t, NULL);
-    ck_assert_msg(strcmp(got, "+OK\r\n") == 0, "TRACKING ON: %s", got);
-    free(got);
+    harness_raw_open_tracking(&t, h.port, "keygate (tracking)", NULL, NULL);
+    char *got;
     int owners_seen[CLUSTER_NODES] = {0}, distinct = 0;
     for (int i = 0; i < 12; i++) {
         char key[32], want[128];

@@ -412,6 +412,8 @@ int harness_same_reply(const redisReply *a, const redisReply *b)
     }
 }
 
+static const char *keygate_bin(void);
+
 int harness_run_keygate(const char *args, char *out, size_t outlen)
 {
     char command[PATH_MAX + 1024];
@@ -530,6 +532,19 @@ void harness_raw_send(struct harness_raw *r, const char *first, ...)
     }
     va_end(ap);
     harness_raw_sendv(r, argc, argv);
+}
+
+void harness_raw_open_tracking(struct harness_raw *r, int port, const char *name, const char *user,
+                               const char *password)
+{
+    harness_raw_open(r, port, name);
+    if (user != NULL)
+        harness_raw_send(r, "HELLO", "3", "AUTH", user, password, NULL);
+    else
+        harness_raw_send(r, "HELLO", "3", NULL);
+    harness_raw_expect_prefix(r, "%", "HELLO 3");
+    harness_raw_send(r, "CLIENT", "TRACKING", "ON", NULL);
+    harness_raw_expect(r, "+OK\r\n", "CLIENT TRACKING ON");
 }
 
 const char *harness_shown(const char *s)

@@ -390,16 +390,21 @@ long long harness_cpu_ms(pid_t pid);
 /* A field of /proc/PID/status in KiB ("VmRSS", "VmHWM", ...); fails the test when absent. */
 long long harness_status_kib(pid_t pid, const char *field);
 
-/* One command run directly on backend (a connection of its own, closed after); the reply,
+/* One command (hiredis's format: %s, %b ...) run directly on backend (a connection of its own,
+ * closed after); the reply,
  * which the caller frees (fails the test on a connection error). */
-redisReply *harness_direct_cmd(struct harness *h, const char *backend, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+redisReply *harness_direct_cmd(struct harness *h, const char *backend, const char *fmt, ...);
 
-/* One command over c (a direct connection); fails the test on an error reply. */
-void harness_direct_ok(redisContext *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One command (hiredis's format) over c (a direct connection); fails the test on an error reply. */
+void harness_direct_ok(redisContext *c, const char *fmt, ...);
 
 /* Are a and b the same RESP value (type, integer or bytes, elements recursively)? */
 int harness_same_reply(const redisReply *a, const redisReply *b);
+
+/* Open r to 127.0.0.1:port as a RESP3 client (HELLO 3, with AUTH user password when user is
+ * not NULL) with CLIENT TRACKING ON (default mode): its invalidations come as pushes on r. */
+void harness_raw_open_tracking(struct harness_raw *r, int port, const char *name, const char *user,
+                               const char *password);
 
 /* Write one command given as its arguments, NULL last (at most 32). */
 void harness_raw_send(struct harness_raw *r, const char *first, ...) __attribute__((sentinel));

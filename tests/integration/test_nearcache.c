@@ -1372,15 +1372,8 @@ START_TEST(tracking_client_is_told_of_a_key_it_read_from_the_cache)
     expect_status(cmd(c, "SET u:trk:1 v1"), "OK", "SET");
     wait_hit(c, "u:", "u:trk:1"); /* cached, and served: the tracker's read below is a hit */
     struct harness_raw t;
-    harness_raw_open(&t, h.port, "tracker");
-    const char *auth[] = {"HELLO", "3", "AUTH", "root", ROOT_PW};
-    harness_raw_sendv(&t, 5, auth);
-    free(harness_raw_reply(&t, NULL));
-    const char *on[] = {"CLIENT", "TRACKING", "ON"};
-    harness_raw_sendv(&t, 3, on);
-    char *r = harness_raw_reply(&t, NULL);
-    ck_assert_str_eq(r, "+OK\r\n");
-    free(r);
+    harness_raw_open_tracking(&t, h.port, "tracker", "root", ROOT_PW);
+    char *r;
     long long hits = nc_counter(c, "u:", "hits");
     const char *get[] = {"GET", "u:trk:1"};
     harness_raw_sendv(&t, 2, get);
