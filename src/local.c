@@ -503,10 +503,10 @@ static void local_info_body(struct client *c, size_t argc, const char *const *ar
         tracking_info(&px->tracking, &ti);
         evbuffer_add_printf(body,
                             "# Tracking\r\ntracking_clients:%d\r\ntracking_total_keys:%zu\r\n"
-                            "tracking_table_max_keys:%d\r\ntracking_feeds_up:%d\r\n"
+                            "tracking_table_max_keys:%d\r\ntracking_feeds_up:%d\r\ntracking_streams_up:%d\r\n"
                             "tracking_invalidations_write:%llu\r\ntracking_invalidations_evict:%llu\r\n"
                             "tracking_invalidations_flush:%llu\r\n\r\n",
-                            ti.clients, ti.keys, cfg->tracking_table_max_keys, ti.feeds_up,
+                            ti.clients, ti.keys, cfg->tracking_table_max_keys, ti.feeds_up, ti.streams_up,
                             (unsigned long long)ti.sent[TRACKING_CAUSE_WRITE],
                             (unsigned long long)ti.sent[TRACKING_CAUSE_EVICT],
                             (unsigned long long)ti.sent[TRACKING_CAUSE_FLUSH]);

@@ -246,9 +246,11 @@ static int run(const char *path)
     }
     /* sentinel instances: their primaries are looked for before the workers need them */
     struct sentinelwatch *watch = rc == 0 ? sentinelwatch_start(d.cfg) : NULL;
-    /* the near cache's per-worker caches and inboxes go on the workers' bases before they run */
+    /* CLIENT TRACKING's table and inboxes go on the workers' bases before they run (and before
+     * the near cache's readers, which tell it of their streams) */
+    if (rc == 0) tracker_start(&d.proxy);
+    /* the near cache's per-worker caches and inboxes, likewise */
     struct nearcache *nearcache = d.nearcache = rc == 0 ? nearcache_start(d.cfg, &d.proxy) : NULL;
-    if (rc == 0) tracker_start(&d.proxy); /* CLIENT TRACKING's table and inboxes, likewise */
     struct trackfeed *trackfeed = rc == 0 ? trackfeed_start(d.cfg, &d.proxy) : NULL;
     d.base = event_base_new();
     struct admin *admin = NULL;

@@ -164,6 +164,26 @@ void tracker_post(struct proxy *p, struct tracking_notes *notes)
     tracking_notes_reset(notes);
 }
 
+void tracker_stream_keys(struct proxy *p, int inst, const char *const *keys, const size_t *lens, size_t n)
+{
+    if (n == 0 || inst < 0 || inst >= 32 || !tracking_active(&p->tracking)) return;
+    uint8_t *insts = xmalloc(n);
+    memset(insts, inst, n);
+    struct tracking_notes notes = {0};
+    tracking_invalidate(&p->tracking, 0, keys, lens, insts, n, 0, &notes);
+    tracker_post(p, &notes);
+    tracking_notes_free(&notes);
+    free(insts);
+}
+
+void tracker_stream_state(struct proxy *p, int inst, int vouched, int gap)
+{
+    struct tracking_notes notes = {0};
+    tracking_stream_set(&p->tracking, inst, vouched, gap, &notes);
+    tracker_post(p, &notes);
+    tracking_notes_free(&notes);
+}
+
 void tracker_send(struct worker *w, struct tracking_notes *notes)
 {
     if (notes->n == 0) return;
@@ -223,11 +243,20 @@ static void keys_append(struct bytebuf *b, const char *key, size_t len, uint8_t 
     bytebuf_add(b, key, len);
 }
 
-/* The instance of a key (its namespace's, or the default line's); 255 when none. */
-static uint8_t key_instance(const struct worker *w, const char *key, size_t len)
+/* The instance of a key (its namespace's, or the default line's); 255 when none. *streamed
+ * (when not NULL): the instance again when the namespace is a near-cache one (its stream names
+ * the writes through keygates), else 255. */
+static uint8_t key_instance_nc(const struct worker *w, const char *key, size_t len, uint8_t *streamed)
 {
     const struct namespace_entry *ns = registry_resolve(w->cfg->registry, NS_KEY, key, len);
-    return ns && ns->instance >= 0 && ns->instance < 255 ? (uint8_t)ns->instance : 255;
+    uint8_t inst = ns && ns->instance >= 0 && ns->instance < 255 ? (uint8_t)ns->instance : 255;
+    if (streamed) *streamed = ns && ns->near_cache_ms > 0 ? inst : 255;
+    return inst;
+}
+
+static uint8_t key_instance(const struct worker *w, const char *key, size_t len)
+{
+    return key_instance_nc(w, key, len, NULL);
 }
 
 void tracker_command(struct client *c, struct request *req, const struct plan *plan, const struct command_def *cmd,
@@ -249,18 +278,20 @@ void tracker_command(struct client *c, struct request *req, const struct plan *p
     if (n > 0 && reads) {
         const char **keys = xmalloc((size_t)n * sizeof(*keys));
         size_t *lens = xmalloc((size_t)n * sizeof(*lens));
+        uint8_t *streamed = xmalloc((size_t)n);
         uint32_t instances = 0;
         for (int i = 0; i < n; i++) {
             keys[i] = argv[idx[i]], lens[i] = argvlen[idx[i]];
-            uint8_t inst = key_instance(w, keys[i], lens[i]);
-            instances |= inst < 32 ? 1u << inst : 0;
+            uint8_t inst = key_instance_nc(w, keys[i], lens[i], &streamed[i]);
+            instances |= inst < 32 && streamed[i] == 255 ? 1u << inst : 0;
         }
         struct tracking_notes notes = {0};
-        tracking_remember(table_of(w), c->id, keys, lens, (size_t)n, instances, &notes);
+        tracking_remember(table_of(w), c->id, keys, lens, (size_t)n, instances, streamed, &notes);
         tracker_send(w, &notes);
         tracking_notes_free(&notes);
         free(keys);
         free(lens);
+        free(streamed);
     }
     if (n > 0 && writes && (c->tracking_flags & TRACKING_NOLOOP) && !(c->tracking_flags & TRACKING_BCAST)) {
         const char **keys = xmalloc((size_t)n * sizeof(*keys));

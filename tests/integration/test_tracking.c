@@ -77,6 +77,18 @@ static void wait_feeds(int n)
 }
 
 static const char *setup_extra = "";
+static const char *setup_registry = NULL; /* NULL: the repo's conf/registry.conf */
+
+/* Wait until n instances' near-cache stream readers vouch (INFO tracking_streams_up). */
+static void wait_streams(int n)
+{
+    redisContext *c = harness_must_client(&h);
+    freeReplyObject(cmd(c, "AUTH root %s", ROOT_PASS));
+    long long deadline = now_ms() + 10000, up = -1;
+    while ((up = harness_info_field(c, "tracking", "tracking_streams_up")) != n && now_ms() < deadline) sleep_ms(10);
+    ck_assert_msg(up == n, "tracking streams up: %lld, want %d", up, n);
+    redisFree(c);
+}
 
 static void setup_threads(int threads)
 {
@@ -87,7 +99,7 @@ static void setup_threads(int threads)
              "user root sha256=%s owners=* access=rw scripts=yes\nuser reader sha256=%s owners=queues access=ro\n"
              "threads %d\n%s",
              hash, hash2, threads, setup_extra);
-    struct harness_opts o = {.extra_config = extra};
+    struct harness_opts o = {.extra_config = extra, .registry_text = setup_registry};
     ck_assert_msg(harness_start(&h, &o) == 0, "harness_start: %s", h.error);
     oracle_start();
     wait_feeds(2);
@@ -107,6 +119,23 @@ static void setup_small_table(void)
 {
     setup_extra = "tracking-table-max-keys 2\n";
     setup_threads(1);
+}
+
+/* A near-cache namespace u: on durable (its stream kg:nc:{kg:}:stream), beside q: and cache:. */
+static const char stream_registry[] =
+    "namespace kg:    instance=durable ttl=none owner=keygate purpose=\"near-cache streams\"\n"
+    "namespace u:     instance=durable ttl=none near-cache=30s owner=api\n"
+    "namespace q:     instance=durable ttl=none owner=queues\n"
+    "namespace cache: instance=cache   ttl=1h owner=cache\n";
+
+static void wait_streams(int n);
+
+static void setup_stream(void)
+{
+    setup_registry = stream_registry;
+    setup_extra = ""; /* the cases run in one process: tracking_small_table's bound stays otherwise */
+    setup_threads(2);
+    wait_streams(1);
 }
 
 static void teardown(void)
@@ -874,6 +903,120 @@ START_TEST(test_feed_direct_writes_and_drop)
 }
 END_TEST
 
+/* ---- the near cache's stream as a source (README "Client-side caching": what keygate vouches for) ---- */
+
+/* Durable's tracking feeds (every keygate's: Redis's BCAST tracking) cut and kept down (their
+ * CLIENT TRACKING refused by an ACL rule), or let back (block 0). */
+static void durable_feeds_block(int block)
+{
+    redisContext *d = harness_must_direct(&h, "durable");
+    redisReply *r = cmd(d, "ACL SETUSER default %s", block ? "-client|tracking" : "+client|tracking");
+    ck_assert_msg(r->type == REDIS_REPLY_STATUS, "ACL SETUSER: %s", describe(r));
+    freeReplyObject(r);
+    r = cmd(d, "CLIENT LIST");
+    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
+    for (char *line = r->str; block && line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        char *name = strstr(line, " name=keygate-tracking ");
+        char *nl = strchr(line, '\n');
+        if (!name || (nl && name > nl)) continue;
+        redisReply *k = cmd(d, "CLIENT KILL ID %lld", atoll(line + 3));
+        freeReplyObject(k);
+    }
+    freeReplyObject(r);
+    redisFree(d);
+}
+
+/* Two keygates; A's feed of durable is cut and kept down while its stream keeps flowing. A
+ * client of A that read a plain key of durable gets the flush-all at once; one that read only
+ * near-cache keys keeps its cache, hears a write through keygate B from the stream, and when the
+ * feed is back gets one invalidation per near-cache key it read (writes without keygate, expiry
+ * and eviction of the outage are unknown), not a flush. */
+START_TEST(test_stream_source_while_feed_down)
+{
+    ck_assert_msg(harness_peer_start(&h, NULL) == 0, "second keygate: %s", h.error);
+    redisContext *b = harness_must_peer_client(&h);
+    freeReplyObject(cmd(b, "AUTH root %s", ROOT_PASS));
+    struct harness_raw nc, plain;
+    kg_open(&nc, 1);
+    kg_open(&plain, 1);
+    raw_send(&nc, "CLIENT", "TRACKING", "ON", NULL);
+    expect_raw(&nc, "+OK\r\n", "nc: TRACKING ON");
+    raw_send(&plain, "CLIENT", "TRACKING", "ON", NULL);
+    expect_raw(&plain, "+OK\r\n", "plain: TRACKING ON");
+    raw_send(&nc, "GET", "u:tr12:a", NULL);
+    expect_raw(&nc, "_\r\n", "GET u:tr12:a");
+    raw_send(&nc, "GET", "u:tr12:b", NULL);
+    expect_raw(&nc, "_\r\n", "GET u:tr12:b");
+    raw_send(&plain, "GET", "q:tr12:x", NULL);
+    expect_raw(&plain, "_\r\n", "GET q:tr12:x");
+    durable_feeds_block(1);
+    const char *flush = ">2\r\n$10\r\ninvalidate\r\n_\r\n";
+    expect_raw(&plain, flush, "plain: the flush-all when durable's feed dropped");
+    wait_feeds(1);
+    redisReply *r = cmd(b, "SET u:tr12:a v");
+    ck_assert_msg(r->type == REDIS_REPLY_STATUS, "SET on keygate B: %s", describe(r));
+    freeReplyObject(r);
+    char want[128];
+    invalidate_frame(want, sizeof(want), "u:tr12:a");
+    expect_raw(&nc, want, "nc: no flush; the stream's push of B's write, the feed down");
+    durable_feeds_block(0);
+    invalidate_frame(want, sizeof(want), "u:tr12:b");
+    expect_raw(&nc, want, "nc: the feed back, its other near-cache key invalidated (not a flush)");
+    wait_feeds(2);
+    redisFree(b);
+    harness_raw_close(&nc);
+    harness_raw_close(&plain);
+    (void)harness_peer_stop(&h);
+}
+END_TEST
+
+/* A's feed down, its clients of near-cache keys kept by the stream: a gap in the stream (its key
+ * deleted after A read from it) flushes them; a client of other keys hears nothing of it. */
+START_TEST(test_stream_gap_flushes_while_feed_down)
+{
+    ck_assert_msg(harness_peer_start(&h, NULL) == 0, "second keygate: %s", h.error);
+    redisContext *b = harness_must_peer_client(&h);
+    freeReplyObject(cmd(b, "AUTH root %s", ROOT_PASS));
+    struct harness_raw nc, other;
+    kg_open(&nc, 1);
+    kg_open(&other, 1);
+    raw_send(&nc, "CLIENT", "TRACKING", "ON", NULL);
+    expect_raw(&nc, "+OK\r\n", "nc: TRACKING ON");
+    raw_send(&other, "CLIENT", "TRACKING", "ON", NULL);
+    expect_raw(&other, "+OK\r\n", "other: TRACKING ON");
+    raw_send(&nc, "MGET", "u:tr13:a", "u:tr13:b", NULL);
+    expect_raw(&nc, "*2\r\n_\r\n_\r\n", "MGET u:tr13:a u:tr13:b");
+    raw_send(&other, "GET", "cache:tr13:x", NULL);
+    expect_raw(&other, "_\r\n", "GET cache:tr13:x");
+    durable_feeds_block(1);
+    wait_feeds(1);
+    /* A's reader reads an entry (the push proves it): the stream has a cursor to lose */
+    redisReply *r = cmd(b, "SET u:tr13:a v");
+    freeReplyObject(r);
+    char want[128];
+    invalidate_frame(want, sizeof(want), "u:tr13:a");
+    expect_raw(&nc, want, "nc: the stream's push of B's write");
+    redisContext *c = harness_must_client(&h);
+    freeReplyObject(cmd(c, "AUTH root %s", ROOT_PASS));
+    long long flushes = harness_must_info_field(c, "tracking", "tracking_invalidations_flush");
+    harness_direct_int(&h, "durable", "DEL kg:nc:{kg:}:stream");
+    expect_raw(&nc, ">2\r\n$10\r\ninvalidate\r\n_\r\n", "nc: the flush-all of a stream gap, the feed down");
+    ck_assert_int_eq(harness_must_info_field(c, "tracking", "tracking_invalidations_flush"), flushes + 1);
+    /* other read cache: only: a write there reaches it first, no flush before it */
+    r = cmd(b, "SET cache:tr13:x v");
+    freeReplyObject(r);
+    invalidate_frame(want, sizeof(want), "cache:tr13:x");
+    expect_raw(&other, want, "other: no flush (it read nothing of durable)");
+    durable_feeds_block(0);
+    wait_feeds(2);
+    redisFree(c);
+    redisFree(b);
+    harness_raw_close(&nc);
+    harness_raw_close(&other);
+    (void)harness_peer_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tracking");
@@ -899,5 +1042,8 @@ int main(void)
     harness_add_test(tc2, test_feed_direct_writes_and_drop);
     TCase *tc3 = harness_tcase(s, "tracking_small_table", 60, setup_small_table, teardown);
     harness_add_test(tc3, test_table_max_keys_evicts_with_a_push);
+    TCase *tc4 = harness_tcase(s, "tracking_stream", 60, setup_stream, teardown);
+    harness_add_test(tc4, test_stream_source_while_feed_down);
+    harness_add_test(tc4, test_stream_gap_flushes_while_feed_down);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -173,7 +173,7 @@ static int on(uint64_t id, const char *const *words, size_t n)
 static void remember(uint64_t id, const char *key, struct tracking_notes *n)
 {
     size_t l = strlen(key);
-    tracking_remember(&t, id, &key, &l, 1, 1, n);
+    tracking_remember(&t, id, &key, &l, 1, 1, NULL, n);
 }
 
 static void write_key(uint64_t writer, const char *key, struct tracking_notes *n)
@@ -260,6 +260,82 @@ START_TEST(test_table_max_keys_evicts)
 }
 END_TEST
 
+/* Client id read key of instance 0: inside a near-cache namespace (streamed) or not. */
+static void remember_on0(uint64_t id, const char *key, int streamed, struct tracking_notes *n)
+{
+    size_t l = strlen(key);
+    uint8_t nc = streamed ? 0 : 255;
+    tracking_remember(&t, id, &key, &l, 1, streamed ? 0 : 1, &nc, n);
+}
+
+static size_t count_kind(const struct tracking_notes *n, uint64_t client, int kind)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n->n; i++) k += n->v[i].client == client && n->v[i].kind == kind;
+    return k;
+}
+
+/* What keygate vouches for when instance 0's feed drops: client 1 read a plain key (flushed),
+ * client 2 only a near-cache key while the stream vouches (kept: a stream entry still reaches
+ * it); at the feed's return 2 gets its key's invalidation, not a flush. A stream gap while the
+ * feed is down flushes the near-cache readers; with the feed live it flushes nobody. */
+START_TEST(test_table_stream_source)
+{
+    struct tracking_notes n = {0};
+    tracking_client_add(&t, 1, 0);
+    tracking_client_add(&t, 2, 0);
+    ck_assert_int_eq(ON(1, "ON"), 0);
+    ck_assert_int_eq(ON(2, "ON"), 0);
+    tracking_feed_back(&t, 0, &n); /* up at start, nothing read */
+    tracking_stream_set(&t, 0, 1, 0, &n);
+    ck_assert_uint_eq(n.n, 0);
+    remember_on0(1, "q:a", 0, &n);
+    remember_on0(2, "u:a", 1, &n);
+    remember_on0(2, "u:b", 1, &n);
+    tracking_feed_lost(&t, 0, &n);
+    ck_assert_uint_eq(n.n, 1);
+    ck_assert_uint_eq(count_kind(&n, 1, TRACKING_NOTE_FLUSH), 1);
+    tracking_notes_reset(&n);
+    /* the stream names u:a (a write through another keygate): 2 is told */
+    const char *key = "u:a";
+    size_t l = 3;
+    uint8_t inst = 0;
+    tracking_invalidate(&t, 0, &key, &l, &inst, 1, 0, &n);
+    ck_assert_uint_eq(n.n, 1);
+    ck_assert_uint_eq(count_kind(&n, 2, TRACKING_NOTE_KEY), 1);
+    tracking_notes_reset(&n);
+    /* back: u:b (read, never written meanwhile as far as the stream knows) is invalidated */
+    tracking_feed_back(&t, 0, &n);
+    ck_assert_uint_eq(n.n, 1);
+    ck_assert_uint_eq(count_kind(&n, 2, TRACKING_NOTE_KEY), 1);
+    ck_assert_str_eq(n.v[0].key, "u:b");
+    ck_assert_uint_eq(tracking_keys(&t), 1); /* q:a stays (1 was flushed, its key is lazily kept) */
+    tracking_notes_reset(&n);
+    /* a gap with the feed live: nobody; with it down: the near-cache reader */
+    remember_on0(2, "u:c", 1, &n);
+    tracking_stream_set(&t, 0, 1, 1, &n);
+    ck_assert_uint_eq(n.n, 0);
+    tracking_feed_lost(&t, 0, &n);
+    ck_assert_uint_eq(n.n, 0); /* 1 read nothing of it since its flush; 2 is vouched for */
+    tracking_stream_set(&t, 0, 1, 1, &n);
+    ck_assert_uint_eq(n.n, 1);
+    ck_assert_uint_eq(count_kind(&n, 2, TRACKING_NOTE_FLUSH), 1);
+    tracking_notes_reset(&n);
+    /* the reader stops vouching, the feed down: a near-cache reader is flushed at once */
+    remember_on0(2, "u:d", 1, &n);
+    tracking_stream_set(&t, 0, 0, 0, &n);
+    ck_assert_uint_eq(count_kind(&n, 2, TRACKING_NOTE_FLUSH), 1);
+    tracking_notes_reset(&n);
+    /* ... and a feed that drops while the stream does not vouch flushes it too */
+    tracking_feed_back(&t, 0, &n);
+    tracking_notes_reset(&n);
+    remember_on0(2, "u:e", 1, &n);
+    tracking_feed_lost(&t, 0, &n);
+    ck_assert_uint_eq(count_kind(&n, 2, TRACKING_NOTE_FLUSH), 1);
+    tracking_notes_free(&n);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tracking");
@@ -274,6 +350,7 @@ int main(void)
     tcase_add_test(tt, test_table_default_mode);
     tcase_add_test(tt, test_table_bcast);
     tcase_add_test(tt, test_table_max_keys_evicts);
+    tcase_add_test(tt, test_table_stream_source);
     suite_add_tcase(s, tt);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
