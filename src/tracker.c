@@ -106,7 +106,11 @@ static void inbox_cb(evutil_socket_t fd, short what, void *arg)
 
 void tracker_start(struct proxy *p)
 {
-    tracking_init(&p->tracking, (size_t)p->workers[0].cfg->tracking_table_max_keys);
+    const struct config *cfg = p->workers[0].cfg;
+    tracking_init(&p->tracking, (size_t)cfg->tracking_table_max_keys);
+    struct tracking_notes none = {0}; /* an empty table evicts nothing */
+    tracking_set_limits(&p->tracking, (size_t)cfg->tracking_table_max_keys, &p->mem_used, cfg->max_memory, &none);
+    tracking_notes_free(&none);
     for (int k = 0; k < p->nworkers; k++) {
         struct worker *w = &p->workers[k];
         struct tracker_inbox *ib = xcalloc(1, sizeof(*ib));

@@ -324,6 +324,27 @@ static uint64_t hash_bytes(const char *s, size_t len)
     return h;
 }
 
+/* The table holds delta bytes more for its tracking clients (the keys they read, their readers'
+ * ids, BCAST prefixes; not the entry every connection has), under the lock; the process's
+ * max-memory total follows. */
+static void mem_change(struct tracking_table *t, int64_t delta)
+{
+    t->mem += delta;
+    if (t->mem_total) __atomic_add_fetch(t->mem_total, delta, __ATOMIC_RELAXED);
+}
+
+static int64_t key_bytes(const struct tracking_key *k)
+{
+    return (int64_t)(sizeof(*k) + k->len + 1 + k->cap * sizeof(*k->ids));
+}
+
+static int64_t state_bytes(const struct tracking_state *st)
+{
+    int64_t n = 0;
+    for (size_t i = 0; i < st->nprefixes; i++) n += (int64_t)st->prefix_len[i] + 1;
+    return n;
+}
+
 void tracking_init(struct tracking_table *t, size_t max_keys)
 {
     memset(t, 0, sizeof(*t));
@@ -335,8 +356,9 @@ void tracking_init(struct tracking_table *t, size_t max_keys)
     t->max_keys = max_keys;
 }
 
-static void key_free(struct tracking_key *k)
+static void key_free(struct tracking_table *t, struct tracking_key *k)
 {
+    mem_change(t, -key_bytes(k));
     free(k->ids);
     free(k);
 }
@@ -347,6 +369,7 @@ void tracking_free(struct tracking_table *t)
         while (t->clients[i]) {
             struct tracking_client *c = t->clients[i];
             t->clients[i] = c->next;
+            mem_change(t, -state_bytes(&c->st));
             tracking_state_clear(&c->st);
             free(c);
         }
@@ -355,7 +378,7 @@ void tracking_free(struct tracking_table *t)
         while (t->keys[i]) {
             struct tracking_key *k = t->keys[i];
             t->keys[i] = k->next;
-            key_free(k);
+            key_free(t, k);
         }
     }
     free(t->clients);
@@ -397,6 +420,7 @@ static void client_untrack(struct tracking_table *t, struct tracking_client *c)
 {
     if (c->st.flags & TRACKING_ON) __atomic_sub_fetch(&t->tracking_clients, 1, __ATOMIC_RELAXED);
     if (c->st.flags & TRACKING_BCAST) ptrvec_remove(&t->bcast, c);
+    mem_change(t, -state_bytes(&c->st));
     tracking_state_clear(&c->st);
 }
 
@@ -436,7 +460,9 @@ int tracking_command(struct tracking_table *t, uint64_t id, size_t argc, const c
         if (!rq.on) {
             client_untrack(t, c);
         } else {
+            int64_t had = state_bytes(&c->st);
             tracking_apply(&c->st, &rq);
+            mem_change(t, state_bytes(&c->st) - had);
             if (!(before & TRACKING_ON)) __atomic_add_fetch(&t->tracking_clients, 1, __ATOMIC_RELAXED);
             if ((c->st.flags & TRACKING_BCAST) && !(before & TRACKING_BCAST)) ptrvec_push(&t->bcast, c);
             if (c->st.flags & TRACKING_BCAST) c->instances = UINT32_MAX;
@@ -536,15 +562,17 @@ static void key_invalidate(struct tracking_table *t, struct tracking_key **slot,
     }
     *slot = k->next;
     t->nkeys--;
-    key_free(k);
+    key_free(t, k);
 }
 
-/* Over tracking-table-max-keys: keys go (their readers told),
+/* Over tracking-table-max-keys, or the process over max-memory: keys go (their readers told),
  * as Redis's trackingLimitUsedSlots (it picks them at random; keygate walks the buckets from
  * where it stopped last). Under the lock. */
 static int over_limits(const struct tracking_table *t)
 {
-    return t->max_keys && t->nkeys > t->max_keys;
+    if (t->max_keys && t->nkeys > t->max_keys) return 1;
+    return t->mem_limit > 0 && t->mem_total && t->nkeys > 0 &&
+           __atomic_load_n(t->mem_total, __ATOMIC_RELAXED) > t->mem_limit;
 }
 
 static void evict_to_limits(struct tracking_table *t, struct tracking_notes *notes)
@@ -577,13 +605,16 @@ void tracking_remember(struct tracking_table *t, uint64_t id, const char *const 
             k->next = t->keys[h & (t->nkey_buckets - 1)];
             t->keys[h & (t->nkey_buckets - 1)] = k;
             t->nkeys++;
+            mem_change(t, key_bytes(k));
         }
         k->nc_inst = nc;
         size_t j = 0;
         while (j < k->nids && k->ids[j] != id) j++;
         if (j == k->nids) {
             if (k->nids == k->cap) {
-                k->cap = k->cap ? k->cap * 2 : 2;
+                size_t cap = k->cap ? k->cap * 2 : 2;
+                mem_change(t, (int64_t)((cap - k->cap) * sizeof(*k->ids)));
+                k->cap = cap;
                 k->ids = xrealloc(k->ids, k->cap * sizeof(*k->ids));
             }
             k->ids[k->nids++] = id;
@@ -694,7 +725,7 @@ void tracking_feed_back(struct tracking_table *t, int inst, struct tracking_note
             }
             *slot = k->next;
             t->nkeys--;
-            key_free(k);
+            key_free(t, k);
         }
     }
     for (size_t b = 0; b < t->nclient_buckets; b++)
@@ -722,6 +753,18 @@ void tracking_flush_streamed(struct tracking_table *t, int inst, struct tracking
     pthread_mutex_unlock(&t->lock);
 }
 
+void tracking_set_limits(struct tracking_table *t, size_t max_keys, int64_t *mem_total, int64_t mem_limit,
+                         struct tracking_notes *notes)
+{
+    pthread_mutex_lock(&t->lock);
+    if (mem_total && !t->mem_total) __atomic_add_fetch(mem_total, t->mem, __ATOMIC_RELAXED);
+    if (mem_total) t->mem_total = mem_total;
+    t->max_keys = max_keys;
+    t->mem_limit = mem_limit;
+    evict_to_limits(t, notes);
+    pthread_mutex_unlock(&t->lock);
+}
+
 void tracking_notes_reset(struct tracking_notes *notes)
 {
     for (size_t i = 0; i < notes->n; i++) free(notes->v[i].key);
@@ -742,6 +785,7 @@ void tracking_info(struct tracking_table *t, struct tracking_info *out)
     out->keys = t->nkeys;
     out->feeds_up = __builtin_popcount(t->feed_up);
     out->streams_up = __builtin_popcount(t->stream_up);
+    out->memory = t->mem;
     for (int i = 0; i < TRACKING_CAUSES; i++) out->sent[i] = __atomic_load_n(&t->sent[i], __ATOMIC_RELAXED);
     pthread_mutex_unlock(&t->lock);
 }

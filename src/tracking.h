@@ -130,6 +130,9 @@ struct tracking_table {
     uint32_t feed_up;               /* a bit per instance whose feed is live (under lock) */
     uint32_t stream_up;             /* a bit per instance whose near-cache stream reader vouches (under lock) */
     uint64_t flush_seq;             /* flushes sent so far (under lock) */
+    int64_t mem;                    /* bytes held for the clients: their entries, prefixes, keys read (under lock) */
+    int64_t *mem_total;             /* the process's max-memory total, mem included (NULL: not counted) */
+    int64_t mem_limit;              /* max-memory (0: none): past it keys go, as past max_keys */
     uint64_t sent[TRACKING_CAUSES]; /* atomic: invalidation messages handed to workers */
 };
 
@@ -163,7 +166,7 @@ void tracking_state_get(struct tracking_table *t, uint64_t id, struct tracking_s
 /* Client id read keys[0..n): remembered for it. `instances` has a bit per instance it read a key
  * of outside near-cache namespaces; streamed[i] (NULL: none) is key i's instance when it lies in
  * a near-cache namespace (its writes through keygates are also told by that instance's stream),
- * else 255. Keys pushed out past max-keys add their invalidations (cause EVICT). */
+ * else 255. Keys pushed out past max-keys or max-memory add their invalidations (cause EVICT). */
 void tracking_remember(struct tracking_table *t, uint64_t id, const char *const *keys, const size_t *lens, size_t n,
                        uint32_t instances, const uint8_t *streamed, struct tracking_notes *notes);
 
@@ -212,6 +215,13 @@ void tracking_stream_set(struct tracking_table *t, int inst, int vouched, int ga
  * been down too long for the stream alone to vouch for them: trackfeed.c). */
 void tracking_flush_streamed(struct tracking_table *t, int inst, struct tracking_notes *notes);
 
+/* tracking-table-max-keys and max-memory (0: none), at start and on a reload: keys past either go
+ * now, their readers told (cause EVICT), as Redis's CONFIG SET does. mem_total (NULL: keep the
+ * one set before): the process's max-memory total, which the table's bytes are counted in from
+ * now on. */
+void tracking_set_limits(struct tracking_table *t, size_t max_keys, int64_t *mem_total, int64_t mem_limit,
+                         struct tracking_notes *notes);
+
 /* Notes' keys freed, the array emptied (kept for reuse). */
 void tracking_notes_reset(struct tracking_notes *notes);
 void tracking_notes_free(struct tracking_notes *notes);
@@ -225,6 +235,7 @@ struct tracking_info {
     size_t keys;    /* keys remembered */
     int feeds_up;   /* instances whose feed is live */
     int streams_up; /* instances whose near-cache stream reader vouches */
+    int64_t memory; /* bytes held for the clients (counted in max-memory) */
     uint64_t sent[TRACKING_CAUSES];
 };
 void tracking_info(struct tracking_table *t, struct tracking_info *out);

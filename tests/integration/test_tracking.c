@@ -138,6 +138,13 @@ static void setup_stream(void)
     wait_streams(1);
 }
 
+static void setup_small_memory(void)
+{
+    setup_registry = NULL;
+    setup_extra = "max-memory 2mb\n";
+    setup_threads(1);
+}
+
 static void teardown(void)
 {
     oracle_stop();
@@ -1017,6 +1024,76 @@ START_TEST(test_stream_gap_flushes_while_feed_down)
 }
 END_TEST
 
+/* ---- what the tracker remembers counts against max-memory ---- */
+
+/* Client t (RESP3, tracking) reads n keys q:tr14:<i padded to 200 bytes> from `from`, in MGETs of
+ * 250; the pushes that come meanwhile (keys pushed out) are counted. */
+static long long read_keys(struct harness_raw *t, int from, int n)
+{
+    enum { BATCH = 250, KEYLEN = 200 };
+    static char keys[BATCH][KEYLEN + 1];
+    const char *argv[BATCH + 1] = {"MGET"};
+    long long pushes = 0;
+    for (int at = from; at < from + n; at += BATCH) {
+        int k = 0;
+        for (; k < BATCH && at + k < from + n; k++) {
+            snprintf(keys[k], sizeof(keys[k]), "q:tr14:%0*d", KEYLEN - 7, at + k);
+            argv[k + 1] = keys[k];
+        }
+        harness_raw_sendv(t, k + 1, argv);
+        for (;;) {
+            char *f = harness_raw_reply(t, NULL);
+            int reply = f[0] == '*';
+            ck_assert_msg(reply || strncmp(f, ">2\r\n$10\r\ninvalidate\r\n", 21) == 0, "MGET: %.60s", shown(f));
+            pushes += !reply;
+            free(f);
+            if (reply) break;
+        }
+    }
+    return pushes;
+}
+
+/* The keys a tracking client read count in the process's max-memory total (INFO clients
+ * memory_used_bytes) as tracking_memory_bytes; past max-memory the table lets keys go, each
+ * with its push (as past tracking-table-max-keys), so it never holds the process over the cap:
+ * keygate keeps answering. */
+START_TEST(test_tracking_memory_counted)
+{
+    redisContext *c = harness_must_client(&h);
+    freeReplyObject(cmd(c, "AUTH root %s", ROOT_PASS));
+    long long used0 = harness_must_info_field(c, "clients", "memory_used_bytes");
+    ck_assert_int_eq(harness_must_info_field(c, "tracking", "tracking_memory_bytes"), 0);
+    struct harness_raw t;
+    kg_open(&t, 1);
+    raw_send(&t, "CLIENT", "TRACKING", "ON", NULL);
+    expect_raw(&t, "+OK\r\n", "TRACKING ON");
+    ck_assert_int_eq(read_keys(&t, 0, 1000), 0);
+    long long tracked = harness_must_info_field(c, "tracking", "tracking_memory_bytes");
+    long long used1 = harness_must_info_field(c, "clients", "memory_used_bytes");
+    fprintf(stderr, "tracking memory: 1000 keys of 200 bytes: %lld bytes; max-memory total %lld -> %lld\n", tracked,
+            used0, used1);
+    ck_assert_msg(tracked >= 1000 * 200, "1000 keys of 200 bytes: tracking_memory_bytes %lld", tracked);
+    ck_assert_msg(used1 - used0 >= tracked - 64 * 1024, "max-memory total %lld -> %lld, tracking holds %lld", used0,
+                  used1, tracked);
+    /* 2mb: about 8000 such keys fit; 20000 are read */
+    long long pushes = read_keys(&t, 1000, 19000);
+    long long keys = harness_must_info_field(c, "tracking", "tracking_total_keys");
+    long long evicted = harness_must_info_field(c, "tracking", "tracking_invalidations_evict");
+    tracked = harness_must_info_field(c, "tracking", "tracking_memory_bytes");
+    fprintf(stderr, "tracking memory: 20000 keys read under max-memory 2mb: %lld kept (%lld bytes), %lld evicted\n",
+            keys, tracked, evicted);
+    ck_assert_msg(keys > 0 && keys < 20000 && evicted > 0 && keys + evicted == 20000,
+                  "kept %lld, evicted %lld of 20000", keys, evicted);
+    ck_assert_msg(tracked <= 2 * 1024 * 1024, "tracking holds %lld bytes, over max-memory", tracked);
+    ck_assert_msg(pushes > 0, "no push for the keys that went");
+    redisReply *r = cmd(c, "PING");
+    ck_assert_msg(r->type == REDIS_REPLY_STATUS, "PING after: %s", describe(r));
+    freeReplyObject(r);
+    harness_raw_close(&t);
+    redisFree(c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tracking");
@@ -1042,6 +1119,8 @@ int main(void)
     harness_add_test(tc2, test_feed_direct_writes_and_drop);
     TCase *tc3 = harness_tcase(s, "tracking_small_table", 60, setup_small_table, teardown);
     harness_add_test(tc3, test_table_max_keys_evicts_with_a_push);
+    TCase *tc5 = harness_tcase(s, "tracking_memory", 60, setup_small_memory, teardown);
+    harness_add_test(tc5, test_tracking_memory_counted);
     TCase *tc4 = harness_tcase(s, "tracking_stream", 60, setup_stream, teardown);
     harness_add_test(tc4, test_stream_source_while_feed_down);
     harness_add_test(tc4, test_stream_gap_flushes_while_feed_down);

@@ -336,6 +336,44 @@ START_TEST(test_table_stream_source)
 }
 END_TEST
 
+/* The table's bytes are counted in the process's max-memory total (from when it is attached,
+ * back to 0 once everything goes); past max-memory keys go with their pushes, and a lower
+ * tracking-table-max-keys (a reload) evicts down to it at once. */
+START_TEST(test_table_memory_and_limits)
+{
+    int64_t total = 1000; /* the workers' buffers */
+    struct tracking_notes n = {0};
+    tracking_client_add(&t, 1, 0);
+    ck_assert_int_eq(ON(1, "ON", "BCAST", "PREFIX", "q:bcast:"), 0);
+    tracking_set_limits(&t, 0, &total, 0, &n);
+    ck_assert_int_eq(total, 1000 + 9); /* its prefix, counted from when the total is attached */
+    ck_assert_int_eq(ON(1, "OFF"), 0);
+    ck_assert_int_eq(total, 1000);
+    ck_assert_int_eq(ON(1, "ON"), 0);
+    int64_t before = total;
+    char key[64];
+    for (int i = 0; i < 100; i++) {
+        snprintf(key, sizeof(key), "q:memory:%040d", i);
+        remember(1, key, &n);
+    }
+    ck_assert_int_ge(total - before, 100 * 50);
+    tracking_set_limits(&t, 10, NULL, 0, &n); /* a reload lowers the bound */
+    ck_assert_uint_eq(tracking_keys(&t), 10);
+    ck_assert_uint_eq(n.n, 90);
+    tracking_notes_reset(&n);
+    int64_t limit = total - 1;
+    tracking_set_limits(&t, 0, NULL, limit, &n); /* over max-memory: keys go until under */
+    ck_assert_uint_lt(tracking_keys(&t), 10);
+    ck_assert_int_le(total, limit);
+    ck_assert_uint_eq(n.n, 10 - tracking_keys(&t));
+    tracking_notes_free(&n);
+    tracking_client_remove(&t, 1);
+    tracking_free(&t);
+    ck_assert_int_eq(total, 1000);
+    tracking_init(&t, 0); /* for the teardown */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tracking");
@@ -351,6 +389,7 @@ int main(void)
     tcase_add_test(tt, test_table_bcast);
     tcase_add_test(tt, test_table_max_keys_evicts);
     tcase_add_test(tt, test_table_stream_source);
+    tcase_add_test(tt, test_table_memory_and_limits);
     suite_add_tcase(s, tt);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
