@@ -175,6 +175,7 @@ static void reload(struct daemon_state *d)
     for (int i = 0; i < d->proxy.nworkers; i++) worker_post(&d->proxy.workers[i], next, 0);
     sampler_update(d->sampler, next);
     nearcache_update(d->nearcache, next); /* what this process's writes announce now */
+    tracker_update(&d->proxy, next);      /* tracking-table-max-keys, max-memory: keys past them go now */
     log_event(LOG_INFO, "reload", NULL, "reloaded registry (%zu namespaces) and %zu users", next->registry->count,
               next->nusers);
 }

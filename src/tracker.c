@@ -168,6 +168,14 @@ void tracker_post(struct proxy *p, struct tracking_notes *notes)
     tracking_notes_reset(notes);
 }
 
+void tracker_update(struct proxy *p, const struct config *cfg)
+{
+    struct tracking_notes notes = {0};
+    tracking_set_limits(&p->tracking, (size_t)cfg->tracking_table_max_keys, NULL, cfg->max_memory, &notes);
+    tracker_post(p, &notes);
+    tracking_notes_free(&notes);
+}
+
 void tracker_stream_keys(struct proxy *p, int inst, const char *const *keys, const size_t *lens, size_t n)
 {
     if (n == 0 || inst < 0 || inst >= 32 || !tracking_active(&p->tracking)) return;

@@ -8,6 +8,7 @@
 #include "tracking.h"
 
 struct client;
+struct config;
 struct request;
 struct proxy;
 struct worker;
@@ -57,6 +58,10 @@ void tracker_stream_keys(struct proxy *p, int inst, const char *const *keys, con
 /* inst's stream reader vouches for all its namespaces (1) or not (0); gap: entries it had not
  * read were lost (tracking_stream_set). */
 void tracker_stream_state(struct proxy *p, int inst, int vouched, int gap);
+
+/* A reload's config (main thread): tracking-table-max-keys and max-memory applied now, the keys
+ * past them invalidated (tracking_set_limits). */
+void tracker_update(struct proxy *p, const struct config *cfg);
 
 /* Hand notes to their receivers (this worker's now, others' through their inboxes); emptied. */
 void tracker_send(struct worker *w, struct tracking_notes *notes);

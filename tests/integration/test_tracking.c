@@ -90,12 +90,14 @@ static void wait_streams(int n)
     redisFree(c);
 }
 
+static char setup_config[500]; /* the extra keygate.conf lines of the running setup */
+
 static void setup_threads(int threads)
 {
-    char hash[65], hash2[65], extra[500];
+    char hash[65], hash2[65], *extra = setup_config;
     harness_sha256_hex(ROOT_PASS, hash);
     harness_sha256_hex(READER_PASS, hash2);
-    snprintf(extra, sizeof(extra),
+    snprintf(extra, sizeof(setup_config),
              "user root sha256=%s owners=* access=rw scripts=yes\nuser reader sha256=%s owners=queues access=ro\n"
              "threads %d\n%s",
              hash, hash2, threads, setup_extra);
@@ -1094,6 +1096,53 @@ START_TEST(test_tracking_memory_counted)
 }
 END_TEST
 
+/* A reload that lowers tracking-table-max-keys evicts down to it at once, each key with its push
+ * (as Redis's CONFIG SET tracking-table-max-keys): INFO shows the new bound. */
+START_TEST(test_reload_lowers_table_max_keys)
+{
+    /* a keygate of its own: the earlier cases' keys (their clients gone) are not in its table */
+    struct harness_opts o = {.extra_config = setup_config, .registry_text = setup_registry};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart: %s", h.error);
+    wait_feeds(2);
+    struct harness_raw t;
+    kg_open(&t, 1);
+    raw_send(&t, "CLIENT", "TRACKING", "ON", NULL);
+    expect_raw(&t, "+OK\r\n", "ON");
+    raw_send(&t, "MGET", "q:tr15:a", "q:tr15:b", "q:tr15:c", "q:tr15:d", "q:tr15:e", NULL);
+    expect_raw(&t, "*5\r\n_\r\n_\r\n_\r\n_\r\n_\r\n", "MGET");
+    redisContext *c = harness_must_client(&h);
+    freeReplyObject(cmd(c, "AUTH root %s", ROOT_PASS));
+    ck_assert_int_eq(harness_must_info_field(c, "tracking", "tracking_total_keys"), 5);
+    FILE *f = fopen(h.conf_file, "a");
+    ck_assert_ptr_nonnull(f);
+    fputs("tracking-table-max-keys 2\n", f);
+    fclose(f);
+    long long before = harness_info_reloads(c);
+    ck_assert_int_eq(kill(h.keygate_pid, SIGHUP), 0);
+    for (long long end = now_ms() + 5000; harness_info_reloads(c) == before && now_ms() < end;) sleep_ms(20);
+    ck_assert_int_eq(harness_info_reloads(c), before + 1);
+    int seen[5] = {0};
+    for (int i = 0; i < 3; i++) {
+        char *got = harness_raw_reply(&t, NULL);
+        int which = -1;
+        for (int k = 0; k < 5; k++) {
+            char key[16], want[128];
+            snprintf(key, sizeof(key), "q:tr15:%c", 'a' + k);
+            invalidate_frame(want, sizeof(want), key);
+            if (strcmp(got, want) == 0) which = k;
+        }
+        ck_assert_msg(which >= 0 && !seen[which], "push %d after the reload: %s", i, shown(got));
+        seen[which] = 1;
+        free(got);
+    }
+    ck_assert_int_eq(harness_must_info_field(c, "tracking", "tracking_total_keys"), 2);
+    ck_assert_int_eq(harness_must_info_field(c, "tracking", "tracking_table_max_keys"), 2);
+    ck_assert_int_eq(harness_must_info_field(c, "tracking", "tracking_invalidations_evict"), 3);
+    redisFree(c);
+    harness_raw_close(&t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tracking");
@@ -1110,6 +1159,7 @@ int main(void)
     harness_add_test(tc, test_feed_direct_writes_and_drop);
     harness_add_test(tc, test_rueidis_style_pipelined_handshake);
     harness_add_test(tc, test_write_through_another_keygate);
+    harness_add_test(tc, test_reload_lowers_table_max_keys);
     TCase *tc2 = harness_tcase(s, "tracking_threads2", 60, setup2, teardown);
     harness_add_test(tc2, test_default_mode_invalidation);
     harness_add_test(tc2, test_noloop);
