@@ -18,9 +18,9 @@
 #define FEED_RETRY_MS 200      /* the first retry of a feed refused while the instance is up ... */
 #define FEED_RETRY_MAX_MS 2000 /* ... doubling to this */
 #define FEED_PINGS_MAX 3       /* unanswered PINGs on sub: the connection is gone */
-/* While a feed is down, the near-cache keys its clients read are vouched for by the stream
- * alone, which does not see expiry, eviction or a write made without keygate: they are flushed
- * this often until it is back (README "Client-side caching"). */
+/* While a feed is down, what its clients read is vouched for by nobody (but writes through
+ * keygates: this one's, and the near-cache stream's): the clients that read keys of the instance
+ * are flushed this often until it is back (README "Client-side caching"). */
 #define FEED_STREAM_GRACE_MS 5000
 
 struct feed {
@@ -70,19 +70,20 @@ static void feed_up(struct feed *fd)
     feed_notes(fd, tracking_feed_back);
 }
 
-/* The feed is down: what it can no longer vouch for is flushed, the near-cache keys read are
- * flushed again every FEED_STREAM_GRACE_MS until it is back (feed_grace). */
+/* The feed is down: what it can no longer vouch for is flushed, and what is read meanwhile every
+ * FEED_STREAM_GRACE_MS until it is back (feed_grace). */
 static void feed_down(struct feed *fd)
 {
     feed_notes(fd, tracking_feed_lost);
     fd->grace_at = mono_ms() + FEED_STREAM_GRACE_MS;
 }
 
-/* The feed is down (between sessions): the stream has vouched alone long enough. */
+/* The feed is down (between sessions): what was read since the last flush has gone unvouched
+ * long enough. */
 static void feed_grace(struct feed *fd)
 {
     if (mono_ms() < fd->grace_at) return;
-    feed_notes(fd, tracking_flush_streamed);
+    feed_notes(fd, tracking_feed_still_down);
     fd->grace_at = mono_ms() + FEED_STREAM_GRACE_MS;
 }
 

@@ -15,8 +15,9 @@ struct trackfeed;
  * from_feed): the default-mode keys (one-shot) and the BCAST clients. It is PINGed every
  * second; when it fails (or 3 PINGs go unanswered) keygate can vouch only for what the near
  * cache's stream covers (tracking_feed_lost); once the feed is back, what was read meanwhile is
- * flushed or invalidated (tracking_feed_back); while it is down, the near-cache keys read are
- * flushed every 5 s (expiry, eviction and writes without keygate are not in the stream). A null
+ * flushed or invalidated (tracking_feed_back); while it is down, the clients that read keys of it
+ * are flushed every 5 s (tracking_feed_still_down: the stream does not see expiry, eviction or
+ * writes without keygate, and nothing sees other keys' writes by others). A null
  * push (the instance flushed): a flush (tracking_flush_instance). It connects
  * only while keygate's own connections to the instance are up (backend_pool_status), retrying a
  * refused start after 200 ms doubling to 2 s. No subscription: PUBSUB CHANNELS / NUMSUB / NUMPAT do not see it.

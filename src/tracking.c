@@ -709,7 +709,11 @@ void tracking_feed_back(struct tracking_table *t, int inst, struct tracking_note
     t->feed_up |= bit;
     flush_readers(t, bit, 1, 0, notes);
     uint64_t seq = t->flush_seq; /* the clients just flushed need no key of it */
-    for (size_t b = 0; b < t->nkey_buckets; b++) {
+    int streamed = 0;            /* a client read near-cache keys of it since its last flush */
+    for (size_t b = 0; b < t->nclient_buckets && !streamed; b++)
+        for (struct tracking_client *c = t->clients[b]; c && !streamed; c = c->next)
+            streamed = (c->nc_instances & bit) != 0;
+    for (size_t b = 0; streamed && b < t->nkey_buckets; b++) {
         struct tracking_key **slot = &t->keys[b];
         while (*slot) {
             struct tracking_key *k = *slot;
@@ -746,10 +750,10 @@ void tracking_stream_set(struct tracking_table *t, int inst, int vouched, int ga
     pthread_mutex_unlock(&t->lock);
 }
 
-void tracking_flush_streamed(struct tracking_table *t, int inst, struct tracking_notes *notes)
+void tracking_feed_still_down(struct tracking_table *t, int inst, struct tracking_notes *notes)
 {
     pthread_mutex_lock(&t->lock);
-    flush_readers(t, inst_bit(inst), 0, 1, notes);
+    flush_readers(t, inst_bit(inst), 1, 1, notes);
     pthread_mutex_unlock(&t->lock);
 }
 

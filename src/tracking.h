@@ -211,9 +211,11 @@ void tracking_feed_back(struct tracking_table *t, int inst, struct tracking_note
  * flushes the clients that read near-cache keys of inst. */
 void tracking_stream_set(struct tracking_table *t, int inst, int vouched, int gap, struct tracking_notes *notes);
 
-/* A flush to the clients that read near-cache keys of inst since their last flush (the feed has
- * been down too long for the stream alone to vouch for them: trackfeed.c). */
-void tracking_flush_streamed(struct tracking_table *t, int inst, struct tracking_notes *notes);
+/* inst's feed has been down a while (trackfeed.c: every 5 s while it is): a flush to the clients
+ * that read keys of it since their last flush, near-cache ones included (the stream does not see
+ * expiry, eviction or writes without keygate), and to every BCAST client: what may have changed
+ * unseen stays cached for a bounded time. */
+void tracking_feed_still_down(struct tracking_table *t, int inst, struct tracking_notes *notes);
 
 /* tracking-table-max-keys and max-memory (0: none), at start and on a reload: keys past either go
  * now, their readers told (cause EVICT), as Redis's CONFIG SET does. mem_total (NULL: keep the

@@ -1143,6 +1143,36 @@ START_TEST(test_reload_lowers_table_max_keys)
 }
 END_TEST
 
+/* A feed kept down: what is read meanwhile (a plain key, a near-cache key) is vouched for by
+ * nobody against writes by others: within about 5 s the readers get the flush-all. */
+START_TEST(test_feed_still_down_flushes_within_5s)
+{
+    struct harness_raw t;
+    kg_open(&t, 1);
+    raw_send(&t, "CLIENT", "TRACKING", "ON", NULL);
+    expect_raw(&t, "+OK\r\n", "TRACKING ON");
+    durable_feeds_block(1);
+    wait_feeds(1);
+    long long t0 = now_ms();
+    raw_send(&t, "MGET", "q:tr16:a", "u:tr16:b", NULL);
+    expect_raw(&t, "*2\r\n_\r\n_\r\n", "MGET after the drop");
+    redisContext *c = harness_must_client(&h);
+    freeReplyObject(cmd(c, "AUTH root %s", ROOT_PASS));
+    long long flushes = harness_must_info_field(c, "tracking", "tracking_invalidations_flush"), now = flushes;
+    while ((now = harness_must_info_field(c, "tracking", "tracking_invalidations_flush")) == flushes &&
+           now_ms() < t0 + 8000)
+        sleep_ms(50);
+    ck_assert_msg(now > flushes, "no flush within 8 s of reads made while the feed is down");
+    expect_raw(&t, ">2\r\n$10\r\ninvalidate\r\n_\r\n", "the flush-all of a feed still down");
+    long long took = now_ms() - t0;
+    ck_assert_msg(took <= 6500, "the flush came %lld ms after the reads (the bound is 5 s)", took);
+    durable_feeds_block(0);
+    wait_feeds(2);
+    redisFree(c);
+    harness_raw_close(&t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tracking");
@@ -1174,5 +1204,6 @@ int main(void)
     TCase *tc4 = harness_tcase(s, "tracking_stream", 60, setup_stream, teardown);
     harness_add_test(tc4, test_stream_source_while_feed_down);
     harness_add_test(tc4, test_stream_gap_flushes_while_feed_down);
+    harness_add_test(tc4, test_feed_still_down_flushes_within_5s);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

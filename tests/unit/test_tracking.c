@@ -332,6 +332,17 @@ START_TEST(test_table_stream_source)
     remember_on0(2, "u:e", 1, &n);
     tracking_feed_lost(&t, 0, &n);
     ck_assert_uint_eq(count_kind(&n, 2, TRACKING_NOTE_FLUSH), 1);
+    tracking_notes_reset(&n);
+    /* the feed still down (every 5 s): whoever read since its last flush, plain or near-cache */
+    remember_on0(1, "q:b", 0, &n);
+    remember_on0(2, "u:f", 1, &n);
+    tracking_feed_still_down(&t, 0, &n);
+    ck_assert_uint_eq(n.n, 2);
+    ck_assert_uint_eq(count_kind(&n, 1, TRACKING_NOTE_FLUSH), 1);
+    ck_assert_uint_eq(count_kind(&n, 2, TRACKING_NOTE_FLUSH), 1);
+    tracking_notes_reset(&n);
+    tracking_feed_still_down(&t, 0, &n); /* nothing read since */
+    ck_assert_uint_eq(n.n, 0);
     tracking_notes_free(&n);
 }
 END_TEST
