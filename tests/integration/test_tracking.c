@@ -92,6 +92,8 @@ static void wait_streams(int n)
 
 static char setup_config[500]; /* the extra keygate.conf lines of the running setup */
 
+static void durable_feeds_block(int block);
+
 static void setup_threads(int threads)
 {
     char hash[65], hash2[65], *extra = setup_config;
@@ -103,6 +105,7 @@ static void setup_threads(int threads)
              hash, hash2, threads, setup_extra);
     struct harness_opts o = {.extra_config = extra, .registry_text = setup_registry};
     ck_assert_msg(harness_start(&h, &o) == 0, "harness_start: %s", h.error);
+    durable_feeds_block(0); /* a failed case of the stream tests may have left the feeds refused */
     oracle_start();
     wait_feeds(2);
 }
