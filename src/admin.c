@@ -336,12 +336,19 @@ static void admin_metrics(struct admin *a, struct evbuffer *out)
         "# TYPE keygate_tracking_keys gauge\nkeygate_tracking_keys %zu\n"
         "# HELP keygate_tracking_feeds_up instances whose tracking feed (Redis's BCAST tracking) is live\n"
         "# TYPE keygate_tracking_feeds_up gauge\nkeygate_tracking_feeds_up %d\n"
+        "# HELP keygate_tracking_streams_up instances whose near-cache stream vouches for their near-cache keys\n"
+        "# TYPE keygate_tracking_streams_up gauge\nkeygate_tracking_streams_up %d\n"
+        "# HELP keygate_tracking_memory_bytes bytes held for CLIENT TRACKING clients (counted in max-memory)\n"
+        "# TYPE keygate_tracking_memory_bytes gauge\nkeygate_tracking_memory_bytes %lld\n"
+        "# HELP keygate_memory_used_bytes bytes counted against max-memory (buffers and tracking)\n"
+        "# TYPE keygate_memory_used_bytes gauge\nkeygate_memory_used_bytes %lld\n"
         "# HELP keygate_tracking_invalidations_total invalidation messages sent, by cause\n"
         "# TYPE keygate_tracking_invalidations_total counter\n"
         "keygate_tracking_invalidations_total{cause=\"write\"} %llu\n"
         "keygate_tracking_invalidations_total{cause=\"evict\"} %llu\n"
         "keygate_tracking_invalidations_total{cause=\"flush\"} %llu\n",
-        ti.clients, ti.keys, ti.feeds_up, (unsigned long long)ti.sent[TRACKING_CAUSE_WRITE],
+        ti.clients, ti.keys, ti.feeds_up, ti.streams_up, (long long)ti.memory,
+        (long long)__atomic_load_n(&p->mem_used, __ATOMIC_RELAXED), (unsigned long long)ti.sent[TRACKING_CAUSE_WRITE],
         (unsigned long long)ti.sent[TRACKING_CAUSE_EVICT], (unsigned long long)ti.sent[TRACKING_CAUSE_FLUSH]);
     evbuffer_add_printf(out,
                         "# HELP keygate_uptime_seconds seconds since keygate started\n"

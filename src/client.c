@@ -93,6 +93,7 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
     c->fd = fd;
     c->pfd = -1;
     TAILQ_INSERT_TAIL(&w->clients, c, link);
+    idmap_put(&w->clients_by_id, c->id, c);
     tracking_client_add(&w->proxy->tracking, c->id, w->id); /* a REDIRECT may name it */
     if (tls) {
         /* TLS clients: libevent's OpenSSL bufferevent does the handshake and records */

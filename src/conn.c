@@ -96,6 +96,7 @@ void conn_close(struct client *c, const char *reason)
     if (c->wev) event_del(c->wev);
     if (c->pev) event_del(c->pev);
     TAILQ_REMOVE(&w->clients, c, link);
+    idmap_del(&w->clients_by_id, c->id);
     tracking_client_remove(&w->proxy->tracking, c->id);
     /* off every list of the loop but the one of clients to tear down */
     if (c->out_dirty) ptrvec_remove(&w->dirty_clients, c);

@@ -454,8 +454,11 @@ static void local_info_body(struct client *c, size_t argc, const char *const *ar
                             (unsigned long long)__atomic_load_n(&px->reloads, __ATOMIC_ACQUIRE));
     }
     if (section_wanted(argc, argv, argvlen, "clients")) {
-        evbuffer_add_printf(body, "# Clients\r\nconnected_clients:%d\r\nmaxclients:%d\r\n\r\n",
-                            __atomic_load_n(&px->clients_now, __ATOMIC_RELAXED), cfg->max_clients);
+        evbuffer_add_printf(body,
+                            "# Clients\r\nconnected_clients:%d\r\nmaxclients:%d\r\nmemory_used_bytes:%lld\r\n"
+                            "max_memory:%lld\r\n\r\n",
+                            __atomic_load_n(&px->clients_now, __ATOMIC_RELAXED), cfg->max_clients,
+                            (long long)__atomic_load_n(&px->mem_used, __ATOMIC_RELAXED), (long long)cfg->max_memory);
     }
     if (section_wanted(argc, argv, argvlen, "stats")) {
         struct stats sum;
@@ -503,11 +506,12 @@ static void local_info_body(struct client *c, size_t argc, const char *const *ar
         tracking_info(&px->tracking, &ti);
         evbuffer_add_printf(body,
                             "# Tracking\r\ntracking_clients:%d\r\ntracking_total_keys:%zu\r\n"
-                            "tracking_table_max_keys:%d\r\ntracking_feeds_up:%d\r\n"
+                            "tracking_table_max_keys:%d\r\ntracking_feeds_up:%d\r\ntracking_streams_up:%d\r\n"
+                            "tracking_memory_bytes:%lld\r\n"
                             "tracking_invalidations_write:%llu\r\ntracking_invalidations_evict:%llu\r\n"
                             "tracking_invalidations_flush:%llu\r\n\r\n",
-                            ti.clients, ti.keys, cfg->tracking_table_max_keys, ti.feeds_up,
-                            (unsigned long long)ti.sent[TRACKING_CAUSE_WRITE],
+                            ti.clients, ti.keys, cfg->tracking_table_max_keys, ti.feeds_up, ti.streams_up,
+                            (long long)ti.memory, (unsigned long long)ti.sent[TRACKING_CAUSE_WRITE],
                             (unsigned long long)ti.sent[TRACKING_CAUSE_EVICT],
                             (unsigned long long)ti.sent[TRACKING_CAUSE_FLUSH]);
     }

@@ -98,6 +98,7 @@ struct worker {
     struct backend_pool *pools;        /* BACKEND_NPOOLS of them: per instance and protocol (backend.h) */
     const struct backend_hooks *hooks; /* what backends report replies and failures to (the router) */
     struct client_list clients;
+    struct idmap clients_by_id;        /* the same clients by id (conn_close takes them out) */
     struct ptrvec woken;               /* clients to service at the next flush step (conn_wake) */
     struct ptrvec closing;             /* clients closed (conn_close), torn down at the next reap */
     struct backend_list dead_backends; /* closed dedicated connections, freed at the next reap */

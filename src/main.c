@@ -175,6 +175,7 @@ static void reload(struct daemon_state *d)
     for (int i = 0; i < d->proxy.nworkers; i++) worker_post(&d->proxy.workers[i], next, 0);
     sampler_update(d->sampler, next);
     nearcache_update(d->nearcache, next); /* what this process's writes announce now */
+    tracker_update(&d->proxy, next);      /* tracking-table-max-keys, max-memory: keys past them go now */
     log_event(LOG_INFO, "reload", NULL, "reloaded registry (%zu namespaces) and %zu users", next->registry->count,
               next->nusers);
 }
@@ -246,9 +247,11 @@ static int run(const char *path)
     }
     /* sentinel instances: their primaries are looked for before the workers need them */
     struct sentinelwatch *watch = rc == 0 ? sentinelwatch_start(d.cfg) : NULL;
-    /* the near cache's per-worker caches and inboxes go on the workers' bases before they run */
+    /* CLIENT TRACKING's table and inboxes go on the workers' bases before they run (and before
+     * the near cache's readers, which tell it of their streams) */
+    if (rc == 0) tracker_start(&d.proxy);
+    /* the near cache's per-worker caches and inboxes, likewise */
     struct nearcache *nearcache = d.nearcache = rc == 0 ? nearcache_start(d.cfg, &d.proxy) : NULL;
-    if (rc == 0) tracker_start(&d.proxy); /* CLIENT TRACKING's table and inboxes, likewise */
     struct trackfeed *trackfeed = rc == 0 ? trackfeed_start(d.cfg, &d.proxy) : NULL;
     d.base = event_base_new();
     struct admin *admin = NULL;

@@ -20,6 +20,7 @@
 #include "ncpolicy.h"
 #include "sentinelwatch.h"
 #include "syncconn.h"
+#include "tracker.h"
 
 /* ---- the process: namespaces followed, per-worker state, readers ---- */
 
@@ -51,6 +52,7 @@ struct nc_stream {
      * so a failover stops every hit at once, before the reader notices */
     int sentinel;
     uint64_t watch_gen;
+    int tracker_told; /* reader only: what CLIENT TRACKING was last told (nc_tell_tracker), -1: nothing */
 };
 
 /* How long one caught-up read vouches for an instance's entries (monotonic ms from its send):
@@ -922,6 +924,29 @@ static int nc_writers_read(struct nearcache *nc, struct syncconn *conn, const st
     return 0;
 }
 
+/* CLIENT TRACKING's stream source (tracker.h): whether this reader vouches for every namespace
+ * of its instance, told on a change, and every gap (reader thread). */
+static void nc_tell_tracker(struct nearcache *nc, struct nc_stream *st, int vouched, int gap)
+{
+    if (!gap && st->tracker_told == vouched) return;
+    tracker_stream_state(nc->proxy, st->instance, vouched, gap);
+    st->tracker_told = vouched;
+}
+
+/* The keys of a batch's ENTRY and EVICT messages to CLIENT TRACKING, as the stream's
+ * invalidations (reader thread): those no blocking read told before (`lagged`). */
+static void nc_tell_keys(struct nearcache *nc, const struct nc_stream *st, const struct nc_msg *m, size_t n)
+{
+    const char **keys = xmalloc((n ? n : 1) * sizeof(*keys));
+    size_t *lens = xmalloc((n ? n : 1) * sizeof(*lens)), k = 0;
+    for (size_t i = 0; i < n; i++)
+        if ((m[i].kind == NC_MSG_ENTRY || m[i].kind == NC_MSG_EVICT) && m[i].key_len && m[i].lagged)
+            keys[k] = m[i].key, lens[k++] = m[i].key_len;
+    if (k) tracker_stream_keys(nc->proxy, st->instance, keys, lens, k);
+    free(keys);
+    free(lens);
+}
+
 /* Log a gap of stream st (why): its instance's namespaces are flushed. */
 static void nc_log_gap(const struct nearcache *nc, const struct nc_stream *st, int si, const char *why)
 {
@@ -1031,6 +1056,9 @@ static int nc_read_once(struct nearcache *nc, struct syncconn *conn, struct nc_s
                                      .cause = v == NC_STREAM_RESET ? NC_EVICT_RESET : NC_EVICT_GAP,
                                      .target = (uint32_t)si});
     nc_post(nc, batch, nb); /* copies the keys: the reply is freed below */
+    nc_tell_keys(nc, st, batch, nb);
+    if (v == NC_STREAM_GAP || v == NC_STREAM_BROKEN)
+        nc_tell_tracker(nc, st, v == NC_STREAM_GAP && st->tracker_told == 1, 1);
     free(batch);
     freeReplyObject(r);
     if (more) *vouch = 0;
@@ -1042,6 +1070,7 @@ static void nc_down(struct nearcache *nc, struct nc_stream *st, const size_t *id
 {
     struct nc_msg m[NC_READER_MAX];
     size_t k = 0;
+    nc_tell_tracker(nc, st, 0, 0);
     __atomic_store_n(&st->vouched_until_ms, 0, __ATOMIC_RELEASE);
     for (size_t i = 0; i < n; i++) {
         if (serving[i]) m[k++] = (struct nc_msg){.kind = NC_MSG_DOWN, .target = (uint32_t)idx[i]};
@@ -1254,6 +1283,9 @@ static void *nc_reader_main(void *arg)
             nc_serve(nc, idx, n, serving, covered);
             /* after the posts (release): a worker that sees the vouch sees the messages */
             __atomic_store_n(&st->vouched_until_ms, sent + NC_VOUCH_MS, __ATOMIC_RELEASE);
+            int all = 1;
+            for (size_t k = 0; k < n; k++) all &= covered[k];
+            nc_tell_tracker(nc, st, all, 0);
         }
         int64_t now = clock_mono_ms();
         if (now >= next_marker) {
@@ -1286,6 +1318,7 @@ static void *nc_reader_main(void *arg)
                                        .key = fv->element[f + 1]->str,
                                        .key_len = fv->element[f + 1]->len};
                     nc_post(nc, &m, 1);
+                    nc_tell_keys(nc, st, &m, 1);
                 }
             if (nccore_id_cmp(id, st->blocked) > 0) st->blocked = id;
         }
@@ -1417,6 +1450,7 @@ struct nearcache *nearcache_start(const struct config *cfg, struct proxy *p)
         rd->stream = k;
         config_instance_copy(&rd->conf, &cfg->instances[nc->streams[k].instance]);
         nc->streams[k].sentinel = rd->conf.sentinel;
+        nc->streams[k].tracker_told = -1;
     }
     for (int k = 0; k < nc->nreaders; k++) { /* every reader's conf is set: nc_reader_slots names them */
         struct nc_reader *rd = &nc->readers[k];

@@ -35,13 +35,10 @@ static struct tracking_table *table_of(struct worker *w)
     return &w->proxy->tracking;
 }
 
-/* The client of w whose id is id, or NULL (a linear walk: messages are rare next to requests). */
+/* The client of w whose id is id, or NULL (the worker's map: O(1) with thousands of clients). */
 static struct client *client_by_id(struct worker *w, uint64_t id)
 {
-    struct client *c;
-    TAILQ_FOREACH(c, &w->clients, link)
-        if (c->id == id) return c;
-    return NULL;
+    return idmap_get(&w->clients_by_id, id);
 }
 
 /* Give c the message bytes after the replies queued before it (at once when none is): a read's
@@ -106,7 +103,11 @@ static void inbox_cb(evutil_socket_t fd, short what, void *arg)
 
 void tracker_start(struct proxy *p)
 {
-    tracking_init(&p->tracking, (size_t)p->workers[0].cfg->tracking_table_max_keys);
+    const struct config *cfg = p->workers[0].cfg;
+    tracking_init(&p->tracking, (size_t)cfg->tracking_table_max_keys);
+    struct tracking_notes none = {0}; /* an empty table evicts nothing */
+    tracking_set_limits(&p->tracking, (size_t)cfg->tracking_table_max_keys, &p->mem_used, cfg->max_memory, &none);
+    tracking_notes_free(&none);
     for (int k = 0; k < p->nworkers; k++) {
         struct worker *w = &p->workers[k];
         struct tracker_inbox *ib = xcalloc(1, sizeof(*ib));
@@ -162,6 +163,34 @@ void tracker_post(struct proxy *p, struct tracking_notes *notes)
         if (n->worker >= 0 && n->worker < p->nworkers) inbox_post(p->workers[n->worker].tracker, n);
     }
     tracking_notes_reset(notes);
+}
+
+void tracker_update(struct proxy *p, const struct config *cfg)
+{
+    struct tracking_notes notes = {0};
+    tracking_set_limits(&p->tracking, (size_t)cfg->tracking_table_max_keys, NULL, cfg->max_memory, &notes);
+    tracker_post(p, &notes);
+    tracking_notes_free(&notes);
+}
+
+void tracker_stream_keys(struct proxy *p, int inst, const char *const *keys, const size_t *lens, size_t n)
+{
+    if (n == 0 || inst < 0 || inst >= 32 || !tracking_active(&p->tracking)) return;
+    uint8_t *insts = xmalloc(n);
+    memset(insts, inst, n);
+    struct tracking_notes notes = {0};
+    tracking_invalidate(&p->tracking, 0, keys, lens, insts, n, 0, &notes);
+    tracker_post(p, &notes);
+    tracking_notes_free(&notes);
+    free(insts);
+}
+
+void tracker_stream_state(struct proxy *p, int inst, int vouched, int gap)
+{
+    struct tracking_notes notes = {0};
+    tracking_stream_set(&p->tracking, inst, vouched, gap, &notes);
+    tracker_post(p, &notes);
+    tracking_notes_free(&notes);
 }
 
 void tracker_send(struct worker *w, struct tracking_notes *notes)
@@ -223,11 +252,20 @@ static void keys_append(struct bytebuf *b, const char *key, size_t len, uint8_t 
     bytebuf_add(b, key, len);
 }
 
-/* The instance of a key (its namespace's, or the default line's); 255 when none. */
-static uint8_t key_instance(const struct worker *w, const char *key, size_t len)
+/* The instance of a key (its namespace's, or the default line's); 255 when none. *streamed
+ * (when not NULL): the instance again when the namespace is a near-cache one (its stream names
+ * the writes through keygates), else 255. */
+static uint8_t key_instance_nc(const struct worker *w, const char *key, size_t len, uint8_t *streamed)
 {
     const struct namespace_entry *ns = registry_resolve(w->cfg->registry, NS_KEY, key, len);
-    return ns && ns->instance >= 0 && ns->instance < 255 ? (uint8_t)ns->instance : 255;
+    uint8_t inst = ns && ns->instance >= 0 && ns->instance < 255 ? (uint8_t)ns->instance : 255;
+    if (streamed) *streamed = ns && ns->near_cache_ms > 0 ? inst : 255;
+    return inst;
+}
+
+static uint8_t key_instance(const struct worker *w, const char *key, size_t len)
+{
+    return key_instance_nc(w, key, len, NULL);
 }
 
 void tracker_command(struct client *c, struct request *req, const struct plan *plan, const struct command_def *cmd,
@@ -249,18 +287,20 @@ void tracker_command(struct client *c, struct request *req, const struct plan *p
     if (n > 0 && reads) {
         const char **keys = xmalloc((size_t)n * sizeof(*keys));
         size_t *lens = xmalloc((size_t)n * sizeof(*lens));
+        uint8_t *streamed = xmalloc((size_t)n);
         uint32_t instances = 0;
         for (int i = 0; i < n; i++) {
             keys[i] = argv[idx[i]], lens[i] = argvlen[idx[i]];
-            uint8_t inst = key_instance(w, keys[i], lens[i]);
-            instances |= inst < 32 ? 1u << inst : 0;
+            uint8_t inst = key_instance_nc(w, keys[i], lens[i], &streamed[i]);
+            instances |= inst < 32 && streamed[i] == 255 ? 1u << inst : 0;
         }
         struct tracking_notes notes = {0};
-        tracking_remember(table_of(w), c->id, keys, lens, (size_t)n, instances, &notes);
+        tracking_remember(table_of(w), c->id, keys, lens, (size_t)n, instances, streamed, &notes);
         tracker_send(w, &notes);
         tracking_notes_free(&notes);
         free(keys);
         free(lens);
+        free(streamed);
     }
     if (n > 0 && writes && (c->tracking_flags & TRACKING_NOLOOP) && !(c->tracking_flags & TRACKING_BCAST)) {
         const char **keys = xmalloc((size_t)n * sizeof(*keys));

@@ -8,6 +8,7 @@
 #include "tracking.h"
 
 struct client;
+struct config;
 struct request;
 struct proxy;
 struct worker;
@@ -49,6 +50,18 @@ void tracker_write_replied(struct request *req);
 
 /* Hand notes to their receivers through their workers' inboxes, from any thread; emptied. */
 void tracker_post(struct proxy *p, struct tracking_notes *notes);
+
+/* The near cache's stream source (its reader threads, nearcache.c): a stream entry of instance
+ * inst named keys[0..n) (a write through some keygate): they are invalidated as a write is. */
+void tracker_stream_keys(struct proxy *p, int inst, const char *const *keys, const size_t *lens, size_t n);
+
+/* inst's stream reader vouches for all its namespaces (1) or not (0); gap: entries it had not
+ * read were lost (tracking_stream_set). */
+void tracker_stream_state(struct proxy *p, int inst, int vouched, int gap);
+
+/* A reload's config (main thread): tracking-table-max-keys and max-memory applied now, the keys
+ * past them invalidated (tracking_set_limits). */
+void tracker_update(struct proxy *p, const struct config *cfg);
 
 /* Hand notes to their receivers (this worker's now, others' through their inboxes); emptied. */
 void tracker_send(struct worker *w, struct tracking_notes *notes);

@@ -18,6 +18,10 @@
 #define FEED_RETRY_MS 200      /* the first retry of a feed refused while the instance is up ... */
 #define FEED_RETRY_MAX_MS 2000 /* ... doubling to this */
 #define FEED_PINGS_MAX 3       /* unanswered PINGs on sub: the connection is gone */
+/* While a feed is down, what its clients read is vouched for by nobody (but writes through
+ * keygates: this one's, and the near-cache stream's): the clients that read keys of the instance
+ * are flushed this often until it is back (README "Client-side caching"). */
+#define FEED_STREAM_GRACE_MS 5000
 
 struct feed {
     struct trackfeed *owner;
@@ -26,6 +30,7 @@ struct feed {
     int64_t connect_timeout_ms;
     pthread_t thread;
     int started;
+    int64_t grace_at; /* while down: when the near-cache keys read are flushed next (feed_grace) */
 };
 
 struct trackfeed {
@@ -48,14 +53,38 @@ static int stopping(const struct feed *fd)
     return __atomic_load_n(&fd->owner->stopping, __ATOMIC_ACQUIRE);
 }
 
-/* Flush what the instance's tracking clients read: keygate cannot vouch for it. */
-static void feed_flush(struct feed *fd)
+/* A change of what keygate vouches for on the instance (tracking.h: tracking_feed_lost, ...):
+ * its invalidations handed to their receivers. */
+static void feed_notes(struct feed *fd, void (*change)(struct tracking_table *, int, struct tracking_notes *))
 {
     struct proxy *p = fd->owner->proxy;
     struct tracking_notes notes = {0};
-    tracking_flush_instance(&p->tracking, fd->instance, &notes);
+    change(&p->tracking, fd->instance, &notes);
     tracker_post(p, &notes);
     tracking_notes_free(&notes);
+}
+
+/* The feed is up: what was read before is flushed or invalidated (tracking_feed_back). */
+static void feed_up(struct feed *fd)
+{
+    feed_notes(fd, tracking_feed_back);
+}
+
+/* The feed is down: what it can no longer vouch for is flushed, and what is read meanwhile every
+ * FEED_STREAM_GRACE_MS until it is back (feed_grace). */
+static void feed_down(struct feed *fd)
+{
+    feed_notes(fd, tracking_feed_lost);
+    fd->grace_at = mono_ms() + FEED_STREAM_GRACE_MS;
+}
+
+/* The feed is down (between sessions): what was read since the last flush has gone unvouched
+ * long enough. */
+static void feed_grace(struct feed *fd)
+{
+    if (mono_ms() < fd->grace_at) return;
+    feed_notes(fd, tracking_feed_still_down);
+    fd->grace_at = mono_ms() + FEED_STREAM_GRACE_MS;
 }
 
 /* A push on the feed: its keys to the table (default-mode readers, BCAST clients), or a flush. */
@@ -67,7 +96,7 @@ static void feed_push(struct feed *fd, const char *frame, size_t len)
     size_t n = 0;
     int kind = tracking_parse_push(frame, len, keys, lens, &n);
     if (kind == 2) {
-        feed_flush(fd); /* FLUSHALL / FLUSHDB on the instance */
+        feed_notes(fd, tracking_flush_instance); /* FLUSHALL / FLUSHDB on the instance */
     } else if (kind == 1 && n > 0) {
         struct tracking_notes notes = {0};
         tracking_invalidate(&p->tracking, 0, keys, lens, NULL, n, 1, &notes);
@@ -101,12 +130,10 @@ static int feed_command(struct syncconn *c, int argc, const char **argv, const c
  * changes, sentinelwatch's generation moving from `gen`). */
 static void feed_session(struct feed *fd, struct syncconn *c, uint64_t gen)
 {
-    struct tracking_table *t = &fd->owner->proxy->tracking;
     int pings = 0;
     int64_t next_ping = mono_ms() + FEED_PING_MS;
     const char *why = NULL;
-    tracking_feed_set(t, fd->instance, 1);
-    feed_flush(fd); /* reads made before it was up: writes of the gap are unknown */
+    feed_up(fd); /* reads made before it was up: writes of the gap are unknown */
     while (!stopping(fd)) {
         if (fd->conf.sentinel && sentinelwatch_generation(fd->instance) != gen) {
             why = "the instance has a new primary";
@@ -140,14 +167,14 @@ static void feed_session(struct feed *fd, struct syncconn *c, uint64_t gen)
     if (!stopping(fd))
         log_event(LOG_WARN, "tracking_feed_lost", NULL, "tracking feed of '%s' lost: %s", fd->conf.name,
                   why ? why : syncconn_error(c));
-    tracking_feed_set(t, fd->instance, 0);
-    feed_flush(fd); /* what was read of it may change unseen from now on */
+    feed_down(fd); /* what was read of it may change unseen from now on */
 }
 
-/* Sleep ms unless keygate stops meanwhile. */
+/* Sleep ms unless keygate stops meanwhile (the feed is down: feed_grace meanwhile). */
 static void feed_sleep(struct feed *fd, int ms)
 {
     for (int slept = 0; slept < ms && !stopping(fd); slept += 20) {
+        feed_grace(fd);
         struct timespec ts = {0, 20 * 1000000};
         nanosleep(&ts, NULL);
     }
@@ -197,7 +224,6 @@ static int same_nodes(const struct slotmap_node *a, int na, const struct slotmap
  * keygate stops. 1 when it served (a session ran), 0 when it could not start (err says why). */
 static int feed_cluster(struct feed *fd, char *err, size_t errlen)
 {
-    struct tracking_table *t = &fd->owner->proxy->tracking;
     int timeout = (int)fd->connect_timeout_ms;
     struct slotmap_node nodes[FEED_NODES_MAX];
     int n = syncconn_primaries(&fd->conf, timeout, fd->owner->stop, nodes, FEED_NODES_MAX, err, errlen);
@@ -210,8 +236,7 @@ static int feed_cluster(struct feed *fd, char *err, size_t errlen)
     }
     if (ok) {
         log_event(LOG_INFO, "tracking_feed", NULL, "tracking feed of '%s' up (%d primaries)", fd->conf.name, n);
-        tracking_feed_set(t, fd->instance, 1);
-        feed_flush(fd); /* reads made before it was up: writes of the gap are unknown */
+        feed_up(fd); /* reads made before it was up: writes of the gap are unknown */
         const char *why = NULL;
         int pings[FEED_NODES_MAX] = {0};
         int64_t next_ping = mono_ms() + FEED_PING_MS, next_check = mono_ms() + FEED_TOPOLOGY_MS;
@@ -262,8 +287,7 @@ static int feed_cluster(struct feed *fd, char *err, size_t errlen)
         if (!stopping(fd))
             log_event(LOG_WARN, "tracking_feed_lost", NULL, "tracking feed of '%s' lost: %s", fd->conf.name,
                       why ? why : "stopped");
-        tracking_feed_set(t, fd->instance, 0);
-        feed_flush(fd); /* what was read of it may change unseen from now on */
+        feed_down(fd); /* what was read of it may change unseen from now on */
     }
     for (int i = 0; i < n; i++)
         if (c[i]) syncconn_close(c[i]);
@@ -275,7 +299,9 @@ static void *feed_main(void *arg)
     struct feed *fd = arg;
     char err[300];
     int logged = 0, retry_ms = FEED_RETRY_MS;
+    fd->grace_at = mono_ms() + FEED_STREAM_GRACE_MS;
     while (!stopping(fd)) {
+        feed_grace(fd);
         feed_wait_instance(fd);
         if (stopping(fd)) break;
         if (fd->conf.cluster) {

@@ -13,9 +13,12 @@ struct trackfeed;
  * HELLO 3, CLIENT TRACKING ON BCAST (every key), read raw (syncconn_read_raw: hiredis here
  * reads no RESP3). Every invalidate push is handed to the table (tracking_invalidate
  * from_feed): the default-mode keys (one-shot) and the BCAST clients. It is PINGed every
- * second; when it fails (or 3 PINGs go unanswered), or the instance is flushed (a null push),
- * keygate cannot vouch for what its clients read of the instance: they get Redis's flush-all
- * (tracking_flush_instance), again once the feed is back (writes of the gap). It connects
+ * second; when it fails (or 3 PINGs go unanswered) keygate can vouch only for what the near
+ * cache's stream covers (tracking_feed_lost); once the feed is back, what was read meanwhile is
+ * flushed or invalidated (tracking_feed_back); while it is down, the clients that read keys of it
+ * are flushed every 5 s (tracking_feed_still_down: the stream does not see expiry, eviction or
+ * writes without keygate, and nothing sees other keys' writes by others). A null
+ * push (the instance flushed): a flush (tracking_flush_instance). It connects
  * only while keygate's own connections to the instance are up (backend_pool_status), retrying a
  * refused start after 200 ms doubling to 2 s. No subscription: PUBSUB CHANNELS / NUMSUB / NUMPAT do not see it.
  */

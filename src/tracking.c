@@ -11,7 +11,11 @@ struct tracking_client {
     struct tracking_client *next; /* in its bucket */
     uint64_t id;
     int worker;
-    uint32_t instances; /* instances it read keys of since its last flush (BCAST: all) */
+    uint32_t instances;    /* instances it read keys of since its last flush, outside near-cache
+                              namespaces (BCAST: all) */
+    uint32_t nc_instances; /* instances it read near-cache keys of since its last flush (their
+                              stream tells their writes too) */
+    uint64_t flushed;      /* the table's flush_seq when it was last flushed */
     struct tracking_state st;
 };
 
@@ -21,6 +25,7 @@ struct tracking_key {
     uint64_t *ids; /* the clients that read it since its last invalidation */
     size_t nids, cap;
     size_t len;
+    uint8_t nc_inst; /* the instance whose near-cache stream names its writes; 255: none */
     char key[];
 };
 
@@ -319,6 +324,27 @@ static uint64_t hash_bytes(const char *s, size_t len)
     return h;
 }
 
+/* The table holds delta bytes more for its tracking clients (the keys they read, their readers'
+ * ids, BCAST prefixes; not the entry every connection has), under the lock; the process's
+ * max-memory total follows. */
+static void mem_change(struct tracking_table *t, int64_t delta)
+{
+    t->mem += delta;
+    if (t->mem_total) __atomic_add_fetch(t->mem_total, delta, __ATOMIC_RELAXED);
+}
+
+static int64_t key_bytes(const struct tracking_key *k)
+{
+    return (int64_t)(sizeof(*k) + k->len + 1 + k->cap * sizeof(*k->ids));
+}
+
+static int64_t state_bytes(const struct tracking_state *st)
+{
+    int64_t n = 0;
+    for (size_t i = 0; i < st->nprefixes; i++) n += (int64_t)st->prefix_len[i] + 1;
+    return n;
+}
+
 void tracking_init(struct tracking_table *t, size_t max_keys)
 {
     memset(t, 0, sizeof(*t));
@@ -330,8 +356,9 @@ void tracking_init(struct tracking_table *t, size_t max_keys)
     t->max_keys = max_keys;
 }
 
-static void key_free(struct tracking_key *k)
+static void key_free(struct tracking_table *t, struct tracking_key *k)
 {
+    mem_change(t, -key_bytes(k));
     free(k->ids);
     free(k);
 }
@@ -342,6 +369,7 @@ void tracking_free(struct tracking_table *t)
         while (t->clients[i]) {
             struct tracking_client *c = t->clients[i];
             t->clients[i] = c->next;
+            mem_change(t, -state_bytes(&c->st));
             tracking_state_clear(&c->st);
             free(c);
         }
@@ -350,7 +378,7 @@ void tracking_free(struct tracking_table *t)
         while (t->keys[i]) {
             struct tracking_key *k = t->keys[i];
             t->keys[i] = k->next;
-            key_free(k);
+            key_free(t, k);
         }
     }
     free(t->clients);
@@ -392,6 +420,7 @@ static void client_untrack(struct tracking_table *t, struct tracking_client *c)
 {
     if (c->st.flags & TRACKING_ON) __atomic_sub_fetch(&t->tracking_clients, 1, __ATOMIC_RELAXED);
     if (c->st.flags & TRACKING_BCAST) ptrvec_remove(&t->bcast, c);
+    mem_change(t, -state_bytes(&c->st));
     tracking_state_clear(&c->st);
 }
 
@@ -431,7 +460,9 @@ int tracking_command(struct tracking_table *t, uint64_t id, size_t argc, const c
         if (!rq.on) {
             client_untrack(t, c);
         } else {
+            int64_t had = state_bytes(&c->st);
             tracking_apply(&c->st, &rq);
+            mem_change(t, state_bytes(&c->st) - had);
             if (!(before & TRACKING_ON)) __atomic_add_fetch(&t->tracking_clients, 1, __ATOMIC_RELAXED);
             if ((c->st.flags & TRACKING_BCAST) && !(before & TRACKING_BCAST)) ptrvec_push(&t->bcast, c);
             if (c->st.flags & TRACKING_BCAST) c->instances = UINT32_MAX;
@@ -531,11 +562,32 @@ static void key_invalidate(struct tracking_table *t, struct tracking_key **slot,
     }
     *slot = k->next;
     t->nkeys--;
-    key_free(k);
+    key_free(t, k);
+}
+
+/* Over tracking-table-max-keys, or the process over max-memory: keys go (their readers told),
+ * as Redis's trackingLimitUsedSlots (it picks them at random; keygate walks the buckets from
+ * where it stopped last). Under the lock. */
+static int over_limits(const struct tracking_table *t)
+{
+    if (t->max_keys && t->nkeys > t->max_keys) return 1;
+    return t->mem_limit > 0 && t->mem_total && t->nkeys > 0 &&
+           __atomic_load_n(t->mem_total, __ATOMIC_RELAXED) > t->mem_limit;
+}
+
+static void evict_to_limits(struct tracking_table *t, struct tracking_notes *notes)
+{
+    while (over_limits(t)) {
+        size_t b = t->evict_cursor & (t->nkey_buckets - 1);
+        if (t->keys[b])
+            key_invalidate(t, &t->keys[b], 0, TRACKING_CAUSE_EVICT, notes);
+        else
+            t->evict_cursor++;
+    }
 }
 
 void tracking_remember(struct tracking_table *t, uint64_t id, const char *const *keys, const size_t *lens, size_t n,
-                       uint32_t instances, struct tracking_notes *notes)
+                       uint32_t instances, const uint8_t *streamed, struct tracking_notes *notes)
 {
     pthread_mutex_lock(&t->lock);
     struct tracking_client *reader = client_find(t, id);
@@ -543,6 +595,8 @@ void tracking_remember(struct tracking_table *t, uint64_t id, const char *const 
     for (size_t i = 0; i < n; i++) {
         uint64_t h = hash_bytes(keys[i], lens[i]);
         struct tracking_key **slot = key_slot(t, keys[i], lens[i], h), *k = *slot;
+        uint8_t nc = streamed && streamed[i] < 32 ? streamed[i] : 255;
+        if (reader && nc < 32) reader->nc_instances |= 1u << nc;
         if (!k) {
             k = xcalloc(1, sizeof(*k) + lens[i] + 1);
             k->hash = h;
@@ -551,26 +605,22 @@ void tracking_remember(struct tracking_table *t, uint64_t id, const char *const 
             k->next = t->keys[h & (t->nkey_buckets - 1)];
             t->keys[h & (t->nkey_buckets - 1)] = k;
             t->nkeys++;
+            mem_change(t, key_bytes(k));
         }
+        k->nc_inst = nc;
         size_t j = 0;
         while (j < k->nids && k->ids[j] != id) j++;
         if (j == k->nids) {
             if (k->nids == k->cap) {
-                k->cap = k->cap ? k->cap * 2 : 2;
+                size_t cap = k->cap ? k->cap * 2 : 2;
+                mem_change(t, (int64_t)((cap - k->cap) * sizeof(*k->ids)));
+                k->cap = cap;
                 k->ids = xrealloc(k->ids, k->cap * sizeof(*k->ids));
             }
             k->ids[k->nids++] = id;
         }
     }
-    /* past tracking-table-max-keys: keys go, their readers told, as Redis's trackingLimitUsedSlots
-     * (it picks them at random; keygate walks the buckets from where it stopped last) */
-    while (t->max_keys && t->nkeys > t->max_keys) {
-        size_t b = t->evict_cursor & (t->nkey_buckets - 1);
-        if (t->keys[b])
-            key_invalidate(t, &t->keys[b], 0, TRACKING_CAUSE_EVICT, notes);
-        else
-            t->evict_cursor++;
-    }
+    evict_to_limits(t, notes);
     if (t->nkeys > t->nkey_buckets * 2) keys_grow(t);
     pthread_mutex_unlock(&t->lock);
 }
@@ -612,29 +662,110 @@ void tracking_forget(struct tracking_table *t, uint64_t id, const char *const *k
     pthread_mutex_unlock(&t->lock);
 }
 
-void tracking_feed_set(struct tracking_table *t, int inst, int up)
+/* Under the lock: a flush (cause FLUSH) to every tracking client that read keys of instance
+ * `bit` outside near-cache namespaces (plain) or inside them (streamed) since its last flush;
+ * those bits go (a BCAST client's plain bits stay: it hears every write). */
+static void flush_readers(struct tracking_table *t, uint32_t bit, int plain, int streamed, struct tracking_notes *notes)
 {
-    if (inst < 0 || inst >= 32) return;
-    pthread_mutex_lock(&t->lock);
-    if (up)
-        t->feed_up |= 1u << inst;
-    else
-        t->feed_up &= ~(1u << inst);
-    pthread_mutex_unlock(&t->lock);
-}
-
-void tracking_flush_instance(struct tracking_table *t, int inst, struct tracking_notes *notes)
-{
-    uint32_t bit = inst >= 0 && inst < 32 ? 1u << inst : UINT32_MAX;
-    pthread_mutex_lock(&t->lock);
+    t->flush_seq++;
     for (size_t b = 0; b < t->nclient_buckets; b++) {
         for (struct tracking_client *c = t->clients[b]; c; c = c->next) {
-            if (!(c->st.flags & TRACKING_ON) || !(c->instances & bit)) continue;
+            if (!(c->st.flags & TRACKING_ON)) continue;
+            if (!((plain && (c->instances & bit)) || (streamed && (c->nc_instances & bit)))) continue;
             if (!(c->st.flags & TRACKING_BCAST)) c->instances &= ~bit;
+            c->nc_instances &= ~bit;
+            c->flushed = t->flush_seq;
             note_for(t, c, NULL, 0, notes);
             __atomic_add_fetch(&t->sent[TRACKING_CAUSE_FLUSH], 1, __ATOMIC_RELAXED);
         }
     }
+}
+
+static uint32_t inst_bit(int inst)
+{
+    return inst >= 0 && inst < 32 ? 1u << inst : UINT32_MAX;
+}
+
+void tracking_flush_instance(struct tracking_table *t, int inst, struct tracking_notes *notes)
+{
+    pthread_mutex_lock(&t->lock);
+    flush_readers(t, inst_bit(inst), 1, 1, notes);
+    pthread_mutex_unlock(&t->lock);
+}
+
+void tracking_feed_lost(struct tracking_table *t, int inst, struct tracking_notes *notes)
+{
+    uint32_t bit = inst_bit(inst);
+    pthread_mutex_lock(&t->lock);
+    t->feed_up &= ~bit;
+    flush_readers(t, bit, 1, !(t->stream_up & bit), notes);
+    pthread_mutex_unlock(&t->lock);
+}
+
+void tracking_feed_back(struct tracking_table *t, int inst, struct tracking_notes *notes)
+{
+    uint32_t bit = inst_bit(inst);
+    pthread_mutex_lock(&t->lock);
+    t->feed_up |= bit;
+    flush_readers(t, bit, 1, 0, notes);
+    uint64_t seq = t->flush_seq; /* the clients just flushed need no key of it */
+    int streamed = 0;            /* a client read near-cache keys of it since its last flush */
+    for (size_t b = 0; b < t->nclient_buckets && !streamed; b++)
+        for (struct tracking_client *c = t->clients[b]; c && !streamed; c = c->next)
+            streamed = (c->nc_instances & bit) != 0;
+    for (size_t b = 0; streamed && b < t->nkey_buckets; b++) {
+        struct tracking_key **slot = &t->keys[b];
+        while (*slot) {
+            struct tracking_key *k = *slot;
+            if (k->nc_inst >= 32 || !(bit & (1u << k->nc_inst))) {
+                slot = &k->next;
+                continue;
+            }
+            for (size_t i = 0; i < k->nids; i++) {
+                struct tracking_client *c = client_find(t, k->ids[i]);
+                if (!c || !(c->st.flags & TRACKING_ON) || (c->st.flags & TRACKING_BCAST) || c->flushed == seq) continue;
+                note_for(t, c, k->key, k->len, notes);
+                __atomic_add_fetch(&t->sent[TRACKING_CAUSE_FLUSH], 1, __ATOMIC_RELAXED);
+            }
+            *slot = k->next;
+            t->nkeys--;
+            key_free(t, k);
+        }
+    }
+    for (size_t b = 0; b < t->nclient_buckets; b++)
+        for (struct tracking_client *c = t->clients[b]; c; c = c->next) c->nc_instances &= ~bit;
+    pthread_mutex_unlock(&t->lock);
+}
+
+void tracking_stream_set(struct tracking_table *t, int inst, int vouched, int gap, struct tracking_notes *notes)
+{
+    uint32_t bit = inst_bit(inst);
+    pthread_mutex_lock(&t->lock);
+    int was = (t->stream_up & bit) != 0;
+    if (vouched)
+        t->stream_up |= bit;
+    else
+        t->stream_up &= ~bit;
+    if (!(t->feed_up & bit) && (gap || (was && !vouched))) flush_readers(t, bit, 0, 1, notes);
+    pthread_mutex_unlock(&t->lock);
+}
+
+void tracking_feed_still_down(struct tracking_table *t, int inst, struct tracking_notes *notes)
+{
+    pthread_mutex_lock(&t->lock);
+    flush_readers(t, inst_bit(inst), 1, 1, notes);
+    pthread_mutex_unlock(&t->lock);
+}
+
+void tracking_set_limits(struct tracking_table *t, size_t max_keys, int64_t *mem_total, int64_t mem_limit,
+                         struct tracking_notes *notes)
+{
+    pthread_mutex_lock(&t->lock);
+    if (mem_total && !t->mem_total) __atomic_add_fetch(mem_total, t->mem, __ATOMIC_RELAXED);
+    if (mem_total) t->mem_total = mem_total;
+    t->max_keys = max_keys;
+    t->mem_limit = mem_limit;
+    evict_to_limits(t, notes);
     pthread_mutex_unlock(&t->lock);
 }
 
@@ -657,6 +788,8 @@ void tracking_info(struct tracking_table *t, struct tracking_info *out)
     out->clients = __atomic_load_n(&t->tracking_clients, __ATOMIC_RELAXED);
     out->keys = t->nkeys;
     out->feeds_up = __builtin_popcount(t->feed_up);
+    out->streams_up = __builtin_popcount(t->stream_up);
+    out->memory = t->mem;
     for (int i = 0; i < TRACKING_CAUSES; i++) out->sent[i] = __atomic_load_n(&t->sent[i], __ATOMIC_RELAXED);
     pthread_mutex_unlock(&t->lock);
 }

@@ -128,6 +128,11 @@ struct tracking_table {
     size_t max_keys;                /* tracking-table-max-keys (0: no bound) */
     int tracking_clients;           /* atomic: clients with tracking on */
     uint32_t feed_up;               /* a bit per instance whose feed is live (under lock) */
+    uint32_t stream_up;             /* a bit per instance whose near-cache stream reader vouches (under lock) */
+    uint64_t flush_seq;             /* flushes sent so far (under lock) */
+    int64_t mem;                    /* bytes held for the clients: their entries, prefixes, keys read (under lock) */
+    int64_t *mem_total;             /* the process's max-memory total, mem included (NULL: not counted) */
+    int64_t mem_limit;              /* max-memory (0: none): past it keys go, as past max_keys */
     uint64_t sent[TRACKING_CAUSES]; /* atomic: invalidation messages handed to workers */
 };
 
@@ -158,10 +163,12 @@ int tracking_command(struct tracking_table *t, uint64_t id, size_t argc, const c
 /* A copy of client id's state (for TRACKINGINFO and GETREDIR; free with tracking_state_clear). */
 void tracking_state_get(struct tracking_table *t, uint64_t id, struct tracking_state *out);
 
-/* Client id read keys[0..n) of instances `instances` (a bit per instance index): remembered
- * for it. Keys pushed out past max-keys add their invalidations (cause EVICT) to notes. */
+/* Client id read keys[0..n): remembered for it. `instances` has a bit per instance it read a key
+ * of outside near-cache namespaces; streamed[i] (NULL: none) is key i's instance when it lies in
+ * a near-cache namespace (its writes through keygates are also told by that instance's stream),
+ * else 255. Keys pushed out past max-keys or max-memory add their invalidations (cause EVICT). */
 void tracking_remember(struct tracking_table *t, uint64_t id, const char *const *keys, const size_t *lens, size_t n,
-                       uint32_t instances, struct tracking_notes *notes);
+                       uint32_t instances, const uint8_t *streamed, struct tracking_notes *notes);
 
 /* Client id (NOLOOP) sends a write of keys[0..n): it is no longer told of them (Redis forgets a
  * key's readers at any write; the feed's message for this write, which may come before the
@@ -176,13 +183,46 @@ void tracking_forget(struct tracking_table *t, uint64_t id, const char *const *k
 void tracking_invalidate(struct tracking_table *t, uint64_t writer, const char *const *keys, const size_t *lens,
                          const uint8_t *inst, size_t n, int from_feed, struct tracking_notes *notes);
 
-/* Instance `inst`'s feed (Redis's own BCAST tracking, tracker's feed thread) is up (1) or down (0). */
-void tracking_feed_set(struct tracking_table *t, int inst, int up);
+/*
+ * What keygate can vouch for, per instance (README "Client-side caching"): while its feed (Redis's
+ * own BCAST tracking) is live, every write; while it is down, the writes through keygates to
+ * near-cache namespaces, which the near cache's stream names, as long as its reader vouches
+ * (caught up, no gap). Each function below sends the flush-all (cause FLUSH) only to the clients
+ * whose reads it can no longer vouch for; a flushed client's bits for the instance go.
+ */
 
-/* keygate cannot vouch for instance inst (its feed dropped, came back, or Redis flushed): every
- * tracking client that read a key of it since its last flush (every BCAST client) gets a flush
- * (cause FLUSH). */
+/* Redis flushed instance inst (a null push): every client that read a key of it since its last
+ * flush (every BCAST client) gets a flush. */
 void tracking_flush_instance(struct tracking_table *t, int inst, struct tracking_notes *notes);
+
+/* inst's feed dropped: a flush to the clients that read keys of it outside near-cache namespaces
+ * (every BCAST client), and to those that read near-cache keys of it when its stream does not
+ * vouch; the others keep their caches (the stream tells them of writes through keygates). */
+void tracking_feed_lost(struct tracking_table *t, int inst, struct tracking_notes *notes);
+
+/* inst's feed is live (again, or for the first time): what happened while it was not is unknown
+ * but for what the stream told. A flush to the clients that read keys of it outside near-cache
+ * namespaces; every remembered near-cache key of it is invalidated, one push per key and reader
+ * (its expiry, eviction or a write without keygate may have gone unseen), then forgotten. */
+void tracking_feed_back(struct tracking_table *t, int inst, struct tracking_notes *notes);
+
+/* inst's near-cache stream reader vouches (1: caught up, no gap) or not (0); gap: it found
+ * entries it had not read gone. While the feed is down, a gap or a reader that stops vouching
+ * flushes the clients that read near-cache keys of inst. */
+void tracking_stream_set(struct tracking_table *t, int inst, int vouched, int gap, struct tracking_notes *notes);
+
+/* inst's feed has been down a while (trackfeed.c: every 5 s while it is): a flush to the clients
+ * that read keys of it since their last flush, near-cache ones included (the stream does not see
+ * expiry, eviction or writes without keygate), and to every BCAST client: what may have changed
+ * unseen stays cached for a bounded time. */
+void tracking_feed_still_down(struct tracking_table *t, int inst, struct tracking_notes *notes);
+
+/* tracking-table-max-keys and max-memory (0: none), at start and on a reload: keys past either go
+ * now, their readers told (cause EVICT), as Redis's CONFIG SET does. mem_total (NULL: keep the
+ * one set before): the process's max-memory total, which the table's bytes are counted in from
+ * now on. */
+void tracking_set_limits(struct tracking_table *t, size_t max_keys, int64_t *mem_total, int64_t mem_limit,
+                         struct tracking_notes *notes);
 
 /* Notes' keys freed, the array emptied (kept for reuse). */
 void tracking_notes_reset(struct tracking_notes *notes);
@@ -193,9 +233,11 @@ size_t tracking_keys(struct tracking_table *t);
 
 /* What INFO's tracking section and /metrics show. */
 struct tracking_info {
-    int clients;  /* clients with tracking on */
-    size_t keys;  /* keys remembered */
-    int feeds_up; /* instances whose feed is live */
+    int clients;    /* clients with tracking on */
+    size_t keys;    /* keys remembered */
+    int feeds_up;   /* instances whose feed is live */
+    int streams_up; /* instances whose near-cache stream reader vouches */
+    int64_t memory; /* bytes held for the clients (counted in max-memory) */
     uint64_t sent[TRACKING_CAUSES];
 };
 void tracking_info(struct tracking_table *t, struct tracking_info *out);

@@ -1,6 +1,7 @@
 /* util.c: diagnostics lists, durations, paths, secret files, line tokens and logging. */
 #include "util.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -484,6 +485,71 @@ void bytebuf_free(struct bytebuf *b)
     free(b->p);
     b->p = NULL;
     b->len = b->cap = 0;
+}
+
+static size_t idmap_home(const struct idmap *m, uint64_t id)
+{
+    return (size_t)((id * 0x9E3779B97F4A7C15ull) >> 17) & (m->cap - 1); /* Fibonacci hashing */
+}
+
+static void idmap_grow(struct idmap *m)
+{
+    struct idmap old = *m;
+    m->cap = old.cap ? old.cap * 2 : 64;
+    m->ids = xcalloc(m->cap, sizeof(*m->ids));
+    m->vals = xcalloc(m->cap, sizeof(*m->vals));
+    m->n = 0;
+    for (size_t i = 0; i < old.cap; i++)
+        if (old.ids[i]) idmap_put(m, old.ids[i], old.vals[i]);
+    free(old.ids);
+    free(old.vals);
+}
+
+void idmap_put(struct idmap *m, uint64_t id, void *v)
+{
+    assert(id != 0);
+    if ((m->n + 1) * 2 > m->cap) idmap_grow(m);
+    size_t i = idmap_home(m, id);
+    while (m->ids[i] && m->ids[i] != id) i = (i + 1) & (m->cap - 1);
+    if (!m->ids[i]) m->n++;
+    m->ids[i] = id;
+    m->vals[i] = v;
+}
+
+void *idmap_get(const struct idmap *m, uint64_t id)
+{
+    if (!m->cap || !id) return NULL;
+    for (size_t i = idmap_home(m, id); m->ids[i]; i = (i + 1) & (m->cap - 1))
+        if (m->ids[i] == id) return m->vals[i];
+    return NULL;
+}
+
+void idmap_del(struct idmap *m, uint64_t id)
+{
+    if (!m->cap || !id) return;
+    size_t i = idmap_home(m, id);
+    while (m->ids[i] && m->ids[i] != id) i = (i + 1) & (m->cap - 1);
+    if (!m->ids[i]) return;
+    /* backward shift: the entries after it that probed past i move up, no tombstones */
+    for (size_t j = (i + 1) & (m->cap - 1); m->ids[j]; j = (j + 1) & (m->cap - 1)) {
+        size_t home = idmap_home(m, m->ids[j]);
+        /* j's entry may fill the hole at i when its home is not cyclically in (i, j] */
+        if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+            m->ids[i] = m->ids[j];
+            m->vals[i] = m->vals[j];
+            i = j;
+        }
+    }
+    m->ids[i] = 0;
+    m->vals[i] = NULL;
+    m->n--;
+}
+
+void idmap_free(struct idmap *m)
+{
+    free(m->ids);
+    free(m->vals);
+    memset(m, 0, sizeof(*m));
 }
 
 void ptrvec_push(struct ptrvec *v, void *item)

@@ -163,6 +163,26 @@ void ptrvec_push(struct ptrvec *v, void *item);
 /* Remove item if present; the others keep their order. */
 void ptrvec_remove(struct ptrvec *v, const void *item);
 
+/* A map from nonzero 64-bit ids to pointers (open addressing, linear probing, at most half
+ * full): a zeroed struct is an empty map. The worker's clients by id (tracker.c's receivers). */
+struct idmap {
+    uint64_t *ids; /* 0: a free slot */
+    void **vals;
+    size_t cap, n;
+};
+
+/* Map id (nonzero) to v, replacing what it mapped to. */
+void idmap_put(struct idmap *m, uint64_t id, void *v);
+
+/* What id maps to, or NULL. */
+void *idmap_get(const struct idmap *m, uint64_t id);
+
+/* Forget id (nothing when absent). */
+void idmap_del(struct idmap *m, uint64_t id);
+
+/* Free the map's memory (it is empty afterwards). */
+void idmap_free(struct idmap *m);
+
 /* Write the decimal digits of v into buf (at least 21 bytes); returns their count. No NUL. */
 size_t format_ll(char *buf, long long v);
 

@@ -338,6 +338,7 @@ void worker_free(struct worker *w)
     struct client *c;
     while ((c = TAILQ_FIRST(&w->clients))) conn_close(c, "shutting down");
     client_reap(w);
+    idmap_free(&w->clients_by_id);
     router_stop(w);
     backend_pools_free(w);
     router_free(w);

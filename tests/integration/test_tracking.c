@@ -77,18 +77,35 @@ static void wait_feeds(int n)
 }
 
 static const char *setup_extra = "";
+static const char *setup_registry = NULL; /* NULL: the repo's conf/registry.conf */
+
+/* Wait until n instances' near-cache stream readers vouch (INFO tracking_streams_up). */
+static void wait_streams(int n)
+{
+    redisContext *c = harness_must_client(&h);
+    freeReplyObject(cmd(c, "AUTH root %s", ROOT_PASS));
+    long long deadline = now_ms() + 10000, up = -1;
+    while ((up = harness_info_field(c, "tracking", "tracking_streams_up")) != n && now_ms() < deadline) sleep_ms(10);
+    ck_assert_msg(up == n, "tracking streams up: %lld, want %d", up, n);
+    redisFree(c);
+}
+
+static char setup_config[500]; /* the extra keygate.conf lines of the running setup */
+
+static void durable_feeds_block(int block);
 
 static void setup_threads(int threads)
 {
-    char hash[65], hash2[65], extra[500];
+    char hash[65], hash2[65], *extra = setup_config;
     harness_sha256_hex(ROOT_PASS, hash);
     harness_sha256_hex(READER_PASS, hash2);
-    snprintf(extra, sizeof(extra),
+    snprintf(extra, sizeof(setup_config),
              "user root sha256=%s owners=* access=rw scripts=yes\nuser reader sha256=%s owners=queues access=ro\n"
              "threads %d\n%s",
              hash, hash2, threads, setup_extra);
-    struct harness_opts o = {.extra_config = extra};
+    struct harness_opts o = {.extra_config = extra, .registry_text = setup_registry};
     ck_assert_msg(harness_start(&h, &o) == 0, "harness_start: %s", h.error);
+    durable_feeds_block(0); /* a failed case of the stream tests may have left the feeds refused */
     oracle_start();
     wait_feeds(2);
 }
@@ -106,6 +123,30 @@ static void setup2(void)
 static void setup_small_table(void)
 {
     setup_extra = "tracking-table-max-keys 2\n";
+    setup_threads(1);
+}
+
+/* A near-cache namespace u: on durable (its stream kg:nc:{kg:}:stream), beside q: and cache:. */
+static const char stream_registry[] =
+    "namespace kg:    instance=durable ttl=none owner=keygate purpose=\"near-cache streams\"\n"
+    "namespace u:     instance=durable ttl=none near-cache=30s owner=api\n"
+    "namespace q:     instance=durable ttl=none owner=queues\n"
+    "namespace cache: instance=cache   ttl=1h owner=cache\n";
+
+static void wait_streams(int n);
+
+static void setup_stream(void)
+{
+    setup_registry = stream_registry;
+    setup_extra = ""; /* the cases run in one process: tracking_small_table's bound stays otherwise */
+    setup_threads(2);
+    wait_streams(1);
+}
+
+static void setup_small_memory(void)
+{
+    setup_registry = NULL;
+    setup_extra = "max-memory 2mb\n";
     setup_threads(1);
 }
 
@@ -874,6 +915,267 @@ START_TEST(test_feed_direct_writes_and_drop)
 }
 END_TEST
 
+/* ---- the near cache's stream as a source (README "Client-side caching": what keygate vouches for) ---- */
+
+/* Durable's tracking feeds (every keygate's: Redis's BCAST tracking) cut and kept down (their
+ * CLIENT TRACKING refused by an ACL rule), or let back (block 0). */
+static void durable_feeds_block(int block)
+{
+    redisContext *d = harness_must_direct(&h, "durable");
+    redisReply *r = cmd(d, "ACL SETUSER default %s", block ? "-client|tracking" : "+client|tracking");
+    ck_assert_msg(r->type == REDIS_REPLY_STATUS, "ACL SETUSER: %s", describe(r));
+    freeReplyObject(r);
+    r = cmd(d, "CLIENT LIST");
+    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
+    for (char *line = r->str; block && line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        char *name = strstr(line, " name=keygate-tracking ");
+        char *nl = strchr(line, '\n');
+        if (!name || (nl && name > nl)) continue;
+        redisReply *k = cmd(d, "CLIENT KILL ID %lld", atoll(line + 3));
+        freeReplyObject(k);
+    }
+    freeReplyObject(r);
+    redisFree(d);
+}
+
+/* Two keygates; A's feed of durable is cut and kept down while its stream keeps flowing. A
+ * client of A that read a plain key of durable gets the flush-all at once; one that read only
+ * near-cache keys keeps its cache, hears a write through keygate B from the stream, and when the
+ * feed is back gets one invalidation per near-cache key it read (writes without keygate, expiry
+ * and eviction of the outage are unknown), not a flush. */
+START_TEST(test_stream_source_while_feed_down)
+{
+    ck_assert_msg(harness_peer_start(&h, NULL) == 0, "second keygate: %s", h.error);
+    redisContext *b = harness_must_peer_client(&h);
+    freeReplyObject(cmd(b, "AUTH root %s", ROOT_PASS));
+    struct harness_raw nc, plain;
+    kg_open(&nc, 1);
+    kg_open(&plain, 1);
+    raw_send(&nc, "CLIENT", "TRACKING", "ON", NULL);
+    expect_raw(&nc, "+OK\r\n", "nc: TRACKING ON");
+    raw_send(&plain, "CLIENT", "TRACKING", "ON", NULL);
+    expect_raw(&plain, "+OK\r\n", "plain: TRACKING ON");
+    raw_send(&nc, "GET", "u:tr12:a", NULL);
+    expect_raw(&nc, "_\r\n", "GET u:tr12:a");
+    raw_send(&nc, "GET", "u:tr12:b", NULL);
+    expect_raw(&nc, "_\r\n", "GET u:tr12:b");
+    raw_send(&plain, "GET", "q:tr12:x", NULL);
+    expect_raw(&plain, "_\r\n", "GET q:tr12:x");
+    durable_feeds_block(1);
+    const char *flush = ">2\r\n$10\r\ninvalidate\r\n_\r\n";
+    expect_raw(&plain, flush, "plain: the flush-all when durable's feed dropped");
+    wait_feeds(1);
+    redisReply *r = cmd(b, "SET u:tr12:a v");
+    ck_assert_msg(r->type == REDIS_REPLY_STATUS, "SET on keygate B: %s", describe(r));
+    freeReplyObject(r);
+    char want[128];
+    invalidate_frame(want, sizeof(want), "u:tr12:a");
+    expect_raw(&nc, want, "nc: no flush; the stream's push of B's write, the feed down");
+    durable_feeds_block(0);
+    invalidate_frame(want, sizeof(want), "u:tr12:b");
+    expect_raw(&nc, want, "nc: the feed back, its other near-cache key invalidated (not a flush)");
+    wait_feeds(2);
+    redisFree(b);
+    harness_raw_close(&nc);
+    harness_raw_close(&plain);
+    (void)harness_peer_stop(&h);
+}
+END_TEST
+
+/* A's feed down, its clients of near-cache keys kept by the stream: a gap in the stream (its key
+ * deleted after A read from it) flushes them; a client of other keys hears nothing of it. */
+START_TEST(test_stream_gap_flushes_while_feed_down)
+{
+    ck_assert_msg(harness_peer_start(&h, NULL) == 0, "second keygate: %s", h.error);
+    redisContext *b = harness_must_peer_client(&h);
+    freeReplyObject(cmd(b, "AUTH root %s", ROOT_PASS));
+    struct harness_raw nc, other;
+    kg_open(&nc, 1);
+    kg_open(&other, 1);
+    raw_send(&nc, "CLIENT", "TRACKING", "ON", NULL);
+    expect_raw(&nc, "+OK\r\n", "nc: TRACKING ON");
+    raw_send(&other, "CLIENT", "TRACKING", "ON", NULL);
+    expect_raw(&other, "+OK\r\n", "other: TRACKING ON");
+    raw_send(&nc, "MGET", "u:tr13:a", "u:tr13:b", NULL);
+    expect_raw(&nc, "*2\r\n_\r\n_\r\n", "MGET u:tr13:a u:tr13:b");
+    raw_send(&other, "GET", "cache:tr13:x", NULL);
+    expect_raw(&other, "_\r\n", "GET cache:tr13:x");
+    durable_feeds_block(1);
+    wait_feeds(1);
+    /* A's reader reads an entry (the push proves it): the stream has a cursor to lose */
+    redisReply *r = cmd(b, "SET u:tr13:a v");
+    freeReplyObject(r);
+    char want[128];
+    invalidate_frame(want, sizeof(want), "u:tr13:a");
+    expect_raw(&nc, want, "nc: the stream's push of B's write");
+    redisContext *c = harness_must_client(&h);
+    freeReplyObject(cmd(c, "AUTH root %s", ROOT_PASS));
+    long long flushes = harness_must_info_field(c, "tracking", "tracking_invalidations_flush");
+    harness_direct_int(&h, "durable", "DEL kg:nc:{kg:}:stream");
+    expect_raw(&nc, ">2\r\n$10\r\ninvalidate\r\n_\r\n", "nc: the flush-all of a stream gap, the feed down");
+    ck_assert_int_eq(harness_must_info_field(c, "tracking", "tracking_invalidations_flush"), flushes + 1);
+    /* other read cache: only: a write there reaches it first, no flush before it */
+    r = cmd(b, "SET cache:tr13:x v");
+    freeReplyObject(r);
+    invalidate_frame(want, sizeof(want), "cache:tr13:x");
+    expect_raw(&other, want, "other: no flush (it read nothing of durable)");
+    durable_feeds_block(0);
+    wait_feeds(2);
+    redisFree(c);
+    redisFree(b);
+    harness_raw_close(&nc);
+    harness_raw_close(&other);
+    (void)harness_peer_stop(&h);
+}
+END_TEST
+
+/* ---- what the tracker remembers counts against max-memory ---- */
+
+/* Client t (RESP3, tracking) reads n keys q:tr14:<i padded to 200 bytes> from `from`, in MGETs of
+ * 250; the pushes that come meanwhile (keys pushed out) are counted. */
+static long long read_keys(struct harness_raw *t, int from, int n)
+{
+    enum { BATCH = 250, KEYLEN = 200 };
+    static char keys[BATCH][KEYLEN + 1];
+    const char *argv[BATCH + 1] = {"MGET"};
+    long long pushes = 0;
+    for (int at = from; at < from + n; at += BATCH) {
+        int k = 0;
+        for (; k < BATCH && at + k < from + n; k++) {
+            snprintf(keys[k], sizeof(keys[k]), "q:tr14:%0*d", KEYLEN - 7, at + k);
+            argv[k + 1] = keys[k];
+        }
+        harness_raw_sendv(t, k + 1, argv);
+        for (;;) {
+            char *f = harness_raw_reply(t, NULL);
+            int reply = f[0] == '*';
+            ck_assert_msg(reply || strncmp(f, ">2\r\n$10\r\ninvalidate\r\n", 21) == 0, "MGET: %.60s", shown(f));
+            pushes += !reply;
+            free(f);
+            if (reply) break;
+        }
+    }
+    return pushes;
+}
+
+/* The keys a tracking client read count in the process's max-memory total (INFO clients
+ * memory_used_bytes) as tracking_memory_bytes; past max-memory the table lets keys go, each
+ * with its push (as past tracking-table-max-keys), so it never holds the process over the cap:
+ * keygate keeps answering. */
+START_TEST(test_tracking_memory_counted)
+{
+    redisContext *c = harness_must_client(&h);
+    freeReplyObject(cmd(c, "AUTH root %s", ROOT_PASS));
+    long long used0 = harness_must_info_field(c, "clients", "memory_used_bytes");
+    ck_assert_int_eq(harness_must_info_field(c, "tracking", "tracking_memory_bytes"), 0);
+    struct harness_raw t;
+    kg_open(&t, 1);
+    raw_send(&t, "CLIENT", "TRACKING", "ON", NULL);
+    expect_raw(&t, "+OK\r\n", "TRACKING ON");
+    ck_assert_int_eq(read_keys(&t, 0, 1000), 0);
+    long long tracked = harness_must_info_field(c, "tracking", "tracking_memory_bytes");
+    long long used1 = harness_must_info_field(c, "clients", "memory_used_bytes");
+    fprintf(stderr, "tracking memory: 1000 keys of 200 bytes: %lld bytes; max-memory total %lld -> %lld\n", tracked,
+            used0, used1);
+    ck_assert_msg(tracked >= 1000 * 200, "1000 keys of 200 bytes: tracking_memory_bytes %lld", tracked);
+    ck_assert_msg(used1 - used0 >= tracked - 64 * 1024, "max-memory total %lld -> %lld, tracking holds %lld", used0,
+                  used1, tracked);
+    /* 2mb: about 8000 such keys fit; 20000 are read */
+    long long pushes = read_keys(&t, 1000, 19000);
+    long long keys = harness_must_info_field(c, "tracking", "tracking_total_keys");
+    long long evicted = harness_must_info_field(c, "tracking", "tracking_invalidations_evict");
+    tracked = harness_must_info_field(c, "tracking", "tracking_memory_bytes");
+    fprintf(stderr, "tracking memory: 20000 keys read under max-memory 2mb: %lld kept (%lld bytes), %lld evicted\n",
+            keys, tracked, evicted);
+    ck_assert_msg(keys > 0 && keys < 20000 && evicted > 0 && keys + evicted == 20000,
+                  "kept %lld, evicted %lld of 20000", keys, evicted);
+    ck_assert_msg(tracked <= 2 * 1024 * 1024, "tracking holds %lld bytes, over max-memory", tracked);
+    ck_assert_msg(pushes > 0, "no push for the keys that went");
+    redisReply *r = cmd(c, "PING");
+    ck_assert_msg(r->type == REDIS_REPLY_STATUS, "PING after: %s", describe(r));
+    freeReplyObject(r);
+    harness_raw_close(&t);
+    redisFree(c);
+}
+END_TEST
+
+/* A reload that lowers tracking-table-max-keys evicts down to it at once, each key with its push
+ * (as Redis's CONFIG SET tracking-table-max-keys): INFO shows the new bound. */
+START_TEST(test_reload_lowers_table_max_keys)
+{
+    /* a keygate of its own: the earlier cases' keys (their clients gone) are not in its table */
+    struct harness_opts o = {.extra_config = setup_config, .registry_text = setup_registry};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "restart: %s", h.error);
+    wait_feeds(2);
+    struct harness_raw t;
+    kg_open(&t, 1);
+    raw_send(&t, "CLIENT", "TRACKING", "ON", NULL);
+    expect_raw(&t, "+OK\r\n", "ON");
+    raw_send(&t, "MGET", "q:tr15:a", "q:tr15:b", "q:tr15:c", "q:tr15:d", "q:tr15:e", NULL);
+    expect_raw(&t, "*5\r\n_\r\n_\r\n_\r\n_\r\n_\r\n", "MGET");
+    redisContext *c = harness_must_client(&h);
+    freeReplyObject(cmd(c, "AUTH root %s", ROOT_PASS));
+    ck_assert_int_eq(harness_must_info_field(c, "tracking", "tracking_total_keys"), 5);
+    FILE *f = fopen(h.conf_file, "a");
+    ck_assert_ptr_nonnull(f);
+    fputs("tracking-table-max-keys 2\n", f);
+    fclose(f);
+    long long before = harness_info_reloads(c);
+    ck_assert_int_eq(kill(h.keygate_pid, SIGHUP), 0);
+    for (long long end = now_ms() + 5000; harness_info_reloads(c) == before && now_ms() < end;) sleep_ms(20);
+    ck_assert_int_eq(harness_info_reloads(c), before + 1);
+    int seen[5] = {0};
+    for (int i = 0; i < 3; i++) {
+        char *got = harness_raw_reply(&t, NULL);
+        int which = -1;
+        for (int k = 0; k < 5; k++) {
+            char key[16], want[128];
+            snprintf(key, sizeof(key), "q:tr15:%c", 'a' + k);
+            invalidate_frame(want, sizeof(want), key);
+            if (strcmp(got, want) == 0) which = k;
+        }
+        ck_assert_msg(which >= 0 && !seen[which], "push %d after the reload: %s", i, shown(got));
+        seen[which] = 1;
+        free(got);
+    }
+    ck_assert_int_eq(harness_must_info_field(c, "tracking", "tracking_total_keys"), 2);
+    ck_assert_int_eq(harness_must_info_field(c, "tracking", "tracking_table_max_keys"), 2);
+    ck_assert_int_eq(harness_must_info_field(c, "tracking", "tracking_invalidations_evict"), 3);
+    redisFree(c);
+    harness_raw_close(&t);
+}
+END_TEST
+
+/* A feed kept down: what is read meanwhile (a plain key, a near-cache key) is vouched for by
+ * nobody against writes by others: within about 5 s the readers get the flush-all. */
+START_TEST(test_feed_still_down_flushes_within_5s)
+{
+    struct harness_raw t;
+    kg_open(&t, 1);
+    raw_send(&t, "CLIENT", "TRACKING", "ON", NULL);
+    expect_raw(&t, "+OK\r\n", "TRACKING ON");
+    durable_feeds_block(1);
+    wait_feeds(1);
+    long long t0 = now_ms();
+    raw_send(&t, "MGET", "q:tr16:a", "u:tr16:b", NULL);
+    expect_raw(&t, "*2\r\n_\r\n_\r\n", "MGET after the drop");
+    redisContext *c = harness_must_client(&h);
+    freeReplyObject(cmd(c, "AUTH root %s", ROOT_PASS));
+    long long flushes = harness_must_info_field(c, "tracking", "tracking_invalidations_flush"), now = flushes;
+    while ((now = harness_must_info_field(c, "tracking", "tracking_invalidations_flush")) == flushes &&
+           now_ms() < t0 + 8000)
+        sleep_ms(50);
+    ck_assert_msg(now > flushes, "no flush within 8 s of reads made while the feed is down");
+    expect_raw(&t, ">2\r\n$10\r\ninvalidate\r\n_\r\n", "the flush-all of a feed still down");
+    long long took = now_ms() - t0;
+    ck_assert_msg(took <= 6500, "the flush came %lld ms after the reads (the bound is 5 s)", took);
+    durable_feeds_block(0);
+    wait_feeds(2);
+    redisFree(c);
+    harness_raw_close(&t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tracking");
@@ -890,6 +1192,7 @@ int main(void)
     harness_add_test(tc, test_feed_direct_writes_and_drop);
     harness_add_test(tc, test_rueidis_style_pipelined_handshake);
     harness_add_test(tc, test_write_through_another_keygate);
+    harness_add_test(tc, test_reload_lowers_table_max_keys);
     TCase *tc2 = harness_tcase(s, "tracking_threads2", 60, setup2, teardown);
     harness_add_test(tc2, test_default_mode_invalidation);
     harness_add_test(tc2, test_noloop);
@@ -899,5 +1202,11 @@ int main(void)
     harness_add_test(tc2, test_feed_direct_writes_and_drop);
     TCase *tc3 = harness_tcase(s, "tracking_small_table", 60, setup_small_table, teardown);
     harness_add_test(tc3, test_table_max_keys_evicts_with_a_push);
+    TCase *tc5 = harness_tcase(s, "tracking_memory", 60, setup_small_memory, teardown);
+    harness_add_test(tc5, test_tracking_memory_counted);
+    TCase *tc4 = harness_tcase(s, "tracking_stream", 60, setup_stream, teardown);
+    harness_add_test(tc4, test_stream_source_while_feed_down);
+    harness_add_test(tc4, test_stream_gap_flushes_while_feed_down);
+    harness_add_test(tc4, test_feed_still_down_flushes_within_5s);
     return harness_run(s) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -173,7 +173,7 @@ static int on(uint64_t id, const char *const *words, size_t n)
 static void remember(uint64_t id, const char *key, struct tracking_notes *n)
 {
     size_t l = strlen(key);
-    tracking_remember(&t, id, &key, &l, 1, 1, n);
+    tracking_remember(&t, id, &key, &l, 1, 1, NULL, n);
 }
 
 static void write_key(uint64_t writer, const char *key, struct tracking_notes *n)
@@ -260,6 +260,131 @@ START_TEST(test_table_max_keys_evicts)
 }
 END_TEST
 
+/* Client id read key of instance 0: inside a near-cache namespace (streamed) or not. */
+static void remember_on0(uint64_t id, const char *key, int streamed, struct tracking_notes *n)
+{
+    size_t l = strlen(key);
+    uint8_t nc = streamed ? 0 : 255;
+    tracking_remember(&t, id, &key, &l, 1, streamed ? 0 : 1, &nc, n);
+}
+
+static size_t count_kind(const struct tracking_notes *n, uint64_t client, int kind)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n->n; i++) k += n->v[i].client == client && n->v[i].kind == kind;
+    return k;
+}
+
+/* What keygate vouches for when instance 0's feed drops: client 1 read a plain key (flushed),
+ * client 2 only a near-cache key while the stream vouches (kept: a stream entry still reaches
+ * it); at the feed's return 2 gets its key's invalidation, not a flush. A stream gap while the
+ * feed is down flushes the near-cache readers; with the feed live it flushes nobody. */
+START_TEST(test_table_stream_source)
+{
+    struct tracking_notes n = {0};
+    tracking_client_add(&t, 1, 0);
+    tracking_client_add(&t, 2, 0);
+    ck_assert_int_eq(ON(1, "ON"), 0);
+    ck_assert_int_eq(ON(2, "ON"), 0);
+    tracking_feed_back(&t, 0, &n); /* up at start, nothing read */
+    tracking_stream_set(&t, 0, 1, 0, &n);
+    ck_assert_uint_eq(n.n, 0);
+    remember_on0(1, "q:a", 0, &n);
+    remember_on0(2, "u:a", 1, &n);
+    remember_on0(2, "u:b", 1, &n);
+    tracking_feed_lost(&t, 0, &n);
+    ck_assert_uint_eq(n.n, 1);
+    ck_assert_uint_eq(count_kind(&n, 1, TRACKING_NOTE_FLUSH), 1);
+    tracking_notes_reset(&n);
+    /* the stream names u:a (a write through another keygate): 2 is told */
+    const char *key = "u:a";
+    size_t l = 3;
+    uint8_t inst = 0;
+    tracking_invalidate(&t, 0, &key, &l, &inst, 1, 0, &n);
+    ck_assert_uint_eq(n.n, 1);
+    ck_assert_uint_eq(count_kind(&n, 2, TRACKING_NOTE_KEY), 1);
+    tracking_notes_reset(&n);
+    /* back: u:b (read, never written meanwhile as far as the stream knows) is invalidated */
+    tracking_feed_back(&t, 0, &n);
+    ck_assert_uint_eq(n.n, 1);
+    ck_assert_uint_eq(count_kind(&n, 2, TRACKING_NOTE_KEY), 1);
+    ck_assert_str_eq(n.v[0].key, "u:b");
+    ck_assert_uint_eq(tracking_keys(&t), 1); /* q:a stays (1 was flushed, its key is lazily kept) */
+    tracking_notes_reset(&n);
+    /* a gap with the feed live: nobody; with it down: the near-cache reader */
+    remember_on0(2, "u:c", 1, &n);
+    tracking_stream_set(&t, 0, 1, 1, &n);
+    ck_assert_uint_eq(n.n, 0);
+    tracking_feed_lost(&t, 0, &n);
+    ck_assert_uint_eq(n.n, 0); /* 1 read nothing of it since its flush; 2 is vouched for */
+    tracking_stream_set(&t, 0, 1, 1, &n);
+    ck_assert_uint_eq(n.n, 1);
+    ck_assert_uint_eq(count_kind(&n, 2, TRACKING_NOTE_FLUSH), 1);
+    tracking_notes_reset(&n);
+    /* the reader stops vouching, the feed down: a near-cache reader is flushed at once */
+    remember_on0(2, "u:d", 1, &n);
+    tracking_stream_set(&t, 0, 0, 0, &n);
+    ck_assert_uint_eq(count_kind(&n, 2, TRACKING_NOTE_FLUSH), 1);
+    tracking_notes_reset(&n);
+    /* ... and a feed that drops while the stream does not vouch flushes it too */
+    tracking_feed_back(&t, 0, &n);
+    tracking_notes_reset(&n);
+    remember_on0(2, "u:e", 1, &n);
+    tracking_feed_lost(&t, 0, &n);
+    ck_assert_uint_eq(count_kind(&n, 2, TRACKING_NOTE_FLUSH), 1);
+    tracking_notes_reset(&n);
+    /* the feed still down (every 5 s): whoever read since its last flush, plain or near-cache */
+    remember_on0(1, "q:b", 0, &n);
+    remember_on0(2, "u:f", 1, &n);
+    tracking_feed_still_down(&t, 0, &n);
+    ck_assert_uint_eq(n.n, 2);
+    ck_assert_uint_eq(count_kind(&n, 1, TRACKING_NOTE_FLUSH), 1);
+    ck_assert_uint_eq(count_kind(&n, 2, TRACKING_NOTE_FLUSH), 1);
+    tracking_notes_reset(&n);
+    tracking_feed_still_down(&t, 0, &n); /* nothing read since */
+    ck_assert_uint_eq(n.n, 0);
+    tracking_notes_free(&n);
+}
+END_TEST
+
+/* The table's bytes are counted in the process's max-memory total (from when it is attached,
+ * back to 0 once everything goes); past max-memory keys go with their pushes, and a lower
+ * tracking-table-max-keys (a reload) evicts down to it at once. */
+START_TEST(test_table_memory_and_limits)
+{
+    int64_t total = 1000; /* the workers' buffers */
+    struct tracking_notes n = {0};
+    tracking_client_add(&t, 1, 0);
+    ck_assert_int_eq(ON(1, "ON", "BCAST", "PREFIX", "q:bcast:"), 0);
+    tracking_set_limits(&t, 0, &total, 0, &n);
+    ck_assert_int_eq(total, 1000 + 9); /* its prefix, counted from when the total is attached */
+    ck_assert_int_eq(ON(1, "OFF"), 0);
+    ck_assert_int_eq(total, 1000);
+    ck_assert_int_eq(ON(1, "ON"), 0);
+    int64_t before = total;
+    char key[64];
+    for (int i = 0; i < 100; i++) {
+        snprintf(key, sizeof(key), "q:memory:%040d", i);
+        remember(1, key, &n);
+    }
+    ck_assert_int_ge(total - before, 100 * 50);
+    tracking_set_limits(&t, 10, NULL, 0, &n); /* a reload lowers the bound */
+    ck_assert_uint_eq(tracking_keys(&t), 10);
+    ck_assert_uint_eq(n.n, 90);
+    tracking_notes_reset(&n);
+    int64_t limit = total - 1;
+    tracking_set_limits(&t, 0, NULL, limit, &n); /* over max-memory: keys go until under */
+    ck_assert_uint_lt(tracking_keys(&t), 10);
+    ck_assert_int_le(total, limit);
+    ck_assert_uint_eq(n.n, 10 - tracking_keys(&t));
+    tracking_notes_free(&n);
+    tracking_client_remove(&t, 1);
+    tracking_free(&t);
+    ck_assert_int_eq(total, 1000);
+    tracking_init(&t, 0); /* for the teardown */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tracking");
@@ -274,6 +399,8 @@ int main(void)
     tcase_add_test(tt, test_table_default_mode);
     tcase_add_test(tt, test_table_bcast);
     tcase_add_test(tt, test_table_max_keys_evicts);
+    tcase_add_test(tt, test_table_stream_source);
+    tcase_add_test(tt, test_table_memory_and_limits);
     suite_add_tcase(s, tt);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

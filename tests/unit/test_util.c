@@ -420,6 +420,51 @@ START_TEST(test_issue11_oom_rule_logs_and_aborts)
 END_TEST
 #endif
 
+/* idmap: put, get, replace, delete with backward shifts (colliding ids, wrap-around), growth. */
+START_TEST(test_idmap_put_get_del)
+{
+    struct idmap m = {0};
+    ck_assert_ptr_null(idmap_get(&m, 7));
+    idmap_del(&m, 7); /* empty: nothing */
+    static int v[5000];
+    for (uint64_t id = 1; id <= 5000; id++) idmap_put(&m, id, &v[id - 1]);
+    ck_assert_uint_eq(m.n, 5000);
+    ck_assert_uint_ge(m.cap, 10000);
+    for (uint64_t id = 1; id <= 5000; id++) ck_assert_ptr_eq(idmap_get(&m, id), &v[id - 1]);
+    ck_assert_ptr_null(idmap_get(&m, 5001));
+    idmap_put(&m, 42, &v[0]); /* replaced, not added */
+    ck_assert_uint_eq(m.n, 5000);
+    ck_assert_ptr_eq(idmap_get(&m, 42), &v[0]);
+    for (uint64_t id = 1; id <= 5000; id += 2) idmap_del(&m, id); /* every other: shifts */
+    ck_assert_uint_eq(m.n, 2500);
+    for (uint64_t id = 1; id <= 5000; id++)
+        ck_assert_ptr_eq(idmap_get(&m, id), id % 2 ? NULL : (id == 42 ? &v[0] : &v[id - 1]));
+    idmap_free(&m);
+    /* ids that share a home slot (a small map: 64 slots), deleted from the middle of the run */
+    struct idmap s = {0};
+    uint64_t same[6];
+    int k = 0;
+    idmap_put(&s, 1, &v[1]);
+    size_t home = 0;
+    for (size_t i = 0; i < s.cap; i++)
+        if (s.ids[i] == 1) home = i;
+    for (uint64_t id = 2; k < 6; id++) {
+        idmap_put(&s, id, &v[id % 5000]);
+        size_t at = 0;
+        for (size_t i = 0; i < s.cap; i++)
+            if (s.ids[i] == id) at = i;
+        if (at == ((home + 1 + (size_t)k) & (s.cap - 1)) && k < 6)
+            same[k++] = id; /* it landed right after the run */
+        else
+            idmap_del(&s, id);
+    }
+    idmap_del(&s, 1);
+    idmap_del(&s, same[2]);
+    for (int i = 0; i < 6; i++) ck_assert_ptr_eq(idmap_get(&s, same[i]), i == 2 ? NULL : (void *)&v[same[i] % 5000]);
+    idmap_free(&s);
+}
+END_TEST
+
 static Suite *util_suite(void)
 {
     Suite *s = suite_create("util");
@@ -440,6 +485,7 @@ static Suite *util_suite(void)
     tcase_add_test(tc, log_event_text_and_json);
     tcase_add_test(tc, test_issue11_str_and_len);
     tcase_add_test(tc, test_issue11_xmemdup_copies);
+    tcase_add_test(tc, test_idmap_put_get_del);
 #ifndef __SANITIZE_ADDRESS__
     tcase_add_test(tc, test_issue11_oom_rule_logs_and_aborts);
 #endif
