@@ -159,64 +159,20 @@ static void teardown(void)
 
 /* ---- raw connections ---- */
 
-#define RAW_MAXARGS 24
-static void raw_send(struct harness_raw *r, const char *first, ...)
-{
-    const char *argv[RAW_MAXARGS];
-    int argc = 0;
-    va_list ap;
-    va_start(ap, first);
-    for (const char *a = first; a; a = va_arg(ap, const char *)) {
-        ck_assert_int_lt(argc, RAW_MAXARGS);
-        argv[argc++] = a;
-    }
-    va_end(ap);
-    harness_raw_sendv(r, argc, argv);
-}
-
-static const char *shown(const char *s)
-{
-    static char buf[4][800];
-    static int k;
-    char *o = buf[k++ % 4];
-    size_t j = 0;
-    for (; *s && j < sizeof(buf[0]) - 5; s++) {
-        if (*s == '\r') {
-            o[j++] = '\\';
-            o[j++] = 'r';
-        } else if (*s == '\n') {
-            o[j++] = '\\';
-            o[j++] = 'n';
-        } else {
-            o[j++] = *s;
-        }
-    }
-    o[j] = '\0';
-    return o;
-}
-
-#define expect_raw(r, want, what) expect_raw_at(__LINE__, r, want, what)
-static void expect_raw_at(int line, struct harness_raw *r, const char *want, const char *what)
-{
-    size_t n;
-    char *got = harness_raw_reply(r, &n);
-    ck_assert_msg(n == strlen(want) && memcmp(got, want, n) == 0, "line %d: %s: %s answered %s, want %s", line, what,
-                  r->name, shown(got), shown(want));
-    free(got);
-}
+#define RAW_MAXARGS 24 /* the arguments of one SAME() command */
 
 /* A connection to keygate (RESP3 after HELLO 3, else RESP2), logged in as root. */
 static void kg_open(struct harness_raw *r, int resp3)
 {
     harness_raw_open(r, h.port, resp3 ? "keygate (HELLO 3)" : "keygate (RESP2)");
     if (resp3) {
-        raw_send(r, "HELLO", "3", "AUTH", "root", ROOT_PASS, NULL);
+        harness_raw_send(r, "HELLO", "3", "AUTH", "root", ROOT_PASS, NULL);
         char *got = harness_raw_reply(r, NULL);
-        ck_assert_msg(strncmp(got, "%7\r\n", 4) == 0, "HELLO 3: %s", shown(got));
+        ck_assert_msg(strncmp(got, "%7\r\n", 4) == 0, "HELLO 3: %s", harness_shown(got));
         free(got);
     } else {
-        raw_send(r, "AUTH", "root", ROOT_PASS, NULL);
-        expect_raw(r, "+OK\r\n", "AUTH");
+        harness_raw_send(r, "AUTH", "root", ROOT_PASS, NULL);
+        harness_raw_expect(r, "+OK\r\n", "AUTH");
     }
 }
 
@@ -225,9 +181,9 @@ static void direct_open(struct harness_raw *r, int resp3)
 {
     harness_raw_open(r, oracle_port, resp3 ? "redis (HELLO 3)" : "redis (RESP2)");
     if (resp3) {
-        raw_send(r, "HELLO", "3", NULL);
+        harness_raw_send(r, "HELLO", "3", NULL);
         char *got = harness_raw_reply(r, NULL);
-        ck_assert_msg(strncmp(got, "%7\r\n", 4) == 0, "HELLO 3: %s", shown(got));
+        ck_assert_msg(strncmp(got, "%7\r\n", 4) == 0, "HELLO 3: %s", harness_shown(got));
         free(got);
     }
 }
@@ -235,9 +191,9 @@ static void direct_open(struct harness_raw *r, int resp3)
 /* The connection's client id (CLIENT ID). */
 static long long raw_id(struct harness_raw *r)
 {
-    raw_send(r, "CLIENT", "ID", NULL);
+    harness_raw_send(r, "CLIENT", "ID", NULL);
     char *got = harness_raw_reply(r, NULL);
-    ck_assert_msg(got[0] == ':', "CLIENT ID: %s", shown(got));
+    ck_assert_msg(got[0] == ':', "CLIENT ID: %s", harness_shown(got));
     long long id = atoll(got + 1);
     free(got);
     return id;
@@ -276,7 +232,8 @@ static void same_next_at(int line, struct harness_raw *kg, struct harness_raw *r
 {
     char *a = harness_raw_reply(kg, NULL), *b0 = harness_raw_reply(redis, NULL);
     char *b = swap_id(b0, rid, kid);
-    ck_assert_msg(strcmp(a, b) == 0, "line %d: %s: keygate answered %s, Redis %s", line, what, shown(a), shown(b));
+    ck_assert_msg(strcmp(a, b) == 0, "line %d: %s: keygate answered %s, Redis %s", line, what, harness_shown(a),
+                  harness_shown(b));
     free(a);
     free(b);
     free(b0);
@@ -418,10 +375,10 @@ static void pair_open(struct pair *p, const char *tracking_opts)
     struct harness_raw *ts[2] = {&p->kt, &p->dt};
     for (int i = 0; i < 2; i++) {
         if (tracking_opts)
-            raw_send(ts[i], "CLIENT", "TRACKING", "ON", tracking_opts, NULL);
+            harness_raw_send(ts[i], "CLIENT", "TRACKING", "ON", tracking_opts, NULL);
         else
-            raw_send(ts[i], "CLIENT", "TRACKING", "ON", NULL);
-        expect_raw(ts[i], "+OK\r\n", "CLIENT TRACKING ON");
+            harness_raw_send(ts[i], "CLIENT", "TRACKING", "ON", NULL);
+        harness_raw_expect(ts[i], "+OK\r\n", "CLIENT TRACKING ON");
     }
 }
 
@@ -456,8 +413,8 @@ static void pair_cmd_at(int line, struct pair *p, int which, int argc, const cha
 static void pair_push_at(int line, struct pair *p, const char *want)
 {
     char *a = harness_raw_reply(&p->kt, NULL), *b = harness_raw_reply(&p->dt, NULL);
-    ck_assert_msg(strcmp(a, b) == 0, "line %d: keygate pushed %s, Redis %s", line, shown(a), shown(b));
-    ck_assert_msg(strcmp(a, want) == 0, "line %d: pushed %s, want %s", line, shown(a), shown(want));
+    ck_assert_msg(strcmp(a, b) == 0, "line %d: keygate pushed %s, Redis %s", line, harness_shown(a), harness_shown(b));
+    ck_assert_msg(strcmp(a, want) == 0, "line %d: pushed %s, want %s", line, harness_shown(a), harness_shown(want));
     free(a);
     free(b);
 }
@@ -556,17 +513,17 @@ START_TEST(test_many_clients_each_told)
     struct harness_raw t[N], w;
     for (int i = 0; i < N; i++) {
         kg_open(&t[i], 1);
-        raw_send(&t[i], "CLIENT", "TRACKING", "ON", NULL);
-        expect_raw(&t[i], "+OK\r\n", "TRACKING ON");
-        raw_send(&t[i], "GET", "q:tr4:k", NULL);
-        expect_raw(&t[i], "_\r\n", "GET");
+        harness_raw_send(&t[i], "CLIENT", "TRACKING", "ON", NULL);
+        harness_raw_expect(&t[i], "+OK\r\n", "TRACKING ON");
+        harness_raw_send(&t[i], "GET", "q:tr4:k", NULL);
+        harness_raw_expect(&t[i], "_\r\n", "GET");
     }
     kg_open(&w, 1);
-    raw_send(&w, "SET", "q:tr4:k", "v", NULL);
-    expect_raw(&w, "+OK\r\n", "SET");
+    harness_raw_send(&w, "SET", "q:tr4:k", "v", NULL);
+    harness_raw_expect(&w, "+OK\r\n", "SET");
     char want[128];
     invalidate_frame(want, sizeof(want), "q:tr4:k");
-    for (int i = 0; i < N; i++) expect_raw(&t[i], want, "the push");
+    for (int i = 0; i < N; i++) harness_raw_expect(&t[i], want, "the push");
     for (int i = 0; i < N; i++) harness_raw_close(&t[i]);
     harness_raw_close(&w);
 }
@@ -579,8 +536,8 @@ START_TEST(test_bcast_prefixes)
     pair_open(&p, NULL);
     struct harness_raw *ts[2] = {&p.kt, &p.dt};
     for (int i = 0; i < 2; i++) {
-        raw_send(ts[i], "CLIENT", "TRACKING", "OFF", NULL);
-        expect_raw(ts[i], "+OK\r\n", "OFF");
+        harness_raw_send(ts[i], "CLIENT", "TRACKING", "OFF", NULL);
+        harness_raw_expect(ts[i], "+OK\r\n", "OFF");
     }
     T(&p, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "q:tr5:a", "PREFIX", "q:tr5:b");
     char want[128];
@@ -606,33 +563,34 @@ START_TEST(test_bcast_prefix_registry_checked)
 {
     struct harness_raw r;
     harness_raw_open(&r, h.port, "keygate (reader)");
-    raw_send(&r, "AUTH", "reader", READER_PASS, NULL);
-    expect_raw(&r, "+OK\r\n", "AUTH reader");
-    raw_send(&r, "CLIENT", "TRACKING", "ON", "BCAST", NULL);
-    expect_raw(&r, "-NOPERM keygate: BCAST prefix '' lies in no namespace and the registry has no default line\r\n",
-               "BCAST, no prefix");
-    raw_send(&r, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "q:tr6:", "PREFIX", "cache:tr6:", NULL);
-    expect_raw(&r,
-               "-NOPERM keygate: BCAST prefix 'cache:tr6:' covers namespace 'cache:' (owner cache) that user "
-               "'reader' may not read\r\n",
-               "a namespace of another owner");
-    raw_send(&r, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "cache:", NULL);
+    harness_raw_send(&r, "AUTH", "reader", READER_PASS, NULL);
+    harness_raw_expect(&r, "+OK\r\n", "AUTH reader");
+    harness_raw_send(&r, "CLIENT", "TRACKING", "ON", "BCAST", NULL);
+    harness_raw_expect(&r,
+                       "-NOPERM keygate: BCAST prefix '' lies in no namespace and the registry has no default line\r\n",
+                       "BCAST, no prefix");
+    harness_raw_send(&r, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "q:tr6:", "PREFIX", "cache:tr6:", NULL);
+    harness_raw_expect(&r,
+                       "-NOPERM keygate: BCAST prefix 'cache:tr6:' covers namespace 'cache:' (owner cache) that user "
+                       "'reader' may not read\r\n",
+                       "a namespace of another owner");
+    harness_raw_send(&r, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "cache:", NULL);
     char *got = harness_raw_reply(&r, NULL);
-    ck_assert_msg(strncmp(got, "-NOPERM", 7) == 0, "cache: %s", shown(got));
+    ck_assert_msg(strncmp(got, "-NOPERM", 7) == 0, "cache: %s", harness_shown(got));
     free(got);
-    raw_send(&r, "CLIENT", "TRACKINGINFO", NULL); /* nothing changed */
-    expect_raw(&r, "*6\r\n$5\r\nflags\r\n*1\r\n$3\r\noff\r\n$8\r\nredirect\r\n:-1\r\n$8\r\nprefixes\r\n*0\r\n",
-               "TRACKINGINFO");
-    raw_send(&r, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "q:tr6:", NULL);
-    expect_raw(&r, "+OK\r\n", "a prefix in its namespace");
+    harness_raw_send(&r, "CLIENT", "TRACKINGINFO", NULL); /* nothing changed */
+    harness_raw_expect(&r, "*6\r\n$5\r\nflags\r\n*1\r\n$3\r\noff\r\n$8\r\nredirect\r\n:-1\r\n$8\r\nprefixes\r\n*0\r\n",
+                       "TRACKINGINFO");
+    harness_raw_send(&r, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "q:tr6:", NULL);
+    harness_raw_expect(&r, "+OK\r\n", "a prefix in its namespace");
     /* default mode: only keys it may read are remembered (the others are refused) */
-    raw_send(&r, "CLIENT", "TRACKING", "OFF", NULL);
-    expect_raw(&r, "+OK\r\n", "OFF");
-    raw_send(&r, "CLIENT", "TRACKING", "ON", NULL);
-    expect_raw(&r, "+OK\r\n", "ON");
-    raw_send(&r, "GET", "cache:tr6:x", NULL);
+    harness_raw_send(&r, "CLIENT", "TRACKING", "OFF", NULL);
+    harness_raw_expect(&r, "+OK\r\n", "OFF");
+    harness_raw_send(&r, "CLIENT", "TRACKING", "ON", NULL);
+    harness_raw_expect(&r, "+OK\r\n", "ON");
+    harness_raw_send(&r, "GET", "cache:tr6:x", NULL);
     got = harness_raw_reply(&r, NULL);
-    ck_assert_msg(strncmp(got, "-NOPERM", 7) == 0, "GET cache: %s", shown(got));
+    ck_assert_msg(strncmp(got, "-NOPERM", 7) == 0, "GET cache: %s", harness_shown(got));
     free(got);
     harness_raw_close(&r);
 }
@@ -686,20 +644,22 @@ START_TEST(test_redirect_resp2_and_broken)
         snprintf(key, sizeof(key), "q:tr7:c%d", n++);
         SAME(&s3, &s3d, "GET", key);
         SAME(&w, &wd, "SET", key, "x");
-        raw_send(&k3, "CLIENT", "TRACKINGINFO", NULL);
-        raw_send(&d3, "CLIENT", "TRACKINGINFO", NULL);
+        harness_raw_send(&k3, "CLIENT", "TRACKINGINFO", NULL);
+        harness_raw_send(&d3, "CLIENT", "TRACKINGINFO", NULL);
         char *a = harness_raw_reply(&k3, NULL), *b = harness_raw_reply(&d3, NULL);
         int ka = a[0] == '>', da = b[0] == '>';
         if (ka && da) {
             char *b2 = swap_id(b, did, kid);
-            ck_assert_msg(strcmp(a, b2) == 0, "broken redirect: keygate %s, Redis %s", shown(a), shown(b2));
+            ck_assert_msg(strcmp(a, b2) == 0, "broken redirect: keygate %s, Redis %s", harness_shown(a),
+                          harness_shown(b2));
             free(a);
             free(b);
             free(b2);
             same_next_at(__LINE__, &k3, &d3, kid, did, "TRACKINGINFO after the broken redirect");
             break;
         }
-        ck_assert_msg(!ka && !da, "one side saw the redirect client gone: keygate %s, Redis %s", shown(a), shown(b));
+        ck_assert_msg(!ka && !da, "one side saw the redirect client gone: keygate %s, Redis %s", harness_shown(a),
+                      harness_shown(b));
         free(a);
         free(b);
         ck_assert_msg(now_ms() < deadline, "no broken redirect within 5 s");
@@ -728,21 +688,21 @@ START_TEST(test_write_through_another_keygate)
     freeReplyObject(cmd(b, "AUTH root %s", ROOT_PASS));
     struct harness_raw t;
     kg_open(&t, 1);
-    raw_send(&t, "CLIENT", "TRACKING", "ON", NULL);
-    expect_raw(&t, "+OK\r\n", "TRACKING ON");
+    harness_raw_send(&t, "CLIENT", "TRACKING", "ON", NULL);
+    harness_raw_expect(&t, "+OK\r\n", "TRACKING ON");
     enum { ROUNDS = 200 };
     long long lag[ROUNDS];
     char key[64], want[128];
     for (int i = 0; i < ROUNDS; i++) {
         snprintf(key, sizeof(key), "q:tr11:k%d", i);
-        raw_send(&t, "GET", key, NULL);
-        expect_raw(&t, "_\r\n", "GET on keygate A");
+        harness_raw_send(&t, "GET", key, NULL);
+        harness_raw_expect(&t, "_\r\n", "GET on keygate A");
         redisReply *r = cmd(b, "SET %s v", key);
         ck_assert_msg(r->type == REDIS_REPLY_STATUS, "SET on keygate B: %s", describe(r));
         freeReplyObject(r);
         long long t0 = now_us();
         invalidate_frame(want, sizeof(want), key);
-        expect_raw(&t, want, "the push on keygate A of a write through keygate B");
+        harness_raw_expect(&t, want, "the push on keygate A of a write through keygate B");
         lag[i] = now_us() - t0;
     }
     qsort(lag, ROUNDS, sizeof(lag[0]), cmp_ll);
@@ -781,7 +741,7 @@ START_TEST(test_rueidis_style_pipelined_handshake)
         harness_raw_sendv(both[i], 2, get2); /* not cached: no CACHING YES before it */
     }
     char *a = harness_raw_reply(&k, NULL), *b = harness_raw_reply(&d, NULL);
-    ck_assert_msg(a[0] == '%' && b[0] == '%', "HELLO 3: %s / %s", shown(a), shown(b));
+    ck_assert_msg(a[0] == '%' && b[0] == '%', "HELLO 3: %s / %s", harness_shown(a), harness_shown(b));
     free(a);
     free(b);
     for (int i = 0; i < 4; i++) same_next(&k, &d, "the pipelined handshake's replies");
@@ -806,17 +766,17 @@ START_TEST(test_table_max_keys_evicts_with_a_push)
 {
     struct harness_raw t;
     kg_open(&t, 1);
-    raw_send(&t, "CLIENT", "TRACKING", "ON", NULL);
-    expect_raw(&t, "+OK\r\n", "ON");
-    raw_send(&t, "MGET", "q:tr10:a", "q:tr10:b", "q:tr10:c", NULL);
-    expect_raw(&t, "*3\r\n_\r\n_\r\n_\r\n", "MGET");
+    harness_raw_send(&t, "CLIENT", "TRACKING", "ON", NULL);
+    harness_raw_expect(&t, "+OK\r\n", "ON");
+    harness_raw_send(&t, "MGET", "q:tr10:a", "q:tr10:b", "q:tr10:c", NULL);
+    harness_raw_expect(&t, "*3\r\n_\r\n_\r\n_\r\n", "MGET");
     char *got = harness_raw_reply(&t, NULL);
     char want[3][128];
     invalidate_frame(want[0], sizeof(want[0]), "q:tr10:a");
     invalidate_frame(want[1], sizeof(want[1]), "q:tr10:b");
     invalidate_frame(want[2], sizeof(want[2]), "q:tr10:c");
     ck_assert_msg(strcmp(got, want[0]) == 0 || strcmp(got, want[1]) == 0 || strcmp(got, want[2]) == 0,
-                  "the evicted key's push: %s", shown(got));
+                  "the evicted key's push: %s", harness_shown(got));
     free(got);
     redisContext *c = harness_must_client(&h);
     freeReplyObject(cmd(c, "AUTH root %s", ROOT_PASS));
@@ -852,25 +812,25 @@ START_TEST(test_feed_direct_writes_and_drop)
     kg_open(&t, 1);
     kg_open(&b, 1);
     kg_open(&u, 1);
-    raw_send(&t, "CLIENT", "TRACKING", "ON", NULL);
-    expect_raw(&t, "+OK\r\n", "t: TRACKING ON");
-    raw_send(&b, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "cache:tr8:b", NULL);
-    expect_raw(&b, "+OK\r\n", "b: TRACKING ON BCAST");
-    raw_send(&u, "CLIENT", "TRACKING", "ON", NULL);
-    expect_raw(&u, "+OK\r\n", "u: TRACKING ON");
+    harness_raw_send(&t, "CLIENT", "TRACKING", "ON", NULL);
+    harness_raw_expect(&t, "+OK\r\n", "t: TRACKING ON");
+    harness_raw_send(&b, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "cache:tr8:b", NULL);
+    harness_raw_expect(&b, "+OK\r\n", "b: TRACKING ON BCAST");
+    harness_raw_send(&u, "CLIENT", "TRACKING", "ON", NULL);
+    harness_raw_expect(&u, "+OK\r\n", "u: TRACKING ON");
     redisContext *d = harness_must_direct(&h, "cache");
     char key[64], want[128];
     enum { ROUNDS = 200 };
     long long lag[ROUNDS];
     for (int i = 0; i < ROUNDS; i++) {
         snprintf(key, sizeof(key), "cache:tr8:k%d", i);
-        raw_send(&t, "GET", key, NULL);
-        expect_raw(&t, "_\r\n", "GET");
+        harness_raw_send(&t, "GET", key, NULL);
+        harness_raw_expect(&t, "_\r\n", "GET");
         long long t0 = now_us();
         redisReply *r = cmd(d, "SET %s v EX 100", key);
         freeReplyObject(r);
         invalidate_frame(want, sizeof(want), key);
-        expect_raw(&t, want, "the push of a direct write");
+        harness_raw_expect(&t, want, "the push of a direct write");
         lag[i] = now_us() - t0;
     }
     qsort(lag, ROUNDS, sizeof(lag[0]), cmp_ll);
@@ -881,32 +841,33 @@ START_TEST(test_feed_direct_writes_and_drop)
     redisReply *r = cmd(d, "SET cache:tr8:b1 v EX 100");
     freeReplyObject(r);
     invalidate_frame(want, sizeof(want), "cache:tr8:b1");
-    expect_raw(&b, want, "BCAST: the push of a direct write");
+    harness_raw_expect(&b, want, "BCAST: the push of a direct write");
     /* the feed drops: t (read cache: keys) and b (BCAST) get the flush, u (read q: only) does not */
-    raw_send(&t, "GET", "cache:tr8:x", NULL);
-    expect_raw(&t, "_\r\n", "GET");
-    raw_send(&u, "GET", "q:tr8:u", NULL);
-    expect_raw(&u, "_\r\n", "GET");
+    harness_raw_send(&t, "GET", "cache:tr8:x", NULL);
+    harness_raw_expect(&t, "_\r\n", "GET");
+    harness_raw_send(&u, "GET", "q:tr8:u", NULL);
+    harness_raw_expect(&u, "_\r\n", "GET");
     redisFree(d);
     ck_assert_msg(harness_backend_kill(&h, "cache") == 0, "kill: %s", h.error);
     const char *flush = ">2\r\n$10\r\ninvalidate\r\n_\r\n";
-    expect_raw(&t, flush, "t: flush-all when the feed dropped");
-    expect_raw(&b, flush, "b: flush-all when the feed dropped");
+    harness_raw_expect(&t, flush, "t: flush-all when the feed dropped");
+    harness_raw_expect(&b, flush, "b: flush-all when the feed dropped");
     struct harness_raw w;
     kg_open(&w, 1);
-    raw_send(&w, "SET", "q:tr8:u", "1", NULL);
-    expect_raw(&w, "+OK\r\n", "SET");
+    harness_raw_send(&w, "SET", "q:tr8:u", "1", NULL);
+    harness_raw_expect(&w, "+OK\r\n", "SET");
     invalidate_frame(want, sizeof(want), "q:tr8:u");
-    expect_raw(&u, want, "u: no flush, its own key's push first");
+    harness_raw_expect(&u, want, "u: no flush, its own key's push first");
     ck_assert_msg(harness_backend_restart(&h, "cache") == 0, "restart: %s", h.error);
     wait_feeds(2);
     d = harness_must_direct(&h, "cache");
-    raw_send(&t, "GET", "cache:tr8:y", NULL);
-    expect_raw(&t, "_\r\n", "GET");
+    harness_raw_send(&t, "GET", "cache:tr8:y", NULL);
+    harness_raw_expect(&t, "_\r\n", "GET");
     r = cmd(d, "SET cache:tr8:y v EX 100");
     freeReplyObject(r);
     invalidate_frame(want, sizeof(want), "cache:tr8:y");
-    expect_raw(&t, want, "the push of a direct write once the feed is back (no second flush: nothing read meanwhile)");
+    harness_raw_expect(&t, want,
+                       "the push of a direct write once the feed is back (no second flush: nothing read meanwhile)");
     redisFree(d);
     harness_raw_close(&t);
     harness_raw_close(&b);
@@ -951,29 +912,29 @@ START_TEST(test_stream_source_while_feed_down)
     struct harness_raw nc, plain;
     kg_open(&nc, 1);
     kg_open(&plain, 1);
-    raw_send(&nc, "CLIENT", "TRACKING", "ON", NULL);
-    expect_raw(&nc, "+OK\r\n", "nc: TRACKING ON");
-    raw_send(&plain, "CLIENT", "TRACKING", "ON", NULL);
-    expect_raw(&plain, "+OK\r\n", "plain: TRACKING ON");
-    raw_send(&nc, "GET", "u:tr12:a", NULL);
-    expect_raw(&nc, "_\r\n", "GET u:tr12:a");
-    raw_send(&nc, "GET", "u:tr12:b", NULL);
-    expect_raw(&nc, "_\r\n", "GET u:tr12:b");
-    raw_send(&plain, "GET", "q:tr12:x", NULL);
-    expect_raw(&plain, "_\r\n", "GET q:tr12:x");
+    harness_raw_send(&nc, "CLIENT", "TRACKING", "ON", NULL);
+    harness_raw_expect(&nc, "+OK\r\n", "nc: TRACKING ON");
+    harness_raw_send(&plain, "CLIENT", "TRACKING", "ON", NULL);
+    harness_raw_expect(&plain, "+OK\r\n", "plain: TRACKING ON");
+    harness_raw_send(&nc, "GET", "u:tr12:a", NULL);
+    harness_raw_expect(&nc, "_\r\n", "GET u:tr12:a");
+    harness_raw_send(&nc, "GET", "u:tr12:b", NULL);
+    harness_raw_expect(&nc, "_\r\n", "GET u:tr12:b");
+    harness_raw_send(&plain, "GET", "q:tr12:x", NULL);
+    harness_raw_expect(&plain, "_\r\n", "GET q:tr12:x");
     durable_feeds_block(1);
     const char *flush = ">2\r\n$10\r\ninvalidate\r\n_\r\n";
-    expect_raw(&plain, flush, "plain: the flush-all when durable's feed dropped");
+    harness_raw_expect(&plain, flush, "plain: the flush-all when durable's feed dropped");
     wait_feeds(1);
     redisReply *r = cmd(b, "SET u:tr12:a v");
     ck_assert_msg(r->type == REDIS_REPLY_STATUS, "SET on keygate B: %s", describe(r));
     freeReplyObject(r);
     char want[128];
     invalidate_frame(want, sizeof(want), "u:tr12:a");
-    expect_raw(&nc, want, "nc: no flush; the stream's push of B's write, the feed down");
+    harness_raw_expect(&nc, want, "nc: no flush; the stream's push of B's write, the feed down");
     durable_feeds_block(0);
     invalidate_frame(want, sizeof(want), "u:tr12:b");
-    expect_raw(&nc, want, "nc: the feed back, its other near-cache key invalidated (not a flush)");
+    harness_raw_expect(&nc, want, "nc: the feed back, its other near-cache key invalidated (not a flush)");
     wait_feeds(2);
     redisFree(b);
     harness_raw_close(&nc);
@@ -992,14 +953,14 @@ START_TEST(test_stream_gap_flushes_while_feed_down)
     struct harness_raw nc, other;
     kg_open(&nc, 1);
     kg_open(&other, 1);
-    raw_send(&nc, "CLIENT", "TRACKING", "ON", NULL);
-    expect_raw(&nc, "+OK\r\n", "nc: TRACKING ON");
-    raw_send(&other, "CLIENT", "TRACKING", "ON", NULL);
-    expect_raw(&other, "+OK\r\n", "other: TRACKING ON");
-    raw_send(&nc, "MGET", "u:tr13:a", "u:tr13:b", NULL);
-    expect_raw(&nc, "*2\r\n_\r\n_\r\n", "MGET u:tr13:a u:tr13:b");
-    raw_send(&other, "GET", "cache:tr13:x", NULL);
-    expect_raw(&other, "_\r\n", "GET cache:tr13:x");
+    harness_raw_send(&nc, "CLIENT", "TRACKING", "ON", NULL);
+    harness_raw_expect(&nc, "+OK\r\n", "nc: TRACKING ON");
+    harness_raw_send(&other, "CLIENT", "TRACKING", "ON", NULL);
+    harness_raw_expect(&other, "+OK\r\n", "other: TRACKING ON");
+    harness_raw_send(&nc, "MGET", "u:tr13:a", "u:tr13:b", NULL);
+    harness_raw_expect(&nc, "*2\r\n_\r\n_\r\n", "MGET u:tr13:a u:tr13:b");
+    harness_raw_send(&other, "GET", "cache:tr13:x", NULL);
+    harness_raw_expect(&other, "_\r\n", "GET cache:tr13:x");
     durable_feeds_block(1);
     wait_feeds(1);
     /* A's reader reads an entry (the push proves it): the stream has a cursor to lose */
@@ -1007,18 +968,18 @@ START_TEST(test_stream_gap_flushes_while_feed_down)
     freeReplyObject(r);
     char want[128];
     invalidate_frame(want, sizeof(want), "u:tr13:a");
-    expect_raw(&nc, want, "nc: the stream's push of B's write");
+    harness_raw_expect(&nc, want, "nc: the stream's push of B's write");
     redisContext *c = harness_must_client(&h);
     freeReplyObject(cmd(c, "AUTH root %s", ROOT_PASS));
     long long flushes = harness_must_info_field(c, "tracking", "tracking_invalidations_flush");
     harness_direct_int(&h, "durable", "DEL kg:nc:{kg:}:stream");
-    expect_raw(&nc, ">2\r\n$10\r\ninvalidate\r\n_\r\n", "nc: the flush-all of a stream gap, the feed down");
+    harness_raw_expect(&nc, ">2\r\n$10\r\ninvalidate\r\n_\r\n", "nc: the flush-all of a stream gap, the feed down");
     ck_assert_int_eq(harness_must_info_field(c, "tracking", "tracking_invalidations_flush"), flushes + 1);
     /* other read cache: only: a write there reaches it first, no flush before it */
     r = cmd(b, "SET cache:tr13:x v");
     freeReplyObject(r);
     invalidate_frame(want, sizeof(want), "cache:tr13:x");
-    expect_raw(&other, want, "other: no flush (it read nothing of durable)");
+    harness_raw_expect(&other, want, "other: no flush (it read nothing of durable)");
     durable_feeds_block(0);
     wait_feeds(2);
     redisFree(c);
@@ -1049,7 +1010,7 @@ static long long read_keys(struct harness_raw *t, int from, int n)
         for (;;) {
             char *f = harness_raw_reply(t, NULL);
             int reply = f[0] == '*';
-            ck_assert_msg(reply || strncmp(f, ">2\r\n$10\r\ninvalidate\r\n", 21) == 0, "MGET: %.60s", shown(f));
+            ck_assert_msg(reply || strncmp(f, ">2\r\n$10\r\ninvalidate\r\n", 21) == 0, "MGET: %.60s", harness_shown(f));
             pushes += !reply;
             free(f);
             if (reply) break;
@@ -1070,8 +1031,8 @@ START_TEST(test_tracking_memory_counted)
     ck_assert_int_eq(harness_must_info_field(c, "tracking", "tracking_memory_bytes"), 0);
     struct harness_raw t;
     kg_open(&t, 1);
-    raw_send(&t, "CLIENT", "TRACKING", "ON", NULL);
-    expect_raw(&t, "+OK\r\n", "TRACKING ON");
+    harness_raw_send(&t, "CLIENT", "TRACKING", "ON", NULL);
+    harness_raw_expect(&t, "+OK\r\n", "TRACKING ON");
     ck_assert_int_eq(read_keys(&t, 0, 1000), 0);
     long long tracked = harness_must_info_field(c, "tracking", "tracking_memory_bytes");
     long long used1 = harness_must_info_field(c, "clients", "memory_used_bytes");
@@ -1109,10 +1070,10 @@ START_TEST(test_reload_lowers_table_max_keys)
     wait_feeds(2);
     struct harness_raw t;
     kg_open(&t, 1);
-    raw_send(&t, "CLIENT", "TRACKING", "ON", NULL);
-    expect_raw(&t, "+OK\r\n", "ON");
-    raw_send(&t, "MGET", "q:tr15:a", "q:tr15:b", "q:tr15:c", "q:tr15:d", "q:tr15:e", NULL);
-    expect_raw(&t, "*5\r\n_\r\n_\r\n_\r\n_\r\n_\r\n", "MGET");
+    harness_raw_send(&t, "CLIENT", "TRACKING", "ON", NULL);
+    harness_raw_expect(&t, "+OK\r\n", "ON");
+    harness_raw_send(&t, "MGET", "q:tr15:a", "q:tr15:b", "q:tr15:c", "q:tr15:d", "q:tr15:e", NULL);
+    harness_raw_expect(&t, "*5\r\n_\r\n_\r\n_\r\n_\r\n_\r\n", "MGET");
     redisContext *c = harness_must_client(&h);
     freeReplyObject(cmd(c, "AUTH root %s", ROOT_PASS));
     ck_assert_int_eq(harness_must_info_field(c, "tracking", "tracking_total_keys"), 5);
@@ -1134,7 +1095,7 @@ START_TEST(test_reload_lowers_table_max_keys)
             invalidate_frame(want, sizeof(want), key);
             if (strcmp(got, want) == 0) which = k;
         }
-        ck_assert_msg(which >= 0 && !seen[which], "push %d after the reload: %s", i, shown(got));
+        ck_assert_msg(which >= 0 && !seen[which], "push %d after the reload: %s", i, harness_shown(got));
         seen[which] = 1;
         free(got);
     }
@@ -1152,13 +1113,13 @@ START_TEST(test_feed_still_down_flushes_within_5s)
 {
     struct harness_raw t;
     kg_open(&t, 1);
-    raw_send(&t, "CLIENT", "TRACKING", "ON", NULL);
-    expect_raw(&t, "+OK\r\n", "TRACKING ON");
+    harness_raw_send(&t, "CLIENT", "TRACKING", "ON", NULL);
+    harness_raw_expect(&t, "+OK\r\n", "TRACKING ON");
     durable_feeds_block(1);
     wait_feeds(1);
     long long t0 = now_ms();
-    raw_send(&t, "MGET", "q:tr16:a", "u:tr16:b", NULL);
-    expect_raw(&t, "*2\r\n_\r\n_\r\n", "MGET after the drop");
+    harness_raw_send(&t, "MGET", "q:tr16:a", "u:tr16:b", NULL);
+    harness_raw_expect(&t, "*2\r\n_\r\n_\r\n", "MGET after the drop");
     redisContext *c = harness_must_client(&h);
     freeReplyObject(cmd(c, "AUTH root %s", ROOT_PASS));
     long long flushes = harness_must_info_field(c, "tracking", "tracking_invalidations_flush"), now = flushes;
@@ -1166,7 +1127,7 @@ START_TEST(test_feed_still_down_flushes_within_5s)
            now_ms() < t0 + 8000)
         sleep_ms(50);
     ck_assert_msg(now > flushes, "no flush within 8 s of reads made while the feed is down");
-    expect_raw(&t, ">2\r\n$10\r\ninvalidate\r\n_\r\n", "the flush-all of a feed still down");
+    harness_raw_expect(&t, ">2\r\n$10\r\ninvalidate\r\n_\r\n", "the flush-all of a feed still down");
     long long took = now_ms() - t0;
     ck_assert_msg(took <= 6500, "the flush came %lld ms after the reads (the bound is 5 s)", took);
     durable_feeds_block(0);
