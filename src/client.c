@@ -10,6 +10,7 @@
 #include "request.h"
 #include "ncpolicy.h"
 #include "nearcache.h"
+#include "pins.h"
 #include "tracker.h"
 #include "router.h"
 
@@ -144,14 +145,7 @@ static void client_teardown(struct client *c)
     assert(released == c->nqueued);  /* nqueued counts the queue */
     assert(held == c->replies_held); /* replies_held counts what its requests keep */
     c->nqueued = 0;
-    if (c->watch_pin) backend_abandon(c->watch_pin);
-    if (c->block_pin) {
-        (void)blocked_remove(&w->proxy->blocked, c->id); /* the connection is closed anyway */
-        c->block_pin->block_client = 0;
-        backend_abandon(c->block_pin);
-    }
-    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++)
-        if (c->pubsub.pin[i]) backend_abandon(c->pubsub.pin[i]);
+    pins_drop_all(c);
     authgate_client_free(c);
     router_client_gone(c); /* after its requests were released: they are not sent again */
     if (c->owner_timer) event_free(c->owner_timer);
@@ -436,9 +430,7 @@ static void client_multi_reset(struct client *c)
 static void client_watch_end(struct client *c)
 {
     if (!c->watch_pin) return;
-    backend_unpin(c->watch_pin);
-    c->watch_pin = NULL;
-    session_unwatch(&c->session);
+    pins_watch_release(c);
     c->stall = 1; /* the next command may go to another connection: keep the order */
 }
 
@@ -461,8 +453,7 @@ static int client_exec_instance(const struct client *c)
 /* EXEC: send MULTI + the buffered commands + EXEC in one write, or answer EXECABORT. */
 static void client_exec(struct client *c, struct request *req)
 {
-    if (c->watch_lost) {
-        c->watch_lost = 0;
+    if (pins_watch_lost_take(c)) {
         int inst = c->session.watch_instance;                         /* >= 0: it had a WATCH connection */
         int moves = inst >= 0 && backend_is_cluster(c->worker, inst); /* a cluster or sentinel instance */
         client_multi_reset(c);
@@ -476,9 +467,7 @@ static void client_exec(struct client *c, struct request *req)
     if (c->multi_dirty) {
         client_multi_reset(c);
         if (c->watch_pin) {
-            backend_abandon(c->watch_pin); /* still WATCHing: never reuse */
-            c->watch_pin = NULL;
-            session_unwatch(&c->session);
+            pins_watch_abandon(c); /* still WATCHing: never reuse */
             c->stall = 1;
         }
         request_error(req, "EXECABORT Transaction discarded because of previous errors.");
@@ -515,7 +504,7 @@ static void client_exec(struct client *c, struct request *req)
 static void client_discard(struct client *c, struct request *req)
 {
     client_multi_reset(c);
-    c->watch_lost = 0;
+    (void)pins_watch_lost_take(c);
     if (!c->watch_pin) session_unwatch(&c->session); /* its connection is already gone */
     if (c->watch_pin) {
         /* DISCARD also unwatches: do it on the pin before it goes back */
@@ -535,12 +524,12 @@ static void client_discard(struct client *c, struct request *req)
 static void client_reset(struct client *c, struct request *req)
 {
     if (c->session.mode == SESSION_MULTI) client_multi_reset(c);
-    c->watch_lost = 0;
+    (void)pins_watch_lost_take(c);
     if (c->watch_pin) {
         router_unwatch(c, req); /* its reply is req's to swallow */
         client_watch_end(c);
     }
-    router_close_subscribers(c);
+    pins_drop_subscribers(c);
     session_reset(&c->session, c->worker->cfg->nusers == 0);
     if (!c->session.authenticated) conn_user_logout(c);
     free(c->name);
@@ -602,14 +591,11 @@ static void client_subscribe(struct client *c, const struct plan *plan, const ch
         struct backend *b = c->pubsub.pin[i];
         if (b && plan->slot >= 0 && client_shard_elsewhere(c, b, plan)) return;
         if (!b && plan->flow == FLOW_SUBSCRIBE) {
-            b = backend_pin(w, i, plan->slot, c, c->resp3); /* a shard channel: its slot's node */
+            b = pins_subscriber(c, i, plan->slot); /* a shard channel: its slot's node */
             if (!b) {
                 request_pin_full(c, request_new(c), i);
                 return;
             }
-            b->subscriber = 1;
-            c->pubsub.pin[i] = b;
-            if (!c->resp3) session_set_subscribed(&c->session, 1); /* RESP2's subscribed mode */
         }
         if (!b) continue;
         router_subscribe(c, b, i, frame, c->parser.frame_len);
@@ -627,9 +613,10 @@ static int client_has_no_subscription(const struct client *c, const struct plan 
 /*
  * Would forwarding this plan now let it overtake an earlier request of another client
  * (backend_would_reorder)? Looks at the connection it would be staged on; split plans
- * and commands queued inside MULTI (nothing is sent before EXEC) are not looked at.
+ * and commands queued inside MULTI (nothing is sent before EXEC) are not looked at. `need` is
+ * pins_need's answer for it.
  */
-static int client_would_reorder(struct client *c, const struct plan *plan, int *domain)
+static int client_would_reorder(struct client *c, const struct plan *plan, unsigned need, int *domain)
 {
     struct worker *w = c->worker;
     struct backend *b;
@@ -643,7 +630,7 @@ static int client_would_reorder(struct client *c, const struct plan *plan, int *
             plan->instance < 0 || plan->all_instances)
             return 0;
         instance = plan->instance;
-        if (plan->flow == FLOW_BLOCK || (plan->flow == FLOW_WATCH && !c->watch_pin))
+        if (need & PINS_NEED_FRESH)
             b = NULL; /* a fresh pin */
         else if (plan->flow == FLOW_SUBSCRIBE || plan->flow == FLOW_UNSUBSCRIBE)
             b = c->pubsub.pin[plan->instance];
@@ -652,14 +639,6 @@ static int client_would_reorder(struct client *c, const struct plan *plan, int *
     }
     *domain = b ? b->domain : backend_domain(instance, -1);
     return w->postponing[*domain] || backend_would_reorder(w, b);
-}
-
-/* RESP3: a (un)subscribe's confirmations are pushes that go to the client as they come, so
- * they wait for the replies of the commands before it (a RESP3 client subscribed may send
- * any command: its subscriber connections carry only the (un)subscribes). */
-static int client_push_waits(const struct client *c, const struct plan *plan)
-{
-    return c->resp3 && (plan->flow == FLOW_SUBSCRIBE || plan->flow == FLOW_UNSUBSCRIBE);
 }
 
 /* c's frame for ordering domain `domain` waits: it is parsed again after the next backend flush. */
@@ -745,15 +724,13 @@ static void client_owner_timer_cb(evutil_socket_t fd, short what, void *arg)
  * failing: c is held (nothing more of it is parsed or read), the map is asked again, and the
  * frame is parsed again when the timer fires (25 ms doubling to 500 ms), as often as the router
  * waits (router_max_waits: about 6.3 s on a cluster, failover-hold on a sentinel instance). Past
- * the bound it goes on, and fails as before (-UNAVAILABLE). 1 when c is held.
+ * the bound it goes on, and fails as before (-UNAVAILABLE). `need` is pins_need's answer for the
+ * command. 1 when c is held.
  */
-static int client_waits_for_owner(struct client *c, const struct plan *plan)
+static int client_waits_for_owner(struct client *c, const struct plan *plan, unsigned need)
 {
     struct worker *w = c->worker;
-    int pins = plan->kind == PLAN_FORWARD && c->session.mode != SESSION_MULTI && plan->instance >= 0 &&
-               (plan->flow == FLOW_BLOCK || (plan->flow == FLOW_WATCH && !c->watch_pin) ||
-                (plan->flow == FLOW_SUBSCRIBE && !c->pubsub.pin[plan->instance]));
-    if (__builtin_expect(!pins || !backend_is_cluster(w, plan->instance), 1) ||
+    if (__builtin_expect(!(need & PINS_NEED_FRESH) || !backend_is_cluster(w, plan->instance), 1) ||
         c->owner_waits >= router_max_waits(w, plan->instance)) {
         c->owner_waits = 0;
         return 0;
@@ -798,21 +775,18 @@ static int client_handle_frame(struct client *c, const char *frame)
     struct plan plan;
     policy_decide(w->cfg, w->cfg->registry, &c->session, &pr, &plan);
     if (c->resp3) client_resp3_plan(c, &plan);
-    int needs_empty_queue =
-        plan.kind == PLAN_FORWARD && c->session.mode != SESSION_MULTI &&
-        (plan.flow == FLOW_BLOCK || (plan.flow == FLOW_WATCH && !c->watch_pin) ||
-         (plan.flow == FLOW_SUBSCRIBE && c->session.mode != SESSION_SUBSCRIBED) || client_push_waits(c, &plan));
-    if (needs_empty_queue && c->nqueued > 0) {
+    unsigned need = pins_need_of(c, &plan);
+    if ((need & PINS_NEED_EMPTY_QUEUE) && c->nqueued > 0) {
         plan_release(&plan);
         c->stall = 1;
         return 1;
     }
-    if (__builtin_expect(client_waits_for_owner(c, &plan), 0)) {
+    if (__builtin_expect(client_waits_for_owner(c, &plan, need), 0)) {
         plan_release(&plan); /* parsed again when c's owner timer fires */
         return 1;
     }
     int domain = 0;
-    if (client_would_reorder(c, &plan, &domain)) {
+    if (client_would_reorder(c, &plan, need, &domain)) {
         /* it would leave before a request read earlier: wait for the next flush */
         plan_release(&plan);
         client_postpone(c, domain);
@@ -894,36 +868,28 @@ static int client_handle_frame(struct client *c, const char *frame)
         if (plan.merge != MERGE_NONE) {
             router_forward_split(c, req, &plan, frame);
         } else if (plan.flow == FLOW_WATCH) {
-            if (!c->watch_pin) {
-                c->watch_pin = backend_pin(w, plan.instance, plan.slot, c, c->resp3);
-                if (!c->watch_pin) {
-                    request_pin_full(c, req, plan.instance);
-                    break;
-                }
-                session_watch(&c->session, plan.instance, plan.slot);
+            struct backend *b = pins_watch(c, plan.instance, plan.slot);
+            if (!b) {
+                request_pin_full(c, req, plan.instance);
+                break;
             }
-            router_forward(c, c->watch_pin, req, &plan, frame);
+            router_forward(c, b, req, &plan, frame);
         } else if (plan.flow == FLOW_UNWATCH && !c->watch_pin) {
-            c->watch_lost = 0; /* its connection is already gone: nothing is watched */
+            (void)pins_watch_lost_take(c); /* its connection is already gone: nothing is watched */
             session_unwatch(&c->session);
             request_complete(req, STR_AND_LEN("+OK\r\n"));
         } else if (plan.flow == FLOW_UNWATCH) {
             router_forward(c, c->watch_pin, req, &plan, frame);
             client_watch_end(c);
         } else if (plan.flow == FLOW_BLOCK) {
-            struct backend *b = backend_pin(w, plan.instance, plan.slot, c, c->resp3);
+            int64_t block_ms = command_block_timeout_ms(pr.cmd, p->argc, c->argv, c->argvlen);
+            struct backend *b = pins_block(c, plan.instance, plan.slot, block_ms);
             if (!b) {
                 request_pin_full(c, req, plan.instance);
                 break;
             }
             req->blocking = 1;
-            c->block_pin = b;
-            b->block_client = c->id; /* CLIENT UNBLOCK, from any worker, finds it (blocked.h) */
-            blocked_add(&w->proxy->blocked, c->id, c->session.user ? c->session.user->name : NULL, plan.instance,
-                        b->server_id);
-            req->block_ms = command_block_timeout_ms(pr.cmd, p->argc, c->argv, c->argvlen);
-            backend_exempt(b, req->block_ms);
-            /* it may wait as long as the command blocks */ /* it may wait as long as the command blocks */
+            req->block_ms = block_ms;
             session_block(&c->session);
             router_forward(c, b, req, &plan, frame);
             backend_unpin(b); /* back to the idle list once it answered */
