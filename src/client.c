@@ -750,11 +750,46 @@ static int client_waits_for_owner(struct client *c, const struct plan *plan, uns
 }
 
 /*
- * Handle one parsed frame: decide, then answer, refuse, buffer or forward.
- * Returns 1 when the frame must wait (a switch of connection while earlier replies
- * are due): the caller leaves it unconsumed and parses it again once the queue is empty.
+ * Why a whole frame is left in c's buffer, to be parsed again later (client_parse stops there;
+ * the frame is decided again when it is). Each reason has its own wake-up.
  */
-static int client_handle_frame(struct client *c, const char *frame)
+enum client_later {
+    CLIENT_NOW = 0,     /* handled: the next frame may follow */
+    CLIENT_LATER_RATE,  /* its user is over rate= (client_rate_hold): c's rate timer */
+    CLIENT_LATER_QUEUE, /* it needs an empty queue (pins_need): c stalls until every reply is written */
+    CLIENT_LATER_OWNER, /* its new pin's cluster slot has no reachable owner yet (client_waits_for_owner): c's owner
+                           timer */
+    CLIENT_LATER_ORDER, /* it would overtake an earlier request of another client (client_would_reorder): the next
+                           backend flush */
+    CLIENT_LATER_AUTH,  /* an AUTH that is not its address's turn (authgate_wait): c's AUTH timer */
+};
+
+/* Must c's frame, decided as `plan` (pins_need's answer `need`), wait? Sets up the reason's
+ * wake-up (the stall, the owner timer, the postponement, the AUTH turn) when it must. */
+static enum client_later client_frame_later(struct client *c, const struct plan *plan, unsigned need)
+{
+    if ((need & PINS_NEED_EMPTY_QUEUE) && c->nqueued > 0) {
+        c->stall = 1;
+        return CLIENT_LATER_QUEUE;
+    }
+    if (__builtin_expect(client_waits_for_owner(c, plan, need), 0)) return CLIENT_LATER_OWNER;
+    int domain = 0;
+    if (client_would_reorder(c, plan, need, &domain)) {
+        client_postpone(c, domain); /* it would leave before a request read earlier: wait for the next flush */
+        return CLIENT_LATER_ORDER;
+    }
+    if (plan->kind == PLAN_LOCAL && (plan->local == LOCAL_AUTH || plan->local == LOCAL_HELLO) &&
+        authgate_is_attempt(plan, c->parser.argc, c->argv, c->argvlen) && authgate_wait(c))
+        return CLIENT_LATER_AUTH;
+    return CLIENT_NOW;
+}
+
+/*
+ * Handle one parsed frame: decide, then answer, refuse, buffer or forward. Returns why the
+ * frame must wait instead (client_frame_later): the caller leaves it unconsumed and parses it
+ * again then.
+ */
+static enum client_later client_handle_frame(struct client *c, const char *frame)
 {
     struct worker *w = c->worker;
     struct resp_parser *p = &c->parser;
@@ -775,27 +810,10 @@ static int client_handle_frame(struct client *c, const char *frame)
     struct plan plan;
     policy_decide(w->cfg, w->cfg->registry, &c->session, &pr, &plan);
     if (c->resp3) client_resp3_plan(c, &plan);
-    unsigned need = pins_need_of(c, &plan);
-    if ((need & PINS_NEED_EMPTY_QUEUE) && c->nqueued > 0) {
+    enum client_later later = client_frame_later(c, &plan, pins_need_of(c, &plan));
+    if (__builtin_expect(later != CLIENT_NOW, 0)) {
         plan_release(&plan);
-        c->stall = 1;
-        return 1;
-    }
-    if (__builtin_expect(client_waits_for_owner(c, &plan, need), 0)) {
-        plan_release(&plan); /* parsed again when c's owner timer fires */
-        return 1;
-    }
-    int domain = 0;
-    if (client_would_reorder(c, &plan, need, &domain)) {
-        /* it would leave before a request read earlier: wait for the next flush */
-        plan_release(&plan);
-        client_postpone(c, domain);
-        return 1;
-    }
-    if (plan.kind == PLAN_LOCAL && (plan.local == LOCAL_AUTH || plan.local == LOCAL_HELLO) &&
-        authgate_is_attempt(&plan, p->argc, c->argv, c->argvlen) && authgate_wait(c)) {
-        plan_release(&plan); /* not its address's turn: parsed again when c's timer fires */
-        return 1;
+        return later;
     }
     STAT_INC(&w->stats, commands_processed);
     if (pr.cmd) c->last_cmd = pr.cmd->name;
@@ -809,7 +827,7 @@ static int client_handle_frame(struct client *c, const char *frame)
         client_stats_command(c, &pr, &plan);
         client_subscribe(c, &plan, frame);
         plan_release(&plan);
-        return 0;
+        return CLIENT_NOW;
     }
     struct stats_mark mark = client_stats_command(c, &pr, &plan);
     const char *hit;
@@ -821,7 +839,7 @@ static int client_handle_frame(struct client *c, const char *frame)
         stats_reply_out(&w->stats, &mark, hit_len);
         conn_out(c, hit, hit_len);
         plan_release(&plan);
-        return 0;
+        return CLIENT_NOW;
     }
     struct request *req = request_new(c);
     req->mark = mark;
@@ -833,7 +851,7 @@ static int client_handle_frame(struct client *c, const char *frame)
         (plan.kind == PLAN_FORWARD || (plan.kind == PLAN_ERROR && !plan.keeps_transaction))) {
         client_multi_queue(c, req, &plan, frame);
         plan_release(&plan);
-        return 0;
+        return CLIENT_NOW;
     }
     enum nearcache_verdict nv = nearcache_try(c, req, &plan, &pr);
     if (nv != NEARCACHE_PASS) {
@@ -841,7 +859,7 @@ static int client_handle_frame(struct client *c, const char *frame)
         if (nv == NEARCACHE_FILL) router_forward_fill(c, nb, req, &plan, frame);
         if (nv == NEARCACHE_PREFETCH) router_forward(c, nb, req, &plan, frame), router_forward_prefetch(c, nb, req);
         plan_release(&plan);
-        return 0;
+        return CLIENT_NOW;
     }
     if (plan.kind == PLAN_FORWARD) nearcache_writes(c, req, &plan);
     switch (plan.kind) {
@@ -900,7 +918,7 @@ static int client_handle_frame(struct client *c, const char *frame)
         break;
     }
     plan_release(&plan);
-    return 0;
+    return CLIENT_NOW;
 }
 
 static void client_rate_timer_cb(evutil_socket_t fd, short what, void *arg)
@@ -996,8 +1014,8 @@ static size_t client_parse(struct client *c, const char *buf, size_t len)
         if (c->parser.argc > 0 && client_stalled(c)) break; /* parsed again later */
         c->stall = 0;
         if (c->parser.argc > 0) {
-            if (client_rate_hold(c)) break; /* parsed again when c's rate timer fires */
-            if (client_handle_frame(c, frame)) break;
+            enum client_later later = client_rate_hold(c) ? CLIENT_LATER_RATE : client_handle_frame(c, frame);
+            if (later != CLIENT_NOW) break; /* parsed again at its reason's wake-up */
             c->rate_paid = 0;
             session_command_done(&c->session); /* CLIENT REPLY SKIP's window moves on */
         }
