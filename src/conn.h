@@ -136,6 +136,13 @@ void conn_user_logout(struct client *c);
  * a dedicated connection lost): the worker services it at the next flush step. */
 void conn_wake(struct client *c);
 
+/* c closes once every reply queued for it is written (conn_close then, from its service
+ * step; conn_wake it for that to be looked at): nothing more of its input is handled. */
+static inline void conn_close_when_done(struct client *c)
+{
+    c->closing = 1;
+}
+
 /* The one close path of a client: c gets no more events and is torn down at the next reap
  * (its requests orphaned, its dedicated connections closed), outside every callback.
  * Closing a closed client does nothing. */

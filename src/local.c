@@ -2,6 +2,7 @@
 #include "local.h"
 
 #include "nearcache.h"
+#include "pins.h"
 #include "access.h"
 #include "args.h"
 #include "authgate.h"
@@ -186,7 +187,7 @@ static void local_hello(struct client *c, struct request *req, size_t argc, cons
     }
     /* nothing subscribed: the subscriber connections kept for the next SUBSCRIBE speak the old
      * protocol; close them (a new SUBSCRIBE pins one of the new) */
-    if (resp3 != c->resp3) router_close_subscribers(c);
+    if (resp3 != c->resp3) pins_drop_subscribers(c);
     c->resp3 = resp3;
     struct evbuffer *out = xevbuffer_new();
     evbuffer_add_printf(out, resp3 ? "%%7\r\n" : "*14\r\n");
@@ -697,7 +698,7 @@ void local_execute(struct client *c, struct request *req, const struct plan *pla
         local_getkeys(c, req, argc, argv, argvlen);
         break;
     case LOCAL_UNWATCH:
-        c->watch_lost = 0;
+        (void)pins_watch_lost_take(c);
         session_unwatch(&c->session);
         reply_str(req, "+OK\r\n");
         break;

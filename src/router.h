@@ -23,7 +23,8 @@
  *
  * Frames of subscriber connections go to the client's pub/sub state (pubsub.c) and output.
  * A connection that fails answers its entries -UNAVAILABLE; a dedicated one that fails
- * under its owner changes that client's state (WATCH lost, subscriptions gone) and wakes it.
+ * under its owner is told to pins.c (pins_owner_lost: WATCH lost, subscriptions gone), which
+ * changes that client's pins and wakes it.
  */
 
 /* What the backends of a worker report to (backend_pools_start). */
@@ -53,10 +54,6 @@ int64_t router_hold_ms(const struct worker *w, int instance);
 /* c is torn down: its cluster sends that wait to go again are dropped (their requests, orphaned,
  * are freed once nothing else is owed to them), and its timer freed. */
 void router_client_gone(struct client *c);
-
-/* Close c's subscriber connections (never reused: no other client may get their
- * subscriptions) and forget their subscriptions (RESET, a protocol switch). */
-void router_close_subscribers(struct client *c);
 
 /* The connection for c's commands to `instance` (on a cluster, to `slot`'s primary; -1: keyless):
  * its WATCH pin there, else its shared one. NULL when that connection is down (or, on a
