@@ -16,7 +16,7 @@ struct trackfeed;
  * second; when it fails (or 3 PINGs go unanswered), or the instance is flushed (a null push),
  * keygate cannot vouch for what its clients read of the instance: they get Redis's flush-all
  * (tracking_flush_instance), again once the feed is back (writes of the gap). It connects
- * only while keygate's own connections to the instance are up (backend_pool_status), retrying a
+ * only while keygate's own connections to the instance are up (nodes_status), retrying a
  * refused start after 200 ms doubling to 2 s. No subscription: PUBSUB CHANNELS / NUMSUB / NUMPAT do not see it.
  */
 
