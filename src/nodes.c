@@ -403,7 +403,7 @@ static struct backend *nodes_pin(struct nodes *t, int node, int resp3, struct cl
     return b;
 }
 
-struct backend *nodes_conn(struct worker *w, int instance, const struct node_want *want)
+struct backend *nodes_conn_open(struct worker *w, int instance, const struct node_want *want)
 {
     struct nodes *t = w->nodes[instance];
     if (__builtin_expect(!t, 0)) return NULL;

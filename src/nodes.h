@@ -79,9 +79,22 @@ struct node_want {
  * owner, a full table) or its connection is down (it keeps reconnecting; requests are staged on
  * a connection still connecting). Pinned: an idle dedicated connection of that node and
  * protocol, or a new one; NULL at max-pinned, when the slot's owner is not known, or when it
- * cannot even start connecting.
+ * cannot even start connecting. (nodes_conn_open is its out-of-line half: pins, ASK targets,
+ * pools to open; callers use nodes_conn.)
  */
-struct backend *nodes_conn(struct worker *w, int instance, const struct node_want *want);
+struct backend *nodes_conn_open(struct worker *w, int instance, const struct node_want *want);
+static inline struct backend *nodes_conn(struct worker *w, int instance, const struct node_want *want)
+{
+    /* the common case inline (a shared connection of an open pool): every request asks */
+    struct nodes *t = w->nodes[instance];
+    if (__builtin_expect(!t || want->host || want->pinned, 0)) return nodes_conn_open(w, instance, want);
+    int node = t->map.owner[want->slot >= 0 ? want->slot : 0];
+    if (node < 0) return NULL; /* the slot's owner is not known yet */
+    const struct backend_pool *pool = &t->pools[node][want->resp3 ? 1 : 0];
+    if (__builtin_expect(pool->nconns == 0 || pool->retired, 0)) return nodes_conn_open(w, instance, want);
+    struct backend *b = &pool->conns[want->client_id % (uint64_t)pool->nconns];
+    return b->state == BACKEND_DOWN ? NULL : b;
+}
 
 /* May requests for `instance` be told to go elsewhere, or find their slot's owner unknown for a
  * while (a cluster, a sentinel instance)? Then they carry a slot, wait for an owner instead of
