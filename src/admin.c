@@ -21,6 +21,7 @@
 #include <openssl/crypto.h>
 
 #include "backend.h"
+#include "nodes.h"
 #include "loop.h"
 #include "sampler.h"
 #include "sentinelwatch.h"
@@ -47,8 +48,8 @@ static struct admin *the_admin;
 /* READY shared connections of `instance` over every worker and protocol (a snapshot). */
 static int instance_ready(const struct proxy *p, int instance)
 {
-    struct backend_pool_status st;
-    backend_pool_status(p, instance, &st);
+    struct nodes_status st;
+    nodes_status(p, instance, &st);
     return st.up;
 }
 
@@ -373,8 +374,8 @@ static void admin_metrics(struct admin *a, struct evbuffer *out)
                              "workers and protocols\n"
                              "# TYPE keygate_instance_connections gauge\n");
     for (size_t i = 0; i < cfg->ninstances; i++) {
-        struct backend_pool_status st;
-        backend_pool_status(p, (int)i, &st);
+        struct nodes_status st;
+        nodes_status(p, (int)i, &st);
         evbuffer_add_printf(out, "keygate_instance_connections{backend=\"%s\"} %d\n", cfg->instances[i].name,
                             st.connections);
     }

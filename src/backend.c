@@ -2,8 +2,6 @@
 #include "backend.h"
 
 #include "replies.h"
-#include "sentinelwatch.h"
-#include "slotmap.h"
 #include "tls.h"
 #include "topology.h"
 
@@ -48,29 +46,8 @@
  * hard output limit (and dropped as it comes when nobody may keep it). */
 #define PARTIAL_CHECK_BYTES (1024 * 1024)
 
-/* A cluster instance on one worker (backend.h): its slot map and a pool per node and protocol. */
-struct backend_cluster {
-    struct worker *worker;
-    int instance;
-    struct slotmap map;                              /* node indexes are stable: they index pools */
-    struct slotmap parsed;                           /* the CLUSTER SLOTS reply being adopted */
-    struct backend_pool pools[SLOTMAP_MAX_NODES][2]; /* shared connections per node, RESP2 / RESP3 */
-    int refreshing;                                  /* a CLUSTER SLOTS is in flight */
-    int next_seed;                                   /* the seed node asked when no node is up */
-    int64_t last_refresh_ms;                         /* monotonic: when the last CLUSTER SLOTS was sent */
-    struct event *soon;                              /* a refresh held back by BACKEND_REFRESH_MIN_MS */
-    struct event *periodic;                          /* every cluster-refresh (a sentinel instance: SENTINEL_POLL_MS) */
-    int sentinel;                                    /* a sentinel instance: one primary, from its watcher */
-    uint64_t generation;                             /* the watcher's state last adopted */
-    int adopted;                                     /* generation holds one */
-    int full_logged;                                 /* the node table's being full is logged (until it is not) */
-};
-
-static void backend_connect(struct backend *b);
 static int backend_next_address(struct backend *b);
 static void backend_make_idle(struct backend *b);
-static void cluster_refresh_now(struct backend_cluster *cl);
-static void backend_send_internal(struct backend *b, enum backend_own own, int argc, const char **argv);
 static void backend_unstage(struct backend *b);
 static void backend_io_close(struct backend *b);
 
@@ -82,29 +59,10 @@ static const struct instance_conf *backend_conf(const struct backend *b)
     return &b->worker->cfg->instances[b->instance];
 }
 
-/* The pool b belongs to: its instance's RESP2 pool, or the RESP3 one (backend_pool_index). */
-static struct backend_pool *backend_pool_of(const struct backend *b)
-{
-    return &b->worker->pools[backend_pool_index(b->instance, b->resp3)];
-}
-
-/* The instance's RESP2 pool: it counts and lists every dedicated connection of the
- * instance, whatever their protocol (max-pinned is per instance). */
-static struct backend_pool *backend_pin_pool(const struct backend *b)
-{
-    return &b->worker->pools[b->instance];
-}
-
 void backend_address(const struct backend *b, const char **host, int *port)
 {
-    const struct backend_cluster *cl = b->worker->clusters[b->instance];
-    if (cl && b->node >= 0) {
-        *host = cl->map.nodes[b->node].host;
-        *port = cl->map.nodes[b->node].port;
-        return;
-    }
-    *host = backend_conf(b)->host;
-    *port = backend_conf(b)->port;
+    *host = b->server->host;
+    *port = b->server->port;
 }
 
 /* max-memory: count what b holds now (replies not yet framed, requests not yet written). */
@@ -139,24 +97,11 @@ int backend_backoff_delay(int backoff_ms, uint32_t r)
     return backoff_ms - (int)(r % (uint32_t)(backoff_ms / 5 + 1));
 }
 
-/* The shared pool number i of w (i < BACKEND_ALL_POOLS): the instances' pools, then
- * each cluster's node pools; NULL for a cluster slot that holds none. */
-#define BACKEND_ALL_POOLS (BACKEND_NPOOLS + CONFIG_MAX_INSTANCES * SLOTMAP_MAX_NODES * 2)
-static struct backend_pool *backend_shared_pool(struct worker *w, int i)
-{
-    if (i < BACKEND_NPOOLS) return w->pools ? &w->pools[i] : NULL;
-    i -= BACKEND_NPOOLS;
-    struct backend_cluster *cl = __atomic_load_n(&w->clusters[i / (SLOTMAP_MAX_NODES * 2)], __ATOMIC_ACQUIRE);
-    if (!cl) return NULL;
-    i %= SLOTMAP_MAX_NODES * 2;
-    return &cl->pools[i / 2][i % 2];
-}
-
 /* Has b's oldest written entry waited past backend-timeout? Then b is closed (its entries
  * fail "timed out") and, if shared, reconnects. A connection carrying a blocking command
  * (backend_exempt) waits its timeout more, or forever for one that blocks forever;
  * subscriber connections are not checked (their frames come unasked). */
-static void backend_check_timeout(struct backend *b, int64_t now, int64_t timeout_ms)
+void backend_check_timeout(struct backend *b, int64_t now, int64_t timeout_ms)
 {
     if (b->fd < 0 || b->state != BACKEND_READY || b->subscriber || b->block_ms == 0) return;
     if (b->fifo_count <= b->unsent) return; /* nothing written is unanswered */
@@ -170,452 +115,6 @@ static void backend_check_timeout(struct backend *b, int64_t now, int64_t timeou
     backend_close(b, why);
 }
 
-/* Every TIMEOUT_TICK_MS: the connections of w against backend-timeout. */
-static void backend_tick_cb(evutil_socket_t fd, short what, void *arg)
-{
-    struct worker *w = arg;
-    (void)fd;
-    (void)what;
-    stats_flush(&w->stats); /* the replies counted since this worker's last read show in /metrics */
-    int64_t timeout_ms = w->cfg->backend_timeout_ms;
-    if (timeout_ms <= 0) return;
-    int64_t now = clock_mono_ms();
-    for (int i = 0; i < BACKEND_ALL_POOLS; i++) {
-        struct backend_pool *pool = backend_shared_pool(w, i);
-        if (!pool) continue;
-        for (int j = 0; j < pool->nconns; j++) backend_check_timeout(&pool->conns[j], now, timeout_ms);
-        if (i >= BACKEND_NPOOLS) continue; /* dedicated connections are listed in the instance's pools */
-        struct backend *b, *next;
-        for (b = TAILQ_FIRST(&pool->pinned); b; b = next) {
-            next = TAILQ_NEXT(b, pinned_link); /* a timed-out one leaves the list */
-            backend_check_timeout(b, now, timeout_ms);
-        }
-    }
-}
-
-/* Create the shared connections of `instance`'s pool for protocol resp3 (0: RESP2) and start
- * connecting them (every connection of an instance uses its RESP2 pool's TLS context). */
-static void backend_pool_fill(struct worker *w, struct backend_pool *pool, int instance, int node, int resp3)
-{
-    const struct instance_conf *ic = &w->cfg->instances[instance];
-    int n = ic->connections > 0 ? ic->connections : 1;
-    pool->conns = xcalloc((size_t)n, sizeof(*pool->conns));
-    for (int j = 0; j < n; j++) {
-        struct backend *b = &pool->conns[j];
-        b->worker = w;
-        b->instance = instance;
-        b->node = node;
-        b->domain = backend_domain(instance, node);
-        b->resp3 = (uint8_t)(resp3 != 0);
-        b->slot = j;
-        b->fd = -1;
-        b->backoff_ms = BACKOFF_MIN_MS;
-        b->block_ms = -1;
-        b->rng = backend_seed(b);
-        b->timer = xevtimer_new(w->base, backend_timer_cb, b);
-    }
-    /* published only now: backend_pool_status reads the pools from other threads */
-    __atomic_store_n(&pool->nconns, n, __ATOMIC_RELEASE);
-    for (int j = 0; j < n; j++) backend_connect(&pool->conns[j]);
-}
-
-static void backend_pool_open(struct worker *w, int instance, int resp3)
-{
-    backend_pool_fill(w, &w->pools[backend_pool_index(instance, resp3)], instance, -1, resp3);
-}
-
-/* ---- cluster instances ---- */
-
-/*
- * A node entry of a full table that may take another address: it owns no slot in the map, the
- * caller does not hand it out (keep[k], keep may be NULL), its shared connections were never
- * opened or are retired (cluster_node_retire closed them with nothing owed, staged or flushing,
- * and no callback of theirs is running), and no dedicated connection (a pin, idle or not) is on
- * it. -1 when none.
- */
-static int cluster_node_reusable(const struct backend_cluster *cl, const unsigned char *keep)
-{
-    unsigned char used[SLOTMAP_MAX_NODES] = {0};
-    for (int s = 0; s < SLOTMAP_SLOTS; s++)
-        if (cl->map.owner[s] >= 0) used[cl->map.owner[s]] = 1;
-    const struct backend *b;
-    TAILQ_FOREACH(b, &cl->worker->pools[cl->instance].pinned, pinned_link) {
-        if (b->node >= 0) used[b->node] = 1;
-    }
-    for (int k = 0; k < cl->map.nnodes; k++) {
-        if (used[k] || (keep && keep[k])) continue;
-        const struct backend_pool *pools = cl->pools[k];
-        if ((pools[0].nconns == 0 || pools[0].retired) && (pools[1].nconns == 0 || pools[1].retired)) return k;
-    }
-    return -1;
-}
-
-/*
- * The node host:port's index in cl's map, added (with no slot) when new: in a free entry, or
- * when the table is full in the entry of a node that left the map with nothing pending or pinned
- * on it (cluster_node_reusable; its retired connections reconnect to the new address on first
- * use). -1 when every entry is in use: logged (once until an entry is found again) and counted
- * (cluster_nodes_full), never silent. keep (may be NULL): entries the caller hands out meanwhile.
- */
-static int cluster_node_index_keep(struct backend_cluster *cl, const char *host, int port, const unsigned char *keep)
-{
-    int i = slotmap_find_node(&cl->map, host, port);
-    if (i >= 0 || strlen(host) >= SLOTMAP_HOST_MAX) return i;
-    if (cl->map.nnodes < SLOTMAP_MAX_NODES) {
-        i = cl->map.nnodes++;
-    } else if ((i = cluster_node_reusable(cl, keep)) < 0) {
-        STAT_INC(&cl->worker->stats, cluster_nodes_full);
-        if (!cl->full_logged) {
-            const char *name = cl->worker->cfg->instances[cl->instance].name;
-            log_event(LOG_ERROR, "cluster_nodes_full",
-                      &(struct log_fields){.instance = name, .backend_host = host, .backend_port = port},
-                      "instance '%s': no node entry free for %s:%d: all %d are nodes in the map, or have requests "
-                      "pending or connections pinned; the slots it owns have no owner until one is free",
-                      name, host, port, SLOTMAP_MAX_NODES);
-            cl->full_logged = 1;
-        }
-        return -1;
-    }
-    cl->full_logged = 0;
-    assert(i >= 0 && i < SLOTMAP_MAX_NODES);
-    /* a new or reused entry has no open connection: none of its callbacks can be running */
-    assert((cl->pools[i][0].nconns == 0 || cl->pools[i][0].retired) &&
-           (cl->pools[i][1].nconns == 0 || cl->pools[i][1].retired));
-    snprintf(cl->map.nodes[i].host, SLOTMAP_HOST_MAX, "%s", host);
-    cl->map.nodes[i].port = port;
-    return i;
-}
-
-static int cluster_node_index(struct backend_cluster *cl, const char *host, int port)
-{
-    return cluster_node_index_keep(cl, host, port, NULL);
-}
-
-/* Node `node`'s pool of protocol resp3, its connections opened on first use (and again once retired). */
-static struct backend_pool *cluster_pool(struct backend_cluster *cl, int node, int resp3)
-{
-    assert(node >= 0 && node < cl->map.nnodes);
-    struct backend_pool *pool = &cl->pools[node][resp3 ? 1 : 0];
-    if (pool->nconns == 0) {
-        backend_pool_fill(cl->worker, pool, cl->instance, node, resp3);
-    } else if (__builtin_expect(pool->retired, 0)) {
-        __atomic_store_n(&pool->retired, 0, __ATOMIC_RELAXED);
-        for (int j = 0; j < pool->nconns; j++) {
-            pool->conns[j].backoff_ms = BACKOFF_MIN_MS;
-            backend_connect(&pool->conns[j]);
-        }
-    }
-    return pool;
-}
-
-/* Does any connection of node's pools hold something: a reply owed, bytes staged, a flush due? */
-static int cluster_node_busy(const struct backend_cluster *cl, int node)
-{
-    for (int p = 0; p < 2; p++) {
-        const struct backend_pool *pool = &cl->pools[node][p];
-        for (int j = 0; j < pool->nconns; j++) {
-            const struct backend *b = &pool->conns[j];
-            if (b->fifo_count || b->dirty || b->out.len) return 1;
-        }
-    }
-    return 0;
-}
-
-/* Node `node` owns no slot: close its shared connections, with no reconnect (cluster_pool opens
- * them again). A node with something in flight is left for the next map. */
-static void cluster_node_retire(struct backend_cluster *cl, int node)
-{
-    struct backend_pool *pools = cl->pools[node];
-    if ((pools[0].nconns == 0 || pools[0].retired) && (pools[1].nconns == 0 || pools[1].retired)) return;
-    if (cluster_node_busy(cl, node)) return;
-    const struct instance_conf *ic = &cl->worker->cfg->instances[cl->instance];
-    const struct slotmap_node *n = &cl->map.nodes[node];
-    log_event(LOG_INFO, "cluster_node_left",
-              &(struct log_fields){.instance = ic->name, .backend_host = n->host, .backend_port = n->port},
-              "instance '%s': node %s:%d owns no slot in the map: its connections are closed", ic->name, n->host,
-              n->port);
-    for (int p = 0; p < 2; p++) {
-        if (pools[p].nconns == 0) continue;
-        for (int j = 0; j < pools[p].nconns; j++) {
-            struct backend *b = &pools[p].conns[j];
-            backend_io_close(b); /* also stops a reconnect timer */
-            b->state = BACKEND_DOWN;
-            b->rlen = 0;
-            resp_scanner_reset(&b->scan);
-            b->warned_down = 0;
-        }
-        __atomic_store_n(&pools[p].retired, 1, __ATOMIC_RELAXED);
-    }
-}
-
-/* Every node's map entry takes the owners of the reply just parsed (cl->parsed); nodes left
- * with no slot are retired, but for `asked` (the node whose connection is delivering the reply). */
-static void cluster_adopt(struct backend_cluster *cl, int asked)
-{
-    int16_t index_of[SLOTMAP_MAX_NODES];
-    unsigned char keep[SLOTMAP_MAX_NODES] = {0}; /* entries this map hands out, and the one asked: not reused */
-    if (asked >= 0) keep[asked] = 1;
-    for (int k = 0; k < SLOTMAP_MAX_NODES; k++) index_of[k] = -1;
-    for (int k = 0; k < cl->parsed.nnodes; k++) {
-        index_of[k] = (int16_t)cluster_node_index_keep(cl, cl->parsed.nodes[k].host, cl->parsed.nodes[k].port, keep);
-        if (index_of[k] >= 0) keep[index_of[k]] = 1;
-    }
-    unsigned char owns[SLOTMAP_MAX_NODES] = {0};
-    for (int s = 0; s < SLOTMAP_SLOTS; s++) {
-        int k = cl->parsed.owner[s];
-        cl->map.owner[s] = k >= 0 && k < SLOTMAP_MAX_NODES ? index_of[k] : -1;
-        if (cl->map.owner[s] >= 0) owns[cl->map.owner[s]] = 1;
-    }
-    for (int k = 0; k < cl->map.nnodes; k++)
-        if (!owns[k] && k != asked) cluster_node_retire(cl, k);
-}
-
-/* The CLUSTER SLOTS reply of node connection b. */
-static void cluster_slots_reply(struct backend *b, const char *reply, size_t len)
-{
-    struct backend_cluster *cl = b->worker->clusters[b->instance];
-    if (!cl) return;
-    cl->refreshing = 0;
-    char err[200];
-    const char *host;
-    int port;
-    backend_address(b, &host, &port);
-    if (slotmap_parse_slots(&cl->parsed, reply, len, host, err, sizeof(err)) != 0) {
-        log_event(LOG_WARN, "cluster_map_failed",
-                  &(struct log_fields){.instance = backend_conf(b)->name, .backend_host = host, .backend_port = port},
-                  "instance '%s': the slot map from %s:%d is unusable: %s", backend_conf(b)->name, host, port, err);
-        backend_cluster_refresh(b->worker, b->instance); /* another node, soon */
-        return;
-    }
-    cluster_adopt(cl, b->node);
-}
-
-/*
- * A sentinel instance is a map of one node: every slot belongs to the primary its watcher
- * confirmed (sentinelwatch.h), none while it confirms none (requests then wait, as for a
- * cluster slot with no owner). With `retire` (from a timer: no connection is in a callback),
- * nodes that are not the primary are retired once nothing is owed on them: a request written
- * to the old primary gets its answer if it comes.
- */
-static void sentinel_adopt(struct backend_cluster *cl, int retire)
-{
-    struct sentinelwatch_state st;
-    if (sentinelwatch_get(cl->instance, &st) != 0) return;
-    if (!cl->adopted || st.generation != cl->generation) {
-        cl->adopted = 1;
-        cl->generation = st.generation;
-        int node = st.confirmed && st.primary.host[0] ? cluster_node_index(cl, st.primary.host, st.primary.port) : -1;
-        for (int s = 0; s < SLOTMAP_SLOTS; s++) cl->map.owner[s] = (int16_t)node;
-        if (node >= 0) (void)cluster_pool(cl, node, 0); /* its connections ready before the first request */
-    }
-    int primary = cl->map.owner[0];
-    for (int k = 0; k < cl->map.nnodes && retire; k++)
-        if (k != primary) cluster_node_retire(cl, k);
-}
-
-/* Ask for the slot map on a connection that is up (any node), else on the next seed's. */
-static void cluster_refresh_now(struct backend_cluster *cl)
-{
-    struct worker *w = cl->worker;
-    if (cl->sentinel) {
-        sentinel_adopt(cl, 1); /* from its timers (or at start) */
-        return;
-    }
-    if (cl->refreshing || w->stopping) return;
-    struct backend *b = NULL;
-    for (int n = 0; n < cl->map.nnodes && !b; n++) {
-        struct backend_pool *pool = &cl->pools[n][0];
-        if (pool->nconns > 0 && pool->conns[0].state == BACKEND_READY) b = &pool->conns[0];
-    }
-    if (!b) {
-        const struct instance_conf *ic = &w->cfg->instances[cl->instance];
-        int seed = cl->next_seed++ % ic->nseeds;
-        int node = cluster_node_index(cl, ic->seed_host[seed], ic->seed_port[seed]);
-        if (node < 0) return;
-        b = &cluster_pool(cl, node, 0)->conns[0];
-        if (b->state == BACKEND_DOWN) return; /* it reconnects, and its failure asks again */
-    }
-    const char *argv[2] = {"CLUSTER", "SLOTS"};
-    cl->refreshing = 1;
-    cl->last_refresh_ms = clock_mono_ms();
-    STAT_INC(&w->stats, cluster_refreshes);
-    backend_send_internal(b, BACKEND_OWN_SLOTS, 2, argv);
-}
-
-static void cluster_timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    cluster_refresh_now(arg);
-}
-
-static void cluster_start(struct worker *w, int instance)
-{
-    struct backend_cluster *cl = xcalloc(1, sizeof(*cl));
-    cl->worker = w;
-    cl->instance = instance;
-    cl->sentinel = w->cfg->instances[instance].sentinel;
-    slotmap_init(&cl->map);
-    cl->soon = xevtimer_new(w->base, cluster_timer_cb, cl);
-    cl->periodic = xevent_new(w->base, -1, EV_PERSIST, cluster_timer_cb, cl);
-    int64_t ms = cl->sentinel                     ? BACKEND_SENTINEL_POLL_MS
-                 : w->cfg->cluster_refresh_ms > 0 ? w->cfg->cluster_refresh_ms
-                                                  : 10000;
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    event_add(cl->periodic, &tv);
-    __atomic_store_n(&w->clusters[instance], cl, __ATOMIC_RELEASE);
-    cluster_refresh_now(cl);
-}
-
-int backend_is_cluster(const struct worker *w, int instance)
-{
-    return w->clusters[instance] != NULL;
-}
-
-int backend_is_sentinel(const struct worker *w, int instance)
-{
-    return w->clusters[instance] != NULL && w->clusters[instance]->sentinel;
-}
-
-void backend_cluster_refresh(struct worker *w, int instance)
-{
-    struct backend_cluster *cl = w->clusters[instance];
-    if (cl && cl->sentinel) { /* its watcher checks the primary again; its state is read now */
-        int64_t now = clock_mono_ms();
-        if (now - cl->last_refresh_ms >= BACKEND_SENTINEL_POLL_MS) {
-            cl->last_refresh_ms = now;
-            sentinelwatch_poke(instance);
-        }
-        sentinel_adopt(cl, 0); /* a caller may be inside a connection's callback: its timer retires */
-        return;
-    }
-    if (!cl || cl->refreshing || w->stopping) return;
-    int64_t wait = cl->last_refresh_ms + BACKEND_REFRESH_MIN_MS - clock_mono_ms();
-    if (wait <= 0) {
-        cluster_refresh_now(cl);
-        return;
-    }
-    if (evtimer_pending(cl->soon, NULL)) return;
-    struct timeval tv = {wait / 1000, (wait % 1000) * 1000};
-    evtimer_add(cl->soon, &tv);
-}
-
-void backend_cluster_moved(struct worker *w, int instance, unsigned slot, const char *host, int port)
-{
-    struct backend_cluster *cl = w->clusters[instance];
-    if (!cl) return;
-    int node = cluster_node_index(cl, host, port);
-    if (node >= 0 && slot < SLOTMAP_SLOTS) cl->map.owner[slot] = (int16_t)node;
-    backend_cluster_refresh(w, instance);
-}
-
-/* Order of two nodes of a map by address: host bytes, then port. */
-static int node_address_cmp(const struct slotmap_node *a, const struct slotmap_node *b)
-{
-    int c = strcmp(a->host, b->host);
-    return c ? c : (a->port > b->port) - (a->port < b->port);
-}
-
-int backend_cluster_owner(const struct worker *w, int instance, int slot)
-{
-    const struct backend_cluster *cl = w->clusters[instance];
-    return cl && slot >= 0 && slot < SLOTMAP_SLOTS ? slotmap_owner(&cl->map, (unsigned)slot) : -1;
-}
-
-void backend_cluster_node_address(const struct worker *w, int instance, int node, const char **host, int *port)
-{
-    const struct backend_cluster *cl = w->clusters[instance];
-    assert(cl && node >= 0 && node < cl->map.nnodes);
-    *host = cl->map.nodes[node].host;
-    *port = cl->map.nodes[node].port;
-}
-
-int backend_cluster_primaries(const struct worker *w, int instance, int *slots, int max)
-{
-    const struct backend_cluster *cl = w->clusters[instance];
-    if (!cl) return 0;
-    int first[SLOTMAP_MAX_NODES]; /* each node's lowest slot, -1: it owns none */
-    for (int k = 0; k < SLOTMAP_MAX_NODES; k++) first[k] = -1;
-    for (int s = SLOTMAP_SLOTS - 1; s >= 0; s--) {
-        int k = cl->map.owner[s];
-        if (k >= 0) first[k] = s;
-    }
-    int n = 0, order[SLOTMAP_MAX_NODES] = {0};
-    for (int k = 0; k < cl->map.nnodes; k++) {
-        if (first[k] < 0) continue;
-        int i = n++; /* insertion by address: a cluster has a few primaries */
-        while (i > 0 && node_address_cmp(&cl->map.nodes[order[i - 1]], &cl->map.nodes[k]) > 0) {
-            order[i] = order[i - 1];
-            i--;
-        }
-        order[i] = k;
-    }
-    if (n > max) n = max;
-    for (int i = 0; i < n; i++) slots[i] = first[order[i]];
-    return n;
-}
-
-/* The node for slot (-1: slot 0's, for a keyless command); -1 when not known. */
-static int cluster_node_for(const struct backend_cluster *cl, int slot)
-{
-    return slotmap_owner(&cl->map, slot >= 0 ? (unsigned)slot : 0);
-}
-
-/* client_id's shared connection to node `node` (-1: none known), NULL when down. */
-static struct backend *cluster_conn(struct backend_cluster *cl, int node, uint64_t client_id, int resp3)
-{
-    if (node < 0) return NULL;
-    struct backend_pool *pool = cluster_pool(cl, node, resp3);
-    struct backend *b = &pool->conns[client_id % (uint64_t)pool->nconns];
-    return b->state == BACKEND_DOWN ? NULL : b;
-}
-
-struct backend *backend_for_slot(struct worker *w, int instance, int slot, uint64_t client_id, int resp3)
-{
-    struct backend_cluster *cl = w->clusters[instance];
-    if (!cl) return resp3 ? backend_for3(w, instance, client_id) : backend_for(w, instance, client_id);
-    return cluster_conn(cl, cluster_node_for(cl, slot), client_id, resp3);
-}
-
-struct backend *backend_for_addr(struct worker *w, int instance, const char *host, int port, uint64_t client_id,
-                                 int resp3)
-{
-    struct backend_cluster *cl = w->clusters[instance];
-    return cl ? cluster_conn(cl, cluster_node_index(cl, host, port), client_id, resp3) : NULL;
-}
-
-int backend_pools_start(struct worker *w, const struct backend_hooks *hooks)
-{
-    const struct config *cfg = w->cfg;
-    w->hooks = hooks;
-    w->pools = xcalloc(BACKEND_NPOOLS, sizeof(*w->pools)); /* the RESP3 ones open on first use */
-    for (int i = 0; i < BACKEND_NPOOLS; i++) {
-        TAILQ_INIT(&w->pools[i].idle); /* a RESP3 pin may come before its pool's shared connections */
-        TAILQ_INIT(&w->pools[i].pinned);
-    }
-    for (size_t i = 0; i < cfg->ninstances; i++) {
-        const struct instance_conf *ic = &cfg->instances[i];
-        struct backend_pool *pool = &w->pools[i];
-        if (ic->tls) {
-            char err[300];
-            pool->ssl_ctx = tls_instance_ctx(ic, err, sizeof(err));
-            if (!pool->ssl_ctx) {
-                log_event(LOG_ERROR, "backend_tls_config_failed", &(struct log_fields){.instance = ic->name},
-                          "instance '%s': %s", ic->name, err);
-                return -1;
-            }
-        }
-        if (ic->cluster || ic->sentinel)
-            cluster_start(w, (int)i);
-        else
-            backend_pool_open(w, (int)i, 0);
-    }
-    w->backend_tick = xevent_new(w->base, -1, EV_PERSIST, backend_tick_cb, w);
-    struct timeval tv = {0, TIMEOUT_TICK_MS * 1000};
-    event_add(w->backend_tick, &tv);
-    return 0;
-}
-
 /* Fail and forget every entry owed on b (the router answers them). */
 static void backend_fail_fifo(struct backend *b)
 {
@@ -627,8 +126,6 @@ static void backend_fail_fifo(struct backend *b)
         b->fifo_count--;
         pd.unsent = i >= written;
         if (pd.own == BACKEND_OWN_NONE) b->worker->hooks->fail(b, &pd);
-        if (pd.own == BACKEND_OWN_SLOTS && b->worker->clusters[b->instance])
-            b->worker->clusters[b->instance]->refreshing = 0; /* asked again below (backend_close) */
     }
 }
 
@@ -657,91 +154,54 @@ static void backend_io_close(struct backend *b)
     backend_account(b);
 }
 
-void backend_pools_free(struct worker *w)
+void backend_dispose(struct backend *b)
 {
-    if (w->backend_tick) event_free(w->backend_tick);
-    w->backend_tick = NULL;
-    if (!w->pools) return;
-    /* the idle dedicated connections first: closing one updates its instance's RESP2 pool */
-    for (int i = 0; i < BACKEND_NPOOLS; i++) {
-        struct backend_pool *pool = &w->pools[i];
-        struct backend *idle;
-        while ((idle = TAILQ_FIRST(&pool->idle))) {
-            TAILQ_REMOVE(&pool->idle, idle, link);
-            idle->in_idle = 0;
-            backend_abandon(idle);
-        }
-    }
-    backend_reap(w);
-    for (int i = 0; i < BACKEND_ALL_POOLS; i++) {
-        struct backend_pool *pool = backend_shared_pool(w, i);
-        if (!pool) continue;
-        for (int j = 0; j < pool->nconns; j++) {
-            struct backend *b = &pool->conns[j];
-            backend_io_close(b);
-            backend_unstage(b);
-            backend_fail_fifo(b);
-            if (b->timer) event_free(b->timer);
-            bytebuf_free(&b->out);
-            bytebuf_free(&b->wbuf);
-            free(b->fifo);
-            free(b->rbuf);
-        }
-        free(pool->conns);
-        if (pool->ssl_ctx) SSL_CTX_free(pool->ssl_ctx);
-        memset(pool, 0, sizeof(*pool));
-    }
-    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
-        struct backend_cluster *cl = w->clusters[i];
-        if (!cl) continue;
-        event_free(cl->soon);
-        event_free(cl->periodic);
-        free(cl);
-        w->clusters[i] = NULL;
-    }
-    free(w->pools);
-    w->pools = NULL;
+    backend_io_close(b);
+    backend_unstage(b);
+    backend_fail_fifo(b);
+    if (b->timer) event_free(b->timer);
+    b->timer = NULL;
+    bytebuf_free(&b->out);
+    bytebuf_free(&b->wbuf);
+    free(b->fifo);
+    free(b->rbuf);
+    b->fifo = NULL;
+    b->rbuf = NULL;
+}
+
+void backend_worker_free(struct worker *w)
+{
     if (w->dns) evdns_base_free(w->dns, 0); /* every lookup was cancelled with its connection */
     w->dns = NULL;
 }
 
-void backend_pool_status(const struct proxy *p, int instance, struct backend_pool_status *out)
+void backend_init(struct backend *b)
 {
-    *out = (struct backend_pool_status){0};
-    for (int w = 0; w < p->nworkers; w++) {
-        const struct backend_cluster *cl = __atomic_load_n(&p->workers[w].clusters[instance], __ATOMIC_ACQUIRE);
-        int npools = cl ? SLOTMAP_MAX_NODES * 2 : 2;
-        for (int k = 0; k < npools; k++) {
-            const struct backend_pool *pool =
-                cl ? &cl->pools[k / 2][k % 2] : &p->workers[w].pools[backend_pool_index(instance, k)];
-            int n = __atomic_load_n(&pool->nconns, __ATOMIC_ACQUIRE);
-            if (__atomic_load_n(&pool->retired, __ATOMIC_RELAXED)) continue; /* a node that left the map */
-            out->connections += n;
-            for (int j = 0; j < n; j++) {
-                if (__atomic_load_n(&pool->conns[j].state, __ATOMIC_RELAXED) == BACKEND_READY) out->up++;
-                out->in_flight += __atomic_load_n(&pool->conns[j].fifo_count, __ATOMIC_RELAXED);
-            }
-        }
-    }
+    b->fd = -1;
+    b->backoff_ms = BACKOFF_MIN_MS;
+    b->block_ms = -1;
+    b->rng = backend_seed(b);
+    if (!b->pinned) b->timer = xevtimer_new(b->worker->base, backend_timer_cb, b);
 }
 
-struct backend *backend_for(struct worker *w, int instance, uint64_t client_id)
+void backend_reopen(struct backend *b)
 {
-    if (__builtin_expect(w->clusters[instance] != NULL, 0)) return backend_for_slot(w, instance, -1, client_id, 0);
-    struct backend_pool *pool = &w->pools[instance];
-    if (pool->nconns == 0) return NULL;
-    struct backend *b = &pool->conns[client_id % (uint64_t)pool->nconns];
-    return b->state == BACKEND_DOWN ? NULL : b;
+    b->backoff_ms = BACKOFF_MIN_MS;
+    backend_connect(b);
 }
 
-struct backend *backend_for3(struct worker *w, int instance, uint64_t client_id)
+void backend_retire(struct backend *b)
 {
-    if (w->clusters[instance]) return backend_for_slot(w, instance, -1, client_id, 1);
-    if (w->pools[instance].nconns == 0) return NULL; /* no such instance */
-    struct backend_pool *pool = &w->pools[backend_pool_index(instance, 1)];
-    if (pool->nconns == 0) backend_pool_open(w, instance, 1); /* the first RESP3 client of the instance */
-    struct backend *b = &pool->conns[client_id % (uint64_t)pool->nconns];
-    return b->state == BACKEND_DOWN ? NULL : b;
+    backend_io_close(b); /* also stops a reconnect timer */
+    b->state = BACKEND_DOWN;
+    b->rlen = 0;
+    resp_scanner_reset(&b->scan);
+    b->warned_down = 0;
+}
+
+int backend_busy(const struct backend *b)
+{
+    return b->fifo_count || b->dirty || b->out.len;
 }
 
 void backend_expect(struct backend *b, struct pending pd)
@@ -905,8 +365,8 @@ void backend_flush_all(struct worker *w)
     backend_tails(w);
 }
 
-/* Send one of keygate's own commands (AUTH, HELLO 3, INFO) formatted by hiredis. */
-static void backend_send_internal(struct backend *b, enum backend_own own, int argc, const char **argv)
+/* Send one of keygate's own commands (AUTH, HELLO 3, INFO, CLUSTER SLOTS) formatted by hiredis. */
+void backend_send_own(struct backend *b, enum backend_own own, int argc, const char **argv)
 {
     char *cmd = NULL;
     int len = redisFormatCommandArgv(&cmd, argc, argv, NULL);
@@ -932,11 +392,11 @@ void backend_close(struct backend *b, const char *reason)
         b->state = BACKEND_DOWN;
         b->owner = NULL;
         backend_fail_fifo(b);
-        if (b->in_idle) TAILQ_REMOVE(&backend_pool_of(b)->idle, b, link);
+        if (b->in_idle) TAILQ_REMOVE(&b->pins->idle[b->resp3], b, link);
         b->in_idle = 0;
-        assert(backend_pin_pool(b)->npinned > 0);
-        backend_pin_pool(b)->npinned--;
-        TAILQ_REMOVE(&backend_pin_pool(b)->pinned, b, pinned_link);
+        assert(b->pins->npinned > 0);
+        b->pins->npinned--;
+        TAILQ_REMOVE(&b->pins->pinned, b, pinned_link);
         TAILQ_INSERT_TAIL(&b->worker->dead_backends, b, link);
         event_active(b->worker->reap_ev, EV_TIMEOUT, 0);
         if (owner) b->worker->hooks->owner_lost(b, owner);
@@ -945,7 +405,7 @@ void backend_close(struct backend *b, const char *reason)
     if (!b->warned_down || b->state == BACKEND_READY || strncmp(b->down_reason, reason, sizeof b->down_reason - 1)) {
         log_event(LOG_WARN, "backend_down",
                   &(struct log_fields){.instance = ic->name, .backend_host = host, .backend_port = port},
-                  "instance '%s' (%s:%d) connection %d: %s; retrying", ic->name, host, port, b->slot, reason);
+                  "instance '%s' (%s:%d) connection %d: %s; retrying", ic->name, host, port, b->ordinal, reason);
         snprintf(b->down_reason, sizeof b->down_reason, "%s", reason);
     }
     b->warned_down = 1;
@@ -959,8 +419,7 @@ void backend_close(struct backend *b, const char *reason)
     struct timeval tv = {delay_ms / 1000, (delay_ms % 1000) * 1000};
     b->backoff_ms = b->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : b->backoff_ms * 2;
     if (!b->worker->stopping && b->timer) evtimer_add(b->timer, &tv);
-    /* a cluster node lost: its slots may have a new owner (a failover) */
-    if (b->node >= 0) backend_cluster_refresh(b->worker, b->instance);
+    b->worker->hooks->lost(b); /* its server may be gone: its slots may have a new owner (a failover) */
 }
 
 /* Reserve room for `more` received bytes. */
@@ -1007,7 +466,7 @@ static int backend_deliver(struct backend *b, const char *reply, size_t len)
         }
         return 0;
     case BACKEND_OWN_SLOTS:
-        cluster_slots_reply(b, reply, len);
+        b->worker->hooks->slots(b, reply, len);
         return 0;
     default:
         b->worker->hooks->deliver(b, &pd, reply, len);
@@ -1251,12 +710,12 @@ static void backend_ready(struct backend *b)
     if (b->warned_down)
         log_event(LOG_INFO, "backend_up",
                   &(struct log_fields){.instance = ic->name, .backend_host = host, .backend_port = port},
-                  "instance '%s' connection %d is back", ic->name, b->slot);
+                  "instance '%s' connection %d is back", ic->name, b->ordinal);
     b->warned_down = 0;
     if (b->ssl)
         log_event(LOG_DEBUG, "backend_connected",
                   &(struct log_fields){.instance = ic->name, .backend_host = host, .backend_port = port},
-                  "instance '%s' connection %d: %s %s", ic->name, b->slot, SSL_get_version(b->ssl),
+                  "instance '%s' connection %d: %s %s", ic->name, b->ordinal, SSL_get_version(b->ssl),
                   SSL_get_cipher_name(b->ssl));
     STAT_INC(&b->worker->stats, backend_connects);
     if (b->out.len > 0) backend_stage(b);
@@ -1335,7 +794,7 @@ static void backend_timer_cb(evutil_socket_t fd, short what, void *arg)
     }
     if (b->state == BACKEND_READY) { /* the topology guard's INFO found it loading: ask again */
         const char *info[1] = {"INFO"};
-        backend_send_internal(b, BACKEND_OWN_INFO, 1, info);
+        backend_send_own(b, BACKEND_OWN_INFO, 1, info);
         return;
     }
     if (b->state == BACKEND_CONNECTING && b->resolving) {
@@ -1377,7 +836,6 @@ static void backend_open(struct backend *b, const struct sockaddr *sa, socklen_t
 {
     struct worker *w = b->worker;
     const struct instance_conf *ic = backend_conf(b);
-    struct backend_pool *pool = &w->pools[b->instance]; /* its TLS context */
     const char *host;
     int port;
     backend_address(b, &host, &port);
@@ -1397,8 +855,8 @@ static void backend_open(struct backend *b, const struct sockaddr *sa, socklen_t
     setsockopt(b->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
     b->rev = xevent_new(w->base, b->fd, EV_READ | EV_PERSIST, backend_io_cb, b);
     b->wev = xevent_new(w->base, b->fd, EV_WRITE | EV_PERSIST, backend_io_cb, b);
-    if (pool->ssl_ctx) {
-        b->ssl = SSL_new(pool->ssl_ctx);
+    if (b->ssl_ctx) {
+        b->ssl = SSL_new(b->ssl_ctx);
         if (!b->ssl || tls_instance_expect_name(b->ssl, ic, host) != 0 || SSL_set_fd(b->ssl, b->fd) != 1) {
             backend_close(b, "cannot set up TLS (SSL_new / SSL_set1_host / SSL_set_fd failed)");
             return;
@@ -1462,7 +920,7 @@ static void backend_resolved(int err, struct evutil_addrinfo *res, void *arg)
  * and the requests routed to it staged; connect-timeout bounds the lookup, then the connect and
  * handshake. A name that resolves to nothing closes b with "cannot resolve NAME: why".
  */
-static void backend_connect(struct backend *b)
+void backend_connect(struct backend *b)
 {
     struct worker *w = b->worker;
     const struct instance_conf *ic = backend_conf(b);
@@ -1498,43 +956,30 @@ static void backend_connect(struct backend *b)
     /* Pipelined behind the handshake: AUTH first, then the topology check. */
     if (ic->password) {
         const char *argv[3] = {"AUTH", ic->username ? ic->username : ic->password, ic->password};
-        backend_send_internal(b, BACKEND_OWN_AUTH, ic->username ? 3 : 2, argv);
+        backend_send_own(b, BACKEND_OWN_AUTH, ic->username ? 3 : 2, argv);
     }
     /* a RESP3 connection: every reply from here on is what Redis sends a HELLO 3 client */
     if (b->resp3) {
         const char *hello[2] = {"HELLO", "3"};
-        backend_send_internal(b, BACKEND_OWN_HELLO, 2, hello);
+        backend_send_own(b, BACKEND_OWN_HELLO, 2, hello);
     }
     /* a dedicated connection's id on the backend, for CLIENT UNBLOCK of the client it serves */
     if (b->pinned) {
         const char *id[2] = {"CLIENT", "ID"};
-        backend_send_internal(b, BACKEND_OWN_ID, 2, id);
+        backend_send_own(b, BACKEND_OWN_ID, 2, id);
     }
     /* topology guard (shared RESP2 connections only: every instance has them; its parser
      * reads RESP2's bulk): durable noeviction + AOF, cache evicting, Redis >= 7. Not for a
-     * cluster's or a sentinel instance's node: the INFO poller checks each by its address */
-    if (!b->pinned && !b->resp3 && b->node < 0) {
+     * cluster's or a sentinel instance's node (b->guard 0): the INFO poller checks each by its address */
+    if (!b->pinned && !b->resp3 && b->guard) {
         const char *info[1] = {"INFO"};
-        backend_send_internal(b, BACKEND_OWN_INFO, 1, info);
+        backend_send_own(b, BACKEND_OWN_INFO, 1, info);
     }
-}
-
-const char *backend_down_why(const struct worker *w, int instance)
-{
-    const struct backend_pool *pool = &w->pools[instance];
-    const char *why = NULL;
-    for (int i = 0; i < pool->nconns; i++) {
-        const struct backend *b = &pool->conns[i];
-        if (b->state == BACKEND_READY) return NULL;
-        if (b->warned_down && strncmp(b->down_reason, "cannot resolve ", 15) == 0) why = b->down_reason;
-    }
-    return why;
 }
 
 /* Put a clean dedicated connection on its instance's idle list. */
 static void backend_make_idle(struct backend *b)
 {
-    struct backend_pool *pool = backend_pool_of(b);
     b->release_when_idle = 0;
     b->owner = NULL;
     b->block_ms = -1;
@@ -1543,54 +988,9 @@ static void backend_make_idle(struct backend *b)
         return;
     }
     if (!b->in_idle) {
-        TAILQ_INSERT_TAIL(&pool->idle, b, link);
+        TAILQ_INSERT_TAIL(&b->pins->idle[b->resp3], b, link);
         b->in_idle = 1;
     }
-}
-
-struct backend *backend_pin(struct worker *w, int instance, int slot, struct client *c, int resp3)
-{
-    struct backend_pool *pool = &w->pools[instance]; /* counts every pin of the instance */
-    struct backend_pool *idle = &w->pools[backend_pool_index(instance, resp3)];
-    const struct backend_cluster *cl = w->clusters[instance];
-    int node = cl ? cluster_node_for(cl, slot) : -1;
-    if (cl && node < 0) return NULL; /* the slot's owner is not known yet */
-    struct backend *b, *next;
-    for (b = TAILQ_FIRST(&idle->idle); b; b = next) {
-        next = TAILQ_NEXT(b, link);
-        if (b->node != node) continue; /* another cluster node's */
-        TAILQ_REMOVE(&idle->idle, b, link);
-        b->in_idle = 0;
-        if (b->state != BACKEND_DOWN) {
-            b->owner = c;
-            return b;
-        }
-        backend_abandon(b);
-    }
-    if (pool->npinned >= w->cfg->max_pinned) return NULL;
-    b = xcalloc(1, sizeof(*b));
-    b->worker = w;
-    b->instance = instance;
-    b->node = node;
-    b->domain = backend_domain(instance, node);
-    b->resp3 = (uint8_t)(resp3 != 0);
-    b->slot = -1;
-    b->fd = -1;
-    b->pinned = 1;
-    b->block_ms = -1;
-    b->backoff_ms = BACKOFF_MIN_MS;
-    b->rng = backend_seed(b);
-    pool->npinned++;
-    TAILQ_INSERT_TAIL(&pool->pinned, b, pinned_link);
-    backend_connect(b);
-    if (b->state == BACKEND_DOWN) return NULL; /* backend_close already queued it for reaping */
-    b->owner = c;
-    return b;
-}
-
-int backend_pin_full(const struct worker *w, int instance)
-{
-    return w->pools[instance].npinned >= w->cfg->max_pinned;
 }
 
 void backend_exempt(struct backend *b, int64_t block_ms)

@@ -11,6 +11,7 @@
 
 #include "loop.h"
 #include "resp.h"
+#include "slotmap.h"
 
 /*
  * One reply owed on a connection. The backend module only counts and orders them; what a
@@ -25,7 +26,7 @@ enum backend_own {
     BACKEND_OWN_HELLO,
     BACKEND_OWN_INFO,
     BACKEND_OWN_ID,
-    BACKEND_OWN_SLOTS /* a cluster node's CLUSTER SLOTS: the worker's slot map of its instance */
+    BACKEND_OWN_SLOTS /* a cluster node's CLUSTER SLOTS: answered to the slots hook (the node model's) */
 };
 
 struct pending {
@@ -51,6 +52,10 @@ struct backend_hooks {
     int (*may_keep)(struct backend *b, const struct pending *pd, size_t partial);
     /* the dedicated connection b closed under its owner, after every entry was failed */
     void (*owner_lost)(struct backend *b, struct client *owner);
+    /* the shared connection b closed, after every entry was failed: its server may be gone */
+    void (*lost)(struct backend *b);
+    /* the reply to a BACKEND_OWN_SLOTS command sent on b (backend_send_own) */
+    void (*slots)(struct backend *b, const char *reply, size_t len);
 };
 
 enum backend_state { BACKEND_DOWN = 0, BACKEND_CONNECTING, BACKEND_READY };
@@ -58,11 +63,15 @@ enum backend_state { BACKEND_DOWN = 0, BACKEND_CONNECTING, BACKEND_READY };
 /* One connection to a backend instance, shared and pipelined by many clients. */
 struct backend {
     struct worker *worker;
-    int instance;  /* config instance index */
-    int slot;      /* index in the instance's pool */
-    int node;      /* a cluster instance: index of its node in the worker's slot map; -1 otherwise */
-    int domain;    /* ordering domain: one per server (backend_would_reorder) */
-    uint8_t resp3; /* 1: a RESP3 connection (HELLO 3 sent at connect), for RESP3 clients only */
+    int instance;                      /* config instance index */
+    int ordinal;                       /* its number in its pool (-1: a dedicated connection) */
+    int node;                          /* its server's index in the instance's node table (nodes.h) */
+    int domain;                        /* ordering domain: one per server (backend_would_reorder) */
+    uint8_t resp3;                     /* 1: a RESP3 connection (HELLO 3 sent at connect), for RESP3 clients only */
+    uint8_t guard;                     /* the topology guard's INFO is sent at connect */
+    const struct slotmap_node *server; /* its server's address (an entry of the node table) */
+    SSL_CTX *ssl_ctx;                  /* the instance's TLS context; NULL for plain */
+    struct backend_pins *pins;         /* the instance's dedicated connections (counted, listed, idle) */
     enum backend_state state;
     int fd;                  /* -1 while closed */
     SSL *ssl;                /* TLS instances: the session on fd; NULL for plain */
@@ -110,116 +119,52 @@ struct backend {
     uint32_t rng;             /* the reconnect jitter's state */
 };
 
-/*
- * A worker's pools, one per (instance, protocol): w->pools[backend_pool_index(i, resp3)].
- * The RESP2 pools (index i) are created at start; a RESP3 pool's shared connections open
- * the first time a RESP3 client needs the instance (backend_for3). Dedicated connections
- * of both protocols are counted (npinned, max-pinned) and listed (pinned) in the RESP2
- * pool; each protocol keeps its own idle list.
- */
-#define BACKEND_NPOOLS (2 * CONFIG_MAX_INSTANCES)
-static inline int backend_pool_index(int instance, int resp3)
-{
-    return instance + (resp3 ? CONFIG_MAX_INSTANCES : 0);
-}
-
+/* A pool of shared connections to one server in one protocol (the node model keeps them). */
 struct backend_pool {
     struct backend *conns;
     int nconns;
-    SSL_CTX *ssl_ctx;           /* NULL for plain instances */
-    struct backend_list idle;   /* clean dedicated connections ready for the next pin */
-    struct backend_list pinned; /* every live dedicated connection (in use + idle), for backend-timeout */
-    int npinned;                /* dedicated connections alive (in use + idle) */
-    int retired;                /* a cluster node's pool, closed: the node left the slot map (not counted,
-                                   not reconnected; opened again when a redirect or the map names it) */
+    int retired; /* closed: the node left the slot map (not counted, not reconnected until named again) */
 };
 
-/*
- * A cluster instance (instance NAME cluster SEEDS ...): each worker keeps its own slot map
- * (slotmap.h, from CLUSTER SLOTS of any node it reaches) and, per node and protocol, a pool
- * of shared connections opened on first use. The map is read at start, every
- * cluster-refresh, and soon after a -MOVED or a lost node connection (never more often than
- * every BACKEND_REFRESH_MIN_MS). A node that owns no slot in a map just read (a failed-over
- * primary, a node resharded empty, an ASK target) has its shared connections closed once
- * nothing is owed on them, and they are not reconnected until the node is named again. A
- * single-server instance has no map: slot arguments are ignored.
- */
-#define BACKEND_REFRESH_MIN_MS 500
+/* An instance's dedicated connections, of every node and protocol (max-pinned is per instance). */
+struct backend_pins {
+    struct backend_list idle[2]; /* clean ones ready for the next pin, per protocol (RESP2, RESP3) */
+    struct backend_list pinned;  /* every live one (in use + idle), for backend-timeout */
+    int npinned;                 /* alive (in use + idle) */
+};
 
-/*
- * A sentinel instance (instance NAME sentinel ...) is kept as a cluster of one node: every slot
- * belongs to the primary its watcher thread confirmed (sentinelwatch.h), read every
- * BACKEND_SENTINEL_POLL_MS and at each refresh (which also asks the watcher to check again, at
- * most once per BACKEND_SENTINEL_POLL_MS); while none is confirmed no node owns a slot, and
- * requests wait as for a cluster slot without an owner. The policy sees a single server (no
- * slots, no CROSSSLOT).
- */
-#define BACKEND_SENTINEL_POLL_MS 100
+/* Make b (zeroed, its place fields set: worker, instance, ordinal, node, domain, resp3, guard,
+ * server, ssl_ctx, pins, pinned) a closed connection, ready for backend_connect. */
+void backend_init(struct backend *b);
 
-/* Is `instance` a cluster (or a sentinel instance, kept as one)? */
-int backend_is_cluster(const struct worker *w, int instance);
+/* Connect b to its server: AUTH, HELLO 3, CLIENT ID and the topology INFO are staged behind
+ * the handshake. A failure closes b (a shared one reconnects with backoff). */
+void backend_connect(struct backend *b);
 
-/* Is `instance` a sentinel instance? */
-int backend_is_sentinel(const struct worker *w, int instance);
+/* Connect again now (backoff reset): a retired connection whose node is named again. */
+void backend_reopen(struct backend *b);
 
-/* The shared connection of client_id for `slot` of `instance` (the slot's primary; slot -1: any
- * node, for keyless commands), in the pool of protocol resp3. NULL when the slot's owner is not
- * known yet or its connection is down. For a single-server instance: backend_for / backend_for3. */
-struct backend *backend_for_slot(struct worker *w, int instance, int slot, uint64_t client_id, int resp3);
+/* Close the shared connection b with nothing owed on it, and do not reconnect (its node left the map). */
+void backend_retire(struct backend *b);
 
-/*
- * The primaries of cluster `instance` as this worker's map has them, each named by one slot it
- * owns (its lowest), ordered by address (host, then port): the same order in every worker whose
- * map agrees, so a SCAN cursor's node rank (slotmap.h) keeps its meaning from call to call.
- * Fills slots[0..max) and returns how many; 0 when the map is not known yet.
- */
-int backend_cluster_primaries(const struct worker *w, int instance, int *slots, int max);
+/* Close the shared connection b (its entries failed) and free its buffers: the worker stops. */
+void backend_dispose(struct backend *b);
 
-/* The node (its index in this worker's map, as struct backend's `node`) owning `slot` of cluster
- * `instance`; -1 when not known, or `instance` is no cluster. */
-int backend_cluster_owner(const struct worker *w, int instance, int slot);
+/* Does b hold something: a reply owed, bytes staged, a flush due? */
+int backend_busy(const struct backend *b);
 
-/* The address of node `node` (backend_cluster_owner's) of cluster `instance`. */
-void backend_cluster_node_address(const struct worker *w, int instance, int node, const char **host, int *port);
+/* Has b's oldest written entry waited past timeout_ms (now: monotonic ms)? Then b is closed,
+ * its entries failing "timed out" (backend_exempt: a blocking command's own timeout is added). */
+void backend_check_timeout(struct backend *b, int64_t now, int64_t timeout_ms);
 
-/* The shared connection to the cluster node host:port (a -ASK target), added to the map's
- * node table (with no slot) when new. NULL when down or the table is full. */
-struct backend *backend_for_addr(struct worker *w, int instance, const char *host, int port, uint64_t client_id,
-                                 int resp3);
+/* Stage one of keygate's own commands on b (its reply is the connection's own: `own`). */
+void backend_send_own(struct backend *b, enum backend_own own, int argc, const char **argv);
 
-/* A -MOVED: `slot` of `instance` is now host:port's (a map change), and the whole map is read again soon. */
-void backend_cluster_moved(struct worker *w, int instance, unsigned slot, const char *host, int port);
-
-/* Read the slot map of `instance` again: now, or when BACKEND_REFRESH_MIN_MS since the last read has passed. */
-void backend_cluster_refresh(struct worker *w, int instance);
+/* Free what the backend module keeps per worker (its resolver). */
+void backend_worker_free(struct worker *w);
 
 /* The host and port of b's server (a cluster node, or its instance's address). */
 void backend_address(const struct backend *b, const char **host, int *port);
-
-/* Create the pools of worker w, reporting to `hooks`, and start connecting. 0 on success. */
-int backend_pools_start(struct worker *w, const struct backend_hooks *hooks) KG_MUST_CHECK;
-
-/* Close every backend connection of w and free the pools. */
-void backend_pools_free(struct worker *w);
-
-/* What INFO and /metrics show of an instance's shared connections. */
-struct backend_pool_status {
-    int connections;  /* shared connections, both protocols (a RESP3 pool once opened) */
-    int up;           /* of them READY */
-    size_t in_flight; /* replies owed on them */
-};
-/* The shared connections of `instance` over every worker of p, RESP2 and RESP3 pools. Called
- * from any thread: the pools belong to the workers, so this is a snapshot (relaxed loads; a
- * RESP3 pool's nconns is published after its connections exist, see backend_pool_open). */
-void backend_pool_status(const struct proxy *p, int instance, struct backend_pool_status *out);
-
-/* The connection client `client_id` uses for `instance`: fixed, so one client's requests
- * to one instance keep their order. NULL when that connection is down. */
-struct backend *backend_for(struct worker *w, int instance, uint64_t client_id);
-
-/* The same for a RESP3 client: a connection of the instance's RESP3 pool, which is opened
- * (connections start connecting; requests are staged meanwhile) on the first call. */
-struct backend *backend_for3(struct worker *w, int instance, uint64_t client_id);
 
 /*
  * The staging buffer of b, for the caller to append a request's bytes to. Many clients'
@@ -228,11 +173,6 @@ struct backend *backend_for3(struct worker *w, int instance, uint64_t client_id)
  * once that batch is answered.
  */
 struct bytebuf *backend_stage(struct backend *b);
-
-/* Why the instance's shared connections are down, when the clients' -UNAVAILABLE should say it:
- * its host name did not resolve ("cannot resolve NAME: why", the last such failure of a connection
- * not up). NULL for any other reason (refused, timed out, TLS), and while one is up. */
-const char *backend_down_why(const struct worker *w, int instance);
 
 /* One more reply is owed on b, for the entry pd; the caller staged the bytes. */
 void backend_expect(struct backend *b, struct pending pd);
@@ -255,14 +195,6 @@ int backend_would_reorder(const struct worker *w, const struct backend *b);
  * shared connection reconnects with backoff, a dedicated one tells its owner (owner_lost)
  * and is freed at the next reap. */
 void backend_close(struct backend *b, const char *reason);
-
-/* A dedicated connection to `instance` for client c (idle or new), speaking RESP3 when resp3
- * is 1 (c's protocol); on a cluster, to the primary of `slot` (-1: any node). NULL at
- * max-pinned, when the slot's owner is not known, or when it cannot even start connecting. */
-struct backend *backend_pin(struct worker *w, int instance, int slot, struct client *c, int resp3);
-
-/* Are max-pinned dedicated connections to `instance` alive on w (a pin would fail for that)? */
-int backend_pin_full(const struct worker *w, int instance);
 
 /* b carries a blocking command (BLPOP, XREAD BLOCK ...) that may block block_ms (0: forever,
  * command_block_timeout_ms): until it is idle again, backend-timeout closes b only after the

@@ -8,6 +8,7 @@
 
 #include "authgate.h"
 #include "backend.h"
+#include "nodes.h"
 #include "local.h"
 #include "pubsub.h"
 #include "replies.h"
@@ -460,8 +461,8 @@ static int client_exec_instance(const struct client *c)
 static void client_exec(struct client *c, struct request *req)
 {
     if (pins_watch_lost_take(c)) {
-        int inst = c->session.watch_instance;                         /* >= 0: it had a WATCH connection */
-        int moves = inst >= 0 && backend_is_cluster(c->worker, inst); /* a cluster or sentinel instance */
+        int inst = c->session.watch_instance;                     /* >= 0: it had a WATCH connection */
+        int moves = inst >= 0 && nodes_may_move(c->worker, inst); /* a cluster or sentinel instance */
         client_multi_reset(c);
         session_unwatch(&c->session);
         if (moves) /* its nodes change under it (a failover closes the old primary's clients): a broken WATCH */
@@ -493,7 +494,7 @@ static void client_exec(struct client *c, struct request *req)
     }
     int instance = client_exec_instance(c);
     struct backend *b = c->watch_pin ? c->watch_pin : router_conn_for(c, instance, slot);
-    if (!b && !backend_is_cluster(c->worker, instance)) { /* a cluster's waits for its slot's owner */
+    if (!b && !nodes_may_move(c->worker, instance)) { /* a cluster's waits for its slot's owner */
         client_multi_reset(c);
         client_watch_end(c);
         router_unavailable(c, req, instance);
@@ -554,7 +555,7 @@ static void client_note_write(struct client *c, const struct plan *plan, const s
 
 static void request_pin_full(struct client *c, struct request *req, int instance)
 {
-    if (!backend_pin_full(c->worker, instance)) {
+    if (!nodes_pin_full(c->worker, instance)) {
         router_unavailable(c, req, instance);
         return;
     }
@@ -571,12 +572,12 @@ static void request_pin_full(struct client *c, struct request *req, int instance
  */
 static int client_shard_elsewhere(struct client *c, const struct backend *b, const struct plan *plan)
 {
-    int owner = backend_cluster_owner(c->worker, plan->instance, plan->slot);
+    int owner = nodes_owner(c->worker, plan->instance, plan->slot);
     if (owner < 0 || owner == b->node) return 0;
     const char *host, *pin_host;
     int port, pin_port;
     backend_address(b, &pin_host, &pin_port);
-    backend_cluster_node_address(c->worker, plan->instance, owner, &host, &port);
+    nodes_address(c->worker, plan->instance, owner, &host, &port);
     char text[ERROR_TEXT_MAX];
     snprintf(text, sizeof(text),
              "DENIED this shard channel lives on node %s:%d of cluster instance '%s', and this connection's "
@@ -736,17 +737,18 @@ static void client_owner_timer_cb(evutil_socket_t fd, short what, void *arg)
 static int client_waits_for_owner(struct client *c, const struct plan *plan, unsigned need)
 {
     struct worker *w = c->worker;
-    if (__builtin_expect(!(need & PINS_NEED_FRESH) || !backend_is_cluster(w, plan->instance), 1) ||
+    if (__builtin_expect(!(need & PINS_NEED_FRESH) || !nodes_may_move(w, plan->instance), 1) ||
         c->owner_waits >= router_max_waits(w, plan->instance)) {
         c->owner_waits = 0;
         return 0;
     }
-    const struct backend *shared = backend_for_slot(w, plan->instance, plan->slot, c->id, 0);
+    const struct backend *shared =
+        nodes_conn(w, plan->instance, &(struct node_want){.slot = plan->slot, .client_id = c->id});
     if (shared && shared->state == BACKEND_READY) { /* the owner answers: a pin to it can be opened */
         c->owner_waits = 0;
         return 0;
     }
-    backend_cluster_refresh(w, plan->instance);
+    nodes_refresh(w, plan->instance);
     int ms = router_wait_ms(c->owner_waits++);
     if (!c->owner_timer) c->owner_timer = xevtimer_new(w->base, client_owner_timer_cb, c);
     struct timeval tv = {0, ms * 1000};

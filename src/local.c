@@ -7,6 +7,7 @@
 #include "args.h"
 #include "authgate.h"
 #include "backend.h"
+#include "nodes.h"
 #include "report.h"
 #include "router.h"
 
@@ -286,7 +287,9 @@ static int unblock_try(struct client *c, struct request *req, long long id, int 
     char *bytes = NULL;
     int len = redisFormatCommandArgv(&bytes, 4, cmd, NULL);
     if (len < 0) oom_abort(0);
-    router_forward_bytes(c, router_shared_for(c, instance), instance, req, bytes, (size_t)len);
+    router_forward_bytes(
+        c, nodes_conn(c->worker, instance, &(struct node_want){.slot = -1, .resp3 = c->resp3, .client_id = c->id}),
+        instance, req, bytes, (size_t)len);
     free(bytes);
     return 1;
 }
@@ -494,8 +497,8 @@ static void local_info_body(struct client *c, size_t argc, const char *const *ar
     if (section_wanted(argc, argv, argvlen, "instances")) {
         evbuffer_add_printf(body, "# Instances\r\n");
         for (size_t i = 0; i < cfg->ninstances; i++) {
-            struct backend_pool_status st;
-            backend_pool_status(w->proxy, (int)i, &st); /* every worker's */
+            struct nodes_status st;
+            nodes_status(w->proxy, (int)i, &st); /* every worker's */
             evbuffer_add_printf(body, "instance_%s:addr=%s:%d,tls=%d,connections=%d,up=%d,in_flight=%zu\r\n",
                                 cfg->instances[i].name, cfg->instances[i].host, cfg->instances[i].port,
                                 cfg->instances[i].tls, st.connections, st.up, st.in_flight);

@@ -49,7 +49,7 @@ struct request;
 struct accept_pause;
 struct authgate;
 
-struct backend_cluster;
+struct nodes;
 
 /* Ordering domains (backend_would_reorder): a single-server instance is domain `instance`; a
  * cluster node CONFIG_MAX_INSTANCES + node (mod the rest: two nodes sharing one only wait more). */
@@ -95,7 +95,6 @@ struct worker {
     int id;
     struct event_base *base;
     const struct config *cfg;          /* current snapshot (swapped on reload) */
-    struct backend_pool *pools;        /* BACKEND_NPOOLS of them: per instance and protocol (backend.h) */
     const struct backend_hooks *hooks; /* what backends report replies and failures to (the router) */
     struct client_list clients;
     struct idmap clients_by_id;        /* the same clients by id (conn_close takes them out) */
@@ -111,10 +110,10 @@ struct worker {
     struct ptrvec flush_spare;                    /* backend_flush_all's second list (kept to reuse its memory) */
     struct backend *domain_tail[BACKEND_DOMAINS]; /* the last backend of each domain on the dirty list */
     int postponing[BACKEND_DOMAINS];              /* a request for the domain waits for the next flush */
-    struct backend_cluster *clusters[CONFIG_MAX_INSTANCES]; /* cluster instances' slot maps and node pools */
-    struct ptrvec postponed;            /* clients whose frame waits for the next flush, in arrival order */
-    struct ptrvec dirty_clients;        /* plain clients with replies to write */
-    char scratch[CLIENT_SCRATCH_BYTES]; /* plain clients are read into this, one at a time */
+    struct nodes *nodes[CONFIG_MAX_INSTANCES];    /* every instance's node table and pools (nodes.h) */
+    struct ptrvec postponed;                      /* clients whose frame waits for the next flush, in arrival order */
+    struct ptrvec dirty_clients;                  /* plain clients with replies to write */
+    char scratch[CLIENT_SCRATCH_BYTES];           /* plain clients are read into this, one at a time */
     struct evconnlistener **listeners;
     size_t nlisteners;
     void **listen_ctxs; /* what each listener's callback gets; freed with w */
@@ -125,7 +124,7 @@ struct worker {
     struct event *control_ev; /* woken by the main thread: reload, shutdown */
     int control_pipe[2];      /* the main thread writes a byte to wake the loop */
     struct event *drain_timer;
-    struct event *backend_tick; /* backend-timeout checks (backend.c) */
+    struct event *backend_tick; /* backend-timeout checks (nodes.c) */
     struct evdns_base *dns;     /* resolves backend host names (backend.c), made on first use */
     struct event *client_tick;  /* client-timeout / client-header-timeout checks (client.c) */
     struct event *mem_timer;    /* while clients are paused for max-memory (client_memory_tick) */

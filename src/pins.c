@@ -2,6 +2,7 @@
 #include "pins.h"
 
 #include "backend.h"
+#include "nodes.h"
 #include "blocked.h"
 #include "pubsub.h"
 #include "replies.h"
@@ -11,7 +12,8 @@
 struct backend *pins_watch(struct client *c, int instance, int slot)
 {
     if (c->watch_pin) return c->watch_pin;
-    struct backend *b = backend_pin(c->worker, instance, slot, c, c->resp3);
+    struct backend *b =
+        nodes_conn(c->worker, instance, &(struct node_want){.slot = slot, .resp3 = c->resp3, .pinned = 1, .owner = c});
     if (!b) return NULL;
     c->watch_pin = b;
     session_watch(&c->session, instance, slot);
@@ -54,7 +56,8 @@ static void pins_block_forget(struct client *c, struct backend *b)
 struct backend *pins_block(struct client *c, int instance, int slot, int64_t block_ms)
 {
     struct worker *w = c->worker;
-    struct backend *b = backend_pin(w, instance, slot, c, c->resp3);
+    struct backend *b =
+        nodes_conn(w, instance, &(struct node_want){.slot = slot, .resp3 = c->resp3, .pinned = 1, .owner = c});
     if (!b) return NULL;
     if (c->block_pin) pins_block_forget(c, c->block_pin); /* sent again: the old one answered */
     c->block_pin = b;
@@ -75,7 +78,8 @@ void pins_unblock(struct client *c)
 
 struct backend *pins_subscriber(struct client *c, int instance, int slot)
 {
-    struct backend *b = backend_pin(c->worker, instance, slot, c, c->resp3);
+    struct backend *b =
+        nodes_conn(c->worker, instance, &(struct node_want){.slot = slot, .resp3 = c->resp3, .pinned = 1, .owner = c});
     if (!b) return NULL;
     b->subscriber = 1;
     c->pubsub.pin[instance] = b;

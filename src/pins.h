@@ -10,7 +10,7 @@
 
 /*
  * A pin is a backend connection that holds one client's state and so carries no other
- * client's commands (backend_pin): the WATCH pin (c->watch_pin, from WATCH to EXEC, DISCARD,
+ * client's commands (nodes_conn, pinned): the WATCH pin (c->watch_pin, from WATCH to EXEC, DISCARD,
  * UNWATCH or RESET), the blocking pin (c->block_pin, while a blocking command is in flight;
  * listed in the process's CLIENT UNBLOCK table, blocked.h), and one subscriber connection per
  * instance (c->pubsub.pin[]). This module is the only code that writes those fields and the

@@ -14,8 +14,8 @@ struct client;
 /* One part of a split command (an instance, and on a cluster one slot): its reply once it came. */
 struct request_part {
     int instance;
-    int slot; /* -1: a single-server instance */
-    int node; /* a keyless command's part for one primary of a cluster: its node (backend_cluster_owner), else -1 */
+    int slot;         /* -1: a single-server instance */
+    int node;         /* a keyless command's part for one primary of a cluster: its node (nodes_owner), else -1 */
     uint8_t replicas; /* a split write's part: its reply is held until N replicas have it, as a request's (router.c) */
     char *reply;
     size_t len;

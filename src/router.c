@@ -6,6 +6,7 @@
  * The re-sends move with item 2, on its own branch; the other two were left here so that the
  * branches of issue 29 merge cleanly. */
 #include "router.h"
+#include "nodes.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -148,8 +149,12 @@ static void route_stage(struct request *req, struct request_send *s, struct back
 static struct backend *route_target(struct request *req, struct request_send *s)
 {
     struct client *c = req->client;
-    if (s->ask) return backend_for_addr(req->worker, s->instance, s->ask_host, s->ask_port, c->id, c->resp3);
-    return backend_for_slot(req->worker, s->instance, s->slot, c->id, c->resp3);
+    struct node_want want = {.slot = s->slot, .resp3 = c->resp3, .client_id = c->id};
+    if (s->ask) {
+        want.host = s->ask_host;
+        want.port = s->ask_port;
+    }
+    return nodes_conn(req->worker, s->instance, &want);
 }
 
 int router_wait_ms(int n)
@@ -247,9 +252,12 @@ static void route_wait_counted(struct request *req, struct request_send *s)
 static int route_reachable(struct request *req, struct request_send *s)
 {
     struct client *c = req->client;
-    struct backend *b = s->ask
-                            ? backend_for_addr(req->worker, s->instance, s->ask_host, s->ask_port, c->id, c->resp3)
-                            : backend_for_slot(req->worker, s->instance, s->slot < 0 ? -1 : s->slot, c->id, c->resp3);
+    struct node_want want = {.slot = s->slot < 0 ? -1 : s->slot, .resp3 = c->resp3, .client_id = c->id};
+    if (s->ask) {
+        want.host = s->ask_host;
+        want.port = s->ask_port;
+    }
+    struct backend *b = nodes_conn(req->worker, s->instance, &want);
     return b && b->state != BACKEND_DOWN;
 }
 
@@ -334,7 +342,7 @@ static int route_try(struct request *req, struct request_send *s)
     free(s->error);
     s->error = NULL;
     route_wait_counted(req, s);
-    backend_cluster_refresh(req->worker, s->instance);
+    nodes_refresh(req->worker, s->instance);
     if (!route_expired(s, clock_mono_ns())) return 0;
     route_give_up(req, s);
     return -1;
@@ -403,7 +411,7 @@ static struct request_send *route_send_of(struct request *req, const struct pend
  */
 int router_max_waits(const struct worker *w, int instance)
 {
-    if (!backend_is_sentinel(w, instance)) return ROUTE_MAX_RETRIES;
+    if (!nodes_follow_failover(w, instance)) return ROUTE_MAX_RETRIES;
     int64_t hold = w->cfg->failover_hold_ms, waited = 0;
     int n = 0;
     while (waited < hold && n < 1000) waited += router_wait_ms(n++);
@@ -412,7 +420,7 @@ int router_max_waits(const struct worker *w, int instance)
 
 int64_t router_hold_ms(const struct worker *w, int instance)
 {
-    if (backend_is_sentinel(w, instance)) return w->cfg->failover_hold_ms;
+    if (nodes_follow_failover(w, instance)) return w->cfg->failover_hold_ms;
     int64_t hold = 0;
     for (int n = 0; n < ROUTE_MAX_RETRIES; n++) hold += router_wait_ms(n);
     return hold;
@@ -475,7 +483,7 @@ static int route_intercept(struct backend *b, struct request_send *s, const char
         size_t own_len = len;
         if (__builtin_expect(s->script != ROUTE_SHA_NONE, 0))
             kind = route_classify_evalsha(req, s, index, reply, len, kind, &own, &own_len);
-        enum resend_action act = resend_decide(kind, backend_is_sentinel(req->worker, s->instance), req->blocking);
+        enum resend_action act = resend_decide(kind, nodes_follow_failover(req->worker, s->instance), req->blocking);
         struct slotmap_redirect rd;
         if (act == RESEND_GO && !slotmap_parse_redirect(reply, len, &rd)) act = RESEND_PASS; /* unreadable: as usual */
         if (act == RESEND_LOAD) /* a -NOSCRIPT: the EVALSHA's own reply, a script keygate saw, not loaded yet */
@@ -494,7 +502,7 @@ static int route_intercept(struct backend *b, struct request_send *s, const char
             s->error_len = own_len;
         }
         if (act == RESEND_WAIT && (kind == RESEND_READONLY || kind == RESEND_LOADING || kind == RESEND_UNBLOCKED))
-            backend_cluster_refresh(req->worker, s->instance); /* a demoted node: the watcher checks the primary now */
+            nodes_refresh(req->worker, s->instance); /* a demoted node: the watcher checks the primary now */
         if (act == RESEND_GO) {
             const char *host;
             int port;
@@ -503,7 +511,7 @@ static int route_intercept(struct backend *b, struct request_send *s, const char
             s->hops++;
             STAT_INC(&req->worker->stats, cluster_redirects);
             if (rd.kind == SLOTMAP_MOVED) {
-                backend_cluster_moved(req->worker, s->instance, rd.slot, host, rd.port);
+                nodes_moved(req->worker, s->instance, rd.slot, host, rd.port);
             } else {
                 s->ask = 1;
                 snprintf(s->ask_host, sizeof(s->ask_host), "%s", host);
@@ -526,7 +534,7 @@ static int route_intercept(struct backend *b, struct request_send *s, const char
  * connections, and when no connection is known yet (b NULL: it waits for the slot's owner). */
 static inline int route_keeps(const struct client *c, const struct backend *b, int instance)
 {
-    return backend_is_cluster(c->worker, instance) && !(b && b->pinned);
+    return nodes_may_move(c->worker, instance) && !(b && b->pinned);
 }
 
 /* The buffer a request for (instance, slot) is written to: b's staging buffer, or when keep
@@ -668,7 +676,7 @@ static void route_down(struct client *c, struct request *req, int instance)
 {
     char text[256];
     replies_unavailable_why(text, sizeof(text), c->worker->cfg->instance_names[instance],
-                            backend_down_why(c->worker, instance));
+                            nodes_down_why(c->worker, instance));
     request_error(req, text);
 }
 
@@ -676,8 +684,7 @@ struct backend *router_conn_for(struct client *c, int instance, int slot)
 {
     if (c->watch_pin && c->session.watch_instance == instance && (slot < 0 || slot == c->session.watch_slot))
         return c->watch_pin;
-    if (__builtin_expect(slot >= 0, 0)) return backend_for_slot(c->worker, instance, slot, c->id, c->resp3);
-    return router_shared_for(c, instance);
+    return nodes_conn(c->worker, instance, &(struct node_want){.slot = slot, .resp3 = c->resp3, .client_id = c->id});
 }
 
 /*
@@ -783,7 +790,7 @@ static void route_repl_start(struct worker *w, int instance)
     g->need = 0;
     for (size_t i = 0; i < g->covered.n; i++)
         if (g->covered.items[i].replicas > g->need) g->need = g->covered.items[i].replicas;
-    struct backend *b = w->repl_stopped ? NULL : backend_pin(w, instance, -1, NULL, 0);
+    struct backend *b = w->repl_stopped ? NULL : nodes_conn(w, instance, &(struct node_want){.slot = -1, .pinned = 1});
     if (!b) {
         route_repl_answer(w, instance, &g->covered, -1,
                           w->repl_stopped ? "keygate is shutting down"
@@ -821,7 +828,7 @@ static void route_repl_start(struct worker *w, int instance)
     STAT_INC(&w->stats, replicas_waits);
     backend_unpin(b); /* back to the idle list once the WAIT answered */
     g->conn = b;
-    g->gen = backend_is_sentinel(w, instance) ? sentinelwatch_generation(instance) : 0;
+    g->gen = nodes_follow_failover(w, instance) ? sentinelwatch_generation(instance) : 0;
 }
 
 /*
@@ -873,7 +880,7 @@ static void route_repl_reply(struct backend *b, const struct pending *pd, const 
         reason = why;
     }
     struct sentinelwatch_state st;
-    if (acked >= 0 && backend_is_sentinel(w, instance) &&
+    if (acked >= 0 && nodes_follow_failover(w, instance) &&
         (sentinelwatch_get(instance, &st) != 0 || !st.confirmed || st.generation != g->gen)) {
         /* a failover began (or the primary changed) while the WAIT was out: the replicas that
          * answered may be followers of the old primary that the promoted one will resync, so
@@ -959,10 +966,10 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
      * any other (the transaction then gets EXEC's null reply: route_exec_reply); WATCH itself
      * stays on its connection (route_watch_reply) */
     if (__builtin_expect(b && b == c->watch_pin && plan->flow == FLOW_SHARED, 0))
-        keep = backend_is_cluster(w, plan->instance);
+        keep = nodes_may_move(w, plan->instance);
     /* a blocking command on a cluster is kept too: redirected, it goes again on a new pin (route_repin) */
     if (__builtin_expect(plan->flow == FLOW_BLOCK && b && b == c->block_pin, 0))
-        keep = backend_is_cluster(w, plan->instance);
+        keep = nodes_may_move(w, plan->instance);
     req->watching = plan->flow == FLOW_WATCH;
     req->replicas = (uint8_t)plan->replicas;
     req->xadds = plan->ttl.wrap ? (uint16_t)plan->inval.n : 0;
@@ -1067,7 +1074,7 @@ void router_write_queued(struct bytebuf *out, const struct client *c, const stru
     write_frame(out, c, plan, frame);
     policy_budget_forwarded(plan); /* at queue time: a DISCARDed write stays counted (the estimate errs high) */
     bytebuf_add(keep, &client_reply, 1);
-    if (plan->instance >= 0 && backend_is_cluster(c->worker, plan->instance)) /* an EVAL's body is remembered */
+    if (plan->instance >= 0 && nodes_may_move(c->worker, plan->instance)) /* an EVAL's body is remembered */
         route_note_script(c, frame, NULL);
     for (size_t i = 0; i < plan->ttl.nfix; i++) {
         write_fix(out, c, frame, &plan->ttl.fix[i]);
@@ -1123,10 +1130,10 @@ static void route_merge_info(struct request *req)
     for (int k = 0; k < n; k++) {
         const struct request_part *rp = &req->parts[k];
         const char *name = cfg->instance_names[rp->instance];
-        if (rp->node >= 0 && !backend_is_sentinel(req->worker, rp->instance)) { /* "cache node 10.0.0.1:7001" */
+        if (rp->node >= 0 && nodes_sharded(req->worker, rp->instance)) { /* "cache node 10.0.0.1:7001" */
             const char *host;
             int port;
-            backend_cluster_node_address(req->worker, rp->instance, rp->node, &host, &port);
+            nodes_address(req->worker, rp->instance, rp->node, &host, &port);
             snprintf(names[k], sizeof(names[k]), "%s node %s:%d", name, host, port);
             name = names[k];
         }
@@ -1230,12 +1237,11 @@ static void route_part_unavailable(struct worker *w, struct request *req, int k)
 static int route_primaries(struct worker *w, int instance, struct request_part *parts, int max)
 {
     int slots[SLOTMAP_MAX_NODES];
-    int n = backend_cluster_primaries(w, instance, slots, max < SLOTMAP_MAX_NODES ? max : SLOTMAP_MAX_NODES);
+    int n = nodes_primaries(w, instance, slots, max < SLOTMAP_MAX_NODES ? max : SLOTMAP_MAX_NODES);
     if (n == 0) slots[n++] = -1;
     for (int k = 0; k < n; k++)
-        parts[k] = (struct request_part){.instance = instance,
-                                         .slot = slots[k],
-                                         .node = backend_cluster_owner(w, instance, slots[k])};
+        parts[k] =
+            (struct request_part){.instance = instance, .slot = slots[k], .node = nodes_owner(w, instance, slots[k])};
     return n;
 }
 
@@ -1256,7 +1262,7 @@ static void router_forward_all(struct client *c, struct request *req, int merge,
     int n = 0;
     for (int i = 0; i < ninst; i++) {
         if (only >= 0 && i != only) continue;
-        if (per_node && backend_is_cluster(w, i))
+        if (per_node && nodes_may_move(w, i))
             n += route_primaries(w, i, req->parts + n, REPLIES_MAX_PARTS - 1 - (ninst - 1 - i) - n);
         else
             req->parts[n++] = (struct request_part){.instance = i, .slot = -1, .node = -1};
@@ -1444,7 +1450,7 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
     /* parts whose instance is down fail at once; the merge reports it (a cluster's part waits
      * for its slot's owner instead: route_out_done) */
     for (int k = 0; k < n; k++)
-        if (!conns[k] && !backend_is_cluster(w, req->parts[k].instance)) route_part_unavailable(w, req, k);
+        if (!conns[k] && !nodes_may_move(w, req->parts[k].instance)) route_part_unavailable(w, req, k);
     free(conns);
     free(count);
 }
@@ -1469,7 +1475,7 @@ static void route_learn_move(struct backend *b, const struct slotmap_redirect *r
     const char *host;
     int port;
     backend_address(b, &host, &port);
-    backend_cluster_moved(b->worker, b->instance, rd->slot, rd->host[0] ? rd->host : host, rd->port);
+    nodes_moved(b->worker, b->instance, rd->slot, rd->host[0] ? rd->host : host, rd->port);
 }
 
 /*
@@ -1485,7 +1491,7 @@ static int route_watch_moved(struct backend *b, struct request *req, const char 
     enum resend_kind kind = resend_classify(reply, len, 1);
     int moved = (kind == RESEND_MOVED || kind == RESEND_ASK) && slotmap_parse_redirect(reply, len, &rd);
     if (!moved && (kind == RESEND_MOVED || kind == RESEND_ASK || !resend_is_cluster_refusal(kind))) return 0;
-    if (!backend_is_cluster(b->worker, b->instance)) return 0;
+    if (!nodes_may_move(b->worker, b->instance)) return 0;
     if (moved) route_learn_move(b, &rd);
     request_answer(req, STR_AND_LEN("+OK\r\n"));
     return 1;
@@ -1499,7 +1505,7 @@ static int route_watch_moved(struct backend *b, struct request *req, const char 
  */
 static int route_exec_moved(struct backend *b, struct request *req, const char *reply)
 {
-    if (reply[0] != '-' || !req->queued_error || !b->pinned || !backend_is_cluster(b->worker, b->instance)) return 0;
+    if (reply[0] != '-' || !req->queued_error || !b->pinned || !nodes_may_move(b->worker, b->instance)) return 0;
     enum resend_kind kind = resend_classify(req->queued_error, req->queued_error_len, 1);
     struct slotmap_redirect rd;
     int redirected = (kind == RESEND_MOVED || kind == RESEND_ASK) &&
@@ -1507,7 +1513,7 @@ static int route_exec_moved(struct backend *b, struct request *req, const char *
     if (!redirected &&
         (kind == RESEND_MOVED || kind == RESEND_ASK ||
          (!resend_is_cluster_refusal(kind) &&
-          resend_decide(kind, backend_is_sentinel(b->worker, b->instance), req->blocking) != RESEND_WAIT)))
+          resend_decide(kind, nodes_follow_failover(b->worker, b->instance), req->blocking) != RESEND_WAIT)))
         return 0; /* (a NOSCRIPT, RESEND_LOAD, is no refusal of the transaction either) */
     if (redirected) route_learn_move(b, &rd);
     struct client *c = req->client;
@@ -1636,14 +1642,14 @@ static void route_fail(struct backend *b, const struct pending *pd)
     if (__builtin_expect(s != NULL, 0) && route_intercept(b, s, NULL, 0, pd->unsent)) return;
     /* a request written to a sentinel instance's primary, its connection lost (a switch, a death) */
     if (pd->kind != ROUTE_DROP && pd->kind != ROUTE_QUEUED && pd->kind != ROUTE_ASKING &&
-        pd->kind != ROUTE_SCRIPT_LOAD && backend_is_sentinel(b->worker, b->instance))
+        pd->kind != ROUTE_SCRIPT_LOAD && nodes_follow_failover(b->worker, b->instance))
         STAT_INC(&b->worker->stats, switch_failures);
     char text[256];
     if (b->timed_out)
         replies_timed_out(text, sizeof(text), b->worker->cfg->instance_names[b->instance]);
     else
         replies_unavailable_why(text, sizeof(text), b->worker->cfg->instance_names[b->instance],
-                                backend_down_why(b->worker, b->instance));
+                                nodes_down_why(b->worker, b->instance));
     route_writes_answered(req, (enum route_kind)pd->kind);
     switch ((enum route_kind)pd->kind) {
     case ROUTE_FILL:
@@ -1712,6 +1718,8 @@ static const struct backend_hooks hooks = {
     .push = route_push,
     .may_keep = route_may_keep,
     .owner_lost = pins_owner_lost,
+    .lost = nodes_lost, /* the node model reads where the slots are again */
+    .slots = nodes_slots_reply,
 };
 
 const struct backend_hooks *router_hooks(void)

@@ -27,17 +27,8 @@
  * changes that client's pins and wakes it.
  */
 
-/* What the backends of a worker report to (backend_pools_start). */
+/* What the backends of a worker report to (nodes_start). */
 const struct backend_hooks *router_hooks(void);
-
-/* c's shared connection to `instance` in the pool of c's protocol (RESP2 or RESP3: a RESP3
- * client's replies come from RESP3 connections, as Redis sends them to a HELLO 3 client).
- * NULL when that connection is down. */
-static inline struct backend *router_shared_for(struct client *c, int instance)
-{
-    if (c->resp3) return backend_for3(c->worker, instance, c->id);
-    return backend_for(c->worker, instance, c->id);
-}
 
 /* The n-th wait (from 0) for an owner keygate cannot reach: 25 ms doubling, at most 500 ms. */
 int router_wait_ms(int n);
@@ -115,10 +106,10 @@ void router_forward_bytes(struct client *c, struct backend *b, int instance, str
 void router_unavailable(struct client *c, struct request *req, int instance);
 
 /* Worker w stops: replicas=N writes held for a WAIT not sent yet get -NOREPLICAS (they ran), and no
- * WAIT starts from here on; those of a WAIT out are answered when backend_pools_free fails it. */
+ * WAIT starts from here on; those of a WAIT out are answered when nodes_free fails it. */
 void router_stop(struct worker *w);
 
-/* Free w's replicas=N groups (after backend_pools_free: nothing is held any more). */
+/* Free w's replicas=N groups (after nodes_free: nothing is held any more). */
 void router_free(struct worker *w);
 
 #endif

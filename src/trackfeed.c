@@ -2,6 +2,7 @@
 #include "trackfeed.h"
 
 #include "backend.h"
+#include "nodes.h"
 #include "loop.h"
 #include "sentinelwatch.h"
 #include "syncconn.h"
@@ -186,8 +187,8 @@ static void feed_sleep(struct feed *fd, int ms)
 static void feed_wait_instance(struct feed *fd)
 {
     for (;;) {
-        struct backend_pool_status st;
-        backend_pool_status(fd->owner->proxy, fd->instance, &st);
+        struct nodes_status st;
+        nodes_status(fd->owner->proxy, fd->instance, &st);
         if (st.up > 0 || stopping(fd)) return;
         feed_sleep(fd, 50);
     }

@@ -19,7 +19,7 @@ struct trackfeed;
  * are flushed every 5 s (tracking_feed_still_down: the stream does not see expiry, eviction or
  * writes without keygate, and nothing sees other keys' writes by others). A null
  * push (the instance flushed): a flush (tracking_flush_instance). It connects
- * only while keygate's own connections to the instance are up (backend_pool_status), retrying a
+ * only while keygate's own connections to the instance are up (nodes_status), retrying a
  * refused start after 200 ms doubling to 2 s. No subscription: PUBSUB CHANNELS / NUMSUB / NUMPAT do not see it.
  */
 

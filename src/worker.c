@@ -3,6 +3,7 @@
 
 #include "access.h"
 #include "backend.h"
+#include "nodes.h"
 #include "client.h"
 #include "request.h"
 #include "router.h"
@@ -322,7 +323,7 @@ int worker_init(struct worker *w, struct proxy *p, int id, const struct config *
         if (la->unix_path && id != 0) continue;
         if (worker_listen(w, la, p->listen_ssl[i]) != 0) return -1;
     }
-    return backend_pools_start(w, router_hooks());
+    return nodes_start(w, router_hooks());
 }
 
 void *worker_run(void *arg)
@@ -340,7 +341,7 @@ void worker_free(struct worker *w)
     client_reap(w);
     idmap_free(&w->clients_by_id);
     router_stop(w);
-    backend_pools_free(w);
+    nodes_free(w);
     router_free(w);
     request_pool_free(w);
     stats_free(&w->stats);
