@@ -319,10 +319,7 @@ void router_client_gone(struct client *c)
  */
 static struct backend *route_repin(struct request *req, struct request_send *s)
 {
-    struct backend *b = pins_block(req->client, s->instance, s->slot, req->block_ms);
-    if (!b) return NULL;
-    backend_unpin(b); /* back to the idle list once it answered */
-    return b;
+    return pins_block(req->client, s->instance, s->slot, req->block_ms);
 }
 
 static int route_try(struct request *req, struct request_send *s)
@@ -335,6 +332,10 @@ static int route_try(struct request *req, struct request_send *s)
     if (b) {
         route_held(req, s);
         route_stage(req, s, b);
+        /* a new pin goes back to the idle list once it answered: only now that it owes the
+         * command (unpinned before, one with nothing owed went idle at once, its exemption from
+         * backend-timeout reset, and another client's blocking command could take it) */
+        if (req->blocking) backend_unpin(b);
         request_reply_consumed(req);
         return 1;
     }

@@ -1010,6 +1010,85 @@ START_TEST(test_hostnames_routed_moved_and_asked)
 }
 END_TEST
 
+/* ---- 8. a blocking command sent again after a redirect keeps its pin ---- */
+
+/*
+ * k1's slot moves behind keygate's back (its map is read every 10 s): client a's BLPOP k1 goes to
+ * the old owner, is redirected, and goes again on a pin of its own to the new one (an idle pinned
+ * connection an earlier BLPOP left), where it blocks. That pin must stay a's while the BLPOP waits: client b's BLPOP of another key of the
+ * same node, then a push to it, must answer b at once (b's BLPOP queued behind a's on a's
+ * connection would wait for a's), and a is answered by a push to k1 in turn.
+ */
+START_TEST(test_redirected_blocking_command_keeps_its_pin)
+{
+    /* keygate's map read once a minute: the move below stays unknown to it until a redirect */
+    char instances[3 * PATH_MAX];
+    snprintf(instances, sizeof instances,
+             "instance cache cluster 127.0.0.1:%d,127.0.0.1:%d tls ca=%s/build/certs/ca.crt server-name=localhost "
+             "password-file=%s\n",
+             C->nodes[0].tls_port, C->nodes[1].tls_port, C->root, C->pass_file);
+    struct harness_opts o = {.registry_text = registry_text,
+                             .instances_text = instances,
+                             .extra_config = "cluster-refresh 60s\n"};
+    ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "%s", h.error);
+    int p[CLUSTER_NODES];
+    primaries3(p);
+    char k1[64], k2[64];
+    unsigned s1, s2;
+    key_on(p[0], "c:", ":bl1", NULL, 0, k1, sizeof k1, &s1);
+    key_on(p[1], "c:", ":bl2", &s1, 1, k2, sizeof k2, &s2);
+    redisContext *a = harness_must_client(&h), *b = harness_must_client(&h), *w = harness_must_client(&h);
+    /* keygate's map: k1 on p[0]; the shared connections of both nodes open (a blocking command
+     * whose owner's is not yet makes keygate read the map again, which would learn the move) */
+    expect_nil(cmd(w, "GET %s", k1), "k1 before the move");
+    expect_nil(cmd(w, "GET %s", k2), "k2 before the move");
+    int moved = 0;
+    ck_assert_msg(cluster_migrate_begin(C, s1, p[0], p[1]) == 0, "%s", cluster_last_error());
+    ck_assert_msg(cluster_migrate_keys(C, s1, p[0], p[1], 100, &moved) == 0, "%s", cluster_last_error());
+    ck_assert_msg(cluster_migrate_end(C, s1, p[0], p[1]) == 0, "%s", cluster_last_error());
+    /* a pinned connection to p[1] left idle by a blocking command that timed out: the re-sent
+     * BLPOP takes it (a new one would still owe its AUTH when the re-send lets go of it) */
+    redisReply *r0 = cmd(w, "BLPOP %s 0.1", k2);
+    ck_assert_msg(r0->type == REDIS_REPLY_NIL, "BLPOP %s 0.1: %s", k2, describe(r0));
+    freeReplyObject(r0);
+    long long redirects = stats_now().redirects;
+    redisAppendCommand(a, "BLPOP %s 30", k1);
+    send_appended(a, "a's BLPOP");
+    long long end = now_ms() + 10000;
+    while (stats_now().redirects == redirects && now_ms() < end) sleep_ms(20);
+    ck_assert_msg(stats_now().redirects > redirects, "a's BLPOP of %s was not redirected within 10 s", k1);
+    redisContext *n1 = node(p[1]);
+    for (long long blocked = 0; blocked < 1 && now_ms() < end; sleep_ms(20)) {
+        redisReply *r = cmd(n1, "INFO clients");
+        const char *at = r->type == REDIS_REPLY_STRING ? strstr(r->str, "blocked_clients:") : NULL;
+        blocked = at ? atoll(at + strlen("blocked_clients:")) : 0;
+        freeReplyObject(r);
+    }
+    redisAppendCommand(b, "BLPOP %s 20", k2);
+    send_appended(b, "b's BLPOP");
+    sleep_ms(200); /* b's BLPOP on its way (a pace: if it waits behind a's, nothing answers either way) */
+    expect_int(cmd(w, "RPUSH %s x", k2), 1, "RPUSH k2");
+    long long t0 = now_ms();
+    redisSetTimeout(b, (struct timeval){5, 0});
+    redisReply *rb = NULL;
+    int rc = redisGetReply(b, (void **)&rb);
+    ck_assert_msg(rc == REDIS_OK && rb && rb->type == REDIS_REPLY_ARRAY && rb->elements == 2,
+                  "b's BLPOP %s after a push: %s within %lld ms (behind a's BLPOP on a's connection?)", k2,
+                  rb ? describe(rb) : b->errstr, now_ms() - t0);
+    freeReplyObject(rb);
+    expect_int(cmd(w, "RPUSH %s y", k1), 1, "RPUSH k1");
+    redisReply *ra = next_reply(a);
+    ck_assert_msg(ra->type == REDIS_REPLY_ARRAY && ra->elements == 2 && strcmp(ra->element[1]->str, "y") == 0,
+                  "a's BLPOP %s after a push: %s", k1, describe(ra));
+    freeReplyObject(ra);
+    expect_int(cmd(w, "DEL %s %s", k1, k2), 0, "nothing left");
+    redisFree(n1);
+    redisFree(a);
+    redisFree(b);
+    redisFree(w);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cluster_routing");
@@ -1020,6 +1099,7 @@ int main(void)
     harness_add_case(s, "failover", 90, setup, teardown, test_primary_killed_under_load_errors_only_in_flight);
     harness_add_case(s, "pingpong", 90, setup, teardown, test_slot_moved_back_and_forth_no_error_no_loop);
     harness_add_case(s, "hostnames", 60, setup_hostnames, teardown, test_hostnames_routed_moved_and_asked);
+    harness_add_case(s, "repin", 60, setup, teardown, test_redirected_blocking_command_keeps_its_pin);
     int failed = harness_run(s);
     int left = cluster_leftovers();
     if (left) fprintf(stderr, "POST-CONDITION FAILED: %d redis-server(s) of this suite still run\n", left);
