@@ -717,9 +717,9 @@ static int node_known_now(struct cluster *c, int i)
 static int replica_linked_now(struct cluster *c, int i, int p)
 {
     redisReply *r = node_command(c, i, 2000, "ROLE");
-    int ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 5 && serverkit_str_is(r->element[0], "slave") &&
-             serverkit_str_is(r->element[3], "connected") && r->element[2]->type == REDIS_REPLY_INTEGER &&
-             r->element[2]->integer == c->nodes[p].tls_port;
+    int ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 5 &&
+             serverkit_str_is(r->element[0], "slave") && serverkit_str_is(r->element[3], "connected") &&
+             r->element[2]->type == REDIS_REPLY_INTEGER && r->element[2]->integer == c->nodes[p].tls_port;
     if (!ok) procs_set_err("node %d is not a connected replica of node %d (ROLE: %s)", i, p, serverkit_reply_text(r));
     freeReplyObject(r);
     return ok;
@@ -771,7 +771,8 @@ int cluster_node_add(struct cluster *c, int replica_of, int *index)
         procs_set_err("no running node to meet node %d", i);
         return -1;
     }
-    redisReply *r = node_command(c, i, 5000, "CLUSTER MEET 127.0.0.1 %d %d", c->nodes[k].tls_port, c->nodes[k].bus_port);
+    redisReply *r =
+        node_command(c, i, 5000, "CLUSTER MEET 127.0.0.1 %d %d", c->nodes[k].tls_port, c->nodes[k].bus_port);
     int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
     if (r != NULL && !ok) procs_set_err("node %d: CLUSTER MEET: %s", i, serverkit_reply_text(r));
     freeReplyObject(r);

@@ -68,7 +68,7 @@ struct cluster {
     char pass_file[PATH_MAX];
     pid_t owner;   /* the process that started the nodes (their parent) */
     int hostnames; /* CLUSTER_HOSTNAMES=1 at cluster_start: the nodes are named `localhost` (below) */
-    int nnodes; /* entries of nodes[] in use or removed: CLUSTER_NODES, more after cluster_node_add */
+    int nnodes;    /* entries of nodes[] in use or removed: CLUSTER_NODES, more after cluster_node_add */
     struct cluster_node nodes[CLUSTER_MAX_NODES];
 };
 
