@@ -129,7 +129,8 @@ static unsigned parse_faults(const char *text)
             if (strcmp(w, hist_fault_name(k)) == 0) found = k;
         if (found >= HF_FAILOVER) {
             fprintf(stderr,
-                    "chaos: FAULTS=%s needs the Sentinel topology: TOPOLOGY=sentinel (docs/testing.md, 'The "
+                    "chaos: FAULTS=%s needs the Sentinel or the cluster topology: TOPOLOGY=sentinel or cluster "
+                    "(docs/testing.md, 'The "
                     "fault harness')\n",
                     w);
             exit(2);
