@@ -302,13 +302,14 @@ static int node_write_files(struct cluster *c, int i)
              "tls-cert-file \"%s/build/certs/server.crt\"\ntls-key-file \"%s/build/certs/server.key\"\n"
              "tls-ca-cert-file \"%s/build/certs/ca.crt\"\ntls-auth-clients optional\n"
              "tls-cluster yes\ntls-replication yes\n"
-             "cluster-enabled yes\ncluster-config-file nodes.conf\ncluster-node-timeout 1000\n"
+             "cluster-enabled yes\ncluster-config-file nodes.conf\ncluster-node-timeout %d\n"
              /* a replica is always allowed to fail over, however long its link was down */
              "cluster-replica-validity-factor 0\n"
              /* a replica syncs at once (7.0 waits 5 s for more replicas before a diskless sync) */
              "repl-diskless-sync-delay 0\n"
              "requirepass %s\nmasterauth %s\ndir \"%s\"\nsave \"\"\nappendonly no\ndaemonize no\nlogfile \"\"\n%s",
-             n->plain_port, n->tls_port, n->bus_port, c->root, c->root, c->root, c->password, c->password, n->dir,
+             n->plain_port, n->tls_port, n->bus_port, c->root, c->root, c->root, c->node_timeout_ms, c->password,
+             c->password, n->dir,
              c->hostnames ? "cluster-announce-hostname localhost\ncluster-preferred-endpoint-type hostname\n" : "");
     if (mkdir(n->dir, 0700) != 0 || serverkit_write_file(n->conf_file, conf, 0600) != 0) {
         procs_set_err("writing node %d's files in %s: %s", i, n->dir, strerror(errno));
@@ -491,6 +492,8 @@ struct cluster *cluster_start(void)
     c->nnodes = CLUSTER_NODES;
     const char *hostnames = getenv("CLUSTER_HOSTNAMES");
     c->hostnames = hostnames != NULL && strcmp(hostnames, "1") == 0;
+    const char *timeout = getenv("CLUSTER_NODE_TIMEOUT_MS");
+    c->node_timeout_ms = timeout != NULL && atoi(timeout) > 0 ? atoi(timeout) : 1000;
     char ca[PATH_MAX + 32];
     if (getcwd(c->root, sizeof c->root) == NULL) {
         procs_set_err("getcwd: %s", strerror(errno));
@@ -681,7 +684,10 @@ int cluster_migrate_keys(struct cluster *c, unsigned slot, int from, int to, int
 
 int cluster_migrate_end(struct cluster *c, unsigned slot, int from, int to)
 {
-    if (setslot(c, to, slot, "NODE", c->nodes[to].id) != 0 || setslot(c, from, slot, "NODE", c->nodes[to].id) != 0)
+    if (setslot(c, to, slot, "NODE", c->nodes[to].id) != 0) return -1;
+    /* a source that gave its last slot may have learnt it from `to` already and turned itself into a replica of
+     * `to` (cluster-allow-replica-migration): it refuses SETSLOT then, and needs none */
+    if (setslot(c, from, slot, "NODE", c->nodes[to].id) != 0 && cluster_node_role(c, from) != CLUSTER_ROLE_REPLICA)
         return -1;
     int primaries[CLUSTER_MAX_NODES], np = cluster_primaries(c, primaries);
     for (int k = 0; k < np; k++)
@@ -776,7 +782,9 @@ int cluster_node_add(struct cluster *c, int replica_of, int *index)
     int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
     if (r != NULL && !ok) procs_set_err("node %d: CLUSTER MEET: %s", i, serverkit_reply_text(r));
     freeReplyObject(r);
-    if (!ok || wait_for(c, i, 0, known_cond, FORM_MS, "the new node known to every node") != 0) return -1;
+    if (!ok || wait_for(c, i, 0, known_cond, FORM_MS, "the new node known to every node") != 0 ||
+        cluster_wait_ok(c, FORM_MS) != 0) /* the new node too: it knows every slot's owner */
+        return -1;
     if (replica_of >= 0) {
         r = node_command(c, i, 5000, "CLUSTER REPLICATE %s", c->nodes[replica_of].id);
         ok = r != NULL && r->type == REDIS_REPLY_STATUS;

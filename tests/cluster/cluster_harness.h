@@ -20,7 +20,8 @@
  * tls_port + 10000, replication TLS too. All ports are picked at random in 20000..34999
  * with their bus port free as well (so every port, bus included, is below 45000). Every
  * node has the same password (requirepass and masterauth; also in pass_file, mode 0600),
- * cluster-node-timeout 1000 ms, no persistence, its own dir under the cluster's temp dir.
+ * cluster-node-timeout 1000 ms (CLUSTER_NODE_TIMEOUT_MS at cluster_start: another), no persistence, its own dir
+ * under the cluster's temp dir.
  * CLUSTER_HOSTNAMES=1 at cluster_start: every node has cluster-announce-hostname localhost and
  * cluster-preferred-endpoint-type hostname, so CLUSTER SLOTS, CLUSTER SHARDS' endpoint, -MOVED
  * and -ASK name `localhost` instead of 127.0.0.1.
@@ -66,9 +67,10 @@ struct cluster {
     char dir[256];   /* temp dir */
     char password[65];
     char pass_file[PATH_MAX];
-    pid_t owner;   /* the process that started the nodes (their parent) */
-    int hostnames; /* CLUSTER_HOSTNAMES=1 at cluster_start: the nodes are named `localhost` (below) */
-    int nnodes;    /* entries of nodes[] in use or removed: CLUSTER_NODES, more after cluster_node_add */
+    pid_t owner;         /* the process that started the nodes (their parent) */
+    int hostnames;       /* CLUSTER_HOSTNAMES=1 at cluster_start: the nodes are named `localhost` (below) */
+    int node_timeout_ms; /* cluster-node-timeout: 1000, or CLUSTER_NODE_TIMEOUT_MS at cluster_start */
+    int nnodes;          /* entries of nodes[] in use or removed: CLUSTER_NODES, more after cluster_node_add */
     struct cluster_node nodes[CLUSTER_MAX_NODES];
 };
 
@@ -155,7 +157,8 @@ int cluster_migrate_end(struct cluster *c, unsigned slot, int from, int to) __at
  * Nodes added, removed, started again and failed over by hand (the fault harness's cluster topology):
  *
  *   cluster_node_add:     a new empty node (the first removed or unused entry; its own free ports), met by the
- *                         cluster (CLUSTER MEET) and known to every running node; with replica_of >= 0 it then
+ *                         cluster (CLUSTER MEET), known to every running node and ok (it knows every slot's
+ *                         owner: cluster_wait_ok); with replica_of >= 0 it then
  *                         replicates that primary (CLUSTER REPLICATE) and its link is up. *index: its entry.
  *   cluster_node_remove:  node i, which must own no slot (and, a primary, have no replica left), forgotten by every
  *                         other running node (CLUSTER FORGET) and killed; its entry is free again.
