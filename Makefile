@@ -315,15 +315,17 @@ clean:
 # stop-primary,stop-sentinel,restart (default all). First the checker's own tests (hand-made histories), then the
 # run; its last line is "N passed, N failed".
 CHAOS_DIR  := tests/chaos
-CHAOS_SRCS := $(CHAOS_DIR)/chaos.c $(CHAOS_DIR)/sentinel.c $(CHAOS_DIR)/runner.c $(CHAOS_DIR)/checker.c $(CHAOS_DIR)/proxy.c \
-              tests/common/procs.c tests/common/serverkit.c $(HA_HARNESS)
-CHAOS_HDRS := $(wildcard $(CHAOS_DIR)/*.h) tests/common/procs.h tests/common/serverkit.h tests/ha/sentinel_harness.h
+CHAOS_SRCS := $(CHAOS_DIR)/chaos.c $(CHAOS_DIR)/sentinel.c $(CHAOS_DIR)/cluster.c $(CHAOS_DIR)/runner.c \
+              $(CHAOS_DIR)/checker.c $(CHAOS_DIR)/proxy.c tests/common/procs.c tests/common/serverkit.c $(HA_HARNESS) \
+              $(CLUSTER_HARNESS)
+CHAOS_HDRS := $(wildcard $(CHAOS_DIR)/*.h) tests/common/procs.h tests/common/serverkit.h tests/ha/sentinel_harness.h \
+              tests/cluster/cluster_harness.h
 
 $(BUILD)/tests/chaos:
 	mkdir -p $@
 
 $(BUILD)/tests/chaos/chaos: $(CHAOS_SRCS) $(CHAOS_HDRS) | $(BUILD)/tests/chaos
-	$(CC) $(CFLAGS) -I$(CHAOS_DIR) -Itests/common -Itests/ha $(LDFLAGS) -o $@ $(CHAOS_SRCS) $(LDLIBS)
+	$(CC) $(CFLAGS) -I$(CHAOS_DIR) -Itests/common -Itests/ha -Itests/cluster $(LDFLAGS) -o $@ $(CHAOS_SRCS) $(LDLIBS)
 
 $(BUILD)/tests/chaos/test_checker: $(CHAOS_DIR)/test_checker.c $(CHAOS_DIR)/checker.c $(CHAOS_HDRS) | $(BUILD)/tests/chaos
 	$(CC) $(CFLAGS) -I$(CHAOS_DIR) $(LDFLAGS) -o $@ $(CHAOS_DIR)/test_checker.c $(CHAOS_DIR)/checker.c $(CHECK_LIBS) $(LDLIBS)

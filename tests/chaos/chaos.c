@@ -17,6 +17,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "chaos_cluster.h"
 #include "chaos_sentinel.h"
 #include "runner.h"
 #include "checker.h"
@@ -157,8 +158,8 @@ static void opts_read(void)
     g_o.duration_s = (int)env_ll("DURATION", 30);
     if (g_o.duration_s < 5) g_o.duration_s = 5;
     const char *topology = getenv("TOPOLOGY");
-    int sentinel = topology != NULL && strcmp(topology, "sentinel") == 0;
-    g_o.faults = sentinel ? 0 : parse_faults(getenv("FAULTS")); /* the Sentinel topology reads its own */
+    int own = topology != NULL && (strcmp(topology, "sentinel") == 0 || strcmp(topology, "cluster") == 0);
+    g_o.faults = own ? 0 : parse_faults(getenv("FAULTS")); /* the Sentinel and cluster topologies read their own */
     size_t used = 0;
     g_o.faults_text[0] = '\0';
     for (int k = 0; k < HF_NKINDS; k++)
@@ -1394,13 +1395,14 @@ int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *topology = getenv("TOPOLOGY");
-    if (topology != NULL && *topology != '\0' && strcmp(topology, "nearcache") != 0 &&
-        strcmp(topology, "sentinel") != 0) {
-        fprintf(stderr, "chaos: TOPOLOGY=%s: nearcache (the default) or sentinel\n", topology);
+    int sentinel = topology != NULL && strcmp(topology, "sentinel") == 0,
+        cluster = topology != NULL && strcmp(topology, "cluster") == 0;
+    if (topology != NULL && *topology != '\0' && strcmp(topology, "nearcache") != 0 && !sentinel && !cluster) {
+        fprintf(stderr, "chaos: TOPOLOGY=%s: nearcache (the default), sentinel or cluster\n", topology);
         return 2;
     }
     opts_read();
-    if (topology != NULL && strcmp(topology, "sentinel") == 0) {
+    if (sentinel || cluster) {
         if (procs_install("chaos", 1) != 0) {
             perror("chaos: procs_install");
             return 2;
@@ -1411,7 +1413,7 @@ int main(void)
                                  .p = g_o.p,
                                  .keep = g_o.keep,
                                  .keygate_bin = g_o.keygate_bin};
-        return chaos_sentinel_main(&c);
+        return cluster ? chaos_cluster_main(&c) : chaos_sentinel_main(&c);
     }
     for (int k = 0; k < NKEYS; k++) {
         g_key_names[k] = g_keys[k].name;
