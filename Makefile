@@ -312,8 +312,10 @@ clean:
 # Three keygates over real TLS backends, a seeded fault schedule, a history checker. SEED=, DURATION= (s),
 # FAULTS=stop,kill-stream,del-stream,trim-stream,restart,slow-link,reload (default all). TOPOLOGY=sentinel: the
 # keygates over a Sentinel-managed primary (2 replicas, 3 sentinels), INCR counters, FAULTS=failover,kill-primary,
-# stop-primary,stop-sentinel,restart (default all). First the checker's own tests (hand-made histories), then the
-# run; its last line is "N passed, N failed".
+# stop-primary,stop-sentinel,restart (default all). TOPOLOGY=cluster: the keygates in front of a TLS Redis Cluster
+# (3 primaries, 1 replica each), INCR/EVALSHA counters over every slot range, FAULTS=reshard,failover,kill-primary,
+# stop-primary,dead-slots,restart (default these; add-node is opt-in). First the checker's own tests (hand-made histories),
+# then the run; its last line is "N passed, N failed".
 CHAOS_DIR  := tests/chaos
 CHAOS_SRCS := $(CHAOS_DIR)/chaos.c $(CHAOS_DIR)/sentinel.c $(CHAOS_DIR)/cluster.c $(CHAOS_DIR)/runner.c \
               $(CHAOS_DIR)/checker.c $(CHAOS_DIR)/proxy.c tests/common/procs.c tests/common/serverkit.c $(HA_HARNESS) \
@@ -341,3 +343,8 @@ test-chaos: $(BUILD)/keygate $(BUILD)/tests/chaos/chaos $(BUILD)/tests/chaos/tes
 .PHONY: test-chaos-sentinel
 test-chaos-sentinel:
 	@$(MAKE) --no-print-directory test-chaos TOPOLOGY=sentinel
+
+# The cluster topology alone (docs/testing.md, "The cluster topology")
+.PHONY: test-chaos-cluster
+test-chaos-cluster:
+	@$(MAKE) --no-print-directory test-chaos TOPOLOGY=cluster

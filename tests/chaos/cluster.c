@@ -105,7 +105,14 @@ static int opts_read(const struct chaos_common *c)
     g_o.clients = v != NULL && atoi(v) > 0 ? atoi(v) : CC_CLIENTS;
     const char *text = c->faults;
     if (text == NULL || *text == '\0' || strcmp(text, "all") == 0) {
-        for (int i = 0; i < CC_NKINDS; i++) g_o.faults |= 1u << g_kinds[i];
+        /* add-node is opt-in (FAULTS=add-node, or a list naming it): when its slot is moved back, the emptied
+         * primary turns itself into a replica (Redis 7.0's replica migration), and a client whose last write
+         * ran there gets Redis's error for its WAIT (-UNBLOCKED ... master -> replica, or -ERR WAIT cannot be
+         * used with replica instances), which no fault of the rules explains: keygate passes it (SEED=5; a
+         * re-sent WAIT could not tell this demotion from a failover's, after which it would confirm writes the
+         * failover may have lost). docs/testing.md, "The cluster topology". */
+        for (int i = 0; i < CC_NKINDS; i++)
+            if (g_kinds[i] != HF_ADD_NODE) g_o.faults |= 1u << g_kinds[i];
     } else if (strcmp(text, "none") != 0) {
         char buf[256];
         snprintf(buf, sizeof buf, "%s", text);
@@ -115,8 +122,8 @@ static int opts_read(const struct chaos_common *c)
                 if (strcmp(w, hist_fault_name(g_kinds[i])) == 0) found = g_kinds[i];
             if (found < 0) {
                 fprintf(stderr,
-                        "chaos: TOPOLOGY=cluster: unknown fault '%s' (reshard,add-node,failover,kill-primary,"
-                        "stop-primary,dead-slots,restart)\n",
+                        "chaos: TOPOLOGY=cluster: unknown fault '%s' (reshard,failover,kill-primary,stop-primary,"
+                        "dead-slots,restart; add-node opt-in)\n",
                         w);
                 return -1;
             }
@@ -474,8 +481,8 @@ static void plan_describe(const struct planned *pl, char *buf, size_t len)
 {
     switch (pl->kind) {
     case HF_RESHARD:
-        snprintf(buf, len, "move the slots of %d counters of one primary to another, each held %d ms in MIGRATING",
-                 pl->param, pl->hold_ms);
+        snprintf(buf, len, "move the slots of %d counters to another primary, each held %d ms in MIGRATING", pl->param,
+                 pl->hold_ms);
         break;
     case HF_ADD_NODE:
         snprintf(buf, len, "add a primary and its replica, move %d counter's slot to it for %d ms, back, remove both",
