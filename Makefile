@@ -312,18 +312,22 @@ clean:
 # Three keygates over real TLS backends, a seeded fault schedule, a history checker. SEED=, DURATION= (s),
 # FAULTS=stop,kill-stream,del-stream,trim-stream,restart,slow-link,reload (default all). TOPOLOGY=sentinel: the
 # keygates over a Sentinel-managed primary (2 replicas, 3 sentinels), INCR counters, FAULTS=failover,kill-primary,
-# stop-primary,stop-sentinel,restart (default all). First the checker's own tests (hand-made histories), then the
-# run; its last line is "N passed, N failed".
+# stop-primary,stop-sentinel,restart (default all). TOPOLOGY=cluster: the keygates in front of a TLS Redis Cluster
+# (3 primaries, 1 replica each), INCR/EVALSHA counters over every slot range, FAULTS=reshard,failover,kill-primary,
+# dead-slots,restart (default these; add-node and stop-primary are opt-in: docs/testing.md). First the checker's own tests (hand-made histories),
+# then the run; its last line is "N passed, N failed".
 CHAOS_DIR  := tests/chaos
-CHAOS_SRCS := $(CHAOS_DIR)/chaos.c $(CHAOS_DIR)/sentinel.c $(CHAOS_DIR)/runner.c $(CHAOS_DIR)/checker.c $(CHAOS_DIR)/proxy.c \
-              tests/common/procs.c tests/common/serverkit.c $(HA_HARNESS)
-CHAOS_HDRS := $(wildcard $(CHAOS_DIR)/*.h) tests/common/procs.h tests/common/serverkit.h tests/ha/sentinel_harness.h
+CHAOS_SRCS := $(CHAOS_DIR)/chaos.c $(CHAOS_DIR)/sentinel.c $(CHAOS_DIR)/cluster.c $(CHAOS_DIR)/runner.c \
+              $(CHAOS_DIR)/checker.c $(CHAOS_DIR)/proxy.c tests/common/procs.c tests/common/serverkit.c $(HA_HARNESS) \
+              $(CLUSTER_HARNESS)
+CHAOS_HDRS := $(wildcard $(CHAOS_DIR)/*.h) tests/common/procs.h tests/common/serverkit.h tests/ha/sentinel_harness.h \
+              tests/cluster/cluster_harness.h
 
 $(BUILD)/tests/chaos:
 	mkdir -p $@
 
 $(BUILD)/tests/chaos/chaos: $(CHAOS_SRCS) $(CHAOS_HDRS) | $(BUILD)/tests/chaos
-	$(CC) $(CFLAGS) -I$(CHAOS_DIR) -Itests/common -Itests/ha $(LDFLAGS) -o $@ $(CHAOS_SRCS) $(LDLIBS)
+	$(CC) $(CFLAGS) -I$(CHAOS_DIR) -Itests/common -Itests/ha -Itests/cluster $(LDFLAGS) -o $@ $(CHAOS_SRCS) $(LDLIBS)
 
 $(BUILD)/tests/chaos/test_checker: $(CHAOS_DIR)/test_checker.c $(CHAOS_DIR)/checker.c $(CHAOS_HDRS) | $(BUILD)/tests/chaos
 	$(CC) $(CFLAGS) -I$(CHAOS_DIR) $(LDFLAGS) -o $@ $(CHAOS_DIR)/test_checker.c $(CHAOS_DIR)/checker.c $(CHECK_LIBS) $(LDLIBS)
@@ -339,3 +343,8 @@ test-chaos: $(BUILD)/keygate $(BUILD)/tests/chaos/chaos $(BUILD)/tests/chaos/tes
 .PHONY: test-chaos-sentinel
 test-chaos-sentinel:
 	@$(MAKE) --no-print-directory test-chaos TOPOLOGY=sentinel
+
+# The cluster topology alone (docs/testing.md, "The cluster topology")
+.PHONY: test-chaos-cluster
+test-chaos-cluster:
+	@$(MAKE) --no-print-directory test-chaos TOPOLOGY=cluster

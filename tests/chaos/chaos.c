@@ -17,6 +17,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "chaos_cluster.h"
 #include "chaos_sentinel.h"
 #include "runner.h"
 #include "checker.h"
@@ -129,7 +130,8 @@ static unsigned parse_faults(const char *text)
             if (strcmp(w, hist_fault_name(k)) == 0) found = k;
         if (found >= HF_FAILOVER) {
             fprintf(stderr,
-                    "chaos: FAULTS=%s needs the Sentinel topology: TOPOLOGY=sentinel (docs/testing.md, 'The "
+                    "chaos: FAULTS=%s needs the Sentinel or the cluster topology: TOPOLOGY=sentinel or cluster "
+                    "(docs/testing.md, 'The "
                     "fault harness')\n",
                     w);
             exit(2);
@@ -156,8 +158,8 @@ static void opts_read(void)
     g_o.duration_s = (int)env_ll("DURATION", 30);
     if (g_o.duration_s < 5) g_o.duration_s = 5;
     const char *topology = getenv("TOPOLOGY");
-    int sentinel = topology != NULL && strcmp(topology, "sentinel") == 0;
-    g_o.faults = sentinel ? 0 : parse_faults(getenv("FAULTS")); /* the Sentinel topology reads its own */
+    int own = topology != NULL && (strcmp(topology, "sentinel") == 0 || strcmp(topology, "cluster") == 0);
+    g_o.faults = own ? 0 : parse_faults(getenv("FAULTS")); /* the Sentinel and cluster topologies read their own */
     size_t used = 0;
     g_o.faults_text[0] = '\0';
     for (int k = 0; k < HF_NKINDS; k++)
@@ -190,18 +192,6 @@ static long long g_t0_us;
 static long long now_us(void)
 {
     return runner_mono_us() - g_t0_us;
-}
-
-/* A planned pause (think time, a fault's planned duration, a poll's interval): the one kind of
- * sleep this harness has. Returns early when *stop becomes nonzero (NULL: never). */
-static void planned_sleep_ms(int ms, const int *stop)
-{
-    long long end = runner_mono_us() + (long long)ms * 1000;
-    while (runner_mono_us() < end) {
-        if (stop != NULL && __atomic_load_n(stop, __ATOMIC_ACQUIRE)) return;
-        long long left = (end - runner_mono_us()) / 1000;
-        procs_nap_ms(left > 20 ? 20 : left > 0 ? (int)left : 1);
-    }
 }
 
 /* ---- the deployment ---- */
@@ -822,7 +812,7 @@ static void *writer_main(void *arg)
     while (!__atomic_load_n(&g_stop_clients, __ATOMIC_ACQUIRE)) {
         long long lull = lull_end(now_us());
         if (lull > 0) {
-            planned_sleep_ms((int)((lull - now_us()) / 1000) + 1, &g_stop_clients); /* a planned lull */
+            runner_sleep_ms((int)((lull - now_us()) / 1000) + 1, &g_stop_clients); /* a planned lull */
             continue;
         }
         struct hist_op *o = runner_oplog_add(&cl->log);
@@ -830,12 +820,12 @@ static void *writer_main(void *arg)
         o->node = runner_rnd(&cl->rng, NNODES);
         do_write(cl, o, cl->writer_key, ++seq);
         if (o->status == HST_OK) ack_record(cl->writer_key, seq, o->end_us);
-        if (o->status == HST_ERR_CONN) planned_sleep_ms(10, &g_stop_clients); /* retry pacing: a keygate down */
+        if (o->status == HST_ERR_CONN) runner_sleep_ms(10, &g_stop_clients); /* retry pacing: a keygate down */
         /* think time: mostly a few ms, and after one write in 8 (every other write for the odd keys: hot:s:1,
          * hot:h:1, hot:t:1, hc:h:0) a quiet spell of 0.1-1.5 s, so that a key keeps a value long enough for a
          * missed invalidation to outlive the bound */
         int quiet = runner_rnd(&cl->rng, cl->writer_key % 2 ? 2 : 8) == 0;
-        planned_sleep_ms(quiet ? 100 + runner_rnd(&cl->rng, 1400) : 1 + runner_rnd(&cl->rng, 8), &g_stop_clients);
+        runner_sleep_ms(quiet ? 100 + runner_rnd(&cl->rng, 1400) : 1 + runner_rnd(&cl->rng, 8), &g_stop_clients);
     }
     for (int n = 0; n < NNODES; n++) redisFree(cl->c[n]);
     return NULL;
@@ -878,7 +868,7 @@ static void *reader_main(void *arg)
         }
         do_read(cl, o);
         /* think time; retry pacing after a connection error (a keygate restarting refuses at once) */
-        planned_sleep_ms(o->status == HST_ERR_CONN ? 10 : runner_rnd(&cl->rng, 3), &g_stop_clients);
+        runner_sleep_ms(o->status == HST_ERR_CONN ? 10 : runner_rnd(&cl->rng, 3), &g_stop_clients);
     }
     for (int n = 0; n < NNODES; n++) redisFree(cl->c[n]);
     return NULL;
@@ -1106,7 +1096,7 @@ static int fault_run(const struct planned *pl)
             fail_harness("%s", procs_last_error());
             return -1;
         }
-        planned_sleep_ms(pl->hold_ms, NULL); /* the fault's planned duration */
+        runner_sleep_ms(pl->hold_ms, NULL); /* the fault's planned duration */
         rc = procs_resume(k->s.pid, k->s.start, k->s.name);
         if (rc != 0) fail_harness("%s", procs_last_error());
         break;
@@ -1126,7 +1116,7 @@ static int fault_run(const struct planned *pl)
     case HF_WRONGTYPE_STREAM:
         f->node = HIST_GLOBAL;
         rc = backend_cmd(pl->param, NULL, "SET %s not-a-stream", g_streams[pl->param]);
-        if (rc == 0) planned_sleep_ms(pl->hold_ms, NULL); /* the fault's planned duration */
+        if (rc == 0) runner_sleep_ms(pl->hold_ms, NULL); /* the fault's planned duration */
         if (rc == 0) rc = backend_cmd(pl->param, NULL, "DEL %s", g_streams[pl->param]);
         break;
     case HF_RESTART: {
@@ -1159,7 +1149,7 @@ static int fault_run(const struct planned *pl)
     }
     case HF_SLOW_LINK: {
         proxy_set_delay(g.proxy, pl->param);
-        planned_sleep_ms(pl->hold_ms, NULL); /* the fault's planned duration */
+        runner_sleep_ms(pl->hold_ms, NULL); /* the fault's planned duration */
         proxy_set_delay(g.proxy, 0);
         long long deadline = procs_mono_ms() + pl->param + 5000;
         while (proxy_pending(g.proxy) > 0 && procs_mono_ms() < deadline) procs_nap_ms(5);
@@ -1179,7 +1169,7 @@ static int fault_run(const struct planned *pl)
                  g_registry, "sht"[pl->param % 3], pl -> param >= 3 ? " near-cache=30s" : "");
         g_reload_applied = pl->node;
         if (node_reload(pl->node, text) != 0) return -1;
-        planned_sleep_ms(pl->hold_ms, NULL); /* the fault's planned duration */
+        runner_sleep_ms(pl->hold_ms, NULL); /* the fault's planned duration */
         rc = node_reload(pl->node, g_registry);
         if (rc == 0) g_reload_applied = -1;
         break;
@@ -1217,7 +1207,7 @@ static void nemesis_run(void)
 {
     long long end_us = (long long)g_o.duration_s * 1000000 - 1000000;
     for (int i = 0; i < g_nplan; i++) {
-        planned_sleep_ms(g_plan[i].gap_ms, NULL); /* the schedule's planned gap */
+        runner_sleep_ms(g_plan[i].gap_ms, NULL); /* the schedule's planned gap */
         if (now_us() + (long long)g_plan[i].hold_ms * 1000 > end_us) {
             printf("chaos: +%7.3fs schedule cut before fault #%d: DURATION is up (a slow machine)\n", now_us() / 1e6,
                    i);
@@ -1315,7 +1305,7 @@ static void final_reads(struct client *cl)
                    NKEYS * (NNODES + 1), short_reads ? "still short (see LOST below)" : "all at the last ack");
             return;
         }
-        planned_sleep_ms(50, NULL); /* the poll's interval */
+        runner_sleep_ms(50, NULL); /* the poll's interval */
     }
 }
 
@@ -1405,13 +1395,14 @@ int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *topology = getenv("TOPOLOGY");
-    if (topology != NULL && *topology != '\0' && strcmp(topology, "nearcache") != 0 &&
-        strcmp(topology, "sentinel") != 0) {
-        fprintf(stderr, "chaos: TOPOLOGY=%s: nearcache (the default) or sentinel\n", topology);
+    int sentinel = topology != NULL && strcmp(topology, "sentinel") == 0,
+        cluster = topology != NULL && strcmp(topology, "cluster") == 0;
+    if (topology != NULL && *topology != '\0' && strcmp(topology, "nearcache") != 0 && !sentinel && !cluster) {
+        fprintf(stderr, "chaos: TOPOLOGY=%s: nearcache (the default), sentinel or cluster\n", topology);
         return 2;
     }
     opts_read();
-    if (topology != NULL && strcmp(topology, "sentinel") == 0) {
+    if (sentinel || cluster) {
         if (procs_install("chaos", 1) != 0) {
             perror("chaos: procs_install");
             return 2;
@@ -1422,7 +1413,7 @@ int main(void)
                                  .p = g_o.p,
                                  .keep = g_o.keep,
                                  .keygate_bin = g_o.keygate_bin};
-        return chaos_sentinel_main(&c);
+        return cluster ? chaos_cluster_main(&c) : chaos_sentinel_main(&c);
     }
     for (int k = 0; k < NKEYS; k++) {
         g_key_names[k] = g_keys[k].name;

@@ -23,7 +23,8 @@ const char *hist_fault_name(int kind)
 {
     static const char *const names[HF_NKINDS] = {"stop",     "kill-stream",  "del-stream",   "trim-stream",
                                                  "restart",  "slow-link",    "reload",       "wrongtype-stream",
-                                                 "failover", "kill-primary", "stop-primary", "stop-sentinel"};
+                                                 "failover", "kill-primary", "stop-primary", "stop-sentinel",
+                                                 "reshard",  "add-node",     "dead-slots"};
     return kind >= 0 && kind < HF_NKINDS ? names[kind] : "?";
 }
 
@@ -59,6 +60,7 @@ int check_fault_explains(int fault_kind, int status)
     case HF_FAILOVER:
     case HF_KILL_PRIMARY:
     case HF_STOP_PRIMARY:
+    case HF_DEAD_SLOTS:
         return 1;
     case HF_SLOW_LINK:
         return status == HST_ERR_TIMEOUT;
@@ -437,7 +439,7 @@ static ssize_t last_started_before(const struct history *h, long long t)
 /* Is a loss of acknowledged increments on a key without replicas= expected after a fault of this kind? */
 static int loss_expected_after(int fault_kind)
 {
-    return fault_kind == HF_KILL_PRIMARY || fault_kind == HF_STOP_PRIMARY;
+    return fault_kind == HF_KILL_PRIMARY || fault_kind == HF_STOP_PRIMARY || fault_kind == HF_DEAD_SLOTS;
 }
 
 /* The counter rules (checker.h) for counter key `key`: its sums into r->counter[key], its loss events into r,

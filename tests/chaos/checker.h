@@ -53,7 +53,7 @@
  *   event of that many increments, attributed to the last fault that started before the operation.
  *   LOST, on a HIST_KEY_COUNTER_REPLICATED key: any loss event, and two acknowledged INCRs with the
  *   same reply (one increment was lost in between). On a HIST_KEY_COUNTER_ASYNC key a loss event
- *   after an unplanned failover (kill-primary, stop-primary) is expected (counted, not a
+ *   after an unplanned failover (kill-primary, stop-primary, dead-slots) is expected (counted, not a
  *   violation); one after a planned failover (failover) is counted apart and reported (a planned
  *   failover should lose nothing); one after any other fault or none is LOST.
  */
@@ -136,9 +136,10 @@ struct check_result {
 struct check_params check_default_params(void);
 
 /* Does a fault of kind fault_kind explain an operation status (enum hist_status) on a keygate it
- * touches? stop: timeouts and connection errors; restart, failover, kill-primary and stop-primary: any error; slow-link:
- * timeouts; wrongtype-stream: error replies (a write whose XADD fails may be refused); the other stream faults,
- * reload and stop-sentinel: nothing (clients must not notice them). */
+ * touches? stop: timeouts and connection errors; restart, failover, kill-primary, stop-primary and dead-slots: any
+ * error; slow-link: timeouts; wrongtype-stream: error replies (a write whose XADD fails may be refused); the other
+ * stream faults, reload, stop-sentinel, reshard and add-node: nothing (clients must not notice them: keygate follows
+ * -MOVED and -ASK itself). */
 int check_fault_explains(int fault_kind, int status);
 
 /* Check h against the rules above with p; fills *out (check_result_free frees it). Reads only h

@@ -65,10 +65,14 @@ enum hist_fault_kind {
     HF_SLOW_LINK,        /* the delay proxy between one keygate and the durable redis-server delays every byte */
     HF_RELOAD,           /* one keygate's registry rewritten and SIGHUPed, then put back (global) */
     HF_WRONGTYPE_STREAM, /* opt-in: a stream replaced by a string for a while, so every XADD fails (global) */
-    HF_FAILOVER,         /* Sentinel topology: SENTINEL FAILOVER sent to a random sentinel (planned; global) */
-    HF_KILL_PRIMARY,  /* Sentinel topology: SIGKILL of the primary, started again once another is promoted (global) */
-    HF_STOP_PRIMARY,  /* Sentinel topology: SIGSTOP of the primary for a while, then SIGCONT (global) */
+    HF_FAILOVER,         /* Sentinel topology: SENTINEL FAILOVER sent to a random sentinel (planned; global); cluster
+                            topology: CLUSTER FAILOVER sent to a replica (planned: the primary's writes are paused) */
+    HF_KILL_PRIMARY,  /* Sentinel or cluster: SIGKILL of a primary, started again once another is promoted (global) */
+    HF_STOP_PRIMARY,  /* Sentinel or cluster: SIGSTOP of a primary for a while, then SIGCONT (global) */
     HF_STOP_SENTINEL, /* Sentinel topology: SIGSTOP of a sentinel for a while, then SIGCONT (global) */
+    HF_RESHARD,       /* cluster topology: slots moved between primaries (SETSLOT / MIGRATE) under load (global) */
+    HF_ADD_NODE,      /* cluster topology: a primary and its replica added, given slots, emptied and removed (global) */
+    HF_DEAD_SLOTS,    /* cluster topology: a primary and its replica both SIGSTOPped for a while: a slot range dead */
     HF_NKINDS
 };
 

@@ -130,31 +130,12 @@ static int opts_read(const struct chaos_common *c)
     return 0;
 }
 
-/* A planned pause; returns early when *stop becomes nonzero (NULL: never). */
-static void planned_sleep_ms(int ms, const int *stop)
-{
-    long long end = runner_mono_us() + (long long)ms * 1000;
-    while (runner_mono_us() < end) {
-        if (stop != NULL && __atomic_load_n(stop, __ATOMIC_ACQUIRE)) return;
-        long long left = (end - runner_mono_us()) / 1000;
-        procs_nap_ms(left > 20 ? 20 : left > 0 ? (int)left : 1);
-    }
-}
-
 /* ---- the deployment ---- */
-
-struct kg {
-    char name[8];
-    pid_t pid;
-    unsigned long long start;
-    int port, threads, restarts;
-    char conf[PATH_MAX], log[PATH_MAX], registry[PATH_MAX];
-};
 
 static struct {
     char root[PATH_MAX];
     struct ha *h;
-    struct kg node[SN_NODES];
+    struct runner_kg node[SN_NODES];
     pid_t fake_pid;
     unsigned long long fake_start;
     int fake_port;
@@ -230,7 +211,7 @@ static int fake_start(void)
 
 static int kg_write_files(int n)
 {
-    struct kg *k = &g.node[n];
+    struct runner_kg *k = &g.node[n];
     char conf[8 * PATH_MAX], first[32] = "";
     if (n == SN_STALE_NODE) snprintf(first, sizeof first, "127.0.0.1:%d,", g.fake_port);
     snprintf(conf, sizeof conf,
@@ -252,11 +233,8 @@ static int kg_write_files(int n)
 
 static int kg_spawn(int n)
 {
-    struct kg *k = &g.node[n];
-    char *argv[] = {(char *)g_o.keygate_bin, "-c", k->conf, NULL};
-    k->pid = procs_spawn(argv, k->log, NULL, getpid(), getpgrp(), &k->start);
-    if (k->pid < 0) {
-        k->pid = 0;
+    struct runner_kg *k = &g.node[n];
+    if (runner_kg_spawn(k, g_o.keygate_bin) != 0) {
         fail_harness("cannot start %s: %s", k->name, strerror(errno));
         return -1;
     }
@@ -266,7 +244,7 @@ static int kg_spawn(int n)
 /* Wait (deadline_ms) until keygate n answers a GET of a counter (it serves durable). 0, or -1. */
 static int kg_wait_serving(int n, int deadline_ms)
 {
-    struct kg *k = &g.node[n];
+    struct runner_kg *k = &g.node[n];
     long long deadline = procs_mono_ms() + deadline_ms;
     char last[160] = "no answer";
     for (;;) {
@@ -321,7 +299,7 @@ static int deployment_start(void)
     g.fake_port = tls[SN_NODES];
     if (fake_start() != 0) return -1;
     for (int n = 0; n < SN_NODES; n++) {
-        struct kg *k = &g.node[n];
+        struct runner_kg *k = &g.node[n];
         snprintf(k->name, sizeof k->name, "%s", g_node_names[n]);
         k->port = tls[n];
         k->threads = n == 0 ? 1 : 2;
@@ -364,29 +342,6 @@ struct client {
 
 static int g_stop_clients; /* atomic */
 
-/* Reply r to INCR or GET o into o's value or status. */
-static void client_reply(struct hist_op *o, const redisReply *r)
-{
-    if (r->type == REDIS_REPLY_ERROR) {
-        o->status = HST_ERR_REPLY;
-        snprintf(o->err, sizeof o->err, "%.100s", r->str);
-    } else if (o->kind == HOP_INCR && r->type == REDIS_REPLY_INTEGER) {
-        o->value[0] = r->integer;
-    } else if (o->kind == HOP_GET && r->type == REDIS_REPLY_NIL) {
-        o->value[0] = 0;
-    } else if (o->kind == HOP_GET && r->type == REDIS_REPLY_STRING) {
-        char *end;
-        o->value[0] = strtoll(r->str, &end, 10);
-        if (*end != '\0' || o->value[0] < 0) {
-            o->status = HST_BAD;
-            snprintf(o->err, sizeof o->err, "GET: not a counter: %.80s", r->str);
-        }
-    } else {
-        o->status = HST_BAD;
-        snprintf(o->err, sizeof o->err, "%s: unexpected reply type %d", hist_op_name(o->kind), r->type);
-    }
-}
-
 /* n INCRs or GETs (kind, key and node filled; one node) through keygate ops[0].node on cl's connection, pipelined:
  * each starts when the batch is sent and ends when its own reply is read. A lost connection or a timeout is every
  * unanswered one's status. */
@@ -427,7 +382,7 @@ static void client_batch(struct client *cl, struct hist_op *ops, int n)
             return;
         }
         ops[i].end_us = now_us();
-        client_reply(&ops[i], rv);
+        runner_counter_reply(&ops[i], rv);
         freeReplyObject(rv);
     }
 }
@@ -455,7 +410,7 @@ static void *client_main(void *arg)
             ops[i].kind = runner_rnd(&cl->rng, 4) < 3 ? HOP_INCR : HOP_GET;
         }
         client_batch(cl, ops, g_o.pipeline);
-        if (ops[0].status == HST_ERR_CONN) planned_sleep_ms(10, &g_stop_clients); /* retry pacing: a keygate down */
+        if (ops[0].status == HST_ERR_CONN) runner_sleep_ms(10, &g_stop_clients); /* retry pacing: a keygate down */
     }
     redisFree(cl->c);
     return NULL;
@@ -566,32 +521,16 @@ static int settle_deployment(int *primary)
  * serving. 0, or -1. */
 static int kg_restart(int n, int kill9)
 {
-    struct kg *k = &g.node[n];
-    if (kill9) {
-        if (procs_kill_wait(k->pid, k->start, 1, k->name) != 0) {
-            fail_harness("%s", procs_last_error());
-            return -1;
-        }
-    } else {
-        procs_signal(k->pid, k->start, SIGTERM);
-        long long deadline = procs_mono_ms() + SN_SHUTDOWN_MS;
-        int status = 0;
-        pid_t got = 0;
-        while ((got = waitpid(k->pid, &status, WNOHANG)) == 0 && procs_mono_ms() < deadline) procs_nap_ms(5);
-        if (got != k->pid) {
-            fail_harness("%s did not exit within %d ms of SIGTERM", k->name, SN_SHUTDOWN_MS);
-            return -1;
-        }
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            /* a keygate defect, not the harness's: said, kept for the verdict, and the schedule goes on */
-            serverkit_print_log_tail(k->name, k->log);
-            g_crashes++;
-            printf("chaos: DEFECT (SEED=%llu): %s ended badly after SIGTERM (wait status 0x%x; its log above)\n",
-                   g_o.seed, k->name, (unsigned)status);
-        }
+    char why[256];
+    int rc = runner_kg_stop(&g.node[n], kill9, SN_SHUTDOWN_MS, why, sizeof why);
+    if (rc < 0) {
+        fail_harness("%s", why);
+        return -1;
     }
-    procs_forget(k->pid);
-    k->restarts++;
+    if (rc > 0) { /* a keygate defect, not the harness's: said, kept for the verdict, and the schedule goes on */
+        g_crashes++;
+        printf("chaos: DEFECT (SEED=%llu): %s\n", g_o.seed, why);
+    }
     return kg_spawn(n) == 0 && kg_wait_serving(n, SN_START_MS) == 0 ? 0 : -1;
 }
 
@@ -638,7 +577,7 @@ static int fault_run(const struct planned *pl)
             fail_harness("%s", ha_last_error());
             return -1;
         }
-        planned_sleep_ms(pl->hold_ms, NULL); /* the fault's planned duration */
+        runner_sleep_ms(pl->hold_ms, NULL); /* the fault's planned duration */
         if (ha_node_resume(g.h, old) != 0) {
             fail_harness("%s", ha_last_error());
             rc = -1;
@@ -649,7 +588,7 @@ static int fault_run(const struct planned *pl)
             fail_harness("%s", ha_last_error());
             return -1;
         }
-        planned_sleep_ms(pl->hold_ms, NULL); /* the fault's planned duration */
+        runner_sleep_ms(pl->hold_ms, NULL); /* the fault's planned duration */
         if (ha_sentinel_resume(g.h, pl->target) != 0) {
             fail_harness("%s", ha_last_error());
             rc = -1;
@@ -689,7 +628,7 @@ static void nemesis_run(void)
 {
     long long end_us = (long long)g_o.duration_s * 1000000;
     for (int i = 0; i < g_nplan && g_failure[0] == '\0'; i++) {
-        planned_sleep_ms(g_plan[i].gap_ms, NULL); /* the schedule's planned gap */
+        runner_sleep_ms(g_plan[i].gap_ms, NULL); /* the schedule's planned gap */
         if (now_us() + (long long)g_plan[i].hold_ms * 1000 > end_us) {
             printf("chaos: +%7.3fs schedule cut before fault #%d: DURATION is up\n", now_us() / 1e6, i);
             break;
@@ -740,65 +679,6 @@ static void final_reads(struct client *cl, int p)
     }
     redisFree(cl->c);
     cl->c = NULL;
-}
-
-/* The client errors by the kind of the last fault started before each ended and by text (digits folded, so one kind
- * of error is one line), most frequent first, up to 12. */
-static void print_error_texts(const struct history *h)
-{
-    enum { MAX_TEXTS = 64 };
-    static char text[MAX_TEXTS][88];
-    static long long count[MAX_TEXTS];
-    int n = 0;
-    long long other = 0;
-    for (size_t i = 0; i < h->nops; i++) {
-        const struct hist_op *o = &h->ops[i];
-        if (o->status == HST_OK) continue;
-        char t[88];
-        ssize_t last = -1;
-        for (size_t f = 0; f < h->nfaults; f++)
-            if (h->faults[f].start_us <= o->end_us) last = (ssize_t)f;
-        size_t k = (size_t)snprintf(t, sizeof t, "%-13s ", last >= 0 ? hist_fault_name(h->faults[last].kind) : "none");
-        for (const char *c = o->err; *c && k + 1 < sizeof t; c++)
-            if (!(*c >= '0' && *c <= '9') || k == 0 || t[k - 1] != 'N') t[k++] = *c >= '0' && *c <= '9' ? 'N' : *c;
-        t[k] = '\0';
-        int j = 0;
-        while (j < n && strcmp(text[j], t) != 0) j++;
-        if (j == n && n == MAX_TEXTS) {
-            other++;
-            continue;
-        }
-        if (j == n) snprintf(text[n++], sizeof text[0], "%s", t);
-        count[j]++;
-    }
-    printf("chaos: client errors by the last fault before them and text (N: digits):%s\n", n ? "" : " none");
-    for (int shown = 0; shown < 12 && shown < n; shown++) {
-        int best = 0;
-        for (int j = 1; j < n; j++)
-            if (count[j] > count[best]) best = j;
-        printf("  %8lld  %s\n", count[best], text[best]);
-        count[best] = -1;
-    }
-    if (other) printf("  %8lld  (other texts)\n", other);
-}
-
-static void write_history(const char *path, const struct history *h)
-{
-    FILE *f = fopen(path, "w");
-    if (f == NULL) return;
-    fprintf(f, "# op\tstart_us\tend_us\tnode\tthread\tkind\tkey\tvalue\tstatus\tfinal\terror\n");
-    for (size_t i = 0; i < h->nops; i++) {
-        const struct hist_op *o = &h->ops[i];
-        fprintf(f, "%zu\t%lld\t%lld\t%s\t%d\t%s\t%s\t%lld\t%s\t%d\t%s\n", i, o->start_us, o->end_us,
-                o->node == HIST_DIRECT ? "backend" : g_node_names[o->node], o->thread, hist_op_name(o->kind),
-                g_key_names[o->key[0]], o->value[0], hist_status_name(o->status), o->final, o->err);
-    }
-    fprintf(f, "# fault\tstart_us\tend_us\tnode\tkind\twhat\n");
-    for (size_t i = 0; i < h->nfaults; i++)
-        fprintf(f, "F%zu\t%lld\t%lld\t%s\t%s\t%s\n", i, h->faults[i].start_us, h->faults[i].end_us,
-                h->faults[i].node == HIST_GLOBAL ? "all" : g_node_names[h->faults[i].node],
-                hist_fault_name(h->faults[i].kind), h->faults[i].what);
-    fclose(f);
 }
 
 int chaos_sentinel_main(const struct chaos_common *common)
@@ -872,7 +752,7 @@ int chaos_sentinel_main(const struct chaos_common *common)
                                .nnodes = SN_NODES,
                                .node_names = g_node_names};
         snprintf(path, sizeof path, "%s/history.tsv", g.h->dir);
-        write_history(path, &hist);
+        runner_write_history(path, &hist);
         ssize_t nv = check_history(&hist, &g_o.p, &res);
         printf("chaos: load ran %.1f s: %zu operations, %.0f ops/s\n", load_end_us / 1e6, hist.nops,
                hist.nops / (load_end_us / 1e6));
@@ -883,7 +763,7 @@ int chaos_sentinel_main(const struct chaos_common *common)
         printf("\n");
         if (nv < 0) fail_harness("the checker ran out of memory");
         check_print_summary(stdout, &hist, &res);
-        print_error_texts(&hist);
+        runner_print_error_texts(&hist);
         if (res.counter != NULL) {
             long long planned = 0;
             for (int key = 0; key < SN_KEYS; key++)

@@ -554,6 +554,35 @@ START_TEST(error_in_a_stop_sentinel_window_is_not_explained)
 }
 END_TEST
 
+START_TEST(cluster_faults_explain_and_expect_as_documented)
+{
+    /* dead-slots (a primary and its replica frozen): an unplanned failover, errors explained, async loss counted */
+    reset();
+    three_incrs(AKEY);
+    fault(HF_DEAD_SLOTS, HIST_GLOBAL, 100, 3000);
+    op(HOP_INCR, 0, AKEY, 200, 1200, HST_ERR_TIMEOUT, 0);
+    final_get(AKEY, 5000, 2);
+    struct check_result r;
+    ck_assert_int_eq(run_counters(&r), 0);
+    ck_assert_int_eq(r.explained_by_fault[HF_DEAD_SLOTS], 1);
+    ck_assert_int_eq(r.lost_by_fault[HF_DEAD_SLOTS], 1);
+    check_result_free(&r);
+    /* reshard and add-node: keygate follows MOVED/ASK, so an error or an async loss in their window is a violation */
+    for (int kind = HF_RESHARD; kind <= HF_ADD_NODE; kind++) {
+        reset();
+        three_incrs(AKEY);
+        fault(kind, HIST_GLOBAL, 100, 3000);
+        op(HOP_INCR, 0, AKEY, 200, 1200, HST_ERR_REPLY, 0);
+        final_get(AKEY, 5000, 2);
+        ck_assert_int_eq(run_counters(&r), 2);
+        ck_assert_int_eq(r.viol_by_rule[CR_ERROR], 1);
+        ck_assert_int_eq(r.viol_by_rule[CR_LOST], 1);
+        check_result_free(&r);
+    }
+    ck_assert_str_eq(hist_fault_name(HF_DEAD_SLOTS), "dead-slots");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("chaos_checker");
@@ -581,6 +610,7 @@ int main(void)
     tcase_add_test(tc, same_reply_twice_on_a_replicated_counter_is_lost);
     tcase_add_test(tc, planned_loss_hidden_by_indeterminate_increments_is_caught);
     tcase_add_test(tc, error_in_a_stop_sentinel_window_is_not_explained);
+    tcase_add_test(tc, cluster_faults_explain_and_expect_as_documented);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

@@ -41,8 +41,8 @@ int cluster_leftovers(void)
 /* "node i", as the errors name node i. */
 static const char *node_name(int i)
 {
-    static char names[CLUSTER_NODES][16];
-    assert(i >= 0 && i < CLUSTER_NODES);
+    static char names[CLUSTER_MAX_NODES][16];
+    assert(i >= 0 && i < CLUSTER_MAX_NODES);
     snprintf(names[i], sizeof names[i], "node %d", i);
     return names[i];
 }
@@ -67,7 +67,7 @@ static int pick_ports(struct cluster *c)
 
 redisContext *cluster_connect(const struct cluster *c, int i)
 {
-    assert(i >= 0 && i < CLUSTER_NODES);
+    assert(i >= 0 && i < c->nnodes);
     return serverkit_connect(c->nodes[i].plain_port, c->password, 2000, 10000);
 }
 
@@ -91,21 +91,21 @@ static redisReply *node_command(const struct cluster *c, int i, int io_ms, const
 
 int cluster_node_by_port(const struct cluster *c, int port)
 {
-    for (int i = 0; i < CLUSTER_NODES; i++)
+    for (int i = 0; i < c->nnodes; i++)
         if (c->nodes[i].plain_port == port || c->nodes[i].tls_port == port) return i;
     return -1;
 }
 
 int cluster_node_by_id(const struct cluster *c, const char *id)
 {
-    for (int i = 0; i < CLUSTER_NODES; i++)
+    for (int i = 0; i < c->nnodes; i++)
         if (c->nodes[i].id[0] != '\0' && strcmp(c->nodes[i].id, id) == 0) return i;
     return -1;
 }
 
 int cluster_node_alive(const struct cluster *c, int i)
 {
-    assert(i >= 0 && i < CLUSTER_NODES);
+    assert(i >= 0 && i < CLUSTER_MAX_NODES);
     return procs_alive(c->nodes[i].pid, c->nodes[i].start);
 }
 
@@ -179,7 +179,7 @@ int cluster_slot_owners(const struct cluster *c, int i, int owners[CLUSTER_SLOTS
 /* The first node that answers, or -1. */
 static int any_node(const struct cluster *c)
 {
-    for (int i = 0; i < CLUSTER_NODES; i++)
+    for (int i = 0; i < c->nnodes; i++)
         if (node_answers(c, i)) return i;
     return -1;
 }
@@ -198,10 +198,10 @@ int cluster_primaries(const struct cluster *c, int *out)
     static int owners[CLUSTER_SLOTS];
     int i = any_node(c);
     if (i < 0 || cluster_slot_owners(c, i, owners) != 0) return -1;
-    int seen[CLUSTER_NODES] = {0}, n = 0;
+    int seen[CLUSTER_MAX_NODES] = {0}, n = 0;
     for (int s = 0; s < CLUSTER_SLOTS; s++)
         if (owners[s] >= 0 && !seen[owners[s]]) seen[owners[s]] = 1;
-    for (int k = 0; k < CLUSTER_NODES; k++)
+    for (int k = 0; k < c->nnodes; k++)
         if (seen[k] && cluster_node_alive(c, k)) out[n++] = k;
     return n;
 }
@@ -211,7 +211,7 @@ static int cluster_ok_now(struct cluster *c)
 {
     static int first[CLUSTER_SLOTS], other[CLUSTER_SLOTS];
     int base = -1;
-    for (int i = 0; i < CLUSTER_NODES; i++) {
+    for (int i = 0; i < c->nnodes; i++) {
         if (!node_answers(c, i)) continue;
         redisReply *r = node_command(c, i, 2000, "CLUSTER INFO");
         if (r == NULL) return 0;
@@ -252,19 +252,20 @@ int cluster_wait_ok(struct cluster *c, int timeout_ms)
     }
 }
 
-/* Every primary has exactly one replica whose link is up (ROLE on the replicas)? */
-static int replicas_ok_now(struct cluster *c)
+/* Every primary owning slots (`primaries` of them: 3 at the start, -1 any number) has exactly one replica whose link
+ * is up, and every other running node is such a replica (ROLE on the replicas)? */
+static int replicas_ok_now(struct cluster *c, int primaries_wanted)
 {
-    int primaries[CLUSTER_NODES], np = cluster_primaries(c, primaries);
-    if (np != 3) {
-        procs_set_err("%d primaries own slots, not 3", np);
+    int primaries[CLUSTER_MAX_NODES], np = cluster_primaries(c, primaries);
+    if (np < 1 || (primaries_wanted >= 0 && np != primaries_wanted)) {
+        procs_set_err("%d primaries own slots, not %d", np, primaries_wanted);
         return 0;
     }
-    int replicas_of[CLUSTER_NODES] = {0};
-    for (int i = 0; i < CLUSTER_NODES; i++) {
+    int replicas_of[CLUSTER_MAX_NODES] = {0};
+    for (int i = 0; i < c->nnodes; i++) {
         int is_primary = 0;
         for (int k = 0; k < np; k++) is_primary |= primaries[k] == i;
-        if (is_primary) continue;
+        if (is_primary || c->nodes[i].removed || !cluster_node_alive(c, i)) continue;
         redisReply *r = node_command(c, i, 2000, "ROLE");
         int ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 5 &&
                  serverkit_str_is(r->element[0], "slave") && serverkit_str_is(r->element[3], "connected") &&
@@ -291,21 +292,24 @@ static int node_write_files(struct cluster *c, int i)
 {
     struct cluster_node *n = &c->nodes[i];
     char conf[4 * PATH_MAX + 1024];
-    snprintf(n->dir, sizeof n->dir, "%s/node%d", c->dir, i);
-    snprintf(n->conf_file, sizeof n->conf_file, "%s/redis.conf", n->dir);
-    snprintf(n->log_file, sizeof n->log_file, "%s/redis.log", n->dir);
+    char dir[sizeof c->dir + 16];
+    snprintf(dir, sizeof dir, "%s/node%d", c->dir, i);
+    snprintf(n->dir, sizeof n->dir, "%s", dir);
+    snprintf(n->conf_file, sizeof n->conf_file, "%s/redis.conf", dir);
+    snprintf(n->log_file, sizeof n->log_file, "%s/redis.log", dir);
     snprintf(conf, sizeof conf,
              "bind 127.0.0.1\nport %d\ntls-port %d\ncluster-port %d\n"
              "tls-cert-file \"%s/build/certs/server.crt\"\ntls-key-file \"%s/build/certs/server.key\"\n"
              "tls-ca-cert-file \"%s/build/certs/ca.crt\"\ntls-auth-clients optional\n"
              "tls-cluster yes\ntls-replication yes\n"
-             "cluster-enabled yes\ncluster-config-file nodes.conf\ncluster-node-timeout 1000\n"
+             "cluster-enabled yes\ncluster-config-file nodes.conf\ncluster-node-timeout %d\n"
              /* a replica is always allowed to fail over, however long its link was down */
              "cluster-replica-validity-factor 0\n"
              /* a replica syncs at once (7.0 waits 5 s for more replicas before a diskless sync) */
              "repl-diskless-sync-delay 0\n"
              "requirepass %s\nmasterauth %s\ndir \"%s\"\nsave \"\"\nappendonly no\ndaemonize no\nlogfile \"\"\n%s",
-             n->plain_port, n->tls_port, n->bus_port, c->root, c->root, c->root, c->password, c->password, n->dir,
+             n->plain_port, n->tls_port, n->bus_port, c->root, c->root, c->root, c->node_timeout_ms, c->password,
+             c->password, n->dir,
              c->hostnames ? "cluster-announce-hostname localhost\ncluster-preferred-endpoint-type hostname\n" : "");
     if (mkdir(n->dir, 0700) != 0 || serverkit_write_file(n->conf_file, conf, 0600) != 0) {
         procs_set_err("writing node %d's files in %s: %s", i, n->dir, strerror(errno));
@@ -337,6 +341,21 @@ static int node_wait_ready(struct cluster *c, int i)
     }
     procs_set_err("node %d did not answer on 127.0.0.1:%d within %d ms", i, n->plain_port, START_MS);
     return -1;
+}
+
+/* Start node i's redis-server with its config (its dir and files written). */
+static int node_spawn(struct cluster *c, int i)
+{
+    struct cluster_node *n = &c->nodes[i];
+    char *argv[] = {"redis-server", n->conf_file, NULL};
+    n->pid = procs_spawn(argv, n->log_file, NULL, getpid(), getpgrp(), &n->start);
+    if (n->pid < 0) {
+        n->pid = 0;
+        procs_set_err("fork for redis-server: %s", strerror(errno));
+        return -1;
+    }
+    n->stopped = 0;
+    return 0;
 }
 
 static void certs_path(const struct cluster *c, const char *file, char *out, size_t len)
@@ -402,9 +421,9 @@ static int cluster_create(struct cluster *c)
 
 static void kill_all(struct cluster *c)
 {
-    for (int i = 0; i < CLUSTER_NODES; i++) procs_kill(c->nodes[i].pid, c->nodes[i].start);
+    for (int i = 0; i < c->nnodes; i++) procs_kill(c->nodes[i].pid, c->nodes[i].start);
     long long deadline = procs_mono_ms() + PROCS_GONE_MS;
-    for (int i = 0; i < CLUSTER_NODES; i++) {
+    for (int i = 0; i < c->nnodes; i++) {
         struct cluster_node *n = &c->nodes[i];
         if (procs_reap(n->pid, n->start, deadline, node_name(i))) {
             procs_forget(n->pid);
@@ -429,21 +448,12 @@ static int start_once(struct cluster *c)
 {
     int rc = pick_ports(c);
     for (int i = 0; i < CLUSTER_NODES && rc == 0; i++) rc = node_write_files(c, i);
-    for (int i = 0; i < CLUSTER_NODES && rc == 0; i++) {
-        struct cluster_node *n = &c->nodes[i];
-        char *argv[] = {"redis-server", n->conf_file, NULL};
-        n->pid = procs_spawn(argv, n->log_file, NULL, getpid(), getpgrp(), &n->start);
-        if (n->pid < 0) {
-            n->pid = 0;
-            procs_set_err("fork for redis-server: %s", strerror(errno));
-            rc = -1;
-        }
-    }
+    for (int i = 0; i < CLUSTER_NODES && rc == 0; i++) rc = node_spawn(c, i);
     for (int i = 0; i < CLUSTER_NODES && rc == 0; i++) rc = node_wait_ready(c, i);
     if (rc == 0) rc = cluster_create(c);
     long long deadline = procs_mono_ms() + FORM_MS;
     if (rc == 0) rc = cluster_wait_ok(c, FORM_MS);
-    while (rc == 0 && !replicas_ok_now(c)) {
+    while (rc == 0 && !replicas_ok_now(c, 3)) {
         if (procs_mono_ms() >= deadline) {
             procs_wrap_err("replicas not connected within %d ms", FORM_MS);
             rc = -1;
@@ -479,8 +489,11 @@ struct cluster *cluster_start(void)
     }
     memset(c, 0, sizeof *c);
     c->owner = getpid();
+    c->nnodes = CLUSTER_NODES;
     const char *hostnames = getenv("CLUSTER_HOSTNAMES");
     c->hostnames = hostnames != NULL && strcmp(hostnames, "1") == 0;
+    const char *timeout = getenv("CLUSTER_NODE_TIMEOUT_MS");
+    c->node_timeout_ms = timeout != NULL && atoi(timeout) > 0 ? atoi(timeout) : 1000;
     char ca[PATH_MAX + 32];
     if (getcwd(c->root, sizeof c->root) == NULL) {
         procs_set_err("getcwd: %s", strerror(errno));
@@ -517,6 +530,7 @@ struct cluster *cluster_start(void)
             for (int i = 0; i < CLUSTER_NODES; i++)
                 if (c->nodes[i].dir[0] != '\0') serverkit_remove_tree(c->nodes[i].dir);
             memset(c->nodes, 0, sizeof c->nodes);
+            c->nnodes = CLUSTER_NODES;
         }
     }
     char why[PROCS_ERR_MAX];
@@ -530,7 +544,7 @@ struct cluster *cluster_start(void)
 
 int cluster_node_kill(struct cluster *c, int i)
 {
-    assert(i >= 0 && i < CLUSTER_NODES);
+    assert(i >= 0 && i < c->nnodes);
     struct cluster_node *n = &c->nodes[i];
     if (procs_kill_wait(n->pid, n->start, 0, node_name(i)) != 0) return -1;
     n->stopped = 0;
@@ -570,7 +584,7 @@ int cluster_kill_primary(struct cluster *c, int i, int timeout_ms, int *promoted
 
 int cluster_node_pause(struct cluster *c, int i)
 {
-    assert(i >= 0 && i < CLUSTER_NODES);
+    assert(i >= 0 && i < c->nnodes);
     struct cluster_node *n = &c->nodes[i];
     if (procs_pause(n->pid, n->start, node_name(i)) != 0) return -1;
     n->stopped = 1;
@@ -670,11 +684,211 @@ int cluster_migrate_keys(struct cluster *c, unsigned slot, int from, int to, int
 
 int cluster_migrate_end(struct cluster *c, unsigned slot, int from, int to)
 {
-    if (setslot(c, to, slot, "NODE", c->nodes[to].id) != 0 || setslot(c, from, slot, "NODE", c->nodes[to].id) != 0)
+    if (setslot(c, to, slot, "NODE", c->nodes[to].id) != 0) return -1;
+    /* a source that gave its last slot may have learnt it from `to` already and turned itself into a replica of
+     * `to` (cluster-allow-replica-migration): it refuses SETSLOT then, and needs none */
+    if (setslot(c, from, slot, "NODE", c->nodes[to].id) != 0 && cluster_node_role(c, from) != CLUSTER_ROLE_REPLICA)
         return -1;
-    int primaries[CLUSTER_NODES], np = cluster_primaries(c, primaries);
+    int primaries[CLUSTER_MAX_NODES], np = cluster_primaries(c, primaries);
     for (int k = 0; k < np; k++)
         if (primaries[k] != from && primaries[k] != to && setslot(c, primaries[k], slot, "NODE", c->nodes[to].id) != 0)
             return -1;
     return cluster_wait_ok(c, 10000);
+}
+
+/* ---- nodes added, removed, started again, failed over ---- */
+
+/* Does every running node other than i list node i's id in CLUSTER NODES without a handshake or fail flag? */
+static int node_known_now(struct cluster *c, int i)
+{
+    for (int k = 0; k < c->nnodes; k++) {
+        if (k == i || c->nodes[k].removed || !node_answers(c, k)) continue;
+        redisReply *r = node_command(c, k, 2000, "CLUSTER NODES");
+        const char *line = r != NULL && r->type == REDIS_REPLY_STRING ? strstr(r->str, c->nodes[i].id) : NULL;
+        const char *eol = line != NULL ? strchr(line, '\n') : NULL;
+        int ok = line != NULL;
+        if (ok) {
+            char text[512];
+            snprintf(text, sizeof text, "%.*s", eol != NULL ? (int)(eol - line) : 500, line);
+            ok = strstr(text, "handshake") == NULL && strstr(text, "fail") == NULL && strstr(text, "noaddr") == NULL;
+        }
+        if (!ok) procs_set_err("node %d does not know node %d yet", k, i);
+        freeReplyObject(r);
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+/* Is node i a replica of node p with its link up? */
+static int replica_linked_now(struct cluster *c, int i, int p)
+{
+    redisReply *r = node_command(c, i, 2000, "ROLE");
+    int ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 5 &&
+             serverkit_str_is(r->element[0], "slave") && serverkit_str_is(r->element[3], "connected") &&
+             r->element[2]->type == REDIS_REPLY_INTEGER && r->element[2]->integer == c->nodes[p].tls_port;
+    if (!ok) procs_set_err("node %d is not a connected replica of node %d (ROLE: %s)", i, p, serverkit_reply_text(r));
+    freeReplyObject(r);
+    return ok;
+}
+
+/* Wait (timeout_ms) until cond(c, i, arg) holds; its last error says why not. */
+static int wait_for(struct cluster *c, int i, int arg, int (*cond)(struct cluster *, int, int), int timeout_ms,
+                    const char *what)
+{
+    long long deadline = procs_mono_ms() + timeout_ms;
+    for (;;) {
+        if (cond(c, i, arg)) return 0;
+        if (procs_mono_ms() >= deadline) {
+            procs_wrap_err("%s not within %d ms", what, timeout_ms);
+            return -1;
+        }
+        procs_nap_ms(POLL_MS);
+    }
+}
+
+static int known_cond(struct cluster *c, int i, int arg)
+{
+    (void)arg;
+    return node_known_now(c, i);
+}
+
+int cluster_node_add(struct cluster *c, int replica_of, int *index)
+{
+    int i = 0;
+    while (i < c->nnodes && !c->nodes[i].removed) i++;
+    if (i == CLUSTER_MAX_NODES) {
+        procs_set_err("no free node entry (%d in use)", CLUSTER_MAX_NODES);
+        return -1;
+    }
+    struct cluster_node *n = &c->nodes[i];
+    if (n->dir[0] != '\0') serverkit_remove_tree(n->dir);
+    memset(n, 0, sizeof *n);
+    if (i == c->nnodes) c->nnodes++;
+    static const struct procs_port_ranges ranges = {TLS_LOW, TLS_HIGH, PLAIN_LOW, PLAIN_HIGH, BUS_OFFSET};
+    int tls, plain;
+    if (procs_pick_ports(1, &ranges, &tls, &plain) != 0) return -1;
+    n->tls_port = tls;
+    n->bus_port = tls + BUS_OFFSET;
+    n->plain_port = plain;
+    if (node_write_files(c, i) != 0 || node_spawn(c, i) != 0 || node_wait_ready(c, i) != 0) return -1;
+    int k = 0;
+    while (k < c->nnodes && (k == i || c->nodes[k].removed || !node_answers(c, k))) k++;
+    if (k >= c->nnodes) {
+        procs_set_err("no running node to meet node %d", i);
+        return -1;
+    }
+    redisReply *r =
+        node_command(c, i, 5000, "CLUSTER MEET 127.0.0.1 %d %d", c->nodes[k].tls_port, c->nodes[k].bus_port);
+    int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+    if (r != NULL && !ok) procs_set_err("node %d: CLUSTER MEET: %s", i, serverkit_reply_text(r));
+    freeReplyObject(r);
+    if (!ok || wait_for(c, i, 0, known_cond, FORM_MS, "the new node known to every node") != 0 ||
+        cluster_wait_ok(c, FORM_MS) != 0) /* the new node too: it knows every slot's owner */
+        return -1;
+    if (replica_of >= 0) {
+        r = node_command(c, i, 5000, "CLUSTER REPLICATE %s", c->nodes[replica_of].id);
+        ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+        if (r != NULL && !ok) procs_set_err("node %d: CLUSTER REPLICATE: %s", i, serverkit_reply_text(r));
+        freeReplyObject(r);
+        if (!ok || wait_for(c, i, replica_of, replica_linked_now, FORM_MS, "the new replica's link up") != 0) return -1;
+    }
+    if (index != NULL) *index = i;
+    return 0;
+}
+
+/* Has no running node but i node i's id in CLUSTER NODES any more? */
+static int forgotten_cond(struct cluster *c, int i, int arg)
+{
+    (void)arg;
+    for (int k = 0; k < c->nnodes; k++) {
+        if (k == i || c->nodes[k].removed || !node_answers(c, k)) continue;
+        redisReply *r = node_command(c, k, 2000, "CLUSTER NODES");
+        int known = r == NULL || r->type != REDIS_REPLY_STRING || strstr(r->str, c->nodes[i].id) != NULL;
+        freeReplyObject(r);
+        if (known) {
+            procs_set_err("node %d still knows node %d", k, i);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int cluster_node_remove(struct cluster *c, int i)
+{
+    assert(i >= 0 && i < c->nnodes);
+    static int owners[CLUSTER_SLOTS];
+    int k = any_node(c);
+    if (k < 0 || cluster_slot_owners(c, k, owners) != 0) return -1;
+    for (int s = 0; s < CLUSTER_SLOTS; s++)
+        if (owners[s] == i) {
+            procs_set_err("node %d still owns slot %d", i, s);
+            return -1;
+        }
+    /* killed first: a node that still runs would tell the others about itself again (gossip) */
+    if (cluster_node_kill(c, i) != 0) return -1;
+    for (k = 0; k < c->nnodes; k++) {
+        if (k == i || c->nodes[k].removed || !node_answers(c, k)) continue;
+        redisReply *r = node_command(c, k, 5000, "CLUSTER FORGET %s", c->nodes[i].id);
+        int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+        if (r != NULL && !ok) procs_set_err("node %d: CLUSTER FORGET node %d: %s", k, i, serverkit_reply_text(r));
+        freeReplyObject(r);
+        if (!ok) return -1;
+    }
+    if (wait_for(c, i, 0, forgotten_cond, FORM_MS, "the removed node forgotten by every node") != 0) return -1;
+    procs_reap(c->nodes[i].pid, c->nodes[i].start, procs_mono_ms() + PROCS_GONE_MS, node_name(i));
+    procs_forget(c->nodes[i].pid);
+    c->nodes[i].pid = 0;
+    c->nodes[i].removed = 1;
+    return 0;
+}
+
+int cluster_node_restart(struct cluster *c, int i)
+{
+    assert(i >= 0 && i < c->nnodes && !c->nodes[i].removed);
+    if (cluster_node_alive(c, i)) {
+        procs_set_err("node %d still runs", i);
+        return -1;
+    }
+    procs_reap(c->nodes[i].pid, c->nodes[i].start, procs_mono_ms() + PROCS_GONE_MS, node_name(i));
+    procs_forget(c->nodes[i].pid);
+    return node_spawn(c, i) == 0 && node_wait_ready(c, i) == 0 ? 0 : -1;
+}
+
+static int primary_cond(struct cluster *c, int i, int arg)
+{
+    (void)arg;
+    if (cluster_node_role(c, i) == CLUSTER_ROLE_PRIMARY && cluster_slot_owner(c, 0) >= 0) {
+        int primaries[CLUSTER_MAX_NODES], np = cluster_primaries(c, primaries);
+        for (int k = 0; k < np; k++)
+            if (primaries[k] == i) return 1;
+    }
+    procs_set_err("node %d does not own slots as a primary yet", i);
+    return 0;
+}
+
+int cluster_failover(struct cluster *c, int i, int timeout_ms)
+{
+    assert(i >= 0 && i < c->nnodes);
+    long long deadline = procs_mono_ms() + timeout_ms;
+    redisReply *r = node_command(c, i, 5000, "CLUSTER FAILOVER");
+    int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+    if (r != NULL && !ok) procs_set_err("node %d: CLUSTER FAILOVER: %s", i, serverkit_reply_text(r));
+    freeReplyObject(r);
+    if (!ok || wait_for(c, i, 0, primary_cond, timeout_ms, "the replica promoted") != 0) return -1;
+    long long left = deadline - procs_mono_ms();
+    return cluster_wait_ok(c, left > 1000 ? (int)left : 1000);
+}
+
+int cluster_wait_settled(struct cluster *c, int timeout_ms)
+{
+    long long deadline = procs_mono_ms() + timeout_ms;
+    if (cluster_wait_ok(c, timeout_ms) != 0) return -1;
+    while (!replicas_ok_now(c, -1)) {
+        if (procs_mono_ms() >= deadline) {
+            procs_wrap_err("replicas not settled within %d ms", timeout_ms);
+            return -1;
+        }
+        procs_nap_ms(POLL_MS);
+    }
+    return 0;
 }

@@ -20,7 +20,8 @@
  * tls_port + 10000, replication TLS too. All ports are picked at random in 20000..34999
  * with their bus port free as well (so every port, bus included, is below 45000). Every
  * node has the same password (requirepass and masterauth; also in pass_file, mode 0600),
- * cluster-node-timeout 1000 ms, no persistence, its own dir under the cluster's temp dir.
+ * cluster-node-timeout 1000 ms (CLUSTER_NODE_TIMEOUT_MS at cluster_start: another), no persistence, its own dir
+ * under the cluster's temp dir.
  * CLUSTER_HOSTNAMES=1 at cluster_start: every node has cluster-announce-hostname localhost and
  * cluster-preferred-endpoint-type hostname, so CLUSTER SLOTS, CLUSTER SHARDS' endpoint, -MOVED
  * and -ASK name `localhost` instead of 127.0.0.1.
@@ -41,7 +42,8 @@
  * The cwd must be the repo root (certificates: build/certs, made by scripts/gen-certs).
  */
 
-#define CLUSTER_NODES 6
+#define CLUSTER_NODES 6     /* the nodes cluster_start starts: 3 primaries, 3 replicas */
+#define CLUSTER_MAX_NODES 8 /* with the ones cluster_node_add adds (a node removed leaves its entry free) */
 #define CLUSTER_SLOTS 16384
 
 enum cluster_role { CLUSTER_ROLE_UNKNOWN = 0, CLUSTER_ROLE_PRIMARY, CLUSTER_ROLE_REPLICA };
@@ -53,6 +55,7 @@ struct cluster_node {
     pid_t pid;                /* as started, kept after a kill (cluster_node_alive tells) */
     unsigned long long start; /* the pid's start time, at fork */
     int stopped;              /* SIGSTOPped by cluster_node_pause and not continued */
+    int removed;              /* forgotten by the cluster and killed (cluster_node_remove); an entry never used too */
     char id[41];              /* CLUSTER MYID */
     char dir[PATH_MAX];       /* data dir: nodes.conf */
     char conf_file[PATH_MAX];
@@ -64,9 +67,11 @@ struct cluster {
     char dir[256];   /* temp dir */
     char password[65];
     char pass_file[PATH_MAX];
-    pid_t owner;   /* the process that started the nodes (their parent) */
-    int hostnames; /* CLUSTER_HOSTNAMES=1 at cluster_start: the nodes are named `localhost` (below) */
-    struct cluster_node nodes[CLUSTER_NODES];
+    pid_t owner;         /* the process that started the nodes (their parent) */
+    int hostnames;       /* CLUSTER_HOSTNAMES=1 at cluster_start: the nodes are named `localhost` (below) */
+    int node_timeout_ms; /* cluster-node-timeout: 1000, or CLUSTER_NODE_TIMEOUT_MS at cluster_start */
+    int nnodes;          /* entries of nodes[] in use or removed: CLUSTER_NODES, more after cluster_node_add */
+    struct cluster_node nodes[CLUSTER_MAX_NODES];
 };
 
 /* Why the last failing call failed (this process's; a static buffer). */
@@ -102,7 +107,8 @@ redisContext *cluster_connect(const struct cluster *c, int i);
 enum cluster_role cluster_node_role(const struct cluster *c, int i);
 
 /* Indexes of the running primaries that own slots (CLUSTER SHARDS of a running node), into
- * out[0..CLUSTER_NODES); returns how many, -1 when no node answers. */
+ * out[0..CLUSTER_NODES) (out[0..CLUSTER_MAX_NODES) once nodes were added); returns how many, -1
+ * when no node answers. */
 int cluster_primaries(const struct cluster *c, int *out);
 
 /* The node owning slot now, as CLUSTER SHARDS of the first running node answers (asked at
@@ -146,5 +152,27 @@ int cluster_migrate_begin(struct cluster *c, unsigned slot, int from, int to) __
 int cluster_migrate_keys(struct cluster *c, unsigned slot, int from, int to, int max, int *moved)
     __attribute__((warn_unused_result));
 int cluster_migrate_end(struct cluster *c, unsigned slot, int from, int to) __attribute__((warn_unused_result));
+
+/*
+ * Nodes added, removed, started again and failed over by hand (the fault harness's cluster topology):
+ *
+ *   cluster_node_add:     a new empty node (the first removed or unused entry; its own free ports), met by the
+ *                         cluster (CLUSTER MEET), known to every running node and ok (it knows every slot's
+ *                         owner: cluster_wait_ok); with replica_of >= 0 it then
+ *                         replicates that primary (CLUSTER REPLICATE) and its link is up. *index: its entry.
+ *   cluster_node_remove:  node i, which must own no slot (and, a primary, have no replica left), forgotten by every
+ *                         other running node (CLUSTER FORGET) and killed; its entry is free again.
+ *   cluster_node_restart: node i (killed) started again with its own config and nodes.conf (no data: the nodes
+ *                         keep nothing on disk), answering; the cluster makes it a replica of whoever took its slots.
+ *   cluster_failover:     CLUSTER FAILOVER (a manual, coordinated failover) sent to replica i; waits (timeout_ms)
+ *                         until it owns its former primary's slots and the cluster is ok.
+ *   cluster_wait_settled: cluster_wait_ok, then every primary owning slots has exactly one connected replica
+ *                         and every other running node is such a replica (the shape cluster_start makes).
+ */
+int cluster_node_add(struct cluster *c, int replica_of, int *index) __attribute__((warn_unused_result));
+int cluster_node_remove(struct cluster *c, int i) __attribute__((warn_unused_result));
+int cluster_node_restart(struct cluster *c, int i) __attribute__((warn_unused_result));
+int cluster_failover(struct cluster *c, int i, int timeout_ms) __attribute__((warn_unused_result));
+int cluster_wait_settled(struct cluster *c, int timeout_ms) __attribute__((warn_unused_result));
 
 #endif
