@@ -77,22 +77,25 @@ void session_unwatch(struct session *s)
     s->watch_slot = -1;
 }
 
-void session_wrote(struct session *s, int instance, int slot)
+void session_wrote(struct session *s, int instance, int slot, uint64_t node)
 {
     assert(instance >= 0);
     s->wrote = 1;
     s->write_instance = instance;
     s->write_slot = slot;
+    s->write_node = node;
 }
 
 void session_reset(struct session *s, int authenticated)
 {
     assert(s->mode != SESSION_BLOCKED); /* nothing is decided while a blocking command runs */
     int wrote = s->wrote, write_instance = s->write_instance, write_slot = s->write_slot;
+    uint64_t write_node = s->write_node;
     session_init(s, authenticated);
     s->wrote = wrote;
     s->write_instance = write_instance;
     s->write_slot = write_slot;
+    s->write_node = write_node;
 }
 
 void session_client_reply(struct session *s, enum session_reply mode)

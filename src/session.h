@@ -56,6 +56,9 @@ struct session {
     int wrote;           /* a write was forwarded (WAIT goes where it went); RESET keeps it, as Redis keeps woff */
     int write_instance;  /* the instance of the last forwarded write (when wrote) */
     int write_slot;      /* its keys' slot on a cluster instance (-1: none): a WAIT goes to that node */
+    uint64_t write_node; /* who that write was sent to, when the instance's primary may move (the caller's
+                            name for a node's address; 0: it never moves): a WAIT that would reach another
+                            node cannot vouch for the write */
     /* CLIENT REPLY, as Redis's CLIENT_REPLY_OFF / _SKIP / _SKIP_NEXT flags (session_client_reply) */
     uint8_t reply_off;       /* OFF: no reply until CLIENT REPLY ON (or RESET) */
     uint8_t reply_skip;      /* the command being decided now is the one after CLIENT REPLY SKIP */
@@ -88,8 +91,9 @@ void session_set_subscribed(struct session *s, int subscribed);
 void session_watch(struct session *s, int instance, int slot);
 void session_unwatch(struct session *s);
 
-/* A write was forwarded to `instance` (WAIT waits for it there). */
-void session_wrote(struct session *s, int instance, int slot);
+/* A write was forwarded to `instance` (WAIT waits for it there): on a cluster its keys' `slot`
+ * (else -1), and `node`, who it was sent to when the instance's primary may move (else 0). */
+void session_wrote(struct session *s, int instance, int slot, uint64_t node);
 
 /*
  * RESET (Redis's clearClientConnectionState): from NORMAL, MULTI or SUBSCRIBED back to

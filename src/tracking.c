@@ -314,16 +314,6 @@ int tracking_parse_push(const char *f, size_t len, const char **keys, size_t *le
 
 /* ---- the table ---- */
 
-static uint64_t hash_bytes(const char *s, size_t len)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 /* The table holds delta bytes more for its tracking clients (the keys they read, their readers'
  * ids, BCAST prefixes; not the entry every connection has), under the lock; the process's
  * max-memory total follows. */
@@ -593,7 +583,7 @@ void tracking_remember(struct tracking_table *t, uint64_t id, const char *const 
     struct tracking_client *reader = client_find(t, id);
     if (reader) reader->instances |= instances;
     for (size_t i = 0; i < n; i++) {
-        uint64_t h = hash_bytes(keys[i], lens[i]);
+        uint64_t h = util_hash(keys[i], lens[i]);
         struct tracking_key **slot = key_slot(t, keys[i], lens[i], h), *k = *slot;
         uint8_t nc = streamed && streamed[i] < 32 ? streamed[i] : 255;
         if (reader && nc < 32) reader->nc_instances |= 1u << nc;
@@ -630,7 +620,7 @@ void tracking_invalidate(struct tracking_table *t, uint64_t writer, const char *
 {
     pthread_mutex_lock(&t->lock);
     for (size_t i = 0; i < n; i++) {
-        struct tracking_key **slot = key_slot(t, keys[i], lens[i], hash_bytes(keys[i], lens[i]));
+        struct tracking_key **slot = key_slot(t, keys[i], lens[i], util_hash(keys[i], lens[i]));
         if (*slot) key_invalidate(t, slot, writer, TRACKING_CAUSE_WRITE, notes);
         int bcast = from_feed || !inst || inst[i] >= 32 || !(t->feed_up & (1u << inst[i]));
         for (size_t b = 0; bcast && b < t->bcast.n; b++) {
@@ -652,7 +642,7 @@ void tracking_forget(struct tracking_table *t, uint64_t id, const char *const *k
 {
     pthread_mutex_lock(&t->lock);
     for (size_t i = 0; i < n; i++) {
-        struct tracking_key *k = *key_slot(t, keys[i], lens[i], hash_bytes(keys[i], lens[i]));
+        struct tracking_key *k = *key_slot(t, keys[i], lens[i], util_hash(keys[i], lens[i]));
         for (size_t j = 0; k && j < k->nids; j++) {
             if (k->ids[j] != id) continue;
             k->ids[j] = k->ids[--k->nids];

@@ -585,3 +585,13 @@ uint64_t clock_mono_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
+
+uint64_t util_hash(const char *s, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a: the offset basis */
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}

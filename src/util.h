@@ -190,6 +190,9 @@ size_t format_ll(char *buf, long long v);
 int64_t clock_wall_ms(void);
 uint64_t clock_mono_ns(void);
 
+/* FNV-1a (64-bit) of s[0..len). */
+uint64_t util_hash(const char *s, size_t len);
+
 static inline int64_t clock_mono_ms(void)
 {
     return (int64_t)(clock_mono_ns() / 1000000u);

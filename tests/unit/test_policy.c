@@ -408,13 +408,13 @@ START_TEST(keyless_commands_keygate_forwards)
     ck_assert_int_eq(p.instance, 0);
     ck_assert_int_eq(p.wait_sync, 0);
     struct session wrote = {.authenticated = 1, .multi_instance = -1, .watch_instance = -1};
-    session_wrote(&wrote, 1, -1);
+    session_wrote(&wrote, 1, -1, 0);
     decide_as(&wrote, "WAIT 1 1000", &p); /* the instance of the last write, synced first */
     ck_assert_int_eq(p.flow, FLOW_BLOCK);
     ck_assert_int_eq(p.instance, 1);
     ck_assert_int_eq(p.wait_sync, 1);
     ck_assert_int_eq(p.slot, -1);
-    session_wrote(&wrote, 1, 1234); /* a cluster instance's write: WAIT goes to that slot's node */
+    session_wrote(&wrote, 1, 1234, 0); /* a cluster instance's write: WAIT goes to that slot's node */
     decide_as(&wrote, "WAIT 1 1000", &p);
     ck_assert_int_eq(p.instance, 1);
     ck_assert_int_eq(p.slot, 1234);

@@ -145,7 +145,7 @@ START_TEST(reset_from_every_state_is_a_new_client_that_keeps_its_last_write)
         session_init(&s, 0);
         s.authenticated = 1; /* AUTH succeeded */
         s.user = &u;
-        session_wrote(&s, 1, 77);
+        session_wrote(&s, 1, 77, 0);
         session_watch(&s, 1, -1);
         if (from[i] == SESSION_MULTI) {
             session_multi_begin(&s);
@@ -176,8 +176,8 @@ START_TEST(wrote_remembers_the_last_instance)
     session_init(&s, 1);
     ck_assert_int_eq(s.wrote, 0);
     ck_assert_int_eq(s.write_slot, -1);
-    session_wrote(&s, 0, 5);
-    session_wrote(&s, 1, -1);
+    session_wrote(&s, 0, 5, 0);
+    session_wrote(&s, 1, -1, 0);
     ck_assert_int_eq(s.wrote, 1);
     ck_assert_int_eq(s.write_instance, 1);
     ck_assert_int_eq(s.write_slot, -1);

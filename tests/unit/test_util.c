@@ -465,6 +465,15 @@ START_TEST(test_idmap_put_get_del)
 }
 END_TEST
 
+START_TEST(test_util_hash_is_fnv1a)
+{
+    /* the published FNV-1a 64-bit test vectors */
+    ck_assert_uint_eq(util_hash("", 0), 0xcbf29ce484222325ull);
+    ck_assert_uint_eq(util_hash("a", 1), 0xaf63dc4c8601ec8cull);
+    ck_assert_uint_eq(util_hash("foobar", 6), 0x85944171f73967e8ull);
+}
+END_TEST
+
 static Suite *util_suite(void)
 {
     Suite *s = suite_create("util");
@@ -486,6 +495,7 @@ static Suite *util_suite(void)
     tcase_add_test(tc, test_issue11_str_and_len);
     tcase_add_test(tc, test_issue11_xmemdup_copies);
     tcase_add_test(tc, test_idmap_put_get_del);
+    tcase_add_test(tc, test_util_hash_is_fnv1a);
 #ifndef __SANITIZE_ADDRESS__
     tcase_add_test(tc, test_issue11_oom_rule_logs_and_aborts);
 #endif
