@@ -314,7 +314,7 @@ clean:
 # keygates over a Sentinel-managed primary (2 replicas, 3 sentinels), INCR counters, FAULTS=failover,kill-primary,
 # stop-primary,stop-sentinel,restart (default all). TOPOLOGY=cluster: the keygates in front of a TLS Redis Cluster
 # (3 primaries, 1 replica each), INCR/EVALSHA counters over every slot range, FAULTS=reshard,failover,kill-primary,
-# dead-slots,restart (default these; add-node and stop-primary are opt-in: docs/testing.md). First the checker's own tests (hand-made histories),
+# stop-primary,dead-slots,restart (default these; add-node is opt-in: docs/testing.md). First the checker's own tests (hand-made histories),
 # then the run; its last line is "N passed, N failed".
 CHAOS_DIR  := tests/chaos
 CHAOS_SRCS := $(CHAOS_DIR)/chaos.c $(CHAOS_DIR)/sentinel.c $(CHAOS_DIR)/cluster.c $(CHAOS_DIR)/runner.c \

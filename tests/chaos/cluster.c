@@ -111,13 +111,8 @@ static int opts_read(const struct chaos_common *c)
          * used with replica instances), which no fault of the rules explains: keygate passes it (SEED=5; a
          * re-sent WAIT could not tell this demotion from a failover's, after which it would confirm writes the
          * failover may have lost). docs/testing.md, "The cluster topology". */
-        /* stop-primary is opt-in too, for a keygate defect it finds (SEED=13 DURATION=30 fails 1 run in a few):
-         * an INCR held on the frozen primary runs there when it wakes after its replica took over, and the
-         * client's WAIT 1, which keygate sends to the slot's owner of the moment (the promoted replica, whose
-         * replica is the woken node once it rejoins) instead of the node that ran the write, answers 1: an
-         * acknowledged increment lost when the woken node resyncs. docs/testing.md, "The cluster topology". */
         for (int i = 0; i < CC_NKINDS; i++)
-            if (g_kinds[i] != HF_ADD_NODE && g_kinds[i] != HF_STOP_PRIMARY) g_o.faults |= 1u << g_kinds[i];
+            if (g_kinds[i] != HF_ADD_NODE) g_o.faults |= 1u << g_kinds[i];
     } else if (strcmp(text, "none") != 0) {
         char buf[256];
         snprintf(buf, sizeof buf, "%s", text);
@@ -128,7 +123,7 @@ static int opts_read(const struct chaos_common *c)
             if (found < 0) {
                 fprintf(stderr,
                         "chaos: TOPOLOGY=cluster: unknown fault '%s' (reshard,failover,kill-primary,dead-slots,"
-                        "restart; add-node and stop-primary opt-in)\n",
+                        "stop-primary,restart; add-node opt-in)\n",
                         w);
                 return -1;
             }

@@ -133,6 +133,11 @@ const char *serverkit_reply_text(const redisReply *r)
     if (r == NULL) return "(no reply)";
     if (r->type == REDIS_REPLY_NIL) return "(nil)";
     if (r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_ERROR || r->type == REDIS_REPLY_STRING) return r->str;
+    if (r->type == REDIS_REPLY_INTEGER) { /* a buffer of the thread: printed before its next call */
+        static __thread char num[32];
+        snprintf(num, sizeof num, "(integer) %lld", r->integer);
+        return num;
+    }
     return "(not a string)";
 }
 

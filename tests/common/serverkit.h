@@ -36,7 +36,8 @@ int serverkit_promtool_check(const char *text, const char *dir, char *why, size_
 /* Is r a bulk string equal to s? */
 int serverkit_str_is(const redisReply *r, const char *s);
 
-/* r's text (status, error or string), "(nil)", "(no reply)" or "(not a string)". */
+/* r's text (status, error or string), "(integer) N" (a buffer of the calling thread: use it before its next
+ * call), "(nil)", "(no reply)" or "(not a string)". */
 const char *serverkit_reply_text(const redisReply *r);
 
 /* The value after the bulk string `name` in the flat name/value array m (CLUSTER SHARDS, SENTINEL
