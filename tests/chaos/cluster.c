@@ -107,10 +107,11 @@ static int opts_read(const struct chaos_common *c)
     if (text == NULL || *text == '\0' || strcmp(text, "all") == 0) {
         /* add-node is opt-in (FAULTS=add-node, or a list naming it): when its slot is moved back, the emptied
          * primary turns itself into a replica (Redis 7.0's replica migration), and a client whose last write
-         * ran there gets Redis's error for its WAIT (-UNBLOCKED ... master -> replica, or -ERR WAIT cannot be
-         * used with replica instances), which no fault of the rules explains: keygate passes it (SEED=5; a
-         * re-sent WAIT could not tell this demotion from a failover's, after which it would confirm writes the
-         * failover may have lost). docs/testing.md, "The cluster topology". */
+         * ran there gets 0 for its WAIT (its slot's owner changed since the write), or Redis's error while
+         * keygate's map still names the emptied node (-UNBLOCKED ... master -> replica, or -ERR WAIT cannot be
+         * used with replica instances), which no fault of the rules explains (SEED=5: keygate cannot tell this
+         * demotion from a failover's, after which a confirmation could be of writes the failover lost).
+         * docs/testing.md, "The cluster topology". */
         for (int i = 0; i < CC_NKINDS; i++)
             if (g_kinds[i] != HF_ADD_NODE) g_o.faults |= 1u << g_kinds[i];
     } else if (strcmp(text, "none") != 0) {
