@@ -1,4 +1,6 @@
 /* backend.c: connections to the backend instances: socket, TLS, the FIFO of replies owed, batching, reconnect. */
+/* About 1,000 lines: one connection's whole life (connect and resolve, TLS, write batching, reply
+ * framing, timeouts, reconnect, pinning); the node model and the pools went to nodes.c (issue 29). */
 #include "backend.h"
 
 #include "replies.h"

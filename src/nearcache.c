@@ -1,4 +1,9 @@
 /* nearcache.c: the near cache in the request path (hits, fills, local writes) and its stream readers. */
+/* Over 1,000 lines (about 1,600): its two halves, the request path (workers) and the stream readers
+ * (one thread per instance), share the per-stream state (struct nc_stream: the vouch, the
+ * generation, what the tracker was told) and the message posts between them; split, that state
+ * and the posts would become a header of their own. The pure parts are already apart: nccore.c
+ * (the table) and ncpolicy.c (what a command does to it, the reader's verdicts). */
 #include "nearcache.h"
 
 #include <assert.h>

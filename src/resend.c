@@ -48,8 +48,8 @@ enum resend_action resend_decide(enum resend_kind kind, int sentinel, int blocki
         return sentinel && blocking ? RESEND_WAIT : RESEND_PASS;
     case RESEND_LOST_UNSENT:
         return RESEND_WAIT;
-    case RESEND_NOSCRIPT:
-        return sentinel ? RESEND_PASS : RESEND_LOAD;
+    case RESEND_NOSCRIPT: /* a cluster's node, or a promoted replica, lacks the script: load it, send again */
+        return RESEND_LOAD;
     case RESEND_LOST_WRITTEN:
     case RESEND_OTHER:
         return RESEND_PASS;

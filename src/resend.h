@@ -40,13 +40,14 @@ enum resend_kind resend_classify(const char *reply, size_t len, int written);
  * blocking command or not. READONLY and LOADING, and UNBLOCKED for a blocking command, are
  * taken only on a Sentinel instance (its node is no longer the primary, or not yet); on a
  * cluster they pass. A lost connection is taken only when nothing was written. NOSCRIPT is
- * RESEND_LOAD on a cluster (a node that joined, or restarted, or was flushed lacks a script the
- * others have), subject to resend_decide_load; on a Sentinel instance it passes.
+ * RESEND_LOAD (a cluster's node that joined, or restarted, or was flushed lacks a script the
+ * others have; a promoted replica lacks what its old primary loaded: Redis 7.0 does not
+ * replicate SCRIPT LOAD), subject to resend_decide_load.
  */
 enum resend_action resend_decide(enum resend_kind kind, int sentinel, int blocking);
 
 /*
- * RESEND_LOAD (a -NOSCRIPT on a cluster) for a send: taken (RESEND_LOAD) only when it is an
+ * RESEND_LOAD (a -NOSCRIPT) for a send: taken (RESEND_LOAD) only when it is an
  * EVALSHA or EVALSHA_RO of its own (evalsha: the reply is the client's, alone or as element 0 of
  * keygate's MULTI wrap; inside the client's MULTI the NOSCRIPT is one element of its EXEC's array
  * and passes), keygate holds the script's body (known: seen through

@@ -929,9 +929,12 @@ static __attribute__((noinline)) void route_unblock_client(struct request *req)
 }
 
 /*
- * A command of c going to a cluster (scripts.h): an EVAL's or EVAL_RO's body is remembered; a lone
- * EVALSHA's send s (alone, or in keygate's own MULTI wrap; NULL: none, or the command is in the
- * client's MULTI) notes the script's name, which its node's -NOSCRIPT may load (route_intercept).
+ * A command of c going to an instance whose nodes move (a cluster, a Sentinel primary; scripts.h):
+ * an EVAL's or EVAL_RO's body is remembered, and SCRIPT LOAD's (a cluster's SCRIPT LOAD reaches
+ * every primary through router_forward_split instead); a lone EVALSHA's send s (alone, or in
+ * keygate's own MULTI wrap; NULL: none, or the command is in the client's MULTI) notes the
+ * script's name, which its node's -NOSCRIPT may load (route_intercept): a promoted replica lacks
+ * what was loaded on its old primary (Redis 7.0 does not replicate SCRIPT LOAD).
  */
 static void route_note_script(const struct client *c, const char *frame, struct request_send *s)
 {
@@ -942,7 +945,9 @@ static void route_note_script(const struct client *c, const char *frame, struct 
     const char *arg = resp_arg_ptr(p, frame, 1);
     if (sc == SCRIPTS_EVAL)
         (void)scripts_remember(&c->worker->proxy->scripts, arg, p->args[1].len); /* one too large: not kept */
-    else if (s && scripts_sha_parse(arg, p->args[1].len, s->sha) == 0)
+    else if (sc == SCRIPTS_SCRIPT && p->argc == 3 && p->args[1].len == 4 && strncasecmp(arg, "load", 4) == 0)
+        (void)scripts_remember(&c->worker->proxy->scripts, resp_arg_ptr(p, frame, 2), p->args[2].len);
+    else if (sc == SCRIPTS_EVALSHA && s && scripts_sha_parse(arg, p->args[1].len, s->sha) == 0)
         s->script = ROUTE_SHA_EVALSHA;
 }
 

@@ -162,5 +162,6 @@ enum scripts_command scripts_command_of(const char *name, size_t len)
         return SCRIPTS_EVAL;
     if ((len == 7 && strncasecmp(name, "evalsha", 7) == 0) || (len == 10 && strncasecmp(name, "evalsha_ro", 10) == 0))
         return SCRIPTS_EVALSHA;
+    if (len == 6 && strncasecmp(name, "script", 6) == 0) return SCRIPTS_SCRIPT;
     return SCRIPTS_OTHER;
 }

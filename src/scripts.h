@@ -63,6 +63,7 @@ enum scripts_command {
     SCRIPTS_OTHER = 0,
     SCRIPTS_EVAL,    /* EVAL, EVAL_RO: argv[1] is a body to remember */
     SCRIPTS_EVALSHA, /* EVALSHA, EVALSHA_RO: argv[1] names a script; its -NOSCRIPT may load it */
+    SCRIPTS_SCRIPT,  /* SCRIPT: SCRIPT LOAD's argv[2] is a body to remember */
 };
 enum scripts_command scripts_command_of(const char *name, size_t len);
 

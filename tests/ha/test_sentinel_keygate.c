@@ -47,6 +47,9 @@ static const char registry_nearcache[] =
     "namespace kg: instance=durable ttl=none owner=keygate purpose=\"near-cache streams\"\n"
     "namespace k: instance=cache ttl=1h max-ttl=1d owner=app purpose=\"TTL namespace on the single server\"\n";
 
+/* A user (and password) keygate_on_sentinels' probe logs in as, when the extra lines add users. */
+static const char *g_probe_user, *g_probe_pass;
+
 /* The registry keygate_on_sentinels runs keygate with (a test may switch to registry_replicated). */
 static const char *g_registry = registry_text;
 
@@ -108,6 +111,7 @@ static void keygate_on_sentinels_after(const char *extra, int first_port)
     ck_assert_msg(harness_keygate_restart(&h, &o) == 0, "keygate on the sentinels: %s", h.error);
     long long t1 = now_ms(), deadline = t1 + 15000;
     redisContext *kg = harness_must_client(&h);
+    if (g_probe_user) expect_status(cmd(kg, "AUTH %s %s", g_probe_user, g_probe_pass), "OK", "the probe's AUTH");
     for (;;) {
         redisReply *r = cmd(kg, "SET n:probe ready");
         int ok = r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
@@ -1738,6 +1742,69 @@ START_TEST(test_hostnames_primary_named_localhost_served_and_followed)
 }
 END_TEST
 
+/* ---- scripts across a failover ---- */
+
+/*
+ * Redis 7.0 does not replicate scripts (SCRIPT LOAD, or EVAL's cache): a promoted replica lacks
+ * the scripts its old primary had, and every EVALSHA-based rate limiter would get -NOSCRIPT after a
+ * failover. keygate remembers what it saw (SCRIPT LOAD, EVAL) and answers the new primary's
+ * -NOSCRIPT by loading the script and sending the EVALSHA again: the client never sees it.
+ */
+START_TEST(test_evalsha_across_a_failover_loads_the_script)
+{
+    char hash[65], users[256];
+    harness_sha256_hex("scripts-pw", hash);
+    snprintf(users, sizeof users, "user app sha256=%s owners=* access=rw scripts=yes\n", hash);
+    g_probe_user = "app";
+    g_probe_pass = "scripts-pw";
+    keygate_on_sentinels(users);
+    g_probe_user = g_probe_pass = NULL;
+    redisContext *kg = harness_must_client(&h);
+    expect_status(cmd(kg, "AUTH app scripts-pw"), "OK", "AUTH app (scripts=yes)");
+    /* EVAL through keygate (which remembers its body; a user with namespaces on two instances may
+     * not SCRIPT LOAD through keygate), its SHA1 as the primary names it */
+    static const char body[] = "return redis.call('INCR', KEYS[1])";
+    expect_int(cmd(kg, "EVAL %s 1 n:sc", body), 1, "EVAL before the failover");
+    redisContext *o = node(primary_now());
+    redisReply *r = cmd(o, "SCRIPT LOAD %s", body);
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == 40, "SCRIPT LOAD: %s", describe(r));
+    char sha[41];
+    snprintf(sha, sizeof sha, "%s", r->str);
+    freeReplyObject(r);
+    redisFree(o);
+    expect_int(cmd(kg, "EVALSHA %s 1 n:sc", sha), 2, "EVALSHA before the failover");
+    expect_int(cmd(kg, "WAIT 2 5000"), 2, "the replicas have n:sc");
+    int old = primary_now(), promoted = -1;
+    long long confirmed_ms = 0, settled_ms = 0;
+    ck_assert_msg(ha_failover(H, 30000, &promoted, &confirmed_ms, &settled_ms) == 0, "failover: %s", ha_last_error());
+    ck_assert_int_ne(promoted, old);
+    redisContext *p = node(promoted);
+    r = cmd(p, "SCRIPT EXISTS %s", sha);
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->integer == 0,
+                  "the promoted node has the script already (SCRIPT EXISTS %s): the test proves nothing", describe(r));
+    freeReplyObject(r);
+    long long end = now_ms() + 15000, v = -1;
+    while (v < 0) { /* keygate follows the new primary; an error of the failover's hold may come first */
+        r = cmd(kg, "EVALSHA %s 1 n:sc", sha);
+        ck_assert_msg(!(r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0),
+                      "EVALSHA after the failover answered %s", r->str);
+        if (r->type == REDIS_REPLY_INTEGER) v = r->integer;
+        freeReplyObject(r);
+        ck_assert_msg(v >= 0 || now_ms() < end, "no EVALSHA went through within 15 s of the failover");
+        if (v < 0) sleep_ms(50);
+    }
+    ck_assert_msg(v >= 3, "EVALSHA on the new primary: %lld, want at least 3", v);
+    r = cmd(p, "SCRIPT EXISTS %s", sha);
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->integer == 1,
+                  "keygate did not load the script on the new primary: %s", describe(r));
+    freeReplyObject(r);
+    expect_int(cmd(kg, "DEL n:sc"), 1, "clean up");
+    redisFree(p);
+    redisFree(kg);
+    keygate_on_sentinels(NULL); /* the teardown's post-condition: the suite's keygate, no users */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sentinel_keygate");
@@ -1756,6 +1823,7 @@ int main(void)
     harness_add_case(s, "guard", 90, setup, teardown, test_replica_without_aof_reported_before_a_failover);
     harness_add_case(s, "tracking", 120, setup, teardown, test_tracking_follows_the_primary);
     harness_add_case(s, "nearcache", 90, setup, teardown, test_near_cache_follows_the_primary);
+    harness_add_case(s, "scripts", 120, setup, teardown, test_evalsha_across_a_failover_loads_the_script);
     harness_add_case(s, "stale-sentinel", 120, setup, teardown, test_stale_sentinel_listed_first_loses_nothing);
     harness_add_case(s, "first-sync", 120, setup, teardown, test_replica_in_first_sync_reported);
     harness_add_case(s, "hold", 90, setup, teardown, test_short_failover_hold_is_reported);

@@ -138,7 +138,9 @@ START_TEST(test_command_of)
     ck_assert_int_eq(scripts_command_of(STR_AND_LEN("EVALSHA_RO")), SCRIPTS_EVALSHA);
     ck_assert_int_eq(scripts_command_of(STR_AND_LEN("EVALS")), SCRIPTS_OTHER);
     ck_assert_int_eq(scripts_command_of(STR_AND_LEN("FCALL")), SCRIPTS_OTHER);
-    ck_assert_int_eq(scripts_command_of(STR_AND_LEN("SCRIPT")), SCRIPTS_OTHER);
+    ck_assert_int_eq(scripts_command_of(STR_AND_LEN("SCRIPT")), SCRIPTS_SCRIPT); /* its LOAD: a body to remember */
+    ck_assert_int_eq(scripts_command_of(STR_AND_LEN("script")), SCRIPTS_SCRIPT);
+    ck_assert_int_eq(scripts_command_of(STR_AND_LEN("SCRIPTS")), SCRIPTS_OTHER);
 }
 END_TEST
 
