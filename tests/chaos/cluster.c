@@ -103,41 +103,16 @@ static int opts_read(const struct chaos_common *c)
     g_o.p = c->p;
     const char *v = getenv("CHAOS_CLIENTS");
     g_o.clients = v != NULL && atoi(v) > 0 ? atoi(v) : CC_CLIENTS;
-    const char *text = c->faults;
-    if (text == NULL || *text == '\0' || strcmp(text, "all") == 0) {
-        /* add-node is opt-in (FAULTS=add-node, or a list naming it): when its slot is moved back, the emptied
-         * primary turns itself into a replica (Redis 7.0's replica migration), and a client whose last write
-         * ran there gets 0 for its WAIT (its slot's owner changed since the write), or Redis's error while
-         * keygate's map still names the emptied node (-UNBLOCKED ... master -> replica, or -ERR WAIT cannot be
-         * used with replica instances), which no fault of the rules explains (SEED=5: keygate cannot tell this
-         * demotion from a failover's, after which a confirmation could be of writes the failover lost).
-         * docs/testing.md, "The cluster topology". */
-        for (int i = 0; i < CC_NKINDS; i++)
-            if (g_kinds[i] != HF_ADD_NODE) g_o.faults |= 1u << g_kinds[i];
-    } else if (strcmp(text, "none") != 0) {
-        char buf[256];
-        snprintf(buf, sizeof buf, "%s", text);
-        for (char *save = NULL, *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
-            int found = -1;
-            for (int i = 0; i < CC_NKINDS; i++)
-                if (strcmp(w, hist_fault_name(g_kinds[i])) == 0) found = g_kinds[i];
-            if (found < 0) {
-                fprintf(stderr,
-                        "chaos: TOPOLOGY=cluster: unknown fault '%s' (reshard,failover,kill-primary,dead-slots,"
-                        "stop-primary,restart; add-node opt-in)\n",
-                        w);
-                return -1;
-            }
-            g_o.faults |= 1u << found;
-        }
-    }
-    size_t used = 0;
-    for (int i = 0; i < CC_NKINDS; i++)
-        if (g_o.faults & (1u << g_kinds[i]))
-            used += (size_t)snprintf(g_o.faults_text + used, sizeof g_o.faults_text - used, "%s%s", used ? "," : "",
-                                     hist_fault_name(g_kinds[i]));
-    if (g_o.faults == 0) snprintf(g_o.faults_text, sizeof g_o.faults_text, "none");
-    return 0;
+    /* add-node is opt-in (FAULTS=add-node, or a list naming it): when its slot is moved back, the emptied
+     * primary turns itself into a replica (Redis 7.0's replica migration), and a client whose last write
+     * ran there gets 0 for its WAIT (its slot's owner changed since the write), or Redis's error while
+     * keygate's map still names the emptied node (-UNBLOCKED ... master -> replica, or -ERR WAIT cannot be
+     * used with replica instances), which no fault of the rules explains (SEED=5: keygate cannot tell this
+     * demotion from a failover's, after which a confirmation could be of writes the failover lost).
+     * docs/testing.md, "The cluster topology". */
+    return runner_faults_parse(c->faults, g_kinds, CC_NKINDS, 1u << HF_ADD_NODE, "cluster",
+                               "reshard,failover,kill-primary,stop-primary,dead-slots,restart; add-node opt-in",
+                               &g_o.faults, g_o.faults_text, sizeof g_o.faults_text);
 }
 
 /* ---- the deployment ---- */

@@ -185,3 +185,34 @@ void runner_print_error_texts(const struct history *h)
     }
     if (other) printf("  %8lld  (other texts)\n", other);
 }
+
+int runner_faults_parse(const char *text, const int *kinds, int n, unsigned opt_in, const char *topology,
+                        const char *names, unsigned *faults, char *faults_text, size_t len)
+{
+    *faults = 0;
+    if (text == NULL || *text == '\0' || strcmp(text, "all") == 0) {
+        for (int i = 0; i < n; i++)
+            if (!(opt_in & (1u << kinds[i]))) *faults |= 1u << kinds[i];
+    } else if (strcmp(text, "none") != 0) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", text);
+        for (char *save = NULL, *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+            int found = -1;
+            for (int i = 0; i < n; i++)
+                if (strcmp(w, hist_fault_name(kinds[i])) == 0) found = kinds[i];
+            if (found < 0) {
+                fprintf(stderr, "chaos: TOPOLOGY=%s: unknown fault '%s' (%s)\n", topology, w, names);
+                return -1;
+            }
+            *faults |= 1u << found;
+        }
+    }
+    size_t used = 0;
+    faults_text[0] = '\0';
+    for (int i = 0; i < n; i++)
+        if (*faults & (1u << kinds[i]))
+            used +=
+                (size_t)snprintf(faults_text + used, len - used, "%s%s", used ? "," : "", hist_fault_name(kinds[i]));
+    if (*faults == 0) snprintf(faults_text, len, "none");
+    return 0;
+}

@@ -57,6 +57,13 @@ int runner_kg_stop(struct runner_kg *k, int kill9, int shutdown_ms, char *why, s
  * its text, an integer or a number the value (nil: 0), anything else HST_BAD. */
 void runner_counter_reply(struct hist_op *o, const redisReply *r);
 
+/* FAULTS= of a topology: text (NULL, "" or "all": every kind of kinds[0..n) but those in opt_in, a
+ * mask of kind bits; "none": no fault; else a comma list of fault names) read into *faults (a bit
+ * per kind) and faults_text (the names, comma-separated, or "none"). 0, or -1 after printing "chaos:
+ * TOPOLOGY=<topology>: unknown fault 'X' (<names>)" on stderr. */
+int runner_faults_parse(const char *text, const int *kinds, int n, unsigned opt_in, const char *topology,
+                        const char *names, unsigned *faults, char *faults_text, size_t len);
+
 /* Write history h to path, one line an operation then one a fault (names from h). */
 void runner_write_history(const char *path, const struct history *h);
 

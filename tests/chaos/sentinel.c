@@ -101,33 +101,9 @@ static int opts_read(const struct chaos_common *c)
     g_o.clients = v != NULL && atoi(v) > 0 ? atoi(v) : SN_CLIENTS;
     v = getenv("CHAOS_PIPELINE");
     g_o.pipeline = v != NULL && atoi(v) > 0 ? (atoi(v) > 1000 ? 1000 : atoi(v)) : 1;
-    const char *text = c->faults;
-    if (text == NULL || *text == '\0' || strcmp(text, "all") == 0) {
-        for (int i = 0; i < SN_NKINDS; i++) g_o.faults |= 1u << g_kinds[i];
-    } else if (strcmp(text, "none") != 0) {
-        char buf[256];
-        snprintf(buf, sizeof buf, "%s", text);
-        for (char *save = NULL, *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
-            int found = -1;
-            for (int i = 0; i < SN_NKINDS; i++)
-                if (strcmp(w, hist_fault_name(g_kinds[i])) == 0) found = g_kinds[i];
-            if (found < 0) {
-                fprintf(stderr,
-                        "chaos: TOPOLOGY=sentinel: unknown fault '%s' (failover,kill-primary,stop-primary,"
-                        "stop-sentinel,restart)\n",
-                        w);
-                return -1;
-            }
-            g_o.faults |= 1u << found;
-        }
-    }
-    size_t used = 0;
-    for (int i = 0; i < SN_NKINDS; i++)
-        if (g_o.faults & (1u << g_kinds[i]))
-            used += (size_t)snprintf(g_o.faults_text + used, sizeof g_o.faults_text - used, "%s%s", used ? "," : "",
-                                     hist_fault_name(g_kinds[i]));
-    if (g_o.faults == 0) snprintf(g_o.faults_text, sizeof g_o.faults_text, "none");
-    return 0;
+    return runner_faults_parse(c->faults, g_kinds, SN_NKINDS, 0, "sentinel",
+                               "failover,kill-primary,stop-primary,stop-sentinel,restart", &g_o.faults, g_o.faults_text,
+                               sizeof g_o.faults_text);
 }
 
 /* ---- the deployment ---- */
