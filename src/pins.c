@@ -7,13 +7,20 @@
 #include "pubsub.h"
 #include "replies.h"
 
+/* A dedicated connection of c to the node of (instance, slot): an idle one, or a new one; NULL at
+ * max-pinned or when the slot's owner is not known. */
+static struct backend *pins_open(struct client *c, int instance, int slot)
+{
+    return nodes_conn(c->worker, instance,
+                      &(struct node_want){.slot = slot, .resp3 = c->resp3, .pinned = 1, .owner = c});
+}
+
 /* ---- WATCH ---- */
 
 struct backend *pins_watch(struct client *c, int instance, int slot)
 {
     if (c->watch_pin) return c->watch_pin;
-    struct backend *b =
-        nodes_conn(c->worker, instance, &(struct node_want){.slot = slot, .resp3 = c->resp3, .pinned = 1, .owner = c});
+    struct backend *b = pins_open(c, instance, slot);
     if (!b) return NULL;
     c->watch_pin = b;
     session_watch(&c->session, instance, slot);
@@ -56,8 +63,7 @@ static void pins_block_forget(struct client *c, struct backend *b)
 struct backend *pins_block(struct client *c, int instance, int slot, int64_t block_ms)
 {
     struct worker *w = c->worker;
-    struct backend *b =
-        nodes_conn(w, instance, &(struct node_want){.slot = slot, .resp3 = c->resp3, .pinned = 1, .owner = c});
+    struct backend *b = pins_open(c, instance, slot);
     if (!b) return NULL;
     if (c->block_pin) pins_block_forget(c, c->block_pin); /* sent again: the old one answered */
     c->block_pin = b;
@@ -78,8 +84,7 @@ void pins_unblock(struct client *c)
 
 struct backend *pins_subscriber(struct client *c, int instance, int slot)
 {
-    struct backend *b =
-        nodes_conn(c->worker, instance, &(struct node_want){.slot = slot, .resp3 = c->resp3, .pinned = 1, .owner = c});
+    struct backend *b = pins_open(c, instance, slot);
     if (!b) return NULL;
     b->subscriber = 1;
     c->pubsub.pin[instance] = b;
