@@ -545,27 +545,12 @@ static void client_reset(struct client *c, struct request *req)
     request_complete(req, STR_AND_LEN("+RESET\r\n"));
 }
 
-/* Who runs a write of (instance, slot) now, when the instance's primary may move: its node's
- * address as one number (the host's hash and the port); 0 for a single server, which never
- * moves. A node whose slot's owner is not known is ~0. */
-static uint64_t client_write_node(struct client *c, int instance, int slot)
-{
-    struct worker *w = c->worker;
-    if (!nodes_may_move(w, instance)) return 0;
-    int node = nodes_owner(w, instance, slot >= 0 ? slot : 0);
-    if (node < 0) return ~(uint64_t)0;
-    const char *host;
-    int port;
-    nodes_address(w, instance, node, &host, &port);
-    return (util_hash(host, strlen(host)) << 16) ^ (uint64_t)(unsigned)port;
-}
-
 /* A write was forwarded (or queued in c's MULTI): WAIT goes to its instance. */
 static void client_note_write(struct client *c, const struct plan *plan, const struct policy_request *pr)
 {
     /* a script may write (EVAL, EVALSHA, FCALL: ncpolicy_writes): a WAIT after it goes to its node */
     if (plan->kind == PLAN_FORWARD && (plan->writes || (pr->cmd && ncpolicy_writes(pr->cmd))) && plan->instance >= 0)
-        session_wrote(&c->session, plan->instance, plan->slot, client_write_node(c, plan->instance, plan->slot));
+        session_wrote(&c->session, plan->instance, plan->slot, nodes_owner_id(c->worker, plan->instance, plan->slot));
 }
 
 static void request_pin_full(struct client *c, struct request *req, int instance)
@@ -923,10 +908,13 @@ static enum client_later client_handle_frame(struct client *c, const char *frame
             router_forward(c, c->watch_pin, req, &plan, frame);
             client_watch_end(c);
         } else if (plan.flow == FLOW_BLOCK && plan.wait_sync &&
-                   client_write_node(c, plan.instance, plan.slot) != c->session.write_node) {
-            /* a WAIT whose write went to another node than the one that owns its slot now (a
-             * failover, a frozen primary woken, a slot moved): that node's replicas cannot vouch
-             * for it, and the write may be lost; none is known to have it */
+                   nodes_owner_id(w, plan.instance, plan.slot) != c->session.write_node &&
+                   !nodes_id_serves(w, plan.instance, c->session.write_node)) {
+            /* a WAIT whose write went to a node that owns no slot now (a failover demoted it, a
+             * frozen primary woke as a replica, it was emptied): the slot's new owner's replicas
+             * cannot vouch for it, and the write may be lost; none is known to have it. (A slot
+             * moved by a reshard leaves its old owner serving others: the WAIT goes to the new
+             * owner, which has the write by MIGRATE.) */
             request_complete(req, STR_AND_LEN(":0\r\n"));
         } else if (plan.flow == FLOW_BLOCK) {
             int64_t block_ms = command_block_timeout_ms(pr.cmd, p->argc, c->argv, c->argvlen);

@@ -333,6 +333,30 @@ int nodes_owner(const struct worker *w, int instance, int slot)
     return t && t->kind != NODES_ONE && slot >= 0 && slot < SLOTMAP_SLOTS ? slotmap_owner(&t->map, (unsigned)slot) : -1;
 }
 
+static uint64_t nodes_id_of(const struct slotmap_node *n)
+{
+    return (util_hash(n->host, strlen(n->host)) << 16) ^ (uint64_t)(unsigned)n->port;
+}
+
+uint64_t nodes_owner_id(const struct worker *w, int instance, int slot)
+{
+    const struct nodes *t = w->nodes[instance];
+    if (!t || t->kind == NODES_ONE) return 0;
+    int node = slotmap_owner(&t->map, (unsigned)(slot >= 0 && slot < SLOTMAP_SLOTS ? slot : 0));
+    return node < 0 ? ~(uint64_t)0 : nodes_id_of(&t->map.nodes[node]);
+}
+
+int nodes_id_serves(const struct worker *w, int instance, uint64_t id)
+{
+    const struct nodes *t = w->nodes[instance];
+    if (!t || t->kind == NODES_ONE) return id == 0;
+    for (unsigned slot = 0; slot < SLOTMAP_SLOTS; slot++) {
+        int node = t->map.owner[slot];
+        if (node >= 0 && nodes_id_of(&t->map.nodes[node]) == id) return 1;
+    }
+    return 0;
+}
+
 void nodes_address(const struct worker *w, int instance, int node, const char **host, int *port)
 {
     const struct nodes *t = w->nodes[instance];

@@ -113,6 +113,15 @@ int nodes_sharded(const struct worker *w, int instance);
  * and for a single server (whose one node owns every slot: nothing to compare). */
 int nodes_owner(const struct worker *w, int instance, int slot);
 
+/* Who owns `slot` of `instance` now, as one number for a node's address (FNV-1a of the host,
+ * shifted, with the port), for comparing later (a WAIT after a write); 0 for a single server, which
+ * never moves; ~0 when the owner is not known. */
+uint64_t nodes_owner_id(const struct worker *w, int instance, int slot);
+
+/* Does the node of address number `id` (nodes_owner_id) own some slot of `instance` in the map
+ * now? 0 when it owns none (it left, was demoted by a failover, or was emptied), or is unknown. */
+int nodes_id_serves(const struct worker *w, int instance, uint64_t id);
+
 /* The address of node `node` of `instance`. */
 void nodes_address(const struct worker *w, int instance, int node, const char **host, int *port);
 

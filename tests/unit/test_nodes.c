@@ -81,6 +81,55 @@ START_TEST(test_one_owns_every_slot)
 }
 END_TEST
 
+/* A WAIT's question (client.c): does the node a write went to still serve a slot? After a
+ * failover the old primary owns none (its write may be lost: WAIT answers 0); after one slot
+ * moved by a reshard the old owner still serves its others (WAIT goes to the new owner). */
+START_TEST(test_owner_id_after_failover_and_move)
+{
+    struct fixture *f = fixture_new();
+    struct nodes *t = nodes_new(&f->w, 0, NODES_MAP);
+    f->w.nodes[0] = t;
+    char err[200];
+    ck_assert_int_eq(slotmap_parse_slots(t->parsed, BYTES(slots_reply), "127.0.0.1", err, sizeof err), 0);
+    nodes_adopt_map(t, t->parsed, -1);
+    uint64_t before[SLOTMAP_SLOTS / 1024];
+    for (unsigned k = 0; k < SLOTMAP_SLOTS / 1024; k++) {
+        before[k] = nodes_owner_id(&f->w, 0, (int)(k * 1024));
+        ck_assert(before[k] != 0 && before[k] != ~(uint64_t)0);
+        ck_assert(nodes_id_serves(&f->w, 0, before[k]));
+    }
+    /* one slot moved to another primary (a reshard): its old owner still serves its others */
+    unsigned moved = 0;
+    int other = -1;
+    for (unsigned s2 = 0; s2 < SLOTMAP_SLOTS && other < 0; s2++)
+        if (t->parsed->owner[s2] >= 0 && t->parsed->owner[s2] != t->parsed->owner[0]) other = t->parsed->owner[s2];
+    ck_assert_int_ge(other, 0);
+    t->parsed->owner[moved] = (int16_t)other;
+    nodes_adopt_map(t, t->parsed, 0);
+    ck_assert(nodes_owner_id(&f->w, 0, (int)moved) != before[0]);
+    ck_assert(nodes_id_serves(&f->w, 0, before[0]));
+    /* a failover: every node that lost all its slots serves none any more */
+    ck_assert_int_eq(slotmap_parse_slots(t->parsed, BYTES(slots_failover_reply), "127.0.0.1", err, sizeof err), 0);
+    nodes_adopt_map(t, t->parsed, -1);
+    int gone = 0;
+    for (unsigned k = 0; k < SLOTMAP_SLOTS / 1024; k++)
+        if (nodes_owner_id(&f->w, 0, (int)(k * 1024)) != before[k]) {
+            ck_assert(!nodes_id_serves(&f->w, 0, before[k]));
+            gone++;
+        }
+    ck_assert_int_gt(gone, 0); /* the failover reply moves some range to a new primary */
+    ck_assert(!nodes_id_serves(&f->w, 0, 12345));
+    nodes_delete(t);
+    /* a single server: 0, and it always serves */
+    struct nodes *one = nodes_new(&f->w, 0, NODES_ONE);
+    f->w.nodes[0] = one;
+    ck_assert(nodes_owner_id(&f->w, 0, 7) == 0);
+    ck_assert(nodes_id_serves(&f->w, 0, 0));
+    nodes_delete(one);
+    free(f);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------------
  * A cluster map
  * ------------------------------------------------------------------------------------------- */
@@ -201,6 +250,7 @@ static Suite *nodes_suite(void)
     TCase *tc = tcase_create("table");
     tcase_add_test(tc, test_one_owns_every_slot);
     tcase_add_test(tc, test_map_adopted_and_entries_kept);
+    tcase_add_test(tc, test_owner_id_after_failover_and_move);
     tcase_add_test(tc, test_full_table_reuses_then_counts);
     tcase_add_test(tc, test_moved_primary_followed);
     suite_add_tcase(s, tc);
