@@ -350,9 +350,12 @@ int nodes_id_serves(const struct worker *w, int instance, uint64_t id)
 {
     const struct nodes *t = w->nodes[instance];
     if (!t || t->kind == NODES_ONE) return id == 0;
-    for (unsigned slot = 0; slot < SLOTMAP_SLOTS; slot++) {
+    unsigned char named[SLOTMAP_MAX_NODES] = {0}; /* the entries of that address: hashed once each, not per slot */
+    int any = 0;
+    for (int k = 0; k < t->map.nnodes; k++) any |= named[k] = nodes_id_of(&t->map.nodes[k]) == id;
+    for (unsigned slot = 0; any && slot < SLOTMAP_SLOTS; slot++) {
         int node = t->map.owner[slot];
-        if (node >= 0 && nodes_id_of(&t->map.nodes[node]) == id) return 1;
+        if (node >= 0 && named[node]) return 1;
     }
     return 0;
 }
