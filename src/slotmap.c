@@ -37,11 +37,35 @@ static const uint16_t crc16_table[256] = {
     0x2e93, 0x3eb2, 0x0ed1, 0x1ef0,
 };
 
+/*
+ * Slicing by 8: crc16_slice[k][x] is the CRC of byte x followed by k zero bytes (slice 0 is
+ * crc16_table). The CRC is linear and its state two bytes wide, so eight input bytes fold in as
+ * eight independent lookups: the state's two bytes XORed into the first two, each byte with the
+ * slice of the zero bytes that follow it. Filled once, before main (crc16_slices_fill).
+ */
+static uint16_t crc16_slice[8][256];
+
+__attribute__((constructor)) static void crc16_slices_fill(void)
+{
+    for (unsigned x = 0; x < 256; x++) {
+        uint16_t crc = crc16_table[x];
+        crc16_slice[0][x] = crc;
+        for (int k = 1; k < 8; k++) {
+            crc = (uint16_t)((crc << 8) ^ crc16_table[crc >> 8]);
+            crc16_slice[k][x] = crc;
+        }
+    }
+}
+
 uint16_t slotmap_crc16(const char *buf, size_t len)
 {
+    const unsigned char *p = (const unsigned char *)buf;
     uint16_t crc = 0;
-    for (size_t i = 0; i < len; i++)
-        crc = (uint16_t)((crc << 8) ^ crc16_table[((crc >> 8) ^ (unsigned char)buf[i]) & 0xff]);
+    for (; len >= 8; p += 8, len -= 8)
+        crc = crc16_slice[7][p[0] ^ (crc >> 8)] ^ crc16_slice[6][p[1] ^ (crc & 0xff)] ^ crc16_slice[5][p[2]] ^
+              crc16_slice[4][p[3]] ^ crc16_slice[3][p[4]] ^ crc16_slice[2][p[5]] ^ crc16_slice[1][p[6]] ^
+              crc16_slice[0][p[7]];
+    for (; len > 0; p++, len--) crc = (uint16_t)((crc << 8) ^ crc16_table[((crc >> 8) ^ *p) & 0xff]);
     return crc;
 }
 

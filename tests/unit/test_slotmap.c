@@ -166,6 +166,35 @@ START_TEST(crc16_known_vector)
 }
 END_TEST
 
+/* CRC16-XMODEM one bit at a time, as its definition reads: the oracle for the sliced one. */
+static uint16_t crc16_bitwise(const unsigned char *p, size_t len)
+{
+    uint16_t crc = 0;
+    for (size_t i = 0; i < len; i++) {
+        crc ^= (uint16_t)(p[i] << 8);
+        for (int b = 0; b < 8; b++) crc = (uint16_t)(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
+    }
+    return crc;
+}
+
+/* Every length from 0 to 80 (the 8-byte slices, their tails, both together), every byte value. */
+START_TEST(crc16_sliced_matches_bitwise)
+{
+    unsigned char buf[80];
+    unsigned seed = 12345;
+    for (int round = 0; round < 200; round++) {
+        for (size_t i = 0; i < sizeof(buf); i++) {
+            seed = seed * 1103515245u + 12345u;
+            buf[i] = round == 0 ? (unsigned char)(i * 37) : round == 1 ? 0xff : (unsigned char)(seed >> 16);
+        }
+        for (size_t len = 0; len <= sizeof(buf); len++)
+            ck_assert_msg(slotmap_crc16((const char *)buf, len) == crc16_bitwise(buf, len),
+                          "round %d, %zu bytes: %04x, want %04x", round, len, slotmap_crc16((const char *)buf, len),
+                          crc16_bitwise(buf, len));
+    }
+}
+END_TEST
+
 START_TEST(key_slots_of_real_keys)
 {
     static const struct {
@@ -892,6 +921,7 @@ static Suite *slotmap_suite(void)
     Suite *s = suite_create("slotmap");
     TCase *keys = tcase_create("keys");
     tcase_add_test(keys, crc16_known_vector);
+    tcase_add_test(keys, crc16_sliced_matches_bitwise);
     tcase_add_test(keys, key_slots_of_real_keys);
     tcase_add_test(keys, hash_tags);
     tcase_add_test(keys, common_slot_of_keys);
