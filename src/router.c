@@ -474,8 +474,14 @@ static void route_load_next(struct backend *b, struct request_send *s)
  */
 static int route_intercept(struct backend *b, struct request_send *s, const char *reply, size_t len, int unsent)
 {
-    struct request *req = s->req;
     assert(s->left > 0);
+    /* the common case, a reply that is no error to a send with no EVALSHA, going as usual: what
+     * resend_classify and resend_decide answer for it (RESEND_OTHER: RESEND_PASS), without them */
+    if (__builtin_expect(!s->redo && reply && len > 0 && reply[0] != '-' && s->script == ROUTE_SHA_NONE, 1)) {
+        s->left--;
+        return 0;
+    }
+    struct request *req = s->req;
     int index = s->nentries - s->left;
     s->left--;
     if (!s->redo) {
@@ -940,6 +946,8 @@ static void route_note_script(const struct client *c, const char *frame, struct 
 {
     const struct resp_parser *p = &c->parser;
     if (p->argc < 2) return;
+    unsigned char first = (unsigned char)(resp_arg_ptr(p, frame, 0)[0] | 0x20); /* EVAL*, SCRIPT, or none */
+    if (__builtin_expect(first != 'e' && first != 's', 1)) return;
     enum scripts_command sc = scripts_command_of(resp_arg_ptr(p, frame, 0), p->args[0].len);
     if (__builtin_expect(sc == SCRIPTS_OTHER, 1)) return;
     const char *arg = resp_arg_ptr(p, frame, 1);
