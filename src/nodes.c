@@ -104,8 +104,7 @@ struct nodes *nodes_new(struct worker *w, int instance, enum nodes_kind kind)
     if (kind == NODES_MAP) t->parsed = xcalloc(1, sizeof(*t->parsed));
     if (kind == NODES_ONE) { /* its one server owns every slot, for good */
         const struct instance_conf *ic = &w->cfg->instances[instance];
-        snprintf(t->map.nodes[0].host, SLOTMAP_HOST_MAX, "%s", ic->host);
-        t->map.nodes[0].port = ic->port;
+        slotmap_node_set(&t->map.nodes[0], ic->host, strnlen(ic->host, SLOTMAP_HOST_MAX - 1), ic->port);
         t->map.nnodes = 1;
         memset(t->map.owner, 0, sizeof(t->map.owner));
     }
@@ -155,9 +154,8 @@ int nodes_index(struct nodes *t, const char *host, int port, const unsigned char
     }
     t->full_logged = 0;
     assert(i >= 0 && i < SLOTMAP_MAX_NODES);
-    assert(nodes_closed(t, i)); /* a new or reused entry has no open connection */
-    snprintf(t->map.nodes[i].host, SLOTMAP_HOST_MAX, "%s", host);
-    t->map.nodes[i].port = port;
+    assert(nodes_closed(t, i));                                   /* a new or reused entry has no open connection */
+    slotmap_node_set(&t->map.nodes[i], host, strlen(host), port); /* fits: checked above */
     return i;
 }
 
@@ -333,17 +331,12 @@ int nodes_owner(const struct worker *w, int instance, int slot)
     return t && t->kind != NODES_ONE && slot >= 0 && slot < SLOTMAP_SLOTS ? slotmap_owner(&t->map, (unsigned)slot) : -1;
 }
 
-static uint64_t nodes_id_of(const struct slotmap_node *n)
-{
-    return (util_hash(n->host, strlen(n->host)) << 16) ^ (uint64_t)(unsigned)n->port;
-}
-
 uint64_t nodes_owner_id(const struct worker *w, int instance, int slot)
 {
     const struct nodes *t = w->nodes[instance];
     if (!t || t->kind == NODES_ONE) return 0;
     int node = slotmap_owner(&t->map, (unsigned)(slot >= 0 && slot < SLOTMAP_SLOTS ? slot : 0));
-    return node < 0 ? ~(uint64_t)0 : nodes_id_of(&t->map.nodes[node]);
+    return node < 0 ? ~(uint64_t)0 : t->map.nodes[node].id;
 }
 
 int nodes_id_serves(const struct worker *w, int instance, uint64_t id)
@@ -352,7 +345,7 @@ int nodes_id_serves(const struct worker *w, int instance, uint64_t id)
     if (!t || t->kind == NODES_ONE) return id == 0;
     unsigned char named[SLOTMAP_MAX_NODES] = {0}; /* the entries of that address: hashed once each, not per slot */
     int any = 0;
-    for (int k = 0; k < t->map.nnodes; k++) any |= named[k] = nodes_id_of(&t->map.nodes[k]) == id;
+    for (int k = 0; k < t->map.nnodes; k++) any |= named[k] = t->map.nodes[k].id == id;
     for (unsigned slot = 0; any && slot < SLOTMAP_SLOTS; slot++) {
         int node = t->map.owner[slot];
         if (node >= 0 && named[node]) return 1;

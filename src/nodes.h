@@ -113,8 +113,8 @@ int nodes_sharded(const struct worker *w, int instance);
  * and for a single server (whose one node owns every slot: nothing to compare). */
 int nodes_owner(const struct worker *w, int instance, int slot);
 
-/* Who owns `slot` of `instance` now, as one number for a node's address (FNV-1a of the host,
- * shifted, with the port), for comparing later (a WAIT after a write); 0 for a single server, which
+/* Who owns `slot` of `instance` now, as one number for a node's address (its entry's id, set with
+ * the address: slotmap_node_set), for comparing later (a WAIT after a write); 0 for a single server, which
  * never moves; ~0 when the owner is not known. */
 uint64_t nodes_owner_id(const struct worker *w, int instance, int slot);
 

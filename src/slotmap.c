@@ -137,6 +137,15 @@ int slotmap_find_node(const struct slotmap *m, const char *host, int port)
     return find_node(m, host, strlen(host), port);
 }
 
+void slotmap_node_set(struct slotmap_node *n, const char *host, size_t hlen, int port)
+{
+    assert(hlen < SLOTMAP_HOST_MAX);
+    memcpy(n->host, host, hlen);
+    n->host[hlen] = '\0';
+    n->port = port;
+    n->id = (util_hash(host, hlen) << 16) ^ (uint64_t)(unsigned)port;
+}
+
 /* The node host:port, found or appended; -1 when the table is full or host does not fit. */
 static int node_add(struct slotmap *m, const char *host, size_t hlen, int port)
 {
@@ -144,9 +153,7 @@ static int node_add(struct slotmap *m, const char *host, size_t hlen, int port)
     if (i >= 0) return i;
     if (m->nnodes == SLOTMAP_MAX_NODES || hlen >= SLOTMAP_HOST_MAX) return -1;
     i = m->nnodes++;
-    memcpy(m->nodes[i].host, host, hlen);
-    m->nodes[i].host[hlen] = '\0';
-    m->nodes[i].port = port;
+    slotmap_node_set(&m->nodes[i], host, hlen, port);
     return i;
 }
 

@@ -20,6 +20,7 @@
 struct slotmap_node {
     char host[SLOTMAP_HOST_MAX];
     int port;
+    uint64_t id; /* a number for the address, set with it (slotmap_node_set): equal addresses, equal ids */
 };
 
 struct slotmap {
@@ -72,6 +73,9 @@ int slotmap_owner(const struct slotmap *m, unsigned slot);
 
 /* Index of the node host:port (exact bytes, unbracketed IPv6), or -1. */
 int slotmap_find_node(const struct slotmap *m, const char *host, int port);
+
+/* n becomes the node host[0..hlen):port (hlen < SLOTMAP_HOST_MAX), its id computed from the address. */
+void slotmap_node_set(struct slotmap_node *n, const char *host, size_t hlen, int port);
 
 /* One slot (< SLOTMAP_SLOTS) now belongs to host:port (a -MOVED): the node is found or added.
  * Returns its index, or -1 when the table is full or host does not fit (m unchanged). */

@@ -201,12 +201,21 @@ START_TEST(test_full_table_reuses_then_counts)
     ck_assert_uint_eq(f->w.stats.cluster_nodes_full, 2);
     ck_assert_int_eq(t->full_logged, 1);
     /* node 5 leaves the map: its entry takes the next address; kept entries are not taken */
+    uint64_t left_id = t->map.nodes[5].id;
     t->map.owner[5] = -1;
     unsigned char keep[SLOTMAP_MAX_NODES] = {0};
     keep[5] = 1;
     ck_assert_int_eq(nodes_index(t, "10.9.0.1", 7000, keep), -1);
     ck_assert_int_eq(nodes_index(t, "10.9.0.1", 7000, NULL), 5);
     ck_assert_str_eq(t->map.nodes[5].host, "10.9.0.1");
+    /* the reused entry's id is its new address's (a WAIT compares ids: nodes_owner_id) */
+    struct slotmap_node fresh;
+    slotmap_node_set(&fresh, BYTES("10.9.0.1"), 7000);
+    ck_assert(t->map.nodes[5].id == fresh.id && fresh.id != left_id);
+    t->map.owner[5] = 5;
+    f->w.nodes[0] = t;
+    ck_assert(nodes_owner_id(&f->w, 0, 5) == fresh.id);
+    ck_assert(nodes_id_serves(&f->w, 0, fresh.id) && !nodes_id_serves(&f->w, 0, left_id));
     ck_assert_int_eq(t->full_logged, 0);
     ck_assert_int_eq(nodes_index(t, "10.9.0.1", 7000, NULL), 5); /* found, not added again */
     ck_assert_uint_eq(f->w.stats.cluster_nodes_full, 3);         /* the kept entry's attempt counted */
