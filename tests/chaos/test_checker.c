@@ -50,6 +50,21 @@ static void fault(int kind, int node, long long s, long long e)
     strcpy(f->what, "made up");
 }
 
+/* Check history h with the default bounds; the result in *r (freed by the caller). */
+static ssize_t check(const struct history *h, struct check_result *r)
+{
+    struct check_params p = check_default_params();
+    ssize_t n = check_history(h, &p, r);
+    ck_assert_int_ge(n, 0);
+    /* the messages are printed too (CHAOS_CHECKER_VERBOSE=1 shows them): they must not crash on any violation */
+    FILE *out = getenv("CHAOS_CHECKER_VERBOSE") ? stdout : fopen("/dev/null", "w");
+    ck_assert_ptr_nonnull(out);
+    for (size_t i = 0; i < r->nviol; i++) check_print_violation(out, h, &p, &r->viol[i]);
+    check_print_summary(out, h, r);
+    if (out != stdout) fclose(out);
+    return n;
+}
+
 /* Check the recorded history with the default bounds; the result in *r (freed by the caller). */
 static ssize_t run(struct check_result *r)
 {
@@ -61,16 +76,7 @@ static ssize_t run(struct check_result *r)
                         .key_names = g_keys,
                         .nnodes = 3,
                         .node_names = g_nodes};
-    struct check_params p = check_default_params();
-    ssize_t n = check_history(&h, &p, r);
-    ck_assert_int_ge(n, 0);
-    /* the messages are printed too (CHAOS_CHECKER_VERBOSE=1 shows them): they must not crash on any violation */
-    FILE *out = getenv("CHAOS_CHECKER_VERBOSE") ? stdout : fopen("/dev/null", "w");
-    ck_assert_ptr_nonnull(out);
-    for (size_t i = 0; i < r->nviol; i++) check_print_violation(out, &h, &p, &r->viol[i]);
-    check_print_summary(out, &h, r);
-    if (out != stdout) fclose(out);
-    return n;
+    return check(&h, r);
 }
 
 /* Two acknowledged writes of key 0: seq 1 over [0, 10] ms via kg0, seq 2 over [100, 200] via kg1. */
@@ -349,15 +355,8 @@ static ssize_t run_counters(struct check_result *r)
                         .key_kind = g_counter_kinds,
                         .nnodes = 3,
                         .node_names = g_nodes};
-    struct check_params p = check_default_params();
-    ssize_t n = check_history(&h, &p, r);
-    ck_assert_int_ge(n, 0);
+    ssize_t n = check(&h, r);
     ck_assert_ptr_nonnull(r->counter);
-    FILE *out = getenv("CHAOS_CHECKER_VERBOSE") ? stdout : fopen("/dev/null", "w");
-    ck_assert_ptr_nonnull(out);
-    for (size_t i = 0; i < r->nviol; i++) check_print_violation(out, &h, &p, &r->viol[i]);
-    check_print_summary(out, &h, r);
-    if (out != stdout) fclose(out);
     return n;
 }
 
@@ -373,6 +372,14 @@ static void three_incrs(int key)
     op(HOP_INCR, 0, key, 0, 10, HST_OK, 1);
     op(HOP_INCR, 1, key, 10, 20, HST_OK, 2);
     op(HOP_INCR, 2, key, 20, 30, HST_OK, 3);
+}
+
+/* A fresh history: three_incrs(key), then a fault of kind on every keygate over [100, 3000] ms. */
+static void incrs_then_fault(int key, int kind)
+{
+    reset();
+    three_incrs(key);
+    fault(kind, HIST_GLOBAL, 100, 3000);
 }
 
 START_TEST(counters_without_loss_pass)
@@ -398,9 +405,7 @@ END_TEST
 
 START_TEST(replicated_counter_loss_is_caught)
 {
-    reset();
-    three_incrs(RKEY);
-    fault(HF_KILL_PRIMARY, HIST_GLOBAL, 100, 3000);
+    incrs_then_fault(RKEY, HF_KILL_PRIMARY);
     op(HOP_INCR, 0, RKEY, 3100, 3110, HST_OK, 2); /* the counter was 1 before it: 2 acknowledged increments gone */
     final_get(RKEY, 5000, 2);
     struct check_result r;
@@ -418,9 +423,7 @@ END_TEST
 
 START_TEST(async_counter_loss_after_unplanned_failover_is_counted)
 {
-    reset();
-    three_incrs(AKEY);
-    fault(HF_STOP_PRIMARY, HIST_GLOBAL, 100, 3000);
+    incrs_then_fault(AKEY, HF_STOP_PRIMARY);
     op(HOP_GET, 1, AKEY, 3100, 3101, HST_OK, 1);
     final_get(AKEY, 5000, 1);
     struct check_result r;
@@ -435,9 +438,7 @@ END_TEST
 
 START_TEST(async_counter_loss_after_planned_failover_is_reported)
 {
-    reset();
-    three_incrs(AKEY);
-    fault(HF_FAILOVER, HIST_GLOBAL, 100, 3000);
+    incrs_then_fault(AKEY, HF_FAILOVER);
     final_get(AKEY, 5000, 2);
     struct check_result r;
     ck_assert_int_eq(run_counters(&r), 0);
@@ -450,9 +451,7 @@ END_TEST
 
 START_TEST(async_counter_loss_without_failover_is_caught)
 {
-    reset();
-    three_incrs(AKEY);
-    fault(HF_STOP_SENTINEL, HIST_GLOBAL, 100, 3000);
+    incrs_then_fault(AKEY, HF_STOP_SENTINEL);
     final_get(AKEY, 5000, 2);
     struct check_result r;
     ck_assert_int_eq(run_counters(&r), 1);
@@ -486,9 +485,7 @@ END_TEST
 START_TEST(indeterminate_increment_may_count_or_not)
 {
     for (long long final = 3; final <= 4; final++) {
-        reset();
-        three_incrs(RKEY);
-        fault(HF_KILL_PRIMARY, HIST_GLOBAL, 100, 3000);
+        incrs_then_fault(RKEY, HF_KILL_PRIMARY);
         op(HOP_INCR, 2, RKEY, 150, 160, HST_ERR_REPLY, 0); /* -UNAVAILABLE: it may have run */
         final_get(RKEY, 5000, final);
         struct check_result r;
@@ -557,9 +554,7 @@ END_TEST
 START_TEST(cluster_faults_explain_and_expect_as_documented)
 {
     /* dead-slots (a primary and its replica frozen): an unplanned failover, errors explained, async loss counted */
-    reset();
-    three_incrs(AKEY);
-    fault(HF_DEAD_SLOTS, HIST_GLOBAL, 100, 3000);
+    incrs_then_fault(AKEY, HF_DEAD_SLOTS);
     op(HOP_INCR, 0, AKEY, 200, 1200, HST_ERR_TIMEOUT, 0);
     final_get(AKEY, 5000, 2);
     struct check_result r;
@@ -569,9 +564,7 @@ START_TEST(cluster_faults_explain_and_expect_as_documented)
     check_result_free(&r);
     /* reshard and add-node: keygate follows MOVED/ASK, so an error or an async loss in their window is a violation */
     for (int kind = HF_RESHARD; kind <= HF_ADD_NODE; kind++) {
-        reset();
-        three_incrs(AKEY);
-        fault(kind, HIST_GLOBAL, 100, 3000);
+        incrs_then_fault(AKEY, kind);
         op(HOP_INCR, 0, AKEY, 200, 1200, HST_ERR_REPLY, 0);
         final_get(AKEY, 5000, 2);
         ck_assert_int_eq(run_counters(&r), 2);
