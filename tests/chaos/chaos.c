@@ -155,6 +155,7 @@ static void opts_read(void)
         g_o.seed = (unsigned long long)env_ll("SEED", 0);
     else
         g_o.seed = ((unsigned long long)time(NULL) * 1000003ull ^ (unsigned long long)getpid()) % 1000000000ull;
+    runner.seed = g_o.seed;
     g_o.duration_s = (int)env_ll("DURATION", 30);
     if (g_o.duration_s < 5) g_o.duration_s = 5;
     const char *topology = getenv("TOPOLOGY");
@@ -184,16 +185,6 @@ static void opts_read(void)
     g_o.keygate_bin = bin != NULL && *bin != '\0' ? bin : "build/keygate";
 }
 
-/* ---- time and randomness ---- */
-
-static long long g_t0_us;
-
-/* Microseconds since the run began. */
-static long long now_us(void)
-{
-    return runner_mono_us() - g_t0_us;
-}
-
 /* ---- the deployment ---- */
 
 struct server {
@@ -220,25 +211,12 @@ static struct {
     int proxy_port;
 } g;
 
-static char g_failure[2048]; /* a harness failure (not a checker one): why the run could not go on */
-
-static void fail_harness(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail_harness(const char *fmt, ...)
-{
-    if (g_failure[0] != '\0') return; /* the first one is the cause */
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(g_failure, sizeof g_failure, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "chaos[SEED=%llu]: %s\n", g_o.seed, g_failure);
-}
-
 static int spawn(struct server *s, char *const argv[])
 {
     s->pid = procs_spawn(argv, s->log, NULL, getpid(), getpgrp(), &s->start);
     if (s->pid < 0) {
         s->pid = 0;
-        fail_harness("cannot start %s: %s", s->name, strerror(errno));
+        runner_fail("cannot start %s: %s", s->name, strerror(errno));
         return -1;
     }
     return 0;
@@ -272,7 +250,7 @@ static int backend_start(int i)
     snprintf(line, sizeof line, "%s\n", g.password[i]);
     if (mkdir(data, 0700) != 0 || serverkit_write_file(g.pass_file[i], line, 0600) != 0 ||
         serverkit_write_file(b->conf, conf, 0600) != 0) {
-        fail_harness("writing %s's files in %s: %s", b->name, g.dir, strerror(errno));
+        runner_fail("writing %s's files in %s: %s", b->name, g.dir, strerror(errno));
         return -1;
     }
     char *argv[] = {"redis-server", b->conf, NULL};
@@ -286,7 +264,7 @@ static int backend_start(int i)
         }
         if (!procs_alive(b->pid, b->start) || procs_mono_ms() >= deadline) {
             serverkit_print_log_tail(b->name, b->log);
-            fail_harness("redis-server %s did not answer on port %d within %d ms", b->name, b->plain_port, START_MS);
+            runner_fail("redis-server %s did not answer on port %d within %d ms", b->name, b->plain_port, START_MS);
             return -1;
         }
         procs_nap_ms(20);
@@ -309,7 +287,7 @@ static int node_write_files(int n)
              k->s.port, k->registry, durable_port, g.root, g.root, g.root, g.pass_file[0], g.backend[1].port, g.root,
              g.pass_file[1], k->threads);
     if (serverkit_write_file(k->s.conf, conf, 0644) != 0 || serverkit_write_file(k->registry, g_registry, 0644) != 0) {
-        fail_harness("writing %s's files: %s", k->s.name, strerror(errno));
+        runner_fail("writing %s's files: %s", k->s.name, strerror(errno));
         return -1;
     }
     return 0;
@@ -330,7 +308,7 @@ static int reader_connected(int i, pid_t pid)
 }
 
 /* Wait (deadline_ms) until keygate n answers PING and, with readers, its near-cache stream readers
- * are connected to both backends (CLIENT LIST names them). 0, or -1 (fail_harness says which). */
+ * are connected to both backends (CLIENT LIST names them). 0, or -1 (runner_fail says which). */
 static int node_wait_ready(int n, int deadline_ms, int readers)
 {
     struct node *k = &g.node[n];
@@ -353,8 +331,8 @@ static int node_wait_ready(int n, int deadline_ms, int readers)
         if (ok) return 0;
         if (!procs_alive(k->s.pid, k->s.start) || procs_mono_ms() >= deadline) {
             serverkit_print_log_tail(k->s.name, k->s.log);
-            fail_harness("%s (pid %d, port %d) %s: no %s within %d ms", k->s.name, (int)k->s.pid, k->s.port,
-                         procs_alive(k->s.pid, k->s.start) ? "runs" : "exited", what, deadline_ms);
+            runner_fail("%s (pid %d, port %d) %s: no %s within %d ms", k->s.name, (int)k->s.pid, k->s.port,
+                        procs_alive(k->s.pid, k->s.start) ? "runs" : "exited", what, deadline_ms);
             return -1;
         }
         procs_nap_ms(20);
@@ -389,29 +367,29 @@ static void deployment_stop(void)
 static int deployment_start(void)
 {
     if (getcwd(g.root, sizeof g.root) == NULL) {
-        fail_harness("getcwd: %s (the repo root must be shorter than %zu bytes)", strerror(errno), sizeof g.root);
+        runner_fail("getcwd: %s (the repo root must be shorter than %zu bytes)", strerror(errno), sizeof g.root);
         return -1;
     }
     char certs[PATH_MAX + 32];
     snprintf(certs, sizeof certs, "%s/build/certs/server.crt", g.root);
     if (access(certs, R_OK) != 0) {
-        fail_harness("%s missing: run `make certs` (make test-chaos does) from the repo root", certs);
+        runner_fail("%s missing: run `make certs` (make test-chaos does) from the repo root", certs);
         return -1;
     }
     if (access(g_o.keygate_bin, X_OK) != 0) {
-        fail_harness("KEYGATE_BIN=%s is not an executable: build it with `make all`", g_o.keygate_bin);
+        runner_fail("KEYGATE_BIN=%s is not an executable: build it with `make all`", g_o.keygate_bin);
         return -1;
     }
     mkdir("build/chaos", 0755);
     snprintf(g.dir, sizeof g.dir, "%s/build/chaos/run-%llu-%d", g.root, g_o.seed, (int)getpid());
     if (mkdir(g.dir, 0700) != 0) {
-        fail_harness("mkdir %s: %s", g.dir, strerror(errno));
+        runner_fail("mkdir %s: %s", g.dir, strerror(errno));
         return -1;
     }
     int tls[6], plain[6];
     struct procs_port_ranges r = {.tls_low = 36000, .tls_high = 40999, .plain_low = 41000, .plain_high = 45999};
     if (procs_pick_ports(6, &r, tls, plain) != 0) {
-        fail_harness("%s", procs_last_error());
+        runner_fail("%s", procs_last_error());
         return -1;
     }
     for (int i = 0; i < 2; i++) {
@@ -423,7 +401,7 @@ static int deployment_start(void)
     char err[256];
     g.proxy = proxy_start(g.proxy_port, g.backend[0].port, err, sizeof err);
     if (g.proxy == NULL) {
-        fail_harness("%s", err);
+        runner_fail("%s", err);
         return -1;
     }
     for (int n = 0; n < NNODES; n++) {
@@ -529,8 +507,6 @@ struct client {
     struct oplog log;
     pthread_t thread;
 };
-
-static int g_stop_clients; /* atomic */
 
 /* A connection to keygate n for cl, connected when needed; NULL with o's status and err set. */
 static redisContext *client_conn(struct client *cl, int n, struct hist_op *o)
@@ -697,14 +673,14 @@ static void do_read(struct client *cl, struct hist_op *o)
         snprintf(argbuf, sizeof argbuf, "%lld", o->arg);
         argv[argc++] = argbuf;
     }
-    o->start_us = now_us();
+    o->start_us = runner_now_us();
     redisContext *c = client_conn(cl, o->node, o);
     if (c == NULL) {
-        o->end_us = now_us();
+        o->end_us = runner_now_us();
         return;
     }
     redisReply *r = redisCommandArgv(c, argc, argv, NULL);
-    o->end_us = now_us();
+    o->end_us = runner_now_us();
     if (r == NULL) {
         conn_failed(cl, o->node, o);
         return;
@@ -736,10 +712,10 @@ static void do_write(struct client *cl, struct hist_op *o, int key, long long se
     o->nkeys = 1;
     o->key[0] = key;
     o->value[0] = seq;
-    o->start_us = now_us();
+    o->start_us = runner_now_us();
     redisContext *c = client_conn(cl, o->node, o);
     if (c == NULL) {
-        o->end_us = now_us();
+        o->end_us = runner_now_us();
         return;
     }
     int want = 1;
@@ -771,7 +747,7 @@ static void do_write(struct client *cl, struct hist_op *o, int key, long long se
     for (int i = 0; i < want; i++) {
         void *rv = NULL;
         if (redisGetReply(c, &rv) != REDIS_OK) {
-            o->end_us = now_us();
+            o->end_us = runner_now_us();
             conn_failed(cl, o->node, o);
             return;
         }
@@ -792,27 +768,18 @@ static void do_write(struct client *cl, struct hist_op *o, int key, long long se
         }
         freeReplyObject(r);
     }
-    o->end_us = now_us();
-}
-
-/* The client threads run 4 nice levels below the runner's other threads: the delay proxy (kg1's link to durable)
- * and the nemesis must not wait behind the load they carry, or the harness would add the lag it measures. */
-static void client_lower_priority(void)
-{
-    errno = 0;
-    int now = getpriority(PRIO_PROCESS, (id_t)gettid());
-    if (errno == 0) setpriority(PRIO_PROCESS, (id_t)gettid(), now + 4 > 19 ? 19 : now + 4);
+    o->end_us = runner_now_us();
 }
 
 static void *writer_main(void *arg)
 {
     struct client *cl = arg;
-    client_lower_priority();
+    runner_client_lower_priority();
     long long seq = 0;
-    while (!__atomic_load_n(&g_stop_clients, __ATOMIC_ACQUIRE)) {
-        long long lull = lull_end(now_us());
+    while (!__atomic_load_n(&runner.stop_clients, __ATOMIC_ACQUIRE)) {
+        long long lull = lull_end(runner_now_us());
         if (lull > 0) {
-            runner_sleep_ms((int)((lull - now_us()) / 1000) + 1, &g_stop_clients); /* a planned lull */
+            runner_sleep_ms((int)((lull - runner_now_us()) / 1000) + 1, &runner.stop_clients); /* a planned lull */
             continue;
         }
         struct hist_op *o = runner_oplog_add(&cl->log);
@@ -820,12 +787,12 @@ static void *writer_main(void *arg)
         o->node = runner_rnd(&cl->rng, NNODES);
         do_write(cl, o, cl->writer_key, ++seq);
         if (o->status == HST_OK) ack_record(cl->writer_key, seq, o->end_us);
-        if (o->status == HST_ERR_CONN) runner_sleep_ms(10, &g_stop_clients); /* retry pacing: a keygate down */
+        if (o->status == HST_ERR_CONN) runner_sleep_ms(10, &runner.stop_clients); /* retry pacing: a keygate down */
         /* think time: mostly a few ms, and after one write in 8 (every other write for the odd keys: hot:s:1,
          * hot:h:1, hot:t:1, hc:h:0) a quiet spell of 0.1-1.5 s, so that a key keeps a value long enough for a
          * missed invalidation to outlive the bound */
         int quiet = runner_rnd(&cl->rng, cl->writer_key % 2 ? 2 : 8) == 0;
-        runner_sleep_ms(quiet ? 100 + runner_rnd(&cl->rng, 1400) : 1 + runner_rnd(&cl->rng, 8), &g_stop_clients);
+        runner_sleep_ms(quiet ? 100 + runner_rnd(&cl->rng, 1400) : 1 + runner_rnd(&cl->rng, 8), &runner.stop_clients);
     }
     for (int n = 0; n < NNODES; n++) redisFree(cl->c[n]);
     return NULL;
@@ -834,8 +801,8 @@ static void *writer_main(void *arg)
 static void *reader_main(void *arg)
 {
     struct client *cl = arg;
-    client_lower_priority();
-    while (!__atomic_load_n(&g_stop_clients, __ATOMIC_ACQUIRE)) {
+    runner_client_lower_priority();
+    while (!__atomic_load_n(&runner.stop_clients, __ATOMIC_ACQUIRE)) {
         struct hist_op *o = runner_oplog_add(&cl->log);
         o->thread = cl->id;
         o->node = cl->node;
@@ -859,7 +826,7 @@ static void *reader_main(void *arg)
             o->kind = HOP_SMEMBERS;
             if (coin < 5) {
                 /* the member the bound requires: the newest write acknowledged before now - L */
-                long long x = ack_before(key, now_us() - g_o.p.bound_us);
+                long long x = ack_before(key, runner_now_us() - g_o.p.bound_us);
                 if (x > 0) {
                     o->kind = HOP_SISMEMBER;
                     o->arg = x;
@@ -868,7 +835,7 @@ static void *reader_main(void *arg)
         }
         do_read(cl, o);
         /* think time; retry pacing after a connection error (a keygate restarting refuses at once) */
-        runner_sleep_ms(o->status == HST_ERR_CONN ? 10 : runner_rnd(&cl->rng, 3), &g_stop_clients);
+        runner_sleep_ms(o->status == HST_ERR_CONN ? 10 : runner_rnd(&cl->rng, 3), &runner.stop_clients);
     }
     for (int n = 0; n < NNODES; n++) redisFree(cl->c[n]);
     return NULL;
@@ -993,7 +960,7 @@ static int backend_cmd(int i, long long *out, const char *fmt, ...)
 {
     redisContext *c = backend_conn(i, 2000);
     if (c == NULL) {
-        fail_harness("cannot connect to backend %s", g_instances[i]);
+        runner_fail("cannot connect to backend %s", g_instances[i]);
         return -1;
     }
     va_list ap;
@@ -1001,7 +968,7 @@ static int backend_cmd(int i, long long *out, const char *fmt, ...)
     redisReply *r = redisvCommand(c, fmt, ap);
     va_end(ap);
     int rc = r != NULL && r->type != REDIS_REPLY_ERROR ? 0 : -1;
-    if (rc != 0) fail_harness("backend %s: `%s`: %s", g_instances[i], fmt, r ? r->str : c->errstr);
+    if (rc != 0) runner_fail("backend %s: `%s`: %s", g_instances[i], fmt, r ? r->str : c->errstr);
     if (out != NULL && r != NULL) *out = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
     freeReplyObject(r);
     redisFree(c);
@@ -1056,20 +1023,20 @@ static int node_reload(int n, const char *text)
     struct node *k = &g.node[n];
     long long before = node_reloads(n);
     if (before < 0) {
-        fail_harness("%s: no INFO server reloads: before a reload", k->s.name);
+        runner_fail("%s: no INFO server reloads: before a reload", k->s.name);
         return -1;
     }
     if (serverkit_write_file(k->registry, text, 0644) != 0 || procs_signal(k->s.pid, k->s.start, SIGHUP) != 0) {
-        fail_harness("%s: cannot rewrite its registry or SIGHUP it: %s", k->s.name, strerror(errno));
+        runner_fail("%s: cannot rewrite its registry or SIGHUP it: %s", k->s.name, strerror(errno));
         return -1;
     }
     long long deadline = procs_mono_ms() + RELOAD_MS, now = -1;
     while ((now = node_reloads(n)) <= before) {
         if (procs_mono_ms() >= deadline) {
             serverkit_print_log_tail(k->s.name, k->s.log);
-            fail_harness("%s: INFO server reloads:%lld still (was %lld) %d ms after SIGHUP: the registry was refused "
-                         "or not taken",
-                         k->s.name, now, before, RELOAD_MS);
+            runner_fail("%s: INFO server reloads:%lld still (was %lld) %d ms after SIGHUP: the registry was refused "
+                        "or not taken",
+                        k->s.name, now, before, RELOAD_MS);
             return -1;
         }
         procs_nap_ms(10);
@@ -1089,16 +1056,16 @@ static int fault_run(const struct planned *pl)
     plan_describe(pl, f->what, sizeof f->what);
     struct node *k = &g.node[pl->node];
     int rc = 0;
-    f->start_us = now_us();
+    f->start_us = runner_now_us();
     switch (pl->kind) {
     case HF_STOP:
         if (procs_pause(k->s.pid, k->s.start, k->s.name) != 0) {
-            fail_harness("%s", procs_last_error());
+            runner_fail("%s", procs_last_error());
             return -1;
         }
         runner_sleep_ms(pl->hold_ms, NULL); /* the fault's planned duration */
         rc = procs_resume(k->s.pid, k->s.start, k->s.name);
-        if (rc != 0) fail_harness("%s", procs_last_error());
+        if (rc != 0) runner_fail("%s", procs_last_error());
         break;
     case HF_KILL_STREAM: {
         int a = kill_readers(0, k->s.pid), b = kill_readers(1, k->s.pid);
@@ -1130,16 +1097,16 @@ static int fault_run(const struct planned *pl)
             pid_t got = 0;
             while ((got = waitpid(k->s.pid, &status, WNOHANG)) == 0 && procs_mono_ms() < deadline) procs_nap_ms(5);
             if (got != k->s.pid) {
-                fail_harness("%s did not exit within %d ms of SIGTERM", k->s.name, SHUTDOWN_MS);
+                runner_fail("%s did not exit within %d ms of SIGTERM", k->s.name, SHUTDOWN_MS);
                 rc = -1;
             } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
                 serverkit_print_log_tail(k->s.name, k->s.log);
-                fail_harness("%s ended badly after SIGTERM (wait status 0x%x)", k->s.name, (unsigned)status);
+                runner_fail("%s ended badly after SIGTERM (wait status 0x%x)", k->s.name, (unsigned)status);
                 rc = -1;
             }
         }
         if (rc != 0) {
-            if (g_failure[0] == '\0') fail_harness("%s", procs_last_error());
+            if (runner.failure[0] == '\0') runner_fail("%s", procs_last_error());
             return -1;
         }
         procs_forget(k->s.pid);
@@ -1154,8 +1121,8 @@ static int fault_run(const struct planned *pl)
         long long deadline = procs_mono_ms() + pl->param + 5000;
         while (proxy_pending(g.proxy) > 0 && procs_mono_ms() < deadline) procs_nap_ms(5);
         if (proxy_pending(g.proxy) > 0) {
-            fail_harness("the delay proxy still holds %lld bytes %d ms after the delay went to 0",
-                         proxy_pending(g.proxy), pl->param + 5000);
+            runner_fail("the delay proxy still holds %lld bytes %d ms after the delay went to 0",
+                        proxy_pending(g.proxy), pl->param + 5000);
             rc = -1;
         }
         break;
@@ -1175,10 +1142,10 @@ static int fault_run(const struct planned *pl)
         break;
     }
     default:
-        fail_harness("fault %s is not implemented", hist_fault_name(pl->kind));
+        runner_fail("fault %s is not implemented", hist_fault_name(pl->kind));
         return -1;
     }
-    f->end_us = now_us();
+    f->end_us = runner_now_us();
     g_nfaults++;
     g_fault_count[pl->kind]++;
     printf("chaos: +%7.3fs .. +%7.3fs %-11s %s\n", f->start_us / 1e6, f->end_us / 1e6, hist_fault_name(f->kind),
@@ -1208,9 +1175,9 @@ static void nemesis_run(void)
     long long end_us = (long long)g_o.duration_s * 1000000 - 1000000;
     for (int i = 0; i < g_nplan; i++) {
         runner_sleep_ms(g_plan[i].gap_ms, NULL); /* the schedule's planned gap */
-        if (now_us() + (long long)g_plan[i].hold_ms * 1000 > end_us) {
-            printf("chaos: +%7.3fs schedule cut before fault #%d: DURATION is up (a slow machine)\n", now_us() / 1e6,
-                   i);
+        if (runner_now_us() + (long long)g_plan[i].hold_ms * 1000 > end_us) {
+            printf("chaos: +%7.3fs schedule cut before fault #%d: DURATION is up (a slow machine)\n",
+                   runner_now_us() / 1e6, i);
             break;
         }
         if (fault_run(&g_plan[i]) != 0) {
@@ -1223,15 +1190,15 @@ static void nemesis_run(void)
 /* ---- settling and the lost-write check ---- */
 
 /* Wait until every keygate runs, answers PING and has its stream readers connected, and the proxy
- * holds nothing: the run has settled. 0, or -1 (fail_harness). */
+ * holds nothing: the run has settled. 0, or -1 (runner_fail). */
 static int settle(void)
 {
     heal_all();
     for (int n = 0; n < NNODES; n++) {
         if (!procs_alive(g.node[n].s.pid, g.node[n].s.start)) {
             serverkit_print_log_tail(g.node[n].s.name, g.node[n].s.log);
-            fail_harness("%s (pid %d) is not running after the schedule: it exited by itself", g.node[n].s.name,
-                         (int)g.node[n].s.pid);
+            runner_fail("%s (pid %d) is not running after the schedule: it exited by itself", g.node[n].s.name,
+                        (int)g.node[n].s.pid);
             return -1;
         }
         if (node_wait_ready(n, g_o.settle_ms, 1) != 0) return -1;
@@ -1239,7 +1206,7 @@ static int settle(void)
     long long deadline = procs_mono_ms() + g_o.settle_ms;
     while (proxy_pending(g.proxy) > 0) {
         if (procs_mono_ms() >= deadline) {
-            fail_harness("the delay proxy still holds %lld bytes after %d ms", proxy_pending(g.proxy), g_o.settle_ms);
+            runner_fail("the delay proxy still holds %lld bytes after %d ms", proxy_pending(g.proxy), g_o.settle_ms);
             return -1;
         }
         procs_nap_ms(5);
@@ -1262,16 +1229,16 @@ static struct hist_op *final_read(struct client *cl, int n, int key)
         return o;
     }
     const char *cmd = o->kind == HOP_GET ? "GET" : o->kind == HOP_HGETALL ? "HGETALL" : "SMEMBERS";
-    o->start_us = now_us();
+    o->start_us = runner_now_us();
     redisContext *c = backend_conn(g_keys[key].instance, g_o.client_timeout_ms);
     if (c == NULL) {
-        o->end_us = now_us();
+        o->end_us = runner_now_us();
         o->status = HST_ERR_CONN;
         snprintf(o->err, sizeof o->err, "cannot connect to backend %s", g_instances[g_keys[key].instance]);
         return o;
     }
     redisReply *r = redisCommandArgv(c, 2, (const char *[]){cmd, g_keys[key].name}, NULL);
-    o->end_us = now_us();
+    o->end_us = runner_now_us();
     if (r == NULL) {
         o->status = HST_ERR_CONN;
         snprintf(o->err, sizeof o->err, "%.100s", c->errstr);
@@ -1441,7 +1408,7 @@ int main(void)
     for (int i = 0; i < g_nlulls; i++) printf(" +%.1f..%.1fs", g_lull_start_us[i] / 1e6, g_lull_end_us[i] / 1e6);
     printf("\n");
 
-    g_t0_us = runner_mono_us();
+    runner.t0_us = runner_mono_us();
     long long wall0 = procs_mono_ms();
     int started = deployment_start() == 0;
     struct client *clients = NULL;
@@ -1455,7 +1422,7 @@ int main(void)
                "2; durable :%d/%d, cache :%d/%d (tls/plain); dir %s\n",
                g.node[0].s.port, g.node[1].s.port, g.proxy_port, g.node[2].s.port, g.backend[0].port,
                g.backend[0].plain_port, g.backend[1].port, g.backend[1].plain_port, g.dir);
-        g_t0_us = runner_mono_us(); /* the run starts with the load */
+        runner.t0_us = runner_mono_us(); /* the run starts with the load */
         clients = calloc((size_t)nclients, sizeof *clients);
         for (int i = 0; i < nclients; i++) {
             struct client *cl = &clients[i];
@@ -1469,13 +1436,13 @@ int main(void)
          * (procs_spawn's safety net) fires when the thread that forked it ends, not the process */
         nemesis_run();
         long long end_us = (long long)g_o.duration_s * 1000000;
-        while (now_us() < end_us && g_failure[0] == '\0') procs_nap_ms(50); /* the run's planned length */
-        __atomic_store_n(&g_stop_clients, 1, __ATOMIC_RELEASE);
+        while (runner_now_us() < end_us && runner.failure[0] == '\0') procs_nap_ms(50); /* the run's planned length */
+        __atomic_store_n(&runner.stop_clients, 1, __ATOMIC_RELEASE);
         for (int i = 0; i < nclients; i++) pthread_join(clients[i].thread, NULL);
-        long long load_end_us = now_us();
-        if (g_failure[0] == '\0' && settle() == 0) {
+        long long load_end_us = runner_now_us();
+        if (runner.failure[0] == '\0' && settle() == 0) {
             printf("chaos: +%7.3fs settled: every keygate answers and its stream readers are connected\n",
-                   now_us() / 1e6);
+                   runner_now_us() / 1e6);
             final_reads(&settler);
         }
         for (int n = 0; n < NNODES; n++) print_nearcache(n);
@@ -1517,17 +1484,17 @@ int main(void)
             if (g_o.faults & (1u << f)) printf(" %s %d", hist_fault_name(f), g_fault_count[f]);
         printf("\n");
         check_print_summary(stdout, &hist, &res);
-        if (nv < 0) fail_harness("the checker ran out of memory");
+        if (nv < 0) runner_fail("the checker ran out of memory");
         print_violations(&hist, &res, path);
-        failed = nv != 0 || g_failure[0] != '\0';
+        failed = nv != 0 || runner.failure[0] != '\0';
         free(clients);
     }
     deployment_stop();
-    if (procs_leftovers() != 0) fail_harness("servers still run after the stop");
-    failed = failed || g_failure[0] != '\0';
+    if (procs_leftovers() != 0) runner_fail("servers still run after the stop");
+    failed = failed || runner.failure[0] != '\0';
     printf("chaos: run took %.1f s\n", (procs_mono_ms() - wall0) / 1000.0);
     if (failed) {
-        if (g_failure[0]) printf("chaos: HARNESS FAILURE: %s\n", g_failure);
+        if (runner.failure[0]) printf("chaos: HARNESS FAILURE: %s\n", runner.failure);
         printf(
             "chaos: FAILED with SEED=%llu DURATION=%d FAULTS=%s: %zu violations (reproduce: make test-chaos SEED=%llu "
             "DURATION=%d FAULTS=%s); files kept in %s\n",
