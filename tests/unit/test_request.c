@@ -72,7 +72,7 @@ static const char *out_of(struct fixture *f)
 {
     static char buf[256];
     ck_assert_uint_lt(f->c.obuf.len, sizeof(buf));
-    memcpy(buf, f->c.obuf.p, f->c.obuf.len);
+    if (f->c.obuf.len) memcpy(buf, f->c.obuf.p, f->c.obuf.len); /* p may be NULL: memcpy(NULL, 0) is undefined */
     buf[f->c.obuf.len] = '\0';
     return buf;
 }
