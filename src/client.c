@@ -688,34 +688,41 @@ static struct client *client_largest(struct worker *w, size_t least)
 
 #define MEM_EVICT_AFTER_MS 500 /* over max-memory this long: evict the largest client */
 
-/*
- * Why c should be closed for a timeout at `now` (wall ms), or NULL:
- *   client-timeout        idle that long, unless it waits for a reply, blocks, or is
- *                         subscribed (as Redis's `timeout` spares blocked and pub/sub clients);
- *   client-header-timeout a TLS handshake unfinished that long after connecting, or
- *                         not authenticated that long after connecting (users configured),
- *                         or an unfinished request pending that long that came slower than
- *                         READ_CHUNK_BYTES a second on average (a slowloris; a large upload
- *                         that moves goes on).
- */
-static const char *client_timed_out(const struct client *c, const struct config *cfg, int64_t now, int64_t *since)
+const char *client_timed_out(const struct client_timeout_facts *f, const struct config *cfg, int64_t now,
+                             int64_t *since)
 {
     int64_t idle = cfg->client_timeout_ms, header = cfg->client_header_timeout_ms;
-    *since = c->last_active_ms;
-    if (idle > 0 && c->nqueued == 0 && c->session.mode != SESSION_BLOCKED && c->session.mode != SESSION_SUBSCRIBED &&
-        !(c->resp3 && pubsub_subscribed(&c->pubsub)) && now - c->last_active_ms >= idle)
+    *since = f->last_active_ms;
+    if (idle > 0 && f->nqueued == 0 && f->mode != SESSION_BLOCKED && f->mode != SESSION_SUBSCRIBED &&
+        !f->resp3_subscribed && now - f->last_active_ms >= idle)
         return "idle past client-timeout";
     if (header <= 0) return NULL;
-    *since = c->created_ms;
-    if (c->tls_handshaking && now - c->created_ms >= header)
+    *since = f->created_ms;
+    if (f->tls_handshaking && now - f->created_ms >= header)
         return "TLS handshake unfinished within client-header-timeout";
-    if (cfg->nusers > 0 && !c->session.authenticated && now - c->created_ms >= header)
+    if (cfg->nusers > 0 && !f->authenticated && now - f->created_ms >= header)
         return "not authenticated within client-header-timeout";
-    *since = c->partial_since_ms;
-    if (c->partial_since_ms > 0 && now - c->partial_since_ms >= header &&
-        (int64_t)c->qlen < (now - c->partial_since_ms) / 1000 * READ_CHUNK_BYTES)
+    *since = f->partial_since_ms;
+    if (f->partial_since_ms > 0 && now - f->partial_since_ms >= header &&
+        (int64_t)f->qlen < (now - f->partial_since_ms) / 1000 * READ_CHUNK_BYTES)
         return "a request unfinished past client-header-timeout";
     return NULL;
+}
+
+/* What client_timed_out reads of c. */
+static struct client_timeout_facts client_timeout_facts_of(const struct client *c)
+{
+    return (struct client_timeout_facts){
+        .created_ms = c->created_ms,
+        .last_active_ms = c->last_active_ms,
+        .partial_since_ms = c->partial_since_ms,
+        .qlen = c->qlen,
+        .nqueued = c->nqueued,
+        .mode = c->session.mode,
+        .resp3_subscribed = c->resp3 && pubsub_subscribed(&c->pubsub),
+        .tls_handshaking = c->tls_handshaking,
+        .authenticated = c->session.authenticated,
+    };
 }
 
 /* Every CLIENT_TICK_MS: the clients of w against the timeouts. */
@@ -732,7 +739,8 @@ static void client_tick_cb(evutil_socket_t fd, short what, void *arg)
     for (c = TAILQ_FIRST(&w->clients); c; c = next) {
         next = TAILQ_NEXT(c, link); /* a closed client leaves the list */
         int64_t since;
-        const char *why = client_timed_out(c, cfg, now, &since);
+        struct client_timeout_facts facts = client_timeout_facts_of(c);
+        const char *why = client_timed_out(&facts, cfg, now, &since);
         if (!why) continue;
         log_event(LOG_INFO, "client_timed_out", &(struct log_fields){.client = c->addr, .client_id = c->id},
                   "client %llu %s closed: %s (%lld ms)", (unsigned long long)c->id, c->addr, why,
