@@ -1,12 +1,13 @@
-/* client.c: client connections: accept, read, parse, decide, dispatch; service woken clients; tear down closed ones. */
-/* Over 1,000 lines (about 1,300): one connection's life from accept to teardown, with its socket
- * I/O, its backpressure, its MULTI/EXEC and its dispatch. The pins and the "needs a dedicated
- * connection" decision are in pins.c (issue 29, item 3); what could leave next is the
- * transaction (client_exec, client_discard, client_multi_*, about 150 lines) and the socket I/O
- * (read, write, TLS, pause: about 300), each a concern of its own, not done in that change. */
+/* client.c: client connections: accept, parse, decide, dispatch; service woken clients; tear down closed ones. */
+/* One connection's life from accept to teardown, and the decision and dispatch of each frame.
+ * Its parts of their own: the socket (read, write, TLS, pausing for backpressure) is clientio.c's,
+ * which hands the bytes it read up through c->parse (client_parse) and never calls here; the
+ * MULTI/EXEC transaction is txn.c's; the pins and the "needs a dedicated connection" decision
+ * are pins.c's (issue 29, item 3). */
 #include "client.h"
 
 #include "authgate.h"
+#include "clientio.h"
 #include "backend.h"
 #include "nodes.h"
 #include "local.h"
@@ -19,11 +20,9 @@
 #include "pins.h"
 #include "tracker.h"
 #include "router.h"
+#include "txn.h"
 
 #include <assert.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -34,15 +33,7 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
-#include <event2/buffer.h>
-#include <event2/bufferevent_ssl.h>
-
-static void client_read_cb(struct bufferevent *bev, void *arg);
-static void client_write_cb(struct bufferevent *bev, void *arg);
-static void client_event_cb(struct bufferevent *bev, short events, void *arg);
-static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg);
-static void client_raw_write_cb(evutil_socket_t fd, short what, void *arg);
-static void client_service(struct client *c);
+static size_t client_parse(struct client *c, const char *buf, size_t len);
 static void client_tick_cb(evutil_socket_t fd, short what, void *arg);
 
 #define CLIENT_TICK_MS 250 /* how often the clients are checked against the timeouts */
@@ -102,29 +93,7 @@ void client_accept(struct worker *w, int fd, const struct sockaddr *sa, int sale
     TAILQ_INSERT_TAIL(&w->clients, c, link);
     idmap_put(&w->clients_by_id, c->id, c);
     tracking_client_add(&w->proxy->tracking, c->id, w->id); /* a REDIRECT may name it */
-    if (tls) {
-        /* TLS clients: libevent's OpenSSL bufferevent does the handshake and records */
-        SSL *ssl = SSL_new(tls);
-        c->bev =
-            ssl ? bufferevent_openssl_socket_new(w->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE)
-                : NULL;
-        if (!c->bev) {
-            if (ssl) SSL_free(ssl);
-            conn_close(c, "cannot set up TLS"); /* its fd closes at the reap */
-            return;
-        }
-        c->tls_handshaking = 1; /* until BEV_EVENT_CONNECTED */
-        bufferevent_setcb(c->bev, client_read_cb, client_write_cb, client_event_cb, c);
-        bufferevent_enable(c->bev, EV_READ | EV_WRITE);
-    } else {
-        /* plain TCP and unix sockets: read() and write() on the fd, no buffer layer */
-        c->rev = xevent_new(w->base, fd, EV_READ | EV_PERSIST, client_raw_read_cb, c);
-        c->wev = xevent_new(w->base, fd, EV_WRITE | EV_PERSIST, client_raw_write_cb, c);
-        if (event_add(c->rev, NULL) != 0) {
-            conn_close(c, "cannot watch the socket");
-            return;
-        }
-    }
+    if (clientio_open(c, tls, client_parse) != 0) return;   /* c is closed */
     STAT_INC(&w->stats, connections_received);
     if (!w->client_tick) { /* the timeouts' check, from the first client on */
         w->client_tick = xevent_new(w->base, -1, EV_PERSIST, client_tick_cb, w);
@@ -158,23 +127,13 @@ static void client_teardown(struct client *c)
     if (c->owner_timer) event_free(c->owner_timer);
     if (c->rate_timer) event_free(c->rate_timer);
     conn_user_logout(c);
-    if (c->pev) event_free(c->pev);
-    if (c->pfd >= 0) close(c->pfd);
-    if (c->bev) {
-        bufferevent_free(c->bev); /* closes the fd */
-    } else {
-        if (c->rev) event_free(c->rev);
-        if (c->wev) event_free(c->wev);
-        close(c->fd);
-    }
-    bytebuf_free(&c->obuf);
+    clientio_close(c);
     bytebuf_free(&c->multi_buf);
     bytebuf_free(&c->multi_keep);
     bytebuf_free(&c->nc_multi);
     bytebuf_free(&c->track_multi);
     mem_set(w, &c->mem_held, 0);
     resp_parser_free(&c->parser);
-    free(c->qbuf);
     free(c->argv);
     free(c->argvlen);
     free(c->name);
@@ -184,201 +143,6 @@ static void client_teardown(struct client *c)
 void client_reap(struct worker *w)
 {
     while (w->closing.n > 0) client_teardown(w->closing.items[--w->closing.n]);
-}
-
-/*
- * Client I/O. Plain TCP and unix clients are read with read() into the worker's scratch
- * buffer (a client keeps bytes only for an unfinished frame) and written with write()
- * from c->obuf once per loop iteration (client_write_all), waiting for EV_WRITE only when
- * the socket is full. TLS clients go through libevent's OpenSSL bufferevent.
- */
-
-/* While paused: did the peer close or reset? Then c is closed (its pins released). */
-static void client_paused_cb(evutil_socket_t fd, short what, void *arg)
-{
-    struct client *c = arg;
-    (void)fd;
-    (void)what;
-    struct pollfd p = {.fd = c->fd, .events = POLLRDHUP};
-    if (poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)))
-        conn_close(c, p.revents & POLLRDHUP && !(p.revents & POLLERR) ? "connection closed by client"
-                                                                      : "connection reset by client");
-}
-
-/*
- * A paused client must still be closed when its peer goes away (a client that leaves
- * while its BLPOP blocks releases its dedicated connection). A level-triggered watch
- * on fd cannot do it: with reading paused only EV_CLOSED would be registered, and
- * libevent's epoll backend reports a reset (EPOLLERR/HUP) as EV_READ|EV_WRITE, which
- * nothing takes, so the loop spins on it. An edge-triggered EV_READ|EV_CLOSED event on
- * a dup of fd reports each change once; client_paused_cb then asks poll() what it was.
- */
-static void client_watch_close(struct client *c, int on)
-{
-    if (!on) {
-        if (c->pev) event_del(c->pev);
-        return;
-    }
-    if (!c->pev) {
-        c->pfd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0);
-        if (c->pfd < 0) {
-            log_event(LOG_WARN, "client_pause_failed", &(struct log_fields){.client = c->addr, .client_id = c->id},
-                      "client %llu: cannot watch its socket while paused: %s", (unsigned long long)c->id,
-                      strerror(errno));
-            return;
-        }
-        c->pev = xevent_new(c->worker->base, c->pfd, EV_READ | EV_CLOSED | EV_ET | EV_PERSIST, client_paused_cb, c);
-    }
-    event_add(c->pev, NULL);
-}
-
-static void client_set_reading(struct client *c, int on)
-{
-    if (c->bev) {
-        if (on)
-            bufferevent_enable(c->bev, EV_READ);
-        else
-            bufferevent_disable(c->bev, EV_READ);
-    } else if (c->rev) {
-        if (on)
-            event_add(c->rev, NULL);
-        else
-            event_del(c->rev);
-    }
-    client_watch_close(c, !on);
-}
-
-/* Frames may wait in qbuf (backpressure, a stall): parse them from a deferred callback,
- * never from inside the parse loop that may be running now. */
-static void client_resume_parsing(struct client *c)
-{
-    if (c->bev) {
-        if (c->qlen > 0 || evbuffer_get_length(bufferevent_get_input(c->bev)) > 0)
-            bufferevent_trigger(c->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
-    } else if (c->rev && c->qlen > 0 && !c->read_paused) {
-        /* never while paused: libevent's event_add() skips the epoll registration of an
-         * event that sits in the active queue, so un-pausing adds first, then activates */
-        event_active(c->rev, EV_READ, 0);
-    }
-}
-
-/* Waiting for its earlier replies (or subscription confirmations) before a switch of
- * connection: nothing more is parsed or read from c until they are in. */
-static int client_stalled(const struct client *c)
-{
-    return c->stall && (c->nqueued > 0 || c->pubsub.markers_total > 0);
-}
-
-/* May c have one more request taken, by its reply window (replywin.h)? When not at once,
- * the window first grows by what c took off its output since it was last looked at. */
-static inline int client_window_open(struct client *c)
-{
-    size_t pending = conn_out_pending(c);
-    if (replywin_open(&c->win, pending + c->replies_held)) return 1;
-    replywin_taken(&c->win, c->out_total - pending, (uint64_t)c->worker->cfg->client_output_limit);
-    return replywin_open(&c->win, pending + c->replies_held);
-}
-
-/* Backpressure: stop reading while too much is queued; resume when it drains. */
-static void client_update_reading(struct client *c)
-{
-    const struct config *cfg = c->worker->cfg;
-    size_t out = conn_out_held(c); /* queued and kept behind an earlier request */
-    int over = c->nqueued >= cfg->max_pending || (int64_t)out > cfg->client_output_limit;
-    if (!over && !client_window_open(c)) {
-        over = 1;
-        if (!c->read_paused) STAT_INC(&c->worker->stats, clients_window_waits);
-    }
-    if (c->closing) over = 1;
-    if (client_stalled(c)) over = 1;
-    if (c->postponed) over = 1;
-    if (c->auth_held || c->owner_held || c->rate_held) over = 1;
-    if (!over && mem_over(c->worker)) {
-        /* max-memory: read nothing more until the process is back under it */
-        over = 1;
-        if (!c->mem_paused) {
-            c->mem_paused = 1;
-            struct worker *w = c->worker;
-            if (w->mem_timer && !evtimer_pending(w->mem_timer, NULL)) {
-                struct timeval tv = {0, 20 * 1000};
-                evtimer_add(w->mem_timer, &tv);
-            }
-        }
-    }
-    if (!over) c->mem_paused = 0;
-    if (over && !c->read_paused) {
-        client_set_reading(c, 0);
-        c->read_paused = 1;
-    } else if (!over && c->read_paused) {
-        c->read_paused = 0;
-        client_set_reading(c, 1);
-        client_resume_parsing(c);
-    }
-}
-
-/* Write c's queued replies now; EV_WRITE only when the socket is full. */
-static void client_write_now(struct client *c)
-{
-    while (c->obuf_off < c->obuf.len) {
-        ssize_t n = write(c->fd, c->obuf.p + c->obuf_off, c->obuf.len - c->obuf_off);
-        if (n > 0) {
-            c->obuf_off += (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (!c->wev_pending && event_add(c->wev, NULL) == 0) c->wev_pending = 1;
-            return;
-        }
-        conn_close(c, "write error");
-        return;
-    }
-    c->obuf.len = c->obuf_off = 0;
-    if (c->obuf.cap > CLIENT_BUF_KEEP_BYTES) bytebuf_free(&c->obuf); /* a big reply came and went */
-    conn_account(c);
-    if (c->wev_pending) {
-        event_del(c->wev);
-        c->wev_pending = 0;
-    }
-    if (c->closing || c->read_paused) client_service(c);
-}
-
-void client_write_all(struct worker *w)
-{
-    while (w->dirty_clients.n > 0) {
-        struct client *c = w->dirty_clients.items[--w->dirty_clients.n];
-        c->out_dirty = 0;
-        client_write_now(c);
-    }
-}
-
-static void client_raw_write_cb(evutil_socket_t fd, short what, void *arg)
-{
-    struct client *c = arg;
-    (void)fd;
-    (void)what;
-    client_write_now(c);
-}
-
-/* After something changed for c: close it once it is closing and every reply is written,
- * resume parsing where a stall ended, re-evaluate backpressure. */
-static void client_service(struct client *c)
-{
-    if (c->closing && TAILQ_EMPTY(&c->queue) && conn_out_pending(c) == 0) {
-        conn_close(c, "closing");
-        return;
-    }
-    if (c->stall && !client_stalled(c)) client_resume_parsing(c);
-    client_update_reading(c);
-}
-
-void client_service_woken(struct worker *w)
-{
-    while (w->woken.n > 0) {
-        struct client *c = w->woken.items[--w->woken.n];
-        c->woken = 0;
-        client_service(c);
-    }
 }
 
 /* Grow the argv scratch arrays to hold n arguments. */
@@ -392,135 +156,6 @@ static void client_argv_reserve(struct client *c, size_t n)
     c->argv_cap = cap;
 }
 
-/* Reply +QUEUED/-error to a command inside the client's MULTI, buffering it for EXEC. */
-static void client_multi_queue(struct client *c, struct request *req, const struct plan *plan, const char *frame)
-{
-    if (plan->kind == PLAN_ERROR) {
-        c->multi_dirty = 1;
-        request_error(req, plan->error);
-        return;
-    }
-    router_write_queued(&c->multi_buf, c, plan, frame, &c->multi_keep);
-    if (plan->replicas > c->multi_replicas) c->multi_replicas = plan->replicas;
-    nearcache_queued(c, plan);
-    if (plan->nappend || plan->ttl.nfix) stats_ttl_injected(&c->worker->stats, &req->mark); /* counted when queued */
-    session_multi_queued(&c->session, plan->instance, plan->slot);
-    if ((int64_t)c->multi_buf.len > c->worker->cfg->max_request_bytes) {
-        /* the transaction is held in keygate's memory: it counts as query buffer, and a
-         * client past its limit is closed, as Redis closes one over client-query-buffer-limit */
-        log_event(LOG_WARN, "client_query_limit", &(struct log_fields){.client = c->addr, .client_id = c->id},
-                  "closing client %llu %s that reached max query buffer length: its MULTI holds %zu bytes "
-                  "(max-request-size %lld)",
-                  (unsigned long long)c->id, c->addr, c->multi_buf.len, (long long)c->worker->cfg->max_request_bytes);
-        STAT_INC(&c->worker->stats, clients_query_limit);
-        conn_close(c, "MULTI over max-request-size");
-        return;
-    }
-    conn_account(c);
-    request_complete(req, STR_AND_LEN("+QUEUED\r\n"));
-}
-
-static void client_multi_reset(struct client *c)
-{
-    c->multi_buf.len = 0;
-    if (c->multi_buf.cap > CLIENT_BUF_KEEP_BYTES) bytebuf_free(&c->multi_buf);
-    conn_account(c);
-    bytebuf_free(&c->multi_keep);
-    c->nc_multi.len = 0;
-    c->track_multi.len = 0;
-    c->multi_dirty = 0;
-    c->multi_replicas = 0;
-    session_multi_end(&c->session);
-}
-
-/* WATCH state ends (EXEC, DISCARD, UNWATCH): the pin goes back once its replies are in. */
-static void client_watch_end(struct client *c)
-{
-    if (!c->watch_pin) return;
-    pins_watch_release(c);
-    c->stall = 1; /* the next command may go to another connection: keep the order */
-}
-
-/* The slot of c's transaction on a cluster instance (-1: none, or a single server; PLAN_SLOT_SPANS:
- * its keys and the WATCHed ones are in two slots). */
-static int client_exec_slot(const struct client *c)
-{
-    const struct session *s = &c->session;
-    if (s->multi_slot >= 0 && s->watch_slot >= 0 && s->multi_slot != s->watch_slot) return PLAN_SLOT_SPANS;
-    return s->multi_slot >= 0 ? s->multi_slot : s->watch_slot;
-}
-
-/* The instance client_exec sends c's transaction to. */
-static int client_exec_instance(const struct client *c)
-{
-    int instance = c->session.multi_instance >= 0 ? c->session.multi_instance : c->session.watch_instance;
-    return instance < 0 ? 0 : instance; /* only keyless commands (PING, ECHO): any instance answers them */
-}
-
-/* EXEC: send MULTI + the buffered commands + EXEC in one write, or answer EXECABORT. */
-static void client_exec(struct client *c, struct request *req)
-{
-    if (pins_watch_lost_take(c)) {
-        int inst = c->session.watch_instance;                     /* >= 0: it had a WATCH connection */
-        int moves = inst >= 0 && nodes_may_move(c->worker, inst); /* a cluster or sentinel instance */
-        client_multi_reset(c);
-        session_unwatch(&c->session);
-        if (moves) /* its nodes change under it (a failover closes the old primary's clients): a broken WATCH */
-            request_complete(req, c->resp3 ? "_\r\n" : "*-1\r\n", c->resp3 ? 3 : 5);
-        else
-            request_error(req, "UNAVAILABLE the WATCHed instance's connection was lost; transaction discarded");
-        return;
-    }
-    if (c->multi_dirty) {
-        client_multi_reset(c);
-        if (c->watch_pin) {
-            pins_watch_abandon(c); /* still WATCHing: never reuse */
-            c->stall = 1;
-        }
-        request_error(req, "EXECABORT Transaction discarded because of previous errors.");
-        return;
-    }
-    int slot = client_exec_slot(c);
-    if (c->session.multi_crossslot || slot == PLAN_SLOT_SPANS) { /* a cluster runs one slot's transaction */
-        client_multi_reset(c);
-        client_watch_end(c);
-        request_error(req, PLAN_CROSSSLOT);
-        return;
-    }
-    if (c->multi_keep.len == 0 && !c->watch_pin) {
-        client_multi_reset(c);
-        request_complete(req, STR_AND_LEN("*0\r\n"));
-        return;
-    }
-    int instance = client_exec_instance(c);
-    struct backend *b = c->watch_pin ? c->watch_pin : router_conn_for(c, instance, slot);
-    if (!b && !nodes_may_move(c->worker, instance)) { /* a cluster's waits for its slot's owner */
-        client_multi_reset(c);
-        client_watch_end(c);
-        router_unavailable(c, req, instance);
-        return;
-    }
-    nearcache_exec(c, req);
-    tracker_exec(c, req);
-    req->replicas = (uint8_t)c->multi_replicas;
-    router_exec(c, b, req, instance, slot);
-    client_multi_reset(c);
-    client_watch_end(c);
-}
-
-static void client_discard(struct client *c, struct request *req)
-{
-    client_multi_reset(c);
-    (void)pins_watch_lost_take(c);
-    if (!c->watch_pin) session_unwatch(&c->session); /* its connection is already gone */
-    if (c->watch_pin) {
-        /* DISCARD also unwatches: do it on the pin before it goes back */
-        router_unwatch(c, req);
-        client_watch_end(c);
-    }
-    request_complete(req, STR_AND_LEN("+OK\r\n"));
-}
-
 /*
  * RESET, as Redis's clearClientConnectionState: the transaction is dropped, the WATCH pin
  * gets UNWATCH and goes back to the idle list once its replies are in, the subscriber
@@ -530,11 +165,11 @@ static void client_discard(struct client *c, struct request *req)
  */
 static void client_reset(struct client *c, struct request *req)
 {
-    if (c->session.mode == SESSION_MULTI) client_multi_reset(c);
+    if (c->session.mode == SESSION_MULTI) txn_reset(c);
     (void)pins_watch_lost_take(c);
     if (c->watch_pin) {
         router_unwatch(c, req); /* its reply is req's to swallow */
-        client_watch_end(c);
+        txn_watch_end(c);
     }
     pins_drop_subscribers(c);
     session_reset(&c->session, c->worker->cfg->nusers == 0);
@@ -629,8 +264,8 @@ static int client_would_reorder(struct client *c, const struct plan *plan, unsig
     struct backend *b;
     int instance;
     if (plan->kind == PLAN_LOCAL && plan->local == LOCAL_EXEC && !c->multi_dirty && !c->watch_lost) {
-        instance = client_exec_instance(c);
-        int slot = client_exec_slot(c);
+        instance = txn_instance(c);
+        int slot = txn_slot(c);
         b = c->watch_pin ? c->watch_pin : router_conn_for(c, instance, slot < 0 ? -1 : slot);
     } else {
         if (plan->kind != PLAN_FORWARD || c->session.mode == SESSION_MULTI || plan->merge != MERGE_NONE ||
@@ -657,7 +292,7 @@ static void client_postpone(struct client *c, int domain)
         ptrvec_push(&w->postponed, c);
         c->postponed = 1;
     }
-    client_update_reading(c);
+    clientio_update_reading(c);
     /* no flush is asked for: what it waits behind is listed, and a flush comes when that
      * can write (asking here would wake it, postpone it again, ask again...) */
 }
@@ -672,8 +307,8 @@ void client_wake_postponed(struct worker *w)
     for (size_t i = 0; i < v.n; i++) {
         struct client *c = v.items[i];
         c->postponed = 0;
-        client_update_reading(c);
-        client_resume_parsing(c);
+        clientio_update_reading(c);
+        clientio_resume_parsing(c);
     }
     free(v.items);
 }
@@ -857,7 +492,7 @@ static enum client_later client_handle_frame(struct client *c, const char *frame
     tracker_command(c, req, &plan, pr.cmd, p->argc, c->argv, c->argvlen);
     if (c->session.mode == SESSION_MULTI &&
         (plan.kind == PLAN_FORWARD || (plan.kind == PLAN_ERROR && !plan.keeps_transaction))) {
-        client_multi_queue(c, req, &plan, frame);
+        txn_queue(c, req, &plan, frame);
         plan_release(&plan);
         return CLIENT_NOW;
     }
@@ -877,13 +512,11 @@ static enum client_later client_handle_frame(struct client *c, const char *frame
     case PLAN_LOCAL:
         STAT_INC(&w->stats, commands_local);
         if (plan.local == LOCAL_MULTI) {
-            c->multi_buf.len = 0;
-            session_multi_begin(&c->session);
-            request_complete(req, STR_AND_LEN("+OK\r\n"));
+            txn_begin(c, req);
         } else if (plan.local == LOCAL_EXEC) {
-            client_exec(c, req);
+            txn_exec(c, req);
         } else if (plan.local == LOCAL_DISCARD) {
-            client_discard(c, req);
+            txn_discard(c, req);
         } else if (plan.local == LOCAL_RESET) {
             client_reset(c, req);
         } else {
@@ -906,7 +539,7 @@ static enum client_later client_handle_frame(struct client *c, const char *frame
             request_complete(req, STR_AND_LEN("+OK\r\n"));
         } else if (plan.flow == FLOW_UNWATCH) {
             router_forward(c, c->watch_pin, req, &plan, frame);
-            client_watch_end(c);
+            txn_watch_end(c);
         } else if (plan.flow == FLOW_BLOCK && plan.wait_sync &&
                    nodes_owner_id(w, plan.instance, plan.slot) != c->session.write_node &&
                    !nodes_id_serves(w, plan.instance, c->session.write_node)) {
@@ -952,7 +585,7 @@ static void client_rate_timer_cb(evutil_socket_t fd, short what, void *arg)
  * The frame just parsed is one request of c's user (userlimit.h): it takes a token of the
  * user's rate= bucket, once (rate_paid: a frame parsed again after a stall or a postponement
  * is not counted twice). With none left c is held: the frame and every one after it stay in
- * its buffer, nothing more is read from it (client_update_reading), until the timer fires
+ * its buffer, nothing more is read from it (clientio_update_reading), until the timer fires
  * when the bucket has refilled. 1 when c is held.
  */
 static int client_rate_hold(struct client *c)
@@ -975,16 +608,6 @@ static int client_rate_hold(struct client *c)
     evtimer_add(c->rate_timer, &tv);
     c->rate_held = 1;
     return 1;
-}
-
-/* Make room for `more` bytes in the query buffer. */
-static void client_qbuf_reserve(struct client *c, size_t more)
-{
-    if (c->qlen + more <= c->qcap) return;
-    size_t cap = c->qcap ? c->qcap : 1024; /* small: most clients send small commands */
-    while (cap < c->qlen + more) cap *= 2;
-    c->qbuf = xrealloc(c->qbuf, cap);
-    c->qcap = cap;
 }
 
 static void client_protocol_error(struct client *c, const char *text)
@@ -1013,7 +636,7 @@ static size_t client_parse(struct client *c, const char *buf, size_t len)
     c->last_active_ms = c->now_ms;
     c->need_more = 0;
     while (pos < len && !c->closing && !c->auth_held && !c->owner_held && !c->rate_held &&
-           c->nqueued < cfg->max_pending && client_window_open(c)) {
+           c->nqueued < cfg->max_pending && clientio_window_open(c)) {
         enum resp_status st = resp_parse_request(&c->parser, buf + pos, len - pos);
         if (st == RESP_NEED_MORE) {
             if ((int64_t)(len - pos) > cfg->max_request_bytes + REQUEST_FRAMING_SLACK) {
@@ -1028,7 +651,7 @@ static size_t client_parse(struct client *c, const char *buf, size_t len)
             return len;
         }
         const char *frame = buf + pos;
-        if (c->parser.argc > 0 && client_stalled(c)) break; /* parsed again later */
+        if (c->parser.argc > 0 && clientio_stalled(c)) break; /* parsed again later */
         c->stall = 0;
         if (c->parser.argc > 0) {
             enum client_later later = client_rate_hold(c) ? CLIENT_LATER_RATE : client_handle_frame(c, frame);
@@ -1048,154 +671,6 @@ static size_t client_parse(struct client *c, const char *buf, size_t len)
     return pos;
 }
 
-/* Keep buf[from..len) (an unfinished or postponed frame) in c->qbuf. */
-static void client_keep_rest(struct client *c, const char *buf, size_t len, size_t from)
-{
-    size_t rest = len - from;
-    if (buf == c->qbuf) {
-        if (from > 0) memmove(c->qbuf, c->qbuf + from, rest);
-        c->qlen = rest;
-    } else {
-        c->qlen = 0;
-        if (rest > 0) { /* nothing to keep: qbuf may be NULL, and memcpy(NULL, ..., 0) is undefined */
-            client_qbuf_reserve(c, rest);
-            memcpy(c->qbuf, buf + from, rest);
-            c->qlen = rest;
-        }
-    }
-    if (c->qlen == 0 || !c->need_more)
-        c->partial_since_ms = 0; /* nothing unfinished (a whole frame may wait) */
-    else if (from > 0 || c->partial_since_ms == 0)
-        c->partial_since_ms = c->now_ms; /* a new unfinished request */
-    if (c->qlen == 0 && c->qcap > 0) {
-        /* nothing pending: an idle client keeps no query buffer */
-        free(c->qbuf);
-        c->qbuf = NULL;
-        c->qcap = 0;
-    }
-}
-
-/* Can c take more requests now? While it cannot, keygate reads nothing more from it. */
-static int client_can_parse(struct client *c)
-{
-    if (c->closing || c->read_paused || c->postponed || c->auth_held || c->owner_held || c->rate_held) return 0;
-    if (c->nqueued >= c->worker->cfg->max_pending) return 0;
-    if (!client_window_open(c)) return 0;
-    if (client_stalled(c)) return 0;
-    return 1;
-}
-
-/* Parse buf (the scratch buffer or c->qbuf) and keep what is left; -1 when c was closed. */
-static int client_parse_and_keep(struct client *c, const char *buf, size_t len)
-{
-    size_t used = client_parse(c, buf, len);
-    if (c->closed) return -1;
-    if (c->closing) {
-        c->qlen = 0;
-        return 0;
-    }
-    client_keep_rest(c, buf, len, used);
-    return 0;
-}
-
-static void client_raw_read_cb(evutil_socket_t fd, short what, void *arg)
-{
-    struct client *c = arg;
-    struct worker *w = c->worker;
-    (void)what;
-    stats_clock(&w->stats); /* the read time of the requests in this read (one clock read a batch) */
-    /* first what is already buffered (resumed after backpressure or a stall) */
-    if (c->qlen > 0 && !c->closing && client_parse_and_keep(c, c->qbuf, c->qlen) != 0) return;
-    /* then read, but only while requests can be taken: backpressure bounds the buffer */
-    for (int rounds = 0; rounds < 4 && (client_can_parse(c) || c->closing); rounds++) {
-        const char *buf;
-        size_t len;
-        ssize_t n;
-        if (c->qlen == 0) {
-            /* the common case: whole frames straight from the worker's scratch buffer */
-            n = read(fd, w->scratch, sizeof(w->scratch));
-            buf = w->scratch;
-            len = n > 0 ? (size_t)n : 0;
-        } else {
-            client_qbuf_reserve(c, READ_CHUNK_BYTES);
-            n = read(fd, c->qbuf + c->qlen, c->qcap - c->qlen);
-            if (n > 0) c->qlen += (size_t)n;
-            buf = c->qbuf;
-            len = c->qlen;
-        }
-        if (n == 0) {
-            conn_close(c, "connection closed by client");
-            return;
-        }
-        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            conn_close(c, "read error");
-            return;
-        }
-        if (n > 0) STAT_ADD(&w->stats, bytes_from_clients, (size_t)n);
-        if (c->closing) { /* a protocol error or QUIT: the rest is ignored */
-            c->qlen = 0;
-            if (n < 0) return;
-            continue;
-        }
-        if (len > 0 && client_parse_and_keep(c, buf, len) != 0) return;
-        if (n <= 0 || (buf == w->scratch && (size_t)n < sizeof(w->scratch))) break; /* drained */
-    }
-    conn_account(c);
-    client_update_reading(c);
-}
-
-/* TLS clients: the bufferevent decrypted the bytes into its input buffer. */
-static void client_read_cb(struct bufferevent *bev, void *arg)
-{
-    struct client *c = arg;
-    stats_clock(&c->worker->stats); /* the read time of the requests in this read */
-    struct evbuffer *in = bufferevent_get_input(bev);
-    size_t avail = evbuffer_get_length(in);
-    c->tls_handshaking = 0; /* decrypted bytes: the handshake is done */
-    if (c->closing) {
-        evbuffer_drain(in, avail);
-        return;
-    }
-    if (avail) {
-        client_qbuf_reserve(c, avail);
-        evbuffer_remove(in, c->qbuf + c->qlen, avail);
-        c->qlen += avail;
-        STAT_ADD(&c->worker->stats, bytes_from_clients, avail);
-    }
-    size_t used = client_parse(c, c->qbuf, c->qlen);
-    if (c->closed) return;
-    if (c->closing) {
-        c->qlen = 0;
-        return;
-    }
-    client_keep_rest(c, c->qbuf, c->qlen, used);
-    conn_account(c);
-    client_update_reading(c);
-}
-
-static void client_write_cb(struct bufferevent *bev, void *arg)
-{
-    struct client *c = arg;
-    (void)bev;
-    conn_account(c);
-    if (c->closing) {
-        client_service(c);
-        return;
-    }
-    if (c->read_paused) client_update_reading(c);
-}
-
-static void client_event_cb(struct bufferevent *bev, short events, void *arg)
-{
-    struct client *c = arg;
-    (void)bev;
-    if (events & BEV_EVENT_CONNECTED) c->tls_handshaking = 0;
-    if (events & BEV_EVENT_EOF)
-        conn_close(c, "connection closed by client");
-    else if (events & BEV_EVENT_ERROR)
-        conn_close(c, "connection error");
-}
-
 /* The client of w holding the most bytes (input, transaction, replies queued or kept), if
  * it holds at least `least`; else NULL. */
 static struct client *client_largest(struct worker *w, size_t least)
@@ -1213,34 +688,41 @@ static struct client *client_largest(struct worker *w, size_t least)
 
 #define MEM_EVICT_AFTER_MS 500 /* over max-memory this long: evict the largest client */
 
-/*
- * Why c should be closed for a timeout at `now` (wall ms), or NULL:
- *   client-timeout        idle that long, unless it waits for a reply, blocks, or is
- *                         subscribed (as Redis's `timeout` spares blocked and pub/sub clients);
- *   client-header-timeout a TLS handshake unfinished that long after connecting, or
- *                         not authenticated that long after connecting (users configured),
- *                         or an unfinished request pending that long that came slower than
- *                         READ_CHUNK_BYTES a second on average (a slowloris; a large upload
- *                         that moves goes on).
- */
-static const char *client_timed_out(const struct client *c, const struct config *cfg, int64_t now, int64_t *since)
+const char *client_timed_out(const struct client_timeout_facts *f, const struct config *cfg, int64_t now,
+                             int64_t *since)
 {
     int64_t idle = cfg->client_timeout_ms, header = cfg->client_header_timeout_ms;
-    *since = c->last_active_ms;
-    if (idle > 0 && c->nqueued == 0 && c->session.mode != SESSION_BLOCKED && c->session.mode != SESSION_SUBSCRIBED &&
-        !(c->resp3 && pubsub_subscribed(&c->pubsub)) && now - c->last_active_ms >= idle)
+    *since = f->last_active_ms;
+    if (idle > 0 && f->nqueued == 0 && f->mode != SESSION_BLOCKED && f->mode != SESSION_SUBSCRIBED &&
+        !f->resp3_subscribed && now - f->last_active_ms >= idle)
         return "idle past client-timeout";
     if (header <= 0) return NULL;
-    *since = c->created_ms;
-    if (c->tls_handshaking && now - c->created_ms >= header)
+    *since = f->created_ms;
+    if (f->tls_handshaking && now - f->created_ms >= header)
         return "TLS handshake unfinished within client-header-timeout";
-    if (cfg->nusers > 0 && !c->session.authenticated && now - c->created_ms >= header)
+    if (cfg->nusers > 0 && !f->authenticated && now - f->created_ms >= header)
         return "not authenticated within client-header-timeout";
-    *since = c->partial_since_ms;
-    if (c->partial_since_ms > 0 && now - c->partial_since_ms >= header &&
-        (int64_t)c->qlen < (now - c->partial_since_ms) / 1000 * READ_CHUNK_BYTES)
+    *since = f->partial_since_ms;
+    if (f->partial_since_ms > 0 && now - f->partial_since_ms >= header &&
+        (int64_t)f->qlen < (now - f->partial_since_ms) / 1000 * READ_CHUNK_BYTES)
         return "a request unfinished past client-header-timeout";
     return NULL;
+}
+
+/* What client_timed_out reads of c. */
+static struct client_timeout_facts client_timeout_facts_of(const struct client *c)
+{
+    return (struct client_timeout_facts){
+        .created_ms = c->created_ms,
+        .last_active_ms = c->last_active_ms,
+        .partial_since_ms = c->partial_since_ms,
+        .qlen = c->qlen,
+        .nqueued = c->nqueued,
+        .mode = c->session.mode,
+        .resp3_subscribed = c->resp3 && pubsub_subscribed(&c->pubsub),
+        .tls_handshaking = c->tls_handshaking,
+        .authenticated = c->session.authenticated,
+    };
 }
 
 /* Every CLIENT_TICK_MS: the clients of w against the timeouts. */
@@ -1257,7 +739,8 @@ static void client_tick_cb(evutil_socket_t fd, short what, void *arg)
     for (c = TAILQ_FIRST(&w->clients); c; c = next) {
         next = TAILQ_NEXT(c, link); /* a closed client leaves the list */
         int64_t since;
-        const char *why = client_timed_out(c, cfg, now, &since);
+        struct client_timeout_facts facts = client_timeout_facts_of(c);
+        const char *why = client_timed_out(&facts, cfg, now, &since);
         if (!why) continue;
         log_event(LOG_INFO, "client_timed_out", &(struct log_fields){.client = c->addr, .client_id = c->id},
                   "client %llu %s closed: %s (%lld ms)", (unsigned long long)c->id, c->addr, why,
@@ -1297,7 +780,7 @@ void client_memory_tick(evutil_socket_t fd, short what, void *arg)
             next = TAILQ_NEXT(c, link);
             if (!c->mem_paused) continue;
             c->mem_paused = 0;
-            client_update_reading(c); /* may pause it again (and re-arm the timer) */
+            clientio_update_reading(c); /* may pause it again (and re-arm the timer) */
             if (mem_over(w)) break;
         }
     }

@@ -1,5 +1,6 @@
 /* conn.h: one client connection's state, and the few things lower modules may do to it: queue reply
- * bytes, wake it, close it (deferred). Everything else a client does lives in client.c. */
+ * bytes, wake it, close it (deferred). Everything else a client does lives in client.c (its socket in
+ * clientio.c, its transaction in txn.c). */
 #ifndef KEYGATE_CONN_H
 #define KEYGATE_CONN_H
 
@@ -48,7 +49,9 @@ struct client {
     const char **argv; /* argv scratch for the command being handled */
     size_t *argvlen;
     size_t argv_cap;
-    int64_t now_ms; /* wall clock read once per batch of frames */
+    int64_t now_ms;                                                 /* wall clock read once per batch of frames */
+    size_t (*parse)(struct client *c, const char *buf, size_t len); /* client.c's parser: what clientio.c hands
+                                                                       the bytes it read to (clientio_open) */
     /* requests, in arrival order (request.c) */
     struct request_queue queue;
     int nqueued;

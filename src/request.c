@@ -100,6 +100,15 @@ static void request_hold(struct request *req, size_t len)
     if (req->client) req->client->replies_held += len;
 }
 
+/* req keeps `len` fewer reply bytes (kept through request_hold): they no longer count. */
+static void request_unhold(struct request *req, size_t len)
+{
+    assert(len <= req->held); /* every byte was kept through request_hold */
+    req->held -= len;
+    mem_add(req->worker, -(int64_t)len);
+    if (req->client) req->client->replies_held -= len;
+}
+
 /* req's parts are merged into its reply: free them (they no longer count). */
 static void request_parts_drop(struct request *req)
 {
@@ -110,10 +119,7 @@ static void request_parts_drop(struct request *req)
         req->parts[i].reply = NULL;
         req->parts[i].len = 0;
     }
-    assert(len <= req->held); /* every part was kept through request_part_keep */
-    req->held -= len;
-    mem_add(req->worker, -(int64_t)len);
-    if (req->client) req->client->replies_held -= len;
+    request_unhold(req, len); /* every part was kept through request_part_keep */
 }
 
 void request_part_keep(struct request *req, int part, const char *reply, size_t len)
@@ -130,8 +136,10 @@ void request_part_replace(struct request *req, int part, const char *reply, size
 {
     struct request_part *pt = &req->parts[part];
     assert(part < req->nparts && pt->reply);
+    request_unhold(req, pt->len); /* the replaced bytes no longer count (they did twice) */
     free(pt->reply);
     pt->reply = NULL;
+    pt->len = 0;
     request_part_keep(req, part, reply, len);
 }
 

@@ -131,8 +131,8 @@ void request_expect(struct request *req);
  * for its client: past the client's hard limit the client is closed (conn_output_over). */
 void request_part_keep(struct request *req, int part, const char *reply, size_t len);
 
-/* Part `part` of req, kept, is replaced by reply[0..len) (copied, counted as request_part_keep):
- * a held part whose replication failed gets its error. */
+/* Part `part` of req, kept, is replaced by reply[0..len) (copied, counted as request_part_keep; the
+ * replaced bytes stop counting): a held part whose replication failed gets its error. */
 void request_part_replace(struct request *req, int part, const char *reply, size_t len);
 
 /* Keep reply[0..len) as req's reply while it is held (replicas=N, router.c), counted like a reply

@@ -355,7 +355,7 @@ END_TEST
  * first reply lands (measured: ~1000 GETs forwarded in 26 ms), so the overshoot is
  * max-pending x the reply size, whatever client-output-limit says.
  *
- * Mutation that makes it fail: in src/client.c client_update_reading(), dropping
+ * Mutation that makes it fail: in src/clientio.c clientio_update_reading(), dropping
  * `|| (int64_t)out > cfg->client_output_limit` (keygate then buffers every reply). */
 
 #define G5_KEYS 4
