@@ -106,10 +106,8 @@ void router_forward_bytes(struct client *c, struct backend *b, int instance, str
 void router_unavailable(struct client *c, struct request *req, int instance);
 
 /* Worker w stops: replicas=N writes held for a WAIT not sent yet get -NOREPLICAS (they ran), and no
- * WAIT starts from here on; those of a WAIT out are answered when nodes_free fails it. */
+ * WAIT starts from here on; those of a WAIT out are answered when nodes_free fails it (replcommit_stop,
+ * with the router's merge for a split write's parts). replcommit_free frees the groups after nodes_free. */
 void router_stop(struct worker *w);
-
-/* Free w's replicas=N groups (after nodes_free: nothing is held any more). */
-void router_free(struct worker *w);
 
 #endif
