@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "frames.h"
 #include "info.h"
 #include "nearcache.h"
 #include "pins.h"
@@ -588,84 +589,6 @@ static void route_out_done(struct request *req, struct backend *b)
     route_again(req, s);
 }
 
-/*
- * Write the client's frame to `out`, with plan->append spliced on the end:
- *   unchanged multibulk   -> the frame's bytes as they came (one copy)
- *   multibulk + appended  -> new "*N" header + the frame's arguments + the new ones
- *   inline, or GET->GETEX -> re-encoded as multibulk
- */
-static void write_frame(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame)
-{
-    const struct resp_parser *p = &c->parser;
-    if (!p->is_inline && plan->nappend == 0 && !plan->ttl.getex && !plan->budget_ncheck) {
-        bytebuf_add(out, frame, p->frame_len);
-        return;
-    }
-    char hdr[32];
-    hdr[0] = '*';
-    /* over budget: EVAL <check script> ncheck key... <-OOM text> <the command, as below> */
-    size_t budget_args = plan->budget_ncheck ? 4u + plan->budget_ncheck : 0;
-    size_t n = 1 + format_ll(hdr + 1, (long long)(budget_args + p->argc + plan->nappend));
-    hdr[n++] = '\r';
-    hdr[n++] = '\n';
-    bytebuf_add(out, hdr, n);
-    if (plan->budget_ncheck) {
-        bytebuf_add(out, STR_AND_LEN("$4\r\nEVAL\r\n"));
-        if (c->resp3)
-            bytebuf_add_bulk(out, STR_AND_LEN(BUDGET_SCRIPT_RESP3));
-        else
-            bytebuf_add_bulk(out, STR_AND_LEN(BUDGET_SCRIPT));
-        char num[24];
-        bytebuf_add_bulk(out, num, format_ll(num, (long long)plan->budget_ncheck));
-        for (uint16_t i = 0; i < plan->budget_ncheck; i++) {
-            size_t ai = (size_t)plan->budget_check[i];
-            bytebuf_add_bulk(out, resp_arg_ptr(p, frame, ai), p->args[ai].len);
-        }
-        bytebuf_add_bulk(out, plan->budget_msg, strlen(plan->budget_msg));
-    }
-    if (!p->is_inline && !plan->ttl.getex) {
-        bytebuf_add(out, frame + p->header_len, p->frame_len - p->header_len);
-    } else {
-        for (size_t i = 0; i < p->argc; i++) {
-            if (i == 0 && plan->ttl.getex)
-                bytebuf_add_bulk(out, STR_AND_LEN("GETEX"));
-            else
-                bytebuf_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
-        }
-    }
-    for (size_t i = 0; i < plan->nappend; i++) bytebuf_add_bulk(out, plan->append[i], plan->append_len[i]);
-}
-
-/* PEXPIRE key ms [NX | XX LT] for one ttl_fix. */
-static void write_fix(struct bytebuf *out, const struct client *c, const char *frame, const struct ttl_fix *f)
-{
-    char ms[24];
-    size_t n = format_ll(ms, (long long)f->ttl_ms);
-    if (f->mode == TTL_FIX_RESET)
-        bytebuf_add(out, STR_AND_LEN("*3\r\n$7\r\nPEXPIRE\r\n"));
-    else if (f->mode == TTL_FIX_NX)
-        bytebuf_add(out, STR_AND_LEN("*4\r\n$7\r\nPEXPIRE\r\n"));
-    else
-        bytebuf_add(out, STR_AND_LEN("*5\r\n$7\r\nPEXPIRE\r\n"));
-    bytebuf_add_bulk(out, resp_arg_ptr(&c->parser, frame, f->argi), c->parser.args[f->argi].len);
-    bytebuf_add_bulk(out, ms, (size_t)n);
-    if (f->mode == TTL_FIX_NX) {
-        bytebuf_add_bulk(out, STR_AND_LEN("NX"));
-    } else if (f->mode == TTL_FIX_CAP) {
-        bytebuf_add_bulk(out, STR_AND_LEN("XX")); /* only a key that has a TTL: none is given */
-        bytebuf_add_bulk(out, STR_AND_LEN("LT"));
-    }
-}
-
-/* XADD <stream> * k <key>: the near-cache invalidation of one written key (ncpolicy.h). */
-static void write_inval(struct bytebuf *out, const struct client *c, const char *frame, const struct nc_inval_key *k)
-{
-    bytebuf_add(out, STR_AND_LEN("*5\r\n$4\r\nXADD\r\n"));
-    bytebuf_add_bulk(out, k->ns->nc_stream, k->ns->nc_stream_len);
-    bytebuf_add(out, STR_AND_LEN("$1\r\n*\r\n$1\r\nk\r\n"));
-    bytebuf_add_bulk(out, resp_arg_ptr(&c->parser, frame, k->argi), c->parser.args[k->argi].len);
-}
-
 void router_unavailable(struct client *c, struct request *req, int instance)
 {
     char text[128];
@@ -767,15 +690,15 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
         bytebuf_add(out, STR_AND_LEN("*1\r\n$5\r\nMULTI\r\n"));
         route_expect(b, req, ROUTE_DROP, 0);
     }
-    write_frame(out, c, plan, frame);
+    frames_command(out, &c->parser, c->resp3, plan, frame);
     route_expect(b, req, wrap ? ROUTE_QUEUED : ROUTE_PASS, 0);
     if (keep) route_note_script(c, frame, req->recording);
     for (size_t i = 0; i < plan->ttl.nfix; i++) {
-        write_fix(out, c, frame, &plan->ttl.fix[i]);
+        frames_fix(out, &c->parser, frame, &plan->ttl.fix[i]);
         route_expect(b, req, ROUTE_DROP, 0);
     }
     for (uint32_t i = 0; i < plan->inval.n; i++) {
-        write_inval(out, c, frame, &plan->inval.key[i]);
+        frames_inval(out, &c->parser, frame, &plan->inval.key[i]);
         route_expect(b, req, ROUTE_DROP, 0);
     }
     if (wrap) {
@@ -801,30 +724,6 @@ void router_forward_bytes(struct client *c, struct backend *b, int instance, str
     STAT_INC(&c->worker->stats, commands_forwarded);
 }
 
-/* EVAL <fill script> 1 key <limit> <mode> [argv[first..argc)] (ncpolicy.h): a fill's command. */
-static void write_fill(struct bytebuf *out, size_t limit, char mode, const struct client *c, const char *frame,
-                       const char *key, size_t key_len, size_t first, size_t argc)
-{
-    static const char script[] = NCPOLICY_FILL_SCRIPT;
-    char num[24];
-    size_t nl = format_ll(num, (long long)limit);
-    size_t extra = first < argc ? argc - first : 0;
-    char hdr[32];
-    hdr[0] = '*';
-    size_t hl = 1 + format_ll(hdr + 1, (long long)(6 + extra));
-    hdr[hl++] = '\r';
-    hdr[hl++] = '\n';
-    bytebuf_add(out, hdr, hl);
-    bytebuf_add(out, STR_AND_LEN("$4\r\nEVAL\r\n"));
-    bytebuf_add_bulk(out, script, sizeof(script) - 1);
-    bytebuf_add(out, STR_AND_LEN("$1\r\n1\r\n"));
-    bytebuf_add_bulk(out, key, key_len);
-    bytebuf_add_bulk(out, num, nl);
-    bytebuf_add_bulk(out, &mode, 1);
-    for (size_t i = first; i < argc; i++)
-        bytebuf_add_bulk(out, resp_arg_ptr(&c->parser, frame, i), c->parser.args[i].len);
-}
-
 void router_forward_fill(struct client *c, struct backend *b, struct request *req, const struct plan *plan,
                          const char *frame)
 {
@@ -835,8 +734,8 @@ void router_forward_fill(struct client *c, struct backend *b, struct request *re
     char mode = nearcache_fill_mode(req);
     /* a command naming more members or fields than Lua's unpack takes reads the whole value */
     if (mode == 'm' && c->parser.argc > 2 + NCPOLICY_FILL_MAX_NAMED) mode = 'a';
-    write_fill(backend_stage(b), nearcache_fill_limit(req), mode, c, frame, resp_arg_ptr(&c->parser, frame, 1),
-               c->parser.args[1].len, 2, mode == 'm' ? c->parser.argc : 0);
+    frames_fill(backend_stage(b), nearcache_fill_limit(req), mode, &c->parser, frame,
+                resp_arg_ptr(&c->parser, frame, 1), c->parser.args[1].len, 2, mode == 'm' ? c->parser.argc : 0);
     route_expect(b, req, ROUTE_FILL, 0);
     STAT_INC(&c->worker->stats, commands_forwarded);
 }
@@ -849,7 +748,7 @@ void router_forward_prefetch(struct client *c, struct backend *b, struct request
     for (size_t i = 0; i < n; i++) {
         size_t len;
         const char *key = nearcache_prefetch_key(req, i, &len);
-        write_fill(out, nearcache_fill_limit(req), 'n', c, NULL, key, len, 0, 0);
+        frames_fill(out, nearcache_fill_limit(req), 'n', &c->parser, NULL, key, len, 0, 0);
         route_expect(b, req, ROUTE_PREFETCH, (int)i);
     }
 }
@@ -858,19 +757,13 @@ void router_write_queued(struct bytebuf *out, const struct client *c, const stru
                          struct bytebuf *keep)
 {
     static const uint8_t client_reply = REPLIES_KEEP_CLIENT, injected = REPLIES_KEEP_INJECTED, xadd = REPLIES_KEEP_XADD;
-    write_frame(out, c, plan, frame);
+    frames_queued(out, &c->parser, c->resp3, plan, frame); /* the command, its fixes, its XADDs after its write */
     policy_budget_forwarded(plan); /* at queue time: a DISCARDed write stays counted (the estimate errs high) */
     bytebuf_add(keep, &client_reply, 1);
     if (plan->instance >= 0 && nodes_may_move(c->worker, plan->instance)) /* an EVAL's body is remembered */
         route_note_script(c, frame, NULL);
-    for (size_t i = 0; i < plan->ttl.nfix; i++) {
-        write_fix(out, c, frame, &plan->ttl.fix[i]);
-        bytebuf_add(keep, &injected, 1);
-    }
-    for (uint32_t i = 0; i < plan->inval.n; i++) { /* in the client's transaction, after its write */
-        write_inval(out, c, frame, &plan->inval.key[i]);
-        bytebuf_add(keep, &xadd, 1);
-    }
+    for (size_t i = 0; i < plan->ttl.nfix; i++) bytebuf_add(keep, &injected, 1);
+    for (uint32_t i = 0; i < plan->inval.n; i++) bytebuf_add(keep, &xadd, 1);
 }
 
 void router_exec(struct client *c, struct backend *b, struct request *req, int instance, int slot)
@@ -1143,13 +1036,7 @@ static void route_forward_scan(struct client *c, struct request *req, const stru
     req->scan_nodes = (uint16_t)n;
     struct backend *b = router_conn_for(c, plan->instance, nodes[rank].slot);
     struct bytebuf *out = route_out(c, b, req, plan->instance, nodes[rank].slot, 0);
-    char hdr[32], digits[24];
-    int hn = snprintf(hdr, sizeof(hdr), "*%zu\r\n", p->argc);
-    int dn = snprintf(digits, sizeof(digits), "%llu", (unsigned long long)node_cursor);
-    bytebuf_add(out, hdr, (size_t)hn);
-    bytebuf_add_bulk(out, resp_arg_ptr(p, frame, 0), p->args[0].len);
-    bytebuf_add_bulk(out, digits, (size_t)dn);
-    for (size_t i = 2; i < p->argc; i++) bytebuf_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
+    frames_scan(out, p, frame, node_cursor);
     route_expect(b, req, ROUTE_PART, 0);
     route_out_done(req, b);
     STAT_INC(&c->worker->stats, commands_forwarded);
@@ -1170,7 +1057,7 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
     }
     if (!plan->key_part) { /* DBSIZE: every instance; KEYS, SCRIPT LOAD/EXISTS: one cluster instance's primaries */
         struct bytebuf command = {0};
-        write_frame(&command, c, plan, frame);
+        frames_command(&command, &c->parser, c->resp3, plan, frame);
         int one = plan->merge == MERGE_KEYS || plan->merge == MERGE_SCRIPT_LOAD || plan->merge == MERGE_SCRIPT_EXISTS;
         if (plan->merge == MERGE_SCRIPT_LOAD && p->argc == 3) /* remembered for a node that lacks it later */
             (void)scripts_remember(&w->proxy->scripts, resp_arg_ptr(p, frame, 2), p->args[2].len);
@@ -1209,21 +1096,16 @@ void router_forward_split(struct client *c, struct request *req, struct plan *pl
             bytebuf_add(out, STR_AND_LEN("*1\r\n$5\r\nMULTI\r\n"));
             route_expect(b, req, ROUTE_DROP, k);
         }
-        char hdr[32];
-        int hn = snprintf(hdr, sizeof(hdr), "*%d\r\n", 1 + count[k]);
-        bytebuf_add(out, hdr, (size_t)hn);
-        bytebuf_add_bulk(out, resp_arg_ptr(p, frame, 0), p->args[0].len);
-        for (size_t i = 1; i < p->argc; i++)
-            if (req->key_part[i] == k) bytebuf_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
+        frames_part(out, p, frame, req->key_part, k, count[k]);
         route_expect(b, req, wrap ? ROUTE_QUEUED : ROUTE_PART, k);
         for (size_t f = 0; f < plan->ttl.nfix; f++) {
             if (req->key_part[plan->ttl.fix[f].argi] != k) continue;
-            write_fix(out, c, frame, &plan->ttl.fix[f]);
+            frames_fix(out, &c->parser, frame, &plan->ttl.fix[f]);
             route_expect(b, req, ROUTE_DROP, k);
         }
         for (uint32_t v = 0; v < plan->inval.n; v++) {
             if (req->key_part[plan->inval.key[v].argi] != k) continue;
-            write_inval(out, c, frame, &plan->inval.key[v]);
+            frames_inval(out, &c->parser, frame, &plan->inval.key[v]);
             route_expect(b, req, ROUTE_DROP, k);
         }
         if (wrap) {
