@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fanmerge.h"
 #include "frames.h"
 #include "info.h"
 #include "nearcache.h"
@@ -820,15 +821,9 @@ static void route_merge_info(struct request *req)
         parts[k] = (struct info_part){name, rp->reply, rp->len};
     }
     struct bytebuf out = {0};
-    if (info_merge(req->parts[n].reply, req->parts[n].len, parts, n, &out) == 0) {
-        if (req->client && req->client->resp3) { /* RESP3: a verbatim string, as Redis's INFO */
-            struct bytebuf v = {0};
-            replies_verbatim(out.p, out.len, &v);
-            bytebuf_free(&out);
-            out = v;
-        }
+    if (fanmerge_info(req->parts[n].reply, req->parts[n].len, parts, n, req->client && req->client->resp3, &out) == 0)
         request_complete(req, out.p, out.len);
-    } else
+    else
         request_error(req, "ERR keygate could not merge the instances' INFO replies");
     bytebuf_free(&out);
     free(parts);
@@ -839,15 +834,12 @@ static void route_merge_info(struct request *req)
 static void route_merge_scan(struct request *req)
 {
     const struct request_part *part = &req->parts[0];
-    uint64_t node_cursor, next;
-    if (replies_scan_cursor(part->reply, part->len, &node_cursor) != 0) { /* an error: as it came */
-        request_complete(req, part->reply, part->len);
-        return;
-    }
     struct bytebuf out = {0};
-    if (slotmap_scan_cursor_next(node_cursor, req->scan_rank, req->scan_nodes, &next) == 0 &&
-        replies_scan_with_cursor(part->reply, part->len, next, &out) == 0)
+    enum fanmerge_scan r = fanmerge_scan(part->reply, part->len, req->scan_rank, req->scan_nodes, &out);
+    if (r == FANMERGE_SCAN_DONE)
         request_complete(req, out.p, out.len);
+    else if (r == FANMERGE_SCAN_AS_IS) /* an error: as it came */
+        request_complete(req, part->reply, part->len);
     else
         request_error(req, "ERR keygate cannot carry this node's SCAN cursor");
     bytebuf_free(&out);
@@ -984,27 +976,6 @@ void router_forward_info(struct client *c, struct request *req, size_t argc, con
     bytebuf_free(&command);
 }
 
-/* A SCAN cursor as Redis reads it (strtoull, all of it: an optional sign, a negative one wrapping,
- * "" is 0; no leading space, no overflow). 0, or -1 when Redis would answer "invalid cursor". */
-static int route_parse_cursor(const char *s, size_t len, uint64_t *out)
-{
-    size_t i = 0;
-    int negative = 0;
-    if (len > 0 && (s[0] == '+' || s[0] == '-')) negative = s[i++] == '-';
-    if (i == len) { /* no digits: strtoull consumed nothing, which is all of "" only */
-        *out = 0;
-        return len == 0 ? 0 : -1;
-    }
-    uint64_t v = 0;
-    for (; i < len; i++) {
-        unsigned d = (unsigned)(s[i] - '0');
-        if (d > 9 || v > (UINT64_MAX - d) / 10) return -1;
-        v = v * 10 + d;
-    }
-    *out = negative ? (uint64_t)0 - v : v;
-    return 0;
-}
-
 /*
  * SCAN cursor MATCH p ... on a cluster instance: the client's cursor names a primary (its rank
  * among them, slotmap.h) and that node's cursor; the node's SCAN goes as one part, and its reply
@@ -1015,7 +986,7 @@ static void route_forward_scan(struct client *c, struct request *req, const stru
 {
     const struct resp_parser *p = &c->parser;
     uint64_t cursor;
-    if (route_parse_cursor(resp_arg_ptr(p, frame, 1), p->args[1].len, &cursor) != 0) {
+    if (fanmerge_parse_cursor(resp_arg_ptr(p, frame, 1), p->args[1].len, &cursor) != 0) {
         request_error(req, "ERR invalid cursor");
         return;
     }
