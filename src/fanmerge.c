@@ -7,17 +7,13 @@
 int fanmerge_info(const char *local, size_t local_len, const struct info_part *parts, int nparts, int resp3,
                   struct bytebuf *out)
 {
+    if (!resp3) return info_merge(local, local_len, parts, nparts, out); /* (out unchanged on -1) */
+    /* RESP3: a verbatim string, as Redis's INFO */
     struct bytebuf merged = {0};
-    if (info_merge(local, local_len, parts, nparts, &merged) != 0) {
-        bytebuf_free(&merged);
-        return -1;
-    }
-    if (resp3) /* RESP3: a verbatim string, as Redis's INFO */
-        replies_verbatim(merged.p, merged.len, out);
-    else
-        bytebuf_add(out, merged.p, merged.len);
+    int rc = info_merge(local, local_len, parts, nparts, &merged);
+    if (rc == 0) replies_verbatim(merged.p, merged.len, out);
     bytebuf_free(&merged);
-    return 0;
+    return rc;
 }
 
 enum fanmerge_scan fanmerge_scan(const char *reply, size_t len, unsigned rank, unsigned nnodes, struct bytebuf *out)
