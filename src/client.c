@@ -19,6 +19,7 @@
 #include "nearcache.h"
 #include "pins.h"
 #include "tracker.h"
+#include "fanout.h"
 #include "router.h"
 #include "txn.h"
 
@@ -525,7 +526,7 @@ static enum client_later client_handle_frame(struct client *c, const char *frame
         break;
     case PLAN_FORWARD:
         if (plan.merge != MERGE_NONE) {
-            router_forward_split(c, req, &plan, frame);
+            fanout_split(c, req, &plan, frame);
         } else if (plan.flow == FLOW_WATCH) {
             struct backend *b = pins_watch(c, plan.instance, plan.slot);
             if (!b) {

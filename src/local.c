@@ -9,6 +9,7 @@
 #include "backend.h"
 #include "nodes.h"
 #include "report.h"
+#include "fanout.h"
 #include "router.h"
 
 #include <assert.h>
@@ -536,7 +537,7 @@ static void local_info(struct client *c, struct request *req, const struct plan 
     local_info_body(c, argc, argv, argvlen, body);
     if (plan->merge == MERGE_INFO) {
         size_t n = evbuffer_get_length(body);
-        router_forward_info(c, req, argc, argv, argvlen, (const char *)evbuffer_pullup(body, -1), n);
+        fanout_info(c, req, argc, argv, argvlen, (const char *)evbuffer_pullup(body, -1), n);
         evbuffer_free(body);
         return;
     }

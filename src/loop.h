@@ -65,7 +65,7 @@ TAILQ_HEAD(request_queue, request);
 struct request_send;
 TAILQ_HEAD(request_send_list, request_send); /* a client's cluster sends waiting to go again, in request order */
 
-/* One held replicas=N write (router.c): a request's reply, or one part's of a split write. */
+/* One held replicas=N write (replcommit.c): a request's reply, or one part's of a split write. */
 struct repl_hold {
     struct request *req;
     int16_t part;     /* -1: the request's reply (req->repl_reply); else that part's (req->parts[part].reply) */
@@ -79,7 +79,7 @@ struct repl_holds {
 };
 
 /*
- * replicas=N (router.c): one instance's writes whose replies came and are held until a WAIT says
+ * replicas=N (replcommit.c): one instance's writes whose replies came and are held until a WAIT says
  * enough replicas have them. `next` collects them while `covered`'s WAIT is out on `conn` (a
  * dedicated connection); once it answers, `covered` is answered and `next` gets its own WAIT.
  */
@@ -136,7 +136,7 @@ struct worker {
     struct proxy *proxy;
     struct nc_worker *nc;                         /* its near cache (nearcache.c), NULL without near-cache namespaces */
     struct tracker_inbox *tracker;                /* invalidations other workers hand it (tracker.c) */
-    struct repl_group repl[CONFIG_MAX_INSTANCES]; /* replicas=N writes held per instance (router.c) */
+    struct repl_group repl[CONFIG_MAX_INSTANCES]; /* replicas=N writes held per instance (replcommit.c) */
     int repl_stopped;                             /* router_stop ran: no new WAIT starts */
 };
 

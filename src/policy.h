@@ -140,7 +140,7 @@ struct plan {
     int all_instances;                /* FLOW_UNSUBSCRIBE with no argument: every subscriber connection */
     int wait_sync;                    /* WAIT after a write: a replicated no-op first, so the pin's offset covers it */
     int replicas;                     /* a write (ncpolicy_writes) to keys of replicas=N namespaces: the largest N; its
-                                         reply is held until N replicas confirm it (router.c); 0: answered at once */
+                                         reply is held until N replicas confirm it (replcommit.c); 0: answered at once */
     int slot;                         /* PLAN_FORWARD to a cluster instance: the slot of its keys; -1 none (keyless,
                                          or a single-server instance); PLAN_SLOT_SPANS: queued in MULTI, keys in
                                          several slots (EXEC answers CROSSSLOT, as Redis) */

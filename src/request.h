@@ -16,7 +16,7 @@ struct request_part {
     int instance;
     int slot;         /* -1: a single-server instance */
     int node;         /* a keyless command's part for one primary of a cluster: its node (nodes_owner), else -1 */
-    uint8_t replicas; /* a split write's part: its reply is held until N replicas have it, as a request's (router.c) */
+    uint8_t replicas; /* a split write's part: held until N replicas have it, as a request (replcommit.c) */
     char *reply;
     size_t len;
 };

@@ -1,10 +1,9 @@
 /* router.c: the only code that writes requests for a backend and interprets what it answers. */
-/* Over 1,000 lines (about 1,700), for now: the pins went to pins.c (issue 29, item 3); what is left
- * splits by concern into the re-sends of cluster and Sentinel requests (route_again, route_try,
- * route_intercept and the resend list: the re-send module of issue 29, item 2), the replicas=N
- * group commit (route_repl_*) and the split / merged commands (router_forward_split, route_merge*).
- * The re-sends move with item 2, on its own branch; the other two were left here so that the
- * branches of issue 29 merge cleanly. */
+/* Over 1,000 lines (about 1,180), for now: the replicas=N group commit went to replcommit.c, the frame
+ * writers to frames.c, the merges' byte work to fanmerge.c and the split / fanned-out commands to
+ * fanout.c; what keeps it over is the re-sends of cluster and Sentinel requests (route_again,
+ * route_try, route_intercept and the resend list, about 470 lines: the re-send module of issue 29,
+ * item 2), which move on their own branch, left untouched here so that the branches merge cleanly. */
 #include "router.h"
 #include "nodes.h"
 
@@ -12,33 +11,17 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fanmerge.h"
+#include "frames.h"
 #include "info.h"
 #include "nearcache.h"
 #include "pins.h"
 #include "tracker.h"
+#include "replcommit.h"
 #include "replies.h"
 #include "resend.h"
 #include "scripts.h"
-#include "sentinelwatch.h"
 #include "slotmap.h"
-
-/* How a backend reply is used (struct pending's kind; see router.h). */
-enum route_kind {
-    ROUTE_PASS = 0,
-    ROUTE_DROP,
-    ROUTE_QUEUED,
-    ROUTE_EXEC_PICK,
-    ROUTE_EXEC_FILTER,
-    ROUTE_PART,
-    ROUTE_PART_PICK,   /* a split part in keygate's MULTI (its invalidations): element 0 of EXEC is the part */
-    ROUTE_FILL,        /* a near-cache fill: stored, and the command's reply rendered from it (nearcache.c) */
-    ROUTE_PREFETCH,    /* a near-cache fill of one of MGET's keys (part = its index): stored, not answered */
-    ROUTE_ASKING,      /* the ASKING before a command sent again after -ASK: swallowed */
-    ROUTE_SCRIPT_LOAD, /* the SCRIPT LOAD before an EVALSHA sent again after -NOSCRIPT: swallowed */
-    /* the router's own entries (no request; part = the instance): replicas=N's group commit */
-    ROUTE_REPL_SYNC, /* the replicated no-op before the WAIT: swallowed */
-    ROUTE_REPL_WAIT, /* WAIT need timeout: answers the writes of its group (route_repl_answer) */
-};
 
 _Static_assert(CONFIG_MAX_INSTANCES <= REPLIES_MAX_PARTS, "a split command has one part per instance");
 _Static_assert(PLAN_MAX_PARTS <= REPLIES_MAX_PARTS && PLAN_MAX_PARTS <= UINT16_MAX, "a part index fits everywhere");
@@ -55,6 +38,8 @@ _Static_assert((int)REPLIES_MERGE_VALUES == (int)MERGE_MGET && (int)REPLIES_MERG
                    (int)REPLIES_MERGE_CONCAT == (int)MERGE_KEYS && (int)REPLIES_MERGE_SAME == (int)MERGE_SCRIPT_LOAD &&
                    (int)REPLIES_MERGE_AND == (int)MERGE_SCRIPT_EXISTS,
                "replies_merge takes plan_merge's values");
+_Static_assert((int)ROUTE_REPL_SYNC == (int)REPLCOMMIT_KIND_SYNC && (int)ROUTE_REPL_WAIT == (int)REPLCOMMIT_KIND_WAIT,
+               "replcommit's own entries keep the router's kinds");
 
 /* One more reply owed on b for req, used as `kind`; while req records a send (a cluster
  * request, route_out), the entry is recorded and owed once the send is staged (route_stage). */
@@ -592,84 +577,6 @@ static void route_out_done(struct request *req, struct backend *b)
     route_again(req, s);
 }
 
-/*
- * Write the client's frame to `out`, with plan->append spliced on the end:
- *   unchanged multibulk   -> the frame's bytes as they came (one copy)
- *   multibulk + appended  -> new "*N" header + the frame's arguments + the new ones
- *   inline, or GET->GETEX -> re-encoded as multibulk
- */
-static void write_frame(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame)
-{
-    const struct resp_parser *p = &c->parser;
-    if (!p->is_inline && plan->nappend == 0 && !plan->ttl.getex && !plan->budget_ncheck) {
-        bytebuf_add(out, frame, p->frame_len);
-        return;
-    }
-    char hdr[32];
-    hdr[0] = '*';
-    /* over budget: EVAL <check script> ncheck key... <-OOM text> <the command, as below> */
-    size_t budget_args = plan->budget_ncheck ? 4u + plan->budget_ncheck : 0;
-    size_t n = 1 + format_ll(hdr + 1, (long long)(budget_args + p->argc + plan->nappend));
-    hdr[n++] = '\r';
-    hdr[n++] = '\n';
-    bytebuf_add(out, hdr, n);
-    if (plan->budget_ncheck) {
-        bytebuf_add(out, STR_AND_LEN("$4\r\nEVAL\r\n"));
-        if (c->resp3)
-            bytebuf_add_bulk(out, STR_AND_LEN(BUDGET_SCRIPT_RESP3));
-        else
-            bytebuf_add_bulk(out, STR_AND_LEN(BUDGET_SCRIPT));
-        char num[24];
-        bytebuf_add_bulk(out, num, format_ll(num, (long long)plan->budget_ncheck));
-        for (uint16_t i = 0; i < plan->budget_ncheck; i++) {
-            size_t ai = (size_t)plan->budget_check[i];
-            bytebuf_add_bulk(out, resp_arg_ptr(p, frame, ai), p->args[ai].len);
-        }
-        bytebuf_add_bulk(out, plan->budget_msg, strlen(plan->budget_msg));
-    }
-    if (!p->is_inline && !plan->ttl.getex) {
-        bytebuf_add(out, frame + p->header_len, p->frame_len - p->header_len);
-    } else {
-        for (size_t i = 0; i < p->argc; i++) {
-            if (i == 0 && plan->ttl.getex)
-                bytebuf_add_bulk(out, STR_AND_LEN("GETEX"));
-            else
-                bytebuf_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
-        }
-    }
-    for (size_t i = 0; i < plan->nappend; i++) bytebuf_add_bulk(out, plan->append[i], plan->append_len[i]);
-}
-
-/* PEXPIRE key ms [NX | XX LT] for one ttl_fix. */
-static void write_fix(struct bytebuf *out, const struct client *c, const char *frame, const struct ttl_fix *f)
-{
-    char ms[24];
-    size_t n = format_ll(ms, (long long)f->ttl_ms);
-    if (f->mode == TTL_FIX_RESET)
-        bytebuf_add(out, STR_AND_LEN("*3\r\n$7\r\nPEXPIRE\r\n"));
-    else if (f->mode == TTL_FIX_NX)
-        bytebuf_add(out, STR_AND_LEN("*4\r\n$7\r\nPEXPIRE\r\n"));
-    else
-        bytebuf_add(out, STR_AND_LEN("*5\r\n$7\r\nPEXPIRE\r\n"));
-    bytebuf_add_bulk(out, resp_arg_ptr(&c->parser, frame, f->argi), c->parser.args[f->argi].len);
-    bytebuf_add_bulk(out, ms, (size_t)n);
-    if (f->mode == TTL_FIX_NX) {
-        bytebuf_add_bulk(out, STR_AND_LEN("NX"));
-    } else if (f->mode == TTL_FIX_CAP) {
-        bytebuf_add_bulk(out, STR_AND_LEN("XX")); /* only a key that has a TTL: none is given */
-        bytebuf_add_bulk(out, STR_AND_LEN("LT"));
-    }
-}
-
-/* XADD <stream> * k <key>: the near-cache invalidation of one written key (ncpolicy.h). */
-static void write_inval(struct bytebuf *out, const struct client *c, const char *frame, const struct nc_inval_key *k)
-{
-    bytebuf_add(out, STR_AND_LEN("*5\r\n$4\r\nXADD\r\n"));
-    bytebuf_add_bulk(out, k->ns->nc_stream, k->ns->nc_stream_len);
-    bytebuf_add(out, STR_AND_LEN("$1\r\n*\r\n$1\r\nk\r\n"));
-    bytebuf_add_bulk(out, resp_arg_ptr(&c->parser, frame, k->argi), c->parser.args[k->argi].len);
-}
-
 void router_unavailable(struct client *c, struct request *req, int instance)
 {
     char text[128];
@@ -694,233 +601,9 @@ struct backend *router_conn_for(struct client *c, int instance, int slot)
     return nodes_conn(c->worker, instance, &(struct node_want){.slot = slot, .resp3 = c->resp3, .client_id = c->id});
 }
 
-/*
- * WAIT waits for the replication offset of the connection it runs on, and it runs on a
- * dedicated connection, not the one that carried the client's write: a PUBLISH first (Redis
- * replicates every PUBLISH, to a channel nobody subscribes to) moves that offset to the
- * primary's current one, past the client's earlier write. Its reply is swallowed.
- */
-#define ROUTER_WAIT_SYNC "*3\r\n$7\r\nPUBLISH\r\n$14\r\nkeygate:wait:0\r\n$0\r\n\r\n"
-
-static void router_write_wait_sync(struct bytebuf *out, struct backend *b, struct request *req)
-{
-    bytebuf_add(out, STR_AND_LEN(ROUTER_WAIT_SYNC));
-    route_expect(b, req, ROUTE_DROP, 0);
-}
-
-/* ---- replicas=N: group commit (README, High availability) ----
- *
- *   shared connection:   SET a  SET b  SET c   (replies come: each is held, not answered)
- *                            \      \      \
- *   w->repl[instance]:    covered = {a, b, c}           next = {d, e}  (held while the WAIT is out)
- *                            |
- *   dedicated connection: PUBLISH keygate:wait:0 ""  +  WAIT need replicas-timeout
- *                            |
- *   WAIT answers k:       a, b, c answered (their kept reply when k >= their N, else -NOREPLICAS);
- *                         next becomes covered, and its own WAIT goes out
- *
- * A write whose reply came has run on the primary, and Redis has put it in its replication stream
- * before answering; the PUBLISH written after that reply is later in the stream, so WAIT (which
- * waits for its own connection's offset, the PUBLISH's) covers every write held before the
- * PUBLISH was written. So a held write joins the WAIT out while its PUBLISH is still unwritten
- * (staged until the end of this loop iteration: every reply of a batch read here joins it), and
- * waits for the next one otherwise. One WAIT per group, on a dedicated connection: the shared
- * connections never wait for replicas. */
-
-/* The -NOREPLICAS text of a held write whose replicas did not confirm it (Redis's code and first
- * words, as for min-replicas; the write did run on the primary). */
-static void route_repl_error(char *text, size_t size, const struct worker *w, int instance, int replicas,
-                             long long acked, const char *why)
-{
-    char d[32];
-    duration_format(w->cfg->replicas_timeout_ms, d, sizeof(d));
-    if (why)
-        snprintf(text, size,
-                 "NOREPLICAS Not enough good replicas to write: the write ran on the primary of instance '%s', but "
-                 "its replication could not be checked (%s)",
-                 w->cfg->instance_names[instance], why);
-    else
-        snprintf(text, size,
-                 "NOREPLICAS Not enough good replicas to write: the write ran on the primary of instance '%s', and "
-                 "%lld of %d replicas confirmed it within replicas-timeout (%s)",
-                 w->cfg->instance_names[instance], acked < 0 ? 0 : acked, replicas, d);
-}
-
-static void route_holds_push(struct repl_holds *v, struct repl_hold hd)
-{
-    if (v->n == v->cap) {
-        v->cap = v->cap ? v->cap * 2 : 16;
-        v->items = xrealloc(v->items, v->cap * sizeof(*v->items));
-    }
-    v->items[v->n++] = hd;
-}
-
-/* Answer every write of `v` (held for instance): acked replicas confirmed them (-1: unknown, see
- * why); each gets its kept reply when acked reaches its N, else -NOREPLICAS (a split write's
- * part: in its part, which the merge then answers with). */
-static void route_repl_answer(struct worker *w, int instance, struct repl_holds *v, long long acked, const char *why)
-{
-    for (size_t i = 0; i < v->n; i++) {
-        const struct repl_hold hd = v->items[i]; /* a copy: answering may run the client's code */
-        struct request *req = hd.req;
-        if (acked >= hd.replicas) {
-            if (hd.part < 0)
-                request_answer(req, req->repl_reply, req->repl_len);
-            else
-                route_part_kept(req);
-            continue;
-        }
-        char text[ERROR_TEXT_MAX], msg[ERROR_REPLY_MAX];
-        STAT_INC(&w->stats, replicas_timeouts);
-        route_repl_error(text, sizeof(text), w, instance, hd.replicas, acked, why);
-        size_t len = replies_error(msg, sizeof(msg), text);
-        if (hd.part < 0) {
-            request_answer(req, msg, len);
-        } else {
-            request_part_replace(req, hd.part, msg, len);
-            route_part_kept(req);
-        }
-    }
-    v->n = 0;
-}
-
-/* The writes of `next` become the covered group: PUBLISH + WAIT for them on a dedicated connection
- * (idle or new; it goes back to the idle list once the WAIT answered). */
-static void route_repl_start(struct worker *w, int instance)
-{
-    struct repl_group *g = &w->repl[instance];
-    assert(!g->conn && g->covered.n == 0);
-    if (g->next.n == 0) return;
-    struct repl_holds t = g->covered;
-    g->covered = g->next;
-    g->next = t;
-    g->need = 0;
-    for (size_t i = 0; i < g->covered.n; i++)
-        if (g->covered.items[i].replicas > g->need) g->need = g->covered.items[i].replicas;
-    struct backend *b = w->repl_stopped ? NULL : nodes_conn(w, instance, &(struct node_want){.slot = -1, .pinned = 1});
-    if (!b) {
-        route_repl_answer(w, instance, &g->covered, -1,
-                          w->repl_stopped ? "keygate is shutting down"
-                                          : "no dedicated connection for WAIT: max-pinned, or no primary known");
-        return;
-    }
-    /* a sentinel instance's primary changed since some of them ran (a failover): the new one's
-     * replicas say nothing of those writes */
-    size_t kept = 0;
-    for (size_t i = 0; i < g->covered.n; i++) {
-        struct repl_hold hd = g->covered.items[i];
-        if (hd.node == b->node) {
-            g->covered.items[kept++] = hd;
-            continue;
-        }
-        struct repl_holds one = {.items = &hd, .n = 1, .cap = 1};
-        route_repl_answer(w, instance, &one, -1, "the primary changed since the write: a failover");
-    }
-    g->covered.n = kept;
-    if (kept == 0) {
-        backend_unpin(b);
-        return;
-    }
-    int64_t timeout = w->cfg->replicas_timeout_ms;
-    backend_exempt(b, timeout); /* WAIT blocks up to its timeout: backend-timeout counts after it */
-    struct bytebuf *out = backend_stage(b);
-    bytebuf_add(out, STR_AND_LEN(ROUTER_WAIT_SYNC));
-    backend_expect(b, (struct pending){.kind = ROUTE_REPL_SYNC, .part = (uint16_t)instance});
-    char n[24], ms[24];
-    size_t nl = format_ll(n, g->need), msl = format_ll(ms, (long long)timeout);
-    bytebuf_add(out, STR_AND_LEN("*3\r\n$4\r\nWAIT\r\n"));
-    bytebuf_add_bulk(out, n, nl);
-    bytebuf_add_bulk(out, ms, msl);
-    backend_expect(b, (struct pending){.kind = ROUTE_REPL_WAIT, .part = (uint16_t)instance});
-    STAT_INC(&w->stats, replicas_waits);
-    backend_unpin(b); /* back to the idle list once the WAIT answered */
-    g->conn = b;
-    g->gen = nodes_follow_failover(w, instance) ? sentinelwatch_generation(instance) : 0;
-}
-
-/*
- * The reply of req (part -1), or of its part `part`, a write that `replicas` replicas must have,
- * came from b: hold it (1), or 0 when it is answered as usual (an error: nothing to replicate; an
- * orphaned request: nobody waits for it).
- */
-static int route_repl_hold(struct backend *b, struct request *req, int part, int replicas, const char *reply,
-                           size_t len)
-{
-    if (reply[0] == '-' || !req->client) return 0;
-    struct worker *w = req->worker;
-    struct repl_group *g = &w->repl[b->instance];
-    if (part < 0)
-        request_keep_reply(req, reply, len);
-    else
-        request_part_keep(req, part, reply, len);
-    struct repl_hold hd = {.req = req, .part = (int16_t)part, .node = (int16_t)b->node, .replicas = (uint8_t)replicas};
-    /* its PUBLISH not written yet (both entries still staged): the WAIT out covers this write too */
-    if (g->conn && g->conn->unsent >= 2 && replicas <= g->need && hd.node == g->conn->node) {
-        route_holds_push(&g->covered, hd);
-        return 1;
-    }
-    route_holds_push(&g->next, hd);
-    if (!g->conn) route_repl_start(w, b->instance);
-    return 1;
-}
-
-/* A reply (reply NULL: lost) of the router's own entries: the WAIT answers its group. */
-static void route_repl_reply(struct backend *b, const struct pending *pd, const char *reply, size_t len)
-{
-    if (pd->kind == ROUTE_REPL_SYNC) return;
-    assert(pd->kind == ROUTE_REPL_WAIT);
-    struct worker *w = b->worker;
-    int instance = pd->part;
-    struct repl_group *g = &w->repl[instance];
-    assert(g->conn == b);
-    g->conn = NULL;
-    long long acked = -1;
-    char why[160];
-    const char *reason = NULL;
-    if (!reply) {
-        reason = "its connection for WAIT was lost";
-    } else if (reply[0] != ':' || len < 3 || resp_parse_ll(reply + 1, len - 3, &acked) != 0) {
-        acked = -1; /* not WAIT's count of replicas */
-        size_t n = 0;
-        while (n < len && n < 100 && reply[n] != '\r') n++;
-        snprintf(why, sizeof(why), "WAIT answered %.*s", (int)n, reply);
-        reason = why;
-    }
-    struct sentinelwatch_state st;
-    if (acked >= 0 && nodes_follow_failover(w, instance) &&
-        (sentinelwatch_get(instance, &st) != 0 || !st.confirmed || st.generation != g->gen)) {
-        /* a failover began (or the primary changed) while the WAIT was out: the replicas that
-         * answered may be followers of the old primary that the promoted one will resync, so
-         * their count says nothing of what survives (the Sentinel fault harness, SEED=3003) */
-        acked = -1;
-        reason = "a failover began while its WAIT was out";
-    }
-    route_repl_answer(w, instance, &g->covered, acked, reason);
-    route_repl_start(w, instance);
-}
-
 void router_stop(struct worker *w)
 {
-    w->repl_stopped = 1;
-    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
-        struct repl_group *g = &w->repl[i];
-        route_repl_answer(w, i, &g->next, -1, "keygate is shutting down");
-        /* covered: its WAIT's connection is the router's own (pinned, no client holds it, the pools
-         * do not close it): closing it fails the WAIT, which answers them (route_repl_reply) */
-        if (g->conn) backend_abandon(g->conn);
-        assert(!g->conn && g->covered.n == 0);
-    }
-}
-
-void router_free(struct worker *w)
-{
-    for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
-        struct repl_group *g = &w->repl[i];
-        assert(g->next.n == 0 && g->covered.n == 0 && !g->conn);
-        free(g->next.items);
-        free(g->covered.items);
-        memset(g, 0, sizeof(*g));
-    }
+    replcommit_stop(w, route_part_kept);
 }
 
 /* The reply of a request sent on the client's blocking pin: the pin is back in the pool. */
@@ -937,7 +620,7 @@ static __attribute__((noinline)) void route_unblock_client(struct request *req)
 /*
  * A command of c going to an instance whose nodes move (a cluster, a Sentinel primary; scripts.h):
  * an EVAL's or EVAL_RO's body is remembered, and SCRIPT LOAD's (a cluster's SCRIPT LOAD reaches
- * every primary through router_forward_split instead); a lone EVALSHA's send s (alone, or in
+ * every primary through fanout_split instead); a lone EVALSHA's send s (alone, or in
  * keygate's own MULTI wrap; NULL: none, or the command is in the client's MULTI) notes the
  * script's name, which its node's -NOSCRIPT may load (route_intercept): a promoted replica lacks
  * what was loaded on its old primary (Redis 7.0 does not replicate SCRIPT LOAD).
@@ -988,21 +671,24 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
     req->replicas = (uint8_t)plan->replicas;
     req->xadds = plan->ttl.wrap ? (uint16_t)plan->inval.n : 0;
     struct bytebuf *out = route_out_kept(c, b, req, keep, plan->instance, plan->slot, 0);
-    if (plan->wait_sync) router_write_wait_sync(out, b, req);
+    if (plan->wait_sync) { /* the PUBLISH before a WAIT of the client's (replcommit.h) */
+        bytebuf_add(out, STR_AND_LEN(REPLCOMMIT_SYNC));
+        route_expect(b, req, ROUTE_DROP, 0);
+    }
     int wrap = plan->ttl.wrap;
     if (wrap) {
         bytebuf_add(out, STR_AND_LEN("*1\r\n$5\r\nMULTI\r\n"));
         route_expect(b, req, ROUTE_DROP, 0);
     }
-    write_frame(out, c, plan, frame);
+    frames_command(out, &c->parser, c->resp3, plan, frame);
     route_expect(b, req, wrap ? ROUTE_QUEUED : ROUTE_PASS, 0);
     if (keep) route_note_script(c, frame, req->recording);
     for (size_t i = 0; i < plan->ttl.nfix; i++) {
-        write_fix(out, c, frame, &plan->ttl.fix[i]);
+        frames_fix(out, &c->parser, frame, &plan->ttl.fix[i]);
         route_expect(b, req, ROUTE_DROP, 0);
     }
     for (uint32_t i = 0; i < plan->inval.n; i++) {
-        write_inval(out, c, frame, &plan->inval.key[i]);
+        frames_inval(out, &c->parser, frame, &plan->inval.key[i]);
         route_expect(b, req, ROUTE_DROP, 0);
     }
     if (wrap) {
@@ -1028,30 +714,6 @@ void router_forward_bytes(struct client *c, struct backend *b, int instance, str
     STAT_INC(&c->worker->stats, commands_forwarded);
 }
 
-/* EVAL <fill script> 1 key <limit> <mode> [argv[first..argc)] (ncpolicy.h): a fill's command. */
-static void write_fill(struct bytebuf *out, size_t limit, char mode, const struct client *c, const char *frame,
-                       const char *key, size_t key_len, size_t first, size_t argc)
-{
-    static const char script[] = NCPOLICY_FILL_SCRIPT;
-    char num[24];
-    size_t nl = format_ll(num, (long long)limit);
-    size_t extra = first < argc ? argc - first : 0;
-    char hdr[32];
-    hdr[0] = '*';
-    size_t hl = 1 + format_ll(hdr + 1, (long long)(6 + extra));
-    hdr[hl++] = '\r';
-    hdr[hl++] = '\n';
-    bytebuf_add(out, hdr, hl);
-    bytebuf_add(out, STR_AND_LEN("$4\r\nEVAL\r\n"));
-    bytebuf_add_bulk(out, script, sizeof(script) - 1);
-    bytebuf_add(out, STR_AND_LEN("$1\r\n1\r\n"));
-    bytebuf_add_bulk(out, key, key_len);
-    bytebuf_add_bulk(out, num, nl);
-    bytebuf_add_bulk(out, &mode, 1);
-    for (size_t i = first; i < argc; i++)
-        bytebuf_add_bulk(out, resp_arg_ptr(&c->parser, frame, i), c->parser.args[i].len);
-}
-
 void router_forward_fill(struct client *c, struct backend *b, struct request *req, const struct plan *plan,
                          const char *frame)
 {
@@ -1062,8 +724,8 @@ void router_forward_fill(struct client *c, struct backend *b, struct request *re
     char mode = nearcache_fill_mode(req);
     /* a command naming more members or fields than Lua's unpack takes reads the whole value */
     if (mode == 'm' && c->parser.argc > 2 + NCPOLICY_FILL_MAX_NAMED) mode = 'a';
-    write_fill(backend_stage(b), nearcache_fill_limit(req), mode, c, frame, resp_arg_ptr(&c->parser, frame, 1),
-               c->parser.args[1].len, 2, mode == 'm' ? c->parser.argc : 0);
+    frames_fill(backend_stage(b), nearcache_fill_limit(req), mode, &c->parser, frame,
+                resp_arg_ptr(&c->parser, frame, 1), c->parser.args[1].len, 2, mode == 'm' ? c->parser.argc : 0);
     route_expect(b, req, ROUTE_FILL, 0);
     STAT_INC(&c->worker->stats, commands_forwarded);
 }
@@ -1076,7 +738,7 @@ void router_forward_prefetch(struct client *c, struct backend *b, struct request
     for (size_t i = 0; i < n; i++) {
         size_t len;
         const char *key = nearcache_prefetch_key(req, i, &len);
-        write_fill(out, nearcache_fill_limit(req), 'n', c, NULL, key, len, 0, 0);
+        frames_fill(out, nearcache_fill_limit(req), 'n', &c->parser, NULL, key, len, 0, 0);
         route_expect(b, req, ROUTE_PREFETCH, (int)i);
     }
 }
@@ -1085,19 +747,13 @@ void router_write_queued(struct bytebuf *out, const struct client *c, const stru
                          struct bytebuf *keep)
 {
     static const uint8_t client_reply = REPLIES_KEEP_CLIENT, injected = REPLIES_KEEP_INJECTED, xadd = REPLIES_KEEP_XADD;
-    write_frame(out, c, plan, frame);
+    frames_queued(out, &c->parser, c->resp3, plan, frame); /* the command, its fixes, its XADDs after its write */
     policy_budget_forwarded(plan); /* at queue time: a DISCARDed write stays counted (the estimate errs high) */
     bytebuf_add(keep, &client_reply, 1);
     if (plan->instance >= 0 && nodes_may_move(c->worker, plan->instance)) /* an EVAL's body is remembered */
         route_note_script(c, frame, NULL);
-    for (size_t i = 0; i < plan->ttl.nfix; i++) {
-        write_fix(out, c, frame, &plan->ttl.fix[i]);
-        bytebuf_add(keep, &injected, 1);
-    }
-    for (uint32_t i = 0; i < plan->inval.n; i++) { /* in the client's transaction, after its write */
-        write_inval(out, c, frame, &plan->inval.key[i]);
-        bytebuf_add(keep, &xadd, 1);
-    }
+    for (size_t i = 0; i < plan->ttl.nfix; i++) bytebuf_add(keep, &injected, 1);
+    for (uint32_t i = 0; i < plan->inval.n; i++) bytebuf_add(keep, &xadd, 1);
 }
 
 void router_exec(struct client *c, struct backend *b, struct request *req, int instance, int slot)
@@ -1154,34 +810,25 @@ static void route_merge_info(struct request *req)
         parts[k] = (struct info_part){name, rp->reply, rp->len};
     }
     struct bytebuf out = {0};
-    if (info_merge(req->parts[n].reply, req->parts[n].len, parts, n, &out) == 0) {
-        if (req->client && req->client->resp3) { /* RESP3: a verbatim string, as Redis's INFO */
-            struct bytebuf v = {0};
-            replies_verbatim(out.p, out.len, &v);
-            bytebuf_free(&out);
-            out = v;
-        }
+    if (fanmerge_info(req->parts[n].reply, req->parts[n].len, parts, n, req->client && req->client->resp3, &out) == 0)
         request_complete(req, out.p, out.len);
-    } else
+    else
         request_error(req, "ERR keygate could not merge the instances' INFO replies");
     bytebuf_free(&out);
     free(parts);
     free(names);
 }
 
-/* A cluster SCAN's node answered: its reply with the client's next cursor (route_forward_scan). */
+/* A cluster SCAN's node answered: its reply with the client's next cursor (fanout.c). */
 static void route_merge_scan(struct request *req)
 {
     const struct request_part *part = &req->parts[0];
-    uint64_t node_cursor, next;
-    if (replies_scan_cursor(part->reply, part->len, &node_cursor) != 0) { /* an error: as it came */
-        request_complete(req, part->reply, part->len);
-        return;
-    }
     struct bytebuf out = {0};
-    if (slotmap_scan_cursor_next(node_cursor, req->scan_rank, req->scan_nodes, &next) == 0 &&
-        replies_scan_with_cursor(part->reply, part->len, next, &out) == 0)
+    enum fanmerge_scan r = fanmerge_scan(part->reply, part->len, req->scan_rank, req->scan_nodes, &out);
+    if (r == FANMERGE_SCAN_DONE)
         request_complete(req, out.p, out.len);
+    else if (r == FANMERGE_SCAN_AS_IS) /* an error: as it came */
+        request_complete(req, part->reply, part->len);
     else
         request_error(req, "ERR keygate cannot carry this node's SCAN cursor");
     bytebuf_free(&out);
@@ -1232,9 +879,7 @@ static void route_part_kept(struct request *req)
     route_merge(req);
 }
 
-/* Part k of req has no connection (its instance is down): it fails at once with
- * -UNAVAILABLE, and the merge answers when it was the last part due. */
-static void route_part_unavailable(struct worker *w, struct request *req, int k)
+void router_part_unavailable(struct worker *w, struct request *req, int k)
 {
     char text[128], msg[ERROR_REPLY_MAX];
     replies_unavailable(text, sizeof(text), w->cfg->instance_names[req->parts[k].instance]);
@@ -1245,228 +890,26 @@ static void route_part_unavailable(struct worker *w, struct request *req, int k)
     if (--req->parts_left == 0) route_merge(req);
 }
 
-/* The parts of a command for every primary of cluster `instance` (each named by a slot it owns),
- * from parts[at]; one part with no slot (it waits for the map) when none is known yet. Returns
- * how many it filled (at most max). */
-static int route_primaries(struct worker *w, int instance, struct request_part *parts, int max)
+/* ---- what fanout.c writes its parts with (router.h): the router's own functions, unchanged ---- */
+
+struct bytebuf *router_out(struct client *c, struct backend *b, struct request *req, int instance, int slot, int part)
 {
-    int slots[SLOTMAP_MAX_NODES];
-    int n = nodes_primaries(w, instance, slots, max < SLOTMAP_MAX_NODES ? max : SLOTMAP_MAX_NODES);
-    if (n == 0) slots[n++] = -1;
-    for (int k = 0; k < n; k++)
-        parts[k] =
-            (struct request_part){.instance = instance, .slot = slots[k], .node = nodes_owner(w, instance, slots[k])};
-    return n;
+    return route_out(c, b, req, instance, slot, part);
 }
 
-/*
- * A keyless command for every instance (DBSIZE, INFO keyspace), or (only >= 0) for one: the
- * same `command` bytes to each, one part per instance and, when per_node, one per primary of
- * a cluster instance; merged like a split command (route_merge). `extra` (may be NULL) is one
- * more part that is complete already. A single server that is down fails its part at once, and
- * the merge answers that error; a cluster's part waits for its node (route_out_done).
- */
-static void router_forward_all(struct client *c, struct request *req, int merge, const struct bytebuf *command,
-                               const char *extra, size_t extra_len, int only, int per_node)
+int router_keeps(const struct client *c, const struct backend *b, int instance)
 {
-    struct worker *w = c->worker;
-    int ninst = (int)w->cfg->ninstances;
-    assert(ninst > 0 && ninst <= CONFIG_MAX_INSTANCES);
-    req->parts = xcalloc(REPLIES_MAX_PARTS, sizeof(*req->parts));
-    int n = 0;
-    for (int i = 0; i < ninst; i++) {
-        if (only >= 0 && i != only) continue;
-        if (per_node && nodes_may_move(w, i))
-            n += route_primaries(w, i, req->parts + n, REPLIES_MAX_PARTS - 1 - (ninst - 1 - i) - n);
-        else
-            req->parts[n++] = (struct request_part){.instance = i, .slot = -1, .node = -1};
-    }
-    assert(n > 0 && n < REPLIES_MAX_PARTS);
-    req->merge = merge;
-    req->argc = c->parser.argc;
-    req->nparts = req->parts_left = n;
-    if (extra) { /* one more part, complete already: keygate's own (INFO's local sections) */
-        req->parts[n].instance = -1;
-        req->nparts++;
-        request_part_keep(req, n, extra, extra_len);
-    }
-    struct backend **conns = xcalloc((size_t)n, sizeof(*conns));
-    for (int k = 0; k < n; k++) conns[k] = router_conn_for(c, req->parts[k].instance, req->parts[k].slot);
-    for (int k = 0; k < n; k++) { /* every part is written before any reply can complete req */
-        int inst = req->parts[k].instance;
-        if (!conns[k] && !route_keeps(c, NULL, inst)) continue;
-        bytebuf_add(route_out(c, conns[k], req, inst, req->parts[k].slot, k), command->p, command->len);
-        route_expect(conns[k], req, ROUTE_PART, k);
-        route_out_done(req, conns[k]);
-        STAT_INC(&w->stats, commands_forwarded);
-    }
-    for (int k = 0; k < n; k++)
-        if (!conns[k] && !route_keeps(c, NULL, req->parts[k].instance)) route_part_unavailable(w, req, k);
-    free(conns);
+    return route_keeps(c, b, instance);
 }
 
-void router_forward_info(struct client *c, struct request *req, size_t argc, const char *const *argv,
-                         const size_t *argvlen, const char *local, size_t local_len)
+void router_expect(struct backend *b, struct request *req, enum route_kind kind, int part)
 {
-    struct bytebuf command = {0}; /* INFO with the client's own section names */
-    char hdr[32];
-    int n = snprintf(hdr, sizeof(hdr), "*%zu\r\n", argc);
-    bytebuf_add(&command, hdr, (size_t)n);
-    for (size_t i = 0; i < argc; i++) bytebuf_add_bulk(&command, argv[i], argvlen[i]);
-    /* "": present, empty; a cluster's sections come from each primary, labelled by node */
-    router_forward_all(c, req, MERGE_INFO, &command, local_len ? local : "", local_len, -1, 1);
-    bytebuf_free(&command);
+    route_expect(b, req, kind, part);
 }
 
-/* A SCAN cursor as Redis reads it (strtoull, all of it: an optional sign, a negative one wrapping,
- * "" is 0; no leading space, no overflow). 0, or -1 when Redis would answer "invalid cursor". */
-static int route_parse_cursor(const char *s, size_t len, uint64_t *out)
+void router_out_done(struct request *req, struct backend *b)
 {
-    size_t i = 0;
-    int negative = 0;
-    if (len > 0 && (s[0] == '+' || s[0] == '-')) negative = s[i++] == '-';
-    if (i == len) { /* no digits: strtoull consumed nothing, which is all of "" only */
-        *out = 0;
-        return len == 0 ? 0 : -1;
-    }
-    uint64_t v = 0;
-    for (; i < len; i++) {
-        unsigned d = (unsigned)(s[i] - '0');
-        if (d > 9 || v > (UINT64_MAX - d) / 10) return -1;
-        v = v * 10 + d;
-    }
-    *out = negative ? (uint64_t)0 - v : v;
-    return 0;
-}
-
-/*
- * SCAN cursor MATCH p ... on a cluster instance: the client's cursor names a primary (its rank
- * among them, slotmap.h) and that node's cursor; the node's SCAN goes as one part, and its reply
- * comes back with the cursor that continues there, or starts the next primary
- * (route_merge_scan). A rank past the primaries known is Redis's invalid cursor.
- */
-static void route_forward_scan(struct client *c, struct request *req, const struct plan *plan, const char *frame)
-{
-    const struct resp_parser *p = &c->parser;
-    uint64_t cursor;
-    if (route_parse_cursor(resp_arg_ptr(p, frame, 1), p->args[1].len, &cursor) != 0) {
-        request_error(req, "ERR invalid cursor");
-        return;
-    }
-    unsigned rank;
-    uint64_t node_cursor;
-    slotmap_scan_cursor_split(cursor, &rank, &node_cursor);
-    struct request_part nodes[SLOTMAP_MAX_NODES];
-    int n = route_primaries(c->worker, plan->instance, nodes, SLOTMAP_MAX_NODES);
-    if (rank >= (unsigned)n) {
-        request_error(req, "ERR invalid cursor");
-        return;
-    }
-    req->parts = xcalloc(1, sizeof(*req->parts));
-    req->parts[0] = nodes[rank];
-    req->merge = MERGE_SCAN;
-    req->nparts = req->parts_left = 1;
-    req->scan_rank = (uint16_t)rank;
-    req->scan_nodes = (uint16_t)n;
-    struct backend *b = router_conn_for(c, plan->instance, nodes[rank].slot);
-    struct bytebuf *out = route_out(c, b, req, plan->instance, nodes[rank].slot, 0);
-    char hdr[32], digits[24];
-    int hn = snprintf(hdr, sizeof(hdr), "*%zu\r\n", p->argc);
-    int dn = snprintf(digits, sizeof(digits), "%llu", (unsigned long long)node_cursor);
-    bytebuf_add(out, hdr, (size_t)hn);
-    bytebuf_add_bulk(out, resp_arg_ptr(p, frame, 0), p->args[0].len);
-    bytebuf_add_bulk(out, digits, (size_t)dn);
-    for (size_t i = 2; i < p->argc; i++) bytebuf_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
-    route_expect(b, req, ROUTE_PART, 0);
     route_out_done(req, b);
-    STAT_INC(&c->worker->stats, commands_forwarded);
-}
-
-/*
- * MGET/DEL/UNLINK/EXISTS/TOUCH across instances (and a cluster's slots): one sub-command per
- * part (plan->parts) with that part's keys, in the client's order; route_merge puts the
- * replies together.
- */
-void router_forward_split(struct client *c, struct request *req, struct plan *plan, const char *frame)
-{
-    struct worker *w = c->worker;
-    const struct resp_parser *p = &c->parser;
-    if (plan->merge == MERGE_SCAN) {
-        route_forward_scan(c, req, plan, frame);
-        return;
-    }
-    if (!plan->key_part) { /* DBSIZE: every instance; KEYS, SCRIPT LOAD/EXISTS: one cluster instance's primaries */
-        struct bytebuf command = {0};
-        write_frame(&command, c, plan, frame);
-        int one = plan->merge == MERGE_KEYS || plan->merge == MERGE_SCRIPT_LOAD || plan->merge == MERGE_SCRIPT_EXISTS;
-        if (plan->merge == MERGE_SCRIPT_LOAD && p->argc == 3) /* remembered for a node that lacks it later */
-            (void)scripts_remember(&w->proxy->scripts, resp_arg_ptr(p, frame, 2), p->args[2].len);
-        router_forward_all(c, req, plan->merge, &command, NULL, 0, one ? plan->instance : -1, 1);
-        bytebuf_free(&command);
-        return;
-    }
-    int n = plan->nparts;
-    assert(n > 0 && n <= PLAN_MAX_PARTS);
-    int *count = xcalloc((size_t)n, sizeof(*count));
-    for (size_t i = 1; i < p->argc; i++)
-        if (plan->key_part[i] >= 0) count[plan->key_part[i]]++;
-    req->parts = xcalloc((size_t)n, sizeof(*req->parts));
-    req->merge = plan->merge;
-    req->key_part = plan->key_part;
-    plan->key_part = NULL;
-    req->argc = p->argc;
-    req->nparts = req->parts_left = n;
-    /* write every part before any reply can complete the request */
-    struct backend **conns = xcalloc((size_t)n, sizeof(*conns));
-    for (int k = 0; k < n; k++) {
-        req->parts[k].instance = plan->parts[k].instance;
-        req->parts[k].slot = plan->parts[k].slot;
-        req->parts[k].replicas = plan->parts[k].replicas;
-        conns[k] = router_conn_for(c, req->parts[k].instance, req->parts[k].slot);
-    }
-    for (int k = 0; k < n; k++) {
-        int inst = req->parts[k].instance;
-        struct backend *b = conns[k];
-        if (!b && !route_keeps(c, b, inst)) continue;
-        struct bytebuf *out = route_out(c, b, req, inst, req->parts[k].slot, k);
-        /* a part that writes near-cache keys carries their XADDs in one MULTI/EXEC of its own */
-        int wrap = 0;
-        for (uint32_t v = 0; v < plan->inval.n && !wrap; v++) wrap = req->key_part[plan->inval.key[v].argi] == k;
-        if (wrap) {
-            bytebuf_add(out, STR_AND_LEN("*1\r\n$5\r\nMULTI\r\n"));
-            route_expect(b, req, ROUTE_DROP, k);
-        }
-        char hdr[32];
-        int hn = snprintf(hdr, sizeof(hdr), "*%d\r\n", 1 + count[k]);
-        bytebuf_add(out, hdr, (size_t)hn);
-        bytebuf_add_bulk(out, resp_arg_ptr(p, frame, 0), p->args[0].len);
-        for (size_t i = 1; i < p->argc; i++)
-            if (req->key_part[i] == k) bytebuf_add_bulk(out, resp_arg_ptr(p, frame, i), p->args[i].len);
-        route_expect(b, req, wrap ? ROUTE_QUEUED : ROUTE_PART, k);
-        for (size_t f = 0; f < plan->ttl.nfix; f++) {
-            if (req->key_part[plan->ttl.fix[f].argi] != k) continue;
-            write_fix(out, c, frame, &plan->ttl.fix[f]);
-            route_expect(b, req, ROUTE_DROP, k);
-        }
-        for (uint32_t v = 0; v < plan->inval.n; v++) {
-            if (req->key_part[plan->inval.key[v].argi] != k) continue;
-            write_inval(out, c, frame, &plan->inval.key[v]);
-            route_expect(b, req, ROUTE_DROP, k);
-        }
-        if (wrap) {
-            bytebuf_add(out, STR_AND_LEN("*1\r\n$4\r\nEXEC\r\n"));
-            route_expect(b, req, ROUTE_PART_PICK, k);
-        }
-        route_out_done(req, b);
-        STAT_INC(&w->stats, commands_forwarded);
-    }
-    if (plan->ttl.nfix) stats_ttl_injected(&w->stats, &req->mark); /* a sliding window reset */
-    /* parts whose instance is down fail at once; the merge reports it (a cluster's part waits
-     * for its slot's owner instead: route_out_done) */
-    for (int k = 0; k < n; k++)
-        if (!conns[k] && !nodes_may_move(w, req->parts[k].instance)) route_part_unavailable(w, req, k);
-    free(conns);
-    free(count);
 }
 
 /* ---- the hooks: what the backends report ---- */
@@ -1564,7 +1007,7 @@ static int route_xadd_failed(struct backend *b, struct request *req, const char 
 static void route_part_reply(struct backend *b, struct request *req, int part, const char *reply, size_t len)
 {
     int replicas = req->parts[part].replicas;
-    if (__builtin_expect(replicas, 0) && route_repl_hold(b, req, part, replicas, reply, len)) return;
+    if (__builtin_expect(replicas, 0) && replcommit_hold(b, req, part, replicas, reply, len, route_part_kept)) return;
     route_part(req, part, reply, len);
 }
 
@@ -1572,7 +1015,7 @@ static void route_deliver(struct backend *b, const struct pending *pd, const cha
 {
     struct request *req = pd->req;
     if (__builtin_expect(!req, 0)) { /* the router's own: replicas=N's WAIT */
-        route_repl_reply(b, pd, reply, len);
+        replcommit_reply(b, pd, reply, len, route_part_kept);
         return;
     }
     struct request_send *s = route_send_of(req, pd);
@@ -1605,7 +1048,9 @@ static void route_deliver(struct backend *b, const struct pending *pd, const cha
         size_t pick_len;
         if (__builtin_expect(req->xadds > 0, 0) && route_xadd_failed(b, req, reply, len, NULL, 0)) return;
         replies_exec_pick(reply, len, req->queued_error, req->queued_error_len, &pick, &pick_len);
-        if (__builtin_expect(req->replicas, 0) && route_repl_hold(b, req, -1, req->replicas, pick, pick_len)) return;
+        if (__builtin_expect(req->replicas, 0) &&
+            replcommit_hold(b, req, -1, req->replicas, pick, pick_len, route_part_kept))
+            return;
         request_answer(req, pick, pick_len);
         return;
     }
@@ -1617,7 +1062,8 @@ static void route_deliver(struct backend *b, const struct pending *pd, const cha
             replies_exec_filter(reply, len, (const uint8_t *)req->exec_keep.p, req->exec_keep.len, &out) == 0;
         if (!filtered) /* nil (WATCH) or EXECABORT: as it came, nothing ran */
             request_answer(req, reply, len);
-        else if (!(req->replicas && out.len > 0 && route_repl_hold(b, req, -1, req->replicas, out.p, out.len)))
+        else if (!(req->replicas && out.len > 0 &&
+                   replcommit_hold(b, req, -1, req->replicas, out.p, out.len, route_part_kept)))
             request_answer(req, out.p, out.len);
         bytebuf_free(&out);
         return;
@@ -1635,7 +1081,9 @@ static void route_deliver(struct backend *b, const struct pending *pd, const cha
     case ROUTE_PASS:
         route_unblock(req);
         if (__builtin_expect(req->watching, 0) && route_watch_moved(b, req, reply, len)) return;
-        if (__builtin_expect(req->replicas, 0) && route_repl_hold(b, req, -1, req->replicas, reply, len)) return;
+        if (__builtin_expect(req->replicas, 0) &&
+            replcommit_hold(b, req, -1, req->replicas, reply, len, route_part_kept))
+            return;
         request_answer(req, reply, len);
         return;
     case ROUTE_REPL_SYNC:
@@ -1649,7 +1097,7 @@ static void route_fail(struct backend *b, const struct pending *pd)
 {
     struct request *req = pd->req;
     if (__builtin_expect(!req, 0)) { /* the router's own: replicas=N's WAIT, lost */
-        route_repl_reply(b, pd, NULL, 0);
+        replcommit_reply(b, pd, NULL, 0, route_part_kept);
         return;
     }
     struct request_send *s = route_send_of(req, pd);

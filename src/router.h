@@ -27,6 +27,24 @@
  * changes that client's pins and wakes it.
  */
 
+/* How a backend reply is used (struct pending's kind; the table above). */
+enum route_kind {
+    ROUTE_PASS = 0,
+    ROUTE_DROP,
+    ROUTE_QUEUED,
+    ROUTE_EXEC_PICK,
+    ROUTE_EXEC_FILTER,
+    ROUTE_PART,
+    ROUTE_PART_PICK,   /* a split part in keygate's MULTI (its invalidations): element 0 of EXEC is the part */
+    ROUTE_FILL,        /* a near-cache fill: stored, and the command's reply rendered from it (nearcache.c) */
+    ROUTE_PREFETCH,    /* a near-cache fill of one of MGET's keys (part = its index): stored, not answered */
+    ROUTE_ASKING,      /* the ASKING before a command sent again after -ASK: swallowed */
+    ROUTE_SCRIPT_LOAD, /* the SCRIPT LOAD before an EVALSHA sent again after -NOSCRIPT: swallowed */
+    /* the router's own entries (no request; part = the instance): replicas=N's group commit */
+    ROUTE_REPL_SYNC, /* the replicated no-op before the WAIT: swallowed */
+    ROUTE_REPL_WAIT, /* WAIT need timeout: answers the writes of its group (replcommit.c) */
+};
+
 /* What the backends of a worker report to (nodes_start). */
 const struct backend_hooks *router_hooks(void);
 
@@ -71,15 +89,6 @@ void router_forward_fill(struct client *c, struct backend *b, struct request *re
  * cached, on the same connection b, read as ROUTE_PREFETCH (stored only). b NULL or down: none. */
 void router_forward_prefetch(struct client *c, struct backend *b, struct request *req);
 
-/* A split plan (MGET/DEL/... across instances): one part per instance, merged when all came. */
-void router_forward_split(struct client *c, struct request *req, struct plan *plan, const char *frame);
-
-/* INFO naming instance sections: argv (the client's INFO) to every instance; req's reply is
- * `local` (keygate's own sections, copied) followed by each instance's keyspace, memory and
- * replication sections, labelled (info_merge). */
-void router_forward_info(struct client *c, struct request *req, size_t argc, const char *const *argv,
-                         const size_t *argvlen, const char *local, size_t local_len);
-
 /* Write the plan's command (and its TTL fixes, no MULTI wrap) to out, for a client transaction.
  * Appends one keep flag per backend reply to keep (1 = the client's, 0 = injected). */
 void router_write_queued(struct bytebuf *out, const struct client *c, const struct plan *plan, const char *frame,
@@ -105,11 +114,26 @@ void router_forward_bytes(struct client *c, struct backend *b, int instance, str
 /* Answer req -UNAVAILABLE for `instance` (down, or no dedicated connection free). */
 void router_unavailable(struct client *c, struct request *req, int instance);
 
-/* Worker w stops: replicas=N writes held for a WAIT not sent yet get -NOREPLICAS (they ran), and no
- * WAIT starts from here on; those of a WAIT out are answered when nodes_free fails it. */
-void router_stop(struct worker *w);
+/*
+ * How fanout.c (split and fanned-out commands) writes each part of a request, as the router writes
+ * its own: router_out gives the buffer for part `part` going to (instance, slot) on b (b's staging
+ * buffer, or on a cluster's shared connection the part's kept send, which is sent again after a
+ * redirect; b may then be NULL: it waits for the slot's owner); router_expect owes one more reply
+ * of `kind` for it; router_out_done stages the part (or makes it wait). router_keeps: would a
+ * part for `instance` on b be kept (a cluster's shared connection, or no connection known yet)?
+ */
+struct bytebuf *router_out(struct client *c, struct backend *b, struct request *req, int instance, int slot, int part);
+int router_keeps(const struct client *c, const struct backend *b, int instance);
+void router_expect(struct backend *b, struct request *req, enum route_kind kind, int part);
+void router_out_done(struct request *req, struct backend *b);
 
-/* Free w's replicas=N groups (after nodes_free: nothing is held any more). */
-void router_free(struct worker *w);
+/* Part k of req has no connection (its instance is down): it fails at once with -UNAVAILABLE, and
+ * the merge answers when it was the last part due. */
+void router_part_unavailable(struct worker *w, struct request *req, int k);
+
+/* Worker w stops: replicas=N writes held for a WAIT not sent yet get -NOREPLICAS (they ran), and no
+ * WAIT starts from here on; those of a WAIT out are answered when nodes_free fails it (replcommit_stop,
+ * with the router's merge for a split write's parts). replcommit_free frees the groups after nodes_free. */
+void router_stop(struct worker *w);
 
 #endif

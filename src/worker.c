@@ -6,6 +6,7 @@
 #include "nodes.h"
 #include "client.h"
 #include "request.h"
+#include "replcommit.h"
 #include "router.h"
 #include "report.h"
 
@@ -342,7 +343,7 @@ void worker_free(struct worker *w)
     idmap_free(&w->clients_by_id);
     router_stop(w);
     nodes_free(w);
-    router_free(w);
+    replcommit_free(w);
     request_pool_free(w);
     stats_free(&w->stats);
     if (w->control_ev) event_free(w->control_ev);

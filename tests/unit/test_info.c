@@ -107,7 +107,7 @@ START_TEST(nothing_at_all_is_an_empty_bulk)
 END_TEST
 
 /* A RESP3 client's instance connections answer INFO with a verbatim string "=N\r\ntxt:...":
- * its body is merged like a bulk's (the reply stays a bulk; router.c makes it verbatim). */
+ * its body is merged like a bulk's (the reply stays a bulk; fanmerge.c makes it verbatim). */
 START_TEST(a_resp3_verbatim_part_is_merged_like_a_bulk)
 {
     static const char part[] = "=38\r\ntxt:# Keyspace\r\ndb0:keys=1,expires=0\r\n\r\n";
