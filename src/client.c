@@ -20,6 +20,7 @@
 #include "pins.h"
 #include "tracker.h"
 #include "fanout.h"
+#include "keptsend.h"
 #include "router.h"
 #include "txn.h"
 
@@ -124,7 +125,7 @@ static void client_teardown(struct client *c)
     c->nqueued = 0;
     pins_drop_all(c);
     authgate_client_free(c);
-    router_client_gone(c); /* after its requests were released: they are not sent again */
+    keptsend_client_gone(c); /* after its requests were released: they are not sent again */
     if (c->owner_timer) event_free(c->owner_timer);
     if (c->rate_timer) event_free(c->rate_timer);
     conn_user_logout(c);
@@ -366,7 +367,7 @@ static void client_owner_timer_cb(evutil_socket_t fd, short what, void *arg)
  * under way: the owner's shared connection is not ready) waits, as a shared request does, instead of
  * failing: c is held (nothing more of it is parsed or read), the map is asked again, and the
  * frame is parsed again when the timer fires (25 ms doubling to 500 ms), as often as the router
- * waits (router_max_waits: about 6.3 s on a cluster, failover-hold on a sentinel instance). Past
+ * waits (keptsend_max_waits: about 6.3 s on a cluster, failover-hold on a sentinel instance). Past
  * the bound it goes on, and fails as before (-UNAVAILABLE). `need` is pins_need's answer for the
  * command. 1 when c is held.
  */
@@ -374,7 +375,7 @@ static int client_waits_for_owner(struct client *c, const struct plan *plan, uns
 {
     struct worker *w = c->worker;
     if (__builtin_expect(!(need & PINS_NEED_FRESH) || !nodes_may_move(w, plan->instance), 1) ||
-        c->owner_waits >= router_max_waits(w, plan->instance)) {
+        c->owner_waits >= keptsend_max_waits(w, plan->instance)) {
         c->owner_waits = 0;
         return 0;
     }
@@ -385,7 +386,7 @@ static int client_waits_for_owner(struct client *c, const struct plan *plan, uns
         return 0;
     }
     nodes_refresh(w, plan->instance);
-    int ms = router_wait_ms(c->owner_waits++);
+    int ms = keptsend_wait_ms(c->owner_waits++);
     if (!c->owner_timer) c->owner_timer = xevtimer_new(w->base, client_owner_timer_cb, c);
     struct timeval tv = {0, ms * 1000};
     evtimer_add(c->owner_timer, &tv);

@@ -8,6 +8,7 @@
 #include "fanmerge.h"
 #include "frames.h"
 #include "nodes.h"
+#include "parts.h"
 #include "replies.h"
 #include "scripts.h"
 #include "slotmap.h"
@@ -16,10 +17,10 @@
  * A split request has one part per (instance, slot) of its keys, or per instance (per primary of a
  * cluster instance) for a keyless one; each part is written here through the router's functions
  * (router_out ... router_out_done: its connection, its kept send on a cluster), read back as the
- * router's ROUTE_PART entries, and merged by the router once every part came (route_merge).
+ * router's ROUTE_PART entries, and merged by parts.c once every part came (parts_answer).
  *
  *   client: MGET a b c      part 0 (instance 0): MGET a c  ->  *2 va vc  --+
- *   plan->key_part: 0 1 0    part 1 (instance 1): MGET b    ->  *1 vb     --+--> route_merge: *3 va vb vc
+ *   plan->key_part: 0 1 0    part 1 (instance 1): MGET b    ->  *1 vb     --+--> parts_merge: *3 va vb vc
  */
 
 /* The parts of a command for every primary of cluster `instance` (each named by a slot it owns),
@@ -39,7 +40,7 @@ static int fanout_primaries(struct worker *w, int instance, struct request_part 
 /*
  * A keyless command for every instance (DBSIZE, INFO keyspace), or (only >= 0) for one: the
  * same `command` bytes to each, one part per instance and, when per_node, one per primary of
- * a cluster instance; merged like a split command (router.c's route_merge). `extra` (may be NULL) is one
+ * a cluster instance; merged like a split command (parts.c). `extra` (may be NULL) is one
  * more part that is complete already. A single server that is down fails its part at once, and
  * the merge answers that error; a cluster's part waits for its node (router_out_done).
  */
@@ -78,7 +79,7 @@ static void fanout_all(struct client *c, struct request *req, int merge, const s
         STAT_INC(&w->stats, commands_forwarded);
     }
     for (int k = 0; k < n; k++)
-        if (!conns[k] && !router_keeps(c, NULL, req->parts[k].instance)) router_part_unavailable(w, req, k);
+        if (!conns[k] && !router_keeps(c, NULL, req->parts[k].instance)) parts_unavailable(w, req, k);
     free(conns);
 }
 
@@ -99,7 +100,7 @@ void fanout_info(struct client *c, struct request *req, size_t argc, const char 
  * SCAN cursor MATCH p ... on a cluster instance: the client's cursor names a primary (its rank
  * among them, slotmap.h) and that node's cursor; the node's SCAN goes as one part, and its reply
  * comes back with the cursor that continues there, or starts the next primary
- * (router.c's route_merge_scan). A rank past the primaries known is Redis's invalid cursor.
+ * (parts.c's parts_merge_scan). A rank past the primaries known is Redis's invalid cursor.
  */
 static void fanout_scan(struct client *c, struct request *req, const struct plan *plan, const char *frame)
 {
@@ -134,7 +135,7 @@ static void fanout_scan(struct client *c, struct request *req, const struct plan
 
 /*
  * MGET/DEL/UNLINK/EXISTS/TOUCH across instances (and a cluster's slots): one sub-command per
- * part (plan->parts) with that part's keys, in the client's order; router.c's route_merge puts the
+ * part (plan->parts) with that part's keys, in the client's order; parts.c's merge puts the
  * replies together.
  */
 void fanout_split(struct client *c, struct request *req, struct plan *plan, const char *frame)
@@ -209,7 +210,7 @@ void fanout_split(struct client *c, struct request *req, struct plan *plan, cons
     /* parts whose instance is down fail at once; the merge reports it (a cluster's part waits
      * for its slot's owner instead: router_out_done) */
     for (int k = 0; k < n; k++)
-        if (!conns[k] && !nodes_may_move(w, req->parts[k].instance)) router_part_unavailable(w, req, k);
+        if (!conns[k] && !nodes_may_move(w, req->parts[k].instance)) parts_unavailable(w, req, k);
     free(conns);
     free(count);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "nodes.h"
+#include "parts.h"
 #include "replies.h"
 #include "sentinelwatch.h"
 #include "session.h"
@@ -60,8 +61,7 @@ static void replcommit_push(struct repl_holds *v, struct repl_hold hd)
 /* Answer every write of `v` (held for instance): acked replicas confirmed them (-1: unknown, see
  * why); each gets its kept reply when acked reaches its N, else -NOREPLICAS (a split write's
  * part: in its part, which the merge then answers with). */
-static void replcommit_answer(struct worker *w, int instance, struct repl_holds *v, long long acked, const char *why,
-                              replcommit_part_fn *part_kept)
+static void replcommit_answer(struct worker *w, int instance, struct repl_holds *v, long long acked, const char *why)
 {
     for (size_t i = 0; i < v->n; i++) {
         const struct repl_hold hd = v->items[i]; /* a copy: answering may run the client's code */
@@ -70,7 +70,7 @@ static void replcommit_answer(struct worker *w, int instance, struct repl_holds 
             if (hd.part < 0)
                 request_answer(req, req->repl_reply, req->repl_len);
             else
-                part_kept(req);
+                parts_kept(req);
             continue;
         }
         char text[ERROR_TEXT_MAX], msg[ERROR_REPLY_MAX];
@@ -81,7 +81,7 @@ static void replcommit_answer(struct worker *w, int instance, struct repl_holds 
             request_answer(req, msg, len);
         } else {
             request_part_replace(req, hd.part, msg, len);
-            part_kept(req);
+            parts_kept(req);
         }
     }
     v->n = 0;
@@ -89,7 +89,7 @@ static void replcommit_answer(struct worker *w, int instance, struct repl_holds 
 
 /* The writes of `next` become the covered group: PUBLISH + WAIT for them on a dedicated connection
  * (idle or new; it goes back to the idle list once the WAIT answered). */
-static void replcommit_start(struct worker *w, int instance, replcommit_part_fn *part_kept)
+static void replcommit_start(struct worker *w, int instance)
 {
     struct repl_group *g = &w->repl[instance];
     assert(!g->conn && g->covered.n == 0);
@@ -104,8 +104,7 @@ static void replcommit_start(struct worker *w, int instance, replcommit_part_fn 
     if (!b) {
         replcommit_answer(w, instance, &g->covered, -1,
                           w->repl_stopped ? "keygate is shutting down"
-                                          : "no dedicated connection for WAIT: max-pinned, or no primary known",
-                          part_kept);
+                                          : "no dedicated connection for WAIT: max-pinned, or no primary known");
         return;
     }
     /* a sentinel instance's primary changed since some of them ran (a failover): the new one's
@@ -118,7 +117,7 @@ static void replcommit_start(struct worker *w, int instance, replcommit_part_fn 
             continue;
         }
         struct repl_holds one = {.items = &hd, .n = 1, .cap = 1};
-        replcommit_answer(w, instance, &one, -1, "the primary changed since the write: a failover", part_kept);
+        replcommit_answer(w, instance, &one, -1, "the primary changed since the write: a failover");
     }
     g->covered.n = kept;
     if (kept == 0) {
@@ -147,8 +146,7 @@ static void replcommit_start(struct worker *w, int instance, replcommit_part_fn 
  * came from b: hold it (1), or 0 when it is answered as usual (an error: nothing to replicate; an
  * orphaned request: nobody waits for it).
  */
-int replcommit_hold(struct backend *b, struct request *req, int part, int replicas, const char *reply, size_t len,
-                    replcommit_part_fn *part_kept)
+int replcommit_hold(struct backend *b, struct request *req, int part, int replicas, const char *reply, size_t len)
 {
     if (reply[0] == '-' || !req->client) return 0;
     struct worker *w = req->worker;
@@ -164,13 +162,12 @@ int replcommit_hold(struct backend *b, struct request *req, int part, int replic
         return 1;
     }
     replcommit_push(&g->next, hd);
-    if (!g->conn) replcommit_start(w, b->instance, part_kept);
+    if (!g->conn) replcommit_start(w, b->instance);
     return 1;
 }
 
 /* A reply (reply NULL: lost) of the router's own entries: the WAIT answers its group. */
-void replcommit_reply(struct backend *b, const struct pending *pd, const char *reply, size_t len,
-                      replcommit_part_fn *part_kept)
+void replcommit_reply(struct backend *b, const struct pending *pd, const char *reply, size_t len)
 {
     if (pd->kind == REPLCOMMIT_KIND_SYNC) return;
     assert(pd->kind == REPLCOMMIT_KIND_WAIT);
@@ -200,16 +197,16 @@ void replcommit_reply(struct backend *b, const struct pending *pd, const char *r
         acked = -1;
         reason = "a failover began while its WAIT was out";
     }
-    replcommit_answer(w, instance, &g->covered, acked, reason, part_kept);
-    replcommit_start(w, instance, part_kept);
+    replcommit_answer(w, instance, &g->covered, acked, reason);
+    replcommit_start(w, instance);
 }
 
-void replcommit_stop(struct worker *w, replcommit_part_fn *part_kept)
+void replcommit_stop(struct worker *w)
 {
     w->repl_stopped = 1;
     for (int i = 0; i < CONFIG_MAX_INSTANCES; i++) {
         struct repl_group *g = &w->repl[i];
-        replcommit_answer(w, i, &g->next, -1, "keygate is shutting down", part_kept);
+        replcommit_answer(w, i, &g->next, -1, "keygate is shutting down");
         /* covered: its WAIT's connection is the router's own (pinned, no client holds it, the pools
          * do not close it): closing it fails the WAIT, which answers them (replcommit_reply) */
         if (g->conn) backend_abandon(g->conn);

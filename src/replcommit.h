@@ -25,28 +25,23 @@ enum replcommit_kind {
     REPLCOMMIT_KIND_WAIT = 12,
 };
 
-/* What answering a held part of a split write does (router.c's route_part_kept: the merge answers
- * the request once its last part came). Handed down by the router, which this module never calls. */
-typedef void replcommit_part_fn(struct request *req);
-
 /*
  * The reply of req (part -1), or of its part `part`, a write that `replicas` replicas must have,
- * came from b: held (returns 1; a part answered later goes to part_kept), or 0 when it is answered
+ * came from b: held (returns 1; a part answered later goes to parts_kept, whose merge answers the request once its last
+ * part came), or 0 when it is answered
  * as usual (an error: nothing to replicate; an orphaned request: nobody waits for it). The first
  * write held for an instance with no WAIT out starts one.
  */
-int replcommit_hold(struct backend *b, struct request *req, int part, int replicas, const char *reply, size_t len,
-                    replcommit_part_fn *part_kept);
+int replcommit_hold(struct backend *b, struct request *req, int part, int replicas, const char *reply, size_t len);
 
 /* A reply (reply NULL: its connection was lost) to one of this module's own entries (pd->req NULL,
  * pd->kind a REPLCOMMIT_KIND_*): a WAIT's answers its group (each write its kept reply, or
  * -NOREPLICAS), and the writes held since get their own WAIT. */
-void replcommit_reply(struct backend *b, const struct pending *pd, const char *reply, size_t len,
-                      replcommit_part_fn *part_kept);
+void replcommit_reply(struct backend *b, const struct pending *pd, const char *reply, size_t len);
 
 /* Worker w stops: writes held for a WAIT not sent yet get -NOREPLICAS (they ran), and no WAIT
  * starts from here on; those of a WAIT out are answered when its connection fails. */
-void replcommit_stop(struct worker *w, replcommit_part_fn *part_kept);
+void replcommit_stop(struct worker *w);
 
 /* Free w's groups (after nodes_free: nothing is held any more). */
 void replcommit_free(struct worker *w);

@@ -55,7 +55,7 @@ struct request_send {
     size_t error_len;
     int queued;             /* on its client's `resends` list (router.c) */
     uint64_t held_since_ns; /* monotonic: its first wait on that list (0: none) */
-    uint64_t deadline_ns;   /* monotonic: its first wait for the owner + the instance's hold (router_hold_ms); past it
+    uint64_t deadline_ns;   /* monotonic: its first wait for the owner + the instance's hold (keptsend_hold_ms); past it
                              the send gives up (0: it never waited) */
     TAILQ_ENTRY(request_send) resend_link; /* that list's links */
     struct request *req;

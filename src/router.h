@@ -3,6 +3,7 @@
 #define KEYGATE_ROUTER_H
 
 #include "backend.h"
+#include "keptsend.h"
 #include "conn.h"
 #include "policy.h"
 #include "request.h"
@@ -27,42 +28,11 @@
  * changes that client's pins and wakes it.
  */
 
-/* How a backend reply is used (struct pending's kind; the table above). */
-enum route_kind {
-    ROUTE_PASS = 0,
-    ROUTE_DROP,
-    ROUTE_QUEUED,
-    ROUTE_EXEC_PICK,
-    ROUTE_EXEC_FILTER,
-    ROUTE_PART,
-    ROUTE_PART_PICK,   /* a split part in keygate's MULTI (its invalidations): element 0 of EXEC is the part */
-    ROUTE_FILL,        /* a near-cache fill: stored, and the command's reply rendered from it (nearcache.c) */
-    ROUTE_PREFETCH,    /* a near-cache fill of one of MGET's keys (part = its index): stored, not answered */
-    ROUTE_ASKING,      /* the ASKING before a command sent again after -ASK: swallowed */
-    ROUTE_SCRIPT_LOAD, /* the SCRIPT LOAD before an EVALSHA sent again after -NOSCRIPT: swallowed */
-    /* the router's own entries (no request; part = the instance): replicas=N's group commit */
-    ROUTE_REPL_SYNC, /* the replicated no-op before the WAIT: swallowed */
-    ROUTE_REPL_WAIT, /* WAIT need timeout: answers the writes of its group (replcommit.c) */
-};
+/* The kinds (enum route_kind, the table above) are declared in keptsend.h, beneath the router: the
+ * kept sends write and read them too. */
 
 /* What the backends of a worker report to (nodes_start). */
 const struct backend_hooks *router_hooks(void);
-
-/* The n-th wait (from 0) for an owner keygate cannot reach: 25 ms doubling, at most 500 ms. */
-int router_wait_ms(int n);
-
-/* How many waits (25 ms doubling to 500 ms) a request for `instance` makes for an owner it cannot
- * reach before it fails: about 6.3 s on a cluster, failover-hold on a sentinel instance. */
-int router_max_waits(const struct worker *w, int instance);
-
-/* How long a request for `instance` waits for an owner it cannot reach, from its first wait, before
- * it fails (its deadline): the sum of ROUTE_MAX_RETRIES waits (about 6.3 s) on a cluster,
- * failover-hold on a sentinel instance. */
-int64_t router_hold_ms(const struct worker *w, int instance);
-
-/* c is torn down: its cluster sends that wait to go again are dropped (their requests, orphaned,
- * are freed once nothing else is owed to them), and its timer freed. */
-void router_client_gone(struct client *c);
 
 /* The connection for c's commands to `instance` (on a cluster, to `slot`'s primary; -1: keyless):
  * its WATCH pin there, else its shared one. NULL when that connection is down (or, on a
@@ -73,8 +43,8 @@ struct backend *router_conn_for(struct client *c, int instance, int slot);
  * down: req is answered -UNAVAILABLE. `frame` is the client's parsed frame (c->parser). On a
  * shared cluster connection the bytes are kept and sent again when Redis says they did not run
  * (resend.h's table: -MOVED, -ASK, -TRYAGAIN, -CLUSTERDOWN but "Hash slot not served", which
- * fails at once), bounded by ROUTE_MAX_HOPS (router.c) and the request's deadline
- * (router_hold_ms); b NULL waits for the slot's owner. A request lost after it was written is
+ * fails at once), bounded by ROUTE_MAX_HOPS (keptsend.c) and the request's deadline
+ * (keptsend_hold_ms); b NULL waits for the slot's owner. A request lost after it was written is
  * never sent again. */
 void router_forward(struct client *c, struct backend *b, struct request *req, const struct plan *plan,
                     const char *frame);
@@ -126,10 +96,6 @@ struct bytebuf *router_out(struct client *c, struct backend *b, struct request *
 int router_keeps(const struct client *c, const struct backend *b, int instance);
 void router_expect(struct backend *b, struct request *req, enum route_kind kind, int part);
 void router_out_done(struct request *req, struct backend *b);
-
-/* Part k of req has no connection (its instance is down): it fails at once with -UNAVAILABLE, and
- * the merge answers when it was the last part due. */
-void router_part_unavailable(struct worker *w, struct request *req, int k);
 
 /* Worker w stops: replicas=N writes held for a WAIT not sent yet get -NOREPLICAS (they ran), and no
  * WAIT starts from here on; those of a WAIT out are answered when nodes_free fails it (replcommit_stop,
