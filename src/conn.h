@@ -56,7 +56,7 @@ struct client {
     struct request_queue queue;
     int nqueued;
     uint64_t next_seq;                /* the seq of its next request */
-    struct request_send_list resends; /* its cluster sends waiting to go again, in request order (router.c) */
+    struct request_send_list resends; /* its cluster sends waiting to go again, in request order (keptsend.c) */
     struct event *resend_timer;       /* the wait of the first of them */
     /* what policy knows, and the connections that hold the client's state */
     struct session session;

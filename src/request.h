@@ -47,13 +47,13 @@ struct request_send {
     int hops, retries;
     int ask;         /* the next attempt goes to ask_host:ask_port, after ASKING */
     uint8_t script;  /* a lone EVALSHA's: 1 its -NOSCRIPT may load the script, 2 the next attempt loads it first,
-                       3 it was loaded (once per request) (router.c); 0 any other send */
+                       3 it was loaded (once per request) (keptsend.h: enum route_sha); 0 any other send */
     uint8_t sha[20]; /* that script's name (scripts.h), while script > 0 */
     char ask_host[256];
     int ask_port;
     char *error; /* the last redirect, passed through when the bounds are reached */
     size_t error_len;
-    int queued;             /* on its client's `resends` list (router.c) */
+    int queued;             /* on its client's `resends` list (keptsend.c) */
     uint64_t held_since_ns; /* monotonic: its first wait on that list (0: none) */
     uint64_t deadline_ns;   /* monotonic: its first wait for the owner + the instance's hold (keptsend_hold_ms); past it
                              the send gives up (0: it never waited) */
