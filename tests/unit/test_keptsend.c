@@ -3,8 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <event2/event.h>
-
+#include "bare_worker.h"
 #include "config.h"
 #include "conn.h"
 #include "keptsend.h"
@@ -19,29 +18,14 @@
  * ------------------------------------------------------------------------------------------- */
 
 /*
- * A worker with one instance (`kv`, a cluster of one known node, 10.0.0.1:7000, owning every slot,
- * or a Sentinel instance) and one client. A real event base is there for the client's re-send timer,
- * never dispatched; no connection is ever opened (the rows below never stage a send).
+ * A bare worker (bare_worker.h) with one instance, `kv`: a cluster of one known node, 10.0.0.1:7000,
+ * owning every slot, or a Sentinel instance. No connection is ever opened: the rows below never
+ * stage a send, and a CLUSTER SLOTS counts as in flight (a MOVED asks no node).
  */
-struct fixture {
-    struct config cfg;
-    struct proxy proxy;
-    struct worker w;
-    struct client c;
-    struct event_base *base;
-};
 
-static void noop_cb(evutil_socket_t fd, short what, void *arg)
+static struct bare_worker *fixture_new(enum nodes_kind kind)
 {
-    (void)fd;
-    (void)what;
-    (void)arg;
-}
-
-static struct fixture *fixture_new(enum nodes_kind kind)
-{
-    struct fixture *f = calloc(1, sizeof(*f));
-    ck_assert_ptr_nonnull(f);
+    struct bare_worker *f = bare_worker_new();
     f->cfg.ninstances = 1;
     f->cfg.max_pinned = 64;
     f->cfg.failover_hold_ms = 2000;
@@ -49,45 +33,24 @@ static struct fixture *fixture_new(enum nodes_kind kind)
     f->cfg.instances[0].host = "10.0.0.1";
     f->cfg.instances[0].port = 7000;
     f->cfg.instance_names[0] = "kv";
-    f->cfg.client_output_limit = 1 << 20;
-    f->cfg.client_output_hard_limit = 1 << 21;
-    f->base = event_base_new();
-    ck_assert_ptr_nonnull(f->base);
-    f->w.cfg = &f->cfg;
-    f->w.proxy = &f->proxy;
-    f->w.base = f->base;
-    f->w.flush_ev = event_new(f->base, -1, 0, noop_cb, NULL);
-    ck_assert_ptr_nonnull(f->w.flush_ev);
     f->w.nodes[0] = nodes_new(&f->w, 0, kind);
     if (kind != NODES_ONE)
         for (unsigned s = 0; s < SLOTMAP_SLOTS; s++)
             ck_assert_int_ge(slotmap_set_owner(&f->w.nodes[0]->map, s, "10.0.0.1", 7000), 0);
-    f->w.nodes[0]->refreshing = 1; /* as if a CLUSTER SLOTS were in flight: a MOVED asks no node */
-    f->c.worker = &f->w;
-    f->c.fd = f->c.pfd = -1;
-    TAILQ_INIT(&f->c.queue);
-    TAILQ_INIT(&f->c.resends);
-    replywin_init(&f->c.win, (uint64_t)f->cfg.client_output_limit);
+    f->w.nodes[0]->refreshing = 1;
     return f;
 }
 
-static void fixture_free(struct fixture *f)
+static void fixture_free(struct bare_worker *f)
 {
     keptsend_client_gone(&f->c);
-    request_pool_free(&f->w);
-    bytebuf_free(&f->c.obuf);
-    free(f->w.dirty_clients.items);
-    free(f->w.woken.items);
-    stats_free(&f->w.stats);
     nodes_delete(f->w.nodes[0]);
-    event_free(f->w.flush_ev);
-    event_base_free(f->base);
-    free(f);
+    bare_worker_free(f);
 }
 
 /* A request of f's client for slot 42 with one kept send of n entries (ROUTE_PASS each), written
  * and staged: every reply owed (s->left == n, req->waiting == n). */
-static struct request_send *kept_request(struct fixture *f, int n)
+static struct request_send *kept_request(struct bare_worker *f, int n)
 {
     struct request *req = request_new(&f->c);
     req->nsends = 1;
@@ -108,15 +71,6 @@ static struct request_send *kept_request(struct fixture *f, int n)
     return s;
 }
 
-/* The client lets go of req (client_teardown): it is freed once its last owed reply came. */
-static void let_go(struct fixture *f, struct request *req)
-{
-    TAILQ_REMOVE(&f->c.queue, req, link);
-    f->c.nqueued--;
-    f->c.replies_held -= req->held;
-    request_release(req);
-}
-
 /* ---------------------------------------------------------------------------------------------
  * Waits and deadlines
  * ------------------------------------------------------------------------------------------- */
@@ -133,7 +87,7 @@ END_TEST
 /* A cluster waits 16 times, 6,275 ms in all; a Sentinel instance as many as fit in failover-hold. */
 START_TEST(test_hold_cluster_and_sentinel)
 {
-    struct fixture *f = fixture_new(NODES_MAP);
+    struct bare_worker *f = fixture_new(NODES_MAP);
     ck_assert_int_eq(keptsend_max_waits(&f->w, 0), 16);
     ck_assert_int_eq(keptsend_hold_ms(&f->w, 0), 25 + 50 + 100 + 200 + 400 + 11 * 500);
     fixture_free(f);
@@ -152,7 +106,7 @@ END_TEST
 
 START_TEST(test_entries_of_a_send)
 {
-    struct fixture *f = fixture_new(NODES_MAP);
+    struct bare_worker *f = fixture_new(NODES_MAP);
     struct request *plain = request_new(&f->c);
     ck_assert_ptr_null(keptsend_of(plain, &(struct pending){.req = plain, .kind = ROUTE_PASS}));
     struct request_send *s = kept_request(f, 1);
@@ -176,7 +130,7 @@ END_TEST
 /* Replies that are no redirect pass, one entry each: values, nil, arrays, any other error. */
 START_TEST(test_replies_that_pass)
 {
-    struct fixture *f = fixture_new(NODES_MAP);
+    struct bare_worker *f = fixture_new(NODES_MAP);
     static const char *const passing[] = {"+OK\r\n",          "$1\r\nv\r\n", "$-1\r\n",
                                           "*0\r\n",           ":1\r\n",      "-ERR wrong number of arguments\r\n",
                                           "-WRONGTYPE x\r\n", "-MOVED x\r\n" /* unreadable: as usual */};
@@ -190,7 +144,7 @@ START_TEST(test_replies_that_pass)
         request_reply_consumed(s->req); /* as the router would, reading it */
     }
     ck_assert_int_eq(s->hops + s->retries, 0);
-    let_go(f, s->req);
+    bare_worker_let_go(f, s->req);
     fixture_free(f);
 }
 END_TEST
@@ -200,7 +154,7 @@ END_TEST
  * left: it is dropped, and the request freed). */
 START_TEST(test_moved_taken_and_learned)
 {
-    struct fixture *f = fixture_new(NODES_MAP);
+    struct bare_worker *f = fixture_new(NODES_MAP);
     struct request_send *s = kept_request(f, 3);
     struct request *req = s->req;
     struct backend b = {.worker = &f->w, .server = &f->w.nodes[0]->map.nodes[0]}; /* the node that answered */
@@ -217,7 +171,7 @@ START_TEST(test_moved_taken_and_learned)
     ck_assert_int_eq(m->nodes[owner].port, 7001);
     ck_assert_str_eq(m->nodes[slotmap_owner(m, 43)].host, "10.0.0.1");
     ck_assert_ptr_nonnull(s->error);
-    let_go(f, req);
+    bare_worker_let_go(f, req);
     ck_assert_int_eq(keptsend_intercept(&b, s, BYTES("$1\r\nv\r\n"), 0), 1); /* swallowed, and req freed */
     fixture_free(f);
 }
@@ -227,7 +181,7 @@ END_TEST
  * the hold), one retry counted, the rest of the attempt swallowed; the client's teardown drops it. */
 START_TEST(test_tryagain_waits_with_deadline)
 {
-    struct fixture *f = fixture_new(NODES_MAP);
+    struct bare_worker *f = fixture_new(NODES_MAP);
     struct request_send *s = kept_request(f, 2);
     uint64_t before = clock_mono_ns();
     ck_assert_int_eq(
@@ -243,7 +197,7 @@ START_TEST(test_tryagain_waits_with_deadline)
     ck_assert_int_eq(s->queued, 1);
     ck_assert(f->c.resend_timer && evtimer_pending(f->c.resend_timer, NULL));
     struct request *req = s->req;
-    let_go(f, req);
+    bare_worker_let_go(f, req);
     keptsend_client_gone(&f->c); /* the reply that stood for the send: never sent again; req freed */
     ck_assert(TAILQ_EMPTY(&f->c.resends));
     ck_assert_ptr_null(f->c.resend_timer);
@@ -256,7 +210,7 @@ END_TEST
  * was written, the send waits. */
 START_TEST(test_unserved_passes_lost_unsent_waits)
 {
-    struct fixture *f = fixture_new(NODES_MAP);
+    struct bare_worker *f = fixture_new(NODES_MAP);
     struct request_send *s = kept_request(f, 3);
     ck_assert_int_eq(keptsend_intercept(NULL, s, BYTES("-CLUSTERDOWN Hash slot not served\r\n"), 0), 0);
     request_reply_consumed(s->req);
@@ -266,7 +220,7 @@ START_TEST(test_unserved_passes_lost_unsent_waits)
     ck_assert_int_eq(keptsend_intercept(NULL, s, NULL, 0, 1), 1); /* never written: it did not run */
     ck_assert_int_eq(s->wait, 1);
     ck_assert_ptr_eq(TAILQ_FIRST(&f->c.resends), s);
-    let_go(f, s->req);
+    bare_worker_let_go(f, s->req);
     fixture_free(f);
 }
 END_TEST

@@ -3,8 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <event2/event.h>
-
+#include "bare_worker.h"
 #include "config.h"
 #include "conn.h"
 #include "loop.h"
@@ -14,61 +13,19 @@
  * Helpers
  * ------------------------------------------------------------------------------------------- */
 
-/*
- * A worker with one plain client: what request.c touches. Replies go to c.obuf (conn_out), a
- * wake-up lists c on w.woken (conn_wake); both activate w.flush_ev, a real event of a real base
- * that is never dispatched. No socket, no backend.
- */
-struct fixture {
-    struct config cfg;
-    struct proxy proxy;
-    struct worker w;
-    struct client c;
-    struct event_base *base;
-};
-
-static void noop_cb(evutil_socket_t fd, short what, void *arg)
+static struct bare_worker *fixture_new(void)
 {
-    (void)fd;
-    (void)what;
-    (void)arg;
+    return bare_worker_new();
 }
 
-static struct fixture *fixture_new(void)
-{
-    struct fixture *f = calloc(1, sizeof(*f));
-    ck_assert_ptr_nonnull(f);
-    f->cfg.client_output_limit = 1 << 20;
-    f->cfg.client_output_hard_limit = 1 << 21;
-    f->base = event_base_new();
-    ck_assert_ptr_nonnull(f->base);
-    f->w.cfg = &f->cfg;
-    f->w.proxy = &f->proxy;
-    f->w.base = f->base;
-    f->w.flush_ev = event_new(f->base, -1, 0, noop_cb, NULL);
-    ck_assert_ptr_nonnull(f->w.flush_ev);
-    f->c.worker = &f->w;
-    f->c.fd = f->c.pfd = -1;
-    TAILQ_INIT(&f->c.queue);
-    replywin_init(&f->c.win, (uint64_t)f->cfg.client_output_limit);
-    return f;
-}
-
-static void fixture_free(struct fixture *f)
+static void fixture_free(struct bare_worker *f)
 {
     ck_assert_int_eq(f->c.nqueued, 0); /* every test empties the queue */
-    request_pool_free(&f->w);
-    bytebuf_free(&f->c.obuf);
-    free(f->w.dirty_clients.items);
-    free(f->w.woken.items);
-    stats_free(&f->w.stats);
-    event_free(f->w.flush_ev);
-    event_base_free(f->base);
-    free(f);
+    bare_worker_free(f);
 }
 
 /* c's output so far, as a string. */
-static const char *out_of(struct fixture *f)
+static const char *out_of(struct bare_worker *f)
 {
     static char buf[256];
     ck_assert_uint_lt(f->c.obuf.len, sizeof(buf));
@@ -79,18 +36,9 @@ static const char *out_of(struct fixture *f)
 
 /* Bytes the requests keep in max-memory: the worker's unpublished count less c's own buffers
  * (its output, conn_account). */
-static int64_t kept_mem(const struct fixture *f)
+static int64_t kept_mem(const struct bare_worker *f)
 {
     return f->w.mem_unpublished - (int64_t)f->c.mem_held;
-}
-
-/* Take req off c's queue and let it go, as client_teardown does. */
-static void teardown_one(struct fixture *f, struct request *req)
-{
-    TAILQ_REMOVE(&f->c.queue, req, link);
-    f->c.nqueued--;
-    f->c.replies_held -= req->held;
-    request_release(req);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -101,7 +49,7 @@ static void teardown_one(struct fixture *f, struct request *req)
  * completes, then both are written, the head's first, and c is woken once. */
 START_TEST(test_later_reply_kept_until_head)
 {
-    struct fixture *f = fixture_new();
+    struct bare_worker *f = fixture_new();
     struct request *a = request_new(&f->c);
     struct request *b = request_new(&f->c);
     ck_assert_uint_eq(a->seq, 0);
@@ -137,7 +85,7 @@ static const int orders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2,
 START_TEST(test_every_completion_order)
 {
     static const char *const replies[3] = {"+a\r\n", "+bb\r\n", "+ccc\r\n"};
-    struct fixture *f = fixture_new();
+    struct bare_worker *f = fixture_new();
     struct request *req[3];
     for (int i = 0; i < 3; i++) req[i] = request_new(&f->c);
     int done[3] = {0, 0, 0};
@@ -168,7 +116,7 @@ END_TEST
 /* A silent request (CLIENT REPLY OFF / SKIP) completes in its turn and writes no byte. */
 START_TEST(test_silent_takes_its_turn)
 {
-    struct fixture *f = fixture_new();
+    struct bare_worker *f = fixture_new();
     struct request *a = request_new(&f->c);
     struct request *b = request_new(&f->c);
     struct request *c = request_new(&f->c);
@@ -188,7 +136,7 @@ END_TEST
  * is queued. */
 START_TEST(test_closed_client_writes_nothing)
 {
-    struct fixture *f = fixture_new();
+    struct bare_worker *f = fixture_new();
     struct request *a = request_new(&f->c);
     f->c.closed = 1;
     request_complete(a, "+a\r\n", 4);
@@ -196,7 +144,7 @@ START_TEST(test_closed_client_writes_nothing)
     ck_assert_uint_eq(f->c.obuf.len, 0);
     ck_assert_int_eq(f->c.nqueued, 1);
     ck_assert_int_eq(f->c.woken, 0);
-    teardown_one(f, a);
+    bare_worker_let_go(f, a);
     ck_assert_uint_eq(f->w.nfree_requests, 1);
     fixture_free(f);
 }
@@ -210,11 +158,11 @@ END_TEST
  * freed at the second (its answer), whose bytes are dropped. */
 START_TEST(test_orphan_freed_at_last_reply)
 {
-    struct fixture *f = fixture_new();
+    struct bare_worker *f = fixture_new();
     struct request *a = request_new(&f->c);
     request_expect(a);
     request_expect(a);
-    teardown_one(f, a);
+    bare_worker_let_go(f, a);
     ck_assert_ptr_null(a->client);
     ck_assert_uint_eq(f->w.nfree_requests, 0); /* two replies still owed: not freed */
     request_reply_consumed(a);
@@ -231,10 +179,10 @@ END_TEST
 /* The last owed reply is one the router takes (request_reply_consumed): freed then too. */
 START_TEST(test_orphan_freed_at_last_consumed)
 {
-    struct fixture *f = fixture_new();
+    struct bare_worker *f = fixture_new();
     struct request *a = request_new(&f->c);
     request_expect(a);
-    teardown_one(f, a);
+    bare_worker_let_go(f, a);
     ck_assert_uint_eq(f->w.nfree_requests, 0);
     request_reply_consumed(a);
     ck_assert_uint_eq(f->w.nfree_requests, 1);
@@ -245,9 +193,9 @@ END_TEST
 /* Released with nothing owed: freed at once. */
 START_TEST(test_release_with_nothing_owed)
 {
-    struct fixture *f = fixture_new();
+    struct bare_worker *f = fixture_new();
     struct request *a = request_new(&f->c);
-    teardown_one(f, a);
+    bare_worker_let_go(f, a);
     ck_assert_uint_eq(f->w.nfree_requests, 1);
     fixture_free(f);
 }
@@ -256,10 +204,10 @@ END_TEST
 /* An orphan's error answer (the backend failed) is dropped too, and frees it. */
 START_TEST(test_orphan_error_dropped)
 {
-    struct fixture *f = fixture_new();
+    struct bare_worker *f = fixture_new();
     struct request *a = request_new(&f->c);
     request_expect(a);
-    teardown_one(f, a);
+    bare_worker_let_go(f, a);
     request_answer_error(a, "UNAVAILABLE instance 'cache' is unreachable");
     ck_assert_uint_eq(f->w.nfree_requests, 1);
     ck_assert_uint_eq(f->c.obuf.len, 0);
@@ -272,7 +220,7 @@ END_TEST
  * ------------------------------------------------------------------------------------------- */
 
 /* A split request with two parts, as the router makes one (parts allocated, nparts set). */
-static struct request *split_request(struct fixture *f, int nparts)
+static struct request *split_request(struct bare_worker *f, int nparts)
 {
     struct request *req = request_new(&f->c);
     req->parts = calloc((size_t)nparts, sizeof(*req->parts));
@@ -285,7 +233,7 @@ static struct request *split_request(struct fixture *f, int nparts)
  * replaced part counts its new size; the merged reply drops them all. */
 START_TEST(test_parts_held_then_dropped)
 {
-    struct fixture *f = fixture_new();
+    struct bare_worker *f = fixture_new();
     struct request *a = split_request(f, 2);
     request_part_keep(a, 0, ":3\r\n", 4);
     ck_assert_uint_eq(a->held, 4);
@@ -315,7 +263,7 @@ END_TEST
  * is written. */
 START_TEST(test_parts_behind_head)
 {
-    struct fixture *f = fixture_new();
+    struct bare_worker *f = fixture_new();
     struct request *a = request_new(&f->c);
     struct request *b = split_request(f, 2);
     request_part_keep(b, 0, "+x\r\n", 4);
@@ -337,14 +285,14 @@ END_TEST
  * teardown (client_teardown's sum), and in max-memory when it is freed. */
 START_TEST(test_orphan_parts_released)
 {
-    struct fixture *f = fixture_new();
+    struct bare_worker *f = fixture_new();
     struct request *a = split_request(f, 2);
     request_expect(a);
     request_part_keep(a, 0, "+x\r\n", 4);
     request_keep_reply(a, "+held\r\n", 7);
     ck_assert_uint_eq(a->held, 11);
     ck_assert_uint_eq(f->c.replies_held, 11);
-    teardown_one(f, a);
+    bare_worker_let_go(f, a);
     ck_assert_uint_eq(f->c.replies_held, 0);
     ck_assert_int_eq(kept_mem(f), 11);    /* still held: a reply is owed */
     request_part_keep(a, 1, "+y\r\n", 4); /* a late part: counted for nobody's client */
@@ -375,7 +323,7 @@ static const struct {
 /* "-<text>\r\n", row by row. */
 START_TEST(test_error_text)
 {
-    struct fixture *f = fixture_new();
+    struct bare_worker *f = fixture_new();
     request_error(request_new(&f->c), error_rows[_i].text);
     ck_assert_str_eq(out_of(f), error_rows[_i].reply);
     fixture_free(f);
@@ -385,7 +333,7 @@ END_TEST
 /* A text longer than an error reply holds is cut to fit, still ending in CRLF. */
 START_TEST(test_error_text_cut)
 {
-    struct fixture *f = fixture_new();
+    struct bare_worker *f = fixture_new();
     char text[ERROR_REPLY_MAX + 100];
     memset(text, 'x', sizeof(text) - 1);
     memcpy(text, "ERR ", 4);
@@ -402,7 +350,7 @@ END_TEST
 /* Counted per code: DENIED and NOPERM each their counter, any other code as errors_other. */
 START_TEST(test_error_counted_per_code)
 {
-    struct fixture *f = fixture_new();
+    struct bare_worker *f = fixture_new();
     request_error(request_new(&f->c), "DENIED no");
     request_error(request_new(&f->c), "DENIED no again");
     request_error(request_new(&f->c), "NOPERM no");
@@ -423,7 +371,7 @@ END_TEST
  * (emptied); the client's sequence goes on. */
 START_TEST(test_recycled_request_wiped)
 {
-    struct fixture *f = fixture_new();
+    struct bare_worker *f = fixture_new();
     struct request *a = request_new(&f->c);
     a->sends = &a->send1;
     a->nsends = 1;
@@ -462,7 +410,7 @@ END_TEST
 /* A kept send's buffer past REQUEST_KEEP_BYTES (4096) is not kept by the recycled request. */
 START_TEST(test_recycled_request_drops_big_send)
 {
-    struct fixture *f = fixture_new();
+    struct bare_worker *f = fixture_new();
     struct request *a = request_new(&f->c);
     a->sends = &a->send1;
     a->nsends = 1;
@@ -481,7 +429,7 @@ END_TEST
 START_TEST(test_pool_bounded)
 {
     enum { N = 4096 + 10 };
-    struct fixture *f = fixture_new();
+    struct bare_worker *f = fixture_new();
     for (int i = 0; i < N; i++) request_new(&f->c);
     struct request *req;
     while ((req = TAILQ_FIRST(&f->c.queue))) request_complete(req, "+OK\r\n", 5);
