@@ -386,8 +386,8 @@ static void kept_load_next(struct backend *b, struct request_send *s)
 }
 
 /*
- * A reply (reply NULL: a failure) for an entry of a kept send. Returns 1 when the router
- * took it here (the send goes again), 0 when it is read as usual. A -MOVED updates the
+ * A reply (reply NULL: a failure) for an entry of a kept send. Returns 1 when it was taken
+ * here (the send goes again), 0 when the router reads it as usual. A -MOVED updates the
  * map, a -ASK aims the next attempt once, -TRYAGAIN and -CLUSTERDOWN wait, and so does a
  * failure of an entry that was never written (unsent: its connection was lost before, so Redis
  * never saw it; one that was written may have run, and fails as usual); from that reply on, the

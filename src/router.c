@@ -1,4 +1,4 @@
-/* router.c: the only code that writes requests for a backend and interprets what it answers. */
+/* router.c: writes each request for a backend (a kept send is staged, and again, by keptsend.c) and interprets what the backend answers. */
 #include "router.h"
 #include "nodes.h"
 

@@ -1,4 +1,4 @@
-/* router.h: the only code that writes requests for a backend and interprets what it answers. */
+/* router.h: writes each request for a backend (a kept send is staged, and again, by keptsend.c) and interprets what the backend answers. */
 #ifndef KEYGATE_ROUTER_H
 #define KEYGATE_ROUTER_H
 
