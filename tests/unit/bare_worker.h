@@ -1,4 +1,4 @@
-/* bare_worker.h: a worker and one plain client with no socket and no backend, for unit suites of the connection layer (test_request, test_keptsend). */
+/* bare_worker.h: a worker and one plain client with no socket and no backend, for unit suites of the connection layer (test_request, test_keptsend, test_router). */
 #ifndef KEYGATE_TEST_BARE_WORKER_H
 #define KEYGATE_TEST_BARE_WORKER_H
 
