@@ -11,7 +11,7 @@
 
 /* A split plan (MGET/DEL/... across instances and a cluster's slots; DBSIZE, KEYS, SCRIPT LOAD/EXISTS to
  * every instance or primary; a cluster's SCAN to the primary its cursor names): one part per instance
- * (or node), merged by the router when all came. Takes plan->key_part. */
+ * (or node), merged by parts.c when all came. Takes plan->key_part. */
 void fanout_split(struct client *c, struct request *req, struct plan *plan, const char *frame);
 
 /* INFO naming instance sections: argv (the client's INFO) to every instance (every primary of a

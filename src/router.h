@@ -99,7 +99,7 @@ void router_out_done(struct request *req, struct backend *b);
 
 /* Worker w stops: replicas=N writes held for a WAIT not sent yet get -NOREPLICAS (they ran), and no
  * WAIT starts from here on; those of a WAIT out are answered when nodes_free fails it (replcommit_stop,
- * with the router's merge for a split write's parts). replcommit_free frees the groups after nodes_free. */
+ * with parts.c's merge for a split write's parts). replcommit_free frees the groups after nodes_free. */
 void router_stop(struct worker *w);
 
 #endif
