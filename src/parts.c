@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "fanmerge.h"
 #include "conn.h"
+#include "fanmerge.h"
 #include "nodes.h"
 #include "policy.h"
 #include "replies.h"
