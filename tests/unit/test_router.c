@@ -69,6 +69,24 @@ static void plan_plain(struct plan *plan)
     plan->inval.key = plan->inval.key_inline;
 }
 
+/* plan_plain with one TTL fix of the key (argument 1) in keygate's MULTI wrap. */
+static void plan_wrapped_fix(struct plan *plan, enum ttl_fix_mode mode, int64_t ttl_ms)
+{
+    plan_plain(plan);
+    plan->ttl.wrap = 1;
+    plan->ttl.nfix = 1;
+    plan->ttl.fix[0] = (struct ttl_fix){.argi = 1, .mode = (uint32_t)mode, .ttl_ms = ttl_ms};
+}
+
+/* A new request of the client for `frame`, parsed and handed to router_forward with plan on b. */
+static struct request *forward(struct router_fixture *r, const char *frame, const struct plan *plan)
+{
+    client_parse(r, frame);
+    struct request *req = request_new(&r->f->c);
+    router_forward(&r->f->c, &r->b, req, plan, frame);
+    return req;
+}
+
 /* b's FIFO as a string of kinds ("PASS", "DROP QUEUED DROP EXEC_PICK"), every entry for req. */
 static const char *fifo_kinds(const struct router_fixture *r, const struct request *req)
 {
@@ -130,11 +148,9 @@ START_TEST(test_plain_get)
     struct router_fixture r;
     fixture_init(&r);
     static const char frame[] = "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
-    client_parse(&r, frame);
     struct plan plan;
     plan_plain(&plan);
-    struct request *req = request_new(&r.f->c);
-    router_forward(&r.f->c, &r.b, req, &plan, frame);
+    struct request *req = forward(&r, frame, &plan);
     ck_assert_uint_eq(r.b.out.len, strlen(frame));
     ck_assert_mem_eq(r.b.out.p, frame, strlen(frame));
     ck_assert_str_eq(fifo_kinds(&r, req), "PASS");
@@ -154,14 +170,9 @@ START_TEST(test_ttl_wrap_answers_element_zero)
     struct router_fixture r;
     fixture_init(&r);
     static const char frame[] = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n";
-    client_parse(&r, frame);
     struct plan plan;
-    plan_plain(&plan);
-    plan.ttl.wrap = 1;
-    plan.ttl.nfix = 1;
-    plan.ttl.fix[0] = (struct ttl_fix){.argi = 1, .mode = TTL_FIX_RESET, .ttl_ms = 60000};
-    struct request *req = request_new(&r.f->c);
-    router_forward(&r.f->c, &r.b, req, &plan, frame);
+    plan_wrapped_fix(&plan, TTL_FIX_RESET, 60000);
+    struct request *req = forward(&r, frame, &plan);
     static const char want[] = "*1\r\n$5\r\nMULTI\r\n"
                                "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n"
                                "*3\r\n$7\r\nPEXPIRE\r\n$1\r\nk\r\n$5\r\n60000\r\n"
@@ -187,14 +198,9 @@ START_TEST(test_ttl_wrap_queued_error)
     struct router_fixture r;
     fixture_init(&r);
     static const char frame[] = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n";
-    client_parse(&r, frame);
     struct plan plan;
-    plan_plain(&plan);
-    plan.ttl.wrap = 1;
-    plan.ttl.nfix = 1;
-    plan.ttl.fix[0] = (struct ttl_fix){.argi = 1, .mode = TTL_FIX_NX, .ttl_ms = 1000};
-    struct request *req = request_new(&r.f->c);
-    router_forward(&r.f->c, &r.b, req, &plan, frame);
+    plan_wrapped_fix(&plan, TTL_FIX_NX, 1000);
+    forward(&r, frame, &plan);
     backend_answers(&r, "+OK\r\n");
     backend_answers(&r, "-OOM command not allowed when used memory > 'maxmemory'.\r\n");
     backend_answers(&r, "+QUEUED\r\n");
@@ -211,11 +217,9 @@ START_TEST(test_lost_connection_unavailable)
     struct router_fixture r;
     fixture_init(&r);
     static const char frame[] = "*2\r\n$4\r\nINCR\r\n$1\r\nn\r\n";
-    client_parse(&r, frame);
     struct plan plan;
     plan_plain(&plan);
-    struct request *req = request_new(&r.f->c);
-    router_forward(&r.f->c, &r.b, req, &plan, frame);
+    forward(&r, frame, &plan);
     backend_answers(&r, NULL);
     const char *out = client_output(&r);
     ck_assert_msg(strncmp(out, "-UNAVAILABLE ", 13) == 0 && strstr(out, "'cache'") != NULL, "got '%s'", out);
@@ -230,12 +234,10 @@ START_TEST(test_down_answers_at_once)
     struct router_fixture r;
     fixture_init(&r);
     static const char frame[] = "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
-    client_parse(&r, frame);
     struct plan plan;
     plan_plain(&plan);
     r.b.state = BACKEND_DOWN;
-    struct request *req = request_new(&r.f->c);
-    router_forward(&r.f->c, &r.b, req, &plan, frame);
+    forward(&r, frame, &plan);
     ck_assert_uint_eq(r.b.out.len, 0);
     ck_assert_uint_eq(r.b.fifo_count, 0);
     const char *out = client_output(&r);
