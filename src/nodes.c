@@ -343,7 +343,7 @@ int nodes_id_serves(const struct worker *w, int instance, uint64_t id)
 {
     const struct nodes *t = w->nodes[instance];
     if (!t || t->kind == NODES_ONE) return id == 0;
-    unsigned char named[SLOTMAP_MAX_NODES] = {0}; /* the entries of that address: hashed once each, not per slot */
+    unsigned char named[SLOTMAP_MAX_NODES] = {0}; /* the entries of that address, so a slot costs one lookup */
     int any = 0;
     for (int k = 0; k < t->map.nnodes; k++) any |= named[k] = t->map.nodes[k].id == id;
     for (unsigned slot = 0; any && slot < SLOTMAP_SLOTS; slot++) {
