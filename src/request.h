@@ -96,7 +96,7 @@ struct request {
     int nsends;
     struct request_send send1;      /* the one send of a request that is not split; its buffers outlive a
                                    recycling (request_new), so a kept send allocates nothing */
-    struct request_send *recording; /* the send the router is writing now (route_expect records) */
+    struct request_send *recording; /* the send the router is writing now (router_expect records) */
     size_t argc;
     uint16_t scan_rank, scan_nodes; /* SCAN on a cluster: the rank of the primary it reads, of how many */
     uint64_t seq;                   /* its place among its client's requests (request_new) */

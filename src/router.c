@@ -29,8 +29,8 @@ _Static_assert((int)ROUTE_REPL_SYNC == (int)REPLCOMMIT_KIND_SYNC && (int)ROUTE_R
                "replcommit's own entries keep the router's kinds");
 
 /* One more reply owed on b for req, used as `kind`; while req records a send (a cluster
- * request, route_out), the entry is recorded and owed once the send is staged (keptsend_stage). */
-static void route_expect(struct backend *b, struct request *req, enum route_kind kind, int part)
+ * request, router_out), the entry is recorded and owed once the send is staged (keptsend_stage). */
+void router_expect(struct backend *b, struct request *req, enum route_kind kind, int part)
 {
     assert(part >= 0 && part <= UINT16_MAX);
     struct request_send *s = req->recording;
@@ -49,14 +49,14 @@ static void route_expect(struct backend *b, struct request *req, enum route_kind
 
 /* Is a request for `instance` on b kept (sent again after a redirect)? On a cluster's shared
  * connections, and when no connection is known yet (b NULL: it waits for the slot's owner). */
-static inline int route_keeps(const struct client *c, const struct backend *b, int instance)
+int router_keeps(const struct client *c, const struct backend *b, int instance)
 {
     return nodes_may_move(c->worker, instance) && !(b && b->pinned);
 }
 
 /* The buffer a request for (instance, slot) is written to: b's staging buffer, or when keep
- * (a shared cluster connection, route_keeps; b may then be NULL: no owner known yet) the kept
- * send of part `part`, which route_out_done stages. route_out: keep as route_keeps says. */
+ * (a shared cluster connection, router_keeps; b may then be NULL: no owner known yet) the kept
+ * send of part `part`, which router_out_done stages. router_out: keep as router_keeps says. */
 static struct bytebuf *route_out_kept(struct client *c, struct backend *b, struct request *req, int keep, int instance,
                                       int slot, int part)
 {
@@ -78,14 +78,13 @@ static struct bytebuf *route_out_kept(struct client *c, struct backend *b, struc
     return &s->bytes;
 }
 
-static struct bytebuf *route_out(struct client *c, struct backend *b, struct request *req, int instance, int slot,
-                                 int part)
+struct bytebuf *router_out(struct client *c, struct backend *b, struct request *req, int instance, int slot, int part)
 {
-    return route_out_kept(c, b, req, route_keeps(c, b, instance), instance, slot, part);
+    return route_out_kept(c, b, req, router_keeps(c, b, instance), instance, slot, part);
 }
 
-/* The request written since route_out goes: staged on b, or (b NULL) after a wait. */
-static void route_out_done(struct request *req, struct backend *b)
+/* The request written since router_out goes: staged on b, or (b NULL) after a wait. */
+void router_out_done(struct request *req, struct backend *b)
 {
     struct request_send *s = req->recording;
     if (__builtin_expect(!s, 1)) return;
@@ -178,7 +177,7 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
                     const char *frame)
 {
     struct worker *w = c->worker;
-    int keep = route_keeps(c, b, plan->instance);
+    int keep = router_keeps(c, b, plan->instance);
     if (!keep && (!b || b->state == BACKEND_DOWN)) {
         route_unblock(req);
         route_down(c, req, plan->instance);
@@ -198,29 +197,29 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
     struct bytebuf *out = route_out_kept(c, b, req, keep, plan->instance, plan->slot, 0);
     if (plan->wait_sync) { /* the PUBLISH before a WAIT of the client's (replcommit.h) */
         bytebuf_add(out, STR_AND_LEN(REPLCOMMIT_SYNC));
-        route_expect(b, req, ROUTE_DROP, 0);
+        router_expect(b, req, ROUTE_DROP, 0);
     }
     int wrap = plan->ttl.wrap;
     if (wrap) {
         bytebuf_add(out, STR_AND_LEN("*1\r\n$5\r\nMULTI\r\n"));
-        route_expect(b, req, ROUTE_DROP, 0);
+        router_expect(b, req, ROUTE_DROP, 0);
     }
     frames_command(out, &c->parser, c->resp3, plan, frame);
-    route_expect(b, req, wrap ? ROUTE_QUEUED : ROUTE_PASS, 0);
+    router_expect(b, req, wrap ? ROUTE_QUEUED : ROUTE_PASS, 0);
     if (keep) route_note_script(c, frame, req->recording);
     for (size_t i = 0; i < plan->ttl.nfix; i++) {
         frames_fix(out, &c->parser, frame, &plan->ttl.fix[i]);
-        route_expect(b, req, ROUTE_DROP, 0);
+        router_expect(b, req, ROUTE_DROP, 0);
     }
     for (uint32_t i = 0; i < plan->inval.n; i++) {
         frames_inval(out, &c->parser, frame, &plan->inval.key[i]);
-        route_expect(b, req, ROUTE_DROP, 0);
+        router_expect(b, req, ROUTE_DROP, 0);
     }
     if (wrap) {
         bytebuf_add(out, STR_AND_LEN("*1\r\n$4\r\nEXEC\r\n"));
-        route_expect(b, req, ROUTE_EXEC_PICK, 0);
+        router_expect(b, req, ROUTE_EXEC_PICK, 0);
     }
-    route_out_done(req, b);
+    router_out_done(req, b);
     STAT_INC(&w->stats, commands_forwarded);
     if (plan->nappend || plan->ttl.nfix) stats_ttl_injected(&w->stats, &req->mark);
     policy_budget_forwarded(plan);
@@ -229,13 +228,13 @@ void router_forward(struct client *c, struct backend *b, struct request *req, co
 void router_forward_bytes(struct client *c, struct backend *b, int instance, struct request *req, const char *bytes,
                           size_t len)
 {
-    if (!route_keeps(c, b, instance) && (!b || b->state == BACKEND_DOWN)) {
+    if (!router_keeps(c, b, instance) && (!b || b->state == BACKEND_DOWN)) {
         route_down(c, req, instance);
         return;
     }
-    bytebuf_add(route_out(c, b, req, instance, -1, 0), bytes, len);
-    route_expect(b, req, ROUTE_PASS, 0);
-    route_out_done(req, b);
+    bytebuf_add(router_out(c, b, req, instance, -1, 0), bytes, len);
+    router_expect(b, req, ROUTE_PASS, 0);
+    router_out_done(req, b);
     STAT_INC(&c->worker->stats, commands_forwarded);
 }
 
@@ -251,7 +250,7 @@ void router_forward_fill(struct client *c, struct backend *b, struct request *re
     if (mode == 'm' && c->parser.argc > 2 + NCPOLICY_FILL_MAX_NAMED) mode = 'a';
     frames_fill(backend_stage(b), nearcache_fill_limit(req), mode, &c->parser, frame,
                 resp_arg_ptr(&c->parser, frame, 1), c->parser.args[1].len, 2, mode == 'm' ? c->parser.argc : 0);
-    route_expect(b, req, ROUTE_FILL, 0);
+    router_expect(b, req, ROUTE_FILL, 0);
     STAT_INC(&c->worker->stats, commands_forwarded);
 }
 
@@ -264,7 +263,7 @@ void router_forward_prefetch(struct client *c, struct backend *b, struct request
         size_t len;
         const char *key = nearcache_prefetch_key(req, i, &len);
         frames_fill(out, nearcache_fill_limit(req), 'n', &c->parser, NULL, key, len, 0, 0);
-        route_expect(b, req, ROUTE_PREFETCH, (int)i);
+        router_expect(b, req, ROUTE_PREFETCH, (int)i);
     }
 }
 
@@ -283,14 +282,14 @@ void router_write_queued(struct bytebuf *out, const struct client *c, const stru
 
 void router_exec(struct client *c, struct backend *b, struct request *req, int instance, int slot)
 {
-    struct bytebuf *out = route_out(c, b, req, instance, slot, 0);
+    struct bytebuf *out = router_out(c, b, req, instance, slot, 0);
     bytebuf_add(out, STR_AND_LEN("*1\r\n$5\r\nMULTI\r\n"));
-    route_expect(b, req, ROUTE_DROP, 0);
+    router_expect(b, req, ROUTE_DROP, 0);
     bytebuf_add(out, c->multi_buf.p, c->multi_buf.len);
-    for (size_t i = 0; i < c->multi_keep.len; i++) route_expect(b, req, ROUTE_QUEUED, 0); /* each +QUEUED */
+    for (size_t i = 0; i < c->multi_keep.len; i++) router_expect(b, req, ROUTE_QUEUED, 0); /* each +QUEUED */
     bytebuf_add(out, STR_AND_LEN("*1\r\n$4\r\nEXEC\r\n"));
-    route_expect(b, req, ROUTE_EXEC_FILTER, 0);
-    route_out_done(req, b);
+    router_expect(b, req, ROUTE_EXEC_FILTER, 0);
+    router_out_done(req, b);
     req->exec_keep = c->multi_keep; /* the request owns the flags now */
     memset(&c->multi_keep, 0, sizeof(c->multi_keep));
     STAT_INC(&c->worker->stats, commands_forwarded);
@@ -300,7 +299,7 @@ void router_unwatch(struct client *c, struct request *req)
 {
     assert(c->watch_pin);
     bytebuf_add(backend_stage(c->watch_pin), STR_AND_LEN("*1\r\n$7\r\nUNWATCH\r\n"));
-    route_expect(c->watch_pin, req, ROUTE_DROP, 0);
+    router_expect(c->watch_pin, req, ROUTE_DROP, 0);
 }
 
 void router_subscribe(struct client *c, struct backend *b, int inst, const char *frame, size_t len)
@@ -312,28 +311,6 @@ void router_subscribe(struct client *c, struct backend *b, int inst, const char 
     bytebuf_add(out, STR_AND_LEN(PUBSUB_MARKER_CMD));
     pubsub_marker_sent(&c->pubsub, inst);
     STAT_INC(&c->worker->stats, commands_forwarded);
-}
-
-/* ---- what fanout.c writes its parts with (router.h): the router's own functions, unchanged ---- */
-
-struct bytebuf *router_out(struct client *c, struct backend *b, struct request *req, int instance, int slot, int part)
-{
-    return route_out(c, b, req, instance, slot, part);
-}
-
-int router_keeps(const struct client *c, const struct backend *b, int instance)
-{
-    return route_keeps(c, b, instance);
-}
-
-void router_expect(struct backend *b, struct request *req, enum route_kind kind, int part)
-{
-    route_expect(b, req, kind, part);
-}
-
-void router_out_done(struct request *req, struct backend *b)
-{
-    route_out_done(req, b);
 }
 
 /* ---- the hooks: what the backends report ---- */
